@@ -1,0 +1,241 @@
+"""TF1 <-> TF2 checkpoints: one naming rule, loading by name, conversion.
+
+Our model variables are named so that their TF1 name follows from `tf1_name`:
+drop the `:0` suffix and the top-level model's name, then apply `_SCOPE_TABLE`.
+Google's TF1 checkpoints are read by variable name. Our TF2 checkpoints
+(tf.train.Checkpoint, object-based) store every variable's full name in their
+object graph, so both kinds are loaded the same way: by TF1 name.
+"""
+import collections
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+# First path components that TF1 BERT checkpoints use at the top level.
+TF1_ROOTS = ("bert", "cls", "output_weights", "output_bias", "global_step")
+
+# Scopes our models have and TF1 does not (prefix in our name -> TF1 prefix).
+_SCOPE_TABLE = (
+    ("classifier/", ""),  # run_classifier's output_weights/output_bias are top-level in TF1
+)
+
+# TF1 slot suffixes of the reference's AdamWeightDecayOptimizer.
+TF1_SLOT_NAMES = ("adam_m", "adam_v")
+
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def tf1_name(name):
+    """TF1 variable name for one of our variable names (or for a tf.Variable)."""
+    if not isinstance(name, str):
+        name = name.name
+    name = re.sub(r":\d+$", "", name)
+    parts = name.split("/")
+    if len(parts) > 1 and parts[0] not in TF1_ROOTS:
+        name = "/".join(parts[1:])
+    for ours, theirs in _SCOPE_TABLE:
+        if name.startswith(ours):
+            name = theirs + name[len(ours):]
+    return name
+
+
+def tf1_variable_map(model_or_variables):
+    """OrderedDict TF1 name -> variable for a model (or a list of variables)."""
+    variables = getattr(model_or_variables, "variables", model_or_variables)
+    mapping = collections.OrderedDict()
+    for var in variables:
+        name = tf1_name(var)
+        if name in mapping and mapping[name] is not var:
+            raise ValueError("two model variables map to the TF1 name %r: %s and %s"
+                             % (name, mapping[name].name, var.name))
+        mapping[name] = var
+    return mapping
+
+
+# ---------------------------------------------------------------------------
+# Reading checkpoints of either kind
+# ---------------------------------------------------------------------------
+
+def resolve_checkpoint(path):
+    """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+    if path is None or not str(path):
+        raise ValueError("no checkpoint path given")
+    path = str(path)
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            candidates = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
+            if len(candidates) == 1:
+                latest = candidates[0][:-len(".index")]
+        if latest is None:
+            raise ValueError("no checkpoint found in directory %s" % path)
+        return latest
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    raise ValueError("checkpoint %s not found (expected %s.index)" % (path, path))
+
+
+def is_tf2_checkpoint(path):
+    """True for an object-based (TF2) checkpoint, False for a name-based TF1 one."""
+    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
+    return reader.has_tensor(_OBJECT_GRAPH_KEY)
+
+
+def _object_graph(reader):
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+    return graph
+
+
+def _tf2_name_table(reader):
+    """TF1 name -> checkpoint key for the variables (and Adam slots) of a TF2 checkpoint."""
+    graph = _object_graph(reader)
+    full_names = {}
+    table = collections.OrderedDict()
+    for node_id, node in enumerate(graph.nodes):
+        for attr in node.attributes:
+            if attr.name == "VARIABLE_VALUE" and attr.full_name:
+                full_names[node_id] = attr.full_name
+    for node_id, node in enumerate(graph.nodes):
+        for attr in node.attributes:
+            if attr.name != "VARIABLE_VALUE" or not attr.full_name:
+                continue
+            name = tf1_name(attr.full_name)
+            if name.split("/")[0] not in TF1_ROOTS:
+                continue  # optimizer counters, hyper-parameters, data iterators
+            table.setdefault(name, attr.checkpoint_key)
+        for slot in node.slot_variables:
+            original = full_names.get(slot.original_variable_node_id)
+            slot_node = graph.nodes[slot.slot_variable_node_id]
+            keys = [a.checkpoint_key for a in slot_node.attributes if a.name == "VARIABLE_VALUE"]
+            if original and keys:
+                table.setdefault("%s/%s" % (tf1_name(original), slot.slot_name), keys[0])
+    step_key = _find_step_key(reader)
+    if step_key:
+        table["global_step"] = step_key
+    return table
+
+
+def _find_step_key(reader):
+    shapes = reader.get_variable_to_shape_map()
+    for key in ("step/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE",
+                "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"):
+        if key in shapes:
+            return key
+    return None
+
+
+class CheckpointContents:
+    """The tensors of a TF1 or TF2 checkpoint, addressed by TF1 name."""
+
+    def __init__(self, path):
+        self.path = resolve_checkpoint(path)
+        self.reader = tf.train.load_checkpoint(self.path)
+        self.is_tf2 = self.reader.has_tensor(_OBJECT_GRAPH_KEY)
+        shapes = self.reader.get_variable_to_shape_map()
+        if self.is_tf2:
+            self.keys = _tf2_name_table(self.reader)
+        else:
+            self.keys = collections.OrderedDict((name, name) for name in sorted(shapes))
+        self.shapes = {name: list(shapes[key]) for name, key in self.keys.items()}
+
+    def names(self):
+        return list(self.keys)
+
+    def get(self, name):
+        return self.reader.get_tensor(self.keys[name])
+
+    def model_names(self):
+        """Names of model weights: no optimizer slots, no global_step."""
+        return [n for n in self.keys if n != "global_step"
+                and n.rsplit("/", 1)[-1] not in TF1_SLOT_NAMES]
+
+
+LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_in_checkpoint", "unused"])
+
+
+def load_checkpoint(model_or_variables, path, log=True):
+    """Loads every model variable whose TF1 name is in the checkpoint at `path`.
+
+    Works with Google's TF1 checkpoints and with ours (TF2); `path` may be a
+    file prefix or a directory. Like the reference's assignment map, variables
+    missing on either side are skipped and logged, not fatal; a variable with
+    the wrong shape is a ValueError naming it.
+
+    Returns:
+      LoadResult(loaded, not_in_checkpoint, unused): TF1 names loaded, model
+      variables the checkpoint lacks, checkpoint weights the model lacks
+      (optimizer slots and global_step are not counted as unused).
+    """
+    contents = CheckpointContents(path)
+    variables = tf1_variable_map(model_or_variables)
+    loaded, missing = [], []
+    for name, var in variables.items():
+        if name not in contents.keys:
+            missing.append(name)
+            continue
+        want, have = var.shape.as_list(), contents.shapes[name]
+        if want != have:
+            raise ValueError(
+                "checkpoint %s: variable %s has shape %s but the model expects %s "
+                "(does bert_config.json match the checkpoint?)"
+                % (contents.path, name, have, want))
+        var.assign(contents.get(name).astype(var.dtype.as_numpy_dtype))
+        loaded.append(name)
+    unused = [n for n in contents.model_names() if n not in variables]
+    if log:
+        logging.info("Loaded %d variables from %s checkpoint %s", len(loaded),
+                     "TF2" if contents.is_tf2 else "TF1", contents.path)
+        for name in missing:
+            logging.info("  not in checkpoint (keeps its initial value): %s", name)
+        for name in unused:
+            logging.info("  in checkpoint but not in the model: %s", name)
+    return LoadResult(loaded, missing, unused)
+
+
+# ---------------------------------------------------------------------------
+# Writing TF1 (name-based) checkpoints
+# ---------------------------------------------------------------------------
+
+def write_tf1_checkpoint(tensors, prefix):
+    """Writes a name-based checkpoint readable by TF1 code (tf.train.Saver).
+
+    Args:
+      tensors: mapping TF1 name -> array (or variable).
+      prefix: output prefix, e.g. OUT/bert_model.ckpt (.index and .data are
+        written under temporary names and renamed into place at the end).
+    """
+    if not tensors:
+        raise ValueError("nothing to write to %s" % prefix)
+    parent = os.path.dirname(prefix)
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    names = sorted(tensors)
+    values = [tf.convert_to_tensor(np.asarray(tensors[n])) for n in names]
+    temp = prefix + ".tmp-write"
+    tf.raw_ops.SaveV2(prefix=temp, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=values)
+    for data in tf.io.gfile.glob(temp + ".data-*"):
+        tf.io.gfile.rename(data, prefix + data[len(temp):], overwrite=True)
+    tf.io.gfile.rename(temp + ".index", prefix + ".index", overwrite=True)
+    with tf.io.gfile.GFile(os.path.join(parent or ".", "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
+                % (os.path.basename(prefix), os.path.basename(prefix)))
+    return prefix
+
+
+def tf2_to_tf1(tf2_path, tf1_prefix, include_optimizer=False):
+    """Rewrites one of our TF2 checkpoints under TF1 names; returns the names written."""
+    contents = CheckpointContents(tf2_path)
+    if not contents.is_tf2:
+        raise ValueError("%s is already a TF1 (name-based) checkpoint" % contents.path)
+    names = contents.names() if include_optimizer else contents.model_names()
+    tensors = {n: contents.get(n) for n in names}
+    if include_optimizer and "global_step" in tensors:
+        tensors["global_step"] = np.asarray(tensors["global_step"], np.int64)
+    write_tf1_checkpoint(tensors, tf1_prefix)
+    return sorted(tensors)

@@ -1,0 +1,253 @@
+"""TFRecord files in and out: atomic writers, feature specs and tf.data readers.
+
+Every runner writes its features with `RecordWriter` and reads them back with
+`make_dataset`; the feature names and dtypes are those of the reference's files,
+so records written by the reference can be read here and the other way round.
+"""
+import contextlib
+import os
+import uuid
+
+import tensorflow as tf
+
+
+# ---------------------------------------------------------------------------
+# Writing files atomically
+# ---------------------------------------------------------------------------
+
+def _temp_name(path):
+    return "%s.tmp-%s" % (path, uuid.uuid4().hex[:8])
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode="w"):
+    """Opens `path` for writing; the file appears under its name only on success.
+
+    The data goes to a temporary file beside `path`, which is renamed over `path`
+    when the block ends without an exception and deleted otherwise, so a reader
+    never sees a half-written output file. Works for local and gfile paths.
+    """
+    temp = _temp_name(path)
+    try:
+        with tf.io.gfile.GFile(temp, mode) as f:
+            yield f
+        tf.io.gfile.rename(temp, path, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(temp):
+            tf.io.gfile.remove(temp)
+        raise
+
+
+def int_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def float_feature(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+class RecordWriter:
+    """Writes tf.train.Examples round-robin over one or more TFRecord files.
+
+    Use as a context manager: the files are written under temporary names and
+    renamed into place only when the block ends without an exception.
+    """
+
+    def __init__(self, output_files):
+        if isinstance(output_files, str):
+            output_files = [output_files]
+        if not output_files:
+            raise ValueError("RecordWriter needs at least one output file")
+        self.output_files = list(output_files)
+        self._temps = [_temp_name(p) for p in self.output_files]
+        self._writers = []
+        self._next = 0
+        self.num_written = 0
+
+    def __enter__(self):
+        for path, temp in zip(self.output_files, self._temps):
+            parent = os.path.dirname(path)
+            if parent and not tf.io.gfile.exists(parent):
+                tf.io.gfile.makedirs(parent)
+            self._writers.append(tf.io.TFRecordWriter(temp))
+        return self
+
+    def write(self, features):
+        """Writes one example; `features` maps a name to a tf.train.Feature."""
+        example = tf.train.Example(features=tf.train.Features(feature=features))
+        self._writers[self._next].write(example.SerializeToString())
+        self._next = (self._next + 1) % len(self._writers)
+        self.num_written += 1
+
+    def __exit__(self, exc_type, exc, tb):
+        for writer in self._writers:
+            writer.close()
+        for path, temp in zip(self.output_files, self._temps):
+            if exc_type is None:
+                tf.io.gfile.rename(temp, path, overwrite=True)
+            elif tf.io.gfile.exists(temp):
+                tf.io.gfile.remove(temp)
+        return False
+
+
+# ---------------------------------------------------------------------------
+# Feature specs (names and dtypes as the reference writes them)
+# ---------------------------------------------------------------------------
+
+def pretraining_features(max_seq_length, max_predictions_per_seq):
+    seq = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    preds = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    return {
+        "input_ids": seq,
+        "input_mask": seq,
+        "segment_ids": seq,
+        "masked_lm_positions": preds,
+        "masked_lm_ids": preds,
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+
+
+def classifier_features(seq_length, label_dtype=tf.int64):
+    """Features of run_classifier's files; label_dtype float32 for regression."""
+    seq = tf.io.FixedLenFeature([seq_length], tf.int64)
+    return {
+        "input_ids": seq,
+        "input_mask": seq,
+        "segment_ids": seq,
+        "label_ids": tf.io.FixedLenFeature([], label_dtype),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def squad_features(seq_length, is_training):
+    seq = tf.io.FixedLenFeature([seq_length], tf.int64)
+    spec = {
+        "unique_ids": tf.io.FixedLenFeature([], tf.int64),
+        "input_ids": seq,
+        "input_mask": seq,
+        "segment_ids": seq,
+    }
+    if is_training:
+        spec["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+        spec["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+
+def decode_record(record, spec):
+    """Parses one serialized Example; int64 becomes int32 (what TPUs take)."""
+    example = tf.io.parse_single_example(record, spec)
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+            for name, t in example.items()}
+
+
+def expand_input_files(patterns):
+    """Comma-separated globs (or a list of them) -> sorted list of files."""
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    files = []
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            raise ValueError("input file pattern %r matches no file" % pattern)
+        files.extend(sorted(matched))
+    if not files:
+        raise ValueError("no input files given")
+    return files
+
+
+def _pad_batch(batch, batch_size):
+    """Pads a (possibly partial) batch to `batch_size` rows of zeros.
+
+    Adds `is_real_example` (1 for real rows) when the records lack it, so that
+    padding rows can be masked out of metrics and never written as outputs.
+    """
+    first = next(iter(batch.values()))
+    real = tf.shape(first)[0]
+    out = {}
+    for name, t in batch.items():
+        pad = [[0, batch_size - real]] + [[0, 0]] * (len(t.shape) - 1)
+        out[name] = tf.pad(t, pad)
+    if "is_real_example" not in out:
+        out["is_real_example"] = tf.pad(tf.ones([real], tf.int32), [[0, batch_size - real]])
+    for name, t in out.items():
+        t.set_shape([batch_size] + t.shape.as_list()[1:])
+    return out
+
+
+def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
+                 repeat=None, pad_final_batch=False, num_cpu_threads=4,
+                 shuffle_buffer=100, seed=None):
+    """Builds the tf.data pipeline the reference's input_fn builds.
+
+    Training: the files are repeated and shuffled, up to `num_cpu_threads` are
+    read at once, records shuffled in a buffer of 100, the remainder dropped.
+    Evaluation/prediction: files read in order, no shuffling; with
+    `pad_final_batch` the last batch is padded (is_real_example = 0) instead of
+    dropped, so every example is seen and every batch has a static shape.
+
+    Args:
+      input_files: list of TFRecord files (see expand_input_files).
+      spec: feature spec, e.g. pretraining_features(...).
+      batch_size: the GLOBAL batch size; with `input_context` the per-replica
+        size is derived from it.
+      is_training: selects the training pipeline described above.
+      input_context: tf.distribute.InputContext, to shard across input
+        pipelines (workers).
+      repeat: repeat the data forever; defaults to `is_training`.
+      seed: shuffle seed, for deterministic runs.
+
+    Returns:
+      A dataset of dicts of [batch, ...] int32 / float32 tensors.
+    """
+    if isinstance(input_files, str):
+        input_files = [input_files]
+    input_files = list(input_files)
+    if repeat is None:
+        repeat = is_training
+    if input_context is not None:
+        batch_size = input_context.get_per_replica_batch_size(batch_size)
+
+    files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(input_files) >= input_context.num_input_pipelines:
+            files = files.shard(input_context.num_input_pipelines,
+                                input_context.input_pipeline_id)
+            sharded_by_file = True
+        else:
+            sharded_by_file = False
+    else:
+        sharded_by_file = True
+
+    if is_training:
+        files = files.repeat() if repeat else files
+        files = files.shuffle(len(input_files), seed=seed)
+        d = files.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=max(1, min(num_cpu_threads, len(input_files))),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=seed is not None)
+        if not sharded_by_file:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        d = d.shuffle(shuffle_buffer, seed=seed)
+    else:
+        d = tf.data.TFRecordDataset(files)
+        if not sharded_by_file:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        if repeat:
+            d = d.repeat()
+
+    d = d.map(lambda r: decode_record(r, spec), num_parallel_calls=tf.data.AUTOTUNE)
+    if pad_final_batch and not repeat:
+        d = d.batch(batch_size, drop_remainder=False)
+        d = d.map(lambda b: _pad_batch(b, batch_size))
+    else:
+        d = d.batch(batch_size, drop_remainder=True)
+    return d.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,599 @@
+"""The BERT encoder and its task heads in TF2 (tf_keras), with TF1-compatible names.
+
+The arithmetic is that of Google's original BERT: truncated-normal initialisers,
+word + token-type + position embeddings, LayerNorm with epsilon 1e-12, an additive
+attention mask of -10000, the tanh approximation of GELU, and a tanh pooler over
+the first token. Every variable's name, with the top-level model's name removed,
+is the TF1 variable name (e.g. `bert/encoder/layer_0/attention/self/query/kernel`),
+which is what lets checkpoints.py load Google's checkpoints without a rename table.
+
+Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
+N = attention heads, P = masked positions per sequence, V = vocabulary size.
+"""
+import copy
+import json
+import math
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+
+# ---------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------
+
+class BertConfig:
+    """Hyper-parameters of a BERT model, as stored in bert_config.json."""
+
+    def __init__(self,
+                 vocab_size,
+                 hidden_size=768,
+                 num_hidden_layers=12,
+                 num_attention_heads=12,
+                 intermediate_size=3072,
+                 hidden_act="gelu",
+                 hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.1,
+                 max_position_embeddings=512,
+                 type_vocab_size=16,
+                 initializer_range=0.02):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.hidden_act = hidden_act
+        self.intermediate_size = intermediate_size
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+
+    @classmethod
+    def from_dict(cls, json_object):
+        """Defaults overwritten by every key of `json_object`; unknown keys are kept."""
+        config = cls(vocab_size=None)
+        for key, value in json_object.items():
+            config.__dict__[key] = value
+        return config
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        try:
+            with tf.io.gfile.GFile(json_file, "r") as reader:
+                text = reader.read()
+        except (tf.errors.NotFoundError, OSError) as e:
+            raise ValueError("cannot read BERT config file %s: %s" % (json_file, e)) from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError("BERT config file %s is not valid JSON: %s" % (json_file, e)) from None
+        if not isinstance(data, dict):
+            raise ValueError("BERT config file %s must hold a JSON object" % json_file)
+        return cls.from_dict(data)
+
+    def to_dict(self):
+        return copy.deepcopy(self.__dict__)
+
+    def to_json_string(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def validate(self):
+        """Raises ValueError for settings no model can be built from."""
+        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, key, None)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError("BERT config: %s must be a positive integer, got %r"
+                                 % (key, value))
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                "BERT config: hidden_size (%d) is not a multiple of num_attention_heads (%d)"
+                % (self.hidden_size, self.num_attention_heads))
+        get_activation(self.hidden_act)
+
+
+# ---------------------------------------------------------------------------
+# Small pieces
+# ---------------------------------------------------------------------------
+
+def gelu(x):
+    """GELU in the tanh approximation the reference uses (its "gelu")."""
+    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+    return x * cdf
+
+
+def gelu_exact(x):
+    """GELU with the exact erf form (HuggingFace's "gelu"); config value "gelu_exact"."""
+    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
+
+
+_ACTIVATIONS = {
+    "linear": None,
+    "relu": tf.nn.relu,
+    "gelu": gelu,
+    "gelu_exact": gelu_exact,
+    "tanh": tf.tanh,
+}
+
+
+def get_activation(activation):
+    """Maps a config's hidden_act string to a function; callables pass through."""
+    if activation is None or callable(activation):
+        return activation
+    if not isinstance(activation, str):
+        raise ValueError("unsupported activation: %r" % (activation,))
+    if not activation:
+        return None
+    name = activation.lower()
+    if name not in _ACTIVATIONS:
+        raise ValueError("unsupported activation: %s (known: %s)"
+                         % (activation, ", ".join(sorted(_ACTIVATIONS))))
+    return _ACTIVATIONS[name]
+
+
+def create_initializer(initializer_range=0.02):
+    return tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def create_attention_mask(input_mask, dtype=tf.float32):
+    """[B, S] 0/1 mask of keys -> additive mask [B, 1, 1, S]: 0 keep, -10000 drop.
+
+    The reference builds a [B, S, S] mask in which every query row is the same;
+    broadcasting one row gives identical scores for less memory.
+    """
+    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+    return (1.0 - mask) * -10000.0
+
+
+def gather_indexes(sequence_tensor, positions):
+    """Picks [B, P] positions out of a [B, S, H] tensor -> [B * P, H]."""
+    shape = tf.shape(sequence_tensor)
+    batch_size, seq_length, width = shape[0], shape[1], sequence_tensor.shape[-1]
+    offsets = tf.reshape(tf.range(batch_size) * seq_length, [-1, 1])
+    flat_positions = tf.reshape(tf.cast(positions, tf.int32) + offsets, [-1])
+    flat_sequence = tf.reshape(sequence_tensor, [-1, width])
+    return tf.gather(flat_sequence, flat_positions)
+
+
+class LayerNorm(tf_keras.layers.Layer):
+    """Layer normalisation over the last axis with `gamma`/`beta` as in TF1 BERT.
+
+    Always computes in float32 (also under a mixed-precision policy) and returns
+    the input's dtype.
+    """
+
+    def __init__(self, epsilon=1e-12, name="LayerNorm", **kwargs):
+        kwargs.setdefault("dtype", "float32")
+        kwargs.setdefault("autocast", False)
+        super().__init__(name=name, **kwargs)
+        self.epsilon = epsilon
+
+    def build(self, input_shape):
+        width = input_shape[-1]
+        self.gamma = self.add_weight("gamma", shape=[width], initializer="ones")
+        self.beta = self.add_weight("beta", shape=[width], initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, x):
+        out_dtype = x.dtype
+        x = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        scale = tf.math.rsqrt(variance + self.epsilon) * self.gamma
+        return tf.cast(x * scale + (self.beta - mean * scale), out_dtype)
+
+
+def _dense(units, config, name, activation=None):
+    return tf_keras.layers.Dense(units, activation=activation, name=name,
+                                 kernel_initializer=create_initializer(config.initializer_range))
+
+
+def _layer_norm_eps(config):
+    return getattr(config, "layer_norm_eps", 1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Encoder
+# ---------------------------------------------------------------------------
+
+class Embeddings(tf_keras.layers.Layer):
+    """Word + token-type + position embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="embeddings", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        self.layer_norm = LayerNorm(_layer_norm_eps(config))
+        self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+
+    def build(self, input_shape):
+        c = self.config
+        # A fresh initializer per table: one unseeded instance reused would give
+        # every table the same random values.
+        self.word_embeddings = self.add_weight(
+            "word_embeddings", shape=[c.vocab_size, c.hidden_size],
+            initializer=create_initializer(c.initializer_range))
+        self.token_type_embeddings = self.add_weight(
+            "token_type_embeddings", shape=[c.type_vocab_size, c.hidden_size],
+            initializer=create_initializer(c.initializer_range))
+        self.position_embeddings = self.add_weight(
+            "position_embeddings", shape=[c.max_position_embeddings, c.hidden_size],
+            initializer=create_initializer(c.initializer_range))
+        super().build(input_shape)
+
+    def _lookup(self, table, ids, one_hot):
+        if one_hot:
+            return tf.matmul(tf.one_hot(ids, table.shape[0], dtype=table.dtype), table)
+        return tf.gather(table, ids)
+
+    def call(self, input_ids, token_type_ids, training=False):
+        seq_length = tf.shape(input_ids)[1]
+        words = self._lookup(self.word_embeddings, input_ids, self.use_one_hot_embeddings)
+        types = self._lookup(self.token_type_embeddings, token_type_ids, True)
+        positions = self.position_embeddings[tf.newaxis, :seq_length, :]
+        x = tf.cast(words + types + positions, self.compute_dtype)
+        return self.dropout(self.layer_norm(x), training=training)
+
+
+class DenseBlock(tf_keras.layers.Layer):
+    """A scope holding one `dense` layer (`intermediate`, `pooler`)."""
+
+    def __init__(self, units, config, name, activation=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.dense = _dense(units, config, "dense", activation=activation)
+
+    def call(self, x):
+        return self.dense(x)
+
+
+class DenseResidualNorm(tf_keras.layers.Layer):
+    """`output` scope: dense, dropout, add the residual, LayerNorm."""
+
+    def __init__(self, config, name="output", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.dense = _dense(config.hidden_size, config, "dense")
+        self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+        self.layer_norm = LayerNorm(_layer_norm_eps(config))
+
+    def call(self, x, residual, training=False):
+        return self.layer_norm(self.dropout(self.dense(x), training=training) + residual)
+
+
+class SelfAttention(tf_keras.layers.Layer):
+    """`attention/self`: multi-head scaled dot-product attention over the sequence."""
+
+    def __init__(self, config, name="self", **kwargs):
+        super().__init__(name=name, **kwargs)
+        h = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_size = h // self.num_heads
+        self.query = _dense(h, config, "query")
+        self.key = _dense(h, config, "key")
+        self.value = _dense(h, config, "value")
+        self.dropout = tf_keras.layers.Dropout(config.attention_probs_dropout_prob)
+
+    def _split_heads(self, x, batch_size, seq_length):
+        """[B, S, H] -> [B, N, S, H/N]."""
+        x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, x, attention_mask, training=False):
+        """x [B, S, H], attention_mask [B, 1, 1, S] additive -> context [B, S, H]."""
+        batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
+        q = self._split_heads(self.query(x), batch_size, seq_length)
+        k = self._split_heads(self.key(x), batch_size, seq_length)
+        v = self._split_heads(self.value(x), batch_size, seq_length)
+        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+        # The mask and softmax run in float32 whatever the compute dtype: -10000
+        # and large scores are not safe in float16.
+        scores = tf.cast(scores, tf.float32) + attention_mask
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+        probs = self.dropout(probs, training=training)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+        return tf.reshape(context, [batch_size, seq_length, self.num_heads * self.head_size])
+
+
+class Attention(tf_keras.layers.Layer):
+    """`attention`: self-attention, then its output projection + residual + LayerNorm."""
+
+    def __init__(self, config, name="attention", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.self_attention = SelfAttention(config)
+        self.output_block = DenseResidualNorm(config)
+
+    def call(self, x, attention_mask, training=False):
+        context = self.self_attention(x, attention_mask, training=training)
+        return self.output_block(context, x, training=training)
+
+
+class TransformerLayer(tf_keras.layers.Layer):
+    """`layer_<i>`: attention, then the feed-forward block (`intermediate`, `output`)."""
+
+    def __init__(self, config, name, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.attention = Attention(config)
+        self.intermediate = DenseBlock(config.intermediate_size, config, "intermediate",
+                                       activation=get_activation(config.hidden_act))
+        self.output_block = DenseResidualNorm(config)
+
+    def call(self, x, attention_mask, training=False):
+        attention_output = self.attention(x, attention_mask, training=training)
+        hidden = self.intermediate(attention_output)
+        return self.output_block(hidden, attention_output, training=training)
+
+
+class Encoder(tf_keras.layers.Layer):
+    """`encoder`: the stack of transformer layers; returns every layer's output."""
+
+    def __init__(self, config, name="encoder", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.transformer_layers = [TransformerLayer(config, "layer_%d" % i)
+                       for i in range(config.num_hidden_layers)]
+
+    def call(self, x, attention_mask, training=False):
+        outputs = []
+        for layer in self.transformer_layers:
+            x = layer(x, attention_mask, training=training)
+            outputs.append(x)
+        return outputs
+
+
+class BertModel(tf_keras.layers.Layer):
+    """The BERT encoder: embeddings, transformer layers and pooler.
+
+    call(input_ids [B, S], input_mask [B, S] = all ones, token_type_ids [B, S] =
+    all zeros, training=False) returns a dict:
+      pooled_output [B, H]: tanh(dense(first token of the last layer));
+      sequence_output [B, S, H]: the last layer;
+      all_encoder_layers: list of the num_hidden_layers outputs, each [B, S, H];
+      embedding_output [B, S, H]: the input to the first layer.
+    Dropout is active only with training=True (the reference's is_training).
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert", **kwargs):
+        super().__init__(name=name, **kwargs)
+        config = copy.deepcopy(config)
+        config.validate()
+        self.config = config
+        self.embeddings = Embeddings(config, use_one_hot_embeddings)
+        self.encoder = Encoder(config)
+        self.pooler = DenseBlock(config.hidden_size, config, "pooler", activation=tf.tanh)
+
+    @property
+    def embedding_table(self):
+        """The word embedding matrix [V, H] (tied to the masked-LM output layer)."""
+        return self.embeddings.word_embeddings
+
+    def _check_inputs(self, input_ids, token_type_ids):
+        c = self.config
+        seq_length = input_ids.shape[1]
+        if seq_length is not None and seq_length > c.max_position_embeddings:
+            raise ValueError(
+                "sequence length %d is longer than max_position_embeddings %d of the BERT "
+                "config (lower --max_seq_length)" % (seq_length, c.max_position_embeddings))
+        checks = [
+            tf.debugging.assert_less(
+                input_ids, tf.constant(c.vocab_size, input_ids.dtype),
+                message="input_ids contain a token id >= vocab_size=%d of the BERT config "
+                        "(do the vocab file and bert_config.json match?)" % c.vocab_size),
+            tf.debugging.assert_less(
+                token_type_ids, tf.constant(c.type_vocab_size, token_type_ids.dtype),
+                message="token_type_ids contain a value >= type_vocab_size=%d"
+                        % c.type_vocab_size),
+        ]
+        if seq_length is None:
+            checks.append(tf.debugging.assert_less_equal(
+                tf.shape(input_ids)[1], c.max_position_embeddings,
+                message="sequence length exceeds max_position_embeddings=%d"
+                        % c.max_position_embeddings))
+        return checks
+
+    def call(self, input_ids, input_mask=None, token_type_ids=None, training=False):
+        input_ids = tf.convert_to_tensor(input_ids)
+        if input_mask is None:
+            input_mask = tf.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = tf.zeros_like(input_ids)
+        token_type_ids = tf.convert_to_tensor(token_type_ids)
+        with tf.control_dependencies(self._check_inputs(input_ids, token_type_ids)):
+            embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
+        all_layers = self.encoder(embedding_output, create_attention_mask(input_mask),
+                                  training=training)
+        sequence_output = all_layers[-1]
+        return {
+            "pooled_output": self.pooler(sequence_output[:, 0, :]),
+            "sequence_output": sequence_output,
+            "all_encoder_layers": all_layers,
+            "embedding_output": embedding_output,
+        }
+
+
+# ---------------------------------------------------------------------------
+# Heads
+# ---------------------------------------------------------------------------
+
+class OutputProjection(tf_keras.layers.Layer):
+    """`output_weights` [units, H] and `output_bias` [units]: x @ W^T + b in float32."""
+
+    def __init__(self, units, initializer_range, name, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.units = units
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape):
+        self.output_weights = self.add_weight(
+            "output_weights", shape=[self.units, input_shape[-1]],
+            initializer=create_initializer(self.initializer_range))
+        self.output_bias = self.add_weight("output_bias", shape=[self.units],
+                                           initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, x):
+        logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]),
+                           tf.cast(self.output_weights, x.dtype), transpose_b=True)
+        logits = tf.cast(logits, tf.float32) + self.output_bias
+        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.units]], axis=0))
+
+
+class MaskedLMHead(tf_keras.layers.Layer):
+    """`cls/predictions`: transform (dense + act + LayerNorm), tied output layer + bias."""
+
+    def __init__(self, config, name="predictions", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = config
+        self.transform = Transform(config)
+
+    def build(self, input_shape):
+        self.output_bias = self.add_weight("output_bias", shape=[self.config.vocab_size],
+                                           initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, x, embedding_table):
+        """x [T, H], embedding_table [V, H] -> log-probabilities [T, V] (float32)."""
+        x = self.transform(x)
+        logits = tf.matmul(x, tf.cast(embedding_table, x.dtype), transpose_b=True)
+        return tf.nn.log_softmax(tf.cast(logits, tf.float32) + self.output_bias, axis=-1)
+
+
+class Transform(tf_keras.layers.Layer):
+    """`cls/predictions/transform`: dense with the config's activation, then LayerNorm."""
+
+    def __init__(self, config, name="transform", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.dense = _dense(config.hidden_size, config, "dense",
+                            activation=get_activation(config.hidden_act))
+        self.layer_norm = LayerNorm(_layer_norm_eps(config))
+
+    def call(self, x):
+        return self.layer_norm(self.dense(x))
+
+
+class PretrainingHeads(tf_keras.layers.Layer):
+    """Masked-LM and next-sentence heads of run_pretraining (`cls/...` variables)."""
+
+    def __init__(self, config, name="cls", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.predictions = MaskedLMHead(config)
+        self.seq_relationship = OutputProjection(2, config.initializer_range,
+                                                 "seq_relationship")
+
+    def call(self, sequence_output, pooled_output, masked_lm_positions, embedding_table):
+        """Returns (masked_lm_log_probs [B, P, V], next_sentence_log_probs [B, 2]), float32."""
+        picked = gather_indexes(sequence_output, masked_lm_positions)
+        mlm_log_probs = self.predictions(picked, embedding_table)
+        mlm_log_probs = tf.reshape(
+            mlm_log_probs, [tf.shape(masked_lm_positions)[0], tf.shape(masked_lm_positions)[1],
+                            -1])
+        nsp_log_probs = tf.nn.log_softmax(self.seq_relationship(pooled_output), axis=-1)
+        return mlm_log_probs, nsp_log_probs
+
+
+class SquadHead(tf_keras.layers.Layer):
+    """`cls/squad`: start and end logits for every token."""
+
+    def __init__(self, name="cls", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.squad = OutputProjection(2, 0.02, "squad")
+
+    def call(self, sequence_output):
+        """[B, S, H] -> (start_logits [B, S], end_logits [B, S]), float32."""
+        logits = self.squad(sequence_output)
+        return logits[:, :, 0], logits[:, :, 1]
+
+
+def masked_lm_loss(log_probs, label_ids, label_weights):
+    """Weighted masked-LM loss as the reference computes it.
+
+    Args:
+      log_probs: [B, P, V] float32.
+      label_ids: [B, P] int.
+      label_weights: [B, P] float, 0 for padded prediction slots.
+    Returns:
+      (loss scalar = sum(w * nll) / (sum(w) + 1e-5), per-example nll [B, P]).
+    """
+    one_hot = tf.one_hot(label_ids, tf.shape(log_probs)[-1], dtype=log_probs.dtype)
+    per_example = -tf.reduce_sum(log_probs * one_hot, axis=-1)
+    weights = tf.cast(label_weights, per_example.dtype)
+    loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
+    return loss, per_example
+
+
+def next_sentence_loss(log_probs, labels):
+    """Mean NSP cross-entropy; returns (loss, per-example loss [B])."""
+    labels = tf.reshape(labels, [-1])
+    one_hot = tf.one_hot(labels, 2, dtype=log_probs.dtype)
+    per_example = -tf.reduce_sum(one_hot * log_probs, axis=-1)
+    return tf.reduce_mean(per_example), per_example
+
+
+# ---------------------------------------------------------------------------
+# Task models (each owns a `bert` encoder and one head)
+# ---------------------------------------------------------------------------
+
+def _encode(bert, features, training):
+    return bert(features["input_ids"], features.get("input_mask"),
+                features.get("segment_ids"), training=training)
+
+
+class BertPretrainer(tf_keras.Model):
+    """BERT with the masked-LM and next-sentence heads (run_pretraining's model)."""
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert_pretrainer", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = BertModel(config, use_one_hot_embeddings)
+        self.cls = PretrainingHeads(config)
+
+    def call(self, features, training=False):
+        outputs = dict(_encode(self.bert, features, training))
+        mlm, nsp = self.cls(outputs["sequence_output"], outputs["pooled_output"],
+                            features["masked_lm_positions"], self.bert.embedding_table)
+        outputs["masked_lm_log_probs"] = mlm
+        outputs["next_sentence_log_probs"] = nsp
+        return outputs
+
+
+class BertClassifier(tf_keras.Model):
+    """BERT + dropout + linear layer on the pooled output (run_classifier's model).
+
+    Variables `output_weights` [num_labels, H] and `output_bias` [num_labels]
+    carry the reference's names. With num_labels == 1 the single logit is a
+    regression output.
+    """
+
+    def __init__(self, config, num_labels, use_one_hot_embeddings=False,
+                 name="bert_classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_labels = num_labels
+        self.bert = BertModel(config, use_one_hot_embeddings)
+        self.dropout = tf_keras.layers.Dropout(0.1)
+        # A nameless projection: its variables sit at the top level, as in TF1.
+        self.classifier = OutputProjection(num_labels, 0.02, name="classifier")
+
+    def call(self, features, training=False):
+        pooled = _encode(self.bert, features, training)["pooled_output"]
+        pooled = self.dropout(pooled, training=training)
+        return {"logits": self.classifier(pooled), "pooled_output": pooled}
+
+
+class BertSquad(tf_keras.Model):
+    """BERT + a linear start/end layer over every token (run_squad's model)."""
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert_squad", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = BertModel(config, use_one_hot_embeddings)
+        self.cls = SquadHead()
+
+    def call(self, features, training=False):
+        sequence = _encode(self.bert, features, training)["sequence_output"]
+        start_logits, end_logits = self.cls(sequence)
+        return {"start_logits": start_logits, "end_logits": end_logits}
+
+
+def dummy_features(batch_size=1, seq_length=8, max_predictions_per_seq=2):
+    """Zero features with every key the task models read; used to build variables."""
+    seq = np.zeros([batch_size, seq_length], np.int32)
+    return {
+        "input_ids": seq, "input_mask": seq + 1, "segment_ids": seq,
+        "masked_lm_positions": np.zeros([batch_size, max_predictions_per_seq], np.int32),
+    }
