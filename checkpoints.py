@@ -222,10 +222,16 @@ def write_tf1_checkpoint(tensors, prefix):
     for data in tf.io.gfile.glob(temp + ".data-*"):
         tf.io.gfile.rename(data, prefix + data[len(temp):], overwrite=True)
     tf.io.gfile.rename(temp + ".index", prefix + ".index", overwrite=True)
-    with tf.io.gfile.GFile(os.path.join(parent or ".", "checkpoint"), "w") as f:
-        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
-                % (os.path.basename(prefix), os.path.basename(prefix)))
+    write_state_file(prefix)
     return prefix
+
+
+def write_state_file(prefix):
+    """Points the directory's `checkpoint` file at `prefix` (for latest_checkpoint)."""
+    directory, basename = os.path.split(prefix)
+    with tf.io.gfile.GFile(os.path.join(directory or ".", "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
+                % (basename, basename))
 
 
 def tf2_to_tf1(tf2_path, tf1_prefix, include_optimizer=False):

@@ -425,8 +425,9 @@ class OutputProjection(tf_keras.layers.Layer):
         self.output_weights = self.add_weight(
             "output_weights", shape=[self.units, input_shape[-1]],
             initializer=create_initializer(self.initializer_range))
+        # Added to float32 logits: kept float32 under mixed precision.
         self.output_bias = self.add_weight("output_bias", shape=[self.units],
-                                           initializer="zeros")
+                                           initializer="zeros", experimental_autocast=False)
         super().build(input_shape)
 
     def call(self, x):
@@ -446,7 +447,7 @@ class MaskedLMHead(tf_keras.layers.Layer):
 
     def build(self, input_shape):
         self.output_bias = self.add_weight("output_bias", shape=[self.config.vocab_size],
-                                           initializer="zeros")
+                                           initializer="zeros", experimental_autocast=False)
         super().build(input_shape)
 
     def call(self, x, embedding_table):

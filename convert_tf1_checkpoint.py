@@ -1,0 +1,154 @@
+"""Converts checkpoints between Google's TF1 names and our TF2 (object-based) format.
+
+TF1 -> TF2: builds the model the checkpoint holds (pretraining heads,
+classifier, SQuAD or bare encoder), loads it by name and writes a
+tf.train.Checkpoint, optionally with the Adam slots and global_step, so that a
+run can resume from it. TF2 -> TF1: rewrites our checkpoint under TF1 names, so
+tools written for Google's checkpoints can read it.
+
+  python convert_tf1_checkpoint.py --input_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt \
+      --bert_config_file=uncased_L-12_H-768_A-12/bert_config.json --output_dir=tf2_ckpt
+"""
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import flags
+from absl import logging
+
+import checkpoints
+import flags_common
+import modeling
+import optimization
+
+MODEL_TYPES = ("auto", "pretraining", "classifier", "squad", "encoder")
+
+
+def define_flags(fv):
+    flags.DEFINE_string("input_checkpoint", None,
+                        "Checkpoint to convert (file prefix or directory), TF1 or TF2.",
+                        flag_values=fv)
+    flags.DEFINE_string("bert_config_file", None,
+                        "bert_config.json of the model (needed for TF1 -> TF2).", flag_values=fv)
+    flags.DEFINE_string("output_dir", None, "Where to write the converted checkpoint.",
+                        flag_values=fv)
+    flags.DEFINE_string("output_name", "bert_model.ckpt",
+                        "File prefix of the converted checkpoint inside output_dir.",
+                        flag_values=fv)
+    flags.DEFINE_enum("direction", "auto", ["auto", "tf1_to_tf2", "tf2_to_tf1"],
+                      "auto: the other format than the input's.", flag_values=fv)
+    flags.DEFINE_enum("model_type", "auto", list(MODEL_TYPES),
+                      "TF1 -> TF2: which model to build; auto picks the heads the checkpoint "
+                      "has (pretraining > classifier > squad > encoder).", flag_values=fv)
+    flags.DEFINE_bool("include_optimizer", False,
+                      "Also convert the Adam slots (adam_m, adam_v) and global_step.",
+                      flag_values=fv)
+
+
+def detect_model_type(contents):
+    names = set(contents.model_names())
+    if any(n.startswith("cls/predictions/") for n in names):
+        return "pretraining"
+    if "output_weights" in names:
+        return "classifier"
+    if "cls/squad/output_weights" in names:
+        return "squad"
+    return "encoder"
+
+
+def build_model(model_type, bert_config, contents):
+    """A built model of `model_type` whose heads fit the checkpoint's shapes."""
+    if model_type == "pretraining":
+        model = modeling.BertPretrainer(bert_config)
+    elif model_type == "classifier":
+        if "output_weights" not in contents.shapes:
+            raise ValueError("--model_type=classifier but the checkpoint has no output_weights")
+        model = modeling.BertClassifier(bert_config, contents.shapes["output_weights"][0])
+    elif model_type == "squad":
+        model = modeling.BertSquad(bert_config)
+    elif model_type == "encoder":
+        model = modeling.BertModel(bert_config)
+        model(np.zeros([1, 2], np.int32))
+        return model
+    else:
+        raise ValueError("unknown --model_type=%s" % model_type)
+    model(modeling.dummy_features())
+    return model
+
+
+def load_optimizer_state(model, contents):
+    """An AdamWeightDecay whose slots and step are the checkpoint's."""
+    optimizer = optimization.create_optimizer(1e-4, 1, 0)
+    variables = checkpoints.tf1_variable_map(model)
+    optimizer.build(list(variables.values()))
+    found = 0
+    for name, var in variables.items():
+        for slot in checkpoints.TF1_SLOT_NAMES:
+            key = "%s/%s" % (name, slot)
+            if key in contents.keys:
+                optimizer.get_slot(var, slot).assign(contents.get(key))
+                found += 1
+    if "global_step" in contents.keys:
+        optimizer.iterations.assign(int(contents.get("global_step")))
+    logging.info("Converted %d optimizer slots, global_step %d", found,
+                 int(optimizer.iterations.numpy()))
+    return optimizer
+
+
+def tf1_to_tf2(input_checkpoint, bert_config, output_prefix, model_type="auto",
+               include_optimizer=False):
+    """Writes our TF2 checkpoint of a TF1 one; returns (prefix, LoadResult)."""
+    contents = checkpoints.CheckpointContents(input_checkpoint)
+    if contents.is_tf2:
+        raise ValueError("%s is already a TF2 checkpoint" % contents.path)
+    if model_type == "auto":
+        model_type = detect_model_type(contents)
+    logging.info("Building a %s model", model_type)
+    model = build_model(model_type, bert_config, contents)
+    result = checkpoints.load_checkpoint(model, contents.path)
+    if result.not_in_checkpoint:
+        raise ValueError("checkpoint %s lacks %d variables of the %s model, e.g. %s"
+                         % (contents.path, len(result.not_in_checkpoint), model_type,
+                            result.not_in_checkpoint[0]))
+    objects = {"model": model}
+    if include_optimizer:
+        objects["optimizer"] = load_optimizer_state(model, contents)
+    ckpt = tf.train.Checkpoint(**objects)
+    parent = os.path.dirname(output_prefix)
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    path = ckpt.write(output_prefix)
+    checkpoints.write_state_file(output_prefix)
+    return path, result
+
+
+def run(fv):
+    for name in ("input_checkpoint", "output_dir"):
+        if not getattr(fv, name):
+            raise ValueError("--%s is required" % name)
+    output_prefix = os.path.join(fv.output_dir, fv.output_name)
+    direction = fv.direction
+    if direction == "auto":
+        direction = "tf2_to_tf1" if checkpoints.is_tf2_checkpoint(fv.input_checkpoint) \
+            else "tf1_to_tf2"
+    if direction == "tf2_to_tf1":
+        names = checkpoints.tf2_to_tf1(fv.input_checkpoint, output_prefix,
+                                       include_optimizer=fv.include_optimizer)
+        logging.info("Wrote %d TF1 variables to %s", len(names), output_prefix)
+        return output_prefix
+    if not fv.bert_config_file:
+        raise ValueError("--bert_config_file is required to convert a TF1 checkpoint to TF2")
+    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
+    path, result = tf1_to_tf2(fv.input_checkpoint, bert_config, output_prefix,
+                              fv.model_type, fv.include_optimizer)
+    logging.info("Wrote TF2 checkpoint %s (%d variables; %d checkpoint weights unused)",
+                 path, len(result.loaded), len(result.unused))
+    return path
+
+
+def main():
+    flags_common.run_cli(define_flags, run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Masked-LM + next-sentence pretraining and evaluation (the reference's run_pretraining.py).
+
+Reads the TFRecords of create_pretraining_data.py, trains BERT with the
+reference's loss and optimizer under any tf.distribute strategy, and writes
+output_dir/eval_results.txt with the reference's keys.
+"""
+import numpy as np
+import tensorflow as tf
+from absl import flags
+from absl import logging
+
+import flags_common
+import input_pipeline
+import modeling
+import training
+
+
+def define_flags(fv):
+    flags.DEFINE_string("bert_config_file", None,
+                        "The config json file of the pre-trained BERT model: the model "
+                        "architecture.", flag_values=fv)
+    flags.DEFINE_string("input_file", None,
+                        "Input TF example files (can be a glob or comma separated).",
+                        flag_values=fv)
+    flags.DEFINE_string("output_dir", None,
+                        "The output directory where the model checkpoints will be written.",
+                        flag_values=fv)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Initial checkpoint (usually from a pre-trained BERT model; TF1 or TF2).",
+                        flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", 128,
+                         "Maximum total input sequence length after WordPiece tokenization; "
+                         "must match the data.", flag_values=fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Maximum number of masked LM predictions per sequence; must match "
+                         "the data.", flag_values=fv)
+    flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=fv)
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", flag_values=fv)
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.",
+                         flag_values=fv)
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", flag_values=fv)
+    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.",
+                       flag_values=fv)
+    flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.",
+                         flag_values=fv)
+    flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", flag_values=fv)
+    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.",
+                         flag_values=fv)
+    flags_common.define_training_flags(fv)
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+def dataset_fn_for(fv, input_files, is_training):
+    spec = input_pipeline.pretraining_features(fv.max_seq_length, fv.max_predictions_per_seq)
+    batch_size = fv.train_batch_size if is_training else fv.eval_batch_size
+
+    def dataset_fn(input_context=None):
+        # Evaluation repeats the files, as the reference does, because it runs a
+        # fixed number of steps (max_eval_steps).
+        return input_pipeline.make_dataset(input_files, spec, batch_size, is_training,
+                                           input_context=input_context, repeat=True,
+                                           seed=fv.seed)
+    return dataset_fn
+
+
+# ---------------------------------------------------------------------------
+# Model and loss
+# ---------------------------------------------------------------------------
+
+def pretraining_loss(model, features, is_training):
+    """The reference's loss (masked-LM + next sentence) and accuracies.
+
+    The masked-LM loss is normalised by the sum of masked_lm_weights over the
+    GLOBAL batch, so that any number of replicas gives the one-device value.
+    """
+    out = model(features, training=is_training)
+    log_probs = out["masked_lm_log_probs"]
+    weights = tf.cast(features["masked_lm_weights"], tf.float32)
+    _, mlm_per_example = modeling.masked_lm_loss(log_probs, features["masked_lm_ids"], weights)
+    denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
+    mlm_loss = tf.reduce_sum(weights * mlm_per_example) / denominator * training.num_replicas()
+    nsp_loss, _ = modeling.next_sentence_loss(out["next_sentence_log_probs"],
+                                              features["next_sentence_labels"])
+    mlm_correct = tf.cast(tf.equal(tf.argmax(log_probs, -1, output_type=tf.int32),
+                                   features["masked_lm_ids"]), tf.float32)
+    nsp_correct = tf.cast(tf.equal(
+        tf.argmax(out["next_sentence_log_probs"], -1, output_type=tf.int32),
+        tf.reshape(features["next_sentence_labels"], [-1])), tf.float32)
+    metrics = {
+        "masked_lm_loss": mlm_loss,
+        "next_sentence_loss": nsp_loss,
+        "masked_lm_accuracy": tf.reduce_sum(mlm_correct * weights) / (tf.reduce_sum(weights)
+                                                                      + 1e-5),
+        "next_sentence_accuracy": tf.reduce_mean(nsp_correct),
+    }
+    return mlm_loss + nsp_loss, metrics
+
+
+
+def eval_outputs(model, features):
+    """Per-example values the reference's eval metrics are computed from."""
+    out = model(features, training=False)
+    log_probs = out["masked_lm_log_probs"]
+    nsp_log_probs = out["next_sentence_log_probs"]
+    mlm_loss, mlm_per_example = modeling.masked_lm_loss(
+        log_probs, features["masked_lm_ids"], features["masked_lm_weights"])
+    nsp_loss, nsp_per_example = modeling.next_sentence_loss(
+        nsp_log_probs, features["next_sentence_labels"])
+    batch = tf.shape(log_probs)[0]
+    return {
+        "masked_lm_example_loss": mlm_per_example,
+        "masked_lm_predictions": tf.argmax(log_probs, -1, output_type=tf.int32),
+        "masked_lm_ids": features["masked_lm_ids"],
+        "masked_lm_weights": features["masked_lm_weights"],
+        "next_sentence_example_loss": nsp_per_example,
+        "next_sentence_predictions": tf.argmax(nsp_log_probs, -1, output_type=tf.int32),
+        "next_sentence_labels": tf.reshape(features["next_sentence_labels"], [-1]),
+        # The batch's total loss, repeated per example so it survives the
+        # concatenation over replicas (one replica's view of the mean).
+        "batch_loss": tf.fill([batch], mlm_loss + nsp_loss),
+    }
+
+
+def compute_eval_metrics(batches):
+    """The reference's eval metrics from the per-example values of every batch."""
+    cat = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    w = cat["masked_lm_weights"].astype(np.float64)
+    wsum = max(w.sum(), 1e-12)
+    mlm_correct = (cat["masked_lm_predictions"] == cat["masked_lm_ids"]).astype(np.float64)
+    return {
+        "masked_lm_accuracy": np.float32((mlm_correct * w).sum() / wsum),
+        "masked_lm_loss": np.float32((cat["masked_lm_example_loss"] * w).sum() / wsum),
+        "next_sentence_accuracy": np.float32(
+            np.mean(cat["next_sentence_predictions"] == cat["next_sentence_labels"])),
+        "next_sentence_loss": np.float32(np.mean(cat["next_sentence_example_loss"])),
+        # Estimator reports the mean over eval steps of the step's loss.
+        "loss": np.float32(np.mean([np.mean(b["batch_loss"]) for b in batches])),
+    }
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+def run(fv):
+    if not fv.do_train and not fv.do_eval:
+        raise ValueError("At least one of `do_train` or `do_eval` must be True.")
+    for name in ("bert_config_file", "input_file", "output_dir"):
+        if not getattr(fv, name):
+            raise ValueError("--%s is required" % name)
+    training.set_seed(fv.seed)
+    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
+    if fv.max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError("--max_seq_length=%d is longer than max_position_embeddings=%d of %s"
+                         % (fv.max_seq_length, bert_config.max_position_embeddings,
+                            fv.bert_config_file))
+    input_files = input_pipeline.expand_input_files(fv.input_file)
+    logging.info("*** Input Files ***")
+    for path in input_files:
+        logging.info("  %s", path)
+
+    training.configure_precision(fv)
+    strategy = training.get_strategy(fv)
+    config = training.RunConfig.from_flags(
+        fv, seq_length=fv.max_seq_length, max_predictions_per_seq=fv.max_predictions_per_seq)
+    runner = training.Runner(strategy, lambda: modeling.BertPretrainer(bert_config), config,
+                             for_training=fv.do_train)
+
+    if fv.do_train:
+        logging.info("***** Running training *****")
+        logging.info("  Batch size = %d", fv.train_batch_size)
+        runner.train(dataset_fn_for(fv, input_files, is_training=True), pretraining_loss,
+                     global_batch_size=fv.train_batch_size)
+
+    if fv.do_eval:
+        logging.info("***** Running evaluation *****")
+        logging.info("  Batch size = %d", fv.eval_batch_size)
+        batches = list(runner.predict(dataset_fn_for(fv, input_files, is_training=False),
+                                      eval_outputs, max_steps=fv.max_eval_steps))
+        results = compute_eval_metrics(batches)
+        results["global_step"] = runner.global_step
+        logging.info("***** Eval results *****")
+        training.write_eval_results(fv.output_dir + "/eval_results.txt", results)
+        return results
+    return None
+
+
+def main():
+    flags_common.run_cli(define_flags, run)
+
+
+if __name__ == "__main__":
+    main()

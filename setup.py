@@ -1,0 +1,44 @@
+"""bert-tf2: Google's original BERT scripts, ported faithfully to TensorFlow 2."""
+from setuptools import setup
+
+MODULES = [
+    "tokenization", "modeling", "optimization", "checkpoints", "training", "input_pipeline",
+    "flags_common", "create_pretraining_data", "run_pretraining", "run_classifier",
+    "run_squad", "extract_features", "convert_tf1_checkpoint", "convert_hf_checkpoint",
+    "export_saved_model", "create_vocab",
+]
+
+SCRIPTS = {
+    "bert-create-pretraining-data": "create_pretraining_data",
+    "bert-run-pretraining": "run_pretraining",
+    "bert-run-classifier": "run_classifier",
+    "bert-run-squad": "run_squad",
+    "bert-extract-features": "extract_features",
+    "bert-convert-tf1-checkpoint": "convert_tf1_checkpoint",
+    "bert-convert-hf-checkpoint": "convert_hf_checkpoint",
+    "bert-export-saved-model": "export_saved_model",
+    "bert-create-vocab": "create_vocab",
+}
+
+setup(
+    name="bert-tf2",
+    version="0.1.0",
+    description="Google's original BERT (run_pretraining, run_classifier, run_squad, ...) on TF 2.20",
+    python_requires=">=3.11,<3.12",
+    py_modules=MODULES,
+    install_requires=[
+        "tensorflow~=2.20.0",
+        "tensorflow-text~=2.20.0",
+        "tf-models-official~=2.20.0",
+        "tf-keras~=2.20.0",
+        "absl-py>=1.0",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "test": ["pytest>=8"],
+        "bench": ["tokenizers>=0.19"],
+    },
+    entry_points={
+        "console_scripts": ["%s=%s:main" % (cmd, mod) for cmd, mod in SCRIPTS.items()],
+    },
+)

@@ -1,0 +1,161 @@
+"""checkpoints.py and convert_tf1_checkpoint.py: TF1/TF2 loading by name, conversion."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import checkpoints
+import convert_tf1_checkpoint
+import flags_common
+import modeling
+import optimization
+
+
+def tiny_config(**overrides):
+    values = dict(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+    values.update(overrides)
+    return modeling.BertConfig(**values)
+
+
+def built(model):
+    model(modeling.dummy_features())
+    return model
+
+
+def test_tf1_name_rule():
+    assert checkpoints.tf1_name("bert_pretrainer/bert/encoder/layer_0/output/dense/kernel:0") \
+        == "bert/encoder/layer_0/output/dense/kernel"
+    assert checkpoints.tf1_name("bert/pooler/dense/bias:0") == "bert/pooler/dense/bias"
+    assert checkpoints.tf1_name("bert_classifier/classifier/output_weights:0") == "output_weights"
+    assert checkpoints.tf1_name("my_model/cls/squad/output_bias:0") == "cls/squad/output_bias"
+
+
+def write_tf1(tmp_path, model, extra=None):
+    tensors = {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()}
+    tensors.update(extra or {})
+    return checkpoints.write_tf1_checkpoint(tensors, str(tmp_path / "tf1" / "bert_model.ckpt"))
+
+
+def test_tf1_checkpoint_loads_into_every_task_model(tmp_path):
+    cfg = tiny_config()
+    source = built(modeling.BertPretrainer(cfg))
+    prefix = write_tf1(tmp_path, source)
+    assert not checkpoints.is_tf2_checkpoint(prefix)
+    target = built(modeling.BertClassifier(cfg, 3))
+    result = checkpoints.load_checkpoint(target, prefix)
+    assert sorted(result.not_in_checkpoint) == ["output_bias", "output_weights"]
+    assert any(n.startswith("cls/predictions") for n in result.unused)
+    np.testing.assert_array_equal(target.bert.embedding_table.numpy(),
+                                  source.bert.embedding_table.numpy())
+    # A directory works as well as a prefix.
+    assert checkpoints.resolve_checkpoint(str(tmp_path / "tf1")) == prefix
+
+
+def test_shape_mismatch_names_the_variable(tmp_path):
+    prefix = write_tf1(tmp_path, built(modeling.BertPretrainer(tiny_config())))
+    other = built(modeling.BertPretrainer(tiny_config(vocab_size=41)))
+    with pytest.raises(ValueError, match="bert/embeddings/word_embeddings.*bert_config"):
+        checkpoints.load_checkpoint(other, prefix)
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="not found"):
+        checkpoints.resolve_checkpoint(str(tmp_path / "nothing" / "model.ckpt"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no checkpoint found"):
+        checkpoints.resolve_checkpoint(str(tmp_path / "empty"))
+
+
+def test_tf2_checkpoint_loads_by_name_into_another_model(tmp_path):
+    cfg = tiny_config()
+    source = built(modeling.BertPretrainer(cfg))
+    opt = optimization.create_optimizer(1e-3, 10, 1)
+    opt.build(source.trainable_variables)
+    path = tf.train.Checkpoint(model=source, optimizer=opt).write(str(tmp_path / "tf2" / "ckpt"))
+    assert checkpoints.is_tf2_checkpoint(path)
+    target = built(modeling.BertSquad(cfg))
+    result = checkpoints.load_checkpoint(target, path)
+    assert sorted(result.not_in_checkpoint) == ["cls/squad/output_bias", "cls/squad/output_weights"]
+    for name, var in checkpoints.tf1_variable_map(target).items():
+        if name.startswith("bert/"):
+            np.testing.assert_array_equal(var.numpy(),
+                                          checkpoints.tf1_variable_map(source)[name].numpy())
+    contents = checkpoints.CheckpointContents(path)
+    assert "bert/pooler/dense/kernel/adam_m" in contents.keys  # slots are named like TF1's
+
+
+def test_round_trip_tf1_tf2_tf1_is_lossless_with_optimizer(tmp_path):
+    cfg = tiny_config()
+    model = built(modeling.BertPretrainer(cfg))
+    rng = np.random.RandomState(0)
+    extra = {"global_step": np.int64(1234)}
+    for name, var in checkpoints.tf1_variable_map(model).items():
+        extra[name + "/adam_m"] = rng.randn(*var.shape).astype(np.float32)
+        extra[name + "/adam_v"] = rng.rand(*var.shape).astype(np.float32)
+    tf1 = write_tf1(tmp_path, model, extra)
+    tf2, _ = convert_tf1_checkpoint.tf1_to_tf2(tf1, cfg, str(tmp_path / "tf2" / "bert_model.ckpt"),
+                                               include_optimizer=True)
+    back = str(tmp_path / "back" / "bert_model.ckpt")
+    checkpoints.tf2_to_tf1(tf2, back, include_optimizer=True)
+    a, b = checkpoints.CheckpointContents(tf1), checkpoints.CheckpointContents(back)
+    assert sorted(a.names()) == sorted(b.names())
+    for name in a.names():
+        np.testing.assert_array_equal(a.get(name), b.get(name), err_msg=name)
+
+
+def test_convert_cli_both_directions(tmp_path):
+    cfg = tiny_config()
+    cfg_path = tmp_path / "bert_config.json"
+    cfg_path.write_text(cfg.to_json_string())
+    tf1 = write_tf1(tmp_path, built(modeling.BertSquad(cfg)))
+    fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags, [
+        "--input_checkpoint=" + tf1, "--bert_config_file=%s" % cfg_path,
+        "--output_dir=%s" % (tmp_path / "out2")])
+    out = convert_tf1_checkpoint.run(fv)
+    assert checkpoints.is_tf2_checkpoint(out)
+    assert "cls/squad/output_weights" in checkpoints.CheckpointContents(out).keys
+    fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags, [
+        "--input_checkpoint=%s" % (tmp_path / "out2"), "--output_dir=%s" % (tmp_path / "out1")])
+    out1 = convert_tf1_checkpoint.run(fv)
+    assert not checkpoints.is_tf2_checkpoint(out1)
+
+
+# ---------------------------------------------------------------------------
+# Real checkpoints in ../shared
+# ---------------------------------------------------------------------------
+
+def test_real_tf1_checkpoint_loads_with_only_optimizer_state_left(shared_dir):
+    d = shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny"
+    cfg = modeling.BertConfig.from_json_file(str(d / "bert_config.json"))
+    model = built(modeling.BertPretrainer(cfg))
+    result = checkpoints.load_checkpoint(model, str(d / "bert_model.ckpt"))
+    assert result.not_in_checkpoint == [] and result.unused == []
+    contents = checkpoints.CheckpointContents(str(d / "bert_model.ckpt"))
+    left = set(contents.names()) - set(result.loaded)
+    assert left and all(n == "global_step" or n.endswith(("/adam_m", "/adam_v")) for n in left)
+
+
+def test_real_tf1_checkpoint_round_trip_with_slots(shared_dir, tmp_path):
+    d = shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny"
+    cfg = modeling.BertConfig.from_json_file(str(d / "bert_config.json"))
+    tf2, _ = convert_tf1_checkpoint.tf1_to_tf2(str(d / "bert_model.ckpt"), cfg,
+                                               str(tmp_path / "tf2" / "bert_model.ckpt"),
+                                               include_optimizer=True)
+    back = str(tmp_path / "back" / "bert_model.ckpt")
+    checkpoints.tf2_to_tf1(tf2, back, include_optimizer=True)
+    a = checkpoints.CheckpointContents(str(d / "bert_model.ckpt"))
+    b = checkpoints.CheckpointContents(back)
+    assert sorted(a.names()) == sorted(b.names())
+    for name in a.names():
+        np.testing.assert_array_equal(a.get(name), b.get(name), err_msg=name)
+
+
+def test_chinese_base_index_maps_onto_a_model_of_its_config(shared_dir):
+    d = shared_dir / "data" / "tf1_checkpoints" / "chinese_L-12_H-768_A-12_index_only"
+    cfg = modeling.BertConfig.from_json_file(str(d / "bert_config.json"))
+    model = modeling.BertPretrainer(cfg)
+    model(modeling.dummy_features())
+    ours = {n: v.shape.as_list() for n, v in checkpoints.tf1_variable_map(model).items()}
+    theirs = dict(tf.train.list_variables(str(d / "bert_model.ckpt")))
+    assert len(theirs) == 206
+    assert ours == {n: list(s) for n, s in theirs.items()}

@@ -1,0 +1,280 @@
+"""modeling.py: config, math, variable names, and the golden TF1 outputs."""
+import json
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+import checkpoints
+import modeling
+
+
+def tiny_config(**overrides):
+    values = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=32, max_position_embeddings=32, type_vocab_size=2,
+                  initializer_range=0.2)
+    values.update(overrides)
+    return modeling.BertConfig(**values)
+
+
+def random_inputs(batch=3, seq=10, vocab=50, seed=0):
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(0, vocab, size=[batch, seq]).astype(np.int32)
+    mask = np.ones([batch, seq], np.int32)
+    mask[1, 6:] = 0
+    types = np.zeros([batch, seq], np.int32)
+    types[:, 5:] = 1
+    return ids, mask, types
+
+
+# ---------------------------------------------------------------------------
+# BertConfig
+# ---------------------------------------------------------------------------
+
+def test_config_defaults_are_the_references():
+    c = modeling.BertConfig(vocab_size=30522)
+    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) == \
+        (768, 12, 12, 3072)
+    assert c.hidden_act == "gelu"
+    assert (c.hidden_dropout_prob, c.attention_probs_dropout_prob) == (0.1, 0.1)
+    assert (c.max_position_embeddings, c.type_vocab_size, c.initializer_range) == (512, 16, 0.02)
+
+
+def test_config_json_round_trip_keeps_unknown_keys(tmp_path):
+    data = tiny_config().to_dict()
+    data.update(directionality="bidi", pooler_fc_size=16)
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(data))
+    c = modeling.BertConfig.from_json_file(str(path))
+    assert c.directionality == "bidi" and c.pooler_fc_size == 16
+    assert json.loads(c.to_json_string()) == data
+    assert c.to_json_string().endswith("\n")
+    modeling.BertModel(c)  # unknown keys do not stop a model from being built
+
+
+def test_config_errors_name_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="missing.json"):
+        modeling.BertConfig.from_json_file(str(tmp_path / "missing.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="bad.json"):
+        modeling.BertConfig.from_json_file(str(bad))
+    with pytest.raises(ValueError, match="multiple of num_attention_heads"):
+        modeling.BertModel(tiny_config(hidden_size=15))
+    with pytest.raises(ValueError, match="unsupported activation"):
+        modeling.BertModel(tiny_config(hidden_act="swishy"))
+
+
+# ---------------------------------------------------------------------------
+# Pieces of math
+# ---------------------------------------------------------------------------
+
+def test_gelu_is_the_tanh_form_and_gelu_exact_the_erf_form():
+    x = np.linspace(-5, 5, 101).astype(np.float32)
+    tanh_form = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    erf_form = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    np.testing.assert_allclose(modeling.gelu(tf.constant(x)), tanh_form, atol=1e-6)
+    np.testing.assert_allclose(modeling.gelu_exact(tf.constant(x)), erf_form, atol=1e-6)
+    assert np.max(np.abs(tanh_form - erf_form)) > 1e-4  # the two are not interchangeable
+    assert modeling.get_activation("gelu") is modeling.gelu
+    assert modeling.get_activation("linear") is None
+    assert modeling.get_activation("") is None
+
+
+def test_layer_norm_matches_numpy_with_epsilon_1e12():
+    x = np.random.RandomState(1).randn(4, 8).astype(np.float32) * 3 + 1
+    ln = modeling.LayerNorm()
+    ln(x)
+    ln.gamma.assign(np.linspace(0.5, 1.5, 8))
+    ln.beta.assign(np.linspace(-1, 1, 8))
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-12) * np.linspace(0.5, 1.5, 8) + np.linspace(-1, 1, 8)
+    np.testing.assert_allclose(ln(x), want, atol=1e-5)
+    assert ln.epsilon == 1e-12
+
+
+def test_attention_mask_is_additive_minus_10000():
+    mask = modeling.create_attention_mask(np.array([[1, 1, 0]]))
+    np.testing.assert_array_equal(np.asarray(mask).reshape(-1), [0.0, 0.0, -10000.0])
+
+
+# ---------------------------------------------------------------------------
+# BertModel
+# ---------------------------------------------------------------------------
+
+def test_output_shapes_and_defaults():
+    model = modeling.BertModel(tiny_config())
+    ids, _, _ = random_inputs()
+    out = model(ids)
+    assert out["sequence_output"].shape == (3, 10, 16)
+    assert out["pooled_output"].shape == (3, 16)
+    assert out["embedding_output"].shape == (3, 10, 16)
+    assert len(out["all_encoder_layers"]) == 2
+    np.testing.assert_array_equal(out["sequence_output"], out["all_encoder_layers"][-1])
+    # Defaults: mask of ones and token types of zeros.
+    explicit = model(ids, np.ones_like(ids), np.zeros_like(ids))
+    np.testing.assert_allclose(out["pooled_output"], explicit["pooled_output"], atol=1e-6)
+    assert model.embedding_table.shape == (50, 16)
+
+
+def test_dropout_only_when_training():
+    model = modeling.BertModel(tiny_config(hidden_dropout_prob=0.5))
+    ids, mask, types = random_inputs()
+    a = model(ids, mask, types, training=False)["sequence_output"]
+    b = model(ids, mask, types, training=False)["sequence_output"]
+    c = model(ids, mask, types, training=True)["sequence_output"]
+    np.testing.assert_array_equal(a, b)
+    assert np.max(np.abs(np.asarray(a) - np.asarray(c))) > 1e-3
+
+
+def test_masked_positions_do_not_change_real_tokens():
+    model = modeling.BertModel(tiny_config())
+    ids, mask, types = random_inputs()
+    out1 = model(ids, mask, types)["sequence_output"]
+    ids2 = ids.copy()
+    ids2[1, 6:] = (ids2[1, 6:] + 7) % 50  # change only masked-out tokens of example 1
+    out2 = model(ids2, mask, types)["sequence_output"]
+    np.testing.assert_allclose(out1[1, :6], out2[1, :6], atol=1e-5)
+
+
+def test_one_hot_embeddings_equal_gather():
+    cfg = tiny_config()
+    a = modeling.BertModel(cfg)
+    b = modeling.BertModel(cfg, use_one_hot_embeddings=True)
+    ids, mask, types = random_inputs()
+    a(ids)
+    b(ids)
+    for va, vb in zip(a.variables, b.variables):
+        vb.assign(va)
+    np.testing.assert_allclose(a(ids, mask, types)["pooled_output"],
+                               b(ids, mask, types)["pooled_output"], atol=1e-5)
+
+
+def test_bad_inputs_raise_clear_errors():
+    model = modeling.BertModel(tiny_config(max_position_embeddings=8))
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model(np.zeros([1, 9], np.int32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="vocab_size=50"):
+        model(np.full([1, 4], 50, np.int32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="type_vocab_size=2"):
+        model(np.zeros([1, 4], np.int32), token_type_ids=np.full([1, 4], 2, np.int32))
+
+
+def test_bad_ids_also_raise_inside_tf_function():
+    model = modeling.BertModel(tiny_config())
+    fn = tf.function(lambda ids: model(ids)["pooled_output"])
+    fn(np.zeros([1, 4], np.int32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="vocab_size"):
+        fn(np.full([1, 4], 99, np.int32))
+
+
+def expected_tf1_names(num_layers, heads=("pretraining",)):
+    names = ["bert/embeddings/%s" % n for n in (
+        "word_embeddings", "token_type_embeddings", "position_embeddings",
+        "LayerNorm/gamma", "LayerNorm/beta")]
+    for i in range(num_layers):
+        p = "bert/encoder/layer_%d/" % i
+        for d in ("attention/self/query", "attention/self/key", "attention/self/value",
+                  "attention/output/dense", "intermediate/dense", "output/dense"):
+            names += [p + d + "/kernel", p + d + "/bias"]
+        names += [p + "attention/output/LayerNorm/gamma", p + "attention/output/LayerNorm/beta",
+                  p + "output/LayerNorm/gamma", p + "output/LayerNorm/beta"]
+    names += ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    if "pretraining" in heads:
+        names += ["cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
+                  "cls/predictions/transform/LayerNorm/gamma",
+                  "cls/predictions/transform/LayerNorm/beta", "cls/predictions/output_bias",
+                  "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"]
+    if "classifier" in heads:
+        names += ["output_weights", "output_bias"]
+    if "squad" in heads:
+        names += ["cls/squad/output_weights", "cls/squad/output_bias"]
+    return sorted(names)
+
+
+@pytest.mark.parametrize("kind", ["pretraining", "classifier", "squad"])
+def test_every_variable_has_its_tf1_name(kind):
+    cfg = tiny_config()
+    model = {"pretraining": lambda: modeling.BertPretrainer(cfg),
+             "classifier": lambda: modeling.BertClassifier(cfg, 3),
+             "squad": lambda: modeling.BertSquad(cfg)}[kind]()
+    model(modeling.dummy_features())
+    names = sorted(checkpoints.tf1_variable_map(model))
+    assert names == expected_tf1_names(2, (kind,))
+    assert len(names) == len(model.variables)
+
+
+def test_fresh_tables_are_not_copies_of_each_other():
+    model = modeling.BertModel(tiny_config(type_vocab_size=32))
+    model(np.zeros([1, 2], np.int32))
+    e = model.embeddings
+    assert not np.allclose(e.token_type_embeddings.numpy(), e.position_embeddings.numpy())
+    assert np.max(np.abs(e.word_embeddings.numpy())) <= 2 * 0.2 + 1e-6  # truncated at 2 std
+
+
+def test_mixed_precision_bf16_close_to_fp32():
+    cfg = tiny_config()
+    ids, mask, types = random_inputs()
+    fp32 = modeling.BertPretrainer(cfg)
+    feats = {"input_ids": ids, "input_mask": mask, "segment_ids": types,
+             "masked_lm_positions": np.array([[1, 2]] * 3, np.int32)}
+    want = fp32(feats)
+    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        bf16 = modeling.BertPretrainer(cfg)
+        bf16(feats)
+        for a, b in zip(fp32.variables, bf16.variables):
+            b.assign(a)
+        got = bf16(feats)
+        assert all(v.dtype == tf.float32 for v in bf16.variables)
+    finally:
+        tf_keras.mixed_precision.set_global_policy("float32")
+    assert got["masked_lm_log_probs"].dtype == tf.float32
+    np.testing.assert_allclose(got["masked_lm_log_probs"], want["masked_lm_log_probs"], atol=0.1)
+    np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], atol=0.05)
+
+
+def test_losses_match_hand_computation():
+    log_probs = np.log(np.array([[[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]], np.float32))
+    loss, per = modeling.masked_lm_loss(log_probs, np.array([[0, 2]]), np.array([[1.0, 0.0]]))
+    np.testing.assert_allclose(per, [[-np.log(0.7), -np.log(0.8)]], rtol=1e-5)
+    np.testing.assert_allclose(loss, -np.log(0.7) / (1 + 1e-5), rtol=1e-5)
+    nsp = np.log(np.array([[0.9, 0.1], [0.3, 0.7]], np.float32))
+    loss, per = modeling.next_sentence_loss(nsp, np.array([[0], [1]]))
+    np.testing.assert_allclose(loss, -(np.log(0.9) + np.log(0.7)) / 2, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# Golden outputs of the reference (../shared/golden/tf1_tiny)
+# ---------------------------------------------------------------------------
+
+def test_golden_tf1_tiny_outputs(shared_dir):
+    g = shared_dir / "golden" / "tf1_tiny"
+    cfg = modeling.BertConfig.from_json_file(str(g / "bert_config.json"))
+    exp = dict(np.load(g / "expected_outputs.npz"))
+    model = modeling.BertPretrainer(cfg)
+    model(modeling.dummy_features())
+    result = checkpoints.load_checkpoint(model, str(g / "bert_model.ckpt"))
+    assert result.not_in_checkpoint == []
+    feats = {k: exp[k] for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
+    out = model(feats, training=False)
+    pairs = {"embedding_output": out["embedding_output"],
+             "encoder_layer_0": out["all_encoder_layers"][0],
+             "encoder_layer_1": out["all_encoder_layers"][1],
+             "sequence_output": out["sequence_output"],
+             "pooled_output": out["pooled_output"],
+             "masked_lm_log_probs": out["masked_lm_log_probs"],
+             "next_sentence_log_probs": out["next_sentence_log_probs"]}
+    for name, got in pairs.items():
+        np.testing.assert_allclose(got, exp[name], atol=1e-5, err_msg=name)
+    mlm, mlm_per = modeling.masked_lm_loss(out["masked_lm_log_probs"], exp["masked_lm_ids"],
+                                           exp["masked_lm_weights"])
+    nsp, nsp_per = modeling.next_sentence_loss(out["next_sentence_log_probs"],
+                                               exp["next_sentence_labels"])
+    np.testing.assert_allclose(mlm, exp["masked_lm_loss"], atol=1e-5)
+    np.testing.assert_allclose(mlm_per, exp["masked_lm_example_loss"], atol=1e-4)
+    np.testing.assert_allclose(nsp, exp["next_sentence_loss"], atol=1e-5)
+    np.testing.assert_allclose(nsp_per, exp["next_sentence_example_loss"], atol=1e-5)

@@ -1,0 +1,433 @@
+"""The one training loop: strategy, precision, train / predict loops, checkpoints.
+
+What TPUEstimator did for the reference scripts, in TF2:
+- `get_strategy` builds the tf.distribute strategy from the flags (TPU,
+  mirrored GPUs, several workers, one device);
+- `Runner` builds a model under the strategy, restores the latest checkpoint of
+  output_dir (weights, optimizer slots, step) or else loads --init_checkpoint
+  (TF1 or TF2), runs `iterations_per_loop` steps per tf.function call, saves a
+  checkpoint every `save_checkpoints_steps`, logs progress and TensorBoard
+  scalars, and runs prediction loops whose outputs come back in input order.
+
+Gradient semantics are the single-device reference's for any number of
+replicas: each replica's loss is divided by the replica count, gradients are
+summed across replicas, then clipped to global norm 1.0, then applied.
+"""
+import dataclasses
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from absl import logging
+
+import checkpoints
+import modeling
+import optimization
+
+CHECKPOINT_NAME = "model.ckpt"
+
+
+# ---------------------------------------------------------------------------
+# Strategy and precision
+# ---------------------------------------------------------------------------
+
+def _tpu_strategy(fv):
+    from official.common import distribute_utils
+    tpu = getattr(fv, "tpu_name", None) or getattr(fv, "master", None) or ""
+    zone = getattr(fv, "tpu_zone", None)
+    project = getattr(fv, "gcp_project", None)
+    if zone or project:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu, zone=zone, project=project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    return distribute_utils.get_distribution_strategy("tpu", tpu_address=tpu)
+
+
+def get_strategy(fv):
+    """The tf.distribute strategy the flags ask for.
+
+    --use_tpu (or --distribution_strategy=tpu) gives a TPUStrategy on
+    --tpu_name/--master; mirrored runs on --num_gpus GPUs (default: all), or on
+    every logical CPU device when there is no GPU; multi_worker_mirrored reads
+    the cluster from TF_CONFIG. Without --distribution_strategy: tpu with
+    --use_tpu, mirrored with more than one GPU, else one device.
+    """
+    from official.common import distribute_utils
+    name = getattr(fv, "distribution_strategy", None)
+    use_tpu = getattr(fv, "use_tpu", False)
+    gpus = tf.config.list_logical_devices("GPU")
+    num_gpus = getattr(fv, "num_gpus", None)
+    if num_gpus is None:
+        num_gpus = len(gpus)
+    if num_gpus > len(gpus):
+        raise ValueError("--num_gpus=%d but only %d GPU(s) are visible" % (num_gpus, len(gpus)))
+    if name is None:
+        name = "tpu" if use_tpu else ("mirrored" if num_gpus > 1 else "one_device")
+    if use_tpu and name != "tpu":
+        raise ValueError("--use_tpu conflicts with --distribution_strategy=%s" % name)
+    if name == "tpu":
+        return _tpu_strategy(fv)
+    if name == "mirrored":
+        if num_gpus:
+            devices = ["/gpu:%d" % i for i in range(num_gpus)]
+        else:
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices=devices)
+    if name == "multi_worker_mirrored":
+        return distribute_utils.get_distribution_strategy("multi_worker_mirrored")
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus else "/cpu:0")
+    raise ValueError("unknown --distribution_strategy=%s" % name)
+
+
+_DTYPES = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}
+
+
+def configure_precision(fv_or_dtype):
+    """Sets the tf_keras mixed-precision policy from --dtype (fp32 | fp16 | bf16).
+
+    Call before building models. Variables stay float32; LayerNorm, softmax and
+    the losses run in float32 (modeling.py casts them).
+    """
+    from official.modeling import performance
+    dtype = getattr(fv_or_dtype, "dtype", fv_or_dtype) or "fp32"
+    if dtype not in _DTYPES:
+        raise ValueError("--dtype must be one of %s, got %r" % (sorted(_DTYPES), dtype))
+    performance.set_mixed_precision_policy(_DTYPES[dtype])
+    return dtype
+
+
+def set_seed(seed):
+    """Seeds Python, numpy and TF (initialisers, dropout) when --seed is given."""
+    if seed is not None:
+        tf_keras.utils.set_random_seed(seed)
+
+
+def global_sum(value):
+    """Sum of `value` over all replicas (identity outside a multi-replica step)."""
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return value
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def num_replicas():
+    ctx = tf.distribute.get_replica_context()
+    return 1 if ctx is None else ctx.num_replicas_in_sync
+
+
+# ---------------------------------------------------------------------------
+# Configuration of a run
+# ---------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class RunConfig:
+    """What the loop needs to know; `from_flags` fills it from a runner's flags."""
+    output_dir: str
+    learning_rate: float = 5e-5
+    num_train_steps: int = 0
+    num_warmup_steps: int = 0
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000
+    init_checkpoint: str = None
+    optimizer_type: str = "adamw"
+    num_accumulation_steps: int = 1
+    enable_xla: bool = False
+    dtype: str = "fp32"
+    seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    keep_checkpoint_max: int = 5
+
+    @classmethod
+    def from_flags(cls, fv, **values):
+        names = {f.name for f in dataclasses.fields(cls)}
+        for name in names:
+            if name not in values and name in fv and getattr(fv, name) is not None:
+                values[name] = getattr(fv, name)
+        return cls(**values)
+
+    def validate(self):
+        if not self.output_dir:
+            raise ValueError("--output_dir is required")
+        for name in ("save_checkpoints_steps", "iterations_per_loop", "num_accumulation_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError("--%s must be >= 1" % name)
+
+
+def prepare_output_dir(path):
+    """Creates output_dir and checks it is writable: a clear error at the start."""
+    try:
+        tf.io.gfile.makedirs(path)
+        probe = os.path.join(path, ".write_test")
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("ok")
+        tf.io.gfile.remove(probe)
+    except (tf.errors.OpError, OSError) as e:
+        raise ValueError("--output_dir=%s is not writable: %s" % (path, e)) from None
+
+
+# ---------------------------------------------------------------------------
+# The runner
+# ---------------------------------------------------------------------------
+
+class Runner:
+    """Owns the model, optimizer and checkpoints of one run under a strategy."""
+
+    def __init__(self, strategy, model_fn, config, for_training=True):
+        config.validate()
+        prepare_output_dir(config.output_dir)
+        self.strategy = strategy
+        self.config = config
+        with strategy.scope():
+            self.model = model_fn()
+            if not self.model.built:
+                self.model(modeling.dummy_features(
+                    seq_length=config.seq_length,
+                    max_predictions_per_seq=config.max_predictions_per_seq))
+            self.optimizer = None
+            if for_training:
+                self.optimizer = optimization.create_optimizer(
+                    config.learning_rate, max(config.num_train_steps, 1),
+                    config.num_warmup_steps, optimizer_type=config.optimizer_type)
+                if config.dtype == "fp16":
+                    from official.modeling import performance
+                    self.optimizer = performance.configure_optimizer(self.optimizer,
+                                                                     use_float16=True)
+                # Slots exist before a restore so their values are restored too.
+                inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+                inner.build(self.model.trainable_variables)
+            objects = {"model": self.model}
+            if self.optimizer is not None:
+                objects["optimizer"] = self.optimizer
+            self.checkpoint = tf.train.Checkpoint(**objects)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, config.output_dir, max_to_keep=config.keep_checkpoint_max,
+            checkpoint_name=CHECKPOINT_NAME)
+        self._restore()
+
+    # -- checkpoints ---------------------------------------------------------
+
+    def _restore(self):
+        latest = self.manager.latest_checkpoint
+        if latest:
+            status = self.checkpoint.restore(latest)
+            status.expect_partial()
+            self._restored_step = self._step_of(latest)
+            logging.info("Restored %s (step %d)", latest, self._restored_step)
+        elif self.config.init_checkpoint:
+            with self.strategy.scope():
+                checkpoints.load_checkpoint(self.model, self.config.init_checkpoint)
+            self._restored_step = 0
+        else:
+            self._restored_step = 0
+
+    @staticmethod
+    def _step_of(path):
+        try:
+            return int(path.rsplit("-", 1)[-1])
+        except ValueError:
+            return 0
+
+    @property
+    def global_step(self):
+        if self.optimizer is not None:
+            return int(self.optimizer.iterations.numpy())
+        return self._restored_step
+
+    def save(self):
+        path = self.manager.save(checkpoint_number=self.global_step)
+        logging.info("Saved checkpoint %s", path)
+        return path
+
+    # -- training ------------------------------------------------------------
+
+    def _gradients(self, loss_fn, features, scale):
+        """Loss, metrics and (unscaled, dense) gradients of `scale * loss` on one micro-batch."""
+        opt, variables = self.optimizer, self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss, metrics = loss_fn(self.model, features, True)
+            scaled = loss * scale
+            if hasattr(opt, "get_scaled_loss"):
+                scaled = opt.get_scaled_loss(scaled)
+        grads = tape.gradient(scaled, variables)
+        if hasattr(opt, "get_unscaled_gradients"):
+            grads = opt.get_unscaled_gradients(grads)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in grads]
+        return loss, metrics, grads
+
+    def _replica_step(self, gradients_fn, micro_batches):
+        """One optimizer step on this replica.
+
+        The gradients of the micro-batches are summed (each loss divided by the
+        number of micro-batches and of replicas, so the sum is the gradient of
+        the mean loss), summed across replicas, clipped to global norm 1.0 and
+        applied once.
+        """
+        variables = self.model.trainable_variables
+        n = len(micro_batches)
+        scale = 1.0 / (num_replicas() * n)
+        total, losses, metrics = None, [], {}
+        for features in micro_batches:
+            loss, step_metrics, grads = gradients_fn(features, scale)
+            total = grads if total is None else [
+                a if b is None else (b if a is None else a + b) for a, b in zip(total, grads)]
+            losses.append(loss)
+            for k, v in step_metrics.items():
+                metrics.setdefault(k, []).append(v)
+        if num_replicas() > 1:
+            present = [g for g in total if g is not None]
+            reduced = iter(tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, present))
+            total = [None if g is None else next(reduced) for g in total]
+        total = optimization.clip_gradients(total, 1.0)
+        self.optimizer.apply_gradients(
+            [(g, v) for g, v in zip(total, variables) if g is not None],
+            experimental_aggregate_gradients=False)
+        out = {"loss": tf.add_n(losses) / n}
+        out.update({k: tf.add_n(v) / n for k, v in metrics.items()})
+        return out
+
+    def _make_train_loop(self, loss_fn):
+        strategy = self.strategy
+        n_micro = self.config.num_accumulation_steps
+
+        def gradients_fn(features, scale):
+            return self._gradients(loss_fn, features, scale)
+
+        if self.config.enable_xla:
+            # Only the forward and backward pass is compiled: XLA cannot place the
+            # optimizer's update of mirrored variables.
+            gradients_fn = tf.function(gradients_fn, jit_compile=True)
+
+        def one_step(iterator):
+            micro = [next(iterator) for _ in range(n_micro)]
+            per_replica = strategy.run(
+                lambda *m: self._replica_step(gradients_fn, list(m)), args=tuple(micro))
+            return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                    for k, v in per_replica.items()}
+
+        @tf.function
+        def train_loop(iterator, num_steps):
+            """num_steps optimizer steps in one call; returns the mean metrics."""
+            sums = one_step(iterator)
+            for _ in tf.range(num_steps - 1):
+                values = one_step(iterator)
+                sums = {k: sums[k] + values[k] for k in sums}
+            return {k: v / tf.cast(num_steps, v.dtype) for k, v in sums.items()}
+
+        return train_loop
+
+    def train(self, dataset_fn, loss_fn, global_batch_size=None):
+        """Trains up to config.num_train_steps optimizer steps.
+
+        Args:
+          dataset_fn: input_context -> tf.data.Dataset of per-replica batches.
+          loss_fn: (model, features, is_training) -> (scalar loss over this
+            replica's batch, dict of scalar metrics); called positionally.
+          global_batch_size: examples per micro-batch over all replicas, for
+            the examples/s figures.
+        """
+        cfg = self.config
+        if self.optimizer is None:
+            raise ValueError("this Runner was built without an optimizer")
+        step = self.global_step
+        if step >= cfg.num_train_steps:
+            logging.info("Already at step %d of %d: nothing to train", step, cfg.num_train_steps)
+            return {}
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        iterator = iter(dataset)
+        train_loop = self._make_train_loop(loss_fn)
+        writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train"))
+        examples_per_step = (global_batch_size or 0) * cfg.num_accumulation_steps
+        start_step, start_time, metrics = step, time.time(), {}
+        logging.info("Training from step %d to %d", step, cfg.num_train_steps)
+        while step < cfg.num_train_steps:
+            to_checkpoint = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
+            n = min(cfg.iterations_per_loop, cfg.num_train_steps - step, to_checkpoint)
+            loop_start = time.time()
+            values = train_loop(iterator, tf.constant(n))
+            metrics = {k: float(v) for k, v in values.items()}
+            if not np.isfinite(metrics["loss"]):
+                raise ValueError("training loss became %s at step %d (learning rate too high, "
+                                 "or bad input data?)" % (metrics["loss"], step + n))
+            step = self.global_step
+            self._log_progress(writer, step, start_step, start_time, loop_start, n,
+                               examples_per_step, metrics)
+            if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
+                self.save()
+        writer.flush()
+        return metrics
+
+    def _log_progress(self, writer, step, start_step, start_time, loop_start, n,
+                      examples_per_step, metrics):
+        now = time.time()
+        steps_per_sec = n / max(now - loop_start, 1e-9)
+        remaining = (self.config.num_train_steps - step) * (now - start_time) / max(
+            step - start_step, 1)
+        lr = float(self.optimizer_learning_rate())
+        parts = ["step %d/%d" % (step, self.config.num_train_steps),
+                 "loss %.4f" % metrics["loss"], "lr %.3g" % lr]
+        parts += ["%s %.4f" % (k, v) for k, v in sorted(metrics.items()) if k != "loss"]
+        if examples_per_step:
+            parts.append("%.1f examples/s" % (steps_per_sec * examples_per_step))
+        parts.append("ETA %s" % time.strftime("%H:%M:%S", time.gmtime(remaining)))
+        logging.info(", ".join(parts))
+        with writer.as_default(step=step):
+            for k, v in metrics.items():
+                tf.summary.scalar(k, v)
+            tf.summary.scalar("learning_rate", lr)
+            if examples_per_step:
+                tf.summary.scalar("examples_per_second", steps_per_sec * examples_per_step)
+
+    def optimizer_learning_rate(self):
+        """Learning rate the next update will use."""
+        opt = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        lr = opt.learning_rate if hasattr(opt, "learning_rate") else opt._get_hyper("learning_rate")
+        if callable(lr):
+            return lr(opt.iterations)
+        return lr
+
+    # -- prediction ----------------------------------------------------------
+
+    def predict(self, dataset_fn, predict_fn, max_steps=None):
+        """Yields dicts of numpy arrays, one per global batch, in input order.
+
+        Args:
+          dataset_fn: input_context -> finite tf.data.Dataset of per-replica
+            batches (use make_dataset(pad_final_batch=True) to keep every example).
+          predict_fn: (model, features) -> dict of [B, ...] tensors.
+          max_steps: stop after this many batches.
+        """
+        strategy = self.strategy
+        dataset = strategy.distribute_datasets_from_function(dataset_fn)
+        model = self.model
+
+        @tf.function(jit_compile=self.config.enable_xla or None)
+        def replica_predict(features):
+            return predict_fn(model, features)
+
+        @tf.function
+        def step(features):
+            return strategy.run(replica_predict, args=(features,))
+
+        for i, batch in enumerate(dataset):
+            if max_steps is not None and i >= max_steps:
+                break
+            out = step(batch)
+            yield {k: np.concatenate([np.asarray(t) for t in
+                                      strategy.experimental_local_results(v)], axis=0)
+                   for k, v in out.items()}
+
+
+def write_eval_results(path, results):
+    """eval_results.txt as the reference writes it: "key = value" lines, sorted."""
+    from input_pipeline import atomic_open
+    with atomic_open(path, "w") as f:
+        for key in sorted(results):
+            logging.info("  %s = %s", key, results[key])
+            f.write("%s = %s\n" % (key, results[key]))
