@@ -1,0 +1,94 @@
+"""input_pipeline.py: atomic writers, round-robin records, datasets and padding."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import input_pipeline
+
+
+def write_records(path, n, seq=4):
+    with input_pipeline.RecordWriter(str(path)) as w:
+        for i in range(n):
+            w.write({"input_ids": input_pipeline.int_feature([i] * seq),
+                     "label_ids": input_pipeline.int_feature([i % 2]),
+                     "score": input_pipeline.float_feature([i / 2])})
+
+
+SPEC = {"input_ids": tf.io.FixedLenFeature([4], tf.int64),
+        "label_ids": tf.io.FixedLenFeature([], tf.int64),
+        "score": tf.io.FixedLenFeature([], tf.float32)}
+
+
+def test_atomic_open_leaves_nothing_on_failure(tmp_path):
+    path = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with input_pipeline.atomic_open(str(path)) as f:
+            f.write("partial")
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+    with input_pipeline.atomic_open(str(path)) as f:
+        f.write("done")
+    assert path.read_text() == "done"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_record_writer_round_robin_and_failure(tmp_path):
+    files = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    with input_pipeline.RecordWriter(files) as w:
+        for i in range(5):
+            w.write({"x": input_pipeline.int_feature([i])})
+    counts = [sum(1 for _ in tf.data.TFRecordDataset(f)) for f in files]
+    assert counts == [3, 2]
+    with pytest.raises(ValueError):
+        with input_pipeline.RecordWriter(str(tmp_path / "c.tfrecord")) as w:
+            w.write({"x": input_pipeline.int_feature([1])})
+            raise ValueError("bad input")
+    assert not (tmp_path / "c.tfrecord").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tfrecord", "b.tfrecord"]
+
+
+def test_eval_dataset_is_ordered_int32_and_padded(tmp_path):
+    write_records(tmp_path / "r.tfrecord", 5)
+    d = input_pipeline.make_dataset([str(tmp_path / "r.tfrecord")], SPEC, 2, is_training=False,
+                                    pad_final_batch=True)
+    batches = list(d.as_numpy_iterator())
+    assert len(batches) == 3
+    assert batches[0]["input_ids"].dtype == np.int32
+    assert batches[0]["score"].dtype == np.float32
+    ids = np.concatenate([b["input_ids"][:, 0] for b in batches])
+    real = np.concatenate([b["is_real_example"] for b in batches])
+    np.testing.assert_array_equal(ids, [0, 1, 2, 3, 4, 0])
+    np.testing.assert_array_equal(real, [1, 1, 1, 1, 1, 0])
+
+
+def test_training_dataset_repeats_shuffles_and_drops_remainder(tmp_path):
+    write_records(tmp_path / "r.tfrecord", 5)
+    d = input_pipeline.make_dataset([str(tmp_path / "r.tfrecord")], SPEC, 4, is_training=True,
+                                    seed=3)
+    batches = list(d.take(5).as_numpy_iterator())
+    assert all(b["input_ids"].shape == (4, 4) for b in batches)
+    seen = np.concatenate([b["input_ids"][:, 0] for b in batches])
+    assert set(seen) == {0, 1, 2, 3, 4}
+    again = list(input_pipeline.make_dataset([str(tmp_path / "r.tfrecord")], SPEC, 4,
+                                             is_training=True, seed=3).take(5).as_numpy_iterator())
+    np.testing.assert_array_equal(seen, np.concatenate([b["input_ids"][:, 0] for b in again]))
+
+
+def test_expand_input_files(tmp_path):
+    for name in ("b.tfrecord", "a.tfrecord"):
+        (tmp_path / name).write_bytes(b"")
+    files = input_pipeline.expand_input_files("%s/*.tfrecord" % tmp_path)
+    assert [f.rsplit("/", 1)[-1] for f in files] == ["a.tfrecord", "b.tfrecord"]
+    with pytest.raises(ValueError, match="matches no file"):
+        input_pipeline.expand_input_files(str(tmp_path / "none*.tfrecord"))
+
+
+def test_feature_specs_have_reference_names():
+    assert sorted(input_pipeline.pretraining_features(128, 20)) == sorted([
+        "input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+        "masked_lm_weights", "next_sentence_labels"])
+    assert input_pipeline.pretraining_features(128, 20)["masked_lm_weights"].dtype == tf.float32
+    assert sorted(input_pipeline.classifier_features(8)) == sorted([
+        "input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example"])
+    assert "start_positions" in input_pipeline.squad_features(8, True)
+    assert "start_positions" not in input_pipeline.squad_features(8, False)

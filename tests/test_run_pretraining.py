@@ -1,0 +1,180 @@
+"""run_pretraining.py: training, evaluation, resume, and the golden TF1 checkpoint."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import checkpoints
+import flags_common
+import input_pipeline
+import run_pretraining
+from conftest import REPO_ROOT
+
+
+def run_flags(**values):
+    argv = []
+    for k, v in values.items():
+        argv.append("--%s=%s" % (k, v))
+    return flags_common.parse_flags(run_pretraining.define_flags, argv)
+
+
+def no_dropout_config(shared_dir, tmp_path):
+    cfg = json.loads((shared_dir / "golden" / "tf1_tiny" / "bert_config.json").read_text())
+    cfg["hidden_dropout_prob"] = 0.0
+    cfg["attention_probs_dropout_prob"] = 0.0
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def read_results(path):
+    out = {}
+    for line in open(path):
+        key, value = line.strip().split(" = ")
+        out[key] = float(value)
+    return out
+
+
+def base_flags(shared_dir, tmp_path, name, **extra):
+    values = dict(
+        bert_config_file=shared_dir / "golden" / "tf1_tiny" / "bert_config.json",
+        input_file=shared_dir / "golden" / "pretraining_data" / "sample.tfrecord",
+        output_dir=tmp_path / name, train_batch_size=4, eval_batch_size=4,
+        max_seq_length=128, max_predictions_per_seq=20, learning_rate=1e-3,
+        num_warmup_steps=0, iterations_per_loop=5, save_checkpoints_steps=5, seed=7)
+    values.update(extra)
+    return values
+
+
+def test_flags_keep_the_reference_defaults():
+    fv = run_flags()
+    assert (fv.max_seq_length, fv.max_predictions_per_seq, fv.train_batch_size,
+            fv.eval_batch_size) == (128, 20, 32, 8)
+    assert (fv.learning_rate, fv.num_train_steps, fv.num_warmup_steps) == (5e-5, 100000, 10000)
+    assert (fv.save_checkpoints_steps, fv.iterations_per_loop, fv.max_eval_steps) == (1000, 1000,
+                                                                                      100)
+    assert (fv.use_tpu, fv.num_tpu_cores, fv.do_train, fv.do_eval) == (False, 8, False, False)
+
+
+def test_requires_train_or_eval(tmp_path):
+    with pytest.raises(ValueError, match="do_train"):
+        run_pretraining.run(run_flags(output_dir=tmp_path))
+
+
+@pytest.mark.slow
+def test_train_then_eval_writes_reference_keys_and_loss_decreases(shared_dir, tmp_path):
+    common = dict(num_train_steps=30, max_eval_steps=6, iterations_per_loop=10,
+                  save_checkpoints_steps=10, learning_rate=1e-2)
+    before = run_pretraining.run(run_flags(**base_flags(shared_dir, tmp_path, "out",
+                                                         do_eval=True, **common)))
+    assert before["global_step"] == 0
+    fv = run_flags(**base_flags(shared_dir, tmp_path, "out", do_train=True, do_eval=True,
+                                **common))
+    results = run_pretraining.run(fv)
+    on_disk = read_results(tmp_path / "out" / "eval_results.txt")
+    assert sorted(on_disk) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                               "next_sentence_accuracy", "next_sentence_loss"]
+    assert on_disk["global_step"] == 30
+    assert np.isclose(on_disk["loss"], float(results["loss"]), rtol=1e-5)
+    # Memorisation of 23 records: the eval MLM loss (same records) falls clearly.
+    assert on_disk["masked_lm_loss"] < before["masked_lm_loss"] - 1.0
+    names = sorted(os.listdir(tmp_path / "out"))
+    assert "model.ckpt-30.index" in names and "model.ckpt-20.index" in names
+    assert "train" in names  # TensorBoard events
+
+
+@pytest.mark.slow
+def test_restart_continues_from_the_last_checkpoint(shared_dir, tmp_path):
+    first = run_flags(**base_flags(shared_dir, tmp_path, "out", do_train=True, num_train_steps=5))
+    run_pretraining.run(first)
+    second = run_flags(**base_flags(shared_dir, tmp_path, "out", do_train=True,
+                                    num_train_steps=10))
+    run_pretraining.run(second)
+    contents = checkpoints.CheckpointContents(str(tmp_path / "out"))
+    assert contents.path.endswith("model.ckpt-10")
+    assert int(contents.get("global_step")) == 10
+    # Nothing left to do: a third run with the same target trains no step.
+    run_pretraining.run(second)
+    assert checkpoints.CheckpointContents(str(tmp_path / "out")).path.endswith("model.ckpt-10")
+
+
+def write_golden_records(shared_dir, path):
+    exp = dict(np.load(shared_dir / "golden" / "tf1_tiny" / "expected_outputs.npz"))
+    with input_pipeline.RecordWriter(str(path)) as w:
+        for i in range(4):
+            w.write({
+                "input_ids": input_pipeline.int_feature(exp["input_ids"][i]),
+                "input_mask": input_pipeline.int_feature(exp["input_mask"][i]),
+                "segment_ids": input_pipeline.int_feature(exp["segment_ids"][i]),
+                "masked_lm_positions": input_pipeline.int_feature(exp["masked_lm_positions"][i]),
+                "masked_lm_ids": input_pipeline.int_feature(exp["masked_lm_ids"][i]),
+                "masked_lm_weights": input_pipeline.float_feature(exp["masked_lm_weights"][i]),
+                "next_sentence_labels": input_pipeline.int_feature(
+                    [exp["next_sentence_labels"][i]]),
+            })
+    return exp
+
+
+def test_eval_of_the_golden_tf1_checkpoint(shared_dir, tmp_path):
+    exp = write_golden_records(shared_dir, tmp_path / "golden.tfrecord")
+    g = shared_dir / "golden" / "tf1_tiny"
+    fv = run_flags(bert_config_file=g / "bert_config.json",
+                   input_file=tmp_path / "golden.tfrecord", output_dir=tmp_path / "eval",
+                   init_checkpoint=g / "bert_model.ckpt", do_eval=True, eval_batch_size=4,
+                   max_seq_length=24, max_predictions_per_seq=5, max_eval_steps=1)
+    run_pretraining.run(fv)
+    got = read_results(tmp_path / "eval" / "eval_results.txt")
+    w = exp["masked_lm_weights"]
+    mlm_loss = (exp["masked_lm_example_loss"] * w).sum() / w.sum()
+    mlm_acc = ((exp["masked_lm_log_probs"].argmax(-1) == exp["masked_lm_ids"]) * w).sum() / w.sum()
+    nsp_acc = np.mean(exp["next_sentence_log_probs"].argmax(-1) == exp["next_sentence_labels"])
+    assert got["global_step"] == 0
+    assert np.isclose(got["masked_lm_loss"], mlm_loss, atol=1e-5)
+    assert np.isclose(got["masked_lm_accuracy"], mlm_acc, atol=1e-6)
+    assert np.isclose(got["next_sentence_loss"], exp["next_sentence_loss"], atol=1e-5)
+    assert np.isclose(got["next_sentence_accuracy"], nsp_acc, atol=1e-6)
+    assert np.isclose(got["loss"], exp["masked_lm_loss"] + exp["next_sentence_loss"], atol=1e-5)
+
+
+MIRRORED_SCRIPT = textwrap.dedent("""
+    import sys, json
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[1])
+    import flags_common, run_pretraining, checkpoints
+    args = json.loads(sys.argv[2])
+    out = {}
+    for strategy in ("one_device", "mirrored"):
+        argv = ["--%s=%s" % kv for kv in args.items()]
+        argv += ["--distribution_strategy=" + strategy, "--output_dir=%s/%s" % (args["output_dir"], strategy)]
+        fv = flags_common.parse_flags(run_pretraining.define_flags, argv)
+        run_pretraining.run(fv)
+        c = checkpoints.CheckpointContents(fv.output_dir)
+        out[strategy] = {n: c.get(n).tolist() for n in c.names() if n.endswith("adam_m")
+                         and ("layer_1" in n or "cls/" in n or "embeddings/LayerNorm" in n)}
+    json.dump(out, open(args["output_dir"] + "/slots.json", "w"))
+""")
+
+
+@pytest.mark.slow
+def test_mirrored_two_replicas_equal_one_device(shared_dir, tmp_path):
+    """Same global batch on 1 and 2 replicas: same loss and the same first gradients."""
+    args = {k: str(v) for k, v in base_flags(shared_dir, tmp_path, "x").items()}
+    args.update(bert_config_file=no_dropout_config(shared_dir, tmp_path), do_train="true",
+                num_train_steps="1", output_dir=str(tmp_path), train_batch_size="8",
+                init_checkpoint=str(shared_dir / "golden" / "tf1_tiny" / "bert_model.ckpt"))
+    script = tmp_path / "mirrored.py"
+    script.write_text(MIRRORED_SCRIPT)
+    subprocess.run([sys.executable, str(script), str(REPO_ROOT), json.dumps(args)], check=True,
+                   capture_output=True, timeout=300)
+    slots = json.loads((tmp_path / "slots.json").read_text())
+    assert slots["one_device"].keys() == slots["mirrored"].keys() and slots["one_device"]
+    for name, one in slots["one_device"].items():
+        # adam_m after the first step is 0.1 * the clipped gradient.
+        np.testing.assert_allclose(slots["mirrored"][name], one, atol=1e-7, rtol=1e-4,
+                                   err_msg=name)
