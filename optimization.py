@@ -1,0 +1,545 @@
+"""Optimizer, learning-rate schedule and gradient clipping for BERT training.
+
+This module reproduces, in TensorFlow 2 / tf_keras, the weight-update
+behaviour of the original TF1 BERT training code:
+
+* ``WarmupPolynomialDecay`` -- learning rate that rises linearly from 0 over
+  ``num_warmup_steps`` updates and then falls linearly to 0 at
+  ``num_train_steps`` (staying at 0 afterwards).
+* ``AdamWeightDecay`` -- Adam *without* bias correction plus decoupled weight
+  decay that is skipped for variables whose name matches one of a list of
+  regular expressions (LayerNorm parameters and biases by default).
+* ``clip_gradients`` -- clipping by global norm (1.0), which the training step
+  applies to the gradients before handing them to ``apply_gradients``.
+* ``create_optimizer`` -- builds the schedule and the optimizer ("adamw" for
+  the reference behaviour, "lamb" for large-batch pre-training).
+
+Update rule of ``AdamWeightDecay`` for a parameter ``p`` with gradient ``g``
+at the update that follows ``t`` completed updates (``t = optimizer.iterations``)::
+
+    m <- beta_1 * m + (1 - beta_1) * g
+    v <- beta_2 * v + (1 - beta_2) * g * g
+    u  = m / (sqrt(v) + epsilon)
+    u += weight_decay_rate * p          (only if p is not excluded by name)
+    p <- p - lr(t) * u
+
+Slot variables are called ``"adam_m"`` and ``"adam_v"`` (tf_keras slot
+mechanism, tracked per variable for checkpoints).  Their TF1 names,
+``"<variable name>/adam_m"`` and ``"<variable name>/adam_v"``, are given by
+``optimizer.slot_tf1_names()``; a single slot is ``optimizer.get_slot(var,
+"adam_m")``.  (The slot variables' own ``.name`` follows the same layout but
+may be prefixed by the optimizer's name scope, e.g. "AdamWeightDecay/".)
+
+Only ``tf_keras`` (Keras 2) is used, never ``tf.keras``, so the module behaves
+the same whether or not ``TF_USE_LEGACY_KERAS`` is set.
+"""
+
+import math
+import numbers
+import re
+
+import tensorflow as tf
+import tf_keras
+
+__all__ = [
+    "DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY",
+    "OPTIMIZER_TYPES",
+    "WarmupPolynomialDecay",
+    "AdamWeightDecay",
+    "clip_gradients",
+    "create_optimizer",
+]
+
+# Name patterns (searched with re.search) of variables that get no weight decay.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+# Accepted values of ``create_optimizer(optimizer_type=...)``.
+OPTIMIZER_TYPES = ("adamw", "lamb")
+
+# Names of the two moment slots, as in the TF1 checkpoints.
+_SLOT_M = "adam_m"
+_SLOT_V = "adam_v"
+
+_OUTPUT_INDEX_SUFFIX = re.compile(r":\d+$")
+
+
+# --------------------------------------------------------------------------- #
+# Argument checking helpers
+# --------------------------------------------------------------------------- #
+def _as_step_count(value, arg_name, minimum):
+    """Returns ``value`` as a Python int, checking it is an integer >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"{arg_name} must be an integer, got {value!r} "
+            f"({type(value).__name__}).")
+    if isinstance(value, numbers.Integral):
+        as_int = int(value)
+    else:
+        as_float = float(value)
+        if not math.isfinite(as_float) or as_float != int(as_float):
+            raise ValueError(f"{arg_name} must be a whole number, got {value!r}.")
+        as_int = int(as_float)
+    if as_int < minimum:
+        comparison = "positive" if minimum == 1 else f">= {minimum}"
+        raise ValueError(f"{arg_name} must be {comparison}, got {value!r}.")
+    return as_int
+
+
+def _as_float(value, arg_name, low=None, high=None, low_inclusive=True,
+              high_inclusive=True):
+    """Returns ``value`` as a Python float after range checks."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"{arg_name} must be a real number, got {value!r} "
+            f"({type(value).__name__}).")
+    as_float = float(value)
+    if not math.isfinite(as_float):
+        raise ValueError(f"{arg_name} must be finite, got {value!r}.")
+    if low is not None and (as_float < low or (not low_inclusive and as_float == low)):
+        bound = ">=" if low_inclusive else ">"
+        raise ValueError(f"{arg_name} must be {bound} {low}, got {value!r}.")
+    if high is not None and (as_float > high or
+                             (not high_inclusive and as_float == high)):
+        bound = "<=" if high_inclusive else "<"
+        raise ValueError(f"{arg_name} must be {bound} {high}, got {value!r}.")
+    return as_float
+
+
+def _as_pattern_list(patterns, arg_name):
+    """Normalises a collection of regex strings into a list (None -> [])."""
+    if patterns is None:
+        return []
+    if isinstance(patterns, (str, bytes)):
+        raise ValueError(
+            f"{arg_name} must be a list of regular expressions, not a single "
+            f"string ({patterns!r}); wrap it in a list.")
+    result = []
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise ValueError(
+                f"{arg_name} entries must be strings, got {pattern!r}.")
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(
+                f"{arg_name} entry {pattern!r} is not a valid regular "
+                f"expression: {err}") from err
+        result.append(pattern)
+    return result
+
+
+def _strip_output_index(name):
+    """'a/b/kernel:0' -> 'a/b/kernel' (names without a suffix are unchanged)."""
+    return _OUTPUT_INDEX_SUFFIX.sub("", name)
+
+
+def _logical_variable(var):
+    """For a per-replica component of a distributed variable, its container.
+
+    Under MirroredStrategy the optimizer's per-variable hooks receive the
+    component living on one device, whose name may carry a "/replica_N"
+    suffix.  Name-based decisions are taken on the logical variable instead
+    so that every replica decides the same way.
+    """
+    container_fn = getattr(var, "_distributed_container", None)
+    if callable(container_fn):
+        container = container_fn()
+        if container is not None:
+            return container
+    try:
+        # Plain resource variables of a replica carry the link on the handle.
+        handle = getattr(var, "handle", None)
+        container_fn = getattr(handle, "_distributed_container", None)
+        container = container_fn() if callable(container_fn) else None
+    except Exception:  # pylint: disable=broad-except
+        container = None
+    return var if container is None else container
+
+
+# --------------------------------------------------------------------------- #
+# Learning-rate schedule
+# --------------------------------------------------------------------------- #
+@tf_keras.utils.register_keras_serializable(package="bert_tf2")
+class WarmupPolynomialDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up followed by linear (power 1) decay to zero.
+
+    For ``t`` completed updates (the value of ``optimizer.iterations`` when the
+    next update is computed)::
+
+        lr(t) = init_lr * t / num_warmup_steps                   if t < num_warmup_steps
+        lr(t) = init_lr * (1 - min(t, num_train_steps) / num_train_steps)   otherwise
+
+    So the very first update (t = 0) uses a learning rate of 0 when there is a
+    warm-up, and every update from ``num_train_steps`` on uses 0.  With
+    ``num_warmup_steps == 0`` there is no warm-up phase at all.
+
+    All arithmetic is done in float32, in the same order as the TF1 graph
+    (``tf.train.polynomial_decay`` + the warm-up blend), so values agree
+    bit for bit with the original implementation.
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0, name=None):
+        super().__init__()
+        self.init_lr = _as_float(init_lr, "init_lr", low=0.0)
+        self.num_train_steps = _as_step_count(num_train_steps, "num_train_steps", 1)
+        self.num_warmup_steps = _as_step_count(
+            num_warmup_steps, "num_warmup_steps", 0)
+        self.name = name
+
+    def __call__(self, step):
+        with tf.name_scope(self.name or "WarmupPolynomialDecay"):
+            step = tf.convert_to_tensor(step)
+            if step.dtype.is_integer:
+                step_int = tf.cast(step, tf.int64)
+                step_float = tf.cast(step_int, tf.float32)
+            else:
+                step_float = tf.cast(step, tf.float32)
+                step_int = None
+
+            init_lr = tf.constant(self.init_lr, dtype=tf.float32)
+            total = tf.constant(float(self.num_train_steps), dtype=tf.float32)
+
+            # Polynomial (power 1) decay towards 0, frozen after num_train_steps.
+            fraction_done = tf.minimum(step_float, total) / total
+            decayed_lr = init_lr * (1.0 - fraction_done)
+
+            if not self.num_warmup_steps:
+                return decayed_lr
+
+            warmup = tf.constant(float(self.num_warmup_steps), dtype=tf.float32)
+            warmup_lr = init_lr * (step_float / warmup)
+            if step_int is not None:
+                in_warmup = step_int < tf.constant(self.num_warmup_steps, tf.int64)
+            else:
+                in_warmup = step_float < warmup
+            return tf.where(in_warmup, warmup_lr, decayed_lr)
+
+    def get_config(self):
+        return {
+            "init_lr": self.init_lr,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "name": self.name,
+        }
+
+
+# --------------------------------------------------------------------------- #
+# Optimizer
+# --------------------------------------------------------------------------- #
+@tf_keras.utils.register_keras_serializable(package="bert_tf2")
+class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
+    """Adam without bias correction, with decoupled weight decay (BERT's rule).
+
+    Subclasses the classic tf_keras optimizer (``OptimizerV2``), which gives
+    slot variables tracked per variable (checkpoint-friendly, restorable in any
+    creation order), support for ``tf.distribute`` strategies, for
+    ``tf_keras.mixed_precision.LossScaleOptimizer`` and for XLA compilation.
+
+    Args:
+      learning_rate: float, tensor, or ``LearningRateSchedule`` (called with
+        ``optimizer.iterations``, i.e. the number of completed updates).
+      weight_decay_rate: decay coefficient added to the Adam direction as
+        ``weight_decay_rate * param``; 0 disables decay entirely.
+      beta_1, beta_2: moment decay rates.
+      epsilon: added to ``sqrt(v)`` in the denominator.
+      exclude_from_weight_decay: regular expressions; a variable whose name
+        (":N" suffix removed) contains a match gets no weight decay.  Defaults
+        to ("LayerNorm", "layer_norm", "bias"); ``None`` or ``[]`` excludes
+        nothing.
+      name: optimizer name.
+      **kwargs: passed to the tf_keras base class.  Note that gradient
+        clipping is deliberately *not* done here -- see ``clip_gradients``.
+    """
+
+    _HAS_AGGREGATE_GRAD = True
+
+    def __init__(self,
+                 learning_rate,
+                 weight_decay_rate=0.01,
+                 beta_1=0.9,
+                 beta_2=0.999,
+                 epsilon=1e-6,
+                 exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 name="AdamWeightDecay",
+                 **kwargs):
+        super().__init__(name, **kwargs)
+        if isinstance(learning_rate, numbers.Real) and not isinstance(
+                learning_rate, bool):
+            _as_float(learning_rate, "learning_rate", low=0.0)
+        self._set_hyper("learning_rate", kwargs.get("lr", learning_rate))
+        self._set_hyper("decay", self._initial_decay)
+        # The remaining coefficients are kept as Python floats: the TF1 code
+        # combines them in double precision (e.g. 1.0 - beta_1) before they
+        # become float32 constants, and we do the same to match it exactly.
+        self.weight_decay_rate = _as_float(
+            weight_decay_rate, "weight_decay_rate", low=0.0)
+        self.beta_1 = _as_float(beta_1, "beta_1", low=0.0, high=1.0,
+                                high_inclusive=False)
+        self.beta_2 = _as_float(beta_2, "beta_2", low=0.0, high=1.0,
+                                high_inclusive=False)
+        self.epsilon = _as_float(epsilon, "epsilon", low=0.0)
+        self.exclude_from_weight_decay = _as_pattern_list(
+            exclude_from_weight_decay, "exclude_from_weight_decay")
+        # "<variable name>/adam_m" -> slot variable, filled as slots are made.
+        # (The slot variables' own names may carry the optimizer's name scope
+        # as a prefix, so the TF1-style names are recorded here instead.)
+        self._tf1_slot_index = {}
+
+    # ---- decisions by variable name ---------------------------------------
+    def _do_use_weight_decay(self, param_name):
+        """True if the variable called ``param_name`` gets weight decay."""
+        if not self.weight_decay_rate:
+            return False
+        param_name = _strip_output_index(param_name)
+        for pattern in self.exclude_from_weight_decay:
+            if re.search(pattern, param_name) is not None:
+                return False
+        return True
+
+    def uses_weight_decay(self, var):
+        """Public helper: whether ``var`` (a variable or a name) is decayed."""
+        name = var if isinstance(var, str) else _logical_variable(var).name
+        return self._do_use_weight_decay(name)
+
+    # ---- slots -------------------------------------------------------------
+    def _create_slots(self, var_list):
+        # All first moments, then all second moments (mirrors Adam's order).
+        for slot_name in (_SLOT_M, _SLOT_V):
+            for var in var_list:
+                slot = self.add_slot(var, slot_name)
+                base = _strip_output_index(_logical_variable(var).name)
+                self._tf1_slot_index[f"{base}/{slot_name}"] = slot
+
+    def build(self, var_list):
+        """Creates the step counter and slot variables for ``var_list`` now.
+
+        Optional: ``apply_gradients`` creates them lazily.  Building ahead is
+        handy to restore a checkpoint into existing slots, or to keep
+        variable creation out of a ``jit_compile`` function.  Call it under
+        the same distribution-strategy scope as the model variables.
+        """
+        with tf.init_scope():
+            self._create_all_weights(list(var_list))
+
+    def slot_tf1_names(self, var_list=None):
+        """Maps TF1-style slot names to this optimizer's slot variables.
+
+        Returns a dict ``{"<var name>/adam_m": slot, "<var name>/adam_v": slot}``
+        where ``<var name>`` is the model variable's name without the ":0"
+        suffix (e.g. "my_model/bert/encoder/layer_0/attention/self/query/kernel").
+        A checkpoint converter only has to strip or add the model prefix.
+        (The slot variables' own ``.name`` may differ: tf_keras creates them
+        under the optimizer's name scope, e.g. "AdamWeightDecay/<var>/adam_m:0".)
+
+        Args:
+          var_list: model variables whose slots to list.  If None, every slot
+            created so far is listed.
+        """
+        if var_list is None:
+            return dict(self._tf1_slot_index)
+        result = {}
+        for var in var_list:
+            base = _strip_output_index(_logical_variable(var).name)
+            for slot_name in (_SLOT_M, _SLOT_V):
+                result[f"{base}/{slot_name}"] = self.get_slot(var, slot_name)
+        return result
+
+    # ---- per-step coefficients -------------------------------------------
+    def _decayed_lr(self, var_dtype):
+        # Feed the integer step counter to the schedule (the base class casts
+        # it to the variable dtype first, which is lossy for float16).
+        lr = self._get_hyper("learning_rate")
+        if isinstance(lr, tf_keras.optimizers.schedules.LearningRateSchedule):
+            lr = lr(self.iterations)
+        lr = tf.cast(lr, var_dtype)
+        if self._initial_decay > 0.0:
+            step = tf.cast(self.iterations, var_dtype)
+            lr = lr / (1.0 + tf.cast(self._initial_decay, var_dtype) * step)
+        return lr
+
+    def _prepare_local(self, var_device, var_dtype, apply_state):
+        super()._prepare_local(var_device, var_dtype, apply_state)
+
+        def const(value):
+            return tf.constant(value, dtype=var_dtype)
+
+        apply_state[(var_device, var_dtype)].update(
+            beta_1=const(self.beta_1),
+            one_minus_beta_1=const(1.0 - self.beta_1),
+            beta_2=const(self.beta_2),
+            one_minus_beta_2=const(1.0 - self.beta_2),
+            epsilon=const(self.epsilon),
+            weight_decay_rate=const(self.weight_decay_rate),
+        )
+
+    def _coefficients(self, var, apply_state):
+        var_device, var_dtype = var.device, var.dtype.base_dtype
+        found = (apply_state or {}).get((var_device, var_dtype))
+        if found is None:
+            found = self._fallback_apply_state(var_device, var_dtype)
+        return found
+
+    # ---- the update ----------------------------------------------------------
+    def _resource_apply_dense(self, grad, var, apply_state=None):
+        coef = self._coefficients(var, apply_state)
+        m = self.get_slot(var, _SLOT_M)
+        v = self.get_slot(var, _SLOT_V)
+        grad = tf.convert_to_tensor(grad)
+        param = tf.convert_to_tensor(var)
+
+        new_m = coef["beta_1"] * m + coef["one_minus_beta_1"] * grad
+        new_v = coef["beta_2"] * v + coef["one_minus_beta_2"] * tf.square(grad)
+        direction = new_m / (tf.sqrt(new_v) + coef["epsilon"])
+        if self._do_use_weight_decay(_logical_variable(var).name):
+            direction += coef["weight_decay_rate"] * param
+        new_param = param - coef["lr_t"] * direction
+
+        return tf.group(
+            var.assign(new_param, use_locking=self._use_locking),
+            m.assign(new_m, use_locking=self._use_locking),
+            v.assign(new_v, use_locking=self._use_locking),
+        )
+
+    def _densify(self, values, var, indices):
+        """Sums sparse rows (duplicates included) into a dense gradient."""
+        num_rows = tf.shape(var, out_type=indices.dtype)[0]
+        return tf.math.unsorted_segment_sum(values, indices, num_rows)
+
+    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices,
+                                                 **kwargs):
+        # The TF1 update is dense (the IndexedSlices gradient of an embedding
+        # lookup is turned into a dense tensor); every row's m/v decays and
+        # every row gets weight decay, so densify rather than update rows.
+        return self._resource_apply_dense(
+            self._densify(grad, handle, indices), handle, **kwargs)
+
+    def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+        return self._resource_apply_dense(
+            self._densify(grad, var, indices), var, apply_state=apply_state)
+
+    # ---- serialisation -------------------------------------------------------
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "learning_rate": self._serialize_hyperparameter("learning_rate"),
+            "decay": self._initial_decay,
+            "weight_decay_rate": self.weight_decay_rate,
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
+        })
+        return config
+
+
+# --------------------------------------------------------------------------- #
+# Gradient clipping
+# --------------------------------------------------------------------------- #
+def clip_gradients(grads, clip_norm=1.0, return_norm=False):
+    """Clips a list of gradients so that their global L2 norm is <= clip_norm.
+
+    ``None`` entries are kept as ``None`` and ignored in the norm;
+    ``tf.IndexedSlices`` are clipped without being densified.  This is the
+    reference's ``tf.clip_by_global_norm(grads, 1.0)`` and belongs in the
+    training step, between computing (and, with mixed precision, unscaling)
+    the gradients and ``optimizer.apply_gradients``.
+
+    Args:
+      grads: sequence of gradients (tensors, IndexedSlices or None).
+      clip_norm: the maximum global norm (> 0).
+      return_norm: also return the global norm computed before clipping.
+
+    Returns:
+      The list of clipped gradients, or ``(clipped, global_norm)`` when
+      ``return_norm`` is true.
+    """
+    clip_norm = _as_float(clip_norm, "clip_norm", low=0.0, low_inclusive=False)
+    grads = list(grads)
+    if all(g is None for g in grads):
+        clipped, norm = grads, tf.constant(0.0, tf.float32)
+    else:
+        clipped, norm = tf.clip_by_global_norm(grads, clip_norm)
+        clipped = list(clipped)
+    if return_norm:
+        return clipped, norm
+    return clipped
+
+
+# --------------------------------------------------------------------------- #
+# Factory
+# --------------------------------------------------------------------------- #
+def create_optimizer(init_lr,
+                     num_train_steps,
+                     num_warmup_steps,
+                     optimizer_type="adamw",
+                     weight_decay_rate=0.01,
+                     beta_1=0.9,
+                     beta_2=0.999,
+                     epsilon=1e-6,
+                     exclude_from_weight_decay=None):
+    """Builds the BERT optimizer with its warm-up / linear-decay schedule.
+
+    ``optimizer.apply_gradients(zip(grads, vars))`` performs one update with
+    ``lr = WarmupPolynomialDecay(...)(optimizer.iterations)`` and then adds 1
+    to ``optimizer.iterations``.  No gradient clipping happens inside: the
+    training step must call ``clip_gradients`` first.
+
+    Args:
+      init_lr: peak learning rate (>= 0).
+      num_train_steps: number of updates after which the rate reaches 0 (> 0).
+      num_warmup_steps: number of warm-up updates (>= 0; 0 = no warm-up).
+      optimizer_type: "adamw" (the reference AdamWeightDecay) or "lamb"
+        (tf-models-official's LAMB, for large-batch pre-training).
+      weight_decay_rate: decoupled weight decay coefficient.
+      beta_1, beta_2, epsilon: Adam/LAMB hyper-parameters.
+      exclude_from_weight_decay: regexes of variable names without weight
+        decay (and, for LAMB, without layer adaptation); None means the
+        default ("LayerNorm", "layer_norm", "bias").
+
+    Returns:
+      A tf_keras (classic ``OptimizerV2``) optimizer, wrappable in
+      ``tf_keras.mixed_precision.LossScaleOptimizer``.
+    """
+    if not isinstance(optimizer_type, str):
+        raise ValueError(
+            f"optimizer_type must be one of {list(OPTIMIZER_TYPES)}, "
+            f"got {optimizer_type!r}.")
+    kind = optimizer_type.strip().lower()
+    if kind not in OPTIMIZER_TYPES:
+        raise ValueError(
+            f"Unknown optimizer_type {optimizer_type!r}; allowed values are "
+            f"{list(OPTIMIZER_TYPES)}.")
+
+    schedule = WarmupPolynomialDecay(
+        init_lr=init_lr,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps)
+    if exclude_from_weight_decay is None:
+        exclude_from_weight_decay = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
+    exclude = _as_pattern_list(exclude_from_weight_decay,
+                               "exclude_from_weight_decay")
+    weight_decay_rate = _as_float(weight_decay_rate, "weight_decay_rate", low=0.0)
+    beta_1 = _as_float(beta_1, "beta_1", low=0.0, high=1.0, high_inclusive=False)
+    beta_2 = _as_float(beta_2, "beta_2", low=0.0, high=1.0, high_inclusive=False)
+    epsilon = _as_float(epsilon, "epsilon", low=0.0)
+
+    if kind == "adamw":
+        return AdamWeightDecay(
+            learning_rate=schedule,
+            weight_decay_rate=weight_decay_rate,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            epsilon=epsilon,
+            exclude_from_weight_decay=exclude)
+
+    # Imported lazily: pulling in tf-models-official is slow and only needed
+    # for this optimizer.
+    from official.modeling.optimization import lamb  # pylint: disable=g-import-not-at-top
+    return lamb.LAMB(
+        learning_rate=schedule,
+        weight_decay_rate=weight_decay_rate,
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        exclude_from_weight_decay=list(exclude),
+        exclude_from_layer_adaptation=list(exclude))
