@@ -1,0 +1,156 @@
+"""training.py: strategy and precision from flags, accumulation, XLA, fp16, predict order."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+import flags_common
+import modeling
+import training
+
+
+def tiny_config():
+    return modeling.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=16,
+                               max_position_embeddings=16, type_vocab_size=2,
+                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def features(n=8, seq=6, seed=0):
+    rng = np.random.RandomState(seed)
+    return {"input_ids": rng.randint(0, 30, [n, seq]).astype(np.int32),
+            "input_mask": np.ones([n, seq], np.int32),
+            "segment_ids": np.zeros([n, seq], np.int32),
+            "label_ids": rng.randint(0, 2, [n]).astype(np.int32)}
+
+
+def dataset_fn_of(data, batch_size):
+    def dataset_fn(ctx=None):
+        per_replica = ctx.get_per_replica_batch_size(batch_size) if ctx else batch_size
+        return tf.data.Dataset.from_tensor_slices(data).batch(per_replica,
+                                                               drop_remainder=True).repeat()
+    return dataset_fn
+
+
+def classifier_loss(model, feats, is_training):
+    # training=False: no dropout, so runs that differ only in batching agree exactly.
+    logits = model(feats, training=False)["logits"]
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=feats["label_ids"], logits=logits))
+    return loss, {}
+
+
+def make_runner(tmp_path, name, init_from=None, **cfg):
+    config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
+                                num_train_steps=cfg.pop("num_train_steps", 1),
+                                num_warmup_steps=0, seq_length=6, **cfg)
+    runner = training.Runner(tf.distribute.get_strategy(),
+                             lambda: modeling.BertClassifier(tiny_config(), 2), config)
+    if init_from is not None:
+        for a, b in zip(runner.model.variables, init_from.model.variables):
+            a.assign(b)
+    return runner
+
+
+def first_moments(runner):
+    opt = getattr(runner.optimizer, "inner_optimizer", runner.optimizer)
+    return [opt.get_slot(v, "adam_m").numpy() for v in runner.model.trainable_variables]
+
+
+def test_default_strategy_on_cpu_is_one_device():
+    fv = flags_common.parse_flags(flags_common.define_training_flags, [])
+    assert isinstance(training.get_strategy(fv), tf.distribute.OneDeviceStrategy)
+
+
+def test_strategy_flag_errors():
+    fv = flags_common.parse_flags(flags_common.define_training_flags,
+                                  ["--use_tpu", "--distribution_strategy=mirrored"])
+    with pytest.raises(ValueError, match="use_tpu"):
+        training.get_strategy(fv)
+    fv = flags_common.parse_flags(flags_common.define_training_flags, ["--num_gpus=4"])
+    with pytest.raises(ValueError, match="num_gpus"):
+        training.get_strategy(fv)
+    with pytest.raises(ValueError, match="dtype"):
+        training.configure_precision("fp8")
+
+
+def test_unwritable_output_dir_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="not writable"):
+        training.prepare_output_dir(str(blocker / "sub"))
+
+
+def test_accumulation_equals_one_step_on_the_larger_batch(tmp_path):
+    data = features(8)
+    base = make_runner(tmp_path, "base")
+    big = make_runner(tmp_path, "big", init_from=base)
+    acc = make_runner(tmp_path, "acc", init_from=base, num_accumulation_steps=2)
+    big.train(dataset_fn_of(data, 4), classifier_loss)
+    acc.train(dataset_fn_of(data, 2), classifier_loss)
+    assert acc.global_step == big.global_step == 1
+    for m_acc, m_big in zip(first_moments(acc), first_moments(big)):
+        np.testing.assert_allclose(m_acc, m_big, atol=1e-7, rtol=1e-5)
+    for a, b in zip(acc.model.trainable_variables, big.model.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+
+
+def test_xla_step_gives_the_same_loss_and_update(tmp_path):
+    data = features(8, seed=3)
+    plain = make_runner(tmp_path, "plain", num_train_steps=2)
+    xla = make_runner(tmp_path, "xla", init_from=plain, num_train_steps=2, enable_xla=True)
+    m1 = plain.train(dataset_fn_of(data, 4), classifier_loss)
+    m2 = xla.train(dataset_fn_of(data, 4), classifier_loss)
+    assert np.isclose(m1["loss"], m2["loss"], atol=1e-5)
+    for a, b in zip(first_moments(plain), first_moments(xla)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_fp16_trains_with_loss_scaling_and_fp32_variables(tmp_path):
+    training.configure_precision("fp16")
+    try:
+        runner = make_runner(tmp_path, "fp16", num_train_steps=3, dtype="fp16")
+        metrics = runner.train(dataset_fn_of(features(8), 4), classifier_loss)
+        assert isinstance(runner.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+        assert all(v.dtype == tf.float32 for v in runner.model.variables)
+        assert np.isfinite(metrics["loss"])
+        assert runner.global_step == 3
+    finally:
+        training.configure_precision("fp32")
+
+
+def test_checkpoints_every_save_steps_and_resume(tmp_path):
+    runner = make_runner(tmp_path, "ck", num_train_steps=4, save_checkpoints_steps=2,
+                         iterations_per_loop=3)
+    runner.train(dataset_fn_of(features(8), 4), classifier_loss)
+    names = sorted(n for n in os.listdir(tmp_path / "ck") if n.endswith(".index"))
+    assert names == ["model.ckpt-2.index", "model.ckpt-4.index"]
+    resumed = make_runner(tmp_path, "ck", num_train_steps=6, save_checkpoints_steps=2)
+    assert resumed.global_step == 4
+    for a, b in zip(resumed.model.variables, runner.model.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # The schedule continues: lr at step 4 of 6 is 1e-2 * (1 - 4/6).
+    assert np.isclose(float(resumed.optimizer_learning_rate()), 1e-2 / 3, rtol=1e-5)
+
+
+def test_predict_returns_batches_in_order(tmp_path):
+    runner = make_runner(tmp_path, "pred")
+    data = features(5)
+
+    def dataset_fn(ctx=None):
+        return tf.data.Dataset.from_tensor_slices(data).batch(2)
+
+    out = list(runner.predict(dataset_fn, lambda m, f: {"ids": f["input_ids"][:, 0],
+                                                        "logits": m(f)["logits"]}))
+    assert [len(o["ids"]) for o in out] == [2, 2, 1]
+    np.testing.assert_array_equal(np.concatenate([o["ids"] for o in out]),
+                                  data["input_ids"][:, 0])
+
+
+def test_write_eval_results_format(tmp_path):
+    path = tmp_path / "eval_results.txt"
+    training.write_eval_results(str(path), {"loss": np.float32(0.5), "global_step": 3,
+                                            "eval_accuracy": np.float32(0.25)})
+    assert path.read_text() == "eval_accuracy = 0.25\nglobal_step = 3\nloss = 0.5\n"
