@@ -37,6 +37,7 @@ setup(
     extras_require={
         "test": ["pytest>=8"],
         "bench": ["tokenizers>=0.19"],
+        "hf": ["safetensors>=0.4"],
     },
     entry_points={
         "console_scripts": ["%s=%s:main" % (cmd, mod) for cmd, mod in SCRIPTS.items()],
