@@ -65,6 +65,11 @@ def define_distribution_flags(fv):
     flags.DEFINE_integer("num_accumulation_steps", 1,
                          "Micro-batches whose gradients are summed before one optimizer step.",
                          flag_values=fv)
+    flags.DEFINE_bool("deterministic_data", False,
+                      "Fixed input order (needs --seed); a restarted run skips the batches "
+                      "it already trained on, so with no dropout it ends with the same "
+                      "weights as an uninterrupted run. Default: the input restarts, as "
+                      "the reference's Estimator did.", flag_values=fv)
     flags.DEFINE_integer("seed", None,
                          "Random seed for initialisation, dropout and shuffling (default: "
                          "not fixed, as in the reference).", flag_values=fv)

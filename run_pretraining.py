@@ -164,8 +164,7 @@ def run(fv):
 
     training.configure_precision(fv)
     strategy = training.get_strategy(fv)
-    config = training.RunConfig.from_flags(
-        fv, seq_length=fv.max_seq_length, max_predictions_per_seq=fv.max_predictions_per_seq)
+    config = training.RunConfig.from_flags(fv)
     runner = training.Runner(strategy, lambda: modeling.BertPretrainer(bert_config), config,
                              for_training=fv.do_train)
 

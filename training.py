@@ -15,6 +15,8 @@ summed across replicas, then clipped to global norm 1.0, then applied.
 """
 import dataclasses
 import os
+import signal
+import threading
 import time
 
 import numpy as np
@@ -98,6 +100,9 @@ def configure_precision(fv_or_dtype):
     if dtype not in _DTYPES:
         raise ValueError("--dtype must be one of %s, got %r" % (sorted(_DTYPES), dtype))
     performance.set_mixed_precision_policy(_DTYPES[dtype])
+    # fp32 means fp32: TensorFloat-32 matmuls on recent GPUs would move outputs
+    # by ~1e-3 away from the reference. The bf16/fp16 modes are the fast ones.
+    tf.config.experimental.enable_tensor_float_32_execution(dtype != "fp32")
     return dtype
 
 
@@ -105,6 +110,16 @@ def set_seed(seed):
     """Seeds Python, numpy and TF (initialisers, dropout) when --seed is given."""
     if seed is not None:
         tf_keras.utils.set_random_seed(seed)
+
+
+def is_chief(strategy):
+    """False only on the non-chief workers of a multi-worker strategy."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    task_type = getattr(resolver, "task_type", None)
+    if task_type in (None, "chief"):
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return task_type == "worker" and not has_chief and resolver.task_id == 0
 
 
 def global_sum(value):
@@ -138,9 +153,9 @@ class RunConfig:
     num_accumulation_steps: int = 1
     enable_xla: bool = False
     dtype: str = "fp32"
-    seq_length: int = 128
-    max_predictions_per_seq: int = 20
     keep_checkpoint_max: int = 5
+    deterministic_data: bool = False
+    seed: int = None
 
     @classmethod
     def from_flags(cls, fv, **values):
@@ -156,6 +171,8 @@ class RunConfig:
         for name in ("save_checkpoints_steps", "iterations_per_loop", "num_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ValueError("--%s must be >= 1" % name)
+        if self.deterministic_data and self.seed is None:
+            raise ValueError("--deterministic_data needs --seed (the shuffling must be fixed)")
 
 
 def prepare_output_dir(path):
@@ -185,13 +202,12 @@ class Runner:
         with strategy.scope():
             self.model = model_fn()
             if not self.model.built:
-                self.model(modeling.dummy_features(
-                    seq_length=config.seq_length,
-                    max_predictions_per_seq=config.max_predictions_per_seq))
+                # Variable shapes do not depend on the sequence length.
+                self.model(modeling.dummy_features())
             self.optimizer = None
             if for_training:
                 self.optimizer = optimization.create_optimizer(
-                    config.learning_rate, max(config.num_train_steps, 1),
+                    config.learning_rate, max(config.num_train_steps or 0, 1),
                     config.num_warmup_steps, optimizer_type=config.optimizer_type)
                 if config.dtype == "fp16":
                     from official.modeling import performance
@@ -204,15 +220,20 @@ class Runner:
             if self.optimizer is not None:
                 objects["optimizer"] = self.optimizer
             self.checkpoint = tf.train.Checkpoint(**objects)
+        self.is_chief = is_chief(strategy)
+        # Every worker of a multi-worker run takes part in saving; only the
+        # chief writes to output_dir, the others to a scratch folder of their own.
+        directory = config.output_dir if self.is_chief else os.path.join(
+            config.output_dir, ".worker_%d" % strategy.cluster_resolver.task_id)
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, config.output_dir, max_to_keep=config.keep_checkpoint_max,
+            self.checkpoint, directory, max_to_keep=config.keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_NAME)
         self._restore()
 
     # -- checkpoints ---------------------------------------------------------
 
     def _restore(self):
-        latest = self.manager.latest_checkpoint
+        latest = tf.train.latest_checkpoint(self.config.output_dir)
         if latest:
             status = self.checkpoint.restore(latest)
             status.expect_partial()
@@ -339,13 +360,25 @@ class Runner:
         if step >= cfg.num_train_steps:
             logging.info("Already at step %d of %d: nothing to train", step, cfg.num_train_steps)
             return {}
+        if cfg.deterministic_data and step > 0:
+            dataset_fn = self._skip_trained_batches(dataset_fn, step)
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dataset)
         train_loop = self._make_train_loop(loss_fn)
-        writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train"))
+        writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train")) \
+            if self.is_chief else tf.summary.create_noop_writer()
         examples_per_step = (global_batch_size or 0) * cfg.num_accumulation_steps
-        start_step, start_time, metrics = step, time.time(), {}
         logging.info("Training from step %d to %d", step, cfg.num_train_steps)
+        with _TerminationWatch() as termination:
+            metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
+                                        termination)
+        writer.flush()
+        return metrics
+
+    def _train_loops(self, train_loop, iterator, writer, examples_per_step, termination):
+        cfg = self.config
+        step = self.global_step
+        start_step, start_time, metrics = step, time.time(), {}
         while step < cfg.num_train_steps:
             to_checkpoint = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
             n = min(cfg.iterations_per_loop, cfg.num_train_steps - step, to_checkpoint)
@@ -358,10 +391,25 @@ class Runner:
             step = self.global_step
             self._log_progress(writer, step, start_step, start_time, loop_start, n,
                                examples_per_step, metrics)
-            if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
+            if (step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps
+                    or termination.requested):
                 self.save()
-        writer.flush()
+            if termination.requested:
+                logging.warning("SIGTERM received: checkpoint at step %d written, stopping", step)
+                raise SystemExit(143)
         return metrics
+
+    def _skip_trained_batches(self, dataset_fn, step):
+        """Wraps dataset_fn so that each input pipeline resumes where `step` left it."""
+        replicas = self.strategy.num_replicas_in_sync
+        per_step = self.config.num_accumulation_steps
+
+        def resumed(input_context=None):
+            pipelines = input_context.num_input_pipelines if input_context else 1
+            skip = step * per_step * max(replicas // pipelines, 1)
+            logging.info("Deterministic data: skipping %d batches already trained on", skip)
+            return dataset_fn(input_context).skip(skip)
+        return resumed
 
     def _log_progress(self, writer, step, start_step, start_time, loop_start, n,
                       examples_per_step, metrics):
@@ -422,6 +470,33 @@ class Runner:
             yield {k: np.concatenate([np.asarray(t) for t in
                                       strategy.experimental_local_results(v)], axis=0)
                    for k, v in out.items()}
+
+
+class _TerminationWatch:
+    """Notes a SIGTERM (preemption) so that the loop can checkpoint and stop.
+
+    The signal is checked between host loops, so the reaction comes within one
+    `iterations_per_loop` call. Outside the main thread nothing is installed.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        del signum, frame
+        self.requested = True
+        logging.warning("SIGTERM received: will checkpoint after the current loop")
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+        return False
 
 
 def write_eval_results(path, results):

@@ -45,7 +45,7 @@ def classifier_loss(model, feats, is_training):
 def make_runner(tmp_path, name, init_from=None, **cfg):
     config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
                                 num_train_steps=cfg.pop("num_train_steps", 1),
-                                num_warmup_steps=0, seq_length=6, **cfg)
+                                num_warmup_steps=0, **cfg)
     runner = training.Runner(tf.distribute.get_strategy(),
                              lambda: modeling.BertClassifier(tiny_config(), 2), config)
     if init_from is not None:
@@ -154,3 +154,58 @@ def test_write_eval_results_format(tmp_path):
     training.write_eval_results(str(path), {"loss": np.float32(0.5), "global_step": 3,
                                             "eval_accuracy": np.float32(0.25)})
     assert path.read_text() == "eval_accuracy = 0.25\nglobal_step = 3\nloss = 0.5\n"
+
+
+def _free_ports(n):
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
+    """MultiWorkerMirroredStrategy over 2 local processes == 1 process, same global batch."""
+    import json
+    import subprocess
+    import sys
+
+    import checkpoints
+    from conftest import REPO_ROOT
+
+    init = make_runner(tmp_path, "init")
+    prefix = checkpoints.write_tf1_checkpoint(
+        {n: v.numpy() for n, v in checkpoints.tf1_variable_map(init.model).items()},
+        str(tmp_path / "init_ckpt" / "bert_model.ckpt"))
+    job = str(REPO_ROOT / "tests" / "multi_worker_job.py")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "tests"))
+    env.pop("TF_CONFIG", None)
+    single = subprocess.run([sys.executable, job, str(REPO_ROOT), str(tmp_path / "single"), prefix,
+                             str(tmp_path / "single.npz")], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert single.returncode == 0, single.stderr[-3000:]
+    workers = ["127.0.0.1:%d" % p for p in _free_ports(2)]
+    procs = []
+    for i in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}
+        procs.append(subprocess.Popen(
+            [sys.executable, job, str(REPO_ROOT), str(tmp_path / "multi"), prefix,
+             str(tmp_path / ("worker%d.npz" % i))],
+            env=dict(env, TF_CONFIG=json.dumps(tf_config)), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-3000:]
+    reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert [r["chief"] for r in reports] == [True, False]
+    assert all(r["step"] == 3 for r in reports)
+    w0, w1 = np.load(tmp_path / "worker0.npz"), np.load(tmp_path / "worker1.npz")
+    ref = np.load(tmp_path / "single.npz")
+    for key in ref.files:
+        np.testing.assert_array_equal(w0[key], w1[key])
+        np.testing.assert_allclose(w0[key], ref[key], atol=2e-6, err_msg=key)
+    assert (tmp_path / "multi" / "model.ckpt-3.index").exists()

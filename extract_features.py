@@ -1,0 +1,319 @@
+"""Writes BERT's per-token hidden states for lines of text, as JSON lines.
+
+Command-line compatible with the original `extract_features.py`: each input
+line is one text, or a pair written "text A ||| text B"; each output line is
+
+  {"linex_index": N, "features": [{"token": "[CLS]", "layers": [{"index": -1,
+   "values": [...]}, ...]}, ...]}
+
+with one entry per real (non-padding) WordPiece, the layers named by --layers
+(indexes into the encoder layers, -1 = last), values rounded to 6 decimals.
+
+The input is processed in chunks (read, tokenize, run the model, write), so
+memory does not grow with the input; the output file appears only once
+complete.
+"""
+import json
+import re
+import time
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+import checkpoints
+import flags_common
+import input_pipeline
+import modeling
+import tokenization
+
+_REQUIRED_FLAGS = ("input_file", "output_file", "bert_config_file", "init_checkpoint",
+                   "vocab_file")
+
+# Input lines per chunk, as a multiple of --batch_size.
+_BATCHES_PER_CHUNK = 16
+
+
+def define_flags(fv):
+    """Registers extract_features' flags on the FlagValues `fv`."""
+    flags.DEFINE_string("input_file", None,
+                        "Text file, one input per line ('A ||| B' for a pair).",
+                        flag_values=fv)
+    flags.DEFINE_string("output_file", None, "JSON-lines file to write.", flag_values=fv)
+    flags.DEFINE_string("layers", "-1,-2,-3,-4",
+                        "Comma-separated encoder layer indexes to output (-1 = last).",
+                        flag_values=fv)
+    flags.DEFINE_string(
+        "bert_config_file", None,
+        "bert_config.json of the pre-trained model; it fixes the architecture.",
+        flag_values=fv)
+    flags.DEFINE_integer(
+        "max_seq_length", 128,
+        "Length of every input after WordPiece tokenization: longer inputs are "
+        "truncated, shorter ones zero-padded.", flag_values=fv)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Checkpoint of the BERT model (TF1 or TF2 format).", flag_values=fv)
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary the model was trained with.",
+                        flag_values=fv)
+    flags.DEFINE_bool(
+        "do_lower_case", True,
+        "Lower-case (and strip accents from) the input: True for uncased models, "
+        "False for cased ones.", flag_values=fv)
+    flags.DEFINE_integer("batch_size", 32, "Inputs per model call.", flag_values=fv)
+    flags_common.define_tpu_flags(fv, with_tpu_name=False)
+    flags.DEFINE_bool(
+        "use_one_hot_embeddings", False,
+        "Look embeddings up with a one-hot matrix product instead of a gather "
+        "(faster on TPUs).", flag_values=fv)
+
+
+# ---------------------------------------------------------------------------
+# Input
+# ---------------------------------------------------------------------------
+
+class InputExample(object):
+    """One input line: its 0-based line number and one or two texts."""
+
+    def __init__(self, unique_id, text_a, text_b):
+        self.unique_id = unique_id
+        self.text_a = text_a
+        self.text_b = text_b
+
+
+class InputFeatures(object):
+    """Model inputs of one line, with its WordPiece tokens ([CLS] ... [SEP])."""
+
+    def __init__(self, unique_id, tokens, input_ids, input_mask, input_type_ids):
+        self.unique_id = unique_id
+        self.tokens = tokens
+        self.input_ids = input_ids
+        self.input_mask = input_mask
+        self.input_type_ids = input_type_ids
+
+
+# Greedy: a line with several " ||| " splits at the last one.
+_PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def parse_line(line, unique_id):
+    """An `InputExample` from one raw input line (surrounding whitespace dropped)."""
+    line = tokenization.convert_to_unicode(line).strip()
+    match = _PAIR_SEPARATOR.match(line)
+    if match is None:
+        return InputExample(unique_id, line, None)
+    return InputExample(unique_id, match.group(1), match.group(2))
+
+
+def iter_examples(input_file):
+    """Yields an `InputExample` per line of `input_file`, numbered from 0.
+
+    Lines end at "\\n" only; an empty line is an example with empty text.
+    """
+    with tf.io.gfile.GFile(input_file, "r") as reader:
+        unique_id = 0
+        while True:
+            line = reader.readline()
+            if not line:
+                return
+            yield parse_line(line, unique_id)
+            unique_id += 1
+
+
+def read_examples(input_file):
+    """All examples of `input_file` as a list (see iter_examples)."""
+    return list(iter_examples(input_file))
+
+
+def _truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Drops tokens from the end of the longer list (b on ties) until they fit."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def _to_features(example, tokens_a, tokens_b, seq_length, tokenizer, log):
+    if tokens_b:
+        _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
+    else:
+        tokens_a = tokens_a[:seq_length - 2]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    type_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + ["[SEP]"]
+        type_ids += [1] * (len(tokens_b) + 1)
+    input_ids = list(tokenizer.convert_tokens_to_ids(tokens))
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (seq_length - len(input_ids))
+    input_ids += padding
+    input_mask += padding
+    type_ids += padding
+    if log:
+        logging.info("*** Example ***")
+        logging.info("unique_id: %s", example.unique_id)
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+        logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+        logging.info("input_type_ids: %s", " ".join(str(x) for x in type_ids))
+    return InputFeatures(example.unique_id, tokens, input_ids, input_mask, type_ids)
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer, first_index=0):
+    """`InputFeatures` for `examples`: [CLS] A [SEP] (B [SEP]), truncated, zero-padded.
+
+    A pair is cut to seq_length - 3 WordPieces by dropping tokens from the end
+    of the longer text, a single text to seq_length - 2. The examples numbered
+    below 5 (counting from `first_index`) are logged.
+    """
+    examples = list(examples)
+    batch_tokenize = getattr(tokenizer, "tokenize_batch", None)
+    pairs = [ex for ex in examples if ex.text_b]
+    if batch_tokenize is not None and examples:
+        tokenized = [list(t) for t in batch_tokenize(
+            [ex.text_a for ex in examples] + [ex.text_b for ex in pairs])]
+        tokens_a = tokenized[:len(examples)]
+        tokens_b = iter(tokenized[len(examples):])
+        tokens_b = [next(tokens_b) if ex.text_b else None for ex in examples]
+    else:
+        tokens_a = [tokenizer.tokenize(ex.text_a) for ex in examples]
+        tokens_b = [tokenizer.tokenize(ex.text_b) if ex.text_b else None for ex in examples]
+    return [_to_features(ex, a, b, seq_length, tokenizer, first_index + i < 5)
+            for i, (ex, a, b) in enumerate(zip(examples, tokens_a, tokens_b))]
+
+
+def parse_layers(text, num_hidden_layers=None):
+    """'-1,-2' -> [-1, -2]; each index must name an encoder layer."""
+    try:
+        indexes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError("--layers must be comma-separated integers, got %r" % text) from None
+    if num_hidden_layers is not None:
+        for index in indexes:
+            if not -num_hidden_layers <= index < num_hidden_layers:
+                raise ValueError("--layers: index %d is out of range for a model with %d layers"
+                                 % (index, num_hidden_layers))
+    return indexes
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+def feature_json(feature, layer_indexes, layer_outputs):
+    """The output line (without newline) of one input.
+
+    Args:
+      feature: its `InputFeatures`.
+      layer_indexes: the --layers values.
+      layer_outputs: one [seq_length, hidden] array per entry of layer_indexes.
+    """
+    tokens = []
+    for position, token in enumerate(feature.tokens):
+        layers = []
+        for index, output in zip(layer_indexes, layer_outputs):
+            values = [round(v, 6) for v in output[position].tolist()]
+            layers.append({"index": index, "values": values})
+        tokens.append({"token": token, "layers": layers})
+    return json.dumps({"linex_index": feature.unique_id, "features": tokens})
+
+
+# ---------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------
+
+class FeatureExtractor(object):
+    """A BERT encoder loaded from a checkpoint, returning chosen encoder layers."""
+
+    def __init__(self, bert_config, init_checkpoint, layer_indexes, seq_length,
+                 use_one_hot_embeddings=False):
+        self.layer_indexes = list(layer_indexes)
+        self.model = modeling.BertModel(bert_config,
+                                        use_one_hot_embeddings=use_one_hot_embeddings)
+        dummy = tf.zeros([1, seq_length], tf.int32)
+        self.model(dummy, tf.ones_like(dummy), dummy, training=False)
+        checkpoints.load_checkpoint(self.model, init_checkpoint)
+        spec = tf.TensorSpec([None, seq_length], tf.int32)
+        self._encode = tf.function(self._layers, input_signature=[spec, spec, spec])
+
+    def _layers(self, input_ids, input_mask, input_type_ids):
+        outputs = self.model(input_ids, input_mask, input_type_ids, training=False)
+        all_layers = outputs["all_encoder_layers"]
+        return [tf.cast(all_layers[i], tf.float32) for i in self.layer_indexes]
+
+    def __call__(self, features):
+        """One [len(features), seq_length, hidden] numpy array per layer index."""
+        def column(name):
+            return tf.constant(np.array([getattr(f, name) for f in features], np.int32))
+        outputs = self._encode(column("input_ids"), column("input_mask"),
+                               column("input_type_ids"))
+        return [o.numpy() for o in outputs]
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+def _chunks(iterable, size):
+    chunk = []
+    for item in iterable:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def run(fv):
+    """Reads --input_file, writes --output_file; returns the number of lines written."""
+    for name in _REQUIRED_FLAGS:
+        if not getattr(fv, name):
+            raise ValueError("--%s is required" % name)
+    if fv.batch_size < 1:
+        raise ValueError("--batch_size must be positive")
+    if not tf.io.gfile.exists(fv.input_file):
+        raise ValueError("--input_file %s does not exist" % fv.input_file)
+
+    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
+    layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
+    if fv.max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError(
+            "--max_seq_length=%d is longer than the %d positions the BERT model has "
+            "(max_position_embeddings in --bert_config_file)"
+            % (fv.max_seq_length, bert_config.max_position_embeddings))
+    if fv.max_seq_length < 3:
+        raise ValueError("--max_seq_length must be at least 3")
+    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
+                                           do_lower_case=fv.do_lower_case)
+    # Full float32 matmuls (no TF32 on recent GPUs): the values are written with
+    # 6 decimals and should be those of the original float32 model.
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    extractor = FeatureExtractor(bert_config, fv.init_checkpoint, layer_indexes,
+                                 fv.max_seq_length, fv.use_one_hot_embeddings)
+
+    chunk_size = fv.batch_size * _BATCHES_PER_CHUNK
+    start = time.time()
+    written = 0
+    with input_pipeline.atomic_open(fv.output_file, "w") as writer:
+        for examples in _chunks(iter_examples(fv.input_file), chunk_size):
+            features = convert_examples_to_features(examples, fv.max_seq_length, tokenizer,
+                                                    first_index=written)
+            lines = []
+            for batch in _chunks(features, fv.batch_size):
+                outputs = extractor(batch)
+                for row, feature in enumerate(batch):
+                    lines.append(feature_json(feature, layer_indexes,
+                                              [o[row] for o in outputs]))
+            writer.write("".join(line + "\n" for line in lines))
+            written += len(features)
+            elapsed = max(time.time() - start, 1e-9)
+            logging.info("Processed %d lines (%.1f lines/s)", written, written / elapsed)
+    logging.info("Wrote %d lines to %s", written, fv.output_file)
+    return written
+
+
+def main():
+    flags_common.run_cli(define_flags, run)
+
+
+if __name__ == "__main__":
+    main()
