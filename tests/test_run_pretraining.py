@@ -178,3 +178,63 @@ def test_mirrored_two_replicas_equal_one_device(shared_dir, tmp_path):
         # adam_m after the first step is 0.1 * the clipped gradient.
         np.testing.assert_allclose(slots["mirrored"][name], one, atol=1e-7, rtol=1e-4,
                                    err_msg=name)
+
+
+def _cli(shared_dir, tmp_path, name, **extra):
+    values = base_flags(shared_dir, tmp_path, name, do_train=True,
+                        bert_config_file=no_dropout_config(shared_dir, tmp_path), **extra)
+    return [sys.executable, str(REPO_ROOT / "run_pretraining.py")] + [
+        "--%s=%s" % kv for kv in values.items()]
+
+
+def _wait_for(path, proc, timeout=240):
+    import time
+    deadline = time.time() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.time() < deadline, "timed out waiting for %s" % path
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_sigkill_then_restart_equals_an_uninterrupted_run(shared_dir, tmp_path):
+    import random
+    import signal
+    import time
+    args = dict(num_train_steps=10, save_checkpoints_steps=2, iterations_per_loop=1,
+                deterministic_data=True)
+    subprocess.run(_cli(shared_dir, tmp_path, "straight", **args), check=True,
+                   capture_output=True, timeout=600)
+    proc = subprocess.Popen(_cli(shared_dir, tmp_path, "killed", **args),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(tmp_path / "killed" / "model.ckpt-4.index", proc)
+    time.sleep(random.uniform(0, 1.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    interrupted_at = checkpoints.CheckpointContents(str(tmp_path / "killed")).path
+    assert not interrupted_at.endswith("-10")
+    subprocess.run(_cli(shared_dir, tmp_path, "killed", **args), check=True,
+                   capture_output=True, timeout=600)
+    a = checkpoints.CheckpointContents(str(tmp_path / "straight"))
+    b = checkpoints.CheckpointContents(str(tmp_path / "killed"))
+    assert a.path.endswith("model.ckpt-10") and b.path.endswith("model.ckpt-10")
+    for name in a.model_names():
+        np.testing.assert_allclose(b.get(name), a.get(name), atol=1e-6, err_msg=name)
+
+
+@pytest.mark.slow
+def test_sigterm_writes_a_checkpoint_and_stops(shared_dir, tmp_path):
+    import signal
+    import time
+    proc = subprocess.Popen(
+        _cli(shared_dir, tmp_path, "term", num_train_steps=100000, save_checkpoints_steps=1000,
+             iterations_per_loop=1),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(tmp_path / "term" / "train", proc)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-3000:]
+    contents = checkpoints.CheckpointContents(str(tmp_path / "term"))
+    step = int(contents.get("global_step"))
+    assert 0 < step < 1000 and contents.path.endswith("model.ckpt-%d" % step)
