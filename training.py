@@ -452,7 +452,17 @@ class Runner:
           max_steps: stop after this many batches.
         """
         strategy = self.strategy
-        dataset = strategy.distribute_datasets_from_function(dataset_fn)
+
+        def whole_input(input_context=None):
+            # Every worker predicts over all of the data (a forward pass needs no
+            # collectives), so each one's results are complete and in order.
+            if input_context is not None and input_context.num_input_pipelines > 1:
+                input_context = tf.distribute.InputContext(
+                    num_input_pipelines=1, input_pipeline_id=0,
+                    num_replicas_in_sync=input_context.num_replicas_in_sync)
+            return dataset_fn(input_context)
+
+        dataset = strategy.distribute_datasets_from_function(whole_input)
         model = self.model
 
         @tf.function(jit_compile=self.config.enable_xla or None)
