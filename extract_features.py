@@ -125,28 +125,9 @@ def read_examples(input_file):
     return list(iter_examples(input_file))
 
 
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Drops tokens from the end of the longer list (b on ties) until they fit."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
 def _to_features(example, tokens_a, tokens_b, seq_length, tokenizer, log):
-    if tokens_b:
-        _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
-    else:
-        tokens_a = tokens_a[:seq_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    type_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        type_ids += [1] * (len(tokens_b) + 1)
-    input_ids = list(tokenizer.convert_tokens_to_ids(tokens))
-    input_mask = [1] * len(input_ids)
-    padding = [0] * (seq_length - len(input_ids))
-    input_ids += padding
-    input_mask += padding
-    type_ids += padding
+    tokens, input_ids, input_mask, type_ids = input_pipeline.pack_pair(
+        tokens_a, tokens_b, seq_length, tokenizer)
     if log:
         logging.info("*** Example ***")
         logging.info("unique_id: %s", example.unique_id)

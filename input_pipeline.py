@@ -91,6 +91,46 @@ class RecordWriter:
 
 
 # ---------------------------------------------------------------------------
+# Packing WordPieces into fixed-length features (run_classifier, extract_features)
+# ---------------------------------------------------------------------------
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Shortens a pair in place to `max_length` tokens, always from the longer list.
+
+    One token at a time comes off the end of whichever list is longer (of
+    equal lists, tokens_b), so a short text keeps its tokens as long as possible.
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        longer.pop()
+
+
+def pack_pair(tokens_a, tokens_b, max_seq_length, tokenizer):
+    """[CLS] A [SEP] (B [SEP]), truncated and zero-padded to max_seq_length.
+
+    A pair is cut to max_seq_length - 3 WordPieces by truncate_seq_pair (the
+    lists are shortened in place), a single text to max_seq_length - 2.
+
+    Returns:
+      (tokens, input_ids, input_mask, segment_ids); tokens unpadded, the rest
+      lists of max_seq_length ints.
+    """
+    if tokens_b:
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    else:
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = ["[CLS]"] + list(tokens_a) + ["[SEP]"]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += list(tokens_b) + ["[SEP]"]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    input_ids = list(tokenizer.convert_tokens_to_ids(tokens))
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (max_seq_length - len(input_ids))
+    return tokens, input_ids + padding, input_mask + padding, segment_ids + padding
+
+
+# ---------------------------------------------------------------------------
 # Feature specs (names and dtypes as the reference writes them)
 # ---------------------------------------------------------------------------
 

@@ -402,15 +402,8 @@ def _is_regression(label_list):
     return label_list is None or list(label_list) == [None]
 
 
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Shortens the pair in place to `max_length` tokens, always from the longer one.
-
-    One token at a time comes off the end of whichever list is longer (of equal
-    lists, tokens_b), so a short text keeps all its tokens as long as possible.
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        longer.pop()
+# The reference's name, for code that imported it from run_classifier.
+_truncate_seq_pair = input_pipeline.truncate_seq_pair
 
 
 def _padding_features(max_seq_length):
@@ -430,23 +423,8 @@ def _label_id(example, label_list, label_map):
 def _assemble(ex_index, example, tokens_a, tokens_b, label_list, label_map,
               max_seq_length, tokenizer):
     """[CLS] A [SEP] (B [SEP]) -> ids, mask and segment ids, zero-padded; logs the first 5."""
-    if tokens_b:
-        _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    else:
-        tokens_a = tokens_a[:max_seq_length - 2]
-
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
-
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    input_mask = [1] * len(input_ids)
-    padding = [0] * (max_seq_length - len(input_ids))
-    input_ids = list(input_ids) + padding
-    input_mask += padding
-    segment_ids += padding
+    tokens, input_ids, input_mask, segment_ids = input_pipeline.pack_pair(
+        tokens_a, tokens_b, max_seq_length, tokenizer)
 
     label_id = _label_id(example, label_list, label_map)
     if ex_index < 5:

@@ -92,3 +92,27 @@ def test_feature_specs_have_reference_names():
         "input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example"])
     assert "start_positions" in input_pipeline.squad_features(8, True)
     assert "start_positions" not in input_pipeline.squad_features(8, False)
+
+
+class _Vocab:
+    def convert_tokens_to_ids(self, tokens):
+        return [len(t) for t in tokens]
+
+
+def test_truncate_seq_pair_pops_from_the_longer_b_on_ties():
+    a, b = list("abcde"), list("xyz")
+    input_pipeline.truncate_seq_pair(a, b, 6)
+    assert (a, b) == (list("abc"), list("xyz"))
+    a, b = list("ab"), list("xy")
+    input_pipeline.truncate_seq_pair(a, b, 3)
+    assert (a, b) == (list("ab"), list("x"))
+
+
+def test_pack_pair_layout_and_padding():
+    tokens, ids, mask, seg = input_pipeline.pack_pair(["aa", "b"], ["ccc"], 8, _Vocab())
+    assert tokens == ["[CLS]", "aa", "b", "[SEP]", "ccc", "[SEP]"]
+    assert ids == [5, 2, 1, 5, 3, 5, 0, 0]
+    assert mask == [1, 1, 1, 1, 1, 1, 0, 0]
+    assert seg == [0, 0, 0, 0, 1, 1, 0, 0]
+    tokens, ids, _, seg = input_pipeline.pack_pair(list("abcdef"), None, 5, _Vocab())
+    assert tokens == ["[CLS]", "a", "b", "c", "[SEP]"] and seg == [0] * 5
