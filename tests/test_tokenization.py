@@ -1,0 +1,437 @@
+"""Tests for tokenization.py: exact behaviour, golden outputs, batch path == exact path."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tokenization
+
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
+              "runn", "##ing", ",", ".", "!", "?", "hello", "how", "are", "you", "a", "##a",
+              "##b", "b", "c", "##c", "e", "##e", "i", "\u03c3\u03b1\u03c2", "\u535a", "\u63a8"]
+
+
+def write_vocab(directory, tokens, name="vocab.txt"):
+    path = directory / name
+    path.write_text("".join(token + "\n" for token in tokens), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture
+def tiny_vocab(tmp_path):
+    return write_vocab(tmp_path, TINY_VOCAB)
+
+
+# ---------------------------------------------------------------------------
+# Text helpers and the vocabulary.
+# ---------------------------------------------------------------------------
+
+
+def test_convert_to_unicode():
+    assert tokenization.convert_to_unicode("h\u00e9") == "h\u00e9"
+    assert tokenization.convert_to_unicode("h\u00e9".encode("utf-8")) == "h\u00e9"
+    assert tokenization.convert_to_unicode(b"a\xffb") == "ab"  # invalid bytes dropped
+    assert tokenization.printable_text(b"caf\xc3\xa9") == "caf\u00e9"
+    for bad in (3, None, ["a"]):
+        with pytest.raises(ValueError):
+            tokenization.convert_to_unicode(bad)
+        with pytest.raises(ValueError):
+            tokenization.printable_text(bad)
+
+
+def test_whitespace_tokenize():
+    assert tokenization.whitespace_tokenize("") == []
+    assert tokenization.whitespace_tokenize(" \t\n ") == []
+    assert tokenization.whitespace_tokenize("  a  b\nc\u3000d ") == ["a", "b", "c", "d"]
+
+
+def test_load_vocab(tmp_path):
+    path = tmp_path / "v.txt"
+    path.write_bytes("[UNK]\r\n  padded \nwith\u2028sep\n\nx\nx\nlast".encode("utf-8"))
+    vocab = tokenization.load_vocab(str(path))
+    assert list(vocab.items()) == [("[UNK]", 0), ("padded", 1), ("with\u2028sep", 2),
+                                   ("", 3), ("x", 5), ("last", 6)]
+    assert isinstance(vocab, tokenization.collections.OrderedDict)
+
+
+def test_missing_vocab_is_a_clear_error(tmp_path):
+    missing = str(tmp_path / "nope" / "vocab.txt")
+    with pytest.raises(ValueError, match="nope"):
+        tokenization.load_vocab(missing)
+    with pytest.raises(ValueError, match="vocab"):
+        tokenization.FullTokenizer(missing)
+
+
+def test_convert_ids(tiny_vocab):
+    vocab = tokenization.load_vocab(tiny_vocab)
+    inv = {index: token for token, index in vocab.items()}
+    tokens = ["un", "##want", "##ed", "runn", "##ing"]
+    assert tokenization.convert_tokens_to_ids(vocab, tokens) == [8, 5, 6, 9, 10]
+    assert tokenization.convert_ids_to_tokens(inv, [8, 5, 6, 9, 10]) == tokens
+    assert tokenization.convert_by_vocab(vocab, []) == []
+    with pytest.raises(KeyError):
+        tokenization.convert_tokens_to_ids(vocab, ["nope"])
+    tokenizer = tokenization.FullTokenizer(tiny_vocab)
+    assert tokenizer.convert_tokens_to_ids(tokens) == [8, 5, 6, 9, 10]
+    assert tokenizer.convert_ids_to_tokens([8, 5, 6, 9, 10]) == tokens
+    assert tokenizer.inv_vocab[1] == "[UNK]"
+
+
+def test_module_does_not_import_tensorflow():
+    code = ("import sys, tokenization; "
+            "tokenization.FullTokenizer; "
+            "sys.exit(1 if any(m.split('.')[0] in ('tensorflow', 'tensorflow_text') "
+            "for m in sys.modules) else 0)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+# ---------------------------------------------------------------------------
+# Checkpoint casing check.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("checkpoint, lower", [
+    ("/m/uncased_L-12_H-768_A-12/bert_model.ckpt", False),
+    ("gs://b/uncased_L-24_H-1024_A-16/bert_model.ckpt", False),
+    ("multilingual_L-12_H-768_A-12/bert_model.ckpt", False),
+    ("x/chinese_L-12_H-768_A-12/bert_model.ckpt", False),
+    ("x/cased_L-12_H-768_A-12/bert_model.ckpt", True),
+    ("x/cased_L-24_H-1024_A-16/bert_model.ckpt", True),
+    ("x/multi_cased_L-12_H-768_A-12/bert_model.ckpt-1000", True),
+])
+def test_validate_case_rejects_mismatch(checkpoint, lower):
+    with pytest.raises(ValueError, match="do_lower_case=%s" % lower):
+        tokenization.validate_case_matches_checkpoint(lower, checkpoint)
+
+
+@pytest.mark.parametrize("checkpoint, lower", [
+    ("/m/uncased_L-12_H-768_A-12/bert_model.ckpt", True),
+    ("x/cased_L-12_H-768_A-12/bert_model.ckpt", False),
+    ("x/my_model/bert_model.ckpt", True),
+    ("x/my_model/bert_model.ckpt", False),
+    ("x/uncased_L-12_H-768_A-12/model.ckpt", False),  # not named bert_model.ckpt
+    ("", False),
+    (None, True),
+])
+def test_validate_case_accepts(checkpoint, lower):
+    tokenization.validate_case_matches_checkpoint(lower, checkpoint)
+
+
+# ---------------------------------------------------------------------------
+# The exact tokenizers.
+# ---------------------------------------------------------------------------
+
+
+def test_full_tokenizer(tiny_vocab):
+    tokenizer = tokenization.FullTokenizer(tiny_vocab)
+    tokens = tokenizer.tokenize("UNwant\u00e9d,running")
+    assert tokens == ["un", "##want", "##ed", ",", "runn", "##ing"]
+    assert tokenizer.convert_tokens_to_ids(tokens) == [8, 5, 6, 11, 9, 10]
+    assert tokenizer.tokenize(b"HeLLo!") == ["hello", "!"]
+    assert tokenizer.tokenize("") == []
+
+
+def test_basic_lower_and_accents():
+    basic = tokenization.BasicTokenizer(do_lower_case=True)
+    assert basic.tokenize(" \tHeLLo!how  \n Are yoU?  ") == ["hello", "!", "how", "are", "you", "?"]
+    assert basic.tokenize("H\u00e9llo") == ["hello"]
+    assert basic.tokenize("Cre\u0300me Br\u00fbl\u00e9e na\u00efve") == ["creme", "brulee", "naive"]
+    assert basic.tokenize("\u0130stanbul") == ["istanbul"]  # lower() gives i + U+0307, stripped
+    assert basic.tokenize("\u03a3\u0391\u03a3 \u03a3") == ["\u03c3\u03b1\u03c2", "\u03c3"]
+    assert basic.tokenize("\u00df \ufb01 \u00bd") == ["\u00df", "\ufb01", "\u00bd"]  # no NFKC
+    assert basic.tokenize("\u0301\u0300") == []  # a word of marks only vanishes
+
+
+def test_basic_no_lower():
+    basic = tokenization.BasicTokenizer(do_lower_case=False)
+    assert basic.tokenize(" \tHeLLo!how  \n Are yoU?  ") == ["HeLLo", "!", "how", "Are", "yoU", "?"]
+    assert basic.tokenize("H\u00e9llo e\u0301") == ["H\u00e9llo", "e\u0301"]
+
+
+def test_basic_chinese_chars():
+    basic = tokenization.BasicTokenizer()
+    assert basic.tokenize("ah\u535a\u63a8zz") == ["ah", "\u535a", "\u63a8", "zz"]
+    # Extension blocks and compatibility ideographs count; kana, Hangul and
+    # Extension G (U+30000) do not.
+    assert basic.tokenize("a\U00020000b\U0002b820c\uf900d") == [
+        "a", "\U00020000", "b", "\U0002b820", "c", "\u8c48", "d"]
+    assert basic.tokenize("\u3042\u3044\ud55c\uae00\U00030000") == [
+        "\u3042\u3044\u1112\u1161\u11ab\u1100\u1173\u11af\U00030000"]
+
+
+def test_basic_punctuation():
+    basic = tokenization.BasicTokenizer(do_lower_case=False)
+    assert basic.tokenize("a$b^c`d~e") == ["a", "$", "b", "^", "c", "`", "d", "~", "e"]
+    assert basic.tokenize("\u00bfQu\u00e9?\u2014\u00abx\u00bb") == [
+        "\u00bf", "Qu\u00e9", "?", "\u2014", "\u00ab", "x", "\u00bb"]
+    assert basic.tokenize("...") == [".", ".", "."]
+    assert basic.tokenize("a+b=c") == ["a", "+", "b", "=", "c"]  # ASCII symbols split too
+    assert basic.tokenize("a\u00b1b") == ["a\u00b1b"]  # non-ASCII symbols (Sm) do not
+
+
+def test_basic_cleanup():
+    basic = tokenization.BasicTokenizer(do_lower_case=False)
+    # NUL, U+FFFD, controls and format characters vanish inside words.
+    assert basic.tokenize("a\x00b\ufffdc\x01d\u200be\u00adf\ufeffg\x7fh\x0bi\x85j") == [
+        "abcdefghij"]
+    # Tab/newline/CR and Zs are spaces; U+2028/U+2029 also separate words.
+    assert basic.tokenize("a\tb\nc\rd\u00a0e\u3000f\u2028g\u2029h") == list("abcdefgh")
+    assert basic.tokenize("\x00\ufffd") == []
+
+
+def test_wordpiece(tiny_vocab):
+    vocab = tokenization.load_vocab(tiny_vocab)
+    wordpiece = tokenization.WordpieceTokenizer(vocab=vocab)
+    assert wordpiece.tokenize("") == []
+    assert wordpiece.tokenize("unwanted running") == ["un", "##want", "##ed", "runn", "##ing"]
+    assert wordpiece.tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]
+    assert wordpiece.tokenize("aab") == ["a", "##a", "##b"]  # greedy, longest first
+    assert wordpiece.tokenize("ba") == ["b", "##a"]
+    assert wordpiece.tokenize("x") == ["[UNK]"]
+
+
+def test_wordpiece_length_limit(tiny_vocab):
+    vocab = tokenization.load_vocab(tiny_vocab)
+    wordpiece = tokenization.WordpieceTokenizer(vocab=vocab)
+    assert wordpiece.tokenize("a" * 200) == ["a"] + ["##a"] * 199
+    assert wordpiece.tokenize("a" * 201) == ["[UNK]"]
+    short = tokenization.WordpieceTokenizer(vocab, unk_token="<?>", max_input_chars_per_word=3)
+    assert short.tokenize("aaa aaaa") == ["a", "##a", "##a", "<?>"]
+
+
+def test_reference_character_classes():
+    assert all(tokenization._is_whitespace(c) for c in " \t\r\n\u00a0\u3000")
+    assert not any(tokenization._is_whitespace(c) for c in "A-\x0b\u2028")
+    assert tokenization._is_control("\u0005") and tokenization._is_control("\u200b")
+    assert not any(tokenization._is_control(c) for c in "A \t\r\n\U0001F4A9")
+    assert all(tokenization._is_punctuation(c) for c in "-$`.\u00bf\u3002")
+    assert not any(tokenization._is_punctuation(c) for c in "A \u00b1")
+
+
+# ---------------------------------------------------------------------------
+# The batch path: identical to the exact path.
+# ---------------------------------------------------------------------------
+
+ADVERSARIAL = [
+    "", "   ", "\x00", "\ufffd", "Hello, World!", "UNwant\u00e9d,running",
+    # Final sigma: str.lower() looks at neighbours; deleted characters do not count.
+    "\u039f\u0394\u039f\u03a3 \u039f\u0394\u039f\u03a3. \u03a3", "\u0391\u03a3\x00\u0392",
+    "\u0391\u03a3\u200b\u0392 \u0391\u03a3\u00ad", "\u03c3\u03b1\u03c2 \u03a3\u0391\u03a3!",
+    # Compatibility characters that NFKC would change (tensorflow_text's own normalizer).
+    "\u00bd \u2153 km\u00b2 28\u2033 wait\u2026 Stra\u00dfe "
+    "\u03bb\u03cc\u03b3\u03bf\u03c2 \ufb01ne",
+    "\u2160\u216b \u2460 \uff21\uff42\uff43\uff11 \u3231 \u00aa\u00ba \u2122",
+    # Case mappings with extra characters, title case, Turkish dotted I.
+    "\u0130STANBUL \u01c5 \u1e9e \u0149 \u1f88 \u0390",
+    # Combining marks: stacked, alone, after spaces, non-Mn combining.
+    "e\u0301\u0327 a\u0308\u0304 \u0301 x\u20dd y\u0903z "
+    "\U0001d16d\x00\U0001d165 \U0001d165\U0001d16d",
+    "\u0915\u094d\u0937 \u0e01\u0e33 \u05e9\u05c1\u05b8",
+    # Hangul (NFD expands), kana, CJK blocks and their neighbours.
+    "\ud55c\uad6d\uc5b4 \u1112\u1161\u11ab \u3072\u3089\u304c\u306a \u30ab\u30bf\u30ab\u30ca",
+    "\u4e2d\u6587abc\u3400\U00020000\U0002a700\U0002b740\U0002b820\U0002ceaf\U0002ceb0",
+    "\uf900\ufa0e\ufaff\U0002f800\U0002fa1d\U0002fa20\U00030000\u2f00\u3007\u3005",
+    # Characters Python 3.11 leaves unassigned but newer ICU calls punctuation.
+    "ab\u1b4ecd \U00011b00x \U0001e5ffy z\u1b7f",
+    # Lone surrogates (cannot even be encoded as UTF-8).
+    "a\ud800b \udfff",
+    # Controls and format characters, C0, C1 and others.
+    "a\x01b\x02c\x7fd\x80e\x85f\x9fg\x1ch\x1di\x1ej\x1fk\x0bl\x0cm",
+    "soft\u00adhyphen zero\u200bwidth join\u200dner \ufeffbom \u2060wj \U000e0001\U000e0041tag",
+    "rtl\u200fmark \u202aembed\u202c \u061c \u180e mongolian",
+    # Whitespace of every kind.
+    "a\u00a0b\u1680c\u2000d\u200ae\u2028f\u2029g\u202fh\u205fi\u3000j\tk\nl\rm",
+    # Punctuation runs, ASCII symbols, Unicode punctuation and symbols.
+    "!!!???... $^`~|\\ @#%&*()_+-=[]{};':\",./<>?",
+    "\u00bf\u00a1\u00ab\u00bb\u2014\u2013\u2018\u2019\u201c\u201d\u201e"
+    "\u2020\u2022\u203b\u3001\u3002\uff01",
+    "\u00b1\u00d7\u00f7\u2211\u221e\u2248 \u00a9\u00ae\u00b0 \u20ac\u00a3\u00a5\u20b9",
+    "http://example.com/a_b-c?q=1&r=%20#frag user@host.org C++ C# 3.14e-10",
+    # Emoji with ZWJ sequences, skin tones, variation selectors, flags, keycaps.
+    "\U0001f600\U0001f468\u200d\U0001f469\u200d\U0001f467 \U0001f44d\U0001f3fd \u2764\ufe0f "
+    "\U0001f1fa\U0001f1f8 1\ufe0f\u20e3",
+    # Private use and unassigned code points, noncharacters.
+    "\ue000\uf8ff\U000f0000\U0010fffd \u0378\u0379 \U0003ffff \ufffe\uffff \U0010ffff",
+    # Scripts.
+    "\u0928\u092e\u0938\u094d\u0924\u0947 \u0645\u0631\u062d\u0628\u0627 \u05e9\u05dc\u05d5\u05dd "
+    "\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35 \u10d2\u10d0\u10db\u10d0\u10e0\u10ef\u10dd\u10d1\u10d0 "
+    "\u0532\u0561\u0580\u0565\u0582 \u1230\u120b\u121d",
+    # Words at and past the 200 character limit, ASCII and not.
+    "a" * 200, "a" * 201, "ab" * 100 + " " + "ab" * 100 + "c", "the" * 67,
+    "\u00e9" * 200, "\u00c9" * 201, "e\u0301" * 150, "\ud55c" * 66, "\ud55c" * 67, "\ud55c" * 201,
+    "\U0001f600" * 200, "\U0001f600" * 201, "\U00020000" * 300, "x" * 5000,
+    "\u00e9t\u00e9" * 67 + "!" + "b" * 201,
+]
+
+
+@pytest.fixture(scope="module")
+def batch_support():
+    pytest.importorskip("tensorflow_text", reason="the batch path needs tensorflow_text")
+    return True
+
+
+def assert_batch_matches_exact(tokenizer, texts, chunk_size=4096):
+    expected = [tokenizer.tokenize(text) for text in texts]
+    got = tokenizer.tokenize_batch(texts, chunk_size=chunk_size)
+    mismatches = [(t, e, g) for t, e, g in zip(texts, expected, got) if e != g]
+    assert not mismatches, "first of %d mismatches: %r" % (len(mismatches), mismatches[0])
+    assert len(got) == len(texts)
+    ids = tokenizer.convert_batch_to_ids(texts, chunk_size=chunk_size)
+    assert ids == [tokenizer.convert_tokens_to_ids(tokens) for tokens in expected]
+    assert all(type(i) is int for row in ids for i in row)  # pylint: disable=unidiomatic-typecheck
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_batch_tiny_vocab(batch_support, tmp_path, lower):
+    del batch_support
+    vocab = write_vocab(tmp_path, TINY_VOCAB)
+    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=lower)
+    texts = ADVERSARIAL + ["UNwanted running, wa want!", "aab ba BA", "\u03a3\u0391\u03a3",
+                           b"a\xffb"]
+    assert_batch_matches_exact(tokenizer, texts, chunk_size=7)
+    assert tokenizer.tokenize_batch([]) == []
+    assert tokenizer.convert_batch_to_ids(iter(["a b"])) == [[19, 22]]
+
+
+def test_batch_odd_vocabulary(batch_support, tmp_path):
+    """Entries the reference can never produce must not be matched by the batch path."""
+    del batch_support
+    odd = TINY_VOCAB + ["a b", "", "##", "###", "a.", "##.", "\u3000x", "x\u00ady", "a", "##b",
+                        "ab"]
+    tokenizer = tokenization.FullTokenizer(write_vocab(tmp_path, odd), do_lower_case=True)
+    assert tokenizer.vocab["a"] == len(odd) - 3  # the duplicate moved "a"
+    texts = ["a b", "a.b", "a . b", "##", "###", "\u3000x", "xy x\u00ady", "ab", "aab", "a" * 201]
+    assert_batch_matches_exact(tokenizer, texts)
+
+
+def test_batch_without_unk_entry_falls_back(batch_support, tmp_path, caplog):
+    del batch_support
+    tokenizer = tokenization.FullTokenizer(write_vocab(tmp_path, ["a", "##b"]))
+    assert tokenizer.tokenize_batch(["ab a", "x"]) == [["a", "##b", "a"], ["[UNK]"]]
+    assert "falls back" in caplog.text and "[UNK]" in caplog.text
+    with pytest.raises(KeyError):
+        tokenizer.convert_batch_to_ids(["x"])
+
+
+def test_batch_without_tensorflow_text_falls_back(tiny_vocab, monkeypatch, caplog):
+    def unavailable(_):
+        raise ImportError("No module named 'tensorflow_text'")
+
+    monkeypatch.setattr(tokenization, "_FastBatchTokenizer", unavailable)
+    tokenizer = tokenization.FullTokenizer(tiny_vocab)
+    assert tokenizer.convert_batch_to_ids(["Hello, you", b"runn"]) == [[15, 11, 18], [9]]
+    assert "tensorflow_text" in caplog.text
+    with pytest.raises(ValueError):
+        tokenizer.tokenize_batch(["a"], chunk_size=0)
+
+
+# ---------------------------------------------------------------------------
+# Real vocabulary and data from ../shared.
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def uncased_tokenizers(request):
+    shared = request.getfixturevalue("shared_dir")
+    vocab = shared / "data" / "vocab" / "uncased_vocab.txt"
+    if not vocab.is_file():
+        pytest.skip("%s not found" % vocab)
+    return {lower: tokenization.FullTokenizer(str(vocab), do_lower_case=lower)
+            for lower in (True, False)}
+
+
+def _golden_records(shared_dir):
+    path = shared_dir / "golden" / "tokenization" / "tokenization_public.jsonl.gz"
+    if not path.is_file():
+        pytest.skip("%s not found" % path)
+    with gzip.open(path, "rt", encoding="utf-8") as reader:
+        return [json.loads(line) for line in reader]
+
+
+def test_golden_exact_path(shared_dir, uncased_tokenizers):
+    records = _golden_records(shared_dir)
+    assert len(records) == 2210
+    for record in records:
+        tokenizer = uncased_tokenizers[record["do_lower_case"]]
+        assert tokenizer.tokenize(record["text"]) == record["tokens"], record["text"]
+
+
+def test_golden_batch_path(batch_support, shared_dir, uncased_tokenizers):
+    del batch_support
+    records = _golden_records(shared_dir)
+    for lower in (True, False):
+        chosen = [r for r in records if r["do_lower_case"] == lower]
+        got = uncased_tokenizers[lower].tokenize_batch([r["text"] for r in chosen])
+        for record, tokens in zip(chosen, got):
+            assert tokens == record["tokens"], record["text"]
+        # and through ids
+        ids = uncased_tokenizers[lower].convert_batch_to_ids([r["text"] for r in chosen])
+        assert ids == [uncased_tokenizers[lower].convert_tokens_to_ids(r["tokens"]) for r in chosen]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_batch_adversarial_real_vocab(batch_support, uncased_tokenizers, lower):
+    del batch_support
+    assert_batch_matches_exact(uncased_tokenizers[lower], ADVERSARIAL, chunk_size=5)
+
+
+def _squad_texts(shared_dir):
+    path = shared_dir / "data" / "squad" / "dev-v1.1.json"
+    if not path.is_file():
+        pytest.skip("%s not found" % path)
+    with open(path, encoding="utf-8") as reader:
+        articles = json.load(reader)["data"]
+    contexts, questions = [], []
+    for article in articles:
+        for paragraph in article["paragraphs"]:
+            contexts.append(paragraph["context"])
+            questions.extend(qa["question"] for qa in paragraph["qas"])
+    return contexts, questions
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_batch_squad_sample(batch_support, shared_dir, uncased_tokenizers, lower):
+    del batch_support
+    contexts, questions = _squad_texts(shared_dir)
+    # Every context with a character outside ASCII (they carry the hard cases: the
+    # SQuAD texts where tensorflow_text's own normalizer differs are among them),
+    # plus a stride of the rest.
+    sample = [c for c in contexts if not c.isascii()] + contexts[::10] + questions[::20]
+    assert_batch_matches_exact(uncased_tokenizers[lower], sample, chunk_size=256)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lower", [True, False])
+def test_batch_full_squad(batch_support, shared_dir, uncased_tokenizers, lower):
+    del batch_support
+    contexts, questions = _squad_texts(shared_dir)
+    texts = contexts + questions
+    tokenizer = uncased_tokenizers[lower]
+    ids = tokenizer.convert_batch_to_ids(texts)
+    assert ids == [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in texts]
+    assert sum(len(row) for row in ids) == (462739 if lower else 445760)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lower", [True, False])
+def test_batch_every_code_point(batch_support, uncased_tokenizers, lower):
+    """Each code point, between letters, gives the same tokens both ways.
+
+    Planes 0-3 and 14 (everything assigned so far, and where a newer Unicode in ICU
+    could differ) are taken whole; the never-assigned planes 4-13 and the private-use
+    planes 15-16 are sampled.
+    """
+    del batch_support
+    tokenizer = uncased_tokenizers[lower]
+    code_points = [cp for cp in range(0x110000)
+                   if cp < 0x40000 or 0xE0000 <= cp < 0xF0000 or cp % 257 == 0]
+    texts = ["x%sX" % chr(cp) for cp in code_points]
+    got = tokenizer.tokenize_batch(texts)
+    bad = [hex(cp) for cp, text, tokens in zip(code_points, texts, got)
+           if tokens != tokenizer.tokenize(text)]
+    assert not bad, bad[:20]
