@@ -75,7 +75,11 @@ class RecordWriter:
     def write(self, features):
         """Writes one example; `features` maps a name to a tf.train.Feature."""
         example = tf.train.Example(features=tf.train.Features(feature=features))
-        self._writers[self._next].write(example.SerializeToString())
+        self.write_serialized(example.SerializeToString())
+
+    def write_serialized(self, record):
+        """Writes one already serialized tf.train.Example (bytes)."""
+        self._writers[self._next].write(record)
         self._next = (self._next + 1) % len(self._writers)
         self.num_written += 1
 

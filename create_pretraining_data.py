@@ -1,0 +1,1299 @@
+"""Turns plain text into BERT pretraining records (masked LM + next sentence prediction).
+
+Input: UTF-8 text files with one sentence per line and a blank line after each
+document. Sentence boundaries matter: the two segments of an example are runs of
+whole sentences, and "is the second segment the real continuation?" is the next
+sentence task. Documents keep the two segments of a real pair together.
+
+Output: TFRecord files of `tf.train.Example`s, written round-robin over the
+comma-separated `--output_file`s, each with
+
+    input_ids, input_mask, segment_ids   int64 [max_seq_length]
+    masked_lm_positions, masked_lm_ids   int64 [max_predictions_per_seq]
+    masked_lm_weights                    float [max_predictions_per_seq]
+    next_sentence_labels                 int64 [1]  (1: segment B is random text)
+
+With the default `--num_workers=1`, the records are those that the original BERT
+release's create_pretraining_data.py writes for the same flags, one for one and
+in the same order: every random decision is drawn from one `random.Random(seed)`
+in the original order. Tokenizing is independent of those draws, so it runs first,
+in large batches through the fast tokenizer (for 1 MB of text or more); the
+pipeline then works on token ids and encodes the records directly, which gives
+the same records several times faster.
+Two deliberate differences: a glob in `--input_file` is read in sorted file-name
+order (the original takes the file system's listing order, which is not defined),
+and bad input (no matching file, no text, text that is not UTF-8, too few
+prediction slots) stops the run with a one-line error instead of a traceback or
+an empty output.
+
+Parallel generation (`--num_workers=N`, N > 1)
+----------------------------------------------
+With `--num_workers=N` the input files are processed as independent shards by N
+worker processes. Each file is read, tokenized, turned into examples and shuffled
+by one worker, with a random generator seeded from `--random_seed` and the file's
+position in the expanded `--input_file` list, so the output depends only on the
+files, their order and the flags, never on N or on timing. The random "next
+sentence" of an example is drawn from documents of the same file only, and a
+document never runs on from one file into the next: the records are a different
+(equally valid) sample than the single-process mode and the original script
+produce. A worker holds only the documents of its own file, so memory is bounded
+by the largest input file rather than by the whole corpus; split a large corpus
+into many files of similar size, at least as many as there are workers. Each
+worker writes its records to a temporary file beside the first output file; at
+the end the shards are interleaved evenly (each shard spread over the whole
+output) into the output files, round-robin, and the temporary files are removed.
+"""
+import collections
+import concurrent.futures
+import functools
+import hashlib
+import heapq
+import itertools
+import multiprocessing
+import os
+import random
+import struct
+import time
+import uuid
+
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import flags_common
+import input_pipeline
+import tokenization
+
+# Seconds between two progress lines.
+PROGRESS_INTERVAL_S = 15.0
+
+# Number of examples shown in the log, as the original script does.
+NUM_LOGGED_EXAMPLES = 20
+
+# Below this much input text the batch tokenizer is not used: building it takes
+# about as long as the exact tokenizer needs for 1-2 MB (same tokens either way).
+FAST_TOKENIZER_MIN_BYTES = 1 << 20
+
+_CLS = "[CLS]"
+_SEP = "[SEP]"
+_MASK = "[MASK]"
+
+
+# ---------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------
+
+def define_flags(fv):
+    """Registers the flags of this script on `fv` (names and defaults as in BERT)."""
+    flags.DEFINE_string("input_file", None,
+                        "Input text file(s): comma-separated, each may be a glob.",
+                        flag_values=fv)
+    flags.DEFINE_string("output_file", None,
+                        "Output TFRecord file(s), comma-separated; records are dealt "
+                        "round-robin over them.", flag_values=fv)
+    flags.DEFINE_string("vocab_file", None,
+                        "The vocabulary file the BERT model was trained on.",
+                        flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Lower-case the input text: True for uncased models, False for "
+                      "cased ones.", flag_values=fv)
+    flags.DEFINE_bool("do_whole_word_mask", False,
+                      "Mask all WordPieces of a word together instead of masking "
+                      "WordPieces independently.", flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.",
+                         flag_values=fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Maximum number of masked LM predictions per sequence. Must be "
+                         "at least round(max_seq_length * masked_lm_prob).",
+                         flag_values=fv)
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.",
+                         flag_values=fv)
+    flags.DEFINE_integer("dupe_factor", 10,
+                         "Number of passes over the input, each with different masks "
+                         "and pairings.", flag_values=fv)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=fv)
+    flags.DEFINE_float("short_seq_prob", 0.1,
+                       "Probability of aiming at a sequence shorter than the maximum "
+                       "length.", flag_values=fv)
+    flags.DEFINE_integer(
+        "num_workers", 1,
+        "Worker processes. 1 (default) reproduces the original BERT output exactly. "
+        "N > 1 processes the input files in parallel as independent shards, each "
+        "with its own seed (from --random_seed and the file's position), random next "
+        "sentences drawn from within the same file and memory bounded by the largest "
+        "file: deterministic, but a different sample than with 1 worker.",
+        flag_values=fv)
+
+
+class PretrainingOptions(collections.namedtuple(
+        "PretrainingOptions",
+        ["max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob",
+         "dupe_factor", "do_whole_word_mask", "random_seed"])):
+    """The generation settings (the flags other than files and workers)."""
+
+    @classmethod
+    def from_flags(cls, fv):
+        return cls(max_seq_length=fv.max_seq_length,
+                   max_predictions_per_seq=fv.max_predictions_per_seq,
+                   masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,
+                   dupe_factor=fv.dupe_factor, do_whole_word_mask=fv.do_whole_word_mask,
+                   random_seed=fv.random_seed)
+
+    def validate(self):
+        """Raises ValueError for settings the algorithm cannot honour.
+
+        The prediction-slot rule: a full-length sequence asks for
+        max(1, round(max_seq_length * masked_lm_prob)) masked positions (Python
+        rounding, as the masking itself uses). When that exceeds
+        max_predictions_per_seq, the original silently masks fewer tokens than
+        requested; here it is an error. Every combination the original handles
+        as asked (128/20/0.15 -> 19, 512/80/0.15 -> 77) passes unchanged.
+        """
+        if self.max_seq_length < 5:
+            raise ValueError("--max_seq_length must be at least 5 ([CLS], [SEP], [SEP] and "
+                             "two tokens), got %d" % self.max_seq_length)
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise ValueError("--masked_lm_prob must be in [0, 1], got %r" % self.masked_lm_prob)
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError("--short_seq_prob must be in [0, 1], got %r" % self.short_seq_prob)
+        if self.dupe_factor < 1:
+            raise ValueError("--dupe_factor must be at least 1, got %d" % self.dupe_factor)
+        wanted = max(1, int(round(self.max_seq_length * self.masked_lm_prob)))
+        if wanted > self.max_predictions_per_seq:
+            raise ValueError(
+                "--max_predictions_per_seq=%d is too small: a sequence of "
+                "--max_seq_length=%d tokens gets round(%d * %g) = %d masked tokens with "
+                "--masked_lm_prob=%g; use --max_predictions_per_seq=%d or more"
+                % (self.max_predictions_per_seq, self.max_seq_length, self.max_seq_length,
+                   self.masked_lm_prob, wanted, self.masked_lm_prob, wanted))
+
+
+# ---------------------------------------------------------------------------
+# Random draws
+# ---------------------------------------------------------------------------
+
+class _Draws(object):
+    """The three random operations of the algorithm, taken from one `random.Random`."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.random = rng.random
+        self.randint = rng.randint
+        self.shuffle = rng.shuffle
+
+
+class _FastDraws(_Draws):
+    """Same draws, same results, same generator state as `_Draws`, with less overhead.
+
+    CPython's `randint` and `shuffle` reduce to `_randbelow`, which draws
+    `n.bit_length()` bits with `getrandbits` until the value is below `n`.
+    These versions do exactly that, without the argument checking of `randrange`
+    around every call. `_fast_draws_agree()` checks the equivalence on this
+    interpreter before they are used.
+    """
+
+    def __init__(self, rng):
+        super(_FastDraws, self).__init__(rng)
+        getrandbits = rng.getrandbits
+
+        def randint(low, high):
+            n = high - low + 1
+            if n <= 0:
+                raise ValueError("empty range for randint(%d, %d)" % (low, high))
+            k = n.bit_length()
+            r = getrandbits(k)
+            while r >= n:
+                r = getrandbits(k)
+            return low + r
+
+        def shuffle(items):
+            # Fisher-Yates from the end, as random.shuffle; the bit count only
+            # changes at powers of two, so it is fixed per block of positions.
+            top = len(items) - 1
+            while top >= 1:
+                k = (top + 1).bit_length()
+                bottom = max(1, (1 << (k - 1)) - 1)
+                for i in range(top, bottom - 1, -1):
+                    j = getrandbits(k)
+                    if j > i:
+                        j = getrandbits(k)
+                        while j > i:
+                            j = getrandbits(k)
+                    items[i], items[j] = items[j], items[i]
+                top = bottom - 1
+
+        self.randint = randint
+        self.shuffle = shuffle
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_draws_agree():
+    """True when `_FastDraws` reproduces `random.Random` on this interpreter."""
+    ours, theirs = random.Random(2024), random.Random(2024)
+    fast, slow = _FastDraws(ours), _Draws(theirs)
+    same = True
+    for size in (0, 1, 2, 3, 4, 5, 7, 8, 9, 64, 65, 127, 128, 129, 300, 1025):
+        a, b = list(range(size)), list(range(size))
+        fast.shuffle(a)
+        slow.shuffle(b)
+        same = same and a == b
+        for low, high in ((0, size), (2, size + 2), (1, 1), (0, 30521), (0, 2 ** 40)):
+            same = same and fast.randint(low, high) == slow.randint(low, high)
+        same = same and fast.random() == slow.random()
+    return same and ours.getstate() == theirs.getstate()
+
+
+def _draws_for(rng):
+    """_FastDraws for a plain random.Random (a subclass may draw differently)."""
+    exact_type = type(rng) is random.Random  # pylint: disable=unidiomatic-typecheck
+    return _FastDraws(rng) if exact_type and _fast_draws_agree() else _Draws(rng)
+
+
+# ---------------------------------------------------------------------------
+# The algorithm, on tokens of any kind (strings, or ids for speed)
+# ---------------------------------------------------------------------------
+
+def _check_special_tokens(vocab):
+    missing = [t for t in (_CLS, _SEP, _MASK) if t not in vocab]
+    if missing:
+        raise ValueError("the vocabulary has no %s token" % " / ".join(missing))
+
+
+class _Symbols(object):
+    """What the algorithm needs to know about the token values it handles.
+
+    The same code runs on WordPiece strings (the public functions) and, in the
+    fast pipeline, on each token's id already encoded as protobuf varint bytes,
+    so that a record's input_ids are one b"".join away. Both map one-to-one to
+    vocabulary entries, so both lead to the same decisions.
+
+    Attributes:
+      cls, sep, mask: the values of [CLS], [SEP], [MASK].
+      replacements: the values a "random word" is drawn from, in vocabulary
+        order (the original draws `vocab_words[randint(0, len - 1)]`).
+      is_continuation: callable, True for "##..." WordPieces.
+      starts_word: callable, its negation.
+    """
+
+    def __init__(self, cls, sep, mask, replacements, is_continuation, starts_word):
+        self.cls = cls
+        self.sep = sep
+        self.mask = mask
+        self.replacements = replacements
+        self.is_continuation = is_continuation
+        self.starts_word = starts_word
+
+    @classmethod
+    def for_strings(cls_, vocab_words):
+        return cls_(_CLS, _SEP, _MASK, list(vocab_words), lambda t: t.startswith("##"),
+                    lambda t: not t.startswith("##"))
+
+    @classmethod
+    def for_encoded(cls_, vocab, varints):
+        """Symbols of varint-encoded ids; `varints[i]` is the encoding of id i."""
+        _check_special_tokens(vocab)
+        pieces = frozenset(varints[i] for t, i in vocab.items() if t.startswith("##"))
+        words = frozenset(varints[i] for t, i in vocab.items() if not t.startswith("##"))
+        return cls_(varints[vocab[_CLS]], varints[vocab[_SEP]], varints[vocab[_MASK]],
+                    [varints[i] for i in vocab.values()], pieces.__contains__,
+                    words.__contains__)
+
+
+class _Generator(object):
+    """Builds the examples of documents, drawing from one random source.
+
+    An example is a tuple (tokens, num_segment_a, positions, labels, is_random_next)
+    where tokens = [CLS] A [SEP] B [SEP] after masking, num_segment_a counts the
+    tokens with segment id 0 (len(A) + 2), positions are the masked positions in
+    increasing order and labels the original tokens there.
+    """
+
+    def __init__(self, options, symbols, draws):
+        self.options = options
+        self.symbols = symbols
+        self.draws = draws
+        self.max_num_tokens = options.max_seq_length - 3
+        # Masked positions wanted for each sequence length (capped by the slots).
+        self._budgets = [self._budget(n) for n in range(options.max_seq_length + 1)]
+
+    def _budget(self, length):
+        return min(self.options.max_predictions_per_seq,
+                   max(1, int(round(length * self.options.masked_lm_prob))))
+
+    # -- the whole corpus ----------------------------------------------------
+
+    def corpus_examples(self, documents, on_document=None):
+        """Shuffles `documents` in place, then yields the examples of every pass.
+
+        on_document: called as on_document(num_done) every 1000 documents.
+        """
+        self.draws.shuffle(documents)
+        cls, sep = self.symbols.cls, self.symbols.sep
+        # Text from the tokenizer never holds [CLS]/[SEP] (brackets are split off
+        # as punctuation), so usually the maskable positions need no search.
+        clean = not any(cls in sentence or sep in sentence
+                        for document in documents for sentence in document)
+        done = 0
+        for _ in range(self.options.dupe_factor):
+            for doc_index in range(len(documents)):
+                for example in self.document_examples(documents, doc_index, clean):
+                    yield example
+                done += 1
+                if on_document is not None and done % 1000 == 0:
+                    on_document(done)
+
+    # -- one document -------------------------------------------------------
+
+    def document_examples(self, documents, doc_index, clean=False):
+        """The examples of documents[doc_index]; B segments may come from any document.
+
+        clean: the documents are known to hold no [CLS]/[SEP] token.
+        """
+        draws = self.draws
+        document = documents[doc_index]
+        target_length = self.max_num_tokens
+        # Now and then aim at a shorter sequence, so that pretraining also sees
+        # the short inputs of fine-tuning.
+        if draws.random() < self.options.short_seq_prob:
+            target_length = draws.randint(2, self.max_num_tokens)
+
+        examples = []
+        chunk = []
+        chunk_length = 0
+        i = 0
+        last = len(document) - 1
+        while i <= last:
+            chunk.append(document[i])
+            chunk_length += len(document[i])
+            if i == last or chunk_length >= target_length:
+                example, unused = self._example_from_chunk(
+                    chunk, documents, doc_index, target_length, clean)
+                examples.append(example)
+                # Sentences of the chunk that a random B replaced are revisited.
+                i -= unused
+                chunk = []
+                chunk_length = 0
+            i += 1
+        return examples
+
+    def _example_from_chunk(self, chunk, documents, doc_index, target_length, clean):
+        """Splits `chunk` into A and a real or random B; returns (example, unused)."""
+        draws = self.draws
+        split = draws.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+        tokens_a = []
+        for sentence in chunk[:split]:
+            tokens_a += sentence
+        unused = 0
+        tokens_b = []
+        if len(chunk) == 1 or draws.random() < 0.5:
+            is_random_next = True
+            self._random_segment(tokens_b, documents, doc_index, target_length - len(tokens_a))
+            unused = len(chunk) - split
+        else:
+            is_random_next = False
+            for sentence in chunk[split:]:
+                tokens_b += sentence
+        _truncate_pair(tokens_a, tokens_b, self.max_num_tokens, draws.random)
+        if not tokens_a or not tokens_b:
+            raise AssertionError("a segment became empty while truncating")
+
+        symbols = self.symbols
+        tokens = [symbols.cls]
+        tokens += tokens_a
+        tokens.append(symbols.sep)
+        tokens += tokens_b
+        tokens.append(symbols.sep)
+        start_b = len(tokens_a) + 2
+        candidates = word = None
+        if clean or not (symbols.cls in tokens_a or symbols.sep in tokens_a or
+                         symbols.cls in tokens_b or symbols.sep in tokens_b):
+            # [CLS] and [SEP] are only where they were just put.
+            candidates = list(range(1, start_b - 1))
+            candidates += range(start_b, len(tokens) - 1)
+            if self.options.do_whole_word_mask:
+                candidates, word = self._group_words(tokens, candidates)
+        positions, labels = self._mask_in_place(tokens, candidates, word)
+        return (tokens, start_b, positions, labels, is_random_next), unused
+
+    def _random_segment(self, segment, documents, doc_index, target_length):
+        """Appends sentences of a random other document, from a random start, to `segment`."""
+        draws = self.draws
+        # Up to 10 tries to avoid the current document; a tiny corpus may fail.
+        for _ in range(10):
+            other = draws.randint(0, len(documents) - 1)
+            if other != doc_index:
+                break
+        document = documents[other]
+        for sentence in document[draws.randint(0, len(document) - 1):]:
+            segment += sentence
+            if len(segment) >= target_length:
+                break
+
+    # -- masking ------------------------------------------------------------
+
+    def mask(self, tokens):
+        """Returns (masked copy of `tokens`, sorted masked positions, original labels)."""
+        masked = list(tokens)
+        positions, labels = self._mask_in_place(masked, None)
+        return masked, positions, labels
+
+    def _mask_in_place(self, tokens, candidates, word=None):
+        """Masks `tokens` in place; returns (sorted positions, original tokens there).
+
+        candidates: the maskable positions (lists of positions with whole word
+        masking; or word numbers, whose positions `word(number)` gives) when the
+        caller knows them; found from the tokens when None.
+        """
+        symbols, draws = self.symbols, self.draws
+        if candidates is None:
+            candidates = self._candidate_groups(tokens)
+        draws.shuffle(candidates)
+        n = len(tokens)
+        budget = self._budgets[n] if n < len(self._budgets) else self._budget(n)
+
+        if self.options.do_whole_word_mask:
+            chosen = []
+            for group in candidates:
+                if len(chosen) >= budget:
+                    break
+                if word is not None:
+                    group = word(group)
+                # A word that does not fit in what is left is skipped whole.
+                if len(chosen) + len(group) <= budget:
+                    chosen += group
+        else:
+            chosen = candidates[:budget]
+
+        positions = sorted(chosen)
+        labels = [tokens[p] for p in positions]
+        random_value = draws.random
+        mask_value = symbols.mask
+        replacements = symbols.replacements
+        for position in chosen:
+            # 80% [MASK], 10% unchanged, 10% a random vocabulary entry.
+            if random_value() < 0.8:
+                tokens[position] = mask_value
+            elif random_value() >= 0.5:
+                tokens[position] = replacements[draws.randint(0, len(replacements) - 1)]
+        return positions, labels
+
+    def _group_words(self, tokens, positions):
+        """Whole words of `positions` (all maskable, in order), for _mask_in_place.
+
+        A "##" piece joins the word before it, as in _candidate_groups. Returns
+        (list of word numbers, function: word number -> its positions); only the
+        words the masking looks at are ever built.
+        """
+        flags = map(self.symbols.starts_word, map(tokens.__getitem__, positions))
+        starts = list(itertools.compress(range(len(positions)), flags))
+        if not starts or starts[0]:
+            starts.insert(0, 0)  # a leading "##" piece has nothing to join
+        starts.append(len(positions))
+
+        def word(number):
+            return positions[starts[number]:starts[number + 1]]
+        return list(range(len(starts) - 1)), word
+
+    def _candidate_groups(self, tokens):
+        """Maskable positions: one per token, or lists of positions per whole word."""
+        cls, sep = self.symbols.cls, self.symbols.sep
+        if not self.options.do_whole_word_mask:
+            return [i for i, token in enumerate(tokens) if token != cls and token != sep]
+        is_continuation = self.symbols.is_continuation
+        groups = []
+        for i, token in enumerate(tokens):
+            if token == cls or token == sep:
+                continue
+            if groups and is_continuation(token):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        return groups
+
+
+def _truncate_pair(tokens_a, tokens_b, max_num_tokens, random_value):
+    """Cuts tokens from the longer list (random end) until both fit in max_num_tokens.
+
+    One token goes per step, from `tokens_b` on a tie, from the front when
+    random_value() < 0.5 else from the back. The steps are counted first and the
+    lists cut once at the end (same result as cutting step by step).
+    """
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    front_a = back_a = front_b = back_b = 0
+    for _ in range(len_a + len_b - max_num_tokens):
+        if len_a > len_b:
+            len_a -= 1
+            if random_value() < 0.5:
+                front_a += 1
+            else:
+                back_a += 1
+        else:
+            len_b -= 1
+            if random_value() < 0.5:
+                front_b += 1
+            else:
+                back_b += 1
+    if front_a or back_a:
+        del tokens_a[len(tokens_a) - back_a:]
+        del tokens_a[:front_a]
+    if front_b or back_b:
+        del tokens_b[len(tokens_b) - back_b:]
+        del tokens_b[:front_b]
+
+
+# ---------------------------------------------------------------------------
+# Public API with the original names
+# ---------------------------------------------------------------------------
+
+class TrainingInstance(object):
+    """One example: a sentence pair with its masks, as WordPiece strings."""
+
+    def __init__(self, tokens, segment_ids, masked_lm_positions, masked_lm_labels,
+                 is_random_next):
+        self.tokens = tokens
+        self.segment_ids = segment_ids
+        self.masked_lm_positions = masked_lm_positions
+        self.masked_lm_labels = masked_lm_labels
+        self.is_random_next = is_random_next
+
+    def __str__(self):
+        def joined(values):
+            return " ".join(tokenization.printable_text(str(v)) for v in values)
+        return ("tokens: %s\nsegment_ids: %s\nis_random_next: %s\n"
+                "masked_lm_positions: %s\nmasked_lm_labels: %s\n\n"
+                % (joined(self.tokens), joined(self.segment_ids), self.is_random_next,
+                   joined(self.masked_lm_positions), joined(self.masked_lm_labels)))
+
+    __repr__ = __str__
+
+
+MaskedLmInstance = collections.namedtuple("MaskedLmInstance", ["index", "label"])
+
+
+def _instance(example):
+    tokens, num_segment_a, positions, labels, is_random_next = example
+    segment_ids = [0] * num_segment_a + [1] * (len(tokens) - num_segment_a)
+    return TrainingInstance(tokens=tokens, segment_ids=segment_ids,
+                            masked_lm_positions=positions, masked_lm_labels=labels,
+                            is_random_next=is_random_next)
+
+
+def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.15,
+                      max_predictions_per_seq=20, vocab_words=(), rng=None,
+                      do_whole_word_mask=False, dupe_factor=1):
+    options = PretrainingOptions(
+        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+        masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
+        dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask, random_seed=None)
+    return _Generator(options, _Symbols.for_strings(vocab_words), _Draws(rng))
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """Truncates two token lists in place until their total length is <= max_num_tokens.
+
+    Each step removes one token from the longer list (from `tokens_b` on a tie),
+    from the front or the back with equal probability (one `rng.random()` draw).
+    """
+    _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng.random)
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq,
+                                 vocab_words, rng, do_whole_word_mask=False):
+    """Chooses and masks the masked-LM positions of one sequence.
+
+    Args:
+      tokens: WordPiece strings, [CLS]/[SEP] included (those are never masked).
+      vocab_words: the vocabulary, in order; random replacements come from it.
+      rng: random.Random.
+      do_whole_word_mask: mask all pieces of a word ("##" continuations) together.
+
+    Returns:
+      (output_tokens, masked_lm_positions, masked_lm_labels).
+    """
+    generator = _string_generator(masked_lm_prob=masked_lm_prob,
+                                  max_predictions_per_seq=max_predictions_per_seq,
+                                  vocab_words=vocab_words, rng=rng,
+                                  do_whole_word_mask=do_whole_word_mask)
+    return generator.mask(tokens)
+
+
+def create_instances_from_document(all_documents, document_index, max_seq_length,
+                                   short_seq_prob, masked_lm_prob, max_predictions_per_seq,
+                                   vocab_words, rng, do_whole_word_mask=False):
+    """Creates the `TrainingInstance`s of all_documents[document_index].
+
+    all_documents: list of documents, each a list of sentences, each a list of
+    WordPiece strings; random B segments are drawn from all of them.
+    """
+    generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
+                                  max_predictions_per_seq, vocab_words, rng,
+                                  do_whole_word_mask)
+    return [_instance(e) for e in generator.document_examples(all_documents, document_index)]
+
+
+def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor,
+                              short_seq_prob, masked_lm_prob, max_predictions_per_seq, rng,
+                              do_whole_word_mask=False, use_fast_tokenizer=True):
+    """Reads, tokenizes and turns `input_files` into shuffled `TrainingInstance`s.
+
+    This is the plain-Python form of the pipeline (WordPiece strings, the random
+    module's own methods); `write_pretraining_data` gives the same records faster.
+    use_fast_tokenizer=False tokenizes line by line with the exact pure-Python
+    tokenizer (same tokens, slower).
+    """
+    tokenize = _line_tokenizer(tokenizer, use_fast_tokenizer and _worth_batching(input_files))
+    documents = read_documents(input_files, tokenize)
+    generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
+                                  max_predictions_per_seq, list(tokenizer.vocab.keys()), rng,
+                                  do_whole_word_mask, dupe_factor)
+    instances = [_instance(e) for e in generator.corpus_examples(documents)]
+    rng.shuffle(instances)
+    return instances
+
+
+def write_instance_to_example_files(instances, tokenizer, max_seq_length,
+                                    max_predictions_per_seq, output_files):
+    """Writes `TrainingInstance`s round-robin to `output_files`; returns the count.
+
+    Builds each tf.train.Example with the protobuf API (the records equal those
+    of the fast pipeline). Logs the first examples and the total.
+    """
+    with input_pipeline.RecordWriter(output_files) as writer:
+        for index, instance in enumerate(instances):
+            features = _instance_features(instance, tokenizer, max_seq_length,
+                                          max_predictions_per_seq)
+            writer.write(features)
+            if index < NUM_LOGGED_EXAMPLES:
+                _log_example(instance.tokens, features)
+    logging.info("Wrote %d total instances", writer.num_written)
+    return writer.num_written
+
+
+def _instance_features(instance, tokenizer, max_seq_length, max_predictions_per_seq):
+    input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+    if len(input_ids) > max_seq_length:
+        raise ValueError("instance of %d tokens exceeds max_seq_length %d"
+                         % (len(input_ids), max_seq_length))
+    padding = [0] * (max_seq_length - len(input_ids))
+    label_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
+    slots = [0] * (max_predictions_per_seq - len(label_ids))
+    int_feature, float_feature = input_pipeline.int_feature, input_pipeline.float_feature
+    features = collections.OrderedDict()
+    features["input_ids"] = int_feature(input_ids + padding)
+    features["input_mask"] = int_feature([1] * len(input_ids) + padding)
+    features["segment_ids"] = int_feature(list(instance.segment_ids) + padding)
+    features["masked_lm_positions"] = int_feature(list(instance.masked_lm_positions) + slots)
+    features["masked_lm_ids"] = int_feature(label_ids + slots)
+    features["masked_lm_weights"] = float_feature([1.0] * len(label_ids) + [0.0] * len(slots))
+    features["next_sentence_labels"] = int_feature([1 if instance.is_random_next else 0])
+    return features
+
+
+_FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def _log_example(tokens, features):
+    """Logs one example the way the original script does (tokens, then each feature)."""
+    logging.info("*** Example ***")
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+    for name in _FEATURE_ORDER:
+        feature = features[name]
+        values = feature.int64_list.value or feature.float_list.value
+        logging.info("%s: %s", name, " ".join(str(v) for v in values))
+
+
+# ---------------------------------------------------------------------------
+# Reading the corpus
+# ---------------------------------------------------------------------------
+
+_READ_BLOCK_BYTES = 4 << 20
+
+
+def _text_blocks(path):
+    """Yields the lines of a UTF-8 file, as lists of a few MB at a time.
+
+    Lines are split on "\\n" only and every "\\r" is dropped, which is how
+    TensorFlow's GFile.readline (used by the original) reads text; a final piece
+    without "\\n" counts only if non-empty.
+
+    Raises:
+      ValueError: naming the file and line of the first invalid UTF-8 byte.
+    """
+    line_number = 1
+    rest = b""
+    with tf.io.gfile.GFile(path, "rb") as reader:
+        while True:
+            data = reader.read(_READ_BLOCK_BYTES)
+            at_end = not data
+            data = rest + data
+            cut = len(data) if at_end else data.rfind(b"\n") + 1
+            block, rest = data[:cut], data[cut:]
+            block = block.replace(b"\r", b"")
+            if block:
+                try:
+                    text = block.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad_line = line_number + block.count(b"\n", 0, e.start)
+                    raise ValueError("%s, line %d: not valid UTF-8 text (%s)"
+                                     % (path, bad_line, e.reason))
+                lines = text.split("\n")
+                if lines[-1] == "":
+                    lines.pop()  # after the final "\n", or an empty last piece
+                yield lines
+                line_number += len(lines)
+            if at_end:
+                return
+
+
+def read_documents(input_files, tokenize_lines, on_progress=None):
+    """Reads `input_files` in order into documents (lists of tokenized sentences).
+
+    A blank line (after stripping whitespace) ends a document; a line that
+    tokenizes to nothing is skipped. As in the original, files are concatenated:
+    a document not closed by a blank line continues into the next file. Empty
+    documents are dropped.
+
+    Args:
+      tokenize_lines: callable, list of stripped non-blank lines -> list of
+        token (or id) lists.
+      on_progress: optional callable(num_documents), called after each block.
+    """
+    documents = [[]]
+    for path in input_files:
+        if tf.io.gfile.isdir(path):
+            raise ValueError("input %s is a directory, not a text file" % path)
+        for lines in _text_blocks(path):
+            stripped = [line.strip() for line in lines]
+            texts = [line for line in stripped if line]
+            tokenized = iter(tokenize_lines(texts) if texts else ())
+            for line in stripped:
+                if not line:
+                    documents.append([])
+                    continue
+                tokens = next(tokenized)
+                if tokens:
+                    documents[-1].append(tokens)
+            if on_progress is not None:
+                on_progress(len(documents))
+    return [document for document in documents if document]
+
+
+def _worth_batching(input_files):
+    """Whether the input is large enough to pay for setting up the batch tokenizer."""
+    return sum(tf.io.gfile.stat(path).length for path in input_files) >= \
+        FAST_TOKENIZER_MIN_BYTES
+
+
+def _line_tokenizer(tokenizer, use_fast_tokenizer, encoded=None):
+    """A callable: list of lines -> list of token lists, one per line.
+
+    Tokens are WordPiece strings, or with `encoded` (the varint encodings of
+    ids, see _Symbols) the encoding of each token's id. use_fast_tokenizer uses
+    the tokenizer's batch methods when it has them (same tokens as `tokenize`,
+    much faster); otherwise lines are tokenized one by one.
+    """
+    has = lambda name: use_fast_tokenizer and hasattr(tokenizer, name)
+    vocab = tokenizer.vocab
+    if encoded is not None and has("convert_batch_to_ids"):
+        def tokenize_many(lines):
+            return [[encoded[i] for i in ids] for ids in tokenizer.convert_batch_to_ids(lines)]
+    else:
+        if has("tokenize_batch"):
+            pieces_of = tokenizer.tokenize_batch
+        else:
+            def pieces_of(lines):
+                return [tokenizer.tokenize(line) for line in lines]
+        if encoded is None:
+            tokenize_many = pieces_of
+        else:
+            def tokenize_many(lines):
+                return [[encoded[vocab[t]] for t in tokens] for tokens in pieces_of(lines)]
+
+    def tokenize(lines):
+        try:
+            return tokenize_many(lines)
+        except KeyError as e:
+            raise ValueError("token %s produced by the tokenizer is not in the vocabulary "
+                             "(is [UNK] missing from it?)" % e)
+    return tokenize
+
+
+# ---------------------------------------------------------------------------
+# Encoding records
+# ---------------------------------------------------------------------------
+
+def _varint(value):
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class _EntryPrefixes(dict):
+    """payload length -> the bytes of a Features map entry that precede the payload."""
+
+    def __init__(self, key, list_tag):
+        super(_EntryPrefixes, self).__init__()
+        self.key = key
+        self.list_tag = list_tag
+
+    def __missing__(self, size):
+        # entry = {1: key, 2: Feature{list_tag: List{1 (packed): payload}}}
+        value_list_header = b"\x0a" + _varint(size) if size else b""
+        feature_header = self.list_tag + _varint(len(value_list_header) + size)
+        feature_size = len(feature_header) + len(value_list_header) + size
+        body_header = (b"\x0a" + _varint(len(self.key)) + self.key +
+                       b"\x12" + _varint(feature_size))
+        body_size = len(body_header) + feature_size
+        prefix = (b"\x0a" + _varint(body_size) + body_header + feature_header +
+                  value_list_header)
+        self[size] = prefix
+        return prefix
+
+
+_INT64_LIST, _FLOAT_LIST = b"\x1a", b"\x12"
+
+
+class _ExampleEncoder(object):
+    """Serializes pretraining tf.train.Examples directly from varint-encoded tokens.
+
+    Produces the bytes `tf.train.Example.SerializeToString(deterministic=True)`
+    gives for the same features (map entries in sorted key order, packed values),
+    at a fraction of the cost of building protobuf objects: a token's varint is
+    its share of the packed input_ids, and every byte before a payload depends
+    only on the payload's length, so those are cached.
+
+    Attributes:
+      varints: varints[i] is the encoding of the integer i, for every vocabulary
+        id and every position.
+      symbols: the _Symbols of encoded tokens for this vocabulary.
+    """
+
+    def __init__(self, vocab, max_seq_length, max_predictions_per_seq):
+        self.max_seq_length = L = max_seq_length
+        self.max_predictions = P = max_predictions_per_seq
+        largest = max(max(vocab.values()) if vocab else 0, L)
+        self.varints = [_varint(i) for i in range(largest + 1)]
+        self.symbols = _Symbols.for_encoded(vocab, self.varints)
+        self._zeros = [b"\x00" * i for i in range(max(L, P) + 1)]
+        self._ones = [b"\x01" * i for i in range(L + 1)]
+        self._input_ids = _EntryPrefixes(b"input_ids", _INT64_LIST)
+        self._masked_lm_ids = _EntryPrefixes(b"masked_lm_ids", _INT64_LIST)
+        self._masked_lm_positions = _EntryPrefixes(b"masked_lm_positions", _INT64_LIST)
+        self._example_prefixes = {}
+        # Entries whose size is fixed: prefix (+ payload) built once.
+        self._input_mask_prefix = _EntryPrefixes(b"input_mask", _INT64_LIST)[L]
+        self._segment_ids_prefix = _EntryPrefixes(b"segment_ids", _INT64_LIST)[L]
+        weights = _EntryPrefixes(b"masked_lm_weights", _FLOAT_LIST)[4 * P]
+        self._weights = [weights + struct.pack("<%df" % P, *([1.0] * m + [0.0] * (P - m)))
+                         for m in range(P + 1)]
+        labels = _EntryPrefixes(b"next_sentence_labels", _INT64_LIST)[1]
+        self._next_sentence = (labels + b"\x00", labels + b"\x01")
+
+    def encode(self, tokens, num_segment_a, positions, labels, is_random_next):
+        """The serialized Example of one instance (unpadded; padding is added here).
+
+        tokens, labels: varint-encoded ids; positions: ints; num_segment_a: the
+        number of leading tokens with segment id 0.
+        """
+        n, m = len(tokens), len(positions)
+        if n > self.max_seq_length or m > self.max_predictions:
+            raise ValueError("example of %d tokens / %d predictions exceeds "
+                             "max_seq_length %d / max_predictions_per_seq %d"
+                             % (n, m, self.max_seq_length, self.max_predictions))
+        pad = self._zeros[self.max_seq_length - n]
+        slots = self._zeros[self.max_predictions - m]
+        ids = b"".join(tokens)
+        label_ids = b"".join(labels)
+        places = b"".join([self.varints[p] for p in positions])
+        body = b"".join((
+            self._input_ids[len(ids) + len(pad)], ids, pad,
+            self._input_mask_prefix, self._ones[n], pad,
+            self._masked_lm_ids[len(label_ids) + len(slots)], label_ids, slots,
+            self._masked_lm_positions[len(places) + len(slots)], places, slots,
+            self._weights[m],
+            self._next_sentence[1 if is_random_next else 0],
+            self._segment_ids_prefix, self._zeros[num_segment_a],
+            self._ones[n - num_segment_a], pad,
+        ))
+        size = len(body)
+        prefix = self._example_prefixes.get(size)
+        if prefix is None:
+            prefix = self._example_prefixes[size] = b"\x0a" + _varint(size)
+        return prefix + body
+
+
+def _write_records(records, output_files, inv_vocab):
+    """Writes serialized Examples round-robin, logging the first ones; returns the count.
+
+    inv_vocab: id -> token, to show the tokens of the logged examples.
+    """
+    records = iter(records)
+    with input_pipeline.RecordWriter(output_files) as writer:
+        for record in itertools.islice(records, NUM_LOGGED_EXAMPLES):
+            features = tf.train.Example.FromString(record).features.feature
+            tokens = [inv_vocab[i] for i in features["input_ids"].int64_list.value]
+            tokens = tokens[:sum(features["input_mask"].int64_list.value)]
+            _log_example(tokens, features)
+            writer.write_serialized(record)
+        write = writer.write_serialized
+        for record in records:
+            write(record)
+    logging.info("Wrote %d total instances", writer.num_written)
+    return writer.num_written
+
+
+# ---------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------
+
+class _Progress(object):
+    """Logs "documents, instances, instances/s" at most every PROGRESS_INTERVAL_S."""
+
+    def __init__(self, stage):
+        self.stage = stage
+        self.start = time.time()
+        self.last = self.start
+
+    def report(self, documents, instances=None, force=False):
+        """documents: documents done (x dupe_factor); instances: None while reading."""
+        now = time.time()
+        if not force and now - self.last < PROGRESS_INTERVAL_S:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        if instances is None:
+            logging.info("%s: %d documents (%.0f s)", self.stage, documents, elapsed)
+        else:
+            logging.info("%s: %d documents, %d instances, %.0f instances/s (%.0f s)",
+                         self.stage, documents, instances, instances / elapsed, elapsed)
+
+
+# ---------------------------------------------------------------------------
+# The fast pipeline
+# ---------------------------------------------------------------------------
+
+def _generate_records(documents, options, encoder, rng, progress=None, counter=None):
+    """All examples of `documents` (shuffled), as serialized records; draws from `rng`.
+
+    documents: as read by _read_encoded_documents with this encoder's varints.
+    counter: optional callable(new_documents, records_so_far), every 1000 documents.
+    """
+    generator = _Generator(options, encoder.symbols, _draws_for(rng))
+    encode = encoder.encode
+    records = []
+    total_documents = len(documents) * options.dupe_factor
+    reported = [0]
+
+    def on_document(done):
+        if progress is not None:
+            progress.report(done, len(records))
+        if counter is not None:
+            counter(done - reported[0], len(records))
+            reported[0] = done
+
+    for example in generator.corpus_examples(documents, on_document):
+        records.append(encode(*example))
+    if progress is not None:
+        progress.report(total_documents, len(records), force=True)
+    if counter is not None:
+        counter(total_documents - reported[0], len(records))
+    generator.draws.shuffle(records)
+    return records
+
+
+def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stage=None):
+    progress = _Progress(stage) if stage else None
+    on_progress = progress.report if progress else None
+    use_fast_tokenizer = use_fast_tokenizer and _worth_batching(input_files)
+    tokenize = _line_tokenizer(tokenizer, use_fast_tokenizer, encoder.varints)
+    return read_documents(input_files, tokenize, on_progress)
+
+
+def _inverse(vocab):
+    return {i: t for t, i in vocab.items()}
+
+
+def _encoder_for(options, vocab):
+    return _ExampleEncoder(vocab, options.max_seq_length, options.max_predictions_per_seq)
+
+
+def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer):
+    encoder = _encoder_for(options, tokenizer.vocab)
+    documents = _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder,
+                                        "reading")
+    if not documents:
+        raise ValueError("no documents in the input files %s (only blank lines or no text)"
+                         % ", ".join(input_files))
+    logging.info("Read %d documents", len(documents))
+    records = _generate_records(documents, options, encoder, random.Random(options.random_seed),
+                                progress=_Progress("creating instances"))
+    del documents
+    return _write_records(records, output_files, _inverse(tokenizer.vocab))
+
+
+def _write_reference_style(input_files, output_files, tokenizer, options, use_fast_tokenizer):
+    """The plain-Python path: TrainingInstance objects and protobuf building."""
+    rng = random.Random(options.random_seed)
+    instances = create_training_instances(
+        input_files, tokenizer, options.max_seq_length, options.dupe_factor,
+        options.short_seq_prob, options.masked_lm_prob, options.max_predictions_per_seq,
+        rng, do_whole_word_mask=options.do_whole_word_mask,
+        use_fast_tokenizer=use_fast_tokenizer)
+    if not instances:
+        raise ValueError("no documents in the input files %s (only blank lines or no text)"
+                         % ", ".join(input_files))
+    return write_instance_to_example_files(instances, tokenizer, options.max_seq_length,
+                                           options.max_predictions_per_seq, output_files)
+
+
+# ---------------------------------------------------------------------------
+# Parallel mode: one shard per input file
+# ---------------------------------------------------------------------------
+
+def shard_seed(random_seed, file_index):
+    """The seed of the shard made from the `file_index`-th input file."""
+    digest = hashlib.sha256(("%d/%d" % (random_seed, file_index)).encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+_WORKER = {}
+_RECORD_LENGTH = struct.Struct("<I")
+
+
+def _init_worker(vocab_file, do_lower_case, options, use_fast_tokenizer, counters,
+                 threads_per_worker):
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker)
+        tf.config.threading.set_inter_op_parallelism_threads(threads_per_worker)
+    except RuntimeError:
+        pass  # TensorFlow already initialized in this process (fork start method)
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    _WORKER.update(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
+                   counters=counters, encoder=_encoder_for(options, tokenizer.vocab))
+
+
+def _shared_counter():
+    """A callback(new_documents, records_so_far) adding to the parent's counters."""
+    documents_total, instances_total = _WORKER["counters"]
+    last = [0]
+
+    def add(new_documents, records_so_far):
+        with documents_total.get_lock():
+            documents_total.value += new_documents
+        with instances_total.get_lock():
+            instances_total.value += records_so_far - last[0]
+        last[0] = records_so_far
+    return add
+
+
+def _process_shard(task):
+    """Worker: one input file -> one temporary file of shuffled records."""
+    cpu_start = time.process_time()
+    file_index, path, temp_path = task
+    tokenizer, options = _WORKER["tokenizer"], _WORKER["options"]
+    encoder = _WORKER["encoder"]
+    documents = _read_encoded_documents([path], tokenizer, _WORKER["use_fast"], encoder)
+    num_documents = len(documents)
+    records = []
+    if documents:
+        rng = random.Random(shard_seed(options.random_seed, file_index))
+        records = _generate_records(documents, options, encoder, rng,
+                                    counter=_shared_counter())
+    del documents
+    with input_pipeline.atomic_open(temp_path, "wb") as f:
+        chunk = []
+        for record in records:
+            chunk.append(_RECORD_LENGTH.pack(len(record)))
+            chunk.append(record)
+            if len(chunk) >= 8192:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+    return (file_index, temp_path, num_documents, len(records),
+            time.process_time() - cpu_start)
+
+
+def _shard_records(path, block_bytes):
+    """Yields the records of a temporary shard file, reading block_bytes at a time.
+
+    The file is reopened for every block so that thousands of shards can be
+    merged without keeping thousands of files open.
+    """
+    offset = 0
+    buffer = b""
+    at = 0
+    while True:
+        if len(buffer) - at < _RECORD_LENGTH.size or \
+                len(buffer) - at < _RECORD_LENGTH.size + _RECORD_LENGTH.unpack_from(buffer, at)[0]:
+            with tf.io.gfile.GFile(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(block_bytes)
+            if not data:
+                if at != len(buffer):
+                    raise ValueError("truncated temporary shard file %s" % path)
+                return
+            offset += len(data)
+            buffer = buffer[at:] + data
+            at = 0
+            continue
+        (length,) = _RECORD_LENGTH.unpack_from(buffer, at)
+        start = at + _RECORD_LENGTH.size
+        at = start + length
+        yield buffer[start:at]
+
+
+def _interleave_shards(shards):
+    """Yields the records of all shards, each shard spread evenly over the output.
+
+    shards: list of (path, count). The i-th record of a shard of n records has
+    the sort key (i + 0.5) / n; records come out in key order (ties: lower shard
+    first), which is deterministic and needs one open reader per shard.
+    """
+    block_bytes = min(4 << 20, max(64 << 10, (256 << 20) // max(1, len(shards))))
+    readers = [_shard_records(path, block_bytes) for path, _ in shards]
+    heap = [(0.5 / count, s, 0) for s, (_, count) in enumerate(shards) if count]
+    heapq.heapify(heap)
+    while heap:
+        _, s, i = heapq.heappop(heap)
+        yield next(readers[s])
+        count = shards[s][1]
+        if i + 1 < count:
+            heapq.heappush(heap, ((i + 1.5) / count, s, i + 1))
+
+
+def _process_context():
+    """Where workers come from: a fork server that has imported TensorFlow once.
+
+    Workers forked from it start in a fraction of a second, and safely: the
+    server only imports modules, it never runs TensorFlow. Without fork servers
+    (Windows), each worker is a fresh interpreter.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tensorflow", "tensorflow_text", __name__])
+    return context
+
+
+def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, options,
+                   num_workers, use_fast_tokenizer, stats):
+    temp_dir = "%s.shards-%s" % (output_files[0], uuid.uuid4().hex[:8])
+    tf.io.gfile.makedirs(temp_dir)
+    try:
+        tasks = [(index, path, os.path.join(temp_dir, "shard-%05d" % index))
+                 for index, path in enumerate(input_files)]
+        workers = min(num_workers, len(tasks))
+        context = _process_context()
+        counters = (context.Value("q", 0), context.Value("q", 0))
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        progress = _Progress("creating instances (%d workers)" % workers)
+        results = []
+        # A worker that dies makes the executor fail (BrokenProcessPool) instead
+        # of hanging, unlike multiprocessing.Pool.
+        with concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=context, initializer=_init_worker,
+                initargs=(vocab_file, do_lower_case, options, use_fast_tokenizer, counters,
+                          threads)) as executor:
+            pending = {executor.submit(_process_shard, task) for task in tasks}
+            try:
+                while pending:
+                    done, pending = concurrent.futures.wait(
+                        pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
+                    results.extend(future.result() for future in done)
+                    progress.report(counters[0].value, counters[1].value)
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
+        results.sort()
+        num_documents = sum(r[2] for r in results)
+        num_records = sum(r[3] for r in results)
+        progress.report(num_documents * options.dupe_factor, num_records, force=True)
+        if not num_documents:
+            raise ValueError("no documents in the input files %s (only blank lines or no text)"
+                             % ", ".join(input_files))
+        logging.info("Read %d documents from %d files", num_documents, len(results))
+        stats["worker_cpu_s"] = sum(r[4] for r in results)
+        return _write_records(_interleave_shards([(r[1], r[3]) for r in results]),
+                              output_files, _inverse(vocab))
+    finally:
+        if tf.io.gfile.exists(temp_dir):
+            tf.io.gfile.rmtree(temp_dir)
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------
+
+def write_pretraining_data(input_files, output_files, vocab_file, options, do_lower_case=True,
+                           num_workers=1, use_fast_tokenizer=True, fast=True, stats=None):
+    """Creates the pretraining records of `input_files` into `output_files`.
+
+    Args:
+      input_files: list of text files, read in this order.
+      output_files: list of TFRecord files (records round-robin over them).
+      options: PretrainingOptions.
+      num_workers: 1 for the original algorithm; N > 1 for the sharded parallel
+        mode (see the module docstring).
+      use_fast_tokenizer: tokenize in batches with the fast tokenizer (same
+        tokens) when the input has FAST_TOKENIZER_MIN_BYTES or more; False
+        always tokenizes line by line in pure Python.
+      fast: False runs the plain-Python form in one process (WordPiece strings, protobuf
+        objects, the random module's own methods); same records, slowly.
+      stats: optional dict; gets "worker_cpu_s", the CPU seconds the worker
+        processes used (0 without workers).
+
+    Returns:
+      The number of records written.
+    """
+    options.validate()
+    if not tf.io.gfile.exists(vocab_file):
+        raise ValueError("--vocab_file %s does not exist" % vocab_file)
+    if num_workers < 1:
+        raise ValueError("--num_workers must be at least 1, got %d" % num_workers)
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    _check_special_tokens(tokenizer.vocab)
+
+    logging.info("*** Reading from input files ***")
+    for path in input_files:
+        logging.info("  %s", path)
+    logging.info("*** Writing to output files ***")
+    for path in output_files:
+        logging.info("  %s", path)
+
+    stats = {} if stats is None else stats
+    stats["worker_cpu_s"] = 0.0
+    if num_workers > 1:
+        return _write_sharded(input_files, output_files, vocab_file, do_lower_case,
+                              tokenizer.vocab, options, num_workers, use_fast_tokenizer, stats)
+    if not fast:
+        return _write_reference_style(input_files, output_files, tokenizer, options,
+                                      use_fast_tokenizer)
+    return _write_single_process(input_files, output_files, tokenizer, options,
+                                 use_fast_tokenizer)
+
+
+def run(fv):
+    for name in ("input_file", "output_file", "vocab_file"):
+        if not fv[name].value:
+            raise ValueError("--%s is required" % name)
+    input_files = input_pipeline.expand_input_files(fv.input_file)
+    output_files = [p.strip() for p in fv.output_file.split(",") if p.strip()]
+    if not output_files:
+        raise ValueError("--output_file is required")
+    return write_pretraining_data(input_files, output_files, fv.vocab_file,
+                                  PretrainingOptions.from_flags(fv),
+                                  do_lower_case=fv.do_lower_case,
+                                  num_workers=fv.num_workers)
+
+
+def main():
+    flags_common.run_cli(define_flags, run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,532 @@
+"""Tests for create_pretraining_data.py: golden records, masking rules, workers, errors."""
+
+import collections
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+import create_pretraining_data as cpd
+import flags_common
+import input_pipeline
+
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "red", "house", "run",
+         "jump", "over", "fox", "quick", "brown", ".", ",", "un", "##break", "##able",
+         "play", "##ing", "##ed", "s", "##t", "##o", "##p"]
+TINY_VOCAB = SPECIAL + WORDS
+SENTENCE_WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "red", "house",
+                  "unbreakable", "playing", "played", "stop", "run", "jump", "quick"]
+
+
+def _write(path, text):
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return str(path)
+
+
+def _random_corpus(seed, num_documents=30):
+    rng = random.Random(seed)
+    documents = []
+    for _ in range(num_documents):
+        sentences = []
+        for _ in range(rng.randint(1, 8)):
+            words = [rng.choice(SENTENCE_WORDS) for _ in range(rng.randint(2, 14))]
+            sentences.append(" ".join(words).capitalize() + ".")
+        documents.append("\n".join(sentences))
+    return "\n\n".join(documents) + "\n"
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """A tiny vocabulary and two corpus files in tmp_path."""
+    vocab = _write(tmp_path / "vocab.txt", "".join(t + "\n" for t in TINY_VOCAB))
+    inputs = [_write(tmp_path / "a.txt", _random_corpus(1)),
+              _write(tmp_path / "b.txt", _random_corpus(2))]
+    return collections.namedtuple("Tiny", "dir vocab inputs")(tmp_path, vocab, inputs)
+
+
+def _run(argv):
+    fv = flags_common.parse_flags(cpd.define_flags, argv)
+    return cpd.run(fv)
+
+
+def _args(inputs, output, vocab, *extra):
+    inputs = ",".join(inputs) if isinstance(inputs, list) else inputs
+    output = ",".join(output) if isinstance(output, list) else output
+    return ["--input_file=" + inputs, "--output_file=" + output,
+            "--vocab_file=" + vocab] + list(extra)
+
+
+def _raw_records(path):
+    return [r.numpy() for r in tf.data.TFRecordDataset(path)]
+
+
+def _features(path):
+    """Every record of a TFRecord file as {name: list of values}."""
+    out = []
+    for raw in _raw_records(path):
+        feature = tf.train.Example.FromString(raw).features.feature
+        out.append({name: list(f.int64_list.value or f.float_list.value)
+                    for name, f in feature.items()})
+    return out
+
+
+def _files_in(directory):
+    return sorted(os.listdir(str(directory)))
+
+
+# ---------------------------------------------------------------------------
+# Golden output of the original script
+# ---------------------------------------------------------------------------
+
+def _golden_flags(shared_dir):
+    golden = shared_dir / "golden" / "pretraining_data"
+    flags_json = json.loads((golden / "flags.json").read_text())
+    args = ["--%s=%s" % (name, flags_json[name])
+            for name in ("do_lower_case", "do_whole_word_mask", "max_seq_length",
+                         "max_predictions_per_seq", "random_seed", "dupe_factor",
+                         "masked_lm_prob", "short_seq_prob")]
+    return golden, flags_json, args
+
+
+@pytest.fixture
+def batch_tokenizer(monkeypatch):
+    """Makes even tiny inputs go through the batch tokenizer."""
+    monkeypatch.setattr(cpd, "FAST_TOKENIZER_MIN_BYTES", 0)
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["batch_tokenizer", "exact_tokenizer"])
+def test_golden_records(shared_dir, tmp_path, monkeypatch, batch):
+    """Both tokenizer paths; the batch one is used for large inputs only by default."""
+    monkeypatch.setattr(cpd, "FAST_TOKENIZER_MIN_BYTES", 0 if batch else 1 << 62)
+    golden, flags_json, args = _golden_flags(shared_dir)
+    vocab = str(shared_dir / "data" / "vocab" / "uncased_vocab.txt")
+    out = str(tmp_path / "out.tfrecord")
+    count = _run(_args(str(golden / "sample_text.txt"), out, vocab, *args))
+    expected = _features(str(golden / "sample.tfrecord"))
+    assert count == len(expected) == flags_json["num_records"] == 23
+    got = _features(out)
+    for index, (mine, theirs) in enumerate(zip(got, expected)):
+        assert mine == theirs, "record %d differs" % index
+    # Our encoder writes what SerializeToString(deterministic=True) writes: the
+    # stored golden file (re-serialized that way) is matched byte for byte.
+    assert _raw_records(out) == _raw_records(str(golden / "sample.tfrecord"))
+
+
+def test_golden_records_plain_python_path(shared_dir, tmp_path):
+    """The plain-Python form (benchmark baseline) gives the same records."""
+    golden, _, args = _golden_flags(shared_dir)
+    fv = flags_common.parse_flags(cpd.define_flags, _args(
+        "x", "y", str(shared_dir / "data" / "vocab" / "uncased_vocab.txt"), *args))
+    out = str(tmp_path / "plain.tfrecord")
+    cpd.write_pretraining_data([str(golden / "sample_text.txt")], [out], fv.vocab_file,
+                               cpd.PretrainingOptions.from_flags(fv),
+                               fast=False, use_fast_tokenizer=False)
+    assert _features(out) == _features(str(golden / "sample.tfrecord"))
+
+
+# ---------------------------------------------------------------------------
+# Whole word masking
+# ---------------------------------------------------------------------------
+
+def _check_whole_words(records, inv_vocab, max_predictions):
+    """Every masked piece's whole word is masked; returns how many multi-piece words were."""
+    multi_piece_words = 0
+    for record in records:
+        ids = list(record["input_ids"])
+        num_masked = int(sum(record["masked_lm_weights"]))
+        positions = record["masked_lm_positions"][:num_masked]
+        assert positions == sorted(set(positions))
+        assert num_masked <= max_predictions
+        original = list(ids)
+        for p, label in zip(positions, record["masked_lm_ids"]):
+            original[p] = label
+        tokens = [inv_vocab[i] for i in original[:sum(record["input_mask"])]]
+        # Words as the masking groups them: "##" pieces join the previous word,
+        # [CLS]/[SEP] belong to none.
+        words = []
+        for i, token in enumerate(tokens):
+            if token in ("[CLS]", "[SEP]"):
+                continue
+            if words and token.startswith("##"):
+                words[-1].append(i)
+            else:
+                words.append([i])
+        masked = set(positions)
+        assert not masked & {i for i, t in enumerate(tokens) if t in ("[CLS]", "[SEP]")}
+        for word in words:
+            hit = masked.intersection(word)
+            assert not hit or hit == set(word), "word %s partly masked" % word
+            if hit and len(word) > 1:
+                multi_piece_words += 1
+    return multi_piece_words
+
+
+def test_whole_word_mask_invariants_and_determinism(tiny):
+    out1, out2 = str(tiny.dir / "w1.tfrecord"), str(tiny.dir / "w2.tfrecord")
+    flags_ = ["--do_whole_word_mask=True", "--max_seq_length=48",
+              "--max_predictions_per_seq=7", "--dupe_factor=3"]
+    _run(_args(tiny.inputs, out1, tiny.vocab, *flags_))
+    _run(_args(tiny.inputs, out2, tiny.vocab, *flags_))
+    assert _raw_records(out1) == _raw_records(out2)
+    inv_vocab = dict(enumerate(TINY_VOCAB))
+    records = _features(out1)
+    assert len(records) > 50
+    assert _check_whole_words(records, inv_vocab, 7) > 10
+
+
+@pytest.mark.usefixtures("batch_tokenizer")
+def test_whole_word_mask_fast_equals_plain_path(tiny):
+    options = cpd.PretrainingOptions(48, 7, 0.15, 0.2, 2, True, 99)
+    fast, plain = str(tiny.dir / "f.tfrecord"), str(tiny.dir / "p.tfrecord")
+    cpd.write_pretraining_data(tiny.inputs, [fast], tiny.vocab, options)
+    cpd.write_pretraining_data(tiny.inputs, [plain], tiny.vocab, options, fast=False,
+                               use_fast_tokenizer=False)
+    assert _features(fast) == _features(plain)
+
+
+def test_whole_word_mask_groups_continuations():
+    tokens = ["[CLS]", "un", "##break", "##able", "dog", "[SEP]", "##ing", "cat", "[SEP]"]
+    vocab_words = TINY_VOCAB
+    for seed in range(30):
+        out, positions, labels = cpd.create_masked_lm_predictions(
+            tokens, 0.5, 20, vocab_words, random.Random(seed), do_whole_word_mask=True)
+        masked = set(positions)
+        # "##ing" after [SEP] still joins the word before the [SEP] ("dog").
+        for word in ({1, 2, 3}, {4, 6}, {7}):
+            assert not masked & word or word <= masked
+        assert labels == [tokens[p] for p in positions]
+        assert out[0] == "[CLS]" and out[5] == out[8] == "[SEP]"
+
+
+# ---------------------------------------------------------------------------
+# Building blocks
+# ---------------------------------------------------------------------------
+
+def _truncate_step_by_step(tokens_a, tokens_b, max_num_tokens, rng):
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if rng.random() < 0.5:
+            longer.pop(0)
+        else:
+            longer.pop()
+
+
+def test_truncate_seq_pair():
+    a, b = list("abcdefgh"), list("xyz")
+    cpd.truncate_seq_pair(a, b, 20, random.Random(0))
+    assert (a, b) == (list("abcdefgh"), list("xyz"))  # fits: untouched
+    for seed in range(50):
+        rng = random.Random(seed)
+        len_a, len_b, limit = rng.randint(1, 40), rng.randint(1, 40), rng.randint(2, 30)
+        a, b = list(range(len_a)), list(range(100, 100 + len_b))
+        expected_a, expected_b = list(a), list(b)
+        _truncate_step_by_step(expected_a, expected_b, limit, random.Random(seed))
+        state = random.Random(seed)
+        cpd.truncate_seq_pair(a, b, limit, state)
+        assert (a, b) == (expected_a, expected_b)
+        assert len(a) + len(b) == min(limit, len_a + len_b)
+        # Cut from the ends only: what is left is a contiguous run.
+        assert a == list(range(a[0], a[0] + len(a))) if a else True
+    # Ties cut tokens_b.
+    a, b = [1, 2], [3, 4]
+    cpd.truncate_seq_pair(a, b, 3, random.Random(1))
+    assert len(a) == 2 and len(b) == 1
+
+
+def test_masked_lm_counts_and_labels():
+    counts = collections.Counter()
+    for len_a, len_b in ((1, 1), (3, 2), (10, 7), (30, 27), (62, 61)):
+        tokens = ["[CLS]"] + ["cat"] * len_a + ["[SEP]"] + ["dog"] * len_b + ["[SEP]"]
+        for seed in range(20):
+            out, positions, labels = cpd.create_masked_lm_predictions(
+                tokens, 0.15, 20, TINY_VOCAB, random.Random(seed))
+            expected = min(20, max(1, int(round(len(tokens) * 0.15))))
+            assert len(positions) == min(expected, len_a + len_b)
+            assert positions == sorted(set(positions))
+            assert all(tokens[p] not in ("[CLS]", "[SEP]") for p in positions)
+            assert labels == [tokens[p] for p in positions]
+            assert [t for i, t in enumerate(out) if i not in positions] == \
+                [t for i, t in enumerate(tokens) if i not in positions]
+            for p in positions:
+                counts["mask" if out[p] == "[MASK]" else
+                       "same" if out[p] == tokens[p] else "random"] += 1
+    total = sum(counts.values())
+    assert 0.75 < counts["mask"] / total < 0.85
+    assert counts["same"] > 0.05 * total and counts["random"] > 0.05 * total
+
+
+def test_masked_lm_prediction_cap():
+    tokens = ["[CLS]"] + ["cat"] * 100 + ["[SEP]"]
+    _, positions, _ = cpd.create_masked_lm_predictions(tokens, 0.5, 20, TINY_VOCAB,
+                                                       random.Random(0))
+    assert len(positions) == 20  # the original silently caps at the slots
+
+
+@pytest.mark.usefixtures("batch_tokenizer")
+def test_public_functions_match_fast_pipeline(tiny):
+    """create_training_instances + write_instance_to_example_files == run()."""
+    import tokenization  # pylint: disable=import-outside-toplevel
+    tokenizer = tokenization.FullTokenizer(tiny.vocab, do_lower_case=True)
+    instances = cpd.create_training_instances(tiny.inputs, tokenizer, 40, 2, 0.3, 0.15, 6,
+                                              random.Random(3))
+    assert all(isinstance(i, cpd.TrainingInstance) for i in instances)
+    assert "tokens: [CLS]" in str(instances[0])
+    public = str(tiny.dir / "public.tfrecord")
+    assert cpd.write_instance_to_example_files(instances, tokenizer, 40, 6, [public]) == \
+        len(instances)
+    fast = str(tiny.dir / "fast.tfrecord")
+    _run(_args(tiny.inputs, fast, tiny.vocab, "--max_seq_length=40",
+               "--max_predictions_per_seq=6", "--dupe_factor=2", "--short_seq_prob=0.3",
+               "--random_seed=3"))
+    assert _features(public) == _features(fast)
+
+
+def test_records_are_padded(tiny):
+    out = str(tiny.dir / "out.tfrecord")
+    count = _run(_args(tiny.inputs, out, tiny.vocab, "--max_seq_length=32",
+                       "--max_predictions_per_seq=6", "--dupe_factor=2"))
+    records = _features(out)
+    assert count == len(records) > 20
+    assert any(r["next_sentence_labels"] == [1] for r in records)
+    assert any(r["next_sentence_labels"] == [0] for r in records)
+    cls, sep = TINY_VOCAB.index("[CLS]"), TINY_VOCAB.index("[SEP]")
+    for r in records:
+        assert len(r["input_ids"]) == len(r["input_mask"]) == len(r["segment_ids"]) == 32
+        assert len(r["masked_lm_positions"]) == len(r["masked_lm_ids"]) == 6
+        assert len(r["masked_lm_weights"]) == 6
+        n = sum(r["input_mask"])
+        m = int(sum(r["masked_lm_weights"]))
+        assert r["input_mask"] == [1] * n + [0] * (32 - n)
+        assert r["input_ids"][n:] == [0] * (32 - n) and r["segment_ids"][n:] == [0] * (32 - n)
+        num_a = r["segment_ids"].index(1)
+        assert r["segment_ids"][:n] == [0] * num_a + [1] * (n - num_a)
+        assert r["input_ids"][0] == cls and r["input_ids"][num_a - 1] == sep
+        assert r["input_ids"][n - 1] == sep
+        assert r["masked_lm_weights"] == [1.0] * m + [0.0] * (6 - m)
+        assert m == min(6, max(1, round(n * 0.15)))
+        assert r["masked_lm_positions"][m:] == [0] * (6 - m)
+        assert r["masked_lm_ids"][m:] == [0] * (6 - m)
+    # The files parse with the spec run_pretraining reads them with.
+    spec = input_pipeline.pretraining_features(32, 6)
+    for raw in _raw_records(out)[:5]:
+        tf.io.parse_single_example(raw, spec)
+
+
+def test_round_robin_over_output_files(tiny):
+    single = str(tiny.dir / "all.tfrecord")
+    pair = [str(tiny.dir / "part0.tfrecord"), str(tiny.dir / "part1.tfrecord")]
+    _run(_args(tiny.inputs, single, tiny.vocab, "--dupe_factor=1"))
+    _run(_args(tiny.inputs, pair, tiny.vocab, "--dupe_factor=1"))
+    everything = _raw_records(single)
+    assert _raw_records(pair[0]) == everything[0::2]
+    assert _raw_records(pair[1]) == everything[1::2]
+    assert not [f for f in _files_in(tiny.dir) if ".tmp-" in f]
+
+
+def test_encoder_equals_protobuf_serialization():
+    vocab = collections.OrderedDict((t, i) for i, t in enumerate(TINY_VOCAB))
+    vocab["big_id"] = 300000
+    encoder = cpd._ExampleEncoder(vocab, 200, 30)  # pylint: disable=protected-access
+    rng = random.Random(0)
+    for _ in range(50):
+        n, m = rng.randint(5, 200), rng.randint(0, 30)
+        ids = [rng.choice([0, 1, 127, 128, 16383, 16384, 300000, rng.randint(0, 300000)])
+               for _ in range(n)]
+        positions = sorted(rng.sample(range(n), min(m, n)))
+        labels = [rng.randint(0, 300000) for _ in positions]
+        num_a = rng.randint(2, n - 1)
+        is_random = rng.random() < 0.5
+        varint = cpd._varint  # pylint: disable=protected-access
+        mine = encoder.encode([varint(i) for i in ids], num_a, positions,
+                              [varint(i) for i in labels], is_random)
+        pad, slots = [0] * (200 - n), [0] * (30 - len(positions))
+        example = tf.train.Example(features=tf.train.Features(feature={
+            "input_ids": input_pipeline.int_feature(ids + pad),
+            "input_mask": input_pipeline.int_feature([1] * n + pad),
+            "segment_ids": input_pipeline.int_feature([0] * num_a + [1] * (n - num_a) + pad),
+            "masked_lm_positions": input_pipeline.int_feature(positions + slots),
+            "masked_lm_ids": input_pipeline.int_feature(labels + slots),
+            "masked_lm_weights": input_pipeline.float_feature(
+                [1.0] * len(positions) + [0.0] * len(slots)),
+            "next_sentence_labels": input_pipeline.int_feature([int(is_random)]),
+        }))
+        assert mine == example.SerializeToString(deterministic=True)
+
+
+def test_fast_draws_reproduce_random_module():
+    assert cpd._fast_draws_agree()  # pylint: disable=protected-access
+    ours, theirs = random.Random(11), random.Random(11)
+    fast = cpd._FastDraws(ours)  # pylint: disable=protected-access
+    for size in range(0, 300, 7):
+        a, b = list(range(size)), list(range(size))
+        fast.shuffle(a)
+        theirs.shuffle(b)
+        assert a == b
+        assert fast.randint(0, size) == theirs.randint(0, size)
+        assert fast.random() == theirs.random()
+    assert ours.getstate() == theirs.getstate()
+    with pytest.raises(ValueError):
+        fast.randint(3, 2)
+
+
+def _documents_by_readline(paths, tokenize):
+    """Documents as a loop over GFile.readline() builds them (the original's reader)."""
+    documents = [[]]
+    for path in paths:
+        with tf.io.gfile.GFile(path, "r") as reader:
+            for line in iter(reader.readline, ""):
+                line = line.strip()
+                if not line:
+                    documents.append([])
+                elif tokenize(line):
+                    documents[-1].append(tokenize(line))
+    return [d for d in documents if d]
+
+
+def test_reading_follows_gfile_readline(tmp_path):
+    """Blank lines split documents; "\\r" is dropped; files run on into each other."""
+    first = _write(tmp_path / "1.txt", b"a b\r\nc\rd\n \t\n\n\xc2\xa0\ne\n\x00\n")
+    second = _write(tmp_path / "2.txt", b"f\n\x0b\ng\r")
+
+    def tokenize(line):
+        return line.replace("\x00", "").split()
+    documents = cpd.read_documents([first, second], lambda lines: [tokenize(l) for l in lines])
+    assert documents == [[["a", "b"], ["cd"]], [["e"], ["f"]], [["g"]]]
+    assert documents == _documents_by_readline([first, second], tokenize)
+    # A block boundary inside the file changes nothing.
+    big = _write(tmp_path / "big.txt", ("w%d x\r\n" * 7 + "\n") * 3000 % tuple(range(21000)))
+    old_block = cpd._READ_BLOCK_BYTES  # pylint: disable=protected-access
+    cpd._READ_BLOCK_BYTES = 1000  # pylint: disable=protected-access
+    try:
+        assert cpd.read_documents([big], lambda lines: [l.split() for l in lines]) == \
+            _documents_by_readline([big], str.split)
+        bad = _write(tmp_path / "bad.txt", b"ok\r\n" * 4999 + b"caf\xe9\n" + b"ok\n" * 10)
+        with pytest.raises(ValueError, match=r"bad\.txt, line 5000:"):
+            cpd.read_documents([bad], lambda lines: [l.split() for l in lines])
+    finally:
+        cpd._READ_BLOCK_BYTES = old_block  # pylint: disable=protected-access
+
+
+# ---------------------------------------------------------------------------
+# Parallel mode
+# ---------------------------------------------------------------------------
+
+def test_workers_deterministic_and_valid(tiny):
+    """Same output twice, whatever the number of workers; records well formed."""
+    out2, out3 = str(tiny.dir / "w2.tfrecord"), str(tiny.dir / "w3.tfrecord")
+    flags_ = ["--max_seq_length=32", "--max_predictions_per_seq=6", "--dupe_factor=2"]
+    n2 = _run(_args(tiny.inputs, out2, tiny.vocab, "--num_workers=2", *flags_))
+    n3 = _run(_args(tiny.inputs, out3, tiny.vocab, "--num_workers=3", *flags_))
+    assert n2 == n3 > 20
+    assert _raw_records(out2) == _raw_records(out3)
+    assert not [f for f in _files_in(tiny.dir) if "shards" in f or ".tmp-" in f]
+
+    records = _features(out2)
+    single = str(tiny.dir / "single.tfrecord")
+    _run(_args(tiny.inputs, single, tiny.vocab, *flags_))
+    assert records != _features(single)  # a different sample, as documented
+    spec = input_pipeline.pretraining_features(32, 6)
+    for raw in _raw_records(out2):
+        tf.io.parse_single_example(raw, spec)
+    for r in records:
+        n = sum(r["input_mask"])
+        m = int(sum(r["masked_lm_weights"]))
+        assert r["input_mask"] == [1] * n + [0] * (32 - n)
+        assert m == min(6, max(1, round(n * 0.15)))
+
+
+def test_interleave_spreads_shards_evenly(tmp_path):
+    paths = []
+    for s, count in enumerate((6, 2, 3)):
+        path = str(tmp_path / ("s%d" % s))
+        with open(path, "wb") as f:
+            for i in range(count):
+                record = ("%d:%d" % (s, i)).encode()
+                header = cpd._RECORD_LENGTH.pack(len(record))  # pylint: disable=protected-access
+                f.write(header + record)
+        paths.append((path, count))
+    merged = [r.decode() for r in cpd._interleave_shards(paths)]  # pylint: disable=protected-access
+    assert sorted(merged) == sorted("%d:%d" % (s, i) for s, c in enumerate((6, 2, 3))
+                                    for i in range(c))
+    for s, count in enumerate((6, 2, 3)):
+        mine = [m for m in merged if m.startswith("%d:" % s)]
+        assert mine == ["%d:%d" % (s, i) for i in range(count)]  # order kept per shard
+    assert merged[:4] == ["0:0", "2:0", "0:1", "1:0"]  # ties: lower shard first
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+def _assert_fails(tiny, message, argv):
+    before = _files_in(tiny.dir)
+    with pytest.raises(ValueError, match=message):
+        _run(argv)
+    assert _files_in(tiny.dir) == before  # no output, no temporary file left
+
+
+def test_missing_vocab_file(tiny):
+    _assert_fails(tiny, "vocab_file .*does not exist",
+                  _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), str(tiny.dir / "nope.txt")))
+
+
+def test_input_pattern_matching_nothing(tiny):
+    _assert_fails(tiny, "matches no file",
+                  _args(str(tiny.dir / "missing*.txt"), str(tiny.dir / "o.tfrecord"),
+                        tiny.vocab))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_empty_corpus(tiny, workers):
+    empty = _write(tiny.dir / "empty.txt", "\n  \n\n\t\n")
+    _assert_fails(tiny, "no documents",
+                  _args(empty, str(tiny.dir / "o.tfrecord"), tiny.vocab,
+                        "--num_workers=%d" % workers))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_not_utf8_names_file_and_line(tiny, workers):
+    bad = _write(tiny.dir / "latin1.txt", "the cat\n\nsat on\nthe mat caf\xe9\n".encode("latin-1"))
+    _assert_fails(tiny, r"latin1\.txt, line 4: not valid UTF-8",
+                  _args(tiny.inputs + [bad], str(tiny.dir / "o.tfrecord"), tiny.vocab,
+                        "--num_workers=%d" % workers))
+
+
+def test_too_few_prediction_slots(tiny):
+    _assert_fails(tiny, r"max_predictions_per_seq=18 is too small.*= 19",
+                  _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), tiny.vocab,
+                        "--max_predictions_per_seq=18"))
+
+
+def test_prediction_slot_rule_accepts_reference_settings():
+    for length, slots, prob in ((128, 20, 0.15), (512, 80, 0.15), (512, 77, 0.15),
+                                (128, 19, 0.15), (64, 10, 0.15), (384, 58, 0.15)):
+        cpd.PretrainingOptions(length, slots, prob, 0.1, 1, False, 1).validate()
+    with pytest.raises(ValueError, match="= 77"):
+        cpd.PretrainingOptions(512, 76, 0.15, 0.1, 1, False, 1).validate()
+    with pytest.raises(ValueError, match="max_seq_length must be at least 5"):
+        cpd.PretrainingOptions(4, 20, 0.15, 0.1, 1, False, 1).validate()
+
+
+def test_missing_special_token(tmp_path, tiny):
+    vocab = _write(tmp_path / "nomask.txt", "".join(t + "\n" for t in TINY_VOCAB
+                                                     if t != "[MASK]"))
+    _assert_fails(tiny, r"no \[MASK\] token",
+                  _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), vocab))
+
+
+def test_command_line_error_is_one_line(tiny):
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "create_pretraining_data.py")
+    result = subprocess.run(
+        [sys.executable, script] + _args(str(tiny.dir / "none*.txt"),
+                                         str(tiny.dir / "o.tfrecord"), tiny.vocab),
+        capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "error: input file pattern" in result.stderr
+    assert "Traceback" not in result.stderr
