@@ -1,0 +1,636 @@
+"""Tests of export_saved_model: in-graph tokenization, packing, answers, exports."""
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import checkpoints
+import export_saved_model as esm
+import extract_features
+import flags_common
+import modeling
+import run_classifier
+import run_squad
+import tokenization
+
+# Reference-port helpers the tests compare against.
+_TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair  # pylint: disable=protected-access
+_AS_COMPACT = run_squad._as_compact  # pylint: disable=protected-access
+_SPAN_CANDIDATES = run_squad._span_candidates  # pylint: disable=protected-access
+
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a", "dog",
+          "ran", "##s", "fast", ".", ",", "un", "##aff", "##able", "##a", "b", "##b", "é",
+          "##é", "中", "!", "?", "σ", "ς"]
+
+
+def _write(path, text):
+    with open(str(path), "w", encoding="utf-8") as f:
+        f.write(text)
+    return str(path)
+
+
+def _tokenizer(vocab_file, do_lower_case, tmp_path_factory):
+    return esm.InGraphTokenizer(vocab_file, do_lower_case,
+                                str(tmp_path_factory.mktemp("asset")))
+
+
+def _encoded(texts):
+    return tf.constant([t if isinstance(t, bytes) else t.encode("utf-8") for t in texts])
+
+
+def _assert_ids_equal(in_graph, full, texts):
+    got = in_graph.tokenize(_encoded(texts)).to_list()
+    for text, ids in zip(texts, got):
+        expected = full.convert_tokens_to_ids(full.tokenize(text))
+        assert ids == expected, (text, full.convert_ids_to_tokens(expected),
+                                 full.convert_ids_to_tokens(ids))
+
+
+def _assert_words_equal(in_graph, basic, texts):
+    got = in_graph.basic_tokenize(_encoded(texts)).to_list()
+    for text, words in zip(texts, got):
+        assert [w.decode("utf-8") for w in words] == basic.tokenize(text), text
+
+
+# Strings aimed at each rule of the reference's BasicTokenizer / WordpieceTokenizer.
+_ADVERSARIAL = [
+    # str.lower()'s final sigma: preceded by a cased letter, not followed by one,
+    # case-ignorable characters (apostrophe, period, soft hyphen, marks) skipped.
+    "ΟΔΟΣ ΟΔΟΣ. ΣΑΣ Σ aΣ Σa aΣ'b aΣ' a'Σ ΑΣ\u00adΑ ΑΣ\u00ad Α\u0301Σ\u0301 ΑΣ中 中Σ ΑΣ1 ΑΣΣ",
+    # NFD canonical reordering among non-Mn combining characters (Mc with a class).
+    "\U0001D16D\U0001D165 x\u302e\u1b44y \u1b44\u0300\U0001D16D\u0301\U0001D165",
+    # Multi-character and compatibility cases ICU's casefold would change.
+    "İstanbul ǅ ß ﬁ Ⅻ ㈱ ½ … ² ″ ς Straße Ǆ ǆ ΐ Ϊ́",
+    # Word length limit (characters, not bytes) and [UNK] for whole words.
+    "a" * 200, "a" * 201, "é" * 200, "é" * 201, "中" * 300, "x\u0301" * 150,
+    "ab" + "\u0301" * 250,
+    # Empty, blank, deleted characters, whitespace of every kind.
+    "", " ", "\x00\x01\u200b\ufeff\ufffd", "\u2028a\u2029b\x85c\x0bd\x1ce\x0cf",
+    "hello\u00a0world\u3000again\u202fend\tx\ny\rz",
+    # Hangul, CJK blocks and compatibility ideographs, astral and private use.
+    "한국어 텍스트 ᄒᆞᆫ", "豈 更 \U0002F800 \u3400 \U00020000x", "\U0010FFFF\U000E0001x\ue000",
+    # Punctuation, and vocabulary-looking input.
+    "[UNK] [CLS] ## ### a##b", "U.S.A. e-mail don't $5^2 `x` ~!@#", "unaffable cats.",
+    # Invalid UTF-8 (dropped as bytes.decode("utf-8", "ignore") does).
+    b"a\xffb \xc3( caf\xc3\xa9 \xed\xa0\x80x \xf0\x9f\x98 ok\xf0\x9f\x98\x80",
+]
+
+
+def _random_texts(count, seed):
+    """Random strings over all of Unicode, over combining marks, and over casing."""
+    rng = random.Random(seed)
+    assigned = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+                and unicodedata.category(chr(cp)) != "Cn"]
+    marks = [cp for cp in assigned if unicodedata.combining(chr(cp))]
+    casing = [0x3A3] * 8 + [0x41, 0x61, 0x27, 0x2E, 0x3A, 0xAD, 0x200D, 0x345, 0x2B0, 0x20,
+                            0x300, 0x1D165, 0x130, 0xDF, 0x10400, 0x2160, 0x24B6, 0x4E00]
+    texts = []
+    for i in range(count):
+        n = rng.randint(0, 30)
+        kind = i % 4
+        if kind == 0:
+            text = "".join(chr(rng.choice(assigned)) for _ in range(n))
+        elif kind == 1:
+            text = "".join(chr(rng.choice(marks if rng.random() < 0.6 else assigned))
+                           for _ in range(n))
+        elif kind == 2:
+            text = "".join(chr(rng.choice(casing)) for _ in range(n))
+        else:  # any code point, as (possibly invalid) UTF-8 bytes
+            text = "".join(chr(rng.randrange(0x110000)) for _ in range(n)).encode(
+                "utf-8", "surrogatepass")
+        texts.append(text)
+    return texts
+
+
+# ---------------------------------------------------------------------------
+# Tokenization (self-contained, tiny vocabulary)
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_vocab(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    return _write(path, "".join(t + "\n" for t in _VOCAB))
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_adversarial_and_random_strings(tiny_vocab, tmp_path_factory, do_lower_case):
+    in_graph = _tokenizer(tiny_vocab, do_lower_case, tmp_path_factory)
+    full = tokenization.FullTokenizer(tiny_vocab, do_lower_case)
+    texts = _ADVERSARIAL + _random_texts(800, seed=7 + do_lower_case)
+    _assert_words_equal(in_graph, full.basic_tokenizer, texts)
+    _assert_ids_equal(in_graph, full, texts)
+
+
+def test_context_rules_are_exercised(tiny_vocab, tmp_path_factory):
+    """The sigma rule and the canonical reordering change words in these strings."""
+    in_graph = _tokenizer(tiny_vocab, True, tmp_path_factory)
+    words = in_graph.basic_tokenize(_encoded(["aΣ aΣb", "\U0001D16D\U0001D165"])).to_list()
+    assert words[0] == ["aς".encode(), "aσb".encode()]
+    assert words[1] == ["\U0001D165\U0001D16D".encode()]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_wordpiece_with_a_random_vocabulary(tmp_path, tmp_path_factory, do_lower_case):
+    """Greedy longest-match-first splits (and [UNK]s) on many multi-piece words."""
+    rng = random.Random(5)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "##a", "abcabcabc"]
+    for _ in range(60):
+        piece = "".join(rng.choice("abcé") for _ in range(rng.randint(1, 4)))
+        vocab.append(piece if rng.random() < 0.5 else "##" + piece)
+    vocab_file = _write(tmp_path / "vocab.txt", "\n".join(vocab) + "\n")
+    texts = [" ".join("".join(rng.choice("abcéA") for _ in range(rng.randint(1, 12)))
+                      for _ in range(rng.randint(0, 6))) for _ in range(600)]
+    texts += ["a" * 200, "a" * 201, "ab" * 101, "é" * 201, "abcabcabc" * 22]
+    in_graph = _tokenizer(vocab_file, do_lower_case, tmp_path_factory)
+    full = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    _assert_ids_equal(in_graph, full, texts)
+    words = [full.tokenize(w) for t in texts for w in full.basic_tokenizer.tokenize(t)]
+    assert sum(len(w) > 2 for w in words) > 150  # many words of several pieces
+    assert sum(w == ["[UNK]"] for w in words) > 100
+
+
+def test_vocabulary_lines_as_load_vocab_reads_them(tmp_path, tmp_path_factory):
+    """Duplicates (the last wins), blank lines, surrounding spaces, CRLF."""
+    text = "[PAD]\r\n[UNK]\n[CLS]\n[SEP]\n  cat \ncat\n\ndog\n\n##s\na b\nx\x01\n"
+    vocab_file = _write(tmp_path / "vocab.txt", text)
+    full = tokenization.FullTokenizer(vocab_file, True)
+    in_graph = _tokenizer(vocab_file, True, tmp_path_factory)
+    _assert_ids_equal(in_graph, full, ["cat dogs cats", "a b x", ""])
+    lines = esm.vocab_asset_lines(tokenization.load_vocab(vocab_file))
+    assert lines[4] == " 4" and lines[5] == "cat" and lines[6] == " 6"
+    assert len(lines) == len(text.split("\n")) - 1
+
+
+def test_vocabulary_needs_the_special_tokens(tmp_path, tmp_path_factory):
+    vocab_file = _write(tmp_path / "vocab.txt", "[CLS]\n[SEP]\ncat\n")
+    with pytest.raises(ValueError, match="unknown token"):
+        _tokenizer(vocab_file, True, tmp_path_factory)
+    vocab_file = _write(tmp_path / "vocab2.txt", "[UNK]\n[SEP]\ncat\n")
+    with pytest.raises(ValueError, match="no \\[CLS\\]"):
+        _tokenizer(vocab_file, True, tmp_path_factory)
+
+
+# ---------------------------------------------------------------------------
+# Tokenization on the golden set (the reference's own outputs)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_golden_tokenization(shared_dir, tmp_path_factory, do_lower_case):
+    path = shared_dir / "golden" / "tokenization" / "tokenization_public.jsonl.gz"
+    with gzip.open(str(path), "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    rows = [r for r in rows if r["do_lower_case"] == do_lower_case]
+    assert len(rows) == 1105
+    vocab_file = str(shared_dir / "data" / "vocab" / "uncased_vocab.txt")
+    full = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    in_graph = _tokenizer(vocab_file, do_lower_case, tmp_path_factory)
+    got = in_graph.tokenize(tf.constant(
+        [r["text"].encode("utf-8", "surrogatepass") for r in rows])).to_list()
+    for row, ids in zip(rows, got):
+        assert ids == full.convert_tokens_to_ids(row["tokens"]), row["text"]
+
+
+def test_random_strings_with_the_real_vocabulary(shared_dir, tmp_path_factory):
+    vocab_file = str(shared_dir / "data" / "vocab" / "uncased_vocab.txt")
+    texts = _ADVERSARIAL + _random_texts(300, seed=11)
+    for do_lower_case in (True, False):
+        full = tokenization.FullTokenizer(vocab_file, do_lower_case)
+        _assert_ids_equal(_tokenizer(vocab_file, do_lower_case, tmp_path_factory), full,
+                          texts)
+
+
+# ---------------------------------------------------------------------------
+# Packing and answer selection
+# ---------------------------------------------------------------------------
+
+def test_truncation_closed_form_is_truncate_seq_pair():
+    cases = [(m, a, b) for m in range(13) for a in range(14) for b in range(14)]
+    expected = []
+    for max_length, len_a, len_b in cases:
+        tokens_a, tokens_b = list(range(len_a)), list(range(len_b))
+        _TRUNCATE_SEQ_PAIR(tokens_a, tokens_b, max_length)
+        expected.append((len(tokens_a), len(tokens_b)))
+        assert esm.truncated_pair_lengths(len_a, len_b, max_length) == expected[-1]
+    for max_length in range(13):
+        rows = [i for i, case in enumerate(cases) if case[0] == max_length]
+        got = esm.truncated_pair_lengths(tf.constant([cases[i][1] for i in rows], tf.int64),
+                                         tf.constant([cases[i][2] for i in rows], tf.int64),
+                                         max_length)
+        assert list(zip(got[0].numpy().tolist(), got[1].numpy().tolist())) == [
+            expected[i] for i in rows]
+
+
+def test_packing_equals_convert_single_example(tiny_vocab, tmp_path_factory):
+    full = tokenization.FullTokenizer(tiny_vocab, True)
+    in_graph = _tokenizer(tiny_vocab, True, tmp_path_factory)
+    rng = random.Random(3)
+    words = ["the", "cat", "sat", "on", "a", "mat", "dogs", "unaffable", ".", "zzz"]
+    pairs = [(" ".join(rng.choice(words) for _ in range(rng.randint(0, 9))),
+              " ".join(rng.choice(words) for _ in range(rng.randint(0, 9))))
+             for _ in range(150)]
+    pairs += [("the cat", ""), ("the cat", "\x00\u200b"), ("", "dogs"), ("", "")]
+    for seq_length in (3, 4, 5, 8, 13):
+        packed = esm.pack_inputs(in_graph.tokenize(_encoded([a for a, _ in pairs])),
+                                 in_graph.tokenize(_encoded([b for _, b in pairs])),
+                                 seq_length, in_graph.cls_id, in_graph.sep_id)
+        for i, (a, b) in enumerate(pairs):
+            example = run_classifier.InputExample("x-%d" % i, a, b, "0")
+            feature = run_classifier.convert_single_example(i + 5, example, ["0", "1"],
+                                                            seq_length, full)
+            for key in ("input_ids", "input_mask", "segment_ids"):
+                assert packed[key][i].numpy().tolist() == getattr(feature, key), (a, b, key)
+
+
+class _Window(object):
+    """The parts of a run_squad feature that its span rules read."""
+
+    def __init__(self, len_a, len_b):
+        first = len_a + 2
+        self.tokens = ["t"] * (first + len_b + 1)
+        self.token_to_orig_map = {p: 0 for p in range(first, first + len_b)}
+        self.token_is_max_context = {p: True for p in range(first, first + len_b)}
+
+
+def test_best_spans_follow_run_squad():
+    rng = np.random.RandomState(0)
+    seq_length, n_best, max_answer = 24, 5, 4
+    cases = []
+    for i in range(300):
+        len_a = rng.randint(0, 8)
+        len_b = rng.randint(0, seq_length - len_a - 2)
+        # Small integer logits: many ties, which must break as the reference's do.
+        scale = 3 if i % 2 else 1000
+        start = rng.randint(-scale, scale, size=seq_length).astype(np.float32)
+        end = rng.randint(-scale, scale, size=seq_length).astype(np.float32)
+        cases.append((len_a, len_b, start, end))
+    len_a = tf.constant([c[0] for c in cases], tf.int64)
+    len_b = tf.constant([c[1] for c in cases], tf.int64)
+    start, end, score, found = esm.best_spans(
+        tf.constant(np.stack([c[2] for c in cases])), tf.constant(np.stack([c[3] for c in cases])),
+        len_a, len_b, n_best, max_answer)
+    for i, (a, b, start_logits, end_logits) in enumerate(cases):
+        result = _AS_COMPACT(run_squad.RawResult(0, start_logits.tolist(),
+                                                 end_logits.tolist()), n_best)
+        candidates = _SPAN_CANDIDATES(0, _Window(a, b), result, max_answer)
+        candidates = sorted(candidates, key=lambda c: c.start_logit + c.end_logit,
+                            reverse=True)
+        if not candidates:
+            assert not found[i] and start[i] == -1 and end[i] == -1
+            continue
+        best = candidates[0]
+        assert (int(start[i]), int(end[i])) == (best.start_index, best.end_index), i
+        assert float(score[i]) == best.start_logit + best.end_logit
+
+
+# ---------------------------------------------------------------------------
+# A self-contained export (tiny random model, tiny vocabulary)
+# ---------------------------------------------------------------------------
+
+_TINY_CONFIG = dict(vocab_size=len(_VOCAB), hidden_size=8, num_hidden_layers=1,
+                    num_attention_heads=2, intermediate_size=16, max_position_embeddings=32,
+                    type_vocab_size=2, hidden_act="gelu", initializer_range=0.5)
+
+
+def _export_argv(kind, config, checkpoint, vocab, export_dir, seq_length, extra=()):
+    return ["--model_type=%s" % kind, "--bert_config_file=%s" % config,
+            "--init_checkpoint=%s" % checkpoint, "--vocab_file=%s" % vocab,
+            "--max_seq_length=%d" % seq_length, "--export_dir=%s" % export_dir] + list(extra)
+
+
+def _export(argv):
+    return esm.run(flags_common.parse_flags(esm.define_flags, argv))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, tiny_vocab):
+    """A random 2-label classifier as a TF1 checkpoint, its encoder alone, one export."""
+    root = tmp_path_factory.mktemp("tiny")
+    config_file = _write(root / "bert_config.json", json.dumps(_TINY_CONFIG))
+    config = modeling.BertConfig.from_dict(_TINY_CONFIG)
+    model = modeling.BertClassifier(config, 2)
+    model(modeling.dummy_features())
+    tensors = {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()}
+    checkpoints.write_tf1_checkpoint(tensors, str(root / "classifier" / "model.ckpt"))
+    checkpoints.write_tf1_checkpoint({n: t for n, t in tensors.items() if n.startswith("bert/")},
+                                     str(root / "encoder" / "model.ckpt"))
+    export_dir = root / "export" / "classifier"
+    _export(_export_argv("classifier", config_file, root / "classifier", tiny_vocab,
+                         export_dir, 16, ["--task_name=SST-2"]))
+    return {"root": root, "config_file": config_file, "config": config, "model": model,
+            "vocab": tiny_vocab, "export_dir": export_dir}
+
+
+def test_tiny_classifier_export(tiny):
+    export_dir = tiny["export_dir"]
+    assert sorted(os.listdir(str(export_dir))) == [
+        "assets", "assets.extra", "fingerprint.pb", "saved_model.pb", "variables"]
+    assert not [n for n in os.listdir(str(export_dir.parent)) if ".tmp-" in n or ".old-" in n]
+    with open(str(export_dir / "assets" / "vocab.txt"), encoding="utf-8") as f:
+        assert f.read().split("\n")[:-1] == _VOCAB
+    with open(str(export_dir / "assets.extra" / "export_info.json")) as f:
+        info = json.load(f)
+    assert info["labels"] == ["0", "1"] and info["max_seq_length"] == 16
+    assert info["unicode_version"] == unicodedata.unidata_version
+
+    loaded = tf.saved_model.load(str(export_dir))
+    assert set(loaded.signatures) == {"serving_default", "serving_text_a", "serving_ids",
+                                      "tokenize"}
+    full = tokenization.FullTokenizer(tiny["vocab"], True)
+    pairs = [("The cat sat on the mat.", "A dog ran fast!"), ("unaffable cats", ""),
+             ("", "the dogs"), ("é " * 20, "the " * 20), ("Σ中, ?", "\x00")]
+    features = [run_classifier.convert_single_example(
+        i, run_classifier.InputExample(str(i), a, b, "0"), ["0", "1"], 16, full)
+        for i, (a, b) in enumerate(pairs)]
+    ids = {key: tf.constant([getattr(f, key) for f in features], tf.int32)
+           for key in ("input_ids", "input_mask", "segment_ids")}
+    logits = tiny["model"](ids)["logits"].numpy()
+    expected = tf.nn.softmax(logits).numpy()
+
+    out = loaded.signatures["serving_default"](text_a=_encoded([a for a, _ in pairs]),
+                                               text_b=_encoded([b for _, b in pairs]))
+    np.testing.assert_allclose(out["probabilities"].numpy(), expected, atol=1e-6)
+    np.testing.assert_allclose(out["logits"].numpy(), logits, atol=1e-5)
+    assert out["labels"].numpy().tolist() == [[b"0", b"1"]] * len(pairs)
+    assert out["predicted_label"].numpy().tolist() == [
+        str(k).encode() for k in expected.argmax(-1)]
+    by_ids = loaded.signatures["serving_ids"](**ids)
+    np.testing.assert_allclose(by_ids["probabilities"].numpy(), expected, atol=1e-6)
+    # One text: the serving_text_a signature and method, and an empty text_b agree.
+    single = loaded.signatures["serving_text_a"](text_a=_encoded(["the cat", "a dog"]))
+    called = loaded.serving_text_a(_encoded(["the cat", "a dog"]))
+    paired = loaded.serving_default(_encoded(["the cat", "a dog"]), _encoded(["", ""]))
+    for other in (called, paired):
+        np.testing.assert_allclose(other["probabilities"].numpy(),
+                                   single["probabilities"].numpy(), atol=1e-7)
+    tokens = loaded.signatures["tokenize"](text=_encoded(["the cats sat", "", "un"]))
+    assert tokens["num_tokens"].numpy().tolist() == [4, 0, 1]
+    assert tokens["token_ids"].numpy().tolist() == [[4, 5, 12, 6], [-1] * 4, [16, -1, -1, -1]]
+
+
+class _SmallModule(tf.Module):
+    """Stands in for ServingModule in the tests of write_saved_model (fast to save)."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = tf.Variable(value)
+        self.serve = tf.function(lambda x: {"y": x * self.value},
+                                 input_signature=[tf.TensorSpec([None], tf.float32)])
+
+    def signatures(self):
+        return {"serving_default": self.serve.get_concrete_function()}
+
+
+def test_export_replaces_only_when_complete(tmp_path, monkeypatch):
+    export_dir = str(tmp_path / "model")
+    os.makedirs(export_dir)
+    _write(os.path.join(export_dir, "old.txt"), "previous export")
+
+    def broken_save(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(tf.saved_model, "save", broken_save)
+        with pytest.raises(RuntimeError, match="disk full"):
+            esm.write_saved_model(_SmallModule(2.0), export_dir, {"a": 1})
+    assert os.listdir(str(tmp_path)) == ["model"]
+    assert os.listdir(export_dir) == ["old.txt"]
+
+    esm.write_saved_model(_SmallModule(3.0), export_dir + "/", {"a": 1})
+    assert os.listdir(str(tmp_path)) == ["model"]
+    assert "old.txt" not in os.listdir(export_dir)
+    loaded = tf.saved_model.load(export_dir)
+    assert loaded.signatures["serving_default"](x=tf.constant([2.0]))["y"].numpy() == [6.0]
+    with open(os.path.join(export_dir, "assets.extra", "export_info.json")) as f:
+        assert json.load(f) == {"a": 1}
+
+
+@pytest.mark.parametrize("argv_change, message", [
+    ({"model_type": None}, "--model_type is required"),
+    ({"export_dir": None}, "--export_dir is required"),
+    ({"init_checkpoint": None}, "--init_checkpoint is required"),
+    ({"task_name": None}, "--task_name is required with --model_type=classifier"),
+    ({"task_name": "nope"}, "unknown --task_name"),
+    ({"max_seq_length": "33"}, "longer than the 32 positions"),
+    ({"task_name": "mnli"}, "output_weights has shape \\[2, 8\\]"),
+    ({"model_type": "squad", "max_query_length": "13"},
+     "must be greater than max_query_length \\(13\\) \\+ 3"),
+    ({"model_type": "squad", "max_query_length": "4", "init_checkpoint": "encoder"},
+     "lacks 2 variable\\(s\\) of the squad model, e.g. cls/squad"),
+    ({"vocab_file": "missing.txt"}, "does not exist"),
+])
+def test_bad_flags(tiny, tmp_path, argv_change, message):
+    flag_values = {"model_type": "classifier", "task_name": "sst-2",
+                   "bert_config_file": tiny["config_file"],
+                   "init_checkpoint": str(tiny["root"] / "classifier"),
+                   "vocab_file": tiny["vocab"], "max_seq_length": "16",
+                   "export_dir": str(tmp_path / "out")}
+    for key, value in argv_change.items():
+        if key == "init_checkpoint" and value:
+            value = str(tiny["root"] / value)
+        if key == "vocab_file":
+            value = str(tmp_path / value)
+        flag_values[key] = value
+    argv = ["--%s=%s" % (k, v) for k, v in flag_values.items() if v is not None]
+    with pytest.raises(ValueError, match=message):
+        _export(argv)
+    assert not os.path.exists(str(tmp_path / "out"))
+
+
+# ---------------------------------------------------------------------------
+# Golden checkpoint: encoder, SQuAD and an end-to-end classifier
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def golden(shared_dir):
+    path = shared_dir / "golden" / "tf1_tiny"
+    with open(str(path / "inputs.json"), encoding="utf-8") as f:
+        inputs = json.load(f)
+    return {"dir": path, "lines": inputs["lines"], "config": str(path / "bert_config.json"),
+            "checkpoint": str(path / "bert_model.ckpt"), "vocab": str(path / "vocab.txt"),
+            "expected": np.load(str(path / "expected_outputs.npz"))}
+
+
+@pytest.mark.slow
+def test_encoder_equals_reference_and_extract_features(golden, tmp_path):
+    export_dir = tmp_path / "encoder"
+    _export(_export_argv("encoder", golden["config"], golden["checkpoint"], golden["vocab"],
+                         export_dir, 24))
+    examples = [extract_features.parse_line(line, i) for i, line in enumerate(golden["lines"])]
+    loaded = tf.saved_model.load(str(export_dir))
+    out = loaded.signatures["serving_default"](
+        text_a=_encoded([e.text_a for e in examples]),
+        text_b=_encoded([e.text_b or "" for e in examples]))
+    expected = golden["expected"]
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(out[key].numpy(), expected[key])
+    for key in ("pooled_output", "sequence_output"):
+        np.testing.assert_allclose(out[key].numpy(), expected[key], atol=1e-5)
+    layers = out["encoder_layers"].numpy()
+    for layer in range(2):
+        np.testing.assert_allclose(layers[:, layer], expected["encoder_layer_%d" % layer],
+                                   atol=1e-5)
+
+    input_file = _write(tmp_path / "input.txt", "".join(l + "\n" for l in golden["lines"]))
+    output_file = str(tmp_path / "features.jsonl")
+    extract_features.run(flags_common.parse_flags(extract_features.define_flags, [
+        "--input_file=%s" % input_file, "--output_file=%s" % output_file,
+        "--vocab_file=%s" % golden["vocab"], "--bert_config_file=%s" % golden["config"],
+        "--init_checkpoint=%s" % golden["checkpoint"], "--layers=-1,-2",
+        "--max_seq_length=24", "--batch_size=4"]))
+    with open(output_file) as f:
+        lines = [json.loads(line) for line in f]
+    for row, line in enumerate(lines):
+        for position, token in enumerate(line["features"]):
+            for layer in token["layers"]:
+                np.testing.assert_allclose(layer["values"],
+                                           layers[row, 2 + layer["index"], position],
+                                           atol=1e-5)
+
+
+def _short_squad_articles(path, tokenizer, max_tokens, limit):
+    with open(str(path), encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    articles, count = [], 0
+    for article in data:
+        paragraphs = [p for p in article["paragraphs"]
+                      if len(tokenizer.tokenize(p["context"])) <= max_tokens]
+        if paragraphs:
+            articles.append({"title": article["title"], "paragraphs": paragraphs})
+            count += sum(len(p["qas"]) for p in paragraphs)
+        if count >= limit:
+            return articles
+    return articles
+
+
+@pytest.mark.slow
+def test_squad_equals_run_squad(golden, shared_dir, tmp_path):
+    seq_length = 128
+    export_dir = tmp_path / "squad"
+    _export(_export_argv("squad", golden["config"], golden["checkpoint"], golden["vocab"],
+                         export_dir, seq_length, ["--max_query_length=32"]))
+    loaded = tf.saved_model.load(str(export_dir))
+    tokenizer = tokenization.FullTokenizer(golden["vocab"], True)
+    dev = shared_dir / "data" / "squad" / "dev-v1.1.json"
+    # Contexts that fit one window: the answers must be run_squad's.
+    articles = _short_squad_articles(dev, tokenizer, 80, limit=60)
+    examples = run_squad.examples_from_articles(articles, is_training=False)
+    contexts = [p["context"] for a in articles for p in a["paragraphs"] for _ in p["qas"]]
+    features = []
+    run_squad.convert_examples_to_features(examples, tokenizer, seq_length, 128, 32, False,
+                                           features.append)
+    assert len(features) == len(examples) >= 60
+    questions = _encoded([e.question_text for e in examples])
+    out = loaded.signatures["serving_default"](question=questions, context=_encoded(contexts))
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(out[key].numpy(), [getattr(f, key) for f in features])
+    model = modeling.BertSquad(modeling.BertConfig.from_json_file(golden["config"]))
+    model(modeling.dummy_features())
+    checkpoints.load_checkpoint(model, golden["checkpoint"])
+    reference = model({k: np.array([getattr(f, k) for f in features], np.int32)
+                       for k in ("input_ids", "input_mask", "segment_ids")})
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(out[key].numpy(), reference[key].numpy(), atol=1e-5)
+    results = [run_squad.RawResult(f.unique_id, s.tolist(), e.tolist()) for f, s, e in zip(
+        features, out["start_logits"].numpy(), out["end_logits"].numpy())]
+    predictions = run_squad.compute_predictions(examples, features, results, 20, 30, True)
+    answers = loaded.signatures["answer"](question=questions, context=_encoded(contexts))
+    for i, example in enumerate(examples):
+        assert answers["answer"][i].numpy().decode("utf-8") == \
+            predictions.predictions[example.qas_id], example.qas_id
+        best = predictions.nbest[example.qas_id][0]
+        assert float(answers["score"][i]) == pytest.approx(
+            best["start_logit"] + best["end_logit"], abs=1e-4)
+
+    # A long context: the signature sees run_squad's first window.
+    with open(str(dev), encoding="utf-8") as f:
+        paragraph = json.load(f)["data"][0]["paragraphs"][0]
+    long_examples = run_squad.examples_from_articles(
+        [{"title": "x", "paragraphs": [paragraph]}], is_training=False)[:3]
+    windows = []
+    run_squad.convert_examples_to_features(long_examples, tokenizer, seq_length, 128, 32,
+                                           False, windows.append)
+    first = [w for w in windows if w.doc_span_index == 0]
+    assert len(windows) > len(first) == 3
+    out = loaded.serving_default(_encoded([e.question_text for e in long_examples]),
+                                 _encoded([paragraph["context"]] * 3))
+    np.testing.assert_array_equal(out["input_ids"].numpy(), [w.input_ids for w in first])
+
+
+_LOAD_AND_PREDICT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+export_dir, pairs_file, output_file = sys.argv[1:]
+with open(pairs_file, encoding="utf-8") as f:
+    pairs = json.load(f)
+model = tf.saved_model.load(export_dir)
+out = model.signatures["serving_default"](
+    text_a=tf.constant([a for a, _ in pairs]), text_b=tf.constant([b for _, b in pairs]))
+np.save(output_file, out["probabilities"].numpy())
+"""
+
+
+def _head_of_tsv(source, target, rows):
+    with open(source, encoding="utf-8") as f:
+        lines = f.read().split("\n")[:rows + 1]
+    _write(target, "\n".join(lines) + "\n")
+
+
+@pytest.mark.slow
+def test_classifier_in_a_fresh_process_equals_run_classifier(golden, shared_dir, tmp_path):
+    """Fine-tune 2 steps from the golden TF1 checkpoint, predict, export the TF2
+    output_dir, reload in a new process (no project code) and in saved_model_cli."""
+    data_dir = tmp_path / "data"
+    os.makedirs(str(data_dir))
+    for name in ("train.tsv", "test.tsv"):
+        _head_of_tsv(str(shared_dir / "data" / "glue_data" / "MRPC" / name),
+                     str(data_dir / name), 20)
+    output_dir = tmp_path / "mrpc"
+    run_classifier.run(flags_common.parse_flags(run_classifier.define_flags, [
+        "--task_name=MRPC", "--data_dir=%s" % data_dir, "--vocab_file=%s" % golden["vocab"],
+        "--bert_config_file=%s" % golden["config"],
+        "--init_checkpoint=%s" % golden["checkpoint"], "--output_dir=%s" % output_dir,
+        "--do_train", "--do_predict", "--max_seq_length=32", "--train_batch_size=8",
+        "--num_train_epochs=1", "--learning_rate=1e-2", "--predict_batch_size=8",
+        "--seed=1"]))
+    with open(str(output_dir / "test_results.tsv")) as f:
+        expected = np.array([[float(x) for x in line.split("\t")] for line in f])
+    assert expected.shape == (20, 2)
+
+    export_dir = tmp_path / "export"
+    _export(_export_argv("classifier", golden["config"], output_dir, golden["vocab"],
+                         export_dir, 32, ["--task_name=MRPC"]))
+    examples = run_classifier.MrpcProcessor().get_test_examples(str(data_dir))
+    pairs_file = _write(tmp_path / "pairs.json",
+                        json.dumps([[e.text_a, e.text_b] for e in examples]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
+    subprocess.run([sys.executable, "-c", _LOAD_AND_PREDICT, str(export_dir), pairs_file,
+                    str(tmp_path / "probabilities.npy")],
+                   check=True, cwd=str(tmp_path), env=env, timeout=300)
+    got = np.load(str(tmp_path / "probabilities.npy"))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    # Fine-tuning moved the head: the export is of the trained weights, not the golden ones.
+    golden_head = tf.train.load_checkpoint(golden["checkpoint"]).get_tensor("output_bias")
+    trained_head = checkpoints.CheckpointContents(str(output_dir)).get("output_bias")
+    assert np.abs(golden_head - trained_head).max() > 1e-3
+
+    saved_model_cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    if not os.path.exists(saved_model_cli):
+        pytest.skip("saved_model_cli is not installed beside %s" % sys.executable)
+    first = next(e for e in examples if ";" not in e.text_a + e.text_b)
+    index = examples.index(first)
+    outdir = tmp_path / "cli"
+    subprocess.run([saved_model_cli, "run", "--dir", str(export_dir), "--tag_set", "serve",
+                    "--signature_def", "serving_default", "--outdir", str(outdir),
+                    "--input_exprs", "text_a=[%r];text_b=[%r]" % (first.text_a, first.text_b)],
+                   check=True, cwd=str(tmp_path), env=env, timeout=300,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    np.testing.assert_allclose(np.load(str(outdir / "probabilities.npy")),
+                               expected[index:index + 1], atol=1e-5)
