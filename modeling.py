@@ -260,8 +260,20 @@ class DenseResidualNorm(tf_keras.layers.Layer):
         return self.layer_norm(self.dropout(self.dense(x), training=training) + residual)
 
 
+def _shape_list(x):
+    """The dimensions of `x`: Python ints where static, scalar tensors elsewhere."""
+    dynamic = tf.shape(x)
+    return [dim if dim is not None else dynamic[i] for i, dim in enumerate(x.shape.as_list())]
+
+
 class SelfAttention(tf_keras.layers.Layer):
-    """`attention/self`: multi-head scaled dot-product attention over the sequence."""
+    """`attention/self`: multi-head scaled dot-product attention over the sequence.
+
+    The query, key and value projections keep their own TF1 variables
+    (`query/kernel`, `key/bias`, ...) but are applied as one matmul with the
+    three kernels side by side: one larger matmul is faster than three, and
+    one transpose splits all three into heads.
+    """
 
     def __init__(self, config, name="self", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -273,25 +285,33 @@ class SelfAttention(tf_keras.layers.Layer):
         self.value = _dense(h, config, "value")
         self.dropout = tf_keras.layers.Dropout(config.attention_probs_dropout_prob)
 
-    def _split_heads(self, x, batch_size, seq_length):
-        """[B, S, H] -> [B, N, S, H/N]."""
-        x = tf.reshape(x, [batch_size, seq_length, self.num_heads, self.head_size])
-        return tf.transpose(x, [0, 2, 1, 3])
+    def build(self, input_shape):
+        # call() reads the projections' variables without calling the layers,
+        # so they are built here, each under its own name scope.
+        for projection in (self.query, self.key, self.value):
+            with tf.name_scope(projection.name):
+                projection.build(input_shape)
+        super().build(input_shape)
 
-    def call(self, x, attention_mask, training=False):
-        """x [B, S, H], attention_mask [B, 1, 1, S] additive -> context [B, S, H]."""
-        batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
-        q = self._split_heads(self.query(x), batch_size, seq_length)
-        k = self._split_heads(self.key(x), batch_size, seq_length)
-        v = self._split_heads(self.value(x), batch_size, seq_length)
-        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+    def call(self, x, attention_mask, batch_size, seq_length, training=False):
+        """x [B * S, H], attention_mask [B, 1, 1, S] additive -> context [B * S, H]."""
+        projections = (self.query, self.key, self.value)
+        kernel = tf.concat([tf.cast(p.kernel, x.dtype) for p in projections], axis=1)
+        bias = tf.concat([tf.cast(p.bias, x.dtype) for p in projections], axis=0)
+        qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
+        # Scaling q rather than the [B, N, S, S] scores is less work; with the usual
+        # head size 64 the scale is 1/8, a power of two, so the scores are the same.
+        q = q * tf.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True)
         # The mask and softmax run in float32 whatever the compute dtype: -10000
         # and large scores are not safe in float16.
         scores = tf.cast(scores, tf.float32) + attention_mask
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
         probs = self.dropout(probs, training=training)
-        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
-        return tf.reshape(context, [batch_size, seq_length, self.num_heads * self.head_size])
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, S, N, H/N]
+        return tf.reshape(context, [-1, self.num_heads * self.head_size])
 
 
 class Attention(tf_keras.layers.Layer):
@@ -302,8 +322,9 @@ class Attention(tf_keras.layers.Layer):
         self.self_attention = SelfAttention(config)
         self.output_block = DenseResidualNorm(config)
 
-    def call(self, x, attention_mask, training=False):
-        context = self.self_attention(x, attention_mask, training=training)
+    def call(self, x, attention_mask, batch_size, seq_length, training=False):
+        context = self.self_attention(x, attention_mask, batch_size, seq_length,
+                                      training=training)
         return self.output_block(context, x, training=training)
 
 
@@ -317,8 +338,10 @@ class TransformerLayer(tf_keras.layers.Layer):
                                        activation=get_activation(config.hidden_act))
         self.output_block = DenseResidualNorm(config)
 
-    def call(self, x, attention_mask, training=False):
-        attention_output = self.attention(x, attention_mask, training=training)
+    def call(self, x, attention_mask, batch_size, seq_length, training=False):
+        """x [B * S, H] -> [B * S, H]."""
+        attention_output = self.attention(x, attention_mask, batch_size, seq_length,
+                                          training=training)
         hidden = self.intermediate(attention_output)
         return self.output_block(hidden, attention_output, training=training)
 
@@ -332,10 +355,15 @@ class Encoder(tf_keras.layers.Layer):
                        for i in range(config.num_hidden_layers)]
 
     def call(self, x, attention_mask, training=False):
+        """x [B, S, H] -> list of [B, S, H], one per layer."""
+        batch_size, seq_length, width = _shape_list(x)
+        # The layers work on [B * S, H]: every dense layer is then a plain 2-D
+        # matmul that TensorFlow fuses with its bias add.
+        hidden = tf.reshape(x, [-1, width])
         outputs = []
         for layer in self.transformer_layers:
-            x = layer(x, attention_mask, training=training)
-            outputs.append(x)
+            hidden = layer(hidden, attention_mask, batch_size, seq_length, training=training)
+            outputs.append(tf.reshape(hidden, [batch_size, seq_length, width]))
         return outputs
 
 
@@ -451,10 +479,10 @@ class MaskedLMHead(tf_keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, x, embedding_table):
-        """x [T, H], embedding_table [V, H] -> log-probabilities [T, V] (float32)."""
+        """x [T, H], embedding_table [V, H] -> logits [T, V] (float32, bias added)."""
         x = self.transform(x)
         logits = tf.matmul(x, tf.cast(embedding_table, x.dtype), transpose_b=True)
-        return tf.nn.log_softmax(tf.cast(logits, tf.float32) + self.output_bias, axis=-1)
+        return tf.cast(logits, tf.float32) + self.output_bias
 
 
 class Transform(tf_keras.layers.Layer):
@@ -480,14 +508,13 @@ class PretrainingHeads(tf_keras.layers.Layer):
                                                  "seq_relationship")
 
     def call(self, sequence_output, pooled_output, masked_lm_positions, embedding_table):
-        """Returns (masked_lm_log_probs [B, P, V], next_sentence_log_probs [B, 2]), float32."""
+        """Returns (masked_lm_logits [B, P, V], next_sentence_log_probs [B, 2]), float32."""
         picked = gather_indexes(sequence_output, masked_lm_positions)
-        mlm_log_probs = self.predictions(picked, embedding_table)
-        mlm_log_probs = tf.reshape(
-            mlm_log_probs, [tf.shape(masked_lm_positions)[0], tf.shape(masked_lm_positions)[1],
-                            -1])
+        mlm_logits = self.predictions(picked, embedding_table)
+        mlm_logits = tf.reshape(
+            mlm_logits, [tf.shape(masked_lm_positions)[0], tf.shape(masked_lm_positions)[1], -1])
         nsp_log_probs = tf.nn.log_softmax(self.seq_relationship(pooled_output), axis=-1)
-        return mlm_log_probs, nsp_log_probs
+        return mlm_logits, nsp_log_probs
 
 
 class SquadHead(tf_keras.layers.Layer):
@@ -513,8 +540,27 @@ def masked_lm_loss(log_probs, label_ids, label_weights):
     Returns:
       (loss scalar = sum(w * nll) / (sum(w) + 1e-5), per-example nll [B, P]).
     """
-    one_hot = tf.one_hot(label_ids, tf.shape(log_probs)[-1], dtype=log_probs.dtype)
-    per_example = -tf.reduce_sum(log_probs * one_hot, axis=-1)
+    # The reference sums log_probs * one_hot(labels) over V: every term but the
+    # label's is an exact zero, so picking the label's log-probability gives the
+    # same value without building (and back-propagating through) a [B, P, V] one-hot.
+    # (gather_nd's gradient is one ScatterNd, cheaper than batched gather's.)
+    label_ids = tf.cast(label_ids, tf.int32)
+    per_example = -tf.gather_nd(log_probs, label_ids[..., tf.newaxis],
+                                batch_dims=label_ids.shape.rank)
+    weights = tf.cast(label_weights, per_example.dtype)
+    loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
+    return loss, per_example
+
+
+def masked_lm_loss_from_logits(logits, label_ids, label_weights):
+    """masked_lm_loss computed from the logits ([B, P, V] float32): same value, less work.
+
+    -log_softmax(logits)[label] in one fused kernel (sparse softmax cross-entropy)
+    whose gradient comes with it, instead of a log-softmax over V, a pick and the
+    log-softmax gradient; the two agree to float32 rounding (~1e-7 relative).
+    """
+    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(label_ids, tf.int32), logits=logits)
     weights = tf.cast(label_weights, per_example.dtype)
     loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
     return loss, per_example
@@ -547,9 +593,12 @@ class BertPretrainer(tf_keras.Model):
 
     def call(self, features, training=False):
         outputs = dict(_encode(self.bert, features, training))
-        mlm, nsp = self.cls(outputs["sequence_output"], outputs["pooled_output"],
-                            features["masked_lm_positions"], self.bert.embedding_table)
-        outputs["masked_lm_log_probs"] = mlm
+        mlm_logits, nsp = self.cls(outputs["sequence_output"], outputs["pooled_output"],
+                                   features["masked_lm_positions"], self.bert.embedding_table)
+        # Training reads the logits (masked_lm_loss_from_logits); inside a
+        # tf.function the unused log-softmax is then pruned away.
+        outputs["masked_lm_logits"] = mlm_logits
+        outputs["masked_lm_log_probs"] = tf.nn.log_softmax(mlm_logits, axis=-1)
         outputs["next_sentence_log_probs"] = nsp
         return outputs
 

@@ -77,14 +77,17 @@ def pretraining_loss(model, features, is_training):
     GLOBAL batch, so that any number of replicas gives the one-device value.
     """
     out = model(features, training=is_training)
-    log_probs = out["masked_lm_log_probs"]
+    # From the logits: the same loss as masked_lm_loss(masked_lm_log_probs, ...)
+    # to float32 rounding, with a fused kernel for the [B, P, V] softmax part.
+    logits = out["masked_lm_logits"]
     weights = tf.cast(features["masked_lm_weights"], tf.float32)
-    _, mlm_per_example = modeling.masked_lm_loss(log_probs, features["masked_lm_ids"], weights)
+    _, mlm_per_example = modeling.masked_lm_loss_from_logits(
+        logits, features["masked_lm_ids"], weights)
     denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
     mlm_loss = tf.reduce_sum(weights * mlm_per_example) / denominator * training.num_replicas()
     nsp_loss, _ = modeling.next_sentence_loss(out["next_sentence_log_probs"],
                                               features["next_sentence_labels"])
-    mlm_correct = tf.cast(tf.equal(tf.argmax(log_probs, -1, output_type=tf.int32),
+    mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                    features["masked_lm_ids"]), tf.float32)
     nsp_correct = tf.cast(tf.equal(
         tf.argmax(out["next_sentence_log_probs"], -1, output_type=tf.int32),

@@ -208,7 +208,9 @@ class Runner:
             if for_training:
                 self.optimizer = optimization.create_optimizer(
                     config.learning_rate, max(config.num_train_steps or 0, 1),
-                    config.num_warmup_steps, optimizer_type=config.optimizer_type)
+                    config.num_warmup_steps, optimizer_type=config.optimizer_type,
+                    # With XLA the update of each variable is one fused kernel too.
+                    jit_compile=config.enable_xla)
                 if config.dtype == "fp16":
                     from official.modeling import performance
                     self.optimizer = performance.configure_optimizer(self.optimizer,

@@ -1,0 +1,261 @@
+"""Shared pieces of the model benchmarks: paths, timing, FLOP counts, the matmul peak, tables.
+
+Timing rule of the project: a speed goal is a ratio against a peer measured in the same
+run. `interleaved` therefore alternates ours and the peer (ABBA order, so a load change
+during the run hits both alike) and reports the median of each side.
+
+FLOP counts (multiply-add = 2 FLOPs; elementwise work, softmax, LayerNorm, embedding
+gathers and the optimizer update are not counted, they are "overhead" in the fraction):
+
+  encoder, forward, per token:      L * 2 * (4 H^2 + 2 H I)     (q, k, v, output, two FFN)
+  attention, forward, per sequence: L * 4 * S^2 * H             (QK^T and probs @ V)
+  pooler + NSP, forward, per seq.:  2 * (H^2 + 2 H)
+  masked-LM head, forward, per prediction: 2 * (H^2 + H V)      (transform + tied output)
+
+  inference  = forward(encoder + attention + pooler)
+  training   = 3 * forward(everything above)   (backward = 2 x forward: grads of inputs
+                                                and of weights)
+
+Achieved FLOP/s = FLOPs of one step / measured seconds per step; its fraction of the
+machine's fp32 matmul peak (the best of several large square tf.matmul calls) says how
+much of the hardware the model uses.
+"""
+import gc
+import os
+import statistics
+import sys
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+for _path in (BENCH_DIR, REPO_ROOT):
+    # The repository root goes first: benchmarks/tokenization.py must not shadow the
+    # top-level tokenization module.
+    if _path in sys.path:
+        sys.path.remove(_path)
+    sys.path.insert(0, _path)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # pylint: disable=wrong-import-position
+import tensorflow as tf  # pylint: disable=wrong-import-position
+import tf_keras  # pylint: disable=wrong-import-position
+
+# Model sizes of the benchmarks (BERT-Mini and BERT-Base of the BERT README).
+MODEL_SIZES = {
+    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, vocab_size=512),
+    "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 intermediate_size=1024, vocab_size=30522),
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072, vocab_size=30522),
+}
+
+
+def model_config(size):
+    """The BERT hyper-parameters of a named size, reference defaults elsewhere."""
+    cfg = dict(hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+               max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02)
+    cfg.update(MODEL_SIZES[size])
+    return cfg
+
+
+# ---------------------------------------------------------------------------
+# FLOPs
+# ---------------------------------------------------------------------------
+
+def forward_flops(cfg, batch_size, seq_length, max_predictions=0):
+    """Matmul FLOPs of one forward pass (see the module docstring for the formula)."""
+    h, i, n_layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    tokens = batch_size * seq_length
+    encoder = tokens * n_layers * 2 * (4 * h * h + 2 * h * i)
+    attention = batch_size * n_layers * 4 * seq_length * seq_length * h
+    pooler = batch_size * 2 * (h * h + 2 * h)
+    mlm = batch_size * max_predictions * 2 * (h * h + h * cfg["vocab_size"])
+    return encoder + attention + pooler + mlm
+
+
+def training_flops(cfg, batch_size, seq_length, max_predictions):
+    return 3 * forward_flops(cfg, batch_size, seq_length, max_predictions)
+
+
+# ---------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------
+
+def interleaved(functions, repeats):
+    """Times each of {name: function()} `repeats` times, rotating the order every round.
+
+    Returns {name: [seconds, ...]}. With two functions the order is ABBA..., so a load
+    change during the run hits every side alike.
+    """
+    names = list(functions)
+    times = {name: [] for name in names}
+    for r in range(repeats):
+        order = names if r % 2 == 0 else names[::-1]
+        for name in order:
+            start = time.perf_counter()
+            functions[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def matmul_peak(dtype=tf.float32, n=2048, repeats=5):
+    """Best FLOP/s of an n x n x n tf.matmul in `dtype` (after a warm-up call)."""
+    a = tf.cast(tf.random.stateless_normal([n, n], seed=[1, 2]), dtype)
+    b = tf.cast(tf.random.stateless_normal([n, n], seed=[3, 4]), dtype)
+    multiply = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)[:1, :1]))
+    multiply(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        multiply(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * n ** 3 / best
+
+
+def _weight_matmuls(rows, k, n, training):
+    """(batch, m, k, n, transpose_a, transpose_b) of x[rows, k] @ W[k, n] and its gradients."""
+    shapes = [(1, rows, k, n, False, False)]
+    if training:
+        shapes += [(1, rows, n, k, False, True),   # d x = d y @ W^T
+                   (1, k, rows, n, True, False)]   # d W = x^T @ d y
+    return shapes
+
+
+def step_matmuls(cfg, batch_size, seq_length, max_predictions=0, training=True):
+    """Every matmul of a BERT step (forward, and backward when training) as shapes.
+
+    The query/key/value projections are one [T, H] x [H, 3H] matmul (the fastest form).
+    """
+    h, inner, n_layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    heads = cfg["num_attention_heads"]
+    tokens, head_size = batch_size * seq_length, h // heads
+    layer = (_weight_matmuls(tokens, h, 3 * h, training) + _weight_matmuls(tokens, h, h, training)
+             + _weight_matmuls(tokens, h, inner, training)
+             + _weight_matmuls(tokens, inner, h, training))
+    bh = batch_size * heads
+    attention = [(bh, seq_length, head_size, seq_length, False, True),   # q k^T
+                 (bh, seq_length, seq_length, head_size, False, False)]  # probs v
+    if training:
+        attention += [(bh, seq_length, seq_length, head_size, False, False),  # d q
+                      (bh, seq_length, seq_length, head_size, True, False),   # d k
+                      (bh, seq_length, head_size, seq_length, False, True),   # d probs
+                      (bh, seq_length, seq_length, head_size, True, False)]   # d v
+    shapes = (layer + attention) * n_layers + _weight_matmuls(batch_size, h, h, training)
+    if max_predictions:
+        predictions = batch_size * max_predictions
+        shapes += _weight_matmuls(predictions, h, h, training)
+        shapes.append((1, predictions, h, cfg["vocab_size"], False, True))  # x @ E^T
+        if training:
+            shapes += [(1, predictions, cfg["vocab_size"], h, False, False),
+                       (1, cfg["vocab_size"], predictions, h, True, False)]
+    return shapes
+
+
+def matmul_floor(shapes, dtype=tf.float32):
+    """A function running every matmul of `shapes` once (random operands made up front).
+
+    Its time is what the step would take if everything but its matmuls were free: the
+    bound of any implementation built on the same matmul kernels.
+    """
+    operands = []
+    for i, (batch, m, k, n, transpose_a, transpose_b) in enumerate(shapes):
+        a_shape = [k, m] if transpose_a else [m, k]
+        b_shape = [n, k] if transpose_b else [k, n]
+        if batch > 1:
+            a_shape, b_shape = [batch] + a_shape, [batch] + b_shape
+        operands.append((
+            tf.cast(tf.random.stateless_uniform(a_shape, seed=[i, 0], minval=-1), dtype),
+            tf.cast(tf.random.stateless_uniform(b_shape, seed=[i, 1], minval=-1), dtype),
+            transpose_a, transpose_b))
+
+    @tf.function
+    def all_matmuls():
+        # One element of each product keeps every matmul alive and the result tiny.
+        return tf.add_n([tf.cast(tf.reshape(tf.matmul(a, b, transpose_a=ta, transpose_b=tb),
+                                            [-1])[0], tf.float32)
+                         for a, b, ta, tb in operands])
+
+    all_matmuls().numpy()
+    return lambda: all_matmuls().numpy()
+
+
+def release_models():
+    """Drops Keras' global state between measurements (memory, layer-name counters)."""
+    tf_keras.backend.clear_session()
+    gc.collect()
+
+
+def set_policy(dtype):
+    """Global tf_keras mixed-precision policy for `dtype` ("fp32" or "bf16")."""
+    tf_keras.mixed_precision.set_global_policy(
+        "mixed_bfloat16" if dtype == "bf16" else "float32")
+
+
+def cpu_flags():
+    """bf16/AMX-related CPU flags of this machine (empty on CPUs without them)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return sorted(flag for flag in line.split(":", 1)[1].split()
+                                  if "bf16" in flag or "amx" in flag or flag == "avx512f")
+    except OSError:
+        pass
+    return []
+
+
+# ---------------------------------------------------------------------------
+# Rows and tables
+# ---------------------------------------------------------------------------
+
+def row(measure, config, ours, peer, unit):
+    """One result in the schema of bench_results.json (ratio = ours / peer)."""
+    ratio = (ours / peer) if (ours is not None and peer) else None
+    return {"measure": measure, "config": config, "ours": ours, "peer": peer, "unit": unit,
+            "ratio": ratio}
+
+
+def _fmt(value):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-2):
+            return "%.3g" % value
+        return "%.3f" % value if abs(value) < 10 else "%.1f" % value
+    return str(value)
+
+
+def format_table(rows):
+    """Fixed-width text table of rows in the bench_results.json schema."""
+    columns = ("measure", "config", "ours", "peer", "unit", "ratio")
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(line[k]) for line in cells]) for k, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    for line in cells:
+        lines.append("  ".join(v.ljust(w) if k < 2 or k == 4 else v.rjust(w)
+                               for k, (v, w) in enumerate(zip(line, widths))))
+    return "\n".join(lines)
+
+
+def csv_list(text):
+    """"a, b,c" -> ("a", "b", "c") (command-line lists)."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def synthetic_tokens(batch_size, seq_length, vocab_size, seed=0):
+    """input_ids, input_mask (a real length per row), segment_ids as int32 numpy arrays."""
+    rng = np.random.RandomState(seed)
+    input_ids = rng.randint(1, vocab_size, size=[batch_size, seq_length]).astype(np.int32)
+    lengths = rng.randint(seq_length * 3 // 4, seq_length + 1, size=[batch_size])
+    input_mask = (np.arange(seq_length)[None, :] < lengths[:, None]).astype(np.int32)
+    input_ids *= input_mask
+    segment_ids = ((np.arange(seq_length)[None, :] >= lengths[:, None] // 2)
+                   * input_mask).astype(np.int32)
+    return input_ids, input_mask, segment_ids

@@ -1,0 +1,123 @@
+"""Where the time of one pretraining or inference step goes, ours and tf-models-official's.
+
+Usage:
+  python benchmarks/profile_step.py [--what pretraining|inference] [--size mini]
+      [--dtype fp32] [--xla] [--steps 3] [--top 25]
+
+Runs a few steps of each side under tf.profiler and prints, per side, the time of the
+TensorFlow ops grouped by op type (MatMul, BatchMatMulV2, Mul, ...), their share of the
+profiled op time, and the share of matrix multiplications. The trace (an XSpace protobuf
+under a temporary log directory) is read with the protobuf classes TensorFlow ships, so
+no profiler plugin is needed. With --xla the compiled clusters show up as a few large
+events (XLA's own kernels are not broken down).
+"""
+import argparse
+import collections
+import glob
+import os
+import re
+import tempfile
+
+import bench_util  # pylint: disable=unused-import
+from bench_util import tf
+
+MATMUL_TYPES = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklMatMul", "_MklBatchMatMulV2",
+                "_FusedMatMul", "_MklFusedMatMul", "Einsum", "_MklEinsum",
+                "_MklNativeFusedMatMul", "_MklNativeBatchMatMulV2")
+
+
+# Trace events that enclose op executions (executor and function runs), not ops.
+_CONTAINERS = ("Process", "Run", "RunWithBorrowedArgs", "InstantiatedCapturedFunction::Run")
+
+
+def _op_totals(logdir, by_name=False):
+    """{op type (or op name): (total microseconds, count)} over the host plane of the trace."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+    totals = collections.defaultdict(lambda: [0.0, 0])
+    for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+        for plane in space.planes:
+            if not plane.name.startswith("/host:CPU"):
+                continue
+            for line in plane.lines:
+                for event in line.events:
+                    name = plane.event_metadata[event.metadata_id].name
+                    if ":" not in name or name.startswith(("__inference", "Iterator")):
+                        continue
+                    op_name, op_type = name.rsplit(":", 1)
+                    if (not op_type or " " in op_type or op_type[0].islower()
+                            or op_type in _CONTAINERS):
+                        continue
+                    key = op_type
+                    if by_name:
+                        # The first step and the loop body of a train loop are one op.
+                        op_name = re.sub(r"^(while/body/_\d+/)?(while/)?", "", op_name)
+                        op_name = op_name.replace("gradient_tape/while/", "gradient_tape/")
+                        key = "%s (%s)" % (op_name, op_type)
+                    totals[key][0] += event.duration_ps / 1e6
+                    totals[key][1] += 1
+    return totals
+
+
+def profile(run, steps, by_name=False):
+    """Profiles run(steps) (already warmed up); returns {op type: [us, count]}."""
+    logdir = tempfile.mkdtemp(prefix="bench_profile_")
+    tf.profiler.experimental.start(logdir)
+    run(steps)
+    tf.profiler.experimental.stop()
+    return _op_totals(logdir, by_name)
+
+
+def format_profile(title, totals, steps, top):
+    total = sum(t for t, _ in totals.values()) or 1.0
+    matmul = sum(t for k, (t, _) in totals.items()
+                 if k.rsplit("(", 1)[-1].rstrip(")") in MATMUL_TYPES)
+    lines = ["%s: %.1f ms of op time per step, matmuls %.0f%%" % (
+        title, total / 1e3 / steps, 100.0 * matmul / total)]
+    for op_type, (micros, count) in sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]:
+        lines.append("  %-36s %9.2f ms/step %5.1f%%  %6d calls/step" % (
+            op_type, micros / 1e3 / steps, 100.0 * micros / total, count // steps))
+    return "\n".join(lines)
+
+
+def _sides(what, size, dtype, xla):
+    """(ours run(n), peer run(n)) for the chosen benchmark."""
+    cfg = bench_util.model_config(size)
+    if what == "pretraining":
+        import pretraining  # pylint: disable=import-outside-toplevel
+        batch = pretraining.synthetic_batch(cfg, pretraining.BATCH_SIZES[size])
+        workdir = tempfile.mkdtemp(prefix="bench_profile_run_")
+        return (pretraining.build_ours(cfg, dtype, xla, batch, workdir),
+                pretraining.build_peer(cfg, dtype, xla, batch))
+    import inference  # pylint: disable=import-outside-toplevel
+    tokens = bench_util.synthetic_tokens(inference.BATCH_SIZE, inference.SEQ_LENGTH,
+                                         cfg["vocab_size"])
+    return (inference.build_ours(cfg, dtype, xla, tokens),
+            inference.build_peer(cfg, dtype, xla, tokens))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--what", default="pretraining", choices=["pretraining", "inference"])
+    parser.add_argument("--size", default="mini")
+    parser.add_argument("--dtype", default="fp32")
+    parser.add_argument("--xla", action="store_true")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--only", default="ours,peer")
+    parser.add_argument("--by_name", action="store_true", help="group by op name, not type")
+    args = parser.parse_args(argv)
+    ours, peer = _sides(args.what, args.size, args.dtype, args.xla)
+    for name, run in (("ours", ours), ("peer", peer)):
+        if name not in args.only.split(","):
+            continue
+        run(1)
+        print(format_profile("%s %s %s %s xla=%s" % (name, args.what, args.size, args.dtype,
+                                                      args.xla),
+                             profile(run, args.steps, args.by_name), args.steps, args.top))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Shared by both sides of the reproduction: the protocol, the data subsets, the metrics
+and the table.
+
+Imported from the project venv (ours.py, run_all.py) and from the peer venv (peer.py),
+so it depends on the standard library, numpy and scipy only.
+"""
+import csv
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.environ.get("BERT_TF2_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
+GLUE_DIR = os.path.join(SHARED, "data", "glue_data")
+SQUAD_DEV = os.path.join(SHARED, "data", "squad", "dev-v1.1.json")
+
+# Threads each side may use (the machine is shared).
+NUM_THREADS = int(os.environ.get("REPRO_THREADS", "2"))
+
+
+# ---------------------------------------------------------------------------
+# The protocol (identical for both sides)
+# ---------------------------------------------------------------------------
+
+class Task(object):
+    """One row of the table: which data, how long the inputs, which metric."""
+
+    def __init__(self, name, glue_dir, max_seq_length, metric, columns, labels,
+                 header=True, num_train=320, num_dev=None):
+        self.name = name              # run_classifier.py --task_name
+        self.glue_dir = glue_dir      # folder under glue_data
+        self.max_seq_length = max_seq_length
+        self.metric = metric          # key of the headline metric in metrics()
+        self.columns = columns        # (text_a, text_b or None, label) column indexes
+        self.labels = labels          # class names in output order; None = regression
+        self.header = header          # train.tsv / dev.tsv start with a header line
+        self.num_train = num_train    # first N training rows
+        self.num_dev = num_dev        # first N dev rows (None = all)
+
+
+# Column layouts are those of the GLUE TSV files (the same ones run_classifier.py reads).
+TASKS = {
+    "sst-2": Task("sst-2", "SST-2", 64, "accuracy", (0, None, 1), ["0", "1"], num_train=512),
+    "cola": Task("cola", "CoLA", 64, "mcc", (3, None, 1), ["0", "1"], header=False),
+    "mrpc": Task("mrpc", "MRPC", 128, "f1", (3, 4, 0), ["0", "1"]),
+    "rte": Task("rte", "RTE", 128, "accuracy", (1, 2, 3), ["entailment", "not_entailment"]),
+    "sts-b": Task("sts-b", "STS-B", 128, "pearson", (7, 8, 9), None, num_dev=500),
+}
+
+# Hyper-parameters shared by every GLUE task (both sides).
+GLUE_HPARAMS = {
+    "train_batch_size": 32,
+    "eval_batch_size": 32,
+    "learning_rate": 1e-4,
+    "num_train_epochs": 2.0,
+    "warmup_proportion": 0.1,
+}
+
+# SQuAD 1.1 (dev-v1.1.json split by article; both sides read the same files).
+SQUAD = {
+    "train_articles": (1, 3),       # articles [1, 3) of dev-v1.1.json (359 questions)
+    "eval_articles": (32, 33),      # article 32 (96 questions) is evaluated
+    "max_seq_length": 192,
+    "doc_stride": 64,
+    "max_query_length": 64,
+    "train_batch_size": 32,
+    "predict_batch_size": 32,
+    "learning_rate": 1e-4,
+    "num_train_epochs": 2.0,
+    "warmup_proportion": 0.1,
+    "n_best_size": 20,
+    "max_answer_length": 30,
+}
+
+
+def num_train_steps(num_examples, batch_size, epochs):
+    """The step count run_classifier.py / run_squad.py use (the reference's formula)."""
+    return int(num_examples / batch_size * epochs)
+
+
+def num_warmup_steps(num_steps, proportion):
+    return int(num_steps * proportion)
+
+
+# ---------------------------------------------------------------------------
+# Data subsets
+# ---------------------------------------------------------------------------
+
+def read_tsv(path):
+    """Rows of a GLUE TSV file, quotes taken literally (as run_classifier.py reads them)."""
+    with open(path, "r", encoding="utf-8", newline="") as f:
+        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def write_tsv(path, rows):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, quotechar=None,
+                            escapechar=None, lineterminator="\n")
+        for row in rows:
+            writer.writerow(row)
+
+
+def make_glue_subset(task, out_root):
+    """Writes <out_root>/<GLUE dir>/{train,dev}.tsv: the first N rows of each; returns the dir.
+
+    Rows are copied cell for cell (header kept where the task has one), so the subset is
+    read by run_classifier.py exactly as the original files are.
+    """
+    out_dir = os.path.join(out_root, task.glue_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    for split, limit in (("train", task.num_train), ("dev", task.num_dev)):
+        rows = read_tsv(os.path.join(GLUE_DIR, task.glue_dir, "%s.tsv" % split))
+        head, body = (rows[:1], rows[1:]) if task.header else ([], rows)
+        if limit is not None:
+            body = body[:limit]
+        write_tsv(os.path.join(out_dir, "%s.tsv" % split), head + body)
+    return out_dir
+
+
+def read_glue_examples(task, data_dir, split):
+    """[(text_a, text_b or None, label)] of a subset file, in file order."""
+    rows = read_tsv(os.path.join(data_dir, "%s.tsv" % split))
+    if task.header:
+        rows = rows[1:]
+    a, b, lab = task.columns
+    return [(row[a], None if b is None else row[b], row[lab]) for row in rows]
+
+
+def make_squad_subsets(out_dir):
+    """train.json / eval.json: disjoint article ranges of dev-v1.1.json."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(SQUAD_DEV, "r", encoding="utf-8") as f:
+        full = json.load(f)
+    paths = {}
+    for name, (lo, hi) in (("train", SQUAD["train_articles"]), ("eval", SQUAD["eval_articles"])):
+        subset = {"version": full["version"], "data": full["data"][lo:hi]}
+        if name == "train":
+            # The dev file lists several answers per question; training (the reference's
+            # reader, and the peer) takes exactly one: the first.
+            subset = json.loads(json.dumps(subset))
+            for article in subset["data"]:
+                for paragraph in article["paragraphs"]:
+                    for qa in paragraph["qas"]:
+                        qa["answers"] = qa["answers"][:1]
+        paths[name] = os.path.join(out_dir, "%s.json" % name)
+        with open(paths[name], "w", encoding="utf-8") as f:
+            json.dump(subset, f)
+    return paths
+
+
+def count_squad_questions(path):
+    with open(path, "r", encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    return sum(len(p["qas"]) for a in data for p in a["paragraphs"])
+
+
+# ---------------------------------------------------------------------------
+# Metrics (applied to the peer's predictions; ours come from eval_results.txt)
+# ---------------------------------------------------------------------------
+
+def glue_metrics(task, labels, outputs):
+    """Metrics of one task from gold labels and model outputs.
+
+    Classification: `labels` are class ids, `outputs` [N, C] scores (argmax taken).
+    Regression: `labels` and `outputs` are floats.
+    """
+    labels = np.asarray(labels)
+    outputs = np.asarray(outputs)
+    if task.labels is None:
+        import scipy.stats  # pylint: disable=import-outside-toplevel
+        preds = outputs.reshape(-1).astype(np.float64)
+        gold = labels.astype(np.float64)
+        return {"pearson": float(scipy.stats.pearsonr(preds, gold)[0]),
+                "spearman": float(scipy.stats.spearmanr(preds, gold)[0])}
+    preds = np.argmax(outputs, axis=-1)
+    result = {"accuracy": float(np.mean(preds == labels))}
+    tp = float(np.sum((preds == 1) & (labels == 1)))
+    tn = float(np.sum((preds == 0) & (labels == 0)))
+    fp = float(np.sum((preds == 1) & (labels == 0)))
+    fn = float(np.sum((preds == 0) & (labels == 1)))
+    result["f1"] = 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
+    denom = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    result["mcc"] = 0.0 if denom == 0 else (tp * tn - fp * fn) / denom
+    return result
+
+
+def read_eval_results(path):
+    """eval_results.txt (`key = value` lines) as a dict of floats."""
+    result = {}
+    with open(path, "r", encoding="utf-8") as f:
+        for line in f:
+            if "=" in line:
+                key, value = line.split("=", 1)
+                result[key.strip()] = float(value)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------
+
+def mean_std(values):
+    """(mean, sample std) of a list; std is 0 for one value."""
+    values = [float(v) for v in values]
+    if not values:
+        return float("nan"), float("nan")
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(var)
+
+
+def fmt_ms(values, scale=100.0):
+    mean, std = mean_std(values)
+    if math.isnan(mean):
+        return "n/a"
+    return "%.2f ± %.2f" % (scale * mean, scale * std)
+
+
+def write_table(path, rows, protocol_lines):
+    """results.md: one row per (task, metric)."""
+    lines = [
+        "| task | metric | ours mean ± std | peer mean ± std | diff (ours − peer) "
+        "| seeds | ours time s / train ex/s | peer time s / train ex/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            row["task"], row["metric"], row["ours"], row["peer"], row["diff"],
+            row["seeds"], row["ours_speed"], row["peer_speed"]))
+    text = "\n".join(lines) + "\n\n" + "\n".join(protocol_lines) + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)

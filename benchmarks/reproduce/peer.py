@@ -1,0 +1,480 @@
+"""The peer side: the same fine-tuning with HuggingFace transformers + PyTorch.
+
+Runs in the separate venv .venv-reproduce (torch 2.13.0 CPU + transformers). The model
+(config.json + model.safetensors of all-MiniLM-L6-v2) is loaded with
+BertForSequenceClassification / BertForQuestionAnswering; the task head is initialised
+randomly under torch.manual_seed(seed). Inputs are built token for token like
+run_classifier.py / run_squad.py build theirs (WordPiece from BertTokenizer with the
+package's vocab.txt, [CLS] a [SEP] b [SEP], longest-first pair truncation), so both sides
+see the same ids. Optimiser: torch AdamW (bias-corrected; weight decay 0.01 except on
+biases and LayerNorm, eps 1e-6), get_linear_schedule_with_warmup, gradient clipping to
+global norm 1.0.
+
+  .venv-reproduce/bin/python benchmarks/reproduce/peer.py glue --task=mrpc \
+      --data_dir=/tmp/x/MRPC --model_dir=... --seed=1 --output=/tmp/x/peer.json
+  .venv-reproduce/bin/python benchmarks/reproduce/peer.py squad --train_file=... \
+      --predict_file=... --model_dir=... --seed=1 --output=/tmp/x/peer.json
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import sys
+import time
+
+# OpenMP threads that yield instead of spinning while they wait: on a shared, oversubscribed
+# CPU, spinning threads of torch's OpenMP pool slow training down several times (TF's own
+# thread pool already blocks). Set before torch (and its OpenMP runtime) is loaded.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # pylint: disable=wrong-import-position
+import torch  # pylint: disable=wrong-import-position
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # pylint: disable=wrong-import-position
+
+
+def _seed_everything(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _optimizer(model, learning_rate, num_steps, num_warmup):
+    """torch AdamW with the reference's decay exclusions, and HF's linear schedule."""
+    from transformers import get_linear_schedule_with_warmup  # pylint: disable=import-outside-toplevel
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if name.endswith("bias") or "LayerNorm" in name:
+            no_decay.append(param)
+        else:
+            decay.append(param)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
+    scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup, num_steps)
+    return optimizer, scheduler
+
+
+def _batch_order(num_examples, batch_size, num_steps, seed):
+    """Indexes of each training batch: one shuffled pass after another, batches taken
+    across pass boundaries, the way a repeated-then-batched stream is consumed."""
+    rng = np.random.RandomState(seed)
+    stream = []
+    while len(stream) < num_steps * batch_size:
+        stream.extend(rng.permutation(num_examples).tolist())
+    return [stream[i * batch_size:(i + 1) * batch_size] for i in range(num_steps)]
+
+
+def _train(model, tensors, batch_size, num_steps, num_warmup, learning_rate, seed):
+    """Runs num_steps optimizer steps; returns (seconds, last loss)."""
+    optimizer, scheduler = _optimizer(model, learning_rate, num_steps, num_warmup)
+    n = next(iter(tensors.values())).shape[0]
+    model.train()
+    start = time.time()
+    loss_value = float("nan")
+    for step, index in enumerate(_batch_order(n, batch_size, num_steps, seed)):
+        idx = torch.tensor(index, dtype=torch.long)
+        batch = {k: v[idx] for k, v in tensors.items()}
+        loss = model(**batch).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        loss_value = float(loss.detach())
+        if (step + 1) % 10 == 0 or step + 1 == num_steps:
+            common.log("peer step %d/%d loss %.4f lr %.3g (%.1f examples/s)" % (
+                step + 1, num_steps, loss_value, scheduler.get_last_lr()[0],
+                (step + 1) * batch_size / (time.time() - start)))
+    return time.time() - start, loss_value
+
+
+# ---------------------------------------------------------------------------
+# Inputs, built as the reference builds them
+# ---------------------------------------------------------------------------
+
+def _truncate_pair(tokens_a, tokens_b, max_length):
+    """Drops one token at a time from the end of the longer list (of b on a tie)."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def _encode_pair(tokenizer, text_a, text_b, max_seq_length):
+    tokens_a = tokenizer.tokenize(text_a)
+    tokens_b = tokenizer.tokenize(text_b) if text_b is not None else []
+    if text_b is not None:
+        _truncate_pair(tokens_a, tokens_b, max_seq_length - 3)
+    else:
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    segments = [0] * len(tokens)
+    if text_b is not None:
+        tokens += tokens_b + ["[SEP]"]
+        segments += [1] * (len(tokens_b) + 1)
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    pad = max_seq_length - len(ids)
+    return ids + [0] * pad, [1] * len(ids) + [0] * pad, segments + [0] * pad
+
+
+def _glue_tensors(task, tokenizer, examples):
+    ids, mask, segs, labels = [], [], [], []
+    for text_a, text_b, label in examples:
+        i, m, s = _encode_pair(tokenizer, text_a, text_b, task.max_seq_length)
+        ids.append(i)
+        mask.append(m)
+        segs.append(s)
+        labels.append(float(label) if task.labels is None else task.labels.index(label))
+    tensors = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask),
+               "token_type_ids": torch.tensor(segs)}
+    label_dtype = torch.float32 if task.labels is None else torch.long
+    tensors["labels"] = torch.tensor(labels, dtype=label_dtype)
+    return tensors
+
+
+def _tokenizer(model_dir):
+    from transformers import BertTokenizer  # pylint: disable=import-outside-toplevel
+    # from_pretrained: in transformers 5, BertTokenizer(vocab_file=...) does not load the
+    # file (every token becomes [UNK]); the model directory's tokenizer files do.
+    tokenizer = BertTokenizer.from_pretrained(model_dir, do_lower_case=True)
+    if tokenizer.convert_tokens_to_ids(["hello"]) != [7592]:
+        raise RuntimeError("tokenizer of %s did not load its vocabulary" % model_dir)
+    return tokenizer
+
+
+# ---------------------------------------------------------------------------
+# GLUE
+# ---------------------------------------------------------------------------
+
+def run_glue(args):
+    from transformers import BertForSequenceClassification  # pylint: disable=import-outside-toplevel
+    task = common.TASKS[args.task]
+    hp = common.GLUE_HPARAMS
+    wall_start = time.time()
+    _seed_everything(args.seed)
+    tokenizer = _tokenizer(args.model_dir)
+    train = common.read_glue_examples(task, args.data_dir, "train")
+    dev = common.read_glue_examples(task, args.data_dir, "dev")
+    train_t = _glue_tensors(task, tokenizer, train)
+    dev_t = _glue_tensors(task, tokenizer, dev)
+    num_labels = 1 if task.labels is None else len(task.labels)
+    model = BertForSequenceClassification.from_pretrained(
+        args.model_dir, num_labels=num_labels,
+        problem_type="regression" if task.labels is None else "single_label_classification",
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, classifier_dropout=0.1)
+    steps = common.num_train_steps(len(train), hp["train_batch_size"], hp["num_train_epochs"])
+    warmup = common.num_warmup_steps(steps, hp["warmup_proportion"])
+    common.log("peer %s seed %d: %d train / %d dev examples, %d steps (%d warmup)"
+               % (task.name, args.seed, len(train), len(dev), steps, warmup))
+    train_s, last_loss = _train(model, train_t, hp["train_batch_size"], steps, warmup,
+                                hp["learning_rate"], args.seed)
+
+    model.eval()
+    eval_start = time.time()
+    outputs = []
+    with torch.no_grad():
+        n = dev_t["input_ids"].shape[0]
+        for lo in range(0, n, hp["eval_batch_size"]):
+            batch = {k: v[lo:lo + hp["eval_batch_size"]] for k, v in dev_t.items()
+                     if k != "labels"}
+            outputs.append(model(**batch).logits.float().numpy())
+    eval_s = time.time() - eval_start
+    outputs = np.concatenate(outputs)
+    metrics = common.glue_metrics(task, dev_t["labels"].numpy(), outputs)
+    result = {"side": "peer", "task": task.name, "seed": args.seed, "metrics": metrics,
+              "num_train_examples": len(train), "num_eval_examples": len(dev),
+              "num_train_steps": steps, "num_warmup_steps": warmup,
+              "train_seconds": train_s, "eval_seconds": eval_s,
+              "train_examples_per_second": steps * hp["train_batch_size"] / train_s,
+              "eval_examples_per_second": len(dev) / eval_s,
+              "final_train_loss": last_loss, "wall_seconds": time.time() - wall_start}
+    _write(args.output, result)
+
+
+# ---------------------------------------------------------------------------
+# SQuAD 1.1
+# ---------------------------------------------------------------------------
+
+def _is_whitespace(c):
+    return c in " \t\r\n" or ord(c) == 0x202F
+
+
+def _squad_examples(path, is_training):
+    """Questions with their paragraph split on whitespace into words (the reference's
+    doc_tokens), plus the answer's word span for training."""
+    with open(path, "r", encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    examples = []
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            text = paragraph["context"]
+            words, char_to_word, in_space = [], [], True
+            for c in text:
+                if _is_whitespace(c):
+                    in_space = True
+                else:
+                    if in_space:
+                        words.append(c)
+                    else:
+                        words[-1] += c
+                    in_space = False
+                char_to_word.append(len(words) - 1)
+            for qa in paragraph["qas"]:
+                ex = {"id": qa["id"], "question": qa["question"], "words": words}
+                if is_training:
+                    answer = qa["answers"][0]
+                    start_char = answer["answer_start"]
+                    ex["start_word"] = char_to_word[start_char]
+                    ex["end_word"] = char_to_word[start_char + len(answer["text"]) - 1]
+                    ex["answer_text"] = answer["text"]
+                    # Answers whose text cannot be found in the words are skipped.
+                    span = " ".join(words[ex["start_word"]:ex["end_word"] + 1])
+                    if " ".join(answer["text"].strip().split()) not in span:
+                        continue
+                examples.append(ex)
+    return examples
+
+
+def _tighten_span(sub_tokens, lo, hi, tokenizer, answer_text):
+    """The smallest sub-token span [lo, hi] whose text equals the tokenized answer."""
+    target = " ".join(tokenizer.tokenize(answer_text))
+    for s in range(lo, hi + 1):
+        for e in range(hi, s - 1, -1):
+            if " ".join(sub_tokens[s:e + 1]) == target:
+                return s, e
+    return lo, hi
+
+
+def _squad_features(examples, tokenizer, is_training):
+    """Windows of max_seq_length over each paragraph, doc_stride apart."""
+    cfg = common.SQUAD
+    max_len, stride = cfg["max_seq_length"], cfg["doc_stride"]
+    features = []
+    for ex_index, ex in enumerate(examples):
+        query = tokenizer.tokenize(ex["question"])[:cfg["max_query_length"]]
+        sub_to_word, word_to_sub, subs = [], [], []
+        for w, word in enumerate(ex["words"]):
+            word_to_sub.append(len(subs))
+            for piece in tokenizer.tokenize(word):
+                sub_to_word.append(w)
+                subs.append(piece)
+        if is_training:
+            lo = word_to_sub[ex["start_word"]]
+            hi = (word_to_sub[ex["end_word"] + 1] - 1 if ex["end_word"] + 1 < len(ex["words"])
+                  else len(subs) - 1)
+            lo, hi = _tighten_span(subs, lo, hi, tokenizer, ex["answer_text"])
+        room = max_len - len(query) - 3
+        windows, start = [], 0
+        while start < len(subs):
+            length = min(room, len(subs) - start)
+            windows.append((start, length))
+            if start + length == len(subs):
+                break
+            start += min(length, stride)
+        for w_index, (w_start, w_len) in enumerate(windows):
+            tokens = ["[CLS]"] + query + ["[SEP]"]
+            segments = [0] * len(tokens)
+            token_to_word, max_context = {}, {}
+            for i in range(w_len):
+                pos = w_start + i
+                token_to_word[len(tokens)] = sub_to_word[pos]
+                max_context[len(tokens)] = _has_max_context(windows, w_index, pos)
+                tokens.append(subs[pos])
+                segments.append(1)
+            tokens.append("[SEP]")
+            segments.append(1)
+            ids = tokenizer.convert_tokens_to_ids(tokens)
+            pad = max_len - len(ids)
+            feature = {"example_index": ex_index, "tokens": tokens,
+                       "token_to_word": token_to_word, "max_context": max_context,
+                       "input_ids": ids + [0] * pad, "attention_mask": [1] * len(ids) + [0] * pad,
+                       "token_type_ids": segments + [0] * pad}
+            if is_training:
+                if lo >= w_start and hi <= w_start + w_len - 1:
+                    offset = len(query) + 2
+                    feature["start_positions"] = lo - w_start + offset
+                    feature["end_positions"] = hi - w_start + offset
+                else:
+                    feature["start_positions"] = feature["end_positions"] = 0
+            features.append(feature)
+    return features
+
+
+def _has_max_context(windows, w_index, pos):
+    """True when window w_index gives token `pos` the most context of all windows
+    (min of left and right context, plus 0.01 * window length; ties to the first)."""
+    best, best_index = None, None
+    for i, (start, length) in enumerate(windows):
+        end = start + length - 1
+        if pos < start or pos > end:
+            continue
+        score = min(pos - start, end - pos) + 0.01 * length
+        if best is None or score > best:
+            best, best_index = score, i
+    return best_index == w_index
+
+
+def _basic_tokenizer(tokenizer):
+    """text -> words, lower-cased, accents stripped, punctuation split off: the
+    normalizer and pre-tokenizer of the fast tokenizer (BERT's basic tokenization)."""
+    backend = tokenizer.backend_tokenizer
+
+    def basic(text):
+        normalized = backend.normalizer.normalize_str(text)
+        return [word for word, _ in backend.pre_tokenizer.pre_tokenize_str(normalized)]
+    return basic
+
+
+def _final_text(pred_text, orig_text):
+    """Maps the de-tokenized prediction back onto the original words' characters
+    (so case and punctuation come from the paragraph, as in the reference)."""
+    def strip_spaces(text):
+        chars, mapping = [], {}
+        for i, c in enumerate(text):
+            if c == " ":
+                continue
+            mapping[len(chars)] = i
+            chars.append(c)
+        return "".join(chars), mapping
+
+    tok_text = " ".join(_final_text.basic(orig_text))
+    start = tok_text.find(pred_text)
+    if start == -1:
+        return orig_text
+    end = start + len(pred_text) - 1
+    orig_ns, orig_map = strip_spaces(orig_text)
+    tok_ns, tok_map = strip_spaces(tok_text)
+    if len(orig_ns) != len(tok_ns):
+        return orig_text
+    inverse = {v: k for k, v in tok_map.items()}
+    if start not in inverse or end not in inverse:
+        return orig_text
+    o_start = orig_map.get(inverse[start])
+    o_end = orig_map.get(inverse[end])
+    if o_start is None or o_end is None:
+        return orig_text
+    return orig_text[o_start:o_end + 1]
+
+
+def _predictions(examples, features, start_logits, end_logits):
+    """Best answer text per question id (n-best over windows, max_answer_length)."""
+    cfg = common.SQUAD
+    by_example = collections.defaultdict(list)
+    for f_index, feature in enumerate(features):
+        by_example[feature["example_index"]].append(f_index)
+    answers = {}
+    for ex_index, ex in enumerate(examples):
+        candidates = []
+        for f_index in by_example[ex_index]:
+            feature = features[f_index]
+            s_logits, e_logits = start_logits[f_index], end_logits[f_index]
+            top_s = np.argsort(-s_logits, kind="stable")[:cfg["n_best_size"]]
+            top_e = np.argsort(-e_logits, kind="stable")[:cfg["n_best_size"]]
+            for s in top_s:
+                for e in top_e:
+                    s, e = int(s), int(e)
+                    if s not in feature["token_to_word"] or e not in feature["token_to_word"]:
+                        continue
+                    if not feature["max_context"].get(s, False):
+                        continue
+                    if e < s or e - s + 1 > cfg["max_answer_length"]:
+                        continue
+                    candidates.append((s_logits[s] + e_logits[e], f_index, s, e))
+        candidates.sort(key=lambda c: -c[0])
+        text = ""
+        for _, f_index, s, e in candidates[:cfg["n_best_size"]]:
+            feature = features[f_index]
+            pieces = " ".join(feature["tokens"][s:e + 1]).replace(" ##", "").replace("##", "")
+            pieces = " ".join(pieces.strip().split())
+            w_lo, w_hi = feature["token_to_word"][s], feature["token_to_word"][e]
+            orig = " ".join(ex["words"][w_lo:w_hi + 1])
+            text = _final_text(pieces, orig)
+            break
+        answers[ex["id"]] = text
+    return answers
+
+
+def run_squad(args):
+    from transformers import BertForQuestionAnswering  # pylint: disable=import-outside-toplevel
+    cfg = common.SQUAD
+    wall_start = time.time()
+    _seed_everything(args.seed)
+    tokenizer = _tokenizer(args.model_dir)
+    _final_text.basic = _basic_tokenizer(tokenizer)
+    train_ex = _squad_examples(args.train_file, True)
+    # The reference shuffles the training examples (fixed seed) before writing features.
+    random.Random(12345).shuffle(train_ex)
+    eval_ex = _squad_examples(args.predict_file, False)
+    train_f = _squad_features(train_ex, tokenizer, True)
+    eval_f = _squad_features(eval_ex, tokenizer, False)
+    keys = ("input_ids", "attention_mask", "token_type_ids")
+    train_t = {k: torch.tensor([f[k] for f in train_f]) for k in keys + (
+        "start_positions", "end_positions")}
+    eval_t = {k: torch.tensor([f[k] for f in eval_f]) for k in keys}
+    model = BertForQuestionAnswering.from_pretrained(
+        args.model_dir, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    steps = common.num_train_steps(len(train_ex), cfg["train_batch_size"],
+                                   cfg["num_train_epochs"])
+    warmup = common.num_warmup_steps(steps, cfg["warmup_proportion"])
+    common.log("peer squad seed %d: %d train questions (%d windows), %d eval questions "
+               "(%d windows), %d steps (%d warmup)" % (args.seed, len(train_ex), len(train_f),
+                                                       len(eval_ex), len(eval_f), steps, warmup))
+    train_s, last_loss = _train(model, train_t, cfg["train_batch_size"], steps, warmup,
+                                cfg["learning_rate"], args.seed)
+    model.eval()
+    eval_start = time.time()
+    starts, ends = [], []
+    with torch.no_grad():
+        n = eval_t["input_ids"].shape[0]
+        for lo in range(0, n, cfg["predict_batch_size"]):
+            out = model(**{k: v[lo:lo + cfg["predict_batch_size"]] for k, v in eval_t.items()})
+            starts.append(out.start_logits.float().numpy())
+            ends.append(out.end_logits.float().numpy())
+    answers = _predictions(eval_ex, eval_f, np.concatenate(starts), np.concatenate(ends))
+    eval_s = time.time() - eval_start
+    pred_path = os.path.splitext(args.output)[0] + ".predictions.json"
+    with open(pred_path, "w", encoding="utf-8") as f:
+        json.dump(answers, f)
+    result = {"side": "peer", "task": "squad", "seed": args.seed,
+              "predictions_file": pred_path,
+              "num_train_examples": len(train_ex), "num_train_features": len(train_f),
+              "num_eval_examples": len(eval_ex), "num_eval_features": len(eval_f),
+              "num_train_steps": steps, "num_warmup_steps": warmup,
+              "train_seconds": train_s, "eval_seconds": eval_s,
+              "train_examples_per_second": steps * cfg["train_batch_size"] / train_s,
+              "eval_examples_per_second": len(eval_ex) / eval_s,  # questions/s
+              "final_train_loss": last_loss, "wall_seconds": time.time() - wall_start}
+    _write(args.output, result)
+
+
+def _write(path, result):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    common.log("peer result: %s" % json.dumps(result))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", choices=["glue", "squad"])
+    parser.add_argument("--task")
+    parser.add_argument("--data_dir")
+    parser.add_argument("--train_file")
+    parser.add_argument("--predict_file")
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(common.NUM_THREADS)
+    torch.set_num_interop_threads(1)
+    if args.mode == "glue":
+        run_glue(args)
+    else:
+        run_squad(args)
+
+
+if __name__ == "__main__":
+    main()

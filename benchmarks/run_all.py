@@ -1,0 +1,220 @@
+"""All side-by-side benchmarks (`make bench`): one table, and bench_results.json in the cwd.
+
+Usage:
+  python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
+      [--only pretraining,inference,tokenization,create_pretraining_data] [--output PATH]
+
+Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
+(higher is better), ours and the peer measured in the same process, interleaved:
+  pretraining              our training step vs tf-models-official's (pretraining.py),
+                           BERT-Mini fp32/bf16 with XLA off/on, BERT-Base fp32;
+  inference                BertModel vs tf-models-official's BertEncoder (inference.py),
+                           BERT-Base fp32 and bf16;
+  tokenization             benchmarks/tokenization.py: our tokenizer vs HF tokenizers
+                           (MB/s on SQuAD dev);
+  create_pretraining_data  benchmarks/create_pretraining_data.py: our modes vs the
+                           plain-Python original algorithm (instances/s).
+The last two read ../shared/data and are skipped with a note when it (or their script)
+is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
+on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
+
+Default: about 10 minutes on an idle 2-core CPU. --quick: tiny models and data only (a
+smoke test, a minute or two); --full: adds BERT-Base bf16 training, BERT-Base with XLA and
+the full-size data benchmarks.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+
+import bench_util
+from bench_util import tf
+
+BENCH_DIR = bench_util.BENCH_DIR
+SHARED = os.environ.get("BERT_TF2_SHARED",
+                        os.path.join(bench_util.REPO_ROOT, "..", "shared"))
+
+
+def _load(name):
+    """benchmarks/<name>.py as a module (None when the file is absent)."""
+    path = os.path.join(BENCH_DIR, name + ".py")
+    if not os.path.isfile(path):
+        return None
+    spec = importlib.util.spec_from_file_location("bench_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------------
+# Adapters: the data benchmarks' rows -> the bench_results.json schema
+# ---------------------------------------------------------------------------
+
+SCHEMA = ("measure", "config", "ours", "peer", "unit", "ratio")
+
+
+def _schema_rows(rows):
+    """Rows that already carry the schema's fields, reduced to them (else None)."""
+    if rows and all({"measure", "ours", "peer"} <= set(r) for r in rows):
+        return [{k: r.get(k) for k in SCHEMA} for r in rows]
+    return None
+
+
+def tokenization_rows(rows):
+    """Our tokenizer paths vs HF tokenizers, in MB/s of UTF-8 input."""
+    if _schema_rows(rows) is not None:
+        return _schema_rows(rows)
+    peer = next((r for r in rows if "hf" in r.get("name", "").lower()), None)
+    ours = [r for r in rows if r.get("name", "").lower().startswith("ours")]
+    out = []
+    for r in ours or [r for r in rows if r is not peer]:
+        same = r.get("identical")
+        config = "SQuAD dev, %s%s" % (r.get("name", "?"), "" if same is None else
+                                      ", ids identical: %s" % ("yes" if same else "NO"))
+        out.append(bench_util.row("tokenizer throughput vs HF tokenizers", config,
+                                  r.get("mb_per_s"), peer and peer.get("mb_per_s"), "MB/s"))
+    return out
+
+
+def create_pretraining_data_rows(rows):
+    """Our modes vs the plain-Python original algorithm (the first row), instances/s."""
+    if _schema_rows(rows) is not None:
+        return _schema_rows(rows)
+    if not rows:
+        return []
+    baseline = rows[0]
+    return [bench_util.row("create_pretraining_data vs plain-Python original",
+                           "%s, %s MB" % (r.get("mode", "?"), r.get("input_mb", "?")),
+                           r.get("instances_per_s"), baseline.get("instances_per_s"),
+                           "instances/s") for r in rows[1:]]
+
+
+def _shared_data(*parts):
+    return os.path.exists(os.path.join(SHARED, "data", *parts))
+
+
+def run_data_benchmark(name, kwargs, adapter, notes):
+    """Runs benchmarks/<name>.py's run(**kwargs) if it and ../shared are there."""
+    module = _load(name)
+    if module is None or not hasattr(module, "run"):
+        notes.append("%s: skipped, benchmarks/%s.py (with run()) is absent" % (name, name))
+        return []
+    if not _shared_data():
+        notes.append("%s: skipped, %s/data is absent (set BERT_TF2_SHARED)" % (name, SHARED))
+        return []
+    try:
+        import inspect  # pylint: disable=import-outside-toplevel
+        accepted = inspect.signature(module.run).parameters
+        rows = module.run(**{k: v for k, v in kwargs.items() if k in accepted})
+    except Exception as e:  # pylint: disable=broad-except
+        notes.append("%s: failed, %s: %s" % (name, type(e).__name__, e))
+        traceback.print_exc()
+        return []
+    return adapter(rows)
+
+
+# ---------------------------------------------------------------------------
+# The plan
+# ---------------------------------------------------------------------------
+
+def plan(mode, steps, repeats):
+    """[(benchmark name, kwargs)] for mode "quick", "default" or "full"."""
+    if mode == "quick":
+        return [
+            ("pretraining", dict(quick=True)),
+            ("inference", dict(quick=True)),
+            ("tokenization", dict(limit=200, repeats=1)),
+            ("create_pretraining_data", dict(max_mb=0.2, baseline_mb=0.05, dupe_factor=1,
+                                             num_workers=1)),
+        ]
+    full = mode == "full"
+    # tf-models-official's bf16 steps are slow on CPUs without bf16 matmul units (its
+    # Einsum kernels), so the bf16 runs time fewer, single-step calls.
+    bf16 = dict(steps=1, repeats=max(3, repeats // 2))
+    return [
+        ("pretraining", dict(sizes=("mini",), dtypes=("fp32",), xla=(False, True),
+                             steps=steps, repeats=repeats)),
+        ("pretraining", dict(sizes=("mini",), dtypes=("bf16",), xla=(False, True), **bf16)),
+        ("pretraining", dict(sizes=("base",), dtypes=("fp32",),
+                             xla=(False, True) if full else (False,), steps=1,
+                             repeats=repeats)),
+        ("pretraining", dict(sizes=("base",), dtypes=("bf16",), xla=(False,), **bf16))
+        if full else None,
+        ("inference", dict(sizes=("base",), dtypes=("fp32",), batches=1, repeats=repeats)),
+        ("inference", dict(sizes=("base",), dtypes=("bf16",), batches=1,
+                           repeats=bf16["repeats"])),
+        ("tokenization", dict(repeats=3)),
+        ("create_pretraining_data", dict() if full else dict(max_mb=5.0, baseline_mb=0.5,
+                                                              dupe_factor=5)),
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="tiny smoke test")
+    size.add_argument("--full", action="store_true", help="every configuration, full data")
+    parser.add_argument("--steps", type=int, default=3,
+                        help="optimizer steps per timed call (BERT-Mini fp32)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
+    parser.add_argument("--only", default="",
+                        help="comma-separated subset of: pretraining, inference, tokenization, "
+                             "create_pretraining_data")
+    parser.add_argument("--output", default="bench_results.json")
+    args = parser.parse_args(argv)
+    from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    tf.get_logger().setLevel("ERROR")
+
+    mode = "quick" if args.quick else ("full" if args.full else "default")
+    only = set(bench_util.csv_list(args.only))
+    start = time.time()
+    notes = []
+    flags = bench_util.cpu_flags()
+    notes.append("CPU: %d cores; bf16/AMX flags: %s" % (
+        os.cpu_count(), ", ".join(flags) if flags else
+        "none (bf16 matmuls are converted to fp32 in software)"))
+    rows = []
+    peak = None
+    if mode != "quick" and (not only or only & {"pretraining", "inference"}):
+        peak = bench_util.matmul_peak()
+        rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul", "fp32", peak / 1e9, None,
+                                   "GFLOP/s"))
+        rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul", "bf16",
+                                   bench_util.matmul_peak(tf.bfloat16) / 1e9, None, "GFLOP/s"))
+    import inference  # pylint: disable=import-outside-toplevel
+    import pretraining  # pylint: disable=import-outside-toplevel
+    model_benchmarks = {"pretraining": pretraining.run, "inference": inference.run}
+    data_adapters = {"tokenization": tokenization_rows,
+                     "create_pretraining_data": create_pretraining_data_rows}
+    for item in plan(mode, args.steps, args.repeats):
+        if item is None or (only and item[0] not in only):
+            continue
+        name, kwargs = item
+        print("== %s %s" % (name, kwargs), flush=True)
+        if name in model_benchmarks:
+            new = model_benchmarks[name](peak_flops=peak, **kwargs)
+        else:
+            new = run_data_benchmark(name, kwargs, data_adapters[name], notes)
+            if new:
+                print(bench_util.format_table(new), flush=True)
+        rows.extend(new)
+
+    print()
+    print("bert-tf2 benchmarks (%s mode, %.0f s): ratio = ours / peer, higher is better"
+          % (mode, time.time() - start))
+    print(bench_util.format_table(rows))
+    for note in notes:
+        print("note: " + note)
+    with open(args.output, "w", encoding="utf-8") as f:
+        json.dump(rows, f, indent=1)
+        f.write("\n")
+    print("wrote %s (%d rows)" % (os.path.abspath(args.output), len(rows)))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
