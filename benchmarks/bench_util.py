@@ -41,6 +41,10 @@ import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
 import tf_keras  # pylint: disable=wrong-import-position
 
+# Imported before any tensor exists, so that its CPU allocator setting (BFC unless
+# TF_CPU_ALLOCATOR_USE_BFC says otherwise) holds for the whole run, ours and peer alike.
+import training  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+
 # Model sizes of the benchmarks (BERT-Mini and BERT-Base of the BERT README).
 MODEL_SIZES = {
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -104,18 +108,24 @@ def median(values):
     return statistics.median(values)
 
 
-def matmul_peak(dtype=tf.float32, n=2048, repeats=5):
-    """Best FLOP/s of an n x n x n tf.matmul in `dtype` (after a warm-up call)."""
+def peak_matmul(dtype=tf.float32, n=2048):
+    """(function, FLOPs): one n x n x n tf.matmul in `dtype`, warmed up.
+
+    Timed among the benchmarked functions (bench_util.interleaved), its median gives
+    the matmul peak under the same machine load as the model's median.
+    """
     a = tf.cast(tf.random.stateless_normal([n, n], seed=[1, 2]), dtype)
     b = tf.cast(tf.random.stateless_normal([n, n], seed=[3, 4]), dtype)
     multiply = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)[:1, :1]))
     multiply(a, b).numpy()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        multiply(a, b).numpy()
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * n ** 3 / best
+    return (lambda: multiply(a, b).numpy()), 2.0 * n ** 3
+
+
+def matmul_peak(dtype=tf.float32, n=2048, repeats=5):
+    """Best FLOP/s of an n x n x n tf.matmul in `dtype` (after a warm-up call)."""
+    multiply, flops = peak_matmul(dtype, n)
+    best = min(interleaved({"peak": multiply}, repeats)["peak"])
+    return flops / best
 
 
 def _weight_matmuls(rows, k, n, training):

@@ -2,7 +2,8 @@
 
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
-      [--only pretraining,inference,tokenization,create_pretraining_data] [--output PATH]
+      [--only pretraining,inference,optimizer,tokenization,create_pretraining_data]
+      [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
 (higher is better), ours and the peer measured in the same process, interleaved:
@@ -10,6 +11,8 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            BERT-Mini fp32/bf16 with XLA off/on, BERT-Base fp32;
   inference                BertModel vs tf-models-official's BertEncoder (inference.py),
                            BERT-Base fp32 and bf16;
+  optimizer                clip + AdamWeightDecay update on BERT-Mini/Base variables, ours
+                           (TF1 op by op, and XLA-fused) vs tf-models' (optimizer.py);
   tokenization             benchmarks/tokenization.py: our tokenizer vs HF tokenizers
                            (MB/s on SQuAD dev);
   create_pretraining_data  benchmarks/create_pretraining_data.py: our modes vs the
@@ -126,6 +129,7 @@ def plan(mode, steps, repeats):
         return [
             ("pretraining", dict(quick=True)),
             ("inference", dict(quick=True)),
+            ("optimizer", dict(quick=True)),
             ("tokenization", dict(limit=200, repeats=1)),
             ("create_pretraining_data", dict(max_mb=0.2, baseline_mb=0.05, dupe_factor=1,
                                              num_workers=1)),
@@ -144,8 +148,10 @@ def plan(mode, steps, repeats):
         ("pretraining", dict(sizes=("base",), dtypes=("bf16",), xla=(False,), **bf16))
         if full else None,
         ("inference", dict(sizes=("base",), dtypes=("fp32",), batches=1, repeats=repeats)),
+        # tf-models-official's BERT-Base bf16 forward pass takes about a minute here.
         ("inference", dict(sizes=("base",), dtypes=("bf16",), batches=1,
-                           repeats=bf16["repeats"])),
+                           repeats=repeats if full else 2)),
+        ("optimizer", dict(sizes=("mini", "base"), repeats=repeats)),
         ("tokenization", dict(repeats=3)),
         ("create_pretraining_data", dict() if full else dict(max_mb=5.0, baseline_mb=0.5,
                                                               dupe_factor=5)),
@@ -161,8 +167,8 @@ def main(argv=None):
                         help="optimizer steps per timed call (BERT-Mini fp32)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
     parser.add_argument("--only", default="",
-                        help="comma-separated subset of: pretraining, inference, tokenization, "
-                             "create_pretraining_data")
+                        help="comma-separated subset of: pretraining, inference, optimizer, "
+                             "tokenization, create_pretraining_data")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -177,17 +183,22 @@ def main(argv=None):
     notes.append("CPU: %d cores; bf16/AMX flags: %s" % (
         os.cpu_count(), ", ".join(flags) if flags else
         "none (bf16 matmuls are converted to fp32 in software)"))
+    notes.append("CPU allocator: %s" % (
+        "BFC (TF_CPU_ALLOCATOR_USE_BFC=true, training.py's default), for ours and the peer"
+        if os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1")
+        else "TensorFlow's default"))
     rows = []
-    peak = None
     if mode != "quick" and (not only or only & {"pretraining", "inference"}):
-        peak = bench_util.matmul_peak()
-        rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul", "fp32", peak / 1e9, None,
-                                   "GFLOP/s"))
-        rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul", "bf16",
-                                   bench_util.matmul_peak(tf.bfloat16) / 1e9, None, "GFLOP/s"))
+        # The machine's best, for reference: the FLOP/s fractions use a peak timed
+        # alongside each model instead (same load as the model).
+        for dtype, name in ((tf.float32, "fp32"), (tf.bfloat16, "bf16")):
+            rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", name,
+                                       bench_util.matmul_peak(dtype) / 1e9, None, "GFLOP/s"))
     import inference  # pylint: disable=import-outside-toplevel
+    import optimizer  # pylint: disable=import-outside-toplevel
     import pretraining  # pylint: disable=import-outside-toplevel
-    model_benchmarks = {"pretraining": pretraining.run, "inference": inference.run}
+    model_benchmarks = {"pretraining": pretraining.run, "inference": inference.run,
+                        "optimizer": optimizer.run}
     data_adapters = {"tokenization": tokenization_rows,
                      "create_pretraining_data": create_pretraining_data_rows}
     for item in plan(mode, args.steps, args.repeats):
@@ -196,7 +207,7 @@ def main(argv=None):
         name, kwargs = item
         print("== %s %s" % (name, kwargs), flush=True)
         if name in model_benchmarks:
-            new = model_benchmarks[name](peak_flops=peak, **kwargs)
+            new = model_benchmarks[name](**kwargs)
         else:
             new = run_data_benchmark(name, kwargs, data_adapters[name], notes)
             if new:
