@@ -65,6 +65,11 @@ def define_distribution_flags(fv):
     flags.DEFINE_integer("num_accumulation_steps", 1,
                          "Micro-batches whose gradients are summed before one optimizer step.",
                          flag_values=fv)
+    flags.DEFINE_bool("gradient_checkpointing", False,
+                      "Recompute each transformer layer's activations in the backward pass "
+                      "instead of keeping them: less memory (long sequences, big batches) "
+                      "for about a third more compute per step. Dropout masks are then "
+                      "drawn from per-step seeds.", flag_values=fv)
     flags.DEFINE_bool("deterministic_data", False,
                       "Fixed input order (needs --seed); a restarted run skips the batches "
                       "it already trained on, so with no dropout it ends with the same "

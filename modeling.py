@@ -236,6 +236,22 @@ class Embeddings(tf_keras.layers.Layer):
         return self.dropout(self.layer_norm(x), training=training)
 
 
+class Dropout(tf_keras.layers.Dropout):
+    """Keras dropout that can take its mask from a seed.
+
+    call(x, training, seed=None): without a seed, exactly tf_keras' Dropout (its
+    random stream, so plain training is unchanged). With a seed [2] int32 tensor
+    and training=True, a stateless mask that a second call with the same seed
+    reproduces: a recomputed layer (gradient checkpointing) then drops the same
+    units in its backward pass as in its forward pass.
+    """
+
+    def call(self, inputs, training=None, seed=None):  # pylint: disable=arguments-differ
+        if seed is None or not training or self.rate == 0:
+            return super().call(inputs, training=training)
+        return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
+
+
 class DenseBlock(tf_keras.layers.Layer):
     """A scope holding one `dense` layer (`intermediate`, `pooler`)."""
 
@@ -253,11 +269,12 @@ class DenseResidualNorm(tf_keras.layers.Layer):
     def __init__(self, config, name="output", **kwargs):
         super().__init__(name=name, **kwargs)
         self.dense = _dense(config.hidden_size, config, "dense")
-        self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.layer_norm = LayerNorm(_layer_norm_eps(config))
 
-    def call(self, x, residual, training=False):
-        return self.layer_norm(self.dropout(self.dense(x), training=training) + residual)
+    def call(self, x, residual, training=False, seed=None):
+        dropped = self.dropout(self.dense(x), training=training, seed=seed)
+        return self.layer_norm(dropped + residual)
 
 
 def _shape_list(x):
@@ -283,7 +300,7 @@ class SelfAttention(tf_keras.layers.Layer):
         self.query = _dense(h, config, "query")
         self.key = _dense(h, config, "key")
         self.value = _dense(h, config, "value")
-        self.dropout = tf_keras.layers.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = Dropout(config.attention_probs_dropout_prob)
 
     def build(self, input_shape):
         # call() reads the projections' variables without calling the layers,
@@ -293,7 +310,7 @@ class SelfAttention(tf_keras.layers.Layer):
                 projection.build(input_shape)
         super().build(input_shape)
 
-    def call(self, x, attention_mask, batch_size, seq_length, training=False):
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None):
         """x [B * S, H], attention_mask [B, 1, 1, S] additive -> context [B * S, H]."""
         projections = (self.query, self.key, self.value)
         kernel = tf.concat([tf.cast(p.kernel, x.dtype) for p in projections], axis=1)
@@ -309,7 +326,7 @@ class SelfAttention(tf_keras.layers.Layer):
         # and large scores are not safe in float16.
         scores = tf.cast(scores, tf.float32) + attention_mask
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
-        probs = self.dropout(probs, training=training)
+        probs = self.dropout(probs, training=training, seed=seed)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, S, N, H/N]
         return tf.reshape(context, [-1, self.num_heads * self.head_size])
 
@@ -322,10 +339,11 @@ class Attention(tf_keras.layers.Layer):
         self.self_attention = SelfAttention(config)
         self.output_block = DenseResidualNorm(config)
 
-    def call(self, x, attention_mask, batch_size, seq_length, training=False):
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None):
+        """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output."""
         context = self.self_attention(x, attention_mask, batch_size, seq_length,
-                                      training=training)
-        return self.output_block(context, x, training=training)
+                                      training=training, seed=_seed(seeds, 0))
+        return self.output_block(context, x, training=training, seed=_seed(seeds, 1))
 
 
 class TransformerLayer(tf_keras.layers.Layer):
@@ -338,21 +356,36 @@ class TransformerLayer(tf_keras.layers.Layer):
                                        activation=get_activation(config.hidden_act))
         self.output_block = DenseResidualNorm(config)
 
-    def call(self, x, attention_mask, batch_size, seq_length, training=False):
-        """x [B * S, H] -> [B * S, H]."""
-        attention_output = self.attention(x, attention_mask, batch_size, seq_length,
-                                          training=training)
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None):
+        """x [B * S, H] -> [B * S, H]. seeds: None (keras dropout) or [3, 2] int32 (the
+        seeds of the layer's three dropouts, see `Dropout`)."""
+        attention_output = self.attention(
+            x, attention_mask, batch_size, seq_length, training=training,
+            seeds=None if seeds is None else seeds[:2])
         hidden = self.intermediate(attention_output)
-        return self.output_block(hidden, attention_output, training=training)
+        return self.output_block(hidden, attention_output, training=training,
+                                 seed=_seed(seeds, 2))
+
+
+def _seed(seeds, index):
+    return None if seeds is None else seeds[index]
 
 
 class Encoder(tf_keras.layers.Layer):
-    """`encoder`: the stack of transformer layers; returns every layer's output."""
+    """`encoder`: the stack of transformer layers; returns every layer's output.
+
+    With `gradient_checkpointing` set (see `set_gradient_checkpointing`), training
+    keeps only each layer's input for the backward pass and recomputes the layer's
+    activations there (tf.recompute_grad): activation memory of one layer instead
+    of all, for about one more forward pass of compute. The dropout masks then come
+    from seeds drawn once per step, so the recomputation drops the same units.
+    """
 
     def __init__(self, config, name="encoder", **kwargs):
         super().__init__(name=name, **kwargs)
         self.transformer_layers = [TransformerLayer(config, "layer_%d" % i)
-                       for i in range(config.num_hidden_layers)]
+                                   for i in range(config.num_hidden_layers)]
+        self.gradient_checkpointing = False
 
     def call(self, x, attention_mask, training=False):
         """x [B, S, H] -> list of [B, S, H], one per layer."""
@@ -360,11 +393,40 @@ class Encoder(tf_keras.layers.Layer):
         # The layers work on [B * S, H]: every dense layer is then a plain 2-D
         # matmul that TensorFlow fuses with its bias add.
         hidden = tf.reshape(x, [-1, width])
+        # Variables must exist before a layer runs under tf.recompute_grad.
+        recompute = (self.gradient_checkpointing and training
+                     and all(layer.built for layer in self.transformer_layers))
+        if recompute:
+            seeds = tf.random.uniform([len(self.transformer_layers), 3, 2],
+                                      maxval=tf.int32.max, dtype=tf.int32)
         outputs = []
-        for layer in self.transformer_layers:
-            hidden = layer(hidden, attention_mask, batch_size, seq_length, training=training)
+        for i, layer in enumerate(self.transformer_layers):
+            if recompute:
+                hidden = _recomputed(layer, hidden, attention_mask, batch_size, seq_length,
+                                     seeds[i])
+            else:
+                hidden = layer(hidden, attention_mask, batch_size, seq_length,
+                               training=training)
             outputs.append(tf.reshape(hidden, [batch_size, seq_length, width]))
         return outputs
+
+
+def _recomputed(layer, hidden, attention_mask, batch_size, seq_length, seeds):
+    """layer(hidden) in training mode, its activations recomputed in the backward pass."""
+    def forward(x):
+        return layer(x, attention_mask, batch_size, seq_length, training=True, seeds=seeds)
+    return tf.recompute_grad(forward)(hidden)
+
+
+def set_gradient_checkpointing(model, enabled=True):
+    """Turns gradient checkpointing on (or off) in every BERT encoder of `model`;
+    returns how many encoders it found."""
+    encoders = [m for m in model.submodules if isinstance(m, Encoder)]
+    if isinstance(model, Encoder):
+        encoders.append(model)
+    for encoder in encoders:
+        encoder.gradient_checkpointing = bool(enabled)
+    return len(encoders)
 
 
 class BertModel(tf_keras.layers.Layer):

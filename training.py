@@ -163,6 +163,7 @@ class RunConfig:
     keep_checkpoint_max: int = 5
     deterministic_data: bool = False
     seed: int = None
+    gradient_checkpointing: bool = False
 
     @classmethod
     def from_flags(cls, fv, **values):
@@ -211,6 +212,9 @@ class Runner:
             if not self.model.built:
                 # Variable shapes do not depend on the sequence length.
                 self.model(modeling.dummy_features())
+            if config.gradient_checkpointing and for_training:
+                if not modeling.set_gradient_checkpointing(self.model):
+                    raise ValueError("--gradient_checkpointing: the model has no BERT encoder")
             self.optimizer = None
             if for_training:
                 self.optimizer = optimization.create_optimizer(

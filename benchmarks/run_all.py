@@ -2,7 +2,7 @@
 
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
-      [--only pretraining,inference,optimizer,tokenization,create_pretraining_data]
+      [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -13,6 +13,8 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            BERT-Base fp32 and bf16;
   optimizer                clip + AdamWeightDecay update on BERT-Mini/Base variables, ours
                            (TF1 op by op, and XLA-fused) vs tf-models' (optimizer.py);
+  memory                   training step peak memory and speed with --gradient_checkpointing
+                           vs without (memory.py), 512 tokens;
   tokenization             benchmarks/tokenization.py: our tokenizer vs HF tokenizers
                            (MB/s on SQuAD dev);
   create_pretraining_data  benchmarks/create_pretraining_data.py: our modes vs the
@@ -130,6 +132,7 @@ def plan(mode, steps, repeats):
             ("pretraining", dict(quick=True)),
             ("inference", dict(quick=True)),
             ("optimizer", dict(quick=True)),
+            ("memory", dict(quick=True)),
             ("tokenization", dict(limit=200, repeats=1)),
             ("create_pretraining_data", dict(max_mb=0.2, baseline_mb=0.05, dupe_factor=1,
                                              num_workers=1)),
@@ -152,6 +155,9 @@ def plan(mode, steps, repeats):
         ("inference", dict(sizes=("base",), dtypes=("bf16",), batches=1,
                            repeats=repeats if full else 2)),
         ("optimizer", dict(sizes=("mini", "base"), repeats=repeats)),
+        # Gradient checkpointing at 512 tokens: BERT-Mini b8 and BERT-Base b4.
+        ("memory", dict(sizes=("mini",), batch_size=8, repeats=3)),
+        ("memory", dict(sizes=("base",), batch_size=4, repeats=2 if not full else 3)),
         ("tokenization", dict(repeats=3)),
         ("create_pretraining_data", dict() if full else dict(max_mb=5.0, baseline_mb=0.5,
                                                               dupe_factor=5)),
@@ -168,7 +174,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
-                             "tokenization, create_pretraining_data")
+                             "memory, tokenization, create_pretraining_data")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -195,10 +201,11 @@ def main(argv=None):
             rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", name,
                                        bench_util.matmul_peak(dtype) / 1e9, None, "GFLOP/s"))
     import inference  # pylint: disable=import-outside-toplevel
+    import memory  # pylint: disable=import-outside-toplevel
     import optimizer  # pylint: disable=import-outside-toplevel
     import pretraining  # pylint: disable=import-outside-toplevel
     model_benchmarks = {"pretraining": pretraining.run, "inference": inference.run,
-                        "optimizer": optimizer.run}
+                        "optimizer": optimizer.run, "memory": memory.run}
     data_adapters = {"tokenization": tokenization_rows,
                      "create_pretraining_data": create_pretraining_data_rows}
     for item in plan(mode, args.steps, args.repeats):

@@ -49,7 +49,8 @@ def test_data_benchmark_rows_are_adapted_to_the_schema():
     ready = [dict(measure="m", config="c", ours=2.0, peer=1.0, unit="u", ratio=2.0, extra=1)]
     assert run_all.tokenization_rows(ready) == [{k: ready[0][k] for k in SCHEMA}]
     assert [name for name, _ in run_all.plan("quick", 1, 1)] == [
-        "pretraining", "inference", "optimizer", "tokenization", "create_pretraining_data"]
+        "pretraining", "inference", "optimizer", "memory", "tokenization",
+        "create_pretraining_data"]
 
 
 def test_missing_data_benchmark_is_a_note(monkeypatch):
@@ -63,17 +64,22 @@ def test_missing_data_benchmark_is_a_note(monkeypatch):
 @pytest.mark.slow
 def test_model_benchmarks_run_in_quick_mode():
     import inference
+    import memory
     import optimizer
     import pretraining
     rows = (pretraining.run(quick=True, log=None) + inference.run(quick=True, log=None)
-            + optimizer.run(quick=True, log=None))
+            + optimizer.run(quick=True, log=None) + memory.run(quick=True, log=None))
     assert [r["measure"] for r in rows] == [
         "pretraining step", "pretraining step bound: its matmuls alone",
         "pretraining FLOP/s / fp32 matmul peak",
         "inference forward", "inference bound: its matmuls alone",
         "inference FLOP/s / fp32 matmul peak"] + [
-        "optimizer update (clip + AdamWeightDecay)"] * 2
+        "optimizer update (clip + AdamWeightDecay)"] * 2 + [
+        "training step peak memory (gradient checkpointing vs none)",
+        "training step speed (gradient checkpointing vs none)"]
     for r in rows:
         assert set(r) == SCHEMA
         assert r["ours"] > 0 and r["peer"] > 0 and r["ratio"] == r["ours"] / r["peer"]
+    # Allocator peaks do not depend on timing: recomputation keeps less even on a tiny model.
+    assert rows[-2]["ours"] < rows[-2]["peer"]
     print(bench_util.format_table(rows))

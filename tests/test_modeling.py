@@ -130,6 +130,79 @@ def test_dropout_only_when_training():
     assert np.max(np.abs(np.asarray(a) - np.asarray(c))) > 1e-3
 
 
+def _gradients(fn, variables):
+    with tf.GradientTape() as tape:
+        loss = fn()
+    return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+
+
+@pytest.mark.parametrize("in_graph", [False, True])
+def test_gradient_checkpointing_without_dropout_gives_the_same_gradients(in_graph):
+    model = modeling.BertClassifier(tiny_config(hidden_dropout_prob=0.0,
+                                                attention_probs_dropout_prob=0.0), 3)
+    model(modeling.dummy_features())
+    model.dropout.rate = 0.0
+    ids, mask, types = random_inputs()
+    feats = {"input_ids": ids, "input_mask": mask, "segment_ids": types}
+
+    def step():
+        return _gradients(lambda: tf.reduce_sum(model(feats, training=True)["logits"] ** 2),
+                          model.trainable_variables)
+    step = tf.function(step) if in_graph else step
+    loss_plain, plain = step()
+    assert modeling.set_gradient_checkpointing(model) == 1
+    step = tf.function(step.python_function) if in_graph else step
+    loss_ckpt, ckpt = step()
+    assert float(loss_plain) == pytest.approx(float(loss_ckpt), rel=1e-6)
+    for a, b, v in zip(plain, ckpt, model.trainable_variables):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5, err_msg=v.name)
+    modeling.set_gradient_checkpointing(model, False)
+    assert not model.bert.encoder.gradient_checkpointing
+
+
+def test_recomputed_layer_drops_the_same_units_in_its_backward_pass():
+    """With dropout on, a recomputed layer's gradients equal those of the same seeded
+    layer run once: the recomputation reproduced the forward pass's masks."""
+    config = tiny_config(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
+    encoder = modeling.Encoder(config)
+    rng = np.random.RandomState(1)
+    x = tf.constant(rng.randn(2, 7, 16).astype(np.float32))
+    mask = modeling.create_attention_mask(tf.ones([2, 7], tf.int32))
+    encoder(x, mask)
+    layer = encoder.transformer_layers[0]
+    seeds = tf.constant([[1, 2], [3, 4], [5, 6]], tf.int32)
+    flat = tf.reshape(x, [14, 16])
+
+    def once():
+        return tf.reduce_sum(tf.sin(layer(flat, mask, 2, 7, training=True, seeds=seeds)))
+
+    def recomputed():
+        return tf.reduce_sum(tf.sin(modeling._recomputed(layer, flat, mask, 2, 7, seeds)))
+
+    loss_a, grads_a = _gradients(once, layer.trainable_variables)
+    loss_b, grads_b = _gradients(recomputed, layer.trainable_variables)
+    assert float(loss_a) == pytest.approx(float(loss_b), rel=1e-6)
+    for a, b in zip(grads_a, grads_b):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+    # The seeds matter (dropout is on): other seeds, other output.
+    other = layer(flat, mask, 2, 7, training=True, seeds=seeds + 1)
+    same = layer(flat, mask, 2, 7, training=True, seeds=seeds)
+    assert np.max(np.abs(np.asarray(other) - np.asarray(same))) > 1e-3
+    np.testing.assert_array_equal(
+        same, layer(flat, mask, 2, 7, training=True, seeds=seeds))
+
+
+def test_gradient_checkpointing_applies_dropout_when_training_only():
+    model = modeling.BertModel(tiny_config(hidden_dropout_prob=0.5))
+    ids, mask, types = random_inputs()
+    plain = model(ids, mask, types, training=False)["sequence_output"]
+    modeling.set_gradient_checkpointing(model)
+    np.testing.assert_array_equal(plain, model(ids, mask, types, training=False)[
+        "sequence_output"])
+    trained = model(ids, mask, types, training=True)["sequence_output"]
+    assert np.max(np.abs(np.asarray(plain) - np.asarray(trained))) > 1e-3
+
+
 def test_masked_positions_do_not_change_real_tokens():
     model = modeling.BertModel(tiny_config())
     ids, mask, types = random_inputs()

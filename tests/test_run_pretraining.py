@@ -149,13 +149,15 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     import flags_common, run_pretraining, checkpoints
     args = json.loads(sys.argv[2])
     out = {}
-    for strategy in ("one_device", "mirrored"):
-        argv = ["--%s=%s" % kv for kv in args.items()]
-        argv += ["--distribution_strategy=" + strategy, "--output_dir=%s/%s" % (args["output_dir"], strategy)]
+    runs = (("one_device", "one_device", []), ("mirrored", "mirrored", []),
+            ("mirrored_recompute", "mirrored", ["--gradient_checkpointing"]))
+    for name, strategy, extra in runs:
+        argv = ["--%s=%s" % kv for kv in args.items()] + extra
+        argv += ["--distribution_strategy=" + strategy, "--output_dir=%s/%s" % (args["output_dir"], name)]
         fv = flags_common.parse_flags(run_pretraining.define_flags, argv)
         run_pretraining.run(fv)
         c = checkpoints.CheckpointContents(fv.output_dir)
-        out[strategy] = {n: c.get(n).tolist() for n in c.names() if n.endswith("adam_m")
+        out[name] = {n: c.get(n).tolist() for n in c.names() if n.endswith("adam_m")
                          and ("layer_1" in n or "cls/" in n or "embeddings/LayerNorm" in n)}
     json.dump(out, open(args["output_dir"] + "/slots.json", "w"))
 """)
@@ -163,7 +165,8 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_mirrored_two_replicas_equal_one_device(shared_dir, tmp_path):
-    """Same global batch on 1 and 2 replicas: same loss and the same first gradients."""
+    """Same global batch on 1 and 2 replicas, and on 2 with --gradient_checkpointing (no
+    dropout here): the same first gradients."""
     args = {k: str(v) for k, v in base_flags(shared_dir, tmp_path, "x").items()}
     args.update(bert_config_file=no_dropout_config(shared_dir, tmp_path), do_train="true",
                 num_train_steps="1", output_dir=str(tmp_path), train_batch_size="8",
@@ -173,11 +176,12 @@ def test_mirrored_two_replicas_equal_one_device(shared_dir, tmp_path):
     subprocess.run([sys.executable, str(script), str(REPO_ROOT), json.dumps(args)], check=True,
                    capture_output=True, timeout=300)
     slots = json.loads((tmp_path / "slots.json").read_text())
-    assert slots["one_device"].keys() == slots["mirrored"].keys() and slots["one_device"]
-    for name, one in slots["one_device"].items():
-        # adam_m after the first step is 0.1 * the clipped gradient.
-        np.testing.assert_allclose(slots["mirrored"][name], one, atol=1e-7, rtol=1e-4,
-                                   err_msg=name)
+    for run in ("mirrored", "mirrored_recompute"):
+        assert slots["one_device"].keys() == slots[run].keys() and slots["one_device"]
+        for name, one in slots["one_device"].items():
+            # adam_m after the first step is 0.1 * the clipped gradient.
+            np.testing.assert_allclose(slots[run][name], one, atol=1e-7, rtol=1e-4,
+                                       err_msg="%s %s" % (run, name))
 
 
 def _cli(shared_dir, tmp_path, name, **extra):

@@ -108,6 +108,28 @@ def test_xla_step_gives_the_same_loss_and_update(tmp_path):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
+def test_gradient_checkpointing_flag_gives_the_same_update(tmp_path):
+    data = features(8, seed=5)
+    plain = make_runner(tmp_path, "plain", num_train_steps=2)
+    ckpt = make_runner(tmp_path, "ckpt", init_from=plain, num_train_steps=2,
+                       gradient_checkpointing=True)
+    assert ckpt.model.bert.encoder.gradient_checkpointing
+    assert not plain.model.bert.encoder.gradient_checkpointing
+    plain.model.dropout.rate = ckpt.model.dropout.rate = 0.0  # the classifier's own 0.1
+
+    def loss_fn(model, feats, is_training):
+        # training=True runs the recomputed path; the config has no dropout.
+        logits = model(feats, training=True)["logits"]
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=feats["label_ids"], logits=logits)), {}
+
+    m1 = plain.train(dataset_fn_of(data, 4), loss_fn)
+    m2 = ckpt.train(dataset_fn_of(data, 4), loss_fn)
+    assert np.isclose(m1["loss"], m2["loss"], atol=1e-6)
+    for a, b in zip(plain.model.trainable_variables, ckpt.model.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+
+
 def test_fp16_trains_with_loss_scaling_and_fp32_variables(tmp_path):
     training.configure_precision("fp16")
     try:
