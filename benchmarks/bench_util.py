@@ -43,7 +43,7 @@ import tf_keras  # pylint: disable=wrong-import-position
 
 # Imported before any tensor exists, so that its CPU allocator setting (BFC unless
 # TF_CPU_ALLOCATOR_USE_BFC says otherwise) holds for the whole run, ours and peer alike.
-import training  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+import training as _selects_cpu_allocator  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 
 # Model sizes of the benchmarks (BERT-Mini and BERT-Base of the BERT README).
 MODEL_SIZES = {
@@ -252,6 +252,18 @@ def format_table(rows):
         lines.append("  ".join(v.ljust(w) if k < 2 or k == 4 else v.rjust(w)
                                for k, (v, w) in enumerate(zip(line, widths))))
     return "\n".join(lines)
+
+
+def sweep(configurations, measure, log=print):
+    """Rows of measure(*c) for every tuple c of `configurations`, each batch of rows
+    logged as a table when `log` is set (progress of a long run)."""
+    rows = []
+    for configuration in configurations:
+        new = measure(*configuration)
+        if log:
+            log(format_table(new))
+        rows.extend(new)
+    return rows
 
 
 def csv_list(text):

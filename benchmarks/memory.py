@@ -110,13 +110,8 @@ def run(sizes=("mini", "base"), seq_length=512, batch_size=8, repeats=3, quick=F
         log=print):
     if quick:
         sizes, seq_length, batch_size, repeats = ("tiny",), 64, 4, 1
-    rows = []
-    for size in sizes:
-        new = measure(size, seq_length, batch_size, repeats)
-        if log:
-            log(bench_util.format_table(new))
-        rows.extend(new)
-    return rows
+    return bench_util.sweep([(size, seq_length, batch_size, repeats) for size in sizes],
+                            measure, log)
 
 
 def main(argv=None):

@@ -87,13 +87,7 @@ def measure(size, repeats):
 def run(sizes=("mini", "base"), repeats=5, quick=False, log=print):
     if quick:
         sizes, repeats = ("tiny",), 2
-    rows = []
-    for size in sizes:
-        new = measure(size, repeats)
-        if log:
-            log(bench_util.format_table(new))
-        rows.extend(new)
-    return rows
+    return bench_util.sweep([(size, repeats) for size in sizes], measure, log)
 
 
 def main(argv=None):

@@ -185,15 +185,9 @@ def run(sizes=("mini", "base"), dtypes=("fp32", "bf16"), xla=(False, True), step
     peak_size = 2048
     if quick:
         sizes, dtypes, xla, steps, repeats, peak_size = ("tiny",), ("fp32",), (False,), 1, 2, 256
-    rows = []
-    for size in sizes:
-        for dtype in dtypes:
-            for use_xla in xla:
-                new = measure(size, dtype, use_xla, steps, repeats, peak_size=peak_size)
-                if log:
-                    log(bench_util.format_table(new))
-                rows.extend(new)
-    return rows
+    return bench_util.sweep([(size, dtype, use_xla, steps, repeats)
+                             for size in sizes for dtype in dtypes for use_xla in xla],
+                            lambda *c: measure(*c, peak_size=peak_size), log)
 
 
 def main(argv=None):

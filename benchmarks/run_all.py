@@ -31,7 +31,6 @@ import argparse
 import importlib.util
 import json
 import os
-import sys
 import time
 import traceback
 

@@ -99,12 +99,11 @@ def run(squad_path=DEFAULT_SQUAD, vocab_path=DEFAULT_VOCAB, limit=None, repeats=
 
     # The exact path runs long enough that once is plenty.
     exact_times = _best_time(exact, 1)
-    reference_ids = exact_times[2]
 
     candidates = []
     start = time.perf_counter()
     try:
-        import tensorflow_text  # pylint: disable=import-outside-toplevel,unused-import
+        import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     except ImportError as error:
         print("tensorflow_text missing (%s): no batch-path rows" % error, file=sys.stderr)
     else:
