@@ -30,7 +30,8 @@ class Task(object):
     """One row of the table: which data, how long the inputs, which metric."""
 
     def __init__(self, name, glue_dir, max_seq_length, metric, columns, labels,
-                 header=True, num_train=320, num_dev=None):
+                 header=True, num_train=320, num_dev=None, key=None):
+        self.key = key or name        # row of the table (a task may have several sizes)
         self.name = name              # run_classifier.py --task_name
         self.glue_dir = glue_dir      # folder under glue_data
         self.max_seq_length = max_seq_length
@@ -49,6 +50,9 @@ TASKS = {
     "mrpc": Task("mrpc", "MRPC", 128, "f1", (3, 4, 0), ["0", "1"]),
     "rte": Task("rte", "RTE", 128, "accuracy", (1, 2, 3), ["entailment", "not_entailment"]),
     "sts-b": Task("sts-b", "STS-B", 128, "pearson", (7, 8, 9), None, num_dev=500),
+    # A longer SST-2 run (96 steps) that gets further towards convergence.
+    "sst-2-1536": Task("sst-2", "SST-2", 64, "accuracy", (0, None, 1), ["0", "1"],
+                       num_train=1536, key="sst-2-1536"),
 }
 
 # Hyper-parameters shared by every GLUE task (both sides).
@@ -110,7 +114,7 @@ def make_glue_subset(task, out_root):
     Rows are copied cell for cell (header kept where the task has one), so the subset is
     read by run_classifier.py exactly as the original files are.
     """
-    out_dir = os.path.join(out_root, task.glue_dir)
+    out_dir = os.path.join(out_root, task.glue_dir if task.key == task.name else task.key)
     os.makedirs(out_dir, exist_ok=True)
     for split, limit in (("train", task.num_train), ("dev", task.num_dev)):
         rows = read_tsv(os.path.join(GLUE_DIR, task.glue_dir, "%s.tsv" % split))
@@ -225,18 +229,41 @@ def fmt_ms(values, scale=100.0):
 def write_table(path, rows, protocol_lines):
     """results.md: one row per (task, metric)."""
     lines = [
-        "| task | metric | ours mean ± std | peer mean ± std | diff (ours − peer) "
-        "| seeds | ours time s / train ex/s | peer time s / train ex/s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | metric | ours mean ± std | peer mean ± std | diff (ours − peer) | 2 SE "
+        "| within noise | peer HF (AdamW) mean ± std | seeds ours / peer / HF "
+        "| ours time / train ex/s | peer time / train ex/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    keys = ("task", "metric", "ours", "peer", "diff", "noise", "within", "peer_hf", "seeds",
+            "ours_speed", "peer_speed")
     for row in rows:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            row["task"], row["metric"], row["ours"], row["peer"], row["diff"],
-            row["seeds"], row["ours_speed"], row["peer_speed"]))
+        lines.append("| " + " | ".join(str(row[k]) for k in keys) + " |")
     text = "\n".join(lines) + "\n\n" + "\n".join(protocol_lines) + "\n"
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return text
+
+
+def side_parser(description, model_dir_help):
+    """The command line both sides share (ours.py and peer.py add their own flags)."""
+    import argparse  # pylint: disable=import-outside-toplevel
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("mode", choices=["glue", "squad"])
+    parser.add_argument("--task", help="a key of common.TASKS (glue mode)")
+    parser.add_argument("--data_dir", help="the task's subset folder (glue mode)")
+    parser.add_argument("--train_file", help="squad mode")
+    parser.add_argument("--predict_file", help="squad mode")
+    parser.add_argument("--model_dir", required=True, help=model_dir_help)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--output", required=True, help="the run's result JSON")
+    return parser
+
+
+def write_result(path, result):
+    """One run's result JSON (what run_all.py collects), also logged."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    log("%s result: %s" % (result["side"], json.dumps(result)))
 
 
 def log(msg):

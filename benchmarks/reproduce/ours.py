@@ -10,8 +10,6 @@ is).
   .venv/bin/python benchmarks/reproduce/ours.py glue --task=mrpc --data_dir=/tmp/x/MRPC \
       --model_dir=/tmp/x/minilm_tf --seed=1 --work_dir=/tmp/x/ours-mrpc-1 --output=/tmp/x/o.json
 """
-import argparse
-import json
 import os
 import re
 import shutil
@@ -111,7 +109,7 @@ def run_glue(args):
     n_train = len(common.read_glue_examples(task, args.data_dir, "train"))
     n_dev = len(common.read_glue_examples(task, args.data_dir, "dev"))
     steps = common.num_train_steps(n_train, hp["train_batch_size"], hp["num_train_epochs"])
-    _finish(args, task.name, metrics, lines, wall, n_train, n_dev, steps,
+    _finish(args, task.key, metrics, lines, wall, n_train, n_dev, steps,
             hp["train_batch_size"], "Running evaluation", r"Eval results", n_dev, out_dir)
 
 
@@ -159,22 +157,12 @@ def _finish(args, task_name, metrics, lines, wall, n_train, n_dev, steps, batch_
               "wall_seconds": wall, "output_dir": out_dir}
     if predictions_file:
         result["predictions_file"] = predictions_file
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-    common.log("ours result: %s" % json.dumps(result))
+    common.write_result(args.output, result)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=["glue", "squad"])
-    parser.add_argument("--task")
-    parser.add_argument("--data_dir")
-    parser.add_argument("--train_file")
-    parser.add_argument("--predict_file")
-    parser.add_argument("--model_dir", required=True, help="convert_hf_checkpoint.py output")
-    parser.add_argument("--seed", type=int, required=True)
+    parser = common.side_parser(__doc__.split("\n")[0], "convert_hf_checkpoint.py output")
     parser.add_argument("--work_dir", required=True)
-    parser.add_argument("--output", required=True)
     args = parser.parse_args()
     if args.mode == "glue":
         run_glue(args)

@@ -6,16 +6,22 @@ BertForSequenceClassification / BertForQuestionAnswering; the task head is initi
 randomly under torch.manual_seed(seed). Inputs are built token for token like
 run_classifier.py / run_squad.py build theirs (WordPiece from BertTokenizer with the
 package's vocab.txt, [CLS] a [SEP] b [SEP], longest-first pair truncation), so both sides
-see the same ids. Optimiser: torch AdamW (bias-corrected; weight decay 0.01 except on
-biases and LayerNorm, eps 1e-6), get_linear_schedule_with_warmup, gradient clipping to
-global norm 1.0.
+see the same ids. Gradient clipping to global norm 1.0, weight decay 0.01 except on biases
+and LayerNorm, eps 1e-6, then one of two optimisers:
+
+  --optimizer=reference (default): the reference BERT's update rule written here for torch
+    (Adam moments without bias correction, decoupled weight decay added to the update,
+    linear warmup from 0 then lr * (1 - step / T)), and the task head drawn from a normal
+    truncated at 2 std like the reference's. The same hyper-parameters as ours, optimiser
+    included: the like-for-like comparison.
+  --optimizer=hf: HuggingFace's usual recipe, torch.optim.AdamW (bias-corrected) with
+    get_linear_schedule_with_warmup, the head as transformers initialises it.
 
   .venv-reproduce/bin/python benchmarks/reproduce/peer.py glue --task=mrpc \
       --data_dir=/tmp/x/MRPC --model_dir=... --seed=1 --output=/tmp/x/peer.json
   .venv-reproduce/bin/python benchmarks/reproduce/peer.py squad --train_file=... \
       --predict_file=... --model_dir=... --seed=1 --output=/tmp/x/peer.json
 """
-import argparse
 import collections
 import json
 import os
@@ -41,20 +47,73 @@ def _seed_everything(seed):
     torch.manual_seed(seed)
 
 
-def _optimizer(model, learning_rate, num_steps, num_warmup):
-    """torch AdamW with the reference's decay exclusions, and HF's linear schedule."""
-    from transformers import get_linear_schedule_with_warmup  # pylint: disable=import-outside-toplevel
+class ReferenceAdam(torch.optim.Optimizer):
+    """The reference BERT's AdamWeightDecay update for torch parameters.
+
+    Per step, with g the (clipped) gradient: m <- b1 m + (1 - b1) g,
+    v <- b2 v + (1 - b2) g^2, p <- p - lr (m / (sqrt(v) + eps) + wd p). No bias correction
+    of m and v (the reference has none); wd is 0 for the no-decay group.
+    """
+
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):  # pylint: disable=arguments-differ
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                state = self.state[param]
+                if not state:
+                    state["m"] = torch.zeros_like(param)
+                    state["v"] = torch.zeros_like(param)
+                m, v = state["m"], state["v"]
+                m.mul_(beta1).add_(param.grad, alpha=1.0 - beta1)
+                v.mul_(beta2).addcmul_(param.grad, param.grad, value=1.0 - beta2)
+                update = m / (v.sqrt() + group["eps"])
+                if group["weight_decay"]:
+                    update.add_(param, alpha=group["weight_decay"])
+                param.add_(update, alpha=-group["lr"])
+
+
+def reference_lr_factor(step, num_steps, num_warmup):
+    """Fraction of the peak rate at 0-based `step`, as the reference schedules it: linear
+    warmup from 0 (when there is any), otherwise polynomial decay of power 1 to 0 at T."""
+    if num_warmup and step < num_warmup:
+        return step / float(num_warmup)
+    return max(0.0, 1.0 - min(step, num_steps) / float(num_steps))
+
+
+def _optimizer(model, learning_rate, num_steps, num_warmup, kind):
+    """(optimizer, LambdaLR schedule) of `kind` ("reference" or "hf"), both with the
+    reference's weight-decay exclusions."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if name.endswith("bias") or "LayerNorm" in name:
             no_decay.append(param)
         else:
             decay.append(param)
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
-    scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup, num_steps)
-    return optimizer, scheduler
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+    if kind == "reference":
+        optimizer = ReferenceAdam(groups, lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: reference_lr_factor(step, num_steps, num_warmup))
+        return optimizer, scheduler
+    from transformers import get_linear_schedule_with_warmup  # pylint: disable=import-outside-toplevel
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, num_warmup, num_steps)
+
+
+def _init_head(module, kind):
+    """Re-draws a task head's weights the reference's way (normal truncated at 2 std,
+    std 0.02; biases 0) when `kind` is "reference"; leaves transformers' draw otherwise."""
+    if kind != "reference":
+        return
+    with torch.no_grad():
+        torch.nn.init.trunc_normal_(module.weight, std=0.02, a=-0.04, b=0.04)
+        module.bias.zero_()
 
 
 def _batch_order(num_examples, batch_size, num_steps, seed):
@@ -67,9 +126,9 @@ def _batch_order(num_examples, batch_size, num_steps, seed):
     return [stream[i * batch_size:(i + 1) * batch_size] for i in range(num_steps)]
 
 
-def _train(model, tensors, batch_size, num_steps, num_warmup, learning_rate, seed):
+def _train(model, tensors, batch_size, num_steps, num_warmup, learning_rate, seed, kind):
     """Runs num_steps optimizer steps; returns (seconds, last loss)."""
-    optimizer, scheduler = _optimizer(model, learning_rate, num_steps, num_warmup)
+    optimizer, scheduler = _optimizer(model, learning_rate, num_steps, num_warmup, kind)
     n = next(iter(tensors.values())).shape[0]
     model.train()
     start = time.time()
@@ -166,12 +225,13 @@ def run_glue(args):
         args.model_dir, num_labels=num_labels,
         problem_type="regression" if task.labels is None else "single_label_classification",
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, classifier_dropout=0.1)
+    _init_head(model.classifier, args.optimizer)
     steps = common.num_train_steps(len(train), hp["train_batch_size"], hp["num_train_epochs"])
     warmup = common.num_warmup_steps(steps, hp["warmup_proportion"])
     common.log("peer %s seed %d: %d train / %d dev examples, %d steps (%d warmup)"
                % (task.name, args.seed, len(train), len(dev), steps, warmup))
     train_s, last_loss = _train(model, train_t, hp["train_batch_size"], steps, warmup,
-                                hp["learning_rate"], args.seed)
+                                hp["learning_rate"], args.seed, args.optimizer)
 
     model.eval()
     eval_start = time.time()
@@ -185,14 +245,15 @@ def run_glue(args):
     eval_s = time.time() - eval_start
     outputs = np.concatenate(outputs)
     metrics = common.glue_metrics(task, dev_t["labels"].numpy(), outputs)
-    result = {"side": "peer", "task": task.name, "seed": args.seed, "metrics": metrics,
+    result = {"side": _side(args), "optimizer": args.optimizer, "task": task.key,
+              "seed": args.seed, "metrics": metrics,
               "num_train_examples": len(train), "num_eval_examples": len(dev),
               "num_train_steps": steps, "num_warmup_steps": warmup,
               "train_seconds": train_s, "eval_seconds": eval_s,
               "train_examples_per_second": steps * hp["train_batch_size"] / train_s,
               "eval_examples_per_second": len(dev) / eval_s,
               "final_train_loss": last_loss, "wall_seconds": time.time() - wall_start}
-    _write(args.output, result)
+    common.write_result(args.output, result)
 
 
 # ---------------------------------------------------------------------------
@@ -417,6 +478,7 @@ def run_squad(args):
     eval_t = {k: torch.tensor([f[k] for f in eval_f]) for k in keys}
     model = BertForQuestionAnswering.from_pretrained(
         args.model_dir, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    _init_head(model.qa_outputs, args.optimizer)
     steps = common.num_train_steps(len(train_ex), cfg["train_batch_size"],
                                    cfg["num_train_epochs"])
     warmup = common.num_warmup_steps(steps, cfg["warmup_proportion"])
@@ -424,7 +486,7 @@ def run_squad(args):
                "(%d windows), %d steps (%d warmup)" % (args.seed, len(train_ex), len(train_f),
                                                        len(eval_ex), len(eval_f), steps, warmup))
     train_s, last_loss = _train(model, train_t, cfg["train_batch_size"], steps, warmup,
-                                cfg["learning_rate"], args.seed)
+                                cfg["learning_rate"], args.seed, args.optimizer)
     model.eval()
     eval_start = time.time()
     starts, ends = [], []
@@ -439,7 +501,8 @@ def run_squad(args):
     pred_path = os.path.splitext(args.output)[0] + ".predictions.json"
     with open(pred_path, "w", encoding="utf-8") as f:
         json.dump(answers, f)
-    result = {"side": "peer", "task": "squad", "seed": args.seed,
+    result = {"side": _side(args), "optimizer": args.optimizer, "task": "squad",
+              "seed": args.seed,
               "predictions_file": pred_path,
               "num_train_examples": len(train_ex), "num_train_features": len(train_f),
               "num_eval_examples": len(eval_ex), "num_eval_features": len(eval_f),
@@ -448,25 +511,20 @@ def run_squad(args):
               "train_examples_per_second": steps * cfg["train_batch_size"] / train_s,
               "eval_examples_per_second": len(eval_ex) / eval_s,  # questions/s
               "final_train_loss": last_loss, "wall_seconds": time.time() - wall_start}
-    _write(args.output, result)
+    common.write_result(args.output, result)
 
 
-def _write(path, result):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-    common.log("peer result: %s" % json.dumps(result))
+def _side(args):
+    """The name of this side in the results: "peer" (reference rule) or "peer_hf"."""
+    return "peer" if args.optimizer == "reference" else "peer_hf"
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=["glue", "squad"])
-    parser.add_argument("--task")
-    parser.add_argument("--data_dir")
-    parser.add_argument("--train_file")
-    parser.add_argument("--predict_file")
-    parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--output", required=True)
+    parser = common.side_parser(__doc__.split("\n")[0],
+                                "HF model directory (config.json, model.safetensors, vocab)")
+    parser.add_argument("--optimizer", choices=["reference", "hf"], default="reference",
+                        help="reference: the reference's Adam rule and schedule (like for "
+                             "like); hf: torch AdamW + get_linear_schedule_with_warmup")
     args = parser.parse_args()
     torch.set_num_threads(common.NUM_THREADS)
     torch.set_num_interop_threads(1)

@@ -6,7 +6,10 @@ run still leaves an honest partial table).
   .venv/bin/python benchmarks/reproduce/run_all.py --tasks=sst-2,mrpc --seeds=1,2,3 \
       --deadline=08:25
 
-Runs go seed by seed (all tasks with seed 1, then seed 2, ...), ours then peer, so that
+Sides (--sides): "ours"; "peer", transformers + torch with the reference's optimiser rule
+and schedule (the like-for-like comparison); "peer_hf", transformers + torch with torch
+AdamW and HF's linear schedule (how the model is usually fine-tuned with HF). Runs go
+seed by seed (all tasks with seed 1, then seed 2, ...), side after side, so that
 stopping early drops whole seeds rather than whole tasks. With --deadline (UTC HH:MM) a
 run is not started when the same run took longer last time than the time left.
 """
@@ -23,6 +26,7 @@ import common  # pylint: disable=wrong-import-position
 
 HEADLINE = {
     "sst-2": ["accuracy"],
+    "sst-2-1536": ["accuracy"],
     "cola": ["mcc"],
     "mrpc": ["f1", "accuracy"],
     "rte": ["accuracy"],
@@ -74,7 +78,8 @@ def _run_one(side, task, seed, paths, model_dirs, work, python_peer, resume=Fals
         cmd = [sys.executable, os.path.join(here, "ours.py")]
         model_dir = model_dirs["ours"]
     else:
-        cmd = [python_peer, os.path.join(here, "peer.py")]
+        cmd = [python_peer, os.path.join(here, "peer.py"),
+               "--optimizer=%s" % ("hf" if side == "peer_hf" else "reference")]
         model_dir = model_dirs["peer"]
     if task == "squad":
         cmd += ["squad", "--train_file=%s" % paths["squad"]["train"],
@@ -132,28 +137,45 @@ def _speed(results):
     return "; ".join(parts)
 
 
+def _noise(o, p):
+    """Twice the standard error of the difference of the two means (about a 95% band):
+    a difference inside it is within the two runs' seed noise."""
+    if len(o) < 2 or len(p) < 2:
+        return None
+    so, sp = common.mean_std(o)[1], common.mean_std(p)[1]
+    return 2.0 * (so ** 2 / len(o) + sp ** 2 / len(p)) ** 0.5
+
+
 def _table(results, tasks):
     rows = []
     for task in tasks:
-        ours = [r for r in results if r["task"] == task and r["side"] == "ours"]
-        peer = [r for r in results if r["task"] == task and r["side"] == "peer"]
-        if not ours and not peer:
+        side = {name: [r for r in results if r["task"] == task and r["side"] == name]
+                for name in ("ours", "peer", "peer_hf")}
+        if not any(side.values()):
             continue
         for i, metric in enumerate(HEADLINE[task]):
             # Every metric is stored as a fraction (SQuAD's official v1.1 `evaluate` returns
             # fractions too; run_squad.py's eval_results.txt has them x100).
             scale = 100.0
-            o = [r["metrics"][metric] for r in ours if metric in r["metrics"]]
-            p = [r["metrics"][metric] for r in peer if metric in r["metrics"]]
-            diff = "n/a"
+            values = {name: [r["metrics"][metric] for r in runs if metric in r["metrics"]]
+                      for name, runs in side.items()}
+            o, p = values["ours"], values["peer"]
+            diff, band, within = "n/a", "n/a", "n/a"
             if o and p:
-                diff = "%+.2f" % (scale * (common.mean_std(o)[0] - common.mean_std(p)[0]))
+                d = scale * (common.mean_std(o)[0] - common.mean_std(p)[0])
+                diff = "%+.2f" % d
+                noise = _noise(o, p)
+                if noise is not None:
+                    band = "%.2f" % (scale * noise)
+                    within = "yes" if abs(d) <= scale * noise + 1e-9 else "NO"
             rows.append({
                 "task": task, "metric": metric,
-                "ours": common.fmt_ms(o, scale), "peer": common.fmt_ms(p, scale), "diff": diff,
-                "seeds": "%d / %d" % (len(o), len(p)),
-                "ours_speed": _speed(ours) if i == 0 else "",
-                "peer_speed": _speed(peer) if i == 0 else "",
+                "ours": common.fmt_ms(o, scale), "peer": common.fmt_ms(p, scale),
+                "diff": diff, "noise": band, "within": within,
+                "peer_hf": common.fmt_ms(values["peer_hf"], scale),
+                "seeds": "%d / %d / %d" % (len(o), len(p), len(values["peer_hf"])),
+                "ours_speed": _speed(side["ours"]) if i == 0 else "",
+                "peer_speed": _speed(side["peer"]) if i == 0 else "",
             })
     return rows
 
@@ -187,9 +209,13 @@ def _protocol_lines(tasks, seeds):
                          t.max_seq_length, steps,
                          common.num_warmup_steps(steps, hp["warmup_proportion"])))
     lines.append("Ours: run_classifier.py / run_squad.py (reference AdamWeightDecay, no bias "
-                 "correction). Peer: transformers BertFor* + torch AdamW (bias-corrected) + "
-                 "get_linear_schedule_with_warmup. Metric values in percent; std = sample "
-                 "std over seeds; train ex/s = optimizer steps x batch / training seconds.")
+                 "correction, polynomial decay after warmup). Peer: transformers BertFor* + "
+                 "torch with the reference's update rule and schedule (peer.ReferenceAdam, "
+                 "truncated-normal head). Peer HF: the same with torch AdamW (bias-corrected) "
+                 "+ get_linear_schedule_with_warmup, transformers' head init. Metric values in "
+                 "percent; std = sample std over seeds; 2 SE = twice the standard error of "
+                 "ours − peer, the seed-noise band; train ex/s = optimizer steps x batch / "
+                 "training seconds.")
     return lines
 
 
@@ -197,7 +223,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="sst-2,mrpc")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--sides", default="ours,peer")
+    parser.add_argument("--sides", default="ours,peer,peer_hf")
     parser.add_argument("--work_dir", default="/tmp/bert_tf2_reproduce")
     parser.add_argument("--peer_python",
                         default=os.path.join(common.ROOT, ".venv-reproduce", "bin", "python"))
