@@ -108,11 +108,12 @@ def test_xla_step_gives_the_same_loss_and_update(tmp_path):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-def test_gradient_checkpointing_flag_gives_the_same_update(tmp_path):
+@pytest.mark.parametrize("enable_xla", [False, True])
+def test_gradient_checkpointing_flag_gives_the_same_update(tmp_path, enable_xla):
     data = features(8, seed=5)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
     ckpt = make_runner(tmp_path, "ckpt", init_from=plain, num_train_steps=2,
-                       gradient_checkpointing=True)
+                       gradient_checkpointing=True, enable_xla=enable_xla)
     assert ckpt.model.bert.encoder.gradient_checkpointing
     assert not plain.model.bert.encoder.gradient_checkpointing
     plain.model.dropout.rate = ckpt.model.dropout.rate = 0.0  # the classifier's own 0.1
