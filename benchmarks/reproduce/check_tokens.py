@@ -35,7 +35,7 @@ def main():
         task = common.TASKS[name]
         for split in ("train", "dev"):
             for a, b, _ in common.read_glue_examples(
-                    task, os.path.join(args.glue_dir, task.glue_dir), split):
+                    task, common.subset_dir(task, args.glue_dir), split):
                 texts.append(a)
                 if b is not None:
                     texts.append(b)

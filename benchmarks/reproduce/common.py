@@ -50,9 +50,13 @@ TASKS = {
     "mrpc": Task("mrpc", "MRPC", 128, "f1", (3, 4, 0), ["0", "1"]),
     "rte": Task("rte", "RTE", 128, "accuracy", (1, 2, 3), ["entailment", "not_entailment"]),
     "sts-b": Task("sts-b", "STS-B", 128, "pearson", (7, 8, 9), None, num_dev=500),
-    # A longer SST-2 run (96 steps) that gets further towards convergence.
+    # Longer runs (60-96 steps) that get further towards convergence.
     "sst-2-1536": Task("sst-2", "SST-2", 64, "accuracy", (0, None, 1), ["0", "1"],
                        num_train=1536, key="sst-2-1536"),
+    "cola-1280": Task("cola", "CoLA", 64, "mcc", (3, None, 1), ["0", "1"], header=False,
+                      num_train=1280, key="cola-1280"),
+    "sts-b-960": Task("sts-b", "STS-B", 64, "pearson", (7, 8, 9), None, num_dev=500,
+                      num_train=960, key="sts-b-960"),
 }
 
 # Hyper-parameters shared by every GLUE task (both sides).
@@ -108,13 +112,19 @@ def write_tsv(path, rows):
             writer.writerow(row)
 
 
+def subset_dir(task, out_root):
+    """Where make_glue_subset puts a task's files: the GLUE folder name, or the key of a
+    variant (a longer run of the same task)."""
+    return os.path.join(out_root, task.glue_dir if task.key == task.name else task.key)
+
+
 def make_glue_subset(task, out_root):
     """Writes <out_root>/<GLUE dir>/{train,dev}.tsv: the first N rows of each; returns the dir.
 
     Rows are copied cell for cell (header kept where the task has one), so the subset is
     read by run_classifier.py exactly as the original files are.
     """
-    out_dir = os.path.join(out_root, task.glue_dir if task.key == task.name else task.key)
+    out_dir = subset_dir(task, out_root)
     os.makedirs(out_dir, exist_ok=True)
     for split, limit in (("train", task.num_train), ("dev", task.num_dev)):
         rows = read_tsv(os.path.join(GLUE_DIR, task.glue_dir, "%s.tsv" % split))

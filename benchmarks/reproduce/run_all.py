@@ -27,6 +27,8 @@ import common  # pylint: disable=wrong-import-position
 HEADLINE = {
     "sst-2": ["accuracy"],
     "sst-2-1536": ["accuracy"],
+    "cola-1280": ["mcc"],
+    "sts-b-960": ["pearson", "spearman"],
     "cola": ["mcc"],
     "mrpc": ["f1", "accuracy"],
     "rte": ["accuracy"],
