@@ -238,16 +238,17 @@ def fmt_ms(values, scale=100.0):
 
 def write_table(path, rows, protocol_lines):
     """results.md: one row per (task, metric)."""
-    lines = [
-        "| task | metric | ours mean ± std | peer mean ± std | diff (ours − peer) | 2 SE "
-        "| within noise | peer HF (AdamW) mean ± std | seeds ours / peer / HF "
-        "| ours time / train ex/s | peer time / train ex/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    keys = ("task", "metric", "ours", "peer", "diff", "noise", "within", "peer_hf", "seeds",
-            "ours_speed", "peer_speed")
+    columns = (
+        ("task", "task"), ("metric", "metric"), ("ours", "ours mean ± std"),
+        ("peer", "peer mean ± std"), ("vs_peer", "ours − peer (2 SE) within noise"),
+        ("peer_buffer", "peer, reference data order"),
+        ("vs_peer_buffer", "ours − it (2 SE) within noise"),
+        ("peer_hf", "peer HF (AdamW)"), ("seeds", "seeds ours / peer / ref. order / HF"),
+        ("ours_speed", "ours time / train ex/s"), ("peer_speed", "peer time / train ex/s"))
+    lines = ["| " + " | ".join(title for _, title in columns) + " |",
+             "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(str(row[k]) for k in keys) + " |")
+        lines.append("| " + " | ".join(str(row[key]) for key, _ in columns) + " |")
     text = "\n".join(lines) + "\n\n" + "\n".join(protocol_lines) + "\n"
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

@@ -23,6 +23,7 @@ and LayerNorm, eps 1e-6, then one of two optimisers:
       --predict_file=... --model_dir=... --seed=1 --output=/tmp/x/peer.json
 """
 import collections
+import itertools
 import json
 import os
 import random
@@ -116,24 +117,40 @@ def _init_head(module, kind):
         module.bias.zero_()
 
 
-def _batch_order(num_examples, batch_size, num_steps, seed):
-    """Indexes of each training batch: one shuffled pass after another, batches taken
-    across pass boundaries, the way a repeated-then-batched stream is consumed."""
+def _batch_order(num_examples, batch_size, num_steps, seed, order="permutation"):
+    """Indexes of each training batch, batches taken across pass boundaries.
+
+    order "permutation": one seeded permutation per pass over the data.
+    order "buffer": what the reference's input pipeline (`repeat()` then `shuffle(100)` on
+      the records in file order) does: the file order repeated, streamed through a buffer
+      of 100 from which each next example is drawn uniformly and replaced by the next one
+      in the stream (tf.data's shuffle algorithm, with numpy's generator).
+    """
     rng = np.random.RandomState(seed)
+    total = num_steps * batch_size
     stream = []
-    while len(stream) < num_steps * batch_size:
-        stream.extend(rng.permutation(num_examples).tolist())
+    if order == "permutation":
+        while len(stream) < total:
+            stream.extend(rng.permutation(num_examples).tolist())
+    else:
+        source = itertools.cycle(range(num_examples))
+        buffer = [next(source) for _ in range(100)]
+        while len(stream) < total:
+            pick = rng.randint(len(buffer))
+            stream.append(buffer[pick])
+            buffer[pick] = next(source)
     return [stream[i * batch_size:(i + 1) * batch_size] for i in range(num_steps)]
 
 
-def _train(model, tensors, batch_size, num_steps, num_warmup, learning_rate, seed, kind):
+def _train(model, tensors, batch_size, num_steps, num_warmup, learning_rate, seed, kind,
+           order):
     """Runs num_steps optimizer steps; returns (seconds, last loss)."""
     optimizer, scheduler = _optimizer(model, learning_rate, num_steps, num_warmup, kind)
     n = next(iter(tensors.values())).shape[0]
     model.train()
     start = time.time()
     loss_value = float("nan")
-    for step, index in enumerate(_batch_order(n, batch_size, num_steps, seed)):
+    for step, index in enumerate(_batch_order(n, batch_size, num_steps, seed, order)):
         idx = torch.tensor(index, dtype=torch.long)
         batch = {k: v[idx] for k, v in tensors.items()}
         loss = model(**batch).loss
@@ -231,7 +248,8 @@ def run_glue(args):
     common.log("peer %s seed %d: %d train / %d dev examples, %d steps (%d warmup)"
                % (task.name, args.seed, len(train), len(dev), steps, warmup))
     train_s, last_loss = _train(model, train_t, hp["train_batch_size"], steps, warmup,
-                                hp["learning_rate"], args.seed, args.optimizer)
+                                hp["learning_rate"], args.seed, args.optimizer,
+                                args.data_order)
 
     model.eval()
     eval_start = time.time()
@@ -245,7 +263,8 @@ def run_glue(args):
     eval_s = time.time() - eval_start
     outputs = np.concatenate(outputs)
     metrics = common.glue_metrics(task, dev_t["labels"].numpy(), outputs)
-    result = {"side": _side(args), "optimizer": args.optimizer, "task": task.key,
+    result = {"side": _side(args), "optimizer": args.optimizer,
+              "data_order": args.data_order, "task": task.key,
               "seed": args.seed, "metrics": metrics,
               "num_train_examples": len(train), "num_eval_examples": len(dev),
               "num_train_steps": steps, "num_warmup_steps": warmup,
@@ -486,7 +505,8 @@ def run_squad(args):
                "(%d windows), %d steps (%d warmup)" % (args.seed, len(train_ex), len(train_f),
                                                        len(eval_ex), len(eval_f), steps, warmup))
     train_s, last_loss = _train(model, train_t, cfg["train_batch_size"], steps, warmup,
-                                cfg["learning_rate"], args.seed, args.optimizer)
+                                cfg["learning_rate"], args.seed, args.optimizer,
+                                args.data_order)
     model.eval()
     eval_start = time.time()
     starts, ends = [], []
@@ -501,7 +521,8 @@ def run_squad(args):
     pred_path = os.path.splitext(args.output)[0] + ".predictions.json"
     with open(pred_path, "w", encoding="utf-8") as f:
         json.dump(answers, f)
-    result = {"side": _side(args), "optimizer": args.optimizer, "task": "squad",
+    result = {"side": _side(args), "optimizer": args.optimizer,
+              "data_order": args.data_order, "task": "squad",
               "seed": args.seed,
               "predictions_file": pred_path,
               "num_train_examples": len(train_ex), "num_train_features": len(train_f),
@@ -515,13 +536,19 @@ def run_squad(args):
 
 
 def _side(args):
-    """The name of this side in the results: "peer" (reference rule) or "peer_hf"."""
-    return "peer" if args.optimizer == "reference" else "peer_hf"
+    """The name of this side in the results (run_all.py's --sides)."""
+    if args.optimizer == "hf":
+        return "peer_hf"
+    return "peer_buffer" if args.data_order == "buffer" else "peer"
 
 
 def main():
     parser = common.side_parser(__doc__.split("\n")[0],
                                 "HF model directory (config.json, model.safetensors, vocab)")
+    parser.add_argument("--data_order", choices=["permutation", "buffer"],
+                        default="permutation",
+                        help="permutation: one shuffled pass after another; buffer: the "
+                             "reference pipeline's shuffle buffer of 100 over the file order")
     parser.add_argument("--optimizer", choices=["reference", "hf"], default="reference",
                         help="reference: the reference's Adam rule and schedule (like for "
                              "like); hf: torch AdamW + get_linear_schedule_with_warmup")

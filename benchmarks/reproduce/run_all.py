@@ -7,7 +7,8 @@ run still leaves an honest partial table).
       --deadline=08:25
 
 Sides (--sides): "ours"; "peer", transformers + torch with the reference's optimiser rule
-and schedule (the like-for-like comparison); "peer_hf", transformers + torch with torch
+and schedule (the like-for-like comparison); "peer_buffer", the same reading the training
+data in the reference pipeline's order (GLUE tasks); "peer_hf", transformers + torch with torch
 AdamW and HF's linear schedule (how the model is usually fine-tuned with HF). Runs go
 seed by seed (all tasks with seed 1, then seed 2, ...), side after side, so that
 stopping early drops whole seeds rather than whole tasks. With --deadline (UTC HH:MM) a
@@ -81,7 +82,8 @@ def _run_one(side, task, seed, paths, model_dirs, work, python_peer, resume=Fals
         model_dir = model_dirs["ours"]
     else:
         cmd = [python_peer, os.path.join(here, "peer.py"),
-               "--optimizer=%s" % ("hf" if side == "peer_hf" else "reference")]
+               "--optimizer=%s" % ("hf" if side == "peer_hf" else "reference"),
+               "--data_order=%s" % ("buffer" if side == "peer_buffer" else "permutation")]
         model_dir = model_dirs["peer"]
     if task == "squad":
         cmd += ["squad", "--train_file=%s" % paths["squad"]["train"],
@@ -148,11 +150,26 @@ def _noise(o, p):
     return 2.0 * (so ** 2 / len(o) + sp ** 2 / len(p)) ** 0.5
 
 
+SIDES = ("ours", "peer", "peer_buffer", "peer_hf")
+
+
+def _compare(o, p, scale):
+    """"diff (2 SE) verdict" of ours against one peer side, or "n/a"."""
+    if not o or not p:
+        return "n/a"
+    d = scale * (common.mean_std(o)[0] - common.mean_std(p)[0])
+    noise = _noise(o, p)
+    if noise is None:
+        return "%+.2f" % d
+    return "%+.2f (2 SE %.2f) %s" % (d, scale * noise,
+                                      "yes" if abs(d) <= scale * noise + 1e-9 else "NO")
+
+
 def _table(results, tasks):
     rows = []
     for task in tasks:
         side = {name: [r for r in results if r["task"] == task and r["side"] == name]
-                for name in ("ours", "peer", "peer_hf")}
+                for name in SIDES}
         if not any(side.values()):
             continue
         for i, metric in enumerate(HEADLINE[task]):
@@ -161,24 +178,15 @@ def _table(results, tasks):
             scale = 100.0
             values = {name: [r["metrics"][metric] for r in runs if metric in r["metrics"]]
                       for name, runs in side.items()}
-            o, p = values["ours"], values["peer"]
-            diff, band, within = "n/a", "n/a", "n/a"
-            if o and p:
-                d = scale * (common.mean_std(o)[0] - common.mean_std(p)[0])
-                diff = "%+.2f" % d
-                noise = _noise(o, p)
-                if noise is not None:
-                    band = "%.2f" % (scale * noise)
-                    within = "yes" if abs(d) <= scale * noise + 1e-9 else "NO"
-            rows.append({
-                "task": task, "metric": metric,
-                "ours": common.fmt_ms(o, scale), "peer": common.fmt_ms(p, scale),
-                "diff": diff, "noise": band, "within": within,
-                "peer_hf": common.fmt_ms(values["peer_hf"], scale),
-                "seeds": "%d / %d / %d" % (len(o), len(p), len(values["peer_hf"])),
-                "ours_speed": _speed(side["ours"]) if i == 0 else "",
-                "peer_speed": _speed(side["peer"]) if i == 0 else "",
-            })
+            row = {"task": task, "metric": metric,
+                   "seeds": " / ".join(str(len(values[name])) for name in SIDES),
+                   "ours_speed": _speed(side["ours"]) if i == 0 else "",
+                   "peer_speed": _speed(side["peer"]) if i == 0 else ""}
+            for name in SIDES:
+                row[name] = common.fmt_ms(values[name], scale)
+            row["vs_peer"] = _compare(values["ours"], values["peer"], scale)
+            row["vs_peer_buffer"] = _compare(values["ours"], values["peer_buffer"], scale)
+            rows.append(row)
     return rows
 
 
@@ -213,10 +221,14 @@ def _protocol_lines(tasks, seeds):
     lines.append("Ours: run_classifier.py / run_squad.py (reference AdamWeightDecay, no bias "
                  "correction, polynomial decay after warmup). Peer: transformers BertFor* + "
                  "torch with the reference's update rule and schedule (peer.ReferenceAdam, "
-                 "truncated-normal head). Peer HF: the same with torch AdamW (bias-corrected) "
+                 "truncated-normal head), data in one shuffled pass after another; peer, "
+                 "reference order: the same reading the training file the way the "
+                 "reference's pipeline does (file order, repeat, shuffle buffer of 100). "
+                 "Peer HF: the same with torch AdamW (bias-corrected) "
                  "+ get_linear_schedule_with_warmup, transformers' head init. Metric values in "
                  "percent; std = sample std over seeds; 2 SE = twice the standard error of "
-                 "ours − peer, the seed-noise band; train ex/s = optimizer steps x batch / "
+                 "the difference of the means, the seed-noise band, 'yes' when the "
+                 "difference is inside it; train ex/s = optimizer steps x batch / "
                  "training seconds.")
     return lines
 
@@ -225,7 +237,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="sst-2,mrpc")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--sides", default="ours,peer,peer_hf")
+    parser.add_argument("--sides", default="ours,peer,peer_buffer,peer_hf")
     parser.add_argument("--work_dir", default="/tmp/bert_tf2_reproduce")
     parser.add_argument("--peer_python",
                         default=os.path.join(common.ROOT, ".venv-reproduce", "bin", "python"))
