@@ -18,6 +18,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -187,7 +188,8 @@ def prepare_output_dir(path):
     """Creates output_dir and checks it is writable: a clear error at the start."""
     try:
         tf.io.gfile.makedirs(path)
-        probe = os.path.join(path, ".write_test")
+        # A name of its own: the workers of a multi-worker run probe the same folder.
+        probe = os.path.join(path, ".write_test_%s" % uuid.uuid4().hex)
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("ok")
         tf.io.gfile.remove(probe)

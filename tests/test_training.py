@@ -221,8 +221,9 @@ def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
             env=dict(env, TF_CONFIG=json.dumps(tf_config)), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True))
     outputs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outputs):
-        assert p.returncode == 0, err[-3000:]
+    failed = ["worker %d (exit %s):\n%s" % (i, p.returncode, err[-3000:])
+              for i, (p, (_, err)) in enumerate(zip(procs, outputs)) if p.returncode != 0]
+    assert not failed, "\n\n".join(failed)
     reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     assert [r["chief"] for r in reports] == [True, False]
     assert all(r["step"] == 3 for r in reports)
