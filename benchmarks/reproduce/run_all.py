@@ -233,6 +233,16 @@ def _protocol_lines(tasks, seeds):
     return lines
 
 
+def _not_run(skipped):
+    """One line listing the (side, task, seed, why) runs that are not in the table."""
+    seeds = {}
+    for side, task, seed, why in skipped:
+        seeds.setdefault((side, task, why), []).append(str(seed))
+    return "Not run (not asked for, time budget or failure): " + "; ".join(
+        "%s %s seeds %s%s" % (side, task, ",".join(found), why)
+        for (side, task, why), found in seeds.items())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="sst-2,mrpc")
@@ -245,8 +255,12 @@ def main():
                         "would likely end after it")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the results of runs already finished in --work_dir")
+    parser.add_argument("--table_only", action="store_true",
+                        help="run nothing: the table of the runs finished in --work_dir")
     parser.add_argument("--results", default=os.path.dirname(os.path.abspath(__file__)))
     args = parser.parse_args()
+    args.resume = args.resume or args.table_only
+    os.makedirs(args.results, exist_ok=True)
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -269,12 +283,16 @@ def main():
     for seed in seeds:
         for task in tasks:
             for side in sides:
+                done = os.path.join(args.work_dir, "%s-%s-seed%d.json.done" % (side, task, seed))
+                if args.table_only and not os.path.exists(done):
+                    skipped.append((side, task, seed, ""))
+                    continue
                 left = _seconds_left(args.deadline)
                 expected = last_duration.get((side, task), 0.0)
                 if expected > left:
-                    skipped.append("%s %s seed %d" % (side, task, seed))
-                    common.log("skipping %s (%.0f s expected, %.0f s left)"
-                               % (skipped[-1], expected, left))
+                    skipped.append((side, task, seed, ""))
+                    common.log("skipping %s %s seed %d (%.0f s expected, %.0f s left)"
+                               % (side, task, seed, expected, left))
                     continue
                 common.log("running %s %s seed %d" % (side, task, seed))
                 try:
@@ -282,7 +300,7 @@ def main():
                                       args.peer_python, args.resume)
                 except RuntimeError as e:
                     common.log(str(e))
-                    skipped.append("%s %s seed %d (failed)" % (side, task, seed))
+                    skipped.append((side, task, seed, " (failed)"))
                     continue
                 last_duration[(side, task)] = result["process_seconds"]
                 results.append(result)
@@ -290,13 +308,13 @@ def main():
                     side, task, seed, result["metrics"], result["process_seconds"]))
                 protocol = _protocol_lines(tasks, seeds)
                 if skipped:
-                    protocol.append("Not run (time budget or failure): " + ", ".join(skipped))
+                    protocol.append(_not_run(skipped))
                 with open(results_json, "w", encoding="utf-8") as f:
                     json.dump({"protocol": protocol, "results": results}, f, indent=2)
                 common.write_table(results_md, _table(results, tasks), protocol)
     protocol = _protocol_lines(tasks, seeds)
     if skipped:
-        protocol.append("Not run (time budget or failure): " + ", ".join(skipped))
+        protocol.append(_not_run(skipped))
     with open(results_json, "w", encoding="utf-8") as f:
         json.dump({"protocol": protocol, "results": results}, f, indent=2)
     print(common.write_table(results_md, _table(results, tasks), protocol))
