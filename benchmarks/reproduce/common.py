@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import os
+import random
 import sys
 
 import numpy as np
@@ -30,8 +31,9 @@ class Task(object):
     """One row of the table: which data, how long the inputs, which metric."""
 
     def __init__(self, name, glue_dir, max_seq_length, metric, columns, labels,
-                 header=True, num_train=320, num_dev=None, key=None):
+                 header=True, num_train=320, num_dev=None, key=None, shuffle_train=False):
         self.key = key or name        # row of the table (a task may have several sizes)
+        self.shuffle_train = shuffle_train  # rows of the train subset in a fixed random order
         self.name = name              # run_classifier.py --task_name
         self.glue_dir = glue_dir      # folder under glue_data
         self.max_seq_length = max_seq_length
@@ -57,6 +59,11 @@ TASKS = {
                       num_train=1280, key="cola-1280"),
     "sts-b-960": Task("sts-b", "STS-B", 64, "pearson", (7, 8, 9), None, num_dev=500,
                       num_train=960, key="sts-b-960"),
+    # The same rows in a random order: what the reference's shuffle buffer of 100 makes of
+    # a file whose order carries no drift.
+    "sts-b-960-shuffled": Task("sts-b", "STS-B", 64, "pearson", (7, 8, 9), None,
+                               num_dev=500, num_train=960, key="sts-b-960-shuffled",
+                               shuffle_train=True),
 }
 
 # Hyper-parameters shared by every GLUE task (both sides).
@@ -131,6 +138,8 @@ def make_glue_subset(task, out_root):
         head, body = (rows[:1], rows[1:]) if task.header else ([], rows)
         if limit is not None:
             body = body[:limit]
+        if split == "train" and task.shuffle_train:
+            random.Random(0).shuffle(body)
         write_tsv(os.path.join(out_dir, "%s.tsv" % split), head + body)
     return out_dir
 

@@ -30,6 +30,7 @@ HEADLINE = {
     "sst-2-1536": ["accuracy"],
     "cola-1280": ["mcc"],
     "sts-b-960": ["pearson", "spearman"],
+    "sts-b-960-shuffled": ["pearson", "spearman"],
     "cola": ["mcc"],
     "mrpc": ["f1", "accuracy"],
     "rte": ["accuracy"],
@@ -212,9 +213,10 @@ def _protocol_lines(tasks, seeds):
         t = common.TASKS[name]
         steps = common.num_train_steps(t.num_train, hp["train_batch_size"],
                                        hp["num_train_epochs"])
-        lines.append("- %s: first %d train rows, %s dev rows, max_seq_length %d, %d steps "
+        lines.append("- %s: first %d train rows%s, %s dev rows, max_seq_length %d, %d steps "
                      "(%d warmup)." % (
                          name, t.num_train,
+                         " (shuffled once, seed 0)" if t.shuffle_train else "",
                          "all" if t.num_dev is None else "first %d" % t.num_dev,
                          t.max_seq_length, steps,
                          common.num_warmup_steps(steps, hp["warmup_proportion"])))
