@@ -1278,9 +1278,7 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
 
 
 def run(fv):
-    for name in ("input_file", "output_file", "vocab_file"):
-        if not fv[name].value:
-            raise ValueError("--%s is required" % name)
+    flags_common.require(fv, ("input_file", "output_file", "vocab_file"))
     input_files = input_pipeline.expand_input_files(fv.input_file)
     output_files = [p.strip() for p in fv.output_file.split(",") if p.strip()]
     if not output_files:

@@ -1082,9 +1082,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
 
 def run(fv):
     """Exports the model the flags describe; returns the export directory."""
-    for name in _REQUIRED_FLAGS:
-        if not getattr(fv, name):
-            raise ValueError("--%s is required" % name)
+    flags_common.require(fv, _REQUIRED_FLAGS)
     labels = None
     if fv.model_type == "classifier":
         if not fv.task_name:

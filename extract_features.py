@@ -246,9 +246,7 @@ def _chunks(iterable, size):
 
 def run(fv):
     """Reads --input_file, writes --output_file; returns the number of lines written."""
-    for name in _REQUIRED_FLAGS:
-        if not getattr(fv, name):
-            raise ValueError("--%s is required" % name)
+    flags_common.require(fv, _REQUIRED_FLAGS)
     if fv.batch_size < 1:
         raise ValueError("--batch_size must be positive")
     if not tf.io.gfile.exists(fv.input_file):

@@ -80,6 +80,13 @@ def define_distribution_flags(fv):
                          "not fixed, as in the reference).", flag_values=fv)
 
 
+def require(fv, names):
+    """Raises a ValueError naming the first of the flags `names` left unset or empty."""
+    for name in names:
+        if not getattr(fv, name):
+            raise ValueError("--%s is required" % name)
+
+
 def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 

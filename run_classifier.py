@@ -691,15 +691,9 @@ def write_eval_results(path, result):
 # The run
 # ---------------------------------------------------------------------------
 
-def _check_flags(fv):
-    for name in _REQUIRED_FLAGS:
-        if not getattr(fv, name):
-            raise ValueError("--%s is required" % name)
-
-
 def run(fv):
     """Trains, evaluates and/or predicts as the do_* flags ask."""
-    _check_flags(fv)
+    flags_common.require(fv, _REQUIRED_FLAGS)
     tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
     if not (fv.do_train or fv.do_eval or fv.do_predict):
         raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "

@@ -151,9 +151,7 @@ def compute_eval_metrics(batches):
 def run(fv):
     if not fv.do_train and not fv.do_eval:
         raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-    for name in ("bert_config_file", "input_file", "output_dir"):
-        if not getattr(fv, name):
-            raise ValueError("--%s is required" % name)
+    flags_common.require(fv, ("bert_config_file", "input_file", "output_dir"))
     training.set_seed(fv.seed)
     bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
     if fv.max_seq_length > bert_config.max_position_embeddings:

@@ -1103,9 +1103,7 @@ def _evaluate(fv, articles, squad_predictions):
 
 def run(fv):
     """The whole run: optional training, then optional prediction and scoring."""
-    for name in ("vocab_file", "bert_config_file", "output_dir"):
-        if not getattr(fv, name):
-            raise ValueError("--%s is required" % name)
+    flags_common.require(fv, ("vocab_file", "bert_config_file", "output_dir"))
 
     bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
     validate_flags_or_throw(fv, bert_config)
