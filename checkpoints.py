@@ -180,10 +180,13 @@ def load_checkpoint(model_or_variables, path, log=True):
             continue
         want, have = var.shape.as_list(), contents.shapes[name]
         if want != have:
-            raise ValueError(
-                "checkpoint %s: variable %s has shape %s but the model expects %s "
-                "(does bert_config.json match the checkpoint?)"
-                % (contents.path, name, have, want))
+            if name.startswith("bert/"):
+                cause = "does bert_config.json match the checkpoint?"
+            else:
+                cause = ("a task head: the checkpoint was fine-tuned for another task or "
+                         "number of labels; start from the pre-trained checkpoint")
+            raise ValueError("checkpoint %s: variable %s has shape %s but the model expects %s "
+                             "(%s)" % (contents.path, name, have, want, cause))
         var.assign(contents.get(name).astype(var.dtype.as_numpy_dtype))
         loaded.append(name)
     unused = [n for n in contents.model_names() if n not in variables]

@@ -24,6 +24,7 @@ Activations: HuggingFace's "gelu" is the exact erf GELU and becomes
 "gelu_pytorch_tanh", "gelu_fast") become "gelu", which is what the reference
 means by "gelu".
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import json
 import os
 import re

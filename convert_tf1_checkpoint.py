@@ -9,6 +9,7 @@ tools written for Google's checkpoints can read it.
   python convert_tf1_checkpoint.py --input_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt \
       --bert_config_file=uncased_L-12_H-768_A-12/bert_config.json --output_dir=tf2_ckpt
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
 
 import numpy as np

@@ -60,6 +60,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+import fileutil
 import flags_common
 import input_pipeline
 import tokenization
@@ -1104,7 +1105,7 @@ def _process_shard(task):
         records = _generate_records(documents, options, encoder, rng,
                                     counter=_shared_counter())
     del documents
-    with input_pipeline.atomic_open(temp_path, "wb") as f:
+    with fileutil.atomic_open(temp_path, "wb") as f:
         chunk = []
         for record in records:
             chunk.append(_RECORD_LENGTH.pack(len(record)))
@@ -1279,7 +1280,7 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
 
 def run(fv):
     flags_common.require(fv, ("input_file", "output_file", "vocab_file"))
-    input_files = input_pipeline.expand_input_files(fv.input_file)
+    input_files = fileutil.expand_input_files(fv.input_file)
     output_files = [p.strip() for p in fv.output_file.split(",") if p.strip()]
     if not output_files:
         raise ValueError("--output_file is required")

@@ -28,13 +28,14 @@ Example:
     python create_vocab.py --input_file=corpus/*.txt --output_file=vocab.txt \
         --vocab_size=30522 --do_lower_case=True
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 
 from absl import flags
 from absl import logging
 
+import fileutil
 import flags_common
-import input_pipeline
 import tokenization
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -176,7 +177,7 @@ def run(fv):
                          % (fv.vocab_size, len(reserved_tokens(fv.num_unused))))
 
     try:
-        input_files = input_pipeline.expand_input_files(fv.input_file)
+        input_files = fileutil.expand_input_files(fv.input_file)
     except ValueError as e:
         raise ValueError("--input_file: %s" % e) from e
     counts = count_words(input_files, fv.do_lower_case)
@@ -186,7 +187,7 @@ def run(fv):
 
     vocab = build_vocab(counts, fv)
     assert len(vocab) == len(set(vocab)), "duplicate tokens in the vocabulary"
-    with input_pipeline.atomic_open(fv.output_file, "w") as writer:
+    with fileutil.atomic_open(fv.output_file, "w") as writer:
         for token in vocab:
             writer.write(token + "\n")
     logging.info("Wrote %d tokens to %s", len(vocab), fv.output_file)

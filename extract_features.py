@@ -13,6 +13,7 @@ The input is processed in chunks (read, tokenize, run the model, write), so
 memory does not grow with the input; the output file appears only once
 complete.
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import json
 import re
 import time
@@ -23,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 import checkpoints
+import fileutil
 import flags_common
 import input_pipeline
 import modeling
@@ -44,22 +46,8 @@ def define_flags(fv):
     flags.DEFINE_string("layers", "-1,-2,-3,-4",
                         "Comma-separated encoder layer indexes to output (-1 = last).",
                         flag_values=fv)
-    flags.DEFINE_string(
-        "bert_config_file", None,
-        "bert_config.json of the pre-trained model; it fixes the architecture.",
-        flag_values=fv)
-    flags.DEFINE_integer(
-        "max_seq_length", 128,
-        "Length of every input after WordPiece tokenization: longer inputs are "
-        "truncated, shorter ones zero-padded.", flag_values=fv)
-    flags.DEFINE_string("init_checkpoint", None,
-                        "Checkpoint of the BERT model (TF1 or TF2 format).", flag_values=fv)
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary the model was trained with.",
-                        flag_values=fv)
-    flags.DEFINE_bool(
-        "do_lower_case", True,
-        "Lower-case (and strip accents from) the input: True for uncased models, "
-        "False for cased ones.", flag_values=fv)
+    flags_common.define_model_flags(fv, help_overrides={
+        "init_checkpoint": "Checkpoint of the BERT model (TF1 or TF2 format)."})
     flags.DEFINE_integer("batch_size", 32, "Inputs per model call.", flag_values=fv)
     flags_common.define_tpu_flags(fv, with_tpu_name=False)
     flags.DEFINE_bool(
@@ -246,21 +234,7 @@ def _chunks(iterable, size):
 
 def run(fv):
     """Reads --input_file, writes --output_file; returns the number of lines written."""
-    flags_common.require(fv, _REQUIRED_FLAGS)
-    if fv.batch_size < 1:
-        raise ValueError("--batch_size must be positive")
-    if not tf.io.gfile.exists(fv.input_file):
-        raise ValueError("--input_file %s does not exist" % fv.input_file)
-
-    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
-    layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
-    if fv.max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError(
-            "--max_seq_length=%d is longer than the %d positions the BERT model has "
-            "(max_position_embeddings in --bert_config_file)"
-            % (fv.max_seq_length, bert_config.max_position_embeddings))
-    if fv.max_seq_length < 3:
-        raise ValueError("--max_seq_length must be at least 3")
+    bert_config, layer_indexes = _check_flags(fv)
     tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
                                            do_lower_case=fv.do_lower_case)
     # Full float32 matmuls (no TF32 on recent GPUs): the values are written with
@@ -268,11 +242,31 @@ def run(fv):
     tf.config.experimental.enable_tensor_float_32_execution(False)
     extractor = FeatureExtractor(bert_config, fv.init_checkpoint, layer_indexes,
                                  fv.max_seq_length, fv.use_one_hot_embeddings)
+    written = _write_features(fv, tokenizer, extractor, layer_indexes)
+    logging.info("Wrote %d lines to %s", written, fv.output_file)
+    return written
 
+
+def _check_flags(fv):
+    """Checks the flags before any work; returns (bert_config, layer indexes)."""
+    flags_common.require(fv, _REQUIRED_FLAGS)
+    if fv.batch_size < 1:
+        raise ValueError("--batch_size must be positive")
+    if not tf.io.gfile.exists(fv.input_file):
+        raise ValueError("--input_file %s does not exist" % fv.input_file)
+    bert_config = flags_common.bert_config_from_flags(fv)
+    layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
+    if fv.max_seq_length < 3:
+        raise ValueError("--max_seq_length must be at least 3")
+    return bert_config, layer_indexes
+
+
+def _write_features(fv, tokenizer, extractor, layer_indexes):
+    """Streams the input through the model a chunk at a time into the JSONL output."""
     chunk_size = fv.batch_size * _BATCHES_PER_CHUNK
     start = time.time()
     written = 0
-    with input_pipeline.atomic_open(fv.output_file, "w") as writer:
+    with fileutil.atomic_open(fv.output_file, "w") as writer:
         for examples in _chunks(iter_examples(fv.input_file), chunk_size):
             features = convert_examples_to_features(examples, fv.max_seq_length, tokenizer,
                                                     first_index=written)
@@ -286,7 +280,6 @@ def run(fv):
             written += len(features)
             elapsed = max(time.time() - start, 1e-9)
             logging.info("Processed %d lines (%.1f lines/s)", written, written / elapsed)
-    logging.info("Wrote %d lines to %s", written, fv.output_file)
     return written
 
 

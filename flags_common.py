@@ -3,11 +3,14 @@
 Flags are registered by functions taking a `FlagValues`, never at import time,
 so tests can import every runner into one process and give each its own flags.
 """
+import os
 import sys
 
 from absl import app
 from absl import flags
-from absl import logging
+
+import modeling
+import startup
 
 
 def define_tpu_flags(fv, with_tpu_name=True):
@@ -31,6 +34,57 @@ def define_tpu_flags(fv, with_tpu_name=True):
         "num_tpu_cores", 8,
         "Only used if `use_tpu` is True: total number of TPU cores to use.",
         flag_values=fv)
+
+
+_MODEL_FLAG_HELP = {
+    "bert_config_file": "bert_config.json of the pre-trained model: it fixes the architecture.",
+    "init_checkpoint": "Checkpoint to start from, usually a pre-trained BERT: a Google TF1 "
+                       "checkpoint or one of ours (a file prefix or a directory).",
+    "vocab_file": "WordPiece vocabulary the BERT model was trained with.",
+    "do_lower_case": "Lower-case (and strip accents from) the input text: True for uncased "
+                     "models, False for cased ones.",
+    "max_seq_length": "Length in WordPiece tokens of every model input: longer inputs are "
+                      "truncated, shorter ones zero-padded.",
+}
+MODEL_FLAGS = tuple(_MODEL_FLAG_HELP)
+
+
+def define_model_flags(fv, names=MODEL_FLAGS, max_seq_length=128, help_overrides=None):
+    """The model/vocab/checkpoint flags the reference declares in each script.
+
+    Args:
+      fv: the FlagValues to register on.
+      names: which of MODEL_FLAGS this script takes.
+      max_seq_length: the script's default for --max_seq_length (128, run_squad 384).
+      help_overrides: {name: help text} where a script says more than the shared text.
+    """
+    unknown = set(names) - set(MODEL_FLAGS)
+    if unknown:
+        raise ValueError("not model flags: %s" % ", ".join(sorted(unknown)))
+    texts = dict(_MODEL_FLAG_HELP, **(help_overrides or {}))
+    for name in names:
+        if name == "do_lower_case":
+            flags.DEFINE_bool(name, True, texts[name], flag_values=fv)
+        elif name == "max_seq_length":
+            flags.DEFINE_integer(name, max_seq_length, texts[name], flag_values=fv)
+        else:
+            flags.DEFINE_string(name, None, texts[name], flag_values=fv)
+
+
+def bert_config_from_flags(fv):
+    """The BertConfig of --bert_config_file, checked against --max_seq_length.
+
+    A --max_seq_length longer than the model's max_position_embeddings would index
+    past the position table; it is an error naming both.
+    """
+    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
+    max_seq_length = getattr(fv, "max_seq_length", None)
+    if max_seq_length is not None and max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError(
+            "--max_seq_length=%d is longer than the %d positions the BERT model has "
+            "(max_position_embeddings in --bert_config_file=%s)"
+            % (max_seq_length, bert_config.max_position_embeddings, fv.bert_config_file))
+    return bert_config
 
 
 def define_training_flags(fv):
@@ -87,6 +141,19 @@ def require(fv, names):
             raise ValueError("--%s is required" % name)
 
 
+def check_common(fv):
+    """Rules that hold for every script's flags, checked before its run starts.
+
+    Every batch size (flags named batch_size or *_batch_size) must be >= 1: the
+    reference crashes on 0 deep inside TensorFlow.
+    """
+    for name in sorted(fv):
+        if name == "batch_size" or name.endswith("_batch_size"):
+            value = getattr(fv, name)
+            if value is not None and value < 1:
+                raise ValueError("--%s=%d must be >= 1" % (name, value))
+
+
 def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 
@@ -94,16 +161,22 @@ def run_cli(define_flags, run, argv=None):
     clear line on stderr and exit code 1 instead of a traceback.
     """
     define_flags(flags.FLAGS)
+    startup.initialize_devices()
 
     def main(args):
         if len(args) > 1:
             raise app.UsageError("unexpected arguments: %s" % " ".join(args[1:]))
         try:
+            check_common(flags.FLAGS)
             run(flags.FLAGS)
         except (ValueError, OSError) as e:
-            logging.error("%s: %s", type(e).__name__, e)
-            print("error: %s" % e, file=sys.stderr)
-            sys.exit(1)
+            # One line, not also a log record: the message is the whole story. os._exit:
+            # TensorFlow's exit-time warnings (unrestored checkpoint values, ...) would
+            # otherwise print after it; every output is already complete or removed.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            print("error: %s" % e, file=sys.stderr, flush=True)
+            os._exit(1)
 
     app.run(main, argv)
 
@@ -113,4 +186,5 @@ def parse_flags(define_flags, argv):
     fv = flags.FlagValues()
     define_flags(fv)
     fv(["prog"] + list(argv))
+    check_common(fv)
     return fv

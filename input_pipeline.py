@@ -4,39 +4,17 @@ Every runner writes its features with `RecordWriter` and reads them back with
 `make_dataset`; the feature names and dtypes are those of the reference's files,
 so records written by the reference can be read here and the other way round.
 """
-import contextlib
 import os
-import uuid
 
+import numpy as np
 import tensorflow as tf
 
+import fileutil
+
 
 # ---------------------------------------------------------------------------
-# Writing files atomically
+# Writing records
 # ---------------------------------------------------------------------------
-
-def _temp_name(path):
-    return "%s.tmp-%s" % (path, uuid.uuid4().hex[:8])
-
-
-@contextlib.contextmanager
-def atomic_open(path, mode="w"):
-    """Opens `path` for writing; the file appears under its name only on success.
-
-    The data goes to a temporary file beside `path`, which is renamed over `path`
-    when the block ends without an exception and deleted otherwise, so a reader
-    never sees a half-written output file. Works for local and gfile paths.
-    """
-    temp = _temp_name(path)
-    try:
-        with tf.io.gfile.GFile(temp, mode) as f:
-            yield f
-        tf.io.gfile.rename(temp, path, overwrite=True)
-    except BaseException:
-        if tf.io.gfile.exists(temp):
-            tf.io.gfile.remove(temp)
-        raise
-
 
 def int_feature(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
@@ -59,7 +37,7 @@ class RecordWriter:
         if not output_files:
             raise ValueError("RecordWriter needs at least one output file")
         self.output_files = list(output_files)
-        self._temps = [_temp_name(p) for p in self.output_files]
+        self._temps = [fileutil.temp_name(p) for p in self.output_files]
         self._writers = []
         self._next = 0
         self.num_written = 0
@@ -119,6 +97,12 @@ def pack_pair(tokens_a, tokens_b, max_seq_length, tokenizer):
       (tokens, input_ids, input_mask, segment_ids); tokens unpadded, the rest
       lists of max_seq_length ints.
     """
+    needed = 3 if tokens_b else 2
+    if max_seq_length < needed:
+        # The reference pops from an empty list here (pairs) or writes rows longer
+        # than max_seq_length (single texts).
+        raise ValueError("--max_seq_length=%d is too short: [CLS] A [SEP]%s needs at least %d "
+                         "positions" % (max_seq_length, " B [SEP]" if tokens_b else "", needed))
     if tokens_b:
         truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
     else:
@@ -182,29 +166,37 @@ def squad_features(seq_length, is_training):
 # Reading
 # ---------------------------------------------------------------------------
 
+def check_record_lengths(path, spec, flag_of=None):
+    """Checks the first record of `path` against the fixed lengths of `spec`.
+
+    A record written with other lengths (e.g. pretraining data made with another
+    --max_seq_length) otherwise fails deep inside tf.data with "Can't parse
+    serialized Example". `flag_of` maps a feature name to the flag that sets its
+    length, for the message. An empty file passes.
+    """
+    for raw in tf.data.TFRecordDataset([path]).take(1):
+        example = tf.train.Example.FromString(raw.numpy())
+        for name, feature_spec in spec.items():
+            if name not in example.features.feature:
+                raise ValueError("%s: the records have no feature %r" % (path, name))
+            feature = example.features.feature[name]
+            kind = feature.WhichOneof("kind")
+            have = len(getattr(feature, kind).value) if kind else 0
+            want = int(np.prod(feature_spec.shape)) if feature_spec.shape else 1
+            if have != want:
+                flag = (flag_of or {}).get(name)
+                raise ValueError(
+                    "%s: the records hold %s of length %d, not %d%s" % (
+                        path, name, have, want,
+                        " (%s): pass the value the records were written with" % flag
+                        if flag else ""))
+
+
 def decode_record(record, spec):
     """Parses one serialized Example; int64 becomes int32 (what TPUs take)."""
     example = tf.io.parse_single_example(record, spec)
     return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
             for name, t in example.items()}
-
-
-def expand_input_files(patterns):
-    """Comma-separated globs (or a list of them) -> sorted list of files."""
-    if isinstance(patterns, str):
-        patterns = patterns.split(",")
-    files = []
-    for pattern in patterns:
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matched = tf.io.gfile.glob(pattern)
-        if not matched:
-            raise ValueError("input file pattern %r matches no file" % pattern)
-        files.extend(sorted(matched))
-    if not files:
-        raise ValueError("no input files given")
-    return files
 
 
 def _pad_batch(batch, batch_size):
@@ -238,7 +230,7 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
     dropped, so every example is seen and every batch has a static shape.
 
     Args:
-      input_files: list of TFRecord files (see expand_input_files).
+      input_files: list of TFRecord files (see fileutil.expand_input_files).
       spec: feature spec, e.g. pretraining_features(...).
       batch_size: the GLOBAL batch size; with `input_context` the per-replica
         size is derived from it.

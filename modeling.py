@@ -15,6 +15,7 @@ import json
 import math
 
 import numpy as np
+from absl import logging
 import tensorflow as tf
 import tf_keras
 
@@ -71,10 +72,29 @@ class BertConfig:
             raise ValueError("BERT config file %s is not valid JSON: %s" % (json_file, e)) from None
         if not isinstance(data, dict):
             raise ValueError("BERT config file %s must hold a JSON object" % json_file)
-        return cls.from_dict(data)
+        config = cls.from_dict(data)
+        # The reference fills missing keys with its defaults; say so, and say it
+        # again in any error a defaulted value causes (see validate).
+        defaulted = sorted(key for key in cls(vocab_size=None).__dict__ if key not in data)
+        setattr(config, "_source", json_file)
+        setattr(config, "_defaulted", defaulted)
+        if defaulted:
+            logging.warning("BERT config file %s does not set %s: using the defaults %s",
+                            json_file, ", ".join(defaulted),
+                            ", ".join("%s=%r" % (k, getattr(config, k)) for k in defaulted))
+        return config
 
     def to_dict(self):
-        return copy.deepcopy(self.__dict__)
+        """The hyper-parameters as a dict (what bert_config.json holds)."""
+        return {key: copy.deepcopy(value) for key, value in self.__dict__.items()
+                if not key.startswith("_")}
+
+    def _describe(self, key):
+        """`key (value)`, noting when the value is a default the config file did not set."""
+        text = "%s (%r)" % (key, getattr(self, key, None))
+        if key in getattr(self, "_defaulted", ()):
+            text += " [not in %s: the default]" % self._source
+        return text
 
     def to_json_string(self):
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -85,12 +105,12 @@ class BertConfig:
                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             value = getattr(self, key, None)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError("BERT config: %s must be a positive integer, got %r"
-                                 % (key, value))
+                raise ValueError("BERT config: %s must be a positive integer"
+                                 % self._describe(key))
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                "BERT config: hidden_size (%d) is not a multiple of num_attention_heads (%d)"
-                % (self.hidden_size, self.num_attention_heads))
+                "BERT config: %s is not a multiple of %s"
+                % (self._describe("hidden_size"), self._describe("num_attention_heads")))
         get_activation(self.hidden_act)
 
 

@@ -4,11 +4,15 @@ Reads the TFRecords of create_pretraining_data.py, trains BERT with the
 reference's loss and optimizer under any tf.distribute strategy, and writes
 output_dir/eval_results.txt with the reference's keys.
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+import os
+
 import numpy as np
 import tensorflow as tf
 from absl import flags
 from absl import logging
 
+import fileutil
 import flags_common
 import input_pipeline
 import modeling
@@ -16,21 +20,16 @@ import training
 
 
 def define_flags(fv):
-    flags.DEFINE_string("bert_config_file", None,
-                        "The config json file of the pre-trained BERT model: the model "
-                        "architecture.", flag_values=fv)
+    """Registers run_pretraining's flags (the reference's, plus the TF2 ones) on `fv`."""
     flags.DEFINE_string("input_file", None,
                         "Input TF example files (can be a glob or comma separated).",
                         flag_values=fv)
     flags.DEFINE_string("output_dir", None,
                         "The output directory where the model checkpoints will be written.",
                         flag_values=fv)
-    flags.DEFINE_string("init_checkpoint", None,
-                        "Initial checkpoint (usually from a pre-trained BERT model; TF1 or TF2).",
-                        flag_values=fv)
-    flags.DEFINE_integer("max_seq_length", 128,
-                         "Maximum total input sequence length after WordPiece tokenization; "
-                         "must match the data.", flag_values=fv)
+    flags_common.define_model_flags(
+        fv, ("bert_config_file", "init_checkpoint", "max_seq_length"), help_overrides={
+            "max_seq_length": "Sequence length of the pretraining records; must match the data."})
     flags.DEFINE_integer("max_predictions_per_seq", 20,
                          "Maximum number of masked LM predictions per sequence; must match "
                          "the data.", flag_values=fv)
@@ -54,6 +53,7 @@ def define_flags(fv):
 # ---------------------------------------------------------------------------
 
 def dataset_fn_for(fv, input_files, is_training):
+    """dataset_fn over the pretraining records (repeated: both loops run a set number of steps)."""
     spec = input_pipeline.pretraining_features(fv.max_seq_length, fv.max_predictions_per_seq)
     batch_size = fv.train_batch_size if is_training else fv.eval_batch_size
 
@@ -102,7 +102,6 @@ def pretraining_loss(model, features, is_training):
     return mlm_loss + nsp_loss, metrics
 
 
-
 def eval_outputs(model, features):
     """Per-example values the reference's eval metrics are computed from."""
     out = model(features, training=False)
@@ -149,43 +148,61 @@ def compute_eval_metrics(batches):
 # ---------------------------------------------------------------------------
 
 def run(fv):
-    if not fv.do_train and not fv.do_eval:
-        raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-    flags_common.require(fv, ("bert_config_file", "input_file", "output_dir"))
+    """Pre-trains and/or evaluates as --do_train / --do_eval ask; returns the eval results."""
+    bert_config, input_files = _check_flags(fv)
     training.set_seed(fv.seed)
-    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
-    if fv.max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError("--max_seq_length=%d is longer than max_position_embeddings=%d of %s"
-                         % (fv.max_seq_length, bert_config.max_position_embeddings,
-                            fv.bert_config_file))
-    input_files = input_pipeline.expand_input_files(fv.input_file)
-    logging.info("*** Input Files ***")
-    for path in input_files:
-        logging.info("  %s", path)
-
     training.configure_precision(fv)
     strategy = training.get_strategy(fv)
     config = training.RunConfig.from_flags(fv)
     runner = training.Runner(strategy, lambda: modeling.BertPretrainer(bert_config), config,
                              for_training=fv.do_train)
-
     if fv.do_train:
-        logging.info("***** Running training *****")
-        logging.info("  Batch size = %d", fv.train_batch_size)
-        runner.train(dataset_fn_for(fv, input_files, is_training=True), pretraining_loss,
-                     global_batch_size=fv.train_batch_size)
-
+        _train(fv, runner, input_files)
     if fv.do_eval:
-        logging.info("***** Running evaluation *****")
-        logging.info("  Batch size = %d", fv.eval_batch_size)
-        batches = list(runner.predict(dataset_fn_for(fv, input_files, is_training=False),
-                                      eval_outputs, max_steps=fv.max_eval_steps))
-        results = compute_eval_metrics(batches)
-        results["global_step"] = runner.global_step
-        logging.info("***** Eval results *****")
-        training.write_eval_results(fv.output_dir + "/eval_results.txt", results)
-        return results
+        return _evaluate(fv, runner, input_files)
     return None
+
+
+def _check_flags(fv):
+    """Checks the flags before any work; returns (bert_config, input files)."""
+    if not fv.do_train and not fv.do_eval:
+        raise ValueError("At least one of `do_train` or `do_eval` must be True.")
+    flags_common.require(fv, ("bert_config_file", "input_file", "output_dir"))
+    if fv.do_train and fv.num_train_steps < 1:
+        raise ValueError("--num_train_steps=%d: nothing would be trained (must be >= 1)"
+                         % fv.num_train_steps)
+    bert_config = flags_common.bert_config_from_flags(fv)
+    input_files = fileutil.expand_input_files(fv.input_file)
+    spec = input_pipeline.pretraining_features(fv.max_seq_length, fv.max_predictions_per_seq)
+    seq_flag = "--max_seq_length=%d" % fv.max_seq_length
+    masked_flag = "--max_predictions_per_seq=%d" % fv.max_predictions_per_seq
+    input_pipeline.check_record_lengths(
+        input_files[0], spec,
+        {name: masked_flag if name.startswith("masked_lm") else seq_flag for name in spec})
+    logging.info("*** Input Files ***")
+    for path in input_files:
+        logging.info("  %s", path)
+    return bert_config, input_files
+
+
+def _train(fv, runner, input_files):
+    """Runs --num_train_steps optimizer steps (continuing from a checkpoint in output_dir)."""
+    logging.info("***** Running training *****")
+    logging.info("  Batch size = %d", fv.train_batch_size)
+    runner.train(dataset_fn_for(fv, input_files, is_training=True), pretraining_loss,
+                 global_batch_size=fv.train_batch_size)
+
+
+def _evaluate(fv, runner, input_files):
+    """Runs --max_eval_steps eval batches and writes eval_results.txt."""
+    logging.info("***** Running evaluation *****")
+    logging.info("  Batch size = %d", fv.eval_batch_size)
+    batches = list(runner.predict(dataset_fn_for(fv, input_files, is_training=False),
+                                  eval_outputs, max_steps=fv.max_eval_steps))
+    results = compute_eval_metrics(batches)
+    results["global_step"] = runner.global_step
+    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+    return results
 
 
 def main():

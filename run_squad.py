@@ -26,6 +26,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+import fileutil
 import flags_common
 import input_pipeline
 import modeling
@@ -873,7 +874,7 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size,
 def write_json(obj, path):
     """Writes `obj` as the original does (indent=4, trailing newline), atomically."""
     text = json.dumps(obj, indent=4) + "\n"
-    with input_pipeline.atomic_open(path, "w") as f:
+    with fileutil.atomic_open(path, "w") as f:
         f.write(text)
 
 
@@ -1097,7 +1098,7 @@ def _evaluate(fv, articles, squad_predictions):
         return None
     results = evaluate_predictions(articles, squad_predictions, fv.version_2_with_negative)
     logging.info("***** Eval results *****")
-    training.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
     return results
 
 

@@ -18,7 +18,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -26,17 +25,13 @@ import tf_keras
 from absl import logging
 
 import checkpoints
+import fileutil
 import modeling
 import optimization
+import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
 
 CHECKPOINT_NAME = "model.ckpt"
 
-# TensorFlow's default CPU allocator hands every large tensor fresh pages from the
-# OS, and the page faults cost as much as the arithmetic of elementwise ops (the
-# optimizer update of BERT-Base takes twice as long). Its BFC allocator keeps and
-# reuses freed memory. Read at the first CPU allocation, so setting it here, before
-# any tensor exists, works; set TF_CPU_ALLOCATOR_USE_BFC=false to keep the default.
-os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 
 # ---------------------------------------------------------------------------
@@ -184,17 +179,32 @@ class RunConfig:
             raise ValueError("--deterministic_data needs --seed (the shuffling must be fixed)")
 
 
-def prepare_output_dir(path):
-    """Creates output_dir and checks it is writable: a clear error at the start."""
-    try:
-        tf.io.gfile.makedirs(path)
-        # A name of its own: the workers of a multi-worker run probe the same folder.
-        probe = os.path.join(path, ".write_test_%s" % uuid.uuid4().hex)
-        with tf.io.gfile.GFile(probe, "w") as f:
-            f.write("ok")
-        tf.io.gfile.remove(probe)
-    except (tf.errors.OpError, OSError) as e:
-        raise ValueError("--output_dir=%s is not writable: %s" % (path, e)) from None
+def epoch_steps(num_examples, fv, what="training examples"):
+    """(num_train_steps, num_warmup_steps) for --num_train_epochs over `num_examples`.
+
+    One optimizer step consumes --num_accumulation_steps micro-batches of
+    --train_batch_size examples, so an epoch is examples / (batch x accumulation)
+    steps; with no accumulation this is the reference's
+    int(examples / train_batch_size * num_train_epochs). A plan that trains
+    nothing is an error naming the flags (the reference's Estimator refuses
+    max_steps <= 0 too), never a run that "succeeds" without training.
+    """
+    accumulation = int(getattr(fv, "num_accumulation_steps", 1) or 1)
+    if fv.train_batch_size < 1:
+        raise ValueError("--train_batch_size=%d must be >= 1" % fv.train_batch_size)
+    if accumulation < 1:
+        raise ValueError("--num_accumulation_steps=%d must be >= 1" % accumulation)
+    if not fv.num_train_epochs > 0:
+        raise ValueError("--num_train_epochs=%s must be > 0" % fv.num_train_epochs)
+    if num_examples < 1:
+        raise ValueError("no %s to train on" % what)
+    steps = int(num_examples / (fv.train_batch_size * accumulation) * fv.num_train_epochs)
+    if steps < 1:
+        raise ValueError(
+            "--num_train_epochs=%s over %d %s at --train_batch_size=%d x "
+            "--num_accumulation_steps=%d makes 0 optimizer steps: nothing would be trained"
+            % (fv.num_train_epochs, num_examples, what, fv.train_batch_size, accumulation))
+    return steps, int(steps * fv.warmup_proportion)
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +216,7 @@ class Runner:
 
     def __init__(self, strategy, model_fn, config, for_training=True):
         config.validate()
-        prepare_output_dir(config.output_dir)
+        fileutil.prepare_output_dir(config.output_dir)
         self.strategy = strategy
         self.config = config
         with strategy.scope():
@@ -250,7 +260,13 @@ class Runner:
     def _restore(self):
         latest = tf.train.latest_checkpoint(self.config.output_dir)
         if latest:
-            status = self.checkpoint.restore(latest)
+            try:
+                status = self.checkpoint.restore(latest)
+            except (ValueError, tf.errors.OpError) as e:
+                raise ValueError(
+                    "--output_dir=%s holds the checkpoint %s of a different model (another "
+                    "task, head or bert_config): use a new --output_dir. Details: %s"
+                    % (self.config.output_dir, latest, str(e).splitlines()[0])) from None
             status.expect_partial()
             self._restored_step = self._step_of(latest)
             logging.info("Restored %s (step %d)", latest, self._restored_step)
@@ -260,6 +276,11 @@ class Runner:
             self._restored_step = 0
         else:
             self._restored_step = 0
+            if self.optimizer is None:
+                logging.warning(
+                    "No checkpoint in --output_dir=%s and no --init_checkpoint: evaluating "
+                    "and predicting with a randomly initialised model",
+                    self.config.output_dir)
 
     @staticmethod
     def _step_of(path):
@@ -522,12 +543,3 @@ class _TerminationWatch:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
         return False
-
-
-def write_eval_results(path, results):
-    """eval_results.txt as the reference writes it: "key = value" lines, sorted."""
-    from input_pipeline import atomic_open
-    with atomic_open(path, "w") as f:
-        for key in sorted(results):
-            logging.info("  %s = %s", key, results[key])
-            f.write("%s = %s\n" % (key, results[key]))

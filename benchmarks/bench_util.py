@@ -41,9 +41,9 @@ import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
 import tf_keras  # pylint: disable=wrong-import-position
 
-# Imported before any tensor exists, so that its CPU allocator setting (BFC unless
-# TF_CPU_ALLOCATOR_USE_BFC says otherwise) holds for the whole run, ours and peer alike.
-import training as _selects_cpu_allocator  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+# Before any tensor exists: the process settings (BFC CPU allocator unless
+# TF_CPU_ALLOCATOR_USE_BFC says otherwise) hold for the whole run, ours and peer alike.
+import startup  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 
 # Model sizes of the benchmarks (BERT-Mini and BERT-Base of the BERT README).
 MODEL_SIZES = {

@@ -1,4 +1,4 @@
-"""input_pipeline.py: atomic writers, round-robin records, datasets and padding."""
+"""input_pipeline.py: round-robin records, datasets and padding."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,19 +17,6 @@ def write_records(path, n, seq=4):
 SPEC = {"input_ids": tf.io.FixedLenFeature([4], tf.int64),
         "label_ids": tf.io.FixedLenFeature([], tf.int64),
         "score": tf.io.FixedLenFeature([], tf.float32)}
-
-
-def test_atomic_open_leaves_nothing_on_failure(tmp_path):
-    path = tmp_path / "out.txt"
-    with pytest.raises(RuntimeError):
-        with input_pipeline.atomic_open(str(path)) as f:
-            f.write("partial")
-            raise RuntimeError("boom")
-    assert list(tmp_path.iterdir()) == []
-    with input_pipeline.atomic_open(str(path)) as f:
-        f.write("done")
-    assert path.read_text() == "done"
-    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 
 
 def test_record_writer_round_robin_and_failure(tmp_path):
@@ -72,15 +59,6 @@ def test_training_dataset_repeats_shuffles_and_drops_remainder(tmp_path):
     again = list(input_pipeline.make_dataset([str(tmp_path / "r.tfrecord")], SPEC, 4,
                                              is_training=True, seed=3).take(5).as_numpy_iterator())
     np.testing.assert_array_equal(seen, np.concatenate([b["input_ids"][:, 0] for b in again]))
-
-
-def test_expand_input_files(tmp_path):
-    for name in ("b.tfrecord", "a.tfrecord"):
-        (tmp_path / name).write_bytes(b"")
-    files = input_pipeline.expand_input_files("%s/*.tfrecord" % tmp_path)
-    assert [f.rsplit("/", 1)[-1] for f in files] == ["a.tfrecord", "b.tfrecord"]
-    with pytest.raises(ValueError, match="matches no file"):
-        input_pipeline.expand_input_files(str(tmp_path / "none*.tfrecord"))
 
 
 def test_feature_specs_have_reference_names():

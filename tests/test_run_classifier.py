@@ -407,15 +407,6 @@ def test_regression_metrics():
     assert result["eval_loss"] == pytest.approx(losses[:4].mean())
 
 
-def test_eval_results_format(tmp_path):
-    path = str(tmp_path / "eval_results.txt")
-    rc.write_eval_results(path, {"loss": np.float32(0.5), "eval_accuracy": np.float32(0.75),
-                                 "global_step": 12, "eval_loss": np.float32(0.25)})
-    with open(path) as f:
-        assert f.read() == ("eval_accuracy = 0.75\neval_loss = 0.25\nglobal_step = 12\n"
-                            "loss = 0.5\n")
-
-
 def _base_flags(tmp_path, data_dir, vocab_file, task="MRPC", config=None, extra=(),
                 output_dir=None):
     config_path = _write(tmp_path / "bert_config.json", json.dumps(config or _TINY_CONFIG))

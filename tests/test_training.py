@@ -76,13 +76,6 @@ def test_strategy_flag_errors():
         training.configure_precision("fp8")
 
 
-def test_unwritable_output_dir_is_a_clear_error(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    with pytest.raises(ValueError, match="not writable"):
-        training.prepare_output_dir(str(blocker / "sub"))
-
-
 def test_accumulation_equals_one_step_on_the_larger_batch(tmp_path):
     data = features(8)
     base = make_runner(tmp_path, "base")
@@ -170,13 +163,6 @@ def test_predict_returns_batches_in_order(tmp_path):
     assert [len(o["ids"]) for o in out] == [2, 2, 1]
     np.testing.assert_array_equal(np.concatenate([o["ids"] for o in out]),
                                   data["input_ids"][:, 0])
-
-
-def test_write_eval_results_format(tmp_path):
-    path = tmp_path / "eval_results.txt"
-    training.write_eval_results(str(path), {"loss": np.float32(0.5), "global_step": 3,
-                                            "eval_accuracy": np.float32(0.25)})
-    assert path.read_text() == "eval_accuracy = 0.25\nglobal_step = 3\nloss = 0.5\n"
 
 
 def _free_ports(n):
