@@ -104,8 +104,8 @@ def define_flags(fv):
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.",
                          flag_values=fv)
     flags.DEFINE_integer("max_predictions_per_seq", 20,
-                         "Maximum number of masked LM predictions per sequence. Must be "
-                         "at least round(max_seq_length * masked_lm_prob).",
+                         "Maximum number of masked LM predictions per sequence (caps "
+                         "round(length * masked_lm_prob), as in the reference).",
                          flag_values=fv)
     flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.",
                          flag_values=fv)
@@ -141,32 +141,39 @@ class PretrainingOptions(collections.namedtuple(
                    random_seed=fv.random_seed)
 
     def validate(self):
-        """Raises ValueError for settings the algorithm cannot honour.
+        """Refuses what the reference crashes on; returns warnings for what it caps.
 
-        The prediction-slot rule: a full-length sequence asks for
-        max(1, round(max_seq_length * masked_lm_prob)) masked positions (Python
-        rounding, as the masking itself uses). When that exceeds
-        max_predictions_per_seq, the original silently masks fewer tokens than
-        requested; here it is an error. Every combination the original handles
-        as asked (128/20/0.15 -> 19, 512/80/0.15 -> 77) passes unchanged.
+        A --max_seq_length under 5 leaves no room for two segments: the
+        reference's assertions fail. Everything else it runs, and so do we, with
+        its records: when a full-length sequence asks for more masked positions
+        than --max_predictions_per_seq, both mask only that many; a
+        --masked_lm_prob or --short_seq_prob outside [0, 1] acts as its nearest
+        bound; --dupe_factor below 1 writes no instance.
+
+        Returns:
+          A list of one-line warnings (empty for ordinary settings).
         """
         if self.max_seq_length < 5:
             raise ValueError("--max_seq_length must be at least 5 ([CLS], [SEP], [SEP] and "
                              "two tokens), got %d" % self.max_seq_length)
-        if not 0.0 <= self.masked_lm_prob <= 1.0:
-            raise ValueError("--masked_lm_prob must be in [0, 1], got %r" % self.masked_lm_prob)
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError("--short_seq_prob must be in [0, 1], got %r" % self.short_seq_prob)
-        if self.dupe_factor < 1:
-            raise ValueError("--dupe_factor must be at least 1, got %d" % self.dupe_factor)
+        warnings = []
         wanted = max(1, int(round(self.max_seq_length * self.masked_lm_prob)))
         if wanted > self.max_predictions_per_seq:
-            raise ValueError(
-                "--max_predictions_per_seq=%d is too small: a sequence of "
-                "--max_seq_length=%d tokens gets round(%d * %g) = %d masked tokens with "
-                "--masked_lm_prob=%g; use --max_predictions_per_seq=%d or more"
+            warnings.append(
+                "--max_predictions_per_seq=%d caps the masking: a sequence of %d tokens "
+                "would get round(%d * %g) = %d masked tokens with --masked_lm_prob=%g, and "
+                "gets %d (as the reference does)"
                 % (self.max_predictions_per_seq, self.max_seq_length, self.max_seq_length,
-                   self.masked_lm_prob, wanted, self.masked_lm_prob, wanted))
+                   self.masked_lm_prob, wanted, self.masked_lm_prob,
+                   self.max_predictions_per_seq))
+        for name in ("masked_lm_prob", "short_seq_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                warnings.append("--%s=%g is outside [0, 1]: it acts as %g"
+                                % (name, value, min(max(value, 0.0), 1.0)))
+        if self.dupe_factor < 1:
+            warnings.append("--dupe_factor=%d: no instance will be written" % self.dupe_factor)
+        return warnings
 
 
 # ---------------------------------------------------------------------------
@@ -1251,7 +1258,8 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     Returns:
       The number of records written.
     """
-    options.validate()
+    for warning in options.validate():
+        logging.warning(warning)
     if not tf.io.gfile.exists(vocab_file):
         raise ValueError("--vocab_file %s does not exist" % vocab_file)
     if num_workers < 1:

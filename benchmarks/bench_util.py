@@ -29,11 +29,8 @@ import time
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 for _path in (BENCH_DIR, REPO_ROOT):
-    # The repository root goes first: benchmarks/tokenization.py must not shadow the
-    # top-level tokenization module.
-    if _path in sys.path:
-        sys.path.remove(_path)
-    sys.path.insert(0, _path)
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

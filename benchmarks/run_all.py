@@ -15,9 +15,9 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            (TF1 op by op, and XLA-fused) vs tf-models' (optimizer.py);
   memory                   training step peak memory and speed with --gradient_checkpointing
                            vs without (memory.py), 512 tokens;
-  tokenization             benchmarks/tokenization.py: our tokenizer vs HF tokenizers
+  tokenization             benchmarks/bench_tokenization.py: our tokenizer vs HF tokenizers
                            (MB/s on SQuAD dev);
-  create_pretraining_data  benchmarks/create_pretraining_data.py: our modes vs the
+  create_pretraining_data  benchmarks/bench_create_pretraining_data.py: our modes vs the
                            plain-Python original algorithm (instances/s).
 The last two read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
@@ -43,8 +43,8 @@ SHARED = os.environ.get("BERT_TF2_SHARED",
 
 
 def _load(name):
-    """benchmarks/<name>.py as a module (None when the file is absent)."""
-    path = os.path.join(BENCH_DIR, name + ".py")
+    """benchmarks/bench_<name>.py as a module (None when the file is absent)."""
+    path = os.path.join(BENCH_DIR, "bench_%s.py" % name)
     if not os.path.isfile(path):
         return None
     spec = importlib.util.spec_from_file_location("bench_" + name, path)
@@ -101,10 +101,11 @@ def _shared_data(*parts):
 
 
 def run_data_benchmark(name, kwargs, adapter, notes):
-    """Runs benchmarks/<name>.py's run(**kwargs) if it and ../shared are there."""
+    """Runs benchmarks/bench_<name>.py's run(**kwargs) if it and ../shared are there."""
     module = _load(name)
     if module is None or not hasattr(module, "run"):
-        notes.append("%s: skipped, benchmarks/%s.py (with run()) is absent" % (name, name))
+        notes.append("%s: skipped, benchmarks/bench_%s.py (with run()) is absent"
+                     % (name, name))
         return []
     if not _shared_data():
         notes.append("%s: skipped, %s/data is absent (set BERT_TF2_SHARED)" % (name, SHARED))

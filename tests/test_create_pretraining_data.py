@@ -13,6 +13,7 @@ import tensorflow as tf
 import create_pretraining_data as cpd
 import flags_common
 import input_pipeline
+import tokenization
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "red", "house", "run",
@@ -497,18 +498,167 @@ def test_not_utf8_names_file_and_line(tiny, workers):
                         "--num_workers=%d" % workers))
 
 
-def test_too_few_prediction_slots(tiny):
-    _assert_fails(tiny, r"max_predictions_per_seq=18 is too small.*= 19",
-                  _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), tiny.vocab,
-                        "--max_predictions_per_seq=18"))
+# ---------------------------------------------------------------------------
+# The reference's rule, written out independently of create_pretraining_data.py
+# ---------------------------------------------------------------------------
+
+def _rule_documents(paths, tokenizer):
+    documents = [[]]
+    for path in paths:
+        with open(path, encoding="utf-8") as reader:
+            for line in reader:
+                line = line.strip()
+                if not line:
+                    documents.append([])
+                    continue
+                pieces = tokenizer.tokenize(line)
+                if pieces:
+                    documents[-1].append(pieces)
+    return [d for d in documents if d]
 
 
-def test_prediction_slot_rule_accepts_reference_settings():
+def _rule_mask(tokens, prob, slots, whole_word, vocab_words, rng):
+    groups = []
+    for i, token in enumerate(tokens):
+        if token in ("[CLS]", "[SEP]"):
+            continue
+        if whole_word and groups and token.startswith("##"):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    rng.shuffle(groups)
+    budget = min(slots, max(1, int(round(len(tokens) * prob))))
+    out, chosen = list(tokens), []
+    for group in groups:
+        if len(chosen) >= budget:
+            break
+        if len(chosen) + len(group) > budget:
+            continue
+        for i in group:
+            chosen.append(i)
+            if rng.random() < 0.8:
+                out[i] = "[MASK]"
+            elif rng.random() >= 0.5:
+                out[i] = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+    chosen.sort()
+    return out, chosen, [tokens[i] for i in chosen]
+
+
+def _rule_pair(documents, index, chunk, a_end, target, rng):
+    """Segments A and B of one instance; returns (a, b, is_random, segments to put back)."""
+    tokens_a = [t for segment in chunk[:a_end] for t in segment]
+    if len(chunk) > 1 and rng.random() >= 0.5:
+        return tokens_a, [t for segment in chunk[a_end:] for t in segment], False, 0
+    other = index
+    for _ in range(10):
+        other = rng.randint(0, len(documents) - 1)
+        if other != index:
+            break
+    tokens_b, start = [], rng.randint(0, len(documents[other]) - 1)
+    for segment in documents[other][start:]:
+        tokens_b += segment
+        if len(tokens_b) >= target - len(tokens_a):
+            break
+    return tokens_a, tokens_b, True, len(chunk) - a_end
+
+
+def _rule_instances(documents, index, opts, vocab_words, rng):
+    room = opts["max_seq_length"] - 3
+    target = rng.randint(2, room) if rng.random() < opts["short_seq_prob"] else room
+    document, out, chunk, length, i = documents[index], [], [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        length += len(document[i])
+        if i == len(document) - 1 or length >= target:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            a, b, is_random, back = _rule_pair(documents, index, chunk, a_end, target, rng)
+            i -= back
+            while len(a) + len(b) > room:
+                longer = a if len(a) > len(b) else b
+                del longer[0 if rng.random() < 0.5 else -1]
+            tokens = ["[CLS]"] + a + ["[SEP]"] + b + ["[SEP]"]
+            masked, positions, labels = _rule_mask(
+                tokens, opts["masked_lm_prob"], opts["max_predictions_per_seq"],
+                opts["do_whole_word_mask"], vocab_words, rng)
+            out.append((masked, [0] * (len(a) + 2) + [1] * (len(b) + 1), positions, labels,
+                        is_random))
+            chunk, length = [], 0
+        i += 1
+    return out
+
+
+def _rule_records(paths, tokenizer, opts):
+    rng = random.Random(opts["random_seed"])
+    documents = _rule_documents(paths, tokenizer)
+    rng.shuffle(documents)
+    vocab_words = list(tokenizer.vocab.keys())
+    instances = []
+    for _ in range(opts["dupe_factor"]):
+        for index in range(len(documents)):
+            instances += _rule_instances(documents, index, opts, vocab_words, rng)
+    rng.shuffle(instances)
+    seq, slots = opts["max_seq_length"], opts["max_predictions_per_seq"]
+    records = []
+    for tokens, segments, positions, labels, is_random in instances:
+        ids = tokenizer.convert_tokens_to_ids(tokens)
+        pad, free = seq - len(ids), slots - len(positions)
+        records.append({
+            "input_ids": ids + [0] * pad, "input_mask": [1] * len(ids) + [0] * pad,
+            "segment_ids": segments + [0] * pad,
+            "masked_lm_positions": positions + [0] * free,
+            "masked_lm_ids": tokenizer.convert_tokens_to_ids(labels) + [0] * free,
+            "masked_lm_weights": [1.0] * len(positions) + [0.0] * free,
+            "next_sentence_labels": [1 if is_random else 0]})
+    return records
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_capped_masking_runs_with_the_reference_records(tiny, whole_word, workers):
+    """64 / 10 / 0.2 asks for 13 masked tokens with 10 slots: the reference caps, so do we."""
+    opts = dict(max_seq_length=64, max_predictions_per_seq=10, masked_lm_prob=0.2,
+                short_seq_prob=0.1, dupe_factor=2, do_whole_word_mask=whole_word,
+                random_seed=7)
+    flags = ["--%s=%s" % kv for kv in opts.items()]
+    out = str(tiny.dir / "capped.tfrecord")
+    _run(_args(tiny.inputs, out, tiny.vocab, "--num_workers=%d" % workers, *flags))
+    got = _features(out)
+    tokenizer = tokenization.FullTokenizer(tiny.vocab)
+    if workers == 1:
+        want = _rule_records(tiny.inputs, tokenizer, opts)
+        assert got == want
+    else:
+        # The sharded mode seeds each file on its own: the records of each file run
+        # alone under its shard seed, interleaved.
+        want = []
+        for index, path in enumerate(tiny.inputs):
+            want += _rule_records([path], tokenizer,
+                                  dict(opts, random_seed=cpd.shard_seed(7, index)))
+        key = lambda r: json.dumps(r, sort_keys=True)  # noqa: E731
+        assert sorted(map(key, got)) == sorted(map(key, want))
+    assert max(sum(r["masked_lm_weights"]) for r in got) == 10
+
+
+def test_golden_records_match_the_rule_written_out(shared_dir):
+    """The independent rule above reproduces the reference's own golden records."""
+    golden, flags_json, _ = _golden_flags(shared_dir)
+    opts = {k: flags_json[k] for k in ("max_seq_length", "max_predictions_per_seq",
+                                        "masked_lm_prob", "short_seq_prob", "dupe_factor",
+                                        "do_whole_word_mask", "random_seed")}
+    tokenizer = tokenization.FullTokenizer(
+        str(shared_dir / "data" / "vocab" / "uncased_vocab.txt"),
+        do_lower_case=flags_json["do_lower_case"])
+    want = _rule_records([str(golden / "sample_text.txt")], tokenizer, opts)
+    assert want == _features(str(golden / "sample.tfrecord"))
+
+
+def test_prediction_slot_rule_warns_and_refuses_only_what_the_reference_cannot_run():
     for length, slots, prob in ((128, 20, 0.15), (512, 80, 0.15), (512, 77, 0.15),
                                 (128, 19, 0.15), (64, 10, 0.15), (384, 58, 0.15)):
-        cpd.PretrainingOptions(length, slots, prob, 0.1, 1, False, 1).validate()
-    with pytest.raises(ValueError, match="= 77"):
-        cpd.PretrainingOptions(512, 76, 0.15, 0.1, 1, False, 1).validate()
+        assert cpd.PretrainingOptions(length, slots, prob, 0.1, 1, False, 1).validate() == []
+    (warning,) = cpd.PretrainingOptions(64, 10, 0.2, 0.1, 1, False, 1).validate()
+    assert "caps the masking" in warning and "= 13" in warning
+    assert len(cpd.PretrainingOptions(128, 20, 1.5, -0.2, 0, False, 1).validate()) == 4
     with pytest.raises(ValueError, match="max_seq_length must be at least 5"):
         cpd.PretrainingOptions(4, 20, 0.15, 0.1, 1, False, 1).validate()
 

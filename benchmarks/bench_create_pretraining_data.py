@@ -1,7 +1,7 @@
 """Throughput of create_pretraining_data: plain-Python baseline vs default mode vs workers.
 
 Usage:
-  python benchmarks/create_pretraining_data.py [--max_mb 20] [--baseline_mb 2]
+  python benchmarks/bench_create_pretraining_data.py [--max_mb 20] [--baseline_mb 2]
       [--dupe_factor 10] [--num_workers 2] [--repeats 2] [--shared DIR] [--vocab PATH]
 
 A corpus of at least --max_mb MB is assembled in a temporary directory from the
@@ -39,11 +39,8 @@ import tempfile
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The repository root goes first, so that `create_pretraining_data` is the
-# module under test and not this file.
-if REPO_ROOT in sys.path:
-    sys.path.remove(REPO_ROOT)
-sys.path.insert(0, REPO_ROOT)
+if REPO_ROOT not in sys.path:
+    sys.path.insert(0, REPO_ROOT)
 
 import create_pretraining_data as cpd  # pylint: disable=wrong-import-position
 

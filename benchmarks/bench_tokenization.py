@@ -1,7 +1,7 @@
 """Tokenizer throughput on SQuAD v1.1 dev: our exact path, our batch path, HF tokenizers.
 
 Usage:
-  python benchmarks/tokenization.py [--squad PATH] [--vocab PATH] [--limit N] [--repeats R]
+  python benchmarks/bench_tokenization.py [--squad PATH] [--vocab PATH] [--limit N] [--repeats R]
 
 Every context and question of the SQuAD file is tokenized (uncased vocabulary,
 do_lower_case=True, no [CLS]/[SEP]). For each tokenizer the table gives wall and CPU
