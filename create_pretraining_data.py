@@ -22,9 +22,13 @@ pipeline then works on token ids and encodes the records directly, which gives
 the same records several times faster.
 Two deliberate differences: a glob in `--input_file` is read in sorted file-name
 order (the original takes the file system's listing order, which is not defined),
-and bad input (no matching file, no text, text that is not UTF-8, too few
-prediction slots) stops the run with a one-line error instead of a traceback or
-an empty output.
+and bad input (no matching file, no text, text that is not UTF-8) stops the run
+with a one-line error instead of a traceback or an empty output. Settings the
+reference quietly caps (more masked tokens asked for than --max_predictions_per_seq
+holds) run with its records and a warning.
+
+The fast record encoder lives in pretraining_records.py, the parallel mode's
+machinery in pretraining_shards.py; this file keeps the algorithm.
 
 Parallel generation (`--num_workers=N`, N > 1)
 ----------------------------------------------
@@ -43,18 +47,12 @@ worker writes its records to a temporary file beside the first output file; at
 the end the shards are interleaved evenly (each shard spread over the whole
 output) into the output files, round-robin, and the temporary files are removed.
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
-import concurrent.futures
 import functools
-import hashlib
-import heapq
 import itertools
-import multiprocessing
-import os
 import random
-import struct
 import time
-import uuid
 
 from absl import flags
 from absl import logging
@@ -63,6 +61,8 @@ import tensorflow as tf
 import fileutil
 import flags_common
 import input_pipeline
+import pretraining_records
+import pretraining_shards
 import tokenization
 
 # Seconds between two progress lines.
@@ -828,111 +828,8 @@ def _line_tokenizer(tokenizer, use_fast_tokenizer, encoded=None):
 
 
 # ---------------------------------------------------------------------------
-# Encoding records
+# Writing records
 # ---------------------------------------------------------------------------
-
-def _varint(value):
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-class _EntryPrefixes(dict):
-    """payload length -> the bytes of a Features map entry that precede the payload."""
-
-    def __init__(self, key, list_tag):
-        super(_EntryPrefixes, self).__init__()
-        self.key = key
-        self.list_tag = list_tag
-
-    def __missing__(self, size):
-        # entry = {1: key, 2: Feature{list_tag: List{1 (packed): payload}}}
-        value_list_header = b"\x0a" + _varint(size) if size else b""
-        feature_header = self.list_tag + _varint(len(value_list_header) + size)
-        feature_size = len(feature_header) + len(value_list_header) + size
-        body_header = (b"\x0a" + _varint(len(self.key)) + self.key +
-                       b"\x12" + _varint(feature_size))
-        body_size = len(body_header) + feature_size
-        prefix = (b"\x0a" + _varint(body_size) + body_header + feature_header +
-                  value_list_header)
-        self[size] = prefix
-        return prefix
-
-
-_INT64_LIST, _FLOAT_LIST = b"\x1a", b"\x12"
-
-
-class _ExampleEncoder(object):
-    """Serializes pretraining tf.train.Examples directly from varint-encoded tokens.
-
-    Produces the bytes `tf.train.Example.SerializeToString(deterministic=True)`
-    gives for the same features (map entries in sorted key order, packed values),
-    at a fraction of the cost of building protobuf objects: a token's varint is
-    its share of the packed input_ids, and every byte before a payload depends
-    only on the payload's length, so those are cached.
-
-    Attributes:
-      varints: varints[i] is the encoding of the integer i, for every vocabulary
-        id and every position.
-      symbols: the _Symbols of encoded tokens for this vocabulary.
-    """
-
-    def __init__(self, vocab, max_seq_length, max_predictions_per_seq):
-        self.max_seq_length = L = max_seq_length
-        self.max_predictions = P = max_predictions_per_seq
-        largest = max(max(vocab.values()) if vocab else 0, L)
-        self.varints = [_varint(i) for i in range(largest + 1)]
-        self.symbols = _Symbols.for_encoded(vocab, self.varints)
-        self._zeros = [b"\x00" * i for i in range(max(L, P) + 1)]
-        self._ones = [b"\x01" * i for i in range(L + 1)]
-        self._input_ids = _EntryPrefixes(b"input_ids", _INT64_LIST)
-        self._masked_lm_ids = _EntryPrefixes(b"masked_lm_ids", _INT64_LIST)
-        self._masked_lm_positions = _EntryPrefixes(b"masked_lm_positions", _INT64_LIST)
-        self._example_prefixes = {}
-        # Entries whose size is fixed: prefix (+ payload) built once.
-        self._input_mask_prefix = _EntryPrefixes(b"input_mask", _INT64_LIST)[L]
-        self._segment_ids_prefix = _EntryPrefixes(b"segment_ids", _INT64_LIST)[L]
-        weights = _EntryPrefixes(b"masked_lm_weights", _FLOAT_LIST)[4 * P]
-        self._weights = [weights + struct.pack("<%df" % P, *([1.0] * m + [0.0] * (P - m)))
-                         for m in range(P + 1)]
-        labels = _EntryPrefixes(b"next_sentence_labels", _INT64_LIST)[1]
-        self._next_sentence = (labels + b"\x00", labels + b"\x01")
-
-    def encode(self, tokens, num_segment_a, positions, labels, is_random_next):
-        """The serialized Example of one instance (unpadded; padding is added here).
-
-        tokens, labels: varint-encoded ids; positions: ints; num_segment_a: the
-        number of leading tokens with segment id 0.
-        """
-        n, m = len(tokens), len(positions)
-        if n > self.max_seq_length or m > self.max_predictions:
-            raise ValueError("example of %d tokens / %d predictions exceeds "
-                             "max_seq_length %d / max_predictions_per_seq %d"
-                             % (n, m, self.max_seq_length, self.max_predictions))
-        pad = self._zeros[self.max_seq_length - n]
-        slots = self._zeros[self.max_predictions - m]
-        ids = b"".join(tokens)
-        label_ids = b"".join(labels)
-        places = b"".join([self.varints[p] for p in positions])
-        body = b"".join((
-            self._input_ids[len(ids) + len(pad)], ids, pad,
-            self._input_mask_prefix, self._ones[n], pad,
-            self._masked_lm_ids[len(label_ids) + len(slots)], label_ids, slots,
-            self._masked_lm_positions[len(places) + len(slots)], places, slots,
-            self._weights[m],
-            self._next_sentence[1 if is_random_next else 0],
-            self._segment_ids_prefix, self._zeros[num_segment_a],
-            self._ones[n - num_segment_a], pad,
-        ))
-        size = len(body)
-        prefix = self._example_prefixes.get(size)
-        if prefix is None:
-            prefix = self._example_prefixes[size] = b"\x0a" + _varint(size)
-        return prefix + body
-
 
 def _write_records(records, output_files, inv_vocab):
     """Writes serialized Examples round-robin, logging the first ones; returns the count.
@@ -1025,8 +922,15 @@ def _inverse(vocab):
     return {i: t for t, i in vocab.items()}
 
 
+_Encoding = collections.namedtuple("_Encoding", "varints encode symbols")
+
+
 def _encoder_for(options, vocab):
-    return _ExampleEncoder(vocab, options.max_seq_length, options.max_predictions_per_seq)
+    """The record encoder of the fast path, with the _Symbols of its encoded tokens."""
+    encoder = pretraining_records.ExampleEncoder(vocab, options.max_seq_length,
+                                                 options.max_predictions_per_seq)
+    return _Encoding(encoder.varints, encoder.encode,
+                     _Symbols.for_encoded(vocab, encoder.varints))
 
 
 def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer):
@@ -1059,178 +963,46 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
 
 
 # ---------------------------------------------------------------------------
-# Parallel mode: one shard per input file
+# Parallel mode: one shard per input file (machinery in pretraining_shards.py)
 # ---------------------------------------------------------------------------
 
-def shard_seed(random_seed, file_index):
-    """The seed of the shard made from the `file_index`-th input file."""
-    digest = hashlib.sha256(("%d/%d" % (random_seed, file_index)).encode("ascii")).digest()
-    return int.from_bytes(digest[:8], "big")
+shard_seed = pretraining_shards.shard_seed
 
 
-_WORKER = {}
-_RECORD_LENGTH = struct.Struct("<I")
-
-
-def _init_worker(vocab_file, do_lower_case, options, use_fast_tokenizer, counters,
-                 threads_per_worker):
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker)
-        tf.config.threading.set_inter_op_parallelism_threads(threads_per_worker)
-    except RuntimeError:
-        pass  # TensorFlow already initialized in this process (fork start method)
+def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer):
+    """What a worker of the sharded mode keeps: tokenizer, options and record encoder."""
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
-    _WORKER.update(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
-                   counters=counters, encoder=_encoder_for(options, tokenizer.vocab))
+    return dict(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
+                encoder=_encoder_for(options, tokenizer.vocab))
 
 
-def _shared_counter():
-    """A callback(new_documents, records_so_far) adding to the parent's counters."""
-    documents_total, instances_total = _WORKER["counters"]
-    last = [0]
-
-    def add(new_documents, records_so_far):
-        with documents_total.get_lock():
-            documents_total.value += new_documents
-        with instances_total.get_lock():
-            instances_total.value += records_so_far - last[0]
-        last[0] = records_so_far
-    return add
-
-
-def _process_shard(task):
-    """Worker: one input file -> one temporary file of shuffled records."""
-    cpu_start = time.process_time()
-    file_index, path, temp_path = task
-    tokenizer, options = _WORKER["tokenizer"], _WORKER["options"]
-    encoder = _WORKER["encoder"]
-    documents = _read_encoded_documents([path], tokenizer, _WORKER["use_fast"], encoder)
-    num_documents = len(documents)
+def shard_records(state, file_index, path, counter):
+    """(number of documents, shuffled records) of one input file under its shard seed."""
+    options, encoder = state["options"], state["encoder"]
+    documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder)
     records = []
     if documents:
         rng = random.Random(shard_seed(options.random_seed, file_index))
-        records = _generate_records(documents, options, encoder, rng,
-                                    counter=_shared_counter())
-    del documents
-    with fileutil.atomic_open(temp_path, "wb") as f:
-        chunk = []
-        for record in records:
-            chunk.append(_RECORD_LENGTH.pack(len(record)))
-            chunk.append(record)
-            if len(chunk) >= 8192:
-                f.write(b"".join(chunk))
-                chunk = []
-        f.write(b"".join(chunk))
-    return (file_index, temp_path, num_documents, len(records),
-            time.process_time() - cpu_start)
-
-
-def _shard_records(path, block_bytes):
-    """Yields the records of a temporary shard file, reading block_bytes at a time.
-
-    The file is reopened for every block so that thousands of shards can be
-    merged without keeping thousands of files open.
-    """
-    offset = 0
-    buffer = b""
-    at = 0
-    while True:
-        if len(buffer) - at < _RECORD_LENGTH.size or \
-                len(buffer) - at < _RECORD_LENGTH.size + _RECORD_LENGTH.unpack_from(buffer, at)[0]:
-            with tf.io.gfile.GFile(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(block_bytes)
-            if not data:
-                if at != len(buffer):
-                    raise ValueError("truncated temporary shard file %s" % path)
-                return
-            offset += len(data)
-            buffer = buffer[at:] + data
-            at = 0
-            continue
-        (length,) = _RECORD_LENGTH.unpack_from(buffer, at)
-        start = at + _RECORD_LENGTH.size
-        at = start + length
-        yield buffer[start:at]
-
-
-def _interleave_shards(shards):
-    """Yields the records of all shards, each shard spread evenly over the output.
-
-    shards: list of (path, count). The i-th record of a shard of n records has
-    the sort key (i + 0.5) / n; records come out in key order (ties: lower shard
-    first), which is deterministic and needs one open reader per shard.
-    """
-    block_bytes = min(4 << 20, max(64 << 10, (256 << 20) // max(1, len(shards))))
-    readers = [_shard_records(path, block_bytes) for path, _ in shards]
-    heap = [(0.5 / count, s, 0) for s, (_, count) in enumerate(shards) if count]
-    heapq.heapify(heap)
-    while heap:
-        _, s, i = heapq.heappop(heap)
-        yield next(readers[s])
-        count = shards[s][1]
-        if i + 1 < count:
-            heapq.heappush(heap, ((i + 1.5) / count, s, i + 1))
-
-
-def _process_context():
-    """Where workers come from: a fork server that has imported TensorFlow once.
-
-    Workers forked from it start in a fraction of a second, and safely: the
-    server only imports modules, it never runs TensorFlow. Without fork servers
-    (Windows), each worker is a fresh interpreter.
-    """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tensorflow", "tensorflow_text", __name__])
-    return context
+        records = _generate_records(documents, options, encoder, rng, counter=counter)
+    return len(documents), records
 
 
 def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, options,
                    num_workers, use_fast_tokenizer, stats):
-    temp_dir = "%s.shards-%s" % (output_files[0], uuid.uuid4().hex[:8])
-    tf.io.gfile.makedirs(temp_dir)
-    try:
-        tasks = [(index, path, os.path.join(temp_dir, "shard-%05d" % index))
-                 for index, path in enumerate(input_files)]
-        workers = min(num_workers, len(tasks))
-        context = _process_context()
-        counters = (context.Value("q", 0), context.Value("q", 0))
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        progress = _Progress("creating instances (%d workers)" % workers)
-        results = []
-        # A worker that dies makes the executor fail (BrokenProcessPool) instead
-        # of hanging, unlike multiprocessing.Pool.
-        with concurrent.futures.ProcessPoolExecutor(
-                workers, mp_context=context, initializer=_init_worker,
-                initargs=(vocab_file, do_lower_case, options, use_fast_tokenizer, counters,
-                          threads)) as executor:
-            pending = {executor.submit(_process_shard, task) for task in tasks}
-            try:
-                while pending:
-                    done, pending = concurrent.futures.wait(
-                        pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
-                    results.extend(future.result() for future in done)
-                    progress.report(counters[0].value, counters[1].value)
-            except BaseException:
-                for future in pending:
-                    future.cancel()
-                raise
-        results.sort()
-        num_documents = sum(r[2] for r in results)
-        num_records = sum(r[3] for r in results)
-        progress.report(num_documents * options.dupe_factor, num_records, force=True)
-        if not num_documents:
+    progress = _Progress("creating instances (%d workers)" % min(num_workers,
+                                                                  len(input_files)))
+    with pretraining_shards.sharded_records(
+            input_files, output_files[0], num_workers, shard_worker_state,
+            (vocab_file, do_lower_case, options, use_fast_tokenizer), shard_records,
+            progress) as shards:
+        progress.report(shards.num_documents * options.dupe_factor, shards.num_records,
+                        force=True)
+        if not shards.num_documents:
             raise ValueError("no documents in the input files %s (only blank lines or no text)"
                              % ", ".join(input_files))
-        logging.info("Read %d documents from %d files", num_documents, len(results))
-        stats["worker_cpu_s"] = sum(r[4] for r in results)
-        return _write_records(_interleave_shards([(r[1], r[3]) for r in results]),
-                              output_files, _inverse(vocab))
-    finally:
-        if tf.io.gfile.exists(temp_dir):
-            tf.io.gfile.rmtree(temp_dir)
+        logging.info("Read %d documents from %d files", shards.num_documents, shards.num_files)
+        stats["worker_cpu_s"] = shards.worker_cpu_s
+        return _write_records(shards.records, output_files, _inverse(vocab))
 
 
 # ---------------------------------------------------------------------------

@@ -64,6 +64,7 @@ their normalized form) run_squad returns the whole original words, this the
 covered characters only.
 
 In-graph tokenization. tensorflow_text's BertTokenizer / FastBertTokenizer differ
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 from the reference (see tokenization.py: ICU NFKC_Casefold lower-casing, controls
 becoming spaces, a byte limit on words, newer Unicode punctuation), and their ops
 are not in stock TensorFlow, so a SavedModel using them cannot be run by

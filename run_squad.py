@@ -14,6 +14,7 @@ The run, top to bottom (see `run`):
 Feature conversion and post-processing follow the original BERT release exactly, so
 the files it writes are the ones the original code writes for the same logits.
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 import json
 import math

@@ -329,36 +329,6 @@ def test_round_robin_over_output_files(tiny):
     assert not [f for f in _files_in(tiny.dir) if ".tmp-" in f]
 
 
-def test_encoder_equals_protobuf_serialization():
-    vocab = collections.OrderedDict((t, i) for i, t in enumerate(TINY_VOCAB))
-    vocab["big_id"] = 300000
-    encoder = cpd._ExampleEncoder(vocab, 200, 30)  # pylint: disable=protected-access
-    rng = random.Random(0)
-    for _ in range(50):
-        n, m = rng.randint(5, 200), rng.randint(0, 30)
-        ids = [rng.choice([0, 1, 127, 128, 16383, 16384, 300000, rng.randint(0, 300000)])
-               for _ in range(n)]
-        positions = sorted(rng.sample(range(n), min(m, n)))
-        labels = [rng.randint(0, 300000) for _ in positions]
-        num_a = rng.randint(2, n - 1)
-        is_random = rng.random() < 0.5
-        varint = cpd._varint  # pylint: disable=protected-access
-        mine = encoder.encode([varint(i) for i in ids], num_a, positions,
-                              [varint(i) for i in labels], is_random)
-        pad, slots = [0] * (200 - n), [0] * (30 - len(positions))
-        example = tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": input_pipeline.int_feature(ids + pad),
-            "input_mask": input_pipeline.int_feature([1] * n + pad),
-            "segment_ids": input_pipeline.int_feature([0] * num_a + [1] * (n - num_a) + pad),
-            "masked_lm_positions": input_pipeline.int_feature(positions + slots),
-            "masked_lm_ids": input_pipeline.int_feature(labels + slots),
-            "masked_lm_weights": input_pipeline.float_feature(
-                [1.0] * len(positions) + [0.0] * len(slots)),
-            "next_sentence_labels": input_pipeline.int_feature([int(is_random)]),
-        }))
-        assert mine == example.SerializeToString(deterministic=True)
-
-
 def test_fast_draws_reproduce_random_module():
     assert cpd._fast_draws_agree()  # pylint: disable=protected-access
     ours, theirs = random.Random(11), random.Random(11)
@@ -440,29 +410,6 @@ def test_workers_deterministic_and_valid(tiny):
         assert r["input_mask"] == [1] * n + [0] * (32 - n)
         assert m == min(6, max(1, round(n * 0.15)))
 
-
-def test_interleave_spreads_shards_evenly(tmp_path):
-    paths = []
-    for s, count in enumerate((6, 2, 3)):
-        path = str(tmp_path / ("s%d" % s))
-        with open(path, "wb") as f:
-            for i in range(count):
-                record = ("%d:%d" % (s, i)).encode()
-                header = cpd._RECORD_LENGTH.pack(len(record))  # pylint: disable=protected-access
-                f.write(header + record)
-        paths.append((path, count))
-    merged = [r.decode() for r in cpd._interleave_shards(paths)]  # pylint: disable=protected-access
-    assert sorted(merged) == sorted("%d:%d" % (s, i) for s, c in enumerate((6, 2, 3))
-                                    for i in range(c))
-    for s, count in enumerate((6, 2, 3)):
-        mine = [m for m in merged if m.startswith("%d:" % s)]
-        assert mine == ["%d:%d" % (s, i) for i in range(count)]  # order kept per shard
-    assert merged[:4] == ["0:0", "2:0", "0:1", "1:0"]  # ties: lower shard first
-
-
-# ---------------------------------------------------------------------------
-# Errors
-# ---------------------------------------------------------------------------
 
 def _assert_fails(tiny, message, argv):
     before = _files_in(tiny.dir)
