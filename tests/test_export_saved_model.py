@@ -18,12 +18,13 @@ import flags_common
 import modeling
 import run_classifier
 import run_squad
+import squad_results
 import tokenization
 
 # Reference-port helpers the tests compare against.
-_TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair  # pylint: disable=protected-access
-_AS_COMPACT = run_squad._as_compact  # pylint: disable=protected-access
-_SPAN_CANDIDATES = run_squad._span_candidates  # pylint: disable=protected-access
+_TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair
+_AS_COMPACT = squad_results.as_compact
+_SPAN_CANDIDATES = squad_results.span_candidates
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a", "dog",
           "ran", "##s", "fast", ".", ",", "un", "##aff", "##able", "##a", "b", "##b", "é",

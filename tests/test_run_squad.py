@@ -8,6 +8,8 @@ import pytest
 
 import flags_common
 import run_squad
+import squad_data
+import squad_results
 import tokenization
 
 # A vocabulary small enough to know every WordPiece split by heart.
@@ -62,7 +64,7 @@ STORE = "the man went to the Store and bought a gallon of milk"
 
 
 def test_paragraph_split_into_words_with_char_offsets():
-    words, char_to_word = run_squad._split_paragraph(" ab  c\u202fd\te\n")
+    words, char_to_word = squad_data.split_paragraph(" ab  c\u202fd\te\n")
     assert words == ["ab", "c", "d", "e"]
     assert char_to_word == [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 3]
 
@@ -161,14 +163,14 @@ def test_malformed_files_name_the_file(tmp_path):
 
 def test_max_context_prefers_the_window_where_a_token_is_central():
     # 12 tokens in windows of 5, stride 3: starts 0, 3, 6, 9 (the last one of 3 tokens).
-    spans = run_squad._doc_spans(12, 5, 3)
+    spans = squad_data.doc_spans(12, 5, 3)
     assert spans == [(0, 5), (3, 5), (6, 5), (9, 3)]
-    best = [[i for i in range(len(spans)) if run_squad._check_is_max_context(spans, i, p)]
+    best = [[i for i in range(len(spans)) if squad_data.check_is_max_context(spans, i, p)]
             for p in range(12)]
     assert best == [[0], [0], [0], [0], [1], [1], [1], [2], [2], [2], [3], [3]]
     # The same smaller side (1 token) in both: the longer window wins by its 1% bonus.
     spans = [run_squad.DocSpan(0, 3), run_squad.DocSpan(0, 5)]
-    assert [run_squad._check_is_max_context(spans, i, 1) for i in (0, 1)] == [False, True]
+    assert [squad_data.check_is_max_context(spans, i, 1) for i in (0, 1)] == [False, True]
 
 
 def test_windows_of_a_long_document(tokenizer):
@@ -212,9 +214,9 @@ def test_wordpieces_map_back_to_words_and_answer_span_is_improved(tokenizer):
 
     # A sub-word answer keeps its whole word.
     pieces = ["the", "japanese", "electronics", "industry"]
-    assert run_squad._improve_answer_span(pieces, 1, 1, tokenizer, "Japan") == (1, 1)
+    assert squad_data.improve_answer_span(pieces, 1, 1, tokenizer, "Japan") == (1, 1)
     pieces = ["(", "1895", "-", "1943", ")", "."]
-    assert run_squad._improve_answer_span(pieces, 0, 5, tokenizer, "1895-1943") == (1, 3)
+    assert squad_data.improve_answer_span(pieces, 0, 5, tokenizer, "1895-1943") == (1, 3)
 
 
 def test_question_truncation_and_impossible_examples(tokenizer):
@@ -339,7 +341,7 @@ def test_streaming_results_match_full_logits(tokenizer):
     slim = [run_squad.summarize_feature(f) for f in features]
     assert run_squad.compute_predictions([example], slim, compact, 4, 3, True, True) == full
     # Ties are ranked by position, as a stable descending sort does.
-    assert run_squad._get_best_indexes([1.0, 3.0, 1.0, 3.0, 2.0], 4) == [1, 3, 4, 0]
+    assert squad_results.get_best_indexes([1.0, 3.0, 1.0, 3.0, 2.0], 4) == [1, 3, 4, 0]
     top = run_squad.compact_result(7, [1.0, 3.0, 1.0, 3.0, 2.0], [0.0] * 5, 4)
     assert [i for i, _ in top.start_candidates] == [1, 3, 4, 0]
 
@@ -406,8 +408,8 @@ def test_get_final_text():
 
 
 def test_softmax_matches_the_definition():
-    assert run_squad._compute_softmax([]) == []
-    assert run_squad._compute_softmax([1.0, 2.0, 3.0]) == pytest.approx(softmax([1, 2, 3]))
+    assert squad_results.compute_softmax([]) == []
+    assert squad_results.compute_softmax([1.0, 2.0, 3.0]) == pytest.approx(softmax([1, 2, 3]))
 
 
 # ---------------------------------------------------------------------------
@@ -438,7 +440,7 @@ def test_squad_v2_metrics_and_best_threshold():
     ]}]}]
     best_non_null = {"q1": "Denver Broncos", "q2": "foo", "q3": "blue", "q4": "bar"}
     null_odds = {"q1": -3.0, "q2": 2.0, "q3": 1.0, "q4": -1.0}
-    predictions = run_squad._apply_null_threshold(best_non_null, null_odds, 0.0)
+    predictions = squad_results.apply_null_threshold(best_non_null, null_odds, 0.0)
     assert predictions == {"q1": "Denver Broncos", "q2": "", "q3": "", "q4": "bar"}
     preds = run_squad.SquadPredictions(predictions, {}, null_odds, best_non_null)
     results = run_squad.evaluate_predictions(articles, preds, True)
@@ -447,11 +449,11 @@ def test_squad_v2_metrics_and_best_threshold():
     # Thresholds -3 (q1 answered, the rest null) gives 3 of 4.
     assert (results["best_exact"], results["best_exact_thresh"]) == (75.0, -3.0)
     assert (results["best_f1"], results["best_f1_thresh"]) == (75.0, -3.0)
-    rethresholded = run_squad._apply_null_threshold(best_non_null, null_odds, -3.0)
+    rethresholded = squad_results.apply_null_threshold(best_non_null, null_odds, -3.0)
     again = run_squad.evaluate_predictions(
         articles, preds._replace(predictions=rethresholded), True)
     assert again["exact"] == 75.0
-    assert run_squad._effective_best_threshold(results) == -3.0
+    assert squad_results.effective_best_threshold(results) == -3.0
 
     # When answering nothing is best, the official search reports threshold 0.0;
     # re-thresholding uses one below every null odds instead.
@@ -459,8 +461,8 @@ def test_squad_v2_metrics_and_best_threshold():
     preds = run_squad.SquadPredictions(predictions, {}, null_odds, best_non_null)
     results = run_squad.evaluate_predictions(articles, preds, True)
     assert (results["best_f1"], results["best_f1_thresh"]) == (50.0, 0.0)
-    threshold = run_squad._effective_best_threshold(results)
-    assert set(run_squad._apply_null_threshold(best_non_null, null_odds,
+    threshold = squad_results.effective_best_threshold(results)
+    assert set(squad_results.apply_null_threshold(best_non_null, null_odds,
                                                threshold).values()) == {""}
 
 
