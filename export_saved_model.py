@@ -64,7 +64,6 @@ their normalized form) run_squad returns the whole original words, this the
 covered characters only.
 
 In-graph tokenization. tensorflow_text's BertTokenizer / FastBertTokenizer differ
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 from the reference (see tokenization.py: ICU NFKC_Casefold lower-casing, controls
 becoming spaces, a byte limit on words, newer Unicode punctuation), and their ops
 are not in stock TensorFlow, so a SavedModel using them cannot be run by
@@ -97,6 +96,7 @@ Residual differences, both outside what a UTF-8 request can carry or change:
     dropped, exactly as the reference drops them from the same bytes.
 tensorflow_text is not needed to export, load or serve the model.
 """
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import functools
 import json
 import os
