@@ -188,7 +188,7 @@ _ASCII_PUNCTUATION = frozenset(
 _ASCII_SPACES = frozenset(" \t\n\r")
 
 
-def _is_chinese_char(cp):
+def is_chinese_char(cp):
     """True when code point `cp` lies in one of the CJK ideograph blocks above."""
     if cp < 0x3400:  # below every block; the common case
         return False
@@ -198,25 +198,31 @@ def _is_chinese_char(cp):
     return False
 
 
-def _is_whitespace(char):
+def is_whitespace(char):
     """True for space, tab, newline, carriage return and Unicode category Zs."""
     if char in _ASCII_SPACES:
         return True
     return unicodedata.category(char) == "Zs"
 
 
-def _is_control(char):
+def is_control(char):
     """True for categories Cc and Cf, except tab/newline/CR (those are whitespace)."""
     if char in _ASCII_SPACES:  # the space itself is not Cc/Cf anyway
         return False
     return unicodedata.category(char) in ("Cc", "Cf")
 
 
-def _is_punctuation(char):
+def is_punctuation(char):
     """True for non-alphanumeric printable ASCII and for Unicode categories P*."""
     if char in _ASCII_PUNCTUATION:
         return True
     return unicodedata.category(char).startswith("P")
+
+
+# The reference's module-level names of the character classes.
+_is_whitespace = is_whitespace
+_is_control = is_control
+_is_punctuation = is_punctuation
 
 
 # ---------------------------------------------------------------------------
@@ -254,15 +260,15 @@ class BasicTokenizer(object):
         """Removes invalid/control characters; maps every whitespace character to " "."""
         kept = []
         for char in text:
-            if char == "\x00" or char == "\ufffd" or _is_control(char):
+            if char == "\x00" or char == "\ufffd" or is_control(char):
                 continue
-            kept.append(" " if _is_whitespace(char) else char)
+            kept.append(" " if is_whitespace(char) else char)
         return "".join(kept)
 
     @staticmethod
     def _tokenize_chinese_chars(text):
         """Puts a space on both sides of every CJK ideograph."""
-        return "".join(" %s " % char if _is_chinese_char(ord(char)) else char
+        return "".join(" %s " % char if is_chinese_char(ord(char)) else char
                        for char in text)
 
     @staticmethod
@@ -280,7 +286,7 @@ class BasicTokenizer(object):
         pieces = []
         current = []
         for char in text:
-            if _is_punctuation(char):
+            if is_punctuation(char):
                 if current:
                     pieces.append("".join(current))
                     current = []
@@ -583,10 +589,10 @@ class _CharacterTables(object):
                 risky_when_lowered.add(cp)
             # The reference isolates CJK ideographs before normalizing, TensorFlow
             # after: both must see the same ideographs (all of which lie above U+3400).
-            was_cjk = _is_chinese_char(cp)
+            was_cjk = is_chinese_char(cp)
             if not was_cjk and all(c < "\u3400" for c in seen):
                 continue
-            seen_cjk = [_is_chinese_char(ord(c)) for c in seen]
+            seen_cjk = [is_chinese_char(ord(c)) for c in seen]
             if was_cjk:
                 if len(seen) > 1 or not all(seen_cjk):
                     risky_when_lowered.add(cp)

@@ -18,8 +18,10 @@ import flags_common
 import modeling
 import run_classifier
 import run_squad
+import serving
 import squad_results
 import tokenization
+import tokenization_graph
 
 # Reference-port helpers the tests compare against.
 _TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair
@@ -38,7 +40,7 @@ def _write(path, text):
 
 
 def _tokenizer(vocab_file, do_lower_case, tmp_path_factory):
-    return esm.InGraphTokenizer(vocab_file, do_lower_case,
+    return tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case,
                                 str(tmp_path_factory.mktemp("asset")))
 
 
@@ -164,7 +166,7 @@ def test_vocabulary_lines_as_load_vocab_reads_them(tmp_path, tmp_path_factory):
     full = tokenization.FullTokenizer(vocab_file, True)
     in_graph = _tokenizer(vocab_file, True, tmp_path_factory)
     _assert_ids_equal(in_graph, full, ["cat dogs cats", "a b x", ""])
-    lines = esm.vocab_asset_lines(tokenization.load_vocab(vocab_file))
+    lines = tokenization_graph.vocab_asset_lines(tokenization.load_vocab(vocab_file))
     assert lines[4] == " 4" and lines[5] == "cat" and lines[6] == " 6"
     assert len(lines) == len(text.split("\n")) - 1
 
@@ -218,10 +220,10 @@ def test_truncation_closed_form_is_truncate_seq_pair():
         tokens_a, tokens_b = list(range(len_a)), list(range(len_b))
         _TRUNCATE_SEQ_PAIR(tokens_a, tokens_b, max_length)
         expected.append((len(tokens_a), len(tokens_b)))
-        assert esm.truncated_pair_lengths(len_a, len_b, max_length) == expected[-1]
+        assert serving.truncated_pair_lengths(len_a, len_b, max_length) == expected[-1]
     for max_length in range(13):
         rows = [i for i, case in enumerate(cases) if case[0] == max_length]
-        got = esm.truncated_pair_lengths(tf.constant([cases[i][1] for i in rows], tf.int64),
+        got = serving.truncated_pair_lengths(tf.constant([cases[i][1] for i in rows], tf.int64),
                                          tf.constant([cases[i][2] for i in rows], tf.int64),
                                          max_length)
         assert list(zip(got[0].numpy().tolist(), got[1].numpy().tolist())) == [
@@ -238,7 +240,7 @@ def test_packing_equals_convert_single_example(tiny_vocab, tmp_path_factory):
              for _ in range(150)]
     pairs += [("the cat", ""), ("the cat", "\x00\u200b"), ("", "dogs"), ("", "")]
     for seq_length in (3, 4, 5, 8, 13):
-        packed = esm.pack_inputs(in_graph.tokenize(_encoded([a for a, _ in pairs])),
+        packed = serving.pack_inputs(in_graph.tokenize(_encoded([a for a, _ in pairs])),
                                  in_graph.tokenize(_encoded([b for _, b in pairs])),
                                  seq_length, in_graph.cls_id, in_graph.sep_id)
         for i, (a, b) in enumerate(pairs):
@@ -273,7 +275,7 @@ def test_best_spans_follow_run_squad():
         cases.append((len_a, len_b, start, end))
     len_a = tf.constant([c[0] for c in cases], tf.int64)
     len_b = tf.constant([c[1] for c in cases], tf.int64)
-    start, end, score, found = esm.best_spans(
+    start, end, score, found = serving.best_spans(
         tf.constant(np.stack([c[2] for c in cases])), tf.constant(np.stack([c[3] for c in cases])),
         len_a, len_b, n_best, max_answer)
     for i, (a, b, start_logits, end_logits) in enumerate(cases):
@@ -390,7 +392,8 @@ class _SmallModule(tf.Module):
 
 def test_export_replaces_only_when_complete(tmp_path, monkeypatch):
     export_dir = str(tmp_path / "model")
-    os.makedirs(export_dir)
+    os.makedirs(os.path.join(export_dir, "assets.extra"))
+    _write(os.path.join(export_dir, "assets.extra", "export_info.json"), "{}")
     _write(os.path.join(export_dir, "old.txt"), "previous export")
 
     def broken_save(*args, **kwargs):
@@ -401,7 +404,7 @@ def test_export_replaces_only_when_complete(tmp_path, monkeypatch):
         with pytest.raises(RuntimeError, match="disk full"):
             esm.write_saved_model(_SmallModule(2.0), export_dir, {"a": 1})
     assert os.listdir(str(tmp_path)) == ["model"]
-    assert os.listdir(export_dir) == ["old.txt"]
+    assert sorted(os.listdir(export_dir)) == ["assets.extra", "old.txt"]
 
     esm.write_saved_model(_SmallModule(3.0), export_dir + "/", {"a": 1})
     assert os.listdir(str(tmp_path)) == ["model"]
@@ -410,6 +413,24 @@ def test_export_replaces_only_when_complete(tmp_path, monkeypatch):
     assert loaded.signatures["serving_default"](x=tf.constant([2.0]))["y"].numpy() == [6.0]
     with open(os.path.join(export_dir, "assets.extra", "export_info.json")) as f:
         assert json.load(f) == {"a": 1}
+
+
+def test_export_never_replaces_what_it_did_not_write(tmp_path):
+    home = tmp_path / "models"
+    (home / "mine").mkdir(parents=True)
+    (home / "mine" / "weights.bin").write_text("keep")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep")
+    for target, message in ((home, "is not a SavedModel exported by this script"),
+                            (a_file, "is a file, not a directory")):
+        with pytest.raises(ValueError, match="--export_dir=.*" + message):
+            esm.write_saved_model(_SmallModule(2.0), str(target), {"a": 1})
+    assert (home / "mine" / "weights.bin").read_text() == "keep"
+    assert a_file.read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "models"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    esm.write_saved_model(_SmallModule(2.0), str(empty), {"a": 1})  # an empty folder is fine
 
 
 @pytest.mark.parametrize("argv_change, message", [

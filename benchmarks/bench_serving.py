@@ -1,7 +1,7 @@
 """Serving speed of an exported classifier on CPU: raw strings vs ids, same SavedModel.
 
 Usage:
-  python benchmarks/serving.py [--sizes tiny,mini] [--seq_length 128]
+  python benchmarks/bench_serving.py [--sizes tiny,mini] [--seq_length 128]
       [--batch_sizes 1,32] [--repeats 30] [--quick]
 
 A 2-label classifier of each size (random weights; tiny, mini or base of bench_util,
@@ -29,8 +29,8 @@ from bench_util import np, tf
 
 import checkpoints  # pylint: disable=wrong-import-order
 import export_saved_model  # pylint: disable=wrong-import-order
+import glue_data  # pylint: disable=wrong-import-order
 import modeling  # pylint: disable=wrong-import-order
-import run_classifier  # pylint: disable=wrong-import-order
 import tokenization  # pylint: disable=wrong-import-order
 
 SHARED = os.environ.get("BERT_TF2_SHARED",
@@ -53,7 +53,7 @@ def sentence_pairs(count):
     data_dir = os.path.join(SHARED, "data", "glue_data", "MRPC")
     pairs = []
     if os.path.exists(os.path.join(data_dir, "test.tsv")):
-        examples = run_classifier.MrpcProcessor().get_test_examples(data_dir)
+        examples = glue_data.MrpcProcessor().get_test_examples(data_dir)
         pairs = [(e.text_a, e.text_b) for e in examples[:count]]
     while len(pairs) < count:
         pairs.append(_FALLBACK_PAIRS[len(pairs) % len(_FALLBACK_PAIRS)])
@@ -103,8 +103,8 @@ def export_classifier(directory, size, seq_length, pairs):
 
 def _features(pairs, vocab_file, seq_length):
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
-    features = [run_classifier.convert_single_example(
-        i + 5, run_classifier.InputExample(str(i), a, b, "0"), ["0", "1"], seq_length,
+    features = [glue_data.convert_single_example(
+        i + 5, glue_data.InputExample(str(i), a, b, "0"), ["0", "1"], seq_length,
         tokenizer) for i, (a, b) in enumerate(pairs)]
     return {key: tf.constant([getattr(f, key) for f in features], tf.int32)
             for key in ("input_ids", "input_mask", "segment_ids")}

@@ -1,0 +1,333 @@
+"""The serving module of exported SavedModels: packing, answer spans and signatures.
+
+`ServingModule` wraps a model and a tokenization_graph.InGraphTokenizer into a
+tf.Module whose signatures take raw strings (see export_saved_model.py for the
+signatures and their outputs): the reference's [CLS] A [SEP] B [SEP] packing in
+the graph (`pack_inputs`), and for SQuAD the reference's n-best span rules over
+one window (`best_spans`).
+"""
+import numpy as np
+import tensorflow as tf
+
+import modeling
+import tokenization_graph
+
+MODEL_TYPES = ("encoder", "classifier", "squad")
+
+
+# ---------------------------------------------------------------------------
+# Packing (the reference's feature conversion, in the graph)
+# ---------------------------------------------------------------------------
+
+def truncated_pair_lengths(len_a, len_b, max_length):
+    """Lengths after the reference's _truncate_seq_pair, in closed form.
+
+    The reference pops from the end of the longer list (from B on ties) until the
+    pair fits. B ends at min(len_b, max(max_length // 2, max_length - len_a)), then A
+    at min(len_a, max_length - B's length); works on numbers and on tensors.
+    """
+    if isinstance(len_b, tf.Tensor) or isinstance(len_a, tf.Tensor):
+        max_length = tf.cast(max_length, len_a.dtype)
+        keep_b = tf.minimum(len_b, tf.maximum(max_length // 2, max_length - len_a))
+        return tf.minimum(len_a, max_length - keep_b), keep_b
+    keep_b = min(len_b, max(max_length // 2, max_length - len_a))
+    return min(len_a, max_length - keep_b), keep_b
+
+
+def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None):
+    """[CLS] A [SEP] (B [SEP]) -> input_ids, input_mask, segment_ids int32 [B, S].
+
+    As the reference: a row whose B has no tokens is a single text, cut to S - 2
+    tokens; a pair is cut to S - 3 tokens by _truncate_seq_pair's rule, and B's [SEP]
+    is added only if B keeps a token. With max_length_a (SQuAD), A is first cut to
+    max_length_a tokens and B to the room left (S - len(A) - 3), which is
+    run_squad's first window; B's [SEP] is always there.
+
+    Args:
+      ids_a, ids_b: RaggedTensors [B, (tokens)] of int32 ids.
+
+    Returns:
+      dict of input_ids, input_mask, segment_ids (int32 [B, S]) and len_a, len_b
+      (int64 [B], the tokens of A and B kept).
+    """
+    len_a = ids_a.row_lengths()
+    len_b = ids_b.row_lengths()
+    if max_length_a is not None:
+        keep_a = tf.minimum(len_a, max_length_a)
+        keep_b = tf.minimum(len_b, seq_length - 3 - keep_a)
+        has_b = tf.ones_like(keep_b, tf.bool)
+    else:
+        pair_a, pair_b = truncated_pair_lengths(len_a, len_b, seq_length - 3)
+        keep_a = tf.where(len_b > 0, pair_a, tf.minimum(len_a, seq_length - 2))
+        keep_b = tf.where(len_b > 0, pair_b, 0)
+        has_b = keep_b > 0
+    # Every row: [CLS] at 0, A from 1, [SEP] after it, B after that, then B's [SEP].
+    first_b = keep_a + 2
+    total = first_b + keep_b + tf.cast(has_b, tf.int64)
+
+    def scatter_values(ids, keep, first):
+        rows = ids.value_rowids()
+        position = (tf.range(tf.size(rows, out_type=tf.int64))
+                    - tf.gather(ids.row_starts(), rows))
+        kept = position < tf.gather(keep, rows)
+        rows = tf.boolean_mask(rows, kept)
+        columns = tf.boolean_mask(position, kept) + tf.gather(first, rows)
+        return tf.stack([rows, columns], axis=1), tf.boolean_mask(ids.flat_values, kept)
+
+    num_rows = tf.size(len_a, out_type=tf.int64)
+    batch = tf.range(num_rows)
+    index_a, values_a = scatter_values(ids_a, keep_a, tf.ones_like(keep_a))
+    index_b, values_b = scatter_values(ids_b, keep_b, first_b)
+    special_index = tf.concat([
+        tf.stack([batch, tf.zeros_like(batch)], axis=1),
+        tf.stack([batch, keep_a + 1], axis=1),
+        tf.boolean_mask(tf.stack([batch, first_b + keep_b], axis=1), has_b)], axis=0)
+    special_ids = tf.concat([
+        tf.fill([num_rows], cls_id), tf.fill([num_rows], sep_id),
+        tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int64))], sep_id)], axis=0)
+    input_ids = tf.scatter_nd(
+        tf.concat([index_a, index_b, special_index], axis=0),
+        tf.concat([values_a, values_b, special_ids], axis=0),
+        tf.stack([num_rows, tf.constant(seq_length, tf.int64)]))
+    columns = tf.range(seq_length, dtype=tf.int64)[tf.newaxis, :]
+    input_mask = columns < total[:, tf.newaxis]
+    segment_ids = input_mask & (columns >= first_b[:, tf.newaxis])
+    shape = [None, seq_length]
+    return {"input_ids": tf.ensure_shape(input_ids, shape),
+            "input_mask": tf.ensure_shape(tf.cast(input_mask, tf.int32), shape),
+            "segment_ids": tf.ensure_shape(tf.cast(segment_ids, tf.int32), shape),
+            "len_a": keep_a, "len_b": keep_b}
+
+
+# ---------------------------------------------------------------------------
+# SQuAD answer selection
+# ---------------------------------------------------------------------------
+
+def best_spans(start_logits, end_logits, len_a, len_b, n_best_size, max_answer_length):
+    """The reference's best span of one window per row, in the graph.
+
+    Candidates: the n_best_size best start and end positions (over the whole window,
+    ties to the lower position, as sorted() does), pairs with both positions in the
+    context part (positions len_a + 2 ... len_a + 1 + len_b), start <= end and
+    end - start + 1 <= max_answer_length. The best sum of logits wins; among equal
+    sums, the first in the reference's order (by start rank, then end rank).
+
+    Returns:
+      (start, end, score, found): int32 positions (-1 when none), float32 score
+      (-inf when none), bool found; each [B].
+    """
+    k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
+    start_values, start_index = tf.math.top_k(start_logits, k=k)
+    end_values, end_index = tf.math.top_k(end_logits, k=k)
+    first = tf.cast(len_a, tf.int32)[:, tf.newaxis] + 2
+    last = first + tf.cast(len_b, tf.int32)[:, tf.newaxis] - 1
+
+    def in_context(index):
+        return (index >= first) & (index <= last)
+
+    starts = start_index[:, :, tf.newaxis]
+    ends = end_index[:, tf.newaxis, :]
+    valid = (in_context(start_index)[:, :, tf.newaxis] & in_context(end_index)[:, tf.newaxis, :]
+             & (ends >= starts) & (ends - starts + 1 <= max_answer_length))
+    scores = start_values[:, :, tf.newaxis] + end_values[:, tf.newaxis, :]
+    scores = tf.where(valid, scores, -np.inf)
+    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
+    flat_valid = tf.reshape(valid, tf.shape(flat))
+    best = tf.reduce_max(flat, axis=1, keepdims=True)
+    order = tf.range(tf.shape(flat)[1])[tf.newaxis, :]
+    big = tf.shape(flat)[1]
+    choice = tf.reduce_min(tf.where(flat_valid & tf.equal(flat, best), order, big), axis=1)
+    found = choice < big
+    choice = tf.minimum(choice, big - 1)
+    start = tf.gather(start_index, choice // k, batch_dims=1)
+    end = tf.gather(end_index, choice % k, batch_dims=1)
+    score = tf.gather(flat, choice, axis=1, batch_dims=1)
+    return (tf.where(found, start, -1), tf.where(found, end, -1),
+            tf.where(found, score, -np.inf), found)
+
+
+# ---------------------------------------------------------------------------
+# The exported module
+# ---------------------------------------------------------------------------
+
+def build_model(model_type, bert_config, num_labels=None):
+    """The Keras model of `model_type`, its variables created."""
+    if model_type == "encoder":
+        model = modeling.BertModel(bert_config)
+        dummy = modeling.dummy_features()
+        model(dummy["input_ids"], dummy["input_mask"], dummy["segment_ids"])
+        return model
+    if model_type == "classifier":
+        model = modeling.BertClassifier(bert_config, num_labels)
+    elif model_type == "squad":
+        model = modeling.BertSquad(bert_config)
+    else:
+        raise ValueError("--model_type must be one of %s, got %r"
+                         % (", ".join(MODEL_TYPES), model_type))
+    model(modeling.dummy_features(), training=False)
+    return model
+
+
+class ServingModule(tf.Module):
+    """What gets saved: the tokenizer, the model's variables and the signatures."""
+
+    def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
+                 max_query_length=64, max_answer_length=30, n_best_size=20):
+        super().__init__(name="bert_serving")
+        self.model_type = model_type
+        self.tokenizer = tokenizer
+        self.model_variables = list(model.variables)
+        self._holder = tokenization_graph.Untracked(model=model)
+        self.max_seq_length = max_seq_length
+        self.labels = None if labels is None else tuple(str(label) for label in labels)
+        self.regression = labels is not None and list(labels) == [None]
+        self.max_query_length = max_query_length
+        self.max_answer_length = max_answer_length
+        self.n_best_size = n_best_size
+
+        def text(name):
+            return tf.TensorSpec([None], tf.string, name=name)
+
+        ids = [tf.TensorSpec([None, max_seq_length], tf.int32, name=name)
+               for name in ("input_ids", "input_mask", "segment_ids")]
+        self.serving_ids = tf.function(self._serve_ids, input_signature=ids, autograph=False)
+        self.tokenize = tf.function(self._tokenize, input_signature=[text("text")],
+                                    autograph=False)
+        # Given to tf.saved_model.save as tf.functions, not concrete functions: traced
+        # once, inside the save (a trace made before it would be made again there).
+        signatures = {"serving_ids": self.serving_ids, "tokenize": self.tokenize}
+        if model_type == "squad":
+            pair = [text("question"), text("context")]
+            self.serving_default = tf.function(self._serve_squad, input_signature=pair,
+                                               autograph=False)
+            self.answer = tf.function(self._answer, input_signature=pair, autograph=False)
+            signatures["answer"] = self.answer
+        else:
+            self.serving_default = tf.function(
+                self._serve_pair, input_signature=[text("text_a"), text("text_b")],
+                autograph=False)
+            self.serving_text_a = tf.function(self._serve_single,
+                                              input_signature=[text("text_a")],
+                                              autograph=False)
+            signatures["serving_text_a"] = self.serving_text_a
+        signatures["serving_default"] = self.serving_default
+        self._holder.signatures = signatures
+
+    def signatures(self):
+        """The signatures to save, by name (tf.functions with input signatures)."""
+        return dict(self._holder.signatures)
+
+    # -- model outputs ------------------------------------------------------
+
+    def _model_outputs(self, features):
+        model = self._holder.model
+        if self.model_type == "encoder":
+            out = model(features["input_ids"], features["input_mask"],
+                        features["segment_ids"], training=False)
+            return {
+                "pooled_output": tf.cast(out["pooled_output"], tf.float32),
+                "sequence_output": tf.cast(out["sequence_output"], tf.float32),
+                "encoder_layers": tf.stack(
+                    [tf.cast(x, tf.float32) for x in out["all_encoder_layers"]], axis=1),
+                "input_ids": features["input_ids"],
+                "input_mask": features["input_mask"],
+                "segment_ids": features["segment_ids"],
+            }
+        out = model(features, training=False)
+        if self.model_type == "squad":
+            return {"start_logits": tf.cast(out["start_logits"], tf.float32),
+                    "end_logits": tf.cast(out["end_logits"], tf.float32)}
+        logits = tf.cast(out["logits"], tf.float32)
+        if self.regression:
+            return {"predictions": logits[:, 0], "logits": logits}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        names = tf.constant(self.labels)
+        batch = tf.shape(logits)[0]
+        return {
+            "probabilities": probabilities,
+            "logits": logits,
+            "predicted_label": tf.gather(names, tf.argmax(probabilities, axis=-1)),
+            "labels": tf.tile(names[tf.newaxis, :], [batch, 1]),
+        }
+
+    def _serve_ids(self, input_ids, input_mask, segment_ids):
+        return self._model_outputs({"input_ids": input_ids, "input_mask": input_mask,
+                                    "segment_ids": segment_ids})
+
+    def _forward(self, features):
+        """The model on packed features, through serving_ids (one copy of the model)."""
+        return self.serving_ids(features["input_ids"], features["input_mask"],
+                                features["segment_ids"])
+
+    # -- text in ------------------------------------------------------------
+
+    def _tokenize(self, text):
+        ids = self.tokenizer.tokenize(text)
+        return {"token_ids": ids.to_tensor(default_value=-1),
+                "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
+
+    def _pack(self, text_a, text_b):
+        # One tokenizer call for both texts (half the per-call cost at small batches).
+        num_rows = tf.shape(text_a)[0]
+        with tf.control_dependencies([tf.debugging.assert_equal(
+                tf.shape(text_b)[0], num_rows,
+                message="text_a and text_b must have the same number of rows")]):
+            ids = self.tokenizer.tokenize(tf.concat([text_a, text_b], axis=0))
+        return pack_inputs(ids[:num_rows], ids[num_rows:], self.max_seq_length,
+                           self.tokenizer.cls_id, self.tokenizer.sep_id)
+
+    def _serve_pair(self, text_a, text_b):
+        return self._forward(self._pack(text_a, text_b))
+
+    def _serve_single(self, text_a):
+        return self._serve_pair(text_a, tf.fill(tf.shape(text_a), ""))
+
+    # -- SQuAD --------------------------------------------------------------
+
+    def _squad_features(self, question, context):
+        context_ids, span_starts, span_limits = self.tokenizer.tokenize_with_spans(context)
+        features = pack_inputs(self.tokenizer.tokenize(question), context_ids,
+                               self.max_seq_length, self.tokenizer.cls_id,
+                               self.tokenizer.sep_id, max_length_a=self.max_query_length)
+        return features, span_starts, span_limits
+
+    def _serve_squad(self, question, context):
+        features, _, _ = self._squad_features(question, context)
+        outputs = self._forward(features)
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            outputs[key] = features[key]
+        return outputs
+
+    def _answer(self, question, context):
+        features, span_starts, span_limits = self._squad_features(question, context)
+        outputs = self._forward(features)
+        start, end, score, found = best_spans(
+            outputs["start_logits"], outputs["end_logits"], features["len_a"],
+            features["len_b"], self.n_best_size, self.max_answer_length)
+        # Token positions -> indexes of context tokens -> character ranges.
+        offset = tf.cast(features["len_a"], tf.int32) + 2
+        token_starts = span_starts.row_starts()
+        num_spans = tf.size(span_starts.flat_values, out_type=tf.int64)
+
+        def char_at(spans, position):
+            # Rows without an answer read the 0 appended at the end.
+            index = token_starts + tf.cast(position - offset, tf.int64)
+            index = tf.where(found, index, num_spans)
+            return tf.gather(tf.concat([spans.flat_values, [0]], axis=0), index)
+
+        char_start = char_at(span_starts, start)
+        char_limit = char_at(span_limits, end)
+        decoded = tf.strings.unicode_decode(context, "UTF-8", errors="ignore")
+        chars = tf.gather(decoded.flat_values,
+                          tf.ragged.range(decoded.row_starts() + char_start,
+                                          decoded.row_starts() + char_limit))
+        text = tf.strings.unicode_encode(chars, "UTF-8")
+        text = tf.strings.regex_replace(text, "[ \t\r\n\\x{202F}]+", " ")
+        text = tf.strings.regex_replace(text, "^ | $", "")
+        return {
+            "answer": text,
+            "score": score,
+            "start_position": start,
+            "end_position": end,
+            "null_score": outputs["start_logits"][:, 0] + outputs["end_logits"][:, 0],
+        }
