@@ -4,6 +4,7 @@ Every runner writes its features with `RecordWriter` and reads them back with
 `make_dataset`; the feature names and dtypes are those of the reference's files,
 so records written by the reference can be read here and the other way round.
 """
+import collections
 import os
 
 import numpy as np
@@ -116,6 +117,45 @@ def pack_pair(tokens_a, tokens_b, max_seq_length, tokenizer):
     input_mask = [1] * len(input_ids)
     padding = [0] * (max_seq_length - len(input_ids))
     return tokens, input_ids + padding, input_mask + padding, segment_ids + padding
+
+
+# ---------------------------------------------------------------------------
+# Windows over inputs longer than one sequence (run_squad, run_ner)
+# ---------------------------------------------------------------------------
+
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+def check_is_max_context(doc_spans, cur_span_index, position):
+    """Whether span `cur_span_index` gives the token at `position` its best context.
+
+    A token covered by several windows is scored in each by the smaller of its
+    left and right context, plus 1% of the window length as tie-breaker; the first
+    window with the best score wins.
+    """
+    best_index = None
+    best_score = None
+    for index, span in enumerate(doc_spans):
+        last = span.start + span.length - 1
+        if not span.start <= position <= last:
+            continue
+        score = min(position - span.start, last - position) + 0.01 * span.length
+        if best_score is None or score > best_score:
+            best_index, best_score = index, score
+    return best_index == cur_span_index
+
+
+def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+    """Windows of at most max_tokens_for_doc tokens, doc_stride apart, covering the doc."""
+    spans = []
+    start = 0
+    while start < num_tokens:
+        length = min(num_tokens - start, max_tokens_for_doc)
+        spans.append(DocSpan(start=start, length=length))
+        if start + length == num_tokens:
+            break
+        start += min(length, doc_stride)
+    return spans
 
 
 # ---------------------------------------------------------------------------

@@ -722,6 +722,70 @@ class BertSquad(tf_keras.Model):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
 
+class BertTagger(tf_keras.Model):
+    """BERT + a per-token tag classifier (run_ner's model).
+
+    Fine-tuned (default): dropout 0.1 on sequence_output, then `tagger/output_weights`
+    [num_labels, H] and `tagger/output_bias`. Feature-based (the BERT paper's
+    ablation): the encoder is frozen and run without dropout, the encoder layers
+    `feature_layers` (e.g. [-1, -2, -3, -4]) are concatenated and fed to a two-layer
+    bidirectional LSTM of `lstm_units` per direction, then to the same classifier.
+    """
+
+    def __init__(self, config, num_labels, use_one_hot_embeddings=False, feature_layers=None,
+                 lstm_units=768, name="bert_tagger", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_labels = num_labels
+        self.bert = BertModel(config, use_one_hot_embeddings)
+        self.feature_layers = list(feature_layers) if feature_layers else None
+        self.dropout = tf_keras.layers.Dropout(0.1)
+        if self.feature_layers:
+            self.bert.trainable = False
+            self.lstm = [tf_keras.layers.Bidirectional(
+                tf_keras.layers.LSTM(lstm_units, return_sequences=True), name="bilstm_%d" % i)
+                for i in range(2)]
+        self.tagger = OutputProjection(num_labels, config.initializer_range, name="tagger")
+
+    def call(self, features, training=False):
+        """features -> {"logits": [B, S, num_labels] float32}."""
+        if not self.feature_layers:
+            sequence = _encode(self.bert, features, training)["sequence_output"]
+            return {"logits": self.tagger(self.dropout(sequence, training=training))}
+        layers = _encode(self.bert, features, False)["all_encoder_layers"]
+        x = tf.concat([layers[i] for i in self.feature_layers], axis=-1)
+        mask = tf.cast(features["input_mask"], tf.bool)
+        for lstm in self.lstm:
+            x = lstm(x, mask=mask, training=training)
+        return {"logits": self.tagger(x)}
+
+
+class BertMultipleChoice(tf_keras.Model):
+    """BERT + one score per choice from the pooled output (run_multiple_choice's model).
+
+    Inputs are [B, C, S]; the B*C sequences run through BERT as one batch; dropout
+    0.1 on the pooled output, then `multiple_choice/output_weights` [1, H] and
+    `multiple_choice/output_bias` [1] give a logit per choice: logits [B, C].
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert_multiple_choice",
+                 **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = BertModel(config, use_one_hot_embeddings)
+        self.dropout = tf_keras.layers.Dropout(0.1)
+        self.scorer = OutputProjection(1, config.initializer_range, name="multiple_choice")
+
+    def call(self, features, training=False):
+        """features of [B, C, S] (or [B, S] while building) -> {"logits": [B, C]}."""
+        input_ids = features["input_ids"]
+        shape = tf.shape(input_ids)
+        seq_length = input_ids.shape[-1] or shape[-1]
+        flat = {name: tf.reshape(features[name], [-1, seq_length])
+                for name in ("input_ids", "input_mask", "segment_ids") if name in features}
+        pooled = _encode(self.bert, flat, training)["pooled_output"]
+        logits = self.scorer(self.dropout(pooled, training=training))
+        return {"logits": tf.reshape(logits, shape[:-1])}
+
+
 def dummy_features(batch_size=1, seq_length=2, max_predictions_per_seq=1):
     """Zero features with every key the task models read; used to build variables."""
     seq = np.zeros([batch_size, seq_length], np.int32)

@@ -30,10 +30,12 @@ import input_pipeline
 import modeling
 # The task data and post-processing live in squad_data / squad_results; every name
 # the reference's run_squad.py has stays importable from here.
+from input_pipeline import (  # noqa: F401  pylint: disable=unused-import
+    DocSpan, check_is_max_context)
 from squad_data import (  # noqa: F401  pylint: disable=unused-import
-    FIRST_UNIQUE_ID, DocSpan, FeatureWriter, InputFeatures, SquadExample,
-    check_is_max_context, convert_examples_to_features, examples_from_articles,
-    improve_answer_span, load_squad_json, read_squad_examples)
+    FIRST_UNIQUE_ID, FeatureWriter, InputFeatures, SquadExample,
+    convert_examples_to_features, examples_from_articles, improve_answer_span,
+    load_squad_json, read_squad_examples)
 from squad_results import (  # noqa: F401  pylint: disable=unused-import
     RawResult, SquadPredictions, apply_null_threshold, compact_batch, compact_result,
     compute_predictions, compute_softmax, effective_best_threshold, evaluate_predictions,

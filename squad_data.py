@@ -6,7 +6,7 @@ What run_squad.py feeds the model, importable without the runner:
   in every error;
 - `convert_examples_to_features`: WordPiece windows of max_seq_length, doc_stride
   apart, each token marked with whether this window gives it the most context
-  (`check_is_max_context`, the rule every windowed task uses);
+  (input_pipeline.check_is_max_context, the rule every windowed task uses);
 - `FeatureWriter`: the features' TFRecord file.
 Conversion follows the reference exactly, so the features are the reference's.
 """
@@ -226,7 +226,6 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
 # Examples -> features
 # ---------------------------------------------------------------------------
 
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
 
 def improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
@@ -244,38 +243,6 @@ def improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answ
             if " ".join(doc_tokens[start:end + 1]) == wanted:
                 return start, end
     return input_start, input_end
-
-
-def check_is_max_context(doc_spans, cur_span_index, position):
-    """Whether span `cur_span_index` gives the token at `position` its best context.
-
-    A token covered by several windows is scored in each by the smaller of its
-    left and right context, plus 1% of the window length as tie-breaker; the first
-    window with the best score wins.
-    """
-    best_index = None
-    best_score = None
-    for index, span in enumerate(doc_spans):
-        last = span.start + span.length - 1
-        if not span.start <= position <= last:
-            continue
-        score = min(position - span.start, last - position) + 0.01 * span.length
-        if best_score is None or score > best_score:
-            best_index, best_score = index, score
-    return best_index == cur_span_index
-
-
-def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-    """Windows of at most max_tokens_for_doc tokens, doc_stride apart, covering the doc."""
-    spans = []
-    start = 0
-    while start < num_tokens:
-        length = min(num_tokens - start, max_tokens_for_doc)
-        spans.append(DocSpan(start=start, length=length))
-        if start + length == num_tokens:
-            break
-        start += min(length, doc_stride)
-    return spans
 
 
 class _DocTokenizer(object):
@@ -368,7 +335,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                 "max_seq_length=%d (lower max_query_length or raise max_seq_length)" %
                 (example.qas_id, len(query), max_seq_length))
 
-        spans = doc_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
+        spans = input_pipeline.doc_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
         for span_index, span in enumerate(spans):
             tokens = ["[CLS]"] + query + ["[SEP]"]
             segment_ids = [0] * len(tokens)
@@ -377,7 +344,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
             for piece_index in range(span.start, span.start + span.length):
                 position = len(tokens)
                 token_to_orig_map[position] = tok_to_orig[piece_index]
-                token_is_max_context[position] = check_is_max_context(
+                token_is_max_context[position] = input_pipeline.check_is_max_context(
                     spans, span_index, piece_index)
                 tokens.append(doc_pieces[piece_index])
             tokens.append("[SEP]")

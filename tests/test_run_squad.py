@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import flags_common
+import input_pipeline
 import run_squad
 import squad_data
 import squad_results
@@ -163,14 +164,14 @@ def test_malformed_files_name_the_file(tmp_path):
 
 def test_max_context_prefers_the_window_where_a_token_is_central():
     # 12 tokens in windows of 5, stride 3: starts 0, 3, 6, 9 (the last one of 3 tokens).
-    spans = squad_data.doc_spans(12, 5, 3)
+    spans = input_pipeline.doc_spans(12, 5, 3)
     assert spans == [(0, 5), (3, 5), (6, 5), (9, 3)]
-    best = [[i for i in range(len(spans)) if squad_data.check_is_max_context(spans, i, p)]
+    best = [[i for i in range(len(spans)) if input_pipeline.check_is_max_context(spans, i, p)]
             for p in range(12)]
     assert best == [[0], [0], [0], [0], [1], [1], [1], [2], [2], [2], [3], [3]]
     # The same smaller side (1 token) in both: the longer window wins by its 1% bonus.
     spans = [run_squad.DocSpan(0, 3), run_squad.DocSpan(0, 5)]
-    assert [squad_data.check_is_max_context(spans, i, 1) for i in (0, 1)] == [False, True]
+    assert [input_pipeline.check_is_max_context(spans, i, 1) for i in (0, 1)] == [False, True]
 
 
 def test_windows_of_a_long_document(tokenizer):
