@@ -1,0 +1,296 @@
+"""Token tagging data in the CoNLL layout (NER): reading, labels, windowed features.
+
+The files: one token per line, whitespace-separated columns, the word first and
+its tag last (CoNLL-2003's `WORD POS CHUNK TAG` and the common `WORD TAG` read
+alike), a blank line between sentences, `-DOCSTART-` lines between documents.
+Tags may be IOB1 or IOB2 (or IOBES): they are learned as they are, and the
+metric (ner_metrics.py) scores entities, which reads the schemes alike.
+
+Features follow BERT's recipe for tagging: every word is WordPiece-tokenized
+with the reference's FullTokenizer, the first piece of a word carries the word's
+label and the rest, [CLS], [SEP] and the padding carry none (weight 0). No word
+is dropped: a sentence longer than one sequence is cut into windows
+`doc_stride` pieces apart, and each word counts (loss, metric, prediction) in
+the window where it has the most context, the rule run_squad uses for answers
+(input_pipeline.check_is_max_context). A word that tokenizes to nothing has no
+piece: it is predicted "O".
+
+With document context (the BERT paper's CoNLL setting), each window of a sentence
+is filled with the pieces of the sentences around it in the same document,
+labels only on the sentence itself.
+"""
+import collections
+
+import tensorflow as tf
+
+import fileutil
+import input_pipeline
+
+DOCSTART = "-DOCSTART-"
+OUTSIDE = "O"
+LABELS_FILE_NAME = "label_list.txt"
+
+# One sentence of a file: its words and tags (tags None without a tag column),
+# the 0-based indexes of its lines in the file, and its document number.
+Sentence = collections.namedtuple("Sentence", "words tags line_indexes document")
+
+# A read file: its lines (without line ends), its sentences and whether tags are given.
+ConllFile = collections.namedtuple("ConllFile", "path lines sentences has_tags")
+
+# One model input: ids/mask/segments/labels/weights of max_seq_length, the sentence it
+# belongs to and, for every weighted position, the index of the word it stands for.
+Feature = collections.namedtuple(
+    "Feature", "input_ids input_mask segment_ids label_ids label_weights sentence_index "
+               "word_at")
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+
+def _read_lines(path):
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    except tf.errors.NotFoundError:
+        raise ValueError("%s: no such file" % path) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ValueError("%s, line %d: not valid UTF-8" % (path, line)) from None
+    return text.splitlines()
+
+
+def read_conll(path, require_tags=True):
+    """Reads a CoNLL-layout file into a ConllFile.
+
+    Args:
+      path: the file.
+      require_tags: every token line must carry a tag (training, evaluation); when
+        False, a file of words only (one column) is read too, with tags None.
+
+    Raises:
+      ValueError naming file and line: a line with one column where tags are
+      needed, a file mixing tagged and untagged lines, or a file without words.
+    """
+    lines = _read_lines(path)
+    sentences, current, document = [], [], 0
+    columns_seen = set()
+
+    def close():
+        if current:
+            words = [w for _, w, _ in current]
+            tags = [t for _, _, t in current]
+            sentences.append(Sentence(words, tags, [i for i, _, _ in current], document))
+            del current[:]
+
+    for index, line in enumerate(lines):
+        cells = line.split()
+        if not cells:
+            close()
+            continue
+        if cells[0] == DOCSTART:
+            close()
+            document += 1
+            continue
+        if len(cells) == 1 and require_tags:
+            raise ValueError("%s, line %d: %r has one column; expected the word first and its "
+                             "tag last" % (path, index + 1, line))
+        columns_seen.add(len(cells) > 1)
+        if len(columns_seen) > 1:
+            raise ValueError("%s, line %d: some lines have a tag column and others do not"
+                             % (path, index + 1))
+        current.append((index, cells[0], cells[-1] if len(cells) > 1 else None))
+    close()
+    if not sentences:
+        raise ValueError("%s: no sentences (only blank or -DOCSTART- lines)" % path)
+    has_tags = columns_seen == {True}
+    if not has_tags:
+        sentences = [s._replace(tags=None) for s in sentences]
+    return ConllFile(path, lines, sentences, has_tags)
+
+
+# ---------------------------------------------------------------------------
+# Labels
+# ---------------------------------------------------------------------------
+
+def labels_from(conll_file):
+    """The label list of a training file: "O" first (when present), then sorted."""
+    tags = {t for s in conll_file.sentences for t in s.tags}
+    return ([OUTSIDE] if OUTSIDE in tags else []) + sorted(tags - {OUTSIDE})
+
+
+def write_labels(path, labels):
+    """Writes the label list, one per line (read back by read_labels)."""
+    with fileutil.atomic_open(path, "w") as f:
+        f.write("".join(label + "\n" for label in labels))
+
+
+def read_labels(path):
+    """The label list of a file written by write_labels (or a user's --labels_file)."""
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            labels = [line.strip() for line in f.read().splitlines() if line.strip()]
+    except tf.errors.NotFoundError:
+        raise ValueError("%s: no such labels file" % path) from None
+    if not labels or len(set(labels)) != len(labels):
+        raise ValueError("%s: expected distinct labels, one per line" % path)
+    return labels
+
+
+def check_tags(conll_file, labels):
+    """Every tag of a tagged file must be one of `labels`; else file and line are named."""
+    known = set(labels)
+    for sentence in conll_file.sentences:
+        for tag, index in zip(sentence.tags or (), sentence.line_indexes):
+            if tag not in known:
+                raise ValueError("%s, line %d: tag %r was not seen in training (labels: %s)"
+                                 % (conll_file.path, index + 1, tag, " ".join(labels)))
+
+
+# ---------------------------------------------------------------------------
+# Features
+# ---------------------------------------------------------------------------
+
+def word_pieces(conll_file, tokenizer):
+    """Per sentence, per word, its WordPiece tokens (in batches when the tokenizer can)."""
+    words = [w for s in conll_file.sentences for w in s.words]
+    batch = getattr(tokenizer, "tokenize_batch", None)
+    flat = [list(p) for p in batch(words)] if batch and words else [
+        tokenizer.tokenize(w) for w in words]
+    out, at = [], 0
+    for sentence in conll_file.sentences:
+        out.append(flat[at:at + len(sentence.words)])
+        at += len(sentence.words)
+    return out
+
+
+def _context(sentences, pieces, index, room):
+    """Pieces of the sentences before and after sentence `index` in its document, to
+    fill `room` positions, as evenly on both sides as the document allows."""
+    document = sentences[index].document
+    before, after = [], []
+    i = index - 1
+    while i >= 0 and sentences[i].document == document and len(before) < room:
+        before = [p for word in pieces[i] for p in word] + before
+        i -= 1
+    i = index + 1
+    while i < len(sentences) and sentences[i].document == document and len(after) < room:
+        after += [p for word in pieces[i] for p in word]
+        i += 1
+    left = min(len(before), max(room - len(after), room // 2))
+    right = min(len(after), room - left)
+    return before[len(before) - left:], after[:right]
+
+
+def sentence_features(sentences, pieces, index, labels, max_seq_length, doc_stride,
+                      tokenizer, document_context=False):
+    """The Features of sentence `index` (one per window)."""
+    sentence = sentences[index]
+    tokens, first_piece = [], []
+    for word_index, word in enumerate(pieces[index]):
+        if word:
+            first_piece.append((len(tokens), word_index))
+        tokens.extend(word)
+    first_of = dict(first_piece)
+    room = max_seq_length - 2
+    label_map = {label: i for i, label in enumerate(labels)}
+    before, after = [], []
+    if document_context and len(tokens) < room:
+        before, after = _context(sentences, pieces, index, room - len(tokens))
+    spans = input_pipeline.doc_spans(len(tokens), room, doc_stride) or [
+        input_pipeline.DocSpan(0, 0)]
+    features = []
+    for span_index, span in enumerate(spans):
+        window = ["[CLS]"] + before + tokens[span.start:span.start + span.length] + after + [
+            "[SEP]"]
+        offset = 1 + len(before) - span.start
+        label_ids = [0] * max_seq_length
+        weights = [0.0] * max_seq_length
+        word_at = {}
+        for position in range(span.start, span.start + span.length):
+            word_index = first_of.get(position)
+            if word_index is None or not input_pipeline.check_is_max_context(
+                    spans, span_index, position):
+                continue
+            word_at[position + offset] = word_index
+            weights[position + offset] = 1.0
+            if sentence.tags is not None:
+                label_ids[position + offset] = label_map[sentence.tags[word_index]]
+        ids = tokenizer.convert_tokens_to_ids(window)
+        pad = [0] * (max_seq_length - len(ids))
+        features.append(Feature(ids + pad, [1] * len(ids) + pad, [0] * max_seq_length,
+                                label_ids, weights, index, word_at))
+    return features
+
+
+def convert_file(conll_file, labels, max_seq_length, doc_stride, tokenizer,
+                 document_context=False):
+    """All Features of a file, sentence by sentence, window by window."""
+    if max_seq_length < 3:
+        raise ValueError("--max_seq_length=%d is too short: [CLS] word [SEP] needs at least 3"
+                         % max_seq_length)
+    if doc_stride < 1:
+        raise ValueError("--doc_stride=%d must be >= 1" % doc_stride)
+    pieces = word_pieces(conll_file, tokenizer)
+    features = []
+    for index in range(len(conll_file.sentences)):
+        features.extend(sentence_features(conll_file.sentences, pieces, index, labels,
+                                          max_seq_length, doc_stride, tokenizer,
+                                          document_context))
+    return features
+
+
+def record_spec(seq_length):
+    """Feature spec of the TFRecord files written by write_features."""
+    seq = tf.io.FixedLenFeature([seq_length], tf.int64)
+    return {"input_ids": seq, "input_mask": seq, "segment_ids": seq, "label_ids": seq,
+            "label_weights": tf.io.FixedLenFeature([seq_length], tf.float32)}
+
+
+def write_features(features, path):
+    """Writes Features to a TFRecord file (atomically); returns the count."""
+    with input_pipeline.RecordWriter(path) as writer:
+        for f in features:
+            writer.write({
+                "input_ids": input_pipeline.int_feature(f.input_ids),
+                "input_mask": input_pipeline.int_feature(f.input_mask),
+                "segment_ids": input_pipeline.int_feature(f.segment_ids),
+                "label_ids": input_pipeline.int_feature(f.label_ids),
+                "label_weights": input_pipeline.float_feature(f.label_weights),
+            })
+    return writer.num_written
+
+
+# ---------------------------------------------------------------------------
+# Predictions back onto the file
+# ---------------------------------------------------------------------------
+
+def sentence_predictions(conll_file, features, predicted_ids, labels):
+    """Per sentence, the predicted tag of every word ("O" for words with no piece).
+
+    predicted_ids: one [max_seq_length] array of label ids per feature, in order.
+    """
+    out = [[OUTSIDE] * len(s.words) for s in conll_file.sentences]
+    for feature, ids in zip(features, predicted_ids):
+        for position, word_index in feature.word_at.items():
+            out[feature.sentence_index][word_index] = labels[int(ids[position])]
+    return out
+
+
+def write_predictions(path, conll_file, predictions):
+    """The input file with each token line's predicted tag appended as the last column.
+
+    Blank and -DOCSTART- lines are kept, so conlleval reads the file as it is.
+    """
+    tag_of_line = {}
+    for sentence, tags in zip(conll_file.sentences, predictions):
+        for index, tag in zip(sentence.line_indexes, tags):
+            tag_of_line[index] = tag
+    with fileutil.atomic_open(path, "w") as f:
+        for index, line in enumerate(conll_file.lines):
+            if index in tag_of_line:
+                f.write("%s %s\n" % (line.rstrip(), tag_of_line[index]))
+            else:
+                f.write(line.rstrip() + "\n")

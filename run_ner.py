@@ -1,0 +1,305 @@
+"""Fine-tunes BERT for token tagging (named entities, CoNLL-2003) and evaluates it.
+
+The BERT paper's third fine-tuning shape, which the reference never shipped, built
+with run_classifier.py's habits (flags, checkpoints, TF2 flags, outputs):
+
+  CoNLL file (train.txt / dev.txt / test.txt in --data_dir, or --train_file,
+  --eval_file, --predict_file) -> sentences (ner_data.read_conll)
+    -> windows of --max_seq_length WordPieces, the first piece of each word labelled
+       (ner_data.convert_file) -> train/eval/predict.tf_record in --output_dir
+    -> BertTagger (a tag classifier on every token; or --feature_based: a BiLSTM over
+       frozen encoder layers), mean cross-entropy over the labelled pieces
+    -> eval_results.txt (entity precision / recall / F1 overall and per type, as
+       conlleval scores them; token accuracy; loss), eval_predictions.txt and
+       test_predictions.txt (each input line + its predicted tag as the last column).
+
+The label list comes from the training file (or --labels_file) and is written to
+output_dir/label_list.txt, so that --do_eval / --do_predict alone work later.
+
+  python run_ner.py --data_dir=$CONLL_DIR --vocab_file=$BERT_DIR/vocab.txt \
+    --bert_config_file=$BERT_DIR/bert_config.json --init_checkpoint=$BERT_DIR/bert_model.ckpt \
+    --do_lower_case=False --do_train --do_eval --do_predict --max_seq_length=128 \
+    --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3 --output_dir=/tmp/ner
+"""
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+import os
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+import fileutil
+import flags_common
+import input_pipeline
+import modeling
+import ner_data
+import ner_metrics
+import tokenization
+import training
+
+_SPLITS = {"train": ("train_file", "train.txt"), "eval": ("eval_file", "dev.txt"),
+           "predict": ("predict_file", "test.txt")}
+
+
+# ---------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------
+
+def define_flags(fv):
+    """Registers run_ner's flags on the FlagValues `fv`."""
+    def string(name, default, help_text):
+        flags.DEFINE_string(name, default, help_text, flag_values=fv)
+
+    string("data_dir", None, "Folder with train.txt, dev.txt and test.txt (CoNLL layout).")
+    string("train_file", None, "Training file (default: data_dir/train.txt).")
+    string("eval_file", None, "Evaluation file (default: data_dir/dev.txt).")
+    string("predict_file", None, "File to tag (default: data_dir/test.txt); may be "
+                                 "words only.")
+    string("labels_file", None, "Tag list, one per line (default: the training file's "
+                                "tags, saved as output_dir/label_list.txt).")
+    string("output_dir", None, "Where checkpoints, feature files and results are written.")
+    flags_common.define_model_flags(fv)
+    flags.DEFINE_integer("doc_stride", 128, "Distance between the starts of the windows over "
+                         "a sentence longer than one sequence.", flag_values=fv)
+    flags.DEFINE_bool("document_context", False, "Fill each window with the neighbouring "
+                      "sentences of the same document (the BERT paper's CoNLL setting); "
+                      "labels stay on the sentence itself.", flag_values=fv)
+    flags.DEFINE_bool("feature_based", False, "The paper's feature-based ablation: the "
+                      "encoder frozen, --layers concatenated into a two-layer BiLSTM.",
+                      flag_values=fv)
+    string("layers", "-1,-2,-3,-4", "--feature_based: the encoder layers to concatenate.")
+    flags.DEFINE_integer("lstm_units", 768, "--feature_based: LSTM units per direction.",
+                         flag_values=fv)
+    for name, help_text in (("do_train", "Fine-tune on the training file."),
+                            ("do_eval", "Evaluate on the evaluation file."),
+                            ("do_predict", "Tag the prediction file.")):
+        flags.DEFINE_bool(name, False, help_text, flag_values=fv)
+    for name, default in (("train_batch_size", 32), ("eval_batch_size", 8),
+                          ("predict_batch_size", 8)):
+        flags.DEFINE_integer(name, default, "Global %s." % name.replace("_", " "),
+                             flag_values=fv)
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", flag_values=fv)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.",
+                       flag_values=fv)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with a rising "
+                       "learning rate.", flag_values=fv)
+    flags_common.define_training_flags(fv)
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+def run(fv):
+    """Trains, evaluates and/or tags as the do_* flags ask; returns the eval results."""
+    bert_config = _check_flags(fv)
+    fileutil.prepare_output_dir(fv.output_dir)
+    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
+                                           do_lower_case=fv.do_lower_case)
+    # Every file the run needs is read (and so checked) before any work starts.
+    train = ner_data.read_conll(_path(fv, "train")) if fv.do_train else None
+    labels = _labels(fv, train)
+    evaluation = ner_data.read_conll(_path(fv, "eval")) if fv.do_eval else None
+    prediction = (ner_data.read_conll(_path(fv, "predict"), require_tags=False)
+                  if fv.do_predict else None)
+    for conll_file in (evaluation, prediction):
+        if conll_file is not None and conll_file.has_tags:
+            ner_data.check_tags(conll_file, labels)
+    task = _Task(fv, labels, tokenizer)
+    train_features = task.features(train) if train else None
+    num_train_steps, num_warmup_steps = (training.epoch_steps(
+        len(train_features), fv, "training windows in %s" % train.path) if train else (0, 0))
+
+    training.set_seed(fv.seed)
+    strategy = training.get_strategy(fv)
+    training.configure_precision(fv)
+    cfg = training.RunConfig.from_flags(
+        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
+        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+        init_checkpoint=fv.init_checkpoint)
+    runner = training.Runner(strategy, lambda: task.model(bert_config), cfg,
+                             for_training=fv.do_train)
+    if fv.do_train:
+        _train(fv, runner, task, train_features, num_train_steps)
+    results = _evaluate(fv, runner, task, evaluation) if fv.do_eval else None
+    if fv.do_predict:
+        _predict(fv, runner, task, prediction)
+    return results
+
+
+def _check_flags(fv):
+    """Checks the flags before any work; returns the BertConfig."""
+    flags_common.require(fv, ("vocab_file", "bert_config_file", "output_dir"))
+    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
+    if not (fv.do_train or fv.do_eval or fv.do_predict):
+        raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
+                         "--do_predict")
+    bert_config = flags_common.bert_config_from_flags(fv)
+    if fv.feature_based:
+        layers = _feature_layers(fv)
+        for index in layers:
+            if not -bert_config.num_hidden_layers <= index < bert_config.num_hidden_layers:
+                raise ValueError("--layers: %d is not a layer of a %d-layer model"
+                                 % (index, bert_config.num_hidden_layers))
+    return bert_config
+
+
+def _feature_layers(fv):
+    try:
+        return [int(x) for x in fv.layers.split(",")]
+    except ValueError:
+        raise ValueError("--layers must be comma-separated integers, got %r"
+                         % fv.layers) from None
+
+
+def _path(fv, split):
+    """The file of a split: its own flag, else the conventional name in --data_dir."""
+    flag, name = _SPLITS[split]
+    if getattr(fv, flag):
+        return getattr(fv, flag)
+    if not fv.data_dir:
+        raise ValueError("--%s or --data_dir is required for --do_%s" % (flag, split))
+    return os.path.join(fv.data_dir, name)
+
+
+def _labels(fv, train):
+    """The label list: --labels_file, else the training file's, else output_dir's."""
+    saved = os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME)
+    if fv.labels_file:
+        labels = ner_data.read_labels(fv.labels_file)
+        if train is not None:
+            ner_data.check_tags(train, labels)
+    elif train is not None:
+        labels = ner_data.labels_from(train)
+    elif tf.io.gfile.exists(saved):
+        return ner_data.read_labels(saved)
+    else:
+        raise ValueError("no label list: pass --labels_file, or --do_train, or an "
+                         "--output_dir holding %s from training" % ner_data.LABELS_FILE_NAME)
+    ner_data.write_labels(saved, labels)
+    return labels
+
+
+class _Task(object):
+    """What the train / evaluate / predict steps share: labels, features, model, loss."""
+
+    def __init__(self, fv, labels, tokenizer):
+        self.fv = fv
+        self.labels = labels
+        self.tokenizer = tokenizer
+        self.spec = ner_data.record_spec(fv.max_seq_length)
+
+    def features(self, conll_file):
+        """The windowed Features of a read file."""
+        return ner_data.convert_file(conll_file, self.labels, self.fv.max_seq_length,
+                                     self.fv.doc_stride, self.tokenizer,
+                                     self.fv.document_context)
+
+    def model(self, bert_config):
+        """A BertTagger for these labels (fine-tuned, or feature-based)."""
+        fv = self.fv
+        return modeling.BertTagger(
+            bert_config, len(self.labels), use_one_hot_embeddings=fv.use_tpu,
+            feature_layers=_feature_layers(fv) if fv.feature_based else None,
+            lstm_units=fv.lstm_units)
+
+    def loss_fn(self, model, features, is_training):
+        """Mean cross-entropy over the labelled pieces of the GLOBAL batch."""
+        logits = model(features, training=is_training)["logits"]
+        per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=features["label_ids"], logits=logits)
+        weights = features["label_weights"]
+        denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
+        loss = tf.reduce_sum(per_token * weights) / denominator * training.num_replicas()
+        return loss, {}
+
+    def predict_fn(self, model, features):
+        """Per position: the predicted label id and its loss against the given label."""
+        logits = model(features, training=False)["logits"]
+        per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=features["label_ids"], logits=logits)
+        return {"predicted": tf.argmax(logits, -1, output_type=tf.int32),
+                "loss": per_token * features["label_weights"],
+                "weights": features["label_weights"],
+                "is_real_example": features["is_real_example"]}
+
+    def run_model(self, runner, features, name, batch_size):
+        """Writes `name`.tf_record and returns (predicted ids per feature, loss sum, weight)."""
+        path = os.path.join(self.fv.output_dir, name + ".tf_record")
+        ner_data.write_features(features, path)
+
+        def dataset_fn(input_context=None):
+            return input_pipeline.make_dataset(
+                [path], self.spec, batch_size, is_training=False,
+                input_context=input_context, pad_final_batch=True)
+        predicted, loss, weight = [], 0.0, 0.0
+        for out in runner.predict(dataset_fn, self.predict_fn):
+            real = np.asarray(out["is_real_example"]) > 0
+            predicted.extend(np.asarray(out["predicted"])[real])
+            loss += float(np.sum(np.asarray(out["loss"], np.float64)[real]))
+            weight += float(np.sum(np.asarray(out["weights"], np.float64)[real]))
+        if len(predicted) != len(features):
+            raise RuntimeError("predicted %d windows, expected %d"
+                               % (len(predicted), len(features)))
+        return predicted, loss, weight
+
+
+def _train(fv, runner, task, features, num_train_steps):
+    """Writes train.tf_record and fine-tunes on it for num_train_steps steps."""
+    path = os.path.join(fv.output_dir, "train.tf_record")
+    ner_data.write_features(features, path)
+    logging.info("***** Running training *****")
+    logging.info("  Num windows = %d", len(features))
+    logging.info("  Batch size = %d", fv.train_batch_size)
+    logging.info("  Num steps = %d", num_train_steps)
+
+    def dataset_fn(input_context=None):
+        return input_pipeline.make_dataset(
+            [path], task.spec, fv.train_batch_size, is_training=True,
+            input_context=input_context, seed=fv.seed)
+    runner.train(dataset_fn, task.loss_fn, global_batch_size=fv.train_batch_size)
+
+
+def _evaluate(fv, runner, task, conll_file):
+    """Tags the evaluation file; writes eval_results.txt and eval_predictions.txt."""
+    features = task.features(conll_file)
+    logging.info("***** Running evaluation *****")
+    logging.info("  Num sentences = %d, windows = %d", len(conll_file.sentences),
+                 len(features))
+    predicted, loss, weight = task.run_model(runner, features, "eval", fv.eval_batch_size)
+    tags = ner_data.sentence_predictions(conll_file, features, predicted, task.labels)
+    ner_data.write_predictions(os.path.join(fv.output_dir, "eval_predictions.txt"),
+                               conll_file, tags)
+    scores = ner_metrics.score([s.tags for s in conll_file.sentences], tags)
+    result = {"eval_precision": np.float32(scores["precision"]),
+              "eval_recall": np.float32(scores["recall"]),
+              "eval_f1": np.float32(scores["f1"]),
+              "eval_accuracy": np.float32(scores["accuracy"]),
+              "eval_loss": np.float32(loss / weight if weight else 0.0),
+              "global_step": runner.global_step}
+    for kind, (_, _, f1, _) in scores["per_type"].items():
+        result["eval_f1_%s" % kind] = np.float32(f1)
+    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
+    return result
+
+
+def _predict(fv, runner, task, conll_file):
+    """Tags the prediction file into test_predictions.txt."""
+    features = task.features(conll_file)
+    logging.info("***** Running prediction *****")
+    logging.info("  Num sentences = %d, windows = %d", len(conll_file.sentences),
+                 len(features))
+    predicted, _, _ = task.run_model(runner, features, "predict", fv.predict_batch_size)
+    tags = ner_data.sentence_predictions(conll_file, features, predicted, task.labels)
+    path = os.path.join(fv.output_dir, "test_predictions.txt")
+    ner_data.write_predictions(path, conll_file, tags)
+    logging.info("Wrote the tags of %d sentences to %s", len(tags), path)
+
+
+def main():
+    flags_common.run_cli(define_flags, run)
+
+
+if __name__ == "__main__":
+    main()
