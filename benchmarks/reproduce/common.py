@@ -92,6 +92,47 @@ SQUAD = {
 }
 
 
+# CoNLL-2003 NER: the first sentences of train.txt / dev.txt (both sides, same files).
+CONLL = {
+    "dir": os.path.join(SHARED, "data", "conll2003"),
+    "num_train": 1000,
+    "num_dev": 500,
+    "max_seq_length": 128,
+    "train_batch_size": 32,
+    "eval_batch_size": 32,
+    "learning_rate": 1e-4,
+    "num_train_epochs": 2.0,
+    "warmup_proportion": 0.1,
+}
+
+
+def read_conll(path, limit=None):
+    """[(words, tags)] of a two-column CoNLL file (the first `limit` sentences)."""
+    sentences, words, tags = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f.read().splitlines() + [""]:
+            cells = line.split()
+            if cells and cells[0] != "-DOCSTART-":
+                words.append(cells[0])
+                tags.append(cells[-1])
+            elif words:
+                sentences.append((words, tags))
+                words, tags = [], []
+    return sentences[:limit] if limit else sentences
+
+
+def write_conll(path, sentences):
+    """Writes [(words, tags)] as a two-column CoNLL file."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join("".join("%s %s\n" % wt for wt in zip(*s)) for s in sentences))
+
+
+def conll_labels(sentences):
+    """The label list run_ner.py derives: "O" first, then sorted."""
+    tags = {t for _, ts in sentences for t in ts}
+    return ["O"] + sorted(tags - {"O"})
+
+
 def num_train_steps(num_examples, batch_size, epochs):
     """The step count run_classifier.py / run_squad.py use (the reference's formula)."""
     return int(num_examples / batch_size * epochs)
@@ -268,9 +309,9 @@ def side_parser(description, model_dir_help):
     """The command line both sides share (ours.py and peer.py add their own flags)."""
     import argparse  # pylint: disable=import-outside-toplevel
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("mode", choices=["glue", "squad"])
+    parser.add_argument("mode", choices=["glue", "squad", "ner"])
     parser.add_argument("--task", help="a key of common.TASKS (glue mode)")
-    parser.add_argument("--data_dir", help="the task's subset folder (glue mode)")
+    parser.add_argument("--data_dir", help="the task's subset folder (glue and ner modes)")
     parser.add_argument("--train_file", help="squad mode")
     parser.add_argument("--predict_file", help="squad mode")
     parser.add_argument("--model_dir", required=True, help=model_dir_help)

@@ -19,6 +19,8 @@ and LayerNorm, eps 1e-6, then one of two optimisers:
 
   .venv-reproduce/bin/python benchmarks/reproduce/peer.py glue --task=mrpc \
       --data_dir=/tmp/x/MRPC --model_dir=... --seed=1 --output=/tmp/x/peer.json
+  .venv-reproduce/bin/python benchmarks/reproduce/peer.py ner --data_dir=/tmp/x/conll \
+      --model_dir=... --seed=1 --output=/tmp/x/peer.json
   .venv-reproduce/bin/python benchmarks/reproduce/peer.py squad --train_file=... \
       --predict_file=... --model_dir=... --seed=1 --output=/tmp/x/peer.json
 """
@@ -535,6 +537,81 @@ def run_squad(args):
     common.write_result(args.output, result)
 
 
+# ---------------------------------------------------------------------------
+# CoNLL-2003 NER (token tagging)
+# ---------------------------------------------------------------------------
+
+def _ner_tensors(tokenizer, sentences, labels, max_seq_length):
+    """First-piece labels (-100 elsewhere), as run_ner.py labels its windows.
+
+    Returns (tensors, per sentence the position of each word's first piece or None).
+    Sentences of this subset fit in one window at CONLL["max_seq_length"] (checked).
+    """
+    ids, mask, tags, firsts = [], [], [], []
+    for words, gold in sentences:
+        pieces, label_row, first = ["[CLS]"], [-100], []
+        for word, tag in zip(words, gold):
+            word_pieces = tokenizer.tokenize(word)
+            first.append(len(pieces) if word_pieces else None)
+            pieces += word_pieces
+            label_row += [labels.index(tag)] + [-100] * (len(word_pieces) - 1) \
+                if word_pieces else []
+        if len(pieces) + 1 > max_seq_length:
+            raise ValueError("a sentence of %d pieces does not fit" % len(pieces))
+        pieces.append("[SEP]")
+        label_row.append(-100)
+        pad = max_seq_length - len(pieces)
+        ids.append(tokenizer.convert_tokens_to_ids(pieces) + [0] * pad)
+        mask.append([1] * len(pieces) + [0] * pad)
+        tags.append(label_row + [-100] * pad)
+        firsts.append(first)
+    tensors = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask),
+               "token_type_ids": torch.zeros(len(ids), max_seq_length, dtype=torch.long),
+               "labels": torch.tensor(tags)}
+    return tensors, firsts
+
+
+def run_ner(args):
+    """BertForTokenClassification on the CoNLL subset; writes the predicted tags."""
+    from transformers import BertForTokenClassification  # pylint: disable=import-outside-toplevel
+    cfg = common.CONLL
+    wall_start = time.time()
+    _seed_everything(args.seed)
+    tokenizer = _tokenizer(args.model_dir)
+    train = common.read_conll(os.path.join(args.data_dir, "train.txt"))
+    dev = common.read_conll(os.path.join(args.data_dir, "dev.txt"))
+    labels = common.conll_labels(train)
+    train_t, _ = _ner_tensors(tokenizer, train, labels, cfg["max_seq_length"])
+    dev_t, dev_firsts = _ner_tensors(tokenizer, dev, labels, cfg["max_seq_length"])
+    model = BertForTokenClassification.from_pretrained(
+        args.model_dir, num_labels=len(labels), hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1, classifier_dropout=0.1)
+    _init_head(model.classifier, args.optimizer)
+    steps = common.num_train_steps(len(train), cfg["train_batch_size"], cfg["num_train_epochs"])
+    warmup = common.num_warmup_steps(steps, cfg["warmup_proportion"])
+    train_s, last_loss = _train(model, train_t, cfg["train_batch_size"], steps, warmup,
+                                cfg["learning_rate"], args.seed, args.optimizer,
+                                args.data_order)
+    model.eval()
+    eval_start = time.time()
+    predicted = []
+    with torch.no_grad():
+        inputs = {k: v for k, v in dev_t.items() if k != "labels"}
+        for lo in range(0, len(dev), cfg["eval_batch_size"]):
+            out = model(**{k: v[lo:lo + cfg["eval_batch_size"]] for k, v in inputs.items()})
+            predicted.extend(out.logits.argmax(-1).numpy().tolist())
+    tags = [[labels[row[p]] if p is not None else "O" for p in first]
+            for row, first in zip(predicted, dev_firsts)]
+    eval_s = time.time() - eval_start
+    result = {"side": _side(args), "optimizer": args.optimizer, "task": "conll",
+              "seed": args.seed, "tags": tags, "num_train_sentences": len(train),
+              "num_train_steps": steps, "train_seconds": train_s, "eval_seconds": eval_s,
+              "train_examples_per_second": steps * cfg["train_batch_size"] / train_s,
+              "eval_examples_per_second": len(dev) / eval_s,
+              "final_train_loss": last_loss, "wall_seconds": time.time() - wall_start}
+    common.write_result(args.output, result)
+
+
 def _side(args):
     """The name of this side in the results (run_all.py's --sides)."""
     if args.optimizer == "hf":
@@ -557,6 +634,8 @@ def main():
     torch.set_num_interop_threads(1)
     if args.mode == "glue":
         run_glue(args)
+    elif args.mode == "ner":
+        run_ner(args)
     else:
         run_squad(args)
 

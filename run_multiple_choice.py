@@ -1,0 +1,214 @@
+"""Fine-tunes BERT on multiple-choice questions (SWAG) and evaluates it.
+
+The BERT paper's fourth fine-tuning shape, which the reference never shipped, built
+with run_classifier.py's habits:
+
+  SWAG CSV (--task_name=swag: train.csv / val.csv / test.csv in --data_dir) or JSON
+  lines (--task_name=jsonl: train.jsonl / dev.jsonl / test.jsonl)
+    -> per choice [CLS] context [SEP] (question +) ending [SEP] (multiple_choice_data)
+    -> train/eval/predict.tf_record of [num_choices, max_seq_length] per example
+    -> BertMultipleChoice: the B x C sequences through BERT as one batch, a score per
+       choice from the pooled output, softmax over the C choices, cross-entropy
+    -> eval_results.txt (eval_accuracy, eval_loss, global_step) and test_results.tsv
+       (the C probabilities of each test example, like run_classifier's).
+
+  python run_multiple_choice.py --task_name=swag --data_dir=$SWAG_DIR \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_train --do_eval --max_seq_length=128 \
+    --train_batch_size=16 --learning_rate=2e-5 --num_train_epochs=3 --output_dir=/tmp/swag
+"""
+import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+import os
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+import fileutil
+import flags_common
+import input_pipeline
+import modeling
+import multiple_choice_data
+import tokenization
+import training
+
+_REQUIRED_FLAGS = ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
+
+
+def define_flags(fv):
+    """Registers run_multiple_choice's flags on the FlagValues `fv`."""
+    flags.DEFINE_string("data_dir", None, "Folder with the task's files (see the module "
+                        "docstring).", flag_values=fv)
+    flags.DEFINE_string("task_name", None, "swag (SWAG's CSV) or jsonl (JSON lines).",
+                        flag_values=fv)
+    flags.DEFINE_string("output_dir", None, "Where checkpoints, feature files and results "
+                        "are written.", flag_values=fv)
+    flags_common.define_model_flags(fv)
+    for name, help_text in (("do_train", "Fine-tune on the training split."),
+                            ("do_eval", "Evaluate on the dev split."),
+                            ("do_predict", "Write choice probabilities for the test split.")):
+        flags.DEFINE_bool(name, False, help_text, flag_values=fv)
+    for name, default in (("train_batch_size", 32), ("eval_batch_size", 8),
+                          ("predict_batch_size", 8)):
+        flags.DEFINE_integer(name, default, "Global %s (questions)." % name.replace("_", " "),
+                             flag_values=fv)
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", flag_values=fv)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training questions.",
+                       flag_values=fv)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with a rising "
+                       "learning rate.", flag_values=fv)
+    flags_common.define_training_flags(fv)
+
+
+def run(fv):
+    """Trains, evaluates and/or predicts as the do_* flags ask; returns the eval results."""
+    bert_config = _check_flags(fv)
+    fileutil.prepare_output_dir(fv.output_dir)
+    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
+                                           do_lower_case=fv.do_lower_case)
+    # Every split the run needs is read (and so checked) before any work starts.
+    splits = {name: multiple_choice_data.read_examples(fv.task_name, fv.data_dir, name)
+              for name, wanted in (("train", fv.do_train), ("dev", fv.do_eval),
+                                   ("test", fv.do_predict)) if wanted}
+    num_choices = {len(examples[0].choices) for examples in splits.values()}
+    if len(num_choices) != 1:
+        raise ValueError("the splits of --data_dir=%s have different numbers of choices: %s"
+                         % (fv.data_dir, sorted(num_choices)))
+    task = _Task(fv, tokenizer, num_choices.pop())
+    num_train_steps, num_warmup_steps = (training.epoch_steps(
+        len(splits["train"]), fv, "training questions in --data_dir=%s" % fv.data_dir)
+        if fv.do_train else (0, 0))
+
+    training.set_seed(fv.seed)
+    strategy = training.get_strategy(fv)
+    training.configure_precision(fv)
+    cfg = training.RunConfig.from_flags(
+        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
+        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+        init_checkpoint=fv.init_checkpoint)
+    runner = training.Runner(
+        strategy, lambda: modeling.BertMultipleChoice(bert_config, fv.use_tpu), cfg,
+        for_training=fv.do_train)
+    if fv.do_train:
+        _train(fv, runner, task, splits["train"], num_train_steps)
+    results = _evaluate(fv, runner, task, splits["dev"]) if fv.do_eval else None
+    if fv.do_predict:
+        _predict(fv, runner, task, splits["test"])
+    return results
+
+
+def _check_flags(fv):
+    """Checks the flags before any work; returns the BertConfig."""
+    flags_common.require(fv, _REQUIRED_FLAGS)
+    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
+    if not (fv.do_train or fv.do_eval or fv.do_predict):
+        raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
+                         "--do_predict")
+    if fv.task_name.lower() not in multiple_choice_data.TASKS:
+        raise ValueError("unknown --task_name %r; known: %s"
+                         % (fv.task_name, ", ".join(multiple_choice_data.TASKS)))
+    return flags_common.bert_config_from_flags(fv)
+
+
+class _Task(object):
+    """What the train / evaluate / predict steps share: features, loss and outputs."""
+
+    def __init__(self, fv, tokenizer, num_choices):
+        self.fv = fv
+        self.tokenizer = tokenizer
+        self.num_choices = num_choices
+        self.spec = multiple_choice_data.record_spec(num_choices, fv.max_seq_length)
+
+    def write(self, examples, name):
+        """Writes output_dir/`name`.tf_record; returns its path."""
+        path = os.path.join(self.fv.output_dir, name + ".tf_record")
+        multiple_choice_data.write_features(examples, path, self.fv.max_seq_length,
+                                            self.tokenizer)
+        return path
+
+    @staticmethod
+    def loss_fn(model, features, is_training):
+        """Mean cross-entropy over this replica's questions (see training.Runner.train)."""
+        logits = model(features, training=is_training)["logits"]
+        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=features["label_ids"], logits=logits)
+        return tf.reduce_mean(per_example), {}
+
+    @staticmethod
+    def predict_fn(model, features):
+        """Choice probabilities and the per-question loss."""
+        logits = model(features, training=False)["logits"]
+        return {"probabilities": tf.nn.softmax(logits, axis=-1),
+                "per_example_loss": tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=features["label_ids"], logits=logits),
+                "label_ids": features["label_ids"],
+                "is_real_example": features["is_real_example"]}
+
+    def outputs(self, runner, path, batch_size, count):
+        """The predict_fn outputs of the real rows of `path`, in order, concatenated."""
+        def dataset_fn(input_context=None):
+            return input_pipeline.make_dataset(
+                [path], self.spec, batch_size, is_training=False,
+                input_context=input_context, pad_final_batch=True)
+        parts = {}
+        for out in runner.predict(dataset_fn, self.predict_fn):
+            real = np.asarray(out["is_real_example"]) > 0
+            for key in ("probabilities", "per_example_loss", "label_ids"):
+                parts.setdefault(key, []).append(np.asarray(out[key])[real])
+        merged = {key: np.concatenate(value) for key, value in parts.items()}
+        if len(merged.get("label_ids", ())) != count:
+            raise RuntimeError("predicted %d questions, expected %d"
+                               % (len(merged.get("label_ids", ())), count))
+        return merged
+
+
+def _train(fv, runner, task, examples, num_train_steps):
+    """Writes train.tf_record and fine-tunes on it for num_train_steps steps."""
+    path = task.write(examples, "train")
+    logging.info("***** Running training *****")
+    logging.info("  Num questions = %d (%d choices)", len(examples), task.num_choices)
+    logging.info("  Batch size = %d", fv.train_batch_size)
+    logging.info("  Num steps = %d", num_train_steps)
+
+    def dataset_fn(input_context=None):
+        return input_pipeline.make_dataset(
+            [path], task.spec, fv.train_batch_size, is_training=True,
+            input_context=input_context, seed=fv.seed)
+    runner.train(dataset_fn, task.loss_fn, global_batch_size=fv.train_batch_size)
+
+
+def _evaluate(fv, runner, task, examples):
+    """Scores the dev split; writes eval_results.txt."""
+    path = task.write(examples, "eval")
+    logging.info("***** Running evaluation *****")
+    logging.info("  Num questions = %d", len(examples))
+    out = task.outputs(runner, path, fv.eval_batch_size, len(examples))
+    predictions = np.argmax(out["probabilities"], axis=-1)
+    result = {"eval_accuracy": np.float32(np.mean(predictions == out["label_ids"])),
+              "eval_loss": np.float32(np.mean(out["per_example_loss"])),
+              "global_step": runner.global_step}
+    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
+    return result
+
+
+def _predict(fv, runner, task, examples):
+    """Writes test_results.tsv: the choice probabilities of each test question."""
+    path = task.write(examples, "predict")
+    logging.info("***** Running prediction *****")
+    logging.info("  Num questions = %d", len(examples))
+    out = task.outputs(runner, path, fv.predict_batch_size, len(examples))
+    output_path = os.path.join(fv.output_dir, "test_results.tsv")
+    with fileutil.atomic_open(output_path, "w") as writer:
+        for row in np.asarray(out["probabilities"], np.float32):
+            # str() of float32 values: run_classifier's (and the reference's) format.
+            writer.write("\t".join("%s" % v for v in row) + "\n")
+    logging.info("Wrote %d predictions to %s", len(examples), output_path)
+
+
+def main():
+    flags_common.run_cli(define_flags, run)
+
+
+if __name__ == "__main__":
+    main()

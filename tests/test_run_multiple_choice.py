@@ -1,0 +1,178 @@
+"""run_multiple_choice.py and multiple_choice_data.py: SWAG CSV, JSON lines, model, runs."""
+import csv
+import io
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+import flags_common
+import modeling
+import multiple_choice_data as mcd
+import run_multiple_choice
+import tokenization
+
+_ANIMALS = ["cat", "dog", "bird", "fish", "cow", "pig"]
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "sat", "ran", "on",
+          "mat", "then", "it", ",", ".", "saw", "went", "home"] + _ANIMALS
+_TINY = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
+         "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
+         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+         "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02}
+_HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+           "ending0", "ending1", "ending2", "ending3", "label"]
+
+
+def _write(path, text):
+    path = str(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path
+
+
+def _swag_csv(rows, test=False):
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(_HEADER[:-1] if test else _HEADER)
+    for i, (sent1, sent2, endings, label) in enumerate(rows):
+        row = [str(i), "v%d" % i, "0", sent1 + " " + sent2, sent1, sent2, "gold"] + endings
+        writer.writerow(row if test else row + [str(label)])
+    return out.getvalue()
+
+
+def _synthetic(n, seed):
+    """The right ending names the animal of the context; the others name other animals."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        animals = rng.sample(_ANIMALS, 4)
+        label = rng.randrange(4)
+        rows.append(("the %s sat on the mat ." % animals[label], "then it",
+                     ["saw the %s ." % a for a in animals], label))
+    return rows
+
+
+@pytest.fixture
+def tokenizer(tmp_path):
+    return tokenization.FullTokenizer(_write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"))
+
+
+def test_swag_csv_with_quoted_commas_and_an_unlabelled_test_split(tmp_path):
+    rows = [("The cat, calm, sat.", "Then it", ["ran home.", "sat, again.", "saw a dog.",
+                                                 "went."], 2)]
+    train = mcd.read_swag(_write(tmp_path / "train.csv", _swag_csv(rows)))
+    assert train == [mcd.Example("0", "The cat, calm, sat.",
+                                 ["Then it ran home.", "Then it sat, again.",
+                                  "Then it saw a dog.", "Then it went."], 2)]
+    test = mcd.read_swag(_write(tmp_path / "test.csv", _swag_csv(rows, test=True)),
+                         is_test=True)
+    assert test[0].label is None and test[0].choices == train[0].choices
+
+
+def test_jsonl_any_fixed_number_of_choices(tmp_path):
+    lines = [{"context": "c%d" % i, "question": "q", "endings": ["e%d" % j for j in range(5)],
+              "label": i % 5} for i in range(3)]
+    examples = mcd.read_jsonl(_write(tmp_path / "dev.jsonl",
+                                     "\n".join(json.dumps(x) for x in lines) + "\n"))
+    assert [len(e.choices) for e in examples] == [5, 5, 5]
+    assert examples[1].choices[0] == "q e0" and examples[2].label == 2
+    three = mcd.read_jsonl(_write(tmp_path / "t.jsonl", json.dumps(
+        {"context": "c", "endings": ["a", "b", "c"]}) + "\n"), is_test=True)
+    assert three[0].choices == ["a", "b", "c"] and three[0].label is None
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("train.csv", _swag_csv([("a", "b", ["x", "", "y", "z"], 0)]), r"line 2: ending1 is empty"),
+    ("train.csv", _swag_csv([("a", "b", ["x", "w", "y", "z"], 4)]),
+     r"line 2: label '4' is not a choice index"),
+    ("train.csv", _swag_csv([("a", "b", ["x", "w", "y", "z"], "one")]),
+     r"line 2: label 'one' is not an integer"),
+    ("train.jsonl", '{"context": "c", "endings": ["a", "b"], "label": 0}\n{"context": \n',
+     r"line 2: not valid JSON"),
+    ("train.jsonl", '{"context": "c", "endings": ["a", "b"], "label": 0}\n'
+                    '{"context": "c", "endings": ["a", "b", "c"], "label": 0}\n',
+     r"line 2: 3 endings, earlier lines have 2"),
+    ("train.jsonl", '{"context": "c", "endings": ["a", "b"], "label": 2}\n',
+     r"line 1: label 2 is not a choice index"),
+    ("train.jsonl", "\n\n", r"no examples"),
+])
+def test_bad_input_names_file_and_line(tmp_path, name, text, message):
+    path = _write(tmp_path / name, text)
+    read = mcd.read_swag if name.endswith(".csv") else mcd.read_jsonl
+    with pytest.raises(ValueError, match=name.replace(".", r"\.") + ".*" + message):
+        read(path)
+
+
+def test_each_choice_is_packed_as_a_pair(tokenizer):
+    example = mcd.Example("0", "the cat sat on the mat .", ["then it ran", "then it saw a dog"],
+                          0)
+    ids, mask, segments = mcd.example_features(example, 12, tokenizer)
+    tokens = [tokenizer.convert_ids_to_tokens(row[:sum(m)]) for row, m in zip(ids, mask)]
+    # 9 positions for the pair: one token at a time from the end of the longer text, b on
+    # ties (7 + 3: the context loses "."; 7 + 5: "." and "mat", then "dog" on the tie).
+    assert tokens[0] == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]", "then",
+                         "it", "ran", "[SEP]"]
+    assert tokens[1] == ["[CLS]", "the", "cat", "sat", "on", "the", "[SEP]", "then", "it",
+                         "saw", "a", "[SEP]"]
+    assert segments[1] == [0] * 7 + [1] * 5
+
+
+def test_choices_run_as_one_batch_equal_each_choice_alone():
+    config = modeling.BertConfig.from_dict(_TINY)
+    model = modeling.BertMultipleChoice(config)
+    rng = np.random.RandomState(0)
+    features = {"input_ids": rng.randint(1, len(_VOCAB), [2, 3, 7]).astype(np.int32),
+                "input_mask": np.ones([2, 3, 7], np.int32),
+                "segment_ids": np.zeros([2, 3, 7], np.int32)}
+    logits = model(features)["logits"].numpy()
+    assert logits.shape == (2, 3)
+    for c in range(3):
+        single = {k: v[:, c] for k, v in features.items()}
+        pooled = model.bert(single["input_ids"], single["input_mask"],
+                            single["segment_ids"])["pooled_output"]
+        np.testing.assert_allclose(logits[:, c], model.scorer(pooled).numpy()[:, 0],
+                                   atol=1e-5)
+
+
+def _flags(tmp_path, data, out, *extra):
+    config = _write(tmp_path / "bert_config.json", json.dumps(_TINY))
+    vocab = _write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n")
+    return flags_common.parse_flags(run_multiple_choice.define_flags, [
+        "--task_name=swag", "--data_dir=%s" % data, "--vocab_file=%s" % vocab,
+        "--bert_config_file=%s" % config, "--output_dir=%s" % out, "--max_seq_length=20",
+        "--train_batch_size=8", "--eval_batch_size=5", "--predict_batch_size=5",
+        "--learning_rate=2e-3", "--seed=1", "--save_checkpoints_steps=10000"] + list(extra))
+
+
+@pytest.mark.slow
+def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
+    data = tmp_path / "swag"
+    _write(data / "train.csv", _swag_csv(_synthetic(96, 1)))
+    _write(data / "val.csv", _swag_csv(_synthetic(40, 2)))
+    _write(data / "test.csv", _swag_csv(_synthetic(13, 3), test=True))
+    result = run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "out", "--do_train",
+                                            "--do_eval", "--do_predict",
+                                            "--num_train_epochs=25"))
+    assert result["eval_accuracy"] >= 0.8  # chance: 0.25
+    assert result["global_step"] == 300
+    assert "eval_accuracy = " in (tmp_path / "out" / "eval_results.txt").read_text()
+    lines = (tmp_path / "out" / "test_results.tsv").read_text().splitlines()
+    assert len(lines) == 13
+    for line in lines:
+        probabilities = [float(v) for v in line.split("\t")]
+        assert len(probabilities) == 4 and sum(probabilities) == pytest.approx(1, abs=1e-5)
+
+
+def test_run_errors(tmp_path):
+    data = tmp_path / "swag"
+    _write(data / "train.csv", _swag_csv(_synthetic(4, 1)))
+    with pytest.raises(ValueError, match="unknown --task_name 'race'"):
+        run_multiple_choice.run(flags_common.parse_flags(
+            run_multiple_choice.define_flags,
+            ["--task_name=race", "--data_dir=x", "--vocab_file=v", "--bert_config_file=c",
+             "--output_dir=%s" % tmp_path, "--do_train"]))
+    with pytest.raises(ValueError, match=r"val\.csv: no such file"):
+        run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "out", "--do_eval"))
