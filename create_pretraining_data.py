@@ -1064,6 +1064,8 @@ def run(fv):
     output_files = [p.strip() for p in fv.output_file.split(",") if p.strip()]
     if not output_files:
         raise ValueError("--output_file is required")
+    for path in output_files:
+        fileutil.check_output_file(path, "--output_file")
     return write_pretraining_data(input_files, output_files, fv.vocab_file,
                                   PretrainingOptions.from_flags(fv),
                                   do_lower_case=fv.do_lower_case,

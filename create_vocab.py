@@ -166,6 +166,7 @@ def run(fv):
         raise ValueError("--input_file is required")
     if not fv.output_file:
         raise ValueError("--output_file is required")
+    fileutil.check_output_file(fv.output_file, "--output_file")
     if fv.num_unused < 0:
         raise ValueError("--num_unused must be >= 0, got %d" % fv.num_unused)
     if fv.min_count < 1:

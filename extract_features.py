@@ -235,8 +235,7 @@ def _chunks(iterable, size):
 def run(fv):
     """Reads --input_file, writes --output_file; returns the number of lines written."""
     bert_config, layer_indexes = _check_flags(fv)
-    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
-                                           do_lower_case=fv.do_lower_case)
+    tokenizer = flags_common.tokenizer_from_flags(fv)
     # Full float32 matmuls (no TF32 on recent GPUs): the values are written with
     # 6 decimals and should be those of the original float32 model.
     tf.config.experimental.enable_tensor_float_32_execution(False)
@@ -254,6 +253,7 @@ def _check_flags(fv):
         raise ValueError("--batch_size must be positive")
     if not tf.io.gfile.exists(fv.input_file):
         raise ValueError("--input_file %s does not exist" % fv.input_file)
+    fileutil.check_output_file(fv.output_file, "--output_file")
     bert_config = flags_common.bert_config_from_flags(fv)
     layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
     if fv.max_seq_length < 3:

@@ -11,6 +11,7 @@ from absl import flags
 
 import modeling
 import startup
+import tokenization
 
 
 def define_tpu_flags(fv, with_tpu_name=True):
@@ -85,6 +86,21 @@ def bert_config_from_flags(fv):
             "(max_position_embeddings in --bert_config_file=%s)"
             % (max_seq_length, bert_config.max_position_embeddings, fv.bert_config_file))
     return bert_config
+
+
+def tokenizer_from_flags(fv, required=("[CLS]", "[SEP]", "[UNK]")):
+    """The FullTokenizer of --vocab_file / --do_lower_case, checked for BERT's tokens.
+
+    A vocabulary without [CLS], [SEP] or [UNK] would fail later with a KeyError
+    deep in feature conversion; here it is one line naming the flag.
+    """
+    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
+                                           do_lower_case=fv.do_lower_case)
+    missing = [token for token in required if token not in tokenizer.vocab]
+    if missing:
+        raise ValueError("--vocab_file=%s has no %s token" % (fv.vocab_file,
+                                                            " / ".join(missing)))
+    return tokenizer
 
 
 def define_training_flags(fv):

@@ -157,8 +157,7 @@ def run(fv):
     """Trains, evaluates and/or predicts as the do_* flags ask."""
     processor, bert_config = _check_flags(fv)
     fileutil.prepare_output_dir(fv.output_dir)
-    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
-                                           do_lower_case=fv.do_lower_case)
+    tokenizer = flags_common.tokenizer_from_flags(fv)
     # Read (and so check) every data file the run needs before any work starts.
     source = "--task_name=%s data in --data_dir=%s" % (fv.task_name, fv.data_dir)
     train_examples = processor.get_train_examples(fv.data_dir) if fv.do_train else None

@@ -65,8 +65,7 @@ def run(fv):
     """Trains, evaluates and/or predicts as the do_* flags ask; returns the eval results."""
     bert_config = _check_flags(fv)
     fileutil.prepare_output_dir(fv.output_dir)
-    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
-                                           do_lower_case=fv.do_lower_case)
+    tokenizer = flags_common.tokenizer_from_flags(fv)
     # Every split the run needs is read (and so checked) before any work starts.
     splits = {name: multiple_choice_data.read_examples(fv.task_name, fv.data_dir, name)
               for name, wanted in (("train", fv.do_train), ("dev", fv.do_eval),

@@ -295,8 +295,7 @@ def _evaluate(fv, articles, squad_predictions):
 def run(fv):
     """The whole run: optional training, then optional prediction and scoring."""
     bert_config = _check_flags(fv)
-    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
-                                           do_lower_case=fv.do_lower_case)
+    tokenizer = flags_common.tokenizer_from_flags(fv)
     # Both files are read before anything long runs, so bad input fails early.
     train_examples = eval_examples = eval_articles = None
     if fv.do_train:
