@@ -2,9 +2,14 @@
 
 The files: one token per line, whitespace-separated columns, the word first and
 its tag last (CoNLL-2003's `WORD POS CHUNK TAG` and the common `WORD TAG` read
-alike), a blank line between sentences, `-DOCSTART-` lines between documents.
-Tags may be IOB1 or IOB2 (or IOBES): they are learned as they are, and the
-metric (ner_metrics.py) scores entities, which reads the schemes alike.
+alike), a blank line between sentences, `-DOCSTART-` lines between documents (a
+file without them is one document). Tags may be IOB1 or IOB2 (or IOBES): they
+are learned as they are, and the metric (ner_metrics.py) scores entities, which
+reads the schemes alike. A file to tag may hold words only (one column).
+
+The label list is the training file's tags, "O" first, the others sorted; it is
+saved as output_dir/label_list.txt (LABELS_FILE_NAME) and read back by runs that
+do not train.
 
 Features follow BERT's recipe for tagging: every word is WordPiece-tokenized
 with the reference's FullTokenizer, the first piece of a word carries the word's
@@ -12,14 +17,16 @@ label and the rest, [CLS], [SEP] and the padding carry none (weight 0). No word
 is dropped: a sentence longer than one sequence is cut into windows
 `doc_stride` pieces apart, and each word counts (loss, metric, prediction) in
 the window where it has the most context, the rule run_squad uses for answers
-(input_pipeline.check_is_max_context). A word that tokenizes to nothing has no
-piece: it is predicted "O".
+(input_pipeline.check_is_max_context). A word that tokenizes to nothing (a
+control character, say) has no piece and is predicted "O".
 
-With document context (the BERT paper's CoNLL setting), each window of a sentence
-is filled with the pieces of the sentences around it in the same document,
-labels only on the sentence itself.
+With document context (the BERT paper's CoNLL setting), a sentence that fits in
+one window is surrounded by the pieces of the sentences before and after it in
+the same document, as many as fit, labels only on the sentence itself; a
+sentence cut into windows gets none.
 """
 import collections
+import re
 
 import tensorflow as tf
 
@@ -29,6 +36,12 @@ import input_pipeline
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
 LABELS_FILE_NAME = "label_list.txt"
+
+# Columns are split on ASCII blanks only, and lines on "\n" only (as conlleval does):
+# Python's own split() and splitlines() also break on characters such as U+0085 or
+# U+2028, which a word may contain.
+_BLANKS = " \t\r\f\v"
+_COLUMN_SPLIT = re.compile("[%s]+" % _BLANKS)
 
 # One sentence of a file: its words and tags (tags None without a tag column),
 # the 0-based indexes of its lines in the file, and its document number.
@@ -49,17 +62,21 @@ Feature = collections.namedtuple(
 # ---------------------------------------------------------------------------
 
 def _read_lines(path):
+    """The lines of a UTF-8 file, without their ends; errors name the file (and line)."""
     try:
         with tf.io.gfile.GFile(path, "rb") as f:
             data = f.read()
     except tf.errors.NotFoundError:
         raise ValueError("%s: no such file" % path) from None
+    except tf.errors.OpError as e:
+        raise ValueError("%s: cannot be read (%s)" % (path, e.message)) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise ValueError("%s, line %d: not valid UTF-8" % (path, line)) from None
-    return text.splitlines()
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and not lines[-1] else lines
 
 
 def read_conll(path, require_tags=True):
@@ -77,22 +94,14 @@ def read_conll(path, require_tags=True):
     lines = _read_lines(path)
     sentences, current, document = [], [], 0
     columns_seen = set()
-
-    def close():
-        if current:
-            words = [w for _, w, _ in current]
-            tags = [t for _, _, t in current]
-            sentences.append(Sentence(words, tags, [i for i, _, _ in current], document))
-            del current[:]
-
     for index, line in enumerate(lines):
-        cells = line.split()
-        if not cells:
-            close()
-            continue
-        if cells[0] == DOCSTART:
-            close()
-            document += 1
+        stripped = line.strip(_BLANKS)
+        cells = _COLUMN_SPLIT.split(stripped) if stripped else []
+        if not cells or cells[0] == DOCSTART:
+            if current:
+                sentences.append(_sentence(current, document))
+                current = []
+            document += 1 if cells else 0
             continue
         if len(cells) == 1 and require_tags:
             raise ValueError("%s, line %d: %r has one column; expected the word first and its "
@@ -102,7 +111,8 @@ def read_conll(path, require_tags=True):
             raise ValueError("%s, line %d: some lines have a tag column and others do not"
                              % (path, index + 1))
         current.append((index, cells[0], cells[-1] if len(cells) > 1 else None))
-    close()
+    if current:
+        sentences.append(_sentence(current, document))
     if not sentences:
         raise ValueError("%s: no sentences (only blank or -DOCSTART- lines)" % path)
     has_tags = columns_seen == {True}
@@ -111,12 +121,24 @@ def read_conll(path, require_tags=True):
     return ConllFile(path, lines, sentences, has_tags)
 
 
+def _sentence(token_lines, document):
+    """A Sentence from (line index, word, tag) triples."""
+    return Sentence([w for _, w, _ in token_lines], [t for _, _, t in token_lines],
+                    [i for i, _, _ in token_lines], document)
+
+
+def drop_tags(conll_file):
+    """The same file with its tags forgotten: a file to tag, whatever its last column."""
+    return conll_file._replace(sentences=[s._replace(tags=None) for s in conll_file.sentences],
+                               has_tags=False)
+
+
 # ---------------------------------------------------------------------------
 # Labels
 # ---------------------------------------------------------------------------
 
 def labels_from(conll_file):
-    """The label list of a training file: "O" first (when present), then sorted."""
+    """The label list of a training file: "O" first (when present), then the rest sorted."""
     tags = {t for s in conll_file.sentences for t in s.tags}
     return ([OUTSIDE] if OUTSIDE in tags else []) + sorted(tags - {OUTSIDE})
 
@@ -291,6 +313,6 @@ def write_predictions(path, conll_file, predictions):
     with fileutil.atomic_open(path, "w") as f:
         for index, line in enumerate(conll_file.lines):
             if index in tag_of_line:
-                f.write("%s %s\n" % (line.rstrip(), tag_of_line[index]))
+                f.write("%s %s\n" % (line.rstrip(_BLANKS), tag_of_line[index]))
             else:
-                f.write(line.rstrip() + "\n")
+                f.write(line.rstrip(_BLANKS) + "\n")

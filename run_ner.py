@@ -13,8 +13,11 @@ with run_classifier.py's habits (flags, checkpoints, TF2 flags, outputs):
        conlleval scores them; token accuracy; loss), eval_predictions.txt and
        test_predictions.txt (each input line + its predicted tag as the last column).
 
-The label list comes from the training file (or --labels_file) and is written to
-output_dir/label_list.txt, so that --do_eval / --do_predict alone work later.
+The label list comes from the training file ("O" first, the other tags sorted) or
+--labels_file, and is written to output_dir/label_list.txt, so that --do_eval /
+--do_predict alone work later. The file to tag may hold words only; its tags, if
+any, are not used. Every word gets a tag; a word with no WordPiece (a control
+character) gets "O".
 
   python run_ner.py --data_dir=$CONLL_DIR --vocab_file=$BERT_DIR/vocab.txt \
     --bert_config_file=$BERT_DIR/bert_config.json --init_checkpoint=$BERT_DIR/bert_model.ckpt \
@@ -49,6 +52,7 @@ _SPLITS = {"train": ("train_file", "train.txt"), "eval": ("eval_file", "dev.txt"
 def define_flags(fv):
     """Registers run_ner's flags on the FlagValues `fv`."""
     def string(name, default, help_text):
+        """A string flag on fv."""
         flags.DEFINE_string(name, default, help_text, flag_values=fv)
 
     string("data_dir", None, "Folder with train.txt, dev.txt and test.txt (CoNLL layout).")
@@ -64,7 +68,8 @@ def define_flags(fv):
                          "a sentence longer than one sequence.", flag_values=fv)
     flags.DEFINE_bool("document_context", False, "Fill each window with the neighbouring "
                       "sentences of the same document (the BERT paper's CoNLL setting); "
-                      "labels stay on the sentence itself.", flag_values=fv)
+                      "labels stay on the sentence itself. Documents end at -DOCSTART- "
+                      "lines; a file without them is one document.", flag_values=fv)
     flags.DEFINE_bool("feature_based", False, "The paper's feature-based ablation: the "
                       "encoder frozen, --layers concatenated into a two-layer BiLSTM.",
                       flag_values=fv)
@@ -95,17 +100,9 @@ def run(fv):
     """Trains, evaluates and/or tags as the do_* flags ask; returns the eval results."""
     bert_config = _check_flags(fv)
     fileutil.prepare_output_dir(fv.output_dir)
-    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
-                                           do_lower_case=fv.do_lower_case)
+    tokenizer = flags_common.tokenizer_from_flags(fv)
     # Every file the run needs is read (and so checked) before any work starts.
-    train = ner_data.read_conll(_path(fv, "train")) if fv.do_train else None
-    labels = _labels(fv, train)
-    evaluation = ner_data.read_conll(_path(fv, "eval")) if fv.do_eval else None
-    prediction = (ner_data.read_conll(_path(fv, "predict"), require_tags=False)
-                  if fv.do_predict else None)
-    for conll_file in (evaluation, prediction):
-        if conll_file is not None and conll_file.has_tags:
-            ner_data.check_tags(conll_file, labels)
+    train, evaluation, prediction, labels = _read_data(fv)
     task = _Task(fv, labels, tokenizer)
     train_features = task.features(train) if train else None
     num_train_steps, num_warmup_steps = (training.epoch_steps(
@@ -118,6 +115,7 @@ def run(fv):
         fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
         num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
         init_checkpoint=fv.init_checkpoint)
+    # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.Runner(strategy, lambda: task.model(bert_config), cfg,
                              for_training=fv.do_train)
     if fv.do_train:
@@ -128,6 +126,27 @@ def run(fv):
     return results
 
 
+def token_loss(logits, label_ids, label_weights):
+    """Mean cross-entropy over the labelled pieces of the GLOBAL batch, for one replica.
+
+    Args:
+      logits: [batch, seq_length, num_labels] float32, this replica's.
+      label_ids: [batch, seq_length] int.
+      label_weights: [batch, seq_length], 1.0 on the first piece of a word.
+
+    Returns:
+      A scalar: this replica's weighted sum over the weights of all replicas, times
+      the number of replicas; training.Runner divides each replica's loss by that
+      number and sums the gradients, so any number of replicas trains on the mean
+      over all labelled pieces of the global batch, as one device does.
+    """
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=label_ids,
+                                                               logits=logits)
+    weights = tf.cast(label_weights, per_token.dtype)
+    denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
+    return tf.reduce_sum(per_token * weights) / denominator * training.num_replicas()
+
+
 def _check_flags(fv):
     """Checks the flags before any work; returns the BertConfig."""
     flags_common.require(fv, ("vocab_file", "bert_config_file", "output_dir"))
@@ -136,7 +155,14 @@ def _check_flags(fv):
         raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
                          "--do_predict")
     bert_config = flags_common.bert_config_from_flags(fv)
+    if fv.max_seq_length < 3:
+        raise ValueError("--max_seq_length=%d is too short: [CLS] word [SEP] needs at least 3"
+                         % fv.max_seq_length)
+    if fv.doc_stride < 1:
+        raise ValueError("--doc_stride=%d must be >= 1" % fv.doc_stride)
     if fv.feature_based:
+        if fv.lstm_units < 1:
+            raise ValueError("--lstm_units=%d must be >= 1" % fv.lstm_units)
         layers = _feature_layers(fv)
         for index in layers:
             if not -bert_config.num_hidden_layers <= index < bert_config.num_hidden_layers:
@@ -146,6 +172,7 @@ def _check_flags(fv):
 
 
 def _feature_layers(fv):
+    """--layers as a list of ints."""
     try:
         return [int(x) for x in fv.layers.split(",")]
     except ValueError:
@@ -163,6 +190,30 @@ def _path(fv, split):
     return os.path.join(fv.data_dir, name)
 
 
+def _read_data(fv):
+    """Reads the files of the do_* steps and the label list; checks the tags.
+
+    Returns:
+      (train, evaluation, prediction, labels): ConllFiles (None where the step is
+      not asked for; the prediction file's tags, if it has any, are not used)
+      and the label list.
+    """
+    train = ner_data.read_conll(_path(fv, "train")) if fv.do_train else None
+    labels = _labels(fv, train)
+    evaluation = None
+    if fv.do_eval:
+        evaluation = ner_data.read_conll(_path(fv, "eval"))
+        ner_data.check_tags(evaluation, labels)
+    prediction = None
+    if fv.do_predict:
+        prediction = ner_data.drop_tags(
+            ner_data.read_conll(_path(fv, "predict"), require_tags=False))
+    if train is not None:
+        # Saved for the runs that evaluate or tag with this run's checkpoints later.
+        ner_data.write_labels(os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME), labels)
+    return train, evaluation, prediction, labels
+
+
 def _labels(fv, train):
     """The label list: --labels_file, else the training file's, else output_dir's."""
     saved = os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME)
@@ -170,15 +221,21 @@ def _labels(fv, train):
         labels = ner_data.read_labels(fv.labels_file)
         if train is not None:
             ner_data.check_tags(train, labels)
-    elif train is not None:
-        labels = ner_data.labels_from(train)
-    elif tf.io.gfile.exists(saved):
+        return labels
+    if train is None and tf.io.gfile.exists(saved):
         return ner_data.read_labels(saved)
-    else:
-        raise ValueError("no label list: pass --labels_file, or --do_train, or an "
-                         "--output_dir holding %s from training" % ner_data.LABELS_FILE_NAME)
-    ner_data.write_labels(saved, labels)
-    return labels
+    if train is not None:
+        labels = ner_data.labels_from(train)
+        # Resuming keeps the label ids of the checkpoints in output_dir.
+        if tf.io.gfile.exists(saved) and ner_data.read_labels(saved) != labels:
+            raise ValueError("--output_dir=%s holds the %s of other tags (%s) than %s's (%s): "
+                             "use a new --output_dir" % (
+                                 fv.output_dir, ner_data.LABELS_FILE_NAME,
+                                 " ".join(ner_data.read_labels(saved)), train.path,
+                                 " ".join(labels)))
+        return labels
+    raise ValueError("no label list: pass --labels_file, or --do_train, or an "
+                     "--output_dir holding %s from training" % ner_data.LABELS_FILE_NAME)
 
 
 class _Task(object):
@@ -205,14 +262,9 @@ class _Task(object):
             lstm_units=fv.lstm_units)
 
     def loss_fn(self, model, features, is_training):
-        """Mean cross-entropy over the labelled pieces of the GLOBAL batch."""
+        """The training loss of one replica's batch (see token_loss)."""
         logits = model(features, training=is_training)["logits"]
-        per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=features["label_ids"], logits=logits)
-        weights = features["label_weights"]
-        denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
-        loss = tf.reduce_sum(per_token * weights) / denominator * training.num_replicas()
-        return loss, {}
+        return token_loss(logits, features["label_ids"], features["label_weights"]), {}
 
     def predict_fn(self, model, features):
         """Per position: the predicted label id and its loss against the given label."""
@@ -230,6 +282,7 @@ class _Task(object):
         ner_data.write_features(features, path)
 
         def dataset_fn(input_context=None):
+            """The records in file order, once, the last batch padded."""
             return input_pipeline.make_dataset(
                 [path], self.spec, batch_size, is_training=False,
                 input_context=input_context, pad_final_batch=True)
@@ -255,6 +308,7 @@ def _train(fv, runner, task, features, num_train_steps):
     logging.info("  Num steps = %d", num_train_steps)
 
     def dataset_fn(input_context=None):
+        """The training records, repeated and shuffled."""
         return input_pipeline.make_dataset(
             [path], task.spec, fv.train_batch_size, is_training=True,
             input_context=input_context, seed=fv.seed)
@@ -298,6 +352,7 @@ def _predict(fv, runner, task, conll_file):
 
 
 def main():
+    """Command-line entry point: flags from sys.argv, errors as one line and exit 1."""
     flags_common.run_cli(define_flags, run)
 
 

@@ -5,7 +5,10 @@ MODULES = [
     "tokenization", "modeling", "optimization", "checkpoints", "training", "input_pipeline",
     "flags_common", "create_pretraining_data", "run_pretraining", "run_classifier",
     "run_squad", "extract_features", "convert_tf1_checkpoint", "convert_hf_checkpoint",
-    "export_saved_model", "create_vocab",
+    "export_saved_model", "create_vocab", "fileutil", "startup", "glue_data", "squad_data",
+    "squad_results", "pretraining_records", "pretraining_shards", "tokenization_graph",
+    "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
+    "multiple_choice_data",
 ]
 
 SCRIPTS = {
@@ -13,6 +16,8 @@ SCRIPTS = {
     "bert-run-pretraining": "run_pretraining",
     "bert-run-classifier": "run_classifier",
     "bert-run-squad": "run_squad",
+    "bert-run-ner": "run_ner",
+    "bert-run-multiple-choice": "run_multiple_choice",
     "bert-extract-features": "extract_features",
     "bert-convert-tf1-checkpoint": "convert_tf1_checkpoint",
     "bert-convert-hf-checkpoint": "convert_hf_checkpoint",

@@ -9,6 +9,7 @@
 #   5. run_classifier.py            fine-tune on demo/data/task (SST-2 layout)
 #   6. run_squad.py                 fine-tune and predict on demo/data/squad.json
 #   7. extract_features.py          contextual embeddings of two sentences
+#   8. run_ner.py                   fine-tune a named-entity tagger on demo/data/ner (CoNLL layout)
 #
 # Usage: PY=.venv/bin/python bash demo/run_demo.sh
 # Environment: PY (python to use), DEMO_OUTPUT (default demo_output; wiped first),
@@ -45,7 +46,7 @@ step() {
     STEP_NAME=$2
     STEP_START=$SECONDS
     echo
-    echo "=== [$STEP/7] $STEP_NAME"
+    echo "=== [$STEP/8] $STEP_NAME"
 }
 
 # run LOG_NAME CMD...: runs one of our scripts, its log kept in $OUT/logs/LOG_NAME.log;
@@ -209,6 +210,26 @@ fi
 echo "--- $OUT/features.jsonl: $(wc -l <"$OUT/features.jsonl" | tr -d ' ') lines; the first, cut to 400 characters:"
 head -n 1 "$OUT/features.jsonl" | cut -c1-400
 echo "..."
+
+step 8 "Fine-tune a named-entity tagger (run_ner.py, CoNLL-2003 layout)"
+run run_ner "$PY" run_ner.py \
+    "${COMMON[@]}" \
+    --data_dir="$DATA/ner" \
+    --init_checkpoint="$OUT/pretraining" \
+    --output_dir="$OUT/ner" \
+    --do_lower_case=True \
+    --do_train=True \
+    --do_eval=True \
+    --do_predict=True \
+    --max_seq_length=64 \
+    --train_batch_size=8 \
+    --learning_rate=1e-3 \
+    --num_train_epochs=30 \
+    --save_checkpoints_steps=1000 \
+    --seed=12345
+show "$OUT/ner/eval_results.txt"
+echo "(test_predictions.txt: each line of $DATA/ner/test.txt + the predicted tag, as conlleval reads it)"
+show "$OUT/ner/test_predictions.txt" 12
 
 echo "    (step $STEP took $((SECONDS - STEP_START)) s)"
 echo

@@ -1,269 +1,92 @@
-"""run_ner.py, ner_data.py, ner_metrics.py: CoNLL reading, windows, the entity metric, runs."""
+"""run_ner.py: training, evaluation and tagging runs, label lists, errors, the loss."""
 import json
-import os
-import random
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
 import checkpoints
 import flags_common
-import ner_data
-import ner_metrics
 import run_ner
-import tokenization
+from conftest import REPO_ROOT
+from test_ner_data import IOB1, IOB2, VOCAB, write
 
-_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "lives", "in",
-          "paris", "works", "for", "acme", "corp", "the", "city", "of", "london", "and",
-          "mary", "visited", "berlin", ".", "a", "b", "c", "##x", "##y", "eu", "rejects",
-          "german", "call"]
+TINY = {"vocab_size": len(VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
 
-_TINY = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
-         "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
-         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-         "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
-
-# The same two documents in the original four-column IOB1 layout and in two-column IOB2.
-_IOB1 = """-DOCSTART- -X- -X- O
-
-John NNP B-NP I-PER
-Smith NNP I-NP I-PER
-lives VBZ B-VP O
-in IN B-PP O
-Paris NNP B-NP I-LOC
-. . O O
-
-Acme NNP B-NP I-ORG
-Corp NNP I-NP I-ORG
-. . O O
--DOCSTART- -X- -X- O
-
-Mary NNP B-NP I-PER
-visited VBD B-VP O
-Berlin NNP B-NP I-LOC
-and CC O O
-London NNP B-NP B-LOC
-. . O O
-"""
-_IOB2 = """John B-PER
-Smith I-PER
-lives O
-in O
-Paris B-LOC
-. O
-
-Acme B-ORG
-Corp I-ORG
-. O
-
-Mary B-PER
-visited O
-Berlin B-LOC
-and O
-London B-LOC
-. O
-"""
+WORDS_ONLY = "".join(line.split()[0] + "\n" if line.strip() else "\n"
+                     for line in IOB2.splitlines())
 
 
-def _write(path, text):
-    path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
+def flag_list(tmp_path, data_dir, out, *extra):
+    """run_ner's command line for the tiny model, as a list of flags."""
+    config = write(tmp_path / "bert_config.json", json.dumps(TINY))
+    vocab = write(tmp_path / "vocab.txt", "\n".join(VOCAB) + "\n")
+    return ["--data_dir=%s" % data_dir, "--vocab_file=%s" % vocab,
+            "--bert_config_file=%s" % config, "--output_dir=%s" % out,
+            "--max_seq_length=16", "--doc_stride=8", "--train_batch_size=4",
+            "--eval_batch_size=3", "--predict_batch_size=3", "--learning_rate=3e-3",
+            "--seed=1", "--save_checkpoints_steps=1000"] + list(extra)
 
 
-@pytest.fixture
-def tokenizer(tmp_path):
-    return tokenization.FullTokenizer(_write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"))
-
-
-# ---------------------------------------------------------------------------
-# Reading
-# ---------------------------------------------------------------------------
-
-def test_both_layouts_read_alike_and_score_alike(tmp_path):
-    iob1 = ner_data.read_conll(_write(tmp_path / "a.txt", _IOB1))
-    iob2 = ner_data.read_conll(_write(tmp_path / "b.txt", _IOB2))
-    assert [s.words for s in iob1.sentences] == [s.words for s in iob2.sentences]
-    assert [s.words for s in iob1.sentences][0] == ["John", "Smith", "lives", "in", "Paris",
-                                                   "."]
-    assert [s.document for s in iob1.sentences] == [1, 1, 2]  # -DOCSTART- breaks documents
-    gold1 = [s.tags for s in iob1.sentences]
-    gold2 = [s.tags for s in iob2.sentences]
-    assert [ner_metrics.entities(t) for t in gold1] == [ner_metrics.entities(t) for t in gold2]
-    # "Berlin and London": IOB1 needs B- only between adjacent same-type entities.
-    assert ner_metrics.entities(gold1[2]) == {("PER", 0, 0), ("LOC", 2, 2), ("LOC", 4, 4)}
-    # A prediction scored against either scheme gets the same entity scores (token
-    # accuracy compares tags as written, as conlleval's does).
-    guess = [["B-PER", "I-PER", "O", "O", "B-ORG", "O"], ["B-ORG", "O", "O"],
-             ["B-PER", "O", "B-LOC", "O", "O", "O"]]
-    one, two = ner_metrics.score(gold1, guess), ner_metrics.score(gold2, guess)
-    assert one["f1"] == two["f1"] == pytest.approx(2 * 0.6 * 0.5 / 1.1)  # 3 of 5 found, 3 of 6 gold
-    for key in ("precision", "recall", "per_type"):
-        assert one[key] == two[key]
-
-
-def test_hand_computed_scores():
-    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "I-ORG", "I-ORG", "O"]]
-    guess = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "I-ORG", "O", "O"]]
-    s = ner_metrics.score(gold, guess)
-    # gold: PER, LOC, ORG(0-2); predicted: PER, ORG(3), ORG(0-1): one right of three each.
-    assert s["precision"] == pytest.approx(1 / 3) and s["recall"] == pytest.approx(1 / 3)
-    assert s["accuracy"] == pytest.approx(6 / 8)
-    assert s["per_type"]["PER"] == (1.0, 1.0, 1.0, 1)
-    assert s["per_type"]["ORG"][:3] == (0.0, 0.0, 0.0)
-
-
-def test_metric_agrees_with_seqeval():
-    seqeval_metrics = pytest.importorskip("seqeval.metrics")
-    rng = random.Random(3)
-    tags = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "I-MISC"]
-    for _ in range(30):
-        gold = [[rng.choice(tags) for _ in range(rng.randint(1, 12))] for _ in range(8)]
-        guess = [[rng.choice(tags) for _ in s] for s in gold]
-        ours = ner_metrics.score(gold, guess)
-        assert ours["f1"] == pytest.approx(seqeval_metrics.f1_score(gold, guess), abs=1e-9)
-        assert ours["precision"] == pytest.approx(
-            seqeval_metrics.precision_score(gold, guess), abs=1e-9)
-
-
-def test_bad_files_name_file_and_line(tmp_path):
-    with pytest.raises(ValueError, match=r"one\.txt, line 2: 'Smith' has one column"):
-        ner_data.read_conll(_write(tmp_path / "one.txt", "John B-PER\nSmith\n"))
-    words_only = ner_data.read_conll(_write(tmp_path / "w.txt", "John\nSmith\n\nX\n"),
-                                     require_tags=False)
-    assert not words_only.has_tags and words_only.sentences[0].tags is None
-    with pytest.raises(ValueError, match=r"mixed\.txt, line 2: some lines have a tag"):
-        ner_data.read_conll(_write(tmp_path / "mixed.txt", "John B-PER\nSmith\n"),
-                            require_tags=False)
-    with pytest.raises(ValueError, match=r"empty\.txt: no sentences"):
-        ner_data.read_conll(_write(tmp_path / "empty.txt", "-DOCSTART- O\n\n\n"))
-    dev = ner_data.read_conll(_write(tmp_path / "dev.txt", "John B-PER\nParis B-GPE\n"))
-    with pytest.raises(ValueError, match=r"dev\.txt, line 2: tag 'B-GPE' was not seen"):
-        ner_data.check_tags(dev, ["O", "B-PER", "I-PER"])
-
-
-def test_real_conll_2003_reads(shared_dir, tmp_path):
-    lines = (shared_dir / "data" / "conll2003" / "train.txt").read_text().splitlines()
-    cut = [i for i, line in enumerate(lines) if not line.strip()][199]
-    path = _write(tmp_path / "train.txt", "\n".join(lines[:cut]) + "\n")
-    conll = ner_data.read_conll(path)
-    assert len(conll.sentences) == 200
-    assert conll.sentences[0].words[:3] == ["EU", "rejects", "German"]
-    assert conll.sentences[0].tags[:3] == ["B-ORG", "O", "B-MISC"]
-    labels = ner_data.labels_from(conll)
-    assert labels[0] == "O" and set(labels) <= {"O", "B-PER", "I-PER", "B-LOC", "I-LOC",
-                                               "B-ORG", "I-ORG", "B-MISC", "I-MISC"}
-
-
-# ---------------------------------------------------------------------------
-# Features and windows
-# ---------------------------------------------------------------------------
-
-def test_first_piece_carries_the_label(tmp_path, tokenizer):
-    conll = ner_data.read_conll(_write(tmp_path / "t.txt", "Ax B-PER\n\x07 O\nParis B-LOC\n"))
-    labels = ["O", "B-LOC", "B-PER"]
-    (feature,) = ner_data.convert_file(conll, labels, 8, 4, tokenizer)
-    # [CLS] a ##x paris [SEP]: "\x07" has no piece, "Ax" two.
-    assert tokenizer.convert_ids_to_tokens(feature.input_ids[:5]) == [
-        "[CLS]", "a", "##x", "paris", "[SEP]"]
-    assert feature.label_weights == [0, 1, 0, 1, 0, 0, 0, 0]
-    assert feature.label_ids[:4] == [0, 2, 0, 1]
-    assert feature.word_at == {1: 0, 3: 2}
-    tags = ner_data.sentence_predictions(conll, [feature], [[0, 2, 0, 1, 0, 0, 0, 0]], labels)
-    assert tags == [["B-PER", "O", "B-LOC"]]  # the empty word still gets a tag
-
-
-def test_long_sentence_every_word_once_from_its_best_window(tmp_path, tokenizer):
-    rng = random.Random(0)
-    words = [rng.choice(["a", "b", "c", "Ax", "Byy", "paris"]) for _ in range(300)]
-    conll = ner_data.read_conll(_write(tmp_path / "long.txt",
-                                       "".join("%s O\n" % w for w in words)))
-    features = ner_data.convert_file(conll, ["O"], 64, 16, tokenizer)
-    assert len(features) > 10
-    # Brute force: the piece positions of every word, and every window's span.
-    firsts, position = [], 0
-    for word in words:
-        firsts.append(position)
-        position += len(tokenizer.tokenize(word))
-    spans = [(16 * i, min(62, position - 16 * i)) for i in range(len(features))]
-    assert spans[-1][0] + spans[-1][1] == position
-    seen = {}
-    for index, feature in enumerate(features):
-        for pos, word in feature.word_at.items():
-            assert word not in seen
-            seen[word] = index
-            assert pos - 1 + spans[index][0] == firsts[word]
-    assert sorted(seen) == list(range(300))
-    for word, index in seen.items():
-        p = firsts[word]
-        scores = [(min(p - s, s + n - 1 - p) + 0.01 * n, -i) for i, (s, n) in enumerate(spans)
-                  if s <= p < s + n]
-        assert max(scores)[1] == -index
-
-
-def test_document_context_fills_the_window_labels_only_on_the_sentence(tmp_path, tokenizer):
-    conll = ner_data.read_conll(_write(tmp_path / "d.txt", _IOB2))
-    plain = ner_data.convert_file(conll, ["O", "B-PER", "I-PER", "B-LOC", "B-ORG", "I-ORG"],
-                                  32, 8, tokenizer)
-    wide = ner_data.convert_file(conll, ["O", "B-PER", "I-PER", "B-LOC", "B-ORG", "I-ORG"],
-                                 32, 8, tokenizer, document_context=True)
-    # No -DOCSTART-: one document; the middle sentence gets both neighbours.
-    assert sum(wide[1].input_mask) == 2 + 6 + 3 + 6
-    assert sum(wide[1].label_weights) == sum(plain[1].label_weights) == 3
-    tokens = tokenizer.convert_ids_to_tokens(wide[1].input_ids[:17])
-    assert tokens[1:7] == ["john", "smith", "lives", "in", "paris", "."]
-    assert [tokens[p] for p in sorted(wide[1].word_at)] == ["acme", "corp", "."]
-
-
-# ---------------------------------------------------------------------------
-# Runs
-# ---------------------------------------------------------------------------
-
-def _flags(tmp_path, data_dir, out, *extra):
-    config = _write(tmp_path / "bert_config.json", json.dumps(_TINY))
-    vocab = _write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n")
-    return flags_common.parse_flags(run_ner.define_flags, [
-        "--data_dir=%s" % data_dir, "--vocab_file=%s" % vocab, "--bert_config_file=%s" % config,
-        "--output_dir=%s" % out, "--max_seq_length=16", "--doc_stride=8",
-        "--train_batch_size=4", "--eval_batch_size=3", "--predict_batch_size=3",
-        "--learning_rate=3e-3", "--seed=1", "--save_checkpoints_steps=1000"] + list(extra))
+def run(tmp_path, data_dir, out, *extra):
+    """Runs run_ner in this process; returns its eval results (or None)."""
+    return run_ner.run(flags_common.parse_flags(
+        run_ner.define_flags, flag_list(tmp_path, data_dir, out, *extra)))
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
+    """One tiny run trained, evaluated and tagged; (tmp_path, data, out, eval results)."""
     tmp_path = tmp_path_factory.mktemp("ner")
     data = tmp_path / "data"
-    _write(data / "train.txt", _IOB2)
-    _write(data / "dev.txt", _IOB2)
-    _write(data / "test.txt", "".join(line.split()[0] + "\n" if line.strip() else "\n"
-                                      for line in _IOB2.splitlines()))
+    write(data / "train.txt", IOB2)
+    write(data / "dev.txt", IOB2)
+    write(data / "test.txt", WORDS_ONLY)
     out = tmp_path / "out"
-    result = run_ner.run(_flags(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
-                                "--num_train_epochs=40"))
+    result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
+                 "--num_train_epochs=40")
     return tmp_path, data, out, result
+
+
+def read_results(path):
+    """eval_results.txt as {key: float}."""
+    pairs = (line.split(" = ") for line in path.read_text().splitlines())
+    return {key: float(value) for key, value in pairs}
 
 
 @pytest.mark.slow
 def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
-    _, _, out, result = trained
-    assert result["eval_f1"] > 0.9 and result["eval_accuracy"] > 0.9
-    assert result["eval_loss"] < 0.3
-    results = (out / "eval_results.txt").read_text()
-    for key in ("eval_f1 =", "eval_precision =", "eval_recall =", "eval_f1_PER =",
-                "eval_f1_LOC =", "eval_loss =", "global_step = 30"):  # 3 x 40 / 4
-        assert key in results
+    tmp_path, data, out, result = trained
+    results = read_results(out / "eval_results.txt")
+    assert results["global_step"] == 30  # 3 sentences x 40 epochs / 4
+    assert results["eval_f1"] == pytest.approx(float(result["eval_f1"]))
+    assert results["eval_f1"] > 0.9 and results["eval_accuracy"] > 0.9
+    assert results["eval_loss"] < 0.3
+    assert sorted(results) == sorted(
+        ["eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_loss",
+         "global_step", "eval_f1_LOC", "eval_f1_ORG", "eval_f1_PER"])
+    # The same files, never trained: the loss and F1 it started from.
+    untrained = run(tmp_path, data, tmp_path / "untrained", "--do_eval",
+                    "--labels_file=%s" % (out / "label_list.txt"))
+    assert untrained["eval_loss"] > 1.0 and untrained["eval_f1"] < 0.5
+    assert not (tmp_path / "untrained" / "label_list.txt").exists()  # only training saves
+    # Each input line once, a predicted tag appended to each token line.
     lines = (out / "eval_predictions.txt").read_text().splitlines()
-    assert len(lines) == len(_IOB2.splitlines())
-    for line, source in zip(lines, _IOB2.splitlines()):
-        assert line.startswith(source) and len(line.split()) == len(source.split()) + (
-            1 if source.strip() else 0)
+    assert len(lines) == len(IOB2.splitlines())
+    for line, source in zip(lines, IOB2.splitlines()):
+        assert line == source if not source else line.rsplit(" ", 1)[0] == source
     test_lines = (out / "test_predictions.txt").read_text().splitlines()
-    assert [line.split()[-1] for line in test_lines if line.strip()] == [
-        line.split()[-1] for line in lines if line.strip()]
+    assert [line.split()[0] for line in test_lines if line] == WORDS_ONLY.split()
+    assert [line.split()[-1] for line in test_lines if line] == [
+        line.split()[-1] for line in lines if line]
     assert (out / "label_list.txt").read_text().split() == [
         "O", "B-LOC", "B-ORG", "B-PER", "I-ORG", "I-PER"]
+    assert (out / "train.tf_record").exists() and (out / "predict.tf_record").exists()
 
 
 @pytest.mark.slow
@@ -271,35 +94,139 @@ def test_predict_alone_from_the_trained_output_dir(trained):
     tmp_path, data, out, _ = trained
     before = (out / "test_predictions.txt").read_text()
     (out / "test_predictions.txt").unlink()
-    run_ner.run(_flags(tmp_path, data, out, "--do_predict"))
+    # A tagged file to predict: its tags (here IOB1, unseen) are not used.
+    other = write(tmp_path / "iob1" / "test.txt", IOB1)
+    assert run(tmp_path, data, out, "--do_predict") is None
     assert (out / "test_predictions.txt").read_text() == before
+    run(tmp_path, data, out, "--do_predict", "--predict_file=%s" % other)
+    lines = (out / "test_predictions.txt").read_text().splitlines()
+    assert len(lines) == len(IOB1.splitlines())
+    assert lines[0] == "-DOCSTART- -X- -X- O" and lines[2].startswith("John NNP B-NP I-PER ")
+    assert len(lines[2].split()) == 5
 
 
 @pytest.mark.slow
 def test_feature_based_trains_the_lstm_and_leaves_the_encoder(tmp_path):
     data = tmp_path / "data"
-    _write(data / "train.txt", _IOB2)
+    write(data / "train.txt", IOB2)
     out = tmp_path / "out"
-    run_ner.run(_flags(tmp_path, data, out, "--do_train", "--num_train_epochs=4",
-                       "--feature_based", "--layers=-1,-2", "--lstm_units=8",
-                       "--save_checkpoints_steps=1"))
+    run(tmp_path, data, out, "--do_train", "--num_train_epochs=4", "--feature_based",
+        "--layers=-1,-2", "--lstm_units=8", "--save_checkpoints_steps=1")
     first = checkpoints.CheckpointContents(str(out / "model.ckpt-1"))
     last = checkpoints.CheckpointContents(str(out))
+    assert last.path.endswith("model.ckpt-3")
     names = last.model_names()
-    assert any("bilstm_1" in n for n in names) and "tagger/output_weights" in names
+    lstm = [n for n in names if n.startswith("bilstm_")]
+    assert any("bilstm_1" in n for n in lstm) and "tagger/output_weights" in names
+    # Two layers concatenated: the first LSTM reads 2 x 32 features, the second 2 x 8.
+    kernels = sorted(n for n in lstm if n.endswith("/kernel") and "recurrent" not in n)
+    assert [last.get(n).shape for n in kernels] == [(64, 32)] * 2 + [(16, 32)] * 2
     encoder = [n for n in names if n.startswith("bert/")]
     assert encoder and all(np.array_equal(first.get(n), last.get(n)) for n in encoder)
-    assert not np.array_equal(first.get("tagger/output_weights"),
-                              last.get("tagger/output_weights"))
+    for name in ["tagger/output_weights"] + kernels:
+        assert not np.array_equal(first.get(name), last.get(name)), name
 
 
-def test_flag_and_label_errors(tmp_path):
+def test_bad_input_and_flags_are_errors_before_any_work(tmp_path):
     data = tmp_path / "data"
-    _write(data / "dev.txt", _IOB2)
-    with pytest.raises(ValueError, match="no label list"):
-        run_ner.run(_flags(tmp_path, data, tmp_path / "out", "--do_eval"))
+    write(data / "train.txt", IOB2)
+    write(data / "dev.txt", IOB2)
+    out = tmp_path / "out"
+    cases = [
+        (["--do_eval"], "no label list"),
+        (["--do_train", "--train_file=%s" % write(tmp_path / "one.txt", "John B-PER\nSmith\n")],
+         r"one\.txt, line 2: 'Smith' has one column"),
+        (["--do_train", "--do_eval", "--eval_file=%s" % write(tmp_path / "d1.txt", "John\n")],
+         r"d1\.txt, line 1: 'John' has one column"),
+        (["--do_train", "--do_eval",
+          "--eval_file=%s" % write(tmp_path / "d2.txt", "John B-PER\n\nParis B-GPE\n")],
+         r"d2\.txt, line 3: tag 'B-GPE' was not seen in training"),
+        (["--do_train", "--train_file=%s" % write(tmp_path / "e.txt", "-DOCSTART- O\n\n")],
+         r"e\.txt: no sentences"),
+        (["--do_train", "--labels_file=%s" % write(tmp_path / "l.txt", "O\nB-PER\n")],
+         r"train\.txt, line 1: tag 'B-PER'|train\.txt, line 2: tag 'I-PER'"),
+        (["--do_train", "--feature_based", "--layers=5"], "--layers: 5 is not a layer"),
+        (["--do_train", "--feature_based", "--layers=-1,x"], "--layers must be comma"),
+        (["--do_train", "--feature_based", "--lstm_units=0"], "--lstm_units=0 must be >= 1"),
+        (["--do_train", "--max_seq_length=128"], "--max_seq_length=128 is longer"),
+        (["--do_train", "--doc_stride=0"], "--doc_stride=0 must be >= 1"),
+        ([], "nothing to do"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            run(tmp_path, data, out, *extra)
     with pytest.raises(ValueError, match="--train_file or --data_dir is required"):
-        run_ner.run(_flags(tmp_path, "", tmp_path / "out", "--do_train"))
-    with pytest.raises(ValueError, match="--layers: 5 is not a layer"):
-        run_ner.run(_flags(tmp_path, data, tmp_path / "out", "--do_train", "--feature_based",
-                           "--layers=5"))
+        run(tmp_path, "", out, "--do_train")
+    assert not (out / "label_list.txt").exists() and not list(out.glob("model.ckpt*"))
+    # An output_dir trained on other tags is not resumed with these.
+    write(out / "label_list.txt", "O\nB-PER\nI-PER\n")
+    with pytest.raises(ValueError, match="holds the label_list.txt of other tags"):
+        run(tmp_path, data, out, "--do_train")
+
+
+def test_command_line_error_is_one_line_and_exit_1(tmp_path):
+    data = tmp_path / "data"
+    write(data / "train.txt", "John B-PER\n\nMary B-PER\nSmith\n")
+    argv = flag_list(tmp_path, data, tmp_path / "out", "--do_train")
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "run_ner.py")] + argv,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == "error: %s, line 4: 'Smith' has one column; expected the word first and " \
+                   "its tag last" % (data / "train.txt")
+    assert "Traceback" not in proc.stderr
+
+
+# The loss on two replicas equals the loss on one device over the same global batch,
+# when the replicas hold different numbers of labelled pieces.
+_MIRRORED_LOSS = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[1])
+    import run_ner
+
+    rng = np.random.RandomState(0)
+    logits = rng.normal(size=(4, 5, 3)).astype(np.float32)
+    labels = rng.randint(0, 3, size=(4, 5)).astype(np.int32)
+    weights = np.zeros((4, 5), np.float32)
+    weights[0, :1] = 1  # replica 0: 1 + 2 labelled pieces, replica 1: 5 + 4
+    weights[1, :2] = 1
+    weights[2, :] = 1
+    weights[3, 1:] = 1
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    def replica_loss():
+        r = tf.distribute.get_replica_context().replica_id_in_sync_group
+        part = lambda a: tf.gather(tf.constant(a), [2 * r, 2 * r + 1])
+        return run_ner.token_loss(part(logits), part(labels), part(weights))
+
+    per_replica = strategy.experimental_local_results(strategy.run(replica_loss))
+    one = run_ner.token_loss(tf.constant(logits), tf.constant(labels), tf.constant(weights))
+    print(json.dumps({"replicas": [float(x) for x in per_replica], "one": float(one)}))
+""")
+
+
+def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_path):
+    script = write(tmp_path / "mirrored_loss.py", _MIRRORED_LOSS)
+    proc = subprocess.run([sys.executable, script, str(REPO_ROOT)], capture_output=True,
+                          text=True, timeout=300, check=True)
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(got["replicas"]) == 2
+    # training.Runner scales each replica's loss by 1 / replicas and sums the gradients.
+    assert np.mean(got["replicas"]) == pytest.approx(got["one"], rel=1e-5)
+    # Against numpy: the weighted mean cross-entropy over the 12 labelled pieces.
+    rng = np.random.RandomState(0)
+    logits = rng.normal(size=(4, 5, 3))
+    labels = rng.randint(0, 3, size=(4, 5))
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    picked = np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    mask = np.zeros((4, 5))
+    mask[0, :1] = mask[1, :2] = mask[2, :] = mask[3, 1:] = 1
+    assert got["one"] == pytest.approx(-(picked * mask).sum() / mask.sum(), rel=1e-4)
+    # A per-replica mean would weigh replica 0's 3 pieces like replica 1's 9.
+    assert abs(np.mean(got["replicas"]) - np.mean(
+        [-(picked * mask)[:2].sum() / 3, -(picked * mask)[2:].sum() / 9])) > 1e-3
