@@ -35,6 +35,19 @@ Signatures (B = batch, S = --max_seq_length, H = hidden size, L = layers):
     output order, repeated for every row). A regression task (sts-b) outputs
     predictions [B] and logits instead.
 
+  --model_type=tagger (a run_ner model; one window of S - 2 pieces)
+    serving_default(text: string [B]) -> per word (BasicTokenizer's words, the way
+        run_ner reads the words of a CoNLL line; padded to the longest text):
+        word_tags [B, W] (run_ner's tag: the prediction at the word's first piece; "O"
+        for words past the window), word_start, word_end [B, W] (character range in
+        the text), num_words [B]; and the entities, read from the tags with conlleval's
+        rules: entity_type, entity_text, entity_start, entity_end [B, E], num_entities.
+
+  --model_type=multiple_choice (a run_multiple_choice model)
+    serving_default(context: string [B], endings: string [B, C]) -> probabilities,
+        logits [B, C], predicted_choice [B]; each choice is [CLS] context [SEP] ending
+        [SEP] (put SWAG's sent2 or a question in front of each ending).
+
   --model_type=squad (one window: the reference's first window only)
     serving_default(question, context: string [B]) -> start_logits, end_logits [B, S],
         input_ids, input_mask, segment_ids [B, S];
@@ -79,6 +92,7 @@ import tensorflow as tf
 import checkpoints
 import flags_common
 import glue_data
+import ner_data
 import serving
 import tokenization
 import tokenization_graph
@@ -96,8 +110,8 @@ _REQUIRED_FLAGS = ("model_type", "bert_config_file", "init_checkpoint", "vocab_f
 def define_flags(fv):
     """Registers the exporter's flags on the FlagValues `fv`."""
     flags.DEFINE_enum("model_type", None, list(MODEL_TYPES),
-                      "What to export: the bare encoder, a run_classifier model or a "
-                      "run_squad model.", flag_values=fv)
+                      "What to export: the bare encoder, or a run_classifier, run_squad, "
+                      "run_ner (tagger) or run_multiple_choice model.", flag_values=fv)
     flags_common.define_model_flags(fv, help_overrides={
         "init_checkpoint": "Checkpoint to export (TF1 or TF2; a file prefix or a directory "
                            "such as a run_classifier --output_dir, whose latest checkpoint "
@@ -111,6 +125,17 @@ def define_flags(fv):
                         "number of labels and their names.", flag_values=fv)
     flags.DEFINE_string("xnli_language", "zh", "Language of --task_name=xnli.",
                         flag_values=fv)
+    flags.DEFINE_string("labels_file", None,
+                        "--model_type=tagger: the tag list (default: label_list.txt beside "
+                        "--init_checkpoint, as run_ner writes it in its --output_dir).",
+                        flag_values=fv)
+    flags.DEFINE_bool("feature_based", False, "--model_type=tagger: a run_ner "
+                      "--feature_based model (give its --layers and --lstm_units too).",
+                      flag_values=fv)
+    flags.DEFINE_string("layers", "-1,-2,-3,-4", "--feature_based: run_ner's --layers.",
+                        flag_values=fv)
+    flags.DEFINE_integer("lstm_units", 768, "--feature_based: run_ner's --lstm_units.",
+                         flag_values=fv)
     flags.DEFINE_integer("max_query_length", 64,
                          "--model_type=squad: questions are cut to this many tokens.",
                          flag_values=fv)
@@ -197,15 +222,18 @@ def write_saved_model(module, export_dir, info):
 
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
-           max_answer_length=30, n_best_size=20):
+           max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
       bert_config: a modeling.BertConfig.
-      labels: classifier only, the task's label list ([None] for regression).
+      labels: classifier: the task's label list ([None] for regression); tagger: the
+        tag list.
+      feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
     """
     num_labels = len(labels) if labels is not None else None
-    model = serving.build_model(model_type, bert_config, num_labels)
+    model = serving.build_model(model_type, bert_config, num_labels,
+                                feature_layers=feature_layers, lstm_units=lstm_units)
     load_weights(model, init_checkpoint, model_type)
     with tempfile.TemporaryDirectory() as asset_dir:
         tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
@@ -239,10 +267,13 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
 def run(fv):
     """Exports the model the flags describe; returns the export directory."""
     bert_config, labels = _check_flags(fv)
+    layers = ([int(x) for x in fv.layers.split(",")]
+              if fv.model_type == "tagger" and fv.feature_based else None)
     return export(fv.model_type, bert_config, fv.init_checkpoint, fv.vocab_file,
                   fv.do_lower_case, fv.max_seq_length, fv.export_dir, labels=labels,
                   max_query_length=fv.max_query_length,
-                  max_answer_length=fv.max_answer_length, n_best_size=fv.n_best_size)
+                  max_answer_length=fv.max_answer_length, n_best_size=fv.n_best_size,
+                  feature_layers=layers, lstm_units=fv.lstm_units)
 
 
 def _check_flags(fv):
@@ -253,6 +284,8 @@ def _check_flags(fv):
         if not fv.task_name:
             raise ValueError("--task_name is required with --model_type=classifier")
         labels = list(glue_data.get_processor(fv.task_name, fv.xnli_language).get_labels())
+    elif fv.model_type == "tagger":
+        labels = _tagger_labels(fv)
     tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
     bert_config = flags_common.bert_config_from_flags(fv)
     bert_config.validate()
@@ -270,6 +303,19 @@ def _check_flags(fv):
         raise ValueError("--vocab_file %s does not exist" % fv.vocab_file)
     check_export_dir(fv.export_dir.rstrip("/"))
     return bert_config, labels
+
+
+def _tagger_labels(fv):
+    """--labels_file, else the label_list.txt run_ner left beside the checkpoint."""
+    path = fv.labels_file
+    if not path:
+        folder = (fv.init_checkpoint if tf.io.gfile.isdir(fv.init_checkpoint)
+                  else os.path.dirname(fv.init_checkpoint))
+        path = os.path.join(folder, ner_data.LABELS_FILE_NAME)
+        if not tf.io.gfile.exists(path):
+            raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
+                             "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
+    return ner_data.read_labels(path)
 
 
 def main():

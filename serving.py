@@ -12,7 +12,7 @@ import tensorflow as tf
 import modeling
 import tokenization_graph
 
-MODEL_TYPES = ("encoder", "classifier", "squad")
+MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
 
 
 # ---------------------------------------------------------------------------
@@ -150,8 +150,11 @@ def best_spans(start_logits, end_logits, len_a, len_b, n_best_size, max_answer_l
 # The exported module
 # ---------------------------------------------------------------------------
 
-def build_model(model_type, bert_config, num_labels=None):
-    """The Keras model of `model_type`, its variables created."""
+def build_model(model_type, bert_config, num_labels=None, feature_layers=None, lstm_units=768):
+    """The Keras model of `model_type`, its variables created.
+
+    feature_layers, lstm_units: a tagger trained with run_ner --feature_based.
+    """
     if model_type == "encoder":
         model = modeling.BertModel(bert_config)
         dummy = modeling.dummy_features()
@@ -161,6 +164,11 @@ def build_model(model_type, bert_config, num_labels=None):
         model = modeling.BertClassifier(bert_config, num_labels)
     elif model_type == "squad":
         model = modeling.BertSquad(bert_config)
+    elif model_type == "tagger":
+        model = modeling.BertTagger(bert_config, num_labels, feature_layers=feature_layers,
+                                    lstm_units=lstm_units)
+    elif model_type == "multiple_choice":
+        model = modeling.BertMultipleChoice(bert_config)
     else:
         raise ValueError("--model_type must be one of %s, got %r"
                          % (", ".join(MODEL_TYPES), model_type))
@@ -196,7 +204,14 @@ class ServingModule(tf.Module):
         # Given to tf.saved_model.save as tf.functions, not concrete functions: traced
         # once, inside the save (a trace made before it would be made again there).
         signatures = {"serving_ids": self.serving_ids, "tokenize": self.tokenize}
-        if model_type == "squad":
+        if model_type == "tagger":
+            self.serving_default = tf.function(self._tag, input_signature=[text("text")],
+                                               autograph=False)
+        elif model_type == "multiple_choice":
+            self.serving_default = tf.function(
+                self._choose, autograph=False, input_signature=[
+                    text("context"), tf.TensorSpec([None, None], tf.string, name="endings")])
+        elif model_type == "squad":
             pair = [text("question"), text("context")]
             self.serving_default = tf.function(self._serve_squad, input_signature=pair,
                                                autograph=False)
@@ -233,7 +248,14 @@ class ServingModule(tf.Module):
                 "input_mask": features["input_mask"],
                 "segment_ids": features["segment_ids"],
             }
+        if self.model_type == "multiple_choice":
+            # [B x C, S] rows: one batch through BERT, a score per row.
+            pooled = model.bert(features["input_ids"], features["input_mask"],
+                                features["segment_ids"], training=False)["pooled_output"]
+            return {"logits": tf.cast(model.scorer(pooled), tf.float32)[:, 0]}
         out = model(features, training=False)
+        if self.model_type == "tagger":
+            return {"logits": tf.cast(out["logits"], tf.float32)}
         if self.model_type == "squad":
             return {"start_logits": tf.cast(out["start_logits"], tf.float32),
                     "end_logits": tf.cast(out["end_logits"], tf.float32)}
@@ -331,3 +353,126 @@ class ServingModule(tf.Module):
             "end_position": end,
             "null_score": outputs["start_logits"][:, 0] + outputs["end_logits"][:, 0],
         }
+
+    # -- tagging (run_ner) ---------------------------------------------------
+
+    def _tag(self, text):
+        """Per word its tag, and the entities: what run_ner predicts, on raw text."""
+        words = self.tokenizer.tokenize_words(text)
+        ids = words["ids"]
+        empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids.dtype),
+                                                 tf.zeros_like(ids.row_lengths()))
+        features = pack_inputs(ids, empty, self.max_seq_length, self.tokenizer.cls_id,
+                               self.tokenizer.sep_id)
+        predicted = tf.argmax(self._forward(features)["logits"], axis=-1, output_type=tf.int32)
+        tag_ids = word_tag_ids(words, predicted, self.max_seq_length)
+        return tagged_outputs(text, words, tag_ids, self.labels)
+
+    # -- multiple choice ----------------------------------------------------
+
+    def _choose(self, context, endings):
+        """Choice probabilities of [B] contexts and their [B, C] endings."""
+        num_choices = tf.shape(endings)[1]
+        contexts = tf.reshape(tf.tile(context[:, tf.newaxis], [1, num_choices]), [-1])
+        ids = self.tokenizer.tokenize(tf.concat([contexts, tf.reshape(endings, [-1])], 0))
+        rows = tf.shape(contexts)[0]
+        features = pack_inputs(ids[:rows], ids[rows:], self.max_seq_length,
+                               self.tokenizer.cls_id, self.tokenizer.sep_id)
+        logits = tf.reshape(self._forward(features)["logits"], [-1, num_choices])
+        return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
+                "predicted_choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+
+def word_tag_ids(words, predicted, seq_length):
+    """The label id of every word: the prediction at its first piece (run_ner's rule).
+
+    Words whose first piece falls outside the one window (seq_length - 2 pieces) get
+    -1. Returns a RaggedTensor [B, (words)] int32.
+    """
+    piece_word = words["piece_word"]
+    position = tf.ragged.range(piece_word.row_lengths())  # within the text
+    flat_word = piece_word.flat_values
+    flat_position = position.flat_values
+    first = tf.logical_or(tf.equal(flat_position, 0),
+                          tf.not_equal(flat_word, tf.concat([[-1], flat_word[:-1]], 0)))
+    text_of_piece = piece_word.value_rowids()
+    word_index = tf.gather(words["word_start"].row_starts(), text_of_piece) + flat_word
+    inside = first & (flat_position < seq_length - 2)
+    picked = tf.gather_nd(predicted, tf.stack(
+        [tf.boolean_mask(text_of_piece, inside),
+         tf.boolean_mask(flat_position, inside) + 1], axis=1))
+    num_words = tf.size(words["word_start"].flat_values, out_type=tf.int64)
+    tag_ids = tf.tensor_scatter_nd_update(
+        tf.fill([num_words], -1), tf.boolean_mask(word_index, inside)[:, tf.newaxis], picked)
+    return words["word_start"].with_flat_values(tag_ids)
+
+
+def _label_tables(labels):
+    """Per label id: conlleval's prefix code (0 O, 1 B, 2 I, 3 E, 4 S) and type name."""
+    prefixes, types = [], []
+    for label in labels:
+        prefix, dash, kind = label.partition("-")
+        if label == "O":
+            prefixes.append(0)
+            types.append("")
+        elif not dash:
+            prefixes.append(2)
+            types.append(label)
+        else:
+            prefixes.append({"B": 1, "I": 2, "E": 3, "S": 4}.get(prefix, 2))
+            types.append(kind)
+    return prefixes + [0], types + [""]  # id -1 (outside the window) reads as "O"
+
+
+def tagged_outputs(text, words, tag_ids, labels):
+    """Dense outputs of the tagger: word tags and spans, entities and their text.
+
+    Entities follow conlleval's chunk rules (ner_metrics.py): a word starts one when
+    its tag is B-/S-, or follows O, E- or S-, or changes the type; it goes on over
+    the words that do not.
+    """
+    prefixes, types = _label_tables(labels)
+    flat = tag_ids.flat_values
+    lookup = tf.where(flat < 0, len(labels), flat)
+    prefix = tf.gather(tf.constant(prefixes), lookup)
+    kind = tf.gather(tf.constant(types), lookup)
+    first_of_text = tf.equal(tf.ragged.range(tag_ids.row_lengths()).flat_values, 0)
+    previous_prefix = tf.where(first_of_text, 0, tf.concat([[0], prefix[:-1]], 0))
+    previous_kind = tf.where(first_of_text, "", tf.concat([[""], kind[:-1]], 0))
+    inside = prefix > 0
+    starts = inside & ((prefix == 1) | (prefix == 4) | (previous_prefix == 0) |
+                       (previous_prefix >= 3) | tf.not_equal(kind, previous_kind))
+    entity_of_word = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+    word_ids = tf.range(tf.size(flat, out_type=tf.int64))
+    start_word = tf.boolean_mask(word_ids, starts)
+    num_entities = tf.size(start_word, out_type=tf.int64)
+    end_word = tf.math.unsorted_segment_max(tf.boolean_mask(word_ids, inside),
+                                            tf.boolean_mask(entity_of_word, inside),
+                                            num_entities)
+    entity_start = tf.gather(words["word_start"].flat_values, start_word)
+    entity_limit = tf.gather(words["word_limit"].flat_values, end_word)
+    entity_text_row = tf.gather(tag_ids.value_rowids(), start_word)
+    decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
+    row_start = tf.gather(decoded.row_starts(), entity_text_row)
+    chars = tf.gather(decoded.flat_values, tf.ragged.range(row_start + entity_start,
+                                                           row_start + entity_limit))
+    num_texts = tag_ids.nrows()
+
+    def by_text(values, default):
+        return tf.RaggedTensor.from_value_rowids(values, entity_text_row, nrows=num_texts,
+                                                 validate=False).to_tensor(default)
+    tag_names = tf.gather(tf.constant(list(labels) + ["O"]), lookup)
+    return {
+        "word_tags": tag_ids.with_flat_values(tag_names).to_tensor(""),
+        "word_start": words["word_start"].to_tensor(-1),
+        "word_end": words["word_limit"].to_tensor(-1),
+        "num_words": tf.cast(tag_ids.row_lengths(), tf.int32),
+        "entity_type": by_text(tf.gather(kind, start_word), ""),
+        "entity_text": by_text(tf.strings.unicode_encode(chars, "UTF-8"), ""),
+        "entity_start": by_text(entity_start, tf.constant(-1, tf.int64)),
+        "entity_end": by_text(entity_limit, tf.constant(-1, tf.int64)),
+        "num_entities": tf.cast(tf.math.bincount(tf.cast(entity_text_row, tf.int32),
+                                                 minlength=tf.cast(num_texts, tf.int32),
+                                                 maxlength=tf.cast(num_texts, tf.int32)),
+                                tf.int32),
+    }

@@ -1,0 +1,137 @@
+"""export_saved_model --model_type=tagger / multiple_choice: served answers equal the runners'.
+
+Each model is trained for a few steps by its runner, exported, then loaded in a fresh
+Python process (no project module imported) and called on raw text.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import export_saved_model as esm
+import flags_common
+import run_multiple_choice
+import run_ner
+
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "lives", "in",
+          "paris", "works", "for", "acme", "corp", "and", "mary", "visited", "berlin", ".",
+          "the", "cat", "sat", "on", "mat", "then", "it", "saw", "dog", "bird", "##s"]
+_CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
+           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
+_SENTENCES = [
+    [("John", "B-PER"), ("Smith", "I-PER"), ("lives", "O"), ("in", "O"), ("Paris", "B-LOC"),
+     (".", "O")],
+    [("Mary", "B-PER"), ("works", "O"), ("for", "O"), ("Acme", "B-ORG"), ("Corp", "I-ORG"),
+     (".", "O")],
+    [("Mary", "B-PER"), ("visited", "O"), ("Berlin", "B-LOC"), ("and", "O"), ("Paris", "B-LOC"),
+     (".", "O")],
+    [("The", "O"), ("cats", "O"), ("of", "O"), ("John", "B-PER"), ("sat", "O"), (".", "O")],
+]
+
+_SERVE = """
+import json, sys
+import tensorflow as tf
+export_dir, inputs, output = sys.argv[1:]
+model = tf.saved_model.load(export_dir)
+args = json.load(open(inputs))
+out = model.signatures["serving_default"](**{k: tf.constant(v) for k, v in args.items()})
+json.dump({k: v.numpy().tolist() for k, v in out.items()}, open(output, "w"),
+          default=lambda b: b.decode("utf-8"))
+"""
+
+
+def _write(path, text):
+    path = str(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def _serve(tmp_path, export_dir, inputs):
+    inputs_file = _write(tmp_path / "inputs.json", json.dumps(inputs))
+    output = str(tmp_path / "served.json")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    subprocess.run([sys.executable, "-c", _SERVE, str(export_dir), inputs_file, output],
+                   check=True, env=env, cwd=str(tmp_path), timeout=300)
+    with open(output, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _common(tmp_path):
+    return ["--vocab_file=%s" % _write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
+            "--bert_config_file=%s" % _write(tmp_path / "bert_config.json",
+                                             json.dumps(_CONFIG))]
+
+
+@pytest.mark.slow
+def test_served_tagger_equals_run_ner(tmp_path):
+    conll = "\n".join("".join("%s %s\n" % wt for wt in s) for s in _SENTENCES)
+    data = tmp_path / "ner"
+    for name in ("train.txt", "dev.txt", "test.txt"):
+        _write(data / name, conll)
+    out = tmp_path / "ner_out"
+    run_ner.run(flags_common.parse_flags(run_ner.define_flags, _common(tmp_path) + [
+        "--data_dir=%s" % data, "--output_dir=%s" % out, "--do_train", "--do_predict",
+        "--max_seq_length=16", "--train_batch_size=2", "--num_train_epochs=6",
+        "--learning_rate=2e-3", "--seed=3"]))
+    export_dir = tmp_path / "tagger_model"
+    esm.run(flags_common.parse_flags(esm.define_flags, _common(tmp_path) + [
+        "--model_type=tagger", "--init_checkpoint=%s" % out, "--max_seq_length=16",
+        "--export_dir=%s" % export_dir]))
+    texts = [" ".join(w for w, _ in s) for s in _SENTENCES]
+    served = _serve(tmp_path, export_dir, {"text": texts})
+    lines = (out / "test_predictions.txt").read_text().split("\n\n")
+    want = [[line.split()[-1] for line in block.splitlines() if line.strip()]
+            for block in lines if block.strip()]
+    got = [row[:n] for row, n in zip(served["word_tags"], served["num_words"])]
+    assert got == want
+    assert sum(served["num_entities"]) >= 3  # the model has learned some entities
+    # Entities: read with conlleval's rules from the tags, with their text and offsets.
+    for text, tags, types, names, starts, ends, n in zip(
+            texts, got, served["entity_type"], served["entity_text"], served["entity_start"],
+            served["entity_end"], served["num_entities"]):
+        words = text.split(" ")
+        expected, i = [], 0
+        while i < len(tags):
+            if tags[i] == "O":
+                i += 1
+                continue
+            kind, j = tags[i][2:], i + 1
+            while j < len(tags) and tags[j] == "I-" + kind:
+                j += 1
+            expected.append((kind, " ".join(words[i:j])))
+            i = j
+        assert list(zip(types[:n], names[:n])) == expected
+        for name, start, end in zip(names[:n], starts[:n], ends[:n]):
+            assert text[start:end] == name
+
+
+@pytest.mark.slow
+def test_served_multiple_choice_equals_run_multiple_choice(tmp_path):
+    rows = [{"context": "the cat sat on the mat .", "question": "then it",
+             "endings": ["saw the dog .", "sat .", "saw the bird ."], "label": i % 3}
+            for i in range(6)]
+    data = tmp_path / "mc"
+    for name in ("train.jsonl", "dev.jsonl", "test.jsonl"):
+        _write(data / name, "".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "mc_out"
+    run_multiple_choice.run(flags_common.parse_flags(
+        run_multiple_choice.define_flags, _common(tmp_path) + [
+            "--task_name=jsonl", "--data_dir=%s" % data, "--output_dir=%s" % out,
+            "--do_train", "--do_predict", "--max_seq_length=16", "--train_batch_size=2",
+            "--num_train_epochs=1", "--seed=3"]))
+    export_dir = tmp_path / "mc_model"
+    esm.run(flags_common.parse_flags(esm.define_flags, _common(tmp_path) + [
+        "--model_type=multiple_choice", "--init_checkpoint=%s" % out, "--max_seq_length=16",
+        "--export_dir=%s" % export_dir]))
+    served = _serve(tmp_path, export_dir, {
+        "context": [r["context"] for r in rows],
+        "endings": [["%s %s" % (r["question"], e) for e in r["endings"]] for r in rows]})
+    want = np.loadtxt(str(out / "test_results.tsv"), delimiter="\t")
+    np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)
