@@ -147,9 +147,11 @@ class CheckpointContents:
         self.shapes = {name: list(shapes[key]) for name, key in self.keys.items()}
 
     def names(self):
+        """Every TF1 name the checkpoint holds (model variables, slots, global_step)."""
         return list(self.keys)
 
     def get(self, name):
+        """The value (numpy array) stored under TF1 name `name`."""
         return self.reader.get_tensor(self.keys[name])
 
     def model_names(self):

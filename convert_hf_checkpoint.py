@@ -428,25 +428,47 @@ def convert_weights(hf_tensors, config, source="weights"):
     and the key; a missing pooler or missing pretraining heads and unknown keys
     are logged.
     """
-    out = {}
-    origin = {}
-    unknown, buffers = [], []
-    decoder_weight = decoder_bias = None
+    out, origin, found = _map_tensors(hf_tensors, source)
+    if found["decoder_bias"] is not None:
+        key, bias = found["decoder_bias"]
+        if "cls/predictions/output_bias" not in out:
+            out["cls/predictions/output_bias"] = bias
+            origin["cls/predictions/output_bias"] = key
+        elif not np.array_equal(out["cls/predictions/output_bias"], bias):
+            logging.warning("%s differs from cls.predictions.bias; keeping the latter (BERT's "
+                            "masked-LM head has one output bias)", key)
+    _check_shapes(out, origin, hf_tensors, config, source)
+    if found["decoder_weight"] is not None:
+        key, weight = found["decoder_weight"]
+        table = out["bert/embeddings/word_embeddings"]
+        if weight.shape != table.shape or not np.array_equal(weight, table):
+            logging.warning("%s is not tied to the word embeddings; BERT's masked-LM head uses "
+                            "the word embeddings, so it is dropped", key)
+    _log_what_is_missing(out, config, source, found, hf_tensors)
+    return out
+
+
+def _map_tensors(hf_tensors, source):
+    """Every tensor under its TF1 name (transposed where TF1 stores the transpose).
+
+    Returns (out, origin: TF1 name -> HF key, found: the decoder weight and bias set
+    aside, and the unknown keys and buffers).
+    """
+    out, origin = {}, {}
+    found = {"unknown": [], "buffers": [], "decoder_weight": None, "decoder_bias": None}
     for key in sorted(hf_tensors):
         value = hf_tensors[key]
         short = strip_prefix(key)
         if short.endswith(_BUFFER_SUFFIXES):
-            buffers.append(key)
+            found["buffers"].append(key)
             continue
-        if short == _DECODER_WEIGHT:
-            decoder_weight = (key, _to_float32(value, source, key))
-            continue
-        if short == _DECODER_BIAS:
-            decoder_bias = (key, _to_float32(value, source, key))
+        if short in (_DECODER_WEIGHT, _DECODER_BIAS):
+            which = "decoder_weight" if short == _DECODER_WEIGHT else "decoder_bias"
+            found[which] = (key, _to_float32(value, source, key))
             continue
         target = tf1_name_for(key)
         if target is None:
-            unknown.append(key)
+            found["unknown"].append(key)
             continue
         name, transpose = target
         if name in out:
@@ -459,16 +481,11 @@ def convert_weights(hf_tensors, config, source="weights"):
             value = value.T
         out[name] = np.ascontiguousarray(value)
         origin[name] = key
+    return out, origin, found
 
-    if decoder_bias is not None:
-        key, bias = decoder_bias
-        if "cls/predictions/output_bias" not in out:
-            out["cls/predictions/output_bias"] = bias
-            origin["cls/predictions/output_bias"] = key
-        elif not np.array_equal(out["cls/predictions/output_bias"], bias):
-            logging.warning("%s differs from cls.predictions.bias; keeping the latter (BERT's "
-                            "masked-LM head has one output bias)", key)
 
+def _check_shapes(out, origin, hf_tensors, config, source):
+    """Every weight has the shape config.json implies; every encoder weight is there."""
     shapes = expected_shapes(config)
     shapes.update(_optional_shapes(config))
     for name, value in out.items():
@@ -477,7 +494,6 @@ def convert_weights(hf_tensors, config, source="weights"):
             raise ValueError(
                 "%s: %s has shape %s (as %s) but config.json implies %s"
                 % (source, origin[name], list(hf_tensors[origin[name]].shape), name, want))
-
     missing = [name for name in expected_shapes(config) if name not in out]
     if missing:
         raise ValueError("%s lacks %d encoder weight(s) the config implies, e.g. %s "
@@ -491,13 +507,9 @@ def convert_weights(hf_tensors, config, source="weights"):
         raise ValueError("%s has weights for encoder layer(s) %s but config.json says "
                          "num_hidden_layers=%d" % (source, extra, config["num_hidden_layers"]))
 
-    if decoder_weight is not None:
-        key, weight = decoder_weight
-        table = out["bert/embeddings/word_embeddings"]
-        if weight.shape != table.shape or not np.array_equal(weight, table):
-            logging.warning("%s is not tied to the word embeddings; BERT's masked-LM head uses "
-                            "the word embeddings, so it is dropped", key)
 
+def _log_what_is_missing(out, config, source, found, hf_tensors):
+    """Logs the pooler and heads the weights lack, and what was skipped."""
     for name in _POOLER_NAMES:
         if name not in out:
             logging.warning("No pooler weight %s in %s: the pooler keeps its random "
@@ -516,14 +528,14 @@ def convert_weights(hf_tensors, config, source="weights"):
         elif len(have) < len(names):
             logging.warning("Incomplete %s in %s: missing %s", head, source,
                             ", ".join(n for n in names if n not in out))
-    if buffers:
-        logging.info("Skipped %d buffer(s) that are not weights: %s", len(buffers),
-                     ", ".join(buffers))
-    for key in unknown:
+    if found["buffers"]:
+        logging.info("Skipped %d buffer(s) that are not weights: %s", len(found["buffers"]),
+                     ", ".join(found["buffers"]))
+    for key in found["unknown"]:
         logging.warning("Unknown key in %s, not converted: %s %s", source, key,
                         list(np.shape(hf_tensors[key])))
-    logging.info("Converted %d tensors (%d unknown keys skipped)", len(out), len(unknown))
-    return out
+    logging.info("Converted %d tensors (%d unknown keys skipped)", len(out),
+                 len(found["unknown"]))
 
 
 def _copy_vocab(hf_dir, output_dir, config):
@@ -610,6 +622,7 @@ def convert(hf_dir, output_dir, write_tf2=False):
 
 
 def run(fv):
+    """Converts the --hf_dir model as the flags say; returns the written checkpoint prefix."""
     for name in _REQUIRED_FLAGS:
         if not fv[name].value:
             raise ValueError("--%s is required" % name)
@@ -617,6 +630,7 @@ def run(fv):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

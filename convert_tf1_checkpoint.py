@@ -26,6 +26,7 @@ MODEL_TYPES = ("auto", "pretraining", "classifier", "squad", "encoder")
 
 
 def define_flags(fv):
+    """Registers the converter's flags on `fv`."""
     flags.DEFINE_string("input_checkpoint", None,
                         "Checkpoint to convert (file prefix or directory), TF1 or TF2.",
                         flag_values=fv)
@@ -47,6 +48,7 @@ def define_flags(fv):
 
 
 def detect_model_type(contents):
+    """Which task model a checkpoint holds, from its variable names."""
     names = set(contents.model_names())
     if any(n.startswith("cls/predictions/") for n in names):
         return "pretraining"
@@ -124,6 +126,7 @@ def tf1_to_tf2(input_checkpoint, bert_config, output_prefix, model_type="auto",
 
 
 def run(fv):
+    """Converts --input_checkpoint in the direction the flags (or its format) say."""
     for name in ("input_checkpoint", "output_dir"):
         if not getattr(fv, name):
             raise ValueError("--%s is required" % name)
@@ -148,6 +151,7 @@ def run(fv):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

@@ -134,6 +134,7 @@ class PretrainingOptions(collections.namedtuple(
 
     @classmethod
     def from_flags(cls, fv):
+        """The options the flags set."""
         return cls(max_seq_length=fv.max_seq_length,
                    max_predictions_per_seq=fv.max_predictions_per_seq,
                    masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,
@@ -293,6 +294,7 @@ class _Symbols(object):
 
     @classmethod
     def for_strings(cls_, vocab_words):
+        """Symbols for WordPiece strings (the plain-Python path)."""
         return cls_(_CLS, _SEP, _MASK, list(vocab_words), lambda t: t.startswith("##"),
                     lambda t: not t.startswith("##"))
 
@@ -1059,6 +1061,7 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
 
 
 def run(fv):
+    """Writes the records the flags describe; returns how many."""
     flags_common.require(fv, ("input_file", "output_file", "vocab_file"))
     input_files = fileutil.expand_input_files(fv.input_file)
     output_files = [p.strip() for p in fv.output_file.split(",") if p.strip()]
@@ -1073,6 +1076,7 @@ def run(fv):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

@@ -43,6 +43,7 @@ JOINER = "##"
 
 
 def define_flags(fv):
+    """Registers create_vocab's flags on `fv`."""
     flags.DEFINE_string(
         "input_file", None,
         "Input raw text file(s), comma-separated globs: one sentence per line, "
@@ -162,6 +163,7 @@ def build_vocab(word_counts, fv):
 
 
 def run(fv):
+    """Learns the vocabulary and writes it to --output_file."""
     if not fv.input_file:
         raise ValueError("--input_file is required")
     if not fv.output_file:
@@ -196,6 +198,7 @@ def run(fv):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

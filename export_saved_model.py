@@ -319,6 +319,7 @@ def _tagger_labels(fv):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

@@ -284,6 +284,7 @@ def _write_features(fv, tokenizer, extractor, layer_indexes):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

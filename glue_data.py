@@ -68,6 +68,7 @@ class TsvRow(list):
         self.line_number = line_number
 
     def where(self):
+        """The "file, line N" of this row, for error messages."""
         return "%s, line %d" % (self.source, self.line_number)
 
 
@@ -169,15 +170,19 @@ class _TsvTaskProcessor(DataProcessor):
     SET_NAMES = ("train", "dev", "test")
 
     def get_labels(self):
+        """The task's labels, in output order ([None] for regression)."""
         return list(self.LABELS)
 
     def get_train_examples(self, data_dir):
+        """The InputExamples of the training set in `data_dir`."""
         return self._examples(data_dir, self.TRAIN, self.SET_NAMES[0], False)
 
     def get_dev_examples(self, data_dir):
+        """The InputExamples of the dev set in `data_dir`."""
         return self._examples(data_dir, self.DEV, self.SET_NAMES[1], False)
 
     def get_test_examples(self, data_dir):
+        """The InputExamples of the test set in `data_dir` (placeholder labels)."""
         return self._examples(data_dir, self.TEST, self.SET_NAMES[2], True)
 
     def _guid(self, set_name, index, row):
@@ -206,9 +211,11 @@ class XnliProcessor(DataProcessor):
         self.language = language
 
     def get_labels(self):
+        """The task's labels, in output order ([None] for regression)."""
         return ["contradiction", "entailment", "neutral"]
 
     def get_train_examples(self, data_dir):
+        """The InputExamples of the training set in `data_dir`."""
         path = os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language)
         examples = []
         for index, row in enumerate(self._read_tsv(path)):
@@ -223,6 +230,7 @@ class XnliProcessor(DataProcessor):
         return examples
 
     def get_dev_examples(self, data_dir):
+        """The InputExamples of the dev set in `data_dir`."""
         examples = []
         for index, row in enumerate(self._read_tsv(os.path.join(data_dir, "xnli.dev.tsv"))):
             if index == 0 or _cell(row, 0) != self.language:
@@ -232,6 +240,7 @@ class XnliProcessor(DataProcessor):
         return examples
 
     def get_test_examples(self, data_dir):
+        """The InputExamples of the test set in `data_dir` (placeholder labels)."""
         raise ValueError("the xnli task has no test set (use --do_predict with another task)")
 
 

@@ -18,10 +18,12 @@ import fileutil
 # ---------------------------------------------------------------------------
 
 def int_feature(values):
+    """A tf.train.Feature of int64 values."""
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
 def float_feature(values):
+    """A tf.train.Feature of float values."""
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
@@ -163,6 +165,7 @@ def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
 # ---------------------------------------------------------------------------
 
 def pretraining_features(max_seq_length, max_predictions_per_seq):
+    """Feature spec of create_pretraining_data's records."""
     seq = tf.io.FixedLenFeature([max_seq_length], tf.int64)
     preds = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
     return {
@@ -189,6 +192,7 @@ def classifier_features(seq_length, label_dtype=tf.int64):
 
 
 def squad_features(seq_length, is_training):
+    """Feature spec of run_squad's feature files (training adds the answer positions)."""
     seq = tf.io.FixedLenFeature([seq_length], tf.int64)
     spec = {
         "unique_ids": tf.io.FixedLenFeature([], tf.int64),

@@ -61,6 +61,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, json_file):
+        """Reads bert_config.json (clear errors for a missing or malformed file)."""
         try:
             with tf.io.gfile.GFile(json_file, "r") as reader:
                 text = reader.read()
@@ -97,6 +98,7 @@ class BertConfig:
         return text
 
     def to_json_string(self):
+        """The hyper-parameters as sorted, indented JSON."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def validate(self):
@@ -154,6 +156,7 @@ def get_activation(activation):
 
 
 def create_initializer(initializer_range=0.02):
+    """The reference's weight initializer: normal truncated at 2 std, std `initializer_range`."""
     return tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
 
 
@@ -191,12 +194,14 @@ class LayerNorm(tf_keras.layers.Layer):
         self.epsilon = epsilon
 
     def build(self, input_shape):
+        """Creates the layer's variables (names as in the reference)."""
         width = input_shape[-1]
         self.gamma = self.add_weight("gamma", shape=[width], initializer="ones")
         self.beta = self.add_weight("beta", shape=[width], initializer="zeros")
         super().build(input_shape)
 
     def call(self, x):
+        """Applies the layer (shapes in the class docstring)."""
         out_dtype = x.dtype
         x = tf.cast(x, tf.float32)
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
@@ -228,6 +233,7 @@ class Embeddings(tf_keras.layers.Layer):
         self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
 
     def build(self, input_shape):
+        """Creates the layer's variables (names as in the reference)."""
         c = self.config
         # A fresh initializer per table: one unseeded instance reused would give
         # every table the same random values.
@@ -248,6 +254,7 @@ class Embeddings(tf_keras.layers.Layer):
         return tf.gather(table, ids)
 
     def call(self, input_ids, token_type_ids, training=False):
+        """Applies the layer (shapes in the class docstring)."""
         seq_length = tf.shape(input_ids)[1]
         words = self._lookup(self.word_embeddings, input_ids, self.use_one_hot_embeddings)
         types = self._lookup(self.token_type_embeddings, token_type_ids, True)
@@ -267,6 +274,7 @@ class Dropout(tf_keras.layers.Dropout):
     """
 
     def call(self, inputs, training=None, seed=None):  # pylint: disable=arguments-differ
+        """Applies the layer (shapes in the class docstring)."""
         if seed is None or not training or self.rate == 0:
             return super().call(inputs, training=training)
         return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
@@ -280,6 +288,7 @@ class DenseBlock(tf_keras.layers.Layer):
         self.dense = _dense(units, config, "dense", activation=activation)
 
     def call(self, x):
+        """Applies the layer (shapes in the class docstring)."""
         return self.dense(x)
 
 
@@ -293,6 +302,7 @@ class DenseResidualNorm(tf_keras.layers.Layer):
         self.layer_norm = LayerNorm(_layer_norm_eps(config))
 
     def call(self, x, residual, training=False, seed=None):
+        """Applies the layer (shapes in the class docstring)."""
         dropped = self.dropout(self.dense(x), training=training, seed=seed)
         return self.layer_norm(dropped + residual)
 
@@ -325,6 +335,7 @@ class SelfAttention(tf_keras.layers.Layer):
     def build(self, input_shape):
         # call() reads the projections' variables without calling the layers,
         # so they are built here, each under its own name scope.
+        """Creates the layer's variables (names as in the reference)."""
         for projection in (self.query, self.key, self.value):
             with tf.name_scope(projection.name):
                 projection.build(input_shape)
@@ -500,6 +511,7 @@ class BertModel(tf_keras.layers.Layer):
         return checks
 
     def call(self, input_ids, input_mask=None, token_type_ids=None, training=False):
+        """Applies the layer (shapes in the class docstring)."""
         input_ids = tf.convert_to_tensor(input_ids)
         if input_mask is None:
             input_mask = tf.ones_like(input_ids)
@@ -532,6 +544,7 @@ class OutputProjection(tf_keras.layers.Layer):
         self.initializer_range = initializer_range
 
     def build(self, input_shape):
+        """Creates the layer's variables (names as in the reference)."""
         self.output_weights = self.add_weight(
             "output_weights", shape=[self.units, input_shape[-1]],
             initializer=create_initializer(self.initializer_range))
@@ -541,6 +554,7 @@ class OutputProjection(tf_keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, x):
+        """Applies the layer (shapes in the class docstring)."""
         logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]),
                            tf.cast(self.output_weights, x.dtype), transpose_b=True)
         logits = tf.cast(logits, tf.float32) + self.output_bias
@@ -556,6 +570,7 @@ class MaskedLMHead(tf_keras.layers.Layer):
         self.transform = Transform(config)
 
     def build(self, input_shape):
+        """Creates the layer's variables (names as in the reference)."""
         self.output_bias = self.add_weight("output_bias", shape=[self.config.vocab_size],
                                            initializer="zeros", experimental_autocast=False)
         super().build(input_shape)
@@ -577,6 +592,7 @@ class Transform(tf_keras.layers.Layer):
         self.layer_norm = LayerNorm(_layer_norm_eps(config))
 
     def call(self, x):
+        """Applies the layer (shapes in the class docstring)."""
         return self.layer_norm(self.dense(x))
 
 
@@ -674,6 +690,7 @@ class BertPretrainer(tf_keras.Model):
         self.cls = PretrainingHeads(config)
 
     def call(self, features, training=False):
+        """Applies the layer (shapes in the class docstring)."""
         outputs = dict(_encode(self.bert, features, training))
         mlm_logits, nsp = self.cls(outputs["sequence_output"], outputs["pooled_output"],
                                    features["masked_lm_positions"], self.bert.embedding_table)
@@ -703,6 +720,7 @@ class BertClassifier(tf_keras.Model):
         self.classifier = OutputProjection(num_labels, 0.02, name="classifier")
 
     def call(self, features, training=False):
+        """Applies the layer (shapes in the class docstring)."""
         pooled = _encode(self.bert, features, training)["pooled_output"]
         pooled = self.dropout(pooled, training=training)
         return {"logits": self.classifier(pooled), "pooled_output": pooled}
@@ -717,6 +735,7 @@ class BertSquad(tf_keras.Model):
         self.cls = SquadHead()
 
     def call(self, features, training=False):
+        """Applies the layer (shapes in the class docstring)."""
         sequence = _encode(self.bert, features, training)["sequence_output"]
         start_logits, end_logits = self.cls(sequence)
         return {"start_logits": start_logits, "end_logits": end_logits}

@@ -215,6 +215,7 @@ class WarmupPolynomialDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
             return tf.where(in_warmup, warmup_lr, decayed_lr)
 
     def get_config(self):
+        """The optimizer's settings, for Keras serialization."""
         return {
             "init_lr": self.init_lr,
             "num_train_steps": self.num_train_steps,
@@ -424,6 +425,7 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
 
     # ---- serialisation -------------------------------------------------------
     def get_config(self):
+        """The optimizer's settings, for Keras serialization."""
         config = super().get_config()
         config.update({
             "learning_rate": self._serialize_hyperparameter("learning_rate"),

@@ -312,6 +312,7 @@ def _predict(fv, runner, task, examples):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

@@ -206,6 +206,7 @@ def _predict(fv, runner, task, examples):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

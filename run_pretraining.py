@@ -206,6 +206,7 @@ def _evaluate(fv, runner, input_files):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

@@ -363,6 +363,7 @@ def _rethreshold(fv, squad_predictions, metrics):
 
 
 def main():
+    """Console entry point."""
     flags_common.run_cli(define_flags, run)
 
 

@@ -398,6 +398,7 @@ class FeatureWriter(object):
         self._open = True
 
     def process_feature(self, feature):
+        """Writes one InputFeatures as a record."""
         ints = input_pipeline.int_feature
         record = collections.OrderedDict()
         record["unique_ids"] = ints([feature.unique_id])
@@ -412,11 +413,13 @@ class FeatureWriter(object):
         self.num_features += 1
 
     def close(self):
+        """Closes the file (it appears under its name now)."""
         if self._open:
             self._open = False
             self._writer.__exit__(None, None, None)
 
     def abort(self):
+        """Drops the partial file."""
         if self._open:
             self._open = False
             error = RuntimeError("aborted")

@@ -38,6 +38,7 @@ FeatureSummary = collections.namedtuple(
 
 
 def summarize_feature(feature):
+    """What post-processing keeps of one InputFeatures (a FeatureSummary)."""
     return FeatureSummary(feature.unique_id, feature.example_index, feature.tokens,
                           feature.token_to_orig_map, feature.token_is_max_context)
 
@@ -86,6 +87,7 @@ def compact_batch(unique_ids, start_logits, end_logits, n_best_size):
 
 
 def as_compact(result, n_best_size):
+    """A RawResult or CompactResult as a CompactResult of n_best_size candidates."""
     if isinstance(result, CompactResult):
         return result
     return CompactResult(

@@ -108,10 +108,12 @@ def convert_by_vocab(vocab, items):
 
 
 def convert_tokens_to_ids(vocab, tokens):
+    """Vocabulary ids of `tokens` (KeyError for a token not in the vocabulary)."""
     return convert_by_vocab(vocab, tokens)
 
 
 def convert_ids_to_tokens(inv_vocab, ids):
+    """Tokens of vocabulary ids."""
     return convert_by_vocab(inv_vocab, ids)
 
 
@@ -363,9 +365,11 @@ class FullTokenizer(object):
         return tokens
 
     def convert_tokens_to_ids(self, tokens):
+        """Vocabulary ids of `tokens` (KeyError for a token not in the vocabulary)."""
         return convert_by_vocab(self.vocab, tokens)
 
     def convert_ids_to_tokens(self, ids):
+        """Tokens of vocabulary ids."""
         return convert_by_vocab(self.inv_vocab, ids)
 
     # -- batch path ---------------------------------------------------------

@@ -204,6 +204,34 @@ def _shifted_right(values, first):
     return tf.concat([tf.reshape(tf.cast(first, values.dtype), [1]), values[:-1]], axis=0)
 
 
+def _walk_matches(best, width, searched_lengths):
+    """Walks all searched words along their longest matches at once (one step per piece).
+
+    Returns (failed [num_searched] bool: a position with no match was reached, marks
+    [num_searched, width] bool: where the pieces start).
+    """
+    num_searched = tf.size(searched_lengths, out_type=tf.int64)
+    rows = tf.range(num_searched)
+
+    def step(position, active, failed, marks):
+        here = tf.stack([rows, tf.minimum(position, width - 1)], axis=1)
+        length = tf.where(active, tf.gather_nd(best, here), tf.zeros_like(position))
+        matched = active & (length > 0)
+        marks = tf.tensor_scatter_nd_update(
+            marks, tf.boolean_mask(here, matched),
+            tf.ones([tf.reduce_sum(tf.cast(matched, tf.int32))], tf.bool))
+        position = position + length
+        return (position, matched & (position < searched_lengths),
+                failed | (active & tf.logical_not(matched)), marks)
+
+    _, _, failed, marks = tf.while_loop(
+        lambda position, active, failed, marks: tf.reduce_any(active), step,
+        (tf.zeros_like(searched_lengths), searched_lengths > 0,
+         tf.zeros_like(searched_lengths, tf.bool),
+         tf.zeros(tf.stack([num_searched, width]), tf.bool)))
+    return failed, marks
+
+
 class InGraphTokenizer(tf.Module):
     """FullTokenizer as TensorFlow ops: raw UTF-8 strings -> WordPiece ids.
 
@@ -416,46 +444,9 @@ class InGraphTokenizer(tf.Module):
         whole = (whole_ids >= 0) & tf.logical_not(too_long)
         searched = tf.where(tf.logical_not(whole | too_long))[:, 0]
         searched_lengths = tf.gather(lengths, searched)
-        num_searched = tf.size(searched, out_type=tf.int64)
 
-        # Every (word, start) pair, then every (word, start, length) candidate.
-        pair_word = tf.repeat(tf.range(num_searched), searched_lengths)
-        pair_start = tf.ragged.range(searched_lengths).flat_values
-        longest = tf.minimum(tf.constant(self.max_piece_chars, tf.int64),
-                             tf.gather(searched_lengths, pair_word) - pair_start)
-        num_pairs = tf.size(pair_word, out_type=tf.int64)
-        candidate_pair = tf.repeat(tf.range(num_pairs), longest)
-        candidate_length = tf.ragged.range(longest).flat_values + 1
-        candidate_start = tf.gather(pair_start, candidate_pair)
-        candidate_word = tf.gather(searched, tf.gather(pair_word, candidate_pair))
-        found = self._in_vocab(word_strings, candidate_word, candidate_start,
-                               candidate_length)
-        best = tf.math.unsorted_segment_max(
-            tf.where(found, candidate_length, tf.zeros_like(candidate_length)),
-            candidate_pair, num_segments=num_pairs)
-        width = tf.reduce_max(tf.concat([searched_lengths, [1]], axis=0))
-        best = tf.scatter_nd(tf.stack([pair_word, pair_start], axis=1), best,
-                             tf.stack([num_searched, width]))
-
-        # Walk all searched words at once: one step per piece.
-        rows = tf.range(num_searched)
-
-        def step(position, active, failed, marks):
-            here = tf.stack([rows, tf.minimum(position, width - 1)], axis=1)
-            length = tf.where(active, tf.gather_nd(best, here), tf.zeros_like(position))
-            matched = active & (length > 0)
-            marks = tf.tensor_scatter_nd_update(
-                marks, tf.boolean_mask(here, matched),
-                tf.ones([tf.reduce_sum(tf.cast(matched, tf.int32))], tf.bool))
-            position = position + length
-            return (position, matched & (position < searched_lengths),
-                    failed | (active & tf.logical_not(matched)), marks)
-
-        _, _, failed, marks = tf.while_loop(
-            lambda position, active, failed, marks: tf.reduce_any(active), step,
-            (tf.zeros_like(searched_lengths), searched_lengths > 0,
-             tf.zeros_like(searched_lengths, tf.bool),
-             tf.zeros(tf.stack([num_searched, width]), tf.bool)))
+        best, width = self._longest_matches(word_strings, searched, searched_lengths)
+        failed, marks = _walk_matches(best, width, searched_lengths)
 
         split_pieces = tf.where(marks & tf.logical_not(failed)[:, tf.newaxis])
         split_word = tf.gather(searched, split_pieces[:, 0])
@@ -477,6 +468,30 @@ class InGraphTokenizer(tf.Module):
         length = tf.concat([tf.gather(lengths, single_word), split_length], axis=0)
         return (tf.cast(ids, tf.int32), tf.gather(word, order), tf.gather(start, order),
                 tf.gather(length, order))
+
+    def _longest_matches(self, word_strings, searched, searched_lengths):
+        """best[w, s]: the length of the longest vocabulary piece at character s of
+        searched word w (0: none), and the width of that [num_searched, width] table."""
+        num_searched = tf.size(searched, out_type=tf.int64)
+        # Every (word, start) pair, then every (word, start, length) candidate.
+        pair_word = tf.repeat(tf.range(num_searched), searched_lengths)
+        pair_start = tf.ragged.range(searched_lengths).flat_values
+        longest = tf.minimum(tf.constant(self.max_piece_chars, tf.int64),
+                             tf.gather(searched_lengths, pair_word) - pair_start)
+        num_pairs = tf.size(pair_word, out_type=tf.int64)
+        candidate_pair = tf.repeat(tf.range(num_pairs), longest)
+        candidate_length = tf.ragged.range(longest).flat_values + 1
+        candidate_start = tf.gather(pair_start, candidate_pair)
+        candidate_word = tf.gather(searched, tf.gather(pair_word, candidate_pair))
+        found = self._in_vocab(word_strings, candidate_word, candidate_start,
+                               candidate_length)
+        best = tf.math.unsorted_segment_max(
+            tf.where(found, candidate_length, tf.zeros_like(candidate_length)),
+            candidate_pair, num_segments=num_pairs)
+        width = tf.reduce_max(tf.concat([searched_lengths, [1]], axis=0))
+        best = tf.scatter_nd(tf.stack([pair_word, pair_start], axis=1), best,
+                             tf.stack([num_searched, width]))
+        return best, width
 
     @staticmethod
     def _substrings(word_strings, word, start, length):

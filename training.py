@@ -134,6 +134,7 @@ def global_sum(value):
 
 
 def num_replicas():
+    """Replicas in sync in the current replica context (1 outside one)."""
     ctx = tf.distribute.get_replica_context()
     return 1 if ctx is None else ctx.num_replicas_in_sync
 
@@ -163,6 +164,7 @@ class RunConfig:
 
     @classmethod
     def from_flags(cls, fv, **values):
+        """A RunConfig from the flags, `values` overriding them."""
         names = {f.name for f in dataclasses.fields(cls)}
         for name in names:
             if name not in values and name in fv and getattr(fv, name) is not None:
@@ -170,6 +172,7 @@ class RunConfig:
         return cls(**values)
 
     def validate(self):
+        """Raises ValueError for settings the loop cannot run with."""
         if not self.output_dir:
             raise ValueError("--output_dir is required")
         for name in ("save_checkpoints_steps", "iterations_per_loop", "num_accumulation_steps"):
@@ -291,11 +294,13 @@ class Runner:
 
     @property
     def global_step(self):
+        """The number of optimizer steps taken (restored ones included)."""
         if self.optimizer is not None:
             return int(self.optimizer.iterations.numpy())
         return self._restored_step
 
     def save(self):
+        """Writes a checkpoint of the current step; returns its path."""
         path = self.manager.save(checkpoint_number=self.global_step)
         logging.info("Saved checkpoint %s", path)
         return path
