@@ -72,6 +72,30 @@ def define_model_flags(fv, names=MODEL_FLAGS, max_seq_length=128, help_overrides
             flags.DEFINE_string(name, None, texts[name], flag_values=fv)
 
 
+def define_fine_tuning_flags(fv, unit="examples"):
+    """The reference's fine-tuning flags (run_classifier's names and defaults).
+
+    do_train / do_eval / do_predict, train_batch_size 32, eval_batch_size 8,
+    predict_batch_size 8, learning_rate 5e-5, num_train_epochs 3.0,
+    warmup_proportion 0.1. `unit` says what a batch counts (examples, windows...).
+    """
+    for name, help_text in (("do_train", "Fine-tune on the training set."),
+                            ("do_eval", "Evaluate on the dev set."),
+                            ("do_predict", "Write predictions for the test set.")):
+        flags.DEFINE_bool(name, False, help_text, flag_values=fv)
+    for name, default in (("train_batch_size", 32), ("eval_batch_size", 8),
+                          ("predict_batch_size", 8)):
+        flags.DEFINE_integer(name, default, "Global %s (%s)." % (name.replace("_", " "), unit),
+                             flag_values=fv)
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of the optimizer.",
+                       flag_values=fv)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Number of passes over the training %s."
+                       % unit, flag_values=fv)
+    flags.DEFINE_float("warmup_proportion", 0.1,
+                       "Fraction of the training steps over which the learning rate rises "
+                       "linearly from 0 (0.1 = the first 10%).", flag_values=fv)
+
+
 def bert_config_from_flags(fv):
     """The BertConfig of --bert_config_file, checked against --max_seq_length.
 

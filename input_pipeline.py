@@ -262,6 +262,19 @@ def _pad_batch(batch, batch_size):
     return out
 
 
+def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None):
+    """dataset_fn(input_context) for training.Runner.train / predict over record files.
+
+    Training: the reference's pipeline (repeated, shuffled with `seed`); otherwise the
+    files read once in order, the last batch padded (is_real_example = 0), never dropped.
+    """
+    def dataset_fn(input_context=None):
+        return make_dataset(input_files, spec, batch_size, is_training,
+                            input_context=input_context, pad_final_batch=not is_training,
+                            seed=seed)
+    return dataset_fn
+
+
 def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
                  repeat=None, pad_final_batch=False, num_cpu_threads=4,
                  shuffle_buffer=100, seed=None):

@@ -56,22 +56,7 @@ def define_flags(fv):
         "Where checkpoints, feature files and result files are written.",
         flag_values=fv)
     flags_common.define_model_flags(fv)
-    flags.DEFINE_bool("do_train", False, "Fine-tune on the training set.", flag_values=fv)
-    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.", flag_values=fv)
-    flags.DEFINE_bool("do_predict", False,
-                      "Write class probabilities for the test set.", flag_values=fv)
-    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.", flag_values=fv)
-    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.", flag_values=fv)
-    flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.",
-                         flag_values=fv)
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of the optimizer.",
-                       flag_values=fv)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Number of passes over the training set.",
-                       flag_values=fv)
-    flags.DEFINE_float(
-        "warmup_proportion", 0.1,
-        "Fraction of the training steps over which the learning rate rises linearly "
-        "from 0 (0.1 = the first 10%).", flag_values=fv)
+    flags_common.define_fine_tuning_flags(fv)
     flags.DEFINE_string(
         "xnli_language", "zh",
         "Language of the XNLI data used by --task_name=xnli (the original code always "
@@ -236,11 +221,7 @@ class _Task(object):
 
     def ordered_dataset(self, path, batch_size):
         """dataset_fn reading `path` once, in order, the last batch padded (not dropped)."""
-        def dataset_fn(input_context=None):
-            return input_pipeline.make_dataset(
-                [path], self.spec, batch_size, is_training=False,
-                input_context=input_context, pad_final_batch=True)
-        return dataset_fn
+        return input_pipeline.dataset_fn_for([path], self.spec, batch_size, is_training=False)
 
 
 def _train(fv, runner, task, examples, num_train_steps):
@@ -252,11 +233,9 @@ def _train(fv, runner, task, examples, num_train_steps):
     logging.info("  Batch size = %d", fv.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
 
-    def train_dataset(input_context=None):
-        return input_pipeline.make_dataset(
-            [train_file], task.spec, fv.train_batch_size, is_training=True,
-            input_context=input_context, seed=fv.seed)
-    runner.train(train_dataset, task.loss_fn, global_batch_size=fv.train_batch_size)
+    runner.train(input_pipeline.dataset_fn_for([train_file], task.spec, fv.train_batch_size,
+                                               is_training=True, seed=fv.seed),
+                 task.loss_fn, global_batch_size=fv.train_batch_size)
 
 
 def _evaluate(fv, runner, task, examples):

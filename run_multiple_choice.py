@@ -45,19 +45,7 @@ def define_flags(fv):
     flags.DEFINE_string("output_dir", None, "Where checkpoints, feature files and results "
                         "are written.", flag_values=fv)
     flags_common.define_model_flags(fv)
-    for name, help_text in (("do_train", "Fine-tune on the training split."),
-                            ("do_eval", "Evaluate on the dev split."),
-                            ("do_predict", "Write choice probabilities for the test split.")):
-        flags.DEFINE_bool(name, False, help_text, flag_values=fv)
-    for name, default in (("train_batch_size", 32), ("eval_batch_size", 8),
-                          ("predict_batch_size", 8)):
-        flags.DEFINE_integer(name, default, "Global %s (questions)." % name.replace("_", " "),
-                             flag_values=fv)
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", flag_values=fv)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training questions.",
-                       flag_values=fv)
-    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with a rising "
-                       "learning rate.", flag_values=fv)
+    flags_common.define_fine_tuning_flags(fv, unit="questions")
     flags_common.define_training_flags(fv)
 
 
@@ -146,12 +134,10 @@ class _Task(object):
 
     def outputs(self, runner, path, batch_size, count):
         """The predict_fn outputs of the real rows of `path`, in order, concatenated."""
-        def dataset_fn(input_context=None):
-            return input_pipeline.make_dataset(
-                [path], self.spec, batch_size, is_training=False,
-                input_context=input_context, pad_final_batch=True)
         parts = {}
-        for out in runner.predict(dataset_fn, self.predict_fn):
+        batches = runner.predict(input_pipeline.dataset_fn_for(
+            [path], self.spec, batch_size, is_training=False), self.predict_fn)
+        for out in batches:
             real = np.asarray(out["is_real_example"]) > 0
             for key in ("probabilities", "per_example_loss", "label_ids"):
                 parts.setdefault(key, []).append(np.asarray(out[key])[real])
@@ -170,11 +156,9 @@ def _train(fv, runner, task, examples, num_train_steps):
     logging.info("  Batch size = %d", fv.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
 
-    def dataset_fn(input_context=None):
-        return input_pipeline.make_dataset(
-            [path], task.spec, fv.train_batch_size, is_training=True,
-            input_context=input_context, seed=fv.seed)
-    runner.train(dataset_fn, task.loss_fn, global_batch_size=fv.train_batch_size)
+    runner.train(input_pipeline.dataset_fn_for([path], task.spec, fv.train_batch_size,
+                                               is_training=True, seed=fv.seed),
+                 task.loss_fn, global_batch_size=fv.train_batch_size)
 
 
 def _evaluate(fv, runner, task, examples):

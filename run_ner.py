@@ -76,19 +76,7 @@ def define_flags(fv):
     string("layers", "-1,-2,-3,-4", "--feature_based: the encoder layers to concatenate.")
     flags.DEFINE_integer("lstm_units", 768, "--feature_based: LSTM units per direction.",
                          flag_values=fv)
-    for name, help_text in (("do_train", "Fine-tune on the training file."),
-                            ("do_eval", "Evaluate on the evaluation file."),
-                            ("do_predict", "Tag the prediction file.")):
-        flags.DEFINE_bool(name, False, help_text, flag_values=fv)
-    for name, default in (("train_batch_size", 32), ("eval_batch_size", 8),
-                          ("predict_batch_size", 8)):
-        flags.DEFINE_integer(name, default, "Global %s." % name.replace("_", " "),
-                             flag_values=fv)
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", flag_values=fv)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.",
-                       flag_values=fv)
-    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with a rising "
-                       "learning rate.", flag_values=fv)
+    flags_common.define_fine_tuning_flags(fv, unit="windows")
     flags_common.define_training_flags(fv)
 
 
@@ -281,11 +269,8 @@ class _Task(object):
         path = os.path.join(self.fv.output_dir, name + ".tf_record")
         ner_data.write_features(features, path)
 
-        def dataset_fn(input_context=None):
-            """The records in file order, once, the last batch padded."""
-            return input_pipeline.make_dataset(
-                [path], self.spec, batch_size, is_training=False,
-                input_context=input_context, pad_final_batch=True)
+        dataset_fn = input_pipeline.dataset_fn_for([path], self.spec, batch_size,
+                                                   is_training=False)
         predicted, loss, weight = [], 0.0, 0.0
         for out in runner.predict(dataset_fn, self.predict_fn):
             real = np.asarray(out["is_real_example"]) > 0
@@ -307,12 +292,9 @@ def _train(fv, runner, task, features, num_train_steps):
     logging.info("  Batch size = %d", fv.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
 
-    def dataset_fn(input_context=None):
-        """The training records, repeated and shuffled."""
-        return input_pipeline.make_dataset(
-            [path], task.spec, fv.train_batch_size, is_training=True,
-            input_context=input_context, seed=fv.seed)
-    runner.train(dataset_fn, task.loss_fn, global_batch_size=fv.train_batch_size)
+    runner.train(input_pipeline.dataset_fn_for([path], task.spec, fv.train_batch_size,
+                                               is_training=True, seed=fv.seed),
+                 task.loss_fn, global_batch_size=fv.train_batch_size)
 
 
 def _evaluate(fv, runner, task, conll_file):

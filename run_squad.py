@@ -217,10 +217,8 @@ def _train(fv, bert_config, tokenizer, train_examples, strategy):
 
     spec = input_pipeline.squad_features(fv.max_seq_length, is_training=True)
 
-    def dataset_fn(input_context=None):
-        return input_pipeline.make_dataset(
-            train_file, spec, fv.train_batch_size, is_training=True,
-            input_context=input_context, seed=fv.seed)
+    dataset_fn = input_pipeline.dataset_fn_for([train_file], spec, fv.train_batch_size,
+                                               is_training=True, seed=fv.seed)
 
     runner = _make_runner(fv, bert_config, strategy, num_train_steps, num_warmup_steps)
     runner.train(dataset_fn, _loss_fn, global_batch_size=fv.train_batch_size)
@@ -252,10 +250,8 @@ def _predict(fv, runner, eval_examples, tokenizer):
 
     spec = input_pipeline.squad_features(fv.max_seq_length, is_training=False)
 
-    def dataset_fn(input_context=None):
-        return input_pipeline.make_dataset(
-            eval_file, spec, fv.predict_batch_size, is_training=False,
-            input_context=input_context, pad_final_batch=True)
+    dataset_fn = input_pipeline.dataset_fn_for([eval_file], spec, fv.predict_batch_size,
+                                               is_training=False)
 
     results = []
     started = last_report = time.time()
