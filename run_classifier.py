@@ -154,18 +154,10 @@ def run(fv):
         training.epoch_steps(len(train_examples), fv, "training examples (%s)" % source)
         if fv.do_train else (0, 0))
 
-    training.set_seed(fv.seed)
-    strategy = training.get_strategy(fv)
-    training.configure_precision(fv)
-    cfg = training.RunConfig.from_flags(
-        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        init_checkpoint=fv.init_checkpoint)
-    num_labels = len(processor.get_labels())
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
-    runner = training.Runner(
-        strategy, lambda: create_model(bert_config, num_labels, fv.use_tpu), cfg,
-        for_training=fv.do_train)
+    runner = training.runner_from_flags(
+        fv, lambda: create_model(bert_config, len(processor.get_labels()), fv.use_tpu),
+        num_train_steps, num_warmup_steps)
     task = _Task(processor, tokenizer, fv.max_seq_length)
 
     if fv.do_train:

@@ -67,16 +67,10 @@ def run(fv):
         len(splits["train"]), fv, "training questions in --data_dir=%s" % fv.data_dir)
         if fv.do_train else (0, 0))
 
-    training.set_seed(fv.seed)
-    strategy = training.get_strategy(fv)
-    training.configure_precision(fv)
-    cfg = training.RunConfig.from_flags(
-        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        init_checkpoint=fv.init_checkpoint)
-    runner = training.Runner(
-        strategy, lambda: modeling.BertMultipleChoice(bert_config, fv.use_tpu), cfg,
-        for_training=fv.do_train)
+    # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
+    runner = training.runner_from_flags(
+        fv, lambda: modeling.BertMultipleChoice(bert_config, fv.use_tpu),
+        num_train_steps, num_warmup_steps)
     if fv.do_train:
         _train(fv, runner, task, splits["train"], num_train_steps)
     results = _evaluate(fv, runner, task, splits["dev"]) if fv.do_eval else None

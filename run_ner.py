@@ -96,16 +96,10 @@ def run(fv):
     num_train_steps, num_warmup_steps = (training.epoch_steps(
         len(train_features), fv, "training windows in %s" % train.path) if train else (0, 0))
 
-    training.set_seed(fv.seed)
-    strategy = training.get_strategy(fv)
-    training.configure_precision(fv)
-    cfg = training.RunConfig.from_flags(
-        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        init_checkpoint=fv.init_checkpoint)
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
-    runner = training.Runner(strategy, lambda: task.model(bert_config), cfg,
-                             for_training=fv.do_train)
+    runner = training.runner_from_flags(
+        fv, lambda: task.model(bert_config),
+        num_train_steps, num_warmup_steps)
     if fv.do_train:
         _train(fv, runner, task, train_features, num_train_steps)
     results = _evaluate(fv, runner, task, evaluation) if fv.do_eval else None

@@ -198,7 +198,7 @@ def _write_features(path, examples, tokenizer, fv, is_training, keep=None):
     return writer.num_features
 
 
-def _train(fv, bert_config, tokenizer, train_examples, strategy):
+def _train(fv, bert_config, tokenizer, train_examples):
     """Writes train.tf_record and fine-tunes on it; returns the Runner."""
     num_train_steps, num_warmup_steps = training.epoch_steps(
         len(train_examples), fv, "training examples in --train_file=%s" % fv.train_file)
@@ -220,20 +220,16 @@ def _train(fv, bert_config, tokenizer, train_examples, strategy):
     dataset_fn = input_pipeline.dataset_fn_for([train_file], spec, fv.train_batch_size,
                                                is_training=True, seed=fv.seed)
 
-    runner = _make_runner(fv, bert_config, strategy, num_train_steps, num_warmup_steps)
+    runner = _make_runner(fv, bert_config, num_train_steps, num_warmup_steps)
     runner.train(dataset_fn, _loss_fn, global_batch_size=fv.train_batch_size)
     return runner
 
 
-def _make_runner(fv, bert_config, strategy, num_train_steps=0, num_warmup_steps=0):
+def _make_runner(fv, bert_config, num_train_steps=0, num_warmup_steps=0):
     """The Runner of a BertSquad (restoring output_dir's checkpoint or init_checkpoint)."""
-    cfg = training.RunConfig.from_flags(
-        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        init_checkpoint=fv.init_checkpoint)
-    return training.Runner(
-        strategy, lambda: modeling.BertSquad(bert_config, use_one_hot_embeddings=fv.use_tpu),
-        cfg, for_training=num_train_steps > 0)
+    return training.runner_from_flags(
+        fv, lambda: modeling.BertSquad(bert_config, use_one_hot_embeddings=fv.use_tpu),
+        num_train_steps, num_warmup_steps)
 
 
 def _predict(fv, runner, eval_examples, tokenizer):
@@ -303,17 +299,14 @@ def run(fv):
             eval_articles, is_training=False,
             version_2_with_negative=fv.version_2_with_negative, source=fv.predict_file)
 
-    training.set_seed(fv.seed)
-    training.configure_precision(fv)
-    strategy = training.get_strategy(fv)
     runner = None
     if fv.do_train:
-        runner = _train(fv, bert_config, tokenizer, train_examples, strategy)
+        runner = _train(fv, bert_config, tokenizer, train_examples)
         del train_examples
     if not fv.do_predict:
         return None
     if runner is None:
-        runner = _make_runner(fv, bert_config, strategy)
+        runner = _make_runner(fv, bert_config)
     squad_predictions = _write_answers(fv, runner, eval_examples, tokenizer)
     metrics = _evaluate(fv, eval_articles, squad_predictions)
     if fv.rethreshold_predictions:

@@ -182,6 +182,25 @@ class RunConfig:
             raise ValueError("--deterministic_data needs --seed (the shuffling must be fixed)")
 
 
+def runner_from_flags(fv, model_fn, num_train_steps=0, num_warmup_steps=0):
+    """The Runner of a fine-tuning run, everything else from the flags.
+
+    Seeds (--seed), builds the strategy and precision policy, fills the RunConfig
+    from the flags (--output_dir, --learning_rate, --init_checkpoint, the TF2 flags)
+    and builds `model_fn()` under the strategy, restoring output_dir's latest
+    checkpoint or else --init_checkpoint. An optimizer is made when num_train_steps
+    is set.
+    """
+    set_seed(fv.seed)
+    strategy = get_strategy(fv)
+    configure_precision(fv)
+    cfg = RunConfig.from_flags(
+        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
+        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+        init_checkpoint=fv.init_checkpoint)
+    return Runner(strategy, model_fn, cfg, for_training=num_train_steps > 0)
+
+
 def epoch_steps(num_examples, fv, what="training examples"):
     """(num_train_steps, num_warmup_steps) for --num_train_epochs over `num_examples`.
 
