@@ -586,6 +586,23 @@ def test_capped_masking_runs_with_the_reference_records(tiny, whole_word, worker
     assert max(sum(r["masked_lm_weights"]) for r in got) == 10
 
 
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_create_instances_from_document_is_the_reference_rule(tiny, whole_word):
+    """The reference's per-document function (public API) follows the rule written out."""
+    tokenizer = tokenization.FullTokenizer(tiny.vocab)
+    documents = _rule_documents(tiny.inputs, tokenizer)
+    vocab_words = list(tokenizer.vocab.keys())
+    opts = dict(max_seq_length=40, max_predictions_per_seq=6, masked_lm_prob=0.2,
+                short_seq_prob=0.3, do_whole_word_mask=whole_word)
+    for index in range(8):
+        ours = cpd.create_instances_from_document(
+            documents, index, 40, 0.3, 0.2, 6, vocab_words, random.Random(index),
+            do_whole_word_mask=whole_word)
+        want = _rule_instances(documents, index, opts, vocab_words, random.Random(index))
+        assert [(i.tokens, i.segment_ids, i.masked_lm_positions, i.masked_lm_labels,
+                 i.is_random_next) for i in ours] == want
+
+
 def test_golden_records_match_the_rule_written_out(shared_dir):
     """The independent rule above reproduces the reference's own golden records."""
     golden, flags_json, _ = _golden_flags(shared_dir)
