@@ -256,8 +256,6 @@ def _check_flags(fv):
     fileutil.check_output_file(fv.output_file, "--output_file")
     bert_config = flags_common.bert_config_from_flags(fv)
     layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
-    if fv.max_seq_length < 3:
-        raise ValueError("--max_seq_length must be at least 3")
     return bert_config, layer_indexes
 
 
