@@ -156,6 +156,11 @@ def define_distribution_flags(fv):
     flags.DEFINE_enum("optimizer_type", "adamw", ["adamw", "lamb"],
                       "adamw: the reference AdamWeightDecay; lamb: LAMB for large batches.",
                       flag_values=fv)
+    flags.DEFINE_bool("fused_optimizer", True,
+                      "Update all variables of a device (gradient clip included) in a few "
+                      "XLA computations instead of op by op per variable: the same rule, "
+                      "values within a few ulp. --nofused_optimizer runs the reference's "
+                      "update bit for bit.", flag_values=fv)
     flags.DEFINE_integer("num_accumulation_steps", 1,
                          "Micro-batches whose gradients are summed before one optimizer step.",
                          flag_values=fv)

@@ -9,10 +9,23 @@ behaviour of the original TF1 BERT training code:
 * ``AdamWeightDecay`` -- Adam *without* bias correction plus decoupled weight
   decay that is skipped for variables whose name matches one of a list of
   regular expressions (LayerNorm parameters and biases by default).
+* ``LAMB`` -- the layer-wise adaptive rule of tf-models-official's LAMB, for
+  large-batch pre-training (same slots and checkpoints as that class).
 * ``clip_gradients`` -- clipping by global norm (1.0), which the training step
-  applies to the gradients before handing them to ``apply_gradients``.
+  applies to the gradients before handing them to ``apply_gradients`` (or
+  the optimizer does, with ``clip_norm=1.0``).
 * ``create_optimizer`` -- builds the schedule and the optimizer ("adamw" for
   the reference behaviour, "lamb" for large-batch pre-training).
+
+Two ways to run the same update (``create_optimizer(..., fused=...)``):
+
+* ``fused=True`` (default): the variables of each device are updated by XLA in
+  a few fused computations (one for all of them on GPU/TPU, one per variable
+  on CPU), the clipping scale folded in; the new values are then assigned to
+  the same per-variable slots.  XLA contracts multiply-adds, so values are
+  within a few ulp of the op-by-op update (tests/test_optimization.py states
+  and checks the bound over 100 steps).
+* ``fused=False``: the TF1 update op by op, per variable, bit for bit.
 
 Update rule of ``AdamWeightDecay`` for a parameter ``p`` with gradient ``g``
 at the update that follows ``t`` completed updates (``t = optimizer.iterations``)::
@@ -46,6 +59,8 @@ __all__ = [
     "OPTIMIZER_TYPES",
     "WarmupPolynomialDecay",
     "AdamWeightDecay",
+    "LAMB",
+    "FUSED_GROUPINGS",
     "clip_gradients",
     "create_optimizer",
 ]
@@ -225,10 +240,293 @@ class WarmupPolynomialDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
 
 
 # --------------------------------------------------------------------------- #
-# Optimizer
+# The fused update, shared by AdamWeightDecay and LAMB
+# --------------------------------------------------------------------------- #
+def _unwrap_autocast(var):
+    """The variable that a mixed-precision AutoCastVariable wraps (others as given).
+
+    AutoCastVariable (tf_keras layers under a mixed policy) keeps the real
+    variable in ``_variable``; it is the only variable type with ``true_dtype``.
+    """
+    if hasattr(var, "true_dtype"):
+        inner = vars(var).get("_variable")
+        if inner is not None:
+            return inner
+    return var
+
+
+def _dense_gradient(grad, var):
+    """``grad`` as a dense tensor: IndexedSlices rows (duplicates too) are summed."""
+    if isinstance(grad, tf.IndexedSlices):
+        num_rows = tf.shape(var, out_type=grad.indices.dtype)[0]
+        return tf.math.unsorted_segment_sum(grad.values, grad.indices, num_rows)
+    return tf.convert_to_tensor(grad)
+
+
+def _clip_scale(norm, clip_norm):
+    """The factor ``tf.clip_by_global_norm`` multiplies every gradient by.
+
+    Same ops in the same order, so ``g * scale`` is bit for bit its clipped
+    gradient: ``clip_norm * min(1 / norm, 1 / clip_norm)``, NaN when the norm is
+    not finite.
+    """
+    scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip_norm)
+    return scale + (norm - norm)
+
+
+def _fused_step_body(rule, coef, flags, clip_norm, scale, grads, params, firsts,
+                     seconds):
+    """New (param, first slot, second slot) of every variable of one group.
+
+    ``rule`` is the per-variable update (``_adam_update`` or ``_lamb_update``),
+    ``flags`` its static per-variable choices.  With ``clip_norm`` the global
+    norm of ``grads`` is computed here (inside the compiled cluster);
+    otherwise a ``scale`` computed outside (or None) multiplies the gradients.
+    """
+    if clip_norm is not None:
+        scale = _clip_scale(tf.linalg.global_norm(grads), clip_norm)
+    results = []
+    for grad, param, first, second, flag in zip(grads, params, firsts, seconds, flags):
+        if scale is not None:
+            grad = grad * tf.cast(scale, grad.dtype)
+        results.append(rule(grad, param, first, second, coef, flag))
+    return results
+
+
+# One XLA computation per call: all variables of a device group, or one variable.
+_fused_step = tf.function(_fused_step_body, jit_compile=True, reduce_retracing=True)
+
+# On CPU ("auto"), variables are updated in batches of at least this many
+# elements: one XLA call per large variable, the small ones together.
+_CPU_BATCH_ELEMENTS = 1 << 20
+
+
+def _batches(members, grouping):
+    """Splits a device's (grad, variables, flags) members into fused calls.
+
+    "device": one call; "variable": one per variable; "batched": consecutive
+    variables gathered until a batch holds _CPU_BATCH_ELEMENTS elements.
+    """
+    if grouping == "device":
+        return [members]
+    if grouping == "variable":
+        return [[member] for member in members]
+    batches, current, size = [], [], 0
+    for member in members:
+        current.append(member)
+        size += member[1][0].shape.num_elements() or 0
+        if size >= _CPU_BATCH_ELEMENTS:
+            batches.append(current)
+            current, size = [], 0
+    return batches + ([current] if current else [])
+
+# Accepted values of ``fused_grouping``.
+FUSED_GROUPINGS = ("auto", "device", "batched", "variable")
+
+# Strategies under which the fused update runs (their variables are mirrored
+# per device, or plain); under others (TPUStrategy, parameter servers) the
+# per-variable path runs -- on TPU the whole step is one XLA program anyway.
+_FUSABLE_STRATEGIES = (tf.distribute.OneDeviceStrategy, tf.distribute.MirroredStrategy,
+                       tf.distribute.MultiWorkerMirroredStrategy)
+
+
+class _FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
+    """Base of AdamWeightDecay and LAMB: optional clipping and the fused update.
+
+    A subclass gives ``_SLOT_NAMES`` (two moment slots), ``_update_rule``
+    (a function (grad, param, first, second, coef, flags) -> new values),
+    ``_variable_flags(var)`` and ``_fused_coefficients(dtype)``.
+
+    With ``fused=True`` (under no strategy, OneDevice, Mirrored or
+    MultiWorkerMirrored, after the usual merge into cross-replica context)
+    ``apply_gradients`` groups the variables of each device and computes their
+    new values in XLA: ``fused_grouping="device"`` compiles the whole group into
+    one computation (one launch, a handful of kernels on GPU); ``"variable"``
+    one per variable; ``"batched"`` one per large variable and one per run of
+    small ones (about 2**20 elements each), which TF runs in parallel -- on
+    CPU, where XLA runs the loops of one computation one after another, that
+    measured faster; ``"auto"`` (default) is "batched" on CPU devices and
+    "device" elsewhere.  The new values are then assigned to the variables and
+    their slots, so what is saved is exactly what the per-variable path saves.
+    Elsewhere (TPUStrategy, whose step is one XLA program anyway; parameter
+    servers; XLA-compiled replica functions without merge call) the update runs
+    per variable, with the same formula.
+    """
+
+    _HAS_AGGREGATE_GRAD = True
+    _SLOT_NAMES = ()
+
+    def __init__(self, name, fused=True, fused_grouping="auto", clip_norm=None, **kwargs):
+        super().__init__(name, **kwargs)
+        self.fused = bool(fused)
+        if fused_grouping not in FUSED_GROUPINGS:
+            raise ValueError(f"fused_grouping must be one of {list(FUSED_GROUPINGS)}, "
+                             f"got {fused_grouping!r}.")
+        self.fused_grouping = fused_grouping
+        self.clip_norm = None if clip_norm is None else _as_float(
+            clip_norm, "clip_norm", low=0.0, low_inclusive=False)
+
+    def build(self, var_list):
+        """Creates the step counter and slot variables for ``var_list`` now.
+
+        Optional: ``apply_gradients`` creates them lazily.  Building ahead is
+        handy to restore a checkpoint into existing slots, or to keep
+        variable creation out of a ``jit_compile`` function.  Call it under
+        the same distribution-strategy scope as the model variables.
+        """
+        with tf.init_scope():
+            self._create_all_weights(list(var_list))
+
+    # ---- which path ----------------------------------------------------------
+    def _fused_here(self, variables):
+        """Whether this apply_gradients call takes the fused path.
+
+        Depends only on the settings, the strategy and the graph, so the
+        replica-context half (clipping) and the cross-replica half (update)
+        of one call always agree.
+        """
+        if not self.fused:
+            return False
+        if any(getattr(v, "constraint", None) is not None for v in variables):
+            return False
+        if not tf.distribute.has_strategy():
+            return True
+        if not isinstance(tf.distribute.get_strategy(), _FUSABLE_STRATEGIES):
+            return False
+        # No merge call (XLA-compiled replica function on GPUs): the update
+        # runs per replica inside that XLA program, per variable.
+        return not tf.__internal__.distribute.strategy_supports_no_merge_call()
+
+    def _grouping_for(self, device):
+        """"device", "batched" or "variable" for the variables on ``device``."""
+        if self.fused_grouping != "auto":
+            return self.fused_grouping
+        device_type = tf.DeviceSpec.from_string(device or "").device_type
+        return "batched" if device_type in (None, "CPU") else "device"
+
+    # ---- clipping (replica context, after aggregation) -----------------------
+    def _transform_gradients(self, grads_and_vars):
+        """Keras' transforms, then clip_norm unless the fused update clips."""
+        grads_and_vars = list(super()._transform_gradients(grads_and_vars))
+        if self.clip_norm is None or not grads_and_vars:
+            return grads_and_vars
+        variables = [v for _, v in grads_and_vars]
+        if self._fused_here(variables):
+            return grads_and_vars  # clipped inside the fused update
+        grads = clip_gradients([g for g, _ in grads_and_vars], self.clip_norm)
+        return list(zip(grads, variables))
+
+    # ---- the update (cross-replica context) ----------------------------------
+    def _distributed_apply(self, distribution, grads_and_vars, apply_state, name):
+        """The fused update when it applies here, else the per-variable one."""
+        grads_and_vars = list(grads_and_vars)
+        if not self._fused_here([v for _, v in grads_and_vars]):
+            return super()._distributed_apply(distribution, grads_and_vars, apply_state,
+                                              name)
+        with tf.name_scope(name or self._name):
+            updates = self._fused_apply(distribution, grads_and_vars)
+            if tf.executing_eagerly():
+                return self.iterations.assign_add(1)
+            with tf.control_dependencies(updates):
+                return self.iterations.assign_add(1, read_value=False)
+
+    def _fused_apply(self, distribution, grads_and_vars):
+        """Updates every variable, replica by replica, in a few fused calls."""
+        replicas = {}
+        for grad, var in grads_and_vars:
+            flags = self._variable_flags(var)
+            slots = [self.get_slot(var, slot) for slot in self._SLOT_NAMES]
+            local = [distribution.experimental_local_results(_unwrap_autocast(x))
+                     for x in [var] + slots]
+            grad_parts = distribution.experimental_local_results(grad)
+            for i, parts in enumerate(zip(*local)):
+                part = grad_parts[i] if len(grad_parts) > 1 else grad_parts[0]
+                replicas.setdefault(i, []).append((part, parts, flags))
+        updates = []
+        for members in replicas.values():
+            updates.extend(self._fused_replica(members))
+        return updates
+
+    def _fused_replica(self, members):
+        """The (grad, (var, first, second), flags) of one replica, by device and dtype.
+
+        The clipping norm is over all of the replica's gradients: computed by
+        TF's own ops (the scale is tf.clip_by_global_norm's, bit for bit), or
+        inside the XLA computation when that one computation holds them all.
+        """
+        groups = {}
+        for member in members:
+            variable = member[1][0]
+            groups.setdefault((variable.device, variable.dtype.base_dtype), []).append(member)
+        grads = [grad for grad, _, _ in members]
+        sparse = any(isinstance(grad, tf.IndexedSlices) for grad in grads)
+        device = members[0][1][0].device
+        clip_inside = (self.clip_norm is not None and len(groups) == 1 and not sparse
+                       and self._grouping_for(device) == "device")
+        scale = None
+        if self.clip_norm is not None and not clip_inside:
+            with tf.device(device):
+                scale = _clip_scale(tf.linalg.global_norm(grads), self.clip_norm)
+        updates = []
+        for (device, dtype), group in groups.items():
+            with tf.device(device):
+                updates.extend(self._fused_group(group, dtype, self._grouping_for(device),
+                                                 scale, clip_inside))
+        return updates
+
+    def _fused_group(self, members, dtype, grouping, scale, clip_inside):
+        """Fused update of the members living on one device, with one dtype."""
+        coef = self._fused_coefficients(dtype)
+        updates = []
+        for batch in _batches(members, grouping):
+            variables = [parts for _, parts, _ in batch]
+            results = _fused_step(
+                self._update_rule, coef, tuple(flags for _, _, flags in batch),
+                self.clip_norm if clip_inside else None, scale,
+                [_dense_gradient(grad, parts[0]) for grad, parts, _ in batch],
+                *[[tf.convert_to_tensor(parts[k]) for parts in variables] for k in range(3)])
+            for parts, values in zip(variables, results):
+                updates.extend(variable.assign(value, use_locking=self._use_locking,
+                                               read_value=False)
+                               for variable, value in zip(parts, values))
+        return updates
+
+    # ---- per-variable path (fused=False, TPU, other strategies) --------------
+    def _coefficients(self, var, apply_state):
+        var_device, var_dtype = var.device, var.dtype.base_dtype
+        found = (apply_state or {}).get((var_device, var_dtype))
+        if found is None:
+            found = self._fallback_apply_state(var_device, var_dtype)
+        return found
+
+    def _densify(self, values, var, indices):
+        """Sums sparse rows (duplicates included) into a dense gradient."""
+        num_rows = tf.shape(var, out_type=indices.dtype)[0]
+        return tf.math.unsorted_segment_sum(values, indices, num_rows)
+
+    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices,
+                                                 **kwargs):
+        # The update is dense (as the reference's, which turns the IndexedSlices
+        # gradient of an embedding lookup into a dense tensor): every row's
+        # moments decay and every row gets weight decay.
+        return self._resource_apply_dense(
+            self._densify(grad, handle, indices), handle, **kwargs)
+
+    def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+        return self._resource_apply_dense(
+            self._densify(grad, var, indices), var, apply_state=apply_state)
+
+    def _fused_config(self):
+        """The fused-update settings, for get_config."""
+        return {"fused": self.fused, "fused_grouping": self.fused_grouping,
+                "clip_norm": self.clip_norm}
+
+
+# --------------------------------------------------------------------------- #
+# AdamWeightDecay
 # --------------------------------------------------------------------------- #
 @tf_keras.utils.register_keras_serializable(package="bert_tf2")
-class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
+class AdamWeightDecay(_FusedOptimizer):
     """Adam without bias correction, with decoupled weight decay (BERT's rule).
 
     Subclasses the classic tf_keras optimizer (``OptimizerV2``), which gives
@@ -248,17 +546,25 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
         to ("LayerNorm", "layer_norm", "bias"); ``None`` or ``[]`` excludes
         nothing.
       name: optimizer name.
-      jit_compile: compile each variable's update arithmetic with XLA, which
-        fuses the dozen elementwise passes over the variable, its gradient and
-        its slots into one loop (several times faster on CPU).  XLA contracts
-        multiply-adds, so values may differ from the unfused update in the
-        last bit; the default (False) keeps the TF1 update bit for bit.
-        Training with --enable_xla turns it on.
-      **kwargs: passed to the tf_keras base class.  Note that gradient
-        clipping is deliberately *not* done here -- see ``clip_gradients``.
+      jit_compile: per-variable path only (``fused=False``): compile each
+        variable's update with XLA.  XLA contracts multiply-adds, so values may
+        differ from the op-by-op update in the last bit.
+      fused: True (default): the fused update (see ``_FusedOptimizer``): the
+        same formula compiled by XLA over the variables of each device, within
+        a few ulp of the op-by-op update (XLA contracts multiply-adds; bound in
+        tests/test_fused_optimizer.py).  False: the TF1 update op by op, per
+        variable, bit for bit the reference's.
+      fused_grouping: "auto" (default: "batched" on CPU, "device" on GPU/TPU),
+        "device", "batched" or "variable": how the fused update is split into
+        XLA computations (see ``_FusedOptimizer``).
+      clip_norm: if set, ``apply_gradients`` clips the gradients to this
+        global norm first (``tf.clip_by_global_norm``'s scale; with the fused
+        update the multiplication is folded into the update).  None (default):
+        no clipping here -- clip with ``clip_gradients`` before.
+      **kwargs: passed to the tf_keras base class.
     """
 
-    _HAS_AGGREGATE_GRAD = True
+    _SLOT_NAMES = (_SLOT_M, _SLOT_V)
 
     def __init__(self,
                  learning_rate,
@@ -269,8 +575,12 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
                  exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
                  name="AdamWeightDecay",
                  jit_compile=False,
+                 fused=True,
+                 fused_grouping="auto",
+                 clip_norm=None,
                  **kwargs):
-        super().__init__(name, **kwargs)
+        super().__init__(name, fused=fused, fused_grouping=fused_grouping,
+                         clip_norm=clip_norm, **kwargs)
         self.jit_compile = bool(jit_compile)
         if isinstance(learning_rate, numbers.Real) and not isinstance(
                 learning_rate, bool):
@@ -310,6 +620,10 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
         name = var if isinstance(var, str) else _logical_variable(var).name
         return self._do_use_weight_decay(name)
 
+    def _variable_flags(self, var):
+        """The static choice of the fused update for ``var``: weight decay or not."""
+        return self.uses_weight_decay(var)
+
     # ---- slots -------------------------------------------------------------
     def _create_slots(self, var_list):
         # All first moments, then all second moments (mirrors Adam's order).
@@ -318,17 +632,6 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
                 slot = self.add_slot(var, slot_name)
                 base = _strip_output_index(_logical_variable(var).name)
                 self._tf1_slot_index[f"{base}/{slot_name}"] = slot
-
-    def build(self, var_list):
-        """Creates the step counter and slot variables for ``var_list`` now.
-
-        Optional: ``apply_gradients`` creates them lazily.  Building ahead is
-        handy to restore a checkpoint into existing slots, or to keep
-        variable creation out of a ``jit_compile`` function.  Call it under
-        the same distribution-strategy scope as the model variables.
-        """
-        with tf.init_scope():
-            self._create_all_weights(list(var_list))
 
     def slot_tf1_names(self, var_list=None):
         """Maps TF1-style slot names to this optimizer's slot variables.
@@ -366,13 +669,13 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
             lr = lr / (1.0 + tf.cast(self._initial_decay, var_dtype) * step)
         return lr
 
-    def _prepare_local(self, var_device, var_dtype, apply_state):
-        super()._prepare_local(var_device, var_dtype, apply_state)
-
+    def _constants(self, var_dtype):
+        """The float32 constants of the update (Python doubles combined first)."""
         def const(value):
+            """A float32 (var_dtype) constant of a Python double."""
             return tf.constant(value, dtype=var_dtype)
 
-        apply_state[(var_device, var_dtype)].update(
+        return dict(
             beta_1=const(self.beta_1),
             one_minus_beta_1=const(1.0 - self.beta_1),
             beta_2=const(self.beta_2),
@@ -381,14 +684,19 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
             weight_decay_rate=const(self.weight_decay_rate),
         )
 
-    def _coefficients(self, var, apply_state):
-        var_device, var_dtype = var.device, var.dtype.base_dtype
-        found = (apply_state or {}).get((var_device, var_dtype))
-        if found is None:
-            found = self._fallback_apply_state(var_device, var_dtype)
-        return found
+    def _prepare_local(self, var_device, var_dtype, apply_state):
+        super()._prepare_local(var_device, var_dtype, apply_state)
+        apply_state[(var_device, var_dtype)].update(self._constants(var_dtype))
+
+    def _fused_coefficients(self, var_dtype):
+        """Learning rate and constants of this step, as tensors of ``var_dtype``."""
+        coef = self._constants(var_dtype)
+        coef["lr_t"] = tf.identity(self._decayed_lr(var_dtype))
+        return coef
 
     # ---- the update ----------------------------------------------------------
+    _update_rule = staticmethod(lambda *args: _adam_update(*args))
+
     def _resource_apply_dense(self, grad, var, apply_state=None):
         coef = self._coefficients(var, apply_state)
         m = self.get_slot(var, _SLOT_M)
@@ -406,23 +714,6 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
             v.assign(new_v, use_locking=self._use_locking),
         )
 
-    def _densify(self, values, var, indices):
-        """Sums sparse rows (duplicates included) into a dense gradient."""
-        num_rows = tf.shape(var, out_type=indices.dtype)[0]
-        return tf.math.unsorted_segment_sum(values, indices, num_rows)
-
-    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices,
-                                                 **kwargs):
-        # The TF1 update is dense (the IndexedSlices gradient of an embedding
-        # lookup is turned into a dense tensor); every row's m/v decays and
-        # every row gets weight decay, so densify rather than update rows.
-        return self._resource_apply_dense(
-            self._densify(grad, handle, indices), handle, **kwargs)
-
-    def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
-        return self._resource_apply_dense(
-            self._densify(grad, var, indices), var, apply_state=apply_state)
-
     # ---- serialisation -------------------------------------------------------
     def get_config(self):
         """The optimizer's settings, for Keras serialization."""
@@ -437,6 +728,7 @@ class AdamWeightDecay(tf_keras.optimizers.legacy.Optimizer):
             "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
             "jit_compile": self.jit_compile,
         })
+        config.update(self._fused_config())
         return config
 
 
@@ -452,6 +744,141 @@ def _adam_update(grad, param, m, v, coef, decay):
 
 # The same arithmetic as one XLA kernel per variable (AdamWeightDecay(jit_compile=True)).
 _adam_update_xla = tf.function(_adam_update, jit_compile=True, reduce_retracing=True)
+
+
+# --------------------------------------------------------------------------- #
+# LAMB
+# --------------------------------------------------------------------------- #
+@tf_keras.utils.register_keras_serializable(package="bert_tf2")
+class LAMB(_FusedOptimizer):
+    """LAMB (layer-wise adaptive moments), the rule of tf-models-official's LAMB.
+
+    Per variable, with ``t`` = completed updates + 1::
+
+        m <- beta_1 * m + (1 - beta_1) * g          (1 - beta_1 in float32)
+        v <- beta_2 * v + (1 - beta_2) * g * g
+        u  = (m / (1 - beta_1^t)) / (sqrt(v / (1 - beta_2^t)) + epsilon)
+        u += weight_decay_rate * p                  (unless excluded by name)
+        r  = ||p|| / ||u|| if both > 0 else 1       (unless excluded by name)
+        p <- p - r * lr(t - 1) * u
+
+    Same hyper-parameters, slot names ("m", "v") and checkpointed variables as
+    ``official.modeling.optimization.lamb.LAMB`` (checkpoints of either load
+    into the other), plus the fused update, ``clip_norm`` and ``build`` of
+    ``_FusedOptimizer``.  IndexedSlices gradients are applied densely.
+
+    Args:
+      learning_rate: float or ``LearningRateSchedule`` (called with the float
+        step, as tf-models' LAMB does).
+      beta_1, beta_2, epsilon, weight_decay_rate: the rule's coefficients.
+      exclude_from_weight_decay: regexes of variable names without weight decay.
+      exclude_from_layer_adaptation: regexes of names without the trust ratio;
+        None: the same as exclude_from_weight_decay.
+      name, fused, fused_grouping, clip_norm: as for AdamWeightDecay.
+      **kwargs: passed to the tf_keras base class.
+    """
+
+    _SLOT_NAMES = ("m", "v")
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                 weight_decay_rate=0.0, exclude_from_weight_decay=None,
+                 exclude_from_layer_adaptation=None, name="LAMB", fused=True,
+                 fused_grouping="auto", clip_norm=None, **kwargs):
+        super().__init__(name, fused=fused, fused_grouping=fused_grouping,
+                         clip_norm=clip_norm, **kwargs)
+        self._set_hyper("weight_decay_rate", weight_decay_rate)
+        self._set_hyper("learning_rate", kwargs.get("lr", learning_rate))
+        self._set_hyper("decay", self._initial_decay)
+        self._set_hyper("beta_1", beta_1)
+        self._set_hyper("beta_2", beta_2)
+        self.epsilon = epsilon or tf_keras.backend.epsilon()
+        self.exclude_from_weight_decay = _as_pattern_list(
+            exclude_from_weight_decay, "exclude_from_weight_decay")
+        self.exclude_from_layer_adaptation = _as_pattern_list(
+            exclude_from_layer_adaptation, "exclude_from_layer_adaptation"
+        ) or list(self.exclude_from_weight_decay)
+
+    def _create_slots(self, var_list):
+        for slot_name in self._SLOT_NAMES:
+            for var in var_list:
+                self.add_slot(var, slot_name)
+
+    def _variable_flags(self, var):
+        """(weight decay, layer adaptation) for ``var``, decided by its name."""
+        name = _strip_output_index(_logical_variable(var).name)
+
+        def matches(patterns):
+            """Whether one of the regexes occurs in the variable's name."""
+            return any(re.search(p, name) is not None for p in patterns)
+
+        return (not matches(self.exclude_from_weight_decay),
+                not matches(self.exclude_from_layer_adaptation))
+
+    def _fused_coefficients(self, var_dtype):
+        """tf-models' LAMB coefficients of this step, as tensors of ``var_dtype``."""
+        # The base class's _decayed_lr (float step), as tf-models' LAMB.
+        beta_1 = tf.identity(self._get_hyper("beta_1", var_dtype))
+        beta_2 = tf.identity(self._get_hyper("beta_2", var_dtype))
+        step = tf.cast(self.iterations + 1, var_dtype)
+        return dict(
+            lr_t=tf.identity(self._decayed_lr(var_dtype)),
+            weight_decay_rate=tf.identity(self._get_hyper("weight_decay_rate", var_dtype)),
+            epsilon=tf.convert_to_tensor(self.epsilon, var_dtype),
+            beta_1=beta_1, beta_1_power=tf.pow(beta_1, step), one_minus_beta_1=1 - beta_1,
+            beta_2=beta_2, beta_2_power=tf.pow(beta_2, step), one_minus_beta_2=1 - beta_2)
+
+    def _prepare_local(self, var_device, var_dtype, apply_state):
+        super()._prepare_local(var_device, var_dtype, apply_state)
+        apply_state[(var_device, var_dtype)].update(self._fused_coefficients(var_dtype))
+
+    _update_rule = staticmethod(lambda *args: _lamb_update(*args))
+
+    def _resource_apply_dense(self, grad, var, apply_state=None):
+        coef = self._coefficients(var, apply_state)
+        m = self.get_slot(var, "m")
+        v = self.get_slot(var, "v")
+        new_param, new_m, new_v = _lamb_update(
+            tf.convert_to_tensor(grad), tf.convert_to_tensor(var), tf.convert_to_tensor(m),
+            tf.convert_to_tensor(v), coef, self._variable_flags(var))
+        return tf.group(m.assign(new_m, use_locking=self._use_locking),
+                        v.assign(new_v, use_locking=self._use_locking),
+                        var.assign(new_param, use_locking=self._use_locking))
+
+    def get_config(self):
+        """The optimizer's settings, for Keras serialization."""
+        config = super().get_config()
+        config.update({
+            "learning_rate": self._serialize_hyperparameter("learning_rate"),
+            "weight_decay_rate": self._serialize_hyperparameter("weight_decay_rate"),
+            "decay": self._serialize_hyperparameter("decay"),
+            "beta_1": self._serialize_hyperparameter("beta_1"),
+            "beta_2": self._serialize_hyperparameter("beta_2"),
+            "epsilon": self.epsilon,
+            "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
+            "exclude_from_layer_adaptation": list(self.exclude_from_layer_adaptation),
+        })
+        config.update(self._fused_config())
+        return config
+
+
+def _lamb_update(grad, param, m, v, coef, flags):
+    """(new param, new m, new v) of one LAMB step, in tf-models' op order."""
+    decay, adapt = flags
+    new_m = m * coef["beta_1"] + grad * coef["one_minus_beta_1"]
+    new_v = v * coef["beta_2"] + (grad * grad) * coef["one_minus_beta_2"]
+    m_hat = new_m / (1.0 - coef["beta_1_power"])
+    v_hat = new_v / (1.0 - coef["beta_2_power"])
+    direction = m_hat / (tf.sqrt(v_hat) + coef["epsilon"])
+    if decay:
+        direction += coef["weight_decay_rate"] * param
+    ratio = 1.0
+    if adapt:
+        param_norm = tf.norm(param, ord=2)
+        direction_norm = tf.norm(direction, ord=2)
+        ratio = tf.where(param_norm > 0,
+                         tf.where(direction_norm > 0, param_norm / direction_norm, 1.0),
+                         1.0)
+    return param - ratio * coef["lr_t"] * direction, new_m, new_v
 
 
 # --------------------------------------------------------------------------- #
@@ -490,41 +917,8 @@ def clip_gradients(grads, clip_norm=1.0, return_norm=False):
 # --------------------------------------------------------------------------- #
 # Factory
 # --------------------------------------------------------------------------- #
-def create_optimizer(init_lr,
-                     num_train_steps,
-                     num_warmup_steps,
-                     optimizer_type="adamw",
-                     weight_decay_rate=0.01,
-                     beta_1=0.9,
-                     beta_2=0.999,
-                     epsilon=1e-6,
-                     exclude_from_weight_decay=None,
-                     jit_compile=False):
-    """Builds the BERT optimizer with its warm-up / linear-decay schedule.
-
-    ``optimizer.apply_gradients(zip(grads, vars))`` performs one update with
-    ``lr = WarmupPolynomialDecay(...)(optimizer.iterations)`` and then adds 1
-    to ``optimizer.iterations``.  No gradient clipping happens inside: the
-    training step must call ``clip_gradients`` first.
-
-    Args:
-      init_lr: peak learning rate (>= 0).
-      num_train_steps: number of updates after which the rate reaches 0 (> 0).
-      num_warmup_steps: number of warm-up updates (>= 0; 0 = no warm-up).
-      optimizer_type: "adamw" (the reference AdamWeightDecay) or "lamb"
-        (tf-models-official's LAMB, for large-batch pre-training).
-      weight_decay_rate: decoupled weight decay coefficient.
-      beta_1, beta_2, epsilon: Adam/LAMB hyper-parameters.
-      exclude_from_weight_decay: regexes of variable names without weight
-        decay (and, for LAMB, without layer adaptation); None means the
-        default ("LayerNorm", "layer_norm", "bias").
-      jit_compile: "adamw" only: fuse each variable's update with XLA (see
-        AdamWeightDecay).
-
-    Returns:
-      A tf_keras (classic ``OptimizerV2``) optimizer, wrappable in
-      ``tf_keras.mixed_precision.LossScaleOptimizer``.
-    """
+def _optimizer_kind(optimizer_type):
+    """"adamw" or "lamb" from ``optimizer_type`` (any case); ValueError otherwise."""
     if not isinstance(optimizer_type, str):
         raise ValueError(
             f"optimizer_type must be one of {list(OPTIMIZER_TYPES)}, "
@@ -534,7 +928,70 @@ def create_optimizer(init_lr,
         raise ValueError(
             f"Unknown optimizer_type {optimizer_type!r}; allowed values are "
             f"{list(OPTIMIZER_TYPES)}.")
+    return kind
 
+
+def create_slots(optimizer, variables):
+    """Creates ``optimizer``'s step counter and slots for ``variables`` now.
+
+    Works for every optimizer ``create_optimizer`` returns (tf-models-official's
+    LAMB has no ``build``) and for a LossScaleOptimizer around one.  A training
+    loop calls it before restoring a checkpoint, so the saved slot values are
+    restored into existing variables instead of being deferred.
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    with tf.init_scope():
+        inner._create_all_weights(list(variables))  # pylint: disable=protected-access
+
+
+def create_optimizer(init_lr,
+                     num_train_steps,
+                     num_warmup_steps,
+                     optimizer_type="adamw",
+                     weight_decay_rate=0.01,
+                     beta_1=0.9,
+                     beta_2=0.999,
+                     epsilon=1e-6,
+                     exclude_from_weight_decay=None,
+                     jit_compile=False,
+                     fused=True,
+                     clip_norm=None,
+                     fused_grouping="auto"):
+    """Builds the BERT optimizer with its warm-up / linear-decay schedule.
+
+    ``optimizer.apply_gradients(zip(grads, vars))`` performs one update with
+    ``lr = WarmupPolynomialDecay(...)(optimizer.iterations)`` and then adds 1
+    to ``optimizer.iterations``.  Without ``clip_norm`` no gradient clipping
+    happens inside: the training step must call ``clip_gradients`` first.
+
+    Args:
+      init_lr: peak learning rate (>= 0).
+      num_train_steps: number of updates after which the rate reaches 0 (> 0).
+      num_warmup_steps: number of warm-up updates (>= 0; 0 = no warm-up).
+      optimizer_type: "adamw" (the reference AdamWeightDecay) or "lamb"
+        (tf-models-official's LAMB rule, for large-batch pre-training).
+      weight_decay_rate: decoupled weight decay coefficient.
+      beta_1, beta_2, epsilon: Adam/LAMB hyper-parameters.
+      exclude_from_weight_decay: regexes of variable names without weight
+        decay (and, for LAMB, without layer adaptation); None means the
+        default ("LayerNorm", "layer_norm", "bias").
+      jit_compile: with fused=False, "adamw" only: compile each variable's
+        update with XLA (see AdamWeightDecay).
+      fused: True (default): all variables of a device updated by XLA in a
+        few fused computations, within a few ulp of the op-by-op update.
+        False: the per-variable path -- for "adamw" the TF1 update op by op,
+        bit for bit; for "lamb" tf-models-official's LAMB class itself.
+      clip_norm: clip to this global norm inside ``apply_gradients`` (the
+        reference's 1.0; with fused=True folded into the update).  None: the
+        caller clips (``clip_gradients``).
+      fused_grouping: "auto" (default), "device", "batched" or "variable": how
+        the fused update is split into XLA computations (see AdamWeightDecay).
+
+    Returns:
+      A tf_keras (classic ``OptimizerV2``) optimizer, wrappable in
+      ``tf_keras.mixed_precision.LossScaleOptimizer``.
+    """
+    kind = _optimizer_kind(optimizer_type)
     schedule = WarmupPolynomialDecay(
         init_lr=init_lr,
         num_train_steps=num_train_steps,
@@ -543,29 +1000,26 @@ def create_optimizer(init_lr,
         exclude_from_weight_decay = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
     exclude = _as_pattern_list(exclude_from_weight_decay,
                                "exclude_from_weight_decay")
-    weight_decay_rate = _as_float(weight_decay_rate, "weight_decay_rate", low=0.0)
-    beta_1 = _as_float(beta_1, "beta_1", low=0.0, high=1.0, high_inclusive=False)
-    beta_2 = _as_float(beta_2, "beta_2", low=0.0, high=1.0, high_inclusive=False)
-    epsilon = _as_float(epsilon, "epsilon", low=0.0)
+    hyper = dict(
+        weight_decay_rate=_as_float(weight_decay_rate, "weight_decay_rate", low=0.0),
+        beta_1=_as_float(beta_1, "beta_1", low=0.0, high=1.0, high_inclusive=False),
+        beta_2=_as_float(beta_2, "beta_2", low=0.0, high=1.0, high_inclusive=False),
+        epsilon=_as_float(epsilon, "epsilon", low=0.0))
+    if clip_norm is not None:
+        clip_norm = _as_float(clip_norm, "clip_norm", low=0.0, low_inclusive=False)
 
     if kind == "adamw":
         return AdamWeightDecay(
-            learning_rate=schedule,
-            weight_decay_rate=weight_decay_rate,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            epsilon=epsilon,
-            exclude_from_weight_decay=exclude,
-            jit_compile=jit_compile)
-
+            learning_rate=schedule, exclude_from_weight_decay=exclude,
+            jit_compile=jit_compile, fused=fused, clip_norm=clip_norm,
+            fused_grouping=fused_grouping, **hyper)
+    if fused:
+        return LAMB(learning_rate=schedule, exclude_from_weight_decay=list(exclude),
+                    exclude_from_layer_adaptation=list(exclude), clip_norm=clip_norm,
+                    fused_grouping=fused_grouping, **hyper)
     # Imported lazily: pulling in tf-models-official is slow and only needed
     # for this optimizer.
     from official.modeling.optimization import lamb  # pylint: disable=g-import-not-at-top
-    return lamb.LAMB(
-        learning_rate=schedule,
-        weight_decay_rate=weight_decay_rate,
-        beta_1=beta_1,
-        beta_2=beta_2,
-        epsilon=epsilon,
-        exclude_from_weight_decay=list(exclude),
-        exclude_from_layer_adaptation=list(exclude))
+    return lamb.LAMB(learning_rate=schedule, exclude_from_weight_decay=list(exclude),
+                     exclude_from_layer_adaptation=list(exclude),
+                     global_clipnorm=clip_norm, **hyper)

@@ -154,6 +154,7 @@ class RunConfig:
     iterations_per_loop: int = 1000
     init_checkpoint: str = None
     optimizer_type: str = "adamw"
+    fused_optimizer: bool = True
     num_accumulation_steps: int = 1
     enable_xla: bool = False
     dtype: str = "fp32"
@@ -254,15 +255,15 @@ class Runner:
                 self.optimizer = optimization.create_optimizer(
                     config.learning_rate, max(config.num_train_steps or 0, 1),
                     config.num_warmup_steps, optimizer_type=config.optimizer_type,
-                    # With XLA the update of each variable is one fused kernel too.
+                    fused=config.fused_optimizer, clip_norm=1.0,
+                    # Op-by-op path with XLA: each variable's update one kernel.
                     jit_compile=config.enable_xla)
                 if config.dtype == "fp16":
                     from official.modeling import performance
                     self.optimizer = performance.configure_optimizer(self.optimizer,
                                                                      use_float16=True)
                 # Slots exist before a restore so their values are restored too.
-                inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-                inner.build(self.model.trainable_variables)
+                optimization.create_slots(self.optimizer, self.model.trainable_variables)
             objects = {"model": self.model}
             if self.optimizer is not None:
                 objects["optimizer"] = self.optimizer
@@ -346,8 +347,8 @@ class Runner:
 
         The gradients of the micro-batches are summed (each loss divided by the
         number of micro-batches and of replicas, so the sum is the gradient of
-        the mean loss), summed across replicas, clipped to global norm 1.0 and
-        applied once.
+        the mean loss), summed across replicas, and applied once (the optimizer
+        clips them to global norm 1.0 first).
         """
         variables = self.model.trainable_variables
         n = len(micro_batches)
@@ -365,7 +366,7 @@ class Runner:
             reduced = iter(tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, present))
             total = [None if g is None else next(reduced) for g in total]
-        total = optimization.clip_gradients(total, 1.0)
+        # The optimizer clips to global norm 1.0 (inside the fused update).
         self.optimizer.apply_gradients(
             [(g, v) for g, v in zip(total, variables) if g is not None],
             experimental_aggregate_gradients=False)

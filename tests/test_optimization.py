@@ -1,4 +1,8 @@
-"""Tests for optimization.py (schedule, AdamWeightDecay, clipping, factory)."""
+"""Tests for optimization.py (schedule, AdamWeightDecay, clipping, factory).
+
+Tests of the update run on both paths: fused=False (the TF1 update op by op) and
+fused=True (the default).  tests/test_fused_optimizer.py compares the two.
+"""
 import json
 import os
 import subprocess
@@ -90,6 +94,12 @@ def _numpy_trajectory():
     return history
 
 
+@pytest.fixture(params=[False, True], ids=["op_by_op", "fused"])
+def fused(request):
+    """Runs a test on the op-by-op path and on the fused path."""
+    return request.param
+
+
 def _apply(opt, variables, grads):
     opt.apply_gradients(
         [(tf.constant(grads[name], tf.float32), var)
@@ -164,9 +174,9 @@ def _check_against_oracle(opt, variables, step_fn):
         assert int(opt.iterations.numpy()) == step + 1
 
 
-def test_update_matches_reference_formulas_eager():
+def test_update_matches_reference_formulas_eager(fused):
     variables = _make_vars()
-    opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
+    opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
     assert isinstance(opt, optimization.AdamWeightDecay)
     _check_against_oracle(opt, variables, lambda g: _apply(opt, variables, g))
     # Sanity of the scenario itself: the first update (lr(0) = 0) and the one
@@ -195,21 +205,21 @@ def test_weight_decay_exclusion_by_name():
     assert everything.uses_weight_decay(BIAS_NAME)
 
 
-def test_update_without_model_prefix_and_with_custom_exclusions():
+def test_update_without_model_prefix_and_with_custom_exclusions(fused):
     # Same rule when the variables carry no model prefix.
     variables = {name: tf.Variable(val.astype(np.float32),
                                    name=name.split("/", 1)[1])
                  for name, val in _initial_values().items()}
     assert not variables[GAMMA_NAME].name.startswith("clf_model")
-    opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
+    opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
     _check_against_oracle(opt, variables, lambda g: _apply(opt, variables, g))
 
 
-def test_under_tf_function_and_xla():
+def test_under_tf_function_and_xla(fused):
     eager_vars, graph_vars, xla_vars = _make_vars(), _make_vars(), _make_vars()
-    eager_opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
-    graph_opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
-    xla_opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
+    eager_opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
+    graph_opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
+    xla_opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
     names = list(eager_vars)
 
     def make_step(opt, variables, jit):
@@ -239,14 +249,15 @@ def test_under_tf_function_and_xla():
 
 
 def test_jit_compiled_update_matches_reference_formulas():
-    # jit_compile=True (what --enable_xla turns on) fuses each variable's update.
+    # jit_compile=True on the per-variable path compiles each variable's update.
     variables = _make_vars()
-    opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, jit_compile=True)
+    opt = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, jit_compile=True,
+                                        fused=False)
     assert opt.jit_compile and opt.get_config()["jit_compile"]
     _check_against_oracle(opt, variables, lambda g: _apply(opt, variables, g))
 
 
-def test_indexed_slices_gradient_matches_dense():
+def test_indexed_slices_gradient_matches_dense(fused):
     rng = np.random.RandomState(3)
     table = rng.normal(size=(6, 4)).astype(np.float32)
     indices = tf.constant([4, 0, 4, 2], tf.int32)  # duplicate row 4
@@ -256,8 +267,8 @@ def test_indexed_slices_gradient_matches_dense():
 
     sparse_var = tf.Variable(table, name="bert/embeddings/word_embeddings")
     dense_var = tf.Variable(table, name="bert/embeddings/word_embeddings")
-    sparse_opt = optimization.create_optimizer(0.5, 10, 0)
-    dense_opt = optimization.create_optimizer(0.5, 10, 0)
+    sparse_opt = optimization.create_optimizer(0.5, 10, 0, fused=fused)
+    dense_opt = optimization.create_optimizer(0.5, 10, 0, fused=fused)
 
     @tf.function(jit_compile=True)
     def sparse_step_xla(grad_values):
@@ -317,17 +328,27 @@ def test_slot_names_and_tf1_mapping():
     assert set(subset) == {KERNEL_NAME + "/adam_m", KERNEL_NAME + "/adam_v"}
 
 
-def test_checkpoint_round_trip(tmp_path):
+def test_checkpoint_round_trip(tmp_path, fused):
     grads = _gradient_sequence()
     source_vars = _make_vars()
-    source = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
+    source = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
     for g in grads[:3]:
         _apply(source, source_vars, g)
     ckpt = tf.train.Checkpoint(optimizer=source, params=list(source_vars.values()))
     path = ckpt.save(str(tmp_path / "ckpt"))
 
     target_vars = _make_vars()
-    target = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
+    # The other path reads the same checkpoint into the same slots.
+    other_vars = _make_vars()
+    other = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=not fused)
+    tf.train.Checkpoint(optimizer=other, params=list(other_vars.values())).restore(
+        path).assert_existing_objects_matched()
+    other.build(list(other_vars.values()))
+    for name in source_vars:
+        np.testing.assert_array_equal(other.get_slot(other_vars[name], "adam_v").numpy(),
+                                      source.get_slot(source_vars[name], "adam_v").numpy())
+
+    target = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
     status = tf.train.Checkpoint(
         optimizer=target, params=list(target_vars.values())).restore(path)
     target.build(list(target_vars.values()))  # slots take the restored values
@@ -350,7 +371,7 @@ def test_checkpoint_round_trip(tmp_path):
 
     # Restoring before any slot exists: slots are filled on first creation.
     lazy_vars = _make_vars()
-    lazy = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP)
+    lazy = optimization.create_optimizer(INIT_LR, NUM_TRAIN, NUM_WARMUP, fused=fused)
     tf.train.Checkpoint(optimizer=lazy,
                         params=list(lazy_vars.values())).restore(path)
     _apply(lazy, lazy_vars, {n: np.zeros_like(v) for n, v in grads[0].items()})
@@ -373,15 +394,15 @@ def test_optimizer_config_round_trip():
 # --------------------------------------------------------------------------- #
 # Mixed precision
 # --------------------------------------------------------------------------- #
-def test_loss_scale_optimizer_gives_unscaled_update():
+def test_loss_scale_optimizer_gives_unscaled_update(fused):
     x = tf.constant([[0.5, -1.0, 2.0]])
     plain_w = tf.Variable([[0.1], [0.2], [-0.3]], name="head/dense/kernel")
     plain_b = tf.Variable([0.05], name="head/dense/bias")
     scaled_w = tf.Variable(plain_w.numpy(), name="head/dense/kernel")
     scaled_b = tf.Variable(plain_b.numpy(), name="head/dense/bias")
-    plain = optimization.create_optimizer(0.1, 10, 2)
+    plain = optimization.create_optimizer(0.1, 10, 2, fused=fused)
     wrapped = tf_keras.mixed_precision.LossScaleOptimizer(
-        optimization.create_optimizer(0.1, 10, 2))
+        optimization.create_optimizer(0.1, 10, 2, fused=fused))
 
     def loss_fn(w, b):
         return tf.reduce_sum(tf.square(tf.matmul(x, w) + b - 1.0)) * 7.0
@@ -411,13 +432,13 @@ def test_loss_scale_optimizer_gives_unscaled_update():
     assert int(wrapped.iterations.numpy()) == 4
 
 
-def test_mixed_float16_layer_steps():
+def test_mixed_float16_layer_steps(fused):
     layer = tf_keras.layers.Dense(
         2, dtype=tf_keras.mixed_precision.Policy("mixed_float16"), name="fp16_dense")
     x = tf.constant(np.random.RandomState(0).normal(size=(4, 3)), tf.float16)
     layer(x)
     opt = tf_keras.mixed_precision.LossScaleOptimizer(
-        optimization.create_optimizer(0.01, 10, 0))
+        optimization.create_optimizer(0.01, 10, 0, fused=fused))
     before = [v.numpy().copy() for v in layer.trainable_variables]
     # A step whose fp16 gradients overflow at the current loss scale is skipped
     # (and the scale halved), so step until the weights move.
@@ -472,7 +493,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 
     with strategy.scope():
         variables = [tf.Variable(v, name=n) for n, v in init.items()]
-        opt = optimization.create_optimizer(0.1, 10, 1)
+        opt = optimization.create_optimizer(0.1, 10, 1, fused=sys.argv[2] == "1")
 
     def replica_fn():
         rid = tf.distribute.get_replica_context().replica_id_in_sync_group
@@ -493,7 +514,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 
     # Single-device oracle: the default aggregation sums replica gradients.
     single = [tf.Variable(v, name=n) for n, v in init.items()]
-    ref = optimization.create_optimizer(0.1, 10, 1)
+    ref = optimization.create_optimizer(0.1, 10, 1, fused=sys.argv[2] == "1")
     summed = [per_replica[0][i] + per_replica[1][i] for i in range(2)]
     emb = np.zeros((4, 2), np.float32)
     for ids, vals in zip(emb_ids, emb_vals):
@@ -516,10 +537,10 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_mirrored_strategy_two_cpus():
+def test_mirrored_strategy_two_cpus(fused):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
                CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, REPO_ROOT],
+    proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, REPO_ROOT, str(int(fused))],
                           capture_output=True, text=True, env=env, timeout=240)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr[-4000:]
@@ -536,10 +557,12 @@ def test_mirrored_strategy_two_cpus():
 # --------------------------------------------------------------------------- #
 # Factory: LAMB and bad types
 # --------------------------------------------------------------------------- #
-def test_lamb_creates_and_steps():
+@pytest.mark.parametrize("fused_lamb", [True, False])
+def test_lamb_creates_and_steps(fused_lamb):
     from official.modeling.optimization import lamb
-    opt = optimization.create_optimizer(1e-2, 10, 2, optimizer_type="LAMB")
-    assert isinstance(opt, lamb.LAMB)
+    opt = optimization.create_optimizer(1e-2, 10, 2, optimizer_type="LAMB", fused=fused_lamb)
+    # fused=False is tf-models-official's class; fused=True ours, with the same rule.
+    assert isinstance(opt, lamb.LAMB if not fused_lamb else optimization.LAMB)
     assert opt.epsilon == 1e-6
     assert opt.exclude_from_weight_decay == ["LayerNorm", "layer_norm", "bias"]
     assert opt.exclude_from_layer_adaptation == ["LayerNorm", "layer_norm", "bias"]
@@ -553,7 +576,7 @@ def test_lamb_creates_and_steps():
     for name, var in variables.items():
         assert not np.allclose(var.numpy(), before[name])
     wrapped = tf_keras.mixed_precision.LossScaleOptimizer(
-        optimization.create_optimizer(1e-2, 10, 2, optimizer_type="lamb"))
+        optimization.create_optimizer(1e-2, 10, 2, optimizer_type="lamb", fused=fused_lamb))
     _apply(wrapped, variables, _gradient_sequence()[0])
 
 

@@ -90,6 +90,30 @@ def test_accumulation_equals_one_step_on_the_larger_batch(tmp_path):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
 
 
+@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
+def test_fused_optimizer_steps_like_the_op_by_op_one_and_resumes(tmp_path, optimizer_type):
+    # The runner clips inside the optimizer: fused (default) and --nofused_optimizer
+    # (the op-by-op update; tf-models-official's own LAMB class for lamb) take the same
+    # steps, and both reload their slots from output_dir.
+    data = features(8, seed=5)
+    kw = dict(num_train_steps=3, optimizer_type=optimizer_type)
+    fused = make_runner(tmp_path, "fused", **kw)
+    plain = make_runner(tmp_path, "plain", init_from=fused, fused_optimizer=False, **kw)
+    assert fused.optimizer.fused and getattr(plain.optimizer, "fused", False) is False
+    fused.train(dataset_fn_of(data, 4), classifier_loss)
+    plain.train(dataset_fn_of(data, 4), classifier_loss)
+    for a, b in zip(fused.model.trainable_variables, plain.model.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.name)
+    for name, runner in (("fused", fused), ("plain", plain)):
+        again = make_runner(tmp_path, name, fused_optimizer=name == "fused", **kw)
+        assert again.global_step == 3
+        slot = "adam_m" if optimizer_type == "adamw" else "m"
+        for v, w in zip(runner.model.trainable_variables, again.model.trainable_variables):
+            np.testing.assert_array_equal(
+                runner.optimizer.get_slot(v, slot).numpy(),
+                again.optimizer.get_slot(w, slot).numpy())
+
+
 def test_xla_step_gives_the_same_loss_and_update(tmp_path):
     data = features(8, seed=3)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
