@@ -49,6 +49,11 @@ def define_flags(fv):
     flags_common.define_model_flags(fv, help_overrides={
         "init_checkpoint": "Checkpoint of the BERT model (TF1 or TF2 format)."})
     flags.DEFINE_integer("batch_size", 32, "Inputs per model call.", flag_values=fv)
+    flags.DEFINE_bool(
+        "trim_padding", True,
+        "Batch inputs of similar length together and cut each batch to its longest "
+        "input (rounded up to a multiple of 16): the same values with less work. "
+        "--notrim_padding runs every batch at --max_seq_length.", flag_values=fv)
     flags_common.define_tpu_flags(fv, with_tpu_name=False)
     flags.DEFINE_bool(
         "use_one_hot_embeddings", False,
@@ -200,7 +205,9 @@ class FeatureExtractor(object):
         dummy = tf.zeros([1, seq_length], tf.int32)
         self.model(dummy, tf.ones_like(dummy), dummy, training=False)
         checkpoints.load_checkpoint(self.model, init_checkpoint)
-        spec = tf.TensorSpec([None, seq_length], tf.int32)
+        self.seq_length = seq_length
+        # Any length up to seq_length: trimmed batches share one graph.
+        spec = tf.TensorSpec([None, None], tf.int32)
         self._encode = tf.function(self._layers, input_signature=[spec, spec, spec])
 
     def _layers(self, input_ids, input_mask, input_type_ids):
@@ -208,10 +215,17 @@ class FeatureExtractor(object):
         all_layers = outputs["all_encoder_layers"]
         return [tf.cast(all_layers[i], tf.float32) for i in self.layer_indexes]
 
-    def __call__(self, features):
-        """One [len(features), seq_length, hidden] numpy array per layer index."""
+    def __call__(self, features, length=None):
+        """One [len(features), length, hidden] numpy array per layer index.
+
+        `length` (default seq_length) cuts the inputs to their first `length`
+        positions; it must cover every real token of `features`.
+        """
+        length = self.seq_length if length is None else length
+
         def column(name):
-            return tf.constant(np.array([getattr(f, name) for f in features], np.int32))
+            return tf.constant(np.array([getattr(f, name)[:length] for f in features],
+                                        np.int32))
         outputs = self._encode(column("input_ids"), column("input_mask"),
                                column("input_type_ids"))
         return [o.numpy() for o in outputs]
@@ -268,17 +282,45 @@ def _write_features(fv, tokenizer, extractor, layer_indexes):
         for examples in _chunks(iter_examples(fv.input_file), chunk_size):
             features = convert_examples_to_features(examples, fv.max_seq_length, tokenizer,
                                                     first_index=written)
-            lines = []
-            for batch in _chunks(features, fv.batch_size):
-                outputs = extractor(batch)
-                for row, feature in enumerate(batch):
-                    lines.append(feature_json(feature, layer_indexes,
-                                              [o[row] for o in outputs]))
+            lines = _feature_lines(features, extractor, layer_indexes, fv.batch_size,
+                                   fv.trim_padding)
             writer.write("".join(line + "\n" for line in lines))
             written += len(features)
             elapsed = max(time.time() - start, 1e-9)
             logging.info("Processed %d lines (%.1f lines/s)", written, written / elapsed)
     return written
+
+
+def layer_outputs(features, extractor, batch_size, trim_padding):
+    """Yields (index into `features`, [one [length, hidden] array per layer]) in batch order.
+
+    With trim_padding the features are batched longest first and each batch runs
+    cut to input_pipeline.bucket_length of its longest input (length >= every
+    real token); otherwise batches of consecutive features run at the full length.
+    """
+    if trim_padding:
+        lengths = [len(f.tokens) for f in features]
+        batches = input_pipeline.length_sorted_batches(lengths, batch_size)
+    else:
+        batches = [range(i, min(i + batch_size, len(features)))
+                   for i in range(0, len(features), batch_size)]
+    for indexes in batches:
+        batch = [features[i] for i in indexes]
+        length = None
+        if trim_padding:
+            length = input_pipeline.bucket_length(max(len(f.tokens) for f in batch),
+                                                  extractor.seq_length)
+        outputs = extractor(batch, length)
+        for row, index in enumerate(indexes):
+            yield int(index), [o[row] for o in outputs]
+
+
+def _feature_lines(features, extractor, layer_indexes, batch_size, trim_padding):
+    """The output lines of `features`, in their order."""
+    lines = [None] * len(features)
+    for index, outputs in layer_outputs(features, extractor, batch_size, trim_padding):
+        lines[index] = feature_json(features[index], layer_indexes, outputs)
+    return lines
 
 
 def main():

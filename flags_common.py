@@ -161,6 +161,13 @@ def define_distribution_flags(fv):
                       "XLA computations instead of op by op per variable: the same rule, "
                       "values within a few ulp. --nofused_optimizer runs the reference's "
                       "update bit for bit.", flag_values=fv)
+    flags.DEFINE_bool("trim_padding", True,
+                      "Cut each batch to its longest example (rounded up to a multiple of "
+                      "16) and, for evaluation and prediction, batch examples of similar "
+                      "length together (outputs come back in input order): the same "
+                      "numbers with less work. --notrim_padding keeps every batch at "
+                      "--max_seq_length (fixed shapes; TPUs always do, and so does run_squad, "
+                      "whose n-best lists rank padding positions too).", flag_values=fv)
     flags.DEFINE_integer("num_accumulation_steps", 1,
                          "Micro-batches whose gradients are summed before one optimizer step.",
                          flag_values=fv)

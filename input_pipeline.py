@@ -254,7 +254,8 @@ def _pad_batch(batch, batch_size):
     out = {}
     for name, t in batch.items():
         pad = [[0, batch_size - real]] + [[0, 0]] * (len(t.shape) - 1)
-        out[name] = tf.pad(t, pad)
+        # A padding row is no example: its index (bucketed predict) is -1.
+        out[name] = tf.pad(t, pad, constant_values=-1 if name == EXAMPLE_INDEX else 0)
     if "is_real_example" not in out:
         out["is_real_example"] = tf.pad(tf.ones([real], tf.int32), [[0, batch_size - real]])
     for name, t in out.items():
@@ -262,29 +263,194 @@ def _pad_batch(batch, batch_size):
     return out
 
 
-def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None):
+# ---------------------------------------------------------------------------
+# Trimming padding (--trim_padding)
+# ---------------------------------------------------------------------------
+#
+# The records keep the reference's fixed length; the pipeline cuts every batch's
+# per-token features to the batch's longest example, rounded up to a multiple of
+# `bucket_width`. The outputs of real tokens do not depend on the padding after
+# them (the attention mask adds -10000 to padded keys: their softmax weight is an
+# exact 0 in float32), so a trimmed batch computes the same values with less work,
+# and the few lengths (max_seq_length / bucket_width of them) are all tf.function
+# and XLA ever see. TPUs need static shapes: keep the full length there
+# (training.Runner.trim_padding says whether trimming is allowed).
+#
+# Exact only where no number reads a padding position. Classifier, tagger (its
+# weights are 0 on padding), multiple choice and pretraining (masked positions lie
+# in the real tokens; POSITION_FEATURES are kept anyway) qualify. run_squad does not:
+# the reference's start/end softmax runs over all max_seq_length positions, padding
+# included (trimming changes its loss), and its n-best lists rank padding positions
+# too, so it keeps the full length.
+
+DEFAULT_BUCKET_WIDTH = 16
+# Per-replica batches whose examples are sorted by length together (bucketed predict);
+# it bounds both the reordering and the outputs training.Runner.predict holds back.
+DEFAULT_BUCKET_WINDOW = 64
+# Input position of each example in bucketed batches (-1 on padding rows).
+EXAMPLE_INDEX = "example_index"
+# Features holding positions INTO the sequence: a trimmed batch keeps every position
+# they name (max position + 1), whatever the mask says.
+POSITION_FEATURES = ("masked_lm_positions", "start_positions", "end_positions")
+# Features of one value per masked-LM prediction, whatever their length.
+_PER_PREDICTION = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+def sequence_feature_names(spec):
+    """The per-token features of `spec`: those shaped like its input_mask.
+
+    [S] for most tasks (input_ids, input_mask, segment_ids, and run_ner's label_ids
+    and label_weights), [C, S] for multiple choice; the masked-LM prediction
+    features are never per-token, even when max_predictions_per_seq equals S.
+    """
+    if "input_mask" not in spec:
+        raise ValueError("trimming padding needs an input_mask feature; the spec has %s"
+                         % sorted(spec))
+    shape = list(spec["input_mask"].shape)
+    return tuple(name for name, feature in spec.items()
+                 if list(feature.shape) == shape and name not in _PER_PREDICTION)
+
+
+def bucket_length(longest, max_length, width=DEFAULT_BUCKET_WIDTH):
+    """`longest` rounded up to a multiple of `width` (at least one), at most max_length.
+
+    Python ints (extract_features' in-memory batches); trim_batch does the same in
+    the graph.
+    """
+    if width < 1:
+        raise ValueError("the bucket width must be >= 1, got %d" % width)
+    return min(max_length, max(1, -(-int(longest) // width)) * width)
+
+
+def length_sorted_batches(lengths, batch_size):
+    """Batches of indexes into `lengths`, longest examples first (ties in input order).
+
+    For in-memory batches (extract_features' chunks): run each batch trimmed to
+    bucket_length(its longest), then put each output row back at its index.
+    """
+    order = np.argsort(-np.asarray(lengths, np.int64), kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def example_lengths(features, position_names=POSITION_FEATURES):
+    """[B] int32: positions each example needs, 1 + its last real token (or named position).
+
+    The last nonzero of input_mask (over every choice of [B, C, S] features), so a mask
+    need not be a prefix; any feature of `position_names` present raises it to its
+    largest position + 1.
+    """
+    mask = tf.cast(tf.not_equal(features["input_mask"], 0), tf.int32)
+    positions = tf.range(1, tf.shape(mask)[-1] + 1, dtype=tf.int32)
+    needed = [_per_example_max(mask * positions)]
+    for name in position_names:
+        if name in features:
+            needed.append(_per_example_max(tf.cast(features[name], tf.int32)) + 1)
+    return tf.reduce_max(tf.stack(needed, axis=1), axis=1)
+
+
+def _per_example_max(t):
+    """[B, ...] -> [B]: the largest value of each example (rank must be static)."""
+    rank = t.shape.rank
+    return t if rank == 1 else tf.reduce_max(t, axis=list(range(1, rank)))
+
+
+def trim_batch(batch, names, width=DEFAULT_BUCKET_WIDTH, position_names=POSITION_FEATURES):
+    """Cuts the features `names` of a batch to its bucket length along their last axis.
+
+    The bucket length is the longest example_lengths() of the batch rounded up to a
+    multiple of `width`, at most the features' length (max_seq_length): the full
+    length when an example fills it. Other features pass unchanged.
+    """
+    max_length = batch["input_mask"].shape[-1]
+    if max_length is None:
+        max_length = tf.shape(batch["input_mask"])[-1]
+    longest = tf.reduce_max(tf.concat([example_lengths(batch, position_names), [0]], axis=0))
+    rounded = tf.maximum(1, (longest + width - 1) // width) * width
+    length = tf.minimum(rounded, max_length)
+    return {name: t[..., :length] if name in names else t for name, t in batch.items()}
+
+
+def _sort_window(window):
+    """The examples of a window, longest first (equal lengths keep input order)."""
+    order = tf.argsort(example_lengths(window), direction="DESCENDING", stable=True)
+    return {name: tf.gather(t, order) for name, t in window.items()}
+
+
+def _length_sorted(d, window):
+    """Examples numbered (EXAMPLE_INDEX) in input order, then sorted by length per window."""
+    d = d.enumerate().map(lambda i, f: dict(f, **{EXAMPLE_INDEX: tf.cast(i, tf.int32)}))
+    return d.batch(window).map(_sort_window).unbatch()
+
+
+def _replicas_per_pipeline(input_context):
+    if input_context is None:
+        return 1
+    return max(1, input_context.num_replicas_in_sync // input_context.num_input_pipelines)
+
+
+def _padded_batches(d, batch_size, replicas):
+    """Batches of `batch_size`, the last one padded; their number a multiple of `replicas`.
+
+    A distributed dataset hands consecutive batches to the replicas and drops a last
+    group that cannot give every replica a batch of the static size: whole batches
+    of padding rows (is_real_example = 0) complete that group, so no example is lost.
+    """
+    d = d.batch(batch_size, drop_remainder=False)
+    d = d.map(lambda b: _pad_batch(b, batch_size))
+    if replicas > 1:
+        d = d.batch(replicas, drop_remainder=False)
+        d = d.map(lambda group: _pad_batch(group, replicas)).unbatch()
+    return d
+
+
+def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None, trim_padding=False,
+                   bucket_width=DEFAULT_BUCKET_WIDTH):
     """dataset_fn(input_context) for training.Runner.train / predict over record files.
 
     Training: the reference's pipeline (repeated, shuffled with `seed`); otherwise the
     files read once in order, the last batch padded (is_real_example = 0), never dropped.
+    trim_padding: training batches trimmed (same examples, same order); evaluation and
+    prediction batches grouped by length and trimmed, which Runner.predict turns back
+    into the batches of the input order (see make_dataset's `buckets`).
     """
     def dataset_fn(input_context=None):
         return make_dataset(input_files, spec, batch_size, is_training,
                             input_context=input_context, pad_final_batch=not is_training,
-                            seed=seed)
+                            seed=seed, trim=trim_padding,
+                            buckets=trim_padding and not is_training, bucket_width=bucket_width)
     return dataset_fn
+
+
+def _files_dataset(input_files, input_context):
+    """(dataset of file names, whether they are sharded across input pipelines)."""
+    files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+    if input_context is None or input_context.num_input_pipelines <= 1:
+        return files, True
+    if len(input_files) >= input_context.num_input_pipelines:
+        return files.shard(input_context.num_input_pipelines,
+                           input_context.input_pipeline_id), True
+    return files, False
+
+
+def _check_bucketing(is_training, repeat, pad_final_batch, trim):
+    if is_training or repeat or not pad_final_batch or not trim:
+        raise ValueError("buckets=True groups the examples of a single ordered pass: it needs "
+                         "is_training=False, repeat=False, pad_final_batch=True and trim=True")
 
 
 def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
                  repeat=None, pad_final_batch=False, num_cpu_threads=4,
-                 shuffle_buffer=100, seed=None):
+                 shuffle_buffer=100, seed=None, trim=False, buckets=False,
+                 bucket_width=DEFAULT_BUCKET_WIDTH, bucket_window=DEFAULT_BUCKET_WINDOW):
     """Builds the tf.data pipeline the reference's input_fn builds.
 
     Training: the files are repeated and shuffled, up to `num_cpu_threads` are
     read at once, records shuffled in a buffer of 100, the remainder dropped.
     Evaluation/prediction: files read in order, no shuffling; with
     `pad_final_batch` the last batch is padded (is_real_example = 0) instead of
-    dropped, so every example is seen and every batch has a static shape.
+    dropped, so every example is seen and every batch has a static shape (and,
+    with several replicas per input pipeline, whole padding batches complete the
+    last group of replicas, which a distributed dataset would otherwise drop).
 
     Args:
       input_files: list of TFRecord files (see fileutil.expand_input_files).
@@ -296,6 +462,14 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
         pipelines (workers).
       repeat: repeat the data forever; defaults to `is_training`.
       seed: shuffle seed, for deterministic runs.
+      trim: cut each batch's per-token features (sequence_feature_names(spec)) to
+        its longest example rounded up to a multiple of `bucket_width` (trim_batch);
+        their sequence axis becomes None in the element_spec. Same batches otherwise.
+      buckets: (evaluation/prediction, with pad_final_batch and trim) sort the
+        examples by length within windows of `bucket_window` per-replica batches
+        before batching, and number them: feature EXAMPLE_INDEX, the input position
+        (-1 on padding rows), from which training.Runner.predict restores the
+        input order and batches. As many batches of the same size as without it.
 
     Returns:
       A dataset of dicts of [batch, ...] int32 / float32 tensors.
@@ -305,20 +479,13 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
     input_files = list(input_files)
     if repeat is None:
         repeat = is_training
+    if buckets:
+        _check_bucketing(is_training, repeat, pad_final_batch, trim)
+    names = sequence_feature_names(spec) if trim else ()
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
 
-    files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        if len(input_files) >= input_context.num_input_pipelines:
-            files = files.shard(input_context.num_input_pipelines,
-                                input_context.input_pipeline_id)
-            sharded_by_file = True
-        else:
-            sharded_by_file = False
-    else:
-        sharded_by_file = True
-
+    files, sharded_by_file = _files_dataset(input_files, input_context)
     if is_training:
         files = files.repeat() if repeat else files
         files = files.shuffle(len(input_files), seed=seed)
@@ -338,9 +505,13 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
             d = d.repeat()
 
     d = d.map(lambda r: decode_record(r, spec), num_parallel_calls=tf.data.AUTOTUNE)
+    if buckets:
+        d = _length_sorted(d, batch_size * bucket_window)
     if pad_final_batch and not repeat:
-        d = d.batch(batch_size, drop_remainder=False)
-        d = d.map(lambda b: _pad_batch(b, batch_size))
+        d = _padded_batches(d, batch_size, _replicas_per_pipeline(input_context))
     else:
         d = d.batch(batch_size, drop_remainder=True)
+    if trim:
+        d = d.map(lambda b: trim_batch(b, names, bucket_width),
+                  num_parallel_calls=tf.data.AUTOTUNE)
     return d.prefetch(tf.data.AUTOTUNE)

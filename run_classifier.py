@@ -211,9 +211,14 @@ class _Task(object):
                 "label_ids": features["label_ids"],
                 "is_real_example": features["is_real_example"]}
 
-    def ordered_dataset(self, path, batch_size):
-        """dataset_fn reading `path` once, in order, the last batch padded (not dropped)."""
-        return input_pipeline.dataset_fn_for([path], self.spec, batch_size, is_training=False)
+    def ordered_dataset(self, path, batch_size, trim_padding=False):
+        """dataset_fn reading `path` once, the last batch padded (not dropped).
+
+        With trim_padding the batches are grouped by length and trimmed;
+        Runner.predict gives their outputs back in input order.
+        """
+        return input_pipeline.dataset_fn_for([path], self.spec, batch_size, is_training=False,
+                                             trim_padding=trim_padding)
 
 
 def _train(fv, runner, task, examples, num_train_steps):
@@ -226,7 +231,8 @@ def _train(fv, runner, task, examples, num_train_steps):
     logging.info("  Num steps = %d", num_train_steps)
 
     runner.train(input_pipeline.dataset_fn_for([train_file], task.spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed),
+                                               is_training=True, seed=fv.seed,
+                                               trim_padding=runner.trim_padding),
                  task.loss_fn, global_batch_size=fv.train_batch_size)
 
 
@@ -239,7 +245,8 @@ def _evaluate(fv, runner, task, examples):
     logging.info("  Batch size = %d", fv.eval_batch_size)
     keys = ("per_example_loss", "outputs", "label_ids", "is_real_example")
     columns = {key: [] for key in keys + ("batch_ids",)}
-    batches = runner.predict(task.ordered_dataset(eval_file, fv.eval_batch_size),
+    batches = runner.predict(task.ordered_dataset(eval_file, fv.eval_batch_size,
+                                                  runner.trim_padding),
                              task.predict_fn)
     for batch_index, out in enumerate(batches):
         for key in keys:
@@ -266,7 +273,8 @@ def _predict(fv, runner, task, examples):
     logging.info("  Batch size = %d", fv.predict_batch_size)
     output_path = os.path.join(fv.output_dir, "test_results.tsv")
     num_written = 0
-    batches = runner.predict(task.ordered_dataset(predict_file, fv.predict_batch_size),
+    batches = runner.predict(task.ordered_dataset(predict_file, fv.predict_batch_size,
+                                                  runner.trim_padding),
                              task.predict_fn)
     with fileutil.atomic_open(output_path, "w") as writer:
         for out in batches:

@@ -130,7 +130,8 @@ class _Task(object):
         """The predict_fn outputs of the real rows of `path`, in order, concatenated."""
         parts = {}
         batches = runner.predict(input_pipeline.dataset_fn_for(
-            [path], self.spec, batch_size, is_training=False), self.predict_fn)
+            [path], self.spec, batch_size, is_training=False,
+            trim_padding=runner.trim_padding), self.predict_fn)
         for out in batches:
             real = np.asarray(out["is_real_example"]) > 0
             for key in ("probabilities", "per_example_loss", "label_ids"):
@@ -151,7 +152,8 @@ def _train(fv, runner, task, examples, num_train_steps):
     logging.info("  Num steps = %d", num_train_steps)
 
     runner.train(input_pipeline.dataset_fn_for([path], task.spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed),
+                                               is_training=True, seed=fv.seed,
+                                               trim_padding=runner.trim_padding),
                  task.loss_fn, global_batch_size=fv.train_batch_size)
 
 

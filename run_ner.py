@@ -264,9 +264,12 @@ class _Task(object):
         ner_data.write_features(features, path)
 
         dataset_fn = input_pipeline.dataset_fn_for([path], self.spec, batch_size,
-                                                   is_training=False)
+                                                   is_training=False,
+                                                   trim_padding=runner.trim_padding)
+        length = self.fv.max_seq_length
+        per_token = {"predicted": length, "loss": length, "weights": length}
         predicted, loss, weight = [], 0.0, 0.0
-        for out in runner.predict(dataset_fn, self.predict_fn):
+        for out in runner.predict(dataset_fn, self.predict_fn, sequence_outputs=per_token):
             real = np.asarray(out["is_real_example"]) > 0
             predicted.extend(np.asarray(out["predicted"])[real])
             loss += float(np.sum(np.asarray(out["loss"], np.float64)[real]))
@@ -287,7 +290,8 @@ def _train(fv, runner, task, features, num_train_steps):
     logging.info("  Num steps = %d", num_train_steps)
 
     runner.train(input_pipeline.dataset_fn_for([path], task.spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed),
+                                               is_training=True, seed=fv.seed,
+                                               trim_padding=runner.trim_padding),
                  task.loss_fn, global_batch_size=fv.train_batch_size)
 
 

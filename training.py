@@ -13,7 +13,9 @@ Gradient semantics are the single-device reference's for any number of
 replicas: each replica's loss is divided by the replica count, gradients are
 summed across replicas, then clipped to global norm 1.0, then applied.
 """
+import collections
 import dataclasses
+import itertools
 import os
 import signal
 import threading
@@ -26,6 +28,7 @@ from absl import logging
 
 import checkpoints
 import fileutil
+import input_pipeline
 import modeling
 import optimization
 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
@@ -162,6 +165,8 @@ class RunConfig:
     deterministic_data: bool = False
     seed: int = None
     gradient_checkpointing: bool = False
+    # Batches cut to their longest example (input_pipeline.trim_batch); see Runner.trim_padding.
+    trim_padding: bool = False
 
     @classmethod
     def from_flags(cls, fv, **values):
@@ -503,44 +508,196 @@ class Runner:
 
     # -- prediction ----------------------------------------------------------
 
-    def predict(self, dataset_fn, predict_fn, max_steps=None):
+    @property
+    def trim_padding(self):
+        """Whether input pipelines should trim padding: config.trim_padding, never on TPUs.
+
+        A TPU compiles one program per input shape and wants static shapes, so under
+        a TPUStrategy every batch keeps the full --max_seq_length.
+        """
+        tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
+        return bool(self.config.trim_padding) and not isinstance(self.strategy, tpu)
+
+    def predict(self, dataset_fn, predict_fn, max_steps=None, sequence_outputs=None):
         """Yields dicts of numpy arrays, one per global batch, in input order.
+
+        Batches of make_dataset(buckets=True) (examples sorted by length, numbered by
+        input_pipeline.EXAMPLE_INDEX) run as they come, and their outputs are
+        regrouped into the batches the same data read in order gives: the same
+        sizes, the same examples in the same rows, the padding rows at the end
+        (every output zero there, so is_real_example = 0). This needs per-example
+        outputs: row i of each output computed from example i alone. Outputs wait
+        only until their batch is complete (at most about one window of them).
 
         Args:
           dataset_fn: input_context -> finite tf.data.Dataset of per-replica
             batches (use make_dataset(pad_final_batch=True) to keep every example).
           predict_fn: (model, features) -> dict of [B, ...] tensors.
           max_steps: stop after this many batches.
+          sequence_outputs: {output name: length} of outputs with a sequence axis
+            (axis 1, e.g. per-token predictions), padded with zeros to `length`
+            (max_seq_length), so that trimmed batches give untrimmed shapes.
         """
-        strategy = self.strategy
+        dataset = self.strategy.distribute_datasets_from_function(_whole_input(dataset_fn))
+        spec = dataset.element_spec
+        step = self._predict_step(predict_fn, spec)
+        batches = (_join_replicas(self.strategy, step(batch), sequence_outputs)
+                   for batch in dataset)
+        if isinstance(spec, dict) and input_pipeline.EXAMPLE_INDEX in spec:
+            batches = _in_input_order(batches)
+        # islice stops before running the batch after the last one asked for.
+        yield from itertools.islice(batches, max_steps)
 
-        def whole_input(input_context=None):
-            # Every worker predicts over all of the data (a forward pass needs no
-            # collectives), so each one's results are complete and in order.
-            if input_context is not None and input_context.num_input_pipelines > 1:
-                input_context = tf.distribute.InputContext(
-                    num_input_pipelines=1, input_pipeline_id=0,
-                    num_replicas_in_sync=input_context.num_replicas_in_sync)
-            return dataset_fn(input_context)
+    def _predict_step(self, predict_fn, element_spec):
+        """step(global batch) -> per-replica outputs, traced once whatever the lengths.
 
-        dataset = strategy.distribute_datasets_from_function(whole_input)
-        model = self.model
+        The signature is the dataset's element_spec, in which trimmed sequence axes
+        are None: batches of every length share one graph (under XLA, one compiled
+        program per distinct shape, a handful with bucket lengths). The last few
+        steps are kept, so that evaluating again (or predicting with the same
+        predict_fn and features) neither traces nor compiles again.
+        """
+        cache = self.__dict__.setdefault("_predict_steps", collections.OrderedDict())
+        key = (predict_fn, repr(element_spec))
+        try:
+            hash(key)
+        except TypeError:   # an unhashable callable: a step of its own
+            return self._new_predict_step(predict_fn, element_spec)
+        if key not in cache:
+            cache[key] = self._new_predict_step(predict_fn, element_spec)
+            while len(cache) > 4:
+                cache.popitem(last=False)
+        return cache[key]
+
+    def _new_predict_step(self, predict_fn, element_spec):
+        strategy, model = self.strategy, self.model
 
         @tf.function(jit_compile=self.config.enable_xla or None)
         def replica_predict(features):
-            return predict_fn(model, features)
+            index = None
+            if isinstance(features, dict) and input_pipeline.EXAMPLE_INDEX in features:
+                features = dict(features)
+                index = features.pop(input_pipeline.EXAMPLE_INDEX)
+            out = dict(predict_fn(model, features))
+            if index is not None:
+                out[input_pipeline.EXAMPLE_INDEX] = tf.identity(index)
+            return out
 
-        @tf.function
+        @tf.function(input_signature=[element_spec])
         def step(features):
             return strategy.run(replica_predict, args=(features,))
 
-        for i, batch in enumerate(dataset):
-            if max_steps is not None and i >= max_steps:
-                break
-            out = step(batch)
-            yield {k: np.concatenate([np.asarray(t) for t in
-                                      strategy.experimental_local_results(v)], axis=0)
-                   for k, v in out.items()}
+        return step
+
+
+def _whole_input(dataset_fn):
+    """dataset_fn as one input pipeline: every worker predicts over all of the data.
+
+    A forward pass needs no collectives, so each worker's results are complete and
+    in order.
+    """
+    def whole_input(input_context=None):
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            input_context = tf.distribute.InputContext(
+                num_input_pipelines=1, input_pipeline_id=0,
+                num_replicas_in_sync=input_context.num_replicas_in_sync)
+        return dataset_fn(input_context)
+    return whole_input
+
+
+def _join_replicas(strategy, outputs, sequence_outputs=None):
+    """One global batch of numpy arrays from per-replica outputs, in replica order."""
+    joined = {}
+    for name, value in outputs.items():
+        parts = [np.asarray(t) for t in strategy.experimental_local_results(value)]
+        if sequence_outputs and name in sequence_outputs:
+            parts = [_pad_sequence_axis(p, sequence_outputs[name], name) for p in parts]
+        if len({p.shape[1:] for p in parts}) > 1:
+            raise ValueError(
+                "predict output %r has shapes %s on the replicas (batches trimmed to "
+                "different lengths): name it in Runner.predict's sequence_outputs"
+                % (name, [p.shape for p in parts]))
+        joined[name] = np.concatenate(parts, axis=0)
+    return joined
+
+
+def _pad_sequence_axis(array, length, name):
+    """`array` [B, S', ...] zero-padded to [B, length, ...]."""
+    if array.ndim < 2 or array.shape[1] > length:
+        raise ValueError("sequence output %r of shape %s has no axis 1 of at most %d"
+                         % (name, array.shape, length))
+    return np.pad(array, [(0, 0), (0, length - array.shape[1])] + [(0, 0)] * (array.ndim - 2))
+
+
+def _in_input_order(batches):
+    """Outputs of length-sorted batches (with EXAMPLE_INDEX) as the input order's batches."""
+    order = _InputOrder()
+    for out in batches:
+        yield from order.add(out)
+    yield from order.finish()
+
+
+class _InputOrder:
+    """Regroups the outputs of length-sorted batches into the batches of the input order.
+
+    Batch k of the bucketed stream has as many rows as batch k of the same data read
+    in order (the same number of per-replica batches of the same size, grouped across
+    replicas alike), and that batch holds input positions start_k .. start_k + size_k - 1;
+    positions past the last example are its padding rows. A batch is given out as
+    soon as all of its examples have come.
+    """
+
+    def __init__(self):
+        self.rows = {}                     # input position -> {output name: row}
+        self.sizes = collections.deque()   # sizes of the batches not given out yet
+        self.start = 0                     # input position of the next batch's first row
+        self.zeros = None                  # {output name: zero row}: padding rows
+
+    def add(self, out):
+        """Takes one bucketed batch; returns the input-order batches now complete."""
+        out = dict(out)
+        index = out.pop(input_pipeline.EXAMPLE_INDEX)
+        self.sizes.append(len(index))
+        for row in np.flatnonzero(index >= 0):
+            position = int(index[row])
+            if position in self.rows or position < self.start:
+                raise RuntimeError("example %d came twice from the bucketed input" % position)
+            self.rows[position] = {name: value[row] for name, value in out.items()}
+            if self.zeros is None:
+                self.zeros = {name: np.zeros_like(v) for name, v in self.rows[position].items()}
+        ready = []
+        while self.sizes and all(p in self.rows
+                                 for p in range(self.start, self.start + self.sizes[0])):
+            ready.append(self._take(self.start + self.sizes[0]))
+        return ready
+
+    def finish(self):
+        """The batches left once the data has ended, padding rows past the last example."""
+        end = self.start + len(self.rows)
+        if sorted(self.rows) != list(range(self.start, end)):
+            raise RuntimeError("the bucketed input lost examples: positions %d..%d expected"
+                               % (self.start, end - 1))
+        ready = []
+        while self.sizes:
+            ready.append(self._take(end))
+        return ready
+
+    def _take(self, end):
+        """The next batch; its positions from `end` on are padding rows."""
+        size = self.sizes.popleft()
+        rows = [self.rows.pop(p) if p < end else self.zeros
+                for p in range(self.start, self.start + size)]
+        self.start += size
+        batch = {}
+        for name in self.zeros:
+            try:
+                batch[name] = np.stack([r[name] for r in rows])
+            except ValueError:
+                raise ValueError(
+                    "predict output %r has rows of different shapes (batches trimmed to "
+                    "different lengths): name it in Runner.predict's sequence_outputs"
+                    % name) from None
+        return batch
 
 
 class _TerminationWatch:

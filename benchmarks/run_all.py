@@ -2,7 +2,8 @@
 
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
-      [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data]
+      [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
+              finetuning]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -18,8 +19,12 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
   tokenization             benchmarks/bench_tokenization.py: our tokenizer vs HF tokenizers
                            (MB/s on SQuAD dev);
   create_pretraining_data  benchmarks/bench_create_pretraining_data.py: our modes vs the
-                           plain-Python original algorithm (instances/s).
-The last two read ../shared/data and are skipped with a note when it (or their script)
+                           plain-Python original algorithm (instances/s);
+  finetuning               benchmarks/bench_finetuning.py: run_classifier training and
+                           eval, extract_features and run_squad predict with trimmed
+                           batches vs HF transformers + torch (the peer venv) and vs our
+                           --notrim_padding path (examples/s).
+The last three read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
@@ -161,6 +166,8 @@ def plan(mode, steps, repeats):
         ("tokenization", dict(repeats=3)),
         ("create_pretraining_data", dict() if full else dict(max_mb=5.0, baseline_mb=0.5,
                                                               dupe_factor=5)),
+        # Against HF transformers + torch (the peer venv): a few minutes per model.
+        ("finetuning", dict(models=("minilm", "base") if full else ("minilm",))),
     ]
 
 
@@ -174,7 +181,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
-                             "memory, tokenization, create_pretraining_data")
+                             "memory, tokenization, create_pretraining_data, finetuning")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -207,7 +214,8 @@ def main(argv=None):
     model_benchmarks = {"pretraining": pretraining.run, "inference": inference.run,
                         "optimizer": optimizer.run, "memory": memory.run}
     data_adapters = {"tokenization": tokenization_rows,
-                     "create_pretraining_data": create_pretraining_data_rows}
+                     "create_pretraining_data": create_pretraining_data_rows,
+                     "finetuning": lambda rows: _schema_rows(rows) or []}
     for item in plan(mode, args.steps, args.repeats):
         if item is None or (only and item[0] not in only):
             continue

@@ -217,6 +217,28 @@ def test_streaming_chunks_keep_order_and_match_one_chunk(golden, tmp_path):
     assert json.loads(small_lines[4])["features"][3]["token"] == "brown"
 
 
+def test_trimmed_batches_write_the_full_padding_values_in_order(golden, tmp_path):
+    # Lines of very different lengths, so that length-sorted batches reorder them.
+    lines = [line if i % 3 else line + " " + " ".join(["more words here"] * (6 * (i % 5)))
+             for i, line in enumerate(golden["inputs"]["lines"] * 6)]
+    input_file = _write(tmp_path / "in.txt", "\n".join(lines) + "\n")
+    values = {}
+    for name in ("trim", "notrim"):
+        output_file = tmp_path / (name + ".jsonl")
+        _run(_golden_argv(golden, input_file, output_file,
+                          ["--batch_size=3", "--layers=-1,-2", "--max_seq_length=96",
+                           "--%s_padding" % name]))
+        values[name] = _read_jsonl(output_file)
+    assert len(values["trim"]) == len(values["notrim"]) == len(lines)
+    for a, b in zip(values["trim"], values["notrim"]):
+        assert a["linex_index"] == b["linex_index"]
+        assert [t["token"] for t in a["features"]] == [t["token"] for t in b["features"]]
+        for ta, tb in zip(a["features"], b["features"]):
+            for la, lb in zip(ta["layers"], tb["layers"]):
+                assert la["index"] == lb["index"]
+                np.testing.assert_allclose(la["values"], lb["values"], atol=2e-6, rtol=0)
+
+
 def test_failure_leaves_no_output(golden, tmp_path, monkeypatch):
     input_file = _write(tmp_path / "in.txt", "\n".join(["line %d" % i for i in range(40)]))
     output_file = tmp_path / "out.jsonl"

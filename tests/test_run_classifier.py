@@ -532,6 +532,31 @@ def test_eval_of_a_fixed_checkpoint_is_repeatable(mrpc_run, tmp_path):
 
 
 @pytest.mark.slow
+def test_trimmed_and_full_padding_write_the_same_files(mrpc_run, tmp_path):
+    # --trim_padding (default) groups eval/predict examples by length and cuts the
+    # batches; --notrim_padding runs the reference's fixed-length batches.
+    ckpt = tf.train.latest_checkpoint(str(mrpc_run["out"]))
+    outputs = {}
+    for name in ("trim", "notrim"):
+        argv = _base_flags(tmp_path, str(mrpc_run["data_dir"]), mrpc_run["vocab"],
+                           output_dir=tmp_path / name, extra=[
+                               "--do_eval", "--do_predict", "--max_seq_length=32",
+                               "--eval_batch_size=16", "--predict_batch_size=16",
+                               "--init_checkpoint=%s" % ckpt, "--%s_padding" % name])
+        fv = _fv(argv)
+        assert fv.trim_padding == (name == "trim")
+        rc.run(fv)
+        outputs[name] = (_read_eval_results(str(tmp_path / name / "eval_results.txt")),
+                         _read_tsv_floats(str(tmp_path / name / "test_results.tsv")))
+    (trim_eval, trim_rows), (full_eval, full_rows) = outputs["trim"], outputs["notrim"]
+    assert sorted(trim_eval) == sorted(full_eval)
+    for key in trim_eval:
+        assert float(trim_eval[key]) == pytest.approx(float(full_eval[key]), abs=1e-5), key
+    assert len(trim_rows) == len(full_rows) == 40
+    np.testing.assert_allclose(np.array(trim_rows), np.array(full_rows), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
 def test_sts_b_regression_run(shared_dir, tmp_path, vocab_file):
     data_dir = tmp_path / "data"
     _copy_head(str(shared_dir / "data" / "glue_data" / "STS-B"), str(data_dir), rows=25)

@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import flags_common
 import modeling
@@ -164,6 +165,30 @@ def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
     for line in lines:
         probabilities = [float(v) for v in line.split("\t")]
         assert len(probabilities) == 4 and sum(probabilities) == pytest.approx(1, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_trimmed_and_full_padding_write_the_same_files(tmp_path):
+    data = tmp_path / "swag"
+    _write(data / "train.csv", _swag_csv(_synthetic(16, 1)))
+    _write(data / "val.csv", _swag_csv(_synthetic(12, 2)))
+    _write(data / "test.csv", _swag_csv(_synthetic(7, 3), test=True))
+    run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "trained", "--do_train",
+                                   "--num_train_epochs=1"))
+    ckpt = tf.train.latest_checkpoint(str(tmp_path / "trained"))
+    results, rows = {}, {}
+    for name in ("trim", "notrim"):
+        out = tmp_path / name
+        results[name] = run_multiple_choice.run(_flags(
+            tmp_path, data, out, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
+            "--%s_padding" % name))
+        rows[name] = np.array([[float(v) for v in line.split("\t")] for line in
+                               (out / "test_results.tsv").read_text().splitlines()])
+    assert rows["trim"].shape == rows["notrim"].shape == (7, 4)
+    np.testing.assert_allclose(rows["trim"], rows["notrim"], atol=1e-5, rtol=0)
+    assert sorted(results["trim"]) == sorted(results["notrim"])
+    for key, value in results["notrim"].items():
+        assert results["trim"][key] == pytest.approx(value, abs=1e-5), key
 
 
 def test_run_errors(tmp_path):

