@@ -46,6 +46,29 @@ into many files of similar size, at least as many as there are workers. Each
 worker writes its records to a temporary file beside the first output file; at
 the end the shards are interleaved evenly (each shard spread over the whole
 output) into the output files, round-robin, and the temporary files are removed.
+
+Packed rows (`--pack_sequences`)
+--------------------------------
+For long-sequence phases (--max_seq_length=512), where documents end early and
+most of a row is padding, `--pack_sequences` writes several instances side by
+side in one row. The instances are exactly those of the same run without it
+(same --random_seed, same random draws, also with --num_workers); they are then
+packed in their output order, greedily: an instance joins the current row while
+the row has room for its tokens and fewer than --max_instances_per_row
+instances, else it starts a new row. A packed record holds
+
+    input_ids, input_mask, segment_ids   int64 [max_seq_length] (as above)
+    position_ids                         int64 [max_seq_length]: 0, 1, ... per instance
+    instance_ids                         int64 [max_seq_length]: k in the k-th instance
+                                         of the row (1-based), 0 on padding
+    masked_lm_positions, masked_lm_ids   int64 [max_predictions_per_seq * K] (row positions)
+    masked_lm_weights                    float [max_predictions_per_seq * K]
+    next_sentence_labels                 int64 [K]
+    next_sentence_positions              int64 [K]: row position of each instance's [CLS]
+    next_sentence_weights                float [K]: 1 for each instance of the row
+
+with K = --max_instances_per_row; run_pretraining.py --packed_sequences reads
+them (attention stays within each instance).
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
@@ -123,6 +146,19 @@ def define_flags(fv):
         "with its own seed (from --random_seed and the file's position), random next "
         "sentences drawn from within the same file and memory bounded by the largest "
         "file: deterministic, but a different sample than with 1 worker.",
+        flag_values=fv)
+    flags.DEFINE_bool(
+        "pack_sequences", False,
+        "Pack several instances into each row of --max_seq_length tokens (greedily, in "
+        "output order; same instances as without it) with the position_ids, "
+        "instance_ids and next_sentence_positions/weights features that "
+        "run_pretraining.py --packed_sequences reads. For long rows (512) of short "
+        "documents, where most of a row is otherwise padding.", flag_values=fv)
+    flags.DEFINE_integer(
+        "max_instances_per_row", 4,
+        "With --pack_sequences: at most this many instances per row. The masked-LM slots "
+        "of a row (max_predictions_per_seq * this) and so the masked-LM head's work grow "
+        "with it; 4 fits 512-token rows of instances of about 128 tokens.",
         flag_values=fv)
 
 
@@ -703,11 +739,11 @@ _FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions
                   "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-def _log_example(tokens, features):
+def _log_example(tokens, features, feature_order=None):
     """Logs one example the way the original script does (tokens, then each feature)."""
     logging.info("*** Example ***")
     logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-    for name in _FEATURE_ORDER:
+    for name in feature_order or _FEATURE_ORDER:
         feature = features[name]
         values = feature.int64_list.value or feature.float_list.value
         logging.info("%s: %s", name, " ".join(str(v) for v in values))
@@ -833,10 +869,11 @@ def _line_tokenizer(tokenizer, use_fast_tokenizer, encoded=None):
 # Writing records
 # ---------------------------------------------------------------------------
 
-def _write_records(records, output_files, inv_vocab):
+def _write_records(records, output_files, inv_vocab, feature_order=None, what="instances"):
     """Writes serialized Examples round-robin, logging the first ones; returns the count.
 
     inv_vocab: id -> token, to show the tokens of the logged examples.
+    feature_order: the features logged (default: the reference's seven).
     """
     records = iter(records)
     with input_pipeline.RecordWriter(output_files) as writer:
@@ -844,13 +881,23 @@ def _write_records(records, output_files, inv_vocab):
             features = tf.train.Example.FromString(record).features.feature
             tokens = [inv_vocab[i] for i in features["input_ids"].int64_list.value]
             tokens = tokens[:sum(features["input_mask"].int64_list.value)]
-            _log_example(tokens, features)
+            _log_example(tokens, features, feature_order)
             writer.write_serialized(record)
         write = writer.write_serialized
         for record in records:
             write(record)
-    logging.info("Wrote %d total instances", writer.num_written)
+    logging.info("Wrote %d total %s", writer.num_written, what)
     return writer.num_written
+
+
+def _write_output(records, output_files, vocab, packer=None):
+    """Writes `records`, packed into rows first when `packer` is set; returns the count."""
+    if packer is None:
+        return _write_records(records, output_files, _inverse(vocab))
+    count = _write_records(packer.pack_records(records), output_files, _inverse(vocab),
+                           pretraining_records.PACKED_FEATURE_ORDER, what="packed rows")
+    logging.info("%s", packer.summary())
+    return count
 
 
 # ---------------------------------------------------------------------------
@@ -935,7 +982,8 @@ def _encoder_for(options, vocab):
                      _Symbols.for_encoded(vocab, encoder.varints))
 
 
-def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer):
+def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer,
+                          packer=None):
     encoder = _encoder_for(options, tokenizer.vocab)
     documents = _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder,
                                         "reading")
@@ -946,10 +994,11 @@ def _write_single_process(input_files, output_files, tokenizer, options, use_fas
     records = _generate_records(documents, options, encoder, random.Random(options.random_seed),
                                 progress=_Progress("creating instances"))
     del documents
-    return _write_records(records, output_files, _inverse(tokenizer.vocab))
+    return _write_output(records, output_files, tokenizer.vocab, packer)
 
 
-def _write_reference_style(input_files, output_files, tokenizer, options, use_fast_tokenizer):
+def _write_reference_style(input_files, output_files, tokenizer, options, use_fast_tokenizer,
+                           packer=None):
     """The plain-Python path: TrainingInstance objects and protobuf building."""
     rng = random.Random(options.random_seed)
     instances = create_training_instances(
@@ -960,8 +1009,19 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
     if not instances:
         raise ValueError("no documents in the input files %s (only blank lines or no text)"
                          % ", ".join(input_files))
+    if packer is not None:
+        records = (_instance_record(instance, tokenizer, options) for instance in instances)
+        return _write_output(records, output_files, tokenizer.vocab, packer)
     return write_instance_to_example_files(instances, tokenizer, options.max_seq_length,
                                            options.max_predictions_per_seq, output_files)
+
+
+def _instance_record(instance, tokenizer, options):
+    """The serialized (unpacked) tf.train.Example of a `TrainingInstance`."""
+    features = _instance_features(instance, tokenizer, options.max_seq_length,
+                                  options.max_predictions_per_seq)
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    return example.SerializeToString(deterministic=True)
 
 
 # ---------------------------------------------------------------------------
@@ -990,7 +1050,7 @@ def shard_records(state, file_index, path, counter):
 
 
 def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, options,
-                   num_workers, use_fast_tokenizer, stats):
+                   num_workers, use_fast_tokenizer, stats, packer=None):
     progress = _Progress("creating instances (%d workers)" % min(num_workers,
                                                                   len(input_files)))
     with pretraining_shards.sharded_records(
@@ -1004,7 +1064,7 @@ def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, 
                              % ", ".join(input_files))
         logging.info("Read %d documents from %d files", shards.num_documents, shards.num_files)
         stats["worker_cpu_s"] = shards.worker_cpu_s
-        return _write_records(shards.records, output_files, _inverse(vocab))
+        return _write_output(shards.records, output_files, vocab, packer)
 
 
 # ---------------------------------------------------------------------------
@@ -1012,7 +1072,8 @@ def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, 
 # ---------------------------------------------------------------------------
 
 def write_pretraining_data(input_files, output_files, vocab_file, options, do_lower_case=True,
-                           num_workers=1, use_fast_tokenizer=True, fast=True, stats=None):
+                           num_workers=1, use_fast_tokenizer=True, fast=True, stats=None,
+                           pack_sequences=False, max_instances_per_row=4):
     """Creates the pretraining records of `input_files` into `output_files`.
 
     Args:
@@ -1028,9 +1089,12 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         objects, the random module's own methods); same records, slowly.
       stats: optional dict; gets "worker_cpu_s", the CPU seconds the worker
         processes used (0 without workers).
+      pack_sequences: pack the instances (the same ones) into rows of
+        max_seq_length, at most `max_instances_per_row` per row (see the module
+        docstring); the rows are the records written.
 
     Returns:
-      The number of records written.
+      The number of records written (packed rows with pack_sequences).
     """
     for warning in options.validate():
         logging.warning(warning)
@@ -1038,6 +1102,10 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         raise ValueError("--vocab_file %s does not exist" % vocab_file)
     if num_workers < 1:
         raise ValueError("--num_workers must be at least 1, got %d" % num_workers)
+    packer = None
+    if pack_sequences:
+        packer = pretraining_records.InstancePacker(
+            options.max_seq_length, options.max_predictions_per_seq, max_instances_per_row)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     _check_special_tokens(tokenizer.vocab)
 
@@ -1052,12 +1120,13 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     stats["worker_cpu_s"] = 0.0
     if num_workers > 1:
         return _write_sharded(input_files, output_files, vocab_file, do_lower_case,
-                              tokenizer.vocab, options, num_workers, use_fast_tokenizer, stats)
+                              tokenizer.vocab, options, num_workers, use_fast_tokenizer, stats,
+                              packer)
     if not fast:
         return _write_reference_style(input_files, output_files, tokenizer, options,
-                                      use_fast_tokenizer)
+                                      use_fast_tokenizer, packer)
     return _write_single_process(input_files, output_files, tokenizer, options,
-                                 use_fast_tokenizer)
+                                 use_fast_tokenizer, packer)
 
 
 def run(fv):
@@ -1072,7 +1141,9 @@ def run(fv):
     return write_pretraining_data(input_files, output_files, fv.vocab_file,
                                   PretrainingOptions.from_flags(fv),
                                   do_lower_case=fv.do_lower_case,
-                                  num_workers=fv.num_workers)
+                                  num_workers=fv.num_workers,
+                                  pack_sequences=fv.pack_sequences,
+                                  max_instances_per_row=fv.max_instances_per_row)
 
 
 def main():

@@ -291,7 +291,8 @@ DEFAULT_BUCKET_WINDOW = 64
 EXAMPLE_INDEX = "example_index"
 # Features holding positions INTO the sequence: a trimmed batch keeps every position
 # they name (max position + 1), whatever the mask says.
-POSITION_FEATURES = ("masked_lm_positions", "start_positions", "end_positions")
+POSITION_FEATURES = ("masked_lm_positions", "start_positions", "end_positions",
+                     "next_sentence_positions")
 # Features of one value per masked-LM prediction, whatever their length.
 _PER_PREDICTION = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 

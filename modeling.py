@@ -160,13 +160,32 @@ def create_initializer(initializer_range=0.02):
     return tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
 
 
-def create_attention_mask(input_mask, dtype=tf.float32):
+def create_attention_mask(input_mask, dtype=tf.float32, instance_ids=None):
     """[B, S] 0/1 mask of keys -> additive mask [B, 1, 1, S]: 0 keep, -10000 drop.
 
     The reference builds a [B, S, S] mask in which every query row is the same;
     broadcasting one row gives identical scores for less memory.
+
+    With instance_ids [B, S] (packed rows: k on the tokens of the row's k-th
+    instance, 0 on padding) the mask is [B, 1, S, S]: query i may attend to key j
+    iff instance_ids[i] == instance_ids[j] > 0 (and input_mask[j] is 1). Padding
+    queries attend to nothing: their rows are all -10000, a uniform softmax
+    that no loss reads.
     """
+    if instance_ids is not None:
+        return _packed_attention_mask(input_mask, instance_ids, dtype)
     mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+    return (1.0 - mask) * -10000.0
+
+
+def _packed_attention_mask(input_mask, instance_ids, dtype):
+    """The [B, 1, S, S] additive mask of packed rows (see create_attention_mask)."""
+    instance_ids = tf.cast(instance_ids, tf.int32)
+    keys = instance_ids[:, tf.newaxis, :]
+    allowed = tf.logical_and(tf.equal(instance_ids[:, :, tf.newaxis], keys),
+                             tf.greater(keys, 0))
+    allowed = tf.logical_and(allowed, tf.not_equal(input_mask, 0)[:, tf.newaxis, :])
+    mask = tf.cast(allowed, dtype)[:, tf.newaxis, :, :]
     return (1.0 - mask) * -10000.0
 
 
@@ -253,12 +272,15 @@ class Embeddings(tf_keras.layers.Layer):
             return tf.matmul(tf.one_hot(ids, table.shape[0], dtype=table.dtype), table)
         return tf.gather(table, ids)
 
-    def call(self, input_ids, token_type_ids, training=False):
-        """Applies the layer (shapes in the class docstring)."""
+    def call(self, input_ids, token_type_ids, training=False, position_ids=None):
+        """Applies the layer; position_ids [B, S] (packed rows) replace 0..S-1."""
         seq_length = tf.shape(input_ids)[1]
         words = self._lookup(self.word_embeddings, input_ids, self.use_one_hot_embeddings)
         types = self._lookup(self.token_type_embeddings, token_type_ids, True)
-        positions = self.position_embeddings[tf.newaxis, :seq_length, :]
+        if position_ids is None:
+            positions = self.position_embeddings[tf.newaxis, :seq_length, :]
+        else:
+            positions = tf.gather(self.position_embeddings, position_ids)
         x = tf.cast(words + types + positions, self.compute_dtype)
         return self.dropout(self.layer_norm(x), training=training)
 
@@ -342,7 +364,8 @@ class SelfAttention(tf_keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None):
-        """x [B * S, H], attention_mask [B, 1, 1, S] additive -> context [B * S, H]."""
+        """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
+        additive -> context [B * S, H]."""
         projections = (self.query, self.key, self.value)
         kernel = tf.concat([tf.cast(p.kernel, x.dtype) for p in projections], axis=1)
         bias = tf.concat([tf.cast(p.bias, x.dtype) for p in projections], axis=0)
@@ -464,12 +487,17 @@ class BertModel(tf_keras.layers.Layer):
     """The BERT encoder: embeddings, transformer layers and pooler.
 
     call(input_ids [B, S], input_mask [B, S] = all ones, token_type_ids [B, S] =
-    all zeros, training=False) returns a dict:
+    all zeros, training=False, position_ids [B, S] = None, instance_ids [B, S] = None)
+    returns a dict:
       pooled_output [B, H]: tanh(dense(first token of the last layer));
       sequence_output [B, S, H]: the last layer;
       all_encoder_layers: list of the num_hidden_layers outputs, each [B, S, H];
       embedding_output [B, S, H]: the input to the first layer.
     Dropout is active only with training=True (the reference's is_training).
+    Packed rows (several instances per row) pass position_ids (each instance's
+    positions from 0) and instance_ids (1..k per instance, 0 on padding: attention
+    stays within each instance, see create_attention_mask); without them the
+    outputs are the reference's.
     """
 
     def __init__(self, config, use_one_hot_embeddings=False, name="bert", **kwargs):
@@ -486,7 +514,7 @@ class BertModel(tf_keras.layers.Layer):
         """The word embedding matrix [V, H] (tied to the masked-LM output layer)."""
         return self.embeddings.word_embeddings
 
-    def _check_inputs(self, input_ids, token_type_ids):
+    def _check_inputs(self, input_ids, token_type_ids, position_ids=None):
         c = self.config
         seq_length = input_ids.shape[1]
         if seq_length is not None and seq_length > c.max_position_embeddings:
@@ -508,9 +536,15 @@ class BertModel(tf_keras.layers.Layer):
                 tf.shape(input_ids)[1], c.max_position_embeddings,
                 message="sequence length exceeds max_position_embeddings=%d"
                         % c.max_position_embeddings))
+        if position_ids is not None:
+            checks.append(tf.debugging.assert_less(
+                position_ids, tf.constant(c.max_position_embeddings, position_ids.dtype),
+                message="position_ids contain a value >= max_position_embeddings=%d"
+                        % c.max_position_embeddings))
         return checks
 
-    def call(self, input_ids, input_mask=None, token_type_ids=None, training=False):
+    def call(self, input_ids, input_mask=None, token_type_ids=None, training=False,
+             position_ids=None, instance_ids=None):
         """Applies the layer (shapes in the class docstring)."""
         input_ids = tf.convert_to_tensor(input_ids)
         if input_mask is None:
@@ -518,10 +552,14 @@ class BertModel(tf_keras.layers.Layer):
         if token_type_ids is None:
             token_type_ids = tf.zeros_like(input_ids)
         token_type_ids = tf.convert_to_tensor(token_type_ids)
-        with tf.control_dependencies(self._check_inputs(input_ids, token_type_ids)):
-            embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        all_layers = self.encoder(embedding_output, create_attention_mask(input_mask),
-                                  training=training)
+        if position_ids is not None:
+            position_ids = tf.convert_to_tensor(position_ids)
+        with tf.control_dependencies(self._check_inputs(input_ids, token_type_ids,
+                                                        position_ids)):
+            embedding_output = self.embeddings(input_ids, token_type_ids, training=training,
+                                               position_ids=position_ids)
+        attention_mask = create_attention_mask(input_mask, instance_ids=instance_ids)
+        all_layers = self.encoder(embedding_output, attention_mask, training=training)
         sequence_output = all_layers[-1]
         return {
             "pooled_output": self.pooler(sequence_output[:, 0, :]),
@@ -606,7 +644,11 @@ class PretrainingHeads(tf_keras.layers.Layer):
                                                  "seq_relationship")
 
     def call(self, sequence_output, pooled_output, masked_lm_positions, embedding_table):
-        """Returns (masked_lm_logits [B, P, V], next_sentence_log_probs [B, 2]), float32."""
+        """Returns (masked_lm_logits [B, P, V], next_sentence_log_probs [B, 2]), float32.
+
+        pooled_output may be [B, K, H] (packed rows: one per instance); the
+        next-sentence log-probabilities are then [B, K, 2].
+        """
         picked = gather_indexes(sequence_output, masked_lm_positions)
         mlm_logits = self.predictions(picked, embedding_table)
         mlm_logits = tf.reshape(
@@ -672,13 +714,39 @@ def next_sentence_loss(log_probs, labels):
     return tf.reduce_mean(per_example), per_example
 
 
+def weighted_next_sentence_loss(log_probs, labels, weights):
+    """NSP cross-entropy of packed rows: log_probs [B, K, 2], labels and weights [B, K].
+
+    Returns (sum(w * nll) / sum(w), per-instance nll [B, K]): the mean over the
+    real instances (weight 1), which is next_sentence_loss's value for the same
+    instances unpacked.
+    """
+    labels = tf.cast(labels, tf.int32)
+    one_hot = tf.one_hot(labels, 2, dtype=log_probs.dtype)
+    per_instance = -tf.reduce_sum(one_hot * log_probs, axis=-1)
+    weights = tf.cast(weights, per_instance.dtype)
+    loss = tf.reduce_sum(weights * per_instance) / tf.maximum(tf.reduce_sum(weights), 1e-5)
+    return loss, per_instance
+
+
 # ---------------------------------------------------------------------------
 # Task models (each owns a `bert` encoder and one head)
 # ---------------------------------------------------------------------------
 
 def _encode(bert, features, training):
+    # position_ids / instance_ids: only packed pretraining rows have them.
     return bert(features["input_ids"], features.get("input_mask"),
-                features.get("segment_ids"), training=training)
+                features.get("segment_ids"), training=training,
+                position_ids=features.get("position_ids"),
+                instance_ids=features.get("instance_ids"))
+
+
+def _packed_pooled_output(bert, sequence_output, positions):
+    """The pooler (dense + tanh) at each [CLS] of `positions` [B, K] -> [B, K, H]."""
+    picked = gather_indexes(sequence_output, positions)
+    pooled = bert.pooler(picked)
+    return tf.reshape(pooled, [tf.shape(positions)[0], tf.shape(positions)[1],
+                               pooled.shape[-1]])
 
 
 class BertPretrainer(tf_keras.Model):
@@ -690,9 +758,18 @@ class BertPretrainer(tf_keras.Model):
         self.cls = PretrainingHeads(config)
 
     def call(self, features, training=False):
-        """Applies the layer (shapes in the class docstring)."""
+        """Applies the layer (shapes in the class docstring).
+
+        Packed rows (features next_sentence_positions [B, K], with position_ids
+        and instance_ids) get one pooled output per instance, at its [CLS]:
+        next_sentence_log_probs [B, K, 2].
+        """
         outputs = dict(_encode(self.bert, features, training))
-        mlm_logits, nsp = self.cls(outputs["sequence_output"], outputs["pooled_output"],
+        pooled = outputs["pooled_output"]
+        if "next_sentence_positions" in features:
+            pooled = _packed_pooled_output(self.bert, outputs["sequence_output"],
+                                           features["next_sentence_positions"])
+        mlm_logits, nsp = self.cls(outputs["sequence_output"], pooled,
                                    features["masked_lm_positions"], self.bert.embedding_table)
         # Training reads the logits (masked_lm_loss_from_logits); inside a
         # tf.function the unused log-softmax is then pruned away.

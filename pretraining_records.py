@@ -4,8 +4,15 @@
 that `tf.train.Example(...).SerializeToString(deterministic=True)` gives for the
 reference's seven features, several times faster: the fast path of
 create_pretraining_data.py works on varint-encoded token ids and joins them.
+
+`InstancePacker` turns those records into packed rows (`--pack_sequences`):
+several instances side by side in one row of max_seq_length tokens, with the
+features `packed_features` describes.
 """
+import collections
 import struct
+
+import tensorflow as tf
 
 
 def varint(value):
@@ -108,3 +115,156 @@ class ExampleEncoder(object):
         if prefix is None:
             prefix = self._example_prefixes[size] = b"\x0a" + varint(size)
         return prefix + body
+
+
+# ---------------------------------------------------------------------------
+# Packed rows (create_pretraining_data --pack_sequences)
+# ---------------------------------------------------------------------------
+
+# The features of a packed row, in the order the log shows them.
+PACKED_FEATURE_ORDER = (
+    "input_ids", "input_mask", "segment_ids", "position_ids", "instance_ids",
+    "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels",
+    "next_sentence_positions", "next_sentence_weights")
+# Features only packed records have: their presence tells packed records apart.
+PACKED_ONLY_FEATURES = ("position_ids", "instance_ids", "next_sentence_positions",
+                        "next_sentence_weights")
+
+
+def packed_features(max_seq_length, max_predictions_per_seq, max_instances_per_row):
+    """Feature spec of packed rows (L = max_seq_length, K = max_instances_per_row).
+
+    input_ids, input_mask, segment_ids, position_ids, instance_ids   int64 [L]
+    masked_lm_positions, masked_lm_ids            int64 [max_predictions_per_seq * K]
+    masked_lm_weights                             float [max_predictions_per_seq * K]
+    next_sentence_labels, next_sentence_positions int64 [K]
+    next_sentence_weights                         float [K]
+    """
+    seq = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    slots = max_predictions_per_seq * max_instances_per_row
+    preds = tf.io.FixedLenFeature([slots], tf.int64)
+    per_instance = tf.io.FixedLenFeature([max_instances_per_row], tf.int64)
+    return {
+        "input_ids": seq, "input_mask": seq, "segment_ids": seq,
+        "position_ids": seq, "instance_ids": seq,
+        "masked_lm_positions": preds, "masked_lm_ids": preds,
+        "masked_lm_weights": tf.io.FixedLenFeature([slots], tf.float32),
+        "next_sentence_labels": per_instance,
+        "next_sentence_positions": per_instance,
+        "next_sentence_weights": tf.io.FixedLenFeature([max_instances_per_row], tf.float32),
+    }
+
+
+Instance = collections.namedtuple(
+    "Instance", "input_ids segment_ids masked_lm_positions masked_lm_ids next_sentence_label")
+
+
+def decode_instance(record):
+    """The `Instance` (unpadded lists) of one serialized unpacked pretraining record."""
+    feature = tf.train.Example.FromString(record).features.feature
+    length = sum(feature["input_mask"].int64_list.value)
+    weights = feature["masked_lm_weights"].float_list.value
+    count = sum(1 for w in weights if w > 0)
+    return Instance(
+        input_ids=list(feature["input_ids"].int64_list.value[:length]),
+        segment_ids=list(feature["segment_ids"].int64_list.value[:length]),
+        masked_lm_positions=list(feature["masked_lm_positions"].int64_list.value[:count]),
+        masked_lm_ids=list(feature["masked_lm_ids"].int64_list.value[:count]),
+        next_sentence_label=int(feature["next_sentence_labels"].int64_list.value[0]))
+
+
+def _int64s(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def _floats(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+class InstancePacker(object):
+    """Packs pretraining instances greedily, in their order, into rows of max_seq_length.
+
+    An instance joins the current row while the row has room for its tokens and
+    fewer than max_instances_per_row instances; otherwise it starts a new row.
+    Counts what it packed: num_instances, num_rows, num_tokens (real tokens).
+    """
+
+    def __init__(self, max_seq_length, max_predictions_per_seq, max_instances_per_row):
+        if max_instances_per_row < 1:
+            raise ValueError("--max_instances_per_row must be at least 1, got %d"
+                             % max_instances_per_row)
+        self.max_seq_length = max_seq_length
+        self.max_predictions = max_predictions_per_seq
+        self.max_instances = max_instances_per_row
+        self.num_instances = self.num_rows = self.num_tokens = 0
+
+    def pack_records(self, records):
+        """Yields the serialized packed rows of serialized unpacked records (an iterable)."""
+        return self.pack(decode_instance(record) for record in records)
+
+    def pack(self, instances):
+        """Yields the serialized packed rows of `Instance`s (an iterable)."""
+        row, used = [], 0
+        for instance in instances:
+            n = len(instance.input_ids)
+            if n > self.max_seq_length or len(instance.masked_lm_ids) > self.max_predictions:
+                raise ValueError("instance of %d tokens / %d predictions exceeds "
+                                 "max_seq_length %d / max_predictions_per_seq %d"
+                                 % (n, len(instance.masked_lm_ids), self.max_seq_length,
+                                    self.max_predictions))
+            if row and (used + n > self.max_seq_length or len(row) >= self.max_instances):
+                yield self.encode_row(row)
+                row, used = [], 0
+            row.append(instance)
+            used += n
+        if row:
+            yield self.encode_row(row)
+
+    def row_features(self, row):
+        """{name: list of values} of one packed row made of the `Instance`s `row`."""
+        L, K = self.max_seq_length, self.max_instances
+        slots = self.max_predictions * K
+        values = {name: [] for name in PACKED_FEATURE_ORDER}
+        for number, instance in enumerate(row, 1):
+            start, n = len(values["input_ids"]), len(instance.input_ids)
+            values["input_ids"] += instance.input_ids
+            values["segment_ids"] += instance.segment_ids
+            values["position_ids"] += range(n)
+            values["instance_ids"] += [number] * n
+            values["masked_lm_positions"] += [start + p for p in instance.masked_lm_positions]
+            values["masked_lm_ids"] += instance.masked_lm_ids
+            values["next_sentence_labels"].append(instance.next_sentence_label)
+            values["next_sentence_positions"].append(start)
+        values["input_mask"] = [1] * len(values["input_ids"])
+        values["masked_lm_weights"] = [1.0] * len(values["masked_lm_ids"])
+        values["next_sentence_weights"] = [1.0] * len(row)
+        for name in PACKED_FEATURE_ORDER:
+            if name.startswith("masked_lm"):
+                size = slots
+            elif name.startswith("next_sentence"):
+                size = K
+            else:
+                size = L
+            pad = 0.0 if name.endswith("weights") else 0
+            values[name] += [pad] * (size - len(values[name]))
+        return values
+
+    def encode_row(self, row):
+        """The serialized tf.train.Example of one packed row (see row_features)."""
+        values = self.row_features(row)
+        self.num_instances += len(row)
+        self.num_rows += 1
+        self.num_tokens += sum(len(instance.input_ids) for instance in row)
+        feature = {name: (_floats(v) if name.endswith("weights") else _int64s(v))
+                   for name, v in values.items()}
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        return example.SerializeToString(deterministic=True)
+
+    def summary(self):
+        """One line: how many instances went into how many rows, and the real tokens."""
+        rows = max(self.num_rows, 1)
+        return ("Packed %d instances into %d rows (%.2f instances per row, %.1f%% of the "
+                "%d-token rows are real tokens)"
+                % (self.num_instances, self.num_rows, self.num_instances / rows,
+                   100.0 * self.num_tokens / (rows * self.max_seq_length),
+                   self.max_seq_length))

@@ -3,6 +3,13 @@
 Reads the TFRecords of create_pretraining_data.py, trains BERT with the
 reference's loss and optimizer under any tf.distribute strategy, and writes
 output_dir/eval_results.txt with the reference's keys.
+
+With --packed_sequences it reads the packed rows of create_pretraining_data.py
+--pack_sequences (several instances per row, each attending only to itself):
+the masked-LM loss is the reference's formula over the same masked tokens, and
+the next-sentence loss and accuracy are means over the real instances
+(next_sentence_weights), so a packed batch scores what its instances would
+unpacked.
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
@@ -16,6 +23,7 @@ import fileutil
 import flags_common
 import input_pipeline
 import modeling
+import pretraining_records
 import training
 
 
@@ -45,6 +53,11 @@ def define_flags(fv):
     flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", flag_values=fv)
     flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.",
                          flag_values=fv)
+    flags.DEFINE_bool("packed_sequences", False,
+                      "The input records are packed rows (create_pretraining_data.py "
+                      "--pack_sequences): several instances per row, with position_ids, "
+                      "instance_ids and next_sentence_positions/weights. The instances "
+                      "per row are read from the records.", flag_values=fv)
     flags_common.define_training_flags(fv)
 
 
@@ -52,9 +65,26 @@ def define_flags(fv):
 # Data
 # ---------------------------------------------------------------------------
 
-def dataset_fn_for(fv, input_files, is_training):
-    """dataset_fn over the pretraining records (repeated: both loops run a set number of steps)."""
-    spec = input_pipeline.pretraining_features(fv.max_seq_length, fv.max_predictions_per_seq)
+def feature_spec(fv, max_instances_per_row=None):
+    """The records' feature spec: the reference's, or packed rows' with --packed_sequences.
+
+    max_instances_per_row: instances per packed row (needed with --packed_sequences).
+    """
+    if not fv.packed_sequences:
+        return input_pipeline.pretraining_features(fv.max_seq_length, fv.max_predictions_per_seq)
+    return pretraining_records.packed_features(fv.max_seq_length, fv.max_predictions_per_seq,
+                                               max_instances_per_row)
+
+
+def dataset_fn_for(fv, input_files, is_training, spec=None, trim_padding=False):
+    """dataset_fn over the pretraining records (repeated: both loops run a set number of steps).
+
+    spec: the records' feature spec (default: the reference's, feature_spec(fv)).
+    trim_padding: each batch cut to its longest row (the masked positions lie in the
+    real tokens, so the losses do not change); no length buckets (the metrics do
+    not depend on the order).
+    """
+    spec = spec or feature_spec(fv)
     batch_size = fv.train_batch_size if is_training else fv.eval_batch_size
 
     def dataset_fn(input_context=None):
@@ -62,7 +92,7 @@ def dataset_fn_for(fv, input_files, is_training):
         # fixed number of steps (max_eval_steps).
         return input_pipeline.make_dataset(input_files, spec, batch_size, is_training,
                                            input_context=input_context, repeat=True,
-                                           seed=fv.seed)
+                                           seed=fv.seed, trim=trim_padding)
     return dataset_fn
 
 
@@ -85,21 +115,44 @@ def pretraining_loss(model, features, is_training):
         logits, features["masked_lm_ids"], weights)
     denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
     mlm_loss = tf.reduce_sum(weights * mlm_per_example) / denominator * training.num_replicas()
-    nsp_loss, _ = modeling.next_sentence_loss(out["next_sentence_log_probs"],
-                                              features["next_sentence_labels"])
+    if "next_sentence_weights" in features:
+        nsp_loss, nsp_accuracy = _packed_next_sentence(out, features)
+    else:
+        nsp_loss, _ = modeling.next_sentence_loss(out["next_sentence_log_probs"],
+                                                  features["next_sentence_labels"])
+        nsp_correct = tf.cast(tf.equal(
+            tf.argmax(out["next_sentence_log_probs"], -1, output_type=tf.int32),
+            tf.reshape(features["next_sentence_labels"], [-1])), tf.float32)
+        nsp_accuracy = tf.reduce_mean(nsp_correct)
     mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                    features["masked_lm_ids"]), tf.float32)
-    nsp_correct = tf.cast(tf.equal(
-        tf.argmax(out["next_sentence_log_probs"], -1, output_type=tf.int32),
-        tf.reshape(features["next_sentence_labels"], [-1])), tf.float32)
     metrics = {
         "masked_lm_loss": mlm_loss,
         "next_sentence_loss": nsp_loss,
         "masked_lm_accuracy": tf.reduce_sum(mlm_correct * weights) / (tf.reduce_sum(weights)
                                                                       + 1e-5),
-        "next_sentence_accuracy": tf.reduce_mean(nsp_correct),
+        "next_sentence_accuracy": nsp_accuracy,
     }
     return mlm_loss + nsp_loss, metrics
+
+
+def _packed_next_sentence(out, features):
+    """(loss, accuracy) of the next-sentence task on packed rows: weighted instance means.
+
+    The loss is sum(w * nll) over the GLOBAL batch's instances / their number
+    (like the masked-LM loss, any number of replicas gives the one-device value).
+    """
+    log_probs = out["next_sentence_log_probs"]  # [B, K, 2]
+    weights = tf.cast(features["next_sentence_weights"], tf.float32)
+    _, per_instance = modeling.weighted_next_sentence_loss(
+        log_probs, features["next_sentence_labels"], weights)
+    count = tf.maximum(training.global_sum(tf.reduce_sum(weights)), 1e-5)
+    loss = tf.reduce_sum(weights * per_instance) / count * training.num_replicas()
+    correct = tf.cast(tf.equal(tf.argmax(log_probs, -1, output_type=tf.int32),
+                               tf.cast(features["next_sentence_labels"], tf.int32)),
+                      tf.float32)
+    accuracy = tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1e-5)
+    return loss, accuracy
 
 
 def eval_outputs(model, features):
@@ -109,6 +162,9 @@ def eval_outputs(model, features):
     nsp_log_probs = out["next_sentence_log_probs"]
     mlm_loss, mlm_per_example = modeling.masked_lm_loss(
         log_probs, features["masked_lm_ids"], features["masked_lm_weights"])
+    if "next_sentence_weights" in features:
+        return _packed_eval_outputs(features, log_probs, nsp_log_probs, mlm_loss,
+                                    mlm_per_example)
     nsp_loss, nsp_per_example = modeling.next_sentence_loss(
         nsp_log_probs, features["next_sentence_labels"])
     batch = tf.shape(log_probs)[0]
@@ -126,18 +182,44 @@ def eval_outputs(model, features):
     }
 
 
+def _packed_eval_outputs(features, log_probs, nsp_log_probs, mlm_loss, mlm_per_example):
+    """eval_outputs of packed rows: next-sentence values per instance [B, K], with weights."""
+    weights = features["next_sentence_weights"]
+    nsp_loss, nsp_per_instance = modeling.weighted_next_sentence_loss(
+        nsp_log_probs, features["next_sentence_labels"], weights)
+    return {
+        "masked_lm_example_loss": mlm_per_example,
+        "masked_lm_predictions": tf.argmax(log_probs, -1, output_type=tf.int32),
+        "masked_lm_ids": features["masked_lm_ids"],
+        "masked_lm_weights": features["masked_lm_weights"],
+        "next_sentence_example_loss": nsp_per_instance,
+        "next_sentence_predictions": tf.argmax(nsp_log_probs, -1, output_type=tf.int32),
+        "next_sentence_labels": features["next_sentence_labels"],
+        "next_sentence_weights": weights,
+        "batch_loss": tf.fill([tf.shape(log_probs)[0]], mlm_loss + nsp_loss),
+    }
+
+
 def compute_eval_metrics(batches):
     """The reference's eval metrics from the per-example values of every batch."""
     cat = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
     w = cat["masked_lm_weights"].astype(np.float64)
     wsum = max(w.sum(), 1e-12)
     mlm_correct = (cat["masked_lm_predictions"] == cat["masked_lm_ids"]).astype(np.float64)
+    nsp_correct = cat["next_sentence_predictions"] == cat["next_sentence_labels"]
+    if "next_sentence_weights" in cat:  # packed rows: the mean over real instances
+        nsp_w = cat["next_sentence_weights"].astype(np.float64)
+        nsp_wsum = max(nsp_w.sum(), 1e-12)
+        nsp_accuracy = (nsp_correct * nsp_w).sum() / nsp_wsum
+        nsp_loss = (cat["next_sentence_example_loss"] * nsp_w).sum() / nsp_wsum
+    else:
+        nsp_accuracy = np.mean(nsp_correct)
+        nsp_loss = np.mean(cat["next_sentence_example_loss"])
     return {
         "masked_lm_accuracy": np.float32((mlm_correct * w).sum() / wsum),
         "masked_lm_loss": np.float32((cat["masked_lm_example_loss"] * w).sum() / wsum),
-        "next_sentence_accuracy": np.float32(
-            np.mean(cat["next_sentence_predictions"] == cat["next_sentence_labels"])),
-        "next_sentence_loss": np.float32(np.mean(cat["next_sentence_example_loss"])),
+        "next_sentence_accuracy": np.float32(nsp_accuracy),
+        "next_sentence_loss": np.float32(nsp_loss),
         # Estimator reports the mean over eval steps of the step's loss.
         "loss": np.float32(np.mean([np.mean(b["batch_loss"]) for b in batches])),
     }
@@ -149,7 +231,7 @@ def compute_eval_metrics(batches):
 
 def run(fv):
     """Pre-trains and/or evaluates as --do_train / --do_eval ask; returns the eval results."""
-    bert_config, input_files = _check_flags(fv)
+    bert_config, input_files, spec = _check_flags(fv)
     training.set_seed(fv.seed)
     training.configure_precision(fv)
     strategy = training.get_strategy(fv)
@@ -157,14 +239,14 @@ def run(fv):
     runner = training.Runner(strategy, lambda: modeling.BertPretrainer(bert_config), config,
                              for_training=fv.do_train)
     if fv.do_train:
-        _train(fv, runner, input_files)
+        _train(fv, runner, input_files, spec)
     if fv.do_eval:
-        return _evaluate(fv, runner, input_files)
+        return _evaluate(fv, runner, input_files, spec)
     return None
 
 
 def _check_flags(fv):
-    """Checks the flags before any work; returns (bert_config, input files)."""
+    """Checks the flags before any work; returns (bert_config, input files, feature spec)."""
     if not fv.do_train and not fv.do_eval:
         raise ValueError("At least one of `do_train` or `do_eval` must be True.")
     flags_common.require(fv, ("bert_config_file", "input_file", "output_dir"))
@@ -173,32 +255,67 @@ def _check_flags(fv):
                          % fv.num_train_steps)
     bert_config = flags_common.bert_config_from_flags(fv)
     input_files = fileutil.expand_input_files(fv.input_file)
-    spec = input_pipeline.pretraining_features(fv.max_seq_length, fv.max_predictions_per_seq)
+    spec = feature_spec(fv, check_packing(input_files[0], fv.packed_sequences))
     seq_flag = "--max_seq_length=%d" % fv.max_seq_length
     masked_flag = "--max_predictions_per_seq=%d" % fv.max_predictions_per_seq
+    if fv.packed_sequences:
+        masked_flag += " times the record's instances per row"
     input_pipeline.check_record_lengths(
         input_files[0], spec,
         {name: masked_flag if name.startswith("masked_lm") else seq_flag for name in spec})
     logging.info("*** Input Files ***")
     for path in input_files:
         logging.info("  %s", path)
-    return bert_config, input_files
+    return bert_config, input_files, spec
 
 
-def _train(fv, runner, input_files):
+def check_packing(path, packed_sequences):
+    """Checks --packed_sequences against the first record of `path`.
+
+    Returns the instances per row of packed records (the length of their
+    next_sentence_positions; 1 for an empty file), None for unpacked ones.
+
+    Raises:
+      ValueError: naming the file and the flag, when the records are packed and
+        the flag is not set, or the other way round.
+    """
+    keys, per_row = None, 1
+    for raw in tf.data.TFRecordDataset([path]).take(1):
+        feature = tf.train.Example.FromString(raw.numpy()).features.feature
+        keys = set(feature)
+        if "next_sentence_positions" in feature:
+            per_row = len(feature["next_sentence_positions"].int64_list.value)
+    packed = keys is not None and any(
+        name in keys for name in pretraining_records.PACKED_ONLY_FEATURES)
+    if keys is not None and packed != bool(packed_sequences):
+        if packed:
+            raise ValueError("%s holds packed records (create_pretraining_data.py "
+                             "--pack_sequences): pass --packed_sequences" % path)
+        raise ValueError("%s holds unpacked records (no instance_ids feature): drop "
+                         "--packed_sequences, or write them with create_pretraining_data.py "
+                         "--pack_sequences" % path)
+    if not packed_sequences:
+        return None
+    logging.info("Packed records: %d instances per row", per_row)
+    return per_row
+
+
+def _train(fv, runner, input_files, spec=None):
     """Runs --num_train_steps optimizer steps (continuing from a checkpoint in output_dir)."""
     logging.info("***** Running training *****")
     logging.info("  Batch size = %d", fv.train_batch_size)
-    runner.train(dataset_fn_for(fv, input_files, is_training=True), pretraining_loss,
-                 global_batch_size=fv.train_batch_size)
+    runner.train(dataset_fn_for(fv, input_files, is_training=True, spec=spec,
+                                trim_padding=runner.trim_padding),
+                 pretraining_loss, global_batch_size=fv.train_batch_size)
 
 
-def _evaluate(fv, runner, input_files):
+def _evaluate(fv, runner, input_files, spec=None):
     """Runs --max_eval_steps eval batches and writes eval_results.txt."""
     logging.info("***** Running evaluation *****")
     logging.info("  Batch size = %d", fv.eval_batch_size)
-    batches = list(runner.predict(dataset_fn_for(fv, input_files, is_training=False),
-                                  eval_outputs, max_steps=fv.max_eval_steps))
+    dataset_fn = dataset_fn_for(fv, input_files, is_training=False, spec=spec,
+                                trim_padding=runner.trim_padding)
+    batches = list(runner.predict(dataset_fn, eval_outputs, max_steps=fv.max_eval_steps))
     results = compute_eval_metrics(batches)
     results["global_step"] = runner.global_step
     fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)

@@ -3,7 +3,7 @@
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
       [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
-              finetuning]
+              finetuning,packing]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -23,8 +23,10 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
   finetuning               benchmarks/bench_finetuning.py: run_classifier training and
                            eval, extract_features and run_squad predict with trimmed
                            batches vs HF transformers + torch (the peer venv) and vs our
-                           --notrim_padding path (examples/s).
-The last three read ../shared/data and are skipped with a note when it (or their script)
+                           --notrim_padding path (examples/s);
+  packing                  benchmarks/bench_packing.py: real tokens/s of 512-token
+                           pretraining steps on packed rows vs one instance per row.
+The last four read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
@@ -168,6 +170,7 @@ def plan(mode, steps, repeats):
                                                               dupe_factor=5)),
         # Against HF transformers + torch (the peer venv): a few minutes per model.
         ("finetuning", dict(models=("minilm", "base") if full else ("minilm",))),
+        ("packing", dict()),
     ]
 
 
@@ -181,7 +184,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
-                             "memory, tokenization, create_pretraining_data, finetuning")
+                             "memory, tokenization, create_pretraining_data, finetuning, "
+                             "packing")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -215,7 +219,8 @@ def main(argv=None):
                         "optimizer": optimizer.run, "memory": memory.run}
     data_adapters = {"tokenization": tokenization_rows,
                      "create_pretraining_data": create_pretraining_data_rows,
-                     "finetuning": lambda rows: _schema_rows(rows) or []}
+                     "finetuning": lambda rows: _schema_rows(rows) or [],
+                     "packing": lambda rows: _schema_rows(rows) or []}
     for item in plan(mode, args.steps, args.repeats):
         if item is None or (only and item[0] not in only):
             continue

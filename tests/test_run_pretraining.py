@@ -119,13 +119,16 @@ def write_golden_records(shared_dir, path):
     return exp
 
 
-def test_eval_of_the_golden_tf1_checkpoint(shared_dir, tmp_path):
+@pytest.mark.parametrize("trim_padding", [True, False])
+def test_eval_of_the_golden_tf1_checkpoint(shared_dir, tmp_path, trim_padding):
+    # --trim_padding (the default) and --notrim_padding: the reference's values.
     exp = write_golden_records(shared_dir, tmp_path / "golden.tfrecord")
     g = shared_dir / "golden" / "tf1_tiny"
     fv = run_flags(bert_config_file=g / "bert_config.json",
                    input_file=tmp_path / "golden.tfrecord", output_dir=tmp_path / "eval",
                    init_checkpoint=g / "bert_model.ckpt", do_eval=True, eval_batch_size=4,
-                   max_seq_length=24, max_predictions_per_seq=5, max_eval_steps=1)
+                   max_seq_length=24, max_predictions_per_seq=5, max_eval_steps=1,
+                   trim_padding=trim_padding)
     run_pretraining.run(fv)
     got = read_results(tmp_path / "eval" / "eval_results.txt")
     w = exp["masked_lm_weights"]
@@ -138,6 +141,24 @@ def test_eval_of_the_golden_tf1_checkpoint(shared_dir, tmp_path):
     assert np.isclose(got["next_sentence_loss"], exp["next_sentence_loss"], atol=1e-5)
     assert np.isclose(got["next_sentence_accuracy"], nsp_acc, atol=1e-6)
     assert np.isclose(got["loss"], exp["masked_lm_loss"] + exp["next_sentence_loss"], atol=1e-5)
+
+
+def test_trimmed_eval_batches_give_the_full_length_metrics(shared_dir, tmp_path):
+    # Batches of 2: the second (5 and 15 real tokens) is cut to 16 of 24 positions.
+    write_golden_records(shared_dir, tmp_path / "golden.tfrecord")
+    g = shared_dir / "golden" / "tf1_tiny"
+    results = []
+    for trim in (True, False):
+        out = tmp_path / ("eval_%s" % trim)
+        run_pretraining.run(run_flags(
+            bert_config_file=g / "bert_config.json", input_file=tmp_path / "golden.tfrecord",
+            output_dir=out, init_checkpoint=g / "bert_model.ckpt", do_eval=True,
+            eval_batch_size=2, max_seq_length=24, max_predictions_per_seq=5,
+            max_eval_steps=2, trim_padding=trim))
+        results.append(read_results(out / "eval_results.txt"))
+    assert sorted(results[0]) == sorted(results[1])
+    for key, value in results[1].items():
+        assert np.isclose(results[0][key], value, atol=1e-5), key
 
 
 MIRRORED_SCRIPT = textwrap.dedent("""
