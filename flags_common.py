@@ -163,7 +163,8 @@ def define_distribution_flags(fv):
                       "update bit for bit.", flag_values=fv)
     flags.DEFINE_bool("trim_padding", True,
                       "Cut each batch to its longest example (rounded up to a multiple of "
-                      "16) and, for evaluation and prediction, batch examples of similar "
+                      "8 in training, 16 otherwise) and, for evaluation and prediction, "
+                      "batch examples of similar "
                       "length together (outputs come back in input order): the same "
                       "numbers with less work. --notrim_padding keeps every batch at "
                       "--max_seq_length (fixed shapes; TPUs always do, and so does run_squad, "

@@ -284,6 +284,10 @@ def _pad_batch(batch, batch_size):
 # too, so it keeps the full length.
 
 DEFAULT_BUCKET_WIDTH = 16
+# Training batches are not sorted by length, so their longest example sets the
+# length: a finer rounding cuts more (measured 2026-11-22, MiniLM on SST-2, CPU:
+# 8 is ~9% faster than 16 for training; 16 is best for length-sorted eval batches).
+TRAINING_BUCKET_WIDTH = 8
 # Per-replica batches whose examples are sorted by length together (bucketed predict);
 # it bounds both the reordering and the outputs training.Runner.predict holds back.
 DEFAULT_BUCKET_WINDOW = 64
@@ -405,7 +409,7 @@ def _padded_batches(d, batch_size, replicas):
 
 
 def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None, trim_padding=False,
-                   bucket_width=DEFAULT_BUCKET_WIDTH):
+                   bucket_width=None):
     """dataset_fn(input_context) for training.Runner.train / predict over record files.
 
     Training: the reference's pipeline (repeated, shuffled with `seed`); otherwise the
@@ -413,7 +417,12 @@ def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None, trim_p
     trim_padding: training batches trimmed (same examples, same order); evaluation and
     prediction batches grouped by length and trimmed, which Runner.predict turns back
     into the batches of the input order (see make_dataset's `buckets`).
+    bucket_width: trimmed lengths are multiples of it (default TRAINING_BUCKET_WIDTH
+    for training, DEFAULT_BUCKET_WIDTH otherwise).
     """
+    if bucket_width is None:
+        bucket_width = TRAINING_BUCKET_WIDTH if is_training else DEFAULT_BUCKET_WIDTH
+
     def dataset_fn(input_context=None):
         return make_dataset(input_files, spec, batch_size, is_training,
                             input_context=input_context, pad_final_batch=not is_training,

@@ -156,48 +156,39 @@ def _packed_next_sentence(out, features):
 
 
 def eval_outputs(model, features):
-    """Per-example values the reference's eval metrics are computed from."""
+    """Per-example values the reference's eval metrics are computed from.
+
+    Packed rows give the next-sentence values per instance [B, K], with their
+    next_sentence_weights (1 on real instances).
+    """
     out = model(features, training=False)
     log_probs = out["masked_lm_log_probs"]
     nsp_log_probs = out["next_sentence_log_probs"]
     mlm_loss, mlm_per_example = modeling.masked_lm_loss(
         log_probs, features["masked_lm_ids"], features["masked_lm_weights"])
-    if "next_sentence_weights" in features:
-        return _packed_eval_outputs(features, log_probs, nsp_log_probs, mlm_loss,
-                                    mlm_per_example)
-    nsp_loss, nsp_per_example = modeling.next_sentence_loss(
-        nsp_log_probs, features["next_sentence_labels"])
-    batch = tf.shape(log_probs)[0]
-    return {
+    labels = features["next_sentence_labels"]
+    packed = "next_sentence_weights" in features
+    if packed:
+        nsp_loss, nsp_per_example = modeling.weighted_next_sentence_loss(
+            nsp_log_probs, labels, features["next_sentence_weights"])
+    else:
+        nsp_loss, nsp_per_example = modeling.next_sentence_loss(nsp_log_probs, labels)
+        labels = tf.reshape(labels, [-1])
+    outputs = {
         "masked_lm_example_loss": mlm_per_example,
         "masked_lm_predictions": tf.argmax(log_probs, -1, output_type=tf.int32),
         "masked_lm_ids": features["masked_lm_ids"],
         "masked_lm_weights": features["masked_lm_weights"],
         "next_sentence_example_loss": nsp_per_example,
         "next_sentence_predictions": tf.argmax(nsp_log_probs, -1, output_type=tf.int32),
-        "next_sentence_labels": tf.reshape(features["next_sentence_labels"], [-1]),
+        "next_sentence_labels": labels,
         # The batch's total loss, repeated per example so it survives the
         # concatenation over replicas (one replica's view of the mean).
-        "batch_loss": tf.fill([batch], mlm_loss + nsp_loss),
-    }
-
-
-def _packed_eval_outputs(features, log_probs, nsp_log_probs, mlm_loss, mlm_per_example):
-    """eval_outputs of packed rows: next-sentence values per instance [B, K], with weights."""
-    weights = features["next_sentence_weights"]
-    nsp_loss, nsp_per_instance = modeling.weighted_next_sentence_loss(
-        nsp_log_probs, features["next_sentence_labels"], weights)
-    return {
-        "masked_lm_example_loss": mlm_per_example,
-        "masked_lm_predictions": tf.argmax(log_probs, -1, output_type=tf.int32),
-        "masked_lm_ids": features["masked_lm_ids"],
-        "masked_lm_weights": features["masked_lm_weights"],
-        "next_sentence_example_loss": nsp_per_instance,
-        "next_sentence_predictions": tf.argmax(nsp_log_probs, -1, output_type=tf.int32),
-        "next_sentence_labels": features["next_sentence_labels"],
-        "next_sentence_weights": weights,
         "batch_loss": tf.fill([tf.shape(log_probs)[0]], mlm_loss + nsp_loss),
     }
+    if packed:
+        outputs["next_sentence_weights"] = features["next_sentence_weights"]
+    return outputs
 
 
 def compute_eval_metrics(batches):

@@ -14,10 +14,12 @@ with random weights. Data from ../shared (SST-2, MRPC, SQuAD dev; the uncased vo
 Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
   fine-tuning train    the model, fused AdamWeightDecay with clip 1.0 (training.Runner's
                        optimizer) and loss on run_classifier's training pipeline
-                       (input_pipeline.dataset_fn_for: shuffled, each batch trimmed),
+                       (input_pipeline.dataset_fn_for: shuffled, each batch trimmed to a
+                       multiple of 8),
                        dropout on, batch 32, max_seq_length 128; the first steps untimed;
   eval/predict         training.Runner.predict over run_classifier's eval records, as
-                       --do_eval runs it (trimmed + length buckets, outputs in input order);
+                       --do_eval runs it (length buckets trimmed to multiples of 16,
+                       outputs in input order);
   extract_features     extract_features.layer_outputs (length-sorted, trimmed batches of
                        32), layers -1..-4 to numpy, on SST-2 training sentences;
   run_squad predict    training.Runner.predict over run_squad's features (max_seq_length
@@ -152,6 +154,7 @@ class Ours:
 
     def _runner(self, name, model_fn):
         import training  # pylint: disable=import-outside-toplevel
+        training.set_seed(1)   # the same task head (not in the checkpoint) in every run
         config = training.RunConfig(output_dir=os.path.join(self.workdir, name),
                                     init_checkpoint=self.checkpoint)
         return training.Runner(tf.distribute.get_strategy(), model_fn, config,
@@ -163,6 +166,7 @@ class Ours:
         import input_pipeline  # pylint: disable=import-outside-toplevel
         import modeling  # pylint: disable=import-outside-toplevel
         import optimization  # pylint: disable=import-outside-toplevel
+        tf.random.set_seed(1)
         model = modeling.BertClassifier(self.bert_config, num_labels)
         model(modeling.dummy_features())
         if self.checkpoint:
