@@ -45,14 +45,20 @@ def _swag_csv(rows, test=False):
 
 
 def _synthetic(n, seed):
-    """The right ending names the animal of the context; the others name other animals."""
+    """The right ending sees the animal of the context; the others run on other animals.
+
+    (The verb alone gives the answer away: a task a tiny model learns from any
+    initialisation. Matching the animal alone leaves it on the chance plateau for
+    some seeds.)
+    """
     rng = random.Random(seed)
     rows = []
     for _ in range(n):
         animals = rng.sample(_ANIMALS, 4)
         label = rng.randrange(4)
         rows.append(("the %s sat on the mat ." % animals[label], "then it",
-                     ["saw the %s ." % a for a in animals], label))
+                     [("saw the %s ." if i == label else "ran on the %s .") % a
+                      for i, a in enumerate(animals)], label))
     return rows
 
 
