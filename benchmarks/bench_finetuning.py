@@ -17,6 +17,7 @@ Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
                        (input_pipeline.dataset_fn_for: shuffled, each batch trimmed to a
                        multiple of 8),
                        dropout on, batch 32, max_seq_length 128; the first steps untimed;
+  (forward rows: the median of 3 timed passes after a warm-up pass, on both sides)
   eval/predict         training.Runner.predict over run_classifier's eval records, as
                        --do_eval runs it (length buckets trimmed to multiples of 16,
                        outputs in input order);
@@ -201,9 +202,7 @@ class Ours:
             return {k: np.concatenate([b[k] for b in out])[real] for k in out[0]
                     if k != "is_real_example"}
         one_pass()
-        start = time.perf_counter()
-        outputs = one_pass()
-        seconds = time.perf_counter() - start
+        seconds, outputs = _median_pass(one_pass)
         bench_util.release_models()
         return count / seconds, outputs
 
@@ -220,11 +219,19 @@ class Ours:
                 rows[index] = [o[:len(features[index].tokens)] for o in outputs]
             return rows
         one_pass()
-        start = time.perf_counter()
-        rows = one_pass()
-        seconds = time.perf_counter() - start
+        seconds, rows = _median_pass(one_pass)
         bench_util.release_models()
         return len(features) / seconds, rows
+
+
+def _median_pass(one_pass, repeats=3):
+    """(median seconds of `repeats` timed calls, the last call's result)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = one_pass()
+        times.append(time.perf_counter() - start)
+    return bench_util.median(times), result
 
 
 def _train_step(model, optimizer, element_spec):

@@ -19,7 +19,7 @@ no padding), so both sides run the same inputs:
       BertForQuestionAnswering, start and end logits to numpy (with max_length, every
       batch padded to it, as HF's run_qa does by default).
 Batches are padded to their longest example by transformers' DataCollatorWithPadding
-(the usual recipe); every timed pass but train's runs once untimed first. The result
+(the usual recipe); forward jobs time the median of 3 passes after an untimed one. The result
 per job: {"seconds": timed seconds, "count": examples timed, "padded_tokens": positions
 run, "real_tokens": tokens}.
 """
@@ -120,12 +120,16 @@ def run_train(spec, job, collate):
             "padded_tokens": padded, "real_tokens": real}
 
 
-def _timed_passes(one_pass):
+def _timed_passes(one_pass, repeats=3):
+    """The median seconds of `repeats` timed passes after an untimed one."""
     one_pass()
-    start = time.perf_counter()
-    one_pass()
-    _sync()
-    return time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        one_pass()
+        _sync()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def run_forward(spec, job, collate):

@@ -30,9 +30,10 @@ The last four read ../shared/data and are skipped with a note when it (or their 
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
-Default: about 10 minutes on an idle 2-core CPU. --quick: tiny models and data only (a
-smoke test, a minute or two); --full: adds BERT-Base bf16 training, BERT-Base with XLA and
-the full-size data benchmarks.
+Default: about 25 minutes on an idle 2-core CPU (the torch peer of "finetuning" needs
+.venv-reproduce, see bench_finetuning.py). --quick: tiny models and data only (a smoke
+test, a minute or two); --full: adds BERT-Base bf16 training, BERT-Base with XLA, the
+BERT-Base fine-tuning rows and the full-size data benchmarks.
 """
 import argparse
 import importlib.util
