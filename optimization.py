@@ -516,6 +516,29 @@ class _FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         return self._resource_apply_dense(
             self._densify(grad, var, indices), var, apply_state=apply_state)
 
+    def fused_hlo(self, grads, variables, grouping=None, stage="optimized_hlo"):
+        """The compiled XLA text of each computation the fused update launches.
+
+        For `variables` (built, on this process's default device) and dense `grads`,
+        split as apply_gradients splits them (`grouping`: default this optimizer's
+        choice for a CPU device, "batched" under "auto"). For kernel counts
+        (benchmarks/optimizer.py --kernels).
+        """
+        grouping = grouping or (self.fused_grouping if self.fused_grouping != "auto"
+                                else "batched")
+        members = [(grad, tuple([var] + [self.get_slot(var, n) for n in self._SLOT_NAMES]),
+                    self._variable_flags(var)) for grad, var in zip(grads, variables)]
+        clip_inside = self.clip_norm if grouping == "device" else None
+        scale = tf.constant(1.0) if self.clip_norm and clip_inside is None else None
+        coef = self._fused_coefficients(tf.float32)
+        texts = []
+        for batch in _batches(members, grouping):
+            texts.append(_fused_step.experimental_get_compiler_ir(
+                self._update_rule, coef, tuple(f for _, _, f in batch), clip_inside, scale,
+                [g for g, _, _ in batch],
+                *[[parts[k].value() for _, parts, _ in batch] for k in range(3)])(stage=stage))
+        return texts
+
     def _fused_config(self):
         """The fused-update settings, for get_config."""
         return {"fused": self.fused, "fused_grouping": self.fused_grouping,
@@ -744,6 +767,18 @@ def _adam_update(grad, param, m, v, coef, decay):
 
 # The same arithmetic as one XLA kernel per variable (AdamWeightDecay(jit_compile=True)).
 _adam_update_xla = tf.function(_adam_update, jit_compile=True, reduce_retracing=True)
+
+
+def per_variable_hlo(grad, var, stage="optimized_hlo"):
+    """The compiled XLA text of AdamWeightDecay(jit_compile=True)'s update of one variable.
+
+    (fused=False with --enable_xla: one such computation per variable; for kernel
+    counts, benchmarks/optimizer.py --kernels.)
+    """
+    coef = {k: tf.constant(0.5) for k in ("lr_t", "beta_1", "one_minus_beta_1", "beta_2",
+                                          "one_minus_beta_2", "epsilon", "weight_decay_rate")}
+    return _adam_update_xla.experimental_get_compiler_ir(
+        grad, var.value(), var.value(), var.value(), coef, True)(stage=stage)
 
 
 # --------------------------------------------------------------------------- #

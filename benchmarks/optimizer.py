@@ -199,25 +199,12 @@ def _fused_hlo_counts(optimization, variables, grads, kwargs, kinds=None):
     """HLO kernels and fusions of all the fused update's XLA computations of one step.
 
     The computations are those the optimizer launches on a CPU device with these
-    settings (optimization._batches); `kinds`, if a dict, counts the kernels by kind.
+    settings (AdamWeightDecay.fused_hlo); `kinds`, if a dict, counts the kernels by kind.
     """
     opt = optimization.create_optimizer(1e-4, 100000, 1000, **kwargs)
     opt.build(variables)
-    grouping = kwargs.get("fused_grouping", "batched")
-    coef = opt._fused_coefficients(tf.float32)  # pylint: disable=protected-access
-    members = [(grad, (var, opt.get_slot(var, "adam_m"), opt.get_slot(var, "adam_v")),
-                opt._variable_flags(var))  # pylint: disable=protected-access
-               for grad, var in zip(grads, variables)]
-    clip_inside = opt.clip_norm if grouping == "device" else None
-    scale = tf.constant(1.0) if opt.clip_norm and clip_inside is None else None
     kernels = fusions = 0
-    # pylint: disable=protected-access
-    for batch in optimization._batches(members, grouping):
-        hlo = optimization._fused_step.experimental_get_compiler_ir(
-            opt._update_rule, coef, tuple(f for _, _, f in batch),
-            clip_inside, scale, [g for g, _, _ in batch],
-            *[[parts[k].value() for _, parts, _ in batch] for k in range(3)])(
-                stage="optimized_hlo")
+    for hlo in opt.fused_hlo(grads, variables, kwargs.get("fused_grouping")):
         k, f = _hlo_kernels(hlo, kinds)
         kernels, fusions = kernels + k, fusions + f
     return kernels, fusions
@@ -225,12 +212,7 @@ def _fused_hlo_counts(optimization, variables, grads, kwargs, kinds=None):
 
 def _per_variable_hlo_counts(optimization, var, grad):
     """HLO kernels and fusions of the per-variable jit update of one variable."""
-    coef = {k: tf.constant(0.5) for k in ("lr_t", "beta_1", "one_minus_beta_1", "beta_2",
-                                          "one_minus_beta_2", "epsilon", "weight_decay_rate")}
-    compiled = optimization._adam_update_xla  # pylint: disable=protected-access
-    hlo = compiled.experimental_get_compiler_ir(
-        grad, var.value(), var.value(), var.value(), coef, True)(stage="optimized_hlo")
-    return _hlo_kernels(hlo)
+    return _hlo_kernels(optimization.per_variable_hlo(grad, var))
 
 
 def format_kernel_table(size, rows):

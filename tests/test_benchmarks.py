@@ -83,3 +83,15 @@ def test_model_benchmarks_run_in_quick_mode():
     # Allocator peaks do not depend on timing: recomputation keeps less even on a tiny model.
     assert rows[-2]["ours"] < rows[-2]["peer"]
     print(bench_util.format_table(rows))
+
+
+@pytest.mark.slow
+def test_optimizer_kernel_counts_of_a_tiny_model():
+    import optimizer
+    rows = {r["variant"].split(" (")[0].split(",")[0]: r for r in optimizer.kernel_counts("tiny")}
+    op_by_op = rows["TF1 op by op"]
+    device = next(r for name, r in rows.items() if "one XLA call per device" in r["variant"])
+    # The op-by-op update runs TF ops only; one fused computation holds all of the device's.
+    assert op_by_op["xla_launches"] == 0 and op_by_op["compute_ops"] > 10 * device["compute_ops"]
+    assert device["xla_launches"] == 1 and device["hlo_kernels"] >= device["hlo_fusions"] > 0
+    print(optimizer.format_kernel_table("tiny", list(rows.values())))
