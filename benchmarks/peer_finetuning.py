@@ -19,15 +19,13 @@ no padding), so both sides run the same inputs:
       BertForQuestionAnswering, start and end logits to numpy (with max_length, every
       batch padded to it, as HF's run_qa does by default).
 Batches are padded to their longest example by transformers' DataCollatorWithPadding
-(the usual recipe); forward jobs time the median of 3 passes after an untimed one. The result
-per job: {"seconds": timed seconds, "count": examples timed, "padded_tokens": positions
-run, "real_tokens": tokens}.
+(the usual recipe); forward jobs time the median of 3 passes after an untimed one. The
+result per job: {"seconds": timed seconds, "count": examples timed}.
 """
 import json
 import sys
 import time
 
-import numpy as np
 import torch
 import transformers
 
@@ -82,15 +80,6 @@ def _batches(n, size):
     return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
 
 
-def _counted(collate, examples, batches, with_labels):
-    padded = real = 0
-    for b in batches:
-        rows = _inputs(examples, b, with_labels)
-        padded += len(b) * max(len(r["input_ids"]) for r in rows)  # dynamic padding
-        real += sum(len(r["input_ids"]) for r in rows)
-    return padded, real
-
-
 def run_train(spec, job, collate):
     model = _model(spec, transformers.BertForSequenceClassification,
                    num_labels=job["num_labels"])
@@ -115,9 +104,7 @@ def run_train(spec, job, collate):
         step(indexes)
     _sync()
     seconds = time.perf_counter() - start
-    padded, real = _counted(collate, examples, timed, True)
-    return {"seconds": seconds, "count": sum(len(b) for b in timed),
-            "padded_tokens": padded, "real_tokens": real}
+    return {"seconds": seconds, "count": sum(len(b) for b in timed)}
 
 
 def _timed_passes(one_pass, repeats=3):
@@ -163,10 +150,7 @@ def run_forward(spec, job, collate):
                         outputs.append([h[row, :length] for h in chosen])
         return outputs
 
-    seconds = _timed_passes(one_pass)
-    padded, real = _counted(collate, examples, batches, False)
-    return {"seconds": seconds, "count": len(examples), "padded_tokens": padded,
-            "real_tokens": real}
+    return {"seconds": _timed_passes(one_pass), "count": len(examples)}
 
 
 def main(argv):
