@@ -19,6 +19,7 @@ from absl import logging
 
 import checkpoints
 import flags_common
+import heads
 import modeling
 import optimization
 
@@ -62,20 +63,20 @@ def detect_model_type(contents):
 def build_model(model_type, bert_config, contents):
     """A built model of `model_type` whose heads fit the checkpoint's shapes."""
     if model_type == "pretraining":
-        model = modeling.BertPretrainer(bert_config)
+        model = heads.BertPretrainer(bert_config)
     elif model_type == "classifier":
         if "output_weights" not in contents.shapes:
             raise ValueError("--model_type=classifier but the checkpoint has no output_weights")
-        model = modeling.BertClassifier(bert_config, contents.shapes["output_weights"][0])
+        model = heads.BertClassifier(bert_config, contents.shapes["output_weights"][0])
     elif model_type == "squad":
-        model = modeling.BertSquad(bert_config)
+        model = heads.BertSquad(bert_config)
     elif model_type == "encoder":
         model = modeling.BertModel(bert_config)
         model(np.zeros([1, 2], np.int32))
         return model
     else:
         raise ValueError("unknown --model_type=%s" % model_type)
-    model(modeling.dummy_features())
+    model(heads.dummy_features())
     return model
 
 

@@ -634,6 +634,11 @@ def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.1
     return _Generator(options, _Symbols.for_strings(vocab_words), _Draws(rng))
 
 
+# The reference's names of the two tf.train.Feature helpers.
+create_int_feature = input_pipeline.int_feature
+create_float_feature = input_pipeline.float_feature
+
+
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
     """Truncates two token lists in place until their total length is <= max_num_tokens.
 

@@ -10,14 +10,18 @@ which is what lets checkpoints.py load Google's checkpoints without a rename tab
 Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
 N = attention heads, P = masked positions per sequence, V = vocabulary size.
 """
+import collections
 import copy
 import json
 import math
+import re
 
 import numpy as np
 from absl import logging
 import tensorflow as tf
 import tf_keras
+
+import tf1_variables
 
 
 # ---------------------------------------------------------------------------
@@ -228,12 +232,12 @@ class LayerNorm(tf_keras.layers.Layer):
         return tf.cast(x * scale + (self.beta - mean * scale), out_dtype)
 
 
-def _dense(units, config, name, activation=None):
+def dense_layer(units, config, name, activation=None):
     return tf_keras.layers.Dense(units, activation=activation, name=name,
                                  kernel_initializer=create_initializer(config.initializer_range))
 
 
-def _layer_norm_eps(config):
+def layer_norm_epsilon(config):
     return getattr(config, "layer_norm_eps", 1e-12)
 
 
@@ -241,14 +245,25 @@ def _layer_norm_eps(config):
 # Encoder
 # ---------------------------------------------------------------------------
 
+def lookup(table, ids, one_hot=False):
+    """Rows of `table` [V, E] for `ids` [...] -> [..., E]: a gather, or a one-hot
+    matmul (the reference's TPU choice, also its token-type lookup)."""
+    if one_hot:
+        return tf.matmul(tf.one_hot(ids, table.shape[0], dtype=table.dtype.base_dtype), table)
+    return tf.gather(table, ids)
+
+
 class Embeddings(tf_keras.layers.Layer):
     """Word + token-type + position embeddings, then LayerNorm and dropout."""
 
     def __init__(self, config, use_one_hot_embeddings=False, name="embeddings", **kwargs):
+        if tf_keras.mixed_precision.global_policy().name == "_infer":
+            # TF1 graph mode infers a layer's dtype from its first input: int ids here.
+            kwargs.setdefault("dtype", "float32")
         super().__init__(name=name, **kwargs)
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
-        self.layer_norm = LayerNorm(_layer_norm_eps(config))
+        self.layer_norm = LayerNorm(layer_norm_epsilon(config))
         self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
 
     def build(self, input_shape):
@@ -267,16 +282,11 @@ class Embeddings(tf_keras.layers.Layer):
             initializer=create_initializer(c.initializer_range))
         super().build(input_shape)
 
-    def _lookup(self, table, ids, one_hot):
-        if one_hot:
-            return tf.matmul(tf.one_hot(ids, table.shape[0], dtype=table.dtype), table)
-        return tf.gather(table, ids)
-
     def call(self, input_ids, token_type_ids, training=False, position_ids=None):
         """Applies the layer; position_ids [B, S] (packed rows) replace 0..S-1."""
         seq_length = tf.shape(input_ids)[1]
-        words = self._lookup(self.word_embeddings, input_ids, self.use_one_hot_embeddings)
-        types = self._lookup(self.token_type_embeddings, token_type_ids, True)
+        words = lookup(self.word_embeddings, input_ids, self.use_one_hot_embeddings)
+        types = lookup(self.token_type_embeddings, token_type_ids, True)
         if position_ids is None:
             positions = self.position_embeddings[tf.newaxis, :seq_length, :]
         else:
@@ -307,7 +317,7 @@ class DenseBlock(tf_keras.layers.Layer):
 
     def __init__(self, units, config, name, activation=None, **kwargs):
         super().__init__(name=name, **kwargs)
-        self.dense = _dense(units, config, "dense", activation=activation)
+        self.dense = dense_layer(units, config, "dense", activation=activation)
 
     def call(self, x):
         """Applies the layer (shapes in the class docstring)."""
@@ -319,20 +329,14 @@ class DenseResidualNorm(tf_keras.layers.Layer):
 
     def __init__(self, config, name="output", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.dense = _dense(config.hidden_size, config, "dense")
+        self.dense = dense_layer(config.hidden_size, config, "dense")
         self.dropout = Dropout(config.hidden_dropout_prob)
-        self.layer_norm = LayerNorm(_layer_norm_eps(config))
+        self.layer_norm = LayerNorm(layer_norm_epsilon(config))
 
     def call(self, x, residual, training=False, seed=None):
         """Applies the layer (shapes in the class docstring)."""
         dropped = self.dropout(self.dense(x), training=training, seed=seed)
         return self.layer_norm(dropped + residual)
-
-
-def _shape_list(x):
-    """The dimensions of `x`: Python ints where static, scalar tensors elsewhere."""
-    dynamic = tf.shape(x)
-    return [dim if dim is not None else dynamic[i] for i, dim in enumerate(x.shape.as_list())]
 
 
 class SelfAttention(tf_keras.layers.Layer):
@@ -349,9 +353,9 @@ class SelfAttention(tf_keras.layers.Layer):
         h = config.hidden_size
         self.num_heads = config.num_attention_heads
         self.head_size = h // self.num_heads
-        self.query = _dense(h, config, "query")
-        self.key = _dense(h, config, "key")
-        self.value = _dense(h, config, "value")
+        self.query = dense_layer(h, config, "query")
+        self.key = dense_layer(h, config, "key")
+        self.value = dense_layer(h, config, "value")
         self.dropout = Dropout(config.attention_probs_dropout_prob)
 
     def build(self, input_shape):
@@ -372,17 +376,30 @@ class SelfAttention(tf_keras.layers.Layer):
         qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)
         qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
-        # Scaling q rather than the [B, N, S, S] scores is less work; with the usual
-        # head size 64 the scale is 1/8, a power of two, so the scores are the same.
-        q = q * tf.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = tf.matmul(q, k, transpose_b=True)
-        # The mask and softmax run in float32 whatever the compute dtype: -10000
-        # and large scores are not safe in float16.
-        scores = tf.cast(scores, tf.float32) + attention_mask
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
-        probs = self.dropout(probs, training=training, seed=seed)
-        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, S, N, H/N]
+        context = attend(q, k, v, attention_mask,
+                         lambda probs: self.dropout(probs, training=training, seed=seed))
         return tf.reshape(context, [-1, self.num_heads * self.head_size])
+
+
+def attend(q, k, v, attention_mask, dropout=None):
+    """Scaled dot-product attention of every head.
+
+    q [B, N, F, D], k and v [B, N, T, D], attention_mask additive (0 keep, -10000
+    drop) broadcastable to [B, N, F, T] -> context [B, F, N, D]. `dropout` (a
+    function, or None) is applied to the attention probabilities.
+    """
+    # Scaling q rather than the [B, N, F, T] scores is less work; with the usual
+    # head size 64 the scale is 1/8, a power of two, so the scores are the same.
+    q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
+    scores = tf.matmul(q, k, transpose_b=True)
+    # The mask and softmax run in float32 whatever the compute dtype: -10000
+    # and large scores are not safe in float16.
+    if attention_mask is not None:
+        scores = tf.cast(scores, tf.float32) + attention_mask
+    probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
+    if dropout is not None:
+        probs = dropout(probs)
+    return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
 
 
 class Attention(tf_keras.layers.Layer):
@@ -443,7 +460,7 @@ class Encoder(tf_keras.layers.Layer):
 
     def call(self, x, attention_mask, training=False):
         """x [B, S, H] -> list of [B, S, H], one per layer."""
-        batch_size, seq_length, width = _shape_list(x)
+        batch_size, seq_length, width = get_shape_list(x)
         # The layers work on [B * S, H]: every dense layer is then a plain 2-D
         # matmul that TensorFlow fuses with its bias add.
         hidden = tf.reshape(x, [-1, width])
@@ -483,6 +500,19 @@ def set_gradient_checkpointing(model, enabled=True):
     return len(encoders)
 
 
+def _assert_at_most(values, limit, scope, message):
+    """An assert_less_equal(values, limit) op in its own name scope.
+
+    In a TF1 graph such an assert hangs off the data by a control edge only, like
+    the reference's own sequence-length assert; each one sits in a scope ending in
+    `assert_less_equal/`, the name the reference's modeling_test leaves out of its
+    every-op-is-reachable check.
+    """
+    with tf.name_scope(scope):
+        limit = np.array(limit, dtype=values.dtype.as_numpy_dtype)
+        return tf.debugging.assert_less_equal(values, limit, message=message)
+
+
 class BertModel(tf_keras.layers.Layer):
     """The BERT encoder: embeddings, transformer layers and pooler.
 
@@ -498,16 +528,73 @@ class BertModel(tf_keras.layers.Layer):
     positions from 0) and instance_ids (1..k per instance, 0 on padding: attention
     stays within each instance, see create_attention_mask); without them the
     outputs are the reference's.
+
+    Two ways to build it, one set of layers:
+      BertModel(config, use_one_hot_embeddings=False, name="bert"): a Keras layer,
+        called on inputs (the TF2 path every runner uses);
+      BertModel(config, is_training, input_ids, input_mask=None, token_type_ids=None,
+        use_one_hot_embeddings=False, scope=None): the reference's constructor. It
+        runs the layer on input_ids at once (under tf.compat.v1 graph mode its
+        variables get the reference's names, e.g. `bert/encoder/layer_0/...`, in
+        the TF1 variable store; is_training=False turns every dropout off) and the
+        reference's getters return the outputs: get_pooled_output,
+        get_sequence_output, get_all_encoder_layers, get_embedding_output,
+        get_embedding_table.
+    One class serves both because code written against the reference names
+    modeling.BertModel, and so do our task models: a second class of the same
+    name elsewhere would be a second copy of the arithmetic.
     """
 
-    def __init__(self, config, use_one_hot_embeddings=False, name="bert", **kwargs):
-        super().__init__(name=name, **kwargs)
+    def __init__(self, config, is_training=None, input_ids=None, input_mask=None,
+                 token_type_ids=None, use_one_hot_embeddings=False, scope=None, name="bert",
+                 **kwargs):
+        if input_ids is not None and is_training is None:
+            raise TypeError("BertModel(config, is_training, input_ids, ...): is_training is "
+                            "required with input_ids (the reference's signature)")
         config = copy.deepcopy(config)
+        if input_ids is not None and not is_training:
+            # The reference's eval model: no dropout anywhere.
+            config.hidden_dropout_prob = 0.0
+            config.attention_probs_dropout_prob = 0.0
+        super().__init__(name=scope or name, **kwargs)
         config.validate()
         self.config = config
         self.embeddings = Embeddings(config, use_one_hot_embeddings)
         self.encoder = Encoder(config)
         self.pooler = DenseBlock(config.hidden_size, config, "pooler", activation=tf.tanh)
+        self._reference_outputs = None
+        if input_ids is not None:
+            get_shape_list(input_ids, expected_rank=2)
+            self._reference_outputs = tf1_variables.run_in_tf1_scope(
+                self, scope, "bert", input_ids, input_mask, token_type_ids,
+                training=bool(is_training))
+
+    def _reference_output(self, key):
+        if self._reference_outputs is None:
+            raise ValueError("this BertModel was built without input_ids: call it on "
+                             "inputs, or construct it as BertModel(config, is_training, "
+                             "input_ids, ...) to use the get_* methods")
+        return self._reference_outputs[key]
+
+    def get_pooled_output(self):
+        """[B, H]: the pooler's output (reference API)."""
+        return self._reference_output("pooled_output")
+
+    def get_sequence_output(self):
+        """[B, S, H]: the last encoder layer (reference API)."""
+        return self._reference_output("sequence_output")
+
+    def get_all_encoder_layers(self):
+        """List of [B, S, H], one per encoder layer (reference API)."""
+        return self._reference_output("all_encoder_layers")
+
+    def get_embedding_output(self):
+        """[B, S, H]: embeddings after LayerNorm and dropout, the first layer's input."""
+        return self._reference_output("embedding_output")
+
+    def get_embedding_table(self):
+        """[V, H]: the word embedding matrix (reference API)."""
+        return self.embedding_table
 
     @property
     def embedding_table(self):
@@ -522,25 +609,22 @@ class BertModel(tf_keras.layers.Layer):
                 "sequence length %d is longer than max_position_embeddings %d of the BERT "
                 "config (lower --max_seq_length)" % (seq_length, c.max_position_embeddings))
         checks = [
-            tf.debugging.assert_less(
-                input_ids, tf.constant(c.vocab_size, input_ids.dtype),
-                message="input_ids contain a token id >= vocab_size=%d of the BERT config "
-                        "(do the vocab file and bert_config.json match?)" % c.vocab_size),
-            tf.debugging.assert_less(
-                token_type_ids, tf.constant(c.type_vocab_size, token_type_ids.dtype),
-                message="token_type_ids contain a value >= type_vocab_size=%d"
-                        % c.type_vocab_size),
+            _assert_at_most(input_ids, c.vocab_size - 1, "check_input_ids",
+                            "input_ids contain a token id >= vocab_size=%d of the BERT config "
+                            "(do the vocab file and bert_config.json match?)" % c.vocab_size),
+            _assert_at_most(token_type_ids, c.type_vocab_size - 1, "check_token_type_ids",
+                            "token_type_ids contain a value >= type_vocab_size=%d"
+                            % c.type_vocab_size),
         ]
         if seq_length is None:
-            checks.append(tf.debugging.assert_less_equal(
-                tf.shape(input_ids)[1], c.max_position_embeddings,
-                message="sequence length exceeds max_position_embeddings=%d"
-                        % c.max_position_embeddings))
+            checks.append(_assert_at_most(
+                tf.shape(input_ids)[1], c.max_position_embeddings, "check_length",
+                "sequence length exceeds max_position_embeddings=%d" % c.max_position_embeddings))
         if position_ids is not None:
-            checks.append(tf.debugging.assert_less(
-                position_ids, tf.constant(c.max_position_embeddings, position_ids.dtype),
-                message="position_ids contain a value >= max_position_embeddings=%d"
-                        % c.max_position_embeddings))
+            checks.append(_assert_at_most(
+                position_ids, c.max_position_embeddings - 1, "check_position_ids",
+                "position_ids contain a value >= max_position_embeddings=%d"
+                % c.max_position_embeddings))
         return checks
 
     def call(self, input_ids, input_mask=None, token_type_ids=None, training=False,
@@ -570,322 +654,202 @@ class BertModel(tf_keras.layers.Layer):
 
 
 # ---------------------------------------------------------------------------
-# Heads
+# The reference's graph-style API (tf.compat.v1), built from the layers above
 # ---------------------------------------------------------------------------
 
-class OutputProjection(tf_keras.layers.Layer):
-    """`output_weights` [units, H] and `output_bias` [units]: x @ W^T + b in float32."""
+def get_shape_list(tensor, expected_rank=None, name=None):
+    """The dimensions of `tensor`: Python ints where static, scalar tensors where not.
 
-    def __init__(self, units, initializer_range, name, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.units = units
-        self.initializer_range = initializer_range
-
-    def build(self, input_shape):
-        """Creates the layer's variables (names as in the reference)."""
-        self.output_weights = self.add_weight(
-            "output_weights", shape=[self.units, input_shape[-1]],
-            initializer=create_initializer(self.initializer_range))
-        # Added to float32 logits: kept float32 under mixed precision.
-        self.output_bias = self.add_weight("output_bias", shape=[self.units],
-                                           initializer="zeros", experimental_autocast=False)
-        super().build(input_shape)
-
-    def call(self, x):
-        """Applies the layer (shapes in the class docstring)."""
-        logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]),
-                           tf.cast(self.output_weights, x.dtype), transpose_b=True)
-        logits = tf.cast(logits, tf.float32) + self.output_bias
-        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.units]], axis=0))
-
-
-class MaskedLMHead(tf_keras.layers.Layer):
-    """`cls/predictions`: transform (dense + act + LayerNorm), tied output layer + bias."""
-
-    def __init__(self, config, name="predictions", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.config = config
-        self.transform = Transform(config)
-
-    def build(self, input_shape):
-        """Creates the layer's variables (names as in the reference)."""
-        self.output_bias = self.add_weight("output_bias", shape=[self.config.vocab_size],
-                                           initializer="zeros", experimental_autocast=False)
-        super().build(input_shape)
-
-    def call(self, x, embedding_table):
-        """x [T, H], embedding_table [V, H] -> logits [T, V] (float32, bias added)."""
-        x = self.transform(x)
-        logits = tf.matmul(x, tf.cast(embedding_table, x.dtype), transpose_b=True)
-        return tf.cast(logits, tf.float32) + self.output_bias
-
-
-class Transform(tf_keras.layers.Layer):
-    """`cls/predictions/transform`: dense with the config's activation, then LayerNorm."""
-
-    def __init__(self, config, name="transform", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.dense = _dense(config.hidden_size, config, "dense",
-                            activation=get_activation(config.hidden_act))
-        self.layer_norm = LayerNorm(_layer_norm_eps(config))
-
-    def call(self, x):
-        """Applies the layer (shapes in the class docstring)."""
-        return self.layer_norm(self.dense(x))
-
-
-class PretrainingHeads(tf_keras.layers.Layer):
-    """Masked-LM and next-sentence heads of run_pretraining (`cls/...` variables)."""
-
-    def __init__(self, config, name="cls", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.predictions = MaskedLMHead(config)
-        self.seq_relationship = OutputProjection(2, config.initializer_range,
-                                                 "seq_relationship")
-
-    def call(self, sequence_output, pooled_output, masked_lm_positions, embedding_table):
-        """Returns (masked_lm_logits [B, P, V], next_sentence_log_probs [B, 2]), float32.
-
-        pooled_output may be [B, K, H] (packed rows: one per instance); the
-        next-sentence log-probabilities are then [B, K, 2].
-        """
-        picked = gather_indexes(sequence_output, masked_lm_positions)
-        mlm_logits = self.predictions(picked, embedding_table)
-        mlm_logits = tf.reshape(
-            mlm_logits, [tf.shape(masked_lm_positions)[0], tf.shape(masked_lm_positions)[1], -1])
-        nsp_log_probs = tf.nn.log_softmax(self.seq_relationship(pooled_output), axis=-1)
-        return mlm_logits, nsp_log_probs
-
-
-class SquadHead(tf_keras.layers.Layer):
-    """`cls/squad`: start and end logits for every token."""
-
-    def __init__(self, name="cls", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.squad = OutputProjection(2, 0.02, "squad")
-
-    def call(self, sequence_output):
-        """[B, S, H] -> (start_logits [B, S], end_logits [B, S]), float32."""
-        logits = self.squad(sequence_output)
-        return logits[:, :, 0], logits[:, :, 1]
-
-
-def masked_lm_loss(log_probs, label_ids, label_weights):
-    """Weighted masked-LM loss as the reference computes it.
-
-    Args:
-      log_probs: [B, P, V] float32.
-      label_ids: [B, P] int.
-      label_weights: [B, P] float, 0 for padded prediction slots.
-    Returns:
-      (loss scalar = sum(w * nll) / (sum(w) + 1e-5), per-example nll [B, P]).
+    expected_rank (int or list of ints): ValueError naming the tensor otherwise.
     """
-    # The reference sums log_probs * one_hot(labels) over V: every term but the
-    # label's is an exact zero, so picking the label's log-probability gives the
-    # same value without building (and back-propagating through) a [B, P, V] one-hot.
-    # (gather_nd's gradient is one ScatterNd, cheaper than batched gather's.)
-    label_ids = tf.cast(label_ids, tf.int32)
-    per_example = -tf.gather_nd(log_probs, label_ids[..., tf.newaxis],
-                                batch_dims=label_ids.shape.rank)
-    weights = tf.cast(label_weights, per_example.dtype)
-    loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
-    return loss, per_example
+    if expected_rank is not None:
+        assert_rank(tensor, expected_rank, name)
+    static = tensor.shape.as_list()
+    if all(dim is not None for dim in static):
+        return static
+    dynamic = tf.shape(tensor)
+    return [dim if dim is not None else dynamic[i] for i, dim in enumerate(static)]
 
 
-def masked_lm_loss_from_logits(logits, label_ids, label_weights):
-    """masked_lm_loss computed from the logits ([B, P, V] float32): same value, less work.
+def assert_rank(tensor, expected_rank, name=None):
+    """ValueError unless tensor's rank is expected_rank (an int or a list of ints)."""
+    expected = [expected_rank] if isinstance(expected_rank, int) else list(expected_rank)
+    if tensor.shape.ndims not in expected:
+        label = name or getattr(tensor, "name", "tensor")
+        raise ValueError("tensor %s has rank %s, expected %s (shape %s)"
+                         % (label, tensor.shape.ndims, expected, tensor.shape))
 
-    -log_softmax(logits)[label] in one fused kernel (sparse softmax cross-entropy)
-    whose gradient comes with it, instead of a log-softmax over V, a pick and the
-    log-softmax gradient; the two agree to float32 rounding (~1e-7 relative).
+
+def reshape_to_matrix(input_tensor):
+    """[..., W] (rank >= 2) -> [N, W]."""
+    if input_tensor.shape.ndims < 2:
+        raise ValueError("reshape_to_matrix needs rank >= 2, got shape %s" % input_tensor.shape)
+    if input_tensor.shape.ndims == 2:
+        return input_tensor
+    return tf.reshape(input_tensor, [-1, input_tensor.shape[-1]])
+
+
+def reshape_from_matrix(output_tensor, orig_shape_list):
+    """[N, W] -> orig_shape_list[:-1] + [W]."""
+    if len(orig_shape_list) == 2:
+        return output_tensor
+    width = get_shape_list(output_tensor)[-1]
+    return tf.reshape(output_tensor, list(orig_shape_list[:-1]) + [width])
+
+
+def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
+    """(assignment_map, initialized_variable_names) for tf.train.init_from_checkpoint:
+    every variable of `tvars` whose name (without ":0") the checkpoint holds."""
+    names = collections.OrderedDict()
+    for var in tvars:
+        names[re.sub(r":\d+$", "", var.name)] = var
+    assignment_map = collections.OrderedDict()
+    initialized = {}
+    for ckpt_name, _ in tf.train.list_variables(init_checkpoint):
+        if ckpt_name in names:
+            assignment_map[ckpt_name] = ckpt_name
+            initialized[ckpt_name] = 1
+            initialized[ckpt_name + ":0"] = 1
+    return assignment_map, initialized
+
+
+def dropout(input_tensor, dropout_prob):
+    """Drops units with probability dropout_prob (None or 0: the input itself)."""
+    if dropout_prob is None or dropout_prob == 0.0:
+        return input_tensor
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+
+
+def layer_norm(input_tensor, name=None):
+    """LayerNorm over the last axis, variables `<name or LayerNorm>/gamma|beta`."""
+    return tf1_variables.run_in_tf1_scope(LayerNorm(), name, "LayerNorm", input_tensor)
+
+
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
+    """layer_norm, then dropout."""
+    return dropout(layer_norm(input_tensor, name), dropout_prob)
+
+
+def create_attention_mask_from_input_mask(from_tensor, to_mask):
+    """[B, F(, ...)] from_tensor, [B, T] 0/1 to_mask -> [B, F, T] float32 0/1 mask."""
+    batch_size, from_length = get_shape_list(from_tensor, expected_rank=[2, 3])[:2]
+    to_mask = tf.cast(to_mask, tf.float32)[:, tf.newaxis, :]
+    return tf.ones([batch_size, from_length, 1], tf.float32) * to_mask
+
+
+def _additive_mask(attention_mask):
+    """[B, F, T] 0/1 mask -> [B, 1, F, T] additive (0 keep, -10000 drop)."""
+    if attention_mask is None:
+        return None
+    return (1.0 - tf.cast(attention_mask, tf.float32)[:, tf.newaxis]) * -10000.0
+
+
+def _table(name, rows, width, initializer_range):
+    """A [rows, width] embedding table `name` from the TF1 variable store."""
+    return tf.compat.v1.get_variable(name, shape=[rows, width],
+                                     initializer=create_initializer(initializer_range))
+
+
+def embedding_lookup(input_ids, vocab_size, embedding_size=128, initializer_range=0.02,
+                     word_embedding_name="word_embeddings", use_one_hot_embeddings=False):
+    """ids [B, S] (or [B, S, K]) -> ([B, S, E] (or [B, S, K*E]), the table [V, E])."""
+    table = _table(word_embedding_name, vocab_size, embedding_size, initializer_range)
+    shape = get_shape_list(input_ids)
+    flat = tf.reshape(input_ids, [-1])
+    vectors = lookup(table, flat, use_one_hot_embeddings)
+    if len(shape) == 2:
+        return tf.reshape(vectors, shape + [embedding_size]), table
+    return tf.reshape(vectors, shape[:-1] + [shape[-1] * embedding_size]), table
+
+
+def embedding_postprocessor(input_tensor, use_token_type=False, token_type_ids=None,
+                            token_type_vocab_size=16,
+                            token_type_embedding_name="token_type_embeddings",
+                            use_position_embeddings=True,
+                            position_embedding_name="position_embeddings",
+                            initializer_range=0.02, max_position_embeddings=512,
+                            dropout_prob=0.1):
+    """[B, S, W] word embeddings + token-type and position embeddings, then
+    LayerNorm and dropout (the reference's variable names and arguments)."""
+    batch_size, seq_length, width = get_shape_list(input_tensor, expected_rank=3)
+    output = input_tensor
+    if use_token_type:
+        if token_type_ids is None:
+            raise ValueError("embedding_postprocessor: token_type_ids are required when "
+                             "use_token_type is True")
+        table = _table(token_type_embedding_name, token_type_vocab_size, width,
+                       initializer_range)
+        types = lookup(table, tf.reshape(token_type_ids, [-1]), True)
+        output += tf.reshape(types, [batch_size, seq_length, width])
+    if use_position_embeddings:
+        if isinstance(seq_length, int) and seq_length > max_position_embeddings:
+            raise ValueError("sequence length %d is longer than max_position_embeddings %d"
+                             % (seq_length, max_position_embeddings))
+        table = _table(position_embedding_name, max_position_embeddings, width,
+                       initializer_range)
+        output += table[tf.newaxis, :seq_length, :]
+    return layer_norm_and_dropout(output, dropout_prob)
+
+
+def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_heads=1,
+                    size_per_head=512, query_act=None, key_act=None, value_act=None,
+                    attention_probs_dropout_prob=0.0, initializer_range=0.02,
+                    do_return_2d_tensor=False, batch_size=None, from_seq_length=None,
+                    to_seq_length=None):
+    """Multi-head attention from `from_tensor` [B, F, W] to `to_tensor` [B, T, W]
+    (or both 2-D with batch_size and the two lengths given).
+
+    attention_mask [B, F, T] 0/1. Returns [B, F, N * D], or [B * F, N * D] with
+    do_return_2d_tensor. Variables `query`, `key`, `value` in the current scope.
     """
-    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(label_ids, tf.int32), logits=logits)
-    weights = tf.cast(label_weights, per_example.dtype)
-    loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
-    return loss, per_example
+    from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
+    to_shape = get_shape_list(to_tensor, expected_rank=[2, 3])
+    if len(from_shape) != len(to_shape):
+        raise ValueError("attention_layer: from_tensor and to_tensor ranks differ")
+    if len(from_shape) == 3:
+        batch_size, from_seq_length, to_seq_length = from_shape[0], from_shape[1], to_shape[1]
+    elif None in (batch_size, from_seq_length, to_seq_length):
+        raise ValueError("attention_layer: 2-D inputs need batch_size, from_seq_length "
+                         "and to_seq_length")
+    heads, size = num_attention_heads, size_per_head
+
+    def project(tensor, name, act, length):
+        dense = tf_keras.layers.Dense(heads * size, activation=act, name=name,
+                                      kernel_initializer=create_initializer(initializer_range))
+        with tf1_variables.tf1_variable_scope():
+            out = dense(reshape_to_matrix(tensor))
+        return tf.transpose(tf.reshape(out, [batch_size, length, heads, size]), [0, 2, 1, 3])
+
+    q = project(from_tensor, "query", query_act, from_seq_length)
+    k = project(to_tensor, "key", key_act, to_seq_length)
+    v = project(to_tensor, "value", value_act, to_seq_length)
+    context = attend(q, k, v, _additive_mask(attention_mask),
+                     lambda probs: dropout(probs, attention_probs_dropout_prob))
+    if do_return_2d_tensor:
+        return tf.reshape(context, [batch_size * from_seq_length, heads * size])
+    return tf.reshape(context, [batch_size, from_seq_length, heads * size])
 
 
-def next_sentence_loss(log_probs, labels):
-    """Mean NSP cross-entropy; returns (loss, per-example loss [B])."""
-    labels = tf.reshape(labels, [-1])
-    one_hot = tf.one_hot(labels, 2, dtype=log_probs.dtype)
-    per_example = -tf.reduce_sum(one_hot * log_probs, axis=-1)
-    return tf.reduce_mean(per_example), per_example
-
-
-def weighted_next_sentence_loss(log_probs, labels, weights):
-    """NSP cross-entropy of packed rows: log_probs [B, K, 2], labels and weights [B, K].
-
-    Returns (sum(w * nll) / sum(w), per-instance nll [B, K]): the mean over the
-    real instances (weight 1), which is next_sentence_loss's value for the same
-    instances unpacked.
-    """
-    labels = tf.cast(labels, tf.int32)
-    one_hot = tf.one_hot(labels, 2, dtype=log_probs.dtype)
-    per_instance = -tf.reduce_sum(one_hot * log_probs, axis=-1)
-    weights = tf.cast(weights, per_instance.dtype)
-    loss = tf.reduce_sum(weights * per_instance) / tf.maximum(tf.reduce_sum(weights), 1e-5)
-    return loss, per_instance
-
-
-# ---------------------------------------------------------------------------
-# Task models (each owns a `bert` encoder and one head)
-# ---------------------------------------------------------------------------
-
-def _encode(bert, features, training):
-    # position_ids / instance_ids: only packed pretraining rows have them.
-    return bert(features["input_ids"], features.get("input_mask"),
-                features.get("segment_ids"), training=training,
-                position_ids=features.get("position_ids"),
-                instance_ids=features.get("instance_ids"))
-
-
-def _packed_pooled_output(bert, sequence_output, positions):
-    """The pooler (dense + tanh) at each [CLS] of `positions` [B, K] -> [B, K, H]."""
-    picked = gather_indexes(sequence_output, positions)
-    pooled = bert.pooler(picked)
-    return tf.reshape(pooled, [tf.shape(positions)[0], tf.shape(positions)[1],
-                               pooled.shape[-1]])
-
-
-class BertPretrainer(tf_keras.Model):
-    """BERT with the masked-LM and next-sentence heads (run_pretraining's model)."""
-
-    def __init__(self, config, use_one_hot_embeddings=False, name="bert_pretrainer", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.bert = BertModel(config, use_one_hot_embeddings)
-        self.cls = PretrainingHeads(config)
-
-    def call(self, features, training=False):
-        """Applies the layer (shapes in the class docstring).
-
-        Packed rows (features next_sentence_positions [B, K], with position_ids
-        and instance_ids) get one pooled output per instance, at its [CLS]:
-        next_sentence_log_probs [B, K, 2].
-        """
-        outputs = dict(_encode(self.bert, features, training))
-        pooled = outputs["pooled_output"]
-        if "next_sentence_positions" in features:
-            pooled = _packed_pooled_output(self.bert, outputs["sequence_output"],
-                                           features["next_sentence_positions"])
-        mlm_logits, nsp = self.cls(outputs["sequence_output"], pooled,
-                                   features["masked_lm_positions"], self.bert.embedding_table)
-        # Training reads the logits (masked_lm_loss_from_logits); inside a
-        # tf.function the unused log-softmax is then pruned away.
-        outputs["masked_lm_logits"] = mlm_logits
-        outputs["masked_lm_log_probs"] = tf.nn.log_softmax(mlm_logits, axis=-1)
-        outputs["next_sentence_log_probs"] = nsp
-        return outputs
-
-
-class BertClassifier(tf_keras.Model):
-    """BERT + dropout + linear layer on the pooled output (run_classifier's model).
-
-    Variables `output_weights` [num_labels, H] and `output_bias` [num_labels]
-    carry the reference's names. With num_labels == 1 the single logit is a
-    regression output.
-    """
-
-    def __init__(self, config, num_labels, use_one_hot_embeddings=False,
-                 name="bert_classifier", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.num_labels = num_labels
-        self.bert = BertModel(config, use_one_hot_embeddings)
-        self.dropout = tf_keras.layers.Dropout(0.1)
-        # A nameless projection: its variables sit at the top level, as in TF1.
-        self.classifier = OutputProjection(num_labels, 0.02, name="classifier")
-
-    def call(self, features, training=False):
-        """Applies the layer (shapes in the class docstring)."""
-        pooled = _encode(self.bert, features, training)["pooled_output"]
-        pooled = self.dropout(pooled, training=training)
-        return {"logits": self.classifier(pooled), "pooled_output": pooled}
-
-
-class BertSquad(tf_keras.Model):
-    """BERT + a linear start/end layer over every token (run_squad's model)."""
-
-    def __init__(self, config, use_one_hot_embeddings=False, name="bert_squad", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.bert = BertModel(config, use_one_hot_embeddings)
-        self.cls = SquadHead()
-
-    def call(self, features, training=False):
-        """Applies the layer (shapes in the class docstring)."""
-        sequence = _encode(self.bert, features, training)["sequence_output"]
-        start_logits, end_logits = self.cls(sequence)
-        return {"start_logits": start_logits, "end_logits": end_logits}
-
-
-class BertTagger(tf_keras.Model):
-    """BERT + a per-token tag classifier (run_ner's model).
-
-    Fine-tuned (default): dropout 0.1 on sequence_output, then `tagger/output_weights`
-    [num_labels, H] and `tagger/output_bias`. Feature-based (the BERT paper's
-    ablation): the encoder is frozen and run without dropout, the encoder layers
-    `feature_layers` (e.g. [-1, -2, -3, -4]) are concatenated and fed to a two-layer
-    bidirectional LSTM of `lstm_units` per direction, then to the same classifier.
-    """
-
-    def __init__(self, config, num_labels, use_one_hot_embeddings=False, feature_layers=None,
-                 lstm_units=768, name="bert_tagger", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.num_labels = num_labels
-        self.bert = BertModel(config, use_one_hot_embeddings)
-        self.feature_layers = list(feature_layers) if feature_layers else None
-        self.dropout = tf_keras.layers.Dropout(0.1)
-        if self.feature_layers:
-            self.bert.trainable = False
-            self.lstm = [tf_keras.layers.Bidirectional(
-                tf_keras.layers.LSTM(lstm_units, return_sequences=True), name="bilstm_%d" % i)
-                for i in range(2)]
-        self.tagger = OutputProjection(num_labels, config.initializer_range, name="tagger")
-
-    def call(self, features, training=False):
-        """features -> {"logits": [B, S, num_labels] float32}."""
-        if not self.feature_layers:
-            sequence = _encode(self.bert, features, training)["sequence_output"]
-            return {"logits": self.tagger(self.dropout(sequence, training=training))}
-        layers = _encode(self.bert, features, False)["all_encoder_layers"]
-        x = tf.concat([layers[i] for i in self.feature_layers], axis=-1)
-        mask = tf.cast(features["input_mask"], tf.bool)
-        for lstm in self.lstm:
-            x = lstm(x, mask=mask, training=training)
-        return {"logits": self.tagger(x)}
-
-
-class BertMultipleChoice(tf_keras.Model):
-    """BERT + one score per choice from the pooled output (run_multiple_choice's model).
-
-    Inputs are [B, C, S]; the B*C sequences run through BERT as one batch; dropout
-    0.1 on the pooled output, then `multiple_choice/output_weights` [1, H] and
-    `multiple_choice/output_bias` [1] give a logit per choice: logits [B, C].
-    """
-
-    def __init__(self, config, use_one_hot_embeddings=False, name="bert_multiple_choice",
-                 **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.bert = BertModel(config, use_one_hot_embeddings)
-        self.dropout = tf_keras.layers.Dropout(0.1)
-        self.scorer = OutputProjection(1, config.initializer_range, name="multiple_choice")
-
-    def call(self, features, training=False):
-        """features of [B, C, S] (or [B, S] while building) -> {"logits": [B, C]}."""
-        input_ids = features["input_ids"]
-        shape = tf.shape(input_ids)
-        seq_length = input_ids.shape[-1] or shape[-1]
-        flat = {name: tf.reshape(features[name], [-1, seq_length])
-                for name in ("input_ids", "input_mask", "segment_ids") if name in features}
-        pooled = _encode(self.bert, flat, training)["pooled_output"]
-        logits = self.scorer(self.dropout(pooled, training=training))
-        return {"logits": tf.reshape(logits, shape[:-1])}
-
-
-def dummy_features(batch_size=1, seq_length=2, max_predictions_per_seq=1):
-    """Zero features with every key the task models read; used to build variables."""
-    seq = np.zeros([batch_size, seq_length], np.int32)
-    return {
-        "input_ids": seq, "input_mask": seq + 1, "segment_ids": seq,
-        "masked_lm_positions": np.zeros([batch_size, max_predictions_per_seq], np.int32),
-    }
+def transformer_model(input_tensor, attention_mask=None, hidden_size=768, num_hidden_layers=12,
+                      num_attention_heads=12, intermediate_size=3072, intermediate_act_fn=gelu,
+                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                      initializer_range=0.02, do_return_all_layers=False):
+    """The transformer stack (`layer_<i>` in the current scope) on [B, S, H]:
+    the last layer [B, S, H], or the list of all of them. attention_mask [B, S, S] 0/1."""
+    if hidden_size % num_attention_heads:
+        raise ValueError("hidden size %d is not a multiple of the number of attention "
+                         "heads %d" % (hidden_size, num_attention_heads))
+    width = get_shape_list(input_tensor, expected_rank=3)[2]
+    if width != hidden_size:
+        raise ValueError("input width %d != hidden size %d" % (width, hidden_size))
+    config = BertConfig(vocab_size=1, hidden_size=hidden_size,
+                        num_hidden_layers=num_hidden_layers,
+                        num_attention_heads=num_attention_heads,
+                        intermediate_size=intermediate_size, hidden_act=intermediate_act_fn,
+                        hidden_dropout_prob=hidden_dropout_prob,
+                        attention_probs_dropout_prob=attention_probs_dropout_prob,
+                        initializer_range=initializer_range)
+    training = bool(hidden_dropout_prob or attention_probs_dropout_prob)
+    layers = tf1_variables.run_in_tf1_scope(Encoder(config), None, None, input_tensor,
+                              _additive_mask(attention_mask), training=training)
+    return layers if do_return_all_layers else layers[-1]

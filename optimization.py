@@ -15,11 +15,14 @@ behaviour of the original TF1 BERT training code:
   applies to the gradients before handing them to ``apply_gradients`` (or
   the optimizer does, with ``clip_norm=1.0``).
 * ``create_optimizer`` -- builds the schedule and the optimizer ("adamw" for
-  the reference behaviour, "lamb" for large-batch pre-training).
+  the reference behaviour, "lamb" for large-batch pre-training); called as the
+  reference calls it, ``create_optimizer(loss, init_lr, num_train_steps,
+  num_warmup_steps, use_tpu)``, it returns the reference's train op instead
+  (tf.compat.v1 graph mode, ``AdamWeightDecayOptimizer``, same update rule).
 
 Two ways to run the same update (``create_optimizer(..., fused=...)``):
 
-* ``fused=True`` (default): the variables of each device are updated by XLA in
+* ``fused=True`` (default; fused_update.py): the variables of each device are updated by XLA in
   a few fused computations (one for all of them on GPU/TPU, one per variable
   on CPU), the clipping scale folded in; the new values are then assigned to
   the same per-variable slots.  XLA contracts multiply-adds, so values are
@@ -54,6 +57,9 @@ import re
 import tensorflow as tf
 import tf_keras
 
+import fused_update
+from fused_update import FUSED_GROUPINGS  # noqa: F401 (part of this module's API)
+
 __all__ = [
     "DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY",
     "OPTIMIZER_TYPES",
@@ -63,6 +69,9 @@ __all__ = [
     "FUSED_GROUPINGS",
     "clip_gradients",
     "create_optimizer",
+    "keras_optimizer",
+    "create_train_op",
+    "AdamWeightDecayOptimizer",
 ]
 
 # Name patterns (searched with re.search) of variables that get no weight decay.
@@ -240,316 +249,10 @@ class WarmupPolynomialDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
 
 
 # --------------------------------------------------------------------------- #
-# The fused update, shared by AdamWeightDecay and LAMB
-# --------------------------------------------------------------------------- #
-def _unwrap_autocast(var):
-    """The variable that a mixed-precision AutoCastVariable wraps (others as given).
-
-    AutoCastVariable (tf_keras layers under a mixed policy) keeps the real
-    variable in ``_variable``; it is the only variable type with ``true_dtype``.
-    """
-    if hasattr(var, "true_dtype"):
-        inner = vars(var).get("_variable")
-        if inner is not None:
-            return inner
-    return var
-
-
-def _dense_gradient(grad, var):
-    """``grad`` as a dense tensor: IndexedSlices rows (duplicates too) are summed."""
-    if isinstance(grad, tf.IndexedSlices):
-        num_rows = tf.shape(var, out_type=grad.indices.dtype)[0]
-        return tf.math.unsorted_segment_sum(grad.values, grad.indices, num_rows)
-    return tf.convert_to_tensor(grad)
-
-
-def _clip_scale(norm, clip_norm):
-    """The factor ``tf.clip_by_global_norm`` multiplies every gradient by.
-
-    Same ops in the same order, so ``g * scale`` is bit for bit its clipped
-    gradient: ``clip_norm * min(1 / norm, 1 / clip_norm)``, NaN when the norm is
-    not finite.
-    """
-    scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip_norm)
-    return scale + (norm - norm)
-
-
-def _fused_step_body(rule, coef, flags, clip_norm, scale, grads, params, firsts,
-                     seconds):
-    """New (param, first slot, second slot) of every variable of one group.
-
-    ``rule`` is the per-variable update (``_adam_update`` or ``_lamb_update``),
-    ``flags`` its static per-variable choices.  With ``clip_norm`` the global
-    norm of ``grads`` is computed here (inside the compiled cluster);
-    otherwise a ``scale`` computed outside (or None) multiplies the gradients.
-    """
-    if clip_norm is not None:
-        scale = _clip_scale(tf.linalg.global_norm(grads), clip_norm)
-    results = []
-    for grad, param, first, second, flag in zip(grads, params, firsts, seconds, flags):
-        if scale is not None:
-            grad = grad * tf.cast(scale, grad.dtype)
-        results.append(rule(grad, param, first, second, coef, flag))
-    return results
-
-
-# One XLA computation per call: all variables of a device group, or one variable.
-_fused_step = tf.function(_fused_step_body, jit_compile=True, reduce_retracing=True)
-
-# On CPU ("auto"), variables are updated in batches of at least this many
-# elements: one XLA call per large variable, the small ones together.
-_CPU_BATCH_ELEMENTS = 1 << 20
-
-
-def _batches(members, grouping):
-    """Splits a device's (grad, variables, flags) members into fused calls.
-
-    "device": one call; "variable": one per variable; "batched": consecutive
-    variables gathered until a batch holds _CPU_BATCH_ELEMENTS elements.
-    """
-    if grouping == "device":
-        return [members]
-    if grouping == "variable":
-        return [[member] for member in members]
-    batches, current, size = [], [], 0
-    for member in members:
-        current.append(member)
-        size += member[1][0].shape.num_elements() or 0
-        if size >= _CPU_BATCH_ELEMENTS:
-            batches.append(current)
-            current, size = [], 0
-    return batches + ([current] if current else [])
-
-# Accepted values of ``fused_grouping``.
-FUSED_GROUPINGS = ("auto", "device", "batched", "variable")
-
-# Strategies under which the fused update runs (their variables are mirrored
-# per device, or plain); under others (TPUStrategy, parameter servers) the
-# per-variable path runs -- on TPU the whole step is one XLA program anyway.
-_FUSABLE_STRATEGIES = (tf.distribute.OneDeviceStrategy, tf.distribute.MirroredStrategy,
-                       tf.distribute.MultiWorkerMirroredStrategy)
-
-
-class _FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
-    """Base of AdamWeightDecay and LAMB: optional clipping and the fused update.
-
-    A subclass gives ``_SLOT_NAMES`` (two moment slots), ``_update_rule``
-    (a function (grad, param, first, second, coef, flags) -> new values),
-    ``_variable_flags(var)`` and ``_fused_coefficients(dtype)``.
-
-    With ``fused=True`` (under no strategy, OneDevice, Mirrored or
-    MultiWorkerMirrored, after the usual merge into cross-replica context)
-    ``apply_gradients`` groups the variables of each device and computes their
-    new values in XLA: ``fused_grouping="device"`` compiles the whole group into
-    one computation (one launch, a handful of kernels on GPU); ``"variable"``
-    one per variable; ``"batched"`` one per large variable and one per run of
-    small ones (about 2**20 elements each), which TF runs in parallel -- on
-    CPU, where XLA runs the loops of one computation one after another, that
-    measured faster; ``"auto"`` (default) is "batched" on CPU devices and
-    "device" elsewhere.  The new values are then assigned to the variables and
-    their slots, so what is saved is exactly what the per-variable path saves.
-    Elsewhere (TPUStrategy, whose step is one XLA program anyway; parameter
-    servers; XLA-compiled replica functions without merge call) the update runs
-    per variable, with the same formula.
-    """
-
-    _HAS_AGGREGATE_GRAD = True
-    _SLOT_NAMES = ()
-
-    def __init__(self, name, fused=True, fused_grouping="auto", clip_norm=None, **kwargs):
-        super().__init__(name, **kwargs)
-        self.fused = bool(fused)
-        if fused_grouping not in FUSED_GROUPINGS:
-            raise ValueError(f"fused_grouping must be one of {list(FUSED_GROUPINGS)}, "
-                             f"got {fused_grouping!r}.")
-        self.fused_grouping = fused_grouping
-        self.clip_norm = None if clip_norm is None else _as_float(
-            clip_norm, "clip_norm", low=0.0, low_inclusive=False)
-
-    def build(self, var_list):
-        """Creates the step counter and slot variables for ``var_list`` now.
-
-        Optional: ``apply_gradients`` creates them lazily.  Building ahead is
-        handy to restore a checkpoint into existing slots, or to keep
-        variable creation out of a ``jit_compile`` function.  Call it under
-        the same distribution-strategy scope as the model variables.
-        """
-        with tf.init_scope():
-            self._create_all_weights(list(var_list))
-
-    # ---- which path ----------------------------------------------------------
-    def _fused_here(self, variables):
-        """Whether this apply_gradients call takes the fused path.
-
-        Depends only on the settings, the strategy and the graph, so the
-        replica-context half (clipping) and the cross-replica half (update)
-        of one call always agree.
-        """
-        if not self.fused:
-            return False
-        if any(getattr(v, "constraint", None) is not None for v in variables):
-            return False
-        if not tf.distribute.has_strategy():
-            return True
-        if not isinstance(tf.distribute.get_strategy(), _FUSABLE_STRATEGIES):
-            return False
-        # No merge call (XLA-compiled replica function on GPUs): the update
-        # runs per replica inside that XLA program, per variable.
-        return not tf.__internal__.distribute.strategy_supports_no_merge_call()
-
-    def _grouping_for(self, device):
-        """"device", "batched" or "variable" for the variables on ``device``."""
-        if self.fused_grouping != "auto":
-            return self.fused_grouping
-        device_type = tf.DeviceSpec.from_string(device or "").device_type
-        return "batched" if device_type in (None, "CPU") else "device"
-
-    # ---- clipping (replica context, after aggregation) -----------------------
-    def _transform_gradients(self, grads_and_vars):
-        """Keras' transforms, then clip_norm unless the fused update clips."""
-        grads_and_vars = list(super()._transform_gradients(grads_and_vars))
-        if self.clip_norm is None or not grads_and_vars:
-            return grads_and_vars
-        variables = [v for _, v in grads_and_vars]
-        if self._fused_here(variables):
-            return grads_and_vars  # clipped inside the fused update
-        grads = clip_gradients([g for g, _ in grads_and_vars], self.clip_norm)
-        return list(zip(grads, variables))
-
-    # ---- the update (cross-replica context) ----------------------------------
-    def _distributed_apply(self, distribution, grads_and_vars, apply_state, name):
-        """The fused update when it applies here, else the per-variable one."""
-        grads_and_vars = list(grads_and_vars)
-        if not self._fused_here([v for _, v in grads_and_vars]):
-            return super()._distributed_apply(distribution, grads_and_vars, apply_state,
-                                              name)
-        with tf.name_scope(name or self._name):
-            updates = self._fused_apply(distribution, grads_and_vars)
-            if tf.executing_eagerly():
-                return self.iterations.assign_add(1)
-            with tf.control_dependencies(updates):
-                return self.iterations.assign_add(1, read_value=False)
-
-    def _fused_apply(self, distribution, grads_and_vars):
-        """Updates every variable, replica by replica, in a few fused calls."""
-        replicas = {}
-        for grad, var in grads_and_vars:
-            flags = self._variable_flags(var)
-            slots = [self.get_slot(var, slot) for slot in self._SLOT_NAMES]
-            local = [distribution.experimental_local_results(_unwrap_autocast(x))
-                     for x in [var] + slots]
-            grad_parts = distribution.experimental_local_results(grad)
-            for i, parts in enumerate(zip(*local)):
-                part = grad_parts[i] if len(grad_parts) > 1 else grad_parts[0]
-                replicas.setdefault(i, []).append((part, parts, flags))
-        updates = []
-        for members in replicas.values():
-            updates.extend(self._fused_replica(members))
-        return updates
-
-    def _fused_replica(self, members):
-        """The (grad, (var, first, second), flags) of one replica, by device and dtype.
-
-        The clipping norm is over all of the replica's gradients: computed by
-        TF's own ops (the scale is tf.clip_by_global_norm's, bit for bit), or
-        inside the XLA computation when that one computation holds them all.
-        """
-        groups = {}
-        for member in members:
-            variable = member[1][0]
-            groups.setdefault((variable.device, variable.dtype.base_dtype), []).append(member)
-        grads = [grad for grad, _, _ in members]
-        sparse = any(isinstance(grad, tf.IndexedSlices) for grad in grads)
-        device = members[0][1][0].device
-        clip_inside = (self.clip_norm is not None and len(groups) == 1 and not sparse
-                       and self._grouping_for(device) == "device")
-        scale = None
-        if self.clip_norm is not None and not clip_inside:
-            with tf.device(device):
-                scale = _clip_scale(tf.linalg.global_norm(grads), self.clip_norm)
-        updates = []
-        for (device, dtype), group in groups.items():
-            with tf.device(device):
-                updates.extend(self._fused_group(group, dtype, self._grouping_for(device),
-                                                 scale, clip_inside))
-        return updates
-
-    def _fused_group(self, members, dtype, grouping, scale, clip_inside):
-        """Fused update of the members living on one device, with one dtype."""
-        coef = self._fused_coefficients(dtype)
-        updates = []
-        for batch in _batches(members, grouping):
-            variables = [parts for _, parts, _ in batch]
-            results = _fused_step(
-                self._update_rule, coef, tuple(flags for _, _, flags in batch),
-                self.clip_norm if clip_inside else None, scale,
-                [_dense_gradient(grad, parts[0]) for grad, parts, _ in batch],
-                *[[tf.convert_to_tensor(parts[k]) for parts in variables] for k in range(3)])
-            for parts, values in zip(variables, results):
-                updates.extend(variable.assign(value, use_locking=self._use_locking,
-                                               read_value=False)
-                               for variable, value in zip(parts, values))
-        return updates
-
-    # ---- per-variable path (fused=False, TPU, other strategies) --------------
-    def _coefficients(self, var, apply_state):
-        var_device, var_dtype = var.device, var.dtype.base_dtype
-        found = (apply_state or {}).get((var_device, var_dtype))
-        if found is None:
-            found = self._fallback_apply_state(var_device, var_dtype)
-        return found
-
-    def _densify(self, values, var, indices):
-        """Sums sparse rows (duplicates included) into a dense gradient."""
-        num_rows = tf.shape(var, out_type=indices.dtype)[0]
-        return tf.math.unsorted_segment_sum(values, indices, num_rows)
-
-    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices,
-                                                 **kwargs):
-        # The update is dense (as the reference's, which turns the IndexedSlices
-        # gradient of an embedding lookup into a dense tensor): every row's
-        # moments decay and every row gets weight decay.
-        return self._resource_apply_dense(
-            self._densify(grad, handle, indices), handle, **kwargs)
-
-    def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
-        return self._resource_apply_dense(
-            self._densify(grad, var, indices), var, apply_state=apply_state)
-
-    def fused_hlo(self, grads, variables, grouping=None, stage="optimized_hlo"):
-        """The compiled XLA text of each computation the fused update launches.
-
-        For `variables` (built, on this process's default device) and dense `grads`,
-        split as apply_gradients splits them (`grouping`: default this optimizer's
-        choice for a CPU device, "batched" under "auto"). For kernel counts
-        (benchmarks/optimizer.py --kernels).
-        """
-        grouping = grouping or (self.fused_grouping if self.fused_grouping != "auto"
-                                else "batched")
-        members = [(grad, tuple([var] + [self.get_slot(var, n) for n in self._SLOT_NAMES]),
-                    self._variable_flags(var)) for grad, var in zip(grads, variables)]
-        clip_inside = self.clip_norm if grouping == "device" else None
-        scale = tf.constant(1.0) if self.clip_norm and clip_inside is None else None
-        coef = self._fused_coefficients(tf.float32)
-        texts = []
-        for batch in _batches(members, grouping):
-            texts.append(_fused_step.experimental_get_compiler_ir(
-                self._update_rule, coef, tuple(f for _, _, f in batch), clip_inside, scale,
-                [g for g, _, _ in batch],
-                *[[parts[k].value() for _, parts, _ in batch] for k in range(3)])(stage=stage))
-        return texts
-
-    def _fused_config(self):
-        """The fused-update settings, for get_config."""
-        return {"fused": self.fused, "fused_grouping": self.fused_grouping,
-                "clip_norm": self.clip_norm}
-
-
-# --------------------------------------------------------------------------- #
 # AdamWeightDecay
 # --------------------------------------------------------------------------- #
 @tf_keras.utils.register_keras_serializable(package="bert_tf2")
-class AdamWeightDecay(_FusedOptimizer):
+class AdamWeightDecay(fused_update.FusedOptimizer):
     """Adam without bias correction, with decoupled weight decay (BERT's rule).
 
     Subclasses the classic tf_keras optimizer (``OptimizerV2``), which gives
@@ -572,14 +275,14 @@ class AdamWeightDecay(_FusedOptimizer):
       jit_compile: per-variable path only (``fused=False``): compile each
         variable's update with XLA.  XLA contracts multiply-adds, so values may
         differ from the op-by-op update in the last bit.
-      fused: True (default): the fused update (see ``_FusedOptimizer``): the
+      fused: True (default): the fused update (see ``fused_update.FusedOptimizer``): the
         same formula compiled by XLA over the variables of each device, within
         a few ulp of the op-by-op update (XLA contracts multiply-adds; bound in
         tests/test_fused_optimizer.py).  False: the TF1 update op by op, per
         variable, bit for bit the reference's.
       fused_grouping: "auto" (default: "batched" on CPU, "device" on GPU/TPU),
         "device", "batched" or "variable": how the fused update is split into
-        XLA computations (see ``_FusedOptimizer``).
+        XLA computations (see ``fused_update.FusedOptimizer``).
       clip_norm: if set, ``apply_gradients`` clips the gradients to this
         global norm first (``tf.clip_by_global_norm``'s scale; with the fused
         update the multiplication is folded into the update).  None (default):
@@ -630,13 +333,7 @@ class AdamWeightDecay(_FusedOptimizer):
     # ---- decisions by variable name ---------------------------------------
     def _do_use_weight_decay(self, param_name):
         """True if the variable called ``param_name`` gets weight decay."""
-        if not self.weight_decay_rate:
-            return False
-        param_name = _strip_output_index(param_name)
-        for pattern in self.exclude_from_weight_decay:
-            if re.search(pattern, param_name) is not None:
-                return False
-        return True
+        return _decays(param_name, self.weight_decay_rate, self.exclude_from_weight_decay)
 
     def uses_weight_decay(self, var):
         """Public helper: whether ``var`` (a variable or a name) is decayed."""
@@ -785,7 +482,7 @@ def per_variable_hlo(grad, var, stage="optimized_hlo"):
 # LAMB
 # --------------------------------------------------------------------------- #
 @tf_keras.utils.register_keras_serializable(package="bert_tf2")
-class LAMB(_FusedOptimizer):
+class LAMB(fused_update.FusedOptimizer):
     """LAMB (layer-wise adaptive moments), the rule of tf-models-official's LAMB.
 
     Per variable, with ``t`` = completed updates + 1::
@@ -800,7 +497,7 @@ class LAMB(_FusedOptimizer):
     Same hyper-parameters, slot names ("m", "v") and checkpointed variables as
     ``official.modeling.optimization.lamb.LAMB`` (checkpoints of either load
     into the other), plus the fused update, ``clip_norm`` and ``build`` of
-    ``_FusedOptimizer``.  IndexedSlices gradients are applied densely.
+    ``fused_update.FusedOptimizer``.  IndexedSlices gradients are applied densely.
 
     Args:
       learning_rate: float or ``LearningRateSchedule`` (called with the float
@@ -979,20 +676,20 @@ def create_slots(optimizer, variables):
         inner._create_all_weights(list(variables))  # pylint: disable=protected-access
 
 
-def create_optimizer(init_lr,
-                     num_train_steps,
-                     num_warmup_steps,
-                     optimizer_type="adamw",
-                     weight_decay_rate=0.01,
-                     beta_1=0.9,
-                     beta_2=0.999,
-                     epsilon=1e-6,
-                     exclude_from_weight_decay=None,
-                     jit_compile=False,
-                     fused=True,
-                     clip_norm=None,
-                     fused_grouping="auto"):
-    """Builds the BERT optimizer with its warm-up / linear-decay schedule.
+def keras_optimizer(init_lr,
+                    num_train_steps,
+                    num_warmup_steps,
+                    optimizer_type="adamw",
+                    weight_decay_rate=0.01,
+                    beta_1=0.9,
+                    beta_2=0.999,
+                    epsilon=1e-6,
+                    exclude_from_weight_decay=None,
+                    jit_compile=False,
+                    fused=True,
+                    clip_norm=None,
+                    fused_grouping="auto"):
+    """Builds the BERT optimizer (tf_keras) with its warm-up / linear-decay schedule.
 
     ``optimizer.apply_gradients(zip(grads, vars))`` performs one update with
     ``lr = WarmupPolynomialDecay(...)(optimizer.iterations)`` and then adds 1
@@ -1058,3 +755,107 @@ def create_optimizer(init_lr,
     return lamb.LAMB(learning_rate=schedule, exclude_from_weight_decay=list(exclude),
                      exclude_from_layer_adaptation=list(exclude),
                      global_clipnorm=clip_norm, **hyper)
+
+
+def create_optimizer(*args, **kwargs):
+    """The reference's create_optimizer and ours, told apart by the first argument.
+
+    create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu): the
+      reference's TF1 form (graph mode): returns the train op (see create_train_op).
+    create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=...,
+      ...): a tf_keras optimizer for a TF2 training loop (see keras_optimizer).
+    A loss is a tensor; a learning rate never is, so the two cannot be confused.
+    """
+    if "loss" in kwargs or (args and tf.is_tensor(args[0])):
+        return create_train_op(*args, **kwargs)
+    return keras_optimizer(*args, **kwargs)
+
+
+def create_train_op(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu):
+    """The reference's training op for `loss` (tf.compat.v1 graph mode).
+
+    Gradients of every trainable variable, clipped to global norm 1.0, applied by
+    AdamWeightDecayOptimizer (weight decay 0.01, none on LayerNorm and biases)
+    at the warm-up / linear-decay rate of the global step, which the op then
+    increments. use_tpu wraps the optimizer in CrossShardOptimizer.
+    """
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
+    optimizer = AdamWeightDecayOptimizer(
+        learning_rate=schedule(global_step), weight_decay_rate=0.01, beta_1=0.9,
+        beta_2=0.999, epsilon=1e-6,
+        exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+    if use_tpu:
+        optimizer = tf.compat.v1.tpu.CrossShardOptimizer(optimizer)
+    tvars = tf.compat.v1.trainable_variables()
+    grads, _ = tf.clip_by_global_norm(tf.gradients(loss, tvars), clip_norm=1.0)
+    train_op = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
+    # apply_gradients leaves the step alone (as the reference's does): count it here,
+    # after the update. (The reference groups the two without an order, so a step
+    # could read the already incremented count; here every update uses the count
+    # of updates before it, as the TF2 optimizers do.)
+    with tf.control_dependencies([train_op]):
+        return tf.group(global_step.assign_add(1))
+
+
+class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
+    """The reference's AdamWeightDecay as a tf.compat.v1 optimizer (graph mode).
+
+    Same update as AdamWeightDecay (Adam without bias correction, decoupled
+    weight decay except on names matching exclude_from_weight_decay); moments
+    in `<variable>/adam_m` and `<variable>/adam_v` from the TF1 variable store.
+    apply_gradients does not touch global_step (create_train_op increments it).
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, exclude_from_weight_decay=None,
+                 name="AdamWeightDecayOptimizer"):
+        super().__init__(False, name)
+        self.learning_rate = learning_rate
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = exclude_from_weight_decay
+
+    def _coefficients(self):
+        """The update's constants (Python doubles combined first) and rate, float32."""
+        def const(value):
+            return tf.constant(value, tf.float32)
+        return dict(lr_t=tf.cast(self.learning_rate, tf.float32),
+                    beta_1=const(self.beta_1), one_minus_beta_1=const(1.0 - self.beta_1),
+                    beta_2=const(self.beta_2), one_minus_beta_2=const(1.0 - self.beta_2),
+                    epsilon=const(self.epsilon),
+                    weight_decay_rate=const(self.weight_decay_rate or 0.0))
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        """One update of every (gradient, variable) pair; None gradients skipped.
+        global_step is accepted for the reference's signature and not incremented."""
+        coef = self._coefficients()
+        assignments = []
+        for grad, param in grads_and_vars:
+            if grad is None or param is None:
+                continue
+            param_name = _strip_output_index(param.name)
+            m, v = (tf.compat.v1.get_variable(
+                param_name + "/" + slot, shape=param.shape.as_list(), dtype=tf.float32,
+                trainable=False, initializer=tf.compat.v1.zeros_initializer())
+                for slot in (_SLOT_M, _SLOT_V))
+            new_param, new_m, new_v = _adam_update(
+                tf.convert_to_tensor(grad), param, m, v, coef,
+                self._do_use_weight_decay(param_name))
+            assignments.extend([param.assign(new_param), m.assign(new_m), v.assign(new_v)])
+        return tf.group(*assignments, name=name)
+
+    def _do_use_weight_decay(self, param_name):
+        """True if the variable called `param_name` gets weight decay."""
+        return _decays(param_name, self.weight_decay_rate, self.exclude_from_weight_decay)
+
+
+def _decays(param_name, weight_decay_rate, exclude_patterns):
+    """Whether a variable of this name gets weight decay: a rate, and no pattern of
+    exclude_patterns (regular expressions, re.search) matching the name."""
+    if not weight_decay_rate:
+        return False
+    name = _strip_output_index(param_name)
+    return not any(re.search(pattern, name) for pattern in exclude_patterns or ())

@@ -28,8 +28,10 @@ from glue_data import (  # noqa: F401  pylint: disable=unused-import
     convert_examples_to_features, convert_single_example, eval_metrics,
     file_based_convert_examples_to_features, get_processor, record_spec)
 import input_pipeline
+import heads
 import modeling
 import tokenization
+import tf1_variables
 import training
 
 # The reference's name, for code that imported it from run_classifier.
@@ -108,13 +110,39 @@ def input_fn_builder(features, seq_length, is_training, drop_remainder):
 # Model and loss
 # ---------------------------------------------------------------------------
 
-def create_model(bert_config, num_labels, use_one_hot_embeddings=False):
+def create_model(bert_config, *args, **kwargs):
     """The classifier: BERT, dropout 0.1 on the pooled output, a linear layer.
 
-    With num_labels == 1 the single output is a regression score.
+    create_model(bert_config, num_labels, use_one_hot_embeddings=False): the
+      tf_keras model the runner trains (num_labels == 1: a regression score).
+    create_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
+      num_labels, use_one_hot_embeddings): the reference's graph-style form, told
+      apart by its eight arguments: (loss, per_example_loss, logits, probabilities).
     """
-    return modeling.BertClassifier(bert_config, num_labels,
-                                   use_one_hot_embeddings=use_one_hot_embeddings)
+    if len(args) + len(kwargs) == 7 or "input_ids" in kwargs:
+        return _reference_model(bert_config, *args, **kwargs)
+    return _keras_model(bert_config, *args, **kwargs)
+
+
+def _keras_model(bert_config, num_labels, use_one_hot_embeddings=False):
+    return heads.BertClassifier(bert_config, num_labels,
+                                use_one_hot_embeddings=use_one_hot_embeddings)
+
+
+def _reference_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
+                     num_labels, use_one_hot_embeddings):
+    """The reference's create_model: variables `bert/...`, `output_weights`, `output_bias`."""
+    model = modeling.BertModel(config=bert_config, is_training=is_training,
+                               input_ids=input_ids, input_mask=input_mask,
+                               token_type_ids=segment_ids,
+                               use_one_hot_embeddings=use_one_hot_embeddings)
+    pooled = model.get_pooled_output()
+    if is_training:
+        pooled = modeling.dropout(pooled, 0.1)
+    logits = tf1_variables.run_in_tf1_scope(heads.OutputProjection(num_labels, 0.02, "output"),
+                                            None, None, pooled)
+    loss, per_example_loss, probabilities = compute_loss(logits, labels, num_labels)
+    return loss, per_example_loss, logits, probabilities
 
 
 def compute_loss(logits, label_ids, num_labels, regression=False):

@@ -28,6 +28,7 @@ import tensorflow as tf
 import fileutil
 import flags_common
 import input_pipeline
+import heads
 import modeling
 import multiple_choice_data
 import tokenization
@@ -69,7 +70,7 @@ def run(fv):
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.runner_from_flags(
-        fv, lambda: modeling.BertMultipleChoice(bert_config, fv.use_tpu),
+        fv, lambda: heads.BertMultipleChoice(bert_config, fv.use_tpu),
         num_train_steps, num_warmup_steps)
     if fv.do_train:
         _train(fv, runner, task, splits["train"], num_train_steps)

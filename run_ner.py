@@ -35,6 +35,7 @@ import tensorflow as tf
 import fileutil
 import flags_common
 import input_pipeline
+import heads
 import modeling
 import ner_data
 import ner_metrics
@@ -238,7 +239,7 @@ class _Task(object):
     def model(self, bert_config):
         """A BertTagger for these labels (fine-tuned, or feature-based)."""
         fv = self.fv
-        return modeling.BertTagger(
+        return heads.BertTagger(
             bert_config, len(self.labels), use_one_hot_embeddings=fv.use_tpu,
             feature_layers=_feature_layers(fv) if fv.feature_based else None,
             lstm_units=fv.lstm_units)

@@ -22,8 +22,10 @@ from absl import logging
 import fileutil
 import flags_common
 import input_pipeline
+import heads
 import modeling
 import pretraining_records
+import tf1_variables
 import training
 
 
@@ -100,6 +102,37 @@ def dataset_fn_for(fv, input_files, is_training, spec=None, trim_padding=False):
 # Model and loss
 # ---------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------
+# The reference's graph-style heads (code written against its run_pretraining)
+# ---------------------------------------------------------------------------
+gather_indexes = modeling.gather_indexes
+
+
+def get_masked_lm_output(bert_config, input_tensor, output_weights, positions, label_ids,
+                         label_weights):
+    """Masked-LM head and loss at `positions` [B, P] of input_tensor [B, S, H], the
+    output layer tied to output_weights [V, H]: (loss, per-position loss [B * P],
+    log_probs [B * P, V]); variables `cls/predictions/...`."""
+    with tf1_variables.tf1_variable_scope("cls"):
+        logits = heads.MaskedLMHead(bert_config)(
+            modeling.gather_indexes(input_tensor, positions), output_weights)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    loss, per_example_loss = heads.masked_lm_loss(
+        log_probs, tf.reshape(label_ids, [-1]), tf.reshape(label_weights, [-1]))
+    return loss, per_example_loss, log_probs
+
+
+def get_next_sentence_output(bert_config, input_tensor, labels):
+    """Next-sentence head and loss on the pooled output [B, H]: (loss, per-example
+    loss [B], log_probs [B, 2]); variables `cls/seq_relationship/...`."""
+    with tf1_variables.tf1_variable_scope("cls"):
+        logits = heads.OutputProjection(2, bert_config.initializer_range,
+                                        "seq_relationship")(input_tensor)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    loss, per_example_loss = heads.next_sentence_loss(log_probs, labels)
+    return loss, per_example_loss, log_probs
+
+
 def pretraining_loss(model, features, is_training):
     """The reference's loss (masked-LM + next sentence) and accuracies.
 
@@ -111,14 +144,14 @@ def pretraining_loss(model, features, is_training):
     # to float32 rounding, with a fused kernel for the [B, P, V] softmax part.
     logits = out["masked_lm_logits"]
     weights = tf.cast(features["masked_lm_weights"], tf.float32)
-    _, mlm_per_example = modeling.masked_lm_loss_from_logits(
+    _, mlm_per_example = heads.masked_lm_loss_from_logits(
         logits, features["masked_lm_ids"], weights)
     denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
     mlm_loss = tf.reduce_sum(weights * mlm_per_example) / denominator * training.num_replicas()
     if "next_sentence_weights" in features:
         nsp_loss, nsp_accuracy = _packed_next_sentence(out, features)
     else:
-        nsp_loss, _ = modeling.next_sentence_loss(out["next_sentence_log_probs"],
+        nsp_loss, _ = heads.next_sentence_loss(out["next_sentence_log_probs"],
                                                   features["next_sentence_labels"])
         nsp_correct = tf.cast(tf.equal(
             tf.argmax(out["next_sentence_log_probs"], -1, output_type=tf.int32),
@@ -144,7 +177,7 @@ def _packed_next_sentence(out, features):
     """
     log_probs = out["next_sentence_log_probs"]  # [B, K, 2]
     weights = tf.cast(features["next_sentence_weights"], tf.float32)
-    _, per_instance = modeling.weighted_next_sentence_loss(
+    _, per_instance = heads.weighted_next_sentence_loss(
         log_probs, features["next_sentence_labels"], weights)
     count = tf.maximum(training.global_sum(tf.reduce_sum(weights)), 1e-5)
     loss = tf.reduce_sum(weights * per_instance) / count * training.num_replicas()
@@ -164,15 +197,15 @@ def eval_outputs(model, features):
     out = model(features, training=False)
     log_probs = out["masked_lm_log_probs"]
     nsp_log_probs = out["next_sentence_log_probs"]
-    mlm_loss, mlm_per_example = modeling.masked_lm_loss(
+    mlm_loss, mlm_per_example = heads.masked_lm_loss(
         log_probs, features["masked_lm_ids"], features["masked_lm_weights"])
     labels = features["next_sentence_labels"]
     packed = "next_sentence_weights" in features
     if packed:
-        nsp_loss, nsp_per_example = modeling.weighted_next_sentence_loss(
+        nsp_loss, nsp_per_example = heads.weighted_next_sentence_loss(
             nsp_log_probs, labels, features["next_sentence_weights"])
     else:
-        nsp_loss, nsp_per_example = modeling.next_sentence_loss(nsp_log_probs, labels)
+        nsp_loss, nsp_per_example = heads.next_sentence_loss(nsp_log_probs, labels)
         labels = tf.reshape(labels, [-1])
     outputs = {
         "masked_lm_example_loss": mlm_per_example,
@@ -227,7 +260,7 @@ def run(fv):
     training.configure_precision(fv)
     strategy = training.get_strategy(fv)
     config = training.RunConfig.from_flags(fv)
-    runner = training.Runner(strategy, lambda: modeling.BertPretrainer(bert_config), config,
+    runner = training.Runner(strategy, lambda: heads.BertPretrainer(bert_config), config,
                              for_training=fv.do_train)
     if fv.do_train:
         _train(fv, runner, input_files, spec)

@@ -27,6 +27,7 @@ import tensorflow as tf
 import fileutil
 import flags_common
 import input_pipeline
+import heads
 import modeling
 # The task data and post-processing live in squad_data / squad_results; every name
 # the reference's run_squad.py has stays importable from here.
@@ -42,6 +43,7 @@ from squad_results import (  # noqa: F401  pylint: disable=unused-import
     get_best_indexes, get_final_text, has_gold_answers, summarize_feature, write_json,
     write_predictions)
 import tokenization
+import tf1_variables
 import training
 
 # The reference's names of four helpers.
@@ -149,6 +151,18 @@ def validate_flags_or_throw(fv, bert_config):
 # Model: loss and prediction
 # ---------------------------------------------------------------------------
 
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
+                 use_one_hot_embeddings):
+    """The reference's graph-style SQuAD model: (start_logits [B, S], end_logits [B, S]),
+    variables `bert/...` and `cls/squad/output_weights|output_bias`."""
+    model = modeling.BertModel(config=bert_config, is_training=is_training,
+                               input_ids=input_ids, input_mask=input_mask,
+                               token_type_ids=segment_ids,
+                               use_one_hot_embeddings=use_one_hot_embeddings)
+    with tf1_variables.tf1_variable_scope():
+        return heads.SquadHead()(model.get_sequence_output())
+
+
 def squad_loss(start_logits, end_logits, start_positions, end_positions):
     """Mean of the start and end cross-entropies over the positions of the sequence."""
     def cross_entropy(logits, positions):
@@ -228,7 +242,7 @@ def _train(fv, bert_config, tokenizer, train_examples):
 def _make_runner(fv, bert_config, num_train_steps=0, num_warmup_steps=0):
     """The Runner of a BertSquad (restoring output_dir's checkpoint or init_checkpoint)."""
     return training.runner_from_flags(
-        fv, lambda: modeling.BertSquad(bert_config, use_one_hot_embeddings=fv.use_tpu),
+        fv, lambda: heads.BertSquad(bert_config, use_one_hot_embeddings=fv.use_tpu),
         num_train_steps, num_warmup_steps)
 
 

@@ -9,6 +9,7 @@ one window (`best_spans`).
 import numpy as np
 import tensorflow as tf
 
+import heads
 import modeling
 import tokenization_graph
 
@@ -157,22 +158,22 @@ def build_model(model_type, bert_config, num_labels=None, feature_layers=None, l
     """
     if model_type == "encoder":
         model = modeling.BertModel(bert_config)
-        dummy = modeling.dummy_features()
+        dummy = heads.dummy_features()
         model(dummy["input_ids"], dummy["input_mask"], dummy["segment_ids"])
         return model
     if model_type == "classifier":
-        model = modeling.BertClassifier(bert_config, num_labels)
+        model = heads.BertClassifier(bert_config, num_labels)
     elif model_type == "squad":
-        model = modeling.BertSquad(bert_config)
+        model = heads.BertSquad(bert_config)
     elif model_type == "tagger":
-        model = modeling.BertTagger(bert_config, num_labels, feature_layers=feature_layers,
+        model = heads.BertTagger(bert_config, num_labels, feature_layers=feature_layers,
                                     lstm_units=lstm_units)
     elif model_type == "multiple_choice":
-        model = modeling.BertMultipleChoice(bert_config)
+        model = heads.BertMultipleChoice(bert_config)
     else:
         raise ValueError("--model_type must be one of %s, got %r"
                          % (", ".join(MODEL_TYPES), model_type))
-    model(modeling.dummy_features(), training=False)
+    model(heads.dummy_features(), training=False)
     return model
 
 

@@ -29,6 +29,7 @@ from absl import logging
 import checkpoints
 import fileutil
 import input_pipeline
+import heads
 import modeling
 import optimization
 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
@@ -251,7 +252,7 @@ class Runner:
             self.model = model_fn()
             if not self.model.built:
                 # Variable shapes do not depend on the sequence length.
-                self.model(modeling.dummy_features())
+                self.model(heads.dummy_features())
             if config.gradient_checkpointing and for_training:
                 if not modeling.set_gradient_checkpointing(self.model):
                     raise ValueError("--gradient_checkpointing: the model has no BERT encoder")

@@ -165,11 +165,12 @@ class Ours:
         """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones)."""
         import checkpoints  # pylint: disable=import-outside-toplevel
         import input_pipeline  # pylint: disable=import-outside-toplevel
+        import heads  # pylint: disable=import-outside-toplevel
         import modeling  # pylint: disable=import-outside-toplevel
         import optimization  # pylint: disable=import-outside-toplevel
         tf.random.set_seed(1)
-        model = modeling.BertClassifier(self.bert_config, num_labels)
-        model(modeling.dummy_features())
+        model = heads.BertClassifier(self.bert_config, num_labels)
+        model(heads.dummy_features())
         if self.checkpoint:
             checkpoints.load_checkpoint(model, self.checkpoint)
         optimizer = optimization.create_optimizer(2e-5, 1000, 100, clip_norm=1.0)
@@ -274,6 +275,7 @@ def _max_diff(a, b):
 def _model_setup(name, workdir):
     """(BertConfig, our checkpoint, peer spec without jobs)."""
     import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
+    import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     hf_dir = minilm_dir()
     if name == "minilm":
@@ -299,6 +301,7 @@ def _model_setup(name, workdir):
 def measure_model(name, workdir, quick, log):
     """Our rows of one model (peer values filled in later) and the peer's jobs."""
     import input_pipeline  # pylint: disable=import-outside-toplevel
+    import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     import tokenization  # pylint: disable=import-outside-toplevel
     pick = 1 if quick else 0
@@ -327,7 +330,7 @@ def measure_model(name, workdir, quick, log):
         count = size[task.replace("-", "") + "_eval"]
         path, examples, num_labels = glue_data_files(workdir, task, "dev", count, tokenizer)
         spec = input_pipeline.classifier_features(SEQ_LENGTH)
-        model_fn = (lambda n=num_labels: modeling.BertClassifier(config, n))
+        model_fn = (lambda n=num_labels: heads.BertClassifier(config, n))
         results = {trim: ours.predict("%s_%s_%s" % (name, task, trim), model_fn, path, spec,
                                       BATCH_SIZE, _classifier_predict, len(examples), trim)
                    for trim in (True, False)}
@@ -351,7 +354,7 @@ def measure_model(name, workdir, quick, log):
                  "layers": list(LAYERS)})
 
     path, examples = squad_data_files(workdir, size["squad"], tokenizer)
-    speed, _ = ours.predict("%s_squad" % name, lambda: modeling.BertSquad(config), path,
+    speed, _ = ours.predict("%s_squad" % name, lambda: heads.BertSquad(config), path,
                             input_pipeline.squad_features(SQUAD_SEQ_LENGTH, False),
                             SQUAD_BATCH_SIZE, _squad_predict, len(examples), False)
     for peer_padding in ("dynamic padding", "padded to 384 as HF run_qa by default"):

@@ -128,11 +128,12 @@ def load_batches(path, batch_size, num_batches, packed):
 
 def build_step(cfg):
     """A traced training step (model, loss, clipped AdamWeightDecay) on fresh weights."""
+    import heads
     import modeling
     import optimization
     import run_pretraining
-    model = modeling.BertPretrainer(modeling.BertConfig(**cfg))
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(modeling.BertConfig(**cfg))
+    model(heads.dummy_features())
     optimizer = optimization.create_optimizer(1e-4, 100000, 1000, clip_norm=1.0)
     variables = model.trainable_variables
     optimization.create_slots(optimizer, variables)

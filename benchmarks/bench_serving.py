@@ -30,6 +30,7 @@ from bench_util import np, tf
 import checkpoints  # pylint: disable=wrong-import-order
 import export_saved_model  # pylint: disable=wrong-import-order
 import glue_data  # pylint: disable=wrong-import-order
+import heads  # pylint: disable=wrong-import-order
 import modeling  # pylint: disable=wrong-import-order
 import tokenization  # pylint: disable=wrong-import-order
 
@@ -88,8 +89,8 @@ def export_classifier(directory, size, seq_length, pairs):
     # The model's vocabulary is the file's (the real one makes tokenization realistic).
     cfg["vocab_size"] = len(tokenization.load_vocab(vocab_file))
     config = modeling.BertConfig.from_dict(cfg)
-    model = modeling.BertClassifier(config, 2)
-    model(modeling.dummy_features())
+    model = heads.BertClassifier(config, 2)
+    model(heads.dummy_features())
     prefix = os.path.join(directory, "checkpoint", "model.ckpt")
     checkpoints.write_tf1_checkpoint(
         {name: var.numpy() for name, var in checkpoints.tf1_variable_map(model).items()},

@@ -29,16 +29,17 @@ MAX_PREDICTIONS = 20
 
 
 def _step(model, features):
+    import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
             out = model(features, training=True)
-            mlm, _ = modeling.masked_lm_loss_from_logits(
+            mlm, _ = heads.masked_lm_loss_from_logits(
                 out["masked_lm_logits"], features["masked_lm_ids"],
                 features["masked_lm_weights"])
-            nsp, _ = modeling.next_sentence_loss(out["next_sentence_log_probs"],
+            nsp, _ = heads.next_sentence_loss(out["next_sentence_log_probs"],
                                                  features["next_sentence_labels"])
             loss = mlm + nsp
         grads = tape.gradient(loss, model.trainable_variables)
@@ -48,6 +49,7 @@ def _step(model, features):
 
 def measure_in_process(size, seq_length, batch_size, repeats):
     """{"ours"|"peer": {"bytes": step peak bytes, "seconds": [per step]}} for one size."""
+    import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     cfg = bench_util.model_config(size)
     ids, mask, segments = bench_util.synthetic_tokens(batch_size, seq_length, cfg["vocab_size"])
@@ -62,8 +64,8 @@ def measure_in_process(size, seq_length, batch_size, repeats):
         "masked_lm_weights": tf.ones([batch_size, MAX_PREDICTIONS]),
         "next_sentence_labels": tf.constant(rng.randint(0, 2, [batch_size, 1]).astype(np.int32)),
     }
-    model = modeling.BertPretrainer(modeling.BertConfig(**cfg))
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(modeling.BertConfig(**cfg))
+    model(heads.dummy_features())
     steps = {}
     for name, recompute in (("peer", False), ("ours", True)):
         modeling.set_gradient_checkpointing(model, recompute)

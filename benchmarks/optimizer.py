@@ -44,9 +44,10 @@ VARIANTS = {
 
 def _variables(cfg):
     """Plain variables with the shapes and names of BertPretrainer's trainable ones."""
+    import heads
     import modeling
-    model = modeling.BertPretrainer(modeling.BertConfig(**cfg))
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(modeling.BertConfig(**cfg))
+    model(heads.dummy_features())
     specs = [(v.name.split(":")[0], v.shape) for v in model.trainable_variables]
     bench_util.release_models()
     rng = np.random.RandomState(0)

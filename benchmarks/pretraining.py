@@ -65,6 +65,7 @@ def _repeat(batch):
 
 def build_ours(cfg, dtype, xla, batch, workdir):
     """Returns run(n): n steps of training.Runner's loop; the loss is fetched to sync."""
+    import heads
     import modeling
     import run_pretraining
     import training
@@ -76,7 +77,7 @@ def build_ours(cfg, dtype, xla, batch, workdir):
     fields = {f.name for f in dataclasses.fields(training.RunConfig)}
     run_config = training.RunConfig(**{k: v for k, v in values.items() if k in fields})
     bert_config = modeling.BertConfig(**cfg)
-    runner = training.Runner(strategy, lambda: modeling.BertPretrainer(bert_config),
+    runner = training.Runner(strategy, lambda: heads.BertPretrainer(bert_config),
                              run_config)
     iterator = iter(strategy.distribute_datasets_from_function(lambda _: _repeat(batch)))
     train_loop = runner._make_train_loop(run_pretraining.pretraining_loss)  # pylint: disable=protected-access

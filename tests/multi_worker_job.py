@@ -12,6 +12,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import heads  # noqa: E402
 import modeling  # noqa: E402
 import training  # noqa: E402
 from test_training import classifier_loss, features, tiny_config  # noqa: E402
@@ -35,7 +36,7 @@ def main():
     config = training.RunConfig(output_dir=output_dir, learning_rate=1e-2, num_train_steps=3,
                                 num_warmup_steps=0, iterations_per_loop=3,
                                 init_checkpoint=init_checkpoint)
-    runner = training.Runner(strategy, lambda: modeling.BertClassifier(tiny_config(), 2), config)
+    runner = training.Runner(strategy, lambda: heads.BertClassifier(tiny_config(), 2), config)
     runner.train(dataset_fn, classifier_loss)
     np.savez(result, *[v.numpy() for v in runner.model.trainable_variables])
     print(json.dumps({"step": runner.global_step, "chief": runner.is_chief}))

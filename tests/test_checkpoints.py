@@ -6,6 +6,7 @@ import tensorflow as tf
 import checkpoints
 import convert_tf1_checkpoint
 import flags_common
+import heads
 import modeling
 import optimization
 
@@ -18,7 +19,7 @@ def tiny_config(**overrides):
 
 
 def built(model):
-    model(modeling.dummy_features())
+    model(heads.dummy_features())
     return model
 
 
@@ -38,10 +39,10 @@ def write_tf1(tmp_path, model, extra=None):
 
 def test_tf1_checkpoint_loads_into_every_task_model(tmp_path):
     cfg = tiny_config()
-    source = built(modeling.BertPretrainer(cfg))
+    source = built(heads.BertPretrainer(cfg))
     prefix = write_tf1(tmp_path, source)
     assert not checkpoints.is_tf2_checkpoint(prefix)
-    target = built(modeling.BertClassifier(cfg, 3))
+    target = built(heads.BertClassifier(cfg, 3))
     result = checkpoints.load_checkpoint(target, prefix)
     assert sorted(result.not_in_checkpoint) == ["output_bias", "output_weights"]
     assert any(n.startswith("cls/predictions") for n in result.unused)
@@ -52,8 +53,8 @@ def test_tf1_checkpoint_loads_into_every_task_model(tmp_path):
 
 
 def test_shape_mismatch_names_the_variable(tmp_path):
-    prefix = write_tf1(tmp_path, built(modeling.BertPretrainer(tiny_config())))
-    other = built(modeling.BertPretrainer(tiny_config(vocab_size=41)))
+    prefix = write_tf1(tmp_path, built(heads.BertPretrainer(tiny_config())))
+    other = built(heads.BertPretrainer(tiny_config(vocab_size=41)))
     with pytest.raises(ValueError, match="bert/embeddings/word_embeddings.*bert_config"):
         checkpoints.load_checkpoint(other, prefix)
 
@@ -68,12 +69,12 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 
 def test_tf2_checkpoint_loads_by_name_into_another_model(tmp_path):
     cfg = tiny_config()
-    source = built(modeling.BertPretrainer(cfg))
+    source = built(heads.BertPretrainer(cfg))
     opt = optimization.create_optimizer(1e-3, 10, 1)
     opt.build(source.trainable_variables)
     path = tf.train.Checkpoint(model=source, optimizer=opt).write(str(tmp_path / "tf2" / "ckpt"))
     assert checkpoints.is_tf2_checkpoint(path)
-    target = built(modeling.BertSquad(cfg))
+    target = built(heads.BertSquad(cfg))
     result = checkpoints.load_checkpoint(target, path)
     assert sorted(result.not_in_checkpoint) == ["cls/squad/output_bias", "cls/squad/output_weights"]
     for name, var in checkpoints.tf1_variable_map(target).items():
@@ -86,7 +87,7 @@ def test_tf2_checkpoint_loads_by_name_into_another_model(tmp_path):
 
 def test_round_trip_tf1_tf2_tf1_is_lossless_with_optimizer(tmp_path):
     cfg = tiny_config()
-    model = built(modeling.BertPretrainer(cfg))
+    model = built(heads.BertPretrainer(cfg))
     rng = np.random.RandomState(0)
     extra = {"global_step": np.int64(1234)}
     for name, var in checkpoints.tf1_variable_map(model).items():
@@ -107,7 +108,7 @@ def test_convert_cli_both_directions(tmp_path):
     cfg = tiny_config()
     cfg_path = tmp_path / "bert_config.json"
     cfg_path.write_text(cfg.to_json_string())
-    tf1 = write_tf1(tmp_path, built(modeling.BertSquad(cfg)))
+    tf1 = write_tf1(tmp_path, built(heads.BertSquad(cfg)))
     fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags, [
         "--input_checkpoint=" + tf1, "--bert_config_file=%s" % cfg_path,
         "--output_dir=%s" % (tmp_path / "out2")])
@@ -127,7 +128,7 @@ def test_convert_cli_both_directions(tmp_path):
 def test_real_tf1_checkpoint_loads_with_only_optimizer_state_left(shared_dir):
     d = shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny"
     cfg = modeling.BertConfig.from_json_file(str(d / "bert_config.json"))
-    model = built(modeling.BertPretrainer(cfg))
+    model = built(heads.BertPretrainer(cfg))
     result = checkpoints.load_checkpoint(model, str(d / "bert_model.ckpt"))
     assert result.not_in_checkpoint == [] and result.unused == []
     contents = checkpoints.CheckpointContents(str(d / "bert_model.ckpt"))
@@ -153,8 +154,8 @@ def test_real_tf1_checkpoint_round_trip_with_slots(shared_dir, tmp_path):
 def test_chinese_base_index_maps_onto_a_model_of_its_config(shared_dir):
     d = shared_dir / "data" / "tf1_checkpoints" / "chinese_L-12_H-768_A-12_index_only"
     cfg = modeling.BertConfig.from_json_file(str(d / "bert_config.json"))
-    model = modeling.BertPretrainer(cfg)
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(cfg)
+    model(heads.dummy_features())
     ours = {n: v.shape.as_list() for n, v in checkpoints.tf1_variable_map(model).items()}
     theirs = dict(tf.train.list_variables(str(d / "bert_model.ckpt")))
     assert len(theirs) == 206

@@ -20,6 +20,7 @@ import tensorflow as tf
 import checkpoints
 import convert_hf_checkpoint as conv
 import flags_common
+import heads
 import modeling
 import tokenization
 
@@ -344,8 +345,8 @@ def test_tiny_every_weight_lands_with_tf1_names(tiny_converted):
 
     # Loaded into the task model that has every one of those variables.
     config = modeling.BertConfig.from_json_file(str(tiny_converted["out"] / "bert_config.json"))
-    model = modeling.BertPretrainer(config)
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(config)
+    model(heads.dummy_features())
     result = checkpoints.load_checkpoint(model, str(tiny_converted["out"] / "bert_model.ckpt"))
     assert result.not_in_checkpoint == [] and result.unused == []
     by_name = checkpoints.tf1_variable_map(model)
@@ -375,8 +376,8 @@ def test_tiny_outputs_match_numpy_reference(tiny_converted, which):
 def test_tiny_pretraining_heads_match_numpy_reference(tiny_converted):
     out = tiny_converted["out"]
     config = modeling.BertConfig.from_json_file(str(out / "bert_config.json"))
-    model = modeling.BertPretrainer(config)
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(config)
+    model(heads.dummy_features())
     checkpoints.load_checkpoint(model, str(out / "bert_model.ckpt"))
     ids, mask, types = _tiny_inputs()
     positions = np.array([[1, 3], [2, 5]], np.int32)

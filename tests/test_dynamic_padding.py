@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import input_pipeline
+import heads
 import modeling
 import training
 from conftest import REPO_ROOT
@@ -99,7 +100,7 @@ def runner_for(tmp_path, name, model_fn, init_from=None, for_training=False, **c
 
 
 def classifier_fn():
-    model = modeling.BertClassifier(tiny_config(), 2)
+    model = heads.BertClassifier(tiny_config(), 2)
     model.dropout.rate = 0.0
     return model
 
@@ -279,7 +280,7 @@ def test_bucketed_predict_equals_padded_in_input_order(tmp_path, window):
 def test_bucketed_per_token_outputs_come_back_full_length(tmp_path, feature_layers):
     lengths = lengths_of(13, seed=4)
     path = write_tagger_records(tmp_path / "t.tf_record", lengths)
-    runner = runner_for(tmp_path, "tag", lambda: modeling.BertTagger(
+    runner = runner_for(tmp_path, "tag", lambda: heads.BertTagger(
         tiny_config(), 3, feature_layers=feature_layers, lstm_units=4))
 
     def tag_predict(model, features):
@@ -313,7 +314,7 @@ def test_multiple_choice_features_trim_and_bucket(tmp_path):
                           "input_mask": input_pipeline.int_feature(mask.ravel()),
                           "segment_ids": input_pipeline.int_feature(segments.ravel()),
                           "label_ids": input_pipeline.int_feature([rng.randint(3)])})
-    runner = runner_for(tmp_path, "mc", lambda: modeling.BertMultipleChoice(tiny_config()))
+    runner = runner_for(tmp_path, "mc", lambda: heads.BertMultipleChoice(tiny_config()))
 
     def mc_predict(model, features):
         return {"logits": model(features, training=False)["logits"],
@@ -359,7 +360,7 @@ def test_eager_gradients_of_trimmed_batches(tmp_path):
         batch, input_pipeline.sequence_feature_names(CLASSIFIER_SPEC), WIDTH).items()}
     assert trimmed["input_ids"].shape[1] < MAX_LEN
     model = classifier_fn()
-    model(modeling.dummy_features())
+    model(heads.dummy_features())
 
     def gradients(features):
         with tf.GradientTape() as tape:
@@ -374,7 +375,7 @@ def test_eager_gradients_of_trimmed_batches(tmp_path):
                                    atol=1e-6)
 
     # Pretraining: masked-LM positions inside the real tokens, the loss needs no padding.
-    pretrainer = modeling.BertPretrainer(tiny_config())
+    pretrainer = heads.BertPretrainer(tiny_config())
     feats = dict(batch, masked_lm_positions=np.tile([[1, 2, 0]], [8, 1]).astype(np.int32))
     full = pretrainer(feats)["masked_lm_logits"]
     cut = pretrainer(dict(trimmed, masked_lm_positions=feats["masked_lm_positions"]))

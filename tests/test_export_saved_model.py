@@ -15,6 +15,7 @@ import checkpoints
 import export_saved_model as esm
 import extract_features
 import flags_common
+import heads
 import modeling
 import run_classifier
 import run_squad
@@ -317,8 +318,8 @@ def tiny(tmp_path_factory, tiny_vocab):
     root = tmp_path_factory.mktemp("tiny")
     config_file = _write(root / "bert_config.json", json.dumps(_TINY_CONFIG))
     config = modeling.BertConfig.from_dict(_TINY_CONFIG)
-    model = modeling.BertClassifier(config, 2)
-    model(modeling.dummy_features())
+    model = heads.BertClassifier(config, 2)
+    model(heads.dummy_features())
     tensors = {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()}
     checkpoints.write_tf1_checkpoint(tensors, str(root / "classifier" / "model.ckpt"))
     checkpoints.write_tf1_checkpoint({n: t for n, t in tensors.items() if n.startswith("bert/")},
@@ -552,8 +553,8 @@ def test_squad_equals_run_squad(golden, shared_dir, tmp_path):
     out = loaded.signatures["serving_default"](question=questions, context=_encoded(contexts))
     for key in ("input_ids", "input_mask", "segment_ids"):
         np.testing.assert_array_equal(out[key].numpy(), [getattr(f, key) for f in features])
-    model = modeling.BertSquad(modeling.BertConfig.from_json_file(golden["config"]))
-    model(modeling.dummy_features())
+    model = heads.BertSquad(modeling.BertConfig.from_json_file(golden["config"]))
+    model(heads.dummy_features())
     checkpoints.load_checkpoint(model, golden["checkpoint"])
     reference = model({k: np.array([getattr(f, k) for f in features], np.int32)
                        for k in ("input_ids", "input_mask", "segment_ids")})

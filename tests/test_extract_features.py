@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import extract_features as ef
 import flags_common
+import heads
 import modeling
 import tokenization
 
@@ -184,8 +185,8 @@ def test_golden_from_a_tf2_checkpoint(golden, tmp_path):
     """The same weights saved as one of our TF2 checkpoints give the same output."""
     import checkpoints  # pylint: disable=import-outside-toplevel
     config = modeling.BertConfig.from_json_file(str(golden["dir"] / "bert_config.json"))
-    model = modeling.BertClassifier(config, 2)
-    model(modeling.dummy_features(seq_length=8))
+    model = heads.BertClassifier(config, 2)
+    model(heads.dummy_features(seq_length=8))
     checkpoints.load_checkpoint(model, str(golden["dir"] / "bert_model.ckpt"))
     prefix = tf.train.Checkpoint(model=model).save(str(tmp_path / "tf2" / "ckpt"))
     input_file = _write(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")

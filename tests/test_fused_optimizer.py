@@ -129,11 +129,12 @@ def test_op_by_op_is_the_tf1_graph_bit_for_bit_and_fused_is_within_the_bound():
 
 def _bert_mini_variables():
     """Name and initial value of every trainable variable of BERT-Mini's pretrainer."""
+    import heads
     import modeling
     config = modeling.BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
                                  num_attention_heads=4, intermediate_size=1024)
-    model = modeling.BertPretrainer(config)
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(config)
+    model(heads.dummy_features())
     named = [(v.name.split(":")[0], v.numpy()) for v in model.trainable_variables]
     tf_keras.backend.clear_session()
     return named
@@ -293,10 +294,11 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import tf_keras
     sys.path.insert(0, sys.argv[1])
+    import fused_update
     import optimization
     kind, fused_calls = sys.argv[2], []
-    original = optimization._fused_step
-    optimization._fused_step = lambda *a: fused_calls.append(1) or original(*a)
+    original = fused_update.fused_step
+    fused_update.fused_step = lambda *a: fused_calls.append(1) or original(*a)
 
     def make():
         opt = optimization.create_optimizer(0.1, 10, 1, optimizer_type=kind, clip_norm=1.0)

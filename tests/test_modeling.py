@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 import checkpoints
+import heads
 import modeling
 
 
@@ -138,9 +139,9 @@ def _gradients(fn, variables):
 
 @pytest.mark.parametrize("in_graph", [False, True])
 def test_gradient_checkpointing_without_dropout_gives_the_same_gradients(in_graph):
-    model = modeling.BertClassifier(tiny_config(hidden_dropout_prob=0.0,
+    model = heads.BertClassifier(tiny_config(hidden_dropout_prob=0.0,
                                                 attention_probs_dropout_prob=0.0), 3)
-    model(modeling.dummy_features())
+    model(heads.dummy_features())
     model.dropout.rate = 0.0
     ids, mask, types = random_inputs()
     feats = {"input_ids": ids, "input_mask": mask, "segment_ids": types}
@@ -271,10 +272,10 @@ def expected_tf1_names(num_layers, heads=("pretraining",)):
 @pytest.mark.parametrize("kind", ["pretraining", "classifier", "squad"])
 def test_every_variable_has_its_tf1_name(kind):
     cfg = tiny_config()
-    model = {"pretraining": lambda: modeling.BertPretrainer(cfg),
-             "classifier": lambda: modeling.BertClassifier(cfg, 3),
-             "squad": lambda: modeling.BertSquad(cfg)}[kind]()
-    model(modeling.dummy_features())
+    model = {"pretraining": lambda: heads.BertPretrainer(cfg),
+             "classifier": lambda: heads.BertClassifier(cfg, 3),
+             "squad": lambda: heads.BertSquad(cfg)}[kind]()
+    model(heads.dummy_features())
     names = sorted(checkpoints.tf1_variable_map(model))
     assert names == expected_tf1_names(2, (kind,))
     assert len(names) == len(model.variables)
@@ -291,13 +292,13 @@ def test_fresh_tables_are_not_copies_of_each_other():
 def test_mixed_precision_bf16_close_to_fp32():
     cfg = tiny_config()
     ids, mask, types = random_inputs()
-    fp32 = modeling.BertPretrainer(cfg)
+    fp32 = heads.BertPretrainer(cfg)
     feats = {"input_ids": ids, "input_mask": mask, "segment_ids": types,
              "masked_lm_positions": np.array([[1, 2]] * 3, np.int32)}
     want = fp32(feats)
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        bf16 = modeling.BertPretrainer(cfg)
+        bf16 = heads.BertPretrainer(cfg)
         bf16(feats)
         for a, b in zip(fp32.variables, bf16.variables):
             b.assign(a)
@@ -312,11 +313,11 @@ def test_mixed_precision_bf16_close_to_fp32():
 
 def test_losses_match_hand_computation():
     log_probs = np.log(np.array([[[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]], np.float32))
-    loss, per = modeling.masked_lm_loss(log_probs, np.array([[0, 2]]), np.array([[1.0, 0.0]]))
+    loss, per = heads.masked_lm_loss(log_probs, np.array([[0, 2]]), np.array([[1.0, 0.0]]))
     np.testing.assert_allclose(per, [[-np.log(0.7), -np.log(0.8)]], rtol=1e-5)
     np.testing.assert_allclose(loss, -np.log(0.7) / (1 + 1e-5), rtol=1e-5)
     nsp = np.log(np.array([[0.9, 0.1], [0.3, 0.7]], np.float32))
-    loss, per = modeling.next_sentence_loss(nsp, np.array([[0], [1]]))
+    loss, per = heads.next_sentence_loss(nsp, np.array([[0], [1]]))
     np.testing.assert_allclose(loss, -(np.log(0.9) + np.log(0.7)) / 2, rtol=1e-5)
 
 
@@ -328,8 +329,8 @@ def test_golden_tf1_tiny_outputs(shared_dir):
     g = shared_dir / "golden" / "tf1_tiny"
     cfg = modeling.BertConfig.from_json_file(str(g / "bert_config.json"))
     exp = dict(np.load(g / "expected_outputs.npz"))
-    model = modeling.BertPretrainer(cfg)
-    model(modeling.dummy_features())
+    model = heads.BertPretrainer(cfg)
+    model(heads.dummy_features())
     result = checkpoints.load_checkpoint(model, str(g / "bert_model.ckpt"))
     assert result.not_in_checkpoint == []
     feats = {k: exp[k] for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
@@ -343,9 +344,9 @@ def test_golden_tf1_tiny_outputs(shared_dir):
              "next_sentence_log_probs": out["next_sentence_log_probs"]}
     for name, got in pairs.items():
         np.testing.assert_allclose(got, exp[name], atol=1e-5, err_msg=name)
-    mlm, mlm_per = modeling.masked_lm_loss(out["masked_lm_log_probs"], exp["masked_lm_ids"],
+    mlm, mlm_per = heads.masked_lm_loss(out["masked_lm_log_probs"], exp["masked_lm_ids"],
                                            exp["masked_lm_weights"])
-    nsp, nsp_per = modeling.next_sentence_loss(out["next_sentence_log_probs"],
+    nsp, nsp_per = heads.next_sentence_loss(out["next_sentence_log_probs"],
                                                exp["next_sentence_labels"])
     np.testing.assert_allclose(mlm, exp["masked_lm_loss"], atol=1e-5)
     np.testing.assert_allclose(mlm_per, exp["masked_lm_example_loss"], atol=1e-4)

@@ -11,6 +11,7 @@ import tensorflow as tf
 import create_pretraining_data as cpd
 import flags_common
 import input_pipeline
+import heads
 import modeling
 import pretraining_records
 import run_pretraining
@@ -181,7 +182,7 @@ def batches(data):
     unpacked = _batch(data.unpacked, input_pipeline.pretraining_features(SEQ, PREDS))
     packed = _batch(data.packed, pretraining_records.packed_features(SEQ, PREDS, PER_ROW))
     tf.random.set_seed(3)
-    model = modeling.BertPretrainer(_config())
+    model = heads.BertPretrainer(_config())
     model(unpacked)
     return model, unpacked, packed
 
@@ -193,7 +194,7 @@ def _first_row_with(packed, count):
 
 
 def _per_token_mlm(out, features):
-    _, per_slot = modeling.masked_lm_loss_from_logits(
+    _, per_slot = heads.masked_lm_loss_from_logits(
         out["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
     weights = features["masked_lm_weights"].numpy()
     return per_slot.numpy()[weights > 0]

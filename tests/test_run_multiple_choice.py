@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import flags_common
+import heads
 import modeling
 import multiple_choice_data as mcd
 import run_multiple_choice
@@ -129,7 +130,7 @@ def test_each_choice_is_packed_as_a_pair(tokenizer):
 
 def test_choices_run_as_one_batch_equal_each_choice_alone():
     config = modeling.BertConfig.from_dict(_TINY)
-    model = modeling.BertMultipleChoice(config)
+    model = heads.BertMultipleChoice(config)
     rng = np.random.RandomState(0)
     features = {"input_ids": rng.randint(1, len(_VOCAB), [2, 3, 7]).astype(np.int32),
                 "input_mask": np.ones([2, 3, 7], np.int32),

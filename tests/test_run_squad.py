@@ -614,10 +614,11 @@ def test_dev_features_are_consistent(dev_articles, uncased):
 def test_golden_squad_head_loads_into_bert_squad(shared_dir):
     import tensorflow as tf
     import checkpoints
+    import heads
     import modeling
     golden = shared_dir / "golden" / "tf1_tiny"
     config = modeling.BertConfig.from_json_file(str(golden / "bert_config.json"))
-    model = modeling.BertSquad(config)
+    model = heads.BertSquad(config)
     expected = np.load(golden / "expected_outputs.npz")
     features = {k: expected[k] for k in ("input_ids", "input_mask", "segment_ids")}
     model(features)

@@ -7,6 +7,7 @@ import tensorflow as tf
 import tf_keras
 
 import flags_common
+import heads
 import modeling
 import training
 
@@ -47,7 +48,7 @@ def make_runner(tmp_path, name, init_from=None, **cfg):
                                 num_train_steps=cfg.pop("num_train_steps", 1),
                                 num_warmup_steps=0, **cfg)
     runner = training.Runner(tf.distribute.get_strategy(),
-                             lambda: modeling.BertClassifier(tiny_config(), 2), config)
+                             lambda: heads.BertClassifier(tiny_config(), 2), config)
     if init_from is not None:
         for a, b in zip(runner.model.variables, init_from.model.variables):
             a.assign(b)

@@ -1,0 +1,337 @@
+"""The heads BERT's tasks put on the encoder, their losses, and the task models.
+
+Pretraining (masked LM with the output layer tied to the word embeddings, next
+sentence), SQuAD start/end, sequence classification, per-token tagging and multiple
+choice. Each task model owns a `bert` encoder (modeling.BertModel) and one head;
+variable names follow the reference's (`cls/predictions/...`, `output_weights`, ...)
+through checkpoints.py's one table.
+
+Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
+P = masked positions per sequence, V = vocabulary size, C = choices.
+"""
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+import modeling
+
+# ---------------------------------------------------------------------------
+# Heads
+# ---------------------------------------------------------------------------
+
+class OutputProjection(tf_keras.layers.Layer):
+    """`output_weights` [units, H] and `output_bias` [units]: x @ W^T + b in float32."""
+
+    def __init__(self, units, initializer_range, name, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.units = units
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape):
+        """Creates the layer's variables (names as in the reference)."""
+        self.output_weights = self.add_weight(
+            "output_weights", shape=[self.units, input_shape[-1]],
+            initializer=modeling.create_initializer(self.initializer_range))
+        # Added to float32 logits: kept float32 under mixed precision.
+        self.output_bias = self.add_weight("output_bias", shape=[self.units],
+                                           initializer="zeros", experimental_autocast=False)
+        super().build(input_shape)
+
+    def call(self, x):
+        """Applies the layer (shapes in the class docstring)."""
+        logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]),
+                           tf.cast(self.output_weights, x.dtype), transpose_b=True)
+        logits = tf.cast(logits, tf.float32) + self.output_bias
+        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.units]], axis=0))
+
+
+class MaskedLMHead(tf_keras.layers.Layer):
+    """`cls/predictions`: transform (dense + act + modeling.LayerNorm), tied output layer + bias."""
+
+    def __init__(self, config, name="predictions", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.config = config
+        self.transform = Transform(config)
+
+    def build(self, input_shape):
+        """Creates the layer's variables (names as in the reference)."""
+        self.output_bias = self.add_weight("output_bias", shape=[self.config.vocab_size],
+                                           initializer="zeros", experimental_autocast=False)
+        super().build(input_shape)
+
+    def call(self, x, embedding_table):
+        """x [T, H], embedding_table [V, H] -> logits [T, V] (float32, bias added)."""
+        x = self.transform(x)
+        logits = tf.matmul(x, tf.cast(embedding_table, x.dtype), transpose_b=True)
+        return tf.cast(logits, tf.float32) + self.output_bias
+
+
+class Transform(tf_keras.layers.Layer):
+    """`cls/predictions/transform`: dense with the config's activation, then modeling.LayerNorm."""
+
+    def __init__(self, config, name="transform", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.dense = modeling.dense_layer(config.hidden_size, config, "dense",
+                            activation=modeling.get_activation(config.hidden_act))
+        self.layer_norm = modeling.LayerNorm(modeling.layer_norm_epsilon(config))
+
+    def call(self, x):
+        """Applies the layer (shapes in the class docstring)."""
+        return self.layer_norm(self.dense(x))
+
+
+class PretrainingHeads(tf_keras.layers.Layer):
+    """Masked-LM and next-sentence heads of run_pretraining (`cls/...` variables)."""
+
+    def __init__(self, config, name="cls", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.predictions = MaskedLMHead(config)
+        self.seq_relationship = OutputProjection(2, config.initializer_range,
+                                                 "seq_relationship")
+
+    def call(self, sequence_output, pooled_output, masked_lm_positions, embedding_table):
+        """Returns (masked_lm_logits [B, P, V], next_sentence_log_probs [B, 2]), float32.
+
+        pooled_output may be [B, K, H] (packed rows: one per instance); the
+        next-sentence log-probabilities are then [B, K, 2].
+        """
+        picked = modeling.gather_indexes(sequence_output, masked_lm_positions)
+        mlm_logits = self.predictions(picked, embedding_table)
+        mlm_logits = tf.reshape(
+            mlm_logits, [tf.shape(masked_lm_positions)[0], tf.shape(masked_lm_positions)[1], -1])
+        nsp_log_probs = tf.nn.log_softmax(self.seq_relationship(pooled_output), axis=-1)
+        return mlm_logits, nsp_log_probs
+
+
+class SquadHead(tf_keras.layers.Layer):
+    """`cls/squad`: start and end logits for every token."""
+
+    def __init__(self, name="cls", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.squad = OutputProjection(2, 0.02, "squad")
+
+    def call(self, sequence_output):
+        """[B, S, H] -> (start_logits [B, S], end_logits [B, S]), float32."""
+        logits = self.squad(sequence_output)
+        return logits[:, :, 0], logits[:, :, 1]
+
+
+def masked_lm_loss(log_probs, label_ids, label_weights):
+    """Weighted masked-LM loss as the reference computes it.
+
+    Args:
+      log_probs: [B, P, V] float32.
+      label_ids: [B, P] int.
+      label_weights: [B, P] float, 0 for padded prediction slots.
+    Returns:
+      (loss scalar = sum(w * nll) / (sum(w) + 1e-5), per-example nll [B, P]).
+    """
+    # The reference sums log_probs * one_hot(labels) over V: every term but the
+    # label's is an exact zero, so picking the label's log-probability gives the
+    # same value without building (and back-propagating through) a [B, P, V] one-hot.
+    # (gather_nd's gradient is one ScatterNd, cheaper than batched gather's.)
+    label_ids = tf.cast(label_ids, tf.int32)
+    per_example = -tf.gather_nd(log_probs, label_ids[..., tf.newaxis],
+                                batch_dims=label_ids.shape.rank)
+    weights = tf.cast(label_weights, per_example.dtype)
+    loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
+    return loss, per_example
+
+
+def masked_lm_loss_from_logits(logits, label_ids, label_weights):
+    """masked_lm_loss computed from the logits ([B, P, V] float32): same value, less work.
+
+    -log_softmax(logits)[label] in one fused kernel (sparse softmax cross-entropy)
+    whose gradient comes with it, instead of a log-softmax over V, a pick and the
+    log-softmax gradient; the two agree to float32 rounding (~1e-7 relative).
+    """
+    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(label_ids, tf.int32), logits=logits)
+    weights = tf.cast(label_weights, per_example.dtype)
+    loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
+    return loss, per_example
+
+
+def next_sentence_loss(log_probs, labels):
+    """Mean NSP cross-entropy; returns (loss, per-example loss [B])."""
+    labels = tf.reshape(labels, [-1])
+    one_hot = tf.one_hot(labels, 2, dtype=log_probs.dtype)
+    per_example = -tf.reduce_sum(one_hot * log_probs, axis=-1)
+    return tf.reduce_mean(per_example), per_example
+
+
+def weighted_next_sentence_loss(log_probs, labels, weights):
+    """NSP cross-entropy of packed rows: log_probs [B, K, 2], labels and weights [B, K].
+
+    Returns (sum(w * nll) / sum(w), per-instance nll [B, K]): the mean over the
+    real instances (weight 1), which is next_sentence_loss's value for the same
+    instances unpacked.
+    """
+    labels = tf.cast(labels, tf.int32)
+    one_hot = tf.one_hot(labels, 2, dtype=log_probs.dtype)
+    per_instance = -tf.reduce_sum(one_hot * log_probs, axis=-1)
+    weights = tf.cast(weights, per_instance.dtype)
+    loss = tf.reduce_sum(weights * per_instance) / tf.maximum(tf.reduce_sum(weights), 1e-5)
+    return loss, per_instance
+
+
+# ---------------------------------------------------------------------------
+# Task models (each owns a `bert` encoder and one head)
+# ---------------------------------------------------------------------------
+
+def _encode(bert, features, training):
+    # position_ids / instance_ids: only packed pretraining rows have them.
+    return bert(features["input_ids"], features.get("input_mask"),
+                features.get("segment_ids"), training=training,
+                position_ids=features.get("position_ids"),
+                instance_ids=features.get("instance_ids"))
+
+
+def _packed_pooled_output(bert, sequence_output, positions):
+    """The pooler (dense + tanh) at each [CLS] of `positions` [B, K] -> [B, K, H]."""
+    picked = modeling.gather_indexes(sequence_output, positions)
+    pooled = bert.pooler(picked)
+    return tf.reshape(pooled, [tf.shape(positions)[0], tf.shape(positions)[1],
+                               pooled.shape[-1]])
+
+
+class BertPretrainer(tf_keras.Model):
+    """BERT with the masked-LM and next-sentence heads (run_pretraining's model)."""
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert_pretrainer", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
+        self.cls = PretrainingHeads(config)
+
+    def call(self, features, training=False):
+        """Applies the layer (shapes in the class docstring).
+
+        Packed rows (features next_sentence_positions [B, K], with position_ids
+        and instance_ids) get one pooled output per instance, at its [CLS]:
+        next_sentence_log_probs [B, K, 2].
+        """
+        outputs = dict(_encode(self.bert, features, training))
+        pooled = outputs["pooled_output"]
+        if "next_sentence_positions" in features:
+            pooled = _packed_pooled_output(self.bert, outputs["sequence_output"],
+                                           features["next_sentence_positions"])
+        mlm_logits, nsp = self.cls(outputs["sequence_output"], pooled,
+                                   features["masked_lm_positions"], self.bert.embedding_table)
+        # Training reads the logits (masked_lm_loss_from_logits); inside a
+        # tf.function the unused log-softmax is then pruned away.
+        outputs["masked_lm_logits"] = mlm_logits
+        outputs["masked_lm_log_probs"] = tf.nn.log_softmax(mlm_logits, axis=-1)
+        outputs["next_sentence_log_probs"] = nsp
+        return outputs
+
+
+class BertClassifier(tf_keras.Model):
+    """BERT + dropout + linear layer on the pooled output (run_classifier's model).
+
+    Variables `output_weights` [num_labels, H] and `output_bias` [num_labels]
+    carry the reference's names. With num_labels == 1 the single logit is a
+    regression output.
+    """
+
+    def __init__(self, config, num_labels, use_one_hot_embeddings=False,
+                 name="bert_classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_labels = num_labels
+        self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
+        self.dropout = tf_keras.layers.Dropout(0.1)
+        # A nameless projection: its variables sit at the top level, as in TF1.
+        self.classifier = OutputProjection(num_labels, 0.02, name="classifier")
+
+    def call(self, features, training=False):
+        """Applies the layer (shapes in the class docstring)."""
+        pooled = _encode(self.bert, features, training)["pooled_output"]
+        pooled = self.dropout(pooled, training=training)
+        return {"logits": self.classifier(pooled), "pooled_output": pooled}
+
+
+class BertSquad(tf_keras.Model):
+    """BERT + a linear start/end layer over every token (run_squad's model)."""
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert_squad", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
+        self.cls = SquadHead()
+
+    def call(self, features, training=False):
+        """Applies the layer (shapes in the class docstring)."""
+        sequence = _encode(self.bert, features, training)["sequence_output"]
+        start_logits, end_logits = self.cls(sequence)
+        return {"start_logits": start_logits, "end_logits": end_logits}
+
+
+class BertTagger(tf_keras.Model):
+    """BERT + a per-token tag classifier (run_ner's model).
+
+    Fine-tuned (default): dropout 0.1 on sequence_output, then `tagger/output_weights`
+    [num_labels, H] and `tagger/output_bias`. Feature-based (the BERT paper's
+    ablation): the encoder is frozen and run without dropout, the encoder layers
+    `feature_layers` (e.g. [-1, -2, -3, -4]) are concatenated and fed to a two-layer
+    bidirectional LSTM of `lstm_units` per direction, then to the same classifier.
+    """
+
+    def __init__(self, config, num_labels, use_one_hot_embeddings=False, feature_layers=None,
+                 lstm_units=768, name="bert_tagger", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_labels = num_labels
+        self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
+        self.feature_layers = list(feature_layers) if feature_layers else None
+        self.dropout = tf_keras.layers.Dropout(0.1)
+        if self.feature_layers:
+            self.bert.trainable = False
+            self.lstm = [tf_keras.layers.Bidirectional(
+                tf_keras.layers.LSTM(lstm_units, return_sequences=True), name="bilstm_%d" % i)
+                for i in range(2)]
+        self.tagger = OutputProjection(num_labels, config.initializer_range, name="tagger")
+
+    def call(self, features, training=False):
+        """features -> {"logits": [B, S, num_labels] float32}."""
+        if not self.feature_layers:
+            sequence = _encode(self.bert, features, training)["sequence_output"]
+            return {"logits": self.tagger(self.dropout(sequence, training=training))}
+        layers = _encode(self.bert, features, False)["all_encoder_layers"]
+        x = tf.concat([layers[i] for i in self.feature_layers], axis=-1)
+        mask = tf.cast(features["input_mask"], tf.bool)
+        for lstm in self.lstm:
+            x = lstm(x, mask=mask, training=training)
+        return {"logits": self.tagger(x)}
+
+
+class BertMultipleChoice(tf_keras.Model):
+    """BERT + one score per choice from the pooled output (run_multiple_choice's model).
+
+    Inputs are [B, C, S]; the B*C sequences run through BERT as one batch; dropout
+    0.1 on the pooled output, then `multiple_choice/output_weights` [1, H] and
+    `multiple_choice/output_bias` [1] give a logit per choice: logits [B, C].
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert_multiple_choice",
+                 **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
+        self.dropout = tf_keras.layers.Dropout(0.1)
+        self.scorer = OutputProjection(1, config.initializer_range, name="multiple_choice")
+
+    def call(self, features, training=False):
+        """features of [B, C, S] (or [B, S] while building) -> {"logits": [B, C]}."""
+        input_ids = features["input_ids"]
+        shape = tf.shape(input_ids)
+        seq_length = input_ids.shape[-1] or shape[-1]
+        flat = {name: tf.reshape(features[name], [-1, seq_length])
+                for name in ("input_ids", "input_mask", "segment_ids") if name in features}
+        pooled = _encode(self.bert, flat, training)["pooled_output"]
+        logits = self.scorer(self.dropout(pooled, training=training))
+        return {"logits": tf.reshape(logits, shape[:-1])}
+
+
+def dummy_features(batch_size=1, seq_length=2, max_predictions_per_seq=1):
+    """Zero features with every key the task models read; used to build variables."""
+    seq = np.zeros([batch_size, seq_length], np.int32)
+    return {
+        "input_ids": seq, "input_mask": seq + 1, "segment_ids": seq,
+        "masked_lm_positions": np.zeros([batch_size, max_predictions_per_seq], np.int32),
+    }
