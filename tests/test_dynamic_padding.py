@@ -433,14 +433,17 @@ def test_trimmed_training_under_mixed_precision(tmp_path, dtype):
                                         dtype=dtype)
     finally:
         training.configure_precision("fp32")
-    # The Adam moments gather the gradients of the 3 steps. fp16 (computed in float32
-    # on CPU): the same values. bf16: equal up to the rounding of 8-bit-mantissa
-    # activations, which another summation order (a shorter sequence axis) flips here
-    # and there: measured 0.6-2.4% of the norm on random tiny models.
+    # The Adam moments gather the gradients of the 3 steps: equal up to the rounding
+    # of low-precision activations, which another summation order (a shorter
+    # sequence axis) flips here and there. bf16 (8-bit mantissa): measured 0.6-5.3%
+    # of the norm on random tiny models. fp16: CPUs without float16 arithmetic
+    # compute in float32 (same values); with it (AVX512-FP16 / AMX on recent Xeons)
+    # the 11-bit mantissa shows: measured 0.08%. A wrong mask or a lost example
+    # moves the moments by tens of percent.
     a = np.concatenate([m.ravel() for m in first_moments(padded)])
     b = np.concatenate([m.ravel() for m in first_moments(trimmed)])
     assert np.linalg.norm(a) > 0
-    assert np.linalg.norm(b - a) < (5e-2 if dtype == "bf16" else 1e-5) * np.linalg.norm(a)
+    assert np.linalg.norm(b - a) < (0.1 if dtype == "bf16" else 5e-3) * np.linalg.norm(a)
 
 
 def test_no_trimming_on_tpus(tmp_path):

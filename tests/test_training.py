@@ -145,8 +145,11 @@ def test_gradient_checkpointing_flag_gives_the_same_update(tmp_path, enable_xla)
     m1 = plain.train(dataset_fn_of(data, 4), loss_fn)
     m2 = ckpt.train(dataset_fn_of(data, 4), loss_fn)
     assert np.isclose(m1["loss"], m2["loss"], atol=1e-6)
+    # Weights after 2 Adam steps: m / sqrt(v) scales float32 rounding of the
+    # recomputed (and, with XLA, fused) forward up to ~1e-6; a dropout or
+    # recompute mismatch moves them by about the learning rate (1e-2 here).
     for a, b in zip(plain.model.trainable_variables, ckpt.model.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-6)
 
 
 def test_fp16_trains_with_loss_scaling_and_fp32_variables(tmp_path):
