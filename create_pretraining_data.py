@@ -27,8 +27,10 @@ with a one-line error instead of a traceback or an empty output. Settings the
 reference quietly caps (more masked tokens asked for than --max_predictions_per_seq
 holds) run with its records and a warning.
 
-The fast record encoder lives in pretraining_records.py, the parallel mode's
-machinery in pretraining_shards.py; this file keeps the algorithm.
+This file keeps the algorithm (documents -> instances -> masks) and the flags;
+its neighbours hold the rest: pretraining_corpus.py reads the text files,
+pretraining_draws.py the random draws, pretraining_records.py encodes, packs and
+writes the records, pretraining_shards.py runs the parallel mode.
 
 Parallel generation (`--num_workers=N`, N > 1)
 ----------------------------------------------
@@ -72,10 +74,8 @@ them (attention stays within each instance).
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
-import functools
 import itertools
 import random
-import time
 
 from absl import flags
 from absl import logging
@@ -83,20 +83,11 @@ import tensorflow as tf
 
 import fileutil
 import flags_common
-import input_pipeline
+import pretraining_corpus
+import pretraining_draws
 import pretraining_records
 import pretraining_shards
 import tokenization
-
-# Seconds between two progress lines.
-PROGRESS_INTERVAL_S = 15.0
-
-# Number of examples shown in the log, as the original script does.
-NUM_LOGGED_EXAMPLES = 20
-
-# Below this much input text the batch tokenizer is not used: building it takes
-# about as long as the exact tokenizer needs for 1-2 MB (same tokens either way).
-FAST_TOKENIZER_MIN_BYTES = 1 << 20
 
 _CLS = "[CLS]"
 _SEP = "[SEP]"
@@ -211,87 +202,6 @@ class PretrainingOptions(collections.namedtuple(
         if self.dupe_factor < 1:
             warnings.append("--dupe_factor=%d: no instance will be written" % self.dupe_factor)
         return warnings
-
-
-# ---------------------------------------------------------------------------
-# Random draws
-# ---------------------------------------------------------------------------
-
-class _Draws(object):
-    """The three random operations of the algorithm, taken from one `random.Random`."""
-
-    def __init__(self, rng):
-        self.rng = rng
-        self.random = rng.random
-        self.randint = rng.randint
-        self.shuffle = rng.shuffle
-
-
-class _FastDraws(_Draws):
-    """Same draws, same results, same generator state as `_Draws`, with less overhead.
-
-    CPython's `randint` and `shuffle` reduce to `_randbelow`, which draws
-    `n.bit_length()` bits with `getrandbits` until the value is below `n`.
-    These versions do exactly that, without the argument checking of `randrange`
-    around every call. `_fast_draws_agree()` checks the equivalence on this
-    interpreter before they are used.
-    """
-
-    def __init__(self, rng):
-        super(_FastDraws, self).__init__(rng)
-        getrandbits = rng.getrandbits
-
-        def randint(low, high):
-            n = high - low + 1
-            if n <= 0:
-                raise ValueError("empty range for randint(%d, %d)" % (low, high))
-            k = n.bit_length()
-            r = getrandbits(k)
-            while r >= n:
-                r = getrandbits(k)
-            return low + r
-
-        def shuffle(items):
-            # Fisher-Yates from the end, as random.shuffle; the bit count only
-            # changes at powers of two, so it is fixed per block of positions.
-            top = len(items) - 1
-            while top >= 1:
-                k = (top + 1).bit_length()
-                bottom = max(1, (1 << (k - 1)) - 1)
-                for i in range(top, bottom - 1, -1):
-                    j = getrandbits(k)
-                    if j > i:
-                        j = getrandbits(k)
-                        while j > i:
-                            j = getrandbits(k)
-                    items[i], items[j] = items[j], items[i]
-                top = bottom - 1
-
-        self.randint = randint
-        self.shuffle = shuffle
-
-
-@functools.lru_cache(maxsize=None)
-def _fast_draws_agree():
-    """True when `_FastDraws` reproduces `random.Random` on this interpreter."""
-    ours, theirs = random.Random(2024), random.Random(2024)
-    fast, slow = _FastDraws(ours), _Draws(theirs)
-    same = True
-    for size in (0, 1, 2, 3, 4, 5, 7, 8, 9, 64, 65, 127, 128, 129, 300, 1025):
-        a, b = list(range(size)), list(range(size))
-        fast.shuffle(a)
-        slow.shuffle(b)
-        same = same and a == b
-        for low, high in ((0, size), (2, size + 2), (1, 1), (0, 30521), (0, 2 ** 40)):
-            same = same and fast.randint(low, high) == slow.randint(low, high)
-        same = same and fast.random() == slow.random()
-    return same and ours.getstate() == theirs.getstate()
-
-
-def _draws_for(rng):
-    """_FastDraws for a plain random.Random (a subclass may draw differently)."""
-    exact_type = type(rng) is random.Random  # pylint: disable=unidiomatic-typecheck
-    return _FastDraws(rng) if exact_type and _fast_draws_agree() else _Draws(rng)
 
 
 # ---------------------------------------------------------------------------
@@ -631,7 +541,7 @@ def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.1
         max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
         dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask, random_seed=None)
-    return _Generator(options, _Symbols.for_strings(vocab_words), _Draws(rng))
+    return _Generator(options, _Symbols.for_strings(vocab_words), pretraining_draws.Draws(rng))
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
@@ -687,8 +597,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     use_fast_tokenizer=False tokenizes line by line with the exact pure-Python
     tokenizer (same tokens, slower).
     """
-    tokenize = _line_tokenizer(tokenizer, use_fast_tokenizer and _worth_batching(input_files))
-    documents = read_documents(input_files, tokenize)
+    documents = pretraining_corpus.read_tokenized(input_files, tokenizer, use_fast_tokenizer)
     generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
                                   max_predictions_per_seq, list(tokenizer.vocab.keys()), rng,
                                   do_whole_word_mask, dupe_factor)
@@ -704,226 +613,12 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
     Builds each tf.train.Example with the protobuf API (the records equal those
     of the fast pipeline). Logs the first examples and the total.
     """
-    with input_pipeline.RecordWriter(output_files) as writer:
-        for index, instance in enumerate(instances):
-            features = _instance_features(instance, tokenizer, max_seq_length,
-                                          max_predictions_per_seq)
-            writer.write(features)
-            if index < NUM_LOGGED_EXAMPLES:
-                _log_example(instance.tokens, features)
-    logging.info("Wrote %d total instances", writer.num_written)
-    return writer.num_written
+    return pretraining_records.write_instances(instances, tokenizer, max_seq_length,
+                                               max_predictions_per_seq, output_files)
 
 
-def _instance_features(instance, tokenizer, max_seq_length, max_predictions_per_seq):
-    input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
-    if len(input_ids) > max_seq_length:
-        raise ValueError("instance of %d tokens exceeds max_seq_length %d"
-                         % (len(input_ids), max_seq_length))
-    padding = [0] * (max_seq_length - len(input_ids))
-    label_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
-    slots = [0] * (max_predictions_per_seq - len(label_ids))
-    int_feature, float_feature = input_pipeline.int_feature, input_pipeline.float_feature
-    features = collections.OrderedDict()
-    features["input_ids"] = int_feature(input_ids + padding)
-    features["input_mask"] = int_feature([1] * len(input_ids) + padding)
-    features["segment_ids"] = int_feature(list(instance.segment_ids) + padding)
-    features["masked_lm_positions"] = int_feature(list(instance.masked_lm_positions) + slots)
-    features["masked_lm_ids"] = int_feature(label_ids + slots)
-    features["masked_lm_weights"] = float_feature([1.0] * len(label_ids) + [0.0] * len(slots))
-    features["next_sentence_labels"] = int_feature([1 if instance.is_random_next else 0])
-    return features
-
-
-_FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-
-
-def _log_example(tokens, features, feature_order=None):
-    """Logs one example the way the original script does (tokens, then each feature)."""
-    logging.info("*** Example ***")
-    logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-    for name in feature_order or _FEATURE_ORDER:
-        feature = features[name]
-        values = feature.int64_list.value or feature.float_list.value
-        logging.info("%s: %s", name, " ".join(str(v) for v in values))
-
-
-# ---------------------------------------------------------------------------
-# Reading the corpus
-# ---------------------------------------------------------------------------
-
-_READ_BLOCK_BYTES = 4 << 20
-
-
-def _text_blocks(path):
-    """Yields the lines of a UTF-8 file, as lists of a few MB at a time.
-
-    Lines are split on "\\n" only and every "\\r" is dropped, which is how
-    TensorFlow's GFile.readline (used by the original) reads text; a final piece
-    without "\\n" counts only if non-empty.
-
-    Raises:
-      ValueError: naming the file and line of the first invalid UTF-8 byte.
-    """
-    line_number = 1
-    rest = b""
-    with tf.io.gfile.GFile(path, "rb") as reader:
-        while True:
-            data = reader.read(_READ_BLOCK_BYTES)
-            at_end = not data
-            data = rest + data
-            cut = len(data) if at_end else data.rfind(b"\n") + 1
-            block, rest = data[:cut], data[cut:]
-            block = block.replace(b"\r", b"")
-            if block:
-                try:
-                    text = block.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    bad_line = line_number + block.count(b"\n", 0, e.start)
-                    raise ValueError("%s, line %d: not valid UTF-8 text (%s)"
-                                     % (path, bad_line, e.reason))
-                lines = text.split("\n")
-                if lines[-1] == "":
-                    lines.pop()  # after the final "\n", or an empty last piece
-                yield lines
-                line_number += len(lines)
-            if at_end:
-                return
-
-
-def read_documents(input_files, tokenize_lines, on_progress=None):
-    """Reads `input_files` in order into documents (lists of tokenized sentences).
-
-    A blank line (after stripping whitespace) ends a document; a line that
-    tokenizes to nothing is skipped. As in the original, files are concatenated:
-    a document not closed by a blank line continues into the next file. Empty
-    documents are dropped.
-
-    Args:
-      tokenize_lines: callable, list of stripped non-blank lines -> list of
-        token (or id) lists.
-      on_progress: optional callable(num_documents), called after each block.
-    """
-    documents = [[]]
-    for path in input_files:
-        if tf.io.gfile.isdir(path):
-            raise ValueError("input %s is a directory, not a text file" % path)
-        for lines in _text_blocks(path):
-            stripped = [line.strip() for line in lines]
-            texts = [line for line in stripped if line]
-            tokenized = iter(tokenize_lines(texts) if texts else ())
-            for line in stripped:
-                if not line:
-                    documents.append([])
-                    continue
-                tokens = next(tokenized)
-                if tokens:
-                    documents[-1].append(tokens)
-            if on_progress is not None:
-                on_progress(len(documents))
-    return [document for document in documents if document]
-
-
-def _worth_batching(input_files):
-    """Whether the input is large enough to pay for setting up the batch tokenizer."""
-    return sum(tf.io.gfile.stat(path).length for path in input_files) >= \
-        FAST_TOKENIZER_MIN_BYTES
-
-
-def _line_tokenizer(tokenizer, use_fast_tokenizer, encoded=None):
-    """A callable: list of lines -> list of token lists, one per line.
-
-    Tokens are WordPiece strings, or with `encoded` (the varint encodings of
-    ids, see _Symbols) the encoding of each token's id. use_fast_tokenizer uses
-    the tokenizer's batch methods when it has them (same tokens as `tokenize`,
-    much faster); otherwise lines are tokenized one by one.
-    """
-    has = lambda name: use_fast_tokenizer and hasattr(tokenizer, name)
-    vocab = tokenizer.vocab
-    if encoded is not None and has("convert_batch_to_ids"):
-        def tokenize_many(lines):
-            return [[encoded[i] for i in ids] for ids in tokenizer.convert_batch_to_ids(lines)]
-    else:
-        if has("tokenize_batch"):
-            pieces_of = tokenizer.tokenize_batch
-        else:
-            def pieces_of(lines):
-                return [tokenizer.tokenize(line) for line in lines]
-        if encoded is None:
-            tokenize_many = pieces_of
-        else:
-            def tokenize_many(lines):
-                return [[encoded[vocab[t]] for t in tokens] for tokens in pieces_of(lines)]
-
-    def tokenize(lines):
-        try:
-            return tokenize_many(lines)
-        except KeyError as e:
-            raise ValueError("token %s produced by the tokenizer is not in the vocabulary "
-                             "(is [UNK] missing from it?)" % e)
-    return tokenize
-
-
-# ---------------------------------------------------------------------------
-# Writing records
-# ---------------------------------------------------------------------------
-
-def _write_records(records, output_files, inv_vocab, feature_order=None, what="instances"):
-    """Writes serialized Examples round-robin, logging the first ones; returns the count.
-
-    inv_vocab: id -> token, to show the tokens of the logged examples.
-    feature_order: the features logged (default: the reference's seven).
-    """
-    records = iter(records)
-    with input_pipeline.RecordWriter(output_files) as writer:
-        for record in itertools.islice(records, NUM_LOGGED_EXAMPLES):
-            features = tf.train.Example.FromString(record).features.feature
-            tokens = [inv_vocab[i] for i in features["input_ids"].int64_list.value]
-            tokens = tokens[:sum(features["input_mask"].int64_list.value)]
-            _log_example(tokens, features, feature_order)
-            writer.write_serialized(record)
-        write = writer.write_serialized
-        for record in records:
-            write(record)
-    logging.info("Wrote %d total %s", writer.num_written, what)
-    return writer.num_written
-
-
-def _write_output(records, output_files, vocab, packer=None):
-    """Writes `records`, packed into rows first when `packer` is set; returns the count."""
-    if packer is None:
-        return _write_records(records, output_files, _inverse(vocab))
-    count = _write_records(packer.pack_records(records), output_files, _inverse(vocab),
-                           pretraining_records.PACKED_FEATURE_ORDER, what="packed rows")
-    logging.info("%s", packer.summary())
-    return count
-
-
-# ---------------------------------------------------------------------------
-# Progress
-# ---------------------------------------------------------------------------
-
-class _Progress(object):
-    """Logs "documents, instances, instances/s" at most every PROGRESS_INTERVAL_S."""
-
-    def __init__(self, stage):
-        self.stage = stage
-        self.start = time.time()
-        self.last = self.start
-
-    def report(self, documents, instances=None, force=False):
-        """documents: documents done (x dupe_factor); instances: None while reading."""
-        now = time.time()
-        if not force and now - self.last < PROGRESS_INTERVAL_S:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        if instances is None:
-            logging.info("%s: %d documents (%.0f s)", self.stage, documents, elapsed)
-        else:
-            logging.info("%s: %d documents, %d instances, %.0f instances/s (%.0f s)",
-                         self.stage, documents, instances, instances / elapsed, elapsed)
+# Kept importable here: the reader is the one every mode of this script uses.
+read_documents = pretraining_corpus.read_documents
 
 
 # ---------------------------------------------------------------------------
@@ -936,7 +631,7 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
     documents: as read by _read_encoded_documents with this encoder's varints.
     counter: optional callable(new_documents, records_so_far), every 1000 documents.
     """
-    generator = _Generator(options, encoder.symbols, _draws_for(rng))
+    generator = _Generator(options, encoder.symbols, pretraining_draws.draws_for(rng))
     encode = encoder.encode
     records = []
     total_documents = len(documents) * options.dupe_factor
@@ -960,15 +655,9 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
 
 
 def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stage=None):
-    progress = _Progress(stage) if stage else None
-    on_progress = progress.report if progress else None
-    use_fast_tokenizer = use_fast_tokenizer and _worth_batching(input_files)
-    tokenize = _line_tokenizer(tokenizer, use_fast_tokenizer, encoder.varints)
-    return read_documents(input_files, tokenize, on_progress)
-
-
-def _inverse(vocab):
-    return {i: t for t, i in vocab.items()}
+    on_progress = pretraining_corpus.Progress(stage).report if stage else None
+    return pretraining_corpus.read_tokenized(input_files, tokenizer, use_fast_tokenizer,
+                                             encoder.varints, on_progress)
 
 
 _Encoding = collections.namedtuple("_Encoding", "varints encode symbols")
@@ -992,9 +681,9 @@ def _write_single_process(input_files, output_files, tokenizer, options, use_fas
                          % ", ".join(input_files))
     logging.info("Read %d documents", len(documents))
     records = _generate_records(documents, options, encoder, random.Random(options.random_seed),
-                                progress=_Progress("creating instances"))
+                                progress=pretraining_corpus.Progress("creating instances"))
     del documents
-    return _write_output(records, output_files, tokenizer.vocab, packer)
+    return pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
 
 
 def _write_reference_style(input_files, output_files, tokenizer, options, use_fast_tokenizer,
@@ -1010,18 +699,12 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
         raise ValueError("no documents in the input files %s (only blank lines or no text)"
                          % ", ".join(input_files))
     if packer is not None:
-        records = (_instance_record(instance, tokenizer, options) for instance in instances)
-        return _write_output(records, output_files, tokenizer.vocab, packer)
+        records = (pretraining_records.instance_record(
+            instance, tokenizer, options.max_seq_length, options.max_predictions_per_seq)
+            for instance in instances)
+        return pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
     return write_instance_to_example_files(instances, tokenizer, options.max_seq_length,
                                            options.max_predictions_per_seq, output_files)
-
-
-def _instance_record(instance, tokenizer, options):
-    """The serialized (unpacked) tf.train.Example of a `TrainingInstance`."""
-    features = _instance_features(instance, tokenizer, options.max_seq_length,
-                                  options.max_predictions_per_seq)
-    example = tf.train.Example(features=tf.train.Features(feature=features))
-    return example.SerializeToString(deterministic=True)
 
 
 # ---------------------------------------------------------------------------
@@ -1051,7 +734,7 @@ def shard_records(state, file_index, path, counter):
 
 def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, options,
                    num_workers, use_fast_tokenizer, stats, packer=None):
-    progress = _Progress("creating instances (%d workers)" % min(num_workers,
+    progress = pretraining_corpus.Progress("creating instances (%d workers)" % min(num_workers,
                                                                   len(input_files)))
     with pretraining_shards.sharded_records(
             input_files, output_files[0], num_workers, shard_worker_state,
@@ -1064,7 +747,7 @@ def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, 
                              % ", ".join(input_files))
         logging.info("Read %d documents from %d files", shards.num_documents, shards.num_files)
         stats["worker_cpu_s"] = shards.worker_cpu_s
-        return _write_output(shards.records, output_files, vocab, packer)
+        return pretraining_records.write_output(shards.records, output_files, vocab, packer)
 
 
 # ---------------------------------------------------------------------------
@@ -1083,7 +766,7 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
       num_workers: 1 for the original algorithm; N > 1 for the sharded parallel
         mode (see the module docstring).
       use_fast_tokenizer: tokenize in batches with the fast tokenizer (same
-        tokens) when the input has FAST_TOKENIZER_MIN_BYTES or more; False
+        tokens) when the input has pretraining_corpus.FAST_TOKENIZER_MIN_BYTES or more; False
         always tokenizes line by line in pure Python.
       fast: False runs the plain-Python form in one process (WordPiece strings, protobuf
         objects, the random module's own methods); same records, slowly.

@@ -6,7 +6,8 @@ MODULES = [
     "flags_common", "create_pretraining_data", "run_pretraining", "run_classifier",
     "run_squad", "extract_features", "convert_tf1_checkpoint", "convert_hf_checkpoint",
     "export_saved_model", "create_vocab", "fileutil", "startup", "glue_data", "squad_data",
-    "squad_results", "pretraining_records", "pretraining_shards", "tokenization_graph",
+    "squad_results", "pretraining_records", "pretraining_shards", "pretraining_corpus",
+    "pretraining_draws", "tokenization_graph",
     "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
     "multiple_choice_data",
 ]
