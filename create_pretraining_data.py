@@ -1,12 +1,11 @@
 """Turns plain text into BERT pretraining records (masked LM + next sentence prediction).
 
 Input: UTF-8 text files with one sentence per line and a blank line after each
-document. Sentence boundaries matter: the two segments of an example are runs of
-whole sentences, and "is the second segment the real continuation?" is the next
-sentence task. Documents keep the two segments of a real pair together.
+document: the two segments of an example are runs of whole sentences, and "is the
+second segment the real continuation?" is the next sentence task.
 
-Output: TFRecord files of `tf.train.Example`s, written round-robin over the
-comma-separated `--output_file`s, each with
+Output: TFRecord files of `tf.train.Example`s, round-robin over the `--output_file`s
+(comma-separated, or a prefix with `--num_output_shards`), each with
 
     input_ids, input_mask, segment_ids   int64 [max_seq_length]
     masked_lm_positions, masked_lm_ids   int64 [max_predictions_per_seq]
@@ -16,10 +15,8 @@ comma-separated `--output_file`s, each with
 With the default `--num_workers=1`, the records are those that the original BERT
 release's create_pretraining_data.py writes for the same flags, one for one and
 in the same order: every random decision is drawn from one `random.Random(seed)`
-in the original order. Tokenizing is independent of those draws, so it runs first,
-in large batches through the fast tokenizer (for 1 MB of text or more); the
-pipeline then works on token ids and encodes the records directly, which gives
-the same records several times faster.
+in the original order, while tokenizing (batched for 1 MB of text or more) and
+encoding work on token ids: the same records, several times faster.
 Two deliberate differences: a glob in `--input_file` is read in sorted file-name
 order (the original takes the file system's listing order, which is not defined),
 and bad input (no matching file, no text, text that is not UTF-8) stops the run
@@ -30,52 +27,37 @@ holds) run with its records and a warning.
 This file keeps the algorithm (documents -> instances -> masks) and the flags;
 its neighbours hold the rest: pretraining_corpus.py reads the text files,
 pretraining_draws.py the random draws, pretraining_records.py encodes, packs and
-writes the records, pretraining_shards.py runs the parallel mode.
+writes the records (packed rows: see pretraining_records.packed_features).
 
-Parallel generation (`--num_workers=N`, N > 1)
-----------------------------------------------
-With `--num_workers=N` the input files are processed as independent shards by N
-worker processes. Each file is read, tokenized, turned into examples and shuffled
-by one worker, with a random generator seeded from `--random_seed` and the file's
-position in the expanded `--input_file` list, so the output depends only on the
-files, their order and the flags, never on N or on timing. The random "next
-sentence" of an example is drawn from documents of the same file only, and a
-document never runs on from one file into the next: the records are a different
-(equally valid) sample than the single-process mode and the original script
-produce. A worker holds only the documents of its own file, so memory is bounded
-by the largest input file rather than by the whole corpus; split a large corpus
-into many files of similar size, at least as many as there are workers. Each
-worker writes its records to a temporary file beside the first output file; at
-the end the shards are interleaved evenly (each shard spread over the whole
-output) into the output files, round-robin, and the temporary files are removed.
+Per-file mode (`--num_workers=N`, N > 1, or `--runner=...`)
+-----------------------------------------------------------
+Each input file is an independent shard: it is read, turned into examples and
+shuffled on its own, with a random generator seeded from `--random_seed` and the
+file's position in the expanded `--input_file` list, so the output depends only
+on the files, their order and the flags, never on N or on timing. The random
+"next sentence" comes from the same file, and a document never runs on into the
+next file: a different (equally valid) sample than the single-process mode. A
+worker holds one file's documents, so memory is bounded by the largest file:
+split a large corpus into many files of similar size. `--num_workers=N` runs the
+files on a local process pool (pretraining_shards.py) and interleaves the shards
+evenly into the output files; `--runner=DirectRunner|DataflowRunner|...` runs
+the same per-file functions as an Apache Beam pipeline (pretraining_beam.py), from
+a laptop to a cluster, with the same multiset of records.
 
-Packed rows (`--pack_sequences`)
---------------------------------
-For long-sequence phases (--max_seq_length=512), where documents end early and
-most of a row is padding, `--pack_sequences` writes several instances side by
-side in one row. The instances are exactly those of the same run without it
-(same --random_seed, same random draws, also with --num_workers); they are then
-packed in their output order, greedily: an instance joins the current row while
-the row has room for its tokens and fewer than --max_instances_per_row
-instances, else it starts a new row. A packed record holds
-
-    input_ids, input_mask, segment_ids   int64 [max_seq_length] (as above)
-    position_ids                         int64 [max_seq_length]: 0, 1, ... per instance
-    instance_ids                         int64 [max_seq_length]: k in the k-th instance
-                                         of the row (1-based), 0 on padding
-    masked_lm_positions, masked_lm_ids   int64 [max_predictions_per_seq * K] (row positions)
-    masked_lm_weights                    float [max_predictions_per_seq * K]
-    next_sentence_labels                 int64 [K]
-    next_sentence_positions              int64 [K]: row position of each instance's [CLS]
-    next_sentence_weights                float [K]: 1 for each instance of the row
-
-with K = --max_instances_per_row; run_pretraining.py --packed_sequences reads
-them (attention stays within each instance).
+`--pack_sequences` writes several instances side by side in rows of
+--max_seq_length (for 512-token phases of short documents): exactly the
+instances of the run without it, packed greedily in their output order (per
+file in the per-file mode): an instance joins the current row while the row has
+room for it and fewer than --max_instances_per_row instances. run_pretraining.py
+--packed_sequences reads them (attention stays within each instance).
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
+import functools
+import importlib
 import itertools
 import random
+import sys
 
 from absl import flags
 from absl import logging
@@ -133,24 +115,29 @@ def define_flags(fv):
     flags.DEFINE_integer(
         "num_workers", 1,
         "Worker processes. 1 (default) reproduces the original BERT output exactly. "
-        "N > 1 processes the input files in parallel as independent shards, each "
-        "with its own seed (from --random_seed and the file's position), random next "
-        "sentences drawn from within the same file and memory bounded by the largest "
-        "file: deterministic, but a different sample than with 1 worker.",
+        "N > 1: the per-file mode on N processes (each file a shard with its own seed and "
+        "next sentences from within it): deterministic, a different sample than 1 worker.",
         flag_values=fv)
     flags.DEFINE_bool(
         "pack_sequences", False,
-        "Pack several instances into each row of --max_seq_length tokens (greedily, in "
-        "output order; same instances as without it) with the position_ids, "
-        "instance_ids and next_sentence_positions/weights features that "
-        "run_pretraining.py --packed_sequences reads. For long rows (512) of short "
-        "documents, where most of a row is otherwise padding.", flag_values=fv)
+        "Pack several instances (the same ones as without it) into each row of "
+        "--max_seq_length tokens, for run_pretraining.py --packed_sequences: for long rows "
+        "(512) of short documents, where most of a row is otherwise padding.", flag_values=fv)
     flags.DEFINE_integer(
         "max_instances_per_row", 4,
-        "With --pack_sequences: at most this many instances per row. The masked-LM slots "
-        "of a row (max_predictions_per_seq * this) and so the masked-LM head's work grow "
-        "with it; 4 fits 512-token rows of instances of about 128 tokens.",
+        "With --pack_sequences: at most this many instances per row (a row has "
+        "max_predictions_per_seq * this masked-LM slots); 4 fits 512-token rows.",
         flag_values=fv)
+    flags.DEFINE_integer("num_output_shards", 0,
+                         "N > 0: --output_file is a prefix; the records go to N files "
+                         "PREFIX-00000-of-0000N, ...", flag_values=fv)
+    flags.DEFINE_string("runner", None,
+                        "Apache Beam runner (DirectRunner, DataflowRunner, ...) for the "
+                        "per-file mode (the records of --num_workers=N); flags unknown here "
+                        "(--project, ...) go to Beam. Needs the beam extra.", flag_values=fv)
+    flags.DEFINE_integer("max_input_file_mb", 256,
+                         "With --runner: the largest input file (MB) one worker takes.",
+                         flag_values=fv)
 
 
 class PretrainingOptions(collections.namedtuple(
@@ -625,15 +612,18 @@ read_documents = pretraining_corpus.read_documents
 # The fast pipeline
 # ---------------------------------------------------------------------------
 
-def _generate_records(documents, options, encoder, rng, progress=None, counter=None):
+def _generate_records(documents, options, encoder, rng, progress=None, counter=None,
+                      stats=None):
     """All examples of `documents` (shuffled), as serialized records; draws from `rng`.
 
     documents: as read by _read_encoded_documents with this encoder's varints.
     counter: optional callable(new_documents, records_so_far), every 1000 documents.
+    stats: optional dict of counts; gets "instances" and "masked_tokens" added.
     """
     generator = _Generator(options, encoder.symbols, pretraining_draws.draws_for(rng))
     encode = encoder.encode
     records = []
+    masked = 0
     total_documents = len(documents) * options.dupe_factor
     reported = [0]
 
@@ -645,19 +635,32 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
             reported[0] = done
 
     for example in generator.corpus_examples(documents, on_document):
+        masked += len(example[2])
         records.append(encode(*example))
     if progress is not None:
         progress.report(total_documents, len(records), force=True)
     if counter is not None:
         counter(total_documents - reported[0], len(records))
+    if stats is not None:
+        _add(stats, instances=len(records), masked_tokens=masked)
     generator.draws.shuffle(records)
     return records
 
 
-def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stage=None):
+def _add(stats, **counts):
+    for key, value in counts.items():
+        stats[key] = stats.get(key, 0) + value
+
+
+def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stats,
+                            stage=None, open_file=pretraining_corpus.gfile_open, size=None):
+    """The documents of `input_files` as varints; adds files, bytes, documents to stats."""
     on_progress = pretraining_corpus.Progress(stage).report if stage else None
-    return pretraining_corpus.read_tokenized(input_files, tokenizer, use_fast_tokenizer,
-                                             encoder.varints, on_progress)
+    documents = pretraining_corpus.read_tokenized(
+        input_files, tokenizer, use_fast_tokenizer, encoder.varints, on_progress, open_file,
+        on_bytes=lambda n: _add(stats, bytes=n), total_bytes=size)
+    _add(stats, files=len(input_files), documents=len(documents))
+    return documents
 
 
 _Encoding = collections.namedtuple("_Encoding", "varints encode symbols")
@@ -672,18 +675,21 @@ def _encoder_for(options, vocab):
 
 
 def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer,
-                          packer=None):
+                          stats, packer=None):
     encoder = _encoder_for(options, tokenizer.vocab)
     documents = _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder,
-                                        "reading")
+                                        stats, "reading")
     if not documents:
-        raise ValueError("no documents in the input files %s (only blank lines or no text)"
-                         % ", ".join(input_files))
+        raise pretraining_corpus.no_documents_error(input_files)
     logging.info("Read %d documents", len(documents))
     records = _generate_records(documents, options, encoder, random.Random(options.random_seed),
-                                progress=pretraining_corpus.Progress("creating instances"))
+                                progress=pretraining_corpus.Progress("creating instances"),
+                                stats=stats)
     del documents
-    return pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
+    count = pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
+    if packer is not None:
+        _add(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
+    return count
 
 
 def _write_reference_style(input_files, output_files, tokenizer, options, use_fast_tokenizer,
@@ -696,8 +702,7 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
         rng, do_whole_word_mask=options.do_whole_word_mask,
         use_fast_tokenizer=use_fast_tokenizer)
     if not instances:
-        raise ValueError("no documents in the input files %s (only blank lines or no text)"
-                         % ", ".join(input_files))
+        raise pretraining_corpus.no_documents_error(input_files)
     if packer is not None:
         records = (pretraining_records.instance_record(
             instance, tokenizer, options.max_seq_length, options.max_predictions_per_seq)
@@ -708,46 +713,80 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
 
 
 # ---------------------------------------------------------------------------
-# Parallel mode: one shard per input file (machinery in pretraining_shards.py)
+# Per-file mode: one shard per input file, on a process pool (pretraining_shards.py)
+# or on Apache Beam (pretraining_beam.py)
 # ---------------------------------------------------------------------------
 
 shard_seed = pretraining_shards.shard_seed
 
 
-def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer):
-    """What a worker of the sharded mode keeps: tokenizer, options and record encoder."""
+def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer,
+                       max_instances_per_row=None, open_file=None):
+    """What a worker of the per-file mode keeps: tokenizer, options, record encoder.
+
+    options: PretrainingOptions (or its fields); max_instances_per_row: pack each
+    file's instances (None: no packing); open_file: callable(path) -> binary file.
+    """
+    options = PretrainingOptions(*options)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     return dict(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
-                encoder=_encoder_for(options, tokenizer.vocab))
+                encoder=_encoder_for(options, tokenizer.vocab), per_row=max_instances_per_row,
+                open_file=open_file or pretraining_corpus.gfile_open)
 
 
-def shard_records(state, file_index, path, counter):
-    """(number of documents, shuffled records) of one input file under its shard seed."""
+def shard_records(state, file_index, path, counter, size=None):
+    """(shuffled records, stats) of one input file under its shard seed.
+
+    The records are packed rows (packed in their shuffled order) when the state
+    packs. stats counts files, bytes, documents, instances, masked_tokens (and
+    rows, row_tokens when packing). size: the file's size when known.
+    """
     options, encoder = state["options"], state["encoder"]
-    documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder)
+    stats = {}
+    documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder,
+                                        stats, open_file=state["open_file"], size=size)
     records = []
     if documents:
         rng = random.Random(shard_seed(options.random_seed, file_index))
-        records = _generate_records(documents, options, encoder, rng, counter=counter)
-    return len(documents), records
+        records = _generate_records(documents, options, encoder, rng, counter=counter,
+                                    stats=stats)
+    del documents
+    if state["per_row"]:
+        packer = pretraining_records.InstancePacker(
+            options.max_seq_length, options.max_predictions_per_seq, state["per_row"])
+        records = list(packer.pack_records(records))
+        _add(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
+    return records, stats
 
 
 def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, options,
-                   num_workers, use_fast_tokenizer, stats, packer=None):
-    progress = pretraining_corpus.Progress("creating instances (%d workers)" % min(num_workers,
-                                                                  len(input_files)))
+                   num_workers, use_fast_tokenizer, stats, per_row=None):
+    progress = pretraining_corpus.Progress(
+        "creating instances (%d workers)" % min(num_workers, len(input_files)))
     with pretraining_shards.sharded_records(
             input_files, output_files[0], num_workers, shard_worker_state,
-            (vocab_file, do_lower_case, options, use_fast_tokenizer), shard_records,
-            progress) as shards:
-        progress.report(shards.num_documents * options.dupe_factor, shards.num_records,
+            (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer, per_row),
+            shard_records, progress) as shards:
+        stats.update(shards.stats, worker_cpu_s=shards.worker_cpu_s)
+        progress.report(stats["documents"] * options.dupe_factor, shards.num_records,
                         force=True)
-        if not shards.num_documents:
-            raise ValueError("no documents in the input files %s (only blank lines or no text)"
-                             % ", ".join(input_files))
-        logging.info("Read %d documents from %d files", shards.num_documents, shards.num_files)
-        stats["worker_cpu_s"] = shards.worker_cpu_s
-        return pretraining_records.write_output(shards.records, output_files, vocab, packer)
+        if not stats["documents"]:
+            raise pretraining_corpus.no_documents_error(input_files)
+        return pretraining_records.write_output(shards.records, output_files, vocab,
+                                                packed=bool(per_row))
+
+
+def _write_beam(input_patterns, output_files, vocab_file, do_lower_case, options,
+                use_fast_tokenizer, stats, per_row, beam):
+    pretraining_beam = _beam_module()
+    # Workers find the per-file functions by their module's name, also when this file
+    # runs as __main__.
+    module = importlib.import_module("create_pretraining_data")
+    return pretraining_beam.run_pipeline(
+        input_patterns, output_files, module.shard_worker_state,
+        (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer, per_row,
+         pretraining_beam.open_file),
+        module.shard_records, options.random_seed, beam, stats)
 
 
 # ---------------------------------------------------------------------------
@@ -756,25 +795,23 @@ def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, 
 
 def write_pretraining_data(input_files, output_files, vocab_file, options, do_lower_case=True,
                            num_workers=1, use_fast_tokenizer=True, fast=True, stats=None,
-                           pack_sequences=False, max_instances_per_row=4):
+                           pack_sequences=False, max_instances_per_row=4, beam=None):
     """Creates the pretraining records of `input_files` into `output_files`.
 
     Args:
-      input_files: list of text files, read in this order.
+      input_files: list of text files, read in this order (with `beam`: globs).
       output_files: list of TFRecord files (records round-robin over them).
       options: PretrainingOptions.
-      num_workers: 1 for the original algorithm; N > 1 for the sharded parallel
-        mode (see the module docstring).
-      use_fast_tokenizer: tokenize in batches with the fast tokenizer (same
-        tokens) when the input has pretraining_corpus.FAST_TOKENIZER_MIN_BYTES or more; False
-        always tokenizes line by line in pure Python.
+      num_workers: 1 for the original algorithm; N > 1 for the per-file mode.
+      use_fast_tokenizer: the batch tokenizer (same tokens) for 1 MB of text or
+        more (pretraining_corpus); False: line by line in pure Python.
       fast: False runs the plain-Python form in one process (WordPiece strings, protobuf
         objects, the random module's own methods); same records, slowly.
-      stats: optional dict; gets "worker_cpu_s", the CPU seconds the worker
-        processes used (0 without workers).
-      pack_sequences: pack the instances (the same ones) into rows of
-        max_seq_length, at most `max_instances_per_row` per row (see the module
-        docstring); the rows are the records written.
+      stats: optional dict; gets the counts of the summary line and "worker_cpu_s",
+        the CPU seconds the worker processes used (0 without workers).
+      pack_sequences: write the instances packed into rows, at most
+        `max_instances_per_row` per row (see the module docstring).
+      beam: None, or BeamSettings: the per-file mode on Apache Beam.
 
     Returns:
       The number of records written (packed rows with pack_sequences).
@@ -791,47 +828,72 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
             options.max_seq_length, options.max_predictions_per_seq, max_instances_per_row)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     _check_special_tokens(tokenizer.vocab)
-
-    logging.info("*** Reading from input files ***")
-    for path in input_files:
-        logging.info("  %s", path)
-    logging.info("*** Writing to output files ***")
-    for path in output_files:
-        logging.info("  %s", path)
+    pretraining_records.log_files(input_files, output_files)
 
     stats = {} if stats is None else stats
     stats["worker_cpu_s"] = 0.0
-    if num_workers > 1:
-        return _write_sharded(input_files, output_files, vocab_file, do_lower_case,
-                              tokenizer.vocab, options, num_workers, use_fast_tokenizer, stats,
-                              packer)
-    if not fast:
+    per_row = max_instances_per_row if pack_sequences else None
+    if beam is not None:
+        count = _write_beam(input_files, output_files, vocab_file, do_lower_case, options,
+                            use_fast_tokenizer, stats, per_row, beam)
+    elif num_workers > 1:
+        count = _write_sharded(input_files, output_files, vocab_file, do_lower_case,
+                               tokenizer.vocab, options, num_workers, use_fast_tokenizer,
+                               stats, per_row)
+    elif not fast:
         return _write_reference_style(input_files, output_files, tokenizer, options,
                                       use_fast_tokenizer, packer)
-    return _write_single_process(input_files, output_files, tokenizer, options,
-                                 use_fast_tokenizer, packer)
+    else:
+        count = _write_single_process(input_files, output_files, tokenizer, options,
+                                      use_fast_tokenizer, stats, packer)
+    logging.info("%s", pretraining_corpus.summary_line(stats, options.max_seq_length))
+    return count
 
 
-def run(fv):
-    """Writes the records the flags describe; returns how many."""
+def run(fv, beam_args=()):
+    """Writes the records the flags describe; returns how many.
+
+    beam_args: the command line's options for Beam (with --runner).
+    """
     flags_common.require(fv, ("input_file", "output_file", "vocab_file"))
-    input_files = fileutil.expand_input_files(fv.input_file)
-    output_files = [p.strip() for p in fv.output_file.split(",") if p.strip()]
-    if not output_files:
-        raise ValueError("--output_file is required")
-    for path in output_files:
-        fileutil.check_output_file(path, "--output_file")
+    beam = None
+    if fv.runner:
+        beam = BeamSettings(fv.runner, list(beam_args), fv.max_input_file_mb)
+        input_files = [p.strip() for p in fv.input_file.split(",") if p.strip()]
+    else:
+        input_files = fileutil.expand_input_files(fv.input_file)
+    output_files = fileutil.output_files(fv.output_file, fv.num_output_shards, "--output_file")
     return write_pretraining_data(input_files, output_files, fv.vocab_file,
                                   PretrainingOptions.from_flags(fv),
                                   do_lower_case=fv.do_lower_case,
                                   num_workers=fv.num_workers,
                                   pack_sequences=fv.pack_sequences,
-                                  max_instances_per_row=fv.max_instances_per_row)
+                                  max_instances_per_row=fv.max_instances_per_row,
+                                  beam=beam)
+
+
+BeamSettings = collections.namedtuple("BeamSettings", "runner args max_file_mb")
+
+
+def _beam_module():
+    """pretraining_beam, or a one-line error naming the extra when Beam is missing."""
+    try:
+        import pretraining_beam  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ValueError("--runner needs Apache Beam, an optional extra: pip install "
+                         "'bert-tf2[beam]' (%s)" % e) from None
+    return pretraining_beam
 
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    argv, beam_args = sys.argv, []
+    if any(a == "--runner" or a.startswith("--runner=") for a in argv[1:]):
+        try:
+            argv, beam_args = _beam_module().split_args(argv, define_flags)
+        except ValueError as e:
+            sys.exit("error: %s" % e)
+    flags_common.run_cli(define_flags, functools.partial(run, beam_args=beam_args), argv)
 
 
 if __name__ == "__main__":

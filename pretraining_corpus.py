@@ -8,7 +8,7 @@ a block tokenized together; `line_tokenizer` gives the tokenize callable (the
 tokenizer's batch path when it has one, the exact per-line path otherwise).
 
 Text that is not UTF-8 stops the run with the file and line of the first bad
-byte. `open_file` lets a caller read through another file system layer (Beam's,
+byte. `Progress` and `summary_line` report what was read and made. `open_file` lets a caller read through another file system layer (Beam's,
 for gs:// or hdfs:// input); by default TensorFlow's GFile reads the files.
 """
 import time
@@ -160,6 +160,12 @@ def read_tokenized(input_files, tokenizer, use_fast_tokenizer=True, encoded=None
     return read_documents(input_files, tokenize, on_progress, open_file, on_bytes)
 
 
+def no_documents_error(input_files):
+    """The error of an input without a single document."""
+    return ValueError("no documents in the input files %s (only blank lines or no text)"
+                      % ", ".join(input_files))
+
+
 class Progress(object):
     """Logs "documents, instances, instances/s" at most every PROGRESS_INTERVAL_S."""
 
@@ -180,3 +186,15 @@ class Progress(object):
         else:
             logging.info("%s: %d documents, %d instances, %.0f instances/s (%.0f s)",
                          self.stage, documents, instances, instances / elapsed, elapsed)
+
+
+def summary_line(stats, max_seq_length):
+    """The closing summary line of every mode, from a dict of counts."""
+    line = ("Summary: %d files, %d bytes read, %d documents, %d instances, %d masked tokens"
+            % tuple(stats.get(k, 0) for k in ("files", "bytes", "documents", "instances",
+                                              "masked_tokens")))
+    if stats.get("rows"):
+        line += "; %d packed rows, %.1f%% of their %d-token rows real tokens" % (
+            stats["rows"], 100.0 * stats["row_tokens"] / (stats["rows"] * max_seq_length),
+            max_seq_length)
+    return line

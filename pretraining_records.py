@@ -291,6 +291,16 @@ FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions"
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
+def log_files(input_files, output_files):
+    """Logs the input and output files as the original script does."""
+    logging.info("*** Reading from input files ***")
+    for path in input_files:
+        logging.info("  %s", path)
+    logging.info("*** Writing to output files ***")
+    for path in output_files:
+        logging.info("  %s", path)
+
+
 def log_example(tokens, features, feature_order=FEATURE_ORDER):
     """Logs one example the way the original script does (tokens, then each feature)."""
     logging.info("*** Example ***")
@@ -373,11 +383,15 @@ def write_serialized(records, output_files, vocab, feature_order=FEATURE_ORDER,
     return writer.num_written
 
 
-def write_output(records, output_files, vocab, packer=None):
+def write_output(records, output_files, vocab, packer=None, packed=False):
     """Writes serialized `records`, packed into rows first with an InstancePacker `packer`.
 
+    packed: the records are packed rows already.
     Returns the number of records written (rows when packed).
     """
+    if packed:
+        return write_serialized(records, output_files, vocab, PACKED_FEATURE_ORDER,
+                                what="packed rows")
     if packer is None:
         return write_serialized(records, output_files, vocab)
     count = write_serialized(packer.pack_records(records), output_files, vocab,
