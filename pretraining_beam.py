@@ -74,7 +74,7 @@ def split_args(argv, define_flags):
         flag = flag_of(arg.lstrip("-").split("=", 1)[0]) if arg.startswith("-") else None
         side = theirs if arg.startswith("-") and flag is None else ours
         side.append(arg)
-        takes_value = arg.startswith("-") and "=" not in arg and not (flag and flag.boolean)
+        takes_value = arg.startswith("-") and "=" not in arg and not (flag is not None and flag.boolean)
         if takes_value and args and not args[0].startswith("-"):
             side.append(args.pop(0))
     return ours, theirs
