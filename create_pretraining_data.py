@@ -653,12 +653,13 @@ def _add(stats, **counts):
 
 
 def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stats,
-                            stage=None, open_file=pretraining_corpus.gfile_open, size=None):
+                            stage=None, open_file=pretraining_corpus.gfile_open,
+                            batch_bytes=None):
     """The documents of `input_files` as varints; adds files, bytes, documents to stats."""
     on_progress = pretraining_corpus.Progress(stage).report if stage else None
     documents = pretraining_corpus.read_tokenized(
         input_files, tokenizer, use_fast_tokenizer, encoder.varints, on_progress, open_file,
-        on_bytes=lambda n: _add(stats, bytes=n), total_bytes=size)
+        on_bytes=lambda n: _add(stats, bytes=n), batch_bytes=batch_bytes)
     _add(stats, files=len(input_files), documents=len(documents))
     return documents
 
@@ -720,31 +721,34 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
 shard_seed = pretraining_shards.shard_seed
 
 
-def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer,
+def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer, corpus_bytes,
                        max_instances_per_row=None, open_file=None):
     """What a worker of the per-file mode keeps: tokenizer, options, record encoder.
 
-    options: PretrainingOptions (or its fields); max_instances_per_row: pack each
+    options: PretrainingOptions (or its fields); corpus_bytes: the size of all input
+    files (the worker's tokenizer serves many); max_instances_per_row: pack each
     file's instances (None: no packing); open_file: callable(path) -> binary file.
     """
     options = PretrainingOptions(*options)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     return dict(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
+                corpus_bytes=corpus_bytes,
                 encoder=_encoder_for(options, tokenizer.vocab), per_row=max_instances_per_row,
                 open_file=open_file or pretraining_corpus.gfile_open)
 
 
-def shard_records(state, file_index, path, counter, size=None):
+def shard_records(state, file_index, path, counter):
     """(shuffled records, stats) of one input file under its shard seed.
 
     The records are packed rows (packed in their shuffled order) when the state
     packs. stats counts files, bytes, documents, instances, masked_tokens (and
-    rows, row_tokens when packing). size: the file's size when known.
+    rows, row_tokens when packing).
     """
     options, encoder = state["options"], state["encoder"]
     stats = {}
     documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder,
-                                        stats, open_file=state["open_file"], size=size)
+                                        stats, open_file=state["open_file"],
+                                        batch_bytes=state["corpus_bytes"])
     records = []
     if documents:
         rng = random.Random(shard_seed(options.random_seed, file_index))
@@ -765,7 +769,8 @@ def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, 
         "creating instances (%d workers)" % min(num_workers, len(input_files)))
     with pretraining_shards.sharded_records(
             input_files, output_files[0], num_workers, shard_worker_state,
-            (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer, per_row),
+            (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer,
+             pretraining_corpus.corpus_bytes(input_files), per_row),
             shard_records, progress) as shards:
         stats.update(shards.stats, worker_cpu_s=shards.worker_cpu_s)
         progress.report(stats["documents"] * options.dupe_factor, shards.num_records,
@@ -779,13 +784,14 @@ def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, 
 def _write_beam(input_patterns, output_files, vocab_file, do_lower_case, options,
                 use_fast_tokenizer, stats, per_row, beam):
     pretraining_beam = _beam_module()
+    files = pretraining_beam.match_input_files(input_patterns, beam.max_file_mb)
     # Workers find the per-file functions by their module's name, also when this file
     # runs as __main__.
     module = importlib.import_module("create_pretraining_data")
     return pretraining_beam.run_pipeline(
-        input_patterns, output_files, module.shard_worker_state,
-        (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer, per_row,
-         pretraining_beam.open_file),
+        files, output_files, module.shard_worker_state,
+        (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer,
+         sum(size for _, size in files), per_row, pretraining_beam.open_file),
         module.shard_records, options.random_seed, beam, stats)
 
 

@@ -133,9 +133,9 @@ class _MakePieces(beam.DoFn):
         self._state = self._setup(*self._setup_args)
 
     def process(self, task):
-        file_index, path, size = task
+        file_index, path = task
         try:
-            records, stats = self._make_records(self._state, file_index, path, None, size=size)
+            records, stats = self._make_records(self._state, file_index, path, None)
         except ValueError as e:
             raise ValueError(_BAD_INPUT + str(e)) from None
         for name, value in stats.items():
@@ -224,17 +224,16 @@ def _finish(output_files, shards):
                 pass
 
 
-def run_pipeline(patterns, output_files, setup, setup_args, make_records, random_seed,
+def run_pipeline(files, output_files, setup, setup_args, make_records, random_seed,
                  settings, stats):
     """Runs the pipeline; returns the number of records written.
 
-    patterns: the input globs; output_files: one per output shard.
+    files: [(path, size)] from match_input_files; output_files: one per output shard.
     setup, setup_args, make_records: the per-file functions (see pretraining_shards).
     settings: create_pretraining_data.BeamSettings (runner, Beam args, max file MB).
     stats: dict, gets the summed per-file counts.
     """
-    tasks = [(index, path, size) for index, (path, size)
-             in enumerate(match_input_files(patterns, settings.max_file_mb))]
+    tasks = [(index, path) for index, (path, _) in enumerate(files)]
     logging.info("Beam: %d input files, %d output shards, runner %s", len(tasks),
                  len(output_files), settings.runner)
     temp_dir = "%s.beam-tmp-%s" % (output_files[0], uuid.uuid4().hex[:8])
@@ -256,7 +255,7 @@ def run_pipeline(patterns, output_files, setup, setup_args, make_records, random
         counts, shards = _read_manifest(temp_dir)
         stats.update(counts)
         if not stats.get("documents"):
-            raise pretraining_corpus.no_documents_error([path for _, path, _ in tasks])
+            raise pretraining_corpus.no_documents_error([path for _, path in tasks])
         _finish(output_files, shards)
         return sum(count for _, count in shards.values())
     finally:

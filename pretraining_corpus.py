@@ -144,18 +144,24 @@ def line_tokenizer(tokenizer, use_fast_tokenizer, encoded=None):
     return tokenize
 
 
+def corpus_bytes(input_files):
+    """The total size of `input_files` (GFile)."""
+    return sum(tf.io.gfile.stat(path).length for path in input_files)
+
+
 def read_tokenized(input_files, tokenizer, use_fast_tokenizer=True, encoded=None,
-                   on_progress=None, open_file=gfile_open, on_bytes=None, total_bytes=None):
+                   on_progress=None, open_file=gfile_open, on_bytes=None, batch_bytes=None):
     """The documents of `input_files`, tokenized by `tokenizer` (see line_tokenizer).
 
-    The batch tokenizer is only set up when the files hold
-    FAST_TOKENIZER_MIN_BYTES or more (same tokens either way); total_bytes:
-    their size when the caller knows it (else GFile gives it).
+    The batch tokenizer is only set up for FAST_TOKENIZER_MIN_BYTES of text or
+    more (same tokens either way). batch_bytes: how much text this tokenizer
+    will see in all (a worker of the per-file mode keeps it over many files);
+    default: the size of `input_files`.
     """
     if use_fast_tokenizer:
-        if total_bytes is None:
-            total_bytes = sum(tf.io.gfile.stat(path).length for path in input_files)
-        use_fast_tokenizer = total_bytes >= FAST_TOKENIZER_MIN_BYTES
+        if batch_bytes is None:
+            batch_bytes = corpus_bytes(input_files)
+        use_fast_tokenizer = batch_bytes >= FAST_TOKENIZER_MIN_BYTES
     tokenize = line_tokenizer(tokenizer, use_fast_tokenizer, encoded)
     return read_documents(input_files, tokenize, on_progress, open_file, on_bytes)
 
