@@ -1,12 +1,11 @@
 """Turns plain text into BERT pretraining records (masked LM + next sentence prediction).
 
 Input: UTF-8 text files with one sentence per line and a blank line after each
-document. Sentence boundaries matter: the two segments of an example are runs of
-whole sentences, and "is the second segment the real continuation?" is the next
-sentence task. Documents keep the two segments of a real pair together.
+document: the two segments of an example are runs of whole sentences, and "is the
+second segment the real continuation?" is the next sentence task.
 
-Output: TFRecord files of `tf.train.Example`s, written round-robin over the
-comma-separated `--output_file`s, each with
+Output: TFRecord files of `tf.train.Example`s, round-robin over the `--output_file`s
+(comma-separated, or a prefix with `--num_output_shards`), each with
 
     input_ids, input_mask, segment_ids   int64 [max_seq_length]
     masked_lm_positions, masked_lm_ids   int64 [max_predictions_per_seq]
@@ -16,10 +15,8 @@ comma-separated `--output_file`s, each with
 With the default `--num_workers=1`, the records are those that the original BERT
 release's create_pretraining_data.py writes for the same flags, one for one and
 in the same order: every random decision is drawn from one `random.Random(seed)`
-in the original order. Tokenizing is independent of those draws, so it runs first,
-in large batches through the fast tokenizer (for 1 MB of text or more); the
-pipeline then works on token ids and encodes the records directly, which gives
-the same records several times faster.
+in the original order, while tokenizing (batched for 1 MB of text or more) and
+encoding work on token ids: the same records, several times faster.
 Two deliberate differences: a glob in `--input_file` is read in sorted file-name
 order (the original takes the file system's listing order, which is not defined),
 and bad input (no matching file, no text, text that is not UTF-8) stops the run
@@ -27,55 +24,40 @@ with a one-line error instead of a traceback or an empty output. Settings the
 reference quietly caps (more masked tokens asked for than --max_predictions_per_seq
 holds) run with its records and a warning.
 
-The fast record encoder lives in pretraining_records.py, the parallel mode's
-machinery in pretraining_shards.py; this file keeps the algorithm.
+This file keeps the algorithm (documents -> instances -> masks) and the flags;
+its neighbours hold the rest: pretraining_corpus.py reads the text files,
+pretraining_draws.py the random draws, pretraining_records.py encodes, packs and
+writes the records (packed rows: see pretraining_records.packed_features).
 
-Parallel generation (`--num_workers=N`, N > 1)
-----------------------------------------------
-With `--num_workers=N` the input files are processed as independent shards by N
-worker processes. Each file is read, tokenized, turned into examples and shuffled
-by one worker, with a random generator seeded from `--random_seed` and the file's
-position in the expanded `--input_file` list, so the output depends only on the
-files, their order and the flags, never on N or on timing. The random "next
-sentence" of an example is drawn from documents of the same file only, and a
-document never runs on from one file into the next: the records are a different
-(equally valid) sample than the single-process mode and the original script
-produce. A worker holds only the documents of its own file, so memory is bounded
-by the largest input file rather than by the whole corpus; split a large corpus
-into many files of similar size, at least as many as there are workers. Each
-worker writes its records to a temporary file beside the first output file; at
-the end the shards are interleaved evenly (each shard spread over the whole
-output) into the output files, round-robin, and the temporary files are removed.
+Per-file mode (`--num_workers=N`, N > 1, or `--runner=...`)
+-----------------------------------------------------------
+Each input file is an independent shard: it is read, turned into examples and
+shuffled on its own, with a random generator seeded from `--random_seed` and the
+file's position in the expanded `--input_file` list, so the output depends only
+on the files, their order and the flags, never on N or on timing. The random
+"next sentence" comes from the same file, and a document never runs on into the
+next file: a different (equally valid) sample than the single-process mode. A
+worker holds one file's documents, so memory is bounded by the largest file:
+split a large corpus into many files of similar size. `--num_workers=N` runs the
+files on a local process pool (pretraining_shards.py) and interleaves the shards
+evenly into the output files; `--runner=DirectRunner|DataflowRunner|...` runs
+the same per-file functions as an Apache Beam pipeline (pretraining_beam.py), from
+a laptop to a cluster, with the same multiset of records.
 
-Packed rows (`--pack_sequences`)
---------------------------------
-For long-sequence phases (--max_seq_length=512), where documents end early and
-most of a row is padding, `--pack_sequences` writes several instances side by
-side in one row. The instances are exactly those of the same run without it
-(same --random_seed, same random draws, also with --num_workers); they are then
-packed in their output order, greedily: an instance joins the current row while
-the row has room for its tokens and fewer than --max_instances_per_row
-instances, else it starts a new row. A packed record holds
-
-    input_ids, input_mask, segment_ids   int64 [max_seq_length] (as above)
-    position_ids                         int64 [max_seq_length]: 0, 1, ... per instance
-    instance_ids                         int64 [max_seq_length]: k in the k-th instance
-                                         of the row (1-based), 0 on padding
-    masked_lm_positions, masked_lm_ids   int64 [max_predictions_per_seq * K] (row positions)
-    masked_lm_weights                    float [max_predictions_per_seq * K]
-    next_sentence_labels                 int64 [K]
-    next_sentence_positions              int64 [K]: row position of each instance's [CLS]
-    next_sentence_weights                float [K]: 1 for each instance of the row
-
-with K = --max_instances_per_row; run_pretraining.py --packed_sequences reads
-them (attention stays within each instance).
+`--pack_sequences` writes several instances side by side in rows of
+--max_seq_length (for 512-token phases of short documents): exactly the
+instances of the run without it, packed greedily in their output order (per
+file in the per-file mode): an instance joins the current row while the row has
+room for it and fewer than --max_instances_per_row instances. run_pretraining.py
+--packed_sequences reads them (attention stays within each instance).
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 import functools
+import importlib
 import itertools
 import random
-import time
+import sys
 
 from absl import flags
 from absl import logging
@@ -83,20 +65,11 @@ import tensorflow as tf
 
 import fileutil
 import flags_common
-import input_pipeline
+import pretraining_corpus
+import pretraining_draws
 import pretraining_records
 import pretraining_shards
 import tokenization
-
-# Seconds between two progress lines.
-PROGRESS_INTERVAL_S = 15.0
-
-# Number of examples shown in the log, as the original script does.
-NUM_LOGGED_EXAMPLES = 20
-
-# Below this much input text the batch tokenizer is not used: building it takes
-# about as long as the exact tokenizer needs for 1-2 MB (same tokens either way).
-FAST_TOKENIZER_MIN_BYTES = 1 << 20
 
 _CLS = "[CLS]"
 _SEP = "[SEP]"
@@ -142,24 +115,29 @@ def define_flags(fv):
     flags.DEFINE_integer(
         "num_workers", 1,
         "Worker processes. 1 (default) reproduces the original BERT output exactly. "
-        "N > 1 processes the input files in parallel as independent shards, each "
-        "with its own seed (from --random_seed and the file's position), random next "
-        "sentences drawn from within the same file and memory bounded by the largest "
-        "file: deterministic, but a different sample than with 1 worker.",
+        "N > 1: the per-file mode on N processes (each file a shard with its own seed and "
+        "next sentences from within it): deterministic, a different sample than 1 worker.",
         flag_values=fv)
     flags.DEFINE_bool(
         "pack_sequences", False,
-        "Pack several instances into each row of --max_seq_length tokens (greedily, in "
-        "output order; same instances as without it) with the position_ids, "
-        "instance_ids and next_sentence_positions/weights features that "
-        "run_pretraining.py --packed_sequences reads. For long rows (512) of short "
-        "documents, where most of a row is otherwise padding.", flag_values=fv)
+        "Pack several instances (the same ones as without it) into each row of "
+        "--max_seq_length tokens, for run_pretraining.py --packed_sequences: for long rows "
+        "(512) of short documents, where most of a row is otherwise padding.", flag_values=fv)
     flags.DEFINE_integer(
         "max_instances_per_row", 4,
-        "With --pack_sequences: at most this many instances per row. The masked-LM slots "
-        "of a row (max_predictions_per_seq * this) and so the masked-LM head's work grow "
-        "with it; 4 fits 512-token rows of instances of about 128 tokens.",
+        "With --pack_sequences: at most this many instances per row (a row has "
+        "max_predictions_per_seq * this masked-LM slots); 4 fits 512-token rows.",
         flag_values=fv)
+    flags.DEFINE_integer("num_output_shards", 0,
+                         "N > 0: --output_file is a prefix; the records go to N files "
+                         "PREFIX-00000-of-0000N, ...", flag_values=fv)
+    flags.DEFINE_string("runner", None,
+                        "Apache Beam runner (DirectRunner, DataflowRunner, ...) for the "
+                        "per-file mode (the records of --num_workers=N); flags unknown here "
+                        "(--project, ...) go to Beam. Needs the beam extra.", flag_values=fv)
+    flags.DEFINE_integer("max_input_file_mb", 256,
+                         "With --runner: the largest input file (MB) one worker takes.",
+                         flag_values=fv)
 
 
 class PretrainingOptions(collections.namedtuple(
@@ -211,87 +189,6 @@ class PretrainingOptions(collections.namedtuple(
         if self.dupe_factor < 1:
             warnings.append("--dupe_factor=%d: no instance will be written" % self.dupe_factor)
         return warnings
-
-
-# ---------------------------------------------------------------------------
-# Random draws
-# ---------------------------------------------------------------------------
-
-class _Draws(object):
-    """The three random operations of the algorithm, taken from one `random.Random`."""
-
-    def __init__(self, rng):
-        self.rng = rng
-        self.random = rng.random
-        self.randint = rng.randint
-        self.shuffle = rng.shuffle
-
-
-class _FastDraws(_Draws):
-    """Same draws, same results, same generator state as `_Draws`, with less overhead.
-
-    CPython's `randint` and `shuffle` reduce to `_randbelow`, which draws
-    `n.bit_length()` bits with `getrandbits` until the value is below `n`.
-    These versions do exactly that, without the argument checking of `randrange`
-    around every call. `_fast_draws_agree()` checks the equivalence on this
-    interpreter before they are used.
-    """
-
-    def __init__(self, rng):
-        super(_FastDraws, self).__init__(rng)
-        getrandbits = rng.getrandbits
-
-        def randint(low, high):
-            n = high - low + 1
-            if n <= 0:
-                raise ValueError("empty range for randint(%d, %d)" % (low, high))
-            k = n.bit_length()
-            r = getrandbits(k)
-            while r >= n:
-                r = getrandbits(k)
-            return low + r
-
-        def shuffle(items):
-            # Fisher-Yates from the end, as random.shuffle; the bit count only
-            # changes at powers of two, so it is fixed per block of positions.
-            top = len(items) - 1
-            while top >= 1:
-                k = (top + 1).bit_length()
-                bottom = max(1, (1 << (k - 1)) - 1)
-                for i in range(top, bottom - 1, -1):
-                    j = getrandbits(k)
-                    if j > i:
-                        j = getrandbits(k)
-                        while j > i:
-                            j = getrandbits(k)
-                    items[i], items[j] = items[j], items[i]
-                top = bottom - 1
-
-        self.randint = randint
-        self.shuffle = shuffle
-
-
-@functools.lru_cache(maxsize=None)
-def _fast_draws_agree():
-    """True when `_FastDraws` reproduces `random.Random` on this interpreter."""
-    ours, theirs = random.Random(2024), random.Random(2024)
-    fast, slow = _FastDraws(ours), _Draws(theirs)
-    same = True
-    for size in (0, 1, 2, 3, 4, 5, 7, 8, 9, 64, 65, 127, 128, 129, 300, 1025):
-        a, b = list(range(size)), list(range(size))
-        fast.shuffle(a)
-        slow.shuffle(b)
-        same = same and a == b
-        for low, high in ((0, size), (2, size + 2), (1, 1), (0, 30521), (0, 2 ** 40)):
-            same = same and fast.randint(low, high) == slow.randint(low, high)
-        same = same and fast.random() == slow.random()
-    return same and ours.getstate() == theirs.getstate()
-
-
-def _draws_for(rng):
-    """_FastDraws for a plain random.Random (a subclass may draw differently)."""
-    exact_type = type(rng) is random.Random  # pylint: disable=unidiomatic-typecheck
-    return _FastDraws(rng) if exact_type and _fast_draws_agree() else _Draws(rng)
 
 
 # ---------------------------------------------------------------------------
@@ -631,7 +528,7 @@ def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.1
         max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
         dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask, random_seed=None)
-    return _Generator(options, _Symbols.for_strings(vocab_words), _Draws(rng))
+    return _Generator(options, _Symbols.for_strings(vocab_words), pretraining_draws.Draws(rng))
 
 
 # The reference's names of the two tf.train.Feature helpers.
@@ -692,8 +589,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     use_fast_tokenizer=False tokenizes line by line with the exact pure-Python
     tokenizer (same tokens, slower).
     """
-    tokenize = _line_tokenizer(tokenizer, use_fast_tokenizer and _worth_batching(input_files))
-    documents = read_documents(input_files, tokenize)
+    documents = pretraining_corpus.read_tokenized(input_files, tokenizer, use_fast_tokenizer)
     generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
                                   max_predictions_per_seq, list(tokenizer.vocab.keys()), rng,
                                   do_whole_word_mask, dupe_factor)
@@ -709,241 +605,30 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
     Builds each tf.train.Example with the protobuf API (the records equal those
     of the fast pipeline). Logs the first examples and the total.
     """
-    with input_pipeline.RecordWriter(output_files) as writer:
-        for index, instance in enumerate(instances):
-            features = _instance_features(instance, tokenizer, max_seq_length,
-                                          max_predictions_per_seq)
-            writer.write(features)
-            if index < NUM_LOGGED_EXAMPLES:
-                _log_example(instance.tokens, features)
-    logging.info("Wrote %d total instances", writer.num_written)
-    return writer.num_written
+    return pretraining_records.write_instances(instances, tokenizer, max_seq_length,
+                                               max_predictions_per_seq, output_files)
 
 
-def _instance_features(instance, tokenizer, max_seq_length, max_predictions_per_seq):
-    input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
-    if len(input_ids) > max_seq_length:
-        raise ValueError("instance of %d tokens exceeds max_seq_length %d"
-                         % (len(input_ids), max_seq_length))
-    padding = [0] * (max_seq_length - len(input_ids))
-    label_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
-    slots = [0] * (max_predictions_per_seq - len(label_ids))
-    int_feature, float_feature = input_pipeline.int_feature, input_pipeline.float_feature
-    features = collections.OrderedDict()
-    features["input_ids"] = int_feature(input_ids + padding)
-    features["input_mask"] = int_feature([1] * len(input_ids) + padding)
-    features["segment_ids"] = int_feature(list(instance.segment_ids) + padding)
-    features["masked_lm_positions"] = int_feature(list(instance.masked_lm_positions) + slots)
-    features["masked_lm_ids"] = int_feature(label_ids + slots)
-    features["masked_lm_weights"] = float_feature([1.0] * len(label_ids) + [0.0] * len(slots))
-    features["next_sentence_labels"] = int_feature([1 if instance.is_random_next else 0])
-    return features
-
-
-_FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-
-
-def _log_example(tokens, features, feature_order=None):
-    """Logs one example the way the original script does (tokens, then each feature)."""
-    logging.info("*** Example ***")
-    logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-    for name in feature_order or _FEATURE_ORDER:
-        feature = features[name]
-        values = feature.int64_list.value or feature.float_list.value
-        logging.info("%s: %s", name, " ".join(str(v) for v in values))
-
-
-# ---------------------------------------------------------------------------
-# Reading the corpus
-# ---------------------------------------------------------------------------
-
-_READ_BLOCK_BYTES = 4 << 20
-
-
-def _text_blocks(path):
-    """Yields the lines of a UTF-8 file, as lists of a few MB at a time.
-
-    Lines are split on "\\n" only and every "\\r" is dropped, which is how
-    TensorFlow's GFile.readline (used by the original) reads text; a final piece
-    without "\\n" counts only if non-empty.
-
-    Raises:
-      ValueError: naming the file and line of the first invalid UTF-8 byte.
-    """
-    line_number = 1
-    rest = b""
-    with tf.io.gfile.GFile(path, "rb") as reader:
-        while True:
-            data = reader.read(_READ_BLOCK_BYTES)
-            at_end = not data
-            data = rest + data
-            cut = len(data) if at_end else data.rfind(b"\n") + 1
-            block, rest = data[:cut], data[cut:]
-            block = block.replace(b"\r", b"")
-            if block:
-                try:
-                    text = block.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    bad_line = line_number + block.count(b"\n", 0, e.start)
-                    raise ValueError("%s, line %d: not valid UTF-8 text (%s)"
-                                     % (path, bad_line, e.reason))
-                lines = text.split("\n")
-                if lines[-1] == "":
-                    lines.pop()  # after the final "\n", or an empty last piece
-                yield lines
-                line_number += len(lines)
-            if at_end:
-                return
-
-
-def read_documents(input_files, tokenize_lines, on_progress=None):
-    """Reads `input_files` in order into documents (lists of tokenized sentences).
-
-    A blank line (after stripping whitespace) ends a document; a line that
-    tokenizes to nothing is skipped. As in the original, files are concatenated:
-    a document not closed by a blank line continues into the next file. Empty
-    documents are dropped.
-
-    Args:
-      tokenize_lines: callable, list of stripped non-blank lines -> list of
-        token (or id) lists.
-      on_progress: optional callable(num_documents), called after each block.
-    """
-    documents = [[]]
-    for path in input_files:
-        if tf.io.gfile.isdir(path):
-            raise ValueError("input %s is a directory, not a text file" % path)
-        for lines in _text_blocks(path):
-            stripped = [line.strip() for line in lines]
-            texts = [line for line in stripped if line]
-            tokenized = iter(tokenize_lines(texts) if texts else ())
-            for line in stripped:
-                if not line:
-                    documents.append([])
-                    continue
-                tokens = next(tokenized)
-                if tokens:
-                    documents[-1].append(tokens)
-            if on_progress is not None:
-                on_progress(len(documents))
-    return [document for document in documents if document]
-
-
-def _worth_batching(input_files):
-    """Whether the input is large enough to pay for setting up the batch tokenizer."""
-    return sum(tf.io.gfile.stat(path).length for path in input_files) >= \
-        FAST_TOKENIZER_MIN_BYTES
-
-
-def _line_tokenizer(tokenizer, use_fast_tokenizer, encoded=None):
-    """A callable: list of lines -> list of token lists, one per line.
-
-    Tokens are WordPiece strings, or with `encoded` (the varint encodings of
-    ids, see _Symbols) the encoding of each token's id. use_fast_tokenizer uses
-    the tokenizer's batch methods when it has them (same tokens as `tokenize`,
-    much faster); otherwise lines are tokenized one by one.
-    """
-    has = lambda name: use_fast_tokenizer and hasattr(tokenizer, name)
-    vocab = tokenizer.vocab
-    if encoded is not None and has("convert_batch_to_ids"):
-        def tokenize_many(lines):
-            return [[encoded[i] for i in ids] for ids in tokenizer.convert_batch_to_ids(lines)]
-    else:
-        if has("tokenize_batch"):
-            pieces_of = tokenizer.tokenize_batch
-        else:
-            def pieces_of(lines):
-                return [tokenizer.tokenize(line) for line in lines]
-        if encoded is None:
-            tokenize_many = pieces_of
-        else:
-            def tokenize_many(lines):
-                return [[encoded[vocab[t]] for t in tokens] for tokens in pieces_of(lines)]
-
-    def tokenize(lines):
-        try:
-            return tokenize_many(lines)
-        except KeyError as e:
-            raise ValueError("token %s produced by the tokenizer is not in the vocabulary "
-                             "(is [UNK] missing from it?)" % e)
-    return tokenize
-
-
-# ---------------------------------------------------------------------------
-# Writing records
-# ---------------------------------------------------------------------------
-
-def _write_records(records, output_files, inv_vocab, feature_order=None, what="instances"):
-    """Writes serialized Examples round-robin, logging the first ones; returns the count.
-
-    inv_vocab: id -> token, to show the tokens of the logged examples.
-    feature_order: the features logged (default: the reference's seven).
-    """
-    records = iter(records)
-    with input_pipeline.RecordWriter(output_files) as writer:
-        for record in itertools.islice(records, NUM_LOGGED_EXAMPLES):
-            features = tf.train.Example.FromString(record).features.feature
-            tokens = [inv_vocab[i] for i in features["input_ids"].int64_list.value]
-            tokens = tokens[:sum(features["input_mask"].int64_list.value)]
-            _log_example(tokens, features, feature_order)
-            writer.write_serialized(record)
-        write = writer.write_serialized
-        for record in records:
-            write(record)
-    logging.info("Wrote %d total %s", writer.num_written, what)
-    return writer.num_written
-
-
-def _write_output(records, output_files, vocab, packer=None):
-    """Writes `records`, packed into rows first when `packer` is set; returns the count."""
-    if packer is None:
-        return _write_records(records, output_files, _inverse(vocab))
-    count = _write_records(packer.pack_records(records), output_files, _inverse(vocab),
-                           pretraining_records.PACKED_FEATURE_ORDER, what="packed rows")
-    logging.info("%s", packer.summary())
-    return count
-
-
-# ---------------------------------------------------------------------------
-# Progress
-# ---------------------------------------------------------------------------
-
-class _Progress(object):
-    """Logs "documents, instances, instances/s" at most every PROGRESS_INTERVAL_S."""
-
-    def __init__(self, stage):
-        self.stage = stage
-        self.start = time.time()
-        self.last = self.start
-
-    def report(self, documents, instances=None, force=False):
-        """documents: documents done (x dupe_factor); instances: None while reading."""
-        now = time.time()
-        if not force and now - self.last < PROGRESS_INTERVAL_S:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        if instances is None:
-            logging.info("%s: %d documents (%.0f s)", self.stage, documents, elapsed)
-        else:
-            logging.info("%s: %d documents, %d instances, %.0f instances/s (%.0f s)",
-                         self.stage, documents, instances, instances / elapsed, elapsed)
+# Kept importable here: the reader is the one every mode of this script uses.
+read_documents = pretraining_corpus.read_documents
 
 
 # ---------------------------------------------------------------------------
 # The fast pipeline
 # ---------------------------------------------------------------------------
 
-def _generate_records(documents, options, encoder, rng, progress=None, counter=None):
+def _generate_records(documents, options, encoder, rng, progress=None, counter=None,
+                      stats=None):
     """All examples of `documents` (shuffled), as serialized records; draws from `rng`.
 
     documents: as read by _read_encoded_documents with this encoder's varints.
     counter: optional callable(new_documents, records_so_far), every 1000 documents.
+    stats: optional dict of counts; gets "instances" and "masked_tokens" added.
     """
-    generator = _Generator(options, encoder.symbols, _draws_for(rng))
+    generator = _Generator(options, encoder.symbols, pretraining_draws.draws_for(rng))
     encode = encoder.encode
     records = []
+    masked = 0
     total_documents = len(documents) * options.dupe_factor
     reported = [0]
 
@@ -955,25 +640,33 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
             reported[0] = done
 
     for example in generator.corpus_examples(documents, on_document):
+        masked += len(example[2])
         records.append(encode(*example))
     if progress is not None:
         progress.report(total_documents, len(records), force=True)
     if counter is not None:
         counter(total_documents - reported[0], len(records))
+    if stats is not None:
+        _add(stats, instances=len(records), masked_tokens=masked)
     generator.draws.shuffle(records)
     return records
 
 
-def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stage=None):
-    progress = _Progress(stage) if stage else None
-    on_progress = progress.report if progress else None
-    use_fast_tokenizer = use_fast_tokenizer and _worth_batching(input_files)
-    tokenize = _line_tokenizer(tokenizer, use_fast_tokenizer, encoder.varints)
-    return read_documents(input_files, tokenize, on_progress)
+def _add(stats, **counts):
+    for key, value in counts.items():
+        stats[key] = stats.get(key, 0) + value
 
 
-def _inverse(vocab):
-    return {i: t for t, i in vocab.items()}
+def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stats,
+                            stage=None, open_file=pretraining_corpus.gfile_open,
+                            batch_bytes=None):
+    """The documents of `input_files` as varints; adds files, bytes, documents to stats."""
+    on_progress = pretraining_corpus.Progress(stage).report if stage else None
+    documents = pretraining_corpus.read_tokenized(
+        input_files, tokenizer, use_fast_tokenizer, encoder.varints, on_progress, open_file,
+        on_bytes=lambda n: _add(stats, bytes=n), batch_bytes=batch_bytes)
+    _add(stats, files=len(input_files), documents=len(documents))
+    return documents
 
 
 _Encoding = collections.namedtuple("_Encoding", "varints encode symbols")
@@ -988,18 +681,21 @@ def _encoder_for(options, vocab):
 
 
 def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer,
-                          packer=None):
+                          stats, packer=None):
     encoder = _encoder_for(options, tokenizer.vocab)
     documents = _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder,
-                                        "reading")
+                                        stats, "reading")
     if not documents:
-        raise ValueError("no documents in the input files %s (only blank lines or no text)"
-                         % ", ".join(input_files))
+        raise pretraining_corpus.no_documents_error(input_files)
     logging.info("Read %d documents", len(documents))
     records = _generate_records(documents, options, encoder, random.Random(options.random_seed),
-                                progress=_Progress("creating instances"))
+                                progress=pretraining_corpus.Progress("creating instances"),
+                                stats=stats)
     del documents
-    return _write_output(records, output_files, tokenizer.vocab, packer)
+    count = pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
+    if packer is not None:
+        _add(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
+    return count
 
 
 def _write_reference_style(input_files, output_files, tokenizer, options, use_fast_tokenizer,
@@ -1012,64 +708,96 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
         rng, do_whole_word_mask=options.do_whole_word_mask,
         use_fast_tokenizer=use_fast_tokenizer)
     if not instances:
-        raise ValueError("no documents in the input files %s (only blank lines or no text)"
-                         % ", ".join(input_files))
+        raise pretraining_corpus.no_documents_error(input_files)
     if packer is not None:
-        records = (_instance_record(instance, tokenizer, options) for instance in instances)
-        return _write_output(records, output_files, tokenizer.vocab, packer)
+        records = (pretraining_records.instance_record(
+            instance, tokenizer, options.max_seq_length, options.max_predictions_per_seq)
+            for instance in instances)
+        return pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
     return write_instance_to_example_files(instances, tokenizer, options.max_seq_length,
                                            options.max_predictions_per_seq, output_files)
 
 
-def _instance_record(instance, tokenizer, options):
-    """The serialized (unpacked) tf.train.Example of a `TrainingInstance`."""
-    features = _instance_features(instance, tokenizer, options.max_seq_length,
-                                  options.max_predictions_per_seq)
-    example = tf.train.Example(features=tf.train.Features(feature=features))
-    return example.SerializeToString(deterministic=True)
-
-
 # ---------------------------------------------------------------------------
-# Parallel mode: one shard per input file (machinery in pretraining_shards.py)
+# Per-file mode: one shard per input file, on a process pool (pretraining_shards.py)
+# or on Apache Beam (pretraining_beam.py)
 # ---------------------------------------------------------------------------
 
 shard_seed = pretraining_shards.shard_seed
 
 
-def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer):
-    """What a worker of the sharded mode keeps: tokenizer, options and record encoder."""
+def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer, corpus_bytes,
+                       max_instances_per_row=None, open_file=None):
+    """What a worker of the per-file mode keeps: tokenizer, options, record encoder.
+
+    options: PretrainingOptions (or its fields); corpus_bytes: the size of all input
+    files (the worker's tokenizer serves many); max_instances_per_row: pack each
+    file's instances (None: no packing); open_file: callable(path) -> binary file.
+    """
+    options = PretrainingOptions(*options)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     return dict(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
-                encoder=_encoder_for(options, tokenizer.vocab))
+                corpus_bytes=corpus_bytes,
+                encoder=_encoder_for(options, tokenizer.vocab), per_row=max_instances_per_row,
+                open_file=open_file or pretraining_corpus.gfile_open)
 
 
 def shard_records(state, file_index, path, counter):
-    """(number of documents, shuffled records) of one input file under its shard seed."""
+    """(shuffled records, stats) of one input file under its shard seed.
+
+    The records are packed rows (packed in their shuffled order) when the state
+    packs. stats counts files, bytes, documents, instances, masked_tokens (and
+    rows, row_tokens when packing).
+    """
     options, encoder = state["options"], state["encoder"]
-    documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder)
+    stats = {}
+    documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder,
+                                        stats, open_file=state["open_file"],
+                                        batch_bytes=state["corpus_bytes"])
     records = []
     if documents:
         rng = random.Random(shard_seed(options.random_seed, file_index))
-        records = _generate_records(documents, options, encoder, rng, counter=counter)
-    return len(documents), records
+        records = _generate_records(documents, options, encoder, rng, counter=counter,
+                                    stats=stats)
+    del documents
+    if state["per_row"]:
+        packer = pretraining_records.InstancePacker(
+            options.max_seq_length, options.max_predictions_per_seq, state["per_row"])
+        records = list(packer.pack_records(records))
+        _add(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
+    return records, stats
 
 
 def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, options,
-                   num_workers, use_fast_tokenizer, stats, packer=None):
-    progress = _Progress("creating instances (%d workers)" % min(num_workers,
-                                                                  len(input_files)))
+                   num_workers, use_fast_tokenizer, stats, per_row=None):
+    progress = pretraining_corpus.Progress(
+        "creating instances (%d workers)" % min(num_workers, len(input_files)))
     with pretraining_shards.sharded_records(
             input_files, output_files[0], num_workers, shard_worker_state,
-            (vocab_file, do_lower_case, options, use_fast_tokenizer), shard_records,
-            progress) as shards:
-        progress.report(shards.num_documents * options.dupe_factor, shards.num_records,
+            (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer,
+             pretraining_corpus.corpus_bytes(input_files), per_row),
+            shard_records, progress) as shards:
+        stats.update(shards.stats, worker_cpu_s=shards.worker_cpu_s)
+        progress.report(stats["documents"] * options.dupe_factor, shards.num_records,
                         force=True)
-        if not shards.num_documents:
-            raise ValueError("no documents in the input files %s (only blank lines or no text)"
-                             % ", ".join(input_files))
-        logging.info("Read %d documents from %d files", shards.num_documents, shards.num_files)
-        stats["worker_cpu_s"] = shards.worker_cpu_s
-        return _write_output(shards.records, output_files, vocab, packer)
+        if not stats["documents"]:
+            raise pretraining_corpus.no_documents_error(input_files)
+        return pretraining_records.write_output(shards.records, output_files, vocab,
+                                                packed=bool(per_row))
+
+
+def _write_beam(input_patterns, output_files, vocab_file, do_lower_case, options,
+                use_fast_tokenizer, stats, per_row, beam):
+    pretraining_beam = _beam_module()
+    files = pretraining_beam.match_input_files(input_patterns, beam.max_file_mb)
+    # Workers find the per-file functions by their module's name, also when this file
+    # runs as __main__.
+    module = importlib.import_module("create_pretraining_data")
+    return pretraining_beam.run_pipeline(
+        files, output_files, module.shard_worker_state,
+        (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer,
+         sum(size for _, size in files), per_row, pretraining_beam.open_file),
+        module.shard_records, options.random_seed, beam, stats)
 
 
 # ---------------------------------------------------------------------------
@@ -1078,25 +806,23 @@ def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, 
 
 def write_pretraining_data(input_files, output_files, vocab_file, options, do_lower_case=True,
                            num_workers=1, use_fast_tokenizer=True, fast=True, stats=None,
-                           pack_sequences=False, max_instances_per_row=4):
+                           pack_sequences=False, max_instances_per_row=4, beam=None):
     """Creates the pretraining records of `input_files` into `output_files`.
 
     Args:
-      input_files: list of text files, read in this order.
+      input_files: list of text files, read in this order (with `beam`: globs).
       output_files: list of TFRecord files (records round-robin over them).
       options: PretrainingOptions.
-      num_workers: 1 for the original algorithm; N > 1 for the sharded parallel
-        mode (see the module docstring).
-      use_fast_tokenizer: tokenize in batches with the fast tokenizer (same
-        tokens) when the input has FAST_TOKENIZER_MIN_BYTES or more; False
-        always tokenizes line by line in pure Python.
+      num_workers: 1 for the original algorithm; N > 1 for the per-file mode.
+      use_fast_tokenizer: the batch tokenizer (same tokens) for 1 MB of text or
+        more (pretraining_corpus); False: line by line in pure Python.
       fast: False runs the plain-Python form in one process (WordPiece strings, protobuf
         objects, the random module's own methods); same records, slowly.
-      stats: optional dict; gets "worker_cpu_s", the CPU seconds the worker
-        processes used (0 without workers).
-      pack_sequences: pack the instances (the same ones) into rows of
-        max_seq_length, at most `max_instances_per_row` per row (see the module
-        docstring); the rows are the records written.
+      stats: optional dict; gets the counts of the summary line and "worker_cpu_s",
+        the CPU seconds the worker processes used (0 without workers).
+      pack_sequences: write the instances packed into rows, at most
+        `max_instances_per_row` per row (see the module docstring).
+      beam: None, or BeamSettings: the per-file mode on Apache Beam.
 
     Returns:
       The number of records written (packed rows with pack_sequences).
@@ -1113,47 +839,72 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
             options.max_seq_length, options.max_predictions_per_seq, max_instances_per_row)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     _check_special_tokens(tokenizer.vocab)
-
-    logging.info("*** Reading from input files ***")
-    for path in input_files:
-        logging.info("  %s", path)
-    logging.info("*** Writing to output files ***")
-    for path in output_files:
-        logging.info("  %s", path)
+    pretraining_records.log_files(input_files, output_files)
 
     stats = {} if stats is None else stats
     stats["worker_cpu_s"] = 0.0
-    if num_workers > 1:
-        return _write_sharded(input_files, output_files, vocab_file, do_lower_case,
-                              tokenizer.vocab, options, num_workers, use_fast_tokenizer, stats,
-                              packer)
-    if not fast:
+    per_row = max_instances_per_row if pack_sequences else None
+    if beam is not None:
+        count = _write_beam(input_files, output_files, vocab_file, do_lower_case, options,
+                            use_fast_tokenizer, stats, per_row, beam)
+    elif num_workers > 1:
+        count = _write_sharded(input_files, output_files, vocab_file, do_lower_case,
+                               tokenizer.vocab, options, num_workers, use_fast_tokenizer,
+                               stats, per_row)
+    elif not fast:
         return _write_reference_style(input_files, output_files, tokenizer, options,
                                       use_fast_tokenizer, packer)
-    return _write_single_process(input_files, output_files, tokenizer, options,
-                                 use_fast_tokenizer, packer)
+    else:
+        count = _write_single_process(input_files, output_files, tokenizer, options,
+                                      use_fast_tokenizer, stats, packer)
+    logging.info("%s", pretraining_corpus.summary_line(stats, options.max_seq_length))
+    return count
 
 
-def run(fv):
-    """Writes the records the flags describe; returns how many."""
+def run(fv, beam_args=()):
+    """Writes the records the flags describe; returns how many.
+
+    beam_args: the command line's options for Beam (with --runner).
+    """
     flags_common.require(fv, ("input_file", "output_file", "vocab_file"))
-    input_files = fileutil.expand_input_files(fv.input_file)
-    output_files = [p.strip() for p in fv.output_file.split(",") if p.strip()]
-    if not output_files:
-        raise ValueError("--output_file is required")
-    for path in output_files:
-        fileutil.check_output_file(path, "--output_file")
+    beam = None
+    if fv.runner:
+        beam = BeamSettings(fv.runner, list(beam_args), fv.max_input_file_mb)
+        input_files = [p.strip() for p in fv.input_file.split(",") if p.strip()]
+    else:
+        input_files = fileutil.expand_input_files(fv.input_file)
+    output_files = fileutil.output_files(fv.output_file, fv.num_output_shards, "--output_file")
     return write_pretraining_data(input_files, output_files, fv.vocab_file,
                                   PretrainingOptions.from_flags(fv),
                                   do_lower_case=fv.do_lower_case,
                                   num_workers=fv.num_workers,
                                   pack_sequences=fv.pack_sequences,
-                                  max_instances_per_row=fv.max_instances_per_row)
+                                  max_instances_per_row=fv.max_instances_per_row,
+                                  beam=beam)
+
+
+BeamSettings = collections.namedtuple("BeamSettings", "runner args max_file_mb")
+
+
+def _beam_module():
+    """pretraining_beam, or a one-line error naming the extra when Beam is missing."""
+    try:
+        import pretraining_beam  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ValueError("--runner needs Apache Beam, an optional extra: pip install "
+                         "'bert-tf2[beam]' (%s)" % e) from None
+    return pretraining_beam
 
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    argv, beam_args = sys.argv, []
+    if any(a == "--runner" or a.startswith("--runner=") for a in argv[1:]):
+        try:
+            argv, beam_args = _beam_module().split_args(argv, define_flags)
+        except ValueError as e:
+            sys.exit("error: %s" % e)
+    flags_common.run_cli(define_flags, functools.partial(run, beam_args=beam_args), argv)
 
 
 if __name__ == "__main__":

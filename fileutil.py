@@ -3,7 +3,8 @@
 - `atomic_open`: outputs appear under their name only once complete;
 - `write_eval_results`: eval_results.txt in the reference's `key = value` form;
 - `prepare_output_dir`: an --output_dir that can be written, checked up front;
-- `expand_input_files`: comma-separated globs, as the reference's --input_file.
+- `expand_input_files`: comma-separated globs, as the reference's --input_file;
+- `output_files`: a list of output files, or PREFIX-00000-of-0000N names.
 
 Local paths and every filesystem tf.io.gfile knows (gs://, ...) alike.
 """
@@ -76,6 +77,33 @@ def check_output_file(path, flag):
     """An output file path must not name a directory (which is never replaced)."""
     if tf.io.gfile.isdir(path):
         raise ValueError("%s=%s is a directory, not a file" % (flag, path))
+
+
+def output_files(value, num_shards, flag):
+    """The output files a flag names: a comma-separated list (num_shards 0), or with
+    num_shards N > 0 a prefix for the names PREFIX-00000-of-0000N, ...
+
+    Shards of another run under the same prefix would join these in a glob
+    (PREFIX-*): they are refused, as is a name of a directory.
+    """
+    if num_shards < 0:
+        raise ValueError("the number of output shards must be >= 0, got %d" % num_shards)
+    if not num_shards:
+        files = [p.strip() for p in value.split(",") if p.strip()]
+        if not files:
+            raise ValueError("%s is required" % flag)
+        for path in files:
+            check_output_file(path, flag)
+        return files
+    prefix = value.strip()
+    check_output_file(prefix, flag)
+    names = ["%s-%05d-of-%05d" % (prefix, i, num_shards) for i in range(num_shards)]
+    others = sorted(set(tf.io.gfile.glob(prefix + "-*-of-*")) - set(names))
+    if others:
+        raise ValueError("%s=%s already holds files of another run (%s%s): remove them or "
+                         "choose another prefix"
+                         % (flag, prefix, others[0], ", ..." if len(others) > 1 else ""))
+    return names
 
 
 def expand_input_files(patterns):

@@ -8,11 +8,20 @@ create_pretraining_data.py works on varint-encoded token ids and joins them.
 `InstancePacker` turns those records into packed rows (`--pack_sequences`):
 several instances side by side in one row of max_seq_length tokens, with the
 features `packed_features` describes.
+
+`write_output` writes records round-robin into the output files and logs the
+first ones as the original script does; `write_instances` does the same for
+TrainingInstance objects through the protobuf API (the reference's way).
 """
 import collections
+import itertools
 import struct
 
+from absl import logging
 import tensorflow as tf
+
+import input_pipeline
+import tokenization
 
 
 def varint(value):
@@ -268,3 +277,124 @@ class InstancePacker(object):
                 % (self.num_instances, self.num_rows, self.num_instances / rows,
                    100.0 * self.num_tokens / (rows * self.max_seq_length),
                    self.max_seq_length))
+
+
+# ---------------------------------------------------------------------------
+# Writing records (create_pretraining_data's output files)
+# ---------------------------------------------------------------------------
+
+# Number of examples shown in the log, as the original script does.
+NUM_LOGGED_EXAMPLES = 20
+
+# The features of an unpacked record, in the order the log shows them.
+FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def log_files(input_files, output_files):
+    """Logs the input and output files as the original script does."""
+    logging.info("*** Reading from input files ***")
+    for path in input_files:
+        logging.info("  %s", path)
+    logging.info("*** Writing to output files ***")
+    for path in output_files:
+        logging.info("  %s", path)
+
+
+def log_example(tokens, features, feature_order=FEATURE_ORDER):
+    """Logs one example the way the original script does (tokens, then each feature)."""
+    logging.info("*** Example ***")
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+    for name in feature_order:
+        feature = features[name]
+        values = feature.int64_list.value or feature.float_list.value
+        logging.info("%s: %s", name, " ".join(str(v) for v in values))
+
+
+def instance_features(instance, tokenizer, max_seq_length, max_predictions_per_seq):
+    """The features (name -> tf.train.Feature, in FEATURE_ORDER) of a TrainingInstance.
+
+    Built with the protobuf API from WordPiece strings: the plain-Python form of
+    what `ExampleEncoder.encode` writes.
+    """
+    input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+    if len(input_ids) > max_seq_length:
+        raise ValueError("instance of %d tokens exceeds max_seq_length %d"
+                         % (len(input_ids), max_seq_length))
+    padding = [0] * (max_seq_length - len(input_ids))
+    label_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
+    slots = [0] * (max_predictions_per_seq - len(label_ids))
+    int_feature, float_feature = input_pipeline.int_feature, input_pipeline.float_feature
+    features = collections.OrderedDict()
+    features["input_ids"] = int_feature(input_ids + padding)
+    features["input_mask"] = int_feature([1] * len(input_ids) + padding)
+    features["segment_ids"] = int_feature(list(instance.segment_ids) + padding)
+    features["masked_lm_positions"] = int_feature(list(instance.masked_lm_positions) + slots)
+    features["masked_lm_ids"] = int_feature(label_ids + slots)
+    features["masked_lm_weights"] = float_feature([1.0] * len(label_ids) + [0.0] * len(slots))
+    features["next_sentence_labels"] = int_feature([1 if instance.is_random_next else 0])
+    return features
+
+
+def instance_record(instance, tokenizer, max_seq_length, max_predictions_per_seq):
+    """The serialized (unpacked) tf.train.Example of a TrainingInstance."""
+    features = instance_features(instance, tokenizer, max_seq_length, max_predictions_per_seq)
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    return example.SerializeToString(deterministic=True)
+
+
+def write_instances(instances, tokenizer, max_seq_length, max_predictions_per_seq,
+                    output_files):
+    """Writes TrainingInstances round-robin to `output_files`; returns the count.
+
+    Logs the first NUM_LOGGED_EXAMPLES examples and the total.
+    """
+    with input_pipeline.RecordWriter(output_files) as writer:
+        for index, instance in enumerate(instances):
+            features = instance_features(instance, tokenizer, max_seq_length,
+                                         max_predictions_per_seq)
+            writer.write(features)
+            if index < NUM_LOGGED_EXAMPLES:
+                log_example(instance.tokens, features)
+    logging.info("Wrote %d total instances", writer.num_written)
+    return writer.num_written
+
+
+def write_serialized(records, output_files, vocab, feature_order=FEATURE_ORDER,
+                     what="instances"):
+    """Writes serialized Examples round-robin, logging the first ones; returns the count.
+
+    vocab: token -> id, to show the tokens of the logged examples.
+    feature_order: the features logged.
+    """
+    records = iter(records)
+    inv_vocab = {i: t for t, i in vocab.items()}
+    with input_pipeline.RecordWriter(output_files) as writer:
+        for record in itertools.islice(records, NUM_LOGGED_EXAMPLES):
+            features = tf.train.Example.FromString(record).features.feature
+            tokens = [inv_vocab[i] for i in features["input_ids"].int64_list.value]
+            tokens = tokens[:sum(features["input_mask"].int64_list.value)]
+            log_example(tokens, features, feature_order)
+            writer.write_serialized(record)
+        write = writer.write_serialized
+        for record in records:
+            write(record)
+    logging.info("Wrote %d total %s", writer.num_written, what)
+    return writer.num_written
+
+
+def write_output(records, output_files, vocab, packer=None, packed=False):
+    """Writes serialized `records`, packed into rows first with an InstancePacker `packer`.
+
+    packed: the records are packed rows already.
+    Returns the number of records written (rows when packed).
+    """
+    if packed:
+        return write_serialized(records, output_files, vocab, PACKED_FEATURE_ORDER,
+                                what="packed rows")
+    if packer is None:
+        return write_serialized(records, output_files, vocab)
+    count = write_serialized(packer.pack_records(records), output_files, vocab,
+                             PACKED_FEATURE_ORDER, what="packed rows")
+    logging.info("%s", packer.summary())
+    return count

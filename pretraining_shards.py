@@ -11,9 +11,12 @@ interleave); what a shard's records are is given by the caller as two
 module-level functions, so that they can be sent to the worker processes:
 
     setup(*setup_args) -> state          once per worker
-    make_records(state, file_index, path, counter) -> (num_documents, records)
+    make_records(state, file_index, path, counter) -> (records, stats)
 
-where counter(new_documents, records_so_far) reports progress to the parent.
+where counter(new_documents, records_so_far) reports progress to the parent and
+stats is a dict of counts ("documents", ...) that the parent sums over shards.
+The Beam pipeline (pretraining_beam.py) runs the same two functions and reuses
+the temporary shard format and the even interleave of this module.
 """
 import collections
 import concurrent.futures
@@ -31,16 +34,26 @@ import tensorflow as tf
 import fileutil
 
 _RECORD_LENGTH = struct.Struct("<I")
+# Bytes before each record in a temporary shard file (its length).
+RECORD_OVERHEAD = _RECORD_LENGTH.size
 _WORKER = {}
 
 ShardedRecords = collections.namedtuple(
-    "ShardedRecords", "records num_documents num_records worker_cpu_s num_files")
+    "ShardedRecords", "records stats num_records worker_cpu_s num_files")
 
 
 def shard_seed(random_seed, file_index):
     """The seed of the shard made from the `file_index`-th input file."""
     digest = hashlib.sha256(("%d/%d" % (random_seed, file_index)).encode("ascii")).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def sum_stats(all_stats):
+    """The sum, key by key, of dicts of counts."""
+    total = collections.Counter()
+    for stats in all_stats:
+        total.update(stats)
+    return dict(total)
 
 
 def _init_worker(setup, setup_args, make_records, counters, threads_per_worker):
@@ -70,15 +83,17 @@ def _process_shard(task):
     """Worker: one input file -> one temporary file of its (shuffled) records."""
     cpu_start = time.process_time()
     file_index, path, temp_path = task
-    num_documents, records = _WORKER["make_records"](_WORKER["state"], file_index, path,
-                                                     _shared_counter())
+    records, stats = _WORKER["make_records"](_WORKER["state"], file_index, path,
+                                             _shared_counter())
     write_shard_file(temp_path, records)
-    return (file_index, temp_path, num_documents, len(records),
-            time.process_time() - cpu_start)
+    return (file_index, temp_path, stats, len(records), time.process_time() - cpu_start)
 
 
 def write_shard_file(path, records):
-    """Writes serialized records to a temporary shard file, each after its length."""
+    """Writes serialized records to a temporary shard file, each after its length.
+
+    A record takes RECORD_OVERHEAD + len(record) bytes of the file.
+    """
     with fileutil.atomic_open(path, "wb") as f:
         chunk = []
         for record in records:
@@ -90,21 +105,25 @@ def write_shard_file(path, records):
         f.write(b"".join(chunk))
 
 
-def shard_file_records(path, block_bytes):
+def shard_file_records(path, block_bytes, start=0, end=None):
     """Yields the records of a temporary shard file, reading block_bytes at a time.
 
+    start, end: the byte range to read (a piece of the file; end None: to the end).
     The file is reopened for every block so that thousands of shards can be
     merged without keeping thousands of files open.
     """
-    offset = 0
+    offset = start
     buffer = b""
     at = 0
     while True:
         if len(buffer) - at < _RECORD_LENGTH.size or \
                 len(buffer) - at < _RECORD_LENGTH.size + _RECORD_LENGTH.unpack_from(buffer, at)[0]:
-            with tf.io.gfile.GFile(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(block_bytes)
+            size = block_bytes if end is None else min(block_bytes, end - offset)
+            data = b""
+            if size > 0:
+                with tf.io.gfile.GFile(path, "rb") as f:
+                    f.seek(offset)
+                    data = f.read(size)
             if not data:
                 if at != len(buffer):
                     raise ValueError("truncated temporary shard file %s" % path)
@@ -122,13 +141,14 @@ def shard_file_records(path, block_bytes):
 def interleave_shards(shards):
     """Yields the records of all shards, each shard spread evenly over the output.
 
-    shards: list of (path, count). The i-th record of a shard of n records has
-    the sort key (i + 0.5) / n; records come out in key order (ties: lower shard
-    first), which is deterministic and needs one open reader per shard.
+    shards: list of (path, count), or (path, count, start, end) for a byte range
+    of the file. The i-th record of a shard of n records has the sort key
+    (i + 0.5) / n; records come out in key order (ties: lower shard first),
+    which is deterministic and needs one reader (one block buffer) per shard.
     """
     block_bytes = min(4 << 20, max(64 << 10, (256 << 20) // max(1, len(shards))))
-    readers = [shard_file_records(path, block_bytes) for path, _ in shards]
-    heap = [(0.5 / count, s, 0) for s, (_, count) in enumerate(shards) if count]
+    readers = [shard_file_records(shard[0], block_bytes, *shard[2:]) for shard in shards]
+    heap = [(0.5 / shard[1], s, 0) for s, shard in enumerate(shards) if shard[1]]
     heapq.heapify(heap)
     while heap:
         _, s, i = heapq.heappop(heap)
@@ -196,7 +216,7 @@ def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
         results = _run_workers(tasks, num_workers, setup, setup_args, make_records, progress)
         yield ShardedRecords(
             records=interleave_shards([(r[1], r[3]) for r in results]),
-            num_documents=sum(r[2] for r in results), num_records=sum(r[3] for r in results),
+            stats=sum_stats(r[2] for r in results), num_records=sum(r[3] for r in results),
             worker_cpu_s=sum(r[4] for r in results), num_files=len(results))
     finally:
         if tf.io.gfile.exists(temp_dir):

@@ -6,7 +6,8 @@ MODULES = [
     "flags_common", "create_pretraining_data", "run_pretraining", "run_classifier",
     "run_squad", "extract_features", "convert_tf1_checkpoint", "convert_hf_checkpoint",
     "export_saved_model", "create_vocab", "fileutil", "startup", "glue_data", "squad_data",
-    "squad_results", "pretraining_records", "pretraining_shards", "tokenization_graph",
+    "squad_results", "pretraining_records", "pretraining_shards", "pretraining_corpus",
+    "pretraining_draws", "pretraining_beam", "tokenization_graph",
     "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
     "multiple_choice_data", "heads", "fused_update", "tf1_variables",
 ]
@@ -43,6 +44,10 @@ setup(
         "test": ["pytest>=8"],
         "bench": ["tokenizers>=0.19"],
         "hf": ["safetensors>=0.4"],
+        # Resolves with tensorflow 2.20 / tf-models-official 2.20 (checked with pip check):
+        # apache-beam 2.77.0 with protobuf 6.33.6 (Beam needs < 7), pyarrow 25.0.1
+        # (Beam needs < 26), numpy 2.4 (Beam needs < 2.5).
+        "beam": ["apache-beam>=2.77,<3", "protobuf>=5.28,<7", "pyarrow>=14,<26"],
     },
     entry_points={
         "console_scripts": ["%s=%s:main" % (cmd, mod) for cmd, mod in SCRIPTS.items()],

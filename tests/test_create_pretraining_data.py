@@ -13,6 +13,8 @@ import tensorflow as tf
 import create_pretraining_data as cpd
 import flags_common
 import input_pipeline
+import pretraining_corpus
+import pretraining_draws
 import tokenization
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -97,13 +99,13 @@ def _golden_flags(shared_dir):
 @pytest.fixture
 def batch_tokenizer(monkeypatch):
     """Makes even tiny inputs go through the batch tokenizer."""
-    monkeypatch.setattr(cpd, "FAST_TOKENIZER_MIN_BYTES", 0)
+    monkeypatch.setattr(pretraining_corpus, "FAST_TOKENIZER_MIN_BYTES", 0)
 
 
 @pytest.mark.parametrize("batch", [True, False], ids=["batch_tokenizer", "exact_tokenizer"])
 def test_golden_records(shared_dir, tmp_path, monkeypatch, batch):
     """Both tokenizer paths; the batch one is used for large inputs only by default."""
-    monkeypatch.setattr(cpd, "FAST_TOKENIZER_MIN_BYTES", 0 if batch else 1 << 62)
+    monkeypatch.setattr(pretraining_corpus, "FAST_TOKENIZER_MIN_BYTES", 0 if batch else 1 << 62)
     golden, flags_json, args = _golden_flags(shared_dir)
     vocab = str(shared_dir / "data" / "vocab" / "uncased_vocab.txt")
     out = str(tmp_path / "out.tfrecord")
@@ -330,9 +332,9 @@ def test_round_robin_over_output_files(tiny):
 
 
 def test_fast_draws_reproduce_random_module():
-    assert cpd._fast_draws_agree()  # pylint: disable=protected-access
+    assert pretraining_draws.fast_draws_agree()
     ours, theirs = random.Random(11), random.Random(11)
-    fast = cpd._FastDraws(ours)  # pylint: disable=protected-access
+    fast = pretraining_draws.FastDraws(ours)
     for size in range(0, 300, 7):
         a, b = list(range(size)), list(range(size))
         fast.shuffle(a)
@@ -371,8 +373,8 @@ def test_reading_follows_gfile_readline(tmp_path):
     assert documents == _documents_by_readline([first, second], tokenize)
     # A block boundary inside the file changes nothing.
     big = _write(tmp_path / "big.txt", ("w%d x\r\n" * 7 + "\n") * 3000 % tuple(range(21000)))
-    old_block = cpd._READ_BLOCK_BYTES  # pylint: disable=protected-access
-    cpd._READ_BLOCK_BYTES = 1000  # pylint: disable=protected-access
+    old_block = pretraining_corpus.READ_BLOCK_BYTES
+    pretraining_corpus.READ_BLOCK_BYTES = 1000
     try:
         assert cpd.read_documents([big], lambda lines: [l.split() for l in lines]) == \
             _documents_by_readline([big], str.split)
@@ -380,7 +382,7 @@ def test_reading_follows_gfile_readline(tmp_path):
         with pytest.raises(ValueError, match=r"bad\.txt, line 5000:"):
             cpd.read_documents([bad], lambda lines: [l.split() for l in lines])
     finally:
-        cpd._READ_BLOCK_BYTES = old_block  # pylint: disable=protected-access
+        pretraining_corpus.READ_BLOCK_BYTES = old_block
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,225 @@
+"""Tests for pretraining_beam.py: create_pretraining_data --runner (Apache Beam, DirectRunner).
+
+The Beam output must be the multiset of records of --num_workers=2 (default, whole
+word masking, packed rows), the same whatever the DirectRunner's workers, readable by
+run_pretraining.py; bad input stops the run with one line and leaves no file.
+"""
+import collections
+import glob
+import json
+import os
+import random
+import sys
+
+import pytest
+import tensorflow as tf
+
+pytest.importorskip("apache_beam")
+
+import create_pretraining_data as cpd  # pylint: disable=wrong-import-position
+import flags_common  # pylint: disable=wrong-import-position
+import modeling  # pylint: disable=wrong-import-position
+import pretraining_beam  # pylint: disable=wrong-import-position
+import run_pretraining  # pylint: disable=wrong-import-position
+
+SEQ, PREDS = 32, 5
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "on",
+         "mat", "a", "big", "red", "house", "run", "jump", "quick", ".", "un", "##break",
+         "##able", "play", "##ing", "##ed"]
+WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "red", "house", "unbreakable",
+         "playing", "played", "run", "jump", "quick"]
+NUM_FILES = 8
+IN_MEMORY = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+THREADS = ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]
+PROCESSES = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def _corpus(seed):
+    rng = random.Random(seed)
+    documents = []
+    for _ in range(rng.randint(3, 12)):
+        sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) + " ."
+                     for _ in range(rng.randint(1, 6))]
+        documents.append("\n".join(sentences))
+    return "\n\n".join(documents) + "\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A vocabulary and NUM_FILES small corpus files (of different sizes)."""
+    d = tmp_path_factory.mktemp("beam")
+    (d / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
+    (d / "text").mkdir()
+    for i in range(NUM_FILES):
+        (d / "text" / ("part-%02d.txt" % i)).write_text(_corpus(i))
+    return d
+
+
+def _flags(corpus, output, *extra):
+    return flags_common.parse_flags(cpd.define_flags, [
+        "--input_file=%s" % (corpus / "text" / "part-*.txt"), "--output_file=%s" % output,
+        "--vocab_file=%s" % (corpus / "vocab.txt"), "--max_seq_length=%d" % SEQ,
+        "--max_predictions_per_seq=%d" % PREDS, "--dupe_factor=2", "--random_seed=3"]
+        + list(extra))
+
+
+def _records(pattern):
+    return [r.numpy() for path in sorted(glob.glob(pattern))
+            for r in tf.data.TFRecordDataset(path)]
+
+
+def _files_in(folder):
+    return sorted(os.listdir(folder))
+
+
+_LOCAL = {}
+
+
+def _local(corpus, extra):
+    """The records of --num_workers=2 for these extra flags (made once per module)."""
+    key = tuple(extra)
+    if key not in _LOCAL:
+        out = corpus / ("local-%d.tfrecord" % len(_LOCAL))
+        cpd.run(_flags(corpus, out, "--num_workers=2", *extra))
+        _LOCAL[key] = _records(str(out))
+    return _LOCAL[key]
+
+
+def _beam(corpus, name, extra, beam_args, shards=3):
+    prefix = corpus / name
+    fv = _flags(corpus, prefix, "--runner=DirectRunner", "--num_output_shards=%d" % shards,
+                *extra)
+    count = cpd.run(fv, beam_args=beam_args)
+    files = sorted(glob.glob("%s-*-of-%05d" % (prefix, shards)))
+    assert len(files) == shards
+    assert not [f for f in _files_in(corpus) if "tmp" in f]
+    return count, files
+
+
+def test_same_records_as_num_workers_whatever_the_beam_workers(corpus):
+    """Default flags: in-memory and 2 worker processes give the --num_workers=2 multiset;
+    the record -> shard deal is seeded, so even the shard files are identical."""
+    local = _local(corpus, ())
+    count_1, files_1 = _beam(corpus, "one", (), IN_MEMORY)
+    count_2, files_2 = _beam(corpus, "two", (), PROCESSES)
+    assert count_1 == count_2 == len(local) > 100
+    records_1 = [r for f in files_1 for r in _records(f)]
+    assert collections.Counter(records_1) == collections.Counter(local)
+    for a, b in zip(files_1, files_2):
+        assert _records(a) == _records(b)
+    assert all(_records(f) for f in files_1)  # every shard gets records
+
+
+@pytest.mark.parametrize("extra", [["--do_whole_word_mask"],
+                                   ["--pack_sequences", "--max_instances_per_row=3"]],
+                         ids=["whole_word_mask", "packed"])
+def test_same_records_as_num_workers_with_options(corpus, extra):
+    local = _local(corpus, extra)
+    assert local != _local(corpus, ())
+    count, files = _beam(corpus, "opt-" + extra[0].strip("-"), extra, THREADS, shards=2)
+    records = [r for f in files for r in _records(f)]
+    assert count == len(records) == len(local)
+    assert collections.Counter(records) == collections.Counter(local)
+
+
+def test_run_pretraining_reads_the_beam_output(corpus):
+    _, files = _beam(corpus, "train", (), IN_MEMORY, shards=2)
+    config = corpus / "bert_config.json"
+    config.write_text(json.dumps(modeling.BertConfig(
+        vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=SEQ).to_dict()))
+    values = dict(bert_config_file=config, input_file="%s/train-*" % corpus,
+                  output_dir=corpus / "model", train_batch_size=4, eval_batch_size=4,
+                  max_seq_length=SEQ, max_predictions_per_seq=PREDS, num_train_steps=2,
+                  num_warmup_steps=0, iterations_per_loop=2, save_checkpoints_steps=2,
+                  do_train=True)
+    fv = flags_common.parse_flags(run_pretraining.define_flags,
+                                  ["--%s=%s" % kv for kv in values.items()])
+    run_pretraining.run(fv)
+    assert len(files) == 2
+    assert tf.train.latest_checkpoint(str(corpus / "model")).endswith("-2")
+
+
+def test_beam_options_pass_through():
+    ours, theirs = pretraining_beam.split_args(
+        ["prog", "--input_file=a.txt", "--project", "p1", "--do_whole_word_mask",
+         "--runner=DataflowRunner", "--region=europe-west4", "--nodo_lower_case",
+         "--dupe_factor", "5", "--save_main_session"], cpd.define_flags)
+    assert ours == ["prog", "--input_file=a.txt", "--do_whole_word_mask",
+                    "--runner=DataflowRunner", "--nodo_lower_case", "--dupe_factor", "5"]
+    assert theirs == ["--project", "p1", "--region=europe-west4", "--save_main_session"]
+
+
+# ---------------------------------------------------------------------------
+# Bad input: one line, no output, no temporary folder
+# ---------------------------------------------------------------------------
+
+def _assert_fails(folder, message, fv, beam_args=IN_MEMORY):
+    before = _files_in(folder)
+    with pytest.raises(ValueError, match=message):
+        cpd.run(fv, beam_args=beam_args)
+    assert _files_in(folder) == before
+
+
+def _bad_corpus(tmp_path, corpus, *texts):
+    for i, text in enumerate(texts):
+        (tmp_path / ("bad-%d.txt" % i)).write_bytes(text)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text((corpus / "vocab.txt").read_text())
+    return flags_common.parse_flags(cpd.define_flags, [
+        "--input_file=%s/bad-*.txt" % tmp_path, "--output_file=%s/out" % tmp_path,
+        "--vocab_file=%s" % vocab, "--runner=DirectRunner", "--num_output_shards=2",
+        "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % PREDS])
+
+
+def test_input_glob_matching_nothing(tmp_path, corpus):
+    fv = _bad_corpus(tmp_path, corpus)
+    _assert_fails(tmp_path, "matches no file", fv)
+
+
+def test_empty_input(tmp_path, corpus):
+    fv = _bad_corpus(tmp_path, corpus, b"\n \n\n", b"")
+    _assert_fails(tmp_path, "no documents in the input files .*bad-0.txt", fv)
+
+
+def test_not_utf8_names_file_and_line(tmp_path, corpus):
+    fv = _bad_corpus(tmp_path, corpus, _corpus(1).encode(),
+                     "the cat\n\nsat on\nthe mat caf\xe9\n".encode("latin-1"))
+    _assert_fails(tmp_path, r"^\S*bad-1\.txt, line 4: not valid UTF-8", fv)
+
+
+def test_file_too_large_for_a_worker(tmp_path, corpus):
+    fv = _bad_corpus(tmp_path, corpus, b"the cat sat on the mat .\n" * 60000)
+    fv.max_input_file_mb = 1
+    _assert_fails(tmp_path, r"bad-0\.txt holds \d+ MB, more than --max_input_file_mb=1 .*split "
+                  "it into smaller files", fv)
+
+
+def test_vocab_without_mask(tmp_path, corpus):
+    fv = _bad_corpus(tmp_path, corpus, _corpus(1).encode())
+    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB if t != "[MASK]"))
+    _assert_fails(tmp_path, r"vocabulary has no \[MASK\]", fv)
+
+
+def test_output_prefix_holding_other_shards(tmp_path, corpus):
+    fv = _bad_corpus(tmp_path, corpus, _corpus(1).encode())
+    (tmp_path / "out-00000-of-00005").write_bytes(b"not ours")
+    _assert_fails(tmp_path, r"out already holds files of another run \(\S*out-00000-of-00005",
+                  fv)
+    fv.output_file = str(tmp_path)
+    _assert_fails(tmp_path, "is a directory", fv)
+
+
+def test_without_beam_one_line_names_the_extra(tmp_path, corpus, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pretraining_beam", None)
+    fv = _bad_corpus(tmp_path, corpus, _corpus(1).encode())
+    _assert_fails(tmp_path, r"--runner needs Apache Beam.*pip install 'bert-tf2\[beam\]'", fv)
+    # The command line stops before absl sees the Beam flags: sys.exit's one line on
+    # stderr and exit code 1.
+    monkeypatch.setattr(sys, "argv", ["create_pretraining_data.py", "--runner=DirectRunner",
+                                      "--project=p", "--input_file=x", "--output_file=y"])
+    with pytest.raises(SystemExit) as e:
+        cpd.main()
+    assert e.value.code == ("error: --runner needs Apache Beam, an optional extra: pip "
+                            "install 'bert-tf2[beam]' (import of pretraining_beam halted; "
+                            "None in sys.modules)")
