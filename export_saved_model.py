@@ -1,4 +1,4 @@
-"""Exports a BERT checkpoint as a SavedModel that serves raw text.
+r"""Exports a BERT checkpoint as a SavedModel that serves raw text.
 
     python export_saved_model.py --model_type=classifier --task_name=MRPC \
       --bert_config_file=$BERT_BASE_DIR/bert_config.json \

@@ -207,13 +207,29 @@ def check_common(fv):
                 raise ValueError("--%s=%d must be >= 1" % (name, value))
 
 
+def define_key_flags(define_flags, fv, module_name):
+    """Runs `define_flags(fv)` and makes every flag it adds a key flag of `module_name`.
+
+    absl's --help lists only the key flags of the main module: by default the
+    flags defined in the script's own file, not those the shared define_*
+    functions of this module register, nor any when the script runs as an
+    installed console command (the main module is then the wrapper). Declaring
+    them key flags puts each script's whole set of flags in --help, and leaves
+    the flags of libraries (absl.testing, TPU client, ...) to --helpfull.
+    """
+    before = set(fv)
+    define_flags(fv)
+    for name in sorted(set(fv) - before):
+        fv.register_key_flag_for_module(module_name, fv[name])
+
+
 def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 
     A ValueError or OSError (bad flag, missing file, malformed input) becomes one
     clear line on stderr and exit code 1 instead of a traceback.
     """
-    define_flags(flags.FLAGS)
+    define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
     startup.initialize_devices()
 
     def main(args):

@@ -1,4 +1,4 @@
-"""Fine-tunes BERT for token tagging (named entities, CoNLL-2003) and evaluates it.
+r"""Fine-tunes BERT for token tagging (named entities, CoNLL-2003) and evaluates it.
 
 The BERT paper's third fine-tuning shape, which the reference never shipped, built
 with run_classifier.py's habits (flags, checkpoints, TF2 flags, outputs):
