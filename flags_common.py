@@ -134,6 +134,11 @@ def define_training_flags(fv):
     flags.DEFINE_integer("iterations_per_loop", 1000,
                          "How many steps to run inside one tf.function call (one host loop).",
                          flag_values=fv)
+    flags.DEFINE_float("log_every_seconds", 30.0,
+                       "Log a progress line (step, loss, learning rate, examples/s, ETA) "
+                       "at least this often, also in the middle of an --iterations_per_loop "
+                       "call (the steps and their numbers stay the same). 0: one line "
+                       "after each call only.", flag_values=fv)
     define_tpu_flags(fv)
     define_distribution_flags(fv)
 

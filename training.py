@@ -6,7 +6,8 @@ What TPUEstimator did for the reference scripts, in TF2:
 - `Runner` builds a model under the strategy, restores the latest checkpoint of
   output_dir (weights, optimizer slots, step) or else loads --init_checkpoint
   (TF1 or TF2), runs `iterations_per_loop` steps per tf.function call, saves a
-  checkpoint every `save_checkpoints_steps`, logs progress and TensorBoard
+  checkpoint every `save_checkpoints_steps`, logs progress (from inside the
+  call every `log_every_seconds`, and after each call) and TensorBoard
   scalars, and runs prediction loops whose outputs come back in input order.
 
 Gradient semantics are the single-device reference's for any number of
@@ -155,6 +156,7 @@ class RunConfig:
     num_warmup_steps: int = 0
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000
+    log_every_seconds: float = 30.0
     init_checkpoint: str = None
     optimizer_type: str = "adamw"
     fused_optimizer: bool = True
@@ -398,16 +400,73 @@ class Runner:
             return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                     for k, v in per_replica.items()}
 
+        progress_after = self._progress_in_loop()
+
         @tf.function
         def train_loop(iterator, num_steps):
             """num_steps optimizer steps in one call; returns the mean metrics."""
+            last_line = tf.timestamp()
             sums = one_step(iterator)
+            last_line = progress_after(sums, last_line)
             for _ in tf.range(num_steps - 1):
                 values = one_step(iterator)
+                last_line = progress_after(values, last_line)
                 sums = {k: sums[k] + values[k] for k in sums}
             return {k: v / tf.cast(num_steps, v.dtype) for k, v in sums.items()}
 
         return train_loop
+
+    def _progress_in_loop(self):
+        """progress_after(step metrics, time of the last line) for the training loop.
+
+        Inside one call of --iterations_per_loop steps, a step ending at least
+        --log_every_seconds after the last line (or the call's start) logs one
+        from the host, so that long calls show progress; the steps and their
+        numbers are untouched (the check reads the clock after each step).
+        0 seconds, or a TPU (whose host loop cannot call Python), gives only the
+        line after each call.
+        """
+        every = float(self.config.log_every_seconds or 0)
+        if every <= 0 or isinstance(self.strategy, (tf.distribute.TPUStrategy,
+                                                    tf.distribute.experimental.TPUStrategy)):
+            return lambda values, last_line: last_line
+
+        def progress_after(values, last_line):
+            names = sorted(values)
+            with tf.control_dependencies([values[k] for k in names]):
+                now = tf.timestamp()
+
+            def log_line():
+                return tf.py_function(
+                    lambda *t: self._log_line_in_loop(names, *t),
+                    [self.optimizer.iterations, last_line, now] + [values[k] for k in names],
+                    tf.float64)
+            return tf.cond(now - last_line >= every, log_line, lambda: last_line)
+        return progress_after
+
+    def _log_line_in_loop(self, names, step, last_line, now, *values):
+        """The progress line logged from inside a training call; returns its time."""
+        step, last_line, now = int(step), float(last_line), float(now)
+        state = self._progress
+        rate = (step - state["step"]) / max(now - last_line, 1e-9)
+        metrics = {name: float(v) for name, v in zip(names, values)}
+        logging.info(self._progress_text(step, metrics, rate * state["examples_per_step"]))
+        state["step"] = step
+        return now
+
+    def _progress_text(self, step, metrics, examples_per_second):
+        """"step N/M, loss L, lr R, <metrics>, E examples/s, ETA h:m:s" for the log."""
+        state = self._progress
+        elapsed = time.time() - state["start_time"]
+        remaining = (self.config.num_train_steps - step) * elapsed / max(
+            step - state["start_step"], 1)
+        parts = ["step %d/%d" % (step, self.config.num_train_steps),
+                 "loss %.4f" % metrics["loss"], "lr %.3g" % float(self.optimizer_learning_rate())]
+        parts += ["%s %.4f" % (k, v) for k, v in sorted(metrics.items()) if k != "loss"]
+        if state["examples_per_step"]:
+            parts.append("%.1f examples/s" % examples_per_second)
+        parts.append("ETA %s" % time.strftime("%H:%M:%S", time.gmtime(remaining)))
+        return ", ".join(parts)
 
     def train(self, dataset_fn, loss_fn, global_batch_size=None):
         """Trains up to config.num_train_steps optimizer steps.
@@ -434,6 +493,8 @@ class Runner:
         writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train")) \
             if self.is_chief else tf.summary.create_noop_writer()
         examples_per_step = (global_batch_size or 0) * cfg.num_accumulation_steps
+        self._progress = {"start_time": time.time(), "start_step": step, "step": step,
+                          "examples_per_step": examples_per_step}
         logging.info("Training from step %d to %d", step, cfg.num_train_steps)
         with _TerminationWatch() as termination:
             metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
@@ -479,18 +540,13 @@ class Runner:
 
     def _log_progress(self, writer, step, start_step, start_time, loop_start, n,
                       examples_per_step, metrics):
-        now = time.time()
-        steps_per_sec = n / max(now - loop_start, 1e-9)
-        remaining = (self.config.num_train_steps - step) * (now - start_time) / max(
-            step - start_step, 1)
+        """The line and TensorBoard scalars after a call (mean metrics of its steps)."""
+        del start_step, start_time  # the run's start is in self._progress
+        steps_per_sec = n / max(time.time() - loop_start, 1e-9)
         lr = float(self.optimizer_learning_rate())
-        parts = ["step %d/%d" % (step, self.config.num_train_steps),
-                 "loss %.4f" % metrics["loss"], "lr %.3g" % lr]
-        parts += ["%s %.4f" % (k, v) for k, v in sorted(metrics.items()) if k != "loss"]
-        if examples_per_step:
-            parts.append("%.1f examples/s" % (steps_per_sec * examples_per_step))
-        parts.append("ETA %s" % time.strftime("%H:%M:%S", time.gmtime(remaining)))
-        logging.info(", ".join(parts))
+        if self._progress["step"] != step:  # else a line of this step came from the loop
+            logging.info(self._progress_text(step, metrics, steps_per_sec * examples_per_step))
+        self._progress["step"] = step
         with writer.as_default(step=step):
             for k, v in metrics.items():
                 tf.summary.scalar(k, v)
