@@ -32,6 +32,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+import checkpoints
 import fileutil
 import flags_common
 import input_pipeline
@@ -197,15 +198,20 @@ def _read_data(fv):
 
 
 def _labels(fv, train):
-    """The label list: --labels_file, else the training file's, else output_dir's."""
+    """The label list: --labels_file, else the training file's, else the label_list.txt
+    of output_dir, else the one beside --init_checkpoint (a run_ner output)."""
     saved = os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME)
     if fv.labels_file:
         labels = ner_data.read_labels(fv.labels_file)
         if train is not None:
             ner_data.check_tags(train, labels)
         return labels
-    if train is None and tf.io.gfile.exists(saved):
-        return ner_data.read_labels(saved)
+    if train is None:
+        # output_dir's checkpoints are restored first, else --init_checkpoint's.
+        for path in (saved, checkpoints.file_beside(fv.init_checkpoint,
+                                                    ner_data.LABELS_FILE_NAME)):
+            if path and tf.io.gfile.exists(path):
+                return ner_data.read_labels(path)
     if train is not None:
         labels = ner_data.labels_from(train)
         # Resuming keeps the label ids of the checkpoints in output_dir.
@@ -217,7 +223,8 @@ def _labels(fv, train):
                                  " ".join(labels)))
         return labels
     raise ValueError("no label list: pass --labels_file, or --do_train, or an "
-                     "--output_dir holding %s from training" % ner_data.LABELS_FILE_NAME)
+                     "--output_dir or --init_checkpoint holding %s from training"
+                     % ner_data.LABELS_FILE_NAME)
 
 
 class _Task(object):

@@ -303,7 +303,8 @@ class Runner:
         elif self.config.init_checkpoint:
             with self.strategy.scope():
                 checkpoints.load_checkpoint(self.model, self.config.init_checkpoint)
-            self._restored_step = 0
+            # Evaluating a checkpoint reports its step; training counts from 0.
+            self._restored_step = checkpoints.checkpoint_step(self.config.init_checkpoint)
         else:
             self._restored_step = 0
             if self.optimizer is None:
