@@ -333,6 +333,24 @@ class Runner:
         logging.info("Saved checkpoint %s", path)
         return path
 
+    def _distribute(self, dataset_fn):
+        """The dataset of `dataset_fn` as the strategy's steps read it.
+
+        tf.distribute reads a distributed dataset through a multi-device iterator
+        that copies batches to the replicas' devices; its per-device stage is a
+        generator dataset that TensorFlow cannot optimise (and warns so on every
+        run). One device on the host's CPU needs no copy: the dataset is read as
+        it is (one input pipeline, as tf.distribute would make it), the same
+        batches in the same order. GPUs, TPUs and several replicas keep
+        tf.distribute's input.
+        """
+        if isinstance(self.strategy, tf.distribute.OneDeviceStrategy):
+            device = self.strategy.extended.worker_devices[0]
+            if tf.DeviceSpec.from_string(device).device_type == "CPU":
+                with tf.device(device):
+                    return dataset_fn(tf.distribute.InputContext())
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
+
     # -- training ------------------------------------------------------------
 
     def _gradients(self, loss_fn, features, scale):
@@ -488,7 +506,7 @@ class Runner:
             return {}
         if cfg.deterministic_data and step > 0:
             dataset_fn = self._skip_trained_batches(dataset_fn, step)
-        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        dataset = self._distribute(dataset_fn)
         iterator = iter(dataset)
         train_loop = self._make_train_loop(loss_fn)
         writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train")) \
@@ -595,7 +613,7 @@ class Runner:
             (axis 1, e.g. per-token predictions), padded with zeros to `length`
             (max_seq_length), so that trimmed batches give untrimmed shapes.
         """
-        dataset = self.strategy.distribute_datasets_from_function(_whole_input(dataset_fn))
+        dataset = self._distribute(_whole_input(dataset_fn))
         spec = dataset.element_spec
         step = self._predict_step(predict_fn, spec)
         batches = (_join_replicas(self.strategy, step(batch), sequence_outputs)
