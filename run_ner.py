@@ -65,8 +65,11 @@ def define_flags(fv):
                                 "tags, saved as output_dir/label_list.txt).")
     string("output_dir", None, "Where checkpoints, feature files and results are written.")
     flags_common.define_model_flags(fv)
-    flags.DEFINE_integer("doc_stride", 128, "Distance between the starts of the windows over "
-                         "a sentence longer than one sequence.", flag_values=fv)
+    flags.DEFINE_integer("doc_stride", 128, "A sentence longer than one sequence "
+                         "(--max_seq_length WordPieces with [CLS] and [SEP]) is cut into "
+                         "windows whose starts are this many WordPieces apart; each word is "
+                         "predicted from the window where it has the most context.",
+                         flag_values=fv)
     flags.DEFINE_bool("document_context", False, "Fill each window with the neighbouring "
                       "sentences of the same document (the BERT paper's CoNLL setting); "
                       "labels stay on the sentence itself. Documents end at -DOCSTART- "
