@@ -235,6 +235,10 @@ def run_cli(define_flags, run, argv=None):
     clear line on stderr and exit code 1 instead of a traceback.
     """
     define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and not main_module.__doc__:
+        # An installed console command's __main__ is a wrapper: --help shows the script's text.
+        main_module.__doc__ = sys.modules[define_flags.__module__].__doc__
     startup.initialize_devices()
 
     def main(args):

@@ -15,7 +15,8 @@ with run_classifier.py's habits (flags, checkpoints, TF2 flags, outputs):
 
 The label list comes from the training file ("O" first, the other tags sorted) or
 --labels_file, and is written to output_dir/label_list.txt, so that --do_eval /
---do_predict alone work later. The file to tag may hold words only; its tags, if
+--do_predict alone work later, in that --output_dir or in a new one whose
+--init_checkpoint is the training run's. The file to tag may hold words only; its tags, if
 any, are not used. Every word gets a tag; a word with no WordPiece (a control
 character) gets "O".
 

@@ -88,10 +88,15 @@ def test_usage_examples_keep_their_lines(module_name):
     assert max(len(line) for line in doc.splitlines()) <= 100
 
 
-def test_real_help_shows_the_reference_flags_and_not_the_libraries():
+def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
+    # As an installed command runs it: __main__ is a wrapper, not run_classifier.py.
     repo = pathlib.Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, str(repo / "run_classifier.py"), "--help"],
+    command = ("import sys; sys.argv[0] = 'bert-run-classifier'; "
+               "import run_classifier; run_classifier.main()")
+    out = subprocess.run([sys.executable, "-c", command, "--help"],
                          capture_output=True, text=True, timeout=120, cwd=repo)
+    first_line = importlib.import_module("run_classifier").__doc__.splitlines()[0]
+    assert out.stdout.startswith(first_line)
     for name in _REFERENCE_FLAGS["run_classifier"].split():
         assert re.search(r"--(\[no\])?%s:" % name, out.stdout), name
     for noise in ("test_srcdir", "hbm_oom_exit", "tensor_tracer"):
