@@ -524,7 +524,7 @@ class Runner:
     def _train_loops(self, train_loop, iterator, writer, examples_per_step, termination):
         cfg = self.config
         step = self.global_step
-        start_step, start_time, metrics = step, time.time(), {}
+        metrics = {}
         while step < cfg.num_train_steps:
             to_checkpoint = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
             n = min(cfg.iterations_per_loop, cfg.num_train_steps - step, to_checkpoint)
@@ -535,8 +535,7 @@ class Runner:
                 raise ValueError("training loss became %s at step %d (learning rate too high, "
                                  "or bad input data?)" % (metrics["loss"], step + n))
             step = self.global_step
-            self._log_progress(writer, step, start_step, start_time, loop_start, n,
-                               examples_per_step, metrics)
+            self._log_progress(writer, step, loop_start, n, examples_per_step, metrics)
             if (step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps
                     or termination.requested):
                 self.save()
@@ -557,10 +556,8 @@ class Runner:
             return dataset_fn(input_context).skip(skip)
         return resumed
 
-    def _log_progress(self, writer, step, start_step, start_time, loop_start, n,
-                      examples_per_step, metrics):
+    def _log_progress(self, writer, step, loop_start, n, examples_per_step, metrics):
         """The line and TensorBoard scalars after a call (mean metrics of its steps)."""
-        del start_step, start_time  # the run's start is in self._progress
         steps_per_sec = n / max(time.time() - loop_start, 1e-9)
         lr = float(self.optimizer_learning_rate())
         if self._progress["step"] != step:  # else a line of this step came from the loop
