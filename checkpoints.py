@@ -160,6 +160,35 @@ class CheckpointContents:
                 and n.rsplit("/", 1)[-1] not in TF1_SLOT_NAMES]
 
 
+def checkpoint_step(path):
+    """The global step a checkpoint was written at (0 when it records none).
+
+    TF1 checkpoints keep it as `global_step`, ours as the optimizer's iteration
+    count; a checkpoint written without an optimizer falls back on the number
+    its name ends with (model.ckpt-N).
+    """
+    contents = CheckpointContents(path)
+    if "global_step" in contents.keys:
+        return int(contents.get("global_step"))
+    match = re.search(r"-(\d+)$", contents.path)
+    return int(match.group(1)) if match else 0
+
+
+def file_beside(checkpoint, name):
+    """Path of the file `name` in the folder of `checkpoint`, or None when absent.
+
+    `checkpoint` is a directory or a file prefix, as --init_checkpoint takes:
+    the files a run leaves next to its checkpoints (run_ner's label_list.txt)
+    are found from the checkpoint alone.
+    """
+    if not checkpoint:
+        return None
+    checkpoint = str(checkpoint)
+    folder = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+    path = os.path.join(folder, name)
+    return path if tf.io.gfile.exists(path) else None
+
+
 LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_in_checkpoint", "unused"])
 
 

@@ -1,4 +1,4 @@
-"""Converts checkpoints between Google's TF1 names and our TF2 (object-based) format.
+r"""Converts checkpoints between Google's TF1 names and our TF2 (object-based) format.
 
 TF1 -> TF2: builds the model the checkpoint holds (pretraining heads,
 classifier, SQuAD or bare encoder), loads it by name and writes a

@@ -1,4 +1,4 @@
-"""Learns a WordPiece vocabulary (vocab.txt) from raw text corpora.
+r"""Learns a WordPiece vocabulary (vocab.txt) from raw text corpora.
 
 The input is what create_pretraining_data.py reads: plain UTF-8 text, one
 sentence per line, documents separated by blank lines (blank lines are simply

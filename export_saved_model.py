@@ -1,4 +1,4 @@
-"""Exports a BERT checkpoint as a SavedModel that serves raw text.
+r"""Exports a BERT checkpoint as a SavedModel that serves raw text.
 
     python export_saved_model.py --model_type=classifier --task_name=MRPC \
       --bert_config_file=$BERT_BASE_DIR/bert_config.json \
@@ -307,13 +307,10 @@ def _check_flags(fv):
 
 def _tagger_labels(fv):
     """--labels_file, else the label_list.txt run_ner left beside the checkpoint."""
-    path = fv.labels_file
+    path = fv.labels_file or checkpoints.file_beside(fv.init_checkpoint,
+                                                     ner_data.LABELS_FILE_NAME)
     if not path:
-        folder = (fv.init_checkpoint if tf.io.gfile.isdir(fv.init_checkpoint)
-                  else os.path.dirname(fv.init_checkpoint))
-        path = os.path.join(folder, ner_data.LABELS_FILE_NAME)
-        if not tf.io.gfile.exists(path):
-            raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
+        raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
                              "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
     return ner_data.read_labels(path)
 

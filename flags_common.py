@@ -134,6 +134,11 @@ def define_training_flags(fv):
     flags.DEFINE_integer("iterations_per_loop", 1000,
                          "How many steps to run inside one tf.function call (one host loop).",
                          flag_values=fv)
+    flags.DEFINE_float("log_every_seconds", 30.0,
+                       "Log a progress line (step, loss, learning rate, examples/s, ETA) "
+                       "at least this often, also in the middle of an --iterations_per_loop "
+                       "call (the steps and their numbers stay the same). 0: one line "
+                       "after each call only.", flag_values=fv)
     define_tpu_flags(fv)
     define_distribution_flags(fv)
 
@@ -207,13 +212,33 @@ def check_common(fv):
                 raise ValueError("--%s=%d must be >= 1" % (name, value))
 
 
+def define_key_flags(define_flags, fv, module_name):
+    """Runs `define_flags(fv)` and makes every flag it adds a key flag of `module_name`.
+
+    absl's --help lists only the key flags of the main module: by default the
+    flags defined in the script's own file, not those the shared define_*
+    functions of this module register, nor any when the script runs as an
+    installed console command (the main module is then the wrapper). Declaring
+    them key flags puts each script's whole set of flags in --help, and leaves
+    the flags of libraries (absl.testing, TPU client, ...) to --helpfull.
+    """
+    before = set(fv)
+    define_flags(fv)
+    for name in sorted(set(fv) - before):
+        fv.register_key_flag_for_module(module_name, fv[name])
+
+
 def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 
     A ValueError or OSError (bad flag, missing file, malformed input) becomes one
     clear line on stderr and exit code 1 instead of a traceback.
     """
-    define_flags(flags.FLAGS)
+    define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and not main_module.__doc__:
+        # An installed console command's __main__ is a wrapper: --help shows the script's text.
+        main_module.__doc__ = sys.modules[define_flags.__module__].__doc__
     startup.initialize_devices()
 
     def main(args):

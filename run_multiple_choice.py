@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on multiple-choice questions (SWAG) and evaluates it.
+r"""Fine-tunes BERT on multiple-choice questions (SWAG) and evaluates it.
 
 The BERT paper's fourth fine-tuning shape, which the reference never shipped, built
 with run_classifier.py's habits:

@@ -1,4 +1,4 @@
-"""Fine-tunes BERT for token tagging (named entities, CoNLL-2003) and evaluates it.
+r"""Fine-tunes BERT for token tagging (named entities, CoNLL-2003) and evaluates it.
 
 The BERT paper's third fine-tuning shape, which the reference never shipped, built
 with run_classifier.py's habits (flags, checkpoints, TF2 flags, outputs):
@@ -15,7 +15,8 @@ with run_classifier.py's habits (flags, checkpoints, TF2 flags, outputs):
 
 The label list comes from the training file ("O" first, the other tags sorted) or
 --labels_file, and is written to output_dir/label_list.txt, so that --do_eval /
---do_predict alone work later. The file to tag may hold words only; its tags, if
+--do_predict alone work later, in that --output_dir or in a new one whose
+--init_checkpoint is the training run's. The file to tag may hold words only; its tags, if
 any, are not used. Every word gets a tag; a word with no WordPiece (a control
 character) gets "O".
 
@@ -32,6 +33,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+import checkpoints
 import fileutil
 import flags_common
 import input_pipeline
@@ -65,8 +67,11 @@ def define_flags(fv):
                                 "tags, saved as output_dir/label_list.txt).")
     string("output_dir", None, "Where checkpoints, feature files and results are written.")
     flags_common.define_model_flags(fv)
-    flags.DEFINE_integer("doc_stride", 128, "Distance between the starts of the windows over "
-                         "a sentence longer than one sequence.", flag_values=fv)
+    flags.DEFINE_integer("doc_stride", 128, "A sentence longer than one sequence "
+                         "(--max_seq_length WordPieces with [CLS] and [SEP]) is cut into "
+                         "windows whose starts are this many WordPieces apart; each word is "
+                         "predicted from the window where it has the most context.",
+                         flag_values=fv)
     flags.DEFINE_bool("document_context", False, "Fill each window with the neighbouring "
                       "sentences of the same document (the BERT paper's CoNLL setting); "
                       "labels stay on the sentence itself. Documents end at -DOCSTART- "
@@ -198,15 +203,20 @@ def _read_data(fv):
 
 
 def _labels(fv, train):
-    """The label list: --labels_file, else the training file's, else output_dir's."""
+    """The label list: --labels_file, else the training file's, else the label_list.txt
+    of output_dir, else the one beside --init_checkpoint (a run_ner output)."""
     saved = os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME)
     if fv.labels_file:
         labels = ner_data.read_labels(fv.labels_file)
         if train is not None:
             ner_data.check_tags(train, labels)
         return labels
-    if train is None and tf.io.gfile.exists(saved):
-        return ner_data.read_labels(saved)
+    if train is None:
+        # output_dir's checkpoints are restored first, else --init_checkpoint's.
+        for path in (saved, checkpoints.file_beside(fv.init_checkpoint,
+                                                    ner_data.LABELS_FILE_NAME)):
+            if path and tf.io.gfile.exists(path):
+                return ner_data.read_labels(path)
     if train is not None:
         labels = ner_data.labels_from(train)
         # Resuming keeps the label ids of the checkpoints in output_dir.
@@ -218,7 +228,8 @@ def _labels(fv, train):
                                  " ".join(labels)))
         return labels
     raise ValueError("no label list: pass --labels_file, or --do_train, or an "
-                     "--output_dir holding %s from training" % ner_data.LABELS_FILE_NAME)
+                     "--output_dir or --init_checkpoint holding %s from training"
+                     % ner_data.LABELS_FILE_NAME)
 
 
 class _Task(object):

@@ -14,9 +14,22 @@ and call `initialize_devices()` before their run:
   errors shown); a value the user set always wins;
 - the devices are listed once with the C++ stderr captured, and everything
   captured is printed again except the cuInit failure, and that only when no
-  NVIDIA driver library can be loaded (with a driver, a cuInit failure is real).
+  NVIDIA driver library can be loaded (with a driver, a cuInit failure is real);
+- the same level holds for the parts of TensorFlow that log through Abseil's C++
+  logging, which ignores TF_CPP_MIN_LOG_LEVEL: XLA's "Compiled cluster using
+  XLA!" notice and the "WARNING: All log messages before absl::InitializeLog()"
+  line it brings;
+- SavedModel export's INFO line listing every captured variable it renames (a
+  thousand characters of internal numbers, nothing a user named) is dropped.
+
+In your own Python (loading an exported SavedModel, say), `import startup` and
+`startup.quiet()` before importing tensorflow give the same quiet process:
+
+    import startup; startup.quiet()
+    import tensorflow as tf
 """
 import ctypes
+import logging
 import os
 import sys
 import tempfile
@@ -45,9 +58,55 @@ def is_startup_noise(line, has_driver):
     return not has_driver and "failed call to cuInit" in line
 
 
+def quiet():
+    """Makes this process as quiet as our scripts: call it before importing tensorflow.
+
+    Importing this module sets TF_CPP_MIN_LOG_LEVEL=1 unless it is set (C++ INFO
+    lines hidden, warnings and errors kept); quiet() then imports TensorFlow,
+    lists its devices without the no-GPU cuInit error line, applies the same log
+    level to the C++ code that logs through Abseil (XLA), and drops SavedModel's
+    line about renamed captured variables. Real warnings and errors still show.
+    """
+    initialize_devices()
+
+
+# Abseil's C++ logging (used by XLA) has its own threshold, which TensorFlow does not
+# set from TF_CPP_MIN_LOG_LEVEL; TensorFlow 2.20's library exports the setter.
+_ABSL_SET_MIN_LOG_LEVEL = "_ZN4absl12lts_2025012714SetMinLogLevelENS0_18LogSeverityAtLeastE"
+
+
+def _apply_level_to_absl_logging(tf):
+    """Gives Abseil's C++ logging TF_CPP_MIN_LOG_LEVEL's threshold (same numbering)."""
+    try:
+        level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+        library = ctypes.CDLL(os.path.join(tf.sysconfig.get_lib(), "libtensorflow_framework.so.2"))
+        setter = getattr(library, _ABSL_SET_MIN_LOG_LEVEL)
+    except (OSError, AttributeError, ValueError):  # another TF build: its own default
+        return
+    setter(ctypes.c_int(max(0, min(level, 3))))
+
+
+class SavedModelCaptureNamesFilter(logging.Filter):
+    """Drops SavedModel's INFO line about renaming the captured inputs of a function.
+
+    The names it lists are the numbers TensorFlow gave the variables a serving
+    function captures; the signature inputs users call by name are not among them.
+    """
+
+    def filter(self, record):
+        if "contains input name(s)" not in str(record.msg) or len(record.args or ()) < 2:
+            return True
+        names = str(record.args[1]).split(", ")
+        return not all(name.isdigit() for name in names)
+
+
 def initialize_devices():
     """Lists TensorFlow's devices once, dropping the no-driver cuInit line from stderr."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    _apply_level_to_absl_logging(tf)
+    tf_logger = logging.getLogger("tensorflow")
+    if not any(isinstance(f, SavedModelCaptureNamesFilter) for f in tf_logger.filters):
+        tf_logger.addFilter(SavedModelCaptureNamesFilter())
     try:
         stderr_fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # no real stderr (embedded, captured)

@@ -6,7 +6,8 @@ What TPUEstimator did for the reference scripts, in TF2:
 - `Runner` builds a model under the strategy, restores the latest checkpoint of
   output_dir (weights, optimizer slots, step) or else loads --init_checkpoint
   (TF1 or TF2), runs `iterations_per_loop` steps per tf.function call, saves a
-  checkpoint every `save_checkpoints_steps`, logs progress and TensorBoard
+  checkpoint every `save_checkpoints_steps`, logs progress (from inside the
+  call every `log_every_seconds`, and after each call) and TensorBoard
   scalars, and runs prediction loops whose outputs come back in input order.
 
 Gradient semantics are the single-device reference's for any number of
@@ -156,6 +157,7 @@ class RunConfig:
     num_warmup_steps: int = 0
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000
+    log_every_seconds: float = 30.0
     init_checkpoint: str = None
     optimizer_type: str = "adamw"
     fused_optimizer: bool = True
@@ -302,7 +304,8 @@ class Runner:
         elif self.config.init_checkpoint:
             with self.strategy.scope():
                 checkpoints.load_checkpoint(self.model, self.config.init_checkpoint)
-            self._restored_step = 0
+            # Evaluating a checkpoint reports its step; training counts from 0.
+            self._restored_step = checkpoints.checkpoint_step(self.config.init_checkpoint)
         else:
             self._restored_step = 0
             if self.optimizer is None:
@@ -330,6 +333,24 @@ class Runner:
         path = self.manager.save(checkpoint_number=self.global_step)
         logging.info("Saved checkpoint %s", path)
         return path
+
+    def _distribute(self, dataset_fn):
+        """The dataset of `dataset_fn` as the strategy's steps read it.
+
+        tf.distribute reads a distributed dataset through a multi-device iterator
+        that copies batches to the replicas' devices; its per-device stage is a
+        generator dataset that TensorFlow cannot optimise (and warns so on every
+        run). One device on the host's CPU needs no copy: the dataset is read as
+        it is (one input pipeline, as tf.distribute would make it), the same
+        batches in the same order. GPUs, TPUs and several replicas keep
+        tf.distribute's input.
+        """
+        if isinstance(self.strategy, tf.distribute.OneDeviceStrategy):
+            device = self.strategy.extended.worker_devices[0]
+            if tf.DeviceSpec.from_string(device).device_type == "CPU":
+                with tf.device(device):
+                    return dataset_fn(tf.distribute.InputContext())
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
 
     # -- training ------------------------------------------------------------
 
@@ -399,16 +420,73 @@ class Runner:
             return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                     for k, v in per_replica.items()}
 
+        progress_after = self._progress_in_loop()
+
         @tf.function
         def train_loop(iterator, num_steps):
             """num_steps optimizer steps in one call; returns the mean metrics."""
+            last_line = tf.timestamp()
             sums = one_step(iterator)
+            last_line = progress_after(sums, last_line)
             for _ in tf.range(num_steps - 1):
                 values = one_step(iterator)
+                last_line = progress_after(values, last_line)
                 sums = {k: sums[k] + values[k] for k in sums}
             return {k: v / tf.cast(num_steps, v.dtype) for k, v in sums.items()}
 
         return train_loop
+
+    def _progress_in_loop(self):
+        """progress_after(step metrics, time of the last line) for the training loop.
+
+        Inside one call of --iterations_per_loop steps, a step ending at least
+        --log_every_seconds after the last line (or the call's start) logs one
+        from the host, so that long calls show progress; the steps and their
+        numbers are untouched (the check reads the clock after each step).
+        0 seconds, or a TPU (whose host loop cannot call Python), gives only the
+        line after each call.
+        """
+        every = float(self.config.log_every_seconds or 0)
+        if every <= 0 or isinstance(self.strategy, (tf.distribute.TPUStrategy,
+                                                    tf.distribute.experimental.TPUStrategy)):
+            return lambda values, last_line: last_line
+
+        def progress_after(values, last_line):
+            names = sorted(values)
+            with tf.control_dependencies([values[k] for k in names]):
+                now = tf.timestamp()
+
+            def log_line():
+                return tf.py_function(
+                    lambda *t: self._log_line_in_loop(names, *t),
+                    [self.optimizer.iterations, last_line, now] + [values[k] for k in names],
+                    tf.float64)
+            return tf.cond(now - last_line >= every, log_line, lambda: last_line)
+        return progress_after
+
+    def _log_line_in_loop(self, names, step, last_line, now, *values):
+        """The progress line logged from inside a training call; returns its time."""
+        step, last_line, now = int(step), float(last_line), float(now)
+        state = self._progress
+        rate = (step - state["step"]) / max(now - last_line, 1e-9)
+        metrics = {name: float(v) for name, v in zip(names, values)}
+        logging.info(self._progress_text(step, metrics, rate * state["examples_per_step"]))
+        state["step"] = step
+        return now
+
+    def _progress_text(self, step, metrics, examples_per_second):
+        """"step N/M, loss L, lr R, <metrics>, E examples/s, ETA h:m:s" for the log."""
+        state = self._progress
+        elapsed = time.time() - state["start_time"]
+        remaining = (self.config.num_train_steps - step) * elapsed / max(
+            step - state["start_step"], 1)
+        parts = ["step %d/%d" % (step, self.config.num_train_steps),
+                 "loss %.4f" % metrics["loss"], "lr %.3g" % float(self.optimizer_learning_rate())]
+        parts += ["%s %.4f" % (k, v) for k, v in sorted(metrics.items()) if k != "loss"]
+        if state["examples_per_step"]:
+            parts.append("%.1f examples/s" % examples_per_second)
+        parts.append("ETA %s" % time.strftime("%H:%M:%S", time.gmtime(remaining)))
+        return ", ".join(parts)
 
     def train(self, dataset_fn, loss_fn, global_batch_size=None):
         """Trains up to config.num_train_steps optimizer steps.
@@ -429,12 +507,14 @@ class Runner:
             return {}
         if cfg.deterministic_data and step > 0:
             dataset_fn = self._skip_trained_batches(dataset_fn, step)
-        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        dataset = self._distribute(dataset_fn)
         iterator = iter(dataset)
         train_loop = self._make_train_loop(loss_fn)
         writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train")) \
             if self.is_chief else tf.summary.create_noop_writer()
         examples_per_step = (global_batch_size or 0) * cfg.num_accumulation_steps
+        self._progress = {"start_time": time.time(), "start_step": step, "step": step,
+                          "examples_per_step": examples_per_step}
         logging.info("Training from step %d to %d", step, cfg.num_train_steps)
         with _TerminationWatch() as termination:
             metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
@@ -445,7 +525,7 @@ class Runner:
     def _train_loops(self, train_loop, iterator, writer, examples_per_step, termination):
         cfg = self.config
         step = self.global_step
-        start_step, start_time, metrics = step, time.time(), {}
+        metrics = {}
         while step < cfg.num_train_steps:
             to_checkpoint = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
             n = min(cfg.iterations_per_loop, cfg.num_train_steps - step, to_checkpoint)
@@ -456,8 +536,7 @@ class Runner:
                 raise ValueError("training loss became %s at step %d (learning rate too high, "
                                  "or bad input data?)" % (metrics["loss"], step + n))
             step = self.global_step
-            self._log_progress(writer, step, start_step, start_time, loop_start, n,
-                               examples_per_step, metrics)
+            self._log_progress(writer, step, loop_start, n, examples_per_step, metrics)
             if (step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps
                     or termination.requested):
                 self.save()
@@ -478,20 +557,13 @@ class Runner:
             return dataset_fn(input_context).skip(skip)
         return resumed
 
-    def _log_progress(self, writer, step, start_step, start_time, loop_start, n,
-                      examples_per_step, metrics):
-        now = time.time()
-        steps_per_sec = n / max(now - loop_start, 1e-9)
-        remaining = (self.config.num_train_steps - step) * (now - start_time) / max(
-            step - start_step, 1)
+    def _log_progress(self, writer, step, loop_start, n, examples_per_step, metrics):
+        """The line and TensorBoard scalars after a call (mean metrics of its steps)."""
+        steps_per_sec = n / max(time.time() - loop_start, 1e-9)
         lr = float(self.optimizer_learning_rate())
-        parts = ["step %d/%d" % (step, self.config.num_train_steps),
-                 "loss %.4f" % metrics["loss"], "lr %.3g" % lr]
-        parts += ["%s %.4f" % (k, v) for k, v in sorted(metrics.items()) if k != "loss"]
-        if examples_per_step:
-            parts.append("%.1f examples/s" % (steps_per_sec * examples_per_step))
-        parts.append("ETA %s" % time.strftime("%H:%M:%S", time.gmtime(remaining)))
-        logging.info(", ".join(parts))
+        if self._progress["step"] != step:  # else a line of this step came from the loop
+            logging.info(self._progress_text(step, metrics, steps_per_sec * examples_per_step))
+        self._progress["step"] = step
         with writer.as_default(step=step):
             for k, v in metrics.items():
                 tf.summary.scalar(k, v)
@@ -539,7 +611,7 @@ class Runner:
             (axis 1, e.g. per-token predictions), padded with zeros to `length`
             (max_seq_length), so that trimmed batches give untrimmed shapes.
         """
-        dataset = self.strategy.distribute_datasets_from_function(_whole_input(dataset_fn))
+        dataset = self._distribute(_whole_input(dataset_fn))
         spec = dataset.element_spec
         step = self._predict_step(predict_fn, spec)
         batches = (_join_replicas(self.strategy, step(batch), sequence_outputs)

@@ -8,6 +8,9 @@ Outputs (deterministic, seeded):
   task/*.tsv     a two-class sentence task in the GLUE SST-2 layout
                  (train/dev: "sentence<TAB>label", test: "index<TAB>sentence").
   squad.json     a SQuAD v1.1 file; answer offsets are computed and checked here.
+  choice/*.jsonl a four-way multiple-choice task in run_multiple_choice.py's jsonl
+                 layout ({"context", "endings", "label"}; test without labels),
+                 drawn from its own random stream so the files above stay as they were.
 
 All of the text below was written for this demo. The generated files are
 committed, so running this script is only needed after editing it.
@@ -436,6 +439,37 @@ SQUAD = [
 ]
 
 
+# ---------------------------------------------------------------------------
+# Multiple choice (run_multiple_choice.py --task_name=jsonl).
+# ---------------------------------------------------------------------------
+
+# Where someone went, and what they did there: the right ending follows from the place.
+ERRANDS = [
+    ("bakery", "came home with a warm loaf of bread"),
+    ("library", "borrowed two books about the sea"),
+    ("station", "caught the early train to the coast"),
+    ("market", "filled a basket with vegetables and cheese"),
+    ("river", "sat on the bank and watched the boats"),
+    ("garden", "planted a row of beans by the fence"),
+]
+
+
+def make_choices(rng, count):
+    """`count` questions: a visit to a place, four endings, the place's own one right."""
+    questions = []
+    for _ in range(count):
+        picked = rng.sample(range(len(ERRANDS)), 4)
+        name, day = rng.choice(NAMES), rng.choice(DAYS)
+        place = ERRANDS[picked[0]][0]
+        context = "On %s %s walked to the %s." % (day, name, place)
+        endings = ["%s %s." % (name, ERRANDS[i][1]) for i in picked]
+        order = list(range(4))
+        rng.shuffle(order)
+        questions.append({"context": context, "endings": [endings[i] for i in order],
+                          "label": order.index(0)})
+    return questions
+
+
 def make_squad():
     data = []
     qid = 0
@@ -481,10 +515,22 @@ def main():
         json.dump(squad, f, indent=1, ensure_ascii=False)
         f.write("\n")
 
+    questions = make_choices(random.Random(SEED + 1), 170)
+    os.makedirs(os.path.join(args.out_dir, "choice"), exist_ok=True)
+    for split, part in (("train", questions[:120]), ("dev", questions[120:160]),
+                        ("test", questions[160:])):
+        with open(os.path.join(args.out_dir, "choice", split + ".jsonl"), "w",
+                  encoding="utf-8") as f:
+            for question in part:
+                if split == "test":
+                    question = {k: v for k, v in question.items() if k != "label"}
+                f.write(json.dumps(question) + "\n")
+
     num_q = sum(len(p["qas"]) for d in squad["data"] for p in d["paragraphs"])
     print("corpus.txt: %d documents, %d sentences" % (len(docs), sum(len(d) for d in docs)))
     print("task: %d train, %d dev, %d test" % (160, 40, len(rows) - 200))
     print("squad.json: %d paragraphs, %d questions" % (len(squad["data"]), num_q))
+    print("choice: 120 train, 40 dev, 10 test questions")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The `make demo` pipeline: every stage of BERT, end to end, on a tiny model and
-# the bundled demo data, in a few minutes on a CPU.
+# the bundled demo data, in a few minutes on a CPU. Every script runs but the two
+# checkpoint converters, which need downloaded weights.
 #
 #   1. create_vocab.py              learn a WordPiece vocabulary from demo/data/corpus.txt
 #   2. bert_config.json             a 2-layer, 64-wide model
@@ -10,6 +11,9 @@
 #   6. run_squad.py                 fine-tune and predict on demo/data/squad.json
 #   7. extract_features.py          contextual embeddings of two sentences
 #   8. run_ner.py                   fine-tune a named-entity tagger on demo/data/ner (CoNLL layout)
+#   9. run_multiple_choice.py       fine-tune a four-way multiple-choice model on demo/data/choice
+#  10. export_saved_model.py        export the classifier as a SavedModel on raw text, then
+#                                   load it in Python and classify two new sentences
 #
 # Usage: PY=.venv/bin/python bash demo/run_demo.sh
 # Environment: PY (python to use), DEMO_OUTPUT (default demo_output; wiped first),
@@ -46,7 +50,7 @@ step() {
     STEP_NAME=$2
     STEP_START=$SECONDS
     echo
-    echo "=== [$STEP/8] $STEP_NAME"
+    echo "=== [$STEP/10] $STEP_NAME"
 }
 
 # run LOG_NAME CMD...: runs one of our scripts, its log kept in $OUT/logs/LOG_NAME.log;
@@ -85,10 +89,14 @@ step 1 "Learn a WordPiece vocabulary (create_vocab.py)"
 run create_vocab "$PY" create_vocab.py \
     --input_file="$DATA/corpus.txt" \
     --output_file="$OUT/vocab.txt" \
-    --vocab_size=3000 \
+    --vocab_size=1000 \
     --do_lower_case=True
+# 1,000 pieces for the corpus's 1,047 distinct words: the learner keeps the frequent
+# words whole and builds the rarer ones from pieces (## marks a piece inside a word),
+# stopping below the limit when more pieces would not pay (663 here).
 VOCAB_SIZE=$(wc -l <"$OUT/vocab.txt" | tr -d ' ')
-echo "$OUT/vocab.txt: $VOCAB_SIZE tokens; a sample: $(sed -n '105,112p;600,606p' "$OUT/vocab.txt" | tr '\n' ' ')"
+echo "$OUT/vocab.txt: $VOCAB_SIZE tokens; whole words: $(grep -v '^\[\|^##' "$OUT/vocab.txt" | awk 'length > 4' | head -n 8 | tr '\n' ' ')"
+echo "  pieces: $(grep '^##...' "$OUT/vocab.txt" | head -n 10 | tr '\n' ' ')"
 echo "tokenized: $("$PY" -c 'import sys, tokenization as t; tok = t.FullTokenizer(sys.argv[1], True); print(" ".join(tok.tokenize(sys.argv[2])))' "$OUT/vocab.txt" "On Saturday the bakery's strawberries were wonderfully sweet.")"
 
 step 2 "Write a tiny bert_config.json"
@@ -230,6 +238,52 @@ run run_ner "$PY" run_ner.py \
 show "$OUT/ner/eval_results.txt"
 echo "(test_predictions.txt: each line of $DATA/ner/test.txt + the predicted tag, as conlleval reads it)"
 show "$OUT/ner/test_predictions.txt" 12
+
+step 9 "Fine-tune a multiple-choice model (run_multiple_choice.py, jsonl layout)"
+echo "a question: $(head -n 1 "$DATA/choice/train.jsonl")"
+run run_multiple_choice "$PY" run_multiple_choice.py \
+    "${COMMON[@]}" \
+    --task_name=jsonl \
+    --data_dir="$DATA/choice" \
+    --init_checkpoint="$OUT/pretraining" \
+    --output_dir="$OUT/choice" \
+    --do_lower_case=True \
+    --do_train=True \
+    --do_eval=True \
+    --do_predict=True \
+    --max_seq_length=32 \
+    --train_batch_size=16 \
+    --learning_rate=1e-3 \
+    --num_train_epochs=10 \
+    --save_checkpoints_steps=1000 \
+    --seed=12345
+show "$OUT/choice/eval_results.txt"
+echo "(test_results.tsv: the probability of each ending, one question a line)"
+show "$OUT/choice/test_results.tsv" 3
+
+step 10 "Export the classifier and serve it (export_saved_model.py, then plain TensorFlow)"
+run export_saved_model "$PY" export_saved_model.py \
+    "${COMMON[@]}" \
+    --model_type=classifier \
+    --task_name=sst-2 \
+    --init_checkpoint="$OUT/classifier" \
+    --do_lower_case=True \
+    --max_seq_length=64 \
+    --export_dir="$OUT/saved_model"
+echo "+ $PY (load $OUT/saved_model in Python, classify two new sentences)"
+"$PY" - "$OUT/saved_model" <<'EOF'
+import sys
+
+import startup; startup.quiet()  # before tensorflow: no start-up noise
+import tensorflow as tf
+
+model = tf.saved_model.load(sys.argv[1])
+texts = ["The bread from the bakery was wonderful.", "The soup was cold and awful."]
+out = model.signatures["serving_text_a"](text_a=tf.constant(texts))
+for text, probs, label in zip(texts, out["probabilities"].numpy(),
+                              out["predicted_label"].numpy()):
+    print("%-42s label %s  probabilities %s" % (text, label.decode(), probs.round(3)))
+EOF
 
 echo "    (step $STEP took $((SECONDS - STEP_START)) s)"
 echo

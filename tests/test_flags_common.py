@@ -1,5 +1,12 @@
 """flags_common.py: shared flag groups and the required-flag check."""
+import importlib
+import pathlib
+import re
+import subprocess
+import sys
+
 import pytest
+from absl import flags
 
 import flags_common
 
@@ -20,3 +27,78 @@ def test_require_names_the_first_missing_flag():
     flags_common.require(fv, ["tpu_name"])
     with pytest.raises(ValueError, match=r"^--tpu_zone is required$"):
         flags_common.require(fv, ["tpu_name", "tpu_zone", "gcp_project"])
+
+
+# The flags of each reference script (google-research/bert), which its --help showed.
+_REFERENCE_FLAGS = {
+    "run_classifier": "data_dir bert_config_file task_name vocab_file output_dir init_checkpoint "
+                      "do_lower_case max_seq_length do_train do_eval do_predict train_batch_size "
+                      "eval_batch_size predict_batch_size learning_rate num_train_epochs "
+                      "warmup_proportion save_checkpoints_steps iterations_per_loop use_tpu "
+                      "tpu_name tpu_zone gcp_project master num_tpu_cores",
+    "run_squad": "bert_config_file vocab_file output_dir train_file predict_file init_checkpoint "
+                 "do_lower_case max_seq_length doc_stride max_query_length do_train do_predict "
+                 "train_batch_size predict_batch_size learning_rate num_train_epochs "
+                 "warmup_proportion save_checkpoints_steps iterations_per_loop n_best_size "
+                 "max_answer_length use_tpu tpu_name tpu_zone gcp_project master num_tpu_cores "
+                 "verbose_logging version_2_with_negative null_score_diff_threshold",
+    "run_pretraining": "bert_config_file input_file output_dir init_checkpoint max_seq_length "
+                       "max_predictions_per_seq do_train do_eval train_batch_size "
+                       "eval_batch_size learning_rate num_train_steps num_warmup_steps "
+                       "save_checkpoints_steps iterations_per_loop max_eval_steps use_tpu "
+                       "tpu_name tpu_zone gcp_project master num_tpu_cores",
+    "create_pretraining_data": "input_file output_file vocab_file do_lower_case "
+                               "do_whole_word_mask max_seq_length max_predictions_per_seq "
+                               "random_seed dupe_factor masked_lm_prob short_seq_prob",
+    "extract_features": "input_file output_file layers bert_config_file max_seq_length "
+                        "init_checkpoint vocab_file do_lower_case batch_size use_tpu master "
+                        "num_tpu_cores use_one_hot_embeddings",
+}
+# The fine-tuning scripts the reference never had take run_classifier's shared flags.
+_SHARED_FINE_TUNING = ("bert_config_file vocab_file output_dir init_checkpoint do_lower_case "
+                       "max_seq_length do_train do_eval do_predict train_batch_size "
+                       "eval_batch_size predict_batch_size learning_rate num_train_epochs "
+                       "warmup_proportion save_checkpoints_steps iterations_per_loop use_tpu")
+_REFERENCE_FLAGS["run_ner"] = _REFERENCE_FLAGS["run_multiple_choice"] = _SHARED_FINE_TUNING
+_SCRIPTS = sorted(set(_REFERENCE_FLAGS) | {"export_saved_model", "convert_tf1_checkpoint",
+                                           "convert_hf_checkpoint", "create_vocab"})
+
+
+def _short_help(module_name):
+    """What --help lists for the script: the key flags of the main module."""
+    module = importlib.import_module(module_name)
+    fv = flags.FlagValues()
+    flags_common.define_key_flags(module.define_flags, fv, "prog.py")
+    return fv, fv.module_help("prog.py")
+
+
+@pytest.mark.parametrize("module_name", _SCRIPTS)
+def test_help_lists_every_flag_of_the_script(module_name):
+    fv, text = _short_help(module_name)
+    listed = set(re.findall(r"^\s+--(?:\[no\])?(\w+)", text, flags=re.M))
+    assert set(fv) - listed == set()
+    missing = set(_REFERENCE_FLAGS.get(module_name, "").split()) - listed
+    assert not missing, "%s --help lacks the reference's %s" % (module_name, sorted(missing))
+
+
+@pytest.mark.parametrize("module_name", _SCRIPTS)
+def test_usage_examples_keep_their_lines(module_name):
+    # A backslash-newline in a plain docstring joins the example's lines into one.
+    doc = importlib.import_module(module_name).__doc__
+    assert max(len(line) for line in doc.splitlines()) <= 100
+
+
+def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
+    # As an installed command runs it: __main__ is a wrapper, not run_classifier.py.
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    command = ("import sys; sys.argv[0] = 'bert-run-classifier'; "
+               "import run_classifier; run_classifier.main()")
+    out = subprocess.run([sys.executable, "-c", command, "--help"],
+                         capture_output=True, text=True, timeout=120, cwd=repo)
+    first_line = importlib.import_module("run_classifier").__doc__.splitlines()[0]
+    assert out.stdout.startswith(first_line)
+    for name in _REFERENCE_FLAGS["run_classifier"].split():
+        assert re.search(r"--(\[no\])?%s:" % name, out.stdout), name
+    for noise in ("test_srcdir", "hbm_oom_exit", "tensor_tracer"):
+        assert noise not in out.stdout
+    assert "WARNING: All log messages" not in out.stderr

@@ -110,6 +110,16 @@ def test_trimmed_and_full_padding_write_the_same_files(trained):
 
 
 @pytest.mark.slow
+def test_eval_in_a_new_dir_takes_labels_and_step_from_the_checkpoint(trained):
+    tmp_path, data, out, result = trained
+    for init in (out, sorted(out.glob("model.ckpt-*.index"))[-1].with_suffix("")):
+        folder = tmp_path / ("from_" + init.name)
+        again = run(tmp_path, data, folder, "--do_eval", "--init_checkpoint=%s" % init)
+        assert again["eval_f1"] == pytest.approx(float(result["eval_f1"]), abs=1e-6)
+        assert read_results(folder / "eval_results.txt")["global_step"] == 30
+
+
+@pytest.mark.slow
 def test_predict_alone_from_the_trained_output_dir(trained):
     tmp_path, data, out, _ = trained
     before = (out / "test_predictions.txt").read_text()

@@ -1,4 +1,5 @@
 """startup.py: entry points start without TensorFlow's C++ noise, real errors still show."""
+import logging
 import os
 import re
 import subprocess
@@ -42,3 +43,55 @@ def test_the_users_log_level_wins(tmp_path):
     assert result.returncode == 1
     # TensorFlow's own INFO start-up lines are back when the user asks for them.
     assert re.search(r": I \S+\.cc:\d+\]", result.stderr), result.stderr
+
+
+_TINY_TRAINING = """
+import startup; startup.quiet()
+import numpy as np, tensorflow as tf
+import modeling, training
+config = modeling.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+                             num_attention_heads=2, intermediate_size=16,
+                             max_position_embeddings=16)
+data = {"input_ids": np.ones([8, 6], np.int32), "input_mask": np.ones([8, 6], np.int32),
+        "segment_ids": np.zeros([8, 6], np.int32), "label_ids": np.zeros([8], np.int32)}
+def dataset_fn(ctx):
+    return tf.data.Dataset.from_tensor_slices(data).batch(4).repeat()
+def loss_fn(model, features, is_training):
+    logits = model(features, training=is_training)["logits"]
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features["label_ids"], logits=logits)), {}
+runner = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                         lambda: modeling.BertClassifier(config, 2),
+                         training.RunConfig(output_dir=%r, num_train_steps=3))
+runner.train(dataset_fn, loss_fn)
+print(sum(1 for _ in runner.predict(lambda ctx: dataset_fn(ctx).take(2),
+                                    lambda model, f: model(f))))
+"""
+
+
+def test_training_prints_no_tensorflow_notices(tmp_path):
+    env = dict(os.environ)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    result = subprocess.run([sys.executable, "-c", _TINY_TRAINING % str(tmp_path / "out")],
+                            capture_output=True, text=True, env=env, timeout=300,
+                            cwd=str(REPO_ROOT), check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2"]
+    # The fused optimizer compiles with XLA, the loops read a dataset: neither says so.
+    for noise in ("GeneratorDatasetOp", "absl::InitializeLog", "Compiled cluster using XLA",
+                  "cuInit"):
+        assert noise not in result.stderr, result.stderr
+
+
+def test_saved_models_renamed_captures_line_is_dropped_and_others_kept():
+    drop = startup.SavedModelCaptureNamesFilter().filter
+    msg = "Function `%s` contains input name(s) %s with unsupported characters which will " \
+          "be renamed to %s in the SavedModel."
+
+    def record(names):
+        return logging.LogRecord("tensorflow", logging.INFO, __file__, 1, msg,
+                                 ("_tag", names, names.replace(" ", "_")), None)
+    assert not drop(record("3552, 3554, 3556"))
+    assert drop(record("my input, 3554"))
+    assert drop(logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, "real %s",
+                                  ("warning",), None))

@@ -247,3 +247,41 @@ def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
         np.testing.assert_array_equal(w0[key], w1[key])
         np.testing.assert_allclose(w0[key], ref[key], atol=2e-6, err_msg=key)
     assert (tmp_path / "multi" / "model.ckpt-3.index").exists()
+
+
+def _dropout_runner(tmp_path, name, **cfg):
+    """A runner whose steps draw dropout masks, so a changed random stream would show."""
+    tf_keras.utils.set_random_seed(7)
+    config = tiny_config()
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
+    run_config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
+                                    num_train_steps=20, num_warmup_steps=0,
+                                    iterations_per_loop=1000, **cfg)
+    return training.Runner(tf.distribute.get_strategy(),
+                            lambda: modeling.BertClassifier(config, 2), run_config)
+
+
+def _dropout_loss(model, feats, is_training):
+    logits = model(feats, training=is_training)["logits"]
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=feats["label_ids"], logits=logits)), {}
+
+
+def test_progress_comes_before_the_end_with_the_same_weights(tmp_path, caplog):
+    caplog.set_level("INFO")
+    whole = _dropout_runner(tmp_path, "whole", log_every_seconds=0)
+    whole.train(dataset_fn_of(features(16), 4), _dropout_loss, global_batch_size=4)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert lines == [lines[-1]] and lines[-1].startswith("step 20/20")
+    caplog.clear()
+    # A 1 ms pace: nearly every step of the one 1000-step call logs a line.
+    paced = _dropout_runner(tmp_path, "paced", log_every_seconds=1e-3)
+    paced.train(dataset_fn_of(features(16), 4), _dropout_loss, global_batch_size=4)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert len(lines) >= 10 and lines[0].startswith("step 1/20")
+    assert "examples/s" in lines[0] and "ETA" in lines[0] and "loss" in lines[0]
+    assert paced.global_step == whole.global_step == 20
+    for a, b in zip(paced.model.variables, whole.model.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert sorted(os.listdir(tmp_path / "paced")) == sorted(os.listdir(tmp_path / "whole"))
+    assert sum(line.startswith("step 20/20") for line in lines) == 1
