@@ -48,7 +48,7 @@ def test_the_users_log_level_wins(tmp_path):
 _TINY_TRAINING = """
 import startup; startup.quiet()
 import numpy as np, tensorflow as tf
-import modeling, training
+import heads, modeling, training
 config = modeling.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
                              num_attention_heads=2, intermediate_size=16,
                              max_position_embeddings=16)
@@ -61,7 +61,7 @@ def loss_fn(model, features, is_training):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=features["label_ids"], logits=logits)), {}
 runner = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"),
-                         lambda: modeling.BertClassifier(config, 2),
+                         lambda: heads.BertClassifier(config, 2),
                          training.RunConfig(output_dir=%r, num_train_steps=3))
 runner.train(dataset_fn, loss_fn)
 print(sum(1 for _ in runner.predict(lambda ctx: dataset_fn(ctx).take(2),

@@ -258,7 +258,7 @@ def _dropout_runner(tmp_path, name, **cfg):
                                     num_train_steps=20, num_warmup_steps=0,
                                     iterations_per_loop=1000, **cfg)
     return training.Runner(tf.distribute.get_strategy(),
-                            lambda: modeling.BertClassifier(config, 2), run_config)
+                            lambda: heads.BertClassifier(config, 2), run_config)
 
 
 def _dropout_loss(model, feats, is_training):
