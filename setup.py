@@ -8,7 +8,7 @@ MODULES = [
     "export_saved_model", "create_vocab", "fileutil", "startup", "glue_data", "squad_data",
     "squad_results", "pretraining_records", "pretraining_shards", "tokenization_graph",
     "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
-    "multiple_choice_data",
+    "multiple_choice_data", "pooling",
 ]
 
 SCRIPTS = {
