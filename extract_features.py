@@ -12,6 +12,12 @@ with one entry per real (non-padding) WordPiece, the layers named by --layers
 The input is processed in chunks (read, tokenize, run the model, write), so
 memory does not grow with the input; the output file appears only once
 complete.
+
+Sentence vectors (new): with --pooling (or --output_format=npy and a model whose
+sentence_embedding.json names a pooling) each line gets one vector instead,
+pooling.pool over the --layers given (default: the last), as
+{"linex_index": N, "embedding": [...]} lines or one float32 [lines, dim] .npy
+array. `SentenceEncoder` does the same from Python.
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import json
