@@ -10,7 +10,10 @@ Output (--output_dir):
   bert_config.json                             the reference's config keys (plus
                                                layer_norm_eps);
   vocab.txt                                    copied unchanged;
-  tf2/bert_model.*  (with --write_tf2)         a tf.train.Checkpoint(model=BertModel).
+  tf2/bert_model.*  (with --write_tf2)         a tf.train.Checkpoint(model=BertModel);
+  sentence_embedding.json                      only for a sentence-transformers folder
+                                               (modules.json): its pooling, normalisation,
+                                               max_seq_length and casing (pooling.py).
 
 Parameter names are accepted with or without the `bert.` prefix and with either
 LayerNorm naming (`weight`/`bias` or the older `gamma`/`beta`). PyTorch linear
@@ -37,6 +40,7 @@ import tensorflow as tf
 import checkpoints
 import flags_common
 import modeling
+import pooling
 
 _REQUIRED_FLAGS = ("hf_dir", "output_dir")
 
@@ -557,16 +561,34 @@ def _copy_vocab(hf_dir, output_dir, config):
 
 
 def _log_casing(hf_dir):
+    """tokenizer_config.json's do_lower_case (logged), None when it does not say."""
     path = os.path.join(hf_dir, "tokenizer_config.json")
     if not tf.io.gfile.exists(path):
-        return
+        return None
     try:
         lower = _read_json(path).get("do_lower_case")
     except ValueError:
-        return
+        return None
     if isinstance(lower, bool):
         logging.info("tokenizer_config.json: do_lower_case=%s; pass --do_lower_case=%s to the "
                      "BERT tools", lower, lower)
+        return lower
+    return None
+
+
+def _write_sentence_settings(hf_dir, output_dir, settings, config):
+    """Records a sentence-transformers model's pooling beside the checkpoint (or nothing)."""
+    if settings is None:
+        return None
+    if settings.get("max_seq_length", 0) > config["max_position_embeddings"]:
+        raise ValueError("%s: max_seq_length %d is longer than the model's %d positions"
+                         % (os.path.join(hf_dir, "sentence_bert_config.json"),
+                            settings["max_seq_length"], config["max_position_embeddings"]))
+    path = pooling.write_settings(output_dir, settings)
+    logging.info("sentence-transformers model: wrote %s (%s); extract_features.py and "
+                 "export_saved_model.py use it as their defaults", path,
+                 json.dumps(settings, sort_keys=True))
+    return path
 
 
 def write_tf2_checkpoint(config_dict, tf1_prefix, output_dir):
@@ -588,7 +610,8 @@ def write_tf2_checkpoint(config_dict, tf1_prefix, output_dir):
 
 
 def convert(hf_dir, output_dir, write_tf2=False):
-    """Converts `hf_dir`; returns {"checkpoint", "config", "vocab", "tf2", "names"}."""
+    """Converts `hf_dir`; returns {"checkpoint", "config", "vocab", "tf2", "names",
+    "sentence_embedding" (path or None)}."""
     if not tf.io.gfile.isdir(hf_dir):
         raise ValueError("--hf_dir %s is not a directory" % hf_dir)
     config_path = os.path.join(hf_dir, "config.json")
@@ -599,13 +622,15 @@ def convert(hf_dir, output_dir, write_tf2=False):
     if not tf.io.gfile.exists(os.path.join(hf_dir, "vocab.txt")):
         raise ValueError("%s not found: the WordPiece vocabulary is needed by every BERT tool"
                          % os.path.join(hf_dir, "vocab.txt"))
+    sentence_settings = pooling.sentence_transformers_settings(
+        hf_dir, tokenizer_lower_case=_log_casing(hf_dir))
     weights_path, hf_tensors = read_hf_weights(hf_dir)
     tensors = convert_weights(hf_tensors, config, source=weights_path)
     del hf_tensors
 
     tf.io.gfile.makedirs(output_dir)
     vocab_path = _copy_vocab(hf_dir, output_dir, config)
-    _log_casing(hf_dir)
+    settings_path = _write_sentence_settings(hf_dir, output_dir, sentence_settings, config)
     config_out = os.path.join(output_dir, "bert_config.json")
     with tf.io.gfile.GFile(config_out, "w") as f:
         f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -616,9 +641,11 @@ def convert(hf_dir, output_dir, write_tf2=False):
     tf2_prefix = None
     if write_tf2:
         tf2_prefix = write_tf2_checkpoint(config, prefix, os.path.join(output_dir, "tf2"))
+        _write_sentence_settings(hf_dir, os.path.dirname(tf2_prefix), sentence_settings,
+                                 config)
         logging.info("Wrote TF2 checkpoint %s", tf2_prefix)
     return {"checkpoint": prefix, "config": config_out, "vocab": vocab_path,
-            "tf2": tf2_prefix, "names": sorted(tensors)}
+            "tf2": tf2_prefix, "names": sorted(tensors), "sentence_embedding": settings_path}
 
 
 def run(fv):

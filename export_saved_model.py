@@ -26,7 +26,15 @@ Signatures (B = batch, S = --max_seq_length, H = hidden size, L = layers):
         saved_model_cli) that cannot leave an input out. TensorFlow signatures have no
         optional inputs, hence two signatures.
 
-  encoder outputs: pooled_output [B, H], sequence_output [B, S, H], encoder_layers
+  --model_type=encoder
+    embed(text: string [B]) -> sentence_embedding [B, D] only, each batch run at the
+        length of its longest text instead of S (the same vectors, much less work for
+        short texts): the fast way to get sentence vectors.
+
+  encoder outputs: sentence_embedding [B, D] (pooling.pool of --pooling over --layers,
+    --normalize; defaults: the sentence_embedding.json beside --init_checkpoint, else
+    mean over the last layer, not normalised), pooled_output [B, H] (the NSP pooler),
+    sequence_output [B, S, H], encoder_layers
     [B, L, S, H] (batch first, so that TF Serving's row format accepts it; layer l is
     encoder_layers[:, l]), input_ids, input_mask, segment_ids [B, S].
   classifier outputs: probabilities [B, num_labels] (softmax of the logits, what
@@ -93,6 +101,7 @@ import checkpoints
 import flags_common
 import glue_data
 import ner_data
+import pooling
 import serving
 import tokenization
 import tokenization_graph
@@ -132,8 +141,10 @@ def define_flags(fv):
     flags.DEFINE_bool("feature_based", False, "--model_type=tagger: a run_ner "
                       "--feature_based model (give its --layers and --lstm_units too).",
                       flag_values=fv)
-    flags.DEFINE_string("layers", "-1,-2,-3,-4", "--feature_based: run_ner's --layers.",
+    flags.DEFINE_string("layers", "-1,-2,-3,-4", "--feature_based: run_ner's --layers; "
+                        "--model_type=encoder: the layers of sentence_embedding.",
                         flag_values=fv)
+    flags_common.define_pooling_flags(fv)
     flags.DEFINE_integer("lstm_units", 768, "--feature_based: run_ner's --lstm_units.",
                          flag_values=fv)
     flags.DEFINE_integer("max_query_length", 64,
@@ -222,7 +233,8 @@ def write_saved_model(module, export_dir, info):
 
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
-           max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768):
+           max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
+           pooling_spec=None):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -230,6 +242,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       labels: classifier: the task's label list ([None] for regression); tagger: the
         tag list.
       feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
+      pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
     """
     num_labels = len(labels) if labels is not None else None
     model = serving.build_model(model_type, bert_config, num_labels,
@@ -244,7 +257,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         module = serving.ServingModule(
             model_type, model, tokenizer, max_seq_length, labels=labels,
             max_query_length=max_query_length, max_answer_length=max_answer_length,
-            n_best_size=n_best_size)
+            n_best_size=n_best_size, pooling_spec=pooling_spec)
         info = {
             "model_type": model_type,
             "do_lower_case": bool(do_lower_case),
@@ -256,6 +269,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         }
         if labels is not None:
             info["labels"] = [None if label is None else str(label) for label in labels]
+        if pooling_spec is not None:
+            info["sentence_embedding"] = pooling_spec.to_dict()
         if model_type == "squad":
             info.update(max_query_length=max_query_length, max_answer_length=max_answer_length,
                         n_best_size=n_best_size)
@@ -273,12 +288,23 @@ def run(fv):
                   fv.do_lower_case, fv.max_seq_length, fv.export_dir, labels=labels,
                   max_query_length=fv.max_query_length,
                   max_answer_length=fv.max_answer_length, n_best_size=fv.n_best_size,
-                  feature_layers=layers, lstm_units=fv.lstm_units)
+                  feature_layers=layers, lstm_units=fv.lstm_units,
+                  pooling_spec=_pooling_spec(fv, bert_config))
+
+
+def _pooling_spec(fv, bert_config):
+    """The encoder's sentence_embedding: flags, else sentence_embedding.json, else mean."""
+    if fv.model_type != "encoder":
+        return None
+    settings = pooling.read_settings(fv.init_checkpoint)
+    mode = fv.pooling or settings.get("pooling", "mean")
+    return flags_common.pooling_from_flags(fv, settings, mode, bert_config.num_hidden_layers)
 
 
 def _check_flags(fv):
     """Checks the flags before any work; returns (bert_config, classifier labels or None)."""
     flags_common.require(fv, _REQUIRED_FLAGS)
+    flags_common.apply_checkpoint_settings(fv)
     labels = None
     if fv.model_type == "classifier":
         if not fv.task_name:

@@ -12,9 +12,16 @@ with one entry per real (non-padding) WordPiece, the layers named by --layers
 The input is processed in chunks (read, tokenize, run the model, write), so
 memory does not grow with the input; the output file appears only once
 complete.
+
+Sentence vectors (new): with --pooling (or --output_format=npy and a model whose
+sentence_embedding.json names a pooling) each line gets one vector instead,
+pooling.pool over the --layers given (default: the last), as
+{"linex_index": N, "embedding": [...]} lines or one float32 [lines, dim] .npy
+array. `SentenceEncoder` does the same from Python.
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import json
+import os
 import re
 import time
 
@@ -28,6 +35,7 @@ import fileutil
 import flags_common
 import input_pipeline
 import modeling
+import pooling
 import tokenization
 
 _REQUIRED_FLAGS = ("input_file", "output_file", "bert_config_file", "init_checkpoint",
@@ -54,6 +62,13 @@ def define_flags(fv):
         "Batch inputs of similar length together and cut each batch to its longest "
         "input (rounded up to a multiple of 16): the same values with less work. "
         "--notrim_padding runs every batch at --max_seq_length.", flag_values=fv)
+    flags_common.define_pooling_flags(fv)
+    flags.DEFINE_enum(
+        "output_format", "json", ["json", "npy"],
+        "With sentence vectors: json = one {\"linex_index\", \"embedding\"} object per "
+        "line; npy = one float32 [lines, dim] numpy array (np.load). npy without "
+        "--pooling uses the pooling of the model's sentence_embedding.json.",
+        flag_values=fv)
     flags_common.define_tpu_flags(fv, with_tpu_name=False)
     flags.DEFINE_bool(
         "use_one_hot_embeddings", False,
@@ -156,16 +171,7 @@ def convert_examples_to_features(examples, seq_length, tokenizer, first_index=0)
 
 def parse_layers(text, num_hidden_layers=None):
     """'-1,-2' -> [-1, -2]; each index must name an encoder layer."""
-    try:
-        indexes = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError("--layers must be comma-separated integers, got %r" % text) from None
-    if num_hidden_layers is not None:
-        for index in indexes:
-            if not -num_hidden_layers <= index < num_hidden_layers:
-                raise ValueError("--layers: index %d is out of range for a model with %d layers"
-                                 % (index, num_hidden_layers))
-    return indexes
+    return pooling.parse_layers(text, num_hidden_layers)
 
 
 # ---------------------------------------------------------------------------
@@ -190,16 +196,30 @@ def feature_json(feature, layer_indexes, layer_outputs):
     return json.dumps({"linex_index": feature.unique_id, "features": tokens})
 
 
+def embedding_json(unique_id, vector):
+    """The output line (without newline) of one sentence vector.
+
+    Nine significant digits: the float32 value read back exactly.
+    """
+    values = ",".join("%.9g" % v for v in vector.tolist())
+    return '{"linex_index": %d, "embedding": [%s]}' % (unique_id, values)
+
+
 # ---------------------------------------------------------------------------
 # Model
 # ---------------------------------------------------------------------------
 
 class FeatureExtractor(object):
-    """A BERT encoder loaded from a checkpoint, returning chosen encoder layers."""
+    """A BERT encoder loaded from a checkpoint, returning chosen encoder layers.
+
+    With `pooling` (a pooling.PoolingSpec) it returns one output instead: the
+    [batch, dim] sentence vectors of pooling.pool over pooling.layers.
+    """
 
     def __init__(self, bert_config, init_checkpoint, layer_indexes, seq_length,
-                 use_one_hot_embeddings=False):
+                 use_one_hot_embeddings=False, pooling_spec=None):
         self.layer_indexes = list(layer_indexes)
+        self.pooling = pooling_spec
         self.model = modeling.BertModel(bert_config,
                                         use_one_hot_embeddings=use_one_hot_embeddings)
         dummy = tf.zeros([1, seq_length], tf.int32)
@@ -213,10 +233,16 @@ class FeatureExtractor(object):
     def _layers(self, input_ids, input_mask, input_type_ids):
         outputs = self.model(input_ids, input_mask, input_type_ids, training=False)
         all_layers = outputs["all_encoder_layers"]
+        if self.pooling is not None:
+            spec = self.pooling
+            return [pooling.pool([all_layers[i] for i in spec.layers], input_mask, spec.mode,
+                                 spec.normalize)]
         return [tf.cast(all_layers[i], tf.float32) for i in self.layer_indexes]
 
     def __call__(self, features, length=None):
         """One [len(features), length, hidden] numpy array per layer index.
+
+        (With pooling: one [len(features), dim] array.)
 
         `length` (default seq_length) cuts the inputs to their first `length`
         positions; it must cover every real token of `features`.
@@ -229,6 +255,54 @@ class FeatureExtractor(object):
         outputs = self._encode(column("input_ids"), column("input_mask"),
                                column("input_type_ids"))
         return [o.numpy() for o in outputs]
+
+
+class SentenceEncoder(object):
+    """Sentence vectors from Python, as `extract_features.py --pooling` writes them.
+
+        encoder = SentenceEncoder("minilm_tf")   # a convert_hf_checkpoint --output_dir
+        vectors = encoder.encode(["A man plays a guitar.", "Someone makes music."])
+
+    `model_dir` holds bert_config.json, vocab.txt and the checkpoint; its
+    sentence_embedding.json (if any) gives the defaults of every argument left at
+    None. Without one, pooling defaults to "mean" over the last layer, no
+    normalisation, max_seq_length 128 and do_lower_case True.
+    """
+
+    def __init__(self, model_dir=None, pooling_mode=None, normalize=None, layers=None,
+                 max_seq_length=None, do_lower_case=None, batch_size=32,
+                 bert_config_file=None, init_checkpoint=None, vocab_file=None):
+        init_checkpoint = init_checkpoint or model_dir
+        settings = pooling.read_settings(init_checkpoint)
+
+        def pick(value, key, default):
+            return settings.get(key, default) if value is None else value
+        bert_config = modeling.BertConfig.from_json_file(
+            bert_config_file or os.path.join(model_dir, "bert_config.json"))
+        layers = pooling.parse_layers(",".join(str(x) for x in pick(layers, "layers", [-1])),
+                                      bert_config.num_hidden_layers, flag="layers")
+        self.spec = pooling.PoolingSpec(pick(pooling_mode, "pooling", "mean"), layers,
+                                        pick(normalize, "normalize", False))
+        self.max_seq_length = pick(max_seq_length, "max_seq_length", 128)
+        if self.max_seq_length > bert_config.max_position_embeddings:
+            raise ValueError("max_seq_length=%d is longer than the model's %d positions"
+                             % (self.max_seq_length, bert_config.max_position_embeddings))
+        self.tokenizer = tokenization.FullTokenizer(
+            vocab_file or os.path.join(model_dir, "vocab.txt"),
+            do_lower_case=pick(do_lower_case, "do_lower_case", True))
+        self.batch_size = batch_size
+        self.extractor = FeatureExtractor(bert_config, init_checkpoint, layers,
+                                          self.max_seq_length, pooling_spec=self.spec)
+
+    def encode(self, texts):
+        """[len(texts), dim] float32 vectors; a text is a string or an (a, b) pair."""
+        examples = [InputExample(i, *(t if isinstance(t, (tuple, list)) else (t, None)))
+                    for i, t in enumerate(texts)]
+        if not examples:
+            raise ValueError("no texts to encode")
+        features = convert_examples_to_features(examples, self.max_seq_length,
+                                                self.tokenizer, first_index=5)
+        return embed_features(features, self.extractor, self.batch_size)
 
 
 # ---------------------------------------------------------------------------
@@ -248,29 +322,48 @@ def _chunks(iterable, size):
 
 def run(fv):
     """Reads --input_file, writes --output_file; returns the number of lines written."""
-    bert_config, layer_indexes = _check_flags(fv)
+    bert_config, layer_indexes, spec = _check_flags(fv)
     tokenizer = flags_common.tokenizer_from_flags(fv)
     # Full float32 matmuls (no TF32 on recent GPUs): the values are written with
     # 6 decimals and should be those of the original float32 model.
     tf.config.experimental.enable_tensor_float_32_execution(False)
     extractor = FeatureExtractor(bert_config, fv.init_checkpoint, layer_indexes,
-                                 fv.max_seq_length, fv.use_one_hot_embeddings)
-    written = _write_features(fv, tokenizer, extractor, layer_indexes)
+                                 fv.max_seq_length, fv.use_one_hot_embeddings, spec)
+    if spec is None:
+        written = _write_features(fv, tokenizer, extractor, layer_indexes)
+    else:
+        logging.info("Sentence vectors: %s", spec)
+        written = _write_embeddings(fv, tokenizer, extractor)
     logging.info("Wrote %d lines to %s", written, fv.output_file)
     return written
 
 
 def _check_flags(fv):
-    """Checks the flags before any work; returns (bert_config, layer indexes)."""
+    """Checks the flags before any work; returns (bert_config, layer indexes, pooling spec).
+
+    The pooling spec is None for the reference's per-token output.
+    """
     flags_common.require(fv, _REQUIRED_FLAGS)
     if fv.batch_size < 1:
         raise ValueError("--batch_size must be positive")
     if not tf.io.gfile.exists(fv.input_file):
         raise ValueError("--input_file %s does not exist" % fv.input_file)
     fileutil.check_output_file(fv.output_file, "--output_file")
+    settings = flags_common.apply_checkpoint_settings(fv)
     bert_config = flags_common.bert_config_from_flags(fv)
-    layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
-    return bert_config, layer_indexes
+    mode = fv.pooling
+    if mode is None and fv.output_format == "npy":
+        mode = settings.get("pooling")
+        if mode is None:
+            raise ValueError("--output_format=npy writes sentence vectors: give --pooling "
+                             "(no %s beside --init_checkpoint names one)"
+                             % pooling.SETTINGS_FILE)
+    if mode is None:
+        return bert_config, parse_layers(fv.layers, bert_config.num_hidden_layers), None
+    spec = flags_common.pooling_from_flags(fv, settings, mode, bert_config.num_hidden_layers)
+    if tf.io.gfile.stat(fv.input_file).length == 0:
+        raise ValueError("--input_file %s is empty: there is no line to embed" % fv.input_file)
+    return bert_config, spec.layers, spec
 
 
 def _write_features(fv, tokenizer, extractor, layer_indexes):
@@ -291,7 +384,47 @@ def _write_features(fv, tokenizer, extractor, layer_indexes):
     return written
 
 
-def layer_outputs(features, extractor, batch_size, trim_padding):
+def _write_embeddings(fv, tokenizer, extractor):
+    """One vector per input line: JSON lines as chunks go, or one .npy at the end."""
+    chunk_size = fv.batch_size * _BATCHES_PER_CHUNK
+    start = time.time()
+    vectors = []
+    written = 0
+    with fileutil.atomic_open(fv.output_file, "wb" if fv.output_format == "npy" else "w") \
+            as writer:
+        for examples in _chunks(iter_examples(fv.input_file), chunk_size):
+            features = convert_examples_to_features(examples, fv.max_seq_length, tokenizer,
+                                                    first_index=written)
+            chunk = embed_features(features, extractor, fv.batch_size, fv.trim_padding)
+            if fv.output_format == "npy":
+                vectors.append(chunk)
+            else:
+                writer.write("".join(embedding_json(f.unique_id, v) + "\n"
+                                     for f, v in zip(features, chunk)))
+            written += len(features)
+            elapsed = max(time.time() - start, 1e-9)
+            logging.info("Embedded %d lines (%.1f lines/s)", written, written / elapsed)
+        if fv.output_format == "npy":
+            np.save(writer, np.concatenate(vectors, axis=0))
+    return written
+
+
+def embed_features(features, extractor, batch_size, trim_padding=True):
+    """[len(features), dim] float32 vectors of a pooling FeatureExtractor, in input order.
+
+    Trimmed batches run at their longest input's exact length (sentence-transformers'
+    padding): a pooled vector is the same at any padded length, and one graph takes
+    every length.
+    """
+    vectors = [None] * len(features)
+    for index, outputs in layer_outputs(features, extractor, batch_size, trim_padding,
+                                        bucket_width=1):
+        vectors[index] = outputs[0]
+    return np.stack(vectors).astype(np.float32, copy=False)
+
+
+def layer_outputs(features, extractor, batch_size, trim_padding,
+                  bucket_width=input_pipeline.DEFAULT_BUCKET_WIDTH):
     """Yields (index into `features`, [one [length, hidden] array per layer]) in batch order.
 
     With trim_padding the features are batched longest first and each batch runs
@@ -309,7 +442,7 @@ def layer_outputs(features, extractor, batch_size, trim_padding):
         length = None
         if trim_padding:
             length = input_pipeline.bucket_length(max(len(f.tokens) for f in batch),
-                                                  extractor.seq_length)
+                                                  extractor.seq_length, bucket_width)
         outputs = extractor(batch, length)
         for row, index in enumerate(indexes):
             yield int(index), [o[row] for o in outputs]

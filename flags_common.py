@@ -10,6 +10,7 @@ from absl import app
 from absl import flags
 
 import modeling
+import pooling
 import startup
 import tokenization
 
@@ -94,6 +95,49 @@ def define_fine_tuning_flags(fv, unit="examples"):
     flags.DEFINE_float("warmup_proportion", 0.1,
                        "Fraction of the training steps over which the learning rate rises "
                        "linearly from 0 (0.1 = the first 10%).", flag_values=fv)
+
+
+def define_pooling_flags(fv):
+    """--pooling and --normalize: one vector per input (pooling.py)."""
+    flags.DEFINE_enum(
+        "pooling", None, list(pooling.POOLING_MODES),
+        "Sentence vectors: pool the --layers (concatenated) over each input's real "
+        "tokens: cls, mean, max or mean_sqrt_len (sentence-transformers' modes). "
+        "Default: the model's sentence_embedding.json beside --init_checkpoint, if any.",
+        flag_values=fv)
+    flags.DEFINE_bool(
+        "normalize", False,
+        "L2-normalise each sentence vector (default: the model's sentence_embedding.json).",
+        flag_values=fv)
+
+
+def apply_checkpoint_settings(fv):
+    """The sentence_embedding.json beside --init_checkpoint ({} when none).
+
+    Its max_seq_length and do_lower_case replace those flags' defaults; flags
+    given on the command line win.
+    """
+    settings = pooling.read_settings(fv.init_checkpoint)
+    for name in ("max_seq_length", "do_lower_case"):
+        if name in settings and name in fv and not fv[name].present:
+            setattr(fv, name, settings[name])
+    return settings
+
+
+def pooling_from_flags(fv, settings, mode, num_hidden_layers):
+    """The pooling.PoolingSpec of `mode` with --layers / --normalize or the settings'.
+
+    --layers counts only when given (its default is the per-token output's); else
+    the settings' layers, else the last layer.
+    """
+    if fv["layers"].present:
+        layers = pooling.parse_layers(fv.layers, num_hidden_layers)
+    else:
+        layers = pooling.parse_layers(",".join(str(x) for x in settings.get("layers", [-1])),
+                                      num_hidden_layers, flag="layers of %s"
+                                      % pooling.SETTINGS_FILE)
+    normalize = fv.normalize if fv["normalize"].present else settings.get("normalize", False)
+    return pooling.PoolingSpec(mode, layers, normalize)
 
 
 def bert_config_from_flags(fv):

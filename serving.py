@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import heads
 import modeling
+import pooling
 import tokenization_graph
 
 MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
@@ -181,8 +182,10 @@ class ServingModule(tf.Module):
     """What gets saved: the tokenizer, the model's variables and the signatures."""
 
     def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
-                 max_query_length=64, max_answer_length=30, n_best_size=20):
+                 max_query_length=64, max_answer_length=30, n_best_size=20,
+                 pooling_spec=None):
         super().__init__(name="bert_serving")
+        self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
         self.model_type = model_type
         self.tokenizer = tokenizer
         self.model_variables = list(model.variables)
@@ -226,6 +229,10 @@ class ServingModule(tf.Module):
                                               input_signature=[text("text_a")],
                                               autograph=False)
             signatures["serving_text_a"] = self.serving_text_a
+            if pooling_spec is not None:
+                self.embed = tf.function(self._embed, input_signature=[text("text")],
+                                         autograph=False)
+                signatures["embed"] = self.embed
         signatures["serving_default"] = self.serving_default
         self._holder.signatures = signatures
 
@@ -240,7 +247,9 @@ class ServingModule(tf.Module):
         if self.model_type == "encoder":
             out = model(features["input_ids"], features["input_mask"],
                         features["segment_ids"], training=False)
-            return {
+            outputs = {} if self.pooling_spec is None else {
+                "sentence_embedding": self._pool(out, features["input_mask"])}
+            return dict(outputs, **{
                 "pooled_output": tf.cast(out["pooled_output"], tf.float32),
                 "sequence_output": tf.cast(out["sequence_output"], tf.float32),
                 "encoder_layers": tf.stack(
@@ -248,7 +257,7 @@ class ServingModule(tf.Module):
                 "input_ids": features["input_ids"],
                 "input_mask": features["input_mask"],
                 "segment_ids": features["segment_ids"],
-            }
+            })
         if self.model_type == "multiple_choice":
             # [B x C, S] rows: one batch through BERT, a score per row.
             pooled = model.bert(features["input_ids"], features["input_mask"],
@@ -272,6 +281,19 @@ class ServingModule(tf.Module):
             "predicted_label": tf.gather(names, tf.argmax(probabilities, axis=-1)),
             "labels": tf.tile(names[tf.newaxis, :], [batch, 1]),
         }
+
+    def _pool(self, out, input_mask):
+        spec = self.pooling_spec
+        return pooling.pool([out["all_encoder_layers"][i] for i in spec.layers], input_mask,
+                            spec.mode, spec.normalize)
+
+    def _embed(self, text):
+        """sentence_embedding alone, the batch cut to its longest input (same vectors)."""
+        features = self._pack(text, tf.fill(tf.shape(text), ""))
+        length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), 2)
+        cut = [features[k][:, :length] for k in ("input_ids", "input_mask", "segment_ids")]
+        out = self._holder.model(*cut, training=False)
+        return {"sentence_embedding": self._pool(out, cut[1])}
 
     def _serve_ids(self, input_ids, input_mask, segment_ids):
         return self._model_outputs({"input_ids": input_ids, "input_mask": input_mask,

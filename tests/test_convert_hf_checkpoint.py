@@ -651,3 +651,12 @@ def test_minilm_sentence_embeddings(minilm, shared_dir):
              "The stock market fell sharply today."]
     emb = _mean_pool(model, *_encode(tokenizer, [(t, None) for t in texts], 16))
     assert _cosine(emb[0], emb[1]) > _cosine(emb[0], emb[2]) + 0.2
+
+
+def test_minilm_sentence_transformers_settings(minilm):
+    # The package's folder is a sentence-transformers model: its pooling is recorded.
+    path = minilm["result"]["sentence_embedding"]
+    assert path and pathlib.Path(path).parent == pathlib.Path(minilm["result"]["config"]).parent
+    assert json.loads(pathlib.Path(path).read_text()) == {
+        "pooling": "mean", "layers": [-1], "normalize": True, "max_seq_length": 256,
+        "do_lower_case": True}
