@@ -23,17 +23,23 @@ ODD_TAGS = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-MISC", "PER", 
             "B", "I", ".", "[", "]", "-PER", "I-B-X"]
 
 
-def conlleval_command():
-    """[perl, conlleval.pl], or a skip when either is missing."""
+def find_conlleval():
+    """[perl, conlleval.pl], or None when either is missing."""
     perl = shutil.which("perl")
     candidates = [os.environ.get("CONLLEVAL"), shutil.which("conlleval.pl"),
                   shutil.which("conlleval")]
     if SHARED_DIR is not None:
         candidates.append(str(SHARED_DIR / "conlleval.pl"))
     script = next((c for c in candidates if c and os.path.isfile(c)), None)
-    if perl is None or script is None:
+    return None if perl is None or script is None else [perl, script]
+
+
+def conlleval_command():
+    """[perl, conlleval.pl], or a skip when either is missing."""
+    command = find_conlleval()
+    if command is None:
         pytest.skip("conlleval.pl and perl are needed (set CONLLEVAL to the script's path)")
-    return [perl, script]
+    return command
 
 
 def conlleval(text):
@@ -184,3 +190,24 @@ def test_a_words_only_file_with_documents_keeps_one_width(tmp_path):
     with pytest.raises(ValueError, match=r"test_predictions.txt, line 1: 2 columns; "
                                          r"expected the word first"):
         ner_data.read_predictions(path)
+
+
+def test_real_conll_dev_file_round_trips_and_scores_as_conlleval_pl(tmp_path, shared_dir):
+    dev = shared_dir / "data" / "conll2003" / "dev.txt"
+    if not dev.exists():
+        pytest.skip("%s is absent" % dev)
+    conll_file = ner_data.read_conll(str(dev))
+    rng = random.Random(5)
+    labels = ner_data.labels_from(conll_file) + ["PER"]
+    tags = [[t if rng.random() < 0.9 else rng.choice(labels) for t in s.tags]
+            for s in conll_file.sentences]
+    path = str(tmp_path / "eval_predictions.txt")
+    ner_data.write_predictions(path, conll_file, tags)
+    gold, guess = ner_data.read_predictions(path)
+    assert gold == [s.tags for s in conll_file.sentences] and guess == tags
+    ours = ner_metrics.score(gold, guess)
+    assert 0.3 < ours["f1"] < 0.9  # a tenth of the tags drawn at random
+    if find_conlleval() is not None:
+        with open(path, encoding="utf-8") as f:
+            theirs = conlleval(f.read())
+        assert_same_scores(ours, theirs)
