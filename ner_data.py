@@ -95,8 +95,7 @@ def read_conll(path, require_tags=True):
     sentences, current, document = [], [], 0
     columns_seen = set()
     for index, line in enumerate(lines):
-        stripped = line.strip(_BLANKS)
-        cells = _COLUMN_SPLIT.split(stripped) if stripped else []
+        cells = _cells(line)
         if not cells or cells[0] == DOCSTART:
             if current:
                 sentences.append(_sentence(current, document))
@@ -119,6 +118,12 @@ def read_conll(path, require_tags=True):
     if not has_tags:
         sentences = [s._replace(tags=None) for s in sentences]
     return ConllFile(path, lines, sentences, has_tags)
+
+
+def _cells(line):
+    """The columns of a line ([] for a blank one)."""
+    stripped = line.strip(_BLANKS)
+    return _COLUMN_SPLIT.split(stripped) if stripped else []
 
 
 def _sentence(token_lines, document):
@@ -304,15 +309,68 @@ def sentence_predictions(conll_file, features, predicted_ids, labels):
 def write_predictions(path, conll_file, predictions):
     """The input file with each token line's predicted tag appended as the last column.
 
-    Blank and -DOCSTART- lines are kept, so conlleval reads the file as it is.
+    Written for conlleval.pl, which splits lines at single spaces and wants as many
+    columns on every line: columns are joined by one space, blank lines stay blank,
+    and each -DOCSTART- line gets the tag "O" and the token lines' number of columns
+    (read_predictions reads the file back).
     """
     tag_of_line = {}
     for sentence, tags in zip(conll_file.sentences, predictions):
         for index, tag in zip(sentence.line_indexes, tags):
             tag_of_line[index] = tag
+    width = _token_width(conll_file)
     with fileutil.atomic_open(path, "w") as f:
         for index, line in enumerate(conll_file.lines):
+            cells = _cells(line)
             if index in tag_of_line:
-                f.write("%s %s\n" % (line.rstrip(_BLANKS), tag_of_line[index]))
-            else:
-                f.write(line.rstrip(_BLANKS) + "\n")
+                cells.append(tag_of_line[index])
+            elif cells:
+                cells = _docstart_cells(cells, width) + [OUTSIDE]
+            f.write(" ".join(cells) + "\n")
+
+
+def _token_width(conll_file):
+    """The number of columns of the file's first token line."""
+    return len(_cells(conll_file.lines[conll_file.sentences[0].line_indexes[0]]))
+
+
+def _docstart_cells(cells, width):
+    """A -DOCSTART- line's columns, made `width` long as CoNLL-2003 writes them
+    (`-DOCSTART- -X- -X- O`): kept when already so, else -X- between and "O" last."""
+    if len(cells) == width:
+        return cells
+    if width == 1:
+        return [DOCSTART]
+    return [DOCSTART] + ["-X-"] * (width - 2) + [OUTSIDE]
+
+
+def read_predictions(path):
+    """The gold and the predicted tags of a file in conlleval's layout (a tagged file
+    as write_predictions writes it: the gold tag next to last, the prediction last).
+
+    Returns:
+      (gold, predicted): per sentence, its tags; ner_metrics.score's arguments.
+
+    Raises:
+      ValueError naming file and line: fewer than 3 columns, or lines (-DOCSTART-
+      lines too) with other numbers of columns than the first, which conlleval.pl
+      refuses.
+    """
+    conll_file = read_conll(path)
+    first = None
+    for index, line in enumerate(conll_file.lines):
+        cells = _cells(line)
+        if not cells:
+            continue
+        if first is None:
+            first = (index, len(cells))
+        elif len(cells) != first[1]:
+            raise ValueError("%s, line %d: %d columns, but line %d has %d (conlleval.pl "
+                             "reads one number of columns)" % (
+                                 path, index + 1, len(cells), first[0] + 1, first[1]))
+    if first[1] < 3:
+        raise ValueError("%s, line %d: %d columns; expected the word first, then its tag and "
+                         "the predicted tag last" % (path, first[0] + 1, first[1]))
+    gold = [[_cells(conll_file.lines[i])[-2] for i in s.line_indexes]
+            for s in conll_file.sentences]
+    return gold, [s.tags for s in conll_file.sentences]

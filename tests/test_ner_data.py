@@ -157,7 +157,7 @@ def test_only_newlines_end_lines_and_only_ascii_blanks_split_columns(tmp_path):
     ner_data.write_predictions(path, conll, [["O", "O"], ["B-LOC"]])
     with open(path, encoding="utf-8", newline="") as f:
         assert f.read().split("\n") == [
-            "a\u2028b B-PER O", "c\x85d I-PER O", "", "e\u00a0f\tO B-LOC", ""]
+            "a\u2028b B-PER O", "c\x85d I-PER O", "", "e\u00a0f O B-LOC", ""]
 
 
 def test_labels_round_trip(tmp_path):
@@ -283,8 +283,10 @@ def test_predictions_file_keeps_every_line_and_adds_a_column(tmp_path):
     assert len(lines) == len(source)
     flat = [t for sentence in tags for t in sentence]
     for line, original in zip(lines, source):
-        if not original.strip() or original.startswith("-DOCSTART-"):
+        if not original.strip():
             assert line == original
+        elif original.startswith("-DOCSTART-"):
+            assert line == original + " O"
         else:
             assert line == "%s %s" % (original, flat.pop(0))
     assert not flat

@@ -131,7 +131,7 @@ def test_predict_alone_from_the_trained_output_dir(trained):
     run(tmp_path, data, out, "--do_predict", "--predict_file=%s" % other)
     lines = (out / "test_predictions.txt").read_text().splitlines()
     assert len(lines) == len(IOB1.splitlines())
-    assert lines[0] == "-DOCSTART- -X- -X- O" and lines[2].startswith("John NNP B-NP I-PER ")
+    assert lines[0] == "-DOCSTART- -X- -X- O O" and lines[2].startswith("John NNP B-NP I-PER ")
     assert len(lines[2].split()) == 5
 
 
