@@ -65,6 +65,7 @@ import tensorflow as tf
 
 import fileutil
 import flags_common
+import input_pipeline
 import pretraining_corpus
 import pretraining_draws
 import pretraining_records
