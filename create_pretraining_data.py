@@ -31,18 +31,15 @@ writes the records (packed rows: see pretraining_records.packed_features).
 
 Per-file mode (`--num_workers=N`, N > 1, or `--runner=...`)
 -----------------------------------------------------------
-Each input file is an independent shard: it is read, turned into examples and
-shuffled on its own, with a random generator seeded from `--random_seed` and the
-file's position in the expanded `--input_file` list, so the output depends only
-on the files, their order and the flags, never on N or on timing. The random
-"next sentence" comes from the same file, and a document never runs on into the
-next file: a different (equally valid) sample than the single-process mode. A
-worker holds one file's documents, so memory is bounded by the largest file:
+Each input file is an independent shard, read, turned into examples and shuffled
+with a generator seeded from `--random_seed` and the file's position in the
+expanded `--input_file` list: the output depends only on the files and flags,
+never on N or timing. Random next sentences come from the same file: a different
+(equally valid) sample than the single-process mode. A worker holds one file, so
 split a large corpus into many files of similar size. `--num_workers=N` runs the
-files on a local process pool (pretraining_shards.py) and interleaves the shards
-evenly into the output files; `--runner=DirectRunner|DataflowRunner|...` runs
-the same per-file functions as an Apache Beam pipeline (pretraining_beam.py), from
-a laptop to a cluster, with the same multiset of records.
+files on a local process pool (pretraining_shards.py); `--runner=...` runs the
+same per-file functions on Apache Beam (pretraining_beam.py), from a laptop to a
+cluster, with the same multiset of records.
 
 `--pack_sequences` writes several instances side by side in rows of
 --max_seq_length (for 512-token phases of short documents): exactly the
@@ -136,9 +133,9 @@ def define_flags(fv):
                         "Apache Beam runner (DirectRunner, DataflowRunner, ...) for the "
                         "per-file mode (the records of --num_workers=N); flags unknown here "
                         "(--project, ...) go to Beam. Needs the beam extra.", flag_values=fv)
-    flags.DEFINE_integer("max_input_file_mb", 256,
-                         "With --runner: the largest input file (MB) one worker takes.",
-                         flag_values=fv)
+    flags.DEFINE_integer("max_input_file_mb", 64,
+                         "With --runner: the largest input file (MB) one worker takes (it "
+                         "holds ~3 x dupe_factor bytes per byte of its file).", flag_values=fv)
 
 
 class PretrainingOptions(collections.namedtuple(
@@ -648,14 +645,9 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
     if counter is not None:
         counter(total_documents - reported[0], len(records))
     if stats is not None:
-        _add(stats, instances=len(records), masked_tokens=masked)
+        pretraining_corpus.add_counts(stats, instances=len(records), masked_tokens=masked)
     generator.draws.shuffle(records)
     return records
-
-
-def _add(stats, **counts):
-    for key, value in counts.items():
-        stats[key] = stats.get(key, 0) + value
 
 
 def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stats,
@@ -665,8 +657,8 @@ def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder,
     on_progress = pretraining_corpus.Progress(stage).report if stage else None
     documents = pretraining_corpus.read_tokenized(
         input_files, tokenizer, use_fast_tokenizer, encoder.varints, on_progress, open_file,
-        on_bytes=lambda n: _add(stats, bytes=n), batch_bytes=batch_bytes)
-    _add(stats, files=len(input_files), documents=len(documents))
+        on_bytes=lambda n: pretraining_corpus.add_counts(stats, bytes=n), batch_bytes=batch_bytes)
+    pretraining_corpus.add_counts(stats, files=len(input_files), documents=len(documents))
     return documents
 
 
@@ -695,7 +687,7 @@ def _write_single_process(input_files, output_files, tokenizer, options, use_fas
     del documents
     count = pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
     if packer is not None:
-        _add(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
+        pretraining_corpus.add_counts(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
     return count
 
 
@@ -765,7 +757,7 @@ def shard_records(state, file_index, path, counter):
         packer = pretraining_records.InstancePacker(
             options.max_seq_length, options.max_predictions_per_seq, state["per_row"])
         records = list(packer.pack_records(records))
-        _add(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
+        pretraining_corpus.add_counts(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
     return records, stats
 
 

@@ -106,8 +106,9 @@ def match_input_files(patterns, max_file_mb):
         if max_file_mb and size > max_file_mb << 20:
             raise ValueError(
                 "%s holds %.0f MB, more than --max_input_file_mb=%d that one worker takes "
-                "(its documents and records stay in memory): split it into smaller files at "
-                "blank lines (document ends)" % (path, size / 2.0 ** 20, max_file_mb))
+                "(its documents and records stay in memory, ~3 x --dupe_factor bytes per "
+                "byte): split it into smaller files at blank lines (document ends)"
+                % (path, size / 2.0 ** 20, max_file_mb))
     return files
 
 
@@ -202,7 +203,7 @@ def _read_manifest(temp_dir):
                 stats.append(entry["stats"])
             else:
                 shards[entry["shard"]] = (entry["path"], entry["records"])
-    return pretraining_shards.sum_stats(stats), shards
+    return pretraining_corpus.sum_counts(stats), shards
 
 
 def _input_error(error):

@@ -194,6 +194,20 @@ class Progress(object):
                          self.stage, documents, instances, instances / elapsed, elapsed)
 
 
+def add_counts(stats, **counts):
+    """Adds `counts` to the dict of counts `stats`."""
+    for key, value in counts.items():
+        stats[key] = stats.get(key, 0) + value
+
+
+def sum_counts(all_stats):
+    """The sum, key by key, of dicts of counts."""
+    total = {}
+    for stats in all_stats:
+        add_counts(total, **stats)
+    return total
+
+
 def summary_line(stats, max_seq_length):
     """The closing summary line of every mode, from a dict of counts."""
     line = ("Summary: %d files, %d bytes read, %d documents, %d instances, %d masked tokens"

@@ -32,6 +32,7 @@ import uuid
 import tensorflow as tf
 
 import fileutil
+import pretraining_corpus
 
 _RECORD_LENGTH = struct.Struct("<I")
 # Bytes before each record in a temporary shard file (its length).
@@ -46,14 +47,6 @@ def shard_seed(random_seed, file_index):
     """The seed of the shard made from the `file_index`-th input file."""
     digest = hashlib.sha256(("%d/%d" % (random_seed, file_index)).encode("ascii")).digest()
     return int.from_bytes(digest[:8], "big")
-
-
-def sum_stats(all_stats):
-    """The sum, key by key, of dicts of counts."""
-    total = collections.Counter()
-    for stats in all_stats:
-        total.update(stats)
-    return dict(total)
 
 
 def _init_worker(setup, setup_args, make_records, counters, threads_per_worker):
@@ -216,7 +209,7 @@ def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
         results = _run_workers(tasks, num_workers, setup, setup_args, make_records, progress)
         yield ShardedRecords(
             records=interleave_shards([(r[1], r[3]) for r in results]),
-            stats=sum_stats(r[2] for r in results), num_records=sum(r[3] for r in results),
+            stats=pretraining_corpus.sum_counts(r[2] for r in results), num_records=sum(r[3] for r in results),
             worker_cpu_s=sum(r[4] for r in results), num_files=len(results))
     finally:
         if tf.io.gfile.exists(temp_dir):

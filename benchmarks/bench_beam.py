@@ -17,8 +17,9 @@ Modes (all with the default flags but --dupe_factor; one subprocess each):
   beam2   --runner=DirectRunner --direct_running_mode=multi_processing
           --direct_num_workers=2 (the same per-file records, on Beam), 64 output shards
 Reported: wall time, instances/s (from the run's summary line), peak RSS of the
-launching process and the largest peak RSS of any other process of the run (a
-worker), sampled every 0.25 s with psutil, and the machine's load average.
+launching process and the largest peak RSS of a worker process (Beam's SDK workers,
+the process pool's workers; each process's VmHWM, read every 0.25 s; multiprocessing's
+fork server and resource tracker left out), and the machine's load average.
 """
 
 import argparse
@@ -77,7 +78,30 @@ def write_corpus(directory, documents, num_files, file_mb, seed=0):
     return paths
 
 
-def run_mode(args, inputs, output, vocab, dupe_factor, mode):
+def _peak_rss(process):
+    """The peak RSS of a process so far (VmHWM on Linux: no peak between samples is lost)."""
+    try:
+        with open("/proc/%d/status" % process.pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return process.memory_info().rss
+    except (OSError, psutil.Error):
+        return 0
+
+
+def _is_helper(process, root_pid):
+    """multiprocessing's fork server and resource tracker: they do no work of the run
+    (the fork server holds the preloaded imports, which its forked workers share)."""
+    try:
+        command = " ".join(process.cmdline())
+        return process.ppid() == root_pid and ("forkserver" in command or
+                                               "resource_tracker" in command)
+    except psutil.Error:
+        return True
+
+
+def run_mode(inputs, output, vocab, dupe_factor, mode):
     """Runs one mode as a subprocess; returns its measurements."""
     command = [sys.executable, os.path.join(REPO_ROOT, "create_pretraining_data.py"),
                "--input_file=%s" % inputs, "--output_file=%s" % output,
@@ -91,13 +115,10 @@ def run_mode(args, inputs, output, vocab, dupe_factor, mode):
         peaks = {}
         while process.poll() is None:
             try:
-                tree = [root] + root.children(recursive=True)
-                for p in tree:
-                    try:
-                        rss = p.memory_info().rss
-                    except psutil.Error:
-                        continue
-                    peaks[p.pid] = max(peaks.get(p.pid, 0), rss)
+                for p in root.children(recursive=True):
+                    if not _is_helper(p, process.pid):
+                        peaks[p.pid] = max(peaks.get(p.pid, 0), _peak_rss(p))
+                peaks[process.pid] = max(peaks.get(process.pid, 0), _peak_rss(root))
             except psutil.Error:
                 pass
             time.sleep(0.25)
@@ -126,22 +147,34 @@ def main():
     parser.add_argument("--shared", default=DEFAULT_SHARED)
     parser.add_argument("--vocab", default=None)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--single_file_mb", default="",
+                        help="also: --num_workers=2 on ONE file of each of these sizes (MB), "
+                             "whose worker's peak RSS shows the memory per MB of a file")
     args = parser.parse_args()
     vocab = args.vocab or os.path.join(args.shared, "data", "vocab", "uncased_vocab.txt")
     documents = base_documents(args.shared)
     rows = []
-    for num_files in [int(n) for n in args.num_files.split(",")]:
+    for num_files in [int(n) for n in args.num_files.split(",") if n]:
         with tempfile.TemporaryDirectory() as d:
             paths = write_corpus(d, documents, num_files, args.file_mb)
             corpus_mb = sum(os.path.getsize(p) for p in paths) / 1e6
             for mode in args.modes.split(","):
                 out = os.path.join(d, "out-%s" % mode)
-                row = run_mode(args, os.path.join(d, "part-*.txt"), out, vocab,
+                row = run_mode(os.path.join(d, "part-*.txt"), out, vocab,
                                args.dupe_factor, mode)
                 row.update(num_files=num_files, corpus_mb=round(corpus_mb, 1),
                            dupe_factor=args.dupe_factor, cpus=os.cpu_count())
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    for file_mb in [float(m) for m in args.single_file_mb.split(",") if m]:
+        with tempfile.TemporaryDirectory() as d:
+            write_corpus(d, documents, 1, file_mb)
+            row = run_mode(os.path.join(d, "part-*.txt"), os.path.join(d, "out"), vocab,
+                           args.dupe_factor, "w2")
+            row.update(num_files=1, corpus_mb=file_mb, dupe_factor=args.dupe_factor,
+                       cpus=os.cpu_count())
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     print("| corpus | mode | wall s | instances | instances/s | launcher RSS MB | "
           "worker RSS MB (max) | load |")
     print("|---|---|---|---|---|---|---|---|")
