@@ -102,18 +102,21 @@ def define_fine_tuning_flags(fv, unit="examples"):
                       % (unit, unit), flag_values=fv)
 
 
-def check_fine_tuning_flags(fv, required):
+def check_fine_tuning_flags(fv, required, check_task=None):
     """The checks every fine-tuning runner starts with; returns the BertConfig.
 
     The flags `required` are set, --do_lower_case fits the checkpoint's name, at
-    least one of --do_train / --do_eval / --do_predict is given, and the model's
-    config fits --max_seq_length (bert_config_from_flags).
+    least one of --do_train / --do_eval / --do_predict is given, `check_task(fv)`
+    (the runner's own checks, optional) passes, and the model's config fits
+    --max_seq_length (bert_config_from_flags), in that order.
     """
     require(fv, required)
     tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
     if not (fv.do_train or fv.do_eval or fv.do_predict):
         raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
                          "--do_predict")
+    if check_task is not None:
+        check_task(fv)
     return bert_config_from_flags(fv)
 
 

@@ -82,11 +82,13 @@ def run(fv):
 
 def _check_flags(fv):
     """Checks the flags before any work; returns the BertConfig."""
-    bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
+    return flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS, _check_task)
+
+
+def _check_task(fv):
     if fv.task_name.lower() not in multiple_choice_data.TASKS:
         raise ValueError("unknown --task_name %r; known: %s"
                          % (fv.task_name, ", ".join(multiple_choice_data.TASKS)))
-    return bert_config
 
 
 class _Task(object):
