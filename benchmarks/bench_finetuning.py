@@ -6,8 +6,8 @@ Usage:
 Same data, token ids, batch size and max_seq_length on both sides; the peer is
 transformers + torch on CPU with its usual recipe (DataCollatorWithPadding: each batch
 padded to its longest example), run by benchmarks/peer_finetuning.py in the peer venv
-($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python); without it the peer rows are
-left out and a note says so. Models: all-MiniLM-L6-v2 (converted once with
+($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python, made by `make bench`); without
+it (or with BERT_TF2_PEERS=0) every peer row says "peer not run" and why. Models: all-MiniLM-L6-v2 (converted once with
 convert_hf_checkpoint.py; both sides load the same weights) and a BERT-Base-shaped model
 with random weights. Data from ../shared (SST-2, MRPC, SQuAD dev; the uncased vocabulary).
 
@@ -17,6 +17,11 @@ Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
                        (input_pipeline.dataset_fn_for: shuffled, each batch trimmed to a
                        multiple of 8),
                        dropout on, batch 32, max_seq_length 128; the first steps untimed;
+  fine-tuning train --group_by_length
+                       the same with input_pipeline's length-grouped batches, against
+                       torch's usual random batches, against torch with batches grouped
+                       the same way (grouped_batches) and against ours ungrouped; the
+                       timed batches are a random sample of one window's;
   (forward rows: the median of 3 timed passes after a warm-up pass, on both sides)
   eval/predict         training.Runner.predict over run_classifier's eval records, as
                        --do_eval runs it (length buckets trimmed to multiples of 16,
