@@ -7,7 +7,8 @@ Same data, token ids, batch size and max_seq_length on both sides; the peer is
 transformers + torch on CPU with its usual recipe (DataCollatorWithPadding: each batch
 padded to its longest example), run by benchmarks/peer_finetuning.py in the peer venv
 ($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python, made by `make bench`); without
-it (or with BERT_TF2_PEERS=0) every peer row says "peer not run" and why. Models: all-MiniLM-L6-v2 (converted once with
+it (or with BERT_TF2_PEERS=0) every peer row says "peer not run" and why. Models:
+all-MiniLM-L6-v2 (converted once with
 convert_hf_checkpoint.py; both sides load the same weights) and a BERT-Base-shaped model
 with random weights. Data from ../shared (SST-2, MRPC, SQuAD dev; the uncased vocabulary).
 
