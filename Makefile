@@ -4,7 +4,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo bench venv clean
+# The torch peers of `make bench` run in their own venv, made on first use from the pinned
+# benchmarks/requirements-peer.txt; `make bench PEERS=0` skips them on purpose (the table
+# says so), and BERT_TF2_PEER_PYTHON=/path/to/python uses another peer environment.
+PEERS ?= 1
+PEER_VENV ?= .venv-reproduce
+PEER_STAMP := $(PEER_VENV)/.installed-stamp
+PEER_REQUIREMENTS := benchmarks/requirements-peer.txt
+BENCH_ARGS ?=
+
+.PHONY: test demo bench peer-venv venv clean
 
 venv: $(STAMP)
 
@@ -24,8 +33,27 @@ test: $(STAMP)
 demo: $(STAMP)
 	PY=$(PY) bash demo/run_demo.sh
 
-bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
+$(PEER_STAMP): $(PEER_REQUIREMENTS)
+	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PEER_VENV)/bin/python -m pip install -q -r $(PEER_REQUIREMENTS)
+	touch $(PEER_STAMP)
+
+peer-venv: $(PEER_STAMP)
+
+ifeq ($(PEERS),0)
+BENCH_PEERS :=
+BENCH_ENV := BERT_TF2_PEERS=0
+else ifneq ($(BERT_TF2_PEER_PYTHON),)
+BENCH_PEERS :=
+BENCH_ENV :=
+else
+BENCH_PEERS := $(PEER_STAMP)
+BENCH_ENV := BERT_TF2_PEER_PYTHON=$(abspath $(PEER_VENV))/bin/python
+endif
+
+bench: $(STAMP) $(BENCH_PEERS)
+	$(BENCH_ENV) $(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf demo_output .pytest_cache

@@ -5,6 +5,7 @@
 - `prepare_output_dir`: an --output_dir that can be written, checked up front;
 - `expand_input_files`: comma-separated globs, as the reference's --input_file;
 - `output_files`: a list of output files, or PREFIX-00000-of-0000N names.
+- `read_text`: a UTF-8 data file whose errors name the file (and line).
 
 Local paths and every filesystem tf.io.gfile knows (gs://, ...) alike.
 """
@@ -122,3 +123,20 @@ def expand_input_files(patterns):
     if not files:
         raise ValueError("no input files given")
     return files
+
+
+def read_text(path):
+    """The text of a UTF-8 file (a BOM dropped); ValueError naming the file, and the line
+    of the first bad byte, when it is missing, unreadable or not UTF-8."""
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    except tf.errors.NotFoundError:
+        raise ValueError("%s: no such file" % path) from None
+    except tf.errors.OpError as e:
+        raise ValueError("%s: cannot be read (%s)" % (path, e.message)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError("%s, line %d: not valid UTF-8"
+                         % (path, data[:e.start].count(b"\n") + 1)) from None

@@ -95,6 +95,30 @@ def define_fine_tuning_flags(fv, unit="examples"):
     flags.DEFINE_float("warmup_proportion", 0.1,
                        "Fraction of the training steps over which the learning rate rises "
                        "linearly from 0 (0.1 = the first 10%).", flag_values=fv)
+    flags.DEFINE_bool("group_by_length", False,
+                      "Training batches of %s of similar length (each epoch shuffled, cut "
+                      "into windows of 50 batches sorted by length, the batches of a "
+                      "window shuffled): with trimmed batches less padding to compute. "
+                      "The same steps and %s per epoch; default: the reference's order."
+                      % (unit, unit), flag_values=fv)
+
+
+def check_fine_tuning_flags(fv, required, check_task=None):
+    """The checks every fine-tuning runner starts with; returns the BertConfig.
+
+    The flags `required` are set, --do_lower_case fits the checkpoint's name, at
+    least one of --do_train / --do_eval / --do_predict is given, `check_task(fv)`
+    (the runner's own checks, optional) passes, and the model's config fits
+    --max_seq_length (bert_config_from_flags), in that order.
+    """
+    require(fv, required)
+    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
+    if not (fv.do_train or fv.do_eval or fv.do_predict):
+        raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
+                         "--do_predict")
+    if check_task is not None:
+        check_task(fv)
+    return bert_config_from_flags(fv)
 
 
 def define_pooling_flags(fv):

@@ -387,6 +387,42 @@ def _length_sorted(d, window):
     return d.batch(window).map(_sort_window).unbatch()
 
 
+# --group_by_length (training): batches whose examples have similar lengths, so that
+# trimming cuts more, in an order that stays random. Each epoch is shuffled as a whole
+# (a buffer of up to GROUP_SHUFFLE_BUFFER records, then repeat: every example exactly
+# once per pass), the stream is cut into windows of GROUP_WINDOW batches, each window
+# sorted by length, split into batches and its batches put in a random order. Windows
+# are whole batches long, so every batch is exactly the batch size and the number of
+# steps per epoch is unchanged.
+GROUP_WINDOW = 50
+GROUP_SHUFFLE_BUFFER = 200000
+
+
+def _shuffled_batches(batches, group, seed):
+    """The batches of each window of `group` consecutive batches in a random order."""
+    seeds = tf.data.Dataset.random(seed=seed).batch(2)
+
+    def permute(window, window_seed):
+        count = tf.shape(window["input_mask"])[0]
+        keys = tf.random.stateless_uniform([count], seed=window_seed)
+        order = tf.argsort(keys)
+        return {name: tf.gather(t, order) for name, t in window.items()}
+    windows = tf.data.Dataset.zip((batches.batch(group), seeds))
+    return windows.map(permute).unbatch()
+
+
+def length_grouped_batches(d, batch_size, seed=None, group=GROUP_WINDOW):
+    """Batches of `batch_size` from a stream of examples, grouped by length.
+
+    Windows of `group` x batch_size examples are sorted by example_lengths (longest
+    first), cut into batches (the remainder of a finite stream dropped, as in
+    training), and the batches of each window shuffled. The examples of a window are
+    those of the same window of `d`: the grouping only reorders within it.
+    """
+    d = d.batch(batch_size * group).map(_sort_window).unbatch()
+    return _shuffled_batches(d.batch(batch_size, drop_remainder=True), group, seed)
+
+
 def _replicas_per_pipeline(input_context):
     if input_context is None:
         return 1
@@ -409,7 +445,7 @@ def _padded_batches(d, batch_size, replicas):
 
 
 def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None, trim_padding=False,
-                   bucket_width=None):
+                   bucket_width=None, group_by_length=False):
     """dataset_fn(input_context) for training.Runner.train / predict over record files.
 
     Training: the reference's pipeline (repeated, shuffled with `seed`); otherwise the
@@ -419,6 +455,8 @@ def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None, trim_p
     into the batches of the input order (see make_dataset's `buckets`).
     bucket_width: trimmed lengths are multiples of it (default TRAINING_BUCKET_WIDTH
     for training, DEFAULT_BUCKET_WIDTH otherwise).
+    group_by_length: (training) batches of examples of similar length, see
+    make_dataset's `group_by_length`.
     """
     if bucket_width is None:
         bucket_width = TRAINING_BUCKET_WIDTH if is_training else DEFAULT_BUCKET_WIDTH
@@ -427,7 +465,8 @@ def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None, trim_p
         return make_dataset(input_files, spec, batch_size, is_training,
                             input_context=input_context, pad_final_batch=not is_training,
                             seed=seed, trim=trim_padding,
-                            buckets=trim_padding and not is_training, bucket_width=bucket_width)
+                            buckets=trim_padding and not is_training, bucket_width=bucket_width,
+                            group_by_length=group_by_length and is_training)
     return dataset_fn
 
 
@@ -451,7 +490,8 @@ def _check_bucketing(is_training, repeat, pad_final_batch, trim):
 def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
                  repeat=None, pad_final_batch=False, num_cpu_threads=4,
                  shuffle_buffer=100, seed=None, trim=False, buckets=False,
-                 bucket_width=DEFAULT_BUCKET_WIDTH, bucket_window=DEFAULT_BUCKET_WINDOW):
+                 bucket_width=DEFAULT_BUCKET_WIDTH, bucket_window=DEFAULT_BUCKET_WINDOW,
+                 group_by_length=False):
     """Builds the tf.data pipeline the reference's input_fn builds.
 
     Training: the files are repeated and shuffled, up to `num_cpu_threads` are
@@ -480,6 +520,11 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
         before batching, and number them: feature EXAMPLE_INDEX, the input position
         (-1 on padding rows), from which training.Runner.predict restores the
         input order and batches. As many batches of the same size as without it.
+      group_by_length: (training) instead of the reference's shuffle buffer over the
+        repeated files, each pass over the files is shuffled whole (up to
+        GROUP_SHUFFLE_BUFFER records) and then repeated, so every example comes once
+        per epoch; batches are then formed by length_grouped_batches(): similar lengths
+        together, in random order, still `batch_size` examples each.
 
     Returns:
       A dataset of dicts of [batch, ...] int32 / float32 tensors.
@@ -497,7 +542,8 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
 
     files, sharded_by_file = _files_dataset(input_files, input_context)
     if is_training:
-        files = files.repeat() if repeat else files
+        # Grouped: the repeat comes after a whole-epoch shuffle, not before the buffer.
+        files = files.repeat() if repeat and not group_by_length else files
         files = files.shuffle(len(input_files), seed=seed)
         d = files.interleave(
             tf.data.TFRecordDataset,
@@ -506,7 +552,11 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
             deterministic=seed is not None)
         if not sharded_by_file:
             d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        d = d.shuffle(shuffle_buffer, seed=seed)
+        if group_by_length:
+            d = d.shuffle(GROUP_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+            d = d.repeat() if repeat else d
+        else:
+            d = d.shuffle(shuffle_buffer, seed=seed)
     else:
         d = tf.data.TFRecordDataset(files)
         if not sharded_by_file:
@@ -517,7 +567,11 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
     d = d.map(lambda r: decode_record(r, spec), num_parallel_calls=tf.data.AUTOTUNE)
     if buckets:
         d = _length_sorted(d, batch_size * bucket_window)
-    if pad_final_batch and not repeat:
+    if group_by_length:
+        if not is_training:
+            raise ValueError("group_by_length is for training batches (is_training=True)")
+        d = length_grouped_batches(d, batch_size, seed)
+    elif pad_final_batch and not repeat:
         d = _padded_batches(d, batch_size, _replicas_per_pipeline(input_context))
     else:
         d = d.batch(batch_size, drop_remainder=True)

@@ -21,6 +21,7 @@ import os
 
 import tensorflow as tf
 
+import fileutil
 import input_pipeline
 
 # One question: its id, context, the second segment of every choice and the label.
@@ -29,19 +30,6 @@ Example = collections.namedtuple("Example", "guid context choices label")
 _SWAG_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 _JSONL_FILES = {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}
 TASKS = ("swag", "jsonl")
-
-
-def _open_text(path):
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read()
-    except tf.errors.NotFoundError:
-        raise ValueError("%s: no such file" % path) from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ValueError("%s, line %d: not valid UTF-8"
-                         % (path, data[:e.start].count(b"\n") + 1)) from None
 
 
 def _label(value, num_choices, where):
@@ -60,7 +48,7 @@ def _label(value, num_choices, where):
 
 def read_swag(path, is_test=False):
     """SWAG CSV rows -> Examples (four choices)."""
-    reader = csv.reader(_open_text(path).splitlines(True))
+    reader = csv.reader(fileutil.read_text(path).splitlines(True))
     header = next(reader, None)
     if not header:
         raise ValueError("%s: empty file" % path)
@@ -91,7 +79,7 @@ def read_swag(path, is_test=False):
 def read_jsonl(path, is_test=False):
     """JSON-lines multiple-choice examples (a fixed number of choices per file)."""
     examples, num_choices = [], None
-    for number, line in enumerate(_open_text(path).splitlines(), 1):
+    for number, line in enumerate(fileutil.read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         where = "%s, line %d" % (path, number)

@@ -63,18 +63,7 @@ Feature = collections.namedtuple(
 
 def _read_lines(path):
     """The lines of a UTF-8 file, without their ends; errors name the file (and line)."""
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read()
-    except tf.errors.NotFoundError:
-        raise ValueError("%s: no such file" % path) from None
-    except tf.errors.OpError as e:
-        raise ValueError("%s: cannot be read (%s)" % (path, e.message)) from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ValueError("%s, line %d: not valid UTF-8" % (path, line)) from None
+    text = fileutil.read_text(path)
     lines = [line.rstrip("\r") for line in text.split("\n")]
     return lines[:-1] if lines and not lines[-1] else lines
 

@@ -189,7 +189,10 @@ def run(fv):
     task = _Task(processor, tokenizer, fv.max_seq_length)
 
     if fv.do_train:
-        _train(fv, runner, task, train_examples, num_train_steps)
+        train_file = os.path.join(fv.output_dir, "train.tf_record")
+        task.write_features(train_examples, train_file)
+        training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
+                           ["Num examples = %d" % len(train_examples)])
     if fv.do_eval:
         _evaluate(fv, runner, task, eval_examples)
     if fv.do_predict:
@@ -198,12 +201,7 @@ def run(fv):
 
 def _check_flags(fv):
     """Checks the flags before any work; returns (processor, bert_config)."""
-    flags_common.require(fv, _REQUIRED_FLAGS)
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
-    if not (fv.do_train or fv.do_eval or fv.do_predict):
-        raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
-                         "--do_predict")
-    bert_config = flags_common.bert_config_from_flags(fv)
+    bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
     return get_processor(fv.task_name, fv.xnli_language), bert_config
 
 
@@ -249,28 +247,12 @@ class _Task(object):
                                              trim_padding=trim_padding)
 
 
-def _train(fv, runner, task, examples, num_train_steps):
-    """Writes train.tf_record and fine-tunes on it for num_train_steps steps."""
-    train_file = os.path.join(fv.output_dir, "train.tf_record")
-    task.write_features(examples, train_file)
-    logging.info("***** Running training *****")
-    logging.info("  Num examples = %d", len(examples))
-    logging.info("  Batch size = %d", fv.train_batch_size)
-    logging.info("  Num steps = %d", num_train_steps)
-
-    runner.train(input_pipeline.dataset_fn_for([train_file], task.spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed,
-                                               trim_padding=runner.trim_padding),
-                 task.loss_fn, global_batch_size=fv.train_batch_size)
-
-
 def _evaluate(fv, runner, task, examples):
     """Writes eval.tf_record, runs the model over it and writes eval_results.txt."""
     eval_file = os.path.join(fv.output_dir, "eval.tf_record")
     task.write_features(examples, eval_file)
-    logging.info("***** Running evaluation *****")
-    logging.info("  Num examples = %d", len(examples))
-    logging.info("  Batch size = %d", fv.eval_batch_size)
+    training.log_stage("eval", ["Num examples = %d" % len(examples),
+                                "Batch size = %d" % fv.eval_batch_size])
     keys = ("per_example_loss", "outputs", "label_ids", "is_real_example")
     columns = {key: [] for key in keys + ("batch_ids",)}
     batches = runner.predict(task.ordered_dataset(eval_file, fv.eval_batch_size,
@@ -296,9 +278,8 @@ def _predict(fv, runner, task, examples):
     """Writes predict.tf_record and test_results.tsv (one line per test example)."""
     predict_file = os.path.join(fv.output_dir, "predict.tf_record")
     task.write_features(examples, predict_file)
-    logging.info("***** Running prediction *****")
-    logging.info("  Num examples = %d", len(examples))
-    logging.info("  Batch size = %d", fv.predict_batch_size)
+    training.log_stage("predict", ["Num examples = %d" % len(examples),
+                                   "Batch size = %d" % fv.predict_batch_size])
     output_path = os.path.join(fv.output_dir, "test_results.tsv")
     num_written = 0
     batches = runner.predict(task.ordered_dataset(predict_file, fv.predict_batch_size,

@@ -31,7 +31,6 @@ import input_pipeline
 import heads
 import modeling
 import multiple_choice_data
-import tokenization
 import training
 
 _REQUIRED_FLAGS = ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
@@ -73,7 +72,9 @@ def run(fv):
         fv, lambda: heads.BertMultipleChoice(bert_config, fv.use_tpu),
         num_train_steps, num_warmup_steps)
     if fv.do_train:
-        _train(fv, runner, task, splits["train"], num_train_steps)
+        training.fine_tune(fv, runner, task.write(splits["train"], "train"), task.spec,
+                           task.loss_fn, ["Num questions = %d (%d choices)"
+                                          % (len(splits["train"]), task.num_choices)])
     results = _evaluate(fv, runner, task, splits["dev"]) if fv.do_eval else None
     if fv.do_predict:
         _predict(fv, runner, task, splits["test"])
@@ -82,15 +83,13 @@ def run(fv):
 
 def _check_flags(fv):
     """Checks the flags before any work; returns the BertConfig."""
-    flags_common.require(fv, _REQUIRED_FLAGS)
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
-    if not (fv.do_train or fv.do_eval or fv.do_predict):
-        raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
-                         "--do_predict")
+    return flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS, _check_task)
+
+
+def _check_task(fv):
     if fv.task_name.lower() not in multiple_choice_data.TASKS:
         raise ValueError("unknown --task_name %r; known: %s"
                          % (fv.task_name, ", ".join(multiple_choice_data.TASKS)))
-    return flags_common.bert_config_from_flags(fv)
 
 
 class _Task(object):
@@ -127,8 +126,11 @@ class _Task(object):
                 "label_ids": features["label_ids"],
                 "is_real_example": features["is_real_example"]}
 
-    def outputs(self, runner, path, batch_size, count):
-        """The predict_fn outputs of the real rows of `path`, in order, concatenated."""
+    def outputs(self, runner, examples, name, batch_size):
+        """Writes `name`.tf_record; the predict_fn outputs of its real rows, in order."""
+        path = self.write(examples, name)
+        training.log_stage(name, ["Num questions = %d" % len(examples)])
+        count = len(examples)
         parts = {}
         batches = runner.predict(input_pipeline.dataset_fn_for(
             [path], self.spec, batch_size, is_training=False,
@@ -144,26 +146,9 @@ class _Task(object):
         return merged
 
 
-def _train(fv, runner, task, examples, num_train_steps):
-    """Writes train.tf_record and fine-tunes on it for num_train_steps steps."""
-    path = task.write(examples, "train")
-    logging.info("***** Running training *****")
-    logging.info("  Num questions = %d (%d choices)", len(examples), task.num_choices)
-    logging.info("  Batch size = %d", fv.train_batch_size)
-    logging.info("  Num steps = %d", num_train_steps)
-
-    runner.train(input_pipeline.dataset_fn_for([path], task.spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed,
-                                               trim_padding=runner.trim_padding),
-                 task.loss_fn, global_batch_size=fv.train_batch_size)
-
-
 def _evaluate(fv, runner, task, examples):
     """Scores the dev split; writes eval_results.txt."""
-    path = task.write(examples, "eval")
-    logging.info("***** Running evaluation *****")
-    logging.info("  Num questions = %d", len(examples))
-    out = task.outputs(runner, path, fv.eval_batch_size, len(examples))
+    out = task.outputs(runner, examples, "eval", fv.eval_batch_size)
     predictions = np.argmax(out["probabilities"], axis=-1)
     result = {"eval_accuracy": np.float32(np.mean(predictions == out["label_ids"])),
               "eval_loss": np.float32(np.mean(out["per_example_loss"])),
@@ -174,10 +159,7 @@ def _evaluate(fv, runner, task, examples):
 
 def _predict(fv, runner, task, examples):
     """Writes test_results.tsv: the choice probabilities of each test question."""
-    path = task.write(examples, "predict")
-    logging.info("***** Running prediction *****")
-    logging.info("  Num questions = %d", len(examples))
-    out = task.outputs(runner, path, fv.predict_batch_size, len(examples))
+    out = task.outputs(runner, examples, "predict", fv.predict_batch_size)
     output_path = os.path.join(fv.output_dir, "test_results.tsv")
     with fileutil.atomic_open(output_path, "w") as writer:
         for row in np.asarray(out["probabilities"], np.float32):

@@ -41,7 +41,6 @@ import heads
 import modeling
 import ner_data
 import ner_metrics
-import tokenization
 import training
 
 _SPLITS = {"train": ("train_file", "train.txt"), "eval": ("eval_file", "dev.txt"),
@@ -107,7 +106,10 @@ def run(fv):
         fv, lambda: task.model(bert_config),
         num_train_steps, num_warmup_steps)
     if fv.do_train:
-        _train(fv, runner, task, train_features, num_train_steps)
+        train_file = os.path.join(fv.output_dir, "train.tf_record")
+        ner_data.write_features(train_features, train_file)
+        training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
+                           ["Num windows = %d" % len(train_features)])
     results = _evaluate(fv, runner, task, evaluation) if fv.do_eval else None
     if fv.do_predict:
         _predict(fv, runner, task, prediction)
@@ -137,12 +139,8 @@ def token_loss(logits, label_ids, label_weights):
 
 def _check_flags(fv):
     """Checks the flags before any work; returns the BertConfig."""
-    flags_common.require(fv, ("vocab_file", "bert_config_file", "output_dir"))
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
-    if not (fv.do_train or fv.do_eval or fv.do_predict):
-        raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
-                         "--do_predict")
-    bert_config = flags_common.bert_config_from_flags(fv)
+    bert_config = flags_common.check_fine_tuning_flags(
+        fv, ("vocab_file", "bert_config_file", "output_dir"))
     if fv.max_seq_length < 3:
         raise ValueError("--max_seq_length=%d is too short: [CLS] word [SEP] needs at least 3"
                          % fv.max_seq_length)
@@ -270,8 +268,11 @@ class _Task(object):
                 "weights": features["label_weights"],
                 "is_real_example": features["is_real_example"]}
 
-    def run_model(self, runner, features, name, batch_size):
-        """Writes `name`.tf_record and returns (predicted ids per feature, loss sum, weight)."""
+    def tag(self, runner, conll_file, name, batch_size):
+        """Tags `conll_file` through `name`.tf_record: (tags per sentence, loss sum, weight)."""
+        features = self.features(conll_file)
+        training.log_stage(name, ["Num sentences = %d, windows = %d"
+                                  % (len(conll_file.sentences), len(features))])
         path = os.path.join(self.fv.output_dir, name + ".tf_record")
         ner_data.write_features(features, path)
 
@@ -289,32 +290,13 @@ class _Task(object):
         if len(predicted) != len(features):
             raise RuntimeError("predicted %d windows, expected %d"
                                % (len(predicted), len(features)))
-        return predicted, loss, weight
-
-
-def _train(fv, runner, task, features, num_train_steps):
-    """Writes train.tf_record and fine-tunes on it for num_train_steps steps."""
-    path = os.path.join(fv.output_dir, "train.tf_record")
-    ner_data.write_features(features, path)
-    logging.info("***** Running training *****")
-    logging.info("  Num windows = %d", len(features))
-    logging.info("  Batch size = %d", fv.train_batch_size)
-    logging.info("  Num steps = %d", num_train_steps)
-
-    runner.train(input_pipeline.dataset_fn_for([path], task.spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed,
-                                               trim_padding=runner.trim_padding),
-                 task.loss_fn, global_batch_size=fv.train_batch_size)
+        tags = ner_data.sentence_predictions(conll_file, features, predicted, self.labels)
+        return tags, loss, weight
 
 
 def _evaluate(fv, runner, task, conll_file):
     """Tags the evaluation file; writes eval_results.txt and eval_predictions.txt."""
-    features = task.features(conll_file)
-    logging.info("***** Running evaluation *****")
-    logging.info("  Num sentences = %d, windows = %d", len(conll_file.sentences),
-                 len(features))
-    predicted, loss, weight = task.run_model(runner, features, "eval", fv.eval_batch_size)
-    tags = ner_data.sentence_predictions(conll_file, features, predicted, task.labels)
+    tags, loss, weight = task.tag(runner, conll_file, "eval", fv.eval_batch_size)
     ner_data.write_predictions(os.path.join(fv.output_dir, "eval_predictions.txt"),
                                conll_file, tags)
     scores = ner_metrics.score([s.tags for s in conll_file.sentences], tags)
@@ -332,12 +314,7 @@ def _evaluate(fv, runner, task, conll_file):
 
 def _predict(fv, runner, task, conll_file):
     """Tags the prediction file into test_predictions.txt."""
-    features = task.features(conll_file)
-    logging.info("***** Running prediction *****")
-    logging.info("  Num sentences = %d, windows = %d", len(conll_file.sentences),
-                 len(features))
-    predicted, _, _ = task.run_model(runner, features, "predict", fv.predict_batch_size)
-    tags = ner_data.sentence_predictions(conll_file, features, predicted, task.labels)
+    tags, _, _ = task.tag(runner, conll_file, "predict", fv.predict_batch_size)
     path = os.path.join(fv.output_dir, "test_predictions.txt")
     ner_data.write_predictions(path, conll_file, tags)
     logging.info("Wrote the tags of %d sentences to %s", len(tags), path)

@@ -238,6 +238,40 @@ def epoch_steps(num_examples, fv, what="training examples"):
     return steps, int(steps * fv.warmup_proportion)
 
 
+_STAGE_TITLES = {"eval": "evaluation", "predict": "prediction"}
+
+
+def log_stage(stage, lines):
+    """The runners' header of a stage: "***** Running <stage> *****", then `lines`.
+
+    `stage` "eval" and "predict" are spelled out as the reference's logs do.
+    """
+    logging.info("***** Running %s *****", _STAGE_TITLES.get(stage, stage))
+    for line in lines:
+        logging.info("  %s", line)
+
+
+def fine_tune(fv, runner, path, spec, loss_fn, counts):
+    """Trains `runner` on the records of `path` (the fine-tuning runners' training).
+
+    Logs the run's header (`counts`: lines such as "Num examples = 10", then the
+    batch size and steps) and reads the file with the reference's training pipeline:
+    --train_batch_size, --seed, trimmed batches when the runner trims, batches grouped
+    by length with --group_by_length.
+    """
+    log_stage("training", list(counts) + ["Batch size = %d" % fv.train_batch_size,
+                                          "Num steps = %d" % runner.config.num_train_steps])
+    grouped = bool(getattr(fv, "group_by_length", False))
+    if grouped and not runner.trim_padding:
+        logging.warning("--group_by_length without trimmed batches (--notrim_padding or a "
+                        "TPU) changes the order only, not the work")
+    dataset_fn = input_pipeline.dataset_fn_for([path], spec, fv.train_batch_size,
+                                               is_training=True, seed=fv.seed,
+                                               trim_padding=runner.trim_padding,
+                                               group_by_length=grouped)
+    return runner.train(dataset_fn, loss_fn, global_batch_size=fv.train_batch_size)
+
+
 # ---------------------------------------------------------------------------
 # The runner
 # ---------------------------------------------------------------------------

@@ -42,7 +42,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
+# The runners' quiet start (startup.py) before anything imports TensorFlow.
+import startup  # noqa: E402  pylint: disable=wrong-import-position
 import create_pretraining_data as cpd  # pylint: disable=wrong-import-position
+
+startup.initialize_devices()
 
 DEFAULT_SHARED = os.path.join(REPO_ROOT, "..", "shared")
 

@@ -6,8 +6,9 @@ Usage:
 Same data, token ids, batch size and max_seq_length on both sides; the peer is
 transformers + torch on CPU with its usual recipe (DataCollatorWithPadding: each batch
 padded to its longest example), run by benchmarks/peer_finetuning.py in the peer venv
-($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python); without it the peer rows are
-left out and a note says so. Models: all-MiniLM-L6-v2 (converted once with
+($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python, made by `make bench`); without
+it (or with BERT_TF2_PEERS=0) every peer row says "peer not run" and why. Models:
+all-MiniLM-L6-v2 (converted once with
 convert_hf_checkpoint.py; both sides load the same weights) and a BERT-Base-shaped model
 with random weights. Data from ../shared (SST-2, MRPC, SQuAD dev; the uncased vocabulary).
 
@@ -17,6 +18,11 @@ Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
                        (input_pipeline.dataset_fn_for: shuffled, each batch trimmed to a
                        multiple of 8),
                        dropout on, batch 32, max_seq_length 128; the first steps untimed;
+  fine-tuning train --group_by_length
+                       the same with input_pipeline's length-grouped batches, against
+                       torch's usual random batches, against torch with batches grouped
+                       the same way (grouped_batches) and against ours ungrouped; the
+                       timed batches are a random sample of one window's;
   (forward rows: the median of 3 timed passes after a warm-up pass, on both sides)
   eval/predict         training.Runner.predict over run_classifier's eval records, as
                        --do_eval runs it (length buckets trimmed to multiples of 16,
@@ -48,7 +54,7 @@ SQUAD_BATCH_SIZE = 8
 LAYERS = (-1, -2, -3, -4)
 # Examples per row: (full size, --quick).
 SIZES = {
-    "minilm": dict(train_steps=(8, 2), sst2_eval=(872, 64), mrpc_eval=(408, 64),
+    "minilm": dict(train_steps=(16, 2), sst2_eval=(872, 64), mrpc_eval=(408, 64),
                    extract=(2000, 96), squad=(48, 6)),
     "base": dict(train_steps=(3, 1), sst2_eval=(256, 32), mrpc_eval=(128, 32),
                  extract=(384, 32), squad=(16, 4)),
@@ -64,10 +70,8 @@ def shared_dir():
 
 
 def peer_python():
-    """The peer venv's python, None when it is absent."""
-    path = os.environ.get("BERT_TF2_PEER_PYTHON") or os.path.join(
-        bench_util.REPO_ROOT, ".venv-reproduce", "bin", "python")
-    return path if os.path.exists(path) else None
+    """The peer venv's python, None when it is absent or skipped (bench_util.peer_python)."""
+    return bench_util.peer_python()[0]
 
 
 def minilm_dir():
@@ -161,8 +165,9 @@ class Ours:
         return training.Runner(tf.distribute.get_strategy(), model_fn, config,
                                for_training=False)
 
-    def train(self, path, num_labels, steps, trim):
-        """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones)."""
+    def train(self, path, num_labels, steps, trim, grouped=False):
+        """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones);
+        grouped: the --group_by_length batches."""
         import checkpoints  # pylint: disable=import-outside-toplevel
         import input_pipeline  # pylint: disable=import-outside-toplevel
         import heads  # pylint: disable=import-outside-toplevel
@@ -177,7 +182,7 @@ class Ours:
         optimization.create_slots(optimizer, model.trainable_variables)
         dataset = input_pipeline.dataset_fn_for(
             [path], input_pipeline.classifier_features(SEQ_LENGTH), BATCH_SIZE,
-            is_training=True, seed=1, trim_padding=trim)()
+            is_training=True, seed=1, trim_padding=trim, group_by_length=grouped)()
         step = _train_step(model, optimizer, dataset.element_spec)
         batches = iter(dataset)
         for _ in range(WARMUP_STEPS):
@@ -326,6 +331,11 @@ def measure_model(name, workdir, quick, log):
                    for i in range(size["train_steps"] + WARMUP_STEPS)]
         jobs.append({"kind": "train", "num_labels": num_labels, "examples": examples,
                      "batches": batches, "warmup": WARMUP_STEPS})
+        rows += _grouped_rows(ours, path, num_labels, size["train_steps"], speed[True],
+                              "%s, %s, batch 32, seq 128" % (task, name), log)
+        jobs.append(jobs[-1])
+        jobs.append(dict(jobs[-1], batches=grouped_batches(
+            [len(e["input_ids"]) for e in examples], size["train_steps"] + WARMUP_STEPS)))
 
         count = size[task.replace("-", "") + "_eval"]
         path, examples, num_labels = glue_data_files(workdir, task, "dev", count, tokenizer)
@@ -367,6 +377,32 @@ def measure_model(name, workdir, quick, log):
     return rows, dict(peer, jobs=jobs)
 
 
+def grouped_batches(lengths, count, seed=1, group=50):
+    """`count` batches of indexes grouped by length as --group_by_length groups them (a
+    random permutation, windows of `group` batches sorted by length, the batches of a
+    window shuffled), for the torch peer; a random sample of a window's batches."""
+    rng = np.random.RandomState(seed)
+    order = rng.permutation(len(lengths))[:group * BATCH_SIZE]
+    order = order[np.argsort([-lengths[i] for i in order], kind="stable")]
+    batches = [order[i:i + BATCH_SIZE].tolist()
+               for i in range(0, len(order) - BATCH_SIZE + 1, BATCH_SIZE)]
+    return [batches[i] for i in rng.permutation(len(batches))[:count]]
+
+
+def _grouped_rows(ours, path, num_labels, steps, ungrouped, config, log):
+    """Our --group_by_length training speed, two peer rows to come (torch with its usual
+    random batches, torch with the same length grouping) and ours ungrouped."""
+    speed = ours.train(path, num_labels, steps, True, grouped=True)
+    measure = "fine-tuning train --group_by_length"
+    rows = [dict(_row(measure, config, {False: speed}, "examples/s"),
+                 peer_label="torch peer (DataCollatorWithPadding, random batches)",
+                 ours_other=[("ours without --group_by_length", ungrouped)]),
+            dict(_row(measure, config, {False: speed}, "examples/s"),
+                 peer_label="torch peer with the same length-grouped batches")]
+    log(rows[0])
+    return rows
+
+
 def _row(measure, config, speed, unit, max_diff=None):
     """A row with our trimmed (or only) speed, our full-padding speed and the difference."""
     ours = speed.get(True, speed.get(False))
@@ -376,11 +412,11 @@ def _row(measure, config, speed, unit, max_diff=None):
 
 
 def run_peer(spec, workdir, log):
-    """The peer's results of spec's jobs (None, with a log line, when it cannot run)."""
-    python = peer_python()
+    """(the peer's results of spec's jobs, None) or (None, why it did not run)."""
+    python, why = bench_util.peer_python()
     if python is None:
-        log("peer: no peer venv (.venv-reproduce or $BERT_TF2_PEER_PYTHON): peer rows skipped")
-        return None
+        log("peer not run: %s" % why)
+        return None, why
     jobs_path = os.path.join(workdir, "peer_jobs.json")
     results_path = os.path.join(workdir, "peer_results.json")
     with open(jobs_path, "w", encoding="utf-8") as f:
@@ -390,22 +426,32 @@ def run_peer(spec, workdir, log):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         log("peer failed:\n" + proc.stdout[-3000:])
-        return None
+        lines = proc.stdout.strip().splitlines()
+        return None, "the peer failed (%s)" % (lines[-1][:120] if lines else
+                                               "exit %d" % proc.returncode)
     with open(results_path, encoding="utf-8") as f:
-        return json.load(f)
+        return json.load(f), None
 
 
-def finish_rows(rows, peer):
-    """Rows in bench_results.json's schema: ours vs the peer, and ours vs our full padding."""
+def finish_rows(rows, peer, why_not=None):
+    """Rows in bench_results.json's schema: ours vs the peer (a row noting why when the
+    peer did not run), and ours vs our full padding."""
     out = []
     for r, p in zip(rows, peer["results"] if peer else [None] * len(rows)):
         peer_speed = p["count"] / p["seconds"] if p else None
-        out.append(dict(bench_util.row(r["measure"], r["config"] + ", vs torch peer",
-                                       r["ours"], peer_speed, r["unit"]),
-                        max_abs_diff=r["max_abs_diff"]))
+        versus = r.get("peer_label", "torch peer")
+        first = dict(bench_util.row(r["measure"], r["config"] + ", vs " + versus,
+                                    r["ours"], peer_speed, r["unit"]),
+                     max_abs_diff=r["max_abs_diff"])
+        if p is None:
+            first["note"] = "peer not run: %s" % (why_not or "no result")
+        out.append(first)
         if r["ours_full_padding"]:
             out.append(bench_util.row(r["measure"], r["config"] + ", vs ours --notrim_padding",
                                       r["ours"], r["ours_full_padding"], r["unit"]))
+        for label, other in r.get("ours_other", ()):
+            out.append(bench_util.row(r["measure"], r["config"] + ", vs " + label, r["ours"],
+                                      other, r["unit"]))
     return out
 
 
@@ -422,12 +468,13 @@ def run(models=("minilm", "base"), quick=False, log=print):
                 "ours %s %s: %.1f %s (full padding %s)" % (
                     r["measure"], r["config"], r["ours"], r["unit"],
                     "%.1f" % r["ours_full_padding"] if r["ours_full_padding"] else "-")))
-            peer = run_peer(spec, workdir, log)
+            peer, why_not = run_peer(spec, workdir, log)
             if peer is not None:
                 log("peer: torch %s, transformers %s, %d threads" % (
                     peer["torch"], peer["transformers"], peer["threads"]))
-            rows.extend(finish_rows(ours, peer))
-            log(bench_util.format_table(rows[-2 * len(ours):]))
+            new = finish_rows(ours, peer, why_not)
+            rows.extend(new)
+            log(bench_util.format_table(new))
     return rows
 
 

@@ -24,7 +24,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
+# The runners' quiet start (startup.py) before anything imports TensorFlow.
+import startup  # noqa: E402  pylint: disable=wrong-import-position
 import tokenization  # pylint: disable=wrong-import-position
+
+startup.initialize_devices()
 
 DEFAULT_SQUAD = os.path.join(REPO_ROOT, "..", "shared", "data", "squad", "dev-v1.1.json")
 DEFAULT_VOCAB = os.path.join(REPO_ROOT, "..", "shared", "data", "vocab", "uncased_vocab.txt")

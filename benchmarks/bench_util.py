@@ -32,15 +32,16 @@ for _path in (BENCH_DIR, REPO_ROOT):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The runners' start-up settings before TensorFlow is imported: its C++ log level, the
+# BFC CPU allocator (unless TF_CPU_ALLOCATOR_USE_BFC says otherwise) for ours and peer
+# alike, and the device listing without the no-GPU cuInit line.
+import startup  # noqa: E402  pylint: disable=wrong-import-position
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
 import tf_keras  # pylint: disable=wrong-import-position
 
-# Before any tensor exists: the process settings (BFC CPU allocator unless
-# TF_CPU_ALLOCATOR_USE_BFC says otherwise) hold for the whole run, ours and peer alike.
-import startup  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+startup.initialize_devices()
 
 # Model sizes of the benchmarks (BERT-Mini and BERT-Base of the BERT README).
 MODEL_SIZES = {
@@ -204,6 +205,86 @@ def set_policy(dtype):
         "mixed_bfloat16" if dtype == "bf16" else "float32")
 
 
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo ("unknown" where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def peer_python():
+    """(the torch peer venv's python or None, why not): $BERT_TF2_PEER_PYTHON, else
+    .venv-reproduce (made by `make bench`); BERT_TF2_PEERS=0 (make bench PEERS=0)
+    skips the peers on purpose."""
+    if os.environ.get("BERT_TF2_PEERS", "1") == "0":
+        return None, "skipped on purpose (make bench PEERS=0)"
+    path = os.environ.get("BERT_TF2_PEER_PYTHON") or os.path.join(
+        REPO_ROOT, ".venv-reproduce", "bin", "python")
+    if not os.path.exists(path):
+        return None, ("no peer venv at %s (`make bench` creates .venv-reproduce from "
+                      "benchmarks/requirements-peer.txt)" % path)
+    return path, None
+
+
+# A peer below this fraction of the machine's matmul peak is not running its normal
+# kernels on this CPU (e.g. a bf16 path without bf16 units): its rows are no wins.
+DEGENERATE_FRACTION = 0.25
+DEGENERATE_NOTE = "peer degenerate on this CPU"
+
+
+def mark_degenerate_peers(rows, peaks=None):
+    """Notes DEGENERATE_NOTE on every row of a configuration whose peer runs below
+    DEGENERATE_FRACTION of the matmul peak.
+
+    The peer's fraction comes from the "FLOP/s / fp32 matmul peak" rows; for a bf16
+    configuration it is taken against the larger of the fp32 and bf16 peaks when
+    `peaks` ({"fp32": GFLOP/s, "bf16": GFLOP/s}) gives both. Returns the rows.
+    """
+    peaks = peaks or {}
+    degenerate = {}
+    for r in rows:
+        if "matmul peak" not in r["measure"] or r.get("unit") != "fraction" or r["peer"] is None:
+            continue
+        fraction = r["peer"]
+        if " bf16" in " " + r["config"] and peaks.get("fp32") and peaks.get("bf16"):
+            fraction *= peaks["fp32"] / max(peaks["fp32"], peaks["bf16"])
+        if fraction < DEGENERATE_FRACTION:
+            degenerate[r["config"]] = fraction
+    for r in rows:
+        if r["config"] in degenerate and r["peer"] is not None:
+            r["note"] = "%s (peer at %.0f%% of the matmul peak)" % (
+                DEGENERATE_NOTE, 100 * degenerate[r["config"]])
+    return rows
+
+
+def wins(rows, threshold=1.0):
+    """Rows where ours beats the peer by `threshold` or more, degenerate peers left out."""
+    return [r for r in rows if r.get("ratio") is not None and r["ratio"] >= threshold
+            and r["peer"] is not None and "unit" in r and r["unit"] != "fraction"
+            and "bound" not in r["measure"]
+            and not str(r.get("note", "")).startswith(DEGENERATE_NOTE)]
+
+
+def machine_header(peaks, load=None):
+    """{"date", "cpu", "cores", "fp32_peak", "bf16_peak", "load"} of this run."""
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
+            "cores": os.cpu_count(), "fp32_peak_gflops": peaks.get("fp32"),
+            "bf16_peak_gflops": peaks.get("bf16"),
+            "load": load if load is not None else _load_average()}
+
+
+def _load_average():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def cpu_flags():
     """bf16/AMX-related CPU flags of this machine (empty on CPUs without them)."""
     try:
@@ -239,15 +320,19 @@ def _fmt(value):
 
 
 def format_table(rows):
-    """Fixed-width text table of rows in the bench_results.json schema."""
+    """Fixed-width text table of rows in the bench_results.json schema (with a note
+    column when a row has a note)."""
     columns = ("measure", "config", "ours", "peer", "unit", "ratio")
-    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    if any(r.get("note") for r in rows):
+        columns += ("note",)
+    cells = [[(r.get(c) or "") if c == "note" else _fmt(r.get(c)) for c in columns]
+             for r in rows]
     widths = [max([len(c)] + [len(line[k]) for line in cells]) for k, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
     lines.append("  ".join("-" * w for w in widths))
     for line in cells:
-        lines.append("  ".join(v.ljust(w) if k < 2 or k == 4 else v.rjust(w)
-                               for k, (v, w) in enumerate(zip(line, widths))))
+        lines.append("  ".join(v.ljust(w) if k < 2 or k >= 4 else v.rjust(w)
+                               for k, (v, w) in enumerate(zip(line, widths))).rstrip())
     return "\n".join(lines)
 
 

@@ -33,8 +33,13 @@ The last five read ../shared/data and are skipped with a note when it (or their 
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
-Default: about 25 minutes on an idle 2-core CPU (the torch peer of "finetuning" needs
-.venv-reproduce, see bench_finetuning.py). --quick: tiny models and data only (a smoke
+Default: about 25 minutes on an idle 2-core CPU. The torch peers run in the venv of
+$BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
+benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench PEERS=0`) skips them on
+purpose. A peer or benchmark that did not run is a row saying why; rows whose peer runs
+below 25% of the matmul peak are noted "peer degenerate on this CPU" (no wins). The JSON
+holds {"machine": date, CPU, cores, peaks, load, notes; "rows": [...]}; write_readme.py
+turns it into benchmarks/README.md's tables. --quick: tiny models and data only (a smoke
 test, a minute or two); --full: adds BERT-Base bf16 training, BERT-Base with XLA, the
 BERT-Base fine-tuning rows and the full-size data benchmarks.
 """
@@ -74,7 +79,8 @@ SCHEMA = ("measure", "config", "ours", "peer", "unit", "ratio")
 def _schema_rows(rows):
     """Rows that already carry the schema's fields, reduced to them (else None)."""
     if rows and all({"measure", "ours", "peer"} <= set(r) for r in rows):
-        return [{k: r.get(k) for k in SCHEMA} for r in rows]
+        return [dict({k: r.get(k) for k in SCHEMA}, **({"note": r["note"]} if r.get("note")
+                                                     else {})) for r in rows]
     return None
 
 
@@ -111,25 +117,29 @@ def _shared_data(*parts):
     return os.path.exists(os.path.join(SHARED, "data", *parts))
 
 
+def not_run_row(name, why):
+    """A visible row for a benchmark (or peer) that did not run, saying why."""
+    return dict(bench_util.row(name, "-", None, None, "-"), note="not run: %s" % why)
+
+
 def run_data_benchmark(name, kwargs, adapter, notes):
-    """Runs benchmarks/bench_<name>.py's run(**kwargs) if it and ../shared are there."""
+    """Runs benchmarks/bench_<name>.py's run(**kwargs) if it and ../shared are there;
+    otherwise (or when it fails) one row saying why."""
     module = _load(name)
     if module is None or not hasattr(module, "run"):
-        notes.append("%s: skipped, benchmarks/bench_%s.py (with run()) is absent"
-                     % (name, name))
-        return []
-    if not _shared_data():
-        notes.append("%s: skipped, %s/data is absent (set BERT_TF2_SHARED)" % (name, SHARED))
-        return []
-    try:
-        import inspect  # pylint: disable=import-outside-toplevel
-        accepted = inspect.signature(module.run).parameters
-        rows = module.run(**{k: v for k, v in kwargs.items() if k in accepted})
-    except Exception as e:  # pylint: disable=broad-except
-        notes.append("%s: failed, %s: %s" % (name, type(e).__name__, e))
-        traceback.print_exc()
-        return []
-    return adapter(rows)
+        why = "benchmarks/bench_%s.py (with run()) is absent" % name
+    elif not _shared_data():
+        why = "%s/data is absent (set BERT_TF2_SHARED)" % SHARED
+    else:
+        try:
+            import inspect  # pylint: disable=import-outside-toplevel
+            accepted = inspect.signature(module.run).parameters
+            return adapter(module.run(**{k: v for k, v in kwargs.items() if k in accepted}))
+        except Exception as e:  # pylint: disable=broad-except
+            traceback.print_exc()
+            why = "failed, %s: %s" % (type(e).__name__, e)
+    notes.append("%s: %s" % (name, why))
+    return [not_run_row(name, why)]
 
 
 # ---------------------------------------------------------------------------
@@ -179,6 +189,16 @@ def plan(mode, steps, repeats):
     ]
 
 
+def header_line(machine):
+    """The table's header: mode, date, CPU, cores, matmul peaks, load."""
+    return ("bert-tf2 benchmarks (%s mode, %.0f s), %s, %s, %d cores, matmul peak fp32 %.1f / "
+            "bf16 %.1f GFLOP/s, load average %s: ratio = ours / peer, higher is better" % (
+                machine["mode"], machine["seconds"], machine["date"], machine["cpu"],
+                machine["cores"], machine["fp32_peak_gflops"] or 0,
+                machine["bf16_peak_gflops"] or 0,
+                " ".join(str(x) for x in machine["load"] or ["?"])))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     size = parser.add_mutually_exclusive_group()
@@ -209,13 +229,16 @@ def main(argv=None):
         "BFC (TF_CPU_ALLOCATOR_USE_BFC=true, training.py's default), for ours and the peer"
         if os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1")
         else "TensorFlow's default"))
+    peers, why_not = bench_util.peer_python()
+    notes.append("torch peers: %s" % (peers or "not run, " + why_not))
     rows = []
-    if mode != "quick" and (not only or only & {"pretraining", "inference"}):
-        # The machine's best, for reference: the FLOP/s fractions use a peak timed
-        # alongside each model instead (same load as the model).
-        for dtype, name in ((tf.float32, "fp32"), (tf.bfloat16, "bf16")):
-            rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", name,
-                                       bench_util.matmul_peak(dtype) / 1e9, None, "GFLOP/s"))
+    # The machine's best, for the header: the FLOP/s fractions use a peak timed
+    # alongside each model instead (same load as the model).
+    peaks = {}
+    for dtype, name in ((tf.float32, "fp32"), (tf.bfloat16, "bf16")):
+        peaks[name] = bench_util.matmul_peak(dtype) / 1e9
+        rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", name,
+                                   peaks[name], None, "GFLOP/s"))
     import inference  # pylint: disable=import-outside-toplevel
     import memory  # pylint: disable=import-outside-toplevel
     import optimizer  # pylint: disable=import-outside-toplevel
@@ -240,14 +263,16 @@ def main(argv=None):
                 print(bench_util.format_table(new), flush=True)
         rows.extend(new)
 
+    bench_util.mark_degenerate_peers(rows, peaks)
+    machine = dict(bench_util.machine_header(peaks), mode=mode, seconds=time.time() - start,
+                   notes=notes)
     print()
-    print("bert-tf2 benchmarks (%s mode, %.0f s): ratio = ours / peer, higher is better"
-          % (mode, time.time() - start))
+    print(header_line(machine))
     print(bench_util.format_table(rows))
     for note in notes:
         print("note: " + note)
     with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(rows, f, indent=1)
+        json.dump({"machine": machine, "rows": rows}, f, indent=1)
         f.write("\n")
     print("wrote %s (%d rows)" % (os.path.abspath(args.output), len(rows)))
     return rows

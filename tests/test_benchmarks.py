@@ -53,12 +53,34 @@ def test_data_benchmark_rows_are_adapted_to_the_schema():
         "create_pretraining_data"]
 
 
-def test_missing_data_benchmark_is_a_note(monkeypatch):
+def test_missing_data_benchmark_is_a_visible_row(monkeypatch):
     monkeypatch.setattr(run_all, "_load", lambda name: None)
     notes = []
-    assert run_all.run_data_benchmark("tokenization", {}, run_all.tokenization_rows,
-                                      notes) == []
-    assert "skipped" in notes[0]
+    rows = run_all.run_data_benchmark("tokenization", {}, run_all.tokenization_rows, notes)
+    assert len(rows) == 1 and rows[0]["ours"] is None
+    assert rows[0]["note"].startswith("not run: benchmarks/bench_tokenization.py")
+    assert "not run" in bench_util.format_table(rows) and notes
+
+
+def test_peers_skipped_on_purpose_say_so(monkeypatch):
+    monkeypatch.setenv("BERT_TF2_PEERS", "0")
+    assert bench_util.peer_python() == (None, "skipped on purpose (make bench PEERS=0)")
+    monkeypatch.setenv("BERT_TF2_PEERS", "1")
+    monkeypatch.setenv("BERT_TF2_PEER_PYTHON", "/nonexistent/python")
+    python, why = bench_util.peer_python()
+    assert python is None and "/nonexistent/python" in why
+
+
+def test_degenerate_peer_rows_are_marked_and_no_wins():
+    def rows(config, peer_fraction):
+        return [bench_util.row("pretraining step", config, 18.0, 1.7, "sequences/s"),
+                bench_util.row("pretraining FLOP/s / fp32 matmul peak", config, 0.9,
+                               peer_fraction, "fraction")]
+    table = rows("mini bf16 xla=off", 0.05) + rows("mini fp32 xla=off", 0.6)
+    bench_util.mark_degenerate_peers(table, {"fp32": 60.0, "bf16": 55.0})
+    assert all(r["note"].startswith("peer degenerate on this CPU") for r in table[:2])
+    assert not any(r.get("note") for r in table[2:])
+    assert bench_util.wins(table) == [table[2]]
 
 
 @pytest.mark.slow
@@ -95,3 +117,23 @@ def test_optimizer_kernel_counts_of_a_tiny_model():
     assert op_by_op["xla_launches"] == 0 and op_by_op["compute_ops"] > 10 * device["compute_ops"]
     assert device["xla_launches"] == 1 and device["hlo_kernels"] >= device["hlo_fusions"] > 0
     print(optimizer.format_kernel_table("tiny", list(rows.values())))
+
+
+def test_readme_tables_come_from_the_results_between_markers():
+    import write_readme  # pylint: disable=import-outside-toplevel
+    rows = [bench_util.row("pretraining step", "mini fp32", 12.0, 10.0, "sequences/s"),
+            dict(bench_util.row("pretraining step", "mini bf16", 18.0, 1.7, "sequences/s"),
+                 note="peer degenerate on this CPU (peer at 5% of the matmul peak)"),
+            dict(bench_util.row("fine-tuning train", "sst-2, vs torch peer", 30.0, None,
+                                "examples/s"), note="peer not run: skipped on purpose")]
+    machine = {"date": "2026-11-22 23:00 UTC", "cpu": "Test CPU", "cores": 2, "mode": "quick",
+               "seconds": 60.0, "fp32_peak_gflops": 65.0, "bf16_peak_gflops": 61.0,
+               "load": [1.0, 2.0, 3.0], "notes": ["torch peers: not run"]}
+    tables = write_readme.render({"machine": machine, "rows": rows})
+    assert "Test CPU, 2 cores" in tables and "fp32 65.0, bf16 61.0 GFLOP/s" in tables
+    assert "peer not run: skipped on purpose" in tables
+    assert "Wins (ours / peer >= 1, bounds and degenerate peers left out): 1 of 2" in tables
+    old = "intro\n%s\nstale table\n%s\nkept\n" % (write_readme.BEGIN, write_readme.END)
+    new = write_readme.update(old, tables)
+    assert "stale table" not in new and new.startswith("intro\n") and new.endswith("kept\n")
+    assert tables in new

@@ -65,3 +65,15 @@ def test_output_paths_of_the_wrong_kind_are_errors_and_stay_untouched(tmp_path):
     assert a_file.read_text() == "keep me"
     assert (a_dir / "inside").read_text() == "keep me too"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir", "a_file"]
+
+
+def test_read_text_names_the_file_and_line(tmp_path):
+    good = tmp_path / "good.txt"
+    good.write_bytes(b"\xef\xbb\xbfa\nb\n")
+    assert fileutil.read_text(str(good)) == "a\nb\n"
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"a\nb\n\xff\n")
+    with pytest.raises(ValueError, match=r"bad\.txt, line 3: not valid UTF-8"):
+        fileutil.read_text(str(bad))
+    with pytest.raises(ValueError, match=r"missing\.txt: no such file"):
+        fileutil.read_text(str(tmp_path / "missing.txt"))

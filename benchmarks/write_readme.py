@@ -1,0 +1,111 @@
+"""Writes the tables of one `make bench` run into benchmarks/README.md.
+
+Usage:
+  python benchmarks/write_readme.py [bench_results.json] [--readme benchmarks/README.md]
+
+Everything between the README's "<!-- make bench: begin -->" and "<!-- make bench: end
+-->" lines is replaced by: the run's header (date, CPU model, cores, fp32/bf16 matmul
+peaks, load average, mode), one table per benchmark (rows in run order; a row whose peer
+did not run or is degenerate on this CPU says so), the wins (ours/peer >= 1, degenerate
+peers and bounds left out) and the run's notes. The rest of the README is kept.
+"""
+import argparse
+import json
+import os
+import sys
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
+DEGENERATE_NOTE = "peer degenerate on this CPU"   # bench_util's (no TensorFlow here)
+
+
+def _fmt(value):
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-2):
+            return "%.3g" % value
+        return "%.3f" % value if abs(value) < 10 else "%.1f" % value
+    return str(value)
+
+
+def _groups(rows):
+    """[(measure family, rows)] in run order; a family is the measure's first word(s)."""
+    groups = []
+    for r in rows:
+        family = r["measure"].split(",")[0].split(" vs ")[0]
+        family = family.replace(" bound: its matmuls alone", "").replace(
+            " FLOP/s / fp32 matmul peak", "")
+        if groups and groups[-1][0] == family:
+            groups[-1][1].append(r)
+        else:
+            groups.append((family, [r]))
+    return groups
+
+
+def is_win(r):
+    """ours/peer >= 1 against a real, non-degenerate peer (bounds and fractions aside)."""
+    return (r.get("ratio") is not None and r["ratio"] >= 1.0 and r.get("unit") != "fraction"
+            and "bound" not in r["measure"]
+            and not str(r.get("note") or "").startswith(DEGENERATE_NOTE))
+
+
+def render(results):
+    """The markdown between the markers."""
+    machine, rows = (results.get("machine", {}), results["rows"]) if isinstance(
+        results, dict) else ({}, results)
+    load = machine.get("load")
+    lines = ["Run of %s (`%s` mode, %.0f s) on %s, %s cores; matmul peak (2048^3 tf.matmul) "
+             "fp32 %s, bf16 %s GFLOP/s; load average at the end %s. Ratio = ours / peer, "
+             "higher is better." % (
+                 machine.get("date", "?"), machine.get("mode", "?"),
+                 machine.get("seconds") or 0, machine.get("cpu", "?"),
+                 machine.get("cores", "?"), _fmt(machine.get("fp32_peak_gflops")),
+                 _fmt(machine.get("bf16_peak_gflops")),
+                 " / ".join(str(x) for x in load) if load else "?"), ""]
+    for family, group in _groups(rows):
+        lines += ["**%s**" % family, "",
+                  "| measure | config | ours | peer | unit | ours / peer | note |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += ["| %s | %s | %s | %s | %s | %s | %s |" % (
+            r["measure"], r["config"], _fmt(r["ours"]), _fmt(r["peer"]), r["unit"],
+            _fmt(r.get("ratio")), r.get("note") or "") for r in group]
+        lines.append("")
+    wins = [r for r in rows if is_win(r)]
+    degenerate = [r for r in rows if str(r.get("note") or "").startswith(DEGENERATE_NOTE)]
+    lines.append("Wins (ours / peer >= 1, bounds and degenerate peers left out): %d of %d "
+                 "compared rows%s." % (
+                     len(wins), sum(1 for r in rows if r.get("ratio") is not None),
+                     "; %d rows left out as %s" % (len(degenerate), DEGENERATE_NOTE)
+                     if degenerate else ""))
+    for note in machine.get("notes", []):
+        lines.append("- %s" % note)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def update(readme_text, tables):
+    """The README with the text between the markers replaced (markers appended if absent)."""
+    if BEGIN in readme_text and END in readme_text:
+        head, rest = readme_text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        return head + BEGIN + "\n" + tables + END + tail
+    return readme_text.rstrip() + "\n\n" + BEGIN + "\n" + tables + END + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", nargs="?", default="bench_results.json")
+    parser.add_argument("--readme", default=os.path.join(BENCH_DIR, "README.md"))
+    args = parser.parse_args(argv)
+    with open(args.results, encoding="utf-8") as f:
+        tables = render(json.load(f))
+    with open(args.readme, encoding="utf-8") as f:
+        text = update(f.read(), tables)
+    with open(args.readme + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(args.readme + ".tmp", args.readme)
+    print("wrote the tables of %s into %s" % (args.results, args.readme))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
