@@ -1,4 +1,5 @@
 """training.py: strategy and precision from flags, accumulation, XLA, fp16, predict order."""
+import logging
 import os
 
 import numpy as np
@@ -267,8 +268,25 @@ def _dropout_loss(model, feats, is_training):
         labels=feats["label_ids"], logits=logits)), {}
 
 
-def test_progress_comes_before_the_end_with_the_same_weights(tmp_path, caplog):
+@pytest.fixture
+def absl_records(caplog):
+    """caplog, also fed by absl's logger directly: an earlier in-process run may have
+    raised its level or stopped its propagation to the root logger."""
+    absl_logger = logging.getLogger("absl")
     caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")
+    propagate = absl_logger.propagate
+    absl_logger.propagate = False
+    absl_logger.addHandler(caplog.handler)
+    try:
+        yield caplog
+    finally:
+        absl_logger.removeHandler(caplog.handler)
+        absl_logger.propagate = propagate
+
+
+def test_progress_comes_before_the_end_with_the_same_weights(tmp_path, absl_records):
+    caplog = absl_records
     whole = _dropout_runner(tmp_path, "whole", log_every_seconds=0)
     whole.train(dataset_fn_of(features(16), 4), _dropout_loss, global_batch_size=4)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
