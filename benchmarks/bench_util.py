@@ -262,14 +262,6 @@ def mark_degenerate_peers(rows, peaks=None):
     return rows
 
 
-def wins(rows, threshold=1.0):
-    """Rows where ours beats the peer by `threshold` or more, degenerate peers left out."""
-    return [r for r in rows if r.get("ratio") is not None and r["ratio"] >= threshold
-            and r["peer"] is not None and "unit" in r and r["unit"] != "fraction"
-            and "bound" not in r["measure"]
-            and not str(r.get("note", "")).startswith(DEGENERATE_NOTE)]
-
-
 def machine_header(peaks, load=None):
     """{"date", "cpu", "cores", "fp32_peak", "bf16_peak", "load"} of this run."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),

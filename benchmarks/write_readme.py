@@ -16,7 +16,8 @@ import sys
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
-DEGENERATE_NOTE = "peer degenerate on this CPU"   # bench_util's (no TensorFlow here)
+# bench_util.DEGENERATE_NOTE, repeated: this script runs without importing TensorFlow.
+DEGENERATE_NOTE = "peer degenerate on this CPU"
 
 
 def _fmt(value):
