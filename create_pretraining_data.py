@@ -529,11 +529,6 @@ def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.1
     return _Generator(options, _Symbols.for_strings(vocab_words), pretraining_draws.Draws(rng))
 
 
-# The reference's names of the two tf.train.Feature helpers.
-create_int_feature = input_pipeline.int_feature
-create_float_feature = input_pipeline.float_feature
-
-
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
     """Truncates two token lists in place until their total length is <= max_num_tokens.
 
@@ -833,7 +828,6 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     _check_special_tokens(tokenizer.vocab)
     pretraining_records.log_files(input_files, output_files)
-
     stats = {} if stats is None else stats
     stats["worker_cpu_s"] = 0.0
     per_row = max_instances_per_row if pack_sequences else None
@@ -877,6 +871,8 @@ def run(fv, beam_args=()):
 
 
 BeamSettings = collections.namedtuple("BeamSettings", "runner args max_file_mb")
+# The reference's tf.train.Feature helpers, under its names.
+create_int_feature, create_float_feature = input_pipeline.int_feature, input_pipeline.float_feature
 
 
 def _beam_module():
