@@ -556,7 +556,7 @@ class BertModel(tf_keras.layers.Layer):
             # The reference's eval model: no dropout anywhere.
             config.hidden_dropout_prob = 0.0
             config.attention_probs_dropout_prob = 0.0
-        super().__init__(name=scope or name, **kwargs)
+        super().__init__(name=scope if isinstance(scope, str) and scope else name, **kwargs)
         config.validate()
         self.config = config
         self.embeddings = Embeddings(config, use_one_hot_embeddings)
