@@ -438,12 +438,13 @@ def test_trimmed_training_under_mixed_precision(tmp_path, dtype):
     # sequence axis) flips here and there. bf16 (8-bit mantissa): measured 0.6-5.3%
     # of the norm on random tiny models. fp16: CPUs without float16 arithmetic
     # compute in float32 (same values); with it (AVX512-FP16 / AMX on recent Xeons)
-    # the 11-bit mantissa shows: measured 0.08%. A wrong mask or a lost example
-    # moves the moments by tens of percent.
+    # the 11-bit mantissa shows: measured 0.08-0.56% (the tiny model's weights are
+    # drawn afresh each run), bound 2%. A wrong mask or a lost example moves the
+    # moments by tens of percent.
     a = np.concatenate([m.ravel() for m in first_moments(padded)])
     b = np.concatenate([m.ravel() for m in first_moments(trimmed)])
     assert np.linalg.norm(a) > 0
-    assert np.linalg.norm(b - a) < (0.1 if dtype == "bf16" else 5e-3) * np.linalg.norm(a)
+    assert np.linalg.norm(b - a) < (0.1 if dtype == "bf16" else 2e-2) * np.linalg.norm(a)
 
 
 def test_no_trimming_on_tpus(tmp_path):
