@@ -98,9 +98,10 @@ def define_fine_tuning_flags(fv, unit="examples"):
     flags.DEFINE_bool("group_by_length", False,
                       "Training batches of %s of similar length (each epoch shuffled, cut "
                       "into windows of 50 batches sorted by length, the batches of a "
-                      "window shuffled): with trimmed batches less padding to compute. "
-                      "The same steps and %s per epoch; default: the reference's order."
-                      % (unit, unit), flag_values=fv)
+                      "window shuffled; a window never spans two epochs): with trimmed "
+                      "batches less padding to compute. The same steps; each epoch holds "
+                      "every one of its %s once but for the N mod batch size left out at "
+                      "random. Default: the reference's order." % (unit, unit), flag_values=fv)
 
 
 def check_fine_tuning_flags(fv, required, check_task=None):

@@ -388,19 +388,21 @@ def _length_sorted(d, window):
 
 
 # --group_by_length (training): batches whose examples have similar lengths, so that
-# trimming cuts more, in an order that stays random. Each epoch is shuffled as a whole
-# (a buffer of up to GROUP_SHUFFLE_BUFFER records, then repeat: every example exactly
-# once per pass), the stream is cut into windows of GROUP_WINDOW batches, each window
-# sorted by length, split into batches and its batches put in a random order. Windows
-# are whole batches long, so every batch is exactly the batch size and the number of
-# steps per epoch is unchanged.
+# trimming cuts more, in an order that stays random. Grouping is done epoch by epoch,
+# as HF's length-grouped sampler does: each pass over the files is shuffled as a whole
+# (a buffer of up to GROUP_SHUFFLE_BUFFER records), the N mod batch_size records at
+# its end (random ones) are left out of that pass so that every batch is full, the
+# rest is cut into windows of GROUP_WINDOW batches (the last one shorter), each
+# window sorted by length, split into batches and its batches put in a random order;
+# then the next pass. A window never spans two epochs, so every epoch sees each of
+# its floor(N / batch_size) x batch_size examples exactly once, however short the run.
 GROUP_WINDOW = 50
 GROUP_SHUFFLE_BUFFER = 200000
 
 
 def _shuffled_batches(batches, group, seed):
     """The batches of each window of `group` consecutive batches in a random order."""
-    seeds = tf.data.Dataset.random(seed=seed).batch(2)
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
 
     def permute(window, window_seed):
         count = tf.shape(window["input_mask"])[0]
@@ -412,13 +414,16 @@ def _shuffled_batches(batches, group, seed):
 
 
 def length_grouped_batches(d, batch_size, seed=None, group=GROUP_WINDOW):
-    """Batches of `batch_size` from a stream of examples, grouped by length.
+    """Batches of `batch_size` from ONE pass over a stream of examples, grouped by length.
 
-    Windows of `group` x batch_size examples are sorted by example_lengths (longest
-    first), cut into batches (the remainder of a finite stream dropped, as in
-    training), and the batches of each window shuffled. The examples of a window are
-    those of the same window of `d`: the grouping only reorders within it.
+    The last len(d) mod batch_size examples are dropped (every batch full, as in
+    training); the rest is cut into windows of `group` x batch_size examples (the
+    last window shorter), each sorted by example_lengths (longest first), cut into
+    batches, and the batches of each window shuffled. The examples of a window are
+    those of the same window of `d`: the grouping only reorders within it. Repeat
+    the result for several epochs: windows then never cross an epoch.
     """
+    d = d.batch(batch_size, drop_remainder=True).unbatch()
     d = d.batch(batch_size * group).map(_sort_window).unbatch()
     return _shuffled_batches(d.batch(batch_size, drop_remainder=True), group, seed)
 
@@ -522,9 +527,10 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
         input order and batches. As many batches of the same size as without it.
       group_by_length: (training) instead of the reference's shuffle buffer over the
         repeated files, each pass over the files is shuffled whole (up to
-        GROUP_SHUFFLE_BUFFER records) and then repeated, so every example comes once
-        per epoch; batches are then formed by length_grouped_batches(): similar lengths
-        together, in random order, still `batch_size` examples each.
+        GROUP_SHUFFLE_BUFFER records) and made into batches by
+        length_grouped_batches(): similar lengths together, in random order, still
+        `batch_size` examples each; then the next pass. Every epoch holds each example
+        once, but for the N mod batch_size left out of it at random.
 
     Returns:
       A dataset of dicts of [batch, ...] int32 / float32 tensors.
@@ -554,7 +560,6 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
             d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         if group_by_length:
             d = d.shuffle(GROUP_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
-            d = d.repeat() if repeat else d
         else:
             d = d.shuffle(shuffle_buffer, seed=seed)
     else:
@@ -571,6 +576,7 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
         if not is_training:
             raise ValueError("group_by_length is for training batches (is_training=True)")
         d = length_grouped_batches(d, batch_size, seed)
+        d = d.repeat() if repeat else d
     elif pad_final_batch and not repeat:
         d = _padded_batches(d, batch_size, _replicas_per_pipeline(input_context))
     else:

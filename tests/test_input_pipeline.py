@@ -144,13 +144,28 @@ def test_group_by_length_sees_every_example_once_per_epoch(tmp_path):
     assert batch_lengths != sorted(batch_lengths, reverse=True)
 
 
-def test_group_by_length_stream_counts_when_epochs_do_not_fill_windows(tmp_path):
-    # 37 examples, windows of 50 x 3: the grouping only reorders within a window of the
-    # whole-epoch-shuffled stream, so after k windows every example has been seen
-    # floor or ceil(k * 150 / 37) times, and batches stay full.
-    n = 37
+def test_group_by_length_epochs_smaller_than_a_window(tmp_path):
+    # 37 examples in batches of 3, windows of 50 batches: one window would hold four
+    # epochs. Windows stop at the end of an epoch, so each epoch's 12 batches hold 36
+    # different examples (the one left out differs between epochs) and a run shorter
+    # than a window still sees a whole epoch before any example comes twice.
+    n, batch = 37, 3
     write_varied_lengths(tmp_path / "r.tfrecord", n)
-    _, ids = _grouped_ids(tmp_path / "r.tfrecord", 3, 100)
-    counts = np.bincount(np.concatenate(ids), minlength=n)
-    assert counts.sum() == 300
-    assert counts.min() == 300 // n and counts.max() == 300 // n + 1
+    _, ids = _grouped_ids(tmp_path / "r.tfrecord", batch, 8 * 12)
+    left_out = set()
+    for e in range(8):
+        epoch = np.concatenate(ids[e * 12:(e + 1) * 12])
+        assert len(set(epoch.tolist())) == 36
+        left_out |= set(range(n)) - set(epoch.tolist())
+    assert len(left_out) > 1
+
+
+def test_group_by_length_one_epoch_of_many_windows(tmp_path):
+    # 230 examples, batches of 2, windows of 50 batches: two full windows and a short
+    # one (15 batches) per epoch; every epoch is 115 batches of distinct examples.
+    n, batch = 230, 2
+    write_varied_lengths(tmp_path / "r.tfrecord", n)
+    _, ids = _grouped_ids(tmp_path / "r.tfrecord", batch, 2 * 115)
+    for e in range(2):
+        np.testing.assert_array_equal(np.sort(np.concatenate(ids[e * 115:(e + 1) * 115])),
+                                      np.arange(n))
