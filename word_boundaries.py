@@ -246,12 +246,12 @@ def continuations(words):
 
     True when the character before it in the same word is a CJK character too.
     """
-    flags_ = []
+    joins = []
     for word in words:
         for run in _CJK_RUN.findall(word):
-            flags_.append(False)
-            flags_.extend([True] * (len(run) - 1))
-    return flags_
+            joins.append(False)
+            joins.extend([True] * (len(run) - 1))
+    return joins
 
 
 class _MarkingTokenizer(object):

@@ -292,6 +292,11 @@ def test_bad_flags(vocab, tmp_path, monkeypatch):
         "i-th input file's)")
     assert _bad(tmp_path, vocab, text, text, "--word_boundary_file=%s" % (tmp_path / "no*.seg")
                 ).startswith("--word_boundary_file: input file pattern")
+    segmentation = word_boundaries.WordSegmentation(None, str(tmp_path / "in.seg"))
+    options = cpd.PretrainingOptions(32, 5, 0.15, 0.1, 1, True, 1, segmentation)
+    with pytest.raises(ValueError, match="runs in the fast pipeline only"):
+        cpd.write_pretraining_data([str(tmp_path / "in.txt")], [str(tmp_path / "p.tfrecord")],
+                                   vocab, options, fast=False)
     monkeypatch.setitem(sys.modules, "jieba", None)
     source = tmp_path / "in.txt"
     with pytest.raises(ValueError, match=r"^--chinese_word_segmenter=jieba needs jieba, an "
