@@ -68,15 +68,12 @@ import pretraining_draws
 import pretraining_records
 import pretraining_shards
 import tokenization
+import word_boundaries
 
-_CLS = "[CLS]"
-_SEP = "[SEP]"
-_MASK = "[MASK]"
+_CLS, _SEP, _MASK = "[CLS]", "[SEP]", "[MASK]"
 
 
-# ---------------------------------------------------------------------------
-# Flags
-# ---------------------------------------------------------------------------
+# -- Flags --
 
 def define_flags(fv):
     """Registers the flags of this script on `fv` (names and defaults as in BERT)."""
@@ -136,13 +133,18 @@ def define_flags(fv):
     flags.DEFINE_integer("max_input_file_mb", 64,
                          "With --runner: the largest input file (MB) one worker takes (it "
                          "holds ~3 x dupe_factor bytes per byte of its file).", flag_values=fv)
+    word_boundaries.define_flags(fv)  # Chinese whole-word masking (word_boundaries.py)
 
 
 class PretrainingOptions(collections.namedtuple(
         "PretrainingOptions",
         ["max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob",
-         "dupe_factor", "do_whole_word_mask", "random_seed"])):
-    """The generation settings (the flags other than files and workers)."""
+         "dupe_factor", "do_whole_word_mask", "random_seed", "word_segmentation"],
+        defaults=(None,))):
+    """The generation settings (the flags other than files and workers).
+
+    word_segmentation: None, or a word_boundaries.WordSegmentation (Chinese words).
+    """
 
     @classmethod
     def from_flags(cls, fv):
@@ -151,7 +153,8 @@ class PretrainingOptions(collections.namedtuple(
                    max_predictions_per_seq=fv.max_predictions_per_seq,
                    masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,
                    dupe_factor=fv.dupe_factor, do_whole_word_mask=fv.do_whole_word_mask,
-                   random_seed=fv.random_seed)
+                   random_seed=fv.random_seed,
+                   word_segmentation=word_boundaries.from_flags(fv))
 
     def validate(self):
         """Refuses what the reference crashes on; returns warnings for what it caps.
@@ -189,9 +192,7 @@ class PretrainingOptions(collections.namedtuple(
         return warnings
 
 
-# ---------------------------------------------------------------------------
-# The algorithm, on tokens of any kind (strings, or ids for speed)
-# ---------------------------------------------------------------------------
+# -- The algorithm, on tokens of any kind (strings, or ids for speed) --
 
 def _check_special_tokens(vocab):
     missing = [t for t in (_CLS, _SEP, _MASK) if t not in vocab]
@@ -230,14 +231,15 @@ class _Symbols(object):
                     lambda t: not t.startswith("##"))
 
     @classmethod
-    def for_encoded(cls_, vocab, varints):
-        """Symbols of varint-encoded ids; `varints[i]` is the encoding of id i."""
+    def for_encoded(cls_, vocab, varints, joined=False):
+        """Symbols of varint ids (varints[i]: id i); joined: word_boundaries' marks too."""
         _check_special_tokens(vocab)
         pieces = frozenset(varints[i] for t, i in vocab.items() if t.startswith("##"))
         words = frozenset(varints[i] for t, i in vocab.items() if not t.startswith("##"))
+        tests = (pieces.__contains__, words.__contains__)
         return cls_(varints[vocab[_CLS]], varints[vocab[_SEP]], varints[vocab[_MASK]],
-                    [varints[i] for i in vocab.values()], pieces.__contains__,
-                    words.__contains__)
+                    [varints[i] for i in vocab.values()],
+                    *(word_boundaries.joined_tests(*tests) if joined else tests))
 
 
 class _Generator(object):
@@ -482,9 +484,7 @@ def _truncate_pair(tokens_a, tokens_b, max_num_tokens, random_value):
         del tokens_b[:front_b]
 
 
-# ---------------------------------------------------------------------------
-# Public API with the original names
-# ---------------------------------------------------------------------------
+# -- Public API with the original names --
 
 class TrainingInstance(object):
     """One example: a sentence pair with its masks, as WordPiece strings."""
@@ -606,9 +606,7 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
 read_documents = pretraining_corpus.read_documents
 
 
-# ---------------------------------------------------------------------------
-# The fast pipeline
-# ---------------------------------------------------------------------------
+# -- The fast pipeline --
 
 def _generate_records(documents, options, encoder, rng, progress=None, counter=None,
                       stats=None):
@@ -647,12 +645,13 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
 
 def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stats,
                             stage=None, open_file=pretraining_corpus.gfile_open,
-                            batch_bytes=None):
+                            batch_bytes=None, segmentation=None):
     """The documents of `input_files` as varints; adds files, bytes, documents to stats."""
     on_progress = pretraining_corpus.Progress(stage).report if stage else None
     documents = pretraining_corpus.read_tokenized(
         input_files, tokenizer, use_fast_tokenizer, encoder.varints, on_progress, open_file,
-        on_bytes=lambda n: pretraining_corpus.add_counts(stats, bytes=n), batch_bytes=batch_bytes)
+        on_bytes=lambda n: pretraining_corpus.add_counts(stats, bytes=n), batch_bytes=batch_bytes,
+        segmentation=segmentation)
     pretraining_corpus.add_counts(stats, files=len(input_files), documents=len(documents))
     return documents
 
@@ -664,15 +663,15 @@ def _encoder_for(options, vocab):
     """The record encoder of the fast path, with the _Symbols of its encoded tokens."""
     encoder = pretraining_records.ExampleEncoder(vocab, options.max_seq_length,
                                                  options.max_predictions_per_seq)
-    return _Encoding(encoder.varints, encoder.encode,
-                     _Symbols.for_encoded(vocab, encoder.varints))
+    return _Encoding(encoder.varints, encoder.encode, _Symbols.for_encoded(
+        vocab, encoder.varints, options.word_segmentation is not None))
 
 
 def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer,
                           stats, packer=None):
     encoder = _encoder_for(options, tokenizer.vocab)
     documents = _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder,
-                                        stats, "reading")
+                                        stats, "reading", segmentation=options.word_segmentation)
     if not documents:
         raise pretraining_corpus.no_documents_error(input_files)
     logging.info("Read %d documents", len(documents))
@@ -706,10 +705,7 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
                                            options.max_predictions_per_seq, output_files)
 
 
-# ---------------------------------------------------------------------------
-# Per-file mode: one shard per input file, on a process pool (pretraining_shards.py)
-# or on Apache Beam (pretraining_beam.py)
-# ---------------------------------------------------------------------------
+# -- Per-file mode: one shard per input file (pretraining_shards.py, pretraining_beam.py) --
 
 shard_seed = pretraining_shards.shard_seed
 
@@ -739,9 +735,10 @@ def shard_records(state, file_index, path, counter):
     """
     options, encoder = state["options"], state["encoder"]
     stats = {}
+    words = options.word_segmentation and options.word_segmentation.for_file(file_index)
     documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder,
                                         stats, open_file=state["open_file"],
-                                        batch_bytes=state["corpus_bytes"])
+                                        batch_bytes=state["corpus_bytes"], segmentation=words)
     records = []
     if documents:
         rng = random.Random(shard_seed(options.random_seed, file_index))
@@ -778,6 +775,8 @@ def _write_beam(input_patterns, output_files, vocab_file, do_lower_case, options
                 use_fast_tokenizer, stats, per_row, beam):
     pretraining_beam = _beam_module()
     files = pretraining_beam.match_input_files(input_patterns, beam.max_file_mb)
+    options = options._replace(word_segmentation=word_boundaries.resolve(
+        options, files, lambda globs: [p for p, _ in pretraining_beam.match_input_files(globs, 0)]))
     # Workers find the per-file functions by their module's name, also when this file
     # runs as __main__.
     module = importlib.import_module("create_pretraining_data")
@@ -788,9 +787,7 @@ def _write_beam(input_patterns, output_files, vocab_file, do_lower_case, options
         module.shard_records, options.random_seed, beam, stats)
 
 
-# ---------------------------------------------------------------------------
-# Entry points
-# ---------------------------------------------------------------------------
+# -- Entry points --
 
 def write_pretraining_data(input_files, output_files, vocab_file, options, do_lower_case=True,
                            num_workers=1, use_fast_tokenizer=True, fast=True, stats=None,
@@ -817,6 +814,9 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     """
     for warning in options.validate():
         logging.warning(warning)
+    if beam is None:
+        options = options._replace(word_segmentation=word_boundaries.resolve(
+            options, input_files, fileutil.expand_input_files, fast))
     if not tf.io.gfile.exists(vocab_file):
         raise ValueError("--vocab_file %s does not exist" % vocab_file)
     if num_workers < 1:

@@ -75,7 +75,7 @@ def text_blocks(path, open_file=gfile_open, on_bytes=None):
 
 
 def read_documents(input_files, tokenize_lines, on_progress=None, open_file=gfile_open,
-                   on_bytes=None):
+                   on_bytes=None, segmentation=None):
     """Reads `input_files` in order into documents (lists of tokenized sentences).
 
     A blank line (after stripping whitespace) ends a document; a line that
@@ -88,15 +88,22 @@ def read_documents(input_files, tokenize_lines, on_progress=None, open_file=gfil
         token (or id) lists.
       on_progress: optional callable(num_documents), called after each block.
       open_file, on_bytes: as in `text_blocks`.
+      segmentation: optional word_boundaries.WordSegmentation; then tokenize_lines
+        is called as tokenize_lines(lines, words of each line).
     """
     documents = [[]]
-    for path in input_files:
+    for number, path in enumerate(input_files):
         if open_file is gfile_open and tf.io.gfile.isdir(path):
             raise ValueError("input %s is a directory, not a text file" % path)
+        words = None if segmentation is None else segmentation.reader(number, path, open_file)
         for lines in text_blocks(path, open_file, on_bytes):
             stripped = [line.strip() for line in lines]
             texts = [line for line in stripped if line]
-            tokenized = iter(tokenize_lines(texts) if texts else ())
+            if words is None:
+                tokenized = iter(tokenize_lines(texts) if texts else ())
+            else:  # every line's words, blank lines too (a boundary file is checked)
+                line_words = [w for w, line in zip(words.words(lines), stripped) if line]
+                tokenized = iter(tokenize_lines(texts, line_words) if texts else ())
             for line in stripped:
                 if not line:
                     documents.append([])
@@ -106,6 +113,8 @@ def read_documents(input_files, tokenize_lines, on_progress=None, open_file=gfil
                     documents[-1].append(tokens)
             if on_progress is not None:
                 on_progress(len(documents))
+        if words is not None:
+            words.close()
     return [document for document in documents if document]
 
 
@@ -150,20 +159,26 @@ def corpus_bytes(input_files):
 
 
 def read_tokenized(input_files, tokenizer, use_fast_tokenizer=True, encoded=None,
-                   on_progress=None, open_file=gfile_open, on_bytes=None, batch_bytes=None):
+                   on_progress=None, open_file=gfile_open, on_bytes=None, batch_bytes=None,
+                   segmentation=None):
     """The documents of `input_files`, tokenized by `tokenizer` (see line_tokenizer).
 
     The batch tokenizer is only set up for FAST_TOKENIZER_MIN_BYTES of text or
     more (same tokens either way). batch_bytes: how much text this tokenizer
     will see in all (a worker of the per-file mode keeps it over many files);
-    default: the size of `input_files`.
+    default: the size of `input_files`. segmentation: optional
+    word_boundaries.WordSegmentation: the same tokens, each CJK character that
+    continues a word marked (see word_boundaries).
     """
     if use_fast_tokenizer:
         if batch_bytes is None:
             batch_bytes = corpus_bytes(input_files)
         use_fast_tokenizer = batch_bytes >= FAST_TOKENIZER_MIN_BYTES
     tokenize = line_tokenizer(tokenizer, use_fast_tokenizer, encoded)
-    return read_documents(input_files, tokenize, on_progress, open_file, on_bytes)
+    if segmentation is not None:
+        tokenize = segmentation.tokenizer(tokenize)
+    return read_documents(input_files, tokenize, on_progress, open_file, on_bytes,
+                          segmentation)
 
 
 def no_documents_error(input_files):

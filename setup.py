@@ -10,6 +10,7 @@ MODULES = [
     "pretraining_draws", "pretraining_beam", "tokenization_graph",
     "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
     "multiple_choice_data", "heads", "fused_update", "tf1_variables", "pooling",
+    "word_boundaries",
 ]
 
 SCRIPTS = {
@@ -48,6 +49,8 @@ setup(
         # apache-beam 2.77.0 with protobuf 6.33.6 (Beam needs < 7), pyarrow 25.0.1
         # (Beam needs < 26), numpy 2.4 (Beam needs < 2.5).
         "beam": ["apache-beam>=2.77,<3", "protobuf>=5.28,<7", "pyarrow>=14,<26"],
+        # create_pretraining_data --chinese_word_segmenter=jieba (pure Python).
+        "chinese": ["jieba>=0.42"],
     },
     entry_points={
         "console_scripts": ["%s=%s:main" % (cmd, mod) for cmd, mod in SCRIPTS.items()],
