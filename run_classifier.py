@@ -30,6 +30,7 @@ from glue_data import (  # noqa: F401  pylint: disable=unused-import
 import input_pipeline
 import heads
 import modeling
+import multilabel_data
 import tokenization
 import tf1_variables
 import training
@@ -63,6 +64,7 @@ def define_flags(fv):
         "xnli_language", "zh",
         "Language of the XNLI data used by --task_name=xnli (the original code always "
         "used zh).", flag_values=fv)
+    multilabel_data.define_flags(fv)  # --labels_file, --threshold (--task_name=multilabel)
     flags_common.define_training_flags(fv)
 
 
@@ -186,7 +188,8 @@ def run(fv):
     runner = training.runner_from_flags(
         fv, lambda: create_model(bert_config, len(processor.get_labels()), fv.use_tpu),
         num_train_steps, num_warmup_steps)
-    task = _Task(processor, tokenizer, fv.max_seq_length)
+    task_class = multilabel_data.MultiLabelTask if processor.is_multilabel else _Task
+    task = task_class(processor, tokenizer, fv.max_seq_length)
 
     if fv.do_train:
         train_file = os.path.join(fv.output_dir, "train.tf_record")
@@ -202,7 +205,8 @@ def run(fv):
 def _check_flags(fv):
     """Checks the flags before any work; returns (processor, bert_config)."""
     bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
-    return get_processor(fv.task_name, fv.xnli_language), bert_config
+    processor = multilabel_data.processor_from_flags(fv)  # None unless multilabel
+    return processor or get_processor(fv.task_name, fv.xnli_language), bert_config
 
 
 class _Task(object):
@@ -237,6 +241,11 @@ class _Task(object):
                 "label_ids": features["label_ids"],
                 "is_real_example": features["is_real_example"]}
 
+    def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
+        """The eval_results.txt values (glue_data.eval_metrics)."""
+        return eval_metrics(self.processor, per_example_loss, label_ids, outputs,
+                            is_real_example, batch_ids)
+
     def ordered_dataset(self, path, batch_size, trim_padding=False):
         """dataset_fn reading `path` once, the last batch padded (not dropped).
 
@@ -267,8 +276,8 @@ def _evaluate(fv, runner, task, examples):
     num_real = int(np.sum(merged["is_real_example"] > 0))
     if num_real != len(examples):
         raise RuntimeError("evaluated %d examples, expected %d" % (num_real, len(examples)))
-    result = eval_metrics(task.processor, merged["per_example_loss"], merged["label_ids"],
-                          merged["outputs"], merged["is_real_example"], merged["batch_ids"])
+    result = task.metrics(merged["per_example_loss"], merged["label_ids"], merged["outputs"],
+                          merged["is_real_example"], merged["batch_ids"])
     result["global_step"] = runner.global_step
     fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
     return result
