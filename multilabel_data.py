@@ -33,7 +33,7 @@ import input_pipeline
 import tokenization
 
 TASK_NAME = "multilabel"
-LABELS_FILE_NAME = "label_list.txt"
+LABELS_FILE_NAME = fileutil.LABEL_LIST_FILE
 LABEL_SEPARATOR = ","
 _TOKENIZE_CHUNK = 2048
 
@@ -111,34 +111,9 @@ def labels_for_export(fv):
 # ---------------------------------------------------------------------------
 
 def read_labels(path):
-    """The labels of a file, one per line (blank lines skipped); errors name the line."""
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            lines = f.read().splitlines()
-    except tf.errors.NotFoundError:
-        raise ValueError("%s: no such labels file" % path) from None
-    labels, first_line = [], {}
-    for number, line in enumerate(lines, 1):
-        label = tokenization.convert_to_unicode(line).strip()
-        if not label:
-            continue
-        if LABEL_SEPARATOR in label:
-            raise ValueError("%s, line %d: label %r contains %r, which separates the labels "
-                             "in the data files" % (path, number, label, LABEL_SEPARATOR))
-        if label in first_line:
-            raise ValueError("%s, line %d: label %r is listed twice (first on line %d)"
-                             % (path, number, label, first_line[label]))
-        first_line[label] = number
-        labels.append(label)
-    if not labels:
-        raise ValueError("%s: no labels (expected one label per line)" % path)
-    return labels
-
-
-def write_labels(path, labels):
-    """Writes the label list, one per line (read back by read_labels)."""
-    with fileutil.atomic_open(path, "w") as f:
-        f.write("".join(label + "\n" for label in labels))
+    """The label list of a --labels_file or label_list.txt (fileutil.read_label_list);
+    a label may not hold the "," that separates labels in the data files."""
+    return fileutil.read_label_list(path, forbidden=LABEL_SEPARATOR)
 
 
 def saved_labels(saved_path, init_checkpoint):
@@ -210,7 +185,7 @@ class MultiLabelProcessor(glue_data.DataProcessor):
     def save_labels(self):
         """Writes the label list beside a training run's checkpoints."""
         if self.saved_labels_path:
-            write_labels(self.saved_labels_path, self.get_labels())
+            fileutil.write_label_list(self.saved_labels_path, self.get_labels())
 
     def _read(self, path, set_name, with_labels):
         known = None if self._labels is None else set(self._labels)

@@ -104,6 +104,21 @@ def test_empty_label_list_and_labels_file_errors(tmp_path):
         ml.read_labels(str(tmp_path / "nope.txt"))
 
 
+def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
+    _write(tmp_path / "train.tsv", "one\tb,a\ntwo\t\n")
+    saved = tmp_path / "out" / "label_list.txt"
+    saved.parent.mkdir()
+    p = ml.MultiLabelProcessor(saved_labels_path=str(saved))
+    p.get_train_examples(str(tmp_path))
+    p.save_labels()
+    assert saved.read_text() == "a\nb\n"
+    # Resuming in that --output_dir with other labels would shift the outputs' meaning.
+    _write(tmp_path / "train.tsv", "one\ta,c\n")
+    with pytest.raises(ValueError, match=r"label_list.txt lists other labels \(a,b\) than "
+                                         r"this run \(a,c\): use a new --output_dir"):
+        ml.MultiLabelProcessor(saved_labels_path=str(saved)).get_train_examples(str(tmp_path))
+
+
 def test_single_label_task_rejects_an_empty_label(tmp_path):
     # In multilabel an empty set is an example without labels; a single-label task needs one.
     _write(tmp_path / "train.tsv", "sentence\tlabel\ngood\t1\nbad\t\n")
