@@ -5,7 +5,8 @@ the same task names (cola, mnli, mrpc, xnli) and the same outputs in
 --output_dir (train/eval/predict .tf_record files, eval_results.txt,
 test_results.tsv). Added here: the other GLUE tasks (sst-2, qqp, qnli, rte,
 wnli and the regression task sts-b), --xnli_language, extra GLUE metrics in
-eval_results.txt, and the TF2 distribution/precision flags of flags_common.
+eval_results.txt, the TF2 distribution/precision flags of flags_common, and
+--task_name=multilabel (several labels per text; multilabel_data.py).
 
 Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.

@@ -270,10 +270,12 @@ def test_tiny_model_learns_which_triggers_occur(trained):
 @pytest.mark.slow
 def test_eval_again_from_the_checkpoint_trimmed_or_not(trained, tmp_path):
     # A run that does not train finds the labels beside --init_checkpoint; trimmed and
-    # fixed-length batches give the same numbers; --threshold changes the predictions.
+    # fixed-length batches give the same numbers; --threshold changes the predictions;
+    # bf16 (mixed precision) stays close.
+    # (bf16 first: the fp32 runs after it set the process's precision policy back.)
     results = {}
-    for name, extra in (("trim", []), ("notrim", ["--notrim_padding"]),
-                        ("high", ["--threshold=0.99"])):
+    for name, extra in (("bf16", ["--dtype=bf16"]), ("trim", []),
+                        ("notrim", ["--notrim_padding"]), ("high", ["--threshold=0.99"])):
         out = tmp_path / name
         rc.run(_fv(_common(tmp_path) + [
             "--task_name=multilabel", "--data_dir=%s" % trained["data"],
@@ -291,6 +293,8 @@ def test_eval_again_from_the_checkpoint_trimmed_or_not(trained, tmp_path):
         np.testing.assert_allclose(probabilities,
                                    _probabilities(trained["out"] / "test_results.tsv"),
                                    atol=1e-5, rtol=0)
+    np.testing.assert_allclose(results["bf16"][1], results["trim"][1], atol=0.05, rtol=0)
+    assert float(results["bf16"][0]["eval_micro_f1"]) > 0.9
     assert results["high"][0]["eval_loss"] == trained_result["eval_loss"]
     assert results["high"][0]["eval_micro_recall"] != trained_result["eval_micro_recall"]
 
