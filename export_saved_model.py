@@ -41,7 +41,11 @@ Signatures (B = batch, S = --max_seq_length, H = hidden size, L = layers):
     run_classifier writes to test_results.tsv), logits, predicted_label [B] (the name
     of the most probable label) and labels [B, num_labels] (the task's label names, in
     output order, repeated for every row). A regression task (sts-b) outputs
-    predictions [B] and logits instead.
+    predictions [B] and logits instead. --task_name=multilabel (labels: --labels_file,
+    else the label_list.txt beside --init_checkpoint): probabilities [B, num_labels]
+    (a sigmoid per label, run_classifier's test_results.tsv), logits, labels,
+    predicted [B, num_labels] bool (probability >= --threshold) and predicted_labels
+    [B] (the predicted names joined by ",", in label order; "" for none).
 
   --model_type=tagger (a run_ner model; one window of S - 2 pieces)
     serving_default(text: string [B]) -> per word (BasicTokenizer's words, the way
@@ -100,6 +104,7 @@ import tensorflow as tf
 import checkpoints
 import flags_common
 import glue_data
+import multilabel_data
 import ner_data
 import pooling
 import serving
@@ -135,9 +140,11 @@ def define_flags(fv):
     flags.DEFINE_string("xnli_language", "zh", "Language of --task_name=xnli.",
                         flag_values=fv)
     flags.DEFINE_string("labels_file", None,
-                        "--model_type=tagger: the tag list (default: label_list.txt beside "
-                        "--init_checkpoint, as run_ner writes it in its --output_dir).",
+                        "--model_type=tagger, or classifier with --task_name=multilabel: the "
+                        "label list (default: label_list.txt beside --init_checkpoint, as "
+                        "run_ner and run_classifier write it in their --output_dir).",
                         flag_values=fv)
+    multilabel_data.define_flags(fv, labels_file=False)  # --threshold
     flags.DEFINE_bool("feature_based", False, "--model_type=tagger: a run_ner "
                       "--feature_based model (give its --layers and --lstm_units too).",
                       flag_values=fv)
@@ -234,7 +241,7 @@ def write_saved_model(module, export_dir, info):
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           pooling_spec=None):
+           pooling_spec=None, threshold=None):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -243,6 +250,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         tag list.
       feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
+      threshold: a multi-label classifier (sigmoid outputs): its --threshold.
     """
     num_labels = len(labels) if labels is not None else None
     model = serving.build_model(model_type, bert_config, num_labels,
@@ -257,7 +265,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         module = serving.ServingModule(
             model_type, model, tokenizer, max_seq_length, labels=labels,
             max_query_length=max_query_length, max_answer_length=max_answer_length,
-            n_best_size=n_best_size, pooling_spec=pooling_spec)
+            n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold)
         info = {
             "model_type": model_type,
             "do_lower_case": bool(do_lower_case),
@@ -269,6 +277,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         }
         if labels is not None:
             info["labels"] = [None if label is None else str(label) for label in labels]
+        if threshold is not None:
+            info["multilabel_threshold"] = threshold
         if pooling_spec is not None:
             info["sentence_embedding"] = pooling_spec.to_dict()
         if model_type == "squad":
@@ -289,7 +299,9 @@ def run(fv):
                   max_query_length=fv.max_query_length,
                   max_answer_length=fv.max_answer_length, n_best_size=fv.n_best_size,
                   feature_layers=layers, lstm_units=fv.lstm_units,
-                  pooling_spec=_pooling_spec(fv, bert_config))
+                  pooling_spec=_pooling_spec(fv, bert_config),
+                  threshold=(fv.threshold if fv.model_type == "classifier"
+                             and multilabel_data.is_multilabel(fv.task_name) else None))
 
 
 def _pooling_spec(fv, bert_config):
@@ -309,7 +321,9 @@ def _check_flags(fv):
     if fv.model_type == "classifier":
         if not fv.task_name:
             raise ValueError("--task_name is required with --model_type=classifier")
-        labels = list(glue_data.get_processor(fv.task_name, fv.xnli_language).get_labels())
+        labels = (multilabel_data.labels_for_export(fv)
+                  if multilabel_data.is_multilabel(fv.task_name) else
+                  list(glue_data.get_processor(fv.task_name, fv.xnli_language).get_labels()))
     elif fv.model_type == "tagger":
         labels = _tagger_labels(fv)
     tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)

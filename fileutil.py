@@ -2,6 +2,7 @@
 
 - `atomic_open`: outputs appear under their name only once complete;
 - `write_eval_results`: eval_results.txt in the reference's `key = value` form;
+- `write_label_list` / `read_label_list`: a run's label_list.txt (or a --labels_file);
 - `prepare_output_dir`: an --output_dir that can be written, checked up front;
 - `expand_input_files`: comma-separated globs, as the reference's --input_file;
 - `output_files`: a list of output files, or PREFIX-00000-of-0000N names.
@@ -54,6 +55,44 @@ def write_eval_results(path, results):
         for key in sorted(results):
             logging.info("  %s = %s", key, str(results[key]))
             f.write("%s = %s\n" % (key, str(results[key])))
+
+
+# The label list a training run leaves beside its checkpoints (run_ner, multilabel).
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def write_label_list(path, labels):
+    """Writes a label list, one label per line (read back by read_label_list)."""
+    with atomic_open(path, "w") as f:
+        f.write("".join(label + "\n" for label in labels))
+
+
+def read_label_list(path, forbidden=""):
+    """The labels of a file, one per line, in file order (blank lines skipped, labels
+    stripped): distinct, at least one, none holding a character of `forbidden`.
+    Errors name the file and the line."""
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            lines = f.read().splitlines()
+    except tf.errors.NotFoundError:
+        raise ValueError("%s: no such labels file" % path) from None
+    first_line = {}
+    for number, line in enumerate(lines, 1):
+        label = line.strip()
+        if not label:
+            continue
+        bad = [c for c in forbidden if c in label]
+        if bad:
+            raise ValueError("%s, line %d: label %r contains %r, which a label may not hold"
+                             % (path, number, label, bad[0]))
+        if label in first_line:
+            raise ValueError("%s, line %d: label %r is listed twice (first on line %d); "
+                             "expected distinct labels, one per line"
+                             % (path, number, label, first_line[label]))
+        first_line[label] = number
+    if not first_line:
+        raise ValueError("%s: no labels (expected one label per line)" % path)
+    return list(first_line)
 
 
 def prepare_output_dir(path, flag="--output_dir"):

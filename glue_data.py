@@ -91,6 +91,8 @@ class DataProcessor(object):
 
     # True for tasks whose label is a real number (one model output, MSE loss).
     is_regression = False
+    # True for tasks whose label is a set of names (multilabel_data.py).
+    is_multilabel = False
 
     def get_train_examples(self, data_dir):
         """The `InputExample`s of the training set."""
@@ -137,6 +139,9 @@ class DataProcessor(object):
                 # nan / inf would turn the loss and every metric into nan.
                 raise ValueError("%s: label %r is not a finite number" % (_where(row), label))
             return label
+        if not label.strip():
+            raise ValueError("%s: the label is empty; each row needs one of the task's labels "
+                             "%s" % (_where(row), self.get_labels()))
         if label not in self.get_labels():
             raise ValueError("%s: label %r is not one of the task's labels %s"
                              % (_where(row), label, self.get_labels()))
@@ -523,6 +528,21 @@ _TASK_METRICS = {
 }
 
 
+def loss_metrics(per_example_loss, is_real_example, batch_ids):
+    """eval_loss (mean per-example loss of the real rows) and loss (the mean over
+    batches of each batch's mean over its real rows), numpy float32."""
+    real = np.asarray(is_real_example) > 0
+    losses = np.asarray(per_example_loss, np.float64)[real]
+    batch_ids = np.asarray(batch_ids, np.int64)[real]
+    batch_sums = np.bincount(batch_ids, weights=losses)
+    batch_sizes = np.bincount(batch_ids)
+    batch_means = batch_sums[batch_sizes > 0] / batch_sizes[batch_sizes > 0]
+    return {
+        "eval_loss": np.float32(losses.mean() if losses.size else 0.0),
+        "loss": np.float32(batch_means.mean() if batch_means.size else 0.0),
+    }
+
+
 def eval_metrics(processor, per_example_loss, label_ids, outputs, is_real_example,
                  batch_ids):
     """The eval_results.txt values, computed the way the original Estimator did.
@@ -533,17 +553,9 @@ def eval_metrics(processor, per_example_loss, label_ids, outputs, is_real_exampl
     eval_pearson and eval_spearman). Float values are numpy float32.
     """
     real = np.asarray(is_real_example) > 0
-    losses = np.asarray(per_example_loss, np.float64)[real]
     labels = np.asarray(label_ids)[real]
     outputs = np.asarray(outputs)[real]
-    batch_ids = np.asarray(batch_ids, np.int64)[real]
-    batch_sums = np.bincount(batch_ids, weights=losses)
-    batch_sizes = np.bincount(batch_ids)
-    batch_means = batch_sums[batch_sizes > 0] / batch_sizes[batch_sizes > 0]
-    result = {
-        "eval_loss": np.float32(losses.mean() if losses.size else 0.0),
-        "loss": np.float32(batch_means.mean() if batch_means.size else 0.0),
-    }
+    result = loss_metrics(per_example_loss, is_real_example, batch_ids)
     wanted = _TASK_METRICS.get(type(processor), ())
     if processor.is_regression:
         if "pearson" in wanted:

@@ -35,7 +35,7 @@ import input_pipeline
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
-LABELS_FILE_NAME = "label_list.txt"
+LABELS_FILE_NAME = fileutil.LABEL_LIST_FILE
 
 # Columns are split on ASCII blanks only, and lines on "\n" only (as conlleval does):
 # Python's own split() and splitlines() also break on characters such as U+0085 or
@@ -137,22 +137,9 @@ def labels_from(conll_file):
     return ([OUTSIDE] if OUTSIDE in tags else []) + sorted(tags - {OUTSIDE})
 
 
-def write_labels(path, labels):
-    """Writes the label list, one per line (read back by read_labels)."""
-    with fileutil.atomic_open(path, "w") as f:
-        f.write("".join(label + "\n" for label in labels))
-
-
-def read_labels(path):
-    """The label list of a file written by write_labels (or a user's --labels_file)."""
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            labels = [line.strip() for line in f.read().splitlines() if line.strip()]
-    except tf.errors.NotFoundError:
-        raise ValueError("%s: no such labels file" % path) from None
-    if not labels or len(set(labels)) != len(labels):
-        raise ValueError("%s: expected distinct labels, one per line" % path)
-    return labels
+# The label list file: one per line, distinct (a user's --labels_file too).
+write_labels = fileutil.write_label_list
+read_labels = fileutil.read_label_list
 
 
 def check_tags(conll_file, labels):

@@ -5,7 +5,8 @@ the same task names (cola, mnli, mrpc, xnli) and the same outputs in
 --output_dir (train/eval/predict .tf_record files, eval_results.txt,
 test_results.tsv). Added here: the other GLUE tasks (sst-2, qqp, qnli, rte,
 wnli and the regression task sts-b), --xnli_language, extra GLUE metrics in
-eval_results.txt, and the TF2 distribution/precision flags of flags_common.
+eval_results.txt, the TF2 distribution/precision flags of flags_common, and
+--task_name=multilabel (several labels per text; multilabel_data.py).
 
 Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
@@ -30,6 +31,7 @@ from glue_data import (  # noqa: F401  pylint: disable=unused-import
 import input_pipeline
 import heads
 import modeling
+import multilabel_data
 import tokenization
 import tf1_variables
 import training
@@ -63,6 +65,7 @@ def define_flags(fv):
         "xnli_language", "zh",
         "Language of the XNLI data used by --task_name=xnli (the original code always "
         "used zh).", flag_values=fv)
+    multilabel_data.define_flags(fv)  # --labels_file, --threshold (--task_name=multilabel)
     flags_common.define_training_flags(fv)
 
 
@@ -186,7 +189,8 @@ def run(fv):
     runner = training.runner_from_flags(
         fv, lambda: create_model(bert_config, len(processor.get_labels()), fv.use_tpu),
         num_train_steps, num_warmup_steps)
-    task = _Task(processor, tokenizer, fv.max_seq_length)
+    task_class = multilabel_data.MultiLabelTask if processor.is_multilabel else _Task
+    task = task_class(processor, tokenizer, fv.max_seq_length)
 
     if fv.do_train:
         train_file = os.path.join(fv.output_dir, "train.tf_record")
@@ -202,7 +206,8 @@ def run(fv):
 def _check_flags(fv):
     """Checks the flags before any work; returns (processor, bert_config)."""
     bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
-    return get_processor(fv.task_name, fv.xnli_language), bert_config
+    processor = multilabel_data.processor_from_flags(fv)  # None unless multilabel
+    return processor or get_processor(fv.task_name, fv.xnli_language), bert_config
 
 
 class _Task(object):
@@ -237,6 +242,11 @@ class _Task(object):
                 "label_ids": features["label_ids"],
                 "is_real_example": features["is_real_example"]}
 
+    def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
+        """The eval_results.txt values (glue_data.eval_metrics)."""
+        return eval_metrics(self.processor, per_example_loss, label_ids, outputs,
+                            is_real_example, batch_ids)
+
     def ordered_dataset(self, path, batch_size, trim_padding=False):
         """dataset_fn reading `path` once, the last batch padded (not dropped).
 
@@ -267,8 +277,8 @@ def _evaluate(fv, runner, task, examples):
     num_real = int(np.sum(merged["is_real_example"] > 0))
     if num_real != len(examples):
         raise RuntimeError("evaluated %d examples, expected %d" % (num_real, len(examples)))
-    result = eval_metrics(task.processor, merged["per_example_loss"], merged["label_ids"],
-                          merged["outputs"], merged["is_real_example"], merged["batch_ids"])
+    result = task.metrics(merged["per_example_loss"], merged["label_ids"], merged["outputs"],
+                          merged["is_real_example"], merged["batch_ids"])
     result["global_step"] = runner.global_step
     fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
     return result

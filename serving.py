@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import heads
 import modeling
+import multilabel_data
 import pooling
 import tokenization_graph
 
@@ -183,8 +184,9 @@ class ServingModule(tf.Module):
 
     def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
                  max_query_length=64, max_answer_length=30, n_best_size=20,
-                 pooling_spec=None):
+                 pooling_spec=None, threshold=None):
         super().__init__(name="bert_serving")
+        self.threshold = threshold  # set: a multi-label classifier (sigmoid outputs)
         self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
         self.model_type = model_type
         self.tokenizer = tokenizer
@@ -272,6 +274,8 @@ class ServingModule(tf.Module):
         logits = tf.cast(out["logits"], tf.float32)
         if self.regression:
             return {"predictions": logits[:, 0], "logits": logits}
+        if self.threshold is not None:
+            return multilabel_data.serving_outputs(logits, self.labels, self.threshold)
         probabilities = tf.nn.softmax(logits, axis=-1)
         names = tf.constant(self.labels)
         batch = tf.shape(logits)[0]

@@ -9,8 +9,8 @@ MODULES = [
     "squad_results", "pretraining_records", "pretraining_shards", "pretraining_corpus",
     "pretraining_draws", "pretraining_beam", "tokenization_graph",
     "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
-    "multiple_choice_data", "heads", "fused_update", "tf1_variables", "pooling",
-    "word_boundaries",
+    "multiple_choice_data", "multilabel_data", "heads", "fused_update", "tf1_variables",
+    "pooling", "word_boundaries",
 ]
 
 SCRIPTS = {

@@ -167,7 +167,8 @@ def test_labels_round_trip(tmp_path):
     path = str(tmp_path / "label_list.txt")
     ner_data.write_labels(path, labels)
     assert ner_data.read_labels(path) == labels
-    with pytest.raises(ValueError, match=r"twice\.txt: expected distinct labels"):
+    with pytest.raises(ValueError, match=r"twice\.txt, line 3: label 'O' is listed twice.*"
+                                         r"expected distinct labels"):
         ner_data.read_labels(write(tmp_path / "twice.txt", "O\nB-PER\nO\n"))
     with pytest.raises(ValueError, match=r"nolabels\.txt: no such labels file"):
         ner_data.read_labels(str(tmp_path / "nolabels.txt"))

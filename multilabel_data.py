@@ -1,0 +1,395 @@
+"""Multi-label classification (--task_name=multilabel): data, records, loss, metrics, serving.
+
+Each example carries a set of labels, possibly empty. The files in --data_dir:
+- train.tsv, dev.tsv: `text<TAB>label1,label2` per line, no header; an empty second
+  column (the tab still there) means no label; spaces around a label are dropped;
+- test.tsv: `text` per line (a second column, if there, is ignored).
+A line without text is an error naming file and line, as is a dev (or, with
+--labels_file, a train) label outside the label list.
+
+The label list (the model's output order) is --labels_file (one per line), else every
+label of train.tsv sorted. A training run saves it as output_dir/label_list.txt
+(LABELS_FILE_NAME); runs that do not train read it from there, else from beside
+--init_checkpoint (checkpoints.file_beside), and so does export_saved_model.
+
+The model is run_classifier's (heads.BertClassifier, one logit per label); each label is
+a separate yes/no: probability = sigmoid(logit), loss = binary cross-entropy averaged
+over the labels, then over the batch; a label is predicted when its probability is at
+least --threshold. The records store the label set as a multi-hot vector shaped
+[1, num_labels]: never [max_seq_length], so trimmed batches never cut it as a
+per-token feature.
+"""
+import os
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+import checkpoints
+import fileutil
+import glue_data
+import input_pipeline
+import tokenization
+
+TASK_NAME = "multilabel"
+LABELS_FILE_NAME = fileutil.LABEL_LIST_FILE
+LABEL_SEPARATOR = ","
+_TOKENIZE_CHUNK = 2048
+
+
+# ---------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------
+
+def define_flags(fv, labels_file=True):
+    """--threshold (and --labels_file unless the caller defines its own)."""
+    if labels_file:
+        flags.DEFINE_string(
+            "labels_file", None,
+            "--task_name=multilabel: the label list, one per line, in output order (default: "
+            "the labels of train.tsv, sorted; without --do_train the label_list.txt of "
+            "--output_dir or beside --init_checkpoint).", flag_values=fv)
+    flags.DEFINE_float(
+        "threshold", 0.5,
+        "--task_name=multilabel: a label is predicted when its probability is at least "
+        "this (between 0 and 1, exclusive).", flag_values=fv)
+
+
+def is_multilabel(task_name):
+    """True for --task_name=multilabel (case-insensitive)."""
+    return bool(task_name) and task_name.lower() == TASK_NAME
+
+
+def check_threshold(threshold):
+    """--threshold must lie strictly between 0 and 1."""
+    if not 0.0 < threshold < 1.0:  # also refuses nan
+        raise ValueError("--threshold=%s must be between 0 and 1 (exclusive)" % threshold)
+
+
+def processor_from_flags(fv):
+    """The MultiLabelProcessor of run_classifier's flags, or None for the other tasks.
+
+    Checks --threshold and --labels_file, and resolves the label list now when the
+    run does not train (see the module docstring).
+    """
+    if not is_multilabel(fv.task_name):
+        if fv.labels_file:
+            raise ValueError("--labels_file is read by --task_name=%s only (the %s task has "
+                             "fixed labels)" % (TASK_NAME, fv.task_name))
+        return None
+    check_threshold(fv.threshold)
+    if getattr(fv, "long_text", "truncate") != "truncate":
+        raise ValueError("--long_text=%s is not available with --task_name=%s"
+                         % (fv.long_text, TASK_NAME))
+    saved = os.path.join(fv.output_dir, LABELS_FILE_NAME)
+    labels = read_labels(fv.labels_file) if fv.labels_file else None
+    if labels is None and not fv.do_train:
+        labels = saved_labels(saved, fv.init_checkpoint)
+        if labels is None:
+            raise ValueError(
+                "--task_name=%s without --do_train needs the label list: pass --labels_file, "
+                "or an --output_dir or --init_checkpoint holding the %s of a training run"
+                % (TASK_NAME, LABELS_FILE_NAME))
+    return MultiLabelProcessor(labels, threshold=fv.threshold,
+                               saved_labels_path=saved if fv.do_train else None)
+
+
+def labels_for_export(fv):
+    """export_saved_model's label list: --labels_file, else label_list.txt beside the model."""
+    check_threshold(fv.threshold)
+    labels = (read_labels(fv.labels_file) if fv.labels_file
+              else saved_labels(None, fv.init_checkpoint))
+    if labels is None:
+        raise ValueError("--task_name=%s needs the label list: pass --labels_file (no %s "
+                         "beside --init_checkpoint)" % (TASK_NAME, LABELS_FILE_NAME))
+    return labels
+
+
+# ---------------------------------------------------------------------------
+# The label list
+# ---------------------------------------------------------------------------
+
+def read_labels(path):
+    """The label list of a --labels_file or label_list.txt (fileutil.read_label_list);
+    a label may not hold the "," that separates labels in the data files."""
+    return fileutil.read_label_list(path, forbidden=LABEL_SEPARATOR)
+
+
+def saved_labels(saved_path, init_checkpoint):
+    """The label_list.txt at `saved_path`, else beside `init_checkpoint`; None if neither."""
+    for path in (saved_path, checkpoints.file_beside(init_checkpoint, LABELS_FILE_NAME)):
+        if path and tf.io.gfile.exists(path):
+            return read_labels(path)
+    return None
+
+
+def parse_label_cell(cell):
+    """The label set of a train/dev cell: comma-separated, blanks dropped, sorted."""
+    return tuple(sorted({part.strip() for part in cell.split(LABEL_SEPARATOR)} - {""}))
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+class MultiLabelProcessor(glue_data.DataProcessor):
+    """train.tsv / dev.tsv / test.tsv of --task_name=multilabel (see the module docstring).
+
+    An example's label is a tuple of label names (sorted, maybe empty); test examples
+    carry the empty tuple.
+    """
+
+    is_multilabel = True
+
+    def __init__(self, labels=None, threshold=0.5, saved_labels_path=None):
+        self._labels = None if labels is None else list(labels)
+        self.threshold = threshold
+        # Where a training run keeps its label list (and finds a resumed run's).
+        self.saved_labels_path = saved_labels_path
+
+    def get_labels(self):
+        """The label list; known once train.tsv is read unless it was given."""
+        if self._labels is None:
+            raise ValueError("the %s label list is not known before train.tsv is read"
+                             % TASK_NAME)
+        return list(self._labels)
+
+    def get_train_examples(self, data_dir):
+        """The examples of train.tsv; without a given list, its labels become the list."""
+        path = os.path.join(data_dir, "train.tsv")
+        examples = self._read(path, "train", with_labels=True)
+        labels = self._labels
+        if labels is None:
+            labels = sorted({label for example in examples for label in example.label})
+            if not labels:
+                raise ValueError("%s: no example has a label, so the label list is empty "
+                                 "(give it with --labels_file)" % path)
+        saved = self.saved_labels_path
+        # Resuming keeps the label order of the checkpoints in output_dir.
+        if saved and tf.io.gfile.exists(saved) and read_labels(saved) != labels:
+            raise ValueError("%s lists other labels (%s) than this run (%s): use a new "
+                             "--output_dir" % (saved, ",".join(read_labels(saved)),
+                                               ",".join(labels)))
+        self._labels = labels
+        return examples
+
+    def get_dev_examples(self, data_dir):
+        """The examples of dev.tsv (every label must be in the label list)."""
+        return self._read(os.path.join(data_dir, "dev.tsv"), "dev", with_labels=True)
+
+    def get_test_examples(self, data_dir):
+        """The examples of test.tsv (first column; no labels)."""
+        return self._read(os.path.join(data_dir, "test.tsv"), "test", with_labels=False)
+
+    def save_labels(self):
+        """Writes the label list beside a training run's checkpoints."""
+        if self.saved_labels_path:
+            fileutil.write_label_list(self.saved_labels_path, self.get_labels())
+
+    def _read(self, path, set_name, with_labels):
+        known = None if self._labels is None else set(self._labels)
+        examples = []
+        for index, row in enumerate(self._read_tsv(path)):
+            text = tokenization.convert_to_unicode(row[0]) if row else ""
+            if not text.strip():
+                raise ValueError("%s: the line has no text" % row.where())
+            labels = ()
+            if with_labels:
+                if len(row) != 2:
+                    raise ValueError("%s: expected 2 tab-separated columns (text, then the "
+                                     "labels separated by %r), found %d"
+                                     % (row.where(), LABEL_SEPARATOR, len(row)))
+                labels = parse_label_cell(tokenization.convert_to_unicode(row[1]))
+                unknown = [label for label in labels if known is not None and label not in known]
+                if unknown:
+                    raise ValueError("%s: label %r is not in the label list (%s)"
+                                     % (row.where(), unknown[0], ",".join(self._labels)))
+            examples.append(glue_data.InputExample("%s-%d" % (set_name, index), text,
+                                                   label=labels))
+        return examples
+
+
+# ---------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------
+
+def multi_hot(label_names, label_list):
+    """[num_labels] 0/1 list: 1 at the index of every name in `label_names`."""
+    index = {label: i for i, label in enumerate(label_list)}
+    vector = [0] * len(label_list)
+    for name in label_names:
+        if name not in index:
+            raise ValueError("label %r is not in the label list (%s)"
+                             % (name, ",".join(label_list)))
+        vector[index[name]] = 1
+    return vector
+
+
+def record_spec(seq_length, num_labels):
+    """Feature spec of write_records' files: run_classifier's, label_ids [1, num_labels]."""
+    spec = input_pipeline.classifier_features(seq_length)
+    spec["label_ids"] = tf.io.FixedLenFeature([1, num_labels], tf.int64)
+    return spec
+
+
+def _token_chunks(texts, tokenizer):
+    """The WordPieces of `texts`, a chunk at a time (the tokenizer's batch path if any)."""
+    batch = getattr(tokenizer, "tokenize_batch", None)
+    for start in range(0, len(texts), _TOKENIZE_CHUNK):
+        chunk = texts[start:start + _TOKENIZE_CHUNK]
+        if batch is not None:
+            yield from (list(pieces) for pieces in batch(chunk))
+        else:
+            yield from (tokenizer.tokenize(text) for text in chunk)
+
+
+def write_records(examples, label_list, max_seq_length, tokenizer, path):
+    """Writes the records of `examples` ([CLS] text [SEP], cut to fit) to `path`."""
+    with input_pipeline.RecordWriter(path) as writer:
+        pieces = _token_chunks([example.text_a for example in examples], tokenizer)
+        for number, (example, tokens) in enumerate(zip(examples, pieces)):
+            tokens, input_ids, input_mask, segment_ids = input_pipeline.pack_pair(
+                tokens, None, max_seq_length, tokenizer)
+            if number < 3:
+                logging.info("*** Example *** guid: %s labels: %s tokens: %s", example.guid,
+                             LABEL_SEPARATOR.join(example.label),
+                             " ".join(tokenization.printable_text(t) for t in tokens))
+            writer.write({
+                "input_ids": input_pipeline.int_feature(input_ids),
+                "input_mask": input_pipeline.int_feature(input_mask),
+                "segment_ids": input_pipeline.int_feature(segment_ids),
+                "label_ids": input_pipeline.int_feature(multi_hot(example.label, label_list)),
+                "is_real_example": input_pipeline.int_feature([1]),
+            })
+    return writer.num_written
+
+
+# ---------------------------------------------------------------------------
+# Loss and metrics
+# ---------------------------------------------------------------------------
+
+def compute_loss(logits, label_ids):
+    """(mean loss, per-example loss, probabilities [B, L]) of sigmoid outputs.
+
+    label_ids: the multi-hot labels, [B, L] or the records' [B, 1, L]. The
+    per-example loss is the binary cross-entropy averaged over the labels.
+    """
+    logits = tf.cast(logits, tf.float32)
+    labels = tf.cast(tf.reshape(label_ids, tf.shape(logits)), tf.float32)
+    per_label = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+    per_example = tf.reduce_mean(per_label, axis=-1)
+    return tf.reduce_mean(per_example), per_example, tf.sigmoid(logits)
+
+
+def _ratio(numerator, denominator):
+    """numerator / denominator, 0 where the denominator is 0 (sklearn's zero_division=0)."""
+    numerator = np.asarray(numerator, np.float64)
+    denominator = np.asarray(denominator, np.float64)
+    return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), 0.0)
+
+
+def label_set_metrics(true, predicted, label_list):
+    """Micro / macro precision, recall, F1, subset accuracy and per-label F1.
+
+    true, predicted: [N, L] 0/1 (or bool) arrays. Every 0/0 is 0, as scikit-learn's
+    zero_division=0: a label never predicted has precision 0, one never true recall
+    0, and one neither true nor predicted F1 0 (it still counts in the macro means).
+    Keys as in eval_results.txt; values numpy float32.
+    """
+    true = np.asarray(true).astype(bool).reshape(-1, len(label_list))
+    predicted = np.asarray(predicted).astype(bool).reshape(-1, len(label_list))
+    tp = np.sum(true & predicted, axis=0)
+    fp = np.sum(~true & predicted, axis=0)
+    fn = np.sum(true & ~predicted, axis=0)
+    f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+    result = {
+        "eval_micro_precision": _ratio(tp.sum(), tp.sum() + fp.sum()),
+        "eval_micro_recall": _ratio(tp.sum(), tp.sum() + fn.sum()),
+        "eval_micro_f1": _ratio(2 * tp.sum(), 2 * tp.sum() + fp.sum() + fn.sum()),
+        "eval_macro_precision": np.mean(_ratio(tp, tp + fp)) if len(label_list) else 0.0,
+        "eval_macro_recall": np.mean(_ratio(tp, tp + fn)) if len(label_list) else 0.0,
+        "eval_macro_f1": np.mean(f1) if len(label_list) else 0.0,
+        "eval_subset_accuracy": np.mean(np.all(true == predicted, axis=1)) if len(true) else 0.0,
+    }
+    for label, value in zip(label_list, f1):
+        result["eval_f1_label_%s" % label] = value
+    return {key: np.float32(value) for key, value in result.items()}
+
+
+class MultiLabelTask(object):
+    """run_classifier's train / evaluate / predict pieces for --task_name=multilabel.
+
+    The interface of run_classifier's own task object: label_list, spec,
+    write_features, loss_fn, predict_fn, ordered_dataset, metrics.
+    """
+
+    regression = False
+
+    def __init__(self, processor, tokenizer, max_seq_length):
+        self.processor = processor
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.label_list = processor.get_labels()
+        self.spec = record_spec(max_seq_length, len(self.label_list))
+        # Every data file is read by now: a training run keeps its labels beside its
+        # checkpoints, for the runs and exports that use them later.
+        processor.save_labels()
+
+    def write_features(self, examples, path):
+        """Writes the TFRecord file of `examples` to `path`."""
+        write_records(examples, self.label_list, self.max_seq_length, self.tokenizer, path)
+
+    def loss_fn(self, model, features, is_training):
+        """The training loss of one replica's batch (see training.Runner.train)."""
+        loss, _, _ = compute_loss(model(features, training=is_training)["logits"],
+                                  features["label_ids"])
+        return loss, {}
+
+    def predict_fn(self, model, features):
+        """Per-example loss, per-label probabilities and the multi-hot labels [B, L]."""
+        logits = model(features, training=False)["logits"]
+        _, per_example, probabilities = compute_loss(logits, features["label_ids"])
+        return {"per_example_loss": per_example, "outputs": probabilities,
+                "label_ids": tf.reshape(features["label_ids"], tf.shape(probabilities)),
+                "is_real_example": features["is_real_example"]}
+
+    def ordered_dataset(self, path, batch_size, trim_padding=False):
+        """dataset_fn reading `path` once, in order, the last batch padded."""
+        return input_pipeline.dataset_fn_for([path], self.spec, batch_size, is_training=False,
+                                             trim_padding=trim_padding)
+
+    def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
+        """eval_results.txt: run_classifier's eval_loss / loss and label_set_metrics."""
+        result = glue_data.loss_metrics(per_example_loss, is_real_example, batch_ids)
+        real = np.asarray(is_real_example) > 0
+        result.update(label_set_metrics(
+            np.asarray(label_ids)[real],
+            np.asarray(outputs)[real] >= self.processor.threshold, self.label_list))
+        return result
+
+
+# ---------------------------------------------------------------------------
+# Serving (export_saved_model --model_type=classifier --task_name=multilabel)
+# ---------------------------------------------------------------------------
+
+def serving_outputs(logits, labels, threshold):
+    """The served outputs of a multi-label classifier's float32 logits [B, L].
+
+    probabilities [B, L] (sigmoid: run_classifier's test_results.tsv values), logits,
+    labels [B, L] (names in output order), predicted [B, L] bool (probability >=
+    threshold) and predicted_labels [B] (the predicted names joined by ",", in label
+    order; "" for none).
+    """
+    probabilities = tf.sigmoid(logits)
+    predicted = probabilities >= threshold
+    names = tf.tile(tf.constant(list(labels))[tf.newaxis, :], [tf.shape(logits)[0], 1])
+    chosen = tf.ragged.boolean_mask(names, predicted)
+    return {
+        "probabilities": probabilities,
+        "logits": logits,
+        "labels": names,
+        "predicted": predicted,
+        "predicted_labels": tf.strings.reduce_join(chosen, axis=1,
+                                                   separator=LABEL_SEPARATOR),
+    }
