@@ -92,6 +92,7 @@ In-graph tokenization: see tokenization_graph.py (core TensorFlow ops, exactly
 FullTokenizer's ids; tensorflow_text is not needed to export, load or serve).
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+import contextlib
 import json
 import os
 import tempfile
@@ -100,6 +101,7 @@ import unicodedata
 from absl import flags
 from absl import logging
 import tensorflow as tf
+import tf_keras
 
 import checkpoints
 import flags_common
@@ -238,6 +240,16 @@ def write_saved_model(module, export_dir, info):
     return export_dir
 
 
+@contextlib.contextmanager
+def _float32_policy():
+    policy = tf_keras.mixed_precision.global_policy()
+    tf_keras.mixed_precision.set_global_policy("float32")
+    try:
+        yield
+    finally:
+        tf_keras.mixed_precision.set_global_policy(policy)
+
+
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
@@ -252,39 +264,42 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
     """
-    num_labels = len(labels) if labels is not None else None
-    model = serving.build_model(model_type, bert_config, num_labels,
-                                feature_layers=feature_layers, lstm_units=lstm_units)
-    load_weights(model, init_checkpoint, model_type)
-    with tempfile.TemporaryDirectory() as asset_dir:
-        tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
-        if tokenizer.vocab_size > bert_config.vocab_size:
-            raise ValueError("the vocabulary %s has %d entries but the model only %d "
-                             "(vocab_size in bert_config.json)"
-                             % (vocab_file, tokenizer.vocab_size, bert_config.vocab_size))
-        module = serving.ServingModule(
-            model_type, model, tokenizer, max_seq_length, labels=labels,
-            max_query_length=max_query_length, max_answer_length=max_answer_length,
-            n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold)
-        info = {
-            "model_type": model_type,
-            "do_lower_case": bool(do_lower_case),
-            "max_seq_length": max_seq_length,
-            "bert_config": bert_config.to_dict(),
-            "init_checkpoint": str(init_checkpoint),
-            "signatures": sorted(module.signatures()),
-            "unicode_version": unicodedata.unidata_version,
-        }
-        if labels is not None:
-            info["labels"] = [None if label is None else str(label) for label in labels]
-        if threshold is not None:
-            info["multilabel_threshold"] = threshold
-        if pooling_spec is not None:
-            info["sentence_embedding"] = pooling_spec.to_dict()
-        if model_type == "squad":
-            info.update(max_query_length=max_query_length, max_answer_length=max_answer_length,
-                        n_best_size=n_best_size)
-        write_saved_model(module, export_dir, info)
+    # Served models compute in float32, whatever policy a run in the same process left
+    # behind (--dtype=bf16 / fp16 set the global one).
+    with _float32_policy():
+        num_labels = len(labels) if labels is not None else None
+        model = serving.build_model(model_type, bert_config, num_labels,
+                                    feature_layers=feature_layers, lstm_units=lstm_units)
+        load_weights(model, init_checkpoint, model_type)
+        with tempfile.TemporaryDirectory() as asset_dir:
+            tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
+            if tokenizer.vocab_size > bert_config.vocab_size:
+                raise ValueError("the vocabulary %s has %d entries but the model only %d "
+                                 "(vocab_size in bert_config.json)"
+                                 % (vocab_file, tokenizer.vocab_size, bert_config.vocab_size))
+            module = serving.ServingModule(
+                model_type, model, tokenizer, max_seq_length, labels=labels,
+                max_query_length=max_query_length, max_answer_length=max_answer_length,
+                n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold)
+            info = {
+                "model_type": model_type,
+                "do_lower_case": bool(do_lower_case),
+                "max_seq_length": max_seq_length,
+                "bert_config": bert_config.to_dict(),
+                "init_checkpoint": str(init_checkpoint),
+                "signatures": sorted(module.signatures()),
+                "unicode_version": unicodedata.unidata_version,
+            }
+            if labels is not None:
+                info["labels"] = [None if label is None else str(label) for label in labels]
+            if threshold is not None:
+                info["multilabel_threshold"] = threshold
+            if pooling_spec is not None:
+                info["sentence_embedding"] = pooling_spec.to_dict()
+            if model_type == "squad":
+                info.update(max_query_length=max_query_length, max_answer_length=max_answer_length,
+                            n_best_size=n_best_size)
+            write_saved_model(module, export_dir, info)
     logging.info("Exported the %s model to %s", model_type, export_dir)
     return export_dir
 

@@ -10,6 +10,7 @@ import unicodedata
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 import checkpoints
 import export_saved_model as esm
@@ -376,6 +377,26 @@ def test_tiny_classifier_export(tiny):
     tokens = loaded.signatures["tokenize"](text=_encoded(["the cats sat", "", "un"]))
     assert tokens["num_tokens"].numpy().tolist() == [4, 0, 1]
     assert tokens["token_ids"].numpy().tolist() == [[4, 5, 12, 6], [-1] * 4, [16, -1, -1, -1]]
+
+
+def test_export_computes_in_float32_after_a_mixed_precision_run(tiny, tmp_path):
+    # A --dtype=bf16 run sets the process's global policy; an export after it in the
+    # same process still serves the float32 model (and leaves the policy as it was).
+    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        export_dir = tmp_path / "after_bf16"
+        _export(_export_argv("classifier", tiny["config_file"], tiny["root"] / "classifier",
+                             tiny["vocab"], export_dir, 16, ["--task_name=SST-2"]))
+        assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    finally:
+        tf_keras.mixed_precision.set_global_policy("float32")
+    texts = _encoded(["the cat sat on the mat", "a dog ran fast"])
+    got = tf.saved_model.load(str(export_dir)).signatures["serving_text_a"](text_a=texts)
+    want = tf.saved_model.load(str(tiny["export_dir"])).signatures["serving_text_a"](
+        text_a=texts)
+    assert got["logits"].dtype == tf.float32
+    np.testing.assert_allclose(got["logits"].numpy(), want["logits"].numpy(), atol=1e-6,
+                               rtol=0)
 
 
 class _SmallModule(tf.Module):
