@@ -41,7 +41,10 @@ Signatures (B = batch, S = --max_seq_length, H = hidden size, L = layers):
     run_classifier writes to test_results.tsv), logits, predicted_label [B] (the name
     of the most probable label) and labels [B, num_labels] (the task's label names, in
     output order, repeated for every row). A regression task (sts-b) outputs
-    predictions [B] and logits instead.
+    predictions [B] and logits instead. With --long_text=head_tail or windows (see
+    long_text.py) text_a is cut or windowed as run_classifier did; windows: logits are
+    the --window_pooling of the windows' logits, one row per input (serving_ids takes
+    packed windows and pools nothing).
 
   --model_type=tagger (a run_ner model; one window of S - 2 pieces)
     serving_default(text: string [B]) -> per word (BasicTokenizer's words, the way
@@ -100,6 +103,7 @@ import tensorflow as tf
 import checkpoints
 import flags_common
 import glue_data
+import long_text
 import ner_data
 import pooling
 import serving
@@ -134,6 +138,9 @@ def define_flags(fv):
                         "number of labels and their names.", flag_values=fv)
     flags.DEFINE_string("xnli_language", "zh", "Language of --task_name=xnli.",
                         flag_values=fv)
+    # --model_type=classifier: run_classifier's --long_text and its flags (default: the
+    # long_text.json the run left beside --init_checkpoint, else truncate).
+    long_text.define_flags(fv)
     flags.DEFINE_string("labels_file", None,
                         "--model_type=tagger: the tag list (default: label_list.txt beside "
                         "--init_checkpoint, as run_ner writes it in its --output_dir).",
@@ -234,7 +241,7 @@ def write_saved_model(module, export_dir, info):
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           pooling_spec=None):
+           pooling_spec=None, long_text_settings=None):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -243,6 +250,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         tag list.
       feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
+      long_text_settings: classifier: a long_text.LongText (None: truncate).
     """
     num_labels = len(labels) if labels is not None else None
     model = serving.build_model(model_type, bert_config, num_labels,
@@ -257,7 +265,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         module = serving.ServingModule(
             model_type, model, tokenizer, max_seq_length, labels=labels,
             max_query_length=max_query_length, max_answer_length=max_answer_length,
-            n_best_size=n_best_size, pooling_spec=pooling_spec)
+            n_best_size=n_best_size, pooling_spec=pooling_spec,
+            long_text=long_text_settings)
         info = {
             "model_type": model_type,
             "do_lower_case": bool(do_lower_case),
@@ -271,6 +280,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
             info["labels"] = [None if label is None else str(label) for label in labels]
         if pooling_spec is not None:
             info["sentence_embedding"] = pooling_spec.to_dict()
+        if long_text_settings is not None:
+            info["long_text"] = long_text_settings.to_dict()
         if model_type == "squad":
             info.update(max_query_length=max_query_length, max_answer_length=max_answer_length,
                         n_best_size=n_best_size)
@@ -289,7 +300,18 @@ def run(fv):
                   max_query_length=fv.max_query_length,
                   max_answer_length=fv.max_answer_length, n_best_size=fv.n_best_size,
                   feature_layers=layers, lstm_units=fv.lstm_units,
-                  pooling_spec=_pooling_spec(fv, bert_config))
+                  pooling_spec=_pooling_spec(fv, bert_config),
+                  long_text_settings=_long_text(fv))
+
+
+def _long_text(fv):
+    """A classifier's long_text.LongText (flags, else long_text.json), None for truncate."""
+    if fv.model_type != "classifier":
+        return None
+    settings = long_text.read_settings(
+        checkpoints.file_beside(fv.init_checkpoint, long_text.SETTINGS_FILE))
+    result = long_text.from_flags(fv, fv.max_seq_length, settings)
+    return None if result.mode == "truncate" else result
 
 
 def _pooling_spec(fv, bert_config):
@@ -317,6 +339,7 @@ def _check_flags(fv):
     bert_config.validate()
     if fv.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
+    _long_text(fv)  # its flags checked before any work
     if fv.model_type == "squad":
         for name in ("max_query_length", "max_answer_length", "n_best_size"):
             if getattr(fv, name) < 1:
