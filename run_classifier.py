@@ -171,8 +171,7 @@ def compute_loss(logits, label_ids, num_labels, regression=False):
 
 def run(fv):
     """Trains, evaluates and/or predicts as the do_* flags ask."""
-    processor, bert_config = _check_flags(fv)
-    settings = long_text.from_flags(fv, fv.max_seq_length)
+    processor, bert_config, settings = _check_flags(fv)
     fileutil.prepare_output_dir(fv.output_dir)
     tokenizer = flags_common.tokenizer_from_flags(fv)
     # Read (and so check) every data file the run needs before any work starts.
@@ -183,20 +182,23 @@ def run(fv):
         raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
     predict_examples = processor.get_test_examples(fv.data_dir) if fv.do_predict else None
     task = _Task(processor, tokenizer, fv.max_seq_length, settings)
-    if settings.mode != "truncate":  # for export_saved_model, beside the checkpoints
-        long_text.write_settings(fv.output_dir, settings)
     train_file = os.path.join(fv.output_dir, "train.tf_record")
-    # --long_text=windows: an epoch is a pass over every window of every example.
-    num_train = task.write_features(train_examples, train_file) if fv.do_train else 0
+    num_train = len(train_examples) if fv.do_train else 0
     num_train_steps, num_warmup_steps = (
         training.epoch_steps(num_train, fv, "training examples (%s)" % source)
         if fv.do_train else (0, 0))
+    if fv.do_train and settings.windows:  # an epoch: every window of every example
+        num_train = task.write_features(train_examples, train_file)
+        num_train_steps, num_warmup_steps = training.epoch_steps(num_train, fv)
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.runner_from_flags(
         fv, lambda: create_model(bert_config, len(processor.get_labels()), fv.use_tpu),
         num_train_steps, num_warmup_steps)
     if fv.do_train:
+        if not settings.windows:
+            task.write_features(train_examples, train_file)
+        long_text.write_settings(fv.output_dir, settings)  # for the export (not truncate)
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if settings.windows else []))
@@ -207,9 +209,10 @@ def run(fv):
 
 
 def _check_flags(fv):
-    """Checks the flags before any work; returns (processor, bert_config)."""
+    """Checks the flags before any work; returns (processor, bert_config, long_text)."""
     bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
-    return get_processor(fv.task_name, fv.xnli_language), bert_config
+    return (get_processor(fv.task_name, fv.xnli_language), bert_config,
+            long_text.from_flags(fv, fv.max_seq_length))
 
 
 class _Task(object):
