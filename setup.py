@@ -9,7 +9,7 @@ MODULES = [
     "squad_results", "pretraining_records", "pretraining_shards", "pretraining_corpus",
     "pretraining_draws", "pretraining_beam", "tokenization_graph",
     "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
-    "multiple_choice_data", "heads", "fused_update", "tf1_variables", "pooling",
+    "multiple_choice_data", "heads", "fused_update", "tf1_variables", "pooling", "long_text",
 ]
 
 SCRIPTS = {
