@@ -31,7 +31,8 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            vs sentence-transformers encode (the peer venv), sentences/s;
   long_text                benchmarks/bench_long_text.py: run_classifier --long_text
                            truncate / head_tail / windows on SQuAD-dev documents whose
-                           label is in their last paragraph: accuracy, documents/s (no peer).
+                           label is in their last paragraph: accuracy, documents/s (no peer;
+                           --full only).
 The last six read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
@@ -189,7 +190,8 @@ def plan(mode, steps, repeats):
         ("finetuning", dict(models=("minilm", "base") if full else ("minilm",))),
         ("packing", dict()),
         ("embeddings", dict(repeats=5)),
-        ("long_text", dict()),
+        # About 13 minutes on a loaded 2-core machine (three MiniLM fine-tuning runs).
+        ("long_text", dict()) if full else None,
     ]
 
 
