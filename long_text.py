@@ -227,7 +227,7 @@ def from_flags(fv, max_seq_length, settings=None):
                          "(the pieces of one window)" % (head, room))
     if stride is not None and not 1 <= stride <= room:
         raise ValueError("--doc_stride=%d must be between 1 and max_seq_length - 2 = %d "
-                         "(a larger stride would skip pieces)" % (stride, room))
+                         "(at most one window of pieces)" % (stride, room))
     if head is None:
         head = int(round(room * 128.0 / 510.0))
     if stride is None:
