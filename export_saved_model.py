@@ -46,6 +46,10 @@ Signatures (B = batch, S = --max_seq_length, H = hidden size, L = layers):
     (a sigmoid per label, run_classifier's test_results.tsv), logits, labels,
     predicted [B, num_labels] bool (probability >= --threshold) and predicted_labels
     [B] (the predicted names joined by ",", in label order; "" for none).
+    With --long_text=head_tail or windows (see
+    long_text.py) text_a is cut or windowed as run_classifier did; windows: logits are
+    the --window_pooling of the windows' logits, one row per input (serving_ids takes
+    packed windows and pools nothing).
 
   --model_type=tagger (a run_ner model; one window of S - 2 pieces)
     serving_default(text: string [B]) -> per word (BasicTokenizer's words, the way
@@ -106,6 +110,7 @@ import tf_keras
 import checkpoints
 import flags_common
 import glue_data
+import long_text
 import multilabel_data
 import ner_data
 import pooling
@@ -141,6 +146,9 @@ def define_flags(fv):
                         "number of labels and their names.", flag_values=fv)
     flags.DEFINE_string("xnli_language", "zh", "Language of --task_name=xnli.",
                         flag_values=fv)
+    # --model_type=classifier: run_classifier's --long_text and its flags (default: the
+    # long_text.json the run left beside --init_checkpoint, else truncate).
+    long_text.define_flags(fv)
     flags.DEFINE_string("labels_file", None,
                         "--model_type=tagger, or classifier with --task_name=multilabel: the "
                         "label list (default: label_list.txt beside --init_checkpoint, as "
@@ -253,7 +261,7 @@ def _float32_policy():
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           pooling_spec=None, threshold=None):
+           pooling_spec=None, threshold=None, long_text_settings=None):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -263,6 +271,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
+      long_text_settings: classifier: a long_text.LongText (None: truncate).
     """
     # Served models compute in float32, whatever policy a run in the same process left
     # behind (--dtype=bf16 / fp16 set the global one).
@@ -280,7 +289,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
             module = serving.ServingModule(
                 model_type, model, tokenizer, max_seq_length, labels=labels,
                 max_query_length=max_query_length, max_answer_length=max_answer_length,
-                n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold)
+                n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold,
+                long_text=long_text_settings)
             info = {
                 "model_type": model_type,
                 "do_lower_case": bool(do_lower_case),
@@ -296,6 +306,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 info["multilabel_threshold"] = threshold
             if pooling_spec is not None:
                 info["sentence_embedding"] = pooling_spec.to_dict()
+            if long_text_settings is not None:
+                info["long_text"] = long_text_settings.to_dict()
             if model_type == "squad":
                 info.update(max_query_length=max_query_length, max_answer_length=max_answer_length,
                             n_best_size=n_best_size)
@@ -316,7 +328,18 @@ def run(fv):
                   feature_layers=layers, lstm_units=fv.lstm_units,
                   pooling_spec=_pooling_spec(fv, bert_config),
                   threshold=(fv.threshold if fv.model_type == "classifier"
-                             and multilabel_data.is_multilabel(fv.task_name) else None))
+                             and multilabel_data.is_multilabel(fv.task_name) else None),
+                  long_text_settings=_long_text(fv))
+
+
+def _long_text(fv):
+    """A classifier's long_text.LongText (flags, else long_text.json), None for truncate."""
+    if fv.model_type != "classifier":
+        return None
+    settings = long_text.read_settings(
+        checkpoints.file_beside(fv.init_checkpoint, long_text.SETTINGS_FILE))
+    result = long_text.from_flags(fv, fv.max_seq_length, settings)
+    return None if result.mode == "truncate" else result
 
 
 def _pooling_spec(fv, bert_config):
@@ -346,6 +369,7 @@ def _check_flags(fv):
     bert_config.validate()
     if fv.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
+    _long_text(fv)  # its flags checked before any work
     if fv.model_type == "squad":
         for name in ("max_query_length", "max_answer_length", "n_best_size"):
             if getattr(fv, name) < 1:

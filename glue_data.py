@@ -415,11 +415,13 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
 _TOKENIZE_CHUNK = 2048
 
 
-def _iter_features(examples, label_list, max_seq_length, tokenizer):
+def _iter_features(examples, label_list, max_seq_length, tokenizer, split=None):
     """Yields the features of `examples` in order (tokenizing a chunk at a time).
 
     Uses the tokenizer's batch path when it has one; it returns exactly what
-    `tokenize` returns, only faster.
+    `tokenize` returns, only faster. split(example, tokens_a, tokens_b,
+    max_seq_length) -> [(tokens_a, tokens_b)] gives an example several features
+    (long_text.LongText.split); each feature's example_index says whose it is.
     """
     label_map = _label_map(label_list)
     batch_tokenize = getattr(tokenizer, "tokenize_batch", None)
@@ -440,11 +442,18 @@ def _iter_features(examples, label_list, max_seq_length, tokenizer):
             if ex_index % 10000 == 0:
                 logging.info("Writing example %d of %d", ex_index, total)
             if isinstance(example, PaddingInputExample):
-                yield _padding_features(max_seq_length)
+                padding = _padding_features(max_seq_length)
+                padding.example_index = ex_index
+                yield padding
                 continue
-            yield _assemble(ex_index, example, tokens_a[id(example)],
-                            tokens_b.get(id(example)), label_list, label_map,
-                            max_seq_length, tokenizer)
+            parts = [(tokens_a[id(example)], tokens_b.get(id(example)))]
+            if split is not None:
+                parts = split(example, parts[0][0], parts[0][1], max_seq_length)
+            for part_a, part_b in parts:
+                feature = _assemble(ex_index, example, part_a, part_b, label_list,
+                                    label_map, max_seq_length, tokenizer)
+                feature.example_index = ex_index
+                yield feature
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
@@ -453,26 +462,30 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
 
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                            output_file):
+                                            output_file, split=None, index_feature=None):
     """Writes the features of `examples` to the TFRecord file `output_file` (atomically).
 
     Record features: input_ids, input_mask, segment_ids, label_ids (int64, or
-    float32 for regression) and is_real_example.
+    float32 for regression) and is_real_example; with index_feature also that
+    feature: the index of the feature's example (see _iter_features for split).
+    Returns the number of records written.
     """
     regression = _is_regression(label_list)
     with input_pipeline.RecordWriter(output_file) as writer:
-        for feature in _iter_features(examples, label_list, max_seq_length, tokenizer):
+        for feature in _iter_features(examples, label_list, max_seq_length, tokenizer, split):
             if regression:
                 label = input_pipeline.float_feature([feature.label_id])
             else:
                 label = input_pipeline.int_feature([feature.label_id])
-            writer.write({
+            extra = {} if index_feature is None else {
+                index_feature: input_pipeline.int_feature([feature.example_index])}
+            writer.write(dict(extra, **{
                 "input_ids": input_pipeline.int_feature(feature.input_ids),
                 "input_mask": input_pipeline.int_feature(feature.input_mask),
                 "segment_ids": input_pipeline.int_feature(feature.segment_ids),
                 "label_ids": label,
                 "is_real_example": input_pipeline.int_feature([int(feature.is_real_example)]),
-            })
+            }))
     return writer.num_written
 
 

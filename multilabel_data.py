@@ -31,6 +31,7 @@ import fileutil
 import glue_data
 import input_pipeline
 import tokenization
+import training
 
 TASK_NAME = "multilabel"
 LABELS_FILE_NAME = fileutil.LABEL_LIST_FILE
@@ -326,8 +327,9 @@ class MultiLabelTask(object):
 
     regression = False
 
-    def __init__(self, processor, tokenizer, max_seq_length):
+    def __init__(self, processor, tokenizer, max_seq_length, settings):
         self.processor = processor
+        self.long_text = settings  # truncate (processor_from_flags refuses the others)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()
@@ -353,6 +355,14 @@ class MultiLabelTask(object):
         return {"per_example_loss": per_example, "outputs": probabilities,
                 "label_ids": tf.reshape(features["label_ids"], tf.shape(probabilities)),
                 "is_real_example": features["is_real_example"]}
+
+    def pooled_columns(self, columns):
+        """One record per example: the evaluated columns as they are."""
+        return columns
+
+    def output_rows(self, batches):
+        """The probabilities of the real examples of Runner.predict's batches, in order."""
+        return training.real_rows(batches)
 
     def ordered_dataset(self, path, batch_size, trim_padding=False):
         """dataset_fn reading `path` once, in order, the last batch padded."""

@@ -12,6 +12,7 @@ Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
 """
 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+import collections
 import os
 
 from absl import flags
@@ -30,6 +31,7 @@ from glue_data import (  # noqa: F401  pylint: disable=unused-import
     file_based_convert_examples_to_features, get_processor, record_spec)
 import input_pipeline
 import heads
+import long_text
 import modeling
 import multilabel_data
 import tokenization
@@ -66,6 +68,7 @@ def define_flags(fv):
         "Language of the XNLI data used by --task_name=xnli (the original code always "
         "used zh).", flag_values=fv)
     multilabel_data.define_flags(fv)  # --labels_file, --threshold (--task_name=multilabel)
+    long_text.define_flags(fv)
     flags_common.define_training_flags(fv)
 
 
@@ -171,7 +174,7 @@ def compute_loss(logits, label_ids, num_labels, regression=False):
 
 def run(fv):
     """Trains, evaluates and/or predicts as the do_* flags ask."""
-    processor, bert_config = _check_flags(fv)
+    processor, bert_config, settings = _check_flags(fv)
     fileutil.prepare_output_dir(fv.output_dir)
     tokenizer = flags_common.tokenizer_from_flags(fv)
     # Read (and so check) every data file the run needs before any work starts.
@@ -181,22 +184,29 @@ def run(fv):
     if fv.do_eval and not eval_examples:
         raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
     predict_examples = processor.get_test_examples(fv.data_dir) if fv.do_predict else None
+    task = (multilabel_data.MultiLabelTask(processor, tokenizer, fv.max_seq_length, settings)
+            if processor.is_multilabel else _Task(processor, tokenizer, fv.max_seq_length,
+                                                  settings))
+    train_file = os.path.join(fv.output_dir, "train.tf_record")
+    num_train = len(train_examples) if fv.do_train else 0
     num_train_steps, num_warmup_steps = (
-        training.epoch_steps(len(train_examples), fv, "training examples (%s)" % source)
+        training.epoch_steps(num_train, fv, "training examples (%s)" % source)
         if fv.do_train else (0, 0))
+    if fv.do_train and settings.windows:  # an epoch: every window of every example
+        num_train = task.write_features(train_examples, train_file)
+        num_train_steps, num_warmup_steps = training.epoch_steps(num_train, fv)
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.runner_from_flags(
         fv, lambda: create_model(bert_config, len(processor.get_labels()), fv.use_tpu),
         num_train_steps, num_warmup_steps)
-    task_class = multilabel_data.MultiLabelTask if processor.is_multilabel else _Task
-    task = task_class(processor, tokenizer, fv.max_seq_length)
-
     if fv.do_train:
-        train_file = os.path.join(fv.output_dir, "train.tf_record")
-        task.write_features(train_examples, train_file)
+        if not settings.windows:
+            task.write_features(train_examples, train_file)
+        long_text.write_settings(fv.output_dir, settings)  # for the export (not truncate)
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
-                           ["Num examples = %d" % len(train_examples)])
+                           ["Num examples = %d" % len(train_examples)] + (
+                               ["Num windows = %d" % num_train] if settings.windows else []))
     if fv.do_eval:
         _evaluate(fv, runner, task, eval_examples)
     if fv.do_predict:
@@ -204,27 +214,32 @@ def run(fv):
 
 
 def _check_flags(fv):
-    """Checks the flags before any work; returns (processor, bert_config)."""
+    """Checks the flags before any work; returns (processor, bert_config, long_text)."""
     bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
+    settings = long_text.from_flags(fv, fv.max_seq_length)
     processor = multilabel_data.processor_from_flags(fv)  # None unless multilabel
-    return processor or get_processor(fv.task_name, fv.xnli_language), bert_config
+    return (processor or get_processor(fv.task_name, fv.xnli_language), bert_config,
+            settings)
 
 
 class _Task(object):
     """What the train / evaluate / predict steps share: data, features and the loss."""
 
-    def __init__(self, processor, tokenizer, max_seq_length):
+    def __init__(self, processor, tokenizer, max_seq_length, settings):
         self.processor = processor
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()
         self.regression = processor.is_regression
-        self.spec = record_spec(max_seq_length, self.regression)
+        self.long_text = settings  # long_text.LongText: --long_text and its flags
+        self.spec = settings.record_spec(record_spec(max_seq_length, self.regression))
 
     def write_features(self, examples, path):
-        """Writes the TFRecord file of `examples` to `path`."""
-        file_based_convert_examples_to_features(examples, self.label_list,
-                                                self.max_seq_length, self.tokenizer, path)
+        """Writes the TFRecord file of `examples` to `path`; returns the records written."""
+        windows = self.long_text.windows
+        return file_based_convert_examples_to_features(
+            examples, self.label_list, self.max_seq_length, self.tokenizer, path,
+            split=self.long_text.split, index_feature=long_text.DOCUMENT_INDEX if windows else None)
 
     def loss_fn(self, model, features, is_training):
         """The training loss of one replica's batch (see training.Runner.train)."""
@@ -238,9 +253,36 @@ class _Task(object):
         logits = model(features, training=False)["logits"]
         _, per_example, outputs = compute_loss(logits, features["label_ids"],
                                                len(self.label_list), self.regression)
-        return {"per_example_loss": per_example, "outputs": outputs,
-                "label_ids": features["label_ids"],
-                "is_real_example": features["is_real_example"]}
+        out = {"per_example_loss": per_example, "outputs": outputs,
+               "label_ids": features["label_ids"],
+               "is_real_example": features["is_real_example"]}
+        if self.long_text.windows:  # pooled per example afterwards (pooled_columns)
+            out.update(logits=tf.cast(logits, tf.float32),
+                       **{long_text.DOCUMENT_INDEX: features[long_text.DOCUMENT_INDEX]})
+        return out
+
+    def pooled_columns(self, columns):
+        """--long_text=windows: window rows -> one real row per example (outputs, loss)."""
+        if not self.long_text.windows:
+            return columns
+        logits, pooled = self.long_text.pool_columns(columns)
+        _, per_example, outputs = compute_loss(logits, pooled["label_ids"],
+                                               len(self.label_list), self.regression)
+        return dict(pooled, per_example_loss=per_example.numpy(), outputs=outputs.numpy())
+
+    def output_rows(self, batches):
+        """The outputs of the real examples of Runner.predict's batches, in order."""
+        if self.long_text.windows:
+            columns = collections.defaultdict(list)
+            for out in batches:
+                for key, value in out.items():
+                    columns[key].append(np.asarray(value))
+            if not columns:
+                return
+            yield from self.pooled_columns(
+                {key: np.concatenate(parts) for key, parts in columns.items()})["outputs"]
+            return
+        yield from training.real_rows(batches)
 
     def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
         """The eval_results.txt values (glue_data.eval_metrics)."""
@@ -263,7 +305,8 @@ def _evaluate(fv, runner, task, examples):
     task.write_features(examples, eval_file)
     training.log_stage("eval", ["Num examples = %d" % len(examples),
                                 "Batch size = %d" % fv.eval_batch_size])
-    keys = ("per_example_loss", "outputs", "label_ids", "is_real_example")
+    keys = ("per_example_loss", "outputs", "label_ids", "is_real_example") + (
+        ("logits", long_text.DOCUMENT_INDEX) if task.long_text.windows else ())
     columns = {key: [] for key in keys + ("batch_ids",)}
     batches = runner.predict(task.ordered_dataset(eval_file, fv.eval_batch_size,
                                                   runner.trim_padding),
@@ -272,8 +315,8 @@ def _evaluate(fv, runner, task, examples):
         for key in keys:
             columns[key].append(np.asarray(out[key]))
         columns["batch_ids"].append(np.full(len(out["is_real_example"]), batch_index))
-    merged = {key: np.concatenate(parts) if parts else np.zeros([0])
-              for key, parts in columns.items()}
+    merged = task.pooled_columns({key: np.concatenate(parts) if parts else np.zeros([0])
+                                  for key, parts in columns.items()})
     num_real = int(np.sum(merged["is_real_example"] > 0))
     if num_real != len(examples):
         raise RuntimeError("evaluated %d examples, expected %d" % (num_real, len(examples)))
@@ -296,13 +339,10 @@ def _predict(fv, runner, task, examples):
                                                   runner.trim_padding),
                              task.predict_fn)
     with fileutil.atomic_open(output_path, "w") as writer:
-        for out in batches:
-            values = np.asarray(out["outputs"], np.float32)
-            for row, real in zip(values, np.asarray(out["is_real_example"])):
-                if real:
-                    # str() of float32 values: the original file's number format
-                    writer.write("\t".join("%s" % v for v in np.atleast_1d(row)) + "\n")
-                    num_written += 1
+        for row in task.output_rows(batches):
+            # str() of float32 values: the original file's number format
+            writer.write("\t".join("%s" % v for v in np.atleast_1d(np.float32(row))) + "\n")
+            num_written += 1
         if num_written != len(examples):
             raise RuntimeError("predicted %d examples, expected %d"
                                % (num_written, len(examples)))

@@ -184,14 +184,16 @@ class ServingModule(tf.Module):
 
     def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
                  max_query_length=64, max_answer_length=30, n_best_size=20,
-                 pooling_spec=None, threshold=None):
+                 pooling_spec=None, threshold=None, long_text=None):
         super().__init__(name="bert_serving")
         self.threshold = threshold  # set: a multi-label classifier (sigmoid outputs)
         self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
         self.model_type = model_type
         self.tokenizer = tokenizer
         self.model_variables = list(model.variables)
-        self._holder = tokenization_graph.Untracked(model=model)
+        # long_text: a classifier's long_text.LongText other than truncate (head_tail,
+        # windows): graph_windows cuts the texts, graph_pool pools the window logits.
+        self._holder = tokenization_graph.Untracked(model=model, long_text=long_text)
         self.max_seq_length = max_seq_length
         self.labels = None if labels is None else tuple(str(label) for label in labels)
         self.regression = labels is not None and list(labels) == [None]
@@ -271,7 +273,9 @@ class ServingModule(tf.Module):
         if self.model_type == "squad":
             return {"start_logits": tf.cast(out["start_logits"], tf.float32),
                     "end_logits": tf.cast(out["end_logits"], tf.float32)}
-        logits = tf.cast(out["logits"], tf.float32)
+        return self._classifier_outputs(tf.cast(out["logits"], tf.float32))
+
+    def _classifier_outputs(self, logits):
         if self.regression:
             return {"predictions": logits[:, 0], "logits": logits}
         if self.threshold is not None:
@@ -315,18 +319,27 @@ class ServingModule(tf.Module):
         return {"token_ids": ids.to_tensor(default_value=-1),
                 "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
 
-    def _pack(self, text_a, text_b):
+    def _pack(self, text_a, text_b, cut=None):
         # One tokenizer call for both texts (half the per-call cost at small batches).
         num_rows = tf.shape(text_a)[0]
         with tf.control_dependencies([tf.debugging.assert_equal(
                 tf.shape(text_b)[0], num_rows,
                 message="text_a and text_b must have the same number of rows")]):
             ids = self.tokenizer.tokenize(tf.concat([text_a, text_b], axis=0))
-        return pack_inputs(ids[:num_rows], ids[num_rows:], self.max_seq_length,
-                           self.tokenizer.cls_id, self.tokenizer.sep_id)
+        ids_a, ids_b = ids[:num_rows], ids[num_rows:]
+        if cut is not None:  # (ids_a, ids_b, S) -> (ids_a, ids_b, rows), e.g. windows
+            ids_a, ids_b, rows = cut(ids_a, ids_b, self.max_seq_length)
+        features = pack_inputs(ids_a, ids_b, self.max_seq_length, self.tokenizer.cls_id,
+                               self.tokenizer.sep_id)
+        return features if cut is None else (features, rows)
 
     def _serve_pair(self, text_a, text_b):
-        return self._forward(self._pack(text_a, text_b))
+        long_text = self._holder.long_text
+        if long_text is None or self.model_type != "classifier":
+            return self._forward(self._pack(text_a, text_b))
+        features, rows = self._pack(text_a, text_b, long_text.graph_windows)
+        logits = self._forward(features)["logits"]
+        return self._classifier_outputs(long_text.graph_pool(logits, rows))
 
     def _serve_single(self, text_a):
         return self._serve_pair(text_a, tf.fill(tf.shape(text_a), ""))

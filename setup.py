@@ -10,7 +10,7 @@ MODULES = [
     "pretraining_draws", "pretraining_beam", "tokenization_graph",
     "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
     "multiple_choice_data", "multilabel_data", "heads", "fused_update", "tf1_variables",
-    "pooling", "word_boundaries",
+    "pooling", "word_boundaries", "long_text",
 ]
 
 SCRIPTS = {

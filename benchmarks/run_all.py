@@ -3,7 +3,7 @@
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
       [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
-              finetuning,packing,embeddings]
+              finetuning,packing,embeddings,long_text]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -28,8 +28,12 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            pretraining steps on packed rows vs one instance per row;
   embeddings               benchmarks/bench_embeddings.py: all-MiniLM-L6-v2 sentence
                            vectors of STS-B dev, extract_features' path and the SavedModel
-                           vs sentence-transformers encode (the peer venv), sentences/s.
-The last five read ../shared/data and are skipped with a note when it (or their script)
+                           vs sentence-transformers encode (the peer venv), sentences/s;
+  long_text                benchmarks/bench_long_text.py: run_classifier --long_text
+                           truncate / head_tail / windows on SQuAD-dev documents whose
+                           label is in their last paragraph: accuracy, documents/s (no peer;
+                           --full only).
+The last six read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
@@ -186,6 +190,8 @@ def plan(mode, steps, repeats):
         ("finetuning", dict(models=("minilm", "base") if full else ("minilm",))),
         ("packing", dict()),
         ("embeddings", dict(repeats=5)),
+        # About 13 minutes on a loaded 2-core machine (three MiniLM fine-tuning runs).
+        ("long_text", dict()) if full else None,
     ]
 
 
@@ -210,7 +216,7 @@ def main(argv=None):
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
                              "memory, tokenization, create_pretraining_data, finetuning, "
-                             "packing, embeddings")
+                             "packing, embeddings, long_text")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -249,7 +255,8 @@ def main(argv=None):
                      "create_pretraining_data": create_pretraining_data_rows,
                      "finetuning": lambda rows: _schema_rows(rows) or [],
                      "packing": lambda rows: _schema_rows(rows) or [],
-                     "embeddings": lambda rows: _schema_rows(rows) or []}
+                     "embeddings": lambda rows: _schema_rows(rows) or [],
+                     "long_text": lambda rows: _schema_rows(rows) or []}
     for item in plan(mode, args.steps, args.repeats):
         if item is None or (only and item[0] not in only):
             continue

@@ -138,3 +138,23 @@ def test_readme_tables_come_from_the_results_between_markers():
     new = write_readme.update(old, tables)
     assert "stale table" not in new and new.startswith("intro\n") and new.endswith("kept\n")
     assert tables in new
+
+
+def test_long_text_task_puts_the_label_in_the_last_paragraph(shared_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_TF2_SHARED", str(shared_dir))
+    import bench_long_text  # pylint: disable=import-outside-toplevel
+    task = bench_long_text.make_task(str(tmp_path))
+    assert (task["train"], task["dev"]) == (390, 199)
+    articles = dict(bench_long_text._articles())  # pylint: disable=protected-access
+    group = {p: i for i, titles in enumerate(task["groups"]) for t in titles
+             for p in articles[t]}
+    texts = {}
+    for split in ("train", "dev"):
+        with open(str(tmp_path / ("%s.tsv" % split)), encoding="utf-8") as f:
+            rows = [line.rstrip("\n").split("\t") for line in f.read().splitlines()[1:]]
+        texts[split] = {text for text, _ in rows}
+        for text, label in rows:
+            last = [p for p in group if text.endswith(p)]
+            assert len(last) == 1 and group[last[0]] == int(label)
+            assert not any(p in text[:-len(last[0])] for p in group)  # filler first
+    assert not texts["train"] & texts["dev"]
