@@ -162,7 +162,9 @@ class Ours:
         training.set_seed(1)   # the same task head (not in the checkpoint) in every run
         config = training.RunConfig(output_dir=os.path.join(self.workdir, name),
                                     init_checkpoint=self.checkpoint)
-        return training.Runner(tf.distribute.get_strategy(), model_fn, config,
+        # The strategy run_classifier / run_ner / extract_features pick on a machine
+        # without GPUs (training.get_strategy): one device, the host's CPU.
+        return training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"), model_fn, config,
                                for_training=False)
 
     def train(self, path, num_labels, steps, trim, grouped=False):

@@ -166,6 +166,31 @@ def test_fp16_trains_with_loss_scaling_and_fp32_variables(tmp_path):
         training.configure_precision("fp32")
 
 
+def test_prediction_on_the_host_cpu_reads_its_input_untuned(tmp_path):
+    # run_classifier's strategy without GPUs: one device, the host's CPU. Prediction
+    # reads its dataset there with tf.data autotuning off (see Runner._distribute),
+    # training keeps it; the outputs are those of the default strategy's pipeline.
+    data = features(5)
+
+    def dataset_fn(ctx=None):
+        return tf.data.Dataset.from_tensor_slices(data).batch(2).prefetch(tf.data.AUTOTUNE)
+
+    def predict_fn(model, feats):
+        return {"logits": model(feats)["logits"]}
+
+    default = make_runner(tmp_path, "default")
+    config = training.RunConfig(output_dir=str(tmp_path / "cpu"))
+    cpu = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                          lambda: heads.BertClassifier(tiny_config(), 2), config)
+    for a, b in zip(cpu.model.variables, default.model.variables):
+        a.assign(b)
+    assert not cpu._distribute(dataset_fn, autotune=False).options().autotune.enabled
+    assert cpu._distribute(dataset_fn).options().autotune.enabled is not False
+    got = np.concatenate([o["logits"] for o in cpu.predict(dataset_fn, predict_fn)])
+    want = np.concatenate([o["logits"] for o in default.predict(dataset_fn, predict_fn)])
+    np.testing.assert_array_equal(got, want)
+
+
 def test_checkpoints_every_save_steps_and_resume(tmp_path):
     runner = make_runner(tmp_path, "ck", num_train_steps=4, save_checkpoints_steps=2,
                          iterations_per_loop=3)
