@@ -23,6 +23,7 @@ much of the hardware the model uses.
 import gc
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -229,6 +230,24 @@ def peer_python():
         return None, ("no peer venv at %s (`make bench` creates .venv-reproduce from "
                       "benchmarks/requirements-peer.txt)" % path)
     return path, None
+
+
+def peer_versions(python):
+    """"<python, relative to the repo> (torch X, transformers Y, ...)": what the peers ran on."""
+    where = os.path.relpath(python, REPO_ROOT)
+    if where.startswith(".."):
+        where = python
+    code = ("import importlib.metadata as m\n"
+            "for n in ('torch', 'transformers', 'sentence-transformers'):\n"
+            "    try: print(n, m.version(n))\n"
+            "    except m.PackageNotFoundError: pass\n")
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return where
+    versions = ", ".join(line.strip() for line in out.splitlines() if line.strip())
+    return "%s (%s)" % (where, versions) if versions else where
 
 
 # A peer below this fraction of the machine's matmul peak is not running its normal

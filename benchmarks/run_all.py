@@ -236,7 +236,8 @@ def main(argv=None):
         if os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1")
         else "TensorFlow's default"))
     peers, why_not = bench_util.peer_python()
-    notes.append("torch peers: %s" % (peers or "not run, " + why_not))
+    notes.append("torch peers: %s" % (bench_util.peer_versions(peers) if peers
+                                       else "not run, " + why_not))
     rows = []
     # The machine's best, for the header: the FLOP/s fractions use a peak timed
     # alongside each model instead (same load as the model).

@@ -31,12 +31,11 @@ def _fmt(value):
 
 
 def _groups(rows):
-    """[(measure family, rows)] in run order; a family is the measure's first word(s)."""
+    """[(stage, rows)] in run order: consecutive rows whose measures start with the same
+    word (pretraining, inference, fine-tuning, packing, ...) make one table."""
     groups = []
     for r in rows:
-        family = r["measure"].split(",")[0].split(" vs ")[0]
-        family = family.replace(" bound: its matmuls alone", "").replace(
-            " FLOP/s / fp32 matmul peak", "")
+        family = r["measure"].split()[0].rstrip(":")
         if groups and groups[-1][0] == family:
             groups[-1][1].append(r)
         else:
