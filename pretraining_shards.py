@@ -131,6 +131,18 @@ def shard_file_records(path, block_bytes, start=0, end=None):
         yield buffer[start:at]
 
 
+# What the merge of interleave_shards may hold in read buffers, whatever the number of
+# pieces; each reader holds one block (and the record it is in the middle of).
+MERGE_BUFFER_BYTES = 256 << 20
+
+
+def merge_block_bytes(num_pieces):
+    """Read size of each of `num_pieces` readers: up to 4 MB, all of them together
+    within MERGE_BUFFER_BYTES up to 65,536 pieces (blocks of at least 4 KB; smaller
+    blocks only mean more reads, a record may span several)."""
+    return min(4 << 20, max(4 << 10, MERGE_BUFFER_BYTES // max(1, num_pieces)))
+
+
 def interleave_shards(shards):
     """Yields the records of all shards, each shard spread evenly over the output.
 
@@ -139,7 +151,7 @@ def interleave_shards(shards):
     (i + 0.5) / n; records come out in key order (ties: lower shard first),
     which is deterministic and needs one reader (one block buffer) per shard.
     """
-    block_bytes = min(4 << 20, max(64 << 10, (256 << 20) // max(1, len(shards))))
+    block_bytes = merge_block_bytes(len(shards))
     readers = [shard_file_records(shard[0], block_bytes, *shard[2:]) for shard in shards]
     heap = [(0.5 / shard[1], s, 0) for s, shard in enumerate(shards) if shard[1]]
     heapq.heapify(heap)

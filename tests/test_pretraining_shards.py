@@ -29,3 +29,12 @@ def test_shard_file_round_trip_in_small_blocks(tmp_path):
     path = str(tmp_path / "shard")
     pretraining_shards.write_shard_file(path, records)
     assert list(pretraining_shards.shard_file_records(path, block_bytes=7)) == records
+
+
+def test_merge_buffers_stay_bounded_with_many_pieces():
+    # A Beam shard writer merges one piece per input file: with 64 KB blocks as the
+    # floor, 8,192 input files would have held 512 MB of buffers per writer.
+    for n in (1, 64, 2048, 4096, 8192, 65536):
+        block = pretraining_shards.merge_block_bytes(n)
+        assert 4 << 10 <= block <= 4 << 20
+        assert block * n <= max(pretraining_shards.MERGE_BUFFER_BYTES, 4 << 20)
