@@ -233,7 +233,8 @@ def peer_python():
 
 
 def peer_versions(python):
-    """"<python, relative to the repo> (torch X, transformers Y, ...)": what the peers ran on."""
+    """What the peers ran on: the peer python, relative to the repo, and the versions of
+    torch, transformers and sentence-transformers in its environment."""
     where = os.path.relpath(python, REPO_ROOT)
     if where.startswith(".."):
         where = python
