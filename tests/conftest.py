@@ -32,5 +32,14 @@ def shared_dir():
     return SHARED_DIR
 
 
+def write_text(path, text):
+    """Writes `text` (UTF-8, as given) to `path`, making its folder; returns the path as str."""
+    path = str(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end test (still run in CI)")

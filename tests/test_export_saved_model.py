@@ -24,6 +24,7 @@ import serving
 import squad_results
 import tokenization
 import tokenization_graph
+from conftest import write_text
 
 # Reference-port helpers the tests compare against.
 _TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair
@@ -33,12 +34,6 @@ _SPAN_CANDIDATES = squad_results.span_candidates
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a", "dog",
           "ran", "##s", "fast", ".", ",", "un", "##aff", "##able", "##a", "b", "##b", "é",
           "##é", "中", "!", "?", "σ", "ς"]
-
-
-def _write(path, text):
-    with open(str(path), "w", encoding="utf-8") as f:
-        f.write(text)
-    return str(path)
 
 
 def _tokenizer(vocab_file, do_lower_case, tmp_path_factory):
@@ -121,7 +116,7 @@ def _random_texts(count, seed):
 @pytest.fixture(scope="module")
 def tiny_vocab(tmp_path_factory):
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    return _write(path, "".join(t + "\n" for t in _VOCAB))
+    return write_text(path, "".join(t + "\n" for t in _VOCAB))
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
@@ -149,7 +144,7 @@ def test_wordpiece_with_a_random_vocabulary(tmp_path, tmp_path_factory, do_lower
     for _ in range(60):
         piece = "".join(rng.choice("abcé") for _ in range(rng.randint(1, 4)))
         vocab.append(piece if rng.random() < 0.5 else "##" + piece)
-    vocab_file = _write(tmp_path / "vocab.txt", "\n".join(vocab) + "\n")
+    vocab_file = write_text(tmp_path / "vocab.txt", "\n".join(vocab) + "\n")
     texts = [" ".join("".join(rng.choice("abcéA") for _ in range(rng.randint(1, 12)))
                       for _ in range(rng.randint(0, 6))) for _ in range(600)]
     texts += ["a" * 200, "a" * 201, "ab" * 101, "é" * 201, "abcabcabc" * 22]
@@ -164,7 +159,7 @@ def test_wordpiece_with_a_random_vocabulary(tmp_path, tmp_path_factory, do_lower
 def test_vocabulary_lines_as_load_vocab_reads_them(tmp_path, tmp_path_factory):
     """Duplicates (the last wins), blank lines, surrounding spaces, CRLF."""
     text = "[PAD]\r\n[UNK]\n[CLS]\n[SEP]\n  cat \ncat\n\ndog\n\n##s\na b\nx\x01\n"
-    vocab_file = _write(tmp_path / "vocab.txt", text)
+    vocab_file = write_text(tmp_path / "vocab.txt", text)
     full = tokenization.FullTokenizer(vocab_file, True)
     in_graph = _tokenizer(vocab_file, True, tmp_path_factory)
     _assert_ids_equal(in_graph, full, ["cat dogs cats", "a b x", ""])
@@ -174,10 +169,10 @@ def test_vocabulary_lines_as_load_vocab_reads_them(tmp_path, tmp_path_factory):
 
 
 def test_vocabulary_needs_the_special_tokens(tmp_path, tmp_path_factory):
-    vocab_file = _write(tmp_path / "vocab.txt", "[CLS]\n[SEP]\ncat\n")
+    vocab_file = write_text(tmp_path / "vocab.txt", "[CLS]\n[SEP]\ncat\n")
     with pytest.raises(ValueError, match="unknown token"):
         _tokenizer(vocab_file, True, tmp_path_factory)
-    vocab_file = _write(tmp_path / "vocab2.txt", "[UNK]\n[SEP]\ncat\n")
+    vocab_file = write_text(tmp_path / "vocab2.txt", "[UNK]\n[SEP]\ncat\n")
     with pytest.raises(ValueError, match="no \\[CLS\\]"):
         _tokenizer(vocab_file, True, tmp_path_factory)
 
@@ -317,7 +312,7 @@ def _export(argv):
 def tiny(tmp_path_factory, tiny_vocab):
     """A random 2-label classifier as a TF1 checkpoint, its encoder alone, one export."""
     root = tmp_path_factory.mktemp("tiny")
-    config_file = _write(root / "bert_config.json", json.dumps(_TINY_CONFIG))
+    config_file = write_text(root / "bert_config.json", json.dumps(_TINY_CONFIG))
     config = modeling.BertConfig.from_dict(_TINY_CONFIG)
     model = heads.BertClassifier(config, 2)
     model(heads.dummy_features())
@@ -415,8 +410,8 @@ class _SmallModule(tf.Module):
 def test_export_replaces_only_when_complete(tmp_path, monkeypatch):
     export_dir = str(tmp_path / "model")
     os.makedirs(os.path.join(export_dir, "assets.extra"))
-    _write(os.path.join(export_dir, "assets.extra", "export_info.json"), "{}")
-    _write(os.path.join(export_dir, "old.txt"), "previous export")
+    write_text(os.path.join(export_dir, "assets.extra", "export_info.json"), "{}")
+    write_text(os.path.join(export_dir, "old.txt"), "previous export")
 
     def broken_save(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -521,7 +516,7 @@ def test_encoder_equals_reference_and_extract_features(golden, tmp_path):
         np.testing.assert_allclose(layers[:, layer], expected["encoder_layer_%d" % layer],
                                    atol=1e-5)
 
-    input_file = _write(tmp_path / "input.txt", "".join(l + "\n" for l in golden["lines"]))
+    input_file = write_text(tmp_path / "input.txt", "".join(l + "\n" for l in golden["lines"]))
     output_file = str(tmp_path / "features.jsonl")
     extract_features.run(flags_common.parse_flags(extract_features.define_flags, [
         "--input_file=%s" % input_file, "--output_file=%s" % output_file,
@@ -624,7 +619,7 @@ np.save(output_file, out["probabilities"].numpy())
 def _head_of_tsv(source, target, rows):
     with open(source, encoding="utf-8") as f:
         lines = f.read().split("\n")[:rows + 1]
-    _write(target, "\n".join(lines) + "\n")
+    write_text(target, "\n".join(lines) + "\n")
 
 
 @pytest.mark.slow
@@ -652,7 +647,7 @@ def test_classifier_in_a_fresh_process_equals_run_classifier(golden, shared_dir,
     _export(_export_argv("classifier", golden["config"], output_dir, golden["vocab"],
                          export_dir, 32, ["--task_name=MRPC"]))
     examples = run_classifier.MrpcProcessor().get_test_examples(str(data_dir))
-    pairs_file = _write(tmp_path / "pairs.json",
+    pairs_file = write_text(tmp_path / "pairs.json",
                         json.dumps([[e.text_a, e.text_b] for e in examples]))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
     subprocess.run([sys.executable, "-c", _LOAD_AND_PREDICT, str(export_dir), pairs_file,

@@ -15,6 +15,7 @@ import export_saved_model as esm
 import flags_common
 import run_multiple_choice
 import run_ner
+from conftest import write_text
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "lives", "in",
           "paris", "works", "for", "acme", "corp", "and", "mary", "visited", "berlin", ".",
@@ -45,16 +46,8 @@ json.dump({k: v.numpy().tolist() for k, v in out.items()}, open(output, "w"),
 """
 
 
-def _write(path, text):
-    path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
-
-
 def _serve(tmp_path, export_dir, inputs):
-    inputs_file = _write(tmp_path / "inputs.json", json.dumps(inputs))
+    inputs_file = write_text(tmp_path / "inputs.json", json.dumps(inputs))
     output = str(tmp_path / "served.json")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     subprocess.run([sys.executable, "-c", _SERVE, str(export_dir), inputs_file, output],
@@ -64,8 +57,8 @@ def _serve(tmp_path, export_dir, inputs):
 
 
 def _common(tmp_path):
-    return ["--vocab_file=%s" % _write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
-            "--bert_config_file=%s" % _write(tmp_path / "bert_config.json",
+    return ["--vocab_file=%s" % write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
+            "--bert_config_file=%s" % write_text(tmp_path / "bert_config.json",
                                              json.dumps(_CONFIG))]
 
 
@@ -74,7 +67,7 @@ def test_served_tagger_equals_run_ner(tmp_path):
     conll = "\n".join("".join("%s %s\n" % wt for wt in s) for s in _SENTENCES)
     data = tmp_path / "ner"
     for name in ("train.txt", "dev.txt", "test.txt"):
-        _write(data / name, conll)
+        write_text(data / name, conll)
     out = tmp_path / "ner_out"
     run_ner.run(flags_common.parse_flags(run_ner.define_flags, _common(tmp_path) + [
         "--data_dir=%s" % data, "--output_dir=%s" % out, "--do_train", "--do_predict",
@@ -119,7 +112,7 @@ def test_served_multiple_choice_equals_run_multiple_choice(tmp_path):
             for i in range(6)]
     data = tmp_path / "mc"
     for name in ("train.jsonl", "dev.jsonl", "test.jsonl"):
-        _write(data / name, "".join(json.dumps(r) + "\n" for r in rows))
+        write_text(data / name, "".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "mc_out"
     run_multiple_choice.run(flags_common.parse_flags(
         run_multiple_choice.define_flags, _common(tmp_path) + [

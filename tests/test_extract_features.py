@@ -11,20 +11,15 @@ import flags_common
 import heads
 import modeling
 import tokenization
+from conftest import write_text
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a",
           "dog", "ran", "##s", "fast", "."]
 
 
-def _write(path, text):
-    with open(str(path), "w", encoding="utf-8") as f:
-        f.write(text)
-    return str(path)
-
-
 @pytest.fixture
 def small_tokenizer(tmp_path):
-    vocab = _write(tmp_path / "vocab.txt", "".join(t + "\n" for t in _VOCAB))
+    vocab = write_text(tmp_path / "vocab.txt", "".join(t + "\n" for t in _VOCAB))
     return tokenization.FullTokenizer(vocab, do_lower_case=True)
 
 
@@ -59,7 +54,7 @@ def _read_jsonl(path):
 # ---------------------------------------------------------------------------
 
 def test_read_examples_splits_pairs_like_the_reference(tmp_path):
-    path = _write(tmp_path / "in.txt",
+    path = write_text(tmp_path / "in.txt",
                   "  Just one sentence.  \n"
                   "Left side ||| right side\n"
                   "a ||| b ||| c\n"
@@ -174,7 +169,7 @@ def _check_against_golden(golden, records):
 
 
 def test_golden_tf1_checkpoint(golden, tmp_path):
-    input_file = _write(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")
+    input_file = write_text(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")
     output_file = tmp_path / "out.jsonl"
     assert _run(_golden_argv(golden, input_file, output_file, ["--layers=-1,-2"])) == 4
     _check_against_golden(golden, _read_jsonl(output_file))
@@ -189,7 +184,7 @@ def test_golden_from_a_tf2_checkpoint(golden, tmp_path):
     model(heads.dummy_features(seq_length=8))
     checkpoints.load_checkpoint(model, str(golden["dir"] / "bert_model.ckpt"))
     prefix = tf.train.Checkpoint(model=model).save(str(tmp_path / "tf2" / "ckpt"))
-    input_file = _write(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")
+    input_file = write_text(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")
     output_file = tmp_path / "out.jsonl"
     argv = _golden_argv(golden, input_file, output_file, ["--layers=-1,-2"])
     argv = [a for a in argv if not a.startswith("--init_checkpoint")]
@@ -200,7 +195,7 @@ def test_golden_from_a_tf2_checkpoint(golden, tmp_path):
 def test_streaming_chunks_keep_order_and_match_one_chunk(golden, tmp_path):
     lines = golden["inputs"]["lines"] * 10 + ["extra line %d ||| pair %d" % (i, i)
                                               for i in range(5)]
-    input_file = _write(tmp_path / "in.txt", "\n".join(lines) + "\n")
+    input_file = write_text(tmp_path / "in.txt", "\n".join(lines) + "\n")
     small = tmp_path / "small.jsonl"
     large = tmp_path / "large.jsonl"
     # batch_size 2 -> chunks of 32 lines: 45 lines make two chunks and an odd last batch.
@@ -222,7 +217,7 @@ def test_trimmed_batches_write_the_full_padding_values_in_order(golden, tmp_path
     # Lines of very different lengths, so that length-sorted batches reorder them.
     lines = [line if i % 3 else line + " " + " ".join(["more words here"] * (6 * (i % 5)))
              for i, line in enumerate(golden["inputs"]["lines"] * 6)]
-    input_file = _write(tmp_path / "in.txt", "\n".join(lines) + "\n")
+    input_file = write_text(tmp_path / "in.txt", "\n".join(lines) + "\n")
     values = {}
     for name in ("trim", "notrim"):
         output_file = tmp_path / (name + ".jsonl")
@@ -241,7 +236,7 @@ def test_trimmed_batches_write_the_full_padding_values_in_order(golden, tmp_path
 
 
 def test_failure_leaves_no_output(golden, tmp_path, monkeypatch):
-    input_file = _write(tmp_path / "in.txt", "\n".join(["line %d" % i for i in range(40)]))
+    input_file = write_text(tmp_path / "in.txt", "\n".join(["line %d" % i for i in range(40)]))
     output_file = tmp_path / "out.jsonl"
     original = ef.feature_json
 
@@ -257,7 +252,7 @@ def test_failure_leaves_no_output(golden, tmp_path, monkeypatch):
 
 
 def test_bad_layers_and_sequence_length(golden, tmp_path):
-    input_file = _write(tmp_path / "in.txt", "hello\n")
+    input_file = write_text(tmp_path / "in.txt", "hello\n")
     with pytest.raises(ValueError, match="out of range"):
         _run(_golden_argv(golden, input_file, tmp_path / "o.jsonl", ["--layers=-1,2"]))
     with pytest.raises(ValueError, match="max_seq_length=129"):

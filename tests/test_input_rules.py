@@ -21,6 +21,7 @@ import run_ner
 import run_pretraining
 import run_squad
 import training
+from conftest import write_text
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "a", "dog", "."]
 _CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
@@ -29,35 +30,27 @@ _CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
            "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02}
 
 
-def _write(path, text):
-    path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
-
-
 @pytest.fixture
 def files(tmp_path):
     """A vocabulary, a config and one small data set per runner."""
-    f = {"vocab": _write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
-         "config": _write(tmp_path / "bert_config.json", json.dumps(_CONFIG)),
+    f = {"vocab": write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
+         "config": write_text(tmp_path / "bert_config.json", json.dumps(_CONFIG)),
          "glue": str(tmp_path / "sst"), "ner": str(tmp_path / "ner"),
-         "swag": str(tmp_path / "mc"), "squad": _write(tmp_path / "squad.json", json.dumps(
+         "swag": str(tmp_path / "mc"), "squad": write_text(tmp_path / "squad.json", json.dumps(
              {"version": "1.1", "data": [{"title": "t", "paragraphs": [{
                  "context": "the cat sat .", "qas": [{"id": "q1", "question": "the cat ?",
                                                       "answers": [{"text": "sat",
                                                                    "answer_start": 8}]}]}]}]}))}
     rows = "".join("the cat sat .\t%d\n" % (i % 2) for i in range(8))
     for name in ("train", "dev"):
-        _write(os.path.join(f["glue"], name + ".tsv"), "sentence\tlabel\n" + rows)
-    _write(os.path.join(f["glue"], "test.tsv"), "index\tsentence\n0\tthe dog .\n")
+        write_text(os.path.join(f["glue"], name + ".tsv"), "sentence\tlabel\n" + rows)
+    write_text(os.path.join(f["glue"], "test.tsv"), "index\tsentence\n0\tthe dog .\n")
     for name in ("train", "dev", "test"):
-        _write(os.path.join(f["ner"], name + ".txt"), "the O\ncat B-X\n\na O\ndog B-X\n")
+        write_text(os.path.join(f["ner"], name + ".txt"), "the O\ncat B-X\n\na O\ndog B-X\n")
     lines = "".join(json.dumps({"context": "the cat", "endings": ["sat", "dog"], "label": 1})
                     + "\n" for _ in range(8))
     for name in ("train", "dev", "test"):
-        _write(os.path.join(f["swag"], name + ".jsonl"), lines)
+        write_text(os.path.join(f["swag"], name + ".jsonl"), lines)
     return f
 
 
@@ -151,7 +144,7 @@ def test_batch_sizes_must_be_positive(module, flag):
 
 @pytest.mark.parametrize("runner", sorted(_FINE_TUNERS))
 def test_output_dir_that_is_a_file(files, tmp_path, runner):
-    blocker = _write(tmp_path / "blocker", "keep")
+    blocker = write_text(tmp_path / "blocker", "keep")
     module, argv = _FINE_TUNERS[runner](files, blocker, "--do_train")
     with pytest.raises(ValueError, match=r"--output_dir=.*blocker is a file, not a directory"):
         _run(module, argv)
@@ -161,7 +154,7 @@ def test_output_dir_that_is_a_file(files, tmp_path, runner):
 def test_output_file_that_is_a_directory(files, tmp_path):
     folder = tmp_path / "folder"
     folder.mkdir()
-    text = _write(tmp_path / "in.txt", "the cat sat .\n")
+    text = write_text(tmp_path / "in.txt", "the cat sat .\n")
     cases = [
         (extract_features, ["--input_file=%s" % text, "--output_file=%s" % folder,
                             "--vocab_file=%s" % files["vocab"], "--init_checkpoint=x",
@@ -185,12 +178,12 @@ def test_output_file_that_is_a_directory(files, tmp_path):
 
 @pytest.mark.slow
 def test_empty_test_split_writes_an_empty_complete_output(files, tmp_path):
-    _write(os.path.join(files["glue"], "test.tsv"), "index\tsentence\n")
+    write_text(os.path.join(files["glue"], "test.tsv"), "index\tsentence\n")
     module, argv = _classifier(files, tmp_path / "out", "--do_train", "--do_predict",
                                "--train_batch_size=4", "--num_train_epochs=1")
     _run(module, argv)
     assert open(tmp_path / "out" / "test_results.tsv").read() == ""
-    empty = _write(tmp_path / "empty.txt", "")
+    empty = write_text(tmp_path / "empty.txt", "")
     _run(extract_features, [
         "--input_file=%s" % empty, "--output_file=%s" % (tmp_path / "f.jsonl"),
         "--vocab_file=%s" % files["vocab"], "--bert_config_file=%s" % files["config"],
@@ -200,7 +193,7 @@ def test_empty_test_split_writes_an_empty_complete_output(files, tmp_path):
 
 @pytest.mark.slow
 def test_squad_file_without_articles_writes_empty_predictions(files, tmp_path):
-    empty = _write(tmp_path / "empty.json", json.dumps({"version": "1.1", "data": []}))
+    empty = write_text(tmp_path / "empty.json", json.dumps({"version": "1.1", "data": []}))
     module, argv = _squad(files, tmp_path / "out", "--do_predict")
     argv = [a for a in argv if not a.startswith("--predict_file")] + [
         "--predict_file=%s" % empty]
@@ -209,7 +202,7 @@ def test_squad_file_without_articles_writes_empty_predictions(files, tmp_path):
 
 
 def test_empty_dev_set_is_an_error_before_any_file(files, tmp_path):
-    _write(os.path.join(files["glue"], "dev.tsv"), "sentence\tlabel\n")
+    write_text(os.path.join(files["glue"], "dev.tsv"), "sentence\tlabel\n")
     module, argv = _classifier(files, tmp_path / "out", "--do_eval")
     with pytest.raises(ValueError, match=r"--do_eval: the dev set of the --task_name=sst-2 "
                                          r"data in --data_dir=.* has no examples"):
@@ -226,7 +219,7 @@ def test_empty_dev_set_is_an_error_before_any_file(files, tmp_path):
 def test_non_finite_regression_labels(tmp_path, value):
     header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
     row = "0\tg\tf\t2012\t0\ts\ts\tA cat .\tA dog .\t%s\n"
-    _write(tmp_path / "dev.tsv", header + row % "3.2" + row % value)
+    write_text(tmp_path / "dev.tsv", header + row % "3.2" + row % value)
     with pytest.raises(ValueError, match=r"dev\.tsv, line 3: label '%s' is not a finite"
                                          % value):
         run_classifier.get_processor("sts-b").get_dev_examples(str(tmp_path))
@@ -241,7 +234,7 @@ def test_non_finite_regression_labels(tmp_path, value):
 
 @pytest.mark.parametrize("runner", sorted(_FINE_TUNERS))
 def test_vocab_without_special_tokens(files, tmp_path, runner):
-    files = dict(files, vocab=_write(tmp_path / "v.txt", "\n".join(
+    files = dict(files, vocab=write_text(tmp_path / "v.txt", "\n".join(
         t for t in _VOCAB if t != "[SEP]") + "\n"))
     module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", "--do_train")
     with pytest.raises(ValueError, match=r"--vocab_file=.*v\.txt has no \[SEP\] token"):
@@ -284,7 +277,7 @@ def test_stale_checkpoint_of_another_task(files, tmp_path):
     _run(module, argv)
     header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
     sts = tmp_path / "sts"
-    _write(sts / "train.tsv", header + "".join("%d\tg\tf\t2012\t0\ts\ts\tthe cat\ta dog\t%d\n"
+    write_text(sts / "train.tsv", header + "".join("%d\tg\tf\t2012\t0\ts\ts\tthe cat\ta dog\t%d\n"
                                                 % (i, i % 5) for i in range(8)))
     argv = [a.replace("--task_name=sst-2", "--task_name=sts-b").replace(
         "--data_dir=%s" % files["glue"], "--data_dir=%s" % sts) for a in argv]

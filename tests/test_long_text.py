@@ -5,7 +5,6 @@ model, max_seq_length 32 (30 pieces of text), documents of 60 words whose label 
 its marker word, placed 6 times among the last 18; truncate never sees it.
 """
 import json
-import os
 import random
 
 import numpy as np
@@ -15,10 +14,10 @@ import tensorflow as tf
 import export_saved_model as esm
 import flags_common
 import glue_data
-import input_pipeline
 import long_text
 import run_classifier as rc
 import tokenization
+from conftest import write_text
 
 _FILLER = ["the", "a", "on", "in", "it", "is", "was", "and", "of", "to", "for", "with"]
 _MARKERS = ["dog", "cat"]  # label 0, label 1
@@ -31,17 +30,9 @@ _SEQ = 32
 _WORDS = 60
 
 
-def _write(path, text):
-    path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
-
-
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-    return _write(tmp_path_factory.mktemp("vocab") / "vocab.txt",
+    return write_text(tmp_path_factory.mktemp("vocab") / "vocab.txt",
                   "".join(t + "\n" for t in _VOCAB))
 
 
@@ -175,11 +166,11 @@ def test_pool_columns_mean_max_and_padding_rows():
 ])
 def test_bad_flags_are_one_line_errors(tmp_path, vocab, argv, message):
     data = tmp_path / "data"
-    _write(data / "dev.tsv", "sentence\tlabel\nthe cat\t1\n")
+    write_text(data / "dev.tsv", "sentence\tlabel\nthe cat\t1\n")
     out = tmp_path / "out"
     fv = flags_common.parse_flags(rc.define_flags, [
         "--task_name=sst-2", "--data_dir=%s" % data, "--vocab_file=%s" % vocab,
-        "--bert_config_file=%s" % _write(tmp_path / "c.json", json.dumps(_CONFIG)),
+        "--bert_config_file=%s" % write_text(tmp_path / "c.json", json.dumps(_CONFIG)),
         "--output_dir=%s" % out, "--do_eval", "--max_seq_length=32"] + argv)
     with pytest.raises(ValueError, match=message) as error:
         rc.run(fv)
@@ -222,9 +213,9 @@ def data_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("long_docs")
     rng = random.Random(7)
     for name, n in (("train.tsv", 128), ("dev.tsv", 64)):
-        _write(root / name, "sentence\tlabel\n" + "".join(
+        write_text(root / name, "sentence\tlabel\n" + "".join(
             "%s\t%s\n" % row for row in _documents(rng, n)))
-    _write(root / "test.tsv", "index\tsentence\n" + "".join(
+    write_text(root / "test.tsv", "index\tsentence\n" + "".join(
         "%d\t%s\n" % (i, text) for i, (text, _) in enumerate(_documents(rng, 21))))
     return root
 
@@ -232,7 +223,7 @@ def data_dir(tmp_path_factory):
 def _run(root, data, vocab, mode, extra=()):
     out = root / mode
     argv = ["--task_name=sst-2", "--data_dir=%s" % data, "--vocab_file=%s" % vocab,
-            "--bert_config_file=%s" % _write(root / "config.json", json.dumps(_CONFIG)),
+            "--bert_config_file=%s" % write_text(root / "config.json", json.dumps(_CONFIG)),
             "--output_dir=%s" % out, "--max_seq_length=%d" % _SEQ, "--long_text=%s" % mode,
             "--head_tokens=8", "--doc_stride=15", "--seed=1"] + list(extra)
     rc.run(flags_common.parse_flags(rc.define_flags, argv))

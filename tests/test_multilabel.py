@@ -16,6 +16,7 @@ import flags_common
 import glue_data
 import multilabel_data as ml
 import run_classifier as rc
+from conftest import write_text
 
 _TRIGGERS = ["red", "green", "blue", "gold"]
 _FILLER = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "fast", "it", "is", "big"]
@@ -28,17 +29,9 @@ _CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
 _LABEL_OF = {"red": "has_red", "green": "has_green", "blue": "has_blue", "gold": "has_gold"}
 
 
-def _write(path, text):
-    path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
-
-
 def _common(root):
-    return ["--vocab_file=%s" % _write(root / "vocab.txt", "\n".join(_VOCAB) + "\n"),
-            "--bert_config_file=%s" % _write(root / "bert_config.json", json.dumps(_CONFIG))]
+    return ["--vocab_file=%s" % write_text(root / "vocab.txt", "\n".join(_VOCAB) + "\n"),
+            "--bert_config_file=%s" % write_text(root / "bert_config.json", json.dumps(_CONFIG))]
 
 
 def _fv(argv):
@@ -50,9 +43,9 @@ def _fv(argv):
 # ---------------------------------------------------------------------------
 
 def test_reads_label_sets_and_sorts_the_label_list(tmp_path):
-    _write(tmp_path / "train.tsv", "a cat\tzeta, alpha\nno label here\t\nboth\talpha,alpha\n")
-    _write(tmp_path / "dev.tsv", "dev one\talpha\n")
-    _write(tmp_path / "test.tsv", "test one\tignored column\ntest two\n")
+    write_text(tmp_path / "train.tsv", "a cat\tzeta, alpha\nno label here\t\nboth\talpha,alpha\n")
+    write_text(tmp_path / "dev.tsv", "dev one\talpha\n")
+    write_text(tmp_path / "test.tsv", "test one\tignored column\ntest two\n")
     p = ml.MultiLabelProcessor()
     train = p.get_train_examples(str(tmp_path))
     assert [(e.guid, e.text_a, e.text_b, e.label) for e in train] == [
@@ -73,8 +66,8 @@ def test_reads_label_sets_and_sorts_the_label_list(tmp_path):
     ("test.tsv", "fine\n  \tx\n", r"test.tsv, line 2: the line has no text"),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, file_name, text, message):
-    _write(tmp_path / "train.tsv", "t\talpha\n")
-    _write(tmp_path / file_name, text)
+    write_text(tmp_path / "train.tsv", "t\talpha\n")
+    write_text(tmp_path / file_name, text)
     p = ml.MultiLabelProcessor()
     p.get_train_examples(str(tmp_path))
     read = p.get_dev_examples if file_name == "dev.tsv" else p.get_test_examples
@@ -83,29 +76,29 @@ def test_bad_lines_name_file_and_line(tmp_path, file_name, text, message):
 
 
 def test_empty_label_list_and_labels_file_errors(tmp_path):
-    _write(tmp_path / "train.tsv", "one\t\ntwo\t \n")
+    write_text(tmp_path / "train.tsv", "one\t\ntwo\t \n")
     with pytest.raises(ValueError, match=r"train.tsv: no example has a label.*--labels_file"):
         ml.MultiLabelProcessor().get_train_examples(str(tmp_path))
     # With a labels file, rows without labels are fine; labels outside it are not.
-    labels = ml.read_labels(_write(tmp_path / "labels.txt", "b\n\n a \n"))
+    labels = ml.read_labels(write_text(tmp_path / "labels.txt", "b\n\n a \n"))
     assert labels == ["b", "a"]  # the file's order is the output order
     assert len(ml.MultiLabelProcessor(labels).get_train_examples(str(tmp_path))) == 2
-    _write(tmp_path / "train.tsv", "one\ta\ntwo\tc\n")
+    write_text(tmp_path / "train.tsv", "one\ta\ntwo\tc\n")
     with pytest.raises(ValueError, match=r"train.tsv, line 2: label 'c' is not in the label"):
         ml.MultiLabelProcessor(labels).get_train_examples(str(tmp_path))
     with pytest.raises(ValueError, match=r"dup.txt, line 3: label 'a' is listed twice "
                                          r"\(first on line 1\)"):
-        ml.read_labels(_write(tmp_path / "dup.txt", "a\nb\na\n"))
+        ml.read_labels(write_text(tmp_path / "dup.txt", "a\nb\na\n"))
     with pytest.raises(ValueError, match=r"comma.txt, line 1: label 'a,b' contains ','"):
-        ml.read_labels(_write(tmp_path / "comma.txt", "a,b\n"))
+        ml.read_labels(write_text(tmp_path / "comma.txt", "a,b\n"))
     with pytest.raises(ValueError, match=r"blank.txt: no labels"):
-        ml.read_labels(_write(tmp_path / "blank.txt", "\n \n"))
+        ml.read_labels(write_text(tmp_path / "blank.txt", "\n \n"))
     with pytest.raises(ValueError, match=r"nope.txt: no such labels file"):
         ml.read_labels(str(tmp_path / "nope.txt"))
 
 
 def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
-    _write(tmp_path / "train.tsv", "one\tb,a\ntwo\t\n")
+    write_text(tmp_path / "train.tsv", "one\tb,a\ntwo\t\n")
     saved = tmp_path / "out" / "label_list.txt"
     saved.parent.mkdir()
     p = ml.MultiLabelProcessor(saved_labels_path=str(saved))
@@ -113,7 +106,7 @@ def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
     p.save_labels()
     assert saved.read_text() == "a\nb\n"
     # Resuming in that --output_dir with other labels would shift the outputs' meaning.
-    _write(tmp_path / "train.tsv", "one\ta,c\n")
+    write_text(tmp_path / "train.tsv", "one\ta,c\n")
     with pytest.raises(ValueError, match=r"label_list.txt lists other labels \(a,b\) than "
                                          r"this run \(a,c\): use a new --output_dir"):
         ml.MultiLabelProcessor(saved_labels_path=str(saved)).get_train_examples(str(tmp_path))
@@ -121,7 +114,7 @@ def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
 
 def test_single_label_task_rejects_an_empty_label(tmp_path):
     # In multilabel an empty set is an example without labels; a single-label task needs one.
-    _write(tmp_path / "train.tsv", "sentence\tlabel\ngood\t1\nbad\t\n")
+    write_text(tmp_path / "train.tsv", "sentence\tlabel\ngood\t1\nbad\t\n")
     with pytest.raises(ValueError, match=r"train.tsv, line 3: the label is empty"):
         glue_data.get_processor("sst-2").get_train_examples(str(tmp_path))
 
@@ -223,7 +216,7 @@ def trained(tmp_path_factory):
     splits = {"train": _synthetic(rng, 320), "dev": _synthetic(rng, 67),
               "test": _synthetic(rng, 37)}
     for name, rows in splits.items():
-        _write(data / ("%s.tsv" % name), "".join(
+        write_text(data / ("%s.tsv" % name), "".join(
             "%s\t%s\n" % (text, ",".join(labels)) for text, labels in rows))
     out = root / "out"
     argv = _common(root) + [
@@ -318,7 +311,7 @@ def test_served_probabilities_equal_test_results(trained, tmp_path):
         "--init_checkpoint=%s" % trained["out"], "--max_seq_length=16",
         "--export_dir=%s" % export_dir]))
     texts = [text for text, _ in trained["splits"]["test"]]
-    inputs = _write(tmp_path / "inputs.json", json.dumps(texts))
+    inputs = write_text(tmp_path / "inputs.json", json.dumps(texts))
     output = str(tmp_path / "served.json")
     subprocess.run([sys.executable, "-c", _SERVE, str(export_dir), inputs, output], check=True,
                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=str(tmp_path),

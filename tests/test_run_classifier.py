@@ -10,6 +10,7 @@ import flags_common
 import input_pipeline
 import run_classifier as rc
 import tokenization
+from conftest import write_text
 
 # A vocabulary small enough to check ids by hand.
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a",
@@ -23,21 +24,13 @@ _TINY_CONFIG = {
 }
 
 
-def _write(path, text):
-    path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
-
-
 def _tsv(path, rows):
-    return _write(path, "".join("\t".join(r) + "\n" for r in rows))
+    return write_text(path, "".join("\t".join(r) + "\n" for r in rows))
 
 
 @pytest.fixture
 def small_tokenizer(tmp_path):
-    vocab = _write(tmp_path / "vocab.txt", "".join(t + "\n" for t in _VOCAB))
+    vocab = write_text(tmp_path / "vocab.txt", "".join(t + "\n" for t in _VOCAB))
     return tokenization.FullTokenizer(vocab, do_lower_case=True)
 
 
@@ -409,7 +402,7 @@ def test_regression_metrics():
 
 def _base_flags(tmp_path, data_dir, vocab_file, task="MRPC", config=None, extra=(),
                 output_dir=None):
-    config_path = _write(tmp_path / "bert_config.json", json.dumps(config or _TINY_CONFIG))
+    config_path = write_text(tmp_path / "bert_config.json", json.dumps(config or _TINY_CONFIG))
     return ["--task_name=%s" % task, "--data_dir=%s" % data_dir,
             "--vocab_file=%s" % vocab_file, "--bert_config_file=%s" % config_path,
             "--output_dir=%s" % (output_dir or tmp_path / "out")] + list(extra)

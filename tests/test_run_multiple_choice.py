@@ -2,7 +2,6 @@
 import csv
 import io
 import json
-import os
 import random
 
 import numpy as np
@@ -15,6 +14,7 @@ import modeling
 import multiple_choice_data as mcd
 import run_multiple_choice
 import tokenization
+from conftest import write_text
 
 _ANIMALS = ["cat", "dog", "bird", "fish", "cow", "pig"]
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "sat", "ran", "on",
@@ -25,14 +25,6 @@ _TINY = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
          "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02}
 _HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
            "ending0", "ending1", "ending2", "ending3", "label"]
-
-
-def _write(path, text):
-    path = str(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    return path
 
 
 def _swag_csv(rows, test=False):
@@ -65,17 +57,17 @@ def _synthetic(n, seed):
 
 @pytest.fixture
 def tokenizer(tmp_path):
-    return tokenization.FullTokenizer(_write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"))
+    return tokenization.FullTokenizer(write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"))
 
 
 def test_swag_csv_with_quoted_commas_and_an_unlabelled_test_split(tmp_path):
     rows = [("The cat, calm, sat.", "Then it", ["ran home.", "sat, again.", "saw a dog.",
                                                  "went."], 2)]
-    train = mcd.read_swag(_write(tmp_path / "train.csv", _swag_csv(rows)))
+    train = mcd.read_swag(write_text(tmp_path / "train.csv", _swag_csv(rows)))
     assert train == [mcd.Example("0", "The cat, calm, sat.",
                                  ["Then it ran home.", "Then it sat, again.",
                                   "Then it saw a dog.", "Then it went."], 2)]
-    test = mcd.read_swag(_write(tmp_path / "test.csv", _swag_csv(rows, test=True)),
+    test = mcd.read_swag(write_text(tmp_path / "test.csv", _swag_csv(rows, test=True)),
                          is_test=True)
     assert test[0].label is None and test[0].choices == train[0].choices
 
@@ -83,11 +75,11 @@ def test_swag_csv_with_quoted_commas_and_an_unlabelled_test_split(tmp_path):
 def test_jsonl_any_fixed_number_of_choices(tmp_path):
     lines = [{"context": "c%d" % i, "question": "q", "endings": ["e%d" % j for j in range(5)],
               "label": i % 5} for i in range(3)]
-    examples = mcd.read_jsonl(_write(tmp_path / "dev.jsonl",
+    examples = mcd.read_jsonl(write_text(tmp_path / "dev.jsonl",
                                      "\n".join(json.dumps(x) for x in lines) + "\n"))
     assert [len(e.choices) for e in examples] == [5, 5, 5]
     assert examples[1].choices[0] == "q e0" and examples[2].label == 2
-    three = mcd.read_jsonl(_write(tmp_path / "t.jsonl", json.dumps(
+    three = mcd.read_jsonl(write_text(tmp_path / "t.jsonl", json.dumps(
         {"context": "c", "endings": ["a", "b", "c"]}) + "\n"), is_test=True)
     assert three[0].choices == ["a", "b", "c"] and three[0].label is None
 
@@ -108,7 +100,7 @@ def test_jsonl_any_fixed_number_of_choices(tmp_path):
     ("train.jsonl", "\n\n", r"no examples"),
 ])
 def test_bad_input_names_file_and_line(tmp_path, name, text, message):
-    path = _write(tmp_path / name, text)
+    path = write_text(tmp_path / name, text)
     read = mcd.read_swag if name.endswith(".csv") else mcd.read_jsonl
     with pytest.raises(ValueError, match=name.replace(".", r"\.") + ".*" + message):
         read(path)
@@ -146,8 +138,8 @@ def test_choices_run_as_one_batch_equal_each_choice_alone():
 
 
 def _flags(tmp_path, data, out, *extra):
-    config = _write(tmp_path / "bert_config.json", json.dumps(_TINY))
-    vocab = _write(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n")
+    config = write_text(tmp_path / "bert_config.json", json.dumps(_TINY))
+    vocab = write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n")
     return flags_common.parse_flags(run_multiple_choice.define_flags, [
         "--task_name=swag", "--data_dir=%s" % data, "--vocab_file=%s" % vocab,
         "--bert_config_file=%s" % config, "--output_dir=%s" % out, "--max_seq_length=20",
@@ -158,9 +150,9 @@ def _flags(tmp_path, data, out, *extra):
 @pytest.mark.slow
 def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
     data = tmp_path / "swag"
-    _write(data / "train.csv", _swag_csv(_synthetic(96, 1)))
-    _write(data / "val.csv", _swag_csv(_synthetic(40, 2)))
-    _write(data / "test.csv", _swag_csv(_synthetic(13, 3), test=True))
+    write_text(data / "train.csv", _swag_csv(_synthetic(96, 1)))
+    write_text(data / "val.csv", _swag_csv(_synthetic(40, 2)))
+    write_text(data / "test.csv", _swag_csv(_synthetic(13, 3), test=True))
     result = run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "out", "--do_train",
                                             "--do_eval", "--do_predict",
                                             "--num_train_epochs=25"))
@@ -177,9 +169,9 @@ def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
 @pytest.mark.slow
 def test_trimmed_and_full_padding_write_the_same_files(tmp_path):
     data = tmp_path / "swag"
-    _write(data / "train.csv", _swag_csv(_synthetic(16, 1)))
-    _write(data / "val.csv", _swag_csv(_synthetic(12, 2)))
-    _write(data / "test.csv", _swag_csv(_synthetic(7, 3), test=True))
+    write_text(data / "train.csv", _swag_csv(_synthetic(16, 1)))
+    write_text(data / "val.csv", _swag_csv(_synthetic(12, 2)))
+    write_text(data / "test.csv", _swag_csv(_synthetic(7, 3), test=True))
     run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "trained", "--do_train",
                                    "--num_train_epochs=1"))
     ckpt = tf.train.latest_checkpoint(str(tmp_path / "trained"))
@@ -200,7 +192,7 @@ def test_trimmed_and_full_padding_write_the_same_files(tmp_path):
 
 def test_run_errors(tmp_path):
     data = tmp_path / "swag"
-    _write(data / "train.csv", _swag_csv(_synthetic(4, 1)))
+    write_text(data / "train.csv", _swag_csv(_synthetic(4, 1)))
     with pytest.raises(ValueError, match="unknown --task_name 'race'"):
         run_multiple_choice.run(flags_common.parse_flags(
             run_multiple_choice.define_flags,
