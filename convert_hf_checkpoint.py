@@ -27,7 +27,7 @@ Activations: HuggingFace's "gelu" is the exact erf GELU and becomes
 "gelu_pytorch_tanh", "gelu_fast") become "gelu", which is what the reference
 means by "gelu".
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import json
 import os
 import re
@@ -37,10 +37,10 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import checkpoints
-import flags_common
 import modeling
-import pooling
+from bert_tf2 import flags_common
+from bert_tf2.tasks import pooling
+from bert_tf2.trainer import checkpoints
 
 _REQUIRED_FLAGS = ("hf_dir", "output_dir")
 

@@ -9,7 +9,7 @@ tools written for Google's checkpoints can read it.
   python convert_tf1_checkpoint.py --input_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt \
       --bert_config_file=uncased_L-12_H-768_A-12/bert_config.json --output_dir=tf2_ckpt
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
 
 import numpy as np
@@ -17,11 +17,11 @@ import tensorflow as tf
 from absl import flags
 from absl import logging
 
-import checkpoints
-import flags_common
-import heads
 import modeling
 import optimization
+from bert_tf2 import flags_common
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 
 MODEL_TYPES = ("auto", "pretraining", "classifier", "squad", "encoder")
 

@@ -48,7 +48,7 @@ file in the per-file mode): an instance joins the current row while the row has
 room for it and fewer than --max_instances_per_row instances. run_pretraining.py
 --packed_sequences reads them (attention stays within each instance).
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 import functools
 import importlib
@@ -60,15 +60,15 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import fileutil
-import flags_common
-import input_pipeline
-import pretraining_corpus
-import pretraining_draws
-import pretraining_records
-import pretraining_shards
 import tokenization
-import word_boundaries
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.pretraining import pretraining_corpus
+from bert_tf2.pretraining import pretraining_draws
+from bert_tf2.pretraining import pretraining_records
+from bert_tf2.pretraining import pretraining_shards
+from bert_tf2.pretraining import word_boundaries
 
 _CLS, _SEP, _MASK = "[CLS]", "[SEP]", "[MASK]"
 
@@ -878,7 +878,7 @@ create_int_feature, create_float_feature = input_pipeline.int_feature, input_pip
 def _beam_module():
     """pretraining_beam, or a one-line error naming the extra when Beam is missing."""
     try:
-        import pretraining_beam  # pylint: disable=import-outside-toplevel
+        from bert_tf2.pretraining import pretraining_beam  # pylint: disable=import-outside-toplevel
     except ImportError as e:
         raise ValueError("--runner needs Apache Beam, an optional extra: pip install "
                          "'bert-tf2[beam]' (%s)" % e) from None

@@ -28,15 +28,15 @@ Example:
     python create_vocab.py --input_file=corpus/*.txt --output_file=vocab.txt \
         --vocab_size=30522 --do_lower_case=True
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 
 from absl import flags
 from absl import logging
 
-import fileutil
-import flags_common
 import tokenization
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 JOINER = "##"

@@ -95,7 +95,7 @@ covered characters only.
 In-graph tokenization: see tokenization_graph.py (core TensorFlow ops, exactly
 FullTokenizer's ids; tensorflow_text is not needed to export, load or serve).
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import contextlib
 import json
 import os
@@ -107,16 +107,16 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
-import checkpoints
-import flags_common
-import glue_data
-import long_text
-import multilabel_data
-import ner_data
-import pooling
-import serving
 import tokenization
-import tokenization_graph
+from bert_tf2.export import serving
+from bert_tf2.export import tokenization_graph
+from bert_tf2 import flags_common
+from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import long_text
+from bert_tf2.tasks import multilabel_data
+from bert_tf2.tasks import ner_data
+from bert_tf2.tasks import pooling
+from bert_tf2.trainer import checkpoints
 
 MODEL_TYPES = serving.MODEL_TYPES
 

@@ -19,7 +19,7 @@ pooling.pool over the --layers given (default: the last), as
 {"linex_index": N, "embedding": [...]} lines or one float32 [lines, dim] .npy
 array. `SentenceEncoder` does the same from Python.
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import json
 import os
 import re
@@ -30,13 +30,13 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import checkpoints
-import fileutil
-import flags_common
-import input_pipeline
 import modeling
-import pooling
 import tokenization
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import pooling
+from bert_tf2.trainer import checkpoints
 
 _REQUIRED_FLAGS = ("input_file", "output_file", "bert_config_file", "init_checkpoint",
                    "vocab_file")

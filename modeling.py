@@ -21,7 +21,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
-import tf1_variables
+from bert_tf2.base import tf1_variables
 
 
 # ---------------------------------------------------------------------------

@@ -57,8 +57,8 @@ import re
 import tensorflow as tf
 import tf_keras
 
-import fused_update
-from fused_update import FUSED_GROUPINGS  # noqa: F401 (part of this module's API)
+from bert_tf2.base import fused_update
+from bert_tf2.base.fused_update import FUSED_GROUPINGS  # noqa: F401 (part of this module's API)
 
 __all__ = [
     "DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY",

@@ -11,7 +11,7 @@ eval_results.txt, the TF2 distribution/precision flags of flags_common, and
 Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 import os
 
@@ -20,23 +20,23 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import fileutil
-import flags_common
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
 # The task data lives in glue_data; the reference's names stay importable from here.
-from glue_data import (  # noqa: F401  pylint: disable=unused-import
+from bert_tf2.tasks.glue_data import (  # noqa: F401  pylint: disable=unused-import
     PROCESSORS, ColaProcessor, DataProcessor, InputExample, InputFeatures, MnliProcessor,
     MrpcProcessor, PaddingInputExample, QnliProcessor, QqpProcessor, RteProcessor,
     Sst2Processor, StsbProcessor, TsvRow, WnliProcessor, XnliProcessor,
     convert_examples_to_features, convert_single_example, eval_metrics,
     file_based_convert_examples_to_features, get_processor, record_spec)
-import input_pipeline
-import heads
-import long_text
 import modeling
-import multilabel_data
 import tokenization
-import tf1_variables
-import training
+from bert_tf2.base import tf1_variables
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import long_text
+from bert_tf2.tasks import multilabel_data
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
 
 # The reference's name, for code that imported it from run_classifier.
 _truncate_seq_pair = input_pipeline.truncate_seq_pair

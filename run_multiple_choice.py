@@ -17,7 +17,7 @@ with run_classifier.py's habits:
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_train --do_eval --max_seq_length=128 \
     --train_batch_size=16 --learning_rate=2e-5 --num_train_epochs=3 --output_dir=/tmp/swag
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
 
 from absl import flags
@@ -25,13 +25,13 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import fileutil
-import flags_common
-import input_pipeline
-import heads
 import modeling
-import multiple_choice_data
-import training
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import multiple_choice_data
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
 
 _REQUIRED_FLAGS = ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
 

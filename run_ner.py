@@ -25,7 +25,7 @@ character) gets "O".
     --do_lower_case=False --do_train --do_eval --do_predict --max_seq_length=128 \
     --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3 --output_dir=/tmp/ner
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
 
 from absl import flags
@@ -33,15 +33,15 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import checkpoints
-import fileutil
-import flags_common
-import input_pipeline
-import heads
 import modeling
-import ner_data
-import ner_metrics
-import training
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import ner_data
+from bert_tf2.tasks import ner_metrics
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
 
 _SPLITS = {"train": ("train_file", "train.txt"), "eval": ("eval_file", "dev.txt"),
            "predict": ("predict_file", "test.txt")}

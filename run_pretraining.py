@@ -11,7 +11,7 @@ the next-sentence loss and accuracy are means over the real instances
 (next_sentence_weights), so a packed batch scores what its instances would
 unpacked.
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
 
 import numpy as np
@@ -19,14 +19,14 @@ import tensorflow as tf
 from absl import flags
 from absl import logging
 
-import fileutil
-import flags_common
-import input_pipeline
-import heads
 import modeling
-import pretraining_records
-import tf1_variables
-import training
+from bert_tf2.base import tf1_variables
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.pretraining import pretraining_records
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
 
 
 def define_flags(fv):

@@ -14,7 +14,7 @@ The run, top to bottom (see `run`):
 Feature conversion and post-processing follow the original BERT release exactly, so
 the files it writes are the ones the original code writes for the same logits.
 """
-import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
 import random
 import time
@@ -24,27 +24,27 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import fileutil
-import flags_common
-import input_pipeline
-import heads
 import modeling
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.trainer import heads
 # The task data and post-processing live in squad_data / squad_results; every name
 # the reference's run_squad.py has stays importable from here.
-from input_pipeline import (  # noqa: F401  pylint: disable=unused-import
+from bert_tf2.input_pipeline import (  # noqa: F401  pylint: disable=unused-import
     DocSpan, check_is_max_context)
-from squad_data import (  # noqa: F401  pylint: disable=unused-import
+from bert_tf2.tasks.squad_data import (  # noqa: F401  pylint: disable=unused-import
     FIRST_UNIQUE_ID, FeatureWriter, InputFeatures, SquadExample,
     convert_examples_to_features, examples_from_articles, improve_answer_span,
     load_squad_json, read_squad_examples)
-from squad_results import (  # noqa: F401  pylint: disable=unused-import
+from bert_tf2.tasks.squad_results import (  # noqa: F401  pylint: disable=unused-import
     RawResult, SquadPredictions, apply_null_threshold, compact_batch, compact_result,
     compute_predictions, compute_softmax, effective_best_threshold, evaluate_predictions,
     get_best_indexes, get_final_text, has_gold_answers, summarize_feature, write_json,
     write_predictions)
 import tokenization
-import tf1_variables
-import training
+from bert_tf2.base import tf1_variables
+from bert_tf2.trainer import training
 
 # The reference's names of four helpers.
 _improve_answer_span = improve_answer_span

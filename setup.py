@@ -1,16 +1,13 @@
 """bert-tf2: Google's original BERT scripts, ported faithfully to TensorFlow 2."""
-from setuptools import setup
+from setuptools import find_packages, setup
 
+# The repository root: the reference's modules and scripts (their names are what its users
+# import), our two other runners and the command faces. Everything else is in bert_tf2/, and
+# bert/ gives the same modules under `from bert import ...` (bert-tensorflow's import style).
 MODULES = [
-    "tokenization", "modeling", "optimization", "checkpoints", "training", "input_pipeline",
-    "flags_common", "create_pretraining_data", "run_pretraining", "run_classifier",
-    "run_squad", "extract_features", "convert_tf1_checkpoint", "convert_hf_checkpoint",
-    "export_saved_model", "create_vocab", "fileutil", "startup", "glue_data", "squad_data",
-    "squad_results", "pretraining_records", "pretraining_shards", "pretraining_corpus",
-    "pretraining_draws", "pretraining_beam", "tokenization_graph",
-    "serving", "run_ner", "ner_data", "ner_metrics", "run_multiple_choice",
-    "multiple_choice_data", "multilabel_data", "heads", "fused_update", "tf1_variables",
-    "pooling", "word_boundaries", "long_text",
+    "modeling", "tokenization", "optimization", "create_pretraining_data", "run_pretraining",
+    "run_classifier", "run_squad", "extract_features", "run_ner", "run_multiple_choice",
+    "convert_tf1_checkpoint", "convert_hf_checkpoint", "export_saved_model", "create_vocab",
 ]
 
 SCRIPTS = {
@@ -31,8 +28,19 @@ setup(
     name="bert-tf2",
     version="0.1.0",
     description="Google's original BERT (run_pretraining, run_classifier, run_squad, ...) on TF 2.20",
-    python_requires=">=3.11,<3.12",
+    license="Apache-2.0",
+    python_requires=">=3.10,<3.14",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Intended Audience :: Science/Research",
+    ],
     py_modules=MODULES,
+    packages=find_packages(include=["bert_tf2", "bert_tf2.*", "bert"]),
     install_requires=[
         "tensorflow~=2.20.0",
         "tensorflow-text~=2.20.0",
@@ -40,6 +48,11 @@ setup(
         "tf-keras~=2.20.0",
         "absl-py>=1.0",
         "numpy>=1.26",
+        # Imported directly (STS-B's correlations; the trainer's summaries): declared here rather
+        # than left to come through tf-models-official and TensorFlow (TF 2.21 no longer brings
+        # TensorBoard along).
+        "scipy>=1.10",
+        "tensorboard>=2.20",
     ],
     extras_require={
         "test": ["pytest>=8"],

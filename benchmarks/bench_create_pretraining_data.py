@@ -43,7 +43,7 @@ if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
 # The runners' quiet start (startup.py) before anything imports TensorFlow.
-import startup  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf2 import startup  # noqa: E402  pylint: disable=wrong-import-position
 import create_pretraining_data as cpd  # pylint: disable=wrong-import-position
 
 startup.initialize_devices()

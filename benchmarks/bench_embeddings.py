@@ -41,7 +41,7 @@ BATCH_SIZE = 32
 
 def sts_dev():
     """(sentences: s1 and s2 of every STS-B dev pair, in order, gold scores [pairs])."""
-    import glue_data  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
     examples = glue_data.get_processor("sts-b").get_dev_examples(
         os.path.join(shared_dir(), "data", "glue_data", "STS-B"))
     sentences = [e.text_a for e in examples] + [e.text_b for e in examples]
@@ -59,7 +59,7 @@ def convert_minilm(workdir):
 def export_encoder(model_dir, export_dir):
     """export_saved_model.py --model_type=encoder of a converted folder (its defaults)."""
     import export_saved_model  # pylint: disable=import-outside-toplevel
-    import flags_common  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import flags_common  # pylint: disable=import-outside-toplevel
     fv = flags_common.parse_flags(export_saved_model.define_flags, [
         "--model_type=encoder", "--bert_config_file=" + os.path.join(model_dir,
                                                                      "bert_config.json"),

@@ -98,7 +98,7 @@ def _peer_example(input_ids, input_mask, segment_ids, label=None):
 
 def glue_data_files(workdir, task, split, count, tokenizer):
     """(record file, peer examples, label count) of the first `count` examples of a split."""
-    import glue_data  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
     processor = glue_data.get_processor(task)
     folder = os.path.join(shared_dir(), "data", "glue_data", {"sst-2": "SST-2",
                                                              "mrpc": "MRPC"}[task])
@@ -117,7 +117,7 @@ def glue_data_files(workdir, task, split, count, tokenizer):
 def extract_inputs(count, tokenizer):
     """extract_features' InputFeatures of the first `count` SST-2 training sentences."""
     import extract_features  # pylint: disable=import-outside-toplevel
-    import glue_data  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
     folder = os.path.join(shared_dir(), "data", "glue_data", "SST-2")
     sentences = [e.text_a for e in glue_data.get_processor("sst-2").get_train_examples(
         folder)[:count]]
@@ -130,7 +130,7 @@ def extract_inputs(count, tokenizer):
 
 def squad_data_files(workdir, count, tokenizer):
     """(record file, peer examples) of the features of the first `count` SQuAD dev questions."""
-    import squad_data  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import squad_data  # pylint: disable=import-outside-toplevel
     examples = squad_data.read_squad_examples(
         os.path.join(shared_dir(), "data", "squad", "dev-v1.1.json"), False)[:count]
     path = os.path.join(workdir, "squad_eval.tf_record")
@@ -158,7 +158,7 @@ class Ours:
         self.bert_config, self.checkpoint, self.workdir = bert_config, checkpoint, workdir
 
     def _runner(self, name, model_fn):
-        import training  # pylint: disable=import-outside-toplevel
+        from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
         training.set_seed(1)   # the same task head (not in the checkpoint) in every run
         config = training.RunConfig(output_dir=os.path.join(self.workdir, name),
                                     init_checkpoint=self.checkpoint)
@@ -170,9 +170,9 @@ class Ours:
     def train(self, path, num_labels, steps, trim, grouped=False):
         """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones);
         grouped: the --group_by_length batches."""
-        import checkpoints  # pylint: disable=import-outside-toplevel
-        import input_pipeline  # pylint: disable=import-outside-toplevel
-        import heads  # pylint: disable=import-outside-toplevel
+        from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
+        from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+        from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
         import modeling  # pylint: disable=import-outside-toplevel
         import optimization  # pylint: disable=import-outside-toplevel
         tf.random.set_seed(1)
@@ -199,7 +199,7 @@ class Ours:
 
     def predict(self, name, model_fn, path, spec, batch_size, predict_fn, count, trim):
         """(examples/s of one pass after a warm-up pass, the outputs of the real rows)."""
-        import input_pipeline  # pylint: disable=import-outside-toplevel
+        from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
         runner = self._runner(name, model_fn)
         dataset_fn = input_pipeline.dataset_fn_for([path], spec, batch_size,
                                                    is_training=False, trim_padding=trim)
@@ -282,7 +282,7 @@ def _max_diff(a, b):
 def _model_setup(name, workdir):
     """(BertConfig, our checkpoint, peer spec without jobs)."""
     import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
-    import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     hf_dir = minilm_dir()
     if name == "minilm":
@@ -307,8 +307,8 @@ def _model_setup(name, workdir):
 
 def measure_model(name, workdir, quick, log):
     """Our rows of one model (peer values filled in later) and the peer's jobs."""
-    import input_pipeline  # pylint: disable=import-outside-toplevel
-    import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     import tokenization  # pylint: disable=import-outside-toplevel
     pick = 1 if quick else 0

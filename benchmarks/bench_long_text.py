@@ -78,7 +78,7 @@ def make_task(out_dir, seed=0, limit=None):
 
 
 def _run_classifier(argv):
-    import flags_common  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import flags_common  # pylint: disable=import-outside-toplevel
     import run_classifier  # pylint: disable=import-outside-toplevel
     start = time.perf_counter()
     run_classifier.run(flags_common.parse_flags(run_classifier.define_flags, argv))

@@ -107,7 +107,7 @@ def make_records(workdir, vocab, num_documents, dupe_factor, max_instances_per_r
 # ---------------------------------------------------------------------------
 
 def _run_flags(path, batch_size, packed):
-    import flags_common
+    from bert_tf2 import flags_common
     import run_pretraining
     return flags_common.parse_flags(run_pretraining.define_flags, [
         "--input_file=" + path, "--max_seq_length=%d" % SEQ_LENGTH,
@@ -117,7 +117,7 @@ def _run_flags(path, batch_size, packed):
 
 def load_batches(path, batch_size, num_batches, packed):
     """The first training batches of a record file, read as run_pretraining reads them."""
-    import input_pipeline
+    from bert_tf2 import input_pipeline
     import run_pretraining
     fv = _run_flags(path, batch_size, packed)
     spec = run_pretraining.feature_spec(fv, run_pretraining.check_packing(path, packed))
@@ -128,7 +128,7 @@ def load_batches(path, batch_size, num_batches, packed):
 
 def build_step(cfg):
     """A traced training step (model, loss, clipped AdamWeightDecay) on fresh weights."""
-    import heads
+    from bert_tf2.trainer import heads
     import modeling
     import optimization
     import run_pretraining

@@ -27,12 +27,12 @@ import tempfile
 import bench_util  # sets up sys.path; pylint: disable=unused-import
 from bench_util import np, tf
 
-import checkpoints  # pylint: disable=wrong-import-order
 import export_saved_model  # pylint: disable=wrong-import-order
-import glue_data  # pylint: disable=wrong-import-order
-import heads  # pylint: disable=wrong-import-order
 import modeling  # pylint: disable=wrong-import-order
 import tokenization  # pylint: disable=wrong-import-order
+from bert_tf2.tasks import glue_data  # pylint: disable=wrong-import-order
+from bert_tf2.trainer import checkpoints  # pylint: disable=wrong-import-order
+from bert_tf2.trainer import heads  # pylint: disable=wrong-import-order
 
 SHARED = os.environ.get("BERT_TF2_SHARED",
                         os.path.join(bench_util.REPO_ROOT, "..", "shared"))

@@ -36,7 +36,7 @@ for _path in (BENCH_DIR, REPO_ROOT):
 # The runners' start-up settings before TensorFlow is imported: its C++ log level, the
 # BFC CPU allocator (unless TF_CPU_ALLOCATOR_USE_BFC says otherwise) for ours and peer
 # alike, and the device listing without the no-GPU cuInit line.
-import startup  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf2 import startup  # noqa: E402  pylint: disable=wrong-import-position
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position

@@ -33,7 +33,7 @@ def _forward_fn(call, xla):
 def build_ours(cfg, dtype, xla, tokens):
     """Returns run(n): n forward passes of our BertModel on `tokens` (ids, mask, types)."""
     import modeling
-    import training
+    from bert_tf2.trainer import training
     training.configure_precision(dtype)
     model = modeling.BertModel(modeling.BertConfig(**cfg))
 

@@ -65,10 +65,10 @@ def _repeat(batch):
 
 def build_ours(cfg, dtype, xla, batch, workdir):
     """Returns run(n): n steps of training.Runner's loop; the loss is fetched to sync."""
-    import heads
+    from bert_tf2.trainer import heads
     import modeling
     import run_pretraining
-    import training
+    from bert_tf2.trainer import training
     training.configure_precision(dtype)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     values = dict(output_dir=workdir, learning_rate=1e-4, num_train_steps=100000,

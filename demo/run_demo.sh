@@ -274,7 +274,7 @@ echo "+ $PY (load $OUT/saved_model in Python, classify two new sentences)"
 "$PY" - "$OUT/saved_model" <<'EOF'
 import sys
 
-import startup; startup.quiet()  # before tensorflow: no start-up noise
+from bert_tf2 import startup; startup.quiet()  # before tensorflow: no start-up noise
 import tensorflow as tf
 
 model = tf.saved_model.load(sys.argv[1])

@@ -12,9 +12,9 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import heads  # noqa: E402
 import modeling  # noqa: E402
-import training  # noqa: E402
+from bert_tf2.trainer import heads  # noqa: E402
+from bert_tf2.trainer import training  # noqa: E402
 from test_training import classifier_loss, features, tiny_config  # noqa: E402
 
 GLOBAL_BATCH = 8

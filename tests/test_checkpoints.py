@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import checkpoints
 import convert_tf1_checkpoint
-import flags_common
-import heads
 import modeling
 import optimization
+from bert_tf2 import flags_common
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 
 
 def tiny_config(**overrides):

@@ -13,11 +13,11 @@ import pytest
 import tensorflow as tf
 
 import create_pretraining_data as cpd
-import flags_common
-import pretraining_corpus
-import pretraining_shards
 import tokenization
-import word_boundaries
+from bert_tf2 import flags_common
+from bert_tf2.pretraining import pretraining_corpus
+from bert_tf2.pretraining import pretraining_shards
+from bert_tf2.pretraining import word_boundaries
 
 WORDS = ["北京", "天安门", "学习", "自然语言", "处理", "我们", "喜欢", "图书馆", "电脑", "足球",
          "程序员", "研究所", "中华人民共和国", "漂亮", "非常", "很", "也", "在", "他", "好", "看",

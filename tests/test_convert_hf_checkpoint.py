@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import checkpoints
 import convert_hf_checkpoint as conv
-import flags_common
-import heads
 import modeling
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 
 
 # ---------------------------------------------------------------------------

@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 
 import create_pretraining_data as cpd
-import flags_common
-import input_pipeline
-import pretraining_corpus
-import pretraining_draws
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.pretraining import pretraining_corpus
+from bert_tf2.pretraining import pretraining_draws
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "red", "house", "run",

@@ -2,8 +2,8 @@
 import pytest
 
 import create_vocab
-import flags_common
 import tokenization
+from bert_tf2 import flags_common
 
 CORPUS = """\
 The baker opened her shop before sunrise and lit the old brick oven.

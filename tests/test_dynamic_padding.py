@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import input_pipeline
-import heads
 import modeling
-import training
+from bert_tf2 import input_pipeline
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
 from conftest import REPO_ROOT
-from glue_data import Sst2Processor, eval_metrics
+from bert_tf2.tasks.glue_data import Sst2Processor, eval_metrics
 
 MAX_LEN = 40
 WIDTH = 16
@@ -471,7 +471,8 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/tests")
     import test_dynamic_padding as t
-    import input_pipeline, training
+    from bert_tf2 import input_pipeline
+    from bert_tf2.trainer import training
     tmp = pathlib.Path(sys.argv[2])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     report = {}

@@ -12,18 +12,19 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import checkpoints
 import export_saved_model as esm
 import extract_features
-import flags_common
-import heads
 import modeling
 import run_classifier
 import run_squad
-import serving
-import squad_results
 import tokenization
-import tokenization_graph
+from bert_tf2.export import serving
+from bert_tf2.export import tokenization_graph
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import squad_results
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 from conftest import write_text
 
 # Reference-port helpers the tests compare against.
@@ -217,12 +218,12 @@ def test_truncation_closed_form_is_truncate_seq_pair():
         tokens_a, tokens_b = list(range(len_a)), list(range(len_b))
         _TRUNCATE_SEQ_PAIR(tokens_a, tokens_b, max_length)
         expected.append((len(tokens_a), len(tokens_b)))
-        assert serving.truncated_pair_lengths(len_a, len_b, max_length) == expected[-1]
+        assert input_pipeline.truncated_pair_lengths(len_a, len_b, max_length) == expected[-1]
     for max_length in range(13):
         rows = [i for i, case in enumerate(cases) if case[0] == max_length]
-        got = serving.truncated_pair_lengths(tf.constant([cases[i][1] for i in rows], tf.int64),
-                                         tf.constant([cases[i][2] for i in rows], tf.int64),
-                                         max_length)
+        got = input_pipeline.truncated_pair_lengths(
+            tf.constant([cases[i][1] for i in rows], tf.int64),
+            tf.constant([cases[i][2] for i in rows], tf.int64), max_length)
         assert list(zip(got[0].numpy().tolist(), got[1].numpy().tolist())) == [
             expected[i] for i in rows]
 

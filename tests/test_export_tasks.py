@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import export_saved_model as esm
-import flags_common
 import run_multiple_choice
 import run_ner
+from bert_tf2 import flags_common
 from conftest import write_text
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "lives", "in",

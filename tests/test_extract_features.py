@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 import extract_features as ef
-import flags_common
-import heads
 import modeling
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2.trainer import heads
 from conftest import write_text
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a",
@@ -178,7 +178,7 @@ def test_golden_tf1_checkpoint(golden, tmp_path):
 
 def test_golden_from_a_tf2_checkpoint(golden, tmp_path):
     """The same weights saved as one of our TF2 checkpoints give the same output."""
-    import checkpoints  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
     config = modeling.BertConfig.from_json_file(str(golden["dir"] / "bert_config.json"))
     model = heads.BertClassifier(config, 2)
     model(heads.dummy_features(seq_length=8))

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-import fileutil
+from bert_tf2 import fileutil
 
 
 def test_atomic_open_leaves_nothing_on_failure(tmp_path):

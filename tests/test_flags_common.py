@@ -8,7 +8,7 @@ import sys
 import pytest
 from absl import flags
 
-import flags_common
+from bert_tf2 import flags_common
 
 
 def _define(fv):

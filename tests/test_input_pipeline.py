@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import input_pipeline
+from bert_tf2 import input_pipeline
 
 
 def write_records(path, n, seq=4):

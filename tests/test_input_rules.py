@@ -13,14 +13,14 @@ import pytest
 import create_pretraining_data
 import create_vocab
 import extract_features
-import flags_common
-import input_pipeline
 import run_classifier
 import run_multiple_choice
 import run_ner
 import run_pretraining
 import run_squad
-import training
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.trainer import training
 from conftest import write_text
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "a", "dog", "."]

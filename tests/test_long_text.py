@@ -12,11 +12,11 @@ import pytest
 import tensorflow as tf
 
 import export_saved_model as esm
-import flags_common
-import glue_data
-import long_text
 import run_classifier as rc
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import long_text
 from conftest import write_text
 
 _FILLER = ["the", "a", "on", "in", "it", "is", "was", "and", "of", "to", "for", "with"]

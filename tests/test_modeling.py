@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import checkpoints
-import heads
 import modeling
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 
 
 def tiny_config(**overrides):

@@ -12,10 +12,10 @@ import pytest
 import tensorflow as tf
 
 import export_saved_model as esm
-import flags_common
-import glue_data
-import multilabel_data as ml
 import run_classifier as rc
+from bert_tf2 import flags_common
+from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import multilabel_data as ml
 from conftest import write_text
 
 _TRIGGERS = ["red", "green", "blue", "gold"]

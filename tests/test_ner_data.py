@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-import ner_data
-import ner_metrics
 import tokenization
+from bert_tf2.tasks import ner_data
+from bert_tf2.tasks import ner_metrics
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "lives", "in",
          "paris", "works", "for", "acme", "corp", "the", "city", "of", "london", "and",

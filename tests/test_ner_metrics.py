@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-import ner_data
-import ner_metrics
+from bert_tf2.tasks import ner_data
+from bert_tf2.tasks import ner_metrics
 from conftest import SHARED_DIR
 from test_ner_data import IOB1, IOB2, write
 

@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 
 import create_pretraining_data as cpd
-import flags_common
-import input_pipeline
-import heads
 import modeling
-import pretraining_records
 import run_pretraining
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.pretraining import pretraining_records
+from bert_tf2.trainer import heads
 
 SEQ = 64            # max_seq_length
 PREDS = 6           # max_predictions_per_seq

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import checkpoints
 import convert_hf_checkpoint
 import export_saved_model
 import extract_features
-import flags_common
 import modeling
-import pooling
+from bert_tf2 import flags_common
+from bert_tf2.tasks import pooling
+from bert_tf2.trainer import checkpoints
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a",
           "dog", "ran", "##s", "fast", "."]

@@ -17,10 +17,10 @@ import tensorflow as tf
 pytest.importorskip("apache_beam")
 
 import create_pretraining_data as cpd  # pylint: disable=wrong-import-position
-import flags_common  # pylint: disable=wrong-import-position
 import modeling  # pylint: disable=wrong-import-position
-import pretraining_beam  # pylint: disable=wrong-import-position
 import run_pretraining  # pylint: disable=wrong-import-position
+from bert_tf2 import flags_common  # pylint: disable=wrong-import-position
+from bert_tf2.pretraining import pretraining_beam  # pylint: disable=wrong-import-position
 
 SEQ, PREDS = 32, 5
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "on",
@@ -211,7 +211,7 @@ def test_output_prefix_holding_other_shards(tmp_path, corpus):
 
 
 def test_without_beam_one_line_names_the_extra(tmp_path, corpus, monkeypatch):
-    monkeypatch.setitem(sys.modules, "pretraining_beam", None)
+    monkeypatch.setitem(sys.modules, "bert_tf2.pretraining.pretraining_beam", None)
     fv = _bad_corpus(tmp_path, corpus, _corpus(1).encode())
     _assert_fails(tmp_path, r"--runner needs Apache Beam.*pip install 'bert-tf2\[beam\]'", fv)
     # The command line stops before absl sees the Beam flags: sys.exit's one line on
@@ -221,5 +221,5 @@ def test_without_beam_one_line_names_the_extra(tmp_path, corpus, monkeypatch):
     with pytest.raises(SystemExit) as e:
         cpd.main()
     assert e.value.code == ("error: --runner needs Apache Beam, an optional extra: pip "
-                            "install 'bert-tf2[beam]' (import of pretraining_beam halted; "
-                            "None in sys.modules)")
+                            "install 'bert-tf2[beam]' (import of "
+                            "bert_tf2.pretraining.pretraining_beam halted; None in sys.modules)")

@@ -4,8 +4,8 @@ import random
 
 import tensorflow as tf
 
-import input_pipeline
-import pretraining_records
+from bert_tf2 import input_pipeline
+from bert_tf2.pretraining import pretraining_records
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
 

@@ -1,5 +1,5 @@
 """pretraining_shards.py: shard seeds, shard files and the even interleave."""
-import pretraining_shards
+from bert_tf2.pretraining import pretraining_shards
 
 
 def test_shard_seeds_depend_on_seed_and_file_only():

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import checkpoints
 import create_pretraining_data
 import extract_features
-import heads
 import modeling
 import optimization
 import run_classifier
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRAPH_SCRIPT = os.path.join(REPO_ROOT, "tests", "reference_api_graph.py")

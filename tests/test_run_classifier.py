@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import flags_common
-import input_pipeline
 import run_classifier as rc
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
 from conftest import write_text
 
 # A vocabulary small enough to check ids by hand.

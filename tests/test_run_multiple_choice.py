@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import flags_common
-import heads
 import modeling
-import multiple_choice_data as mcd
 import run_multiple_choice
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2.tasks import multiple_choice_data as mcd
+from bert_tf2.trainer import heads
 from conftest import write_text
 
 _ANIMALS = ["cat", "dog", "bird", "fish", "cow", "pig"]

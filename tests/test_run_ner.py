@@ -7,9 +7,9 @@ import textwrap
 import numpy as np
 import pytest
 
-import checkpoints
-import flags_common
 import run_ner
+from bert_tf2 import flags_common
+from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT
 from test_ner_data import IOB1, IOB2, VOCAB, write
 

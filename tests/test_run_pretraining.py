@@ -8,10 +8,10 @@ import textwrap
 import numpy as np
 import pytest
 
-import checkpoints
-import flags_common
-import input_pipeline
 import run_pretraining
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT
 
 
@@ -167,7 +167,9 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     sys.path.insert(0, sys.argv[1])
-    import flags_common, run_pretraining, checkpoints
+    import run_pretraining
+    from bert_tf2 import flags_common
+    from bert_tf2.trainer import checkpoints
     args = json.loads(sys.argv[2])
     out = {}
     runs = (("one_device", "one_device", []), ("mirrored", "mirrored", []),

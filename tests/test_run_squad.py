@@ -6,12 +6,12 @@ import os
 import numpy as np
 import pytest
 
-import flags_common
-import input_pipeline
 import run_squad
-import squad_data
-import squad_results
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import squad_data
+from bert_tf2.tasks import squad_results
 
 # A vocabulary small enough to know every WordPiece split by heart.
 WORDS = [
@@ -240,7 +240,7 @@ def test_question_that_leaves_no_room_names_the_example(tokenizer):
 
 def test_feature_writer_records(tokenizer, tmp_path):
     import tensorflow as tf
-    import input_pipeline
+    from bert_tf2 import input_pipeline
     example = run_squad.SquadExample("q1", "who", STORE.split(), "milk", 11, 11)
     path = str(tmp_path / "train.tf_record")
     with run_squad.FeatureWriter(path, is_training=True) as writer:
@@ -613,8 +613,8 @@ def test_dev_features_are_consistent(dev_articles, uncased):
 
 def test_golden_squad_head_loads_into_bert_squad(shared_dir):
     import tensorflow as tf
-    import checkpoints
-    import heads
+    from bert_tf2.trainer import checkpoints
+    from bert_tf2.trainer import heads
     import modeling
     golden = shared_dir / "golden" / "tf1_tiny"
     config = modeling.BertConfig.from_json_file(str(golden / "bert_config.json"))

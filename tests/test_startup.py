@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 
-import startup
+from bert_tf2 import startup
 from conftest import REPO_ROOT
 
 
@@ -46,9 +46,11 @@ def test_the_users_log_level_wins(tmp_path):
 
 
 _TINY_TRAINING = """
-import startup; startup.quiet()
+from bert_tf2 import startup; startup.quiet()
 import numpy as np, tensorflow as tf
-import heads, modeling, training
+import modeling
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
 config = modeling.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
                              num_attention_heads=2, intermediate_size=16,
                              max_position_embeddings=16)

@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import flags_common
-import heads
 import modeling
-import training
+from bert_tf2 import flags_common
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
 
 
 def tiny_config():
@@ -237,7 +237,7 @@ def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
     import subprocess
     import sys
 
-    import checkpoints
+    from bert_tf2.trainer import checkpoints
     from conftest import REPO_ROOT
 
     init = make_runner(tmp_path, "init")

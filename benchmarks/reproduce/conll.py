@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  pylint: disable=wrong-import-position
 
 sys.path.insert(0, common.ROOT)
-import ner_data  # noqa: E402  pylint: disable=wrong-import-position
-import ner_metrics  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf2.tasks import ner_data  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf2.tasks import ner_metrics  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def _env():

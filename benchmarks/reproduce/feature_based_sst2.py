@@ -33,7 +33,7 @@ VARIANTS = (("[CLS]", "cls", False), ("mean", "mean", False),
 
 def sst2(split, count=None):
     """(sentences, labels) of GLUE SST-2 train or dev (the first `count`)."""
-    import glue_data  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
     processor = glue_data.get_processor("sst-2")
     folder = os.path.join(bench_embeddings.shared_dir(), "data", "glue_data", "SST-2")
     examples = (processor.get_train_examples if split == "train"

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import fileutil
+from bert_tf2 import fileutil
 
 
 # ---------------------------------------------------------------------------
@@ -88,6 +88,21 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
     while len(tokens_a) + len(tokens_b) > max_length:
         longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
         longer.pop()
+
+
+def truncated_pair_lengths(len_a, len_b, max_length):
+    """Lengths after the reference's _truncate_seq_pair, in closed form.
+
+    The reference pops from the end of the longer list (from B on ties) until the
+    pair fits. B ends at min(len_b, max(max_length // 2, max_length - len_a)), then A
+    at min(len_a, max_length - B's length); works on numbers and on tensors.
+    """
+    if isinstance(len_b, tf.Tensor) or isinstance(len_a, tf.Tensor):
+        max_length = tf.cast(max_length, len_a.dtype)
+        keep_b = tf.minimum(len_b, tf.maximum(max_length // 2, max_length - len_a))
+        return tf.minimum(len_a, max_length - keep_b), keep_b
+    keep_b = min(len_b, max(max_length // 2, max_length - len_a))
+    return min(len_a, max_length - keep_b), keep_b
 
 
 def pack_pair(tokens_a, tokens_b, max_seq_length, tokenizer):

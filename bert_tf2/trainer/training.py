@@ -27,13 +27,13 @@ import tensorflow as tf
 import tf_keras
 from absl import logging
 
-import checkpoints
-import fileutil
-import input_pipeline
-import heads
+from bert_tf2.trainer import checkpoints
+from bert_tf2 import fileutil
+from bert_tf2 import input_pipeline
+from bert_tf2.trainer import heads
 import modeling
 import optimization
-import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
+from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
 
 CHECKPOINT_NAME = "model.ckpt"
 

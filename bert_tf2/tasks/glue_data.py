@@ -18,8 +18,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import input_pipeline
 import tokenization
+from bert_tf2 import input_pipeline
 
 
 # ---------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from absl import app
 from absl import flags
 
 import modeling
-import pooling
-import startup
+from bert_tf2.tasks import pooling
+from bert_tf2 import startup
 import tokenization
 
 

@@ -16,8 +16,8 @@ import json
 from absl import logging
 import tensorflow as tf
 
-import input_pipeline
 import tokenization
+from bert_tf2 import input_pipeline
 
 # First unique id given to a feature (as in the original release, so ids match).
 FIRST_UNIQUE_ID = 1000000000

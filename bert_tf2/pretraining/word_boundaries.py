@@ -38,7 +38,7 @@ import re
 
 from absl import flags
 
-import pretraining_corpus
+from bert_tf2.pretraining import pretraining_corpus
 
 # The code point blocks tokenization.is_chinese_char calls CJK (the reference's).
 _CJK_BLOCKS = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),

@@ -43,9 +43,9 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import fileutil
-import pretraining_corpus
-import pretraining_shards
+from bert_tf2 import fileutil
+from bert_tf2.pretraining import pretraining_corpus
+from bert_tf2.pretraining import pretraining_shards
 
 # Beam metrics namespace of the counters (files, bytes, documents, instances, ...).
 NAMESPACE = "create_pretraining_data"

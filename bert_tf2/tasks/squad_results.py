@@ -15,8 +15,8 @@ import math
 from absl import logging
 import numpy as np
 
-import fileutil
 import tokenization
+from bert_tf2 import fileutil
 
 
 # ---------------------------------------------------------------------------

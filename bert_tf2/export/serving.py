@@ -9,11 +9,11 @@ one window (`best_spans`).
 import numpy as np
 import tensorflow as tf
 
-import heads
 import modeling
-import multilabel_data
-import pooling
-import tokenization_graph
+from bert_tf2.export import tokenization_graph
+from bert_tf2.tasks import multilabel_data
+from bert_tf2.tasks import pooling
+from bert_tf2.trainer import heads
 
 MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
 
@@ -21,21 +21,6 @@ MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
 # ---------------------------------------------------------------------------
 # Packing (the reference's feature conversion, in the graph)
 # ---------------------------------------------------------------------------
-
-def truncated_pair_lengths(len_a, len_b, max_length):
-    """Lengths after the reference's _truncate_seq_pair, in closed form.
-
-    The reference pops from the end of the longer list (from B on ties) until the
-    pair fits. B ends at min(len_b, max(max_length // 2, max_length - len_a)), then A
-    at min(len_a, max_length - B's length); works on numbers and on tensors.
-    """
-    if isinstance(len_b, tf.Tensor) or isinstance(len_a, tf.Tensor):
-        max_length = tf.cast(max_length, len_a.dtype)
-        keep_b = tf.minimum(len_b, tf.maximum(max_length // 2, max_length - len_a))
-        return tf.minimum(len_a, max_length - keep_b), keep_b
-    keep_b = min(len_b, max(max_length // 2, max_length - len_a))
-    return min(len_a, max_length - keep_b), keep_b
-
 
 def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None):
     """[CLS] A [SEP] (B [SEP]) -> input_ids, input_mask, segment_ids int32 [B, S].
@@ -60,7 +45,7 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None):
         keep_b = tf.minimum(len_b, seq_length - 3 - keep_a)
         has_b = tf.ones_like(keep_b, tf.bool)
     else:
-        pair_a, pair_b = truncated_pair_lengths(len_a, len_b, seq_length - 3)
+        pair_a, pair_b = input_pipeline.truncated_pair_lengths(len_a, len_b, seq_length - 3)
         keep_a = tf.where(len_b > 0, pair_a, tf.minimum(len_a, seq_length - 2))
         keep_b = tf.where(len_b > 0, pair_b, 0)
         has_b = keep_b > 0

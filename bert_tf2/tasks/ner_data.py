@@ -30,8 +30,8 @@ import re
 
 import tensorflow as tf
 
-import fileutil
-import input_pipeline
+from bert_tf2 import fileutil
+from bert_tf2 import input_pipeline
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"

@@ -21,8 +21,8 @@ import os
 
 import tensorflow as tf
 
-import fileutil
-import input_pipeline
+from bert_tf2 import fileutil
+from bert_tf2 import input_pipeline
 
 # One question: its id, context, the second segment of every choice and the label.
 Example = collections.namedtuple("Example", "guid context choices label")

@@ -26,12 +26,12 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import checkpoints
-import fileutil
-import glue_data
-import input_pipeline
 import tokenization
-import training
+from bert_tf2 import fileutil
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import glue_data
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import training
 
 TASK_NAME = "multilabel"
 LABELS_FILE_NAME = fileutil.LABEL_LIST_FILE

@@ -28,9 +28,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import fileutil
-import input_pipeline
-import serving
+from bert_tf2.export import serving
+from bert_tf2 import fileutil
+from bert_tf2 import input_pipeline
 
 MODES = ("truncate", "head_tail", "windows")
 POOLINGS = ("mean", "max")
@@ -88,7 +88,7 @@ class LongText(collections.namedtuple("LongText",
         room = max_seq_length - 2
         if tokens_b:
             pair_room = max_seq_length - 3
-            _, keep_b = serving.truncated_pair_lengths(len(tokens_a), len(tokens_b), pair_room)
+            _, keep_b = input_pipeline.truncated_pair_lengths(len(tokens_a), len(tokens_b), pair_room)
             if keep_b < len(tokens_b):
                 _warn("example %s: text_b has %d pieces, more than the %d a pair of %d "
                       "leaves it: cut to them, as --long_text=truncate would"
@@ -155,7 +155,7 @@ class LongText(collections.namedtuple("LongText",
         len_a = ids_a.row_lengths()
         len_b = ids_b.row_lengths()
         pair_room = seq_length - 3
-        _, pair_b = serving.truncated_pair_lengths(len_a, len_b, pair_room)
+        _, pair_b = input_pipeline.truncated_pair_lengths(len_a, len_b, pair_room)
         keep_b = tf.where(len_b > 0, pair_b, 0)
         room = tf.where(len_b > 0, pair_room - keep_b, tf.cast(seq_length - 2, tf.int64))
         if self.mode == "head_tail":

@@ -22,10 +22,10 @@ and call `initialize_devices()` before their run:
 - SavedModel export's INFO line listing every captured variable it renames (a
   thousand characters of internal numbers, nothing a user named) is dropped.
 
-In your own Python (loading an exported SavedModel, say), `import startup` and
+In your own Python (loading an exported SavedModel, say), `from bert_tf2 import startup` and
 `startup.quiet()` before importing tensorflow give the same quiet process:
 
-    import startup; startup.quiet()
+    from bert_tf2 import startup; startup.quiet()
     import tensorflow as tf
 """
 import ctypes

@@ -31,8 +31,8 @@ import uuid
 
 import tensorflow as tf
 
-import fileutil
-import pretraining_corpus
+from bert_tf2 import fileutil
+from bert_tf2.pretraining import pretraining_corpus
 
 _RECORD_LENGTH = struct.Struct("<I")
 # Bytes before each record in a temporary shard file (its length).

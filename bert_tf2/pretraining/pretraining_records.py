@@ -20,8 +20,8 @@ import struct
 from absl import logging
 import tensorflow as tf
 
-import input_pipeline
 import tokenization
+from bert_tf2 import input_pipeline
 
 
 def varint(value):

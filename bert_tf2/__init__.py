@@ -1,0 +1,14 @@
+"""bert-tf2's machinery, below the reference's scripts at the repository root.
+
+Sub-packages by concern (the reference's own module names stay at the top level):
+  base/         what modeling.py and optimization.py stand on (TF1 variable names, the fused update)
+  trainer/      the training loop, checkpoints and resume, the task heads
+  tasks/        task data importable without a runner (GLUE-style, multi-label, long documents,
+                SQuAD, NER, multiple choice, sentence pooling)
+  pretraining/  create_pretraining_data's corpus reader, random draws, records, shards, Beam
+  export/       the SavedModel module and the in-graph tokenizer
+and, shared by all of them: startup (import first), fileutil (files in and out),
+flags_common (the flag groups of every script) and input_pipeline (TFRecords and tf.data).
+Importing this package imports nothing else, so `from bert_tf2 import startup` stays the
+cheap first import of every script.
+"""
