@@ -19,6 +19,7 @@ pytest.importorskip("apache_beam")
 import create_pretraining_data as cpd  # pylint: disable=wrong-import-position
 import modeling  # pylint: disable=wrong-import-position
 import run_pretraining  # pylint: disable=wrong-import-position
+import bert_tf2.pretraining  # pylint: disable=wrong-import-position
 from bert_tf2 import flags_common  # pylint: disable=wrong-import-position
 from bert_tf2.pretraining import pretraining_beam  # pylint: disable=wrong-import-position
 
@@ -212,6 +213,9 @@ def test_output_prefix_holding_other_shards(tmp_path, corpus):
 
 def test_without_beam_one_line_names_the_extra(tmp_path, corpus, monkeypatch):
     monkeypatch.setitem(sys.modules, "bert_tf2.pretraining.pretraining_beam", None)
+    # An earlier import left the module as an attribute of its package, where
+    # `from bert_tf2.pretraining import pretraining_beam` would find it first.
+    monkeypatch.delattr(bert_tf2.pretraining, "pretraining_beam", raising=False)
     fv = _bad_corpus(tmp_path, corpus, _corpus(1).encode())
     _assert_fails(tmp_path, r"--runner needs Apache Beam.*pip install 'bert-tf2\[beam\]'", fv)
     # The command line stops before absl sees the Beam flags: sys.exit's one line on

@@ -28,7 +28,6 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf2.export import serving
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 

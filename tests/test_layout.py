@@ -1,0 +1,84 @@
+"""The layout: the reference's names at the top, bert_tf2/ below them, `from bert import ...`."""
+import ast
+import importlib
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+REFERENCE = ["modeling", "tokenization", "optimization", "create_pretraining_data",
+             "run_pretraining", "run_classifier", "run_squad", "extract_features"]
+RUNNERS = {"create_pretraining_data", "run_pretraining", "run_classifier", "run_squad",
+           "extract_features", "run_ner", "run_multiple_choice", "convert_tf1_checkpoint",
+           "convert_hf_checkpoint", "export_saved_model", "create_vocab"}
+
+
+def _setup_modules():
+    tree = ast.parse((REPO_ROOT / "setup.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == "MODULES":
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py has no MODULES")
+
+
+def test_the_root_holds_the_reference_face_and_setup_installs_it():
+    root = {p.stem for p in REPO_ROOT.glob("*.py")} - {"setup"}
+    assert root == set(_setup_modules()) == RUNNERS | {"modeling", "tokenization",
+                                                       "optimization"}
+
+
+@pytest.mark.parametrize("name", REFERENCE)
+def test_from_bert_import_gives_the_top_level_module(name):
+    via_package = getattr(importlib.import_module("bert"), name, None) or \
+        importlib.import_module("bert." + name)
+    assert via_package is importlib.import_module(name)
+    assert importlib.import_module("bert." + name) is sys.modules[name]
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from ("%s.%s" % (node.module, alias.name) for alias in node.names)
+
+
+def test_no_module_imports_a_runner_and_no_runner_another():
+    for path in list(REPO_ROOT.glob("*.py")) + list((REPO_ROOT / "bert_tf2").rglob("*.py")):
+        runners = {name for name in _imports(path) if name in RUNNERS} - {path.stem}
+        assert not runners, "%s imports %s" % (path.relative_to(REPO_ROOT), sorted(runners))
+
+
+def test_package_modules_import_each_other_by_full_path():
+    moved = {p.stem for p in (REPO_ROOT / "bert_tf2").rglob("*.py")} - {"__init__"}
+    for path in list(REPO_ROOT.glob("*.py")) + list((REPO_ROOT / "bert_tf2").rglob("*.py")):
+        flat = {name for name in _imports(path) if name in moved}
+        assert not flat, "%s imports %s by a top-level name" % (
+            path.relative_to(REPO_ROOT), sorted(flat))
+
+
+def test_a_users_own_module_beside_their_script_changes_nothing(tmp_path):
+    # A user's folder with files named like our internal modules: '' comes first on sys.path.
+    for name in ("training", "serving", "heads", "checkpoints", "fileutil", "startup"):
+        (tmp_path / (name + ".py")).write_text("raise SystemExit('user %s.py imported')\n" % name)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    out = subprocess.run([sys.executable, "-c", "import run_classifier, export_saved_model"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_every_package_module_imports_alone():
+    # Each in a fresh interpreter would be slow; here, the package's own names resolve.
+    names = sorted("bert_tf2." + ".".join(p.relative_to(REPO_ROOT / "bert_tf2").with_suffix("")
+                                          .parts)
+                   for p in (REPO_ROOT / "bert_tf2").rglob("*.py") if p.stem != "__init__")
+    for name in names:
+        assert importlib.import_module(name).__name__ == name
+    assert pathlib.Path(importlib.import_module("bert_tf2").__file__).parent == \
+        REPO_ROOT / "bert_tf2"
