@@ -169,6 +169,28 @@ def convert_examples_to_features(examples, seq_length, tokenizer, first_index=0)
             for i, (ex, a, b) in enumerate(zip(examples, tokens_a, tokens_b))]
 
 
+def input_fn_builder(features, seq_length):
+    """The reference's input_fn(params) over in-memory `InputFeatures`.
+
+    One pass in order, batches of params["batch_size"] (the last one partial) of
+    int32 unique_ids [B] and input_ids, input_mask, input_type_ids [B, seq_length].
+    """
+    features = list(features)
+
+    def column(name, shape):
+        return np.array([getattr(f, name) for f in features], np.int32).reshape(shape)
+    return input_pipeline.in_memory_input_fn({
+        "unique_ids": column("unique_id", [-1]),
+        "input_ids": column("input_ids", [-1, seq_length]),
+        "input_mask": column("input_mask", [-1, seq_length]),
+        "input_type_ids": column("input_type_ids", [-1, seq_length]),
+    })
+
+
+# The reference's name, for code that imported it from extract_features.
+_truncate_seq_pair = input_pipeline.truncate_seq_pair
+
+
 def parse_layers(text, num_hidden_layers=None):
     """'-1,-2' -> [-1, -2]; each index must name an encoder layer."""
     return pooling.parse_layers(text, num_hidden_layers)

@@ -144,18 +144,22 @@ _ACTIVATIONS = {
 }
 
 
-def get_activation(activation):
-    """Maps a config's hidden_act string to a function; callables pass through."""
-    if activation is None or callable(activation):
-        return activation
-    if not isinstance(activation, str):
-        raise ValueError("unsupported activation: %r" % (activation,))
-    if not activation:
+def get_activation(activation_string):
+    """Maps a config's hidden_act string to a function; callables pass through.
+
+    The argument keeps the reference's name, so get_activation(activation_string="gelu")
+    works as it did there.
+    """
+    if activation_string is None or callable(activation_string):
+        return activation_string
+    if not isinstance(activation_string, str):
+        raise ValueError("unsupported activation: %r" % (activation_string,))
+    if not activation_string:
         return None
-    name = activation.lower()
+    name = activation_string.lower()
     if name not in _ACTIVATIONS:
         raise ValueError("unsupported activation: %s (known: %s)"
-                         % (activation, ", ".join(sorted(_ACTIVATIONS))))
+                         % (activation_string, ", ".join(sorted(_ACTIVATIONS))))
     return _ACTIVATIONS[name]
 
 
@@ -233,11 +237,13 @@ class LayerNorm(tf_keras.layers.Layer):
 
 
 def dense_layer(units, config, name, activation=None):
+    """A tf_keras Dense layer `name` with the config's truncated-normal kernel initializer."""
     return tf_keras.layers.Dense(units, activation=activation, name=name,
                                  kernel_initializer=create_initializer(config.initializer_range))
 
 
 def layer_norm_epsilon(config):
+    """The config's LayerNorm epsilon: layer_norm_eps when set (HF configs), else 1e-12."""
     return getattr(config, "layer_norm_eps", 1e-12)
 
 
@@ -539,7 +545,8 @@ class BertModel(tf_keras.layers.Layer):
         the TF1 variable store; is_training=False turns every dropout off) and the
         reference's getters return the outputs: get_pooled_output,
         get_sequence_output, get_all_encoder_layers, get_embedding_output,
-        get_embedding_table.
+        get_embedding_table, and so do its attributes pooled_output,
+        sequence_output, all_encoder_layers, embedding_output, embedding_table.
     One class serves both because code written against the reference names
     modeling.BertModel, and so do our task models: a second class of the same
     name elsewhere would be a second copy of the arithmetic.
@@ -569,12 +576,30 @@ class BertModel(tf_keras.layers.Layer):
                 self, scope, "bert", input_ids, input_mask, token_type_ids,
                 training=bool(is_training))
 
-    def _reference_output(self, key):
+    def _reference_output(self, key, error=ValueError):
+        """One output of the graph-style constructor; `error` when it was not used."""
         if self._reference_outputs is None:
-            raise ValueError("this BertModel was built without input_ids: call it on "
-                             "inputs, or construct it as BertModel(config, is_training, "
-                             "input_ids, ...) to use the get_* methods")
+            raise error("this BertModel was built without input_ids: call it on inputs, or "
+                        "construct it as BertModel(config, is_training, input_ids, ...) to "
+                        "use the get_* methods and the output attributes (%s)" % key)
         return self._reference_outputs[key]
+
+    # The reference also sets its outputs as attributes (bert-as-service reads
+    # model.all_encoder_layers). Properties rather than attributes: Keras would
+    # track an assigned list, and the layer's checkpoint must stay as it is.
+    # AttributeError when absent, so hasattr() and getattr(..., default) work.
+    pooled_output = property(
+        lambda self: self._reference_output("pooled_output", AttributeError),
+        doc="[B, H]: as get_pooled_output() (the reference's attribute).")
+    sequence_output = property(
+        lambda self: self._reference_output("sequence_output", AttributeError),
+        doc="[B, S, H]: as get_sequence_output() (the reference's attribute).")
+    all_encoder_layers = property(
+        lambda self: self._reference_output("all_encoder_layers", AttributeError),
+        doc="List of [B, S, H]: as get_all_encoder_layers() (the reference's attribute).")
+    embedding_output = property(
+        lambda self: self._reference_output("embedding_output", AttributeError),
+        doc="[B, S, H]: as get_embedding_output() (the reference's attribute).")
 
     def get_pooled_output(self):
         """[B, H]: the pooler's output (reference API)."""

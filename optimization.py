@@ -836,7 +836,7 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
         for grad, param in grads_and_vars:
             if grad is None or param is None:
                 continue
-            param_name = _strip_output_index(param.name)
+            param_name = self._get_variable_name(param.name)
             m, v = (tf.compat.v1.get_variable(
                 param_name + "/" + slot, shape=param.shape.as_list(), dtype=tf.float32,
                 trainable=False, initializer=tf.compat.v1.zeros_initializer())
@@ -850,6 +850,10 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
     def _do_use_weight_decay(self, param_name):
         """True if the variable called `param_name` gets weight decay."""
         return _decays(param_name, self.weight_decay_rate, self.exclude_from_weight_decay)
+
+    def _get_variable_name(self, param_name):
+        """The variable's name without its ":0" output index (the reference's method)."""
+        return _strip_output_index(param_name)
 
 
 def _decays(param_name, weight_decay_rate, exclude_patterns):

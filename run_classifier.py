@@ -103,13 +103,7 @@ def input_fn_builder(features, seq_length, is_training, drop_remainder):
         columns["label_ids"] = columns["label_ids"].astype(np.float32)
     else:
         columns["label_ids"] = columns["label_ids"].astype(np.int32)
-
-    def input_fn(params):
-        d = tf.data.Dataset.from_tensor_slices(columns)
-        if is_training:
-            d = d.repeat().shuffle(100)
-        return d.batch(params["batch_size"], drop_remainder=drop_remainder)
-    return input_fn
+    return input_pipeline.in_memory_input_fn(columns, is_training, drop_remainder)
 
 
 # ---------------------------------------------------------------------------

@@ -98,9 +98,26 @@ def dataset_fn_for(fv, input_files, is_training, spec=None, trim_padding=False):
     return dataset_fn
 
 
-# ---------------------------------------------------------------------------
-# Model and loss
-# ---------------------------------------------------------------------------
+def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
+                     num_cpu_threads=4):
+    """The reference's input_fn(params) over create_pretraining_data's records.
+
+    Batches of params["batch_size"] (the remainder dropped) of the reference's
+    features, int64 read as int32; training shuffles the files, reads up to
+    num_cpu_threads of them at once and shuffles the records; evaluation reads the
+    files in order. Both repeat forever (the reference's loops run set steps).
+    """
+    def input_fn(params):
+        return input_pipeline.make_dataset(
+            input_files, input_pipeline.pretraining_features(max_seq_length,
+                                                             max_predictions_per_seq),
+            params["batch_size"], is_training, repeat=True, num_cpu_threads=num_cpu_threads)
+    return input_fn
+
+
+# The reference's name of the record decoder (tf.Example -> dict, int64 -> int32).
+_decode_record = input_pipeline.decode_record
+
 
 # ---------------------------------------------------------------------------
 # The reference's graph-style heads (code written against its run_pretraining)

@@ -163,6 +163,21 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
         return heads.SquadHead()(model.get_sequence_output())
 
 
+def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
+    """The reference's input_fn(params) over a feature file of FeatureWriter.
+
+    Batches of params["batch_size"] of unique_ids, input_ids, input_mask and
+    segment_ids (int32; training adds start_positions and end_positions): for
+    training the records repeated and shuffled, otherwise one pass in file order
+    whose last partial batch is kept unless drop_remainder.
+    """
+    def input_fn(params):
+        return input_pipeline.make_dataset(
+            [input_file], input_pipeline.squad_features(seq_length, is_training),
+            params["batch_size"], is_training, drop_remainder=drop_remainder)
+    return input_fn
+
+
 def squad_loss(start_logits, end_logits, start_positions, end_positions):
     """Mean of the start and end cross-entropies over the positions of the sequence."""
     def cross_entropy(logits, positions):

@@ -27,6 +27,7 @@ import itertools
 import logging
 import os
 import re
+import sys
 import unicodedata
 
 # ---------------------------------------------------------------------------
@@ -59,8 +60,12 @@ def whitespace_tokenize(text):
 
 
 def _read_lines(vocab_file):
-    """Returns the lines of a UTF-8 file, splitting on "\\n" only."""
-    path = os.fspath(vocab_file)
+    """Returns the lines of a UTF-8 file, splitting on "\\n" only.
+
+    vocab_file: a str, bytes (what sess.run of a TF-Hub module's vocab_file gives,
+    and what the reference's tf.gfile.GFile took) or os.PathLike path.
+    """
+    path = os.fsdecode(vocab_file)
     if "://" in path:
         # Remote file systems (gs://, hdfs://, ...) need TensorFlow's file layer;
         # it is imported only for them.
@@ -145,7 +150,7 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     """
     if not init_checkpoint:
         return
-    match = _CHECKPOINT_DIR_RE.match(init_checkpoint)
+    match = _CHECKPOINT_DIR_RE.match(os.fsdecode(init_checkpoint))
     if match is None:
         return
     model_name = match.group(1)
@@ -267,11 +272,16 @@ class BasicTokenizer(object):
             kept.append(" " if is_whitespace(char) else char)
         return "".join(kept)
 
-    @staticmethod
-    def _tokenize_chinese_chars(text):
-        """Puts a space on both sides of every CJK ideograph."""
-        return "".join(" %s " % char if is_chinese_char(ord(char)) else char
-                       for char in text)
+    def _tokenize_chinese_chars(self, text):
+        """Puts a space on both sides of every CJK ideograph (per _is_chinese_char)."""
+        is_cjk = is_chinese_char
+        if type(self)._is_chinese_char is not BasicTokenizer._is_chinese_char:
+            is_cjk = self._is_chinese_char  # a subclass's own rule, as in the reference
+        return "".join(" %s " % char if is_cjk(ord(char)) else char for char in text)
+
+    def _is_chinese_char(self, cp):
+        """True when code point `cp` is a CJK ideograph (the reference's method)."""
+        return is_chinese_char(cp)
 
     @staticmethod
     def _run_strip_accents(text):
@@ -419,10 +429,23 @@ class FullTokenizer(object):
     def _fast_path(self):
         """The tensorflow_text machinery, built on first use; None if it can't be used.
 
-        Without tensorflow_text, or with a vocabulary TensorFlow cannot mirror, the
-        batch methods fall back to the exact path (same output, slower) and say so once.
+        Without tensorflow_text, with a vocabulary TensorFlow cannot mirror, or while
+        TensorFlow builds a graph (_building_graph), the batch methods fall back to
+        the exact path (same output, slower) and say so once. A tokenizer whose parts
+        were replaced or overridden (a subclass's tokenize, another basic or WordPiece
+        tokenizer) takes the exact path too: the fast path only knows the stock rules.
         """
-        if self._fast is None:
+        if self._customized():
+            return None
+        if _building_graph():
+            if not getattr(self, "_graph_warned", False):
+                self._graph_warned = True
+                logging.getLogger(__name__).warning(
+                    "Batch tokenization falls back to the pure-Python path while TensorFlow "
+                    "builds a graph (TF1 graph mode or tf.Graph().as_default()): its results "
+                    "cannot be read there.")
+            return None
+        if getattr(self, "_fast", None) is None:
             try:
                 fast = _FastBatchTokenizer(self)
                 reason = fast.problem
@@ -434,6 +457,13 @@ class FullTokenizer(object):
                 fast = False
             self._fast = fast
         return self._fast or None
+
+    def _customized(self):
+        """True when tokenize() is not this class's stock pipeline on self.vocab."""
+        return (type(self).tokenize is not FullTokenizer.tokenize
+                or type(self.basic_tokenizer) is not BasicTokenizer
+                or type(self.wordpiece_tokenizer) is not WordpieceTokenizer
+                or self.wordpiece_tokenizer.vocab is not self.vocab)
 
 
 # ---------------------------------------------------------------------------
@@ -640,11 +670,12 @@ def _probe_tf_classes(cps):
     interleaved[1::2] = cps
     text = interleaved.tobytes().decode("utf-32-le").encode("utf-8")
 
-    splitter = tf_text.FastWordpieceTokenizer(
-        vocab=["[UNK]", "y"], max_bytes_per_word=16, token_out_type=tf.int32)
-    _, starts, ends = splitter.tokenize_with_offsets(tf.constant([text]))
-    starts = starts.flat_values.numpy()
-    ends = ends.flat_values.numpy()
+    with tf.init_scope():  # eager, also when called while a graph is being built
+        splitter = tf_text.FastWordpieceTokenizer(
+            vocab=["[UNK]", "y"], max_bytes_per_word=16, token_out_type=tf.int32)
+        _, starts, ends = splitter.tokenize_with_offsets(tf.constant([text]))
+        starts = starts.flat_values.numpy()
+        ends = ends.flat_values.numpy()
 
     widths = np.where(cps < 0x80, 1, np.where(cps < 0x800, 2, np.where(cps < 0x10000, 3, 4)))
     offsets = 1 + np.concatenate([[0], np.cumsum(widths + 1)[:-1]])
@@ -652,6 +683,20 @@ def _probe_tf_classes(cps):
     inside = (starts[span] <= offsets) & (offsets < ends[span])
     alone = inside & (starts[span] == offsets) & (ends[span] == offsets + widths)
     return np.where(~inside, _SPACE, np.where(alone, _SPLIT, _WORD))
+
+
+def _building_graph():
+    """True when TensorFlow cannot run ops at once here (never if it is not imported).
+
+    That is TF1 graph mode (tf.compat.v1.disable_v2_behavior) and any block under
+    tf.Graph().as_default(); a tf.function being traced is not: tf.init_scope,
+    which the batch path runs under, leaves it for the eager context outside.
+    """
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not hasattr(tf, "init_scope"):
+        return False
+    with tf.init_scope():
+        return not tf.executing_eagerly()
 
 
 def _character_tables():
@@ -691,10 +736,11 @@ class _FastBatchTokenizer(object):
         # Generous byte limit: it never cuts a word of max_chars characters, and a
         # word longer than it has more than max_chars characters anyway.
         try:
-            self._model = tf_text.FastWordpieceTokenizer(
-                vocab=tf_vocab, suffix_indicator="##",
-                max_bytes_per_word=4 * self._max_chars + 4,
-                unknown_token=wordpiece.unk_token, token_out_type=tf.int64)
+            with tf.init_scope():
+                self._model = tf_text.FastWordpieceTokenizer(
+                    vocab=tf_vocab, suffix_indicator="##",
+                    max_bytes_per_word=4 * self._max_chars + 4,
+                    unknown_token=wordpiece.unk_token, token_out_type=tf.int64)
         except RuntimeError as error:  # raised by its C++ model builder
             self.problem = str(error)
             return
@@ -710,9 +756,10 @@ class _FastBatchTokenizer(object):
         exact_rows = {row for row, ready in enumerate(prepared) if ready is None}
         for row in exact_rows:
             prepared[row] = b""
-        ragged = self._model.tokenize(self._tf.constant(prepared, dtype=self._tf.string))
-        flat = ragged.flat_values.numpy()
-        splits = ragged.row_splits.numpy()
+        with self._tf.init_scope():  # eager inside a graph being built (see _runs_eagerly)
+            ragged = self._model.tokenize(self._tf.constant(prepared, dtype=self._tf.string))
+            flat = ragged.flat_values.numpy()
+            splits = ragged.row_splits.numpy()
         exact_rows.update(self._rows_with_long_words(flat, splits))
 
         with _garbage_collection_paused():

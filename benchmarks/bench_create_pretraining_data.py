@@ -218,6 +218,7 @@ def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_fa
 
 
 def format_table(rows):
+    """The result rows as a fixed-width text table."""
     header = "%-40s %8s %8s %8s %10s %12s %8s %12s" % (
         "mode", "input MB", "seconds", "CPU s", "instances", "instances/s", "speedup",
         "inst/CPU s")
@@ -230,6 +231,7 @@ def format_table(rows):
 
 
 def main(argv=None):
+    """Times create_pretraining_data's modes on growing inputs and prints the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shared", default=DEFAULT_SHARED)
     parser.add_argument("--vocab", default=None)

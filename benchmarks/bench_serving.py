@@ -169,6 +169,7 @@ def run(sizes=("tiny", "mini"), seq_length=128, batch_sizes=(1, 32), repeats=30,
 
 
 def main(argv=None):
+    """Runs the SavedModel serving benchmark for the sizes and batch sizes asked for."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="tiny,mini", help="of: tiny, mini, base")
     parser.add_argument("--seq_length", type=int, default=128)

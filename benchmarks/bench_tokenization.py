@@ -177,6 +177,7 @@ def format_table(rows):
 
 
 def main(argv=None):
+    """Times the tokenizers on SQuAD's texts (ids compared with the exact path's)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--squad", default=DEFAULT_SQUAD, help="SQuAD json file")
     parser.add_argument("--vocab", default=DEFAULT_VOCAB, help="WordPiece vocabulary file")

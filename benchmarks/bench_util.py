@@ -79,6 +79,7 @@ def forward_flops(cfg, batch_size, seq_length, max_predictions=0):
 
 
 def training_flops(cfg, batch_size, seq_length, max_predictions):
+    """FLOPs of one training step: three forward passes' worth."""
     return 3 * forward_flops(cfg, batch_size, seq_length, max_predictions)
 
 
@@ -104,6 +105,7 @@ def interleaved(functions, repeats):
 
 
 def median(values):
+    """The median of `values`."""
     return statistics.median(values)
 
 

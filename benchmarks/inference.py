@@ -124,6 +124,7 @@ def run(sizes=("base",), dtypes=("fp32", "bf16"), xla=(False,), batches=2, repea
 
 
 def main(argv=None):
+    """Runs the inference benchmark over the sizes, dtypes and XLA settings asked for."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="base", help="of: tiny, mini, base")
     parser.add_argument("--dtypes", default="fp32,bf16")

@@ -110,6 +110,7 @@ def measure(size, seq_length, batch_size, repeats):
 
 def run(sizes=("mini", "base"), seq_length=512, batch_size=8, repeats=3, quick=False,
         log=print):
+    """Peak training memory of each size, each measured in a child process."""
     if quick:
         sizes, seq_length, batch_size, repeats = ("tiny",), 64, 4, 1
     return bench_util.sweep([(size, seq_length, batch_size, repeats) for size in sizes],
@@ -117,6 +118,7 @@ def run(sizes=("mini", "base"), seq_length=512, batch_size=8, repeats=3, quick=F
 
 
 def main(argv=None):
+    """Command line of the memory benchmark (also the child process's entry)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="mini,base")
     parser.add_argument("--seq_length", type=int, default=512)

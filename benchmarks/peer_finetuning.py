@@ -81,6 +81,7 @@ def _batches(n, size):
 
 
 def run_train(spec, job, collate):
+    """Times the peer's fine-tuning steps of one job; returns its counts and seconds."""
     model = _model(spec, transformers.BertForSequenceClassification,
                    num_labels=job["num_labels"])
     model.train()
@@ -120,6 +121,7 @@ def _timed_passes(one_pass, repeats=3):
 
 
 def run_forward(spec, job, collate):
+    """Times the peer's forward passes (eval, SQuAD or encoder) of one job."""
     kind, examples = job["kind"], job["examples"]
     if kind == "eval":
         model = _model(spec, transformers.BertForSequenceClassification,
@@ -154,6 +156,7 @@ def run_forward(spec, job, collate):
 
 
 def main(argv):
+    """Runs the jobs of the spec file argv[1]; writes their timings as JSON to argv[2]."""
     with open(argv[1], encoding="utf-8") as f:
         spec = json.load(f)
     torch.manual_seed(0)

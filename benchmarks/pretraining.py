@@ -192,6 +192,7 @@ def run(sizes=("mini", "base"), dtypes=("fp32", "bf16"), xla=(False, True), step
 
 
 def main(argv=None):
+    """Runs the pretraining-step benchmark over the sizes, dtypes and XLA settings asked for."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="mini,base", help="of: tiny, mini, base")
     parser.add_argument("--dtypes", default="fp32,bf16")

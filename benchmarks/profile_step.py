@@ -71,6 +71,7 @@ def profile(run, steps, by_name=False):
 
 
 def format_profile(title, totals, steps, top):
+    """The `top` op types by time per step, with the matmuls' share, as text."""
     total = sum(t for t, _ in totals.values()) or 1.0
     matmul = sum(t for k, (t, _) in totals.items()
                  if k.rsplit("(", 1)[-1].rstrip(")") in MATMUL_TYPES)
@@ -99,6 +100,7 @@ def _sides(what, size, dtype, xla):
 
 
 def main(argv=None):
+    """Profiles training or inference steps of ours and the peer, op by op."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--what", default="pretraining", choices=["pretraining", "inference"])
     parser.add_argument("--size", default="mini")

@@ -206,6 +206,7 @@ def header_line(machine):
 
 
 def main(argv=None):
+    """Runs the benchmarks asked for and writes their results (JSON and tables)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="tiny smoke test")

@@ -93,6 +93,7 @@ def update(readme_text, tables):
 
 
 def main(argv=None):
+    """Rewrites the result tables of benchmarks/README.md from a results file."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results", nargs="?", default="bench_results.json")
     parser.add_argument("--readme", default=os.path.join(BENCH_DIR, "README.md"))

@@ -507,11 +507,35 @@ def _check_bucketing(is_training, repeat, pad_final_batch, trim):
                          "is_training=False, repeat=False, pad_final_batch=True and trim=True")
 
 
+def _record_stream(input_files, input_context, is_training, repeat, num_cpu_threads,
+                   shuffle_buffer, seed, group_by_length):
+    """The serialized records make_dataset decodes, in the reference's order (see there)."""
+    files, sharded_by_file = _files_dataset(input_files, input_context)
+    if is_training:
+        # Grouped: the repeat comes after a whole-epoch shuffle, not before the buffer.
+        files = files.repeat() if repeat and not group_by_length else files
+        files = files.shuffle(len(input_files), seed=seed)
+        d = files.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=max(1, min(num_cpu_threads, len(input_files))),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=seed is not None)
+    else:
+        d = tf.data.TFRecordDataset(files)
+    if not sharded_by_file:
+        d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if not is_training:
+        return d.repeat() if repeat else d
+    if group_by_length:
+        return d.shuffle(GROUP_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    return d.shuffle(shuffle_buffer, seed=seed)
+
+
 def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
                  repeat=None, pad_final_batch=False, num_cpu_threads=4,
                  shuffle_buffer=100, seed=None, trim=False, buckets=False,
                  bucket_width=DEFAULT_BUCKET_WIDTH, bucket_window=DEFAULT_BUCKET_WINDOW,
-                 group_by_length=False):
+                 group_by_length=False, drop_remainder=True):
     """Builds the tf.data pipeline the reference's input_fn builds.
 
     Training: the files are repeated and shuffled, up to `num_cpu_threads` are
@@ -546,57 +570,50 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
         length_grouped_batches(): similar lengths together, in random order, still
         `batch_size` examples each; then the next pass. Every epoch holds each example
         once, but for the N mod batch_size left out of it at random.
+      drop_remainder: without pad_final_batch or group_by_length, False keeps a
+        last partial batch (the reference's run_squad predict input) instead of
+        dropping it.
 
     Returns:
       A dataset of dicts of [batch, ...] int32 / float32 tensors.
     """
-    if isinstance(input_files, str):
-        input_files = [input_files]
-    input_files = list(input_files)
-    if repeat is None:
-        repeat = is_training
+    input_files = [input_files] if isinstance(input_files, str) else list(input_files)
+    repeat = is_training if repeat is None else repeat
     if buckets:
         _check_bucketing(is_training, repeat, pad_final_batch, trim)
-    names = sequence_feature_names(spec) if trim else ()
+    if group_by_length and not is_training:
+        raise ValueError("group_by_length is for training batches (is_training=True)")
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)
-
-    files, sharded_by_file = _files_dataset(input_files, input_context)
-    if is_training:
-        # Grouped: the repeat comes after a whole-epoch shuffle, not before the buffer.
-        files = files.repeat() if repeat and not group_by_length else files
-        files = files.shuffle(len(input_files), seed=seed)
-        d = files.interleave(
-            tf.data.TFRecordDataset,
-            cycle_length=max(1, min(num_cpu_threads, len(input_files))),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=seed is not None)
-        if not sharded_by_file:
-            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if group_by_length:
-            d = d.shuffle(GROUP_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
-        else:
-            d = d.shuffle(shuffle_buffer, seed=seed)
-    else:
-        d = tf.data.TFRecordDataset(files)
-        if not sharded_by_file:
-            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if repeat:
-            d = d.repeat()
-
+    d = _record_stream(input_files, input_context, is_training, repeat, num_cpu_threads,
+                       shuffle_buffer, seed, group_by_length)
     d = d.map(lambda r: decode_record(r, spec), num_parallel_calls=tf.data.AUTOTUNE)
     if buckets:
         d = _length_sorted(d, batch_size * bucket_window)
     if group_by_length:
-        if not is_training:
-            raise ValueError("group_by_length is for training batches (is_training=True)")
         d = length_grouped_batches(d, batch_size, seed)
         d = d.repeat() if repeat else d
     elif pad_final_batch and not repeat:
         d = _padded_batches(d, batch_size, _replicas_per_pipeline(input_context))
     else:
-        d = d.batch(batch_size, drop_remainder=True)
+        d = d.batch(batch_size, drop_remainder=drop_remainder)
     if trim:
+        names = sequence_feature_names(spec)
         d = d.map(lambda b: trim_batch(b, names, bucket_width),
                   num_parallel_calls=tf.data.AUTOTUNE)
     return d.prefetch(tf.data.AUTOTUNE)
+
+
+def in_memory_input_fn(columns, is_training=False, drop_remainder=False):
+    """The reference's in-memory input_fn(params): batches of params["batch_size"] rows.
+
+    columns: feature name -> numpy array [N, ...] (small sets only: the data
+    becomes constants of the graph). Training repeats it and shuffles in a
+    buffer of 100.
+    """
+    def input_fn(params):
+        d = tf.data.Dataset.from_tensor_slices(columns)
+        if is_training:
+            d = d.repeat().shuffle(100)
+        return d.batch(params["batch_size"], drop_remainder=drop_remainder)
+    return input_fn

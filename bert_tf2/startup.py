@@ -94,6 +94,7 @@ class SavedModelCaptureNamesFilter(logging.Filter):
     """
 
     def filter(self, record):
+        """False (drop) only for that line when every name it lists is a number."""
         if "contains input name(s)" not in str(record.msg) or len(record.args or ()) < 2:
             return True
         names = str(record.args[1]).split(", ")

@@ -322,6 +322,7 @@ def _article(word):
 
 
 def make_task(rng, count):
+    """`count` distinct (sentence, label) rows of the demo's sentiment task."""
     seen = set()
     rows = []
     while len(rows) < count:
@@ -471,6 +472,7 @@ def make_choices(rng, count):
 
 
 def make_squad():
+    """The demo's SQuAD v1.1 data, answer offsets found in each context."""
     data = []
     qid = 0
     for title, context, qas in SQUAD:
@@ -487,6 +489,7 @@ def make_squad():
 
 
 def main():
+    """Writes the demo's corpus, task files and SQuAD files under --out_dir."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out_dir", default=os.path.join(os.path.dirname(__file__), "data"))
     args = parser.parse_args()

@@ -18,11 +18,13 @@ import tensorflow.compat.v1 as tf
 tf.disable_v2_behavior()
 sys.path.insert(0, sys.argv[1])
 
+import extract_features  # noqa: E402
 import modeling  # noqa: E402
 import optimization  # noqa: E402
 import run_classifier  # noqa: E402
 import run_pretraining  # noqa: E402
 import run_squad  # noqa: E402
+import tokenization  # noqa: E402
 
 GOLDEN, OUT = sys.argv[2], sys.argv[3]
 results = {}
@@ -140,6 +142,7 @@ def checkpoint_models():
              results["graph_classifier_loss"]) = sess.run([logits, probs, loss])
     with tf.Graph().as_default():
         results["graph_functions_sequence_output"] = functions_encoder(config, golden, ckpt)
+    bert_as_service(config, golden, ckpt)
 
 
 def functions_encoder(config, golden, ckpt):
@@ -170,6 +173,62 @@ def functions_encoder(config, golden, ckpt):
         return sess.run(layers[-1])
 
 
+def bert_as_service(config, golden, ckpt):
+    """bert-as-service's graph: placeholders, the output attributes, a masked mean."""
+    with tf.Graph().as_default():
+        names = ("input_ids", "input_mask", "segment_ids")
+        feeds = {n: tf.placeholder(tf.int32, (None, golden[n].shape[1]), n) for n in names}
+        model = modeling.BertModel(config=config, is_training=False,
+                                   input_ids=feeds["input_ids"], input_mask=feeds["input_mask"],
+                                   token_type_ids=feeds["segment_ids"],
+                                   use_one_hot_embeddings=False)
+        restore(ckpt)
+        mask = tf.cast(feeds["input_mask"], tf.float32)
+        layer = model.all_encoder_layers[-2]
+        mean = tf.reduce_sum(layer * tf.expand_dims(mask, -1), axis=1) / tf.reduce_sum(
+            mask, axis=1, keepdims=True)
+        results["service_same_tensors"] = np.array([
+            model.pooled_output is model.get_pooled_output(),
+            model.sequence_output is model.get_sequence_output(),
+            list(model.all_encoder_layers) == list(model.get_all_encoder_layers()),
+            model.embedding_output is model.get_embedding_output(),
+            model.embedding_table is model.get_embedding_table()])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            values = sess.run([layer, mean, model.pooled_output],
+                              {feeds[n]: golden[n] for n in names})
+        (results["service_layer"], results["service_mean"],
+         results["service_pooled"]) = values
+
+
+TEXTS = [("Hello wörld, naïve café!", "A second, longer text for the pair."),
+         ("The cat sat on the mat.", None),
+         ("\u4e2d\u6587 and Ünïcödé\u00ad text", "x " * 40),
+         ("", None)]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
+         "hello", "world", "nai", "##ve", "cafe", "a", "second", "longer", "text", "for",
+         "pair", "and", "unicode", "x", ".", ",", "!", "\u4e2d", "\u6587", "##s"]
+
+
+def graph_mode_features(vocab_file):
+    """The TF-Hub notebook's calls under TF1 graph mode, the vocab path as bytes."""
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file.encode("utf-8"),
+                                           do_lower_case=True)
+    examples = [extract_features.InputExample(i, a, b) for i, (a, b) in enumerate(TEXTS)]
+    rows = [f.input_ids + f.input_mask + f.input_type_ids for f in
+            extract_features.convert_examples_to_features(examples, 12, tokenizer)]
+    results["graph_extract_features"] = np.array(rows)
+    examples = [run_classifier.InputExample("g-%d" % i, a, b, str(i % 2))
+                for i, (a, b) in enumerate(TEXTS)]
+    features = run_classifier.convert_examples_to_features(examples, ["0", "1"], 12, tokenizer)
+    features.append(run_classifier.convert_single_example(0, examples[0], ["0", "1"], 12,
+                                                          tokenizer))
+    results["graph_classifier_features"] = np.array(
+        [f.input_ids + f.input_mask + f.segment_ids + [f.label_id] for f in features])
+    results["feature_texts"] = np.array(TEXTS, dtype=object)
+    results["vocab_file"] = np.array(vocab_file)
+
+
 def train_op_steps():
     """create_optimizer(loss, ...) of the reference: 6 steps on a tiny problem."""
     with tf.Graph().as_default():
@@ -194,6 +253,10 @@ def train_op_steps():
 
 reachability()
 train_op_steps()
+VOCAB_FILE = os.path.join(os.path.dirname(OUT), "vocab.txt")
+with open(VOCAB_FILE, "w", encoding="utf-8") as vocab_out:
+    vocab_out.write("".join(token + "\n" for token in VOCAB))
+graph_mode_features(VOCAB_FILE)
 if GOLDEN != "-":
     checkpoint_models()
 np.savez(OUT, **results)

@@ -19,6 +19,10 @@ import extract_features
 import modeling
 import optimization
 import run_classifier
+import run_pretraining
+import run_squad
+import tokenization
+from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 
@@ -129,6 +133,111 @@ def test_graph_outputs_equal_the_tf2_path(graph):
     np.testing.assert_allclose(graph["graph_classifier_loss"], loss, atol=1e-6)
 
 
+def test_bert_as_service_graph_reads_the_output_attributes(graph):
+    golden_dir, golden = _golden(graph)
+    # The attributes are the getters' tensors.
+    assert graph["service_same_tensors"].tolist() == [True] * 5
+    config = modeling.BertConfig.from_json_file(os.path.join(golden_dir, "bert_config.json"))
+    model = modeling.BertModel(config)
+    model(golden["input_ids"][:1])
+    checkpoints.load_checkpoint(model, os.path.join(golden_dir, "bert_model.ckpt"), log=False)
+    out = model(golden["input_ids"], golden["input_mask"], golden["segment_ids"])
+    layer = out["all_encoder_layers"][-2].numpy()
+    np.testing.assert_allclose(graph["service_layer"], layer, atol=1e-6)
+    np.testing.assert_allclose(graph["service_layer"], golden["encoder_layer_0"], atol=1e-5)
+    np.testing.assert_allclose(graph["service_pooled"], out["pooled_output"], atol=1e-6)
+    np.testing.assert_allclose(graph["service_pooled"], golden["pooled_output"], atol=1e-5)
+    mask = golden["input_mask"][..., None].astype(np.float32)
+    np.testing.assert_allclose(graph["service_mean"], (layer * mask).sum(1) / mask.sum(1),
+                               atol=1e-6)
+    # The TF2 layer has no graph outputs: no attribute (hasattr is False), no change.
+    assert not hasattr(model, "pooled_output") and not hasattr(model, "all_encoder_layers")
+    assert model.embedding_table is model.embeddings.word_embeddings
+
+
+def _eager_features(texts, tokenizer):
+    """extract_features' and run_classifier's features of `texts`, as the graph script's rows."""
+    examples = [extract_features.InputExample(i, a, b) for i, (a, b) in enumerate(texts)]
+    rows = [f.input_ids + f.input_mask + f.input_type_ids for f in
+            extract_features.convert_examples_to_features(examples, 12, tokenizer)]
+    examples = [run_classifier.InputExample("g-%d" % i, a, b, str(i % 2))
+                for i, (a, b) in enumerate(texts)]
+    features = run_classifier.convert_examples_to_features(examples, ["0", "1"], 12, tokenizer)
+    return rows, [f.input_ids + f.input_mask + f.segment_ids + [f.label_id] for f in features]
+
+
+def test_graph_mode_features_equal_eager_ones(graph, caplog):
+    texts = [tuple(pair) for pair in graph["feature_texts"]]
+    vocab_file = str(graph["vocab_file"])
+    # "The cat sat on the mat." in the script's vocabulary, by hand.
+    assert graph["graph_extract_features"][1][:12].tolist() == [2, 5, 6, 7, 8, 5, 9, 24, 3,
+                                                                0, 0, 0]
+    tokenizer = tokenization.FullTokenizer(vocab_file)
+    rows, classifier_rows = _eager_features(texts, tokenizer)
+    assert "falls back" not in caplog.text  # eager: the batch path
+    np.testing.assert_array_equal(graph["graph_extract_features"], rows)
+    np.testing.assert_array_equal(graph["graph_classifier_features"][:-1], classifier_rows)
+    np.testing.assert_array_equal(graph["graph_classifier_features"][-1], classifier_rows[0])
+    # A graph being built in TF2 (the notebook's tf.Graph().as_default() blocks).
+    with tf.Graph().as_default():
+        assert _eager_features(texts, tokenizer) == (rows, classifier_rows)
+    assert "falls back" in caplog.text
+    # tf.function: the batch path runs eagerly (under tf.init_scope) while tracing.
+    caplog.clear()
+    traced = []
+    tf.function(lambda: traced.append(_eager_features(texts, tokenization.FullTokenizer(
+        vocab_file))) or tf.constant(0)).get_concrete_function()
+    assert traced == [(rows, classifier_rows)] and "falls back" not in caplog.text
+
+
+def _records(path, rows):
+    """Writes `rows` (dicts of name -> list of ints or floats) as tf.train.Examples."""
+    with input_pipeline.RecordWriter(path) as writer:
+        for row in rows:
+            writer.write({k: input_pipeline.float_feature(v) if isinstance(v[0], float)
+                          else input_pipeline.int_feature(v) for k, v in row.items()})
+
+
+def test_input_fn_builders_of_squad_pretraining_and_extract_features(tmp_path):
+    squad = str(tmp_path / "squad.tf_record")
+    _records(squad, [{"unique_ids": [1000 + i], "input_ids": [i, 1, 2, 3],
+                      "input_mask": [1, 1, 1, 0], "segment_ids": [0, 0, 1, 0],
+                      "start_positions": [i], "end_positions": [i + 1]} for i in range(3)])
+    batches = list(run_squad.input_fn_builder(squad, 4, False, False)({"batch_size": 2}))
+    assert [b["unique_ids"].numpy().tolist() for b in batches] == [[1000, 1001], [1002]]
+    assert batches[0]["input_ids"].dtype == tf.int32 and "start_positions" not in batches[0]
+    assert batches[1]["segment_ids"].numpy().tolist() == [[0, 0, 1, 0]]
+    assert len(list(run_squad.input_fn_builder(squad, 4, False, True)({"batch_size": 2}))) == 1
+    train = next(iter(run_squad.input_fn_builder(squad, 4, True, True)({"batch_size": 5})))
+    assert sorted(train["end_positions"].numpy() - train["start_positions"].numpy()) == [1] * 5
+
+    pretraining = str(tmp_path / "pretraining.tf_record")
+    _records(pretraining, [{
+        "input_ids": [i, 7, 8], "input_mask": [1, 1, 0], "segment_ids": [0, 1, 0],
+        "masked_lm_positions": [1, 0], "masked_lm_ids": [7, 0],
+        "masked_lm_weights": [1.0, 0.0], "next_sentence_labels": [i % 2]} for i in range(3)])
+    eval_fn = run_pretraining.input_fn_builder([pretraining], 3, 2, False)
+    firsts = [b["input_ids"].numpy()[:, 0].tolist()
+              for b in eval_fn({"batch_size": 2}).take(3)]
+    assert firsts == [[0, 1], [2, 0], [1, 2]]  # in order, repeated, full batches
+    batch = next(iter(run_pretraining.input_fn_builder([pretraining], 3, 2, True)(
+        {"batch_size": 4})))
+    assert batch["masked_lm_weights"].dtype == tf.float32
+    assert batch["next_sentence_labels"].shape == (4, 1)
+    assert batch["next_sentence_labels"].dtype == tf.int32
+    decoded = run_pretraining._decode_record(
+        next(iter(tf.data.TFRecordDataset(pretraining))),
+        input_pipeline.pretraining_features(3, 2))
+    assert decoded["masked_lm_ids"].numpy().tolist() == [7, 0]
+
+    features = [extract_features.InputFeatures(5 + i, [], [i, 2, 3], [1, 1, 0], [0, 1, 0])
+                for i in range(3)]
+    batches = list(extract_features.input_fn_builder(features, 3)({"batch_size": 2}))
+    assert [b["unique_ids"].numpy().tolist() for b in batches] == [[5, 6], [7]]
+    assert batches[1]["input_type_ids"].numpy().tolist() == [[0, 1, 0]]
+    assert batches[0]["input_ids"].dtype == tf.int32
+
+
 def _numpy_train_steps(steps=6):
     """The reference's create_optimizer on loss = |K - T|^2 + 3 * sum(gamma)."""
     kernel = np.array([[0.5, -0.3], [0.2, 0.1]])
@@ -203,6 +312,8 @@ def test_shape_helpers_and_masks():
     np.testing.assert_array_equal(mask[1], [[1, 0, 0, 0]] * 3)
     assert modeling.dropout(x, None) is x
     assert modeling.get_activation("linear") is None
+    assert modeling.get_activation(activation_string="gelu") is modeling.gelu
+    assert modeling.get_activation(activation_string="ReLU") is tf.nn.relu
 
 
 def test_attention_layer_eagerly_equals_hand_computation():
@@ -242,6 +353,14 @@ def test_attention_layer_eagerly_equals_hand_computation():
                                     do_return_2d_tensor=True, batch_size=2,
                                     from_seq_length=3, to_seq_length=5)
     assert flat.shape == (6, 8)
+
+
+def test_the_reference_helper_names():
+    assert optimization.AdamWeightDecayOptimizer(0.1)._get_variable_name(
+        "bert/pooler/dense/kernel:0") == "bert/pooler/dense/kernel"
+    tokens_a, tokens_b = ["a", "b", "c"], ["d", "e"]
+    extract_features._truncate_seq_pair(tokens_a, tokens_b, 3)
+    assert (tokens_a, tokens_b) == (["a", "b"], ["d"])
 
 
 def test_create_pretraining_data_feature_helpers():

@@ -67,6 +67,40 @@ def test_cola_processor_header_only_in_test(tmp_path):
     assert _fields(p.get_test_examples(str(tmp_path))) == [("test-1", "Test .", None, "0")]
 
 
+def test_subclasses_of_the_reference_processors_call_create_examples(tmp_path):
+    # A protein-classification project's pattern: its own files and labels through
+    # ColaProcessor's _read_tsv / _create_examples (set_type "test": the test layout).
+    class ProteinProcessor(rc.ColaProcessor):
+        def get_labels(self):
+            return ["membrane", "soluble"]
+
+        def get_train_examples(self, data_dir):
+            return self._create_examples(
+                self._read_tsv(os.path.join(data_dir, "proteins.tsv")), "train")
+
+    path = _tsv(tmp_path / "proteins.tsv", [["p1", "soluble", "", "M K T A"],
+                                            ["p2", "membrane", "", "L L V I"]])
+    p = ProteinProcessor()
+    assert _fields(p.get_train_examples(str(tmp_path))) == [
+        ("train-0", "M K T A", None, "soluble"), ("train-1", "L L V I", None, "membrane")]
+    assert _fields(p._create_examples([["id", "sentence"], ["0", "G A"]], "test")) == [
+        ("test-1", "G A", None, "membrane")]
+    with pytest.raises(ValueError, match="proteins.tsv, line 1: label 'x'"):
+        p._create_examples([rc.TsvRow(["p", "x", "", "A"], path, 1)], "train")
+    # A subclass overriding _create_examples is what the inherited getters call.
+    class Upper(rc.MrpcProcessor):
+        def _create_examples(self, lines, set_type):
+            examples = super()._create_examples(lines, set_type)
+            for example in examples:
+                example.text_a = example.text_a.upper()
+            return examples
+    _tsv(tmp_path / "dev.tsv", [["Quality", "a", "b", "s1", "s2"], ["1", "3", "4", "yes", "no"]])
+    assert _fields(Upper().get_dev_examples(str(tmp_path))) == [("dev-1", "YES", "no", "1")]
+    assert _fields(rc.MnliProcessor()._create_examples(
+        [["h"] * 12, ["9"] + ["x"] * 7 + ["P", "H", "y", "neutral"]], "dev_matched")) == [
+        ("dev_matched-9", "P", "H", "neutral")]
+
+
 def test_mnli_processor(tmp_path):
     header = ["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p",
               "sentence1", "sentence2", "label1", "gold_label"]

@@ -318,6 +318,52 @@ def test_batch_without_unk_entry_falls_back(batch_support, tmp_path, caplog):
         tokenizer.convert_batch_to_ids(["x"])
 
 
+def test_vocab_path_as_bytes_or_path_like(tiny_vocab):
+    # sess.run(tokenization_info["vocab_file"]) of a TF-Hub module gives bytes.
+    import pathlib  # pylint: disable=import-outside-toplevel
+    expected = tokenization.load_vocab(tiny_vocab)
+    assert tokenization.load_vocab(tiny_vocab.encode("utf-8")) == expected
+    assert tokenization.load_vocab(pathlib.Path(tiny_vocab)) == expected
+    tokenizer = tokenization.FullTokenizer(vocab_file=tiny_vocab.encode("utf-8"),
+                                           do_lower_case=True)
+    assert tokenizer.tokenize("Unwanted, you!") == ["un", "##want", "##ed", ",", "you", "!"]
+    with pytest.raises(ValueError, match="not found"):
+        tokenization.FullTokenizer(vocab_file=b"/no/such/vocab.txt")
+    tokenization.validate_case_matches_checkpoint(True, b"/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+    with pytest.raises(ValueError, match="do_lower_case=False"):
+        tokenization.validate_case_matches_checkpoint(
+            False, b"/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+
+
+def test_reference_method_is_chinese_char_and_overrides(tiny_vocab):
+    basic = tokenization.BasicTokenizer()
+    assert basic._is_chinese_char(0x535A) and not basic._is_chinese_char(ord("a"))
+
+    class WithHangul(tokenization.BasicTokenizer):
+        def _is_chinese_char(self, cp):
+            return 0xAC00 <= cp <= 0xD7A3 or super()._is_chinese_char(cp)
+    # As in the reference, _tokenize_chinese_chars asks the (overridden) method.
+    # (Cased: lower-casing would decompose the Hangul syllables into jamo.)
+    text = "\ud55c\uad6d\u535a"
+    assert WithHangul(do_lower_case=False).tokenize(text) == ["\ud55c", "\uad6d", "\u535a"]
+    assert tokenization.BasicTokenizer(False).tokenize(text) == ["\ud55c\uad6d", "\u535a"]
+
+
+def test_batch_follows_a_customized_tokenizer(tiny_vocab):
+    class Spaced(tokenization.FullTokenizer):
+        def tokenize(self, text):
+            return super().tokenize(text.replace("-", " "))
+    tokenizer = Spaced(tiny_vocab)
+    assert tokenizer.tokenize_batch(["un-want"]) == [["un", "want"]]
+
+    class Joined(tokenization.BasicTokenizer):
+        def tokenize(self, text):
+            return super().tokenize(text.replace("-", ""))
+    tokenizer = tokenization.FullTokenizer(tiny_vocab)
+    tokenizer.basic_tokenizer = Joined()
+    assert tokenizer.tokenize_batch(["un-want"]) == [["un", "##want"]]
+
+
 def test_batch_without_tensorflow_text_falls_back(tiny_vocab, monkeypatch, caplog):
     def unavailable(_):
         raise ImportError("No module named 'tensorflow_text'")

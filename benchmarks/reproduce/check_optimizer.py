@@ -33,6 +33,7 @@ def _problem():
 
 
 def run_torch():
+    """The peer's reference-Adam weights after the fixed gradients (torch side)."""
     import torch  # pylint: disable=import-outside-toplevel
     import peer  # pylint: disable=import-outside-toplevel
     weights, bias, grads = _problem()
@@ -52,6 +53,7 @@ def run_torch():
 
 
 def run_tf():
+    """Our optimizer's weights after the same gradients (TensorFlow side)."""
     sys.path.insert(0, common.ROOT)
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import optimization  # pylint: disable=import-outside-toplevel
@@ -66,6 +68,7 @@ def run_tf():
 
 
 def main():
+    """Runs both sides (torch in the peer's Python) and compares the weights."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--torch_side", default=None,
                         help="(internal) write the torch side's weights to this .npy file")

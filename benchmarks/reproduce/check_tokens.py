@@ -20,6 +20,7 @@ import tokenization  # pylint: disable=wrong-import-position
 
 
 def main():
+    """Compares our token ids with HF BertTokenizer's on GLUE and SQuAD texts."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--glue_dir", required=True)

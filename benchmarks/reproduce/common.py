@@ -140,6 +140,7 @@ def num_train_steps(num_examples, batch_size, epochs):
 
 
 def num_warmup_steps(num_steps, proportion):
+    """Warmup steps: `proportion` of `num_steps`, rounded down."""
     return int(num_steps * proportion)
 
 
@@ -154,6 +155,7 @@ def read_tsv(path):
 
 
 def write_tsv(path, rows):
+    """Writes `rows` as a GLUE-style TSV file (no quoting)."""
     with open(path, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, quotechar=None,
                             escapechar=None, lineterminator="\n")
@@ -218,6 +220,7 @@ def make_squad_subsets(out_dir):
 
 
 def count_squad_questions(path):
+    """How many questions a SQuAD json file holds."""
     with open(path, "r", encoding="utf-8") as f:
         data = json.load(f)["data"]
     return sum(len(p["qas"]) for a in data for p in a["paragraphs"])
@@ -302,6 +305,7 @@ def compare(o, p, scale):
 
 
 def fmt_ms(values, scale=100.0):
+    """"mean ± std" of `values` times `scale` (n/a when empty)."""
     mean, std = mean_std(values)
     if math.isnan(mean):
         return "n/a"
@@ -367,4 +371,5 @@ def convert_minilm(hf_dir, out_dir):
 
 
 def log(msg):
+    """Prints `msg` to stderr at once."""
     print(msg, file=sys.stderr, flush=True)

@@ -97,6 +97,7 @@ def _mean_std(values):
 
 
 def main():
+    """Runs run_ner.py and the peer on CoNLL-2003 over the seeds; writes the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--work_dir", default="/tmp/bert_tf2_conll_repro")

@@ -80,6 +80,7 @@ def table(results, tasks):
 
 
 def main():
+    """Fine-tunes with and without --group_by_length over the seeds; writes the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="sst-2,mrpc")
     parser.add_argument("--seeds", default="1,2,3")

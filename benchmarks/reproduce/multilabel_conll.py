@@ -36,6 +36,7 @@ def _all_positive(rows, num_labels):
 
 
 def main():
+    """Builds the multi-label CoNLL task, fine-tunes on it and reports the metrics."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work_dir", default="/tmp/multilabel_conll")
     parser.add_argument("--num_train", type=int, default=2000)

@@ -86,6 +86,7 @@ def _common_flags(args, out_dir):
 
 
 def run_glue(args):
+    """Fine-tunes and evaluates one GLUE task with run_classifier.py; writes the result."""
     task = common.TASKS[args.task]
     hp = common.GLUE_HPARAMS
     out_dir = os.path.join(args.work_dir, "output")
@@ -116,6 +117,7 @@ def run_glue(args):
 
 
 def run_squad(args):
+    """Fine-tunes and predicts SQuAD with run_squad.py; writes the result."""
     cfg = common.SQUAD
     out_dir = os.path.join(args.work_dir, "output")
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -164,6 +166,7 @@ def _finish(args, task_name, metrics, lines, wall, n_train, n_dev, steps, batch_
 
 
 def main():
+    """Our side of a reproduction run (glue or squad mode)."""
     parser = common.side_parser(__doc__.split("\n")[0], "convert_hf_checkpoint.py output")
     parser.add_argument("--work_dir", required=True)
     parser.add_argument("--group_by_length", action="store_true",

@@ -63,6 +63,7 @@ class ReferenceAdam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):  # pylint: disable=arguments-differ
+        """One update: the reference's Adam without bias correction, decoupled decay."""
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for param in group["params"]:
@@ -229,6 +230,7 @@ def _tokenizer(model_dir):
 # ---------------------------------------------------------------------------
 
 def run_glue(args):
+    """The peer's GLUE fine-tuning and evaluation of one task and seed."""
     from transformers import BertForSequenceClassification  # pylint: disable=import-outside-toplevel
     task = common.TASKS[args.task]
     hp = common.GLUE_HPARAMS
@@ -481,6 +483,7 @@ def _predictions(examples, features, start_logits, end_logits):
 
 
 def run_squad(args):
+    """The peer's SQuAD fine-tuning and prediction, scored as the reference scores."""
     from transformers import BertForQuestionAnswering  # pylint: disable=import-outside-toplevel
     cfg = common.SQUAD
     wall_start = time.time()
@@ -620,6 +623,7 @@ def _side(args):
 
 
 def main():
+    """The peer's side of a reproduction run (glue or squad mode)."""
     parser = common.side_parser(__doc__.split("\n")[0],
                                 "HF model directory (config.json, model.safetensors, vocab)")
     parser.add_argument("--data_order", choices=["permutation", "buffer"],

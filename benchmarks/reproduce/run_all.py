@@ -210,6 +210,7 @@ def _not_run(skipped):
 
 
 def main():
+    """Runs every side on the tasks and seeds asked for; writes results.json and .md."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="sst-2,mrpc")
     parser.add_argument("--seeds", default="1,2,3")

@@ -131,9 +131,11 @@ class _MakePieces(beam.DoFn):
         self._state = None
 
     def setup(self):
+        """Builds the per-worker state (tokenizer, options) once per DoFn instance."""
         self._state = self._setup(*self._setup_args)
 
     def process(self, task):
+        """(file_index, path) -> (shard, piece) pairs, and the file's stats tagged "stats"."""
         file_index, path = task
         try:
             records, stats = self._make_records(self._state, file_index, path, None)
@@ -166,6 +168,7 @@ class _WriteShard(beam.DoFn):
         self._temp_dir = temp_dir
 
     def process(self, shard_pieces):
+        """(shard, pieces) -> the manifest line of the shard's temporary file."""
         shard, pieces = shard_pieces
         pieces = sorted(pieces)
         temp = os.path.join(self._temp_dir, "out-%06d-%s" % (shard, uuid.uuid4().hex))

@@ -167,7 +167,9 @@ class _TsvTaskProcessor(DataProcessor):
     """A data set stored as train/dev/test TSV files with fixed column positions.
 
     Subclasses set LABELS and the TRAIN / DEV / TEST layouts, and may override
-    `_guid` and the set names that go into the guids.
+    `_guid` and the set names that go into the guids. As in the reference, each
+    get_*_examples is `self._create_examples(self._read_tsv(path), set_type)`, so a
+    subclass that overrides either (or calls them itself) works as it did there.
     """
 
     LABELS = ("0", "1")
@@ -180,32 +182,46 @@ class _TsvTaskProcessor(DataProcessor):
 
     def get_train_examples(self, data_dir):
         """The InputExamples of the training set in `data_dir`."""
-        return self._examples(data_dir, self.TRAIN, self.SET_NAMES[0], False)
+        return self._examples_of(data_dir, self.TRAIN, self.SET_NAMES[0])
 
     def get_dev_examples(self, data_dir):
         """The InputExamples of the dev set in `data_dir`."""
-        return self._examples(data_dir, self.DEV, self.SET_NAMES[1], False)
+        return self._examples_of(data_dir, self.DEV, self.SET_NAMES[1])
 
     def get_test_examples(self, data_dir):
         """The InputExamples of the test set in `data_dir` (placeholder labels)."""
-        return self._examples(data_dir, self.TEST, self.SET_NAMES[2], True)
+        return self._examples_of(data_dir, self.TEST, self.SET_NAMES[2])
+
+    def _examples_of(self, data_dir, columns, set_type):
+        return self._create_examples(
+            self._read_tsv(os.path.join(data_dir, columns.file_name)), set_type)
 
     def _guid(self, set_name, index, row):
         return "%s-%s" % (set_name, index)
 
-    def _examples(self, data_dir, columns, set_name, is_test):
-        rows = self._read_tsv(os.path.join(data_dir, columns.file_name))
+    def _create_examples(self, lines, set_type):
+        """InputExamples of the rows `lines` of one split (the reference's method).
+
+        set_type: "test" reads the test layout (placeholder labels); the set's dev
+        name reads the dev layout; any other value the training layout (the
+        reference tells only "test" apart, and its train and dev layouts agree).
+        It goes into each example's guid. Labels are checked against get_labels().
+        """
+        if set_type == self.SET_NAMES[2]:
+            columns = self.TEST
+        else:
+            columns = self.DEV if set_type == self.SET_NAMES[1] else self.TRAIN
         examples = []
-        for index, row in enumerate(rows):
+        for index, row in enumerate(lines):
             if columns.header and index == 0:
                 continue
             text_a = _cell(row, columns.text_a)
             text_b = None if columns.text_b is None else _cell(row, columns.text_b)
-            if is_test:
+            if columns is self.TEST:
                 label = self._placeholder_label()
             else:
                 label = self._checked_label(_cell(row, columns.label), row)
-            examples.append(InputExample(self._guid(set_name, index, row), text_a, text_b, label))
+            examples.append(InputExample(self._guid(set_type, index, row), text_a, text_b, label))
         return examples
 
 
@@ -222,26 +238,30 @@ class XnliProcessor(DataProcessor):
     def get_train_examples(self, data_dir):
         """The InputExamples of the training set in `data_dir`."""
         path = os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language)
-        examples = []
-        for index, row in enumerate(self._read_tsv(path)):
-            if index == 0:
-                continue
-            label = _cell(row, 2)
-            # The translated training files spell this class differently.
-            if label == "contradictory":
-                label = "contradiction"
-            examples.append(InputExample("train-%d" % index, _cell(row, 0), _cell(row, 1),
-                                         self._checked_label(label, row)))
-        return examples
+        return self._create_examples(self._read_tsv(path), "train")
 
     def get_dev_examples(self, data_dir):
         """The InputExamples of the dev set in `data_dir`."""
+        return self._create_examples(
+            self._read_tsv(os.path.join(data_dir, "xnli.dev.tsv")), "dev")
+
+    def _create_examples(self, lines, set_type):
+        """InputExamples of the rows of multinli.train.<language>.tsv (set_type "train")
+        or of xnli.dev.tsv (any other set_type: this language's rows only)."""
         examples = []
-        for index, row in enumerate(self._read_tsv(os.path.join(data_dir, "xnli.dev.tsv"))):
-            if index == 0 or _cell(row, 0) != self.language:
+        for index, row in enumerate(lines):
+            if index == 0:
                 continue
-            examples.append(InputExample("dev-%d" % index, _cell(row, 6), _cell(row, 7),
-                                         self._checked_label(_cell(row, 1), row)))
+            if set_type == "train":
+                text_a, text_b, label = _cell(row, 0), _cell(row, 1), _cell(row, 2)
+                # The translated training files spell this class differently.
+                label = "contradiction" if label == "contradictory" else label
+            elif _cell(row, 0) != self.language:
+                continue
+            else:
+                text_a, text_b, label = _cell(row, 6), _cell(row, 7), _cell(row, 1)
+            examples.append(InputExample("%s-%d" % (set_type, index), text_a, text_b,
+                                         self._checked_label(label, row)))
         return examples
 
     def get_test_examples(self, data_dir):

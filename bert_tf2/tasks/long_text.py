@@ -73,6 +73,7 @@ class LongText(collections.namedtuple("LongText",
         return self.mode == "windows"
 
     def to_dict(self):
+        """The settings as a plain dict (what long_text.json holds)."""
         return dict(self._asdict())
 
     # -- Python side (run_classifier) ----------------------------------------

@@ -38,12 +38,14 @@ def installed_top_level():
 
 
 def check_top_level():
+    """The install puts exactly TOP_LEVEL into site-packages."""
     names = installed_top_level()
     assert names == TOP_LEVEL, "top level of site-packages: extra %s, missing %s" % (
         sorted(names - TOP_LEVEL), sorted(TOP_LEVEL - names))
 
 
 def check_imports():
+    """Every bert_tf2 module imports; the others come from site-packages; bert.X is X."""
     import bert_tf2  # pylint: disable=import-outside-toplevel
     for info in pkgutil.walk_packages(bert_tf2.__path__, "bert_tf2."):
         if info.name.endswith("pretraining_beam"):
@@ -57,6 +59,7 @@ def check_imports():
 
 
 def check_user_file_does_not_shadow(work):
+    """A user's training.py in the working folder is not imported by our runners."""
     with open(os.path.join(work, "training.py"), "w", encoding="utf-8") as f:
         f.write("raise SystemExit('the user training.py was imported')\n")
     # '' (the working folder) comes first on sys.path, as for a user's script there.
@@ -66,6 +69,7 @@ def check_user_file_does_not_shadow(work):
 
 
 def command(name, *args, cwd):
+    """Runs an installed console command in `cwd`; fails with its stderr."""
     bindir = os.path.dirname(sys.executable)
     out = subprocess.run([os.path.join(bindir, name)] + list(args), cwd=cwd, text=True,
                          capture_output=True, timeout=600)
@@ -74,6 +78,7 @@ def command(name, *args, cwd):
 
 
 def check_pipeline(work, shared):
+    """Converts a TF1 checkpoint, extracts features and fine-tunes through the console commands."""
     tiny = os.path.join(shared, "data", "tf1_checkpoints", "kerasbert_tiny")
     config, vocab = os.path.join(tiny, "bert_config.json"), os.path.join(tiny, "vocab.txt")
     converted = os.path.join(work, "converted")
@@ -106,6 +111,7 @@ def check_pipeline(work, shared):
 
 
 def main():
+    """Runs the checks in a temporary folder; exit status 1 if one fails."""
     shared = os.environ.get("BERT_TF2_SHARED") or sys.argv[1]
     passed, failed = 0, 0
     with tempfile.TemporaryDirectory() as work:
