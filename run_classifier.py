@@ -203,10 +203,12 @@ def run(fv):
     if fv.do_train:
         if not settings.windows:
             task.write_features(train_examples, train_file)
-        long_text.write_settings(fv.output_dir, settings)  # for the export (not truncate)
+        # For the later runs and the export (not for truncate in a new folder).
+        long_text.write_settings(fv.output_dir, settings)
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
-                               ["Num windows = %d" % num_train] if settings.windows else []))
+                               ["Num windows = %d" % num_train] if settings.windows else []),
+                           num_train)
     if fv.do_eval:
         _evaluate(fv, runner, task, eval_examples)
     if fv.do_predict:

@@ -109,7 +109,7 @@ def run(fv):
         train_file = os.path.join(fv.output_dir, "train.tf_record")
         ner_data.write_features(train_features, train_file)
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
-                           ["Num windows = %d" % len(train_features)])
+                           ["Num windows = %d" % len(train_features)], len(train_features))
     results = _evaluate(fv, runner, task, evaluation) if fv.do_eval else None
     if fv.do_predict:
         _predict(fv, runner, task, prediction)

@@ -301,7 +301,8 @@ def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 
     A ValueError or OSError (bad flag, missing file, malformed input) becomes one
-    clear line on stderr and exit code 1 instead of a traceback.
+    clear line on stderr and exit code 1 instead of a traceback; Ctrl-C one line too
+    (training's says where a rerun resumes) and exit code 130.
     """
     define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
     main_module = sys.modules.get("__main__")
@@ -320,12 +321,21 @@ def run_cli(define_flags, run, argv=None):
             # One line, not also a log record: the message is the whole story. os._exit:
             # TensorFlow's exit-time warnings (unrestored checkpoint values, ...) would
             # otherwise print after it; every output is already complete or removed.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            print("error: %s" % e, file=sys.stderr, flush=True)
-            os._exit(1)
+            _exit_with_line("error: %s" % e, 1)
+        except KeyboardInterrupt as e:
+            # Ctrl-C: training says where a rerun resumes (training.Interrupted); 130 is
+            # the shells' exit code of a process stopped by SIGINT.
+            _exit_with_line(str(e) or "interrupted", 130)
 
     app.run(main, argv)
+
+
+def _exit_with_line(line, code):
+    """Prints `line` alone on stderr and ends the process with `code` at once."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    print(line, file=sys.stderr, flush=True)
+    os._exit(code)
 
 
 def parse_flags(define_flags, argv):
