@@ -273,7 +273,8 @@ class SentenceEncoder(object):
                  max_seq_length=None, do_lower_case=None, batch_size=32,
                  bert_config_file=None, init_checkpoint=None, vocab_file=None):
         init_checkpoint = init_checkpoint or model_dir
-        settings = pooling.read_settings(init_checkpoint)
+        settings = pooling.read_settings(checkpoints.settings_file(pooling.SETTINGS_FILE,
+                                                                   init_checkpoint))
 
         def pick(value, key, default):
             return settings.get(key, default) if value is None else value

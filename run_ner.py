@@ -202,7 +202,8 @@ def _read_data(fv):
 
 def _labels(fv, train):
     """The label list: --labels_file, else the training file's, else the label_list.txt
-    of output_dir, else the one beside --init_checkpoint (a run_ner output)."""
+    of the model the run uses (checkpoints.settings_file: output_dir's, else the one
+    beside --init_checkpoint)."""
     saved = os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME)
     if fv.labels_file:
         labels = ner_data.read_labels(fv.labels_file)
@@ -210,11 +211,11 @@ def _labels(fv, train):
             ner_data.check_tags(train, labels)
         return labels
     if train is None:
-        # output_dir's checkpoints are restored first, else --init_checkpoint's.
-        for path in (saved, checkpoints.file_beside(fv.init_checkpoint,
-                                                    ner_data.LABELS_FILE_NAME)):
-            if path and tf.io.gfile.exists(path):
-                return ner_data.read_labels(path)
+        # The tags of the checkpoints the run restores (output_dir's, else --init_checkpoint's).
+        path = checkpoints.settings_file(ner_data.LABELS_FILE_NAME, fv.init_checkpoint,
+                                         fv.output_dir)
+        if path:
+            return ner_data.read_labels(path)
     if train is not None:
         labels = ner_data.labels_from(train)
         # Resuming keeps the label ids of the checkpoints in output_dir.

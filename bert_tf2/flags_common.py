@@ -8,10 +8,12 @@ import sys
 
 from absl import app
 from absl import flags
+from absl import logging
 
 import modeling
 from bert_tf2.tasks import pooling
 from bert_tf2 import startup
+from bert_tf2.trainer import checkpoints
 import tokenization
 
 
@@ -137,12 +139,14 @@ def define_pooling_flags(fv):
 
 
 def apply_checkpoint_settings(fv):
-    """The sentence_embedding.json beside --init_checkpoint ({} when none).
+    """The sentence_embedding.json of --init_checkpoint's model ({} when none), found by
+    checkpoints.settings_file.
 
     Its max_seq_length and do_lower_case replace those flags' defaults; flags
     given on the command line win.
     """
-    settings = pooling.read_settings(fv.init_checkpoint)
+    settings = pooling.read_settings(checkpoints.settings_file(
+        pooling.SETTINGS_FILE, fv.init_checkpoint, getattr(fv, "output_dir", None)))
     for name in ("max_seq_length", "do_lower_case"):
         if name in settings and name in fv and not fv[name].present:
             setattr(fv, name, settings[name])
