@@ -146,6 +146,12 @@ def _check_flags(fv):
                          % fv.max_seq_length)
     if fv.doc_stride < 1:
         raise ValueError("--doc_stride=%d must be >= 1" % fv.doc_stride)
+    flags_common.refuse_unused(fv, [] if fv.feature_based else [
+        (name, "without --feature_based (the fine-tuned tagger reads no encoder layers "
+               "into an LSTM)") for name in ("layers", "lstm_units")])
+    flags_common.refuse_unused(fv, [(flag, "without --do_%s" % split)
+                                    for split, (flag, _) in sorted(_SPLITS.items())
+                                    if not getattr(fv, "do_" + split)], warn_only=True)
     if fv.feature_based:
         if fv.lstm_units < 1:
             raise ValueError("--lstm_units=%d must be >= 1" % fv.lstm_units)

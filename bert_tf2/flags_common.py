@@ -272,17 +272,52 @@ def require(fv, names):
             raise ValueError("--%s is required" % name)
 
 
+def flag_text(fv, name):
+    """How flag `name` reads on a command line with its current value: --x=1, --y, --noy."""
+    value = fv[name].value
+    if isinstance(value, bool):
+        return "--%s%s" % ("" if value else "no", name)
+    return "--%s=%s" % (name, value)
+
+
+def refuse_unused(fv, unused, warn_only=False):
+    """A flag that cannot apply is refused, never dropped.
+
+    `unused`: (flag name, why) pairs of the flags that the run's other flags leave
+    without effect, `why` saying so ("without --pooling: ..."). The first of them
+    given with a value other than its default is a ValueError naming it; with
+    warn_only (the reference's own flags, which it accepted) a warning instead.
+    """
+    for name, why in unused:
+        flag = fv[name]
+        if flag.present and flag.value != flag.default:
+            message = "%s has no effect %s" % (flag_text(fv, name), why)
+            if not warn_only:
+                raise ValueError(message)
+            logging.warning(message)
+
+
+# Flags of ours that only training reads (the reference's own, such as
+# --learning_rate, stay quiet without --do_train, as they were).
+TRAINING_ONLY_FLAGS = ("group_by_length", "num_accumulation_steps", "gradient_checkpointing",
+                       "deterministic_data", "optimizer_type", "fused_optimizer")
+
+
 def check_common(fv):
     """Rules that hold for every script's flags, checked before its run starts.
 
     Every batch size (flags named batch_size or *_batch_size) must be >= 1: the
-    reference crashes on 0 deep inside TensorFlow.
+    reference crashes on 0 deep inside TensorFlow. A runner's TRAINING_ONLY_FLAGS
+    given without --do_train are warned (a command line of every step may carry them).
     """
     for name in sorted(fv):
         if name == "batch_size" or name.endswith("_batch_size"):
             value = getattr(fv, name)
             if value is not None and value < 1:
                 raise ValueError("--%s=%d must be >= 1" % (name, value))
+    if "do_train" in fv and not fv.do_train:
+        refuse_unused(fv, [(name, "without --do_train") for name in TRAINING_ONLY_FLAGS
+                           if name in fv], warn_only=True)
 
 
 def define_key_flags(define_flags, fv, module_name):
