@@ -183,6 +183,8 @@ def run(fv):
         input_files = fileutil.expand_input_files(fv.input_file)
     except ValueError as e:
         raise ValueError("--input_file: %s" % e) from e
+    fileutil.prepare_output_file(fv.output_file, "--output_file",
+                                 inputs=[("--input_file", path) for path in input_files])
     counts = count_words(input_files, fv.do_lower_case)
     if not counts:
         raise ValueError("--input_file: no text in %s" % ", ".join(input_files))

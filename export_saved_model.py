@@ -101,6 +101,7 @@ import json
 import os
 import tempfile
 import unicodedata
+import uuid
 
 from absl import flags
 from absl import logging
@@ -110,12 +111,12 @@ import tf_keras
 import tokenization
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
+from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import ner_data
-from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
 
 MODEL_TYPES = serving.MODEL_TYPES
@@ -138,8 +139,11 @@ def define_flags(fv):
                            "such as a run_classifier --output_dir, whose latest checkpoint "
                            "is used)."})
     flags.DEFINE_string("export_dir", None,
-                        "Directory the SavedModel is written to. An earlier export there "
-                        "is replaced; any other existing file or folder is an error.",
+                        "Directory the SavedModel is written to (made if missing). An "
+                        "earlier export there is replaced: what the export wrote, while "
+                        "files added to it (such as TF Serving's "
+                        "assets.extra/tf_serving_warmup_requests) are kept; any other "
+                        "existing file or folder is an error.",
                         flag_values=fv)
     flags.DEFINE_string("task_name", None,
                         "--model_type=classifier: the run_classifier task, which fixes the "
@@ -194,17 +198,26 @@ def load_weights(model, init_checkpoint, model_type):
     return result
 
 
+# What an export writes in --export_dir: these entries at its top, and INFO_FILE.
+# Anything else in an earlier export (TF Serving's assets.extra/tf_serving_warmup_requests,
+# notes of the user's) was added by someone else, and is carried into the new export.
+_EXPORT_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables",
+                   "assets")
+INFO_FILE = "assets.extra/export_info.json"
+
+
 def check_export_dir(export_dir):
-    """An existing --export_dir may only be one of our exports, which is then replaced.
+    """An existing --export_dir may only be one of our exports (or empty).
 
     Anything else there (a file, a folder of other things such as $HOME/models) is an
-    error: an export never deletes what it did not write.
+    error: an export never deletes what it did not write. An earlier export has what
+    an export writes replaced, and keeps what was added to it (write_saved_model).
     """
     if not tf.io.gfile.exists(export_dir):
         return
     if not tf.io.gfile.isdir(export_dir):
         raise ValueError("--export_dir=%s is a file, not a directory" % export_dir)
-    marker = os.path.join(export_dir, "assets.extra", "export_info.json")
+    marker = os.path.join(export_dir, INFO_FILE)
     if tf.io.gfile.listdir(export_dir) and not tf.io.gfile.exists(marker):
         raise ValueError("--export_dir=%s exists and is not a SavedModel exported by this "
                          "script (no assets.extra/export_info.json): choose another "
@@ -215,27 +228,30 @@ def write_saved_model(module, export_dir, info):
     """Saves `module` beside `export_dir`, then renames it into place.
 
     An earlier export in export_dir is replaced only once the new SavedModel is
-    complete (see check_export_dir for what may be replaced); after an error nothing
-    is left behind. assets.extra/export_info.json records how the model was exported.
+    complete (see check_export_dir for what may be replaced), and only what an export
+    writes: the files added to it are copied into the new one. After an error nothing
+    is left behind and the earlier export is untouched.
+    INFO_FILE (assets.extra/export_info.json) records how the model was exported.
     """
-    check_export_dir(export_dir.rstrip("/"))
     export_dir = export_dir.rstrip("/")
+    check_export_dir(export_dir)
     parent = os.path.dirname(export_dir)
     if parent:
         tf.io.gfile.makedirs(parent)
-    temp = "%s.tmp-%d" % (export_dir, os.getpid())
-    old = "%s.old-%d" % (export_dir, os.getpid())
-    for path in (temp, old):
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.rmtree(path)
+    # Names of this export's own, so that nothing already there is ever removed.
+    tag = uuid.uuid4().hex[:8]
+    temp, old = "%s.tmp-%s" % (export_dir, tag), "%s.old-%s" % (export_dir, tag)
     try:
         tf.saved_model.save(module, temp, signatures=module.signatures())
-        extra = os.path.join(temp, "assets.extra")
-        tf.io.gfile.makedirs(extra)
-        with tf.io.gfile.GFile(os.path.join(extra, "export_info.json"), "w") as f:
+        tf.io.gfile.makedirs(os.path.join(temp, os.path.dirname(INFO_FILE)))
+        with tf.io.gfile.GFile(os.path.join(temp, INFO_FILE), "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
         if tf.io.gfile.exists(export_dir):
+            kept = _carry_over(export_dir, temp)
             tf.io.gfile.rename(export_dir, old)
+            if kept:
+                logging.info("Kept %d file(s) added to the earlier export: %s", len(kept),
+                             ", ".join(kept))
         tf.io.gfile.rename(temp, export_dir)
     except BaseException:
         if tf.io.gfile.exists(temp):
@@ -246,6 +262,26 @@ def write_saved_model(module, export_dir, info):
     if tf.io.gfile.exists(old):
         tf.io.gfile.rmtree(old)
     return export_dir
+
+
+def _carry_over(earlier, new):
+    """Copies what an export does not write from the `earlier` export into `new`;
+    returns the files copied (paths relative to the export)."""
+    kept = []
+    for folder, _, files in tf.io.gfile.walk(earlier):
+        relative = os.path.relpath(folder, earlier)
+        top = relative.split(os.sep)[0]
+        if top in _EXPORT_ENTRIES:
+            continue
+        if relative != ".":
+            tf.io.gfile.makedirs(os.path.join(new, relative))
+        for name in sorted(files):
+            path = os.path.normpath(os.path.join(relative, name))
+            if path in _EXPORT_ENTRIES or path == os.path.normpath(INFO_FILE):
+                continue
+            tf.io.gfile.copy(os.path.join(folder, name), os.path.join(new, path))
+            kept.append(path)
+    return kept
 
 
 @contextlib.contextmanager
@@ -334,11 +370,9 @@ def run(fv):
 
 def _long_text(fv):
     """A classifier's long_text.LongText (flags, else long_text.json), None for truncate."""
-    if fv.model_type != "classifier":
+    if fv.model_type != "classifier" or multilabel_data.is_multilabel(fv.task_name):
         return None
-    settings = long_text.read_settings(
-        checkpoints.file_beside(fv.init_checkpoint, long_text.SETTINGS_FILE))
-    result = long_text.from_flags(fv, fv.max_seq_length, settings)
+    result = long_text.from_flags(fv, fv.max_seq_length)
     return None if result.mode == "truncate" else result
 
 
@@ -346,7 +380,7 @@ def _pooling_spec(fv, bert_config):
     """The encoder's sentence_embedding: flags, else sentence_embedding.json, else mean."""
     if fv.model_type != "encoder":
         return None
-    settings = pooling.read_settings(fv.init_checkpoint)
+    settings = flags_common.apply_checkpoint_settings(fv)
     mode = fv.pooling or settings.get("pooling", "mean")
     return flags_common.pooling_from_flags(fv, settings, mode, bert_config.num_hidden_layers)
 
@@ -369,7 +403,11 @@ def _check_flags(fv):
     bert_config.validate()
     if fv.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
-    _long_text(fv)  # its flags checked before any work
+    flags_common.refuse_unused(fv, unused_flags(fv))
+    if fv.model_type == "classifier" and not multilabel_data.is_multilabel(fv.task_name):
+        # As run_classifier: another mode's flags warned (one command line for every mode).
+        flags_common.refuse_unused(fv, long_text.unused_flags(
+            long_text.from_flags(fv, fv.max_seq_length)), warn_only=True)
     if fv.model_type == "squad":
         for name in ("max_query_length", "max_answer_length", "n_best_size"):
             if getattr(fv, name) < 1:
@@ -381,16 +419,49 @@ def _check_flags(fv):
     if not tf.io.gfile.exists(fv.vocab_file):
         raise ValueError("--vocab_file %s does not exist" % fv.vocab_file)
     check_export_dir(fv.export_dir.rstrip("/"))
+    fileutil.make_parent_folder(fv.export_dir, "--export_dir")
     return bert_config, labels
+
+
+# The flags each --model_type reads (beyond the model flags and --export_dir).
+_FLAGS_OF_TYPE = {
+    "encoder": ("layers", "pooling", "normalize"),
+    "classifier": ("task_name", "xnli_language", "labels_file", "threshold", "long_text",
+                   "head_tokens", "doc_stride", "window_pooling"),
+    "squad": ("max_query_length", "max_answer_length", "n_best_size"),
+    "tagger": ("labels_file", "feature_based", "layers", "lstm_units"),
+    "multiple_choice": (),
+}
+
+
+def unused_flags(fv):
+    """(flag, why) pairs of the flags this export would not read (refused when given)."""
+    read = set(_FLAGS_OF_TYPE[fv.model_type])
+    pairs = [(name, "with --model_type=%s" % fv.model_type)
+             for names in _FLAGS_OF_TYPE.values() for name in names if name not in read]
+    classifier, multilabel = (fv.model_type == "classifier",
+                              multilabel_data.is_multilabel(fv.task_name))
+    for name, used, why in (
+            ("labels_file", not classifier or multilabel, "without --task_name=multilabel"),
+            ("threshold", multilabel, "without --task_name=multilabel"),
+            ("xnli_language", (fv.task_name or "").lower() == "xnli", "without --task_name=xnli"),
+            ("layers", fv.model_type != "tagger" or fv.feature_based, "without --feature_based"),
+            ("lstm_units", fv.feature_based, "without --feature_based")):
+        if name in read and not used:
+            pairs.append((name, why))
+    if classifier and multilabel:
+        pairs += [(name, "with --task_name=multilabel (its runs read texts as truncate)")
+                  for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]
+    return list(dict(pairs).items())
 
 
 def _tagger_labels(fv):
     """--labels_file, else the label_list.txt run_ner left beside the checkpoint."""
-    path = fv.labels_file or checkpoints.file_beside(fv.init_checkpoint,
-                                                     ner_data.LABELS_FILE_NAME)
+    path = fv.labels_file or checkpoints.settings_file(ner_data.LABELS_FILE_NAME,
+                                                       fv.init_checkpoint)
     if not path:
         raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
-                             "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
+                         "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
     return ner_data.read_labels(path)
 
 

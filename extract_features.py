@@ -295,7 +295,8 @@ class SentenceEncoder(object):
                  max_seq_length=None, do_lower_case=None, batch_size=32,
                  bert_config_file=None, init_checkpoint=None, vocab_file=None):
         init_checkpoint = init_checkpoint or model_dir
-        settings = pooling.read_settings(init_checkpoint)
+        settings = pooling.read_settings(checkpoints.settings_file(pooling.SETTINGS_FILE,
+                                                                   init_checkpoint))
 
         def pick(value, key, default):
             return settings.get(key, default) if value is None else value
@@ -361,15 +362,19 @@ def run(fv):
 
 
 def _check_flags(fv):
-    """Checks the flags before any work; returns (bert_config, layer indexes, pooling spec).
+    """Checks the flags, the input and the output path before any work (the model is
+    loaded after); returns (bert_config, layer indexes, pooling spec).
 
     The pooling spec is None for the reference's per-token output.
     """
     flags_common.require(fv, _REQUIRED_FLAGS)
     if fv.batch_size < 1:
         raise ValueError("--batch_size must be positive")
-    if not tf.io.gfile.exists(fv.input_file):
-        raise ValueError("--input_file %s does not exist" % fv.input_file)
+    # The reference's TPU flags, accepted as it did: this port runs on the local devices.
+    flags_common.refuse_unused(fv, [(name, "here: extract_features runs on the local "
+                                           "devices (CPU/GPU)")
+                                    for name in ("use_tpu", "master", "num_tpu_cores")],
+                               warn_only=True)
     fileutil.check_output_file(fv.output_file, "--output_file")
     settings = flags_common.apply_checkpoint_settings(fv)
     bert_config = flags_common.bert_config_from_flags(fv)
@@ -381,11 +386,20 @@ def _check_flags(fv):
                              "(no %s beside --init_checkpoint names one)"
                              % pooling.SETTINGS_FILE)
     if mode is None:
-        return bert_config, parse_layers(fv.layers, bert_config.num_hidden_layers), None
-    spec = flags_common.pooling_from_flags(fv, settings, mode, bert_config.num_hidden_layers)
-    if tf.io.gfile.stat(fv.input_file).length == 0:
+        flags_common.refuse_unused(fv, [(
+            "normalize", "without sentence vectors (--pooling): the per-token output is "
+                         "written as the model computes it")])
+        layers, spec = parse_layers(fv.layers, bert_config.num_hidden_layers), None
+    else:
+        spec = flags_common.pooling_from_flags(fv, settings, mode,
+                                               bert_config.num_hidden_layers)
+        layers = spec.layers
+    fileutil.check_utf8(fv.input_file, "--input_file")
+    if spec is not None and tf.io.gfile.stat(fv.input_file).length == 0:
         raise ValueError("--input_file %s is empty: there is no line to embed" % fv.input_file)
-    return bert_config, spec.layers, spec
+    fileutil.prepare_output_file(fv.output_file, "--output_file",
+                                 inputs=[("--input_file", fv.input_file)])
+    return bert_config, layers, spec
 
 
 def _write_features(fv, tokenizer, extractor, layer_indexes):

@@ -197,10 +197,12 @@ def run(fv):
     if fv.do_train:
         if not settings.windows:
             task.write_features(train_examples, train_file)
-        long_text.write_settings(fv.output_dir, settings)  # for the export (not truncate)
+        # For the later runs and the export (not for truncate in a new folder).
+        long_text.write_settings(fv.output_dir, settings)
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
-                               ["Num windows = %d" % num_train] if settings.windows else []))
+                               ["Num windows = %d" % num_train] if settings.windows else []),
+                           num_train)
     if fv.do_eval:
         _evaluate(fv, runner, task, eval_examples)
     if fv.do_predict:
@@ -210,8 +212,16 @@ def run(fv):
 def _check_flags(fv):
     """Checks the flags before any work; returns (processor, bert_config, long_text)."""
     bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
+    # The long_text.json a training run left in --output_dir (or beside --init_checkpoint)
+    # gives the defaults: evaluation and prediction read the text as training did.
     settings = long_text.from_flags(fv, fv.max_seq_length)
     processor = multilabel_data.processor_from_flags(fv)  # None unless multilabel
+    if processor is None:
+        flags_common.refuse_unused(fv, [("threshold", "without --task_name=multilabel")])
+    # Warned, not refused: one command line may serve every mode or task of a sweep.
+    flags_common.refuse_unused(fv, long_text.unused_flags(settings) + (
+        [] if fv.task_name.lower() == "xnli" else
+        [("xnli_language", "without --task_name=xnli")]), warn_only=True)
     return (processor or get_processor(fv.task_name, fv.xnli_language), bert_config,
             settings)
 

@@ -74,7 +74,8 @@ def run(fv):
     if fv.do_train:
         training.fine_tune(fv, runner, task.write(splits["train"], "train"), task.spec,
                            task.loss_fn, ["Num questions = %d (%d choices)"
-                                          % (len(splits["train"]), task.num_choices)])
+                                          % (len(splits["train"]), task.num_choices)],
+                           len(splits["train"]))
     results = _evaluate(fv, runner, task, splits["dev"]) if fv.do_eval else None
     if fv.do_predict:
         _predict(fv, runner, task, splits["test"])

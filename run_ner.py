@@ -109,7 +109,7 @@ def run(fv):
         train_file = os.path.join(fv.output_dir, "train.tf_record")
         ner_data.write_features(train_features, train_file)
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
-                           ["Num windows = %d" % len(train_features)])
+                           ["Num windows = %d" % len(train_features)], len(train_features))
     results = _evaluate(fv, runner, task, evaluation) if fv.do_eval else None
     if fv.do_predict:
         _predict(fv, runner, task, prediction)
@@ -146,6 +146,12 @@ def _check_flags(fv):
                          % fv.max_seq_length)
     if fv.doc_stride < 1:
         raise ValueError("--doc_stride=%d must be >= 1" % fv.doc_stride)
+    flags_common.refuse_unused(fv, [] if fv.feature_based else [
+        (name, "without --feature_based (the fine-tuned tagger reads no encoder layers "
+               "into an LSTM)") for name in ("layers", "lstm_units")])
+    flags_common.refuse_unused(fv, [(flag, "without --do_%s" % split)
+                                    for split, (flag, _) in sorted(_SPLITS.items())
+                                    if not getattr(fv, "do_" + split)], warn_only=True)
     if fv.feature_based:
         if fv.lstm_units < 1:
             raise ValueError("--lstm_units=%d must be >= 1" % fv.lstm_units)
@@ -202,7 +208,8 @@ def _read_data(fv):
 
 def _labels(fv, train):
     """The label list: --labels_file, else the training file's, else the label_list.txt
-    of output_dir, else the one beside --init_checkpoint (a run_ner output)."""
+    of the model the run uses (checkpoints.settings_file: output_dir's, else the one
+    beside --init_checkpoint)."""
     saved = os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME)
     if fv.labels_file:
         labels = ner_data.read_labels(fv.labels_file)
@@ -210,11 +217,11 @@ def _labels(fv, train):
             ner_data.check_tags(train, labels)
         return labels
     if train is None:
-        # output_dir's checkpoints are restored first, else --init_checkpoint's.
-        for path in (saved, checkpoints.file_beside(fv.init_checkpoint,
-                                                    ner_data.LABELS_FILE_NAME)):
-            if path and tf.io.gfile.exists(path):
-                return ner_data.read_labels(path)
+        # The tags of the checkpoints the run restores (output_dir's, else --init_checkpoint's).
+        path = checkpoints.settings_file(ner_data.LABELS_FILE_NAME, fv.init_checkpoint,
+                                         fv.output_dir)
+        if path:
+            return ner_data.read_labels(path)
     if train is not None:
         labels = ner_data.labels_from(train)
         # Resuming keeps the label ids of the checkpoints in output_dir.

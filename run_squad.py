@@ -140,6 +140,14 @@ def validate_flags_or_throw(fv, bert_config):
             "so that every input keeps room for the document." %
             (fv.max_seq_length, fv.max_query_length))
 
+    # The reference's flags it ignored in these combinations: warned here.
+    unused = (("train_file", "without --do_train", fv.do_train),
+              ("predict_file", "without --do_predict", fv.do_predict),
+              ("null_score_diff_threshold", "without --version_2_with_negative",
+               fv.version_2_with_negative))
+    flags_common.refuse_unused(fv, [(name, why) for name, why, used in unused if not used],
+                               warn_only=True)
+
     # Not checked by the original code, where these values hang or silently
     # produce nothing.
     for name in ("doc_stride", "n_best_size", "max_answer_length"):

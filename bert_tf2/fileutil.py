@@ -3,7 +3,9 @@
 - `atomic_open`: outputs appear under their name only once complete;
 - `write_eval_results`: eval_results.txt in the reference's `key = value` form;
 - `write_label_list` / `read_label_list`: a run's label_list.txt (or a --labels_file);
-- `prepare_output_dir`: an --output_dir that can be written, checked up front;
+- `prepare_output_dir` / `prepare_output_file`: an output folder or file that can be
+  written, checked and its folder made before any work (every writer);
+- `check_utf8`: a text input read through once, its first bad byte named by line;
 - `expand_input_files`: comma-separated globs, as the reference's --input_file;
 - `output_files`: a list of output files, or PREFIX-00000-of-0000N names.
 - `read_text`: a UTF-8 data file whose errors name the file (and line).
@@ -102,21 +104,56 @@ def prepare_output_dir(path, flag="--output_dir"):
     """
     if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
         raise ValueError("%s=%s is a file, not a directory" % (flag, path))
+    _make_writable_folder(path, flag, path)
+
+
+def _make_writable_folder(folder, flag, value):
+    """Makes `folder` (and its parents) and writes a probe file there; ValueError naming
+    `flag`=`value` when it cannot."""
     try:
-        tf.io.gfile.makedirs(path)
+        tf.io.gfile.makedirs(folder)
         # A name of its own: the workers of a multi-worker run probe the same folder.
-        probe = os.path.join(path, ".write_test_%s" % uuid.uuid4().hex)
+        probe = os.path.join(folder, ".write_test_%s" % uuid.uuid4().hex)
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("ok")
         tf.io.gfile.remove(probe)
     except (tf.errors.OpError, OSError) as e:
-        raise ValueError("%s=%s is not writable: %s" % (flag, path, e)) from None
+        raise ValueError("%s=%s is not writable: %s" % (flag, value, e)) from None
 
 
 def check_output_file(path, flag):
     """An output file path must not name a directory (which is never replaced)."""
     if tf.io.gfile.isdir(path):
         raise ValueError("%s=%s is a directory, not a file" % (flag, path))
+
+
+def prepare_output_file(path, flag, inputs=()):
+    """Checks an output file's path and makes its folder, before the work starts.
+
+    Every writer's one rule: a directory at `path` is an error naming `flag` (never
+    replaced), so is a path that is one of the run's inputs (`inputs`: (flag, path)
+    pairs; the output would replace it); the missing folders are created and probed for
+    writing, so that a bad path fails in one line before any model is loaded.
+    """
+    check_output_file(path, flag)
+    for input_flag, input_path in inputs:
+        if input_path and same_file(path, input_path):
+            raise ValueError("%s=%s is also a file of %s: the output would replace its "
+                             "input; choose another file" % (flag, path, input_flag))
+    make_parent_folder(path, flag)
+
+
+def make_parent_folder(path, flag):
+    """Makes the folder an output `path` goes in (a file's, or an --export_dir's) and
+    probes it for writing; ValueError naming `flag` when it cannot."""
+    _make_writable_folder(os.path.dirname(path.rstrip("/")) or ".", flag, path)
+
+
+def same_file(a, b):
+    """Whether two paths name the same file (local paths resolved; others compared as text)."""
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def output_files(value, num_shards, flag):
@@ -133,10 +170,10 @@ def output_files(value, num_shards, flag):
         if not files:
             raise ValueError("%s is required" % flag)
         for path in files:
-            check_output_file(path, flag)
+            prepare_output_file(path, flag)
         return files
     prefix = value.strip()
-    check_output_file(prefix, flag)
+    prepare_output_file(prefix, flag)
     names = ["%s-%05d-of-%05d" % (prefix, i, num_shards) for i in range(num_shards)]
     others = sorted(set(tf.io.gfile.glob(prefix + "-*-of-*")) - set(names))
     if others:
@@ -179,3 +216,39 @@ def read_text(path):
     except UnicodeDecodeError as e:
         raise ValueError("%s, line %d: not valid UTF-8"
                          % (path, data[:e.start].count(b"\n") + 1)) from None
+
+
+# Bytes read at a time by check_utf8.
+_CHECK_BLOCK = 1 << 22
+
+
+def check_utf8(path, flag):
+    """Reads a text input through once, before any work: ValueError naming `flag`, the
+    file and the line of its first byte that is not UTF-8, or a missing file."""
+    if not tf.io.gfile.exists(path):
+        raise ValueError("%s=%s: no such file" % (flag, path))
+    lines_before = 0
+    pending = b""
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            while True:
+                block = f.read(_CHECK_BLOCK)
+                data = pending + block
+                # Whole lines only, so that a character split between blocks is not an error.
+                cut = len(data) if not block else data.rfind(b"\n") + 1
+                _decode_lines(data[:cut], path, flag, lines_before)
+                lines_before += data.count(b"\n", 0, cut)
+                pending = data[cut:]
+                if not block:
+                    return
+    except tf.errors.OpError as e:
+        raise ValueError("%s=%s cannot be read: %s" % (flag, path, e.message)) from None
+
+
+def _decode_lines(data, path, flag, lines_before):
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("%s=%s, line %d: not valid UTF-8 (byte 0x%02x)"
+                         % (flag, path, lines_before + data.count(b"\n", 0, e.start) + 1,
+                            data[e.start])) from None

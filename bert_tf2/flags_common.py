@@ -8,10 +8,12 @@ import sys
 
 from absl import app
 from absl import flags
+from absl import logging
 
 import modeling
 from bert_tf2.tasks import pooling
 from bert_tf2 import startup
+from bert_tf2.trainer import checkpoints
 import tokenization
 
 
@@ -137,12 +139,14 @@ def define_pooling_flags(fv):
 
 
 def apply_checkpoint_settings(fv):
-    """The sentence_embedding.json beside --init_checkpoint ({} when none).
+    """The sentence_embedding.json of --init_checkpoint's model ({} when none), found by
+    checkpoints.settings_file.
 
     Its max_seq_length and do_lower_case replace those flags' defaults; flags
     given on the command line win.
     """
-    settings = pooling.read_settings(fv.init_checkpoint)
+    settings = pooling.read_settings(checkpoints.settings_file(
+        pooling.SETTINGS_FILE, fv.init_checkpoint, getattr(fv, "output_dir", None)))
     for name in ("max_seq_length", "do_lower_case"):
         if name in settings and name in fv and not fv[name].present:
             setattr(fv, name, settings[name])
@@ -268,17 +272,52 @@ def require(fv, names):
             raise ValueError("--%s is required" % name)
 
 
+def flag_text(fv, name):
+    """How flag `name` reads on a command line with its current value: --x=1, --y, --noy."""
+    value = fv[name].value
+    if isinstance(value, bool):
+        return "--%s%s" % ("" if value else "no", name)
+    return "--%s=%s" % (name, value)
+
+
+def refuse_unused(fv, unused, warn_only=False):
+    """A flag that cannot apply is refused, never dropped.
+
+    `unused`: (flag name, why) pairs of the flags that the run's other flags leave
+    without effect, `why` saying so ("without --pooling: ..."). The first of them
+    given with a value other than its default is a ValueError naming it; with
+    warn_only (the reference's own flags, which it accepted) a warning instead.
+    """
+    for name, why in unused:
+        flag = fv[name]
+        if flag.present and flag.value != flag.default:
+            message = "%s has no effect %s" % (flag_text(fv, name), why)
+            if not warn_only:
+                raise ValueError(message)
+            logging.warning(message)
+
+
+# Flags of ours that only training reads (the reference's own, such as
+# --learning_rate, stay quiet without --do_train, as they were).
+TRAINING_ONLY_FLAGS = ("group_by_length", "num_accumulation_steps", "gradient_checkpointing",
+                       "deterministic_data", "optimizer_type", "fused_optimizer")
+
+
 def check_common(fv):
     """Rules that hold for every script's flags, checked before its run starts.
 
     Every batch size (flags named batch_size or *_batch_size) must be >= 1: the
-    reference crashes on 0 deep inside TensorFlow.
+    reference crashes on 0 deep inside TensorFlow. A runner's TRAINING_ONLY_FLAGS
+    given without --do_train are warned (a command line of every step may carry them).
     """
     for name in sorted(fv):
         if name == "batch_size" or name.endswith("_batch_size"):
             value = getattr(fv, name)
             if value is not None and value < 1:
                 raise ValueError("--%s=%d must be >= 1" % (name, value))
+    if "do_train" in fv and not fv.do_train:
+        refuse_unused(fv, [(name, "without --do_train") for name in TRAINING_ONLY_FLAGS
+                           if name in fv], warn_only=True)
 
 
 def define_key_flags(define_flags, fv, module_name):
@@ -301,7 +340,8 @@ def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 
     A ValueError or OSError (bad flag, missing file, malformed input) becomes one
-    clear line on stderr and exit code 1 instead of a traceback.
+    clear line on stderr and exit code 1 instead of a traceback; Ctrl-C one line too
+    (training's says where a rerun resumes) and exit code 130.
     """
     define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
     main_module = sys.modules.get("__main__")
@@ -320,12 +360,21 @@ def run_cli(define_flags, run, argv=None):
             # One line, not also a log record: the message is the whole story. os._exit:
             # TensorFlow's exit-time warnings (unrestored checkpoint values, ...) would
             # otherwise print after it; every output is already complete or removed.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            print("error: %s" % e, file=sys.stderr, flush=True)
-            os._exit(1)
+            _exit_with_line("error: %s" % e, 1)
+        except KeyboardInterrupt as e:
+            # Ctrl-C: training says where a rerun resumes (training.Interrupted); 130 is
+            # the shells' exit code of a process stopped by SIGINT.
+            _exit_with_line(str(e) or "interrupted", 130)
 
     app.run(main, argv)
+
+
+def _exit_with_line(line, code):
+    """Prints `line` alone on stderr and ends the process with `code` at once."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    print(line, file=sys.stderr, flush=True)
+    os._exit(code)
 
 
 def parse_flags(define_flags, argv):

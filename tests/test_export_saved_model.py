@@ -3,6 +3,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -22,6 +23,7 @@ from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import long_text
 from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
@@ -408,11 +410,16 @@ class _SmallModule(tf.Module):
         return {"serving_default": self.serve.get_concrete_function()}
 
 
-def test_export_replaces_only_when_complete(tmp_path, monkeypatch):
+def test_export_replaces_only_when_complete_and_only_what_it_wrote(tmp_path, monkeypatch):
     export_dir = str(tmp_path / "model")
     os.makedirs(os.path.join(export_dir, "assets.extra"))
     write_text(os.path.join(export_dir, "assets.extra", "export_info.json"), "{}")
-    write_text(os.path.join(export_dir, "old.txt"), "previous export")
+    write_text(os.path.join(export_dir, "variables", "variables.index"), "previous export")
+    # Added by the user after the export: TF Serving's warm-up requests, a note.
+    warmup = os.path.join("assets.extra", "tf_serving_warmup_requests")
+    write_text(os.path.join(export_dir, warmup), "warm-up records")
+    write_text(os.path.join(export_dir, "notes", "README.txt"), "how we serve it")
+    before = sorted(os.listdir(export_dir))
 
     def broken_save(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -422,15 +429,21 @@ def test_export_replaces_only_when_complete(tmp_path, monkeypatch):
         with pytest.raises(RuntimeError, match="disk full"):
             esm.write_saved_model(_SmallModule(2.0), export_dir, {"a": 1})
     assert os.listdir(str(tmp_path)) == ["model"]
-    assert sorted(os.listdir(export_dir)) == ["assets.extra", "old.txt"]
+    assert sorted(os.listdir(export_dir)) == before
 
     esm.write_saved_model(_SmallModule(3.0), export_dir + "/", {"a": 1})
     assert os.listdir(str(tmp_path)) == ["model"]
-    assert "old.txt" not in os.listdir(export_dir)
     loaded = tf.saved_model.load(export_dir)
     assert loaded.signatures["serving_default"](x=tf.constant([2.0]))["y"].numpy() == [6.0]
     with open(os.path.join(export_dir, "assets.extra", "export_info.json")) as f:
         assert json.load(f) == {"a": 1}
+    # What an export writes is replaced; what was added to it is kept.
+    with open(os.path.join(export_dir, "variables", "variables.index"), "rb") as f:
+        assert f.read() != b"previous export"
+    with open(os.path.join(export_dir, warmup)) as f:
+        assert f.read() == "warm-up records"
+    with open(os.path.join(export_dir, "notes", "README.txt")) as f:
+        assert f.read() == "how we serve it"
 
 
 def test_export_never_replaces_what_it_did_not_write(tmp_path):
@@ -459,11 +472,20 @@ def test_export_never_replaces_what_it_did_not_write(tmp_path):
     ({"task_name": "nope"}, "unknown --task_name"),
     ({"max_seq_length": "33"}, "longer than the 32 positions"),
     ({"task_name": "mnli"}, "output_weights has shape \\[2, 8\\]"),
-    ({"model_type": "squad", "max_query_length": "13"},
+    ({"model_type": "squad", "task_name": None, "max_query_length": "13"},
      "must be greater than max_query_length \\(13\\) \\+ 3"),
-    ({"model_type": "squad", "max_query_length": "4", "init_checkpoint": "encoder"},
+    ({"model_type": "squad", "task_name": None, "max_query_length": "4",
+      "init_checkpoint": "encoder"},
      "lacks 2 variable\\(s\\) of the squad model, e.g. cls/squad"),
     ({"vocab_file": "missing.txt"}, "does not exist"),
+    # A flag this export would not read is refused, never dropped.
+    ({"pooling": "cls"}, "^--pooling=cls has no effect with --model_type=classifier$"),
+    ({"threshold": "0.3"}, "^--threshold=0.3 has no effect without --task_name=multilabel$"),
+    ({"model_type": "squad"}, "^--task_name=sst-2 has no effect with --model_type=squad$"),
+    ({"model_type": "encoder", "task_name": None, "n_best_size": "5"},
+     "^--n_best_size=5 has no effect with --model_type=encoder$"),
+    ({"labels_file": "labels.txt"}, "--labels_file=.* has no effect without --task_name=multi"),
+    ({"export_dir": "a_file/model"}, "--export_dir=.*a_file/model is not writable"),
 ])
 def test_bad_flags(tiny, tmp_path, argv_change, message):
     flag_values = {"model_type": "classifier", "task_name": "sst-2",
@@ -474,13 +496,33 @@ def test_bad_flags(tiny, tmp_path, argv_change, message):
     for key, value in argv_change.items():
         if key == "init_checkpoint" and value:
             value = str(tiny["root"] / value)
-        if key == "vocab_file":
+        if key in ("vocab_file", "labels_file", "export_dir") and value:
             value = str(tmp_path / value)
         flag_values[key] = value
+    write_text(tmp_path / "a_file", "keep")
     argv = ["--%s=%s" % (k, v) for k, v in flag_values.items() if v is not None]
     with pytest.raises(ValueError, match=message):
         _export(argv)
     assert not os.path.exists(str(tmp_path / "out"))
+    assert sorted(os.listdir(str(tmp_path))) == ["a_file"]
+
+
+def test_saved_long_text_settings_are_read_and_their_errors_name_the_file(tiny, tmp_path):
+    """A classifier's long_text.json beside --init_checkpoint is the export's default; a
+    value that does not fit --max_seq_length is reported against the file, not a flag."""
+    trained = tmp_path / "trained"
+    shutil.copytree(str(tiny["root"] / "classifier"), str(trained))
+    write_text(trained / "long_text.json", json.dumps(
+        {"mode": "windows", "head_tokens": 4, "doc_stride": 40, "pooling": "mean"}))
+    argv = _export_argv("classifier", tiny["config_file"], trained, tiny["vocab"],
+                        tmp_path / "out", 16, ["--task_name=sst-2"])
+    with pytest.raises(ValueError, match=r"^\S*trained/long_text\.json: doc_stride=40 must be "
+                                         r"between 1 and max_seq_length - 2 = 14 .*pass "
+                                         r"--doc_stride"):
+        _export(argv)
+    fv = flags_common.parse_flags(esm.define_flags, argv + ["--doc_stride=6"])
+    assert esm._long_text(fv) == long_text.LongText("windows", 4, 6, "mean")
+    assert not (tmp_path / "out").exists()
 
 
 # ---------------------------------------------------------------------------

@@ -102,3 +102,19 @@ def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
     for noise in ("test_srcdir", "hbm_oom_exit", "tensor_tracer"):
         assert noise not in out.stdout
     assert "WARNING: All log messages" not in out.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_code_130():
+    # What run_cli prints of training.Interrupted (a KeyboardInterrupt): its text alone.
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    command = ("from bert_tf2 import flags_common\n"
+               "def run(fv):\n"
+               "    raise KeyboardInterrupt('interrupted at step 7; rerun the same command "
+               "to resume from out/model.ckpt-5')\n"
+               "flags_common.run_cli(lambda fv: None, run)\n")
+    out = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True,
+                         timeout=120, cwd=repo)
+    assert out.returncode == 130
+    assert out.stderr.strip().splitlines()[-1:] == [
+        "interrupted at step 7; rerun the same command to resume from out/model.ckpt-5"]
+    assert "Traceback" not in out.stderr

@@ -9,17 +9,21 @@ import json
 import os
 
 import pytest
+import tensorflow as tf
 
 import create_pretraining_data
 import create_vocab
 import extract_features
+import modeling
 import run_classifier
 import run_multiple_choice
 import run_ner
 import run_pretraining
 import run_squad
+from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import training
 from conftest import write_text
 
@@ -101,6 +105,10 @@ def test_epoch_steps_count_optimizer_steps_with_accumulation():
     assert training.epoch_steps(64, fv) == (3, 0)  # 64 / 21, not 64 / 7 = 9
     fv = flags_common.parse_flags(run_classifier.define_flags, ["--train_batch_size=32"])
     assert training.epoch_steps(640, fv) == (60, 6)  # the reference: int(640/32*3)
+    # 8 examples make 1 batch of 16 in 2 epochs: the plain path trains, so does accumulation.
+    fv = flags_common.parse_flags(run_classifier.define_flags, [
+        "--num_accumulation_steps=2", "--train_batch_size=16", "--num_train_epochs=2"])
+    assert training.epoch_steps(8, fv) == (1, 0)
 
 
 @pytest.mark.parametrize("runner", sorted(_FINE_TUNERS))
@@ -284,3 +292,193 @@ def test_stale_checkpoint_of_another_task(files, tmp_path):
     with pytest.raises(ValueError, match=r"--output_dir=.* holds the checkpoint .*model\.ckpt-2 "
                                          r"of a different model"):
         _run(module, argv)
+
+
+# ---------------------------------------------------------------------------
+# Rule: data the plain path trains on trains with every flag that shapes the training
+# data or its steps, however tiny (fewer examples than a batch): training.epoch_steps
+# (accumulation: at least one step), training.fine_tune (--group_by_length keeps the
+# reference's batches when no epoch holds one).
+# ---------------------------------------------------------------------------
+
+def _pretraining(files, out, *extra):
+    """run_pretraining on the few records (packed rows with --packed_sequences) of a corpus."""
+    corpus = write_text(os.path.join(files["glue"], "corpus.txt"),
+                        "the cat sat .\na dog sat .\n\nthe dog sat .\nthe cat .\n")
+    packed = "--packed_sequences" in extra
+    records = os.path.join(files["glue"], "packed.tfrecord" if packed else "plain.tfrecord")
+    if not os.path.exists(records):
+        _run(create_pretraining_data, [
+            "--input_file=%s" % corpus, "--output_file=%s" % records,
+            "--vocab_file=%s" % files["vocab"], "--max_seq_length=16", "--dupe_factor=1",
+            "--max_predictions_per_seq=2"] + (["--pack_sequences"] if packed else []))
+    return run_pretraining, ["--input_file=%s" % records, "--output_dir=%s" % out,
+                             "--bert_config_file=%s" % files["config"], "--max_seq_length=16",
+                             "--max_predictions_per_seq=2", "--num_train_steps=1",
+                             "--num_warmup_steps=0"] + list(extra)
+
+
+# Per runner: epochs for one plain step of 16 (8 classifier and 8 multiple-choice examples,
+# 2 NER sentences, 1 SQuAD question; pretraining runs --num_train_steps=1), and every flag
+# that shapes the training data or counts its steps. Accumulating 2 micro-batches of 16
+# makes a plan of 0 steps: one step is trained instead.
+_TINY_TRAINING = {
+    "run_classifier": (2, ["--group_by_length", "--long_text=windows"]),
+    "run_ner": (8, ["--group_by_length", "--document_context"]),
+    "run_multiple_choice": (2, ["--group_by_length"]),
+    "run_squad": (16, []),
+    "run_pretraining": (None, ["--packed_sequences"]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", sorted(_TINY_TRAINING))
+def test_tiny_data_trains_with_every_flag(files, tmp_path, runner):
+    """Fewer examples than a batch: the plain path trains one step, so does the run with
+    every flag that shapes the data (and --num_accumulation_steps, --deterministic_data)."""
+    epochs, flags = _TINY_TRAINING[runner]
+    make = dict(_FINE_TUNERS, run_pretraining=_pretraining)[runner]
+    common = ["--do_train", "--train_batch_size=16", "--seed=1"] + (
+        ["--num_train_epochs=%d" % epochs] if epochs else [])
+    every = flags + ["--num_accumulation_steps=2", "--deterministic_data"]
+    for name, extra in (("plain", []), ("every_flag", every)):
+        module, argv = make(files, tmp_path / name, *(common + extra))
+        _run(module, argv)
+        assert tf.train.latest_checkpoint(str(tmp_path / name)).endswith("model.ckpt-1")
+
+
+# ---------------------------------------------------------------------------
+# Rule: every writer makes its output folder and probes it before the work, and never
+# writes over one of its inputs (fileutil.prepare_output_file / make_parent_folder /
+# prepare_output_dir); a text input is read through before the model loads
+# (fileutil.check_utf8), its errors naming the flag, the file and the line.
+# ---------------------------------------------------------------------------
+
+def _extract(files, tmp_path, *extra, checkpoint="missing"):
+    """extract_features' argv; --init_checkpoint=missing shows what fails before the model."""
+    text = write_text(tmp_path / "in.txt", "the cat sat .\na dog ||| the cat\n")
+    return extract_features, ["--input_file=%s" % text, "--vocab_file=%s" % files["vocab"],
+                              "--bert_config_file=%s" % files["config"], "--layers=-1",
+                              "--init_checkpoint=%s" % checkpoint,
+                              "--max_seq_length=16"] + list(extra)
+
+
+def test_every_writer_makes_and_probes_its_output_folder_first(files, tmp_path):
+    write_text(tmp_path / "a_file", "keep")
+    blocked = str(tmp_path / "a_file" / "sub" / "out")
+    text = write_text(tmp_path / "corpus.txt", "the cat sat .\n\na dog .\n")
+    cases = [
+        _extract(files, tmp_path, "--output_file=%s" % blocked),
+        (create_vocab, ["--input_file=%s" % text, "--output_file=%s" % blocked,
+                        "--vocab_size=200"]),
+        (create_pretraining_data, ["--input_file=%s" % text, "--output_file=%s" % blocked,
+                                   "--vocab_file=%s" % files["vocab"]]),
+        _classifier(files, blocked, "--do_train"),
+    ]
+    before = sorted(os.listdir(tmp_path))
+    for module, argv in cases:
+        with pytest.raises(ValueError, match=r"^--output_(file|dir)=.*a_file/sub/out is not "
+                                             r"writable"):
+            _run(module, argv)
+    assert sorted(os.listdir(tmp_path)) == before
+    assert open(tmp_path / "a_file").read() == "keep"
+
+
+def test_extract_features_makes_a_missing_output_folder(files, tmp_path):
+    config = modeling.BertConfig.from_json_file(files["config"])
+    model = modeling.BertModel(config)
+    model(tf.zeros([1, 4], tf.int32))
+    checkpoint = str(tmp_path / "model" / "bert_model.ckpt")
+    checkpoints.write_tf1_checkpoint(
+        {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()}, checkpoint)
+    output = tmp_path / "new" / "sub" / "out.jsonl"
+    module, argv = _extract(files, tmp_path, "--output_file=%s" % output,
+                            checkpoint=checkpoint)
+    assert _run(module, argv) == 2
+    assert [json.loads(line)["linex_index"] for line in open(output)] == [0, 1]
+
+
+def test_an_output_never_replaces_an_input(files, tmp_path):
+    text = write_text(tmp_path / "in.txt", "the cat sat .\n")
+    for module, argv in (_extract(files, tmp_path, "--output_file=%s" % text),
+                         (create_vocab, ["--input_file=%s" % (tmp_path / "*.txt"),
+                                         "--output_file=%s" % text, "--vocab_size=200"])):
+        write_text(text, "the cat sat .\n")
+        with pytest.raises(ValueError, match=r"^--output_file=.*in\.txt is also a file of "
+                                             r"--input_file"):
+            _run(module, argv)
+        assert open(text).read() == "the cat sat .\n"
+
+
+def test_a_text_input_that_is_not_utf8_is_named_before_the_model(files, tmp_path):
+    module, argv = _extract(files, tmp_path, "--output_file=%s" % (tmp_path / "o.jsonl"))
+    with open(tmp_path / "in.txt", "wb") as f:
+        f.write(b"the cat\n\xc3\xa9t\xc3\xa9\n\xff dog\n")
+    with pytest.raises(ValueError, match=r"^--input_file=\S*in\.txt, line 3: not valid UTF-8 "
+                                         r"\(byte 0xff\)$"):
+        _run(module, argv)
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_check_utf8_across_blocks(tmp_path, monkeypatch):
+    """A character split between two blocks is read whole; the line number counts every
+    block's lines."""
+    monkeypatch.setattr(fileutil, "_CHECK_BLOCK", 3)
+    path = write_text(tmp_path / "t.txt", "ab\u00e9\u4e2d\nx\n\u00e9\u00e9\n")
+    fileutil.check_utf8(path, "--input_file")
+    with open(path, "ab") as f:
+        f.write(b"ok\nok\xe4\xb8\n")
+    with pytest.raises(ValueError, match=r"t\.txt, line 5: not valid UTF-8 \(byte 0xe4\)"):
+        fileutil.check_utf8(path, "--input_file")
+    with pytest.raises(ValueError, match=r"^--input_file=\S*none\.txt: no such file$"):
+        fileutil.check_utf8(str(tmp_path / "none.txt"), "--input_file")
+
+
+# ---------------------------------------------------------------------------
+# Rule: a flag the others leave without effect is refused, never silently dropped
+# (flags_common.refuse_unused); another --long_text mode's or task's flag, which one
+# command line for every mode may carry, is warned.
+# ---------------------------------------------------------------------------
+
+def test_flags_that_cannot_apply_are_refused(files, tmp_path):
+    cases = [
+        (_extract(files, tmp_path, "--output_file=%s" % (tmp_path / "o.jsonl"), "--normalize"),
+         r"^--normalize has no effect without sentence vectors \(--pooling\)"),
+        (_classifier(files, tmp_path / "out", "--do_train", "--threshold=0.3"),
+         r"^--threshold=0\.3 has no effect without --task_name=multilabel$"),
+        (_ner(files, tmp_path / "out", "--do_train", "--lstm_units=8"),
+         r"^--lstm_units=8 has no effect without --feature_based"),
+    ]
+    before = sorted(os.listdir(tmp_path))
+    for (module, argv), message in cases:
+        with pytest.raises(ValueError, match=message):
+            _run(module, argv)
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, caplog):
+    """One command line may serve every step, mode or task of a sweep, and the reference's
+    own flags were accepted: these are warned (the run goes on)."""
+    out = tmp_path / "out"
+    cases = [
+        (_classifier(files, out, "--do_eval", "--head_tokens=4", "--xnli_language=de",
+                     "--group_by_length", "--num_accumulation_steps=2"),
+         ["--group_by_length has no effect without --do_train",
+          "--num_accumulation_steps=2 has no effect without --do_train",
+          "--head_tokens=4 has no effect with long_text mode truncate (it is read by "
+          "--long_text=head_tail)", "--xnli_language=de has no effect without "
+          "--task_name=xnli"]),
+        (_ner(files, out, "--do_eval", "--train_file=x.txt"),
+         ["--train_file=x.txt has no effect without --do_train"]),
+        (_squad(files, out, "--do_predict", "--null_score_diff_threshold=1.5"),
+         ["--train_file=%s has no effect without --do_train" % files["squad"],
+          "--null_score_diff_threshold=1.5 has no effect without --version_2_with_negative"]),
+        (_extract(files, tmp_path, "--output_file=%s" % (tmp_path / "o.jsonl"), "--use_tpu"),
+         ["--use_tpu has no effect here: extract_features runs on the local devices "
+          "(CPU/GPU)"]),
+    ]
+    for (module, argv), warnings in cases:
+        caplog.clear()
+        module._check_flags(flags_common.parse_flags(module.define_flags, argv))
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert warned == warnings

@@ -5,7 +5,9 @@ model, max_seq_length 32 (30 pieces of text), documents of 60 words whose label 
 its marker word, placed 6 times among the last 18; truncate never sees it.
 """
 import json
+import os
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -184,9 +186,25 @@ def test_defaults_scale_with_max_seq_length():
     assert long_text.from_flags(fv, 128).head_tokens == 32
     fv = flags_common.parse_flags(rc.define_flags, [])
     assert long_text.from_flags(fv, 128).mode == "truncate"
-    settings = {"mode": "windows", "doc_stride": 5, "pooling": "max", "head_tokens": 3}
-    fv = flags_common.parse_flags(rc.define_flags, ["--doc_stride=7"])
-    assert long_text.from_flags(fv, 32, settings) == long_text.LongText("windows", 3, 7, "max")
+
+
+def test_saved_settings_are_defaults_and_their_errors_name_the_file(tmp_path):
+    trained = tmp_path / "trained"
+    trained.mkdir()
+    long_text.write_settings(trained, long_text.LongText("windows", 3, 5, "max"))
+    fv = flags_common.parse_flags(rc.define_flags, ["--doc_stride=7",
+                                                    "--init_checkpoint=%s" % trained])
+    assert long_text.from_flags(fv, 32) == long_text.LongText("windows", 3, 7, "max")
+    fv = flags_common.parse_flags(rc.define_flags, ["--init_checkpoint=%s" % trained])
+    with pytest.raises(ValueError, match=r"^\S*trained/long_text\.json: doc_stride=5 must be "
+                                         r"between 1 and max_seq_length - 2 = 3 .*; pass "
+                                         r"--doc_stride, or the --max_seq_length"):
+        long_text.from_flags(fv, 5)
+    # A truncate run rewrites a file already there (never stale), adds none elsewhere.
+    long_text.write_settings(trained, long_text.LongText("truncate", 3, 5, "max"))
+    assert json.load(open(trained / "long_text.json"))["mode"] == "truncate"
+    assert long_text.write_settings(tmp_path, long_text.LongText("truncate", 3, 5, "max")) is None
+    assert not (tmp_path / "long_text.json").exists()
 
 
 # ---------------------------------------------------------------------------
@@ -303,3 +321,22 @@ def test_served_probabilities_equal_test_results(runs, tmp_path, data_dir, vocab
                                                text_b=tf.constant(["the cat", "", "a dog"]))
     assert pair["probabilities"].shape == (3, 2)
     np.testing.assert_allclose(pair["probabilities"].numpy()[1], _test_rows(out)[1], atol=2e-5)
+
+
+@pytest.mark.slow
+def test_later_runs_read_the_settings_training_left(runs, tmp_path, data_dir, vocab):
+    """--do_predict without --long_text reads the text as the windows run trained: in its
+    --output_dir (long_text.json there) and from a new one (beside --init_checkpoint), as
+    the export does; test_results.tsv equals the training run's."""
+    trained = tmp_path / "trained"
+    shutil.copytree(str(runs["windows"]), str(trained))
+    os.remove(str(trained / "test_results.tsv"))
+    argv = ["--task_name=sst-2", "--data_dir=%s" % data_dir, "--vocab_file=%s" % vocab,
+            "--bert_config_file=%s" % (runs["windows"].parent / "config.json"),
+            "--max_seq_length=%d" % _SEQ, "--do_predict"]
+    for out, extra in ((trained, []), (tmp_path / "new", ["--init_checkpoint=%s" % trained])):
+        rc.run(flags_common.parse_flags(rc.define_flags, argv + [
+            "--output_dir=%s" % out] + extra))
+        np.testing.assert_allclose(_test_rows(out), _test_rows(runs["windows"]), atol=1e-6,
+                                   rtol=0)
+    assert not (tmp_path / "new" / long_text.SETTINGS_FILE).exists()  # it did not train

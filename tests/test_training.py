@@ -328,3 +328,25 @@ def test_progress_comes_before_the_end_with_the_same_weights(tmp_path, absl_reco
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert sorted(os.listdir(tmp_path / "paced")) == sorted(os.listdir(tmp_path / "whole"))
     assert sum(line.startswith("step 20/20") for line in lines) == 1
+
+
+def test_ctrl_c_in_training_names_the_step_and_the_checkpoint_a_rerun_resumes(tmp_path,
+                                                                               monkeypatch):
+    for name, stop_at, message in (
+            ("after", 3, r"^interrupted at step 3; rerun the same command to resume from "
+                         r"\S*after/model\.ckpt-2$"),
+            ("before", 1, r"^interrupted at step 1, before the first checkpoint "
+                          r"\(--save_checkpoints_steps=2\); rerun the same command to start "
+                          r"again$")):
+        runner = make_runner(tmp_path, name, num_train_steps=6, save_checkpoints_steps=2,
+                             iterations_per_loop=1)
+        log_progress = runner._log_progress
+
+        def ctrl_c(writer, step, *args, stop_at=stop_at, log_progress=log_progress):
+            log_progress(writer, step, *args)
+            if step == stop_at:
+                raise KeyboardInterrupt
+        monkeypatch.setattr(runner, "_log_progress", ctrl_c)
+        with pytest.raises(training.Interrupted, match=message):
+            runner.train(dataset_fn_of(features(8), 4), classifier_loss)
+    assert make_runner(tmp_path, "after", num_train_steps=6).global_step == 2

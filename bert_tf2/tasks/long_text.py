@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
+from bert_tf2.trainer import checkpoints
 
 MODES = ("truncate", "head_tail", "windows")
 POOLINGS = ("mean", "max")
@@ -208,26 +209,29 @@ def _warn(message):
 # Flags -> settings
 # ---------------------------------------------------------------------------
 
-def from_flags(fv, max_seq_length, settings=None):
-    """The checked LongText of the flags; `settings` (a dict, e.g. read_settings) fills
-    in the flags not given on the command line. ValueError naming the flag."""
-    values = {}
+def from_flags(fv, max_seq_length):
+    """The checked LongText of the flags; a flag not given on the command line takes the
+    value of the long_text.json of the model the run uses (checkpoints.settings_file:
+    --output_dir's, else the one beside --init_checkpoint), else its default.
+
+    A bad value is a ValueError naming where it came from: the flag, or the file.
+    """
+    path = checkpoints.settings_file(SETTINGS_FILE, getattr(fv, "init_checkpoint", None),
+                                     getattr(fv, "output_dir", None))
+    settings = read_settings(path)
+    values, shown = {}, {}
     for key, name in _FLAG_NAMES.items():
-        given = fv[name].present or not settings or key not in settings
-        values[key] = getattr(fv, name) if given else settings[key]
-    if values["mode"] not in MODES:
-        raise ValueError("--long_text=%s: must be one of %s" % (values["mode"], ", ".join(MODES)))
-    if values["pooling"] not in POOLINGS:
-        raise ValueError("--window_pooling=%s: must be one of %s"
-                         % (values["pooling"], ", ".join(POOLINGS)))
-    room = max_seq_length - 2
+        if key in settings and not fv[name].present:
+            values[key] = settings[key]
+            shown[key] = "%s: %s=%s" % (path, key, values[key])
+        else:
+            values[key] = getattr(fv, name)
+            shown[key] = "--%s=%s" % (name, values[key])
+    if settings:
+        logging.info("Long texts: %s", "; ".join(shown[key] for key in sorted(shown)))
+    _check(values, shown, max_seq_length)
     head, stride = values["head_tokens"], values["doc_stride"]
-    if head is not None and not 0 <= head <= room:
-        raise ValueError("--head_tokens=%d must be between 0 and max_seq_length - 2 = %d "
-                         "(the pieces of one window)" % (head, room))
-    if stride is not None and not 1 <= stride <= room:
-        raise ValueError("--doc_stride=%d must be between 1 and max_seq_length - 2 = %d "
-                         "(at most one window of pieces)" % (stride, room))
+    room = max_seq_length - 2
     if head is None:
         head = int(round(room * 128.0 / 510.0))
     if stride is None:
@@ -235,17 +239,55 @@ def from_flags(fv, max_seq_length, settings=None):
     return LongText(values["mode"], head, stride, values["pooling"])
 
 
-def write_settings(folder, long_text):
-    """Leaves SETTINGS_FILE in `folder` (a run's output_dir) for export_saved_model.
+def unused_flags(long_text):
+    """(flag, why) pairs of the flags `long_text`'s mode leaves without effect, for
+    flags_common.refuse_unused."""
+    why = "with long_text mode %s (it is read by --long_text=%%s)" % long_text.mode
+    pairs = []
+    if long_text.mode != "head_tail":
+        pairs.append(("head_tokens", why % "head_tail"))
+    if not long_text.windows:
+        pairs += [("doc_stride", why % "windows"), ("window_pooling", why % "windows")]
+    return pairs
 
-    Not for truncate: a default run's outputs stay those of the reference.
+
+def _check(values, shown, max_seq_length):
+    """ValueError naming the source (`shown`: "--flag=value" or "file: key=value") of the
+    first value out of range."""
+    if values["mode"] not in MODES:
+        raise ValueError("%s: must be one of %s" % (shown["mode"], ", ".join(MODES)))
+    if values["pooling"] not in POOLINGS:
+        raise ValueError("%s: must be one of %s" % (shown["pooling"], ", ".join(POOLINGS)))
+    room = max_seq_length - 2
+    for key, low, what in (("head_tokens", 0, "the pieces of one window"),
+                           ("doc_stride", 1, "at most one window of pieces")):
+        value = values[key]
+        if value is not None and not low <= value <= room:
+            hint = ("" if shown[key].startswith("--") else
+                    "; pass --%s, or the --max_seq_length the model was trained with"
+                    % _FLAG_NAMES[key])
+            raise ValueError("%s must be between %d and max_seq_length - 2 = %d (%s)%s"
+                             % (shown[key], low, room, what, hint))
+
+
+def write_settings(folder, long_text):
+    """Leaves SETTINGS_FILE in `folder` (a training run's output_dir) for the later runs
+    and the export, so that they read the text as this run did.
+
+    Not for truncate in a folder without one: a default run's outputs stay those of the
+    reference. A file already there is rewritten, truncate included, so that it never
+    describes other checkpoints than the folder's.
     """
-    if long_text.mode == "truncate":
-        return None
     path = "%s/%s" % (str(folder).rstrip("/"), SETTINGS_FILE)
+    if long_text.mode == "truncate" and not tf.io.gfile.exists(path):
+        return None
     with fileutil.atomic_open(path, "w") as f:
         f.write(json.dumps(long_text.to_dict(), indent=2, sort_keys=True) + "\n")
     return path
+
+
+# The type each setting of a SETTINGS_FILE must have (None allowed for the numbers).
+_SETTING_TYPES = {"mode": str, "pooling": str, "head_tokens": int, "doc_stride": int}
 
 
 def read_settings(path):
@@ -262,4 +304,11 @@ def read_settings(path):
     if not isinstance(settings, dict) or unknown:
         raise ValueError("%s: unknown settings %s (known: %s)"
                          % (path, unknown, ", ".join(sorted(_FLAG_NAMES))))
+    for key, value in sorted(settings.items()):
+        kind = _SETTING_TYPES[key]
+        if not (isinstance(value, kind) and not isinstance(value, bool)
+                or value is None and kind is int):
+            raise ValueError("%s: %s=%s is not %s" % (path, key, json.dumps(value),
+                                                      "an integer" if kind is int
+                                                      else "a string"))
     return settings

@@ -10,7 +10,7 @@ A line without text is an error naming file and line, as is a dev (or, with
 The label list (the model's output order) is --labels_file (one per line), else every
 label of train.tsv sorted. A training run saves it as output_dir/label_list.txt
 (LABELS_FILE_NAME); runs that do not train read it from there, else from beside
---init_checkpoint (checkpoints.file_beside), and so does export_saved_model.
+--init_checkpoint (checkpoints.settings_file), and so does export_saved_model.
 
 The model is run_classifier's (heads.BertClassifier, one logit per label); each label is
 a separate yes/no: probability = sigmoid(logit), loss = binary cross-entropy averaged
@@ -86,7 +86,7 @@ def processor_from_flags(fv):
     saved = os.path.join(fv.output_dir, LABELS_FILE_NAME)
     labels = read_labels(fv.labels_file) if fv.labels_file else None
     if labels is None and not fv.do_train:
-        labels = saved_labels(saved, fv.init_checkpoint)
+        labels = saved_labels(fv)
         if labels is None:
             raise ValueError(
                 "--task_name=%s without --do_train needs the label list: pass --labels_file, "
@@ -99,8 +99,7 @@ def processor_from_flags(fv):
 def labels_for_export(fv):
     """export_saved_model's label list: --labels_file, else label_list.txt beside the model."""
     check_threshold(fv.threshold)
-    labels = (read_labels(fv.labels_file) if fv.labels_file
-              else saved_labels(None, fv.init_checkpoint))
+    labels = read_labels(fv.labels_file) if fv.labels_file else saved_labels(fv)
     if labels is None:
         raise ValueError("--task_name=%s needs the label list: pass --labels_file (no %s "
                          "beside --init_checkpoint)" % (TASK_NAME, LABELS_FILE_NAME))
@@ -117,12 +116,12 @@ def read_labels(path):
     return fileutil.read_label_list(path, forbidden=LABEL_SEPARATOR)
 
 
-def saved_labels(saved_path, init_checkpoint):
-    """The label_list.txt at `saved_path`, else beside `init_checkpoint`; None if neither."""
-    for path in (saved_path, checkpoints.file_beside(init_checkpoint, LABELS_FILE_NAME)):
-        if path and tf.io.gfile.exists(path):
-            return read_labels(path)
-    return None
+def saved_labels(fv):
+    """The label_list.txt a training run left for the model this run uses (--output_dir's,
+    else the one beside --init_checkpoint: checkpoints.settings_file); None if none."""
+    path = checkpoints.settings_file(LABELS_FILE_NAME, fv.init_checkpoint,
+                                     getattr(fv, "output_dir", None))
+    return read_labels(path) if path else None
 
 
 def parse_label_cell(cell):

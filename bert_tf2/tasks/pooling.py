@@ -26,6 +26,8 @@ import os
 
 import tensorflow as tf
 
+from bert_tf2 import fileutil
+
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
 SETTINGS_FILE = "sentence_embedding.json"
 
@@ -111,34 +113,38 @@ def parse_layers(text, num_hidden_layers=None, flag="--layers"):
 # Settings beside a checkpoint
 # ---------------------------------------------------------------------------
 
-def settings_path(init_checkpoint):
-    """Where the settings of `init_checkpoint` (a file prefix or a directory) live."""
-    folder = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
-              else os.path.dirname(init_checkpoint))
-    return os.path.join(folder, SETTINGS_FILE)
+# Keys of sentence_embedding.json and the Python types of their values.
+_SETTING_TYPES = {"pooling": str, "layers": list, "normalize": bool, "max_seq_length": int,
+                  "do_lower_case": bool}
 
 
-def read_settings(init_checkpoint):
-    """The sentence_embedding.json beside `init_checkpoint` as a dict, {} when absent."""
-    if not init_checkpoint:
+def read_settings(path):
+    """The dict of a sentence_embedding.json ({} for None; checkpoints.settings_file finds
+    the one beside a checkpoint); ValueError naming the file and the bad setting."""
+    if not path:
         return {}
-    path = settings_path(init_checkpoint)
-    if not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            settings = json.loads(f.read())
-        except json.JSONDecodeError as e:
-            raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
+    settings = _read_json(path)
     if not isinstance(settings, dict) or settings.get("pooling") not in POOLING_MODES:
         raise ValueError("%s: \"pooling\" must be one of %s" % (path, ", ".join(POOLING_MODES)))
+    for key, value in sorted(settings.items()):
+        kind = _SETTING_TYPES.get(key)
+        if kind is None:
+            raise ValueError("%s: unknown setting %r (known: %s)"
+                             % (path, key, ", ".join(sorted(_SETTING_TYPES))))
+        wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (
+            kind is list and not all(isinstance(x, int) and not isinstance(x, bool)
+                                     for x in value))
+        if wrong:
+            raise ValueError("%s: %s=%s is not %s" % (path, key, json.dumps(value), {
+                str: "a string", list: "a list of layer indexes", bool: "true or false",
+                int: "an integer"}[kind]))
     return settings
 
 
 def write_settings(folder, settings):
     """Writes `settings` as folder/sentence_embedding.json; returns its path."""
     path = os.path.join(folder, SETTINGS_FILE)
-    with tf.io.gfile.GFile(path, "w") as f:
+    with fileutil.atomic_open(path, "w") as f:
         f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
     return path
 

@@ -177,9 +177,7 @@ def checkpoint_step(path):
 def file_beside(checkpoint, name):
     """Path of the file `name` in the folder of `checkpoint`, or None when absent.
 
-    `checkpoint` is a directory or a file prefix, as --init_checkpoint takes:
-    the files a run leaves next to its checkpoints (run_ner's label_list.txt)
-    are found from the checkpoint alone.
+    `checkpoint` is a directory or a file prefix, as --init_checkpoint takes.
     """
     if not checkpoint:
         return None
@@ -187,6 +185,27 @@ def file_beside(checkpoint, name):
     folder = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
     path = os.path.join(folder, name)
     return path if tf.io.gfile.exists(path) else None
+
+
+def settings_file(name, init_checkpoint=None, output_dir=None):
+    """Path of the settings file `name` of the model a run uses, or None: the one reader
+    of what a training run leaves beside its checkpoints (label_list.txt, long_text.json,
+    sentence_embedding.json), for every later tool.
+
+    The settings come from where the weights come from. A runner restores the latest
+    checkpoint of its output_dir before --init_checkpoint, so output_dir is asked first:
+    its file, or none at all when it holds checkpoints but not the file (they were
+    trained without that setting); else the file beside `init_checkpoint` (a directory
+    or a file prefix). Tools without an output_dir (export, extract_features) read the
+    one beside --init_checkpoint.
+    """
+    if output_dir:
+        path = os.path.join(str(output_dir), name)
+        if tf.io.gfile.exists(path):
+            return path
+        if tf.io.gfile.isdir(output_dir) and tf.train.latest_checkpoint(output_dir):
+            return None
+    return file_beside(init_checkpoint, name)
 
 
 LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_in_checkpoint", "unused"])

@@ -218,7 +218,9 @@ def epoch_steps(num_examples, fv, what="training examples"):
     steps; with no accumulation this is the reference's
     int(examples / train_batch_size * num_train_epochs). A plan that trains
     nothing is an error naming the flags (the reference's Estimator refuses
-    max_steps <= 0 too), never a run that "succeeds" without training.
+    max_steps <= 0 too), never a run that "succeeds" without training. Data the
+    plain path trains on trains with accumulation too: at least one optimizer
+    step when the micro-batches make at least one batch (with a warning).
     """
     accumulation = int(getattr(fv, "num_accumulation_steps", 1) or 1)
     if fv.train_batch_size < 1:
@@ -229,12 +231,21 @@ def epoch_steps(num_examples, fv, what="training examples"):
         raise ValueError("--num_train_epochs=%s must be > 0" % fv.num_train_epochs)
     if num_examples < 1:
         raise ValueError("no %s to train on" % what)
+    batches = int(num_examples / fv.train_batch_size * fv.num_train_epochs)
+    if batches < 1:
+        raise ValueError(
+            "--num_train_epochs=%s over %d %s at --train_batch_size=%d makes 0 optimizer "
+            "steps: nothing would be trained"
+            % (fv.num_train_epochs, num_examples, what, fv.train_batch_size))
     steps = int(num_examples / (fv.train_batch_size * accumulation) * fv.num_train_epochs)
     if steps < 1:
-        raise ValueError(
-            "--num_train_epochs=%s over %d %s at --train_batch_size=%d x "
-            "--num_accumulation_steps=%d makes 0 optimizer steps: nothing would be trained"
-            % (fv.num_train_epochs, num_examples, what, fv.train_batch_size, accumulation))
+        logging.warning(
+            "--num_train_epochs=%s over %d %s makes %d batch(es) of --train_batch_size=%d, "
+            "fewer than --num_accumulation_steps=%d: training 1 optimizer step of %d "
+            "micro-batches (%d examples)", fv.num_train_epochs, num_examples, what, batches,
+            fv.train_batch_size, accumulation, accumulation,
+            accumulation * fv.train_batch_size)
+        steps = 1
     return steps, int(steps * fv.warmup_proportion)
 
 
@@ -260,17 +271,26 @@ def real_rows(batches, key="outputs"):
                 yield row
 
 
-def fine_tune(fv, runner, path, spec, loss_fn, counts):
-    """Trains `runner` on the records of `path` (the fine-tuning runners' training).
+def fine_tune(fv, runner, path, spec, loss_fn, counts, num_records):
+    """Trains `runner` on the `num_records` records of `path` (the fine-tuning runners'
+    training).
 
     Logs the run's header (`counts`: lines such as "Num examples = 10", then the
     batch size and steps) and reads the file with the reference's training pipeline:
     --train_batch_size, --seed, trimmed batches when the runner trims, batches grouped
-    by length with --group_by_length.
+    by length with --group_by_length. Grouping makes the batches of each epoch from
+    that epoch alone: with fewer records than a batch it has none to make, and the
+    reference's order (batches across epochs) is kept, with a warning.
     """
     log_stage("training", list(counts) + ["Batch size = %d" % fv.train_batch_size,
                                           "Num steps = %d" % runner.config.num_train_steps])
     grouped = bool(getattr(fv, "group_by_length", False))
+    if grouped and num_records < fv.train_batch_size:
+        logging.warning("--group_by_length: the %d training records are fewer than one "
+                        "batch (--train_batch_size=%d), so no epoch holds a whole batch: "
+                        "the batches are made as without the flag", num_records,
+                        fv.train_batch_size)
+        grouped = False
     if grouped and not runner.trim_padding:
         logging.warning("--group_by_length without trimmed batches (--notrim_padding or a "
                         "TPU) changes the order only, not the work")
@@ -574,10 +594,23 @@ class Runner:
                           "examples_per_step": examples_per_step}
         logging.info("Training from step %d to %d", step, cfg.num_train_steps)
         with _TerminationWatch() as termination:
-            metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
-                                        termination)
+            try:
+                metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
+                                            termination)
+            except KeyboardInterrupt:
+                raise Interrupted(self._interrupted_text()) from None
         writer.flush()
         return metrics
+
+    def _interrupted_text(self):
+        """The one line of a Ctrl-C in training: the step, and where a rerun resumes."""
+        latest = tf.train.latest_checkpoint(self.manager.directory)
+        if latest:
+            return ("interrupted at step %d; rerun the same command to resume from %s"
+                    % (self.global_step, latest))
+        return ("interrupted at step %d, before the first checkpoint "
+                "(--save_checkpoints_steps=%d); rerun the same command to start again"
+                % (self.global_step, self.config.save_checkpoints_steps))
 
     def _train_loops(self, train_loop, iterator, writer, examples_per_step, termination):
         cfg = self.config
@@ -828,6 +861,10 @@ class _InputOrder:
                     "different lengths): name it in Runner.predict's sequence_outputs"
                     % name) from None
         return batch
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during Runner.train; its text (one line) says where a rerun resumes."""
 
 
 class _TerminationWatch:
