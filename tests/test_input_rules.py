@@ -281,6 +281,13 @@ def test_stale_checkpoint_of_another_task(files, tmp_path):
                                                 % (i, i % 5) for i in range(8)))
     argv = [a.replace("--task_name=sst-2", "--task_name=sts-b").replace(
         "--data_dir=%s" % files["glue"], "--data_dir=%s" % sts) for a in argv]
+    # The task the first run left (classifier_tasks.check_labels) names the clash first...
+    with pytest.raises(ValueError, match=r"classifier_task.json is of a classification model; "
+                                         r"--task_name=sts-b is a regression task"):
+        _run(module, argv)
+    # ...and in an output dir written before that file existed, the checkpoint does.
+    os.remove(str(out / "classifier_task.json"))
+    os.remove(str(out / "label_list.txt"))
     with pytest.raises(ValueError, match=r"--output_dir=.* holds the checkpoint .*model\.ckpt-2 "
                                          r"of a different model"):
         _run(module, argv)
