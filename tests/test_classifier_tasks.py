@@ -301,6 +301,10 @@ _PLUGINS = {
      r"--labels_file is read by --task_name=csv, tsv, jsonl and multilabel only"),
     (None, ["--task_name=sst-2", "--task_type=regression"],
      r"--task_type=regression, but --task_name=sst-2 is a classification task"),
+    (None, ["--task_name=sst-2", "--threshold=0.3"],
+     r"--threshold is read by multi-label tasks only, not --task_name=sst-2"),
+    (None, ["--task_type=regression", "--labels_file=x.txt"],
+     r"--labels_file: a --task_type=regression task has no labels"),
     (None, ["--task_name=nope"], r"unknown --task_name 'nope'; known tasks: cola, .*"
                                  r"--processor=FILE.py:CLASS"),
 ])

@@ -88,6 +88,8 @@ def processor_from_flags(fv):
     if fv["task_type"].present and fv.task_type != task_type(processor):
         raise ValueError("--task_type=%s, but %s is a %s task"
                          % (fv.task_type, owner, task_type(processor)))
+    if fv["threshold"].present and not processor.is_multilabel:
+        raise ValueError("--threshold is read by multi-label tasks only, not %s" % owner)
     if processor.is_multilabel:
         multilabel_data.check_threshold(fv.threshold)
         if getattr(fv, "long_text", "truncate") != "truncate":
@@ -104,6 +106,8 @@ def _data_file_processor(fv, file_format):
     if file_format and not fv["task_type"].present and not fv.do_train:
         kind = read_task_file(saved_file(fv, TASK_FILE)).get("task_type", kind)
     labels = None
+    if kind == "regression" and fv.labels_file:
+        raise ValueError("--labels_file: a --task_type=regression task has no labels")
     if kind != "regression":
         # A training run makes its list from train (check_labels compares it with a
         # resumed run's); the others read the one training saved.
