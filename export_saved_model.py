@@ -41,8 +41,11 @@ Signatures (B = batch, S = --max_seq_length, H = hidden size, L = layers):
     run_classifier writes to test_results.tsv), logits, predicted_label [B] (the name
     of the most probable label) and labels [B, num_labels] (the task's label names, in
     output order, repeated for every row). A regression task (sts-b) outputs
-    predictions [B] and logits instead. --task_name=multilabel (labels: --labels_file,
-    else the label_list.txt beside --init_checkpoint): probabilities [B, num_labels]
+    predictions [B] and logits instead. The labels and the kind of head: a built-in
+    --task_name's, else the label_list.txt and classifier_task.json that the training
+    run left beside --init_checkpoint (any task: csv/tsv/jsonl files, --processor; no
+    --task_name needed), or --labels_file. A multi-label model (--task_name=multilabel,
+    or --task_type=multilabel in training): probabilities [B, num_labels]
     (a sigmoid per label, run_classifier's test_results.tsv), logits, labels,
     predicted [B, num_labels] bool (probability >= --threshold) and predicted_labels
     [B] (the predicted names joined by ",", in label order; "" for none).
@@ -113,7 +116,7 @@ from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
-from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import ner_data
@@ -146,19 +149,21 @@ def define_flags(fv):
                         "existing file or folder is an error.",
                         flag_values=fv)
     flags.DEFINE_string("task_name", None,
-                        "--model_type=classifier: the run_classifier task, which fixes the "
-                        "number of labels and their names.", flag_values=fv)
+                        "--model_type=classifier: a built-in run_classifier task, which "
+                        "fixes the labels, or multilabel (default: the task the training "
+                        "run left in classifier_task.json and label_list.txt beside "
+                        "--init_checkpoint; any other name is free).", flag_values=fv)
     flags.DEFINE_string("xnli_language", "zh", "Language of --task_name=xnli.",
                         flag_values=fv)
     # --model_type=classifier: run_classifier's --long_text and its flags (default: the
     # long_text.json the run left beside --init_checkpoint, else truncate).
     long_text.define_flags(fv)
     flags.DEFINE_string("labels_file", None,
-                        "--model_type=tagger, or classifier with --task_name=multilabel: the "
-                        "label list (default: label_list.txt beside --init_checkpoint, as "
+                        "--model_type=tagger or classifier: the label list, in output "
+                        "order (default: label_list.txt beside --init_checkpoint, as "
                         "run_ner and run_classifier write it in their --output_dir).",
                         flag_values=fv)
-    multilabel_data.define_flags(fv, labels_file=False)  # --threshold
+    multilabel_data.define_flags(fv)  # --threshold
     flags.DEFINE_bool("feature_based", False, "--model_type=tagger: a run_ner "
                       "--feature_based model (give its --layers and --lstm_units too).",
                       flag_values=fv)
@@ -354,7 +359,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
 
 def run(fv):
     """Exports the model the flags describe; returns the export directory."""
-    bert_config, labels = _check_flags(fv)
+    bert_config, labels, multilabel = _check_flags(fv)
     layers = ([int(x) for x in fv.layers.split(",")]
               if fv.model_type == "tagger" and fv.feature_based else None)
     return export(fv.model_type, bert_config, fv.init_checkpoint, fv.vocab_file,
@@ -363,8 +368,7 @@ def run(fv):
                   max_answer_length=fv.max_answer_length, n_best_size=fv.n_best_size,
                   feature_layers=layers, lstm_units=fv.lstm_units,
                   pooling_spec=_pooling_spec(fv, bert_config),
-                  threshold=(fv.threshold if fv.model_type == "classifier"
-                             and multilabel_data.is_multilabel(fv.task_name) else None),
+                  threshold=fv.threshold if multilabel else None,
                   long_text_settings=_long_text(fv))
 
 
@@ -386,16 +390,16 @@ def _pooling_spec(fv, bert_config):
 
 
 def _check_flags(fv):
-    """Checks the flags before any work; returns (bert_config, classifier labels or None)."""
+    """Checks the flags before any work.
+
+    Returns (bert_config, labels or None, multilabel): a classifier's labels and
+    kind of head come from classifier_tasks.export_task.
+    """
     flags_common.require(fv, _REQUIRED_FLAGS)
     flags_common.apply_checkpoint_settings(fv)
-    labels = None
+    labels, multilabel = None, False
     if fv.model_type == "classifier":
-        if not fv.task_name:
-            raise ValueError("--task_name is required with --model_type=classifier")
-        labels = (multilabel_data.labels_for_export(fv)
-                  if multilabel_data.is_multilabel(fv.task_name) else
-                  list(glue_data.get_processor(fv.task_name, fv.xnli_language).get_labels()))
+        labels, multilabel = classifier_tasks.export_task(fv)
     elif fv.model_type == "tagger":
         labels = _tagger_labels(fv)
     tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
@@ -403,8 +407,8 @@ def _check_flags(fv):
     bert_config.validate()
     if fv.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
-    flags_common.refuse_unused(fv, unused_flags(fv))
-    if fv.model_type == "classifier" and not multilabel_data.is_multilabel(fv.task_name):
+    flags_common.refuse_unused(fv, unused_flags(fv, multilabel))
+    if fv.model_type == "classifier" and not multilabel:
         # As run_classifier: another mode's flags warned (one command line for every mode).
         flags_common.refuse_unused(fv, long_text.unused_flags(
             long_text.from_flags(fv, fv.max_seq_length)), warn_only=True)
@@ -420,7 +424,7 @@ def _check_flags(fv):
         raise ValueError("--vocab_file %s does not exist" % fv.vocab_file)
     check_export_dir(fv.export_dir.rstrip("/"))
     fileutil.make_parent_folder(fv.export_dir, "--export_dir")
-    return bert_config, labels
+    return bert_config, labels, multilabel
 
 
 # The flags each --model_type reads (beyond the model flags and --export_dir).
@@ -434,23 +438,22 @@ _FLAGS_OF_TYPE = {
 }
 
 
-def unused_flags(fv):
-    """(flag, why) pairs of the flags this export would not read (refused when given)."""
+def unused_flags(fv, multilabel=False):
+    """(flag, why) pairs of the flags this export would not read (refused when given);
+    `multilabel`: the classifier to export is a multi-label one."""
     read = set(_FLAGS_OF_TYPE[fv.model_type])
     pairs = [(name, "with --model_type=%s" % fv.model_type)
              for names in _FLAGS_OF_TYPE.values() for name in names if name not in read]
-    classifier, multilabel = (fv.model_type == "classifier",
-                              multilabel_data.is_multilabel(fv.task_name))
+    classifier = fv.model_type == "classifier"
     for name, used, why in (
-            ("labels_file", not classifier or multilabel, "without --task_name=multilabel"),
-            ("threshold", multilabel, "without --task_name=multilabel"),
+            ("threshold", multilabel, "without a multi-label classifier"),
             ("xnli_language", (fv.task_name or "").lower() == "xnli", "without --task_name=xnli"),
             ("layers", fv.model_type != "tagger" or fv.feature_based, "without --feature_based"),
             ("lstm_units", fv.feature_based, "without --feature_based")):
         if name in read and not used:
             pairs.append((name, why))
     if classifier and multilabel:
-        pairs += [(name, "with --task_name=multilabel (its runs read texts as truncate)")
+        pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
                   for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]
     return list(dict(pairs).items())
 

@@ -5,8 +5,11 @@ the same task names (cola, mnli, mrpc, xnli) and the same outputs in
 --output_dir (train/eval/predict .tf_record files, eval_results.txt,
 test_results.tsv). Added here: the other GLUE tasks (sst-2, qqp, qnli, rte,
 wnli and the regression task sts-b), --xnli_language, extra GLUE metrics in
-eval_results.txt, the TF2 distribution/precision flags of flags_common, and
---task_name=multilabel (several labels per text; multilabel_data.py).
+eval_results.txt, the TF2 distribution/precision flags of flags_common,
+--task_name=multilabel (several labels per text; multilabel_data.py), your own data
+files (--task_name=csv, tsv, jsonl; file_data.py) and your own DataProcessor
+(--processor=FILE.py:CLASS); a training run leaves label_list.txt and
+classifier_task.json for later runs and the export (classifier_tasks.py).
 
 Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
@@ -33,6 +36,7 @@ import modeling
 import tokenization
 from bert_tf2.base import tf1_variables
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.trainer import heads
@@ -55,8 +59,9 @@ def define_flags(fv):
         "data_dir", None,
         "Directory holding the task's data files (.tsv for the GLUE tasks).",
         flag_values=fv)
-    flags.DEFINE_string("task_name", None, "Name of the task to fine-tune on (case-insensitive).",
-                        flag_values=fv)
+    flags.DEFINE_string("task_name", None, "Name of the task to fine-tune on (case-insensitive): "
+                        "a GLUE task, csv / tsv / jsonl (your files), multilabel, or any name "
+                        "with --processor.", flag_values=fv)
     flags.DEFINE_string(
         "output_dir", None,
         "Where checkpoints, feature files and result files are written.",
@@ -67,7 +72,7 @@ def define_flags(fv):
         "xnli_language", "zh",
         "Language of the XNLI data used by --task_name=xnli (the original code always "
         "used zh).", flag_values=fv)
-    multilabel_data.define_flags(fv)  # --labels_file, --threshold (--task_name=multilabel)
+    classifier_tasks.define_flags(fv)  # --processor, --labels_file, columns, --task_type, ...
     long_text.define_flags(fv)
     flags_common.define_training_flags(fv)
 
@@ -178,6 +183,7 @@ def run(fv):
     if fv.do_eval and not eval_examples:
         raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
     predict_examples = processor.get_test_examples(fv.data_dir) if fv.do_predict else None
+    classifier_tasks.check_labels(fv, processor)  # against a saved label_list.txt
     task = (multilabel_data.MultiLabelTask(processor, tokenizer, fv.max_seq_length, settings)
             if processor.is_multilabel else _Task(processor, tokenizer, fv.max_seq_length,
                                                   settings))
@@ -199,6 +205,7 @@ def run(fv):
             task.write_features(train_examples, train_file)
         # For the later runs and the export (not for truncate in a new folder).
         long_text.write_settings(fv.output_dir, settings)
+        classifier_tasks.save_task(fv, processor)  # label_list.txt, classifier_task.json
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if settings.windows else []),
@@ -215,15 +222,12 @@ def _check_flags(fv):
     # The long_text.json a training run left in --output_dir (or beside --init_checkpoint)
     # gives the defaults: evaluation and prediction read the text as training did.
     settings = long_text.from_flags(fv, fv.max_seq_length)
-    processor = multilabel_data.processor_from_flags(fv)  # None unless multilabel
-    if processor is None:
-        flags_common.refuse_unused(fv, [("threshold", "without --task_name=multilabel")])
+    processor = classifier_tasks.processor_from_flags(fv)  # --threshold checked there
     # Warned, not refused: one command line may serve every mode or task of a sweep.
     flags_common.refuse_unused(fv, long_text.unused_flags(settings) + (
         [] if fv.task_name.lower() == "xnli" else
         [("xnli_language", "without --task_name=xnli")]), warn_only=True)
-    return (processor or get_processor(fv.task_name, fv.xnli_language), bert_config,
-            settings)
+    return processor, bert_config, settings
 
 
 class _Task(object):

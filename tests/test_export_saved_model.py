@@ -468,7 +468,8 @@ def test_export_never_replaces_what_it_did_not_write(tmp_path):
     ({"model_type": None}, "--model_type is required"),
     ({"export_dir": None}, "--export_dir is required"),
     ({"init_checkpoint": None}, "--init_checkpoint is required"),
-    ({"task_name": None}, "--task_name is required with --model_type=classifier"),
+    ({"task_name": None}, "--model_type=classifier needs the model's labels, and "
+                          "--init_checkpoint=.* has no classifier_task.json"),
     ({"task_name": "nope"}, "unknown --task_name"),
     ({"max_seq_length": "33"}, "longer than the 32 positions"),
     ({"task_name": "mnli"}, "output_weights has shape \\[2, 8\\]"),
@@ -480,7 +481,7 @@ def test_export_never_replaces_what_it_did_not_write(tmp_path):
     ({"vocab_file": "missing.txt"}, "does not exist"),
     # A flag this export would not read is refused, never dropped.
     ({"pooling": "cls"}, "^--pooling=cls has no effect with --model_type=classifier$"),
-    ({"threshold": "0.3"}, "^--threshold=0.3 has no effect without --task_name=multilabel$"),
+    ({"threshold": "0.3"}, "^--threshold=0.3 has no effect without a multi-label classifier$"),
     ({"model_type": "squad"}, "^--task_name=sst-2 has no effect with --model_type=squad$"),
     ({"model_type": "encoder", "task_name": None, "n_best_size": "5"},
      "^--n_best_size=5 has no effect with --model_type=encoder$"),

@@ -14,6 +14,7 @@ import tensorflow as tf
 import export_saved_model as esm
 import run_classifier as rc
 from bert_tf2 import flags_common
+from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import multilabel_data as ml
 from conftest import write_text
@@ -99,17 +100,23 @@ def test_empty_label_list_and_labels_file_errors(tmp_path):
 
 def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
     write_text(tmp_path / "train.tsv", "one\tb,a\ntwo\t\n")
-    saved = tmp_path / "out" / "label_list.txt"
-    saved.parent.mkdir()
-    p = ml.MultiLabelProcessor(saved_labels_path=str(saved))
+    out = tmp_path / "out"
+    fv = _fv(_common(tmp_path) + ["--task_name=multilabel", "--data_dir=%s" % tmp_path,
+                                  "--output_dir=%s" % out, "--do_train"])
+    p = classifier_tasks.processor_from_flags(fv)
     p.get_train_examples(str(tmp_path))
-    p.save_labels()
-    assert saved.read_text() == "a\nb\n"
+    out.mkdir()
+    classifier_tasks.check_labels(fv, p)
+    classifier_tasks.save_task(fv, p)
+    assert (out / "label_list.txt").read_text() == "a\nb\n"
     # Resuming in that --output_dir with other labels would shift the outputs' meaning.
     write_text(tmp_path / "train.tsv", "one\ta,c\n")
-    with pytest.raises(ValueError, match=r"label_list.txt lists other labels \(a,b\) than "
-                                         r"this run \(a,c\): use a new --output_dir"):
-        ml.MultiLabelProcessor(saved_labels_path=str(saved)).get_train_examples(str(tmp_path))
+    p = classifier_tasks.processor_from_flags(fv)
+    p.get_train_examples(str(tmp_path))
+    with pytest.raises(ValueError, match=r"label_list.txt lists the labels a, b; "
+                                         r"--task_name=multilabel has a, c: use a new "
+                                         r"--output_dir"):
+        classifier_tasks.check_labels(fv, p)
 
 
 def test_single_label_task_rejects_an_empty_label(tmp_path):
@@ -136,7 +143,8 @@ def test_threshold_outside_zero_one(tmp_path, extra, message):
 def test_flag_errors_before_any_work(tmp_path):
     base = _common(tmp_path) + ["--data_dir=%s" % tmp_path, "--max_seq_length=16",
                                 "--output_dir=%s" % (tmp_path / "out")]
-    with pytest.raises(ValueError, match=r"--labels_file is read by --task_name=multilabel"):
+    with pytest.raises(ValueError, match=r"--labels_file is read by --task_name=csv, tsv, "
+                                         r"jsonl and multilabel only"):
         rc.run(_fv(base + ["--task_name=sst-2", "--do_train", "--labels_file=x"]))
     with pytest.raises(ValueError, match=r"without --do_train needs the label list"):
         rc.run(_fv(base + ["--task_name=multilabel", "--do_eval"]))

@@ -73,7 +73,8 @@ class TsvRow(list):
 
 
 def _where(row):
-    return row.where() if isinstance(row, TsvRow) else "TSV row %r" % (row,)
+    """The "file, line N" of a row that knows it (TsvRow, file_data.Row), else the row."""
+    return row.where() if hasattr(row, "where") else "TSV row %r" % (row,)
 
 
 def _cell(row, index):
@@ -557,7 +558,6 @@ _TASK_METRICS = {
     MrpcProcessor: ("f1",),
     QqpProcessor: ("f1",),
     ColaProcessor: ("mcc",),
-    StsbProcessor: ("pearson", "spearman"),
 }
 
 
@@ -582,20 +582,20 @@ def eval_metrics(processor, per_example_loss, label_ids, outputs, is_real_exampl
 
     eval_loss: mean per-example loss over the real examples; loss: the mean
     over batches of each batch's mean loss (real rows only); eval_accuracy for
-    classification; plus the task's GLUE metric (eval_f1 / eval_mcc /
-    eval_pearson and eval_spearman). Float values are numpy float32.
+    classification; plus the task's GLUE metric (eval_f1 / eval_mcc), and
+    eval_pearson and eval_spearman for every regression task (STS-B's).
+    Float values are numpy float32.
     """
     real = np.asarray(is_real_example) > 0
     labels = np.asarray(label_ids)[real]
     outputs = np.asarray(outputs)[real]
     result = loss_metrics(per_example_loss, is_real_example, batch_ids)
     wanted = _TASK_METRICS.get(type(processor), ())
-    if processor.is_regression:
-        if "pearson" in wanted:
-            pearson, spearman = _correlations(labels.astype(np.float64),
-                                              outputs.astype(np.float64))
-            result["eval_pearson"] = np.float32(pearson)
-            result["eval_spearman"] = np.float32(spearman)
+    if processor.is_regression:  # STS-B's metrics, for every regression task
+        pearson, spearman = _correlations(labels.astype(np.float64),
+                                          outputs.astype(np.float64))
+        result["eval_pearson"] = np.float32(pearson)
+        result["eval_spearman"] = np.float32(spearman)
         return result
     predictions = np.argmax(outputs, axis=-1)
     result["eval_accuracy"] = np.float32(np.mean(predictions == labels) if labels.size else 0.0)

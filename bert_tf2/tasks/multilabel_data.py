@@ -8,9 +8,10 @@ A line without text is an error naming file and line, as is a dev (or, with
 --labels_file, a train) label outside the label list.
 
 The label list (the model's output order) is --labels_file (one per line), else every
-label of train.tsv sorted. A training run saves it as output_dir/label_list.txt
-(LABELS_FILE_NAME); runs that do not train read it from there, else from beside
---init_checkpoint (checkpoints.settings_file), and so does export_saved_model.
+label of train.tsv sorted. A training run saves it as output_dir/label_list.txt; runs
+that do not train read it from there, else from beside --init_checkpoint, and so does
+export_saved_model (classifier_tasks.py). The same sets of labels in CSV / TSV with a
+header / JSON lines: --task_name=csv|tsv|jsonl --task_type=multilabel (file_data.py).
 
 The model is run_classifier's (heads.BertClassifier, one logit per label); each label is
 a separate yes/no: probability = sigmoid(logit), loss = binary cross-entropy averaged
@@ -30,11 +31,9 @@ import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import glue_data
-from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import training
 
 TASK_NAME = "multilabel"
-LABELS_FILE_NAME = fileutil.LABEL_LIST_FILE
 LABEL_SEPARATOR = ","
 _TOKENIZE_CHUNK = 2048
 
@@ -43,18 +42,12 @@ _TOKENIZE_CHUNK = 2048
 # Flags
 # ---------------------------------------------------------------------------
 
-def define_flags(fv, labels_file=True):
-    """--threshold (and --labels_file unless the caller defines its own)."""
-    if labels_file:
-        flags.DEFINE_string(
-            "labels_file", None,
-            "--task_name=multilabel: the label list, one per line, in output order (default: "
-            "the labels of train.tsv, sorted; without --do_train the label_list.txt of "
-            "--output_dir or beside --init_checkpoint).", flag_values=fv)
+def define_flags(fv):
+    """--threshold (multi-label tasks; --labels_file is classifier_tasks')."""
     flags.DEFINE_float(
         "threshold", 0.5,
-        "--task_name=multilabel: a label is predicted when its probability is at least "
-        "this (between 0 and 1, exclusive).", flag_values=fv)
+        "Multi-label tasks: a label is predicted when its probability is at least this "
+        "(between 0 and 1, exclusive).", flag_values=fv)
 
 
 def is_multilabel(task_name):
@@ -68,44 +61,6 @@ def check_threshold(threshold):
         raise ValueError("--threshold=%s must be between 0 and 1 (exclusive)" % threshold)
 
 
-def processor_from_flags(fv):
-    """The MultiLabelProcessor of run_classifier's flags, or None for the other tasks.
-
-    Checks --threshold and --labels_file, and resolves the label list now when the
-    run does not train (see the module docstring).
-    """
-    if not is_multilabel(fv.task_name):
-        if fv.labels_file:
-            raise ValueError("--labels_file is read by --task_name=%s only (the %s task has "
-                             "fixed labels)" % (TASK_NAME, fv.task_name))
-        return None
-    check_threshold(fv.threshold)
-    if getattr(fv, "long_text", "truncate") != "truncate":
-        raise ValueError("--long_text=%s is not available with --task_name=%s"
-                         % (fv.long_text, TASK_NAME))
-    saved = os.path.join(fv.output_dir, LABELS_FILE_NAME)
-    labels = read_labels(fv.labels_file) if fv.labels_file else None
-    if labels is None and not fv.do_train:
-        labels = saved_labels(fv)
-        if labels is None:
-            raise ValueError(
-                "--task_name=%s without --do_train needs the label list: pass --labels_file, "
-                "or an --output_dir or --init_checkpoint holding the %s of a training run"
-                % (TASK_NAME, LABELS_FILE_NAME))
-    return MultiLabelProcessor(labels, threshold=fv.threshold,
-                               saved_labels_path=saved if fv.do_train else None)
-
-
-def labels_for_export(fv):
-    """export_saved_model's label list: --labels_file, else label_list.txt beside the model."""
-    check_threshold(fv.threshold)
-    labels = read_labels(fv.labels_file) if fv.labels_file else saved_labels(fv)
-    if labels is None:
-        raise ValueError("--task_name=%s needs the label list: pass --labels_file (no %s "
-                         "beside --init_checkpoint)" % (TASK_NAME, LABELS_FILE_NAME))
-    return labels
-
-
 # ---------------------------------------------------------------------------
 # The label list
 # ---------------------------------------------------------------------------
@@ -114,14 +69,6 @@ def read_labels(path):
     """The label list of a --labels_file or label_list.txt (fileutil.read_label_list);
     a label may not hold the "," that separates labels in the data files."""
     return fileutil.read_label_list(path, forbidden=LABEL_SEPARATOR)
-
-
-def saved_labels(fv):
-    """The label_list.txt a training run left for the model this run uses (--output_dir's,
-    else the one beside --init_checkpoint: checkpoints.settings_file); None if none."""
-    path = checkpoints.settings_file(LABELS_FILE_NAME, fv.init_checkpoint,
-                                     getattr(fv, "output_dir", None))
-    return read_labels(path) if path else None
 
 
 def parse_label_cell(cell):
@@ -142,11 +89,9 @@ class MultiLabelProcessor(glue_data.DataProcessor):
 
     is_multilabel = True
 
-    def __init__(self, labels=None, threshold=0.5, saved_labels_path=None):
+    def __init__(self, labels=None, threshold=0.5):
         self._labels = None if labels is None else list(labels)
         self.threshold = threshold
-        # Where a training run keeps its label list (and finds a resumed run's).
-        self.saved_labels_path = saved_labels_path
 
     def get_labels(self):
         """The label list; known once train.tsv is read unless it was given."""
@@ -159,19 +104,12 @@ class MultiLabelProcessor(glue_data.DataProcessor):
         """The examples of train.tsv; without a given list, its labels become the list."""
         path = os.path.join(data_dir, "train.tsv")
         examples = self._read(path, "train", with_labels=True)
-        labels = self._labels
-        if labels is None:
+        if self._labels is None:
             labels = sorted({label for example in examples for label in example.label})
             if not labels:
                 raise ValueError("%s: no example has a label, so the label list is empty "
                                  "(give it with --labels_file)" % path)
-        saved = self.saved_labels_path
-        # Resuming keeps the label order of the checkpoints in output_dir.
-        if saved and tf.io.gfile.exists(saved) and read_labels(saved) != labels:
-            raise ValueError("%s lists other labels (%s) than this run (%s): use a new "
-                             "--output_dir" % (saved, ",".join(read_labels(saved)),
-                                               ",".join(labels)))
-        self._labels = labels
+            self._labels = labels
         return examples
 
     def get_dev_examples(self, data_dir):
@@ -181,11 +119,6 @@ class MultiLabelProcessor(glue_data.DataProcessor):
     def get_test_examples(self, data_dir):
         """The examples of test.tsv (first column; no labels)."""
         return self._read(os.path.join(data_dir, "test.tsv"), "test", with_labels=False)
-
-    def save_labels(self):
-        """Writes the label list beside a training run's checkpoints."""
-        if self.saved_labels_path:
-            fileutil.write_label_list(self.saved_labels_path, self.get_labels())
 
     def _read(self, path, set_name, with_labels):
         known = None if self._labels is None else set(self._labels)
@@ -333,9 +266,6 @@ class MultiLabelTask(object):
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()
         self.spec = record_spec(max_seq_length, len(self.label_list))
-        # Every data file is read by now: a training run keeps its labels beside its
-        # checkpoints, for the runs and exports that use them later.
-        processor.save_labels()
 
     def write_features(self, examples, path):
         """Writes the TFRecord file of `examples` to `path`."""

@@ -1,0 +1,291 @@
+"""Which task run_classifier runs, and the labels a run leaves for later runs and exports.
+
+The processor of the flags (processor_from_flags):
+- --processor=FILE.py:CLASS or MODULE:CLASS: your DataProcessor (user_processor.py);
+  --task_name is then only a name for the logs;
+- --task_name=csv / tsv / jsonl: your data files (file_data.py), with --task_type;
+- --task_name=multilabel: the headerless TSV files of multilabel_data.py;
+- else a built-in task of glue_data.PROCESSORS.
+
+What a training run leaves in --output_dir (save_task), beside its checkpoints:
+label_list.txt (the label names in output order; none for regression) and
+classifier_task.json ({"task_name", "task_type"}). Runs that do not train take a file
+task's labels and type from there (or from beside --init_checkpoint), and check a
+built-in or plugged-in processor's labels against them (check_labels);
+export_saved_model takes the labels and the kind of head from there (export_task), so a
+model exports with --init_checkpoint alone. Output dirs written before these files
+existed still work with a built-in --task_name.
+"""
+import json
+import os
+
+from absl import flags
+import tensorflow as tf
+
+from bert_tf2 import fileutil
+from bert_tf2.tasks import file_data
+from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import multilabel_data
+from bert_tf2.tasks import user_processor
+from bert_tf2.trainer import checkpoints
+
+LABELS_FILE = fileutil.LABEL_LIST_FILE
+TASK_FILE = "classifier_task.json"
+_COLUMN_FLAGS = ("text_a_column", "text_b_column", "label_column")
+_LABELS_TASKS = "--task_name=csv, tsv, jsonl and multilabel"
+
+
+def define_flags(fv):
+    """--processor, --labels_file, file_data's column flags and --task_type, --threshold."""
+    flags.DEFINE_string(
+        "processor", None,
+        "Your own DataProcessor subclass, as path/to/file.py:ClassName or "
+        "package.module:ClassName (the reference's processors dict without editing "
+        "run_classifier); --task_name is then any name, used in the logs.", flag_values=fv)
+    flags.DEFINE_string(
+        "labels_file", None,
+        "%s: the label list, one per line, in output order (default: every label of "
+        "the training file, sorted; without --do_train the label_list.txt of --output_dir "
+        "or beside --init_checkpoint)." % _LABELS_TASKS, flag_values=fv)
+    file_data.define_flags(fv)
+    multilabel_data.define_flags(fv)
+
+
+def task_type(processor):
+    """"classification", "regression" or "multilabel": the head `processor` needs."""
+    if processor.is_multilabel:
+        return "multilabel"
+    return "regression" if processor.is_regression else "classification"
+
+
+def processor_from_flags(fv):
+    """The DataProcessor of run_classifier's flags, every task flag checked.
+
+    A file or multilabel task that does not train gets its label list now
+    (--labels_file, else the saved one); the others have theirs.
+    """
+    name = fv.task_name
+    files = file_data.is_file_task(name) and not fv.processor
+    multilabel = multilabel_data.is_multilabel(name) and not fv.processor
+    owner = _owner(fv)
+    for flag in _COLUMN_FLAGS:
+        if fv[flag].present and not files:
+            raise ValueError("--%s is read by --task_name=csv, tsv and jsonl only, not %s"
+                             % (flag, owner))
+    if fv.labels_file and not (files or multilabel):
+        raise ValueError("--labels_file is read by %s only (the labels of %s are its own)"
+                         % (_LABELS_TASKS, owner))
+    if fv.processor:
+        processor = user_processor.load_processor(fv.processor)
+        _check_methods(fv, processor)
+    elif files or multilabel:
+        processor = _data_file_processor(fv, name.lower() if files else None)
+    elif name.lower() in glue_data.PROCESSORS:
+        processor = glue_data.get_processor(name, fv.xnli_language)
+    else:
+        raise ValueError("unknown --task_name %r; known tasks: %s; your data files: csv, "
+                         "tsv, jsonl, multilabel; your DataProcessor: --processor=FILE.py:CLASS"
+                         % (name, ", ".join(sorted(glue_data.PROCESSORS))))
+    if fv["task_type"].present and fv.task_type != task_type(processor):
+        raise ValueError("--task_type=%s, but %s is a %s task"
+                         % (fv.task_type, owner, task_type(processor)))
+    if fv["threshold"].present and not processor.is_multilabel:
+        raise ValueError("--threshold is read by multi-label tasks only, not %s" % owner)
+    if processor.is_multilabel:
+        multilabel_data.check_threshold(fv.threshold)
+        if getattr(fv, "long_text", "truncate") != "truncate":
+            raise ValueError("--long_text=%s is not available with multi-label tasks"
+                             % fv.long_text)
+        if not hasattr(processor, "threshold"):
+            processor.threshold = fv.threshold
+    return processor
+
+
+def _data_file_processor(fv, file_format):
+    """A file_data.FileProcessor (file_format set) or a MultiLabelProcessor."""
+    kind = "multilabel" if file_format is None else fv.task_type
+    if file_format and not fv["task_type"].present and not fv.do_train:
+        kind = read_task_file(saved_file(fv, TASK_FILE)).get("task_type", kind)
+    labels = None
+    if kind == "regression" and fv.labels_file:
+        raise ValueError("--labels_file: a --task_type=regression task has no labels")
+    if kind != "regression":
+        # A training run makes its list from train (check_labels compares it with a
+        # resumed run's); the others read the one training saved.
+        labels = read_labels(fv.labels_file or (None if fv.do_train else
+                                                saved_file(fv, LABELS_FILE)), kind)
+        if labels is None and not fv.do_train:
+            raise ValueError(
+                "--task_name=%s without --do_train needs the label list: pass --labels_file, "
+                "or an --output_dir or --init_checkpoint holding the %s of a training run"
+                % (fv.task_name, LABELS_FILE))
+    if file_format is None:
+        return multilabel_data.MultiLabelProcessor(labels, threshold=fv.threshold)
+    columns = file_data.Columns(fv.text_a_column, fv.text_b_column or None, fv.label_column)
+    return file_data.FileProcessor(file_format, columns, kind, labels, fv.threshold)
+
+
+def _owner(fv):
+    """What chose the task, for messages: --processor=... or --task_name=..."""
+    if fv.processor:
+        return "--processor=%s" % fv.processor
+    return "--task_name=%s" % fv.task_name
+
+
+def _check_methods(fv, processor):
+    """A plugged-in processor defines what the do_* flags will call."""
+    needed = [("get_labels", None), ("get_train_examples", "do_train"),
+              ("get_dev_examples", "do_eval"), ("get_test_examples", "do_predict")]
+    for method, flag in needed:
+        if (flag is None or getattr(fv, flag)) and (
+                getattr(type(processor), method) is getattr(glue_data.DataProcessor, method)):
+            raise ValueError("--processor=%s does not define %s%s" % (
+                fv.processor, method, "" if flag is None else " (needed by --%s)" % flag))
+
+
+# ---------------------------------------------------------------------------
+# The files a training run leaves
+# ---------------------------------------------------------------------------
+
+def saved_file(fv, name):
+    """The settings file `name` this run reads, or None: a training run checks only the one
+    an earlier run left in its --output_dir; other runs read it as every later tool does
+    (checkpoints.settings_file: --output_dir's, else beside --init_checkpoint)."""
+    if fv.do_train:
+        path = os.path.join(str(fv.output_dir), name)
+        return path if tf.io.gfile.exists(path) else None
+    return checkpoints.settings_file(name, fv.init_checkpoint, fv.output_dir)
+
+
+def read_labels(path, kind):
+    """The label list at `path` (None for None): multi-label names hold no ","."""
+    if not path:
+        return None
+    if kind == "multilabel":
+        return multilabel_data.read_labels(path)
+    return fileutil.read_label_list(path)
+
+
+def read_task_file(path):
+    """The dict of a TASK_FILE ({} for None); ValueError naming a broken file."""
+    if not path:
+        return {}
+    with tf.io.gfile.GFile(path) as f:
+        text = f.read()
+    try:
+        settings = json.loads(text)
+    except ValueError as e:
+        raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
+    if not isinstance(settings, dict) or settings.get("task_type") not in file_data.TASK_TYPES:
+        raise ValueError("%s: expected {\"task_name\": ..., \"task_type\": one of %s}"
+                         % (path, ", ".join(file_data.TASK_TYPES)))
+    return settings
+
+
+def label_names(processor):
+    """The processor's labels as text, checked; None for regression."""
+    labels = list(processor.get_labels())
+    if processor.is_regression:
+        if labels != [None]:
+            raise ValueError("a regression task's get_labels() must return [None], not %r"
+                             % (labels,))
+        return None
+    names = [str(label) for label in labels]
+    bad = [n for n in names if not n.strip() or n != n.strip() or "\n" in n]
+    if not names or bad or len(set(names)) != len(names) or None in labels:
+        raise ValueError("get_labels() must return distinct labels, none empty, None or "
+                         "with spaces at its ends; got %r" % (labels,))
+    return names
+
+
+def check_labels(fv, processor):
+    """The labels and type of this run agree with those saved in --output_dir (and,
+    for a run that does not train, beside --init_checkpoint)."""
+    names = label_names(processor)
+    kind = task_type(processor)
+    path = saved_file(fv, TASK_FILE)
+    saved_kind = read_task_file(path).get("task_type", kind)
+    if saved_kind != kind:
+        raise ValueError("%s is of a %s model; %s is a %s task%s"
+                         % (path, saved_kind, _owner(fv), kind, _new_dir(fv)))
+    path = saved_file(fv, LABELS_FILE)
+    saved = read_labels(path, kind) if names is not None else None
+    if saved is not None and saved != names:
+        raise ValueError("%s lists the labels %s; %s has %s%s"
+                         % (path, ", ".join(saved), _owner(fv), ", ".join(names),
+                            _new_dir(fv)))
+
+
+def _new_dir(fv):
+    return ": use a new --output_dir" if fv.do_train else ""
+
+
+def save_task(fv, processor):
+    """A training run's label_list.txt (not for regression) and classifier_task.json."""
+    names = label_names(processor)
+    folder = str(fv.output_dir).rstrip("/")
+    if names is not None:
+        fileutil.write_label_list("%s/%s" % (folder, LABELS_FILE), names)
+    with fileutil.atomic_open("%s/%s" % (folder, TASK_FILE), "w") as f:
+        settings = {"task_name": fv.task_name, "task_type": task_type(processor)}
+        if fv.processor:
+            settings["processor"] = fv.processor
+        f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+
+# ---------------------------------------------------------------------------
+# export_saved_model --model_type=classifier
+# ---------------------------------------------------------------------------
+
+def export_task(fv):
+    """(labels, multilabel) of the classifier to export; labels [None] for regression.
+
+    From --task_name when it is built-in (or multilabel), checked against what the
+    training run left beside --init_checkpoint; else from those files (or
+    --labels_file), so any trained task exports with --init_checkpoint alone.
+    """
+    saved_kind = read_task_file(checkpoints.file_beside(fv.init_checkpoint, TASK_FILE)).get(
+        "task_type")
+    name = (fv.task_name or "").lower()
+    builtin = glue_data.get_processor(name, fv.xnli_language) if (
+        name in glue_data.PROCESSORS) else None
+    kind = task_type(builtin) if builtin else (
+        "multilabel" if multilabel_data.is_multilabel(name) else saved_kind)
+    if saved_kind and kind != saved_kind:
+        raise ValueError("--task_name=%s is a %s task, but --init_checkpoint=%s holds a %s "
+                         "model (%s)" % (fv.task_name, kind, fv.init_checkpoint, saved_kind,
+                                         TASK_FILE))
+    if kind == "multilabel":
+        multilabel_data.check_threshold(fv.threshold)
+    if kind == "regression":
+        if fv.labels_file:
+            raise ValueError("--labels_file: a regression model has no labels")
+        return [None], False
+    labels = read_labels(fv.labels_file or checkpoints.file_beside(fv.init_checkpoint,
+                                                                   LABELS_FILE), kind)
+    if builtin:
+        expected = label_names(builtin)
+        if labels is not None and labels != expected:
+            raise ValueError("%s lists the labels %s; --task_name=%s has %s"
+                             % (fv.labels_file or "the %s beside --init_checkpoint"
+                                % LABELS_FILE, ", ".join(labels), fv.task_name,
+                                ", ".join(expected)))
+        return expected, False
+    if labels is None or not (kind or fv.labels_file):
+        raise ValueError(_export_help(fv, kind))
+    return labels, kind == "multilabel"
+
+
+def _export_help(fv, kind):
+    """Why the export does not know the classifier's labels, and what to pass."""
+    if kind == "multilabel":
+        return ("--task_name=multilabel needs the label list: pass --labels_file (no %s "
+                "beside --init_checkpoint)" % LABELS_FILE)
+    if kind:
+        return ("--init_checkpoint=%s has no %s beside it: pass --labels_file"
+                % (fv.init_checkpoint, LABELS_FILE))
+    what = ("unknown --task_name %r (not a built-in task)" % fv.task_name if fv.task_name
+            else "--model_type=classifier needs the model's labels")
+    return ("%s, and --init_checkpoint=%s has no %s of a training run beside it: pass a "
+            "built-in --task_name (%s), --task_name=multilabel, or --labels_file"
+            % (what, fv.init_checkpoint, TASK_FILE, ", ".join(sorted(glue_data.PROCESSORS))))

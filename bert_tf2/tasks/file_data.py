@@ -1,0 +1,310 @@
+"""Your own data files, no code: run_classifier --task_name=csv, tsv or jsonl.
+
+--data_dir holds train.<ext>, dev.<ext> and test.<ext> (ext = the task name):
+- csv: Python's csv rules (a field in double quotes may hold commas, newlines and
+  doubled quotes); the first row names the columns;
+- tsv: one row per line, cells separated by tabs, quotes taken literally (as the
+  GLUE files are read); the first row names the columns;
+- jsonl: one JSON object per line (blank lines skipped).
+Columns are found by name: --text_a_column (default text), --text_b_column (none:
+single texts) and --label_column (default label); other columns are ignored, and a
+test file may lack the label column. Labels are kept as written (a JSON number as its
+text); the label list is --labels_file, else every label of train sorted. With
+--task_type=regression the label is a real number (STS-B's model, loss and metrics);
+with --task_type=multilabel a set of names: "a,b" in a cell, or a JSON list.
+
+Every error names the file and line (and, for a missing column, the columns there are).
+"""
+import collections
+import contextlib
+import csv
+import io
+import json
+import os
+import sys
+
+from absl import flags
+
+from bert_tf2 import fileutil
+from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import multilabel_data
+
+FORMATS = ("csv", "tsv", "jsonl")
+TASK_TYPES = ("classification", "regression", "multilabel")
+SPLITS = ("train", "dev", "test")
+
+
+def define_flags(fv):
+    """--text_a_column, --text_b_column, --label_column and --task_type."""
+    flags.DEFINE_string("text_a_column", "text", "--task_name=csv/tsv/jsonl: the column "
+                        "(header name or JSON key) holding the text.", flag_values=fv)
+    flags.DEFINE_string("text_b_column", None, "--task_name=csv/tsv/jsonl: the column of "
+                        "the second text of a sentence pair (default: single texts).",
+                        flag_values=fv)
+    flags.DEFINE_string("label_column", "label", "--task_name=csv/tsv/jsonl: the column "
+                        "of the label (test files may lack it).", flag_values=fv)
+    flags.DEFINE_enum("task_type", "classification", list(TASK_TYPES),
+                      "--task_name=csv/tsv/jsonl: classification (one label per text, "
+                      "softmax), regression (a real number: one output, squared error, "
+                      "Pearson/Spearman) or multilabel (a set of labels per text).",
+                      flag_values=fv)
+
+
+def is_file_task(task_name):
+    """True for --task_name=csv, tsv or jsonl (case-insensitive)."""
+    return bool(task_name) and task_name.lower() in FORMATS
+
+
+Columns = collections.namedtuple("Columns", "text_a text_b label")
+
+
+class Row(object):
+    """One record of a data file: its fields by column name, and where it starts."""
+
+    def __init__(self, fields, path, line, last_line=None):
+        self.fields = fields
+        self.path = path
+        self.line = line
+        self.last_line = line if last_line is None else last_line
+
+    def where(self):
+        """"file, line N" (or "lines N-M" for a CSV record spanning lines)."""
+        if self.last_line != self.line:
+            return "%s, lines %d-%d" % (self.path, self.line, self.last_line)
+        return "%s, line %d" % (self.path, self.line)
+
+
+# ---------------------------------------------------------------------------
+# One reader per format: path -> Rows, the wanted columns checked
+# ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _large_fields():
+    """Lets the csv module read fields longer than its 128 KB default (long documents)."""
+    old = csv.field_size_limit()
+    csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+_COLUMN_FLAGS = "--text_a_column, --text_b_column, --label_column"
+
+
+def _header(path, line, cells, wanted, optional):
+    """{column name: index} of a header row; ValueError naming what is missing."""
+    names = [name.strip() for name in cells]
+    missing = [name for name in wanted if name not in names]
+    if missing and not set(wanted + optional) & set(names):
+        raise ValueError("%s, line %d: expected a header row naming the columns %s (%s); "
+                         "the first row holds %s"
+                         % (path, line, ", ".join(wanted), _COLUMN_FLAGS,
+                            ", ".join(repr(c) for c in cells)))
+    if missing:
+        raise ValueError("%s, line %d: no column %r (%s); the header's columns are %s"
+                         % (path, line, missing[0], _COLUMN_FLAGS,
+                            ", ".join(repr(c) for c in names)))
+    for name in set(wanted + optional) & set(names):
+        if names.count(name) > 1:
+            raise ValueError("%s, line 1: column %r appears %d times in the header"
+                             % (path, name, names.count(name)))
+    return {name: names.index(name) for name in wanted + optional if name in names}
+
+
+def _delimited_rows(path, wanted, optional, delimiter, quoting):
+    """Rows of a CSV/TSV file with a header: each record as wide as the header."""
+    text = fileutil.read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
+    rows, columns, width, start = [], None, 0, 1
+    with _large_fields():
+        try:
+            for cells in reader:
+                first, start = start, reader.line_num + 1
+                if not cells:  # a blank line
+                    continue
+                if columns is None:
+                    columns = _header(path, first, cells, wanted, optional)
+                    width = len(cells)
+                    continue
+                row = Row(None, path, first, reader.line_num)
+                if len(cells) != width:
+                    raise ValueError("%s: %d field%s, the header has %d (a missing "
+                                     "field, or a quote left open?)"
+                                     % (row.where(), len(cells), "s"[len(cells) == 1:],
+                                        width))
+                row.fields = {name: cells[i] for name, i in columns.items()}
+                rows.append(row)
+        except csv.Error as e:
+            raise ValueError("%s, line %d: %s" % (path, reader.line_num, e)) from None
+    if columns is None:
+        raise ValueError("%s: the file is empty (expected a header row naming the columns "
+                         "%s)" % (path, ", ".join(wanted)))
+    return rows
+
+
+def read_csv(path, wanted, optional=()):
+    """The records of a CSV file (Python's csv rules) with a header row."""
+    return _delimited_rows(path, list(wanted), list(optional), ",", csv.QUOTE_MINIMAL)
+
+
+def read_tsv(path, wanted, optional=()):
+    """The records of a tab-separated file (quotes literal) with a header row."""
+    return _delimited_rows(path, list(wanted), list(optional), "\t", csv.QUOTE_NONE)
+
+
+def read_jsonl(path, wanted, optional=()):
+    """The records of a JSON-lines file: one object per line holding the `wanted` keys."""
+    rows = []
+    for number, line in enumerate(fileutil.read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        row = Row(None, path, number)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError("%s: not valid JSON (%s)" % (row.where(), e.msg)) from None
+        if not isinstance(record, dict):
+            raise ValueError("%s: expected a JSON object ({...}), found %s"
+                             % (row.where(), type(record).__name__))
+        missing = [name for name in wanted if name not in record]
+        if missing:
+            raise ValueError("%s: no key %r (%s); the object's keys are %s"
+                             % (row.where(), missing[0], _COLUMN_FLAGS,
+                                ", ".join(repr(k) for k in record)))
+        row.fields = {name: record[name] for name in list(wanted) + list(optional)
+                      if name in record}
+        rows.append(row)
+    return rows
+
+
+_READERS = {"csv": read_csv, "tsv": read_tsv, "jsonl": read_jsonl}
+
+
+# ---------------------------------------------------------------------------
+# Cells -> texts and labels
+# ---------------------------------------------------------------------------
+
+def _text(row, column):
+    value = row.fields[column]
+    if not isinstance(value, str):
+        raise ValueError("%s: %r is %s, not a text" % (row.where(), column, json.dumps(value)))
+    return value
+
+
+def _label_text(row, column):
+    """A single label as written: a string, or the text of a JSON number."""
+    value = row.fields[column]
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError("%s: %r is %s, not a label (a string or a number)"
+                         % (row.where(), column, json.dumps(value)))
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _label_set(row, column):
+    """A multi-label cell: "a,b" (blanks dropped), or a JSON list of names."""
+    value = row.fields[column]
+    if isinstance(value, str):
+        return multilabel_data.parse_label_cell(value)
+    if not isinstance(value, list):
+        raise ValueError("%s: %r is %s; expected a list of labels or a string \"a,b\""
+                         % (row.where(), column, json.dumps(value)))
+    names = set()
+    for item in value:
+        name = _label_text(Row({column: item}, row.path, row.line), column).strip()
+        if multilabel_data.LABEL_SEPARATOR in name:
+            raise ValueError("%s: label %r holds %r, which a label may not hold"
+                             % (row.where(), name, multilabel_data.LABEL_SEPARATOR))
+        names.add(name)
+    return tuple(sorted(names - {""}))
+
+
+class FileProcessor(glue_data.DataProcessor):
+    """The examples of train/dev/test.<format> in data_dir, columns found by name.
+
+    Args:
+      file_format: "csv", "tsv" or "jsonl".
+      columns: a Columns(text_a, text_b or None, label).
+      task_type: one of TASK_TYPES.
+      labels: the label list, or None to take the sorted labels of train.
+      threshold: multilabel: the probability from which a label is predicted.
+    """
+
+    def __init__(self, file_format, columns, task_type="classification", labels=None,
+                 threshold=0.5):
+        self.file_format = file_format
+        self.columns = columns
+        self.task_type = task_type
+        self.is_regression = task_type == "regression"
+        self.is_multilabel = task_type == "multilabel"
+        self.threshold = threshold
+        if self.is_regression:
+            labels = [None]
+        self._labels = None if labels is None else list(labels)
+
+    def get_labels(self):
+        """The label list ([None] for regression); known once train is read, if not given."""
+        if self._labels is None:
+            raise ValueError("the label list is not known before train.%s is read"
+                             % self.file_format)
+        return list(self._labels)
+
+    def get_train_examples(self, data_dir):
+        """The examples of train.<format>; without a given list, its labels become the list."""
+        path = self.path(data_dir, "train")
+        examples = self._examples(path, "train")
+        if not examples:
+            raise ValueError("%s: no examples" % path)
+        if self._labels is None:
+            found = {l for e in examples for l in (e.label if self.is_multilabel else [e.label])}
+            if not found:
+                raise ValueError("%s: no example has a label, so the label list is empty "
+                                 "(give it with --labels_file)" % path)
+            self._labels = sorted(found)
+        return examples
+
+    def get_dev_examples(self, data_dir):
+        """The examples of dev.<format> (every label must be in the label list)."""
+        return self._examples(self.path(data_dir, "dev"), "dev")
+
+    def get_test_examples(self, data_dir):
+        """The examples of test.<format>, placeholder labels (a label column is ignored)."""
+        return self._examples(self.path(data_dir, "test"), "test")
+
+    def path(self, data_dir, split):
+        """data_dir/<split>.<format>."""
+        return os.path.join(data_dir, "%s.%s" % (split, self.file_format))
+
+    def _examples(self, path, split):
+        c = self.columns
+        texts = [c.text_a] + ([c.text_b] if c.text_b else [])
+        wanted, optional = (texts, [c.label]) if split == "test" else (texts + [c.label], [])
+        examples = []
+        for row in _READERS[self.file_format](path, wanted, optional):
+            text_b = _text(row, c.text_b) if c.text_b else None
+            label = self._placeholder() if split == "test" else self._label(row)
+            examples.append(glue_data.InputExample("%s-%d" % (split, len(examples)),
+                                                   _text(row, c.text_a), text_b or None, label))
+        return examples
+
+    def _placeholder(self):
+        if self.is_multilabel:
+            return ()
+        return "0" if self.is_regression else self.get_labels()[0]
+
+    def _label(self, row):
+        """The row's label, checked against the label list once there is one."""
+        column = self.columns.label
+        if self.is_multilabel:
+            names = _label_set(row, column)
+            unknown = [n for n in names if self._labels is not None and n not in self._labels]
+            if unknown:
+                raise ValueError("%s: label %r is not in the label list (%s)"
+                                 % (row.where(), unknown[0], ",".join(self._labels)))
+            return names
+        label = _label_text(row, column).strip()
+        if self._labels is None:  # train, the list still to be made from its labels
+            if not label:
+                raise ValueError("%s: the label (column %r) is empty" % (row.where(), column))
+            return label
+        return self._checked_label(label, row)

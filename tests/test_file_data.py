@@ -1,0 +1,112 @@
+"""file_data: --task_name=csv / tsv / jsonl read by column name, labels as written."""
+import json
+
+import pytest
+
+from bert_tf2.tasks import file_data
+from conftest import write_text
+
+_COLUMNS = file_data.Columns("text", None, "label")
+
+
+def _fields(examples):
+    return [(e.guid, e.text_a, e.text_b, e.label) for e in examples]
+
+
+def test_csv_quoted_commas_quotes_and_newlines(tmp_path):
+    write_text(tmp_path / "train.csv",
+               'id,text,label\n'
+               '1,"Great screen, long battery.",positive\n'
+               '2,"It broke.\nTwice, in fact.",negative\r\n'
+               '\n'
+               '3,"He said ""fine"".", neutral \n')
+    write_text(tmp_path / "test.csv", "text,id\nno label column here,7\n")
+    p = file_data.FileProcessor("csv", _COLUMNS)
+    assert _fields(p.get_train_examples(str(tmp_path))) == [
+        ("train-0", "Great screen, long battery.", None, "positive"),
+        ("train-1", "It broke.\nTwice, in fact.", None, "negative"),
+        ("train-2", 'He said "fine".', None, "neutral")]
+    assert p.get_labels() == ["negative", "neutral", "positive"]  # sorted
+    # Test files may lack the label column: the first label is the placeholder.
+    assert _fields(p.get_test_examples(str(tmp_path))) == [
+        ("test-0", "no label column here", None, "negative")]
+
+
+def test_tsv_takes_quotes_literally_and_reads_pairs(tmp_path):
+    write_text(tmp_path / "dev.tsv", 'q\tlabel\tp\n"a" b\t1\tc, d\n')
+    p = file_data.FileProcessor("tsv", file_data.Columns("q", "p", "label"), labels=["0", "1"])
+    assert _fields(p.get_dev_examples(str(tmp_path))) == [("dev-0", '"a" b', "c, d", "1")]
+
+
+def test_jsonl_numbers_as_written_and_empty_text_b(tmp_path):
+    lines = [{"text": "one", "pair": "", "label": 1}, {"text": "two", "pair": "x", "label": 0}]
+    write_text(tmp_path / "train.jsonl", "\n".join(json.dumps(r) for r in lines) + "\n\n")
+    p = file_data.FileProcessor("jsonl", file_data.Columns("text", "pair", "label"))
+    assert _fields(p.get_train_examples(str(tmp_path))) == [
+        ("train-0", "one", None, "1"), ("train-1", "two", "x", "0")]
+    assert p.get_labels() == ["0", "1"]
+
+
+def test_regression_and_multilabel(tmp_path):
+    write_text(tmp_path / "train.csv", "text,label\na,0.5\nb,4\n")
+    p = file_data.FileProcessor("csv", _COLUMNS, task_type="regression")
+    assert [e.label for e in p.get_train_examples(str(tmp_path))] == ["0.5", "4"]
+    assert p.get_labels() == [None] and p.is_regression and not p.is_multilabel
+    write_text(tmp_path / "train.jsonl", '{"text": "a", "label": ["z", "x", "z"]}\n'
+                                         '{"text": "b", "label": "x, y"}\n'
+                                         '{"text": "c", "label": []}\n')
+    p = file_data.FileProcessor("jsonl", _COLUMNS, task_type="multilabel")
+    assert [e.label for e in p.get_train_examples(str(tmp_path))] == [
+        ("x", "z"), ("x", "y"), ()]
+    assert p.get_labels() == ["x", "y", "z"] and p.is_multilabel
+
+
+@pytest.mark.parametrize("name,text,kind,message", [
+    ("train.csv", "id,text,sentiment\n1,a,b\n", "classification",
+     r"train.csv, line 1: no column 'label' \(--text_a_column, --text_b_column, "
+     r"--label_column\); the header's columns are 'id', 'text', 'sentiment'"),
+    ("train.csv", "great movie,positive\nawful,negative\n", "classification",
+     r"train.csv, line 1: expected a header row naming the columns text, label .*"
+     r"the first row holds 'great movie', 'positive'"),
+    ("train.csv", "text,label\na,x\n\"b\nc\"\n", "classification",
+     r"train.csv, lines 3-4: 1 field, the header has 2"),
+    ("train.tsv", "text\tlabel\na\tx\tb\n", "classification",
+     r"train.tsv, line 2: 3 fields, the header has 2"),
+    ("train.jsonl", '{"text": "a", "label": "x"}\n{"text": "b"}\n', "classification",
+     r"train.jsonl, line 2: no key 'label' .*the object's keys are 'text'"),
+    ("train.jsonl", '{"text": "a", "label": "x"}\n[1]\n', "classification",
+     r"train.jsonl, line 2: expected a JSON object"),
+    ("train.jsonl", '{"text": 3, "label": "x"}\n', "classification",
+     r"train.jsonl, line 1: 'text' is 3, not a text"),
+    ("train.csv", "text,label\na,x\nb, \n", "classification",
+     r"train.csv, line 3: the label \(column 'label'\) is empty"),
+    ("train.csv", "text,label\na,1.5\nb,high\n", "regression",
+     r"train.csv, line 3: label 'high' is not a number"),
+    ("train.csv", "text,label\na,nan\n", "regression",
+     r"train.csv, line 2: label 'nan' is not a finite number"),
+    ("train.csv", "text,label\n", "classification", r"train.csv: no examples"),
+    ("train.csv", "", "classification", r"train.csv: the file is empty"),
+    ("train.csv", "text,label\n,\n", "multilabel",
+     r"train.csv: no example has a label, so the label list is empty"),
+    ("train.csv", "text,text,label\na,b,c\n", "classification",
+     r"train.csv, line 1: column 'text' appears 2 times"),
+    ("train.jsonl", '{"text": "a", "label": ["x,y"]}\n', "multilabel",
+     r"train.jsonl, line 1: label 'x,y' holds ','"),
+])
+def test_bad_train_files_name_file_and_line(tmp_path, name, text, kind, message):
+    write_text(tmp_path / name, text)
+    p = file_data.FileProcessor(name.split(".")[1], _COLUMNS, task_type=kind)
+    with pytest.raises(ValueError, match=message):
+        p.get_train_examples(str(tmp_path))
+
+
+def test_dev_labels_must_be_in_the_train_list(tmp_path):
+    write_text(tmp_path / "train.csv", "text,label\na,negative\nb,positive\n")
+    write_text(tmp_path / "dev.csv", "text,label\nc,positive\nd,Positive\n")
+    p = file_data.FileProcessor("csv", _COLUMNS)
+    p.get_train_examples(str(tmp_path))
+    with pytest.raises(ValueError, match=r"dev.csv, line 3: label 'Positive' is not one of "
+                                         r"the task's labels \['negative', 'positive'\]"):
+        p.get_dev_examples(str(tmp_path))
+    with pytest.raises(ValueError, match=r"test.csv: no such file"):
+        p.get_test_examples(str(tmp_path))
