@@ -115,8 +115,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     return input_fn
 
 
-# The reference's name of the record decoder (tf.Example -> dict, int64 -> int32).
-_decode_record = input_pipeline.decode_record
+def _decode_record(record, name_to_features):
+    """The reference's record decoder (its name and arguments): a dict, int64 as int32."""
+    return input_pipeline.decode_record(record, name_to_features)
 
 
 # ---------------------------------------------------------------------------

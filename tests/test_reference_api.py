@@ -227,7 +227,7 @@ def test_input_fn_builders_of_squad_pretraining_and_extract_features(tmp_path):
     assert batch["next_sentence_labels"].dtype == tf.int32
     decoded = run_pretraining._decode_record(
         next(iter(tf.data.TFRecordDataset(pretraining))),
-        input_pipeline.pretraining_features(3, 2))
+        name_to_features=input_pipeline.pretraining_features(3, 2))
     assert decoded["masked_lm_ids"].numpy().tolist() == [7, 0]
 
     features = [extract_features.InputFeatures(5 + i, [], [i, 2, 3], [1, 1, 0], [0, 1, 0])
