@@ -238,11 +238,13 @@ def from_flags(fv, max_seq_length, settings=None):
 def write_settings(folder, long_text):
     """Leaves SETTINGS_FILE in `folder` (a run's output_dir) for export_saved_model.
 
-    Not for truncate: a default run's outputs stay those of the reference.
+    Not for truncate: a default run's outputs stay those of the reference; but a
+    SETTINGS_FILE an earlier run left there is rewritten (truncate), so that it never
+    describes a mode the model in the folder no longer has.
     """
-    if long_text.mode == "truncate":
-        return None
     path = "%s/%s" % (str(folder).rstrip("/"), SETTINGS_FILE)
+    if long_text.mode == "truncate" and not tf.io.gfile.exists(path):
+        return None
     with fileutil.atomic_open(path, "w") as f:
         f.write(json.dumps(long_text.to_dict(), indent=2, sort_keys=True) + "\n")
     return path
