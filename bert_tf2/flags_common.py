@@ -383,8 +383,9 @@ def run_cli(define_flags, run, argv=None):
     def main(args):
         if len(args) > 1:
             raise app.UsageError("unexpected arguments: %s" % " ".join(args[1:]))
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _on_signal)
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, _on_signal)
         try:
             check_common(flags.FLAGS)
             run(flags.FLAGS)
