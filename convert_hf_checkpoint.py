@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
@@ -83,6 +84,11 @@ _SAFETENSORS = "model.safetensors"
 _SAFETENSORS_INDEX = "model.safetensors.index.json"
 _TORCH_BIN = "pytorch_model.bin"
 _TORCH_BIN_INDEX = "pytorch_model.bin.index.json"
+
+# What a conversion manages in --output_dir: the files it writes, and the settings file it
+# writes only for some models (never left from an earlier conversion of another model).
+_OUTPUTS = ("bert_model.ckpt.*", "checkpoint", "bert_config.json", "vocab.txt",
+            pooling.SETTINGS_FILE, "tf2/*")
 
 
 def define_flags(fv):
@@ -609,9 +615,16 @@ def write_tf2_checkpoint(config_dict, tf1_prefix, output_dir):
     return prefix
 
 
+_TOOL = "convert_hf_checkpoint"
+
+
 def convert(hf_dir, output_dir, write_tf2=False):
     """Converts `hf_dir`; returns {"checkpoint", "config", "vocab", "tf2", "names",
-    "sentence_embedding" (path or None)}."""
+    "sentence_embedding" (path or None)}.
+
+    output_dir: a new folder, or one an earlier conversion wrote (its files are replaced,
+    none is left over); a folder holding such files of another origin is refused.
+    """
     if not tf.io.gfile.isdir(hf_dir):
         raise ValueError("--hf_dir %s is not a directory" % hf_dir)
     config_path = os.path.join(hf_dir, "config.json")
@@ -628,7 +641,14 @@ def convert(hf_dir, output_dir, write_tf2=False):
     tensors = convert_weights(hf_tensors, config, source=weights_path)
     del hf_tensors
 
-    tf.io.gfile.makedirs(output_dir)
+    with fileutil.owned_outputs(output_dir, _TOOL, _OUTPUTS):
+        written = _write_folder(hf_dir, output_dir, config, tensors, sentence_settings,
+                                write_tf2)
+    return dict(written, names=sorted(tensors))
+
+
+def _write_folder(hf_dir, output_dir, config, tensors, sentence_settings, write_tf2):
+    """Writes the converted folder; returns the paths convert() returns."""
     vocab_path = _copy_vocab(hf_dir, output_dir, config)
     settings_path = _write_sentence_settings(hf_dir, output_dir, sentence_settings, config)
     config_out = os.path.join(output_dir, "bert_config.json")
@@ -645,7 +665,7 @@ def convert(hf_dir, output_dir, write_tf2=False):
                                  config)
         logging.info("Wrote TF2 checkpoint %s", tf2_prefix)
     return {"checkpoint": prefix, "config": config_out, "vocab": vocab_path,
-            "tf2": tf2_prefix, "names": sorted(tensors), "sentence_embedding": settings_path}
+            "tf2": tf2_prefix, "sentence_embedding": settings_path}
 
 
 def run(fv):

@@ -19,11 +19,13 @@ from absl import logging
 
 import modeling
 import optimization
+from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 
 MODEL_TYPES = ("auto", "pretraining", "classifier", "squad", "encoder")
+_TOOL = "convert_tf1_checkpoint"
 
 
 def define_flags(fv):
@@ -132,20 +134,26 @@ def run(fv):
         if not getattr(fv, name):
             raise ValueError("--%s is required" % name)
     output_prefix = os.path.join(fv.output_dir, fv.output_name)
+    # The checkpoint's files and the folder's `checkpoint` state file: replaced only
+    # when an earlier conversion wrote them.
+    outputs = (fv.output_name + ".*", os.path.join(os.path.dirname(fv.output_name),
+                                                    "checkpoint"))
     direction = fv.direction
     if direction == "auto":
         direction = "tf2_to_tf1" if checkpoints.is_tf2_checkpoint(fv.input_checkpoint) \
             else "tf1_to_tf2"
     if direction == "tf2_to_tf1":
-        names = checkpoints.tf2_to_tf1(fv.input_checkpoint, output_prefix,
-                                       include_optimizer=fv.include_optimizer)
+        with fileutil.owned_outputs(fv.output_dir, _TOOL, outputs):
+            names = checkpoints.tf2_to_tf1(fv.input_checkpoint, output_prefix,
+                                           include_optimizer=fv.include_optimizer)
         logging.info("Wrote %d TF1 variables to %s", len(names), output_prefix)
         return output_prefix
     if not fv.bert_config_file:
         raise ValueError("--bert_config_file is required to convert a TF1 checkpoint to TF2")
     bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
-    path, result = tf1_to_tf2(fv.input_checkpoint, bert_config, output_prefix,
-                              fv.model_type, fv.include_optimizer)
+    with fileutil.owned_outputs(fv.output_dir, _TOOL, outputs):
+        path, result = tf1_to_tf2(fv.input_checkpoint, bert_config, output_prefix,
+                                  fv.model_type, fv.include_optimizer)
     logging.info("Wrote TF2 checkpoint %s (%d variables; %d checkpoint weights unused)",
                  path, len(result.loaded), len(result.unused))
     return path

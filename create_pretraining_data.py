@@ -128,8 +128,9 @@ def define_flags(fv):
                          "PREFIX-00000-of-0000N, ...", flag_values=fv)
     flags.DEFINE_string("runner", None,
                         "Apache Beam runner (DirectRunner, DataflowRunner, ...) for the "
-                        "per-file mode (the records of --num_workers=N); flags unknown here "
-                        "(--project, ...) go to Beam. Needs the beam extra.", flag_values=fv)
+                        "per-file mode (the records of --num_workers=N); Beam's own options "
+                        "(--project, --direct_num_workers, ...) go to Beam, any other unknown "
+                        "flag is an error. Needs the beam extra.", flag_values=fv)
     flags.DEFINE_integer("max_input_file_mb", 64,
                          "With --runner: the largest input file (MB) one worker takes (it "
                          "holds ~3 x dupe_factor bytes per byte of its file).", flag_values=fv)
@@ -195,6 +196,7 @@ class PretrainingOptions(collections.namedtuple(
 # -- The algorithm, on tokens of any kind (strings, or ids for speed) --
 
 def _check_special_tokens(vocab):
+    # write_pretraining_data checks first, naming --vocab_file (flags_common).
     missing = [t for t in (_CLS, _SEP, _MASK) if t not in vocab]
     if missing:
         raise ValueError("the vocabulary has no %s token" % " / ".join(missing))
@@ -775,6 +777,7 @@ def _write_beam(input_patterns, output_files, vocab_file, do_lower_case, options
                 use_fast_tokenizer, stats, per_row, beam):
     pretraining_beam = _beam_module()
     files = pretraining_beam.match_input_files(input_patterns, beam.max_file_mb)
+    fileutil.check_distinct(output_files, "--output_file", [path for path, _ in files])
     options = options._replace(word_segmentation=word_boundaries.resolve(
         options, files, lambda globs: [p for p, _ in pretraining_beam.match_input_files(globs, 0)]))
     # Workers find the per-file functions by their module's name, also when this file
@@ -818,7 +821,7 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         options = options._replace(word_segmentation=word_boundaries.resolve(
             options, input_files, fileutil.expand_input_files, fast))
     if not tf.io.gfile.exists(vocab_file):
-        raise ValueError("--vocab_file %s does not exist" % vocab_file)
+        raise ValueError("--vocab_file=%s does not exist" % vocab_file)
     if num_workers < 1:
         raise ValueError("--num_workers must be at least 1, got %d" % num_workers)
     packer = None
@@ -826,7 +829,7 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         packer = pretraining_records.InstancePacker(
             options.max_seq_length, options.max_predictions_per_seq, max_instances_per_row)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
-    _check_special_tokens(tokenizer.vocab)
+    flags_common.check_vocab_tokens(tokenizer.vocab, vocab_file, (_CLS, _SEP, _MASK))
     pretraining_records.log_files(input_files, output_files)
     stats = {} if stats is None else stats
     stats["worker_cpu_s"] = 0.0
@@ -854,13 +857,16 @@ def run(fv, beam_args=()):
     beam_args: the command line's options for Beam (with --runner).
     """
     flags_common.require(fv, ("input_file", "output_file", "vocab_file"))
+    _check_mode_flags(fv)
     beam = None
+    output_files = fileutil.output_files(fv.output_file, fv.num_output_shards, "--output_file")
     if fv.runner:
         beam = BeamSettings(fv.runner, list(beam_args), fv.max_input_file_mb)
         input_files = [p.strip() for p in fv.input_file.split(",") if p.strip()]
     else:
         input_files = fileutil.expand_input_files(fv.input_file)
-    output_files = fileutil.output_files(fv.output_file, fv.num_output_shards, "--output_file")
+        fileutil.check_distinct(output_files, "--output_file", input_files)
+    fileutil.check_distinct(output_files, "--output_file", [fv.vocab_file], "--vocab_file")
     return write_pretraining_data(input_files, output_files, fv.vocab_file,
                                   PretrainingOptions.from_flags(fv),
                                   do_lower_case=fv.do_lower_case,
@@ -868,6 +874,16 @@ def run(fv, beam_args=()):
                                   pack_sequences=fv.pack_sequences,
                                   max_instances_per_row=fv.max_instances_per_row,
                                   beam=beam)
+
+
+def _check_mode_flags(fv):
+    """A flag of one mode given in another is an error or a warning, never ignored."""
+    if fv.runner and fv["num_workers"].present:
+        raise ValueError("--num_workers=%d counts local processes and does not apply with "
+                         "--runner=%s: Beam takes its own (--direct_num_workers, "
+                         "--max_num_workers, ...)" % (fv.num_workers, fv.runner))
+    if not fv.runner and fv["max_input_file_mb"].present:
+        logging.warning("--max_input_file_mb applies with --runner only: ignored")
 
 
 BeamSettings = collections.namedtuple("BeamSettings", "runner args max_file_mb")
@@ -878,7 +894,9 @@ create_int_feature, create_float_feature = input_pipeline.int_feature, input_pip
 def _beam_module():
     """pretraining_beam, or a one-line error naming the extra when Beam is missing."""
     try:
-        from bert_tf2.pretraining import pretraining_beam  # pylint: disable=import-outside-toplevel
+        # import_module, not `from bert_tf2.pretraining import ...`: that one takes the
+        # package's attribute once set, whatever sys.modules says (tests hide Beam there).
+        pretraining_beam = importlib.import_module("bert_tf2.pretraining.pretraining_beam")
     except ImportError as e:
         raise ValueError("--runner needs Apache Beam, an optional extra: pip install "
                          "'bert-tf2[beam]' (%s)" % e) from None

@@ -7,22 +7,57 @@
   written, checked and its folder made before any work (every writer);
 - `check_utf8`: a text input read through once, its first bad byte named by line;
 - `expand_input_files`: comma-separated globs, as the reference's --input_file;
-- `output_files`: a list of output files, or PREFIX-00000-of-0000N names.
-- `read_text`: a UTF-8 data file whose errors name the file (and line).
+- `output_files`: a list of output files, or PREFIX-00000-of-0000N names;
+  `check_distinct`: no output named twice or naming an input, however spelt;
+- `read_text`: a UTF-8 data file whose errors name the file (and line);
+- `temp_name` / `is_temporary`: the names of our temporaries (and leftovers);
+- `owned_outputs` (`claim_outputs`, `record_outputs`): a tool replaces only files it
+  wrote itself, and leaves none of its earlier files behind.
 
 Local paths and every filesystem tf.io.gfile knows (gs://, ...) alike.
 """
 import contextlib
+import json
 import os
+import posixpath
+import re
 import uuid
 
 from absl import logging
 import tensorflow as tf
 
 
-def temp_name(path):
+# The kinds of temporaries beside an output: atomic_open's file, the folders of the
+# per-file modes (pretraining_shards, pretraining_beam); PATH.KIND-<8 hex digits>.
+TEMP_KINDS = ("tmp", "shards", "beam-tmp")
+_TEMP_PART = r"\.(?:%s)-[0-9a-f]{8}" % "|".join(re.escape(k) for k in TEMP_KINDS)
+_TEMP_SUFFIX = re.compile(_TEMP_PART + "$")
+
+
+def temp_name(path, kind="tmp"):
     """A unique temporary name beside `path` (same folder, so a rename is atomic)."""
-    return "%s.tmp-%s" % (path, uuid.uuid4().hex[:8])
+    if kind not in TEMP_KINDS:
+        raise ValueError("unknown kind of temporary %r" % kind)
+    return "%s.%s-%s" % (path, kind, uuid.uuid4().hex[:8])
+
+
+def is_temporary(path):
+    """The output `path` a temporary of temp_name belongs to, or None for other names."""
+    path = path.rstrip("/")
+    match = _TEMP_SUFFIX.search(path)
+    return path[:match.start()] if match else None
+
+
+def without_temp_names(text):
+    """`text` (a message) with our temporaries' names replaced by their outputs' names."""
+    return re.sub(r"(?<=\S)" + _TEMP_PART, "", text)
+
+
+def _remove(path):
+    if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
+    else:
+        tf.io.gfile.remove(path)
 
 
 @contextlib.contextmanager
@@ -160,8 +195,10 @@ def output_files(value, num_shards, flag):
     """The output files a flag names: a comma-separated list (num_shards 0), or with
     num_shards N > 0 a prefix for the names PREFIX-00000-of-0000N, ...
 
-    Shards of another run under the same prefix would join these in a glob
-    (PREFIX-*): they are refused, as is a name of a directory.
+    A file named twice (however spelt: x, ./x, a/../x, /abs/x) is refused, as is a
+    name of a directory. Shards of another run under the same prefix would join
+    these in a glob (PREFIX-*): they are refused too. Temporaries an interrupted
+    run of ours left beside these outputs (see is_temporary) are removed.
     """
     if num_shards < 0:
         raise ValueError("the number of output shards must be >= 0, got %d" % num_shards)
@@ -169,18 +206,62 @@ def output_files(value, num_shards, flag):
         files = [p.strip() for p in value.split(",") if p.strip()]
         if not files:
             raise ValueError("%s is required" % flag)
+        check_distinct(files, flag)
         for path in files:
             prepare_output_file(path, flag)
+        _remove_leftovers(files, [match for path in files
+                                  for match in tf.io.gfile.glob(path + ".*")])
         return files
     prefix = value.strip()
     prepare_output_file(prefix, flag)
     names = ["%s-%05d-of-%05d" % (prefix, i, num_shards) for i in range(num_shards)]
-    others = sorted(set(tf.io.gfile.glob(prefix + "-*-of-*")) - set(names))
+    shard_name = re.compile(re.escape(prefix) + r"-\d{5}-of-\d{5}$")
+    found = set(tf.io.gfile.glob(prefix + "-*-of-*")) - set(names)
+    leftovers = sorted(p for p in found if shard_name.match(is_temporary(p) or ""))
+    _remove_leftovers(names, leftovers)
+    others = sorted(found - set(leftovers))
     if others:
         raise ValueError("%s=%s already holds files of another run (%s%s): remove them or "
                          "choose another prefix"
                          % (flag, prefix, others[0], ", ..." if len(others) > 1 else ""))
     return names
+
+
+def _remove_leftovers(outputs, candidates):
+    """Removes the candidates that are temporaries of ours beside files like `outputs`."""
+    for path in candidates:
+        if is_temporary(path) is not None:
+            logging.warning("Removing %s, left by an interrupted run that wrote %s", path,
+                            is_temporary(path))
+            _remove(path)
+
+
+def _canonical(path):
+    """One spelling of a path: symlinks and ./.. resolved (URLs: ./.. only)."""
+    if "://" in path:
+        scheme, rest = path.split("://", 1)
+        return "%s://%s" % (scheme, posixpath.normpath(rest))
+    return os.path.realpath(path)
+
+
+def check_distinct(outputs, flag, inputs=(), input_flag="--input_file"):
+    """Refuses an output named twice, or naming an input, however the paths are spelt.
+
+    Args:
+      outputs: the output paths `flag` names.
+      inputs: input paths (expanded) that must not be overwritten, named by input_flag.
+    """
+    seen = {}
+    for path in outputs:
+        key = _canonical(path)
+        if key in seen:
+            raise ValueError("%s names one file twice (%s and %s): every output must be "
+                             "a file of its own" % (flag, seen[key], path))
+        seen[key] = path
+    for path in inputs:
+        if _canonical(path) in seen:
+            raise ValueError("%s=%s is also an input (%s=%s): it would be overwritten"
+                             % (flag, seen[_canonical(path)], input_flag, path))
 
 
 def expand_input_files(patterns):
@@ -193,6 +274,10 @@ def expand_input_files(patterns):
         if not pattern:
             continue
         matched = tf.io.gfile.glob(pattern)
+        for path in [p for p in matched if is_temporary(p) is not None and p != pattern]:
+            # An interrupted run's half-written output: never an input.
+            logging.warning("Skipping %s: a temporary of an unfinished run", path)
+            matched.remove(path)
         if not matched:
             raise ValueError("input file pattern %r matches no file" % pattern)
         files.extend(sorted(matched))
@@ -252,3 +337,88 @@ def _decode_lines(data, path, flag, lines_before):
         raise ValueError("%s=%s, line %d: not valid UTF-8 (byte 0x%02x)"
                          % (flag, path, lines_before + data.count(b"\n", 0, e.start) + 1,
                             data[e.start])) from None
+
+
+# Beside the outputs of a tool that writes into a folder the user names (the converters):
+# which files each tool wrote there, so that a rerun replaces those and nothing else.
+OUTPUTS_RECORD = "bert_tf2_outputs.json"
+
+
+def _read_record(folder):
+    path = os.path.join(folder, OUTPUTS_RECORD)
+    if not tf.io.gfile.exists(path):
+        return {}
+    try:
+        record = json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError("%s is not valid JSON: %s (remove it, or choose another folder)"
+                         % (path, e)) from None
+    return record if isinstance(record, dict) else {}
+
+
+def _write_record(folder, record):
+    with atomic_open(os.path.join(folder, OUTPUTS_RECORD), "w") as f:
+        f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def _matches(folder, patterns):
+    """{name relative to folder: full path} of the files matching `patterns`."""
+    found = {}
+    for pattern in patterns:
+        for path in tf.io.gfile.glob(os.path.join(folder, pattern)):
+            if not tf.io.gfile.isdir(path):
+                found[os.path.relpath(path, folder).replace(os.sep, "/")] = path
+    return found
+
+
+@contextlib.contextmanager
+def owned_outputs(folder, tool, patterns, flag="--output_dir"):
+    """The block writes the files `patterns` (globs inside `folder`) for `tool`.
+
+    Before it: claim_outputs (a file of someone else there is an error, the tool's
+    own earlier files are removed); after it succeeds: record_outputs.
+    """
+    claim_outputs(folder, tool, patterns, flag)
+    yield
+    record_outputs(folder, tool, patterns)
+
+
+def claim_outputs(folder, tool, patterns, flag="--output_dir"):
+    """Prepares `folder` for `tool` to write the files `patterns` (globs inside it).
+
+    What `tool` manages there is `patterns`: the files it writes and the settings
+    files it may write (sentence_embedding.json, ...). A file matching them that
+    `tool` did not write (by the folder's OUTPUTS_RECORD) is an error naming `flag`,
+    raised before anything is written: a checkpoint, config or vocabulary of
+    someone else is never replaced. The files `tool` wrote there in an earlier run
+    are removed, so none of them outlives this run (a settings file that no longer
+    applies would describe another model). Until record_outputs, the record counts
+    every match of `patterns` as the tool's (a run that fails half-way).
+    """
+    prepare_output_dir(folder, flag)
+    record = _read_record(folder)
+    entry = record.get(tool) or {}
+    ours = {name: os.path.join(folder, name) for name in entry.get("files", [])}
+    ours.update(_matches(folder, entry.get("pending", [])))
+    foreign = sorted(set(_matches(folder, patterns)) - set(ours))
+    if foreign:
+        raise ValueError("%s=%s holds %s, which %s did not write: choose another folder "
+                         "(nothing there is replaced)"
+                         % (flag, folder, ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3
+                                                                     else ""), tool))
+    record[tool] = {"files": [], "pending": sorted(set(patterns) | set(entry.get("pending", [])))}
+    _write_record(folder, record)
+    for path in sorted(ours.values()):
+        if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+            tf.io.gfile.remove(path)
+        parent = os.path.dirname(path)
+        if os.path.normpath(parent) != os.path.normpath(folder) and \
+                tf.io.gfile.isdir(parent) and not tf.io.gfile.listdir(parent):
+            tf.io.gfile.rmtree(parent)  # a sub-folder (tf2/) that only held our files
+
+
+def record_outputs(folder, tool, patterns):
+    """Records the files matching `patterns` as `tool`'s, once it wrote them all."""
+    record = _read_record(folder)
+    record[tool] = {"files": sorted(_matches(folder, patterns))}
+    _write_record(folder, record)

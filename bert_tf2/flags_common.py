@@ -3,14 +3,19 @@
 Flags are registered by functions taking a `FlagValues`, never at import time,
 so tests can import every runner into one process and give each its own flags.
 """
+import glob
 import os
+import signal
 import sys
+import threading
 
 from absl import app
 from absl import flags
 from absl import logging
+import tensorflow as tf
 
 import modeling
+from bert_tf2 import fileutil
 from bert_tf2.tasks import pooling
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
@@ -193,11 +198,15 @@ def tokenizer_from_flags(fv, required=("[CLS]", "[SEP]", "[UNK]")):
     """
     tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
                                            do_lower_case=fv.do_lower_case)
-    missing = [token for token in required if token not in tokenizer.vocab]
-    if missing:
-        raise ValueError("--vocab_file=%s has no %s token" % (fv.vocab_file,
-                                                            " / ".join(missing)))
+    check_vocab_tokens(tokenizer.vocab, fv.vocab_file, required)
     return tokenizer
+
+
+def check_vocab_tokens(vocab, vocab_file, required, flag="--vocab_file"):
+    """ValueError naming `flag` and the file when `vocab` lacks a token of `required`."""
+    missing = [token for token in required if token not in vocab]
+    if missing:
+        raise ValueError("%s=%s has no %s token" % (flag, vocab_file, " / ".join(missing)))
 
 
 def define_training_flags(fv):
@@ -336,12 +345,73 @@ def define_key_flags(define_flags, fv, module_name):
         fv.register_key_flag_for_module(module_name, fv[name])
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: the clean-up of Ctrl-C (temporaries removed)."""
+
+
+# The signal that stopped the run (a library may wrap the exception it raised).
+_STOPPED_BY = []
+
+
+def _on_signal(signum, frame):
+    del frame
+    _STOPPED_BY.append(signum)
+    # Threads that then fail waiting for stopped workers are part of the stop, not news.
+    threading.excepthook = lambda args: None
+    if signum == signal.SIGTERM:
+        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        # As Ctrl-C reaches the whole process group: worker processes (Beam's, the
+        # --num_workers pool) stop too, rather than make the clean-up wait for them.
+        for pid in _descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass  # gone meanwhile
+        raise _Terminated()
+    raise KeyboardInterrupt()
+
+
+def _descendants(pid):
+    """The process ids of `pid`'s descendants (from Linux's /proc; none elsewhere)."""
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        for path in glob.glob("/proc/%d/task/*/children" % parent):
+            try:
+                with open(path) as f:
+                    children = [int(child) for child in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            pending += children
+    return found
+
+
+def error_line(error):
+    """(the one line run_cli prints for `error`, the exit code).
+
+    A TensorFlow file error (tf.errors.OpError) says which path and why in the first
+    line of its message; our temporary names in it become the output they stand for.
+    """
+    if isinstance(error, _Terminated) or _STOPPED_BY[-1:] == [signal.SIGTERM]:
+        return "error: stopped by SIGTERM", 128 + signal.SIGTERM
+    if isinstance(error, KeyboardInterrupt) or _STOPPED_BY:
+        # Training's interrupt says where a rerun resumes (training.Interrupted).
+        return (str(error) if isinstance(error, KeyboardInterrupt) and str(error)
+                else "error: interrupted"), 128 + signal.SIGINT
+    text = error.message if isinstance(error, tf.errors.OpError) else str(error)
+    lines = text.strip().splitlines() or [type(error).__name__]
+    return "error: %s" % fileutil.without_temp_names(lines[0]), 1
+
+
 def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 
-    A ValueError or OSError (bad flag, missing file, malformed input) becomes one
-    clear line on stderr and exit code 1 instead of a traceback; Ctrl-C one line too
-    (training's says where a rerun resumes) and exit code 130.
+    A ValueError, OSError or tf.errors.OpError (bad flag, missing file, malformed
+    input, a path TensorFlow cannot write) becomes one clear line on stderr and exit
+    code 1 instead of a traceback (which --verbosity=1 logs); Ctrl-C and SIGTERM
+    stop the run the same way (exit codes 130 and 143), after the usual clean-up of
+    temporary files; training's Ctrl-C line says where a rerun resumes.
     """
     define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
     main_module = sys.modules.get("__main__")
@@ -353,27 +423,38 @@ def run_cli(define_flags, run, argv=None):
     def main(args):
         if len(args) > 1:
             raise app.UsageError("unexpected arguments: %s" % " ".join(args[1:]))
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, _on_signal)
         try:
             check_common(flags.FLAGS)
             run(flags.FLAGS)
-        except (ValueError, OSError) as e:
-            # One line, not also a log record: the message is the whole story. os._exit:
-            # TensorFlow's exit-time warnings (unrestored checkpoint values, ...) would
-            # otherwise print after it; every output is already complete or removed.
-            _exit_with_line("error: %s" % e, 1)
-        except KeyboardInterrupt as e:
-            # Ctrl-C: training says where a rerun resumes (training.Interrupted); 130 is
-            # the shells' exit code of a process stopped by SIGINT.
-            _exit_with_line(str(e) or "interrupted", 130)
+        except (ValueError, OSError, tf.errors.OpError, KeyboardInterrupt) as e:
+            _exit_with(e)
+        except Exception as e:  # pylint: disable=broad-except
+            if not _STOPPED_BY:
+                raise
+            _exit_with(e)  # the signal, wrapped by a library (Beam's workers)
 
     app.run(main, argv)
 
 
-def _exit_with_line(line, code):
-    """Prints `line` alone on stderr and ends the process with `code` at once."""
+def _exit_with(error):
+    """Prints error_line(error) and ends the process with its exit code.
+
+    One line, not also a log record: the message is the whole story. An error ends
+    with os._exit: TensorFlow's exit-time warnings (unrestored checkpoint values, ...)
+    would otherwise print after it; every output is already complete or removed. A
+    signal ends through Python's exit, whose clean-up also releases what the worker
+    processes it stopped shared (else the resource tracker warns of it).
+    """
+    logging.debug("the error in full:", exc_info=error)
+    line, code = error_line(error)
     sys.stdout.flush()
     sys.stderr.flush()
     print(line, file=sys.stderr, flush=True)
+    if _STOPPED_BY:
+        sys.exit(code)
     os._exit(code)
 
 

@@ -160,3 +160,24 @@ def test_chinese_base_index_maps_onto_a_model_of_its_config(shared_dir):
     theirs = dict(tf.train.list_variables(str(d / "bert_model.ckpt")))
     assert len(theirs) == 206
     assert ours == {n: list(s) for n, s in theirs.items()}
+
+
+def test_convert_never_replaces_a_checkpoint_it_did_not_write(tmp_path):
+    cfg = tiny_config()
+    cfg_path = tmp_path / "bert_config.json"
+    cfg_path.write_text(cfg.to_json_string())
+    tf1 = write_tf1(tmp_path, built(heads.BertSquad(cfg)))
+    argv = ["--input_checkpoint=" + tf1, "--bert_config_file=%s" % cfg_path]
+    # Into the input's own folder: its checkpoint and `checkpoint` file are the user's.
+    before = {p.name: p.read_bytes() for p in (tmp_path / "tf1").iterdir()}
+    fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags,
+                                  argv + ["--output_dir=%s" % (tmp_path / "tf1")])
+    with pytest.raises(ValueError, match=r"^--output_dir=\S*tf1 holds bert_model\.ckpt\.data-"
+                                         r"00000-of-00001, bert_model\.ckpt\.index, checkpoint, "
+                                         r"which convert_tf1_checkpoint did not write"):
+        convert_tf1_checkpoint.run(fv)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "tf1").iterdir()} == before
+    # Its own earlier output is replaced.
+    fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags,
+                                  argv + ["--output_dir=%s" % (tmp_path / "tf2")])
+    assert convert_tf1_checkpoint.run(fv) == convert_tf1_checkpoint.run(fv)

@@ -660,3 +660,50 @@ def test_minilm_sentence_transformers_settings(minilm):
     assert json.loads(pathlib.Path(path).read_text()) == {
         "pooling": "mean", "layers": [-1], "normalize": True, "max_seq_length": 256,
         "do_lower_case": True}
+
+
+# ---------------------------------------------------------------------------
+# --output_dir: files of someone else are never replaced, none of ours is left stale
+# ---------------------------------------------------------------------------
+
+def test_a_google_checkpoint_folder_is_never_overwritten(tmp_path):
+    hf_dir = write_hf_dir(tmp_path / "hf", TINY_CONFIG, tiny_hf_weights(TINY_CONFIG))
+    google = tmp_path / "uncased_L-2_H-16"
+    google.mkdir()
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
+                 "bert_config.json", "vocab.txt"):
+        (google / name).write_text("Google's " + name)
+    fv = flags_common.parse_flags(conv.define_flags, ["--hf_dir=%s" % hf_dir,
+                                                      "--output_dir=%s" % google])
+    with pytest.raises(ValueError, match=r"^--output_dir=\S*uncased_L-2_H-16 holds "
+                                         r"bert_config\.json, bert_model\.ckpt\.data-00000-of-"
+                                         r"00001, bert_model\.ckpt\.index, \.\.\., which "
+                                         r"convert_hf_checkpoint did not write"):
+        conv.run(fv)
+    assert sorted(p.name for p in google.iterdir()) == [
+        "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+        "vocab.txt"]
+    assert all(p.read_text() == "Google's " + p.name for p in google.iterdir())
+
+
+def test_reconverting_leaves_no_settings_of_the_earlier_model(tmp_path):
+    weights = tiny_hf_weights(TINY_CONFIG)
+    plain = write_hf_dir(tmp_path / "plain", TINY_CONFIG, weights)
+    st = write_hf_dir(tmp_path / "st", TINY_CONFIG, weights)
+    (st / "modules.json").write_text(json.dumps([
+        {"path": "", "type": "sentence_transformers.models.Transformer"},
+        {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (st / "1_Pooling").mkdir()
+    (st / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    out = tmp_path / "out"
+    (out / "notes").mkdir(parents=True)  # the user's, beside: never touched
+    first = conv.convert(str(st), str(out), write_tf2=True)
+    assert (out / "sentence_embedding.json").exists() and (out / "tf2").is_dir()
+    second = conv.convert(str(plain), str(out))
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+        "bert_tf2_outputs.json", "checkpoint", "notes", "vocab.txt"]
+    assert second["sentence_embedding"] is None and second["checkpoint"] == first["checkpoint"]
+    # extract_features / export_saved_model read no pooling for the plain model.
+    from bert_tf2.tasks import pooling
+    assert pooling.read_settings(second["checkpoint"]) == {}

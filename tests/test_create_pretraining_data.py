@@ -421,7 +421,7 @@ def _assert_fails(tiny, message, argv):
 
 
 def test_missing_vocab_file(tiny):
-    _assert_fails(tiny, "vocab_file .*does not exist",
+    _assert_fails(tiny, r"--vocab_file=\S*nope\.txt does not exist",
                   _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), str(tiny.dir / "nope.txt")))
 
 
@@ -632,8 +632,9 @@ def test_prediction_slot_rule_warns_and_refuses_only_what_the_reference_cannot_r
 def test_missing_special_token(tmp_path, tiny):
     vocab = _write(tmp_path / "nomask.txt", "".join(t + "\n" for t in TINY_VOCAB
                                                      if t != "[MASK]"))
-    _assert_fails(tiny, r"no \[MASK\] token",
-                  _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), vocab))
+    for workers in ("--num_workers=1", "--num_workers=2"):
+        _assert_fails(tiny, r"^--vocab_file=\S*nomask\.txt has no \[MASK\] token$",
+                      _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), vocab, workers))
 
 
 def test_command_line_error_is_one_line(tiny):

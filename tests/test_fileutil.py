@@ -1,4 +1,9 @@
-"""fileutil.py: atomic outputs, eval_results.txt, output dir check, input globs."""
+"""fileutil.py: atomic outputs, eval_results.txt, output dir check, input globs, outputs
+named twice, our temporaries, the files a tool wrote."""
+import json
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -77,3 +82,110 @@ def test_read_text_names_the_file_and_line(tmp_path):
         fileutil.read_text(str(bad))
     with pytest.raises(ValueError, match=r"missing\.txt: no such file"):
         fileutil.read_text(str(tmp_path / "missing.txt"))
+
+
+# ---------------------------------------------------------------------------
+# Outputs named twice, our temporaries, files a tool did not write
+# ---------------------------------------------------------------------------
+
+def test_an_output_named_twice_is_refused_however_spelt(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a").mkdir()
+    absolute = str(tmp_path / "x.tfrecord")
+    for spelling in ("x.tfrecord", "./x.tfrecord", "a/../x.tfrecord", absolute,
+                     "./a/./../x.tfrecord"):
+        with pytest.raises(ValueError, match=r"^--output_file names one file twice "
+                                             r"\(x\.tfrecord and %s\)" % re.escape(spelling)):
+            fileutil.output_files("x.tfrecord, %s" % spelling, 0, "--output_file")
+    assert fileutil.output_files("x.tfrecord,a/x.tfrecord", 0, "--output_file") == [
+        "x.tfrecord", "a/x.tfrecord"]
+    assert fileutil.check_distinct(["gs://b/r/x", "gs://b/r/y"], "--output_file") is None
+    with pytest.raises(ValueError, match="names one file twice"):
+        fileutil.check_distinct(["gs://b/r/x", "gs://b/q/../r/x"], "--output_file")
+    with pytest.raises(ValueError, match=r"^--output_file=x\.tfrecord is also an input "
+                                         r"\(--input_file=%s\)" % re.escape(absolute)):
+        fileutil.check_distinct(["x.tfrecord"], "--output_file", [absolute])
+    assert os.listdir(tmp_path) == ["a"]
+
+
+def test_temporary_names_are_recognised_and_mapped_back():
+    name = fileutil.temp_name("out/x-00001-of-00003", "beam-tmp")
+    assert re.match(r"^out/x-00001-of-00003\.beam-tmp-[0-9a-f]{8}$", name)
+    assert fileutil.is_temporary(name + "/") == "out/x-00001-of-00003"
+    assert fileutil.is_temporary("out/x.tfrecord") is None
+    assert fileutil.is_temporary("out/x.tmp-notahex") is None
+    assert fileutil.without_temp_names("a/x.tfrecord.tmp-259a13ee; Not a directory") == \
+        "a/x.tfrecord; Not a directory"
+
+
+def test_leftovers_of_an_interrupted_run_are_removed_others_refused(tmp_path):
+    prefix = str(tmp_path / "pre")
+    leftovers = ["pre-00000-of-00003.beam-tmp-0123abcd", "pre-00001-of-00005.shards-89abcdef",
+                 "pre-00002-of-00003.tmp-00ff00ff"]
+    (tmp_path / leftovers[0]).mkdir()
+    (tmp_path / leftovers[0] / "file-000001-abc").write_bytes(b"piece")
+    for name in leftovers[1:]:
+        (tmp_path / name).write_bytes(b"partial")
+    (tmp_path / "x.tfrecord.tmp-deadbeef").write_bytes(b"partial")
+    (tmp_path / "x.tfrecord.notes").write_bytes(b"the user's")
+    names = fileutil.output_files(prefix, 3, "--output_file")
+    assert names == ["%s-%05d-of-00003" % (prefix, i) for i in range(3)]
+    fileutil.output_files(str(tmp_path / "x.tfrecord"), 0, "--output_file")
+    assert sorted(os.listdir(tmp_path)) == ["x.tfrecord.notes"]
+    # A shard of another run (not a temporary) is never removed.
+    (tmp_path / "pre-00000-of-00005").write_bytes(b"records")
+    with pytest.raises(ValueError, match="already holds files of another run"):
+        fileutil.output_files(prefix, 3, "--output_file")
+    assert sorted(os.listdir(tmp_path)) == ["pre-00000-of-00005", "x.tfrecord.notes"]
+
+
+def test_input_globs_skip_our_temporaries(tmp_path):
+    for name in ("p-00000-of-00002", "p-00001-of-00002", "p-00000-of-00002.tmp-0a1b2c3d"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "p-00001-of-00002.beam-tmp-0a1b2c3d").mkdir()
+    files = fileutil.expand_input_files(str(tmp_path / "p-*"))
+    assert [os.path.basename(f) for f in files] == ["p-00000-of-00002", "p-00001-of-00002"]
+    named = str(tmp_path / "p-00000-of-00002.tmp-0a1b2c3d")
+    assert fileutil.expand_input_files(named) == [named]  # named on purpose: read
+
+
+def _tool_writes(folder, names, patterns=("model.*", "settings.json", "sub/*")):
+    with fileutil.owned_outputs(str(folder), "tool", patterns):
+        for name in names:
+            os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
+            with open(os.path.join(folder, name), "w") as f:
+                f.write("new " + name)
+
+
+def test_a_tool_replaces_only_the_files_it_wrote(tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "model.index").write_text("someone else's")
+    (folder / "notes.txt").write_text("the user's")
+    with pytest.raises(ValueError, match=r"^--output_dir=\S*out holds model\.index, which "
+                                         r"tool did not write: choose another folder"):
+        _tool_writes(folder, ["model.index"])
+    assert sorted(os.listdir(folder)) == ["model.index", "notes.txt"]
+    (folder / "model.index").unlink()
+    _tool_writes(folder, ["model.index", "model.data", "settings.json", "sub/a"])
+    record = json.loads((folder / fileutil.OUTPUTS_RECORD).read_text())
+    assert record == {"tool": {"files": ["model.data", "model.index", "settings.json",
+                                         "sub/a"]}}
+    # Again, for a model without settings: none of the earlier files is left.
+    _tool_writes(folder, ["model.index"])
+    assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index", "notes.txt"]
+    assert (folder / "model.index").read_text() == "new model.index"
+    # Another tool's files are not this tool's.
+    with pytest.raises(ValueError, match="which other did not write"):
+        with fileutil.owned_outputs(str(folder), "other", ["model.*"]):
+            pass
+
+
+def test_a_run_that_failed_half_way_leaves_files_the_next_run_replaces(tmp_path):
+    folder = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with fileutil.owned_outputs(str(folder), "tool", ["model.*", "settings.json"]):
+            (folder / "settings.json").write_text("half")
+            raise RuntimeError("boom")
+    _tool_writes(folder, ["model.index"])
+    assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]

@@ -118,3 +118,68 @@ def test_ctrl_c_is_one_line_and_exit_code_130():
     assert out.stderr.strip().splitlines()[-1:] == [
         "interrupted at step 7; rerun the same command to resume from out/model.ckpt-5"]
     assert "Traceback" not in out.stderr
+
+
+def test_error_line_of_tensorflow_file_errors():
+    import tensorflow as tf
+    try:
+        tf.io.gfile.GFile("/nonexistent-dir/x.tfrecord.tmp-0a1b2c3d", "w").write("x")
+    except tf.errors.OpError as e:
+        error = e
+    assert flags_common.error_line(error) == (
+        "error: /nonexistent-dir/x.tfrecord; No such file or directory", 1)
+    assert flags_common.error_line(ValueError("--x=1 is bad\nmore")) == ("error: --x=1 is bad", 1)
+
+
+def test_vocab_tokens_name_the_flag_and_file():
+    with pytest.raises(ValueError, match=r"^--vocab_file=v\.txt has no \[MASK\] / \[SEP\] token$"):
+        flags_common.check_vocab_tokens({"[CLS]": 0}, "v.txt", ("[CLS]", "[MASK]", "[SEP]"))
+
+
+# A runner whose run() fails with TensorFlow's error, or writes a file and waits.
+_RUNNER = """
+import sys, time
+from absl import flags
+import tensorflow as tf
+from bert_tf2 import fileutil, flags_common
+
+def define_flags(fv):
+    flags.DEFINE_string("output_file", None, "out", flag_values=fv)
+    flags.DEFINE_bool("wait", False, "write, then wait", flag_values=fv)
+
+def run(fv):
+    with fileutil.atomic_open(fv.output_file) as f:
+        f.write("partial")
+        f.flush()
+        while fv.wait:
+            time.sleep(0.1)
+
+flags_common.run_cli(define_flags, run)
+"""
+
+
+def _runner(*args, **kwargs):
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    return subprocess.Popen([sys.executable, "-c", _RUNNER] + list(args), cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)
+
+
+def test_run_cli_one_line_for_tensorflow_errors_and_signals(tmp_path):
+    import signal
+    import time
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep")
+    proc = _runner("--output_file=%s/x.txt" % blocker)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (1, "error: %s/x.txt; Not a directory\n" % blocker)
+    # SIGTERM as Ctrl-C: the block's temporary file is removed, one line, 128 + 15.
+    proc = _runner("--output_file=%s/y.txt" % tmp_path, "--wait")
+    deadline = time.time() + 120
+    while not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]:
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (143, "error: stopped by SIGTERM\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["a_file"]

@@ -9,10 +9,14 @@ import json
 import os
 
 import pytest
+from absl import flags
 import tensorflow as tf
 
+import convert_hf_checkpoint
+import convert_tf1_checkpoint
 import create_pretraining_data
 import create_vocab
+import export_saved_model
 import extract_features
 import modeling
 import run_classifier
@@ -92,6 +96,27 @@ _FINE_TUNERS = {"run_classifier": _classifier, "run_ner": _ner,
 
 def _run(module, argv):
     return module.run(flags_common.parse_flags(module.define_flags, argv))
+
+
+# ---------------------------------------------------------------------------
+# Rule: a misspelt or unknown flag is refused, never ignored (absl; under
+# create_pretraining_data --runner, pretraining_beam.split_args: tested in
+# test_pretraining_beam.py for every flag).
+# ---------------------------------------------------------------------------
+
+_SCRIPTS = [convert_hf_checkpoint, convert_tf1_checkpoint, create_pretraining_data,
+            create_vocab, export_saved_model, extract_features, run_classifier,
+            run_multiple_choice, run_ner, run_pretraining, run_squad]
+
+
+@pytest.mark.parametrize("module", _SCRIPTS, ids=lambda m: m.__name__)
+def test_every_misspelt_flag_is_refused(module):
+    fv = flags.FlagValues()
+    module.define_flags(fv)
+    typos = [name[:-2] + name[-1] + name[-2] for name in fv]
+    for typo in [t for t in typos if t not in fv]:
+        with pytest.raises(flags.UnrecognizedFlagError, match=typo):
+            fv(["prog", "--%s=1" % typo])
 
 
 # ---------------------------------------------------------------------------

@@ -207,6 +207,20 @@ def test_saved_settings_are_defaults_and_their_errors_name_the_file(tmp_path):
     assert not (tmp_path / "long_text.json").exists()
 
 
+def test_settings_file_never_describes_an_earlier_mode(tmp_path):
+    """A truncate run writes no long_text.json (the reference's outputs), but rewrites
+    one an earlier run of another mode left in its output_dir."""
+    truncate = long_text.LongText("truncate", 32, 63, "mean")
+    assert long_text.write_settings(tmp_path / "new", truncate) is None
+    assert not (tmp_path / "new").exists()
+    path = long_text.write_settings(tmp_path, long_text.LongText("windows", 32, 63, "max"))
+    assert long_text.read_settings(path)["mode"] == "windows"
+    assert long_text.write_settings(tmp_path, truncate) == path
+    assert long_text.read_settings(path) == truncate.to_dict()
+    fv = flags_common.parse_flags(rc.define_flags, [])
+    assert long_text.from_flags(fv, 128, long_text.read_settings(path)) == truncate
+
+
 # ---------------------------------------------------------------------------
 # Runs: learning past the first window, one row per example, export
 # ---------------------------------------------------------------------------

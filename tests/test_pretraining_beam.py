@@ -8,8 +8,12 @@ import collections
 import glob
 import json
 import os
+import pathlib
 import random
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 import tensorflow as tf
@@ -124,7 +128,15 @@ def test_same_records_as_num_workers_with_options(corpus, extra):
 
 
 def test_run_pretraining_reads_the_beam_output(corpus):
+    # What a run killed with SIGKILL leaves: the next run removes it and proceeds.
+    leftover = corpus / "train-00000-of-00002.beam-tmp-0123abcd"
+    leftover.mkdir()
+    (leftover / "file-000000-0123").write_bytes(b"piece")
     _, files = _beam(corpus, "train", (), IN_MEMORY, shards=2)
+    assert not leftover.exists()
+    # ... and the input glob of run_pretraining never reads one.
+    leftover.mkdir()
+    (corpus / "train-00001-of-00002.tmp-89abcdef").write_bytes(b"half a record")
     config = corpus / "bert_config.json"
     config.write_text(json.dumps(modeling.BertConfig(
         vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -145,10 +157,71 @@ def test_beam_options_pass_through():
     ours, theirs = pretraining_beam.split_args(
         ["prog", "--input_file=a.txt", "--project", "p1", "--do_whole_word_mask",
          "--runner=DataflowRunner", "--region=europe-west4", "--nodo_lower_case",
-         "--dupe_factor", "5", "--save_main_session"], cpd.define_flags)
+         "--dupe_factor", "5", "--save_main_session", "--random_seed", "-3",
+         "--verbosity=1", "--experiments", "a", "--experiments=b"], cpd.define_flags)
     assert ours == ["prog", "--input_file=a.txt", "--do_whole_word_mask",
-                    "--runner=DataflowRunner", "--nodo_lower_case", "--dupe_factor", "5"]
-    assert theirs == ["--project", "p1", "--region=europe-west4", "--save_main_session"]
+                    "--runner=DataflowRunner", "--nodo_lower_case", "--dupe_factor", "5",
+                    "--random_seed", "-3", "--verbosity=1"]
+    assert theirs == ["--project", "p1", "--region=europe-west4", "--save_main_session",
+                      "--experiments", "a", "--experiments=b"]
+
+
+def _typo(name):
+    return name[:-2] + name[-1] + name[-2]  # the last two letters swapped
+
+
+def test_every_misspelt_flag_is_refused_under_the_runner():
+    """Beam only logs that it discards an argument it does not know: a misspelt flag of
+    this script would run with its default. Every flag, and Beam's own options."""
+    fv = flags_common.parse_flags(cpd.define_flags, [])
+    names = [n for n in fv if _typo(n) not in fv] + ["direct_num_workers", "temp_location"]
+    for name in names:
+        for arg in ("--%s=1" % _typo(name), "--%s" % _typo(name)):
+            with pytest.raises(ValueError, match=r"^unknown flag --%s: not a flag of "
+                               r"create_pretraining_data\.py, nor an option of Apache Beam; "
+                               r"did you mean --%s\?$" % (_typo(name), name)):
+                pretraining_beam.split_args(["create_pretraining_data.py", "--runner=x", arg],
+                                            cpd.define_flags)
+    with pytest.raises(ValueError, match=r"unknown flag --noproject"):  # not a boolean
+        pretraining_beam.split_args(["p", "--noproject"], cpd.define_flags)
+
+
+def test_an_output_named_twice_is_refused_in_every_mode(corpus, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for mode in ([], ["--num_workers=2"], ["--runner=DirectRunner"]):
+        fv = _flags(corpus, "x.tfrecord,%s/x.tfrecord" % tmp_path, *mode)
+        with pytest.raises(ValueError, match=r"^--output_file names one file twice"):
+            cpd.run(fv, beam_args=IN_MEMORY)
+    text = str(corpus / "text" / "part-00.txt")
+    for mode in ([], ["--runner=DirectRunner"]):  # an input is never overwritten
+        fv = _flags(corpus, "x.tfrecord,%s" % text, *mode)
+        with pytest.raises(ValueError, match=r"^--output_file=\S*part-00\.txt is also an "
+                                             r"input \(--input_file="):
+            cpd.run(fv, beam_args=IN_MEMORY)
+    fv = _flags(corpus, "x.tfrecord", "--runner=DirectRunner", "--num_workers=2")
+    with pytest.raises(ValueError, match=r"^--num_workers=2 counts local processes and does "
+                                         r"not apply with --runner=DirectRunner"):
+        cpd.run(fv, beam_args=IN_MEMORY)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_glob_without_a_folder_matches_here(corpus, monkeypatch):
+    monkeypatch.chdir(corpus / "text")
+    files = pretraining_beam.match_input_files(["part-0*.txt"], 1)
+    assert [os.path.basename(p) for p, _ in files] == ["part-%02d.txt" % i
+                                                       for i in range(NUM_FILES)]
+
+
+def test_worker_errors_reach_the_entry_point_as_one_line():
+    def unreadable(path):
+        raise tf.errors.PermissionDeniedError(None, None, "%s; Permission denied\nmore" % path)
+    with pytest.raises(ValueError) as marked:
+        pretraining_beam._one_line_errors(unreadable, "gs://b/x.txt")
+    # As a worker process reports it: the text of a remote traceback.
+    remote = RuntimeError("Traceback (most recent call last):\n  File ...\nValueError: %s "
+                          "[while running 'MakeRecords/ParDo(_MakePieces)']\n" % marked.value)
+    assert str(pretraining_beam._input_error(remote)) == "gs://b/x.txt; Permission denied"
+    assert pretraining_beam._input_error(RuntimeError("a bug")) is None
 
 
 # ---------------------------------------------------------------------------
@@ -199,7 +272,7 @@ def test_file_too_large_for_a_worker(tmp_path, corpus):
 def test_vocab_without_mask(tmp_path, corpus):
     fv = _bad_corpus(tmp_path, corpus, _corpus(1).encode())
     (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB if t != "[MASK]"))
-    _assert_fails(tmp_path, r"vocabulary has no \[MASK\]", fv)
+    _assert_fails(tmp_path, r"^--vocab_file=\S*vocab\.txt has no \[MASK\] token$", fv)
 
 
 def test_output_prefix_holding_other_shards(tmp_path, corpus):
@@ -227,3 +300,51 @@ def test_without_beam_one_line_names_the_extra(tmp_path, corpus, monkeypatch):
     assert e.value.code == ("error: --runner needs Apache Beam, an optional extra: pip "
                             "install 'bert-tf2[beam]' (import of "
                             "bert_tf2.pretraining.pretraining_beam halted; None in sys.modules)")
+
+
+# ---------------------------------------------------------------------------
+# The command line: one line on a bad input, clean-up on SIGTERM
+# ---------------------------------------------------------------------------
+
+def _command(corpus, tmp_path, pattern, *extra):
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    return [sys.executable, str(repo / "create_pretraining_data.py"),
+            "--input_file=%s" % pattern, "--output_file=%s/out" % tmp_path,
+            "--num_output_shards=2", "--vocab_file=%s" % (corpus / "vocab.txt"),
+            "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % PREDS,
+            "--runner=DirectRunner"] + list(extra)
+
+
+def test_bad_input_in_worker_processes_is_one_line(corpus, tmp_path):
+    """Beam's workers print and log the traceback of the failed bundle (7 of them with
+    2 worker processes): only run_cli's line reaches the terminal."""
+    (tmp_path / "a.txt").write_text(_corpus(1))
+    (tmp_path / "b.txt").write_bytes("the cat\n\nsat on\nthe mat caf\xe9\n".encode("latin-1"))
+    proc = subprocess.run(_command(corpus, tmp_path, "%s/*.txt" % tmp_path, *PROCESSES),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "bad input" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines()
+              if line.startswith(("error", "E1", "ERROR"))]
+    assert errors == ["error: %s/b.txt, line 4: not valid UTF-8 text (invalid continuation "
+                      "byte)" % tmp_path]
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+
+
+def test_sigterm_removes_the_temporary_folder(corpus, tmp_path):
+    for i in range(2):
+        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * 50)
+    proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path,
+                                     "--dupe_factor=50", *IN_MEMORY),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600
+    while not [p for p in tmp_path.iterdir() if ".beam-tmp-" in p.name]:
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.1)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err[-3000:]
+    assert err.splitlines()[-1] == "error: stopped by SIGTERM" and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["big-0.txt", "big-1.txt"]

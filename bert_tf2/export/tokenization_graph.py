@@ -248,10 +248,11 @@ class InGraphTokenizer(tf.Module):
                  max_input_chars_per_word=200, name=None):
         super().__init__(name=name)
         vocab = tokenization.load_vocab(vocab_file)
+        missing = [t for t in (unk_token, "[CLS]", "[SEP]") if t not in vocab]
+        if missing:
+            raise ValueError("--vocab_file=%s has no %s token" % (vocab_file,
+                                                                " / ".join(missing)))
         lines = vocab_asset_lines(vocab, unk_token)
-        for special in ("[CLS]", "[SEP]"):
-            if special not in vocab:
-                raise ValueError("the vocabulary %s has no %s token" % (vocab_file, special))
         self.do_lower_case = bool(do_lower_case)
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word

@@ -28,10 +28,16 @@ output, run_pretraining.py, needs those anyway): local, gs://, hdfs://.
 
 Only create_pretraining_data imports this module, and only with --runner.
 """
+import argparse
+import contextlib
+import difflib
 import hashlib
+import io
 import json
+import logging as python_logging
 import os
 import random
+import sys
 import typing
 import uuid
 
@@ -39,6 +45,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
 from absl import flags
 from absl import logging
 import tensorflow as tf
@@ -54,28 +61,91 @@ NAMESPACE = "create_pretraining_data"
 _BAD_INPUT = "bad input: "
 
 
+class _OptionNames(argparse.ArgumentParser):
+    """Collects the options Beam's PipelineOptions classes declare: name -> takes a value."""
+
+    def __init__(self):
+        super(_OptionNames, self).__init__(add_help=False, allow_abbrev=False)
+        self.takes_value = {}
+
+    def add_argument(self, *args, **kwargs):
+        action = super(_OptionNames, self).add_argument(*args, **kwargs)
+        for name in action.option_strings:
+            self.takes_value[name] = action.nargs != 0
+        return action
+
+    add_value_provider_argument = add_argument
+
+
+def beam_options():
+    """{"--name": takes a value} of every option Beam's PipelineOptions know here."""
+    names = _OptionNames()
+    pending, seen = [PipelineOptions], set()
+    while pending:
+        for cls in pending.pop().__subclasses__():
+            if cls not in seen:
+                seen.add(cls)
+                cls._add_argparse_args(names)  # pylint: disable=protected-access
+                pending.append(cls)
+    return names.takes_value
+
+
+def _absl_flag(name, flag_values):
+    """The absl flag `name` ("noNAME" for a boolean NAME) of flag_values, or None."""
+    for fv in flag_values:
+        if name in fv:
+            return fv[name]
+        if name.startswith("no") and name[2:] in fv and fv[name[2:]].boolean:
+            return fv[name[2:]]
+    return None
+
+
+def _unknown_flag(arg, names, program):
+    """The one-line error of an argument neither absl nor Beam knows."""
+    name = arg.split("=", 1)[0]
+    close = difflib.get_close_matches(name.lstrip("-"), [n.lstrip("-") for n in names],
+                                      n=1, cutoff=0.75)
+    return ("unknown flag %s: not a flag of %s, nor an option of Apache Beam%s"
+            % (name, os.path.basename(program),
+               "; did you mean --%s?" % close[0] if close else ""))
+
+
 def split_args(argv, define_flags):
-    """(argv for absl, options for Beam): every flag that neither `define_flags`
-    nor absl defines goes to Beam, with its value ("--project p" or "--project=p")."""
+    """(argv for absl, options for Beam) of a command line with --runner.
+
+    A flag of `define_flags` or of absl goes to absl; an option Beam's PipelineOptions
+    declare goes to Beam, with its value ("--project p" or "--project=p"). Anything
+    else is a ValueError naming it (with the closest known name): Beam would only log
+    that it discards an argument it does not know, and run with the default of the
+    flag the user misspelt.
+    """
     ours_fv = flags.FlagValues()
     define_flags(ours_fv)
-
-    def flag_of(name):
-        for fv in (ours_fv, flags.FLAGS):
-            for candidate in (name, name[2:] if name.startswith("no") else None):
-                if candidate and candidate in fv:
-                    return fv[candidate]
-        return None
-
+    theirs_known = beam_options()
     ours, theirs = [argv[0]], []
     args = list(argv[1:])
     while args:
         arg = args.pop(0)
-        flag = flag_of(arg.lstrip("-").split("=", 1)[0]) if arg.startswith("-") else None
-        side = theirs if arg.startswith("-") and flag is None else ours
+        if arg == "--":  # absl's end of flags: the rest are its positional arguments
+            ours += [arg] + args
+            break
+        if not arg.startswith("-") or arg == "-":
+            ours.append(arg)
+            continue
+        name = arg.split("=", 1)[0]
+        flag = _absl_flag(name.lstrip("-"), (ours_fv, flags.FLAGS))
+        if flag is not None:
+            side, takes_value = ours, not flag.boolean
+        elif name in theirs_known:
+            side, takes_value = theirs, theirs_known[name]
+        else:
+            raise ValueError(_unknown_flag(arg, list(ours_fv) + list(flags.FLAGS) +
+                                           list(theirs_known), argv[0]))
         side.append(arg)
-        takes_value = arg.startswith("-") and "=" not in arg and not (flag is not None and flag.boolean)
-        if takes_value and args and not args[0].startswith("-"):
+        # absl takes the next argument as the value whatever it is; argparse (Beam)
+        # unless it looks like an option.
+        if takes_value and "=" not in arg and args and (
+                side is ours or not args[0].startswith("-")):
             side.append(args.pop(0))
     return ours, theirs
 
@@ -93,8 +163,11 @@ def match_input_files(patterns, max_file_mb):
     """
     files = []
     for pattern in patterns:
+        # Beam's local file system matches a glob without a folder ("part-*.txt") nowhere.
+        where = pattern if "://" in pattern or os.path.dirname(pattern) else \
+            os.path.join(os.curdir, pattern)
         try:
-            metadata = FileSystems.match([pattern])[0].metadata_list
+            metadata = FileSystems.match([where])[0].metadata_list
         except (IOError, OSError, beam.io.filesystem.BeamIOError):
             metadata = []
         if not metadata:
@@ -137,19 +210,9 @@ class _MakePieces(beam.DoFn):
     def process(self, task):
         """(file_index, path) -> (shard, piece) pairs, and the file's stats tagged "stats"."""
         file_index, path = task
-        try:
-            records, stats = self._make_records(self._state, file_index, path, None)
-        except ValueError as e:
-            raise ValueError(_BAD_INPUT + str(e)) from None
+        temp, pieces, stats = _one_line_errors(self._write_pieces, file_index, path)
         for name, value in stats.items():
             beam.metrics.Metrics.counter(NAMESPACE, name).inc(value)
-        deal = output_rng(self._random_seed, file_index).randrange
-        pieces = [[] for _ in range(self._num_shards)]
-        for record in records:
-            pieces[deal(self._num_shards)].append(record)
-        del records
-        temp = os.path.join(self._temp_dir, "file-%06d-%s" % (file_index, uuid.uuid4().hex))
-        pretraining_shards.write_shard_file(temp, (r for piece in pieces for r in piece))
         start = 0
         for shard, piece in enumerate(pieces):
             end = start + sum(len(r) for r in piece) + \
@@ -158,6 +221,18 @@ class _MakePieces(beam.DoFn):
                 yield shard, (file_index, temp, len(piece), start, end)
             start = end
         yield beam.pvalue.TaggedOutput("stats", json.dumps({"stats": stats}))
+
+    def _write_pieces(self, file_index, path):
+        """(temporary file, records per output shard, stats) of one input file."""
+        records, stats = self._make_records(self._state, file_index, path, None)
+        deal = output_rng(self._random_seed, file_index).randrange
+        pieces = [[] for _ in range(self._num_shards)]
+        for record in records:
+            pieces[deal(self._num_shards)].append(record)
+        del records
+        temp = os.path.join(self._temp_dir, "file-%06d-%s" % (file_index, uuid.uuid4().hex))
+        pretraining_shards.write_shard_file(temp, (r for piece in pieces for r in piece))
+        return temp, pieces, stats
 
 
 class _WriteShard(beam.DoFn):
@@ -170,14 +245,33 @@ class _WriteShard(beam.DoFn):
     def process(self, shard_pieces):
         """(shard, pieces) -> the manifest line of the shard's temporary file."""
         shard, pieces = shard_pieces
-        pieces = sorted(pieces)
         temp = os.path.join(self._temp_dir, "out-%06d-%s" % (shard, uuid.uuid4().hex))
-        count = 0
-        with tf.io.TFRecordWriter(temp) as writer:
-            for record in pretraining_shards.interleave_shards([p[1:] for p in pieces]):
-                writer.write(record)
-                count += 1
+        count = _one_line_errors(_write_records, temp, pretraining_shards.interleave_shards(
+            [p[1:] for p in sorted(pieces)]))
         yield json.dumps({"shard": shard, "path": temp, "records": count})
+
+
+def _write_records(path, records):
+    count = 0
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)
+            count += 1
+    return count
+
+
+def _one_line_errors(function, *args):
+    """function(*args), its bad-input and file errors marked for _input_error.
+
+    Inside a worker the error reaches the entry point as text (a remote traceback),
+    whatever its type: ValueError (a bad input line), OSError (Beam's file systems)
+    or tf.errors.OpError (TensorFlow's) alike become one marked line.
+    """
+    try:
+        return function(*args)
+    except (ValueError, OSError, tf.errors.OpError) as e:
+        text = e.message if isinstance(e, tf.errors.OpError) else str(e)
+        raise ValueError(_BAD_INPUT + (text.strip().splitlines() or [repr(e)])[0]) from None
 
 
 def _build(pipeline, tasks, num_shards, temp_dir, setup, setup_args, make_records,
@@ -240,22 +334,23 @@ def run_pipeline(files, output_files, setup, setup_args, make_records, random_se
     tasks = [(index, path) for index, (path, _) in enumerate(files)]
     logging.info("Beam: %d input files, %d output shards, runner %s", len(tasks),
                  len(output_files), settings.runner)
-    temp_dir = "%s.beam-tmp-%s" % (output_files[0], uuid.uuid4().hex[:8])
-    tf.io.gfile.makedirs(temp_dir)
-    if settings.runner == "DirectRunner":
-        # Local worker processes import the per-file functions from this folder.
-        here = os.path.dirname(os.path.abspath(__file__))
+    local = settings.runner in StandardOptions.LOCAL_RUNNERS
+    if local:
+        # Local worker processes import the per-file functions from where bert_tf2 is.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         os.environ["PYTHONPATH"] = os.pathsep.join(
-            [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+            [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    temp_dir = fileutil.temp_name(output_files[0], "beam-tmp")
+    tf.io.gfile.makedirs(temp_dir)
     try:
-        options = PipelineOptions(list(settings.args) + ["--runner=%s" % settings.runner])
-        pipeline = beam.Pipeline(options=options)
+        pipeline = beam.Pipeline(options=PipelineOptions(_pipeline_args(settings, local)))
         _build(pipeline, tasks, len(output_files), temp_dir, setup, setup_args, make_records,
                random_seed)
-        try:
-            pipeline.run().wait_until_finish()
-        except Exception as e:  # pylint: disable=broad-except
-            raise _input_error(e) or e
+        with _beam_errors_at_debug_level(), _quiet_local_workers(local):
+            try:
+                pipeline.run().wait_until_finish()
+            except Exception as e:  # pylint: disable=broad-except
+                raise _input_error(e) or e
         counts, shards = _read_manifest(temp_dir)
         stats.update(counts)
         if not stats.get("documents"):
@@ -263,5 +358,118 @@ def run_pipeline(files, output_files, setup, setup_args, make_records, random_se
         _finish(output_files, shards)
         return sum(count for _, count in shards.values())
     finally:
+        # Also on Ctrl-C and SIGTERM (flags_common.run_cli); after a SIGKILL, the next
+        # run's fileutil.output_files removes it.
         if tf.io.gfile.exists(temp_dir):
             tf.io.gfile.rmtree(temp_dir)
+
+
+_LOG_LEVEL_OPTION = "--default_sdk_harness_log_level"
+
+
+def _pipeline_args(settings, local):
+    """Beam's arguments: the user's, the runner and, for local workers, their log level.
+
+    A local worker process logs to this terminal: a bad input would print its
+    tracebacks before run_cli's one line. They stay at Beam's level with
+    --verbosity=1 (absl's debug) or when the user sets the option.
+    """
+    args = list(settings.args) + ["--runner=%s" % settings.runner]
+    given = any(a.split("=", 1)[0] == _LOG_LEVEL_OPTION for a in settings.args)
+    if local and not given and not logging.level_debug():
+        args.append("%s=CRITICAL" % _LOG_LEVEL_OPTION)
+    return args
+
+
+class _DemoteBeamErrors(python_logging.Filter):
+    """Beam's logged errors (tracebacks of what run_pipeline raises) at debug level."""
+
+    def filter(self, record):
+        if record.name.startswith("apache_beam") and record.levelno >= python_logging.ERROR:
+            record.levelno, record.levelname = python_logging.DEBUG, "DEBUG"
+            return logging.level_debug()
+        return True
+
+
+@contextlib.contextmanager
+def _beam_errors_at_debug_level():
+    """While the pipeline runs: only run_cli's one line reaches the user on a bad input."""
+    handlers = list(python_logging.getLogger().handlers)
+    demote = _DemoteBeamErrors()
+    for handler in handlers:
+        handler.addFilter(demote)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(demote)
+
+
+class _WithoutWorkerTracebacks(io.TextIOBase):
+    """A text stream that drops the tracebacks Beam's workers print of a bad input.
+
+    A worker prints the traceback of a failed bundle to stderr in one write (then a
+    newline), whatever the log level; the error reaches run_cli, which prints its one
+    line. Everything else is written on.
+    """
+
+    def __init__(self, stream):
+        super(_WithoutWorkerTracebacks, self).__init__()
+        self._stream = stream
+        self._dropped = False
+
+    def write(self, text):
+        dropped = self._dropped
+        self._dropped = text.startswith("Traceback (most recent call last):") and \
+            _BAD_INPUT in text
+        if not self._dropped and not (dropped and text == "\n"):
+            self._stream.write(text)
+        return len(text)
+
+    def flush(self):
+        self._stream.flush()
+
+    def fileno(self):
+        return self._stream.fileno()
+
+    def isatty(self):
+        return self._stream.isatty()
+
+
+@contextlib.contextmanager
+def _quiet_local_workers(local):
+    """While a local pipeline runs: its worker processes' stderr goes to os.devnull.
+
+    Worker processes inherit file descriptor 2, which points at os.devnull meanwhile
+    (they also print tracebacks there whatever their log level); this process's
+    sys.stderr and its logging write to the terminal through _WithoutWorkerTracebacks
+    (Beam's in-process workers print there too). --verbosity=1 (absl's debug) keeps
+    everything as it is.
+    """
+    if not local or logging.level_debug():
+        yield
+        return
+    saved = sys.stderr
+    saved.flush()
+    terminal = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    terminal_stream = open(terminal, "w", buffering=1, errors="backslashreplace",
+                           encoding=getattr(saved, "encoding", None))
+    stream = _WithoutWorkerTracebacks(terminal_stream)
+    handlers = [h for h in [logging.get_absl_handler().python_handler] +
+                python_logging.getLogger().handlers
+                if isinstance(h, python_logging.StreamHandler) and h.stream is saved]
+    sys.stderr = stream
+    for handler in handlers:
+        handler.setStream(stream)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.setStream(saved)
+        sys.stderr = saved
+        terminal_stream.flush()
+        os.dup2(terminal, 2)
+        terminal_stream.close()

@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import struct
 import time
-import uuid
 
 import tensorflow as tf
 
@@ -58,17 +57,18 @@ def _init_worker(setup, setup_args, make_records, counters, threads_per_worker):
     _WORKER.update(state=setup(*setup_args), make_records=make_records, counters=counters)
 
 
-def _shared_counter():
-    """A callback(new_documents, records_so_far) adding to the parent's counters."""
-    documents_total, instances_total = _WORKER["counters"]
-    last = [0]
+def _shared_counter(file_index):
+    """A callback(new_documents, records_so_far) setting this file's progress counters.
+
+    Each file has its own two slots of the shared array (documents, records), which
+    only its worker writes: no lock, so nothing for the resource tracker to miss when
+    the parent ends on an error.
+    """
+    counters = _WORKER["counters"]
 
     def add(new_documents, records_so_far):
-        with documents_total.get_lock():
-            documents_total.value += new_documents
-        with instances_total.get_lock():
-            instances_total.value += records_so_far - last[0]
-        last[0] = records_so_far
+        counters[2 * file_index] += new_documents
+        counters[2 * file_index + 1] = records_so_far
     return add
 
 
@@ -77,7 +77,7 @@ def _process_shard(task):
     cpu_start = time.process_time()
     file_index, path, temp_path = task
     records, stats = _WORKER["make_records"](_WORKER["state"], file_index, path,
-                                             _shared_counter())
+                                             _shared_counter(file_index))
     write_shard_file(temp_path, records)
     return (file_index, temp_path, stats, len(records), time.process_time() - cpu_start)
 
@@ -181,7 +181,7 @@ def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress):
     """Runs every shard task on the pool; returns the workers' results sorted by file."""
     workers = min(num_workers, len(tasks))
     context = _process_context([__name__, make_records.__module__])
-    counters = (context.Value("q", 0), context.Value("q", 0))
+    counters = context.RawArray("q", 2 * len(tasks))
     threads = max(1, (os.cpu_count() or 1) // workers)
     results = []
     # A worker that dies makes the executor fail (BrokenProcessPool) instead of
@@ -196,10 +196,15 @@ def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress):
                     pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
                 results.extend(future.result() for future in done)
                 if progress is not None:
-                    progress.report(counters[0].value, counters[1].value)
-        except BaseException:
+                    progress.report(sum(counters[0::2]), sum(counters[1::2]))
+        except BaseException as e:
             for future in pending:
                 future.cancel()
+            if not isinstance(e, Exception):
+                # Ctrl-C reaches the workers too; SIGTERM only this process: stop them,
+                # rather than wait for the files they are on.
+                for process in multiprocessing.active_children():
+                    process.terminate()
             raise
     return sorted(results)
 
@@ -213,7 +218,7 @@ def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
     temporary shard files live in a folder beside `scratch_beside` (the first
     output file), which is removed when the block ends, whatever happens.
     """
-    temp_dir = "%s.shards-%s" % (scratch_beside, uuid.uuid4().hex[:8])
+    temp_dir = fileutil.temp_name(scratch_beside, "shards")
     tf.io.gfile.makedirs(temp_dir)
     try:
         tasks = [(index, path, os.path.join(temp_dir, "shard-%05d" % index))
