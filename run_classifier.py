@@ -39,6 +39,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
+from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
 
@@ -74,6 +75,7 @@ def define_flags(fv):
         "used zh).", flag_values=fv)
     classifier_tasks.define_flags(fv)  # --processor, --labels_file, columns, --task_type, ...
     long_text.define_flags(fv)
+    class_weights.define_flags(fv)
     flags_common.define_training_flags(fv)
 
 
@@ -184,9 +186,13 @@ def run(fv):
         raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
     predict_examples = processor.get_test_examples(fv.data_dir) if fv.do_predict else None
     classifier_tasks.check_labels(fv, processor)  # against a saved label_list.txt
+    weights = class_weights.from_flags(
+        fv, processor.get_labels(), [e.label for e in train_examples or ()],
+        unsupported="a regression task" if processor.is_regression else
+        "a multi-label task" if processor.is_multilabel else None)
     task = (multilabel_data.MultiLabelTask(processor, tokenizer, fv.max_seq_length, settings)
             if processor.is_multilabel else _Task(processor, tokenizer, fv.max_seq_length,
-                                                  settings))
+                                                  settings, weights))
     train_file = os.path.join(fv.output_dir, "train.tf_record")
     num_train = len(train_examples) if fv.do_train else 0
     num_train_steps, num_warmup_steps = (
@@ -209,7 +215,7 @@ def run(fv):
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if settings.windows else []),
-                           num_train)
+                           num_train, *_dev_evaluation(fv, task, eval_examples))
     if fv.do_eval:
         _evaluate(fv, runner, task, eval_examples)
     if fv.do_predict:
@@ -233,7 +239,7 @@ def _check_flags(fv):
 class _Task(object):
     """What the train / evaluate / predict steps share: data, features and the loss."""
 
-    def __init__(self, processor, tokenizer, max_seq_length, settings):
+    def __init__(self, processor, tokenizer, max_seq_length, settings, weights=None):
         self.processor = processor
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
@@ -241,6 +247,7 @@ class _Task(object):
         self.regression = processor.is_regression
         self.long_text = settings  # long_text.LongText: --long_text and its flags
         self.spec = settings.record_spec(record_spec(max_seq_length, self.regression))
+        self.class_weights = weights  # --class_weights (None: the reference's loss)
 
     def write_features(self, examples, path):
         """Writes the TFRecord file of `examples` to `path`; returns the records written."""
@@ -252,8 +259,11 @@ class _Task(object):
     def loss_fn(self, model, features, is_training):
         """The training loss of one replica's batch (see training.Runner.train)."""
         logits = model(features, training=is_training)["logits"]
-        loss, _, _ = compute_loss(logits, features["label_ids"], len(self.label_list),
-                                  self.regression)
+        loss, per_example, _ = compute_loss(logits, features["label_ids"],
+                                            len(self.label_list), self.regression)
+        if self.class_weights is not None:
+            loss = class_weights.weighted_mean(per_example, features["label_ids"],
+                                               self.class_weights)
         return loss, {}
 
     def predict_fn(self, model, features):
@@ -313,6 +323,14 @@ def _evaluate(fv, runner, task, examples):
     task.write_features(examples, eval_file)
     training.log_stage("eval", ["Num examples = %d" % len(examples),
                                 "Batch size = %d" % fv.eval_batch_size])
+    result = _eval_metrics(fv, runner, task, eval_file, len(examples))
+    result["global_step"] = runner.global_step
+    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
+    return result
+
+
+def _eval_metrics(fv, runner, task, eval_file, num_examples):
+    """The eval_results.txt metrics (but global_step) of the model on `eval_file`."""
     keys = ("per_example_loss", "outputs", "label_ids", "is_real_example") + (
         ("logits", long_text.DOCUMENT_INDEX) if task.long_text.windows else ())
     columns = {key: [] for key in keys + ("batch_ids",)}
@@ -326,13 +344,32 @@ def _evaluate(fv, runner, task, examples):
     merged = task.pooled_columns({key: np.concatenate(parts) if parts else np.zeros([0])
                                   for key, parts in columns.items()})
     num_real = int(np.sum(merged["is_real_example"] > 0))
-    if num_real != len(examples):
-        raise RuntimeError("evaluated %d examples, expected %d" % (num_real, len(examples)))
-    result = task.metrics(merged["per_example_loss"], merged["label_ids"], merged["outputs"],
-                          merged["is_real_example"], merged["batch_ids"])
-    result["global_step"] = runner.global_step
-    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
-    return result
+    if num_real != num_examples:
+        raise RuntimeError("evaluated %d examples, expected %d" % (num_real, num_examples))
+    return task.metrics(merged["per_example_loss"], merged["label_ids"], merged["outputs"],
+                        merged["is_real_example"], merged["batch_ids"])
+
+
+def _dev_evaluation(fv, task, examples):
+    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
+
+    evaluate(runner) computes eval_results.txt's metrics on eval.tf_record, written
+    here once; the names come from task.metrics on two made-up rows.
+    """
+    if fv.eval_every_n_steps is None:
+        return None, None
+    eval_file = os.path.join(fv.output_dir, "eval.tf_record")
+    task.write_features(examples, eval_file)
+    rows = np.array([0, 1])
+    if task.processor.is_multilabel:
+        labels = outputs = np.repeat(rows[:, None], len(task.label_list), 1)
+    elif task.processor.is_regression:
+        labels = outputs = rows.astype(np.float32)
+    else:
+        labels, outputs = rows, np.eye(len(task.label_list))[rows]
+    names = task.metrics(np.zeros(2), labels, outputs, np.ones(2), rows)
+    return (lambda runner: _eval_metrics(fv, runner, task, eval_file, len(examples)),
+            list(names))
 
 
 def _predict(fv, runner, task, examples):

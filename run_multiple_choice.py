@@ -75,7 +75,8 @@ def run(fv):
         training.fine_tune(fv, runner, task.write(splits["train"], "train"), task.spec,
                            task.loss_fn, ["Num questions = %d (%d choices)"
                                           % (len(splits["train"]), task.num_choices)],
-                           len(splits["train"]))
+                           len(splits["train"]),
+                           *_dev_evaluation(fv, task, splits.get("dev")))
     results = _evaluate(fv, runner, task, splits["dev"]) if fv.do_eval else None
     if fv.do_predict:
         _predict(fv, runner, task, splits["test"])
@@ -127,9 +128,10 @@ class _Task(object):
                 "label_ids": features["label_ids"],
                 "is_real_example": features["is_real_example"]}
 
-    def outputs(self, runner, examples, name, batch_size):
-        """Writes `name`.tf_record; the predict_fn outputs of its real rows, in order."""
-        path = self.write(examples, name)
+    def outputs(self, runner, examples, name, batch_size, path=None):
+        """Writes `name`.tf_record (unless `path`, written before, is given); the
+        predict_fn outputs of its real rows, in order."""
+        path = path or self.write(examples, name)
         training.log_stage(name, ["Num questions = %d" % len(examples)])
         count = len(examples)
         parts = {}
@@ -149,13 +151,29 @@ class _Task(object):
 
 def _evaluate(fv, runner, task, examples):
     """Scores the dev split; writes eval_results.txt."""
-    out = task.outputs(runner, examples, "eval", fv.eval_batch_size)
-    predictions = np.argmax(out["probabilities"], axis=-1)
-    result = {"eval_accuracy": np.float32(np.mean(predictions == out["label_ids"])),
-              "eval_loss": np.float32(np.mean(out["per_example_loss"])),
-              "global_step": runner.global_step}
+    result = _metrics(task.outputs(runner, examples, "eval", fv.eval_batch_size))
+    result["global_step"] = runner.global_step
     fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
     return result
+
+
+def _metrics(out):
+    """eval_results.txt's eval_accuracy and eval_loss of task.outputs' columns."""
+    predictions = np.argmax(out["probabilities"], axis=-1)
+    return {"eval_accuracy": np.float32(np.mean(predictions == out["label_ids"])),
+            "eval_loss": np.float32(np.mean(out["per_example_loss"]))}
+
+
+def _dev_evaluation(fv, task, examples):
+    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it;
+    evaluate(runner) scores the dev split (eval.tf_record written once, here)."""
+    if fv.eval_every_n_steps is None:
+        return None, None
+    path = task.write(examples, "eval")
+    return (lambda runner: _metrics(task.outputs(runner, examples, "eval",
+                                                 fv.eval_batch_size, path)),
+            list(_metrics({"probabilities": np.eye(2), "label_ids": np.arange(2),
+                           "per_example_loss": np.zeros(2)})))
 
 
 def _predict(fv, runner, task, examples):

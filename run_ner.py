@@ -40,6 +40,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_metrics
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
 
@@ -82,6 +83,7 @@ def define_flags(fv):
     flags.DEFINE_integer("lstm_units", 768, "--feature_based: LSTM units per direction.",
                          flag_values=fv)
     flags_common.define_fine_tuning_flags(fv, unit="windows")
+    class_weights.define_flags(fv)
     flags_common.define_training_flags(fv)
 
 
@@ -96,7 +98,8 @@ def run(fv):
     tokenizer = flags_common.tokenizer_from_flags(fv)
     # Every file the run needs is read (and so checked) before any work starts.
     train, evaluation, prediction, labels = _read_data(fv)
-    task = _Task(fv, labels, tokenizer)
+    task = _Task(fv, labels, tokenizer, class_weights.from_flags(
+        fv, labels, [tag for s in train.sentences for tag in s.tags] if train else []))
     train_features = task.features(train) if train else None
     num_train_steps, num_warmup_steps = (training.epoch_steps(
         len(train_features), fv, "training windows in %s" % train.path) if train else (0, 0))
@@ -109,20 +112,24 @@ def run(fv):
         train_file = os.path.join(fv.output_dir, "train.tf_record")
         ner_data.write_features(train_features, train_file)
         training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
-                           ["Num windows = %d" % len(train_features)], len(train_features))
+                           ["Num windows = %d" % len(train_features)], len(train_features),
+                           *_dev_evaluation(fv, task, evaluation))
     results = _evaluate(fv, runner, task, evaluation) if fv.do_eval else None
     if fv.do_predict:
         _predict(fv, runner, task, prediction)
     return results
 
 
-def token_loss(logits, label_ids, label_weights):
+def token_loss(logits, label_ids, label_weights, weights=None):
     """Mean cross-entropy over the labelled pieces of the GLOBAL batch, for one replica.
 
     Args:
       logits: [batch, seq_length, num_labels] float32, this replica's.
       label_ids: [batch, seq_length] int.
       label_weights: [batch, seq_length], 1.0 on the first piece of a word.
+      weights: --class_weights ([num_labels]) or None: each labelled piece's loss
+        times its tag's weight, still divided by the number of labelled pieces
+        (pieces of weight 0, padding and a word's later pieces, stay out).
 
     Returns:
       A scalar: this replica's weighted sum over the weights of all replicas, times
@@ -132,9 +139,11 @@ def token_loss(logits, label_ids, label_weights):
     """
     per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=label_ids,
                                                                logits=logits)
-    weights = tf.cast(label_weights, per_token.dtype)
-    denominator = training.global_sum(tf.reduce_sum(weights)) + 1e-5
-    return tf.reduce_sum(per_token * weights) / denominator * training.num_replicas()
+    label_weights = tf.cast(label_weights, per_token.dtype)
+    denominator = training.global_sum(tf.reduce_sum(label_weights)) + 1e-5
+    if weights is not None:
+        label_weights = label_weights * class_weights.of_labels(weights, label_ids)
+    return tf.reduce_sum(per_token * label_weights) / denominator * training.num_replicas()
 
 
 def _check_flags(fv):
@@ -240,11 +249,12 @@ def _labels(fv, train):
 class _Task(object):
     """What the train / evaluate / predict steps share: labels, features, model, loss."""
 
-    def __init__(self, fv, labels, tokenizer):
+    def __init__(self, fv, labels, tokenizer, weights=None):
         self.fv = fv
         self.labels = labels
         self.tokenizer = tokenizer
         self.spec = ner_data.record_spec(fv.max_seq_length)
+        self.class_weights = weights  # --class_weights (None: unweighted)
 
     def features(self, conll_file):
         """The windowed Features of a read file."""
@@ -263,7 +273,8 @@ class _Task(object):
     def loss_fn(self, model, features, is_training):
         """The training loss of one replica's batch (see token_loss)."""
         logits = model(features, training=is_training)["logits"]
-        return token_loss(logits, features["label_ids"], features["label_weights"]), {}
+        return token_loss(logits, features["label_ids"], features["label_weights"],
+                          self.class_weights), {}
 
     def predict_fn(self, model, features):
         """Per position: the predicted label id and its loss against the given label."""
@@ -275,14 +286,19 @@ class _Task(object):
                 "weights": features["label_weights"],
                 "is_real_example": features["is_real_example"]}
 
-    def tag(self, runner, conll_file, name, batch_size):
-        """Tags `conll_file` through `name`.tf_record: (tags per sentence, loss sum, weight)."""
+    def write(self, conll_file, name):
+        """Windows `conll_file` into output_dir/`name`.tf_record; returns (features, path)."""
         features = self.features(conll_file)
         training.log_stage(name, ["Num sentences = %d, windows = %d"
                                   % (len(conll_file.sentences), len(features))])
         path = os.path.join(self.fv.output_dir, name + ".tf_record")
         ner_data.write_features(features, path)
+        return features, path
 
+    def tag(self, runner, conll_file, name, batch_size, written=None):
+        """Tags `conll_file` through `name`.tf_record (written now, or `written`: the
+        (features, path) of write()); returns (tags per sentence, loss sum, weight)."""
+        features, path = written or self.write(conll_file, name)
         dataset_fn = input_pipeline.dataset_fn_for([path], self.spec, batch_size,
                                                    is_training=False,
                                                    trim_padding=runner.trim_padding)
@@ -303,20 +319,46 @@ class _Task(object):
 
 def _evaluate(fv, runner, task, conll_file):
     """Tags the evaluation file; writes eval_results.txt and eval_predictions.txt."""
-    tags, loss, weight = task.tag(runner, conll_file, "eval", fv.eval_batch_size)
+    tags, result = _scores(fv, runner, task, conll_file)
     ner_data.write_predictions(os.path.join(fv.output_dir, "eval_predictions.txt"),
                                conll_file, tags)
-    scores = ner_metrics.score([s.tags for s in conll_file.sentences], tags)
+    result["global_step"] = runner.global_step
+    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
+    return result
+
+
+def _scores(fv, runner, task, conll_file, written=None):
+    """(predicted tags, eval_results.txt's metrics but global_step) of the evaluation file."""
+    tags, loss, weight = task.tag(runner, conll_file, "eval", fv.eval_batch_size, written)
+    return tags, _metrics([s.tags for s in conll_file.sentences], tags, loss, weight)
+
+
+def _metrics(gold, tags, loss, weight):
+    """conlleval's entity scores, token accuracy and the mean loss, as numpy float32."""
+    scores = ner_metrics.score(gold, tags)
     result = {"eval_precision": np.float32(scores["precision"]),
               "eval_recall": np.float32(scores["recall"]),
               "eval_f1": np.float32(scores["f1"]),
               "eval_accuracy": np.float32(scores["accuracy"]),
-              "eval_loss": np.float32(loss / weight if weight else 0.0),
-              "global_step": runner.global_step}
+              "eval_loss": np.float32(loss / weight if weight else 0.0)}
     for kind, (_, _, f1, _) in scores["per_type"].items():
         result["eval_f1_%s" % kind] = np.float32(f1)
-    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
     return result
+
+
+def _dev_evaluation(fv, task, conll_file):
+    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
+
+    evaluate(runner) scores the evaluation file (windowed once, here) as _evaluate
+    does, writing nothing; the names are those of its gold tags scored against
+    themselves (every type of the file has its eval_f1_<TYPE>).
+    """
+    if fv.eval_every_n_steps is None:
+        return None, None
+    written = task.write(conll_file, "eval")
+    gold = [s.tags for s in conll_file.sentences]
+    return (lambda runner: _scores(fv, runner, task, conll_file, written)[1],
+            list(_metrics(gold, gold, 0.0, 0.0)))
 
 
 def _predict(fv, runner, task, conll_file):

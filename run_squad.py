@@ -29,6 +29,7 @@ from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import periodic_eval
 # The task data and post-processing live in squad_data / squad_results; every name
 # the reference's run_squad.py has stays importable from here.
 from bert_tf2.input_pipeline import (  # noqa: F401  pylint: disable=unused-import
@@ -115,6 +116,7 @@ def define_flags(fv):
             "SQuAD 2.0 with answers in --predict_file: also write "
             "predictions_best_thresh.json, the predictions under the null threshold that "
             "maximises F1 on that file.")
+    periodic_eval.define_flags(fv)  # dev data: --predict_file (with answers)
     flags_common.define_training_flags(fv)
 
 
@@ -235,8 +237,11 @@ def _write_features(path, examples, tokenizer, fv, is_training, keep=None):
     return writer.num_features
 
 
-def _train(fv, bert_config, tokenizer, train_examples):
-    """Writes train.tf_record and fine-tunes on it; returns the Runner."""
+def _train(fv, bert_config, tokenizer, train_examples, dev=(None, None)):
+    """Writes train.tf_record and fine-tunes on it; returns the Runner.
+
+    `dev`: (evaluate, metric names) of --eval_every_n_steps (_dev_evaluation).
+    """
     num_train_steps, num_warmup_steps = training.epoch_steps(
         len(train_examples), fv, "training examples in --train_file=%s" % fv.train_file)
 
@@ -258,7 +263,8 @@ def _train(fv, bert_config, tokenizer, train_examples):
                                                is_training=True, seed=fv.seed)
 
     runner = _make_runner(fv, bert_config, num_train_steps, num_warmup_steps)
-    runner.train(dataset_fn, _loss_fn, global_batch_size=fv.train_batch_size)
+    runner.train(dataset_fn, _loss_fn, global_batch_size=fv.train_batch_size,
+                 evaluation=periodic_eval.from_flags(fv, *dev))
     return runner
 
 
@@ -269,8 +275,8 @@ def _make_runner(fv, bert_config, num_train_steps=0, num_warmup_steps=0):
         num_train_steps, num_warmup_steps)
 
 
-def _predict(fv, runner, eval_examples, tokenizer):
-    """Runs the model over the eval features; returns (summaries, compact results)."""
+def _write_eval(fv, eval_examples, tokenizer):
+    """Writes eval.tf_record; returns (feature summaries, number of features)."""
     eval_file = os.path.join(fv.output_dir, "eval.tf_record")
     summaries = []
     num_features = _write_features(eval_file, eval_examples, tokenizer, fv,
@@ -280,7 +286,14 @@ def _predict(fv, runner, eval_examples, tokenizer):
     logging.info("  Num orig examples = %d", len(eval_examples))
     logging.info("  Num split examples = %d", num_features)
     logging.info("  Batch size = %d", fv.predict_batch_size)
+    return summaries, num_features
 
+
+def _predict(fv, runner, eval_examples, tokenizer, written=None):
+    """Runs the model over the eval features (written now, or `written`: _write_eval's
+    result); returns (summaries, compact results)."""
+    summaries, num_features = written or _write_eval(fv, eval_examples, tokenizer)
+    eval_file = os.path.join(fv.output_dir, "eval.tf_record")
     spec = input_pipeline.squad_features(fv.max_seq_length, is_training=False)
 
     dataset_fn = input_pipeline.dataset_fn_for([eval_file], spec, fv.predict_batch_size,
@@ -304,6 +317,30 @@ def _predict(fv, runner, eval_examples, tokenizer):
         raise ValueError("the model returned %d results for %d features" %
                          (len(results), num_features))
     return summaries, results
+
+
+def _dev_evaluation(fv, tokenizer, eval_examples, articles):
+    """(evaluate, None) for --eval_every_n_steps, or (None, None) without it.
+
+    evaluate(runner): the official EM/F1 of eval_results.txt on --predict_file
+    (eval.tf_record written once, here; no file written). The metric names are known
+    at the first evaluation only.
+    """
+    if fv.eval_every_n_steps is None:
+        return None, None
+    if not eval_examples or not has_gold_answers(articles, fv.version_2_with_negative):
+        raise ValueError("--eval_every_n_steps needs questions with answers in "
+                         "--predict_file=%s (the EM/F1 it evaluates)" % fv.predict_file)
+    written = _write_eval(fv, eval_examples, tokenizer)
+
+    def evaluate(runner):
+        summaries, results = _predict(fv, runner, eval_examples, tokenizer, written)
+        predictions = compute_predictions(
+            eval_examples, summaries, results, fv.n_best_size, fv.max_answer_length,
+            fv.do_lower_case, fv.version_2_with_negative, fv.null_score_diff_threshold,
+            fv.verbose_logging)
+        return evaluate_predictions(articles, predictions, fv.version_2_with_negative)
+    return evaluate, None
 
 
 def _evaluate(fv, articles, squad_predictions):
@@ -338,7 +375,8 @@ def run(fv):
 
     runner = None
     if fv.do_train:
-        runner = _train(fv, bert_config, tokenizer, train_examples)
+        runner = _train(fv, bert_config, tokenizer, train_examples,
+                        _dev_evaluation(fv, tokenizer, eval_examples, eval_articles))
         del train_examples
     if not fv.do_predict:
         return None
@@ -356,6 +394,7 @@ def _check_flags(fv):
     flags_common.require(fv, ("vocab_file", "bert_config_file", "output_dir"))
     bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
     validate_flags_or_throw(fv, bert_config)
+    periodic_eval.check_flags(fv, dev_data="--do_predict")
     fileutil.prepare_output_dir(fv.output_dir)
     return bert_config
 

@@ -97,6 +97,13 @@ def write_eval_results(path, results):
 # The label list a training run leaves beside its checkpoints (run_ner, multilabel).
 LABEL_LIST_FILE = "label_list.txt"
 
+# Every settings file a run may leave beside its checkpoints, which the programs that
+# take the checkpoint read (checkpoints.file_beside): label_list.txt, long_text.json
+# (long_text.SETTINGS_FILE), sentence_embedding.json (pooling.SETTINGS_FILE). A copy
+# of a checkpoint (output_dir/best) takes them along; tests/test_periodic_eval.py
+# checks that the tasks' names are here.
+SETTINGS_FILES = (LABEL_LIST_FILE, "long_text.json", "sentence_embedding.json")
+
 
 def write_label_list(path, labels):
     """Writes a label list, one label per line (read back by read_label_list)."""

@@ -17,6 +17,7 @@ import tensorflow as tf
 import modeling
 from bert_tf2 import fileutil
 from bert_tf2.tasks import pooling
+from bert_tf2.trainer import periodic_eval
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
 import tokenization
@@ -109,6 +110,7 @@ def define_fine_tuning_flags(fv, unit="examples"):
                       "batches less padding to compute. The same steps; each epoch holds "
                       "every one of its %s once but for the N mod batch size left out at "
                       "random. Default: the reference's order." % (unit, unit), flag_values=fv)
+    periodic_eval.define_flags(fv)
 
 
 def check_fine_tuning_flags(fv, required, check_task=None):
@@ -116,8 +118,9 @@ def check_fine_tuning_flags(fv, required, check_task=None):
 
     The flags `required` are set, --do_lower_case fits the checkpoint's name, at
     least one of --do_train / --do_eval / --do_predict is given, `check_task(fv)`
-    (the runner's own checks, optional) passes, and the model's config fits
-    --max_seq_length (bert_config_from_flags), in that order.
+    (the runner's own checks, optional) passes, the evaluation-during-training flags
+    fit (periodic_eval.check_flags) and the model's config fits --max_seq_length
+    (bert_config_from_flags), in that order.
     """
     require(fv, required)
     tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
@@ -126,6 +129,7 @@ def check_fine_tuning_flags(fv, required, check_task=None):
                          "--do_predict")
     if check_task is not None:
         check_task(fv)
+    periodic_eval.check_flags(fv)
     return bert_config_from_flags(fv)
 
 

@@ -514,3 +514,94 @@ def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, cap
         module._check_flags(flags_common.parse_flags(module.define_flags, argv))
         warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert warned == warnings
+
+
+# ---------------------------------------------------------------------------
+# Rule: the evaluation-during-training flags are checked before any work
+# (periodic_eval.check_flags, via flags_common.check_fine_tuning_flags; run_squad's own
+# _check_flags), a --best_metric the run does not report before training where its
+# metrics are known (periodic_eval.check_metric).
+# ---------------------------------------------------------------------------
+
+def _dev_flag(runner):
+    return "--do_predict" if runner == "run_squad" else "--do_eval"
+
+
+@pytest.mark.parametrize("runner", sorted(_FINE_TUNERS))
+@pytest.mark.parametrize("extra, message", [
+    (["--early_stopping_patience=2"], r"--early_stopping_patience needs --eval_every_n_steps"),
+    (["--best_metric=eval_loss"], r"--best_metric needs --eval_every_n_steps"),
+    (["--eval_every_n_steps=0"], r"--eval_every_n_steps=0 must be >= 1"),
+    (["--eval_every_n_steps=2", "--early_stopping_patience=0"],
+     r"--early_stopping_patience=0 must be >= 1"),
+])
+def test_evaluation_flags_that_cannot_work(files, tmp_path, runner, extra, message):
+    module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", "--do_train",
+                                        _dev_flag(runner), *extra)
+    with pytest.raises(ValueError, match=message):
+        _run(module, argv)
+    assert not os.path.exists(tmp_path / "out" / "train.tf_record")
+
+
+@pytest.mark.parametrize("runner", sorted(_FINE_TUNERS))
+def test_evaluation_during_training_needs_dev_data(files, tmp_path, runner):
+    module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", "--do_train",
+                                        "--eval_every_n_steps=2")
+    with pytest.raises(ValueError, match=r"--eval_every_n_steps needs %s: the dev data"
+                                         % _dev_flag(runner)):
+        _run(module, argv)
+    module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", _dev_flag(runner),
+                                        "--eval_every_n_steps=2")
+    with pytest.raises(ValueError, match=r"--eval_every_n_steps evaluates during training: "
+                                         r"it needs --do_train"):
+        _run(module, argv)
+
+
+@pytest.mark.parametrize("runner, reported", [
+    ("run_classifier", "eval_accuracy, eval_loss, loss"),
+    ("run_ner", "eval_accuracy, eval_f1, eval_f1_X, eval_loss, eval_precision, eval_recall"),
+    ("run_multiple_choice", "eval_accuracy, eval_loss")])
+def test_unknown_best_metric_is_named_before_training(files, tmp_path, runner, reported):
+    module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", "--do_train", "--do_eval",
+                                        "--eval_every_n_steps=1", "--best_metric=eval_f2",
+                                        "--train_batch_size=2", "--num_train_epochs=1")
+    with pytest.raises(ValueError, match=r"--best_metric=eval_f2 is not a metric this run "
+                                         r"reports \(checked before training\); it reports: "
+                                         + reported + "$"):
+        _run(module, argv)
+    assert not [n for n in os.listdir(tmp_path / "out") if n.startswith("model.ckpt")]
+
+
+# ---------------------------------------------------------------------------
+# Rule: --class_weights is 'balanced' or one positive number per label, for single-label
+# classification and tagging only (class_weights.from_flags).
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("runner", ["run_classifier", "run_ner"])
+@pytest.mark.parametrize("value, message", [
+    ("1,2,3", r"--class_weights=1,2,3 has 3 weights for 2 labels"),
+    ("1,0", r"--class_weights=1,0: '0' \(label .*\) must be a positive number"),
+    ("1,-2", r"--class_weights=1,-2: '-2' \(label .*\) must be a positive number"),
+    ("1,nan", r"--class_weights=1,nan: 'nan' \(label .*\) must be a positive number"),
+    ("1,x", r"--class_weights=1,x: 'x' \(label .*\) is not a number"),
+])
+def test_bad_class_weights(files, tmp_path, runner, value, message):
+    module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", "--do_train",
+                                        "--class_weights=" + value)
+    with pytest.raises(ValueError, match=message):
+        _run(module, argv)
+    assert not os.path.exists(tmp_path / "out" / "train.tf_record")
+
+
+def test_class_weights_refused_for_regression_and_multilabel(files, tmp_path):
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    write_text(tmp_path / "sts" / "train.tsv", header + "0\tg\tf\t2012\t0\ts\ts\tthe\ta\t3\n")
+    write_text(tmp_path / "ml" / "train.tsv", "the cat\tx,y\n")
+    for task, data, what in (("sts-b", "sts", "a regression task"),
+                             ("multilabel", "ml", "--task_name=multilabel")):
+        module, argv = _classifier(dict(files, glue=str(tmp_path / data)), tmp_path / "out",
+                                   "--do_train", "--class_weights=balanced")
+        argv = [a.replace("--task_name=sst-2", "--task_name=" + task) for a in argv]
+        with pytest.raises(ValueError, match=r"--class_weights is not supported for %s"
+                                             % what):
+            _run(module, argv)

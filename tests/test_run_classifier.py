@@ -661,3 +661,29 @@ def test_tf1_golden_checkpoint_classifier(shared_dir, tmp_path):
     assert float(result["eval_accuracy"]) == pytest.approx(
         np.mean(probs.argmax(-1) == labels))
     assert result["global_step"] == "0"
+
+
+@pytest.mark.slow
+def test_eval_during_training_keeps_the_run_and_its_best(mrpc_run, tmp_path):
+    # The default run (mrpc_run) leaves none of the new files.
+    for name in ("eval_history.jsonl", "best", "eval"):
+        assert not (mrpc_run["out"] / name).exists()
+    argv = [a for a in mrpc_run["argv"] if not a.startswith("--output_dir")]
+    out = tmp_path / "evaluated"
+    rc.run(_fv(argv + ["--output_dir=%s" % out, "--eval_every_n_steps=2",
+                       "--best_metric=eval_loss"]))
+    with open(str(out / "eval_history.jsonl")) as f:
+        history = [json.loads(line) for line in f]
+    assert [r["global_step"] for r in history] == [2, 4, 5]  # every 2 steps and the last
+    # The final --do_eval evaluates the last checkpoint with the same code.
+    final = _read_eval_results(str(out / "eval_results.txt"))
+    assert {k: float(v) for k, v in final.items()} == dict(history[-1])
+    # best/ is a checkpoint folder --init_checkpoint takes; evaluated there, the best
+    # step scores what its history line says.
+    best = min(history, key=lambda r: r["eval_loss"])
+    rc.run(_fv(_base_flags(tmp_path, str(mrpc_run["data_dir"]), mrpc_run["vocab"],
+                           output_dir=tmp_path / "again", extra=[
+                               "--do_eval", "--max_seq_length=32", "--eval_batch_size=16",
+                               "--init_checkpoint=%s" % (out / "best")])))
+    again = _read_eval_results(str(tmp_path / "again" / "eval_results.txt"))
+    assert {k: float(v) for k, v in again.items()} == dict(best)

@@ -200,3 +200,22 @@ def test_run_errors(tmp_path):
              "--output_dir=%s" % tmp_path, "--do_train"]))
     with pytest.raises(ValueError, match=r"val\.csv: no such file"):
         run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "out", "--do_eval"))
+
+
+@pytest.mark.slow
+def test_eval_during_training_writes_the_history_of_eval_results(tmp_path):
+    data = tmp_path / "swag"
+    write_text(data / "train.csv", _swag_csv(_synthetic(16, 1)))
+    write_text(data / "val.csv", _swag_csv(_synthetic(12, 2)))
+    out = tmp_path / "out"
+    result = run_multiple_choice.run(_flags(
+        tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=2",
+        "--eval_every_n_steps=2", "--best_metric=eval_loss"))
+    history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+    assert [sorted(r) for r in history] == [["eval_accuracy", "eval_loss", "global_step"]] * 2
+    assert [r["global_step"] for r in history] == [2, 4]
+    # The final evaluation (of the last checkpoint) scores what the last line says.
+    assert history[-1] == {k: float(str(v)) for k, v in result.items()}
+    best = min(history, key=lambda r: r["eval_loss"])
+    assert json.loads((out / "best" / "best.json").read_text()) == {
+        "metric": "eval_loss", "value": best["eval_loss"], "global_step": best["global_step"]}

@@ -12,6 +12,7 @@ from bert_tf2 import flags_common
 from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT
 from test_ner_data import IOB1, IOB2, VOCAB, write
+from test_training import absl_records  # noqa: F401  (a fixture)
 
 TINY = {"vocab_size": len(VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
         "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
@@ -260,3 +261,31 @@ def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_pa
     # A per-replica mean would weigh replica 0's 3 pieces like replica 1's 9.
     assert abs(np.mean(got["replicas"]) - np.mean(
         [-(picked * mask)[:2].sum() / 3, -(picked * mask)[2:].sum() / 9])) > 1e-3
+
+
+@pytest.mark.slow
+def test_eval_during_training_and_class_weights(tmp_path, absl_records):
+    data = tmp_path / "data"
+    write(data / "train.txt", IOB2)
+    write(data / "dev.txt", IOB2)
+    write(data / "test.txt", WORDS_ONLY)
+    out = tmp_path / "out"
+    result = run(tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=16",
+                 "--eval_every_n_steps=4", "--best_metric=eval_f1", "--class_weights=balanced")
+    # Balanced over the 14 words' tags: O 6 times -> 14 / (6 * 6); B-ORG once -> 14 / 6.
+    assert any(r.getMessage() == "Class weights (--class_weights=balanced): O 0.3889, "
+               "B-LOC 0.7778, B-ORG 2.333, B-PER 1.167, I-ORG 2.333, I-PER 2.333"
+               for r in absl_records.records)
+    history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+    assert [r["global_step"] for r in history] == [4, 8, 12]
+    assert set(history[0]) == {"global_step", "eval_precision", "eval_recall", "eval_f1",
+                               "eval_accuracy", "eval_loss", "eval_f1_LOC", "eval_f1_ORG",
+                               "eval_f1_PER"}
+    assert history[-1]["eval_f1"] == float(str(result["eval_f1"]))
+    best = max(history, key=lambda r: r["eval_f1"])  # the first of equals stays
+    assert checkpoints.checkpoint_step(str(out / "best")) == best["global_step"]
+    # best/ carries the label list: tagging from it alone works.
+    assert (out / "best" / "label_list.txt").read_text() == (out / "label_list.txt").read_text()
+    again = run(tmp_path, data, tmp_path / "from_best", "--do_eval",
+                "--init_checkpoint=%s" % (out / "best"))
+    assert float(str(again["eval_f1"])) == best["eval_f1"]

@@ -733,3 +733,24 @@ def test_loss_is_the_mean_of_start_and_end_cross_entropies():
     expected = (cross_entropy(start, starts) + cross_entropy(end, ends)) / 2
     loss = run_squad.squad_loss(start, end, starts, ends)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_eval_during_training_scores_the_predict_file(shared_dir, dev_articles, tmp_path):
+    paragraphs = dev_articles[0]["paragraphs"][:2]
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps({"data": first_answers([{"paragraphs": paragraphs[:1]}])}))
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps({"data": [{"paragraphs": paragraphs[1:2]}]}))
+    out = tmp_path / "out"
+    metrics = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
+                                      "--train_file=%s" % train, "--predict_file=%s" % dev,
+                                      "--eval_every_n_steps=1", "--best_metric=f1"))
+    with open(out / "eval_history.jsonl") as f:
+        history = [json.loads(line) for line in f]
+    assert [r["global_step"] for r in history] == list(range(1, len(history) + 1))
+    assert set(history[0]) == {"global_step", "exact_match", "f1", "total"}
+    # predictions.json and eval_results.txt come from the last checkpoint, as before.
+    assert history[-1] == dict(metrics, global_step=len(history))
+    best = json.loads((out / "best" / "best.json").read_text())
+    assert best["value"] == max(r["f1"] for r in history)

@@ -30,6 +30,9 @@ TF1_SLOT_NAMES = ("adam_m", "adam_v")
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
+# The file prefix of the checkpoints a run writes: output_dir/model.ckpt-<step>.
+CHECKPOINT_NAME = "model.ckpt"
+
 
 def tf1_name(name):
     """TF1 variable name for one of our variable names (or for a tf.Variable)."""

@@ -31,11 +31,12 @@ from bert_tf2.trainer import checkpoints
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import periodic_eval
 import modeling
 import optimization
 from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
 
-CHECKPOINT_NAME = "model.ckpt"
+CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
 
 
 
@@ -271,7 +272,8 @@ def real_rows(batches, key="outputs"):
                 yield row
 
 
-def fine_tune(fv, runner, path, spec, loss_fn, counts, num_records):
+def fine_tune(fv, runner, path, spec, loss_fn, counts, num_records, evaluate=None,
+              metric_names=None):
     """Trains `runner` on the `num_records` records of `path` (the fine-tuning runners'
     training).
 
@@ -280,7 +282,10 @@ def fine_tune(fv, runner, path, spec, loss_fn, counts, num_records):
     --train_batch_size, --seed, trimmed batches when the runner trims, batches grouped
     by length with --group_by_length. Grouping makes the batches of each epoch from
     that epoch alone: with fewer records than a batch it has none to make, and the
-    reference's order (batches across epochs) is kept, with a warning.
+    reference's order (batches across epochs) is kept, with a warning. With
+    --eval_every_n_steps, `evaluate(runner)` (-> the runner's eval metrics) runs during
+    training (periodic_eval); `metric_names`, when known, lets a wrong --best_metric fail
+    before the first step.
     """
     log_stage("training", list(counts) + ["Batch size = %d" % fv.train_batch_size,
                                           "Num steps = %d" % runner.config.num_train_steps])
@@ -294,11 +299,13 @@ def fine_tune(fv, runner, path, spec, loss_fn, counts, num_records):
     if grouped and not runner.trim_padding:
         logging.warning("--group_by_length without trimmed batches (--notrim_padding or a "
                         "TPU) changes the order only, not the work")
+    evaluation = periodic_eval.from_flags(fv, evaluate, metric_names)
     dataset_fn = input_pipeline.dataset_fn_for([path], spec, fv.train_batch_size,
                                                is_training=True, seed=fv.seed,
                                                trim_padding=runner.trim_padding,
                                                group_by_length=grouped)
-    return runner.train(dataset_fn, loss_fn, global_batch_size=fv.train_batch_size)
+    return runner.train(dataset_fn, loss_fn, global_batch_size=fv.train_batch_size,
+                        evaluation=evaluation)
 
 
 # ---------------------------------------------------------------------------
@@ -565,7 +572,7 @@ class Runner:
         parts.append("ETA %s" % time.strftime("%H:%M:%S", time.gmtime(remaining)))
         return ", ".join(parts)
 
-    def train(self, dataset_fn, loss_fn, global_batch_size=None):
+    def train(self, dataset_fn, loss_fn, global_batch_size=None, evaluation=None):
         """Trains up to config.num_train_steps optimizer steps.
 
         Args:
@@ -574,10 +581,14 @@ class Runner:
             replica's batch, dict of scalar metrics); called positionally.
           global_batch_size: examples per micro-batch over all replicas, for
             the examples/s figures.
+          evaluation: a periodic_eval.PeriodicEval (--eval_every_n_steps): a
+            checkpoint and an evaluation at each of its steps, maybe an early stop.
         """
         cfg = self.config
         if self.optimizer is None:
             raise ValueError("this Runner was built without an optimizer")
+        if evaluation is not None and evaluation.start(self, cfg.num_train_steps):
+            return {}
         step = self.global_step
         if step >= cfg.num_train_steps:
             logging.info("Already at step %d of %d: nothing to train", step, cfg.num_train_steps)
@@ -596,7 +607,7 @@ class Runner:
         with _TerminationWatch() as termination:
             try:
                 metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
-                                            termination)
+                                            termination, evaluation)
             except KeyboardInterrupt:
                 raise Interrupted(self._interrupted_text()) from None
         writer.flush()
@@ -612,13 +623,17 @@ class Runner:
                 "(--save_checkpoints_steps=%d); rerun the same command to start again"
                 % (self.global_step, self.config.save_checkpoints_steps))
 
-    def _train_loops(self, train_loop, iterator, writer, examples_per_step, termination):
+    def _train_loops(self, train_loop, iterator, writer, examples_per_step, termination,
+                     evaluation=None):
         cfg = self.config
+        last = cfg.num_train_steps
         step = self.global_step
         metrics = {}
-        while step < cfg.num_train_steps:
+        while step < last:
             to_checkpoint = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
-            n = min(cfg.iterations_per_loop, cfg.num_train_steps - step, to_checkpoint)
+            n = min(cfg.iterations_per_loop, last - step, to_checkpoint)
+            if evaluation is not None:
+                n = min(n, evaluation.steps_to_next(step, last))
             loop_start = time.time()
             values = train_loop(iterator, tf.constant(n))
             metrics = {k: float(v) for k, v in values.items()}
@@ -627,12 +642,16 @@ class Runner:
                                  "or bad input data?)" % (metrics["loss"], step + n))
             step = self.global_step
             self._log_progress(writer, step, loop_start, n, examples_per_step, metrics)
-            if (step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps
-                    or termination.requested):
+            evaluate = evaluation is not None and evaluation.due(step, last)
+            # An evaluation's step is also a checkpoint: a resumed run goes on after it.
+            if (step % cfg.save_checkpoints_steps == 0 or step >= last
+                    or termination.requested or evaluate):
                 self.save()
             if termination.requested:
                 logging.warning("SIGTERM received: checkpoint at step %d written, stopping", step)
                 raise SystemExit(143)
+            if evaluate and evaluation.run(step):
+                break
         return metrics
 
     def _skip_trained_batches(self, dataset_fn, step):

@@ -1,0 +1,333 @@
+"""Evaluation during training: a history, the best checkpoint, early stopping.
+
+--eval_every_n_steps=N makes training.Runner.train stop every N optimizer steps (and
+at its last step), write a checkpoint there and call the runner's `evaluate(runner)`,
+which returns the metrics of that runner's eval_results.txt computed by the same
+code. Each evaluation becomes one JSON line of output_dir/eval_history.jsonl
+({"global_step": N, <metric>: value, ...}) and TensorBoard scalars under
+output_dir/eval. --best_metric keeps the checkpoint that scored best in output_dir/best/
+(model weights, named model.ckpt-<step>, with the run's settings files and best.json:
+metric, value, step); --early_stopping_patience=K ends training after K evaluations in
+a row without an improvement. A resumed run reads the history and best.json back: no
+step is written twice, the best's score and the evaluations since it are known, and
+an evaluation a kill interrupted (checkpoint written, line not) is run again first.
+"""
+import json
+import math
+import os
+import time
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf2 import fileutil
+from bert_tf2.trainer import checkpoints
+
+HISTORY_FILE = "eval_history.jsonl"
+BEST_DIR = "best"
+BEST_FILE = "best.json"
+SUMMARY_DIR = "eval"
+
+
+def define_flags(fv):
+    """--eval_every_n_steps, --best_metric, --early_stopping_patience (all off by default)."""
+    flags.DEFINE_integer(
+        "eval_every_n_steps", None,
+        "Evaluate on the dev set every N training steps (and at the last step), with the "
+        "metrics of eval_results.txt: one JSON line per evaluation in "
+        "output_dir/%s, TensorBoard scalars in output_dir/%s. Needs --do_train and the "
+        "dev data. Default: evaluate only after training, as the reference."
+        % (HISTORY_FILE, SUMMARY_DIR), flag_values=fv)
+    flags.DEFINE_string(
+        "best_metric", None,
+        "With --eval_every_n_steps: keep the checkpoint with the best value of this "
+        "metric (any the run reports, e.g. eval_accuracy; *loss metrics lower is better, "
+        "the others higher) in output_dir/%s, a checkpoint folder --init_checkpoint "
+        "and export_saved_model take. Default: eval_loss with "
+        "--early_stopping_patience, else none." % BEST_DIR, flag_values=fv)
+    flags.DEFINE_integer(
+        "early_stopping_patience", None,
+        "With --eval_every_n_steps: stop training after this many evaluations in a row "
+        "without an improvement of --best_metric.", flag_values=fv)
+
+
+def check_flags(fv, dev_data="--do_eval"):
+    """Raises ValueError for settings of the three flags no run can honour.
+
+    `dev_data` names what gives the run its dev set (run_squad: --do_predict), which
+    must be set along with --do_train.
+    """
+    if "eval_every_n_steps" not in fv:  # a program without these flags
+        return
+    every = fv.eval_every_n_steps
+    if every is None:
+        for name in ("best_metric", "early_stopping_patience"):
+            if getattr(fv, name) is not None:
+                raise ValueError("--%s needs --eval_every_n_steps (the evaluations it "
+                                 "compares)" % name)
+        return
+    if every < 1:
+        raise ValueError("--eval_every_n_steps=%d must be >= 1" % every)
+    if not fv.do_train:
+        raise ValueError("--eval_every_n_steps evaluates during training: it needs "
+                         "--do_train")
+    if not getattr(fv, dev_data.lstrip("-")):
+        raise ValueError("--eval_every_n_steps needs %s: the dev data it evaluates on"
+                         % dev_data)
+    patience = fv.early_stopping_patience
+    if patience is not None and patience < 1:
+        raise ValueError("--early_stopping_patience=%d must be >= 1" % patience)
+    if fv.best_metric is not None and not fv.best_metric.strip():
+        raise ValueError("--best_metric is empty: name a metric, e.g. eval_accuracy")
+
+
+def lower_is_better(metric):
+    """Whether smaller values of `metric` are better: the losses (eval_loss, loss, ...)."""
+    return metric.endswith("loss")
+
+
+def from_flags(fv, evaluate, metric_names=None):
+    """The PeriodicEval of the flags, or None without --eval_every_n_steps."""
+    if getattr(fv, "eval_every_n_steps", None) is None:
+        return None
+    if evaluate is None:
+        raise ValueError("--eval_every_n_steps is not supported by this program")
+    metric = fv.best_metric
+    if metric is None and fv.early_stopping_patience is not None:
+        metric = "eval_loss"
+        logging.info("--early_stopping_patience without --best_metric: watching eval_loss")
+    return PeriodicEval(evaluate, fv.eval_every_n_steps, metric and metric.strip(),
+                        fv.early_stopping_patience, metric_names)
+
+
+def check_metric(metric, names, when):
+    """ValueError unless `metric` is one of `names` (the metrics a run reports)."""
+    if metric is not None and metric not in names:
+        raise ValueError("--best_metric=%s is not a metric this run reports (%s); it "
+                         "reports: %s" % (metric, when, ", ".join(sorted(names))))
+
+
+def read_history(path):
+    """The evaluations of an eval_history.jsonl, in file order ([] when absent).
+
+    A last line cut short (a kill while writing) is dropped with a warning; any other
+    line that is not a JSON object with an integer global_step is an error naming it.
+    """
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path, "r") as f:
+        lines = f.read().split("\n")
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            int(record["global_step"])
+        except (ValueError, KeyError, TypeError):
+            if number == len(lines):
+                logging.warning("%s, line %d: incomplete, dropped", path, number)
+                continue
+            raise ValueError("%s, line %d: not an evaluation record (a JSON object with "
+                             "global_step)" % (path, number)) from None
+        records.append(record)
+    return records
+
+
+def write_history(path, records):
+    """Writes the evaluation records, one JSON object per line (complete or absent)."""
+    with fileutil.atomic_open(path, "w") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+
+
+class PeriodicEval:
+    """The evaluations of one training run: when, the history, the best, the stop."""
+
+    def __init__(self, evaluate, every_n_steps, best_metric=None, patience=None,
+                 metric_names=None):
+        self.evaluate = evaluate
+        self.every = every_n_steps
+        self.metric = best_metric
+        self.patience = patience
+        if metric_names is not None:
+            check_metric(best_metric, set(metric_names), "checked before training")
+        self.history = []
+        self.best = None             # {"metric", "value", "global_step"}
+        self.since_best = 0          # evaluations after the best one
+        self._runner = None
+        self._last_step = None
+        self._writer = None
+        self._best_manager = None
+
+    # -- schedule ------------------------------------------------------------
+
+    def steps_to_next(self, step, last_step):
+        """Training steps from `step` to the next evaluation."""
+        return min(self.every - step % self.every, last_step - step)
+
+    def due(self, step, last_step):
+        """Whether the loop evaluates at `step` (a multiple of N, or the last step)."""
+        return step > 0 and (step % self.every == 0 or step == last_step)
+
+    @property
+    def stopped(self):
+        """True once --early_stopping_patience evaluations passed without improving."""
+        return self.patience is not None and self.since_best >= self.patience
+
+    # -- state ---------------------------------------------------------------
+
+    def start(self, runner, last_step):
+        """Reads the history and the best back, catches up an interrupted evaluation.
+
+        Returns True when training must not go on (it stopped early before).
+        """
+        self._runner = runner
+        self._last_step = last_step
+        output_dir = runner.config.output_dir
+        step = runner.global_step
+        self.history = self._history_up_to(step)
+        self.best = self._read_best(step)
+        self.since_best = 0 if self.best is None else sum(
+            1 for r in self.history if r["global_step"] > self.best["global_step"])
+        if runner.is_chief:
+            self._writer = tf.summary.create_file_writer(os.path.join(output_dir, SUMMARY_DIR))
+        if self.history:
+            logging.info("Evaluation history: %d evaluations up to step %d%s",
+                         len(self.history), self.history[-1]["global_step"],
+                         self._best_text())
+        if self.due(step, last_step) and step not in self._steps():
+            self.run(step)
+        if self.stopped:
+            logging.info("Early stopping: %s has not improved for %d evaluations%s; not "
+                         "training further", self.metric, self.since_best, self._best_text())
+            return True
+        return False
+
+    def _steps(self):
+        return {r["global_step"] for r in self.history}
+
+    def _path(self, *names):
+        return os.path.join(self._runner.config.output_dir, *names)
+
+    def _history_up_to(self, step):
+        """The history's records up to `step`; later ones (weights lost) are dropped."""
+        records = read_history(self._path(HISTORY_FILE))
+        kept = {}
+        for record in records:
+            if record["global_step"] <= step:
+                kept[record["global_step"]] = record
+        if len(kept) != len(records):
+            logging.warning("%s: %d records after the restored step %d or repeated; "
+                            "dropped", self._path(HISTORY_FILE), len(records) - len(kept), step)
+            if self._runner.is_chief:
+                write_history(self._path(HISTORY_FILE), list(kept.values()))
+        return [kept[s] for s in sorted(kept)]
+
+    def _read_best(self, step):
+        """best.json of output_dir/best, if it belongs to this run and metric."""
+        if self.metric is None:
+            return None
+        path = self._path(BEST_DIR, BEST_FILE)
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path, "r") as f:
+            try:
+                best = json.load(f)
+                name, value, at = best["metric"], float(best["value"]), int(best["global_step"])
+            except (ValueError, KeyError, TypeError):
+                raise ValueError("%s is not a best.json of this program" % path) from None
+        if name != self.metric:
+            raise ValueError("--best_metric=%s, but %s holds the best by %s: keep "
+                             "--best_metric=%s or use a new --output_dir"
+                             % (self.metric, self._path(BEST_DIR), name, name))
+        if at > step:
+            logging.warning("%s is from step %d, after the restored step %d: this run's "
+                            "best will replace it", self._path(BEST_DIR), at, step)
+            return None
+        return {"metric": name, "value": value, "global_step": at}
+
+    def _best_text(self):
+        if self.best is None:
+            return ""
+        return " (best %s %.6g at step %d)" % (self.best["metric"], self.best["value"],
+                                               self.best["global_step"])
+
+    # -- one evaluation ------------------------------------------------------
+
+    def run(self, step):
+        """Evaluates at `step`: history line, scalars, best; returns True to stop."""
+        started = time.time()
+        metrics = self.evaluate(self._runner)
+        seconds = time.time() - started
+        values = _numbers(metrics)
+        check_metric(self.metric, set(values), "at step %d" % step)
+        improved = self.metric is not None and self._improves(values[self.metric])
+        if improved:
+            self._save_best(step, values[self.metric])
+        self.since_best = 0 if improved else self.since_best + 1
+        record = dict(global_step=step, **values)
+        self.history.append(record)
+        if self._runner.is_chief:
+            write_history(self._path(HISTORY_FILE), self.history)
+            with self._writer.as_default(step=step):
+                for name, value in values.items():
+                    tf.summary.scalar(name, value)
+            self._writer.flush()
+        logging.info("Evaluation at step %d (%.1f s): %s%s", step, seconds,
+                     ", ".join("%s %.6g" % kv for kv in sorted(values.items())),
+                     self._best_text() if self.metric else "")
+        if self.stopped and step < self._last_step:
+            logging.info("Early stopping at step %d: %s has not improved for %d "
+                         "evaluations%s", step, self.metric, self.since_best,
+                         self._best_text())
+        return self.stopped
+
+    def _improves(self, value):
+        if not math.isfinite(value):
+            return False
+        if self.best is None:
+            return True
+        if lower_is_better(self.metric):
+            return value < self.best["value"]
+        return value > self.best["value"]
+
+    def _save_best(self, step, value):
+        """The model's weights to best/ (the one checkpoint there), with best.json."""
+        runner = self._runner
+        # Every worker saves (a multi-worker save is collective); only the chief's
+        # copy is output_dir/best, the others go to their scratch folders.
+        folder = os.path.join(runner.manager.directory, BEST_DIR)
+        if self._best_manager is None:
+            self._best_manager = tf.train.CheckpointManager(
+                tf.train.Checkpoint(model=runner.model), folder, max_to_keep=1,
+                checkpoint_name=checkpoints.CHECKPOINT_NAME)
+        path = self._best_manager.save(checkpoint_number=step)
+        self.best = {"metric": self.metric, "value": value, "global_step": step}
+        if runner.is_chief:
+            for name in fileutil.SETTINGS_FILES:
+                source = self._path(name)
+                if tf.io.gfile.exists(source):
+                    tf.io.gfile.copy(source, os.path.join(folder, name), overwrite=True)
+            with fileutil.atomic_open(os.path.join(folder, BEST_FILE), "w") as f:
+                f.write(json.dumps(self.best) + "\n")
+        logging.info("New best %s %.6g at step %d: %s", self.metric, value, step, path)
+
+
+def _numbers(metrics):
+    """The metrics as {name: float}, global_step and non-numbers left out.
+
+    A numpy float is taken as str() prints it (eval_results.txt's text: float32
+    0.6671585, not 0.6671584844589233), which names the same float32.
+    """
+    values = {}
+    for name, value in metrics.items():
+        if name == "global_step":
+            continue
+        try:
+            values[name] = float(str(value) if isinstance(value, np.floating) else value)
+        except (TypeError, ValueError):
+            continue
+    return dict(sorted(values.items()))
