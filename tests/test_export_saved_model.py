@@ -485,7 +485,8 @@ def test_export_never_replaces_what_it_did_not_write(tmp_path):
     ({"model_type": "squad"}, "^--task_name=sst-2 has no effect with --model_type=squad$"),
     ({"model_type": "encoder", "task_name": None, "n_best_size": "5"},
      "^--n_best_size=5 has no effect with --model_type=encoder$"),
-    ({"labels_file": "labels.txt"}, "--labels_file=.* has no effect without --task_name=multi"),
+    ({"model_type": "encoder", "task_name": None, "labels_file": "labels.txt"},
+     "--labels_file=.* has no effect with --model_type=encoder"),
     ({"export_dir": "a_file/model"}, "--export_dir=.*a_file/model is not writable"),
 ])
 def test_bad_flags(tiny, tmp_path, argv_change, message):
