@@ -706,4 +706,5 @@ def test_reconverting_leaves_no_settings_of_the_earlier_model(tmp_path):
     assert second["sentence_embedding"] is None and second["checkpoint"] == first["checkpoint"]
     # extract_features / export_saved_model read no pooling for the plain model.
     from bert_tf2.tasks import pooling
-    assert pooling.read_settings(second["checkpoint"]) == {}
+    assert pooling.read_settings(
+        checkpoints.settings_file(pooling.SETTINGS_FILE, second["checkpoint"])) == {}

@@ -598,7 +598,7 @@ def test_class_weights_refused_for_regression_and_multilabel(files, tmp_path):
     write_text(tmp_path / "sts" / "train.tsv", header + "0\tg\tf\t2012\t0\ts\ts\tthe\ta\t3\n")
     write_text(tmp_path / "ml" / "train.tsv", "the cat\tx,y\n")
     for task, data, what in (("sts-b", "sts", "a regression task"),
-                             ("multilabel", "ml", "--task_name=multilabel")):
+                             ("multilabel", "ml", "a multi-label task")):
         module, argv = _classifier(dict(files, glue=str(tmp_path / data)), tmp_path / "out",
                                    "--do_train", "--class_weights=balanced")
         argv = [a.replace("--task_name=sst-2", "--task_name=" + task) for a in argv]

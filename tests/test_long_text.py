@@ -217,8 +217,8 @@ def test_settings_file_never_describes_an_earlier_mode(tmp_path):
     assert long_text.read_settings(path)["mode"] == "windows"
     assert long_text.write_settings(tmp_path, truncate) == path
     assert long_text.read_settings(path) == truncate.to_dict()
-    fv = flags_common.parse_flags(rc.define_flags, [])
-    assert long_text.from_flags(fv, 128, long_text.read_settings(path)) == truncate
+    fv = flags_common.parse_flags(rc.define_flags, ["--output_dir=%s" % tmp_path])
+    assert long_text.from_flags(fv, 128) == truncate
 
 
 # ---------------------------------------------------------------------------

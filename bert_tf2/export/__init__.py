@@ -1,2 +1,3 @@
-"""What export_saved_model.py builds: the served tf.Module and its signatures (serving) and the
-in-graph tokenizer made of core TensorFlow ops (tokenization_graph)."""
+"""What export_saved_model.py builds: the served tf.Module and its signatures (serving), the
+in-graph tokenizer made of core TensorFlow ops (tokenization_graph) and the export folder
+(saved_model_dir: what an export may replace, what it keeps)."""
