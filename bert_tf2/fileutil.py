@@ -293,6 +293,16 @@ def expand_input_files(patterns):
     return files
 
 
+def read_json(path):
+    """The value of the JSON file at `path`; ValueError naming the file when it is not JSON."""
+    with tf.io.gfile.GFile(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
+
+
 def read_text(path):
     """The text of a UTF-8 file (a BOM dropped); ValueError naming the file, and the line
     of the first bad byte, when it is missing, unreadable or not UTF-8."""

@@ -170,12 +170,7 @@ def read_task_file(path):
     """The dict of a TASK_FILE ({} for None); ValueError naming a broken file."""
     if not path:
         return {}
-    with tf.io.gfile.GFile(path) as f:
-        text = f.read()
-    try:
-        settings = json.loads(text)
-    except ValueError as e:
-        raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
+    settings = fileutil.read_json(path)
     if not isinstance(settings, dict) or settings.get("task_type") not in file_data.TASK_TYPES:
         raise ValueError("%s: expected {\"task_name\": ..., \"task_type\": one of %s}"
                          % (path, ", ".join(file_data.TASK_TYPES)))

@@ -294,12 +294,7 @@ def read_settings(path):
     """The dict of a SETTINGS_FILE ({} for None); ValueError naming a broken file."""
     if not path:
         return {}
-    with tf.io.gfile.GFile(path) as f:
-        text = f.read()
-    try:
-        settings = json.loads(text)
-    except ValueError as e:
-        raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
+    settings = fileutil.read_json(path)
     unknown = sorted(set(settings) - set(_FLAG_NAMES)) if isinstance(settings, dict) else []
     if not isinstance(settings, dict) or unknown:
         raise ValueError("%s: unknown settings %s (known: %s)"

@@ -123,7 +123,7 @@ def read_settings(path):
     the one beside a checkpoint); ValueError naming the file and the bad setting."""
     if not path:
         return {}
-    settings = _read_json(path)
+    settings = fileutil.read_json(path)
     if not isinstance(settings, dict) or settings.get("pooling") not in POOLING_MODES:
         raise ValueError("%s: \"pooling\" must be one of %s" % (path, ", ".join(POOLING_MODES)))
     for key, value in sorted(settings.items()):
@@ -149,14 +149,6 @@ def write_settings(folder, settings):
     return path
 
 
-def _read_json(path):
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            return json.loads(f.read())
-        except json.JSONDecodeError as e:
-            raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
-
-
 def sentence_transformers_settings(model_dir, tokenizer_lower_case=None):
     """The settings a sentence-transformers folder defines, or None when it is not one.
 
@@ -170,7 +162,7 @@ def sentence_transformers_settings(model_dir, tokenizer_lower_case=None):
     modules_path = os.path.join(model_dir, "modules.json")
     if not tf.io.gfile.exists(modules_path):
         return None
-    modules = _read_json(modules_path)
+    modules = fileutil.read_json(modules_path)
     types = [m.get("type", "") if isinstance(m, dict) else "" for m in modules or []]
     if not types or types[0] != _ST_TRANSFORMER or _ST_POOLING not in types:
         raise ValueError("%s: expected a Transformer module followed by a Pooling module, "
@@ -181,7 +173,7 @@ def sentence_transformers_settings(model_dir, tokenizer_lower_case=None):
                              "Normalize)" % (modules_path, kind))
     pooling_dir = modules[types.index(_ST_POOLING)].get("path", "1_Pooling")
     config_path = os.path.join(model_dir, pooling_dir, "config.json")
-    config = _read_json(config_path)
+    config = fileutil.read_json(config_path)
     chosen = [key for key, value in sorted(config.items())
               if key.startswith("pooling_mode") and value is True]
     unknown = [key for key in chosen if key not in _ST_MODES]
@@ -193,7 +185,7 @@ def sentence_transformers_settings(model_dir, tokenizer_lower_case=None):
                 "normalize": _ST_NORMALIZE in types}
     bert_config_path = os.path.join(model_dir, "sentence_bert_config.json")
     if tf.io.gfile.exists(bert_config_path):
-        st_config = _read_json(bert_config_path)
+        st_config = fileutil.read_json(bert_config_path)
         if st_config.get("max_seq_length"):
             settings["max_seq_length"] = int(st_config["max_seq_length"])
         lower = bool(st_config.get("do_lower_case")) or bool(tokenizer_lower_case)
