@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_tf2 import input_pipeline
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import pooling
