@@ -27,9 +27,19 @@ Signatures (B = batch, S = --max_seq_length, H = hidden size, L = layers):
         optional inputs, hence two signatures.
 
   --model_type=encoder
-    embed(text: string [B]) -> sentence_embedding [B, D] only, each batch run at the
-        length of its longest text instead of S (the same vectors, much less work for
-        short texts): the fast way to get sentence vectors.
+    embed(text: string [B]) -> sentence_embedding [B, D] only: the texts sorted by
+        length and run --embed_batch_size at a time, each batch at its longest text
+        instead of S, the vectors given back in request order (the same vectors, much
+        less work for short texts): the fast way to get sentence vectors. Send many
+        texts per request (hundreds or all of them) and it batches them as
+        extract_features and sentence-transformers' encode do.
+
+Request length (--trim_padding, default on but for squad): the classifier, tagger and
+multiple-choice signatures pack each request to its longest row rounded up to a
+multiple of 16 instead of S (the outputs do not depend on it); a squad export with
+--trim_padding does too, its start/end logits then [B, bucket] and its answers
+ranking real positions only. serving_ids and the encoder's serving_default always
+take and give S positions.
 
   encoder outputs: sentence_embedding [B, D] (pooling.pool of --pooling over --layers,
     --normalize; defaults: the sentence_embedding.json beside --init_checkpoint, else
@@ -179,6 +189,21 @@ def define_flags(fv):
     flags.DEFINE_integer("n_best_size", 20,
                          "--model_type=squad: how many best start and end positions the "
                          "answer is chosen from.", flag_values=fv)
+    flags.DEFINE_bool("trim_padding", None,
+                      "Pack each request to its longest row, rounded up to a multiple of "
+                      "16 (as the runners' evaluation batches), instead of "
+                      "--max_seq_length: the same outputs with less work. Default: on for "
+                      "--model_type=classifier, tagger and multiple_choice, off for squad "
+                      "(--trim_padding there: start/end logits [B, bucket] and answers "
+                      "ranking real positions only, as run_squad --trim_padding). "
+                      "--notrim_padding: every request at --max_seq_length. The encoder's "
+                      "serving_default always runs at --max_seq_length, its embed always "
+                      "trimmed.", flag_values=fv)
+    flags.DEFINE_integer("embed_batch_size", 32,
+                         "--model_type=encoder: the embed signature sorts a request's texts "
+                         "by length and runs them this many at a time, each batch at its "
+                         "longest text (sentence vectors in the request's order).",
+                         flag_values=fv)
 
 
 # ---------------------------------------------------------------------------
@@ -221,7 +246,8 @@ def _float32_policy():
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           pooling_spec=None, threshold=None, long_text_settings=None):
+           pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
+           embed_batch_size=32):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -232,6 +258,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
       long_text_settings: classifier: a long_text.LongText (None: truncate).
+      trim_padding, embed_batch_size: see serving.ServingModule (None: its default
+        for model_type).
     """
     # Served models compute in float32, whatever policy a run in the same process left
     # behind (--dtype=bf16 / fp16 set the global one).
@@ -250,7 +278,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 model_type, model, tokenizer, max_seq_length, labels=labels,
                 max_query_length=max_query_length, max_answer_length=max_answer_length,
                 n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold,
-                long_text=long_text_settings)
+                long_text=long_text_settings, trim_padding=trim_padding,
+                embed_batch_size=embed_batch_size)
             info = {
                 "model_type": model_type,
                 "do_lower_case": bool(do_lower_case),
@@ -259,6 +288,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 "init_checkpoint": str(init_checkpoint),
                 "signatures": sorted(module.signatures()),
                 "unicode_version": unicodedata.unidata_version,
+                "trim_padding": module.trim_padding,
             }
             if labels is not None:
                 info["labels"] = [None if label is None else str(label) for label in labels]
@@ -266,6 +296,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 info["multilabel_threshold"] = threshold
             if pooling_spec is not None:
                 info["sentence_embedding"] = pooling_spec.to_dict()
+                info["embed_batch_size"] = module.embed_batch_size
             if long_text_settings is not None:
                 info["long_text"] = long_text_settings.to_dict()
             if model_type == "squad":
@@ -288,7 +319,8 @@ def run(fv):
                   feature_layers=layers, lstm_units=fv.lstm_units,
                   pooling_spec=_pooling_spec(fv, bert_config),
                   threshold=fv.threshold if multilabel else None,
-                  long_text_settings=_long_text(fv))
+                  long_text_settings=_long_text(fv), trim_padding=fv.trim_padding,
+                  embed_batch_size=fv.embed_batch_size)
 
 
 def _long_text(fv):

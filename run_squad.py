@@ -28,6 +28,7 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import periodic_eval
 # The task data and post-processing live in squad_data / squad_results; every name
@@ -58,6 +59,15 @@ _TRAIN_SHUFFLE_SEED = 12345
 
 # Seconds between two progress lines while predicting.
 _PROGRESS_EVERY_S = 10.0
+
+_TRIM_PADDING_HELP = (
+    "Predict in batches of windows of similar length, each cut to its longest window "
+    "rounded up to 16, ranking the n-best start and end positions among the real "
+    "positions only. The reference ranks the padding positions too (dropping them "
+    "afterwards), and they can push real positions out of the n-best, so a few "
+    "answers can differ (see the README); off by default, which keeps the "
+    "reference's files byte for byte. Training always runs at --max_seq_length (the "
+    "reference's loss spreads its softmax over padding positions too).")
 
 
 # ---------------------------------------------------------------------------
@@ -117,7 +127,8 @@ def define_flags(fv):
             "predictions_best_thresh.json, the predictions under the null threshold that "
             "maximises F1 on that file.")
     periodic_eval.define_flags(fv)  # dev data: --predict_file (with answers)
-    flags_common.define_training_flags(fv)
+    flags_common.define_training_flags(fv, trim_padding=False,
+                                       trim_padding_help=_TRIM_PADDING_HELP)
 
 
 def validate_flags_or_throw(fv, bert_config):
@@ -218,6 +229,38 @@ def _predict_fn(model, features):
     }
 
 
+def _top_positions_fn(n_best_size):
+    """predict_fn of trimmed batches: each window's n-best real positions, in the graph.
+
+    Fixed-size outputs ([B, n_best_size] and the [CLS] logits), so that batches cut
+    to different lengths join without padding their logits back.
+    """
+    def predict_fn(model, features):
+        outputs = model(features, training=False)
+        result = {"unique_ids": features["unique_ids"],
+                  "is_real_example": features["is_real_example"]}
+        for side in ("start", "end"):
+            logits = tf.cast(outputs[side + "_logits"], tf.float32)
+            result[side + "_index"], result[side + "_values"] = (
+                squad_results.top_real_positions(logits, features["input_mask"],
+                                                 n_best_size))
+            result[side + "_null"] = logits[:, 0]
+        return result
+    return predict_fn
+
+
+def _compact_results(batch, n_best_size, trimmed):
+    """The CompactResults of one predicted batch's real windows."""
+    real = np.asarray(batch["is_real_example"]).astype(bool)
+    column = {name: np.asarray(value)[real] for name, value in batch.items()}
+    if not trimmed:
+        return compact_batch(column["unique_ids"], column["start_logits"],
+                             column["end_logits"], n_best_size)
+    return squad_results.compact_top(
+        column["unique_ids"], column["start_index"], column["start_values"],
+        column["end_index"], column["end_values"], column["start_null"], column["end_null"])
+
+
 # ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
@@ -294,18 +337,19 @@ def _predict(fv, runner, eval_examples, tokenizer, written=None):
     result); returns (summaries, compact results)."""
     summaries, num_features = written or _write_eval(fv, eval_examples, tokenizer)
     eval_file = os.path.join(fv.output_dir, "eval.tf_record")
+    trimmed = runner.trim_padding
+    if trimmed:
+        logging.info("  Trimmed batches (--trim_padding): n-best among real positions")
     spec = input_pipeline.squad_features(fv.max_seq_length, is_training=False)
 
     dataset_fn = input_pipeline.dataset_fn_for([eval_file], spec, fv.predict_batch_size,
-                                               is_training=False)
+                                               is_training=False, trim_padding=trimmed)
+    predict_fn = _top_positions_fn(fv.n_best_size) if trimmed else _predict_fn
 
     results = []
     started = last_report = time.time()
-    for batch in runner.predict(dataset_fn, _predict_fn):
-        real = np.asarray(batch["is_real_example"]).astype(bool)
-        results.extend(compact_batch(
-            np.asarray(batch["unique_ids"])[real], np.asarray(batch["start_logits"])[real],
-            np.asarray(batch["end_logits"])[real], fv.n_best_size))
+    for batch in runner.predict(dataset_fn, predict_fn):
+        results.extend(_compact_results(batch, fv.n_best_size, trimmed))
         now = time.time()
         if now - last_report >= _PROGRESS_EVERY_S or len(results) == num_features:
             last_report = now

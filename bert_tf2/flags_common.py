@@ -213,8 +213,12 @@ def check_vocab_tokens(vocab, vocab_file, required, flag="--vocab_file"):
         raise ValueError("%s=%s has no %s token" % (flag, vocab_file, " / ".join(missing)))
 
 
-def define_training_flags(fv):
-    """Reference checkpoint/loop flags plus the TF2 distribution/precision flags."""
+def define_training_flags(fv, trim_padding=True, trim_padding_help=None):
+    """Reference checkpoint/loop flags plus the TF2 distribution/precision flags.
+
+    trim_padding, trim_padding_help: the default of --trim_padding and a script's
+    own help text for it (run_squad: off, prediction only).
+    """
     flags.DEFINE_integer("save_checkpoints_steps", 1000,
                          "How often to save the model checkpoint.", flag_values=fv)
     flags.DEFINE_integer("iterations_per_loop", 1000,
@@ -226,10 +230,18 @@ def define_training_flags(fv):
                        "call (the steps and their numbers stay the same). 0: one line "
                        "after each call only.", flag_values=fv)
     define_tpu_flags(fv)
-    define_distribution_flags(fv)
+    define_distribution_flags(fv, trim_padding, trim_padding_help)
 
 
-def define_distribution_flags(fv):
+_TRIM_PADDING_HELP = (
+    "Cut each batch to its longest example (rounded up to a multiple of 8 in training, "
+    "16 otherwise) and, for evaluation and prediction, batch examples of similar length "
+    "together (outputs come back in input order): the same numbers with less work. "
+    "--notrim_padding keeps every batch at --max_seq_length (fixed shapes; TPUs always "
+    "do).")
+
+
+def define_distribution_flags(fv, trim_padding=True, trim_padding_help=None):
     """Flags that are new in the TF2 port; their defaults keep reference behaviour."""
     flags.DEFINE_enum(
         "distribution_strategy", None,
@@ -252,14 +264,8 @@ def define_distribution_flags(fv):
                       "XLA computations instead of op by op per variable: the same rule, "
                       "values within a few ulp. --nofused_optimizer runs the reference's "
                       "update bit for bit.", flag_values=fv)
-    flags.DEFINE_bool("trim_padding", True,
-                      "Cut each batch to its longest example (rounded up to a multiple of "
-                      "8 in training, 16 otherwise) and, for evaluation and prediction, "
-                      "batch examples of similar "
-                      "length together (outputs come back in input order): the same "
-                      "numbers with less work. --notrim_padding keeps every batch at "
-                      "--max_seq_length (fixed shapes; TPUs always do, and so does run_squad, "
-                      "whose n-best lists rank padding positions too).", flag_values=fv)
+    flags.DEFINE_bool("trim_padding", trim_padding, trim_padding_help or _TRIM_PADDING_HELP,
+                      flag_values=fv)
     flags.DEFINE_integer("num_accumulation_steps", 1,
                          "Micro-batches whose gradients are summed before one optimizer step.",
                          flag_values=fv)

@@ -334,11 +334,14 @@ def sequence_feature_names(spec):
 def bucket_length(longest, max_length, width=DEFAULT_BUCKET_WIDTH):
     """`longest` rounded up to a multiple of `width` (at least one), at most max_length.
 
-    Python ints (extract_features' in-memory batches); trim_batch does the same in
-    the graph.
+    Python ints (extract_features' in-memory batches) or, when `longest` is a
+    tensor, the same in the graph (trim_batch, the served signatures).
     """
     if width < 1:
         raise ValueError("the bucket width must be >= 1, got %d" % width)
+    if isinstance(longest, tf.Tensor):
+        rounded = tf.maximum(tf.cast(1, longest.dtype), (longest + width - 1) // width) * width
+        return tf.minimum(rounded, tf.cast(max_length, longest.dtype))
     return min(max_length, max(1, -(-int(longest) // width)) * width)
 
 
@@ -385,8 +388,7 @@ def trim_batch(batch, names, width=DEFAULT_BUCKET_WIDTH, position_names=POSITION
     if max_length is None:
         max_length = tf.shape(batch["input_mask"])[-1]
     longest = tf.reduce_max(tf.concat([example_lengths(batch, position_names), [0]], axis=0))
-    rounded = tf.maximum(1, (longest + width - 1) // width) * width
-    length = tf.minimum(rounded, max_length)
+    length = bucket_length(longest, max_length, width)
     return {name: t[..., :length] if name in names else t for name, t in batch.items()}
 
 

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import modeling
 import run_squad
 import tokenization
 from bert_tf2 import flags_common
@@ -490,6 +491,22 @@ def test_flag_defaults():
         30, False, False)
     assert (fv.null_score_diff_threshold, fv.rethreshold_predictions) == (0.0, False)
     assert (fv.save_checkpoints_steps, fv.iterations_per_loop, fv.use_tpu) == (1000, 1000, False)
+    # Off for run_squad (on for the other runners): the reference's files by default.
+    assert fv.trim_padding is False
+
+
+def test_top_real_positions_follow_the_stable_sort():
+    rng = np.random.RandomState(3)
+    logits = np.round(rng.randn(4, 12), 1).astype(np.float32)  # ties on purpose
+    mask = (np.arange(12)[None, :] < np.array([[12], [7], [3], [0]])).astype(np.int32)
+    index, values = squad_results.top_real_positions(logits, mask, 5)
+    got = squad_results.compact_top([10, 11, 12, 13], index, values, index, values,
+                                    logits[:, 0], logits[:, 0])
+    for row, result in enumerate(got):
+        real = int(mask[row].sum())
+        order = sorted(range(real), key=lambda i: -logits[row, i])[:5]  # stable: ties by position
+        assert result.start_candidates == [(i, float(logits[row, i])) for i in order]
+        assert result.unique_id == 10 + row and result.null_start_logit == float(logits[row, 0])
 
 
 @pytest.mark.parametrize("args, message", [
@@ -719,6 +736,49 @@ def test_predict_squad_v2_with_threshold(shared_dir, dev_articles, tmp_path):
         [{"paragraphs": paragraphs}], loaded["predictions_best_thresh"])
     assert rescored["f1"] == pytest.approx(float(results["best_f1"]))
     assert rescored["f1"] >= float(results["f1"])
+
+
+@pytest.mark.slow
+def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, dev_articles,
+                                                                     tmp_path):
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps({"data": [{"paragraphs": dev_articles[1]["paragraphs"][:2]}]}))
+    out = tmp_path / "out"
+    fv = run_flags(shared_dir, out, "--do_predict", "--predict_file=%s" % dev,
+                   "--max_seq_length=96", "--predict_batch_size=4", "--trim_padding")
+    run_squad.run(fv)  # the whole run, trimmed
+    with open(out / "predictions.json") as f:
+        predictions = json.load(f)
+    assert list(predictions) == [q["id"] for p in dev_articles[1]["paragraphs"][:2]
+                                 for q in p["qas"]]
+    # Window by window: the n-best of the trimmed run are those of the full-length
+    # logits with the padding positions left out.
+    runner = run_squad._make_runner(fv, modeling.BertConfig.from_json_file(
+        fv.bert_config_file))
+    examples = run_squad.read_squad_examples(str(dev), is_training=False)
+    summaries, trimmed = run_squad._predict(fv, runner, examples,
+                                            flags_common.tokenizer_from_flags(fv))
+    dataset_fn = input_pipeline.dataset_fn_for(
+        [str(out / "eval.tf_record")], input_pipeline.squad_features(96, False), 4,
+        is_training=False)
+    full = [b for b in runner.predict(dataset_fn, run_squad._predict_fn)]
+    starts = np.concatenate([b["start_logits"] for b in full])[:len(summaries)]
+    ends = np.concatenate([b["end_logits"] for b in full])[:len(summaries)]
+    lengths = np.array([len(s.tokens) for s in summaries])
+    assert lengths.min() < 80 and lengths.max() == 96  # some windows were cut
+    padding = np.arange(96)[None, :] >= lengths[:, None]
+    expected = squad_results.compact_batch(
+        [s.unique_id for s in summaries], np.where(padding, -np.inf, starts),
+        np.where(padding, -np.inf, ends), fv.n_best_size)
+    assert len(trimmed) == len(expected)
+    for got, want in zip(trimmed, expected):
+        assert got.unique_id == want.unique_id
+        for side in ("start_candidates", "end_candidates"):
+            kept = [c for c in getattr(want, side) if c[1] > -np.inf]
+            assert [i for i, _ in getattr(got, side)] == [i for i, _ in kept]
+            np.testing.assert_allclose([v for _, v in getattr(got, side)],
+                                       [v for _, v in kept], atol=1e-5)
+        assert got.null_start_logit == pytest.approx(want.null_start_logit, abs=1e-5)
 
 
 def test_loss_is_the_mean_of_start_and_end_cross_entropies():

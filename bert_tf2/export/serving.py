@@ -14,6 +14,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import pooling
+from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import heads
 
 MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
@@ -23,7 +24,8 @@ MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
 # Packing (the reference's feature conversion, in the graph)
 # ---------------------------------------------------------------------------
 
-def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None):
+def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None,
+                bucket_width=None):
     """[CLS] A [SEP] (B [SEP]) -> input_ids, input_mask, segment_ids int32 [B, S].
 
     As the reference: a row whose B has no tokens is a single text, cut to S - 2
@@ -34,10 +36,13 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None):
 
     Args:
       ids_a, ids_b: RaggedTensors [B, (tokens)] of int32 ids.
+      bucket_width: None: every row padded to S (seq_length); else to the batch's
+        longest packed row rounded up by input_pipeline.bucket_length (at most S),
+        the command line's trimmed batches. The truncation is S's either way.
 
     Returns:
-      dict of input_ids, input_mask, segment_ids (int32 [B, S]) and len_a, len_b
-      (int64 [B], the tokens of A and B kept).
+      dict of input_ids, input_mask, segment_ids (int32 [B, S] or [B, bucket]) and
+      len_a, len_b (int64 [B], the tokens of A and B kept).
     """
     len_a = ids_a.row_lengths()
     len_b = ids_b.row_lengths()
@@ -65,6 +70,10 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None):
 
     num_rows = tf.size(len_a, out_type=tf.int64)
     batch = tf.range(num_rows)
+    width = tf.constant(seq_length, tf.int64)
+    if bucket_width is not None:
+        longest = tf.reduce_max(tf.concat([total, [0]], axis=0))
+        width = input_pipeline.bucket_length(longest, seq_length, bucket_width)
     index_a, values_a = scatter_values(ids_a, keep_a, tf.ones_like(keep_a))
     index_b, values_b = scatter_values(ids_b, keep_b, first_b)
     special_index = tf.concat([
@@ -77,11 +86,11 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None):
     input_ids = tf.scatter_nd(
         tf.concat([index_a, index_b, special_index], axis=0),
         tf.concat([values_a, values_b, special_ids], axis=0),
-        tf.stack([num_rows, tf.constant(seq_length, tf.int64)]))
-    columns = tf.range(seq_length, dtype=tf.int64)[tf.newaxis, :]
+        tf.stack([num_rows, width]))
+    columns = tf.range(width)[tf.newaxis, :]
     input_mask = columns < total[:, tf.newaxis]
     segment_ids = input_mask & (columns >= first_b[:, tf.newaxis])
-    shape = [None, seq_length]
+    shape = [None, seq_length if bucket_width is None else None]
     return {"input_ids": tf.ensure_shape(input_ids, shape),
             "input_mask": tf.ensure_shape(tf.cast(input_mask, tf.int32), shape),
             "segment_ids": tf.ensure_shape(tf.cast(segment_ids, tf.int32), shape),
@@ -165,72 +174,122 @@ def build_model(model_type, bert_config, num_labels=None, feature_layers=None, l
     return model
 
 
+# Outputs with a position axis, per model type: {name: axis}. The full-length paths
+# keep S there (static shapes in their SignatureDefs, as before trimmed requests).
+_SEQUENCE_AXES = {
+    "encoder": {"sequence_output": 1, "encoder_layers": 2, "input_ids": 1, "input_mask": 1,
+                "segment_ids": 1},
+    "squad": {"start_logits": 1, "end_logits": 1},
+    "tagger": {"logits": 1},
+}
+_ID_KEYS = ("input_ids", "input_mask", "segment_ids")
+
+
+def default_trim_padding(model_type):
+    """Whether requests are packed to their longest row by default: all but SQuAD.
+
+    A SQuAD window's n-best ranks padding positions too (as run_squad does by
+    default), so trimming could change an answer: it is asked for explicitly.
+    """
+    return model_type != "squad"
+
+
 class ServingModule(tf.Module):
-    """What gets saved: the tokenizer, the model's variables and the signatures."""
+    """What gets saved: the tokenizer, the model's variables and the signatures.
+
+    trim_padding (default: default_trim_padding(model_type)): the classifier, tagger,
+    multiple-choice and SQuAD signatures pack each request to its longest row
+    rounded up to a multiple of 16 (input_pipeline.bucket_length, as the command
+    line's evaluation does) instead of max_seq_length; the SQuAD answer then ranks
+    real positions only (squad_results.real_position_logits). The encoder's
+    serving_default keeps max_seq_length (its outputs are per position); its embed
+    always runs texts sorted by length in batches of at most embed_batch_size rows,
+    each at its longest text.
+    """
 
     def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
                  max_query_length=64, max_answer_length=30, n_best_size=20,
-                 pooling_spec=None, threshold=None, long_text=None):
+                 pooling_spec=None, threshold=None, long_text=None, trim_padding=None,
+                 embed_batch_size=32):
         super().__init__(name="bert_serving")
         self.threshold = threshold  # set: a multi-label classifier (sigmoid outputs)
         self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
         self.model_type = model_type
         self.tokenizer = tokenizer
         self.model_variables = list(model.variables)
-        # long_text: a classifier's long_text.LongText other than truncate (head_tail,
-        # windows): graph_windows cuts the texts, graph_pool pools the window logits.
-        self._holder = tokenization_graph.Untracked(model=model, long_text=long_text)
         self.max_seq_length = max_seq_length
         self.labels = None if labels is None else tuple(str(label) for label in labels)
         self.regression = labels is not None and list(labels) == [None]
         self.max_query_length = max_query_length
         self.max_answer_length = max_answer_length
         self.n_best_size = n_best_size
+        if trim_padding is None:
+            trim_padding = default_trim_padding(model_type)
+        self.trim_padding = bool(trim_padding)
+        if embed_batch_size < 1:
+            raise ValueError("the embed batch size must be >= 1, got %d" % embed_batch_size)
+        self.embed_batch_size = int(embed_batch_size)
+        # long_text: a classifier's long_text.LongText other than truncate (head_tail,
+        # windows): graph_windows cuts the texts, graph_pool pools the window logits.
+        # run_model: the model at any length, traced once; every signature calls it,
+        # so the SavedModel holds one copy of the model's graph.
+        ids_any_length = [tf.TensorSpec([None, None], tf.int32)] * 3
+        self._holder = tokenization_graph.Untracked(
+            model=model, long_text=long_text,
+            run_model=tf.function(self._run_model, input_signature=ids_any_length,
+                                  autograph=False))
+        self._holder.signatures = self._make_signatures()
 
+    def _make_signatures(self):
+        """The tf.functions of the signatures of this model type, by name."""
         def text(name):
             return tf.TensorSpec([None], tf.string, name=name)
 
-        ids = [tf.TensorSpec([None, max_seq_length], tf.int32, name=name)
-               for name in ("input_ids", "input_mask", "segment_ids")]
-        self.serving_ids = tf.function(self._serve_ids, input_signature=ids, autograph=False)
-        self.tokenize = tf.function(self._tokenize, input_signature=[text("text")],
-                                    autograph=False)
+        def function(method, *specs):
+            return tf.function(method, input_signature=list(specs), autograph=False)
+
+        ids = [tf.TensorSpec([None, self.max_seq_length], tf.int32, name=name)
+               for name in _ID_KEYS]
+        self.serving_ids = function(self._serve_ids, *ids)
+        self.tokenize = function(self._tokenize, text("text"))
         # Given to tf.saved_model.save as tf.functions, not concrete functions: traced
         # once, inside the save (a trace made before it would be made again there).
         signatures = {"serving_ids": self.serving_ids, "tokenize": self.tokenize}
-        if model_type == "tagger":
-            self.serving_default = tf.function(self._tag, input_signature=[text("text")],
-                                               autograph=False)
-        elif model_type == "multiple_choice":
-            self.serving_default = tf.function(
-                self._choose, autograph=False, input_signature=[
-                    text("context"), tf.TensorSpec([None, None], tf.string, name="endings")])
-        elif model_type == "squad":
+        if self.model_type == "tagger":
+            self.serving_default = function(self._tag, text("text"))
+        elif self.model_type == "multiple_choice":
+            self.serving_default = function(
+                self._choose, text("context"),
+                tf.TensorSpec([None, None], tf.string, name="endings"))
+        elif self.model_type == "squad":
             pair = [text("question"), text("context")]
-            self.serving_default = tf.function(self._serve_squad, input_signature=pair,
-                                               autograph=False)
-            self.answer = tf.function(self._answer, input_signature=pair, autograph=False)
-            signatures["answer"] = self.answer
+            self.serving_default = function(self._serve_squad, *pair)
+            self.answer = signatures["answer"] = function(self._answer, *pair)
         else:
-            self.serving_default = tf.function(
-                self._serve_pair, input_signature=[text("text_a"), text("text_b")],
-                autograph=False)
-            self.serving_text_a = tf.function(self._serve_single,
-                                              input_signature=[text("text_a")],
-                                              autograph=False)
-            signatures["serving_text_a"] = self.serving_text_a
-            if pooling_spec is not None:
-                self.embed = tf.function(self._embed, input_signature=[text("text")],
-                                         autograph=False)
-                signatures["embed"] = self.embed
+            self.serving_default = function(self._serve_pair, text("text_a"), text("text_b"))
+            self.serving_text_a = signatures["serving_text_a"] = function(
+                self._serve_single, text("text_a"))
+            if self.pooling_spec is not None:
+                self.embed = signatures["embed"] = function(self._embed, text("text"))
         signatures["serving_default"] = self.serving_default
-        self._holder.signatures = signatures
+        return signatures
 
     def signatures(self):
         """The signatures to save, by name (tf.functions with input signatures)."""
         return dict(self._holder.signatures)
 
+    @property
+    def _bucket_width(self):
+        """Packing of the text signatures: a bucket width, or None for max_seq_length."""
+        if self.trim_padding and self.model_type != "encoder":
+            return input_pipeline.DEFAULT_BUCKET_WIDTH
+        return None
+
     # -- model outputs ------------------------------------------------------
+
+    def _run_model(self, input_ids, input_mask, segment_ids):
+        return self._model_outputs({"input_ids": input_ids, "input_mask": input_mask,
+                                    "segment_ids": segment_ids})
 
     def _model_outputs(self, features):
         model = self._holder.model
@@ -282,21 +341,47 @@ class ServingModule(tf.Module):
                             spec.mode, spec.normalize)
 
     def _embed(self, text):
-        """sentence_embedding alone, the batch cut to its longest input (same vectors)."""
-        features = self._pack(text, tf.fill(tf.shape(text), ""))
-        length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), 2)
-        cut = [features[k][:, :length] for k in ("input_ids", "input_mask", "segment_ids")]
-        out = self._holder.model(*cut, training=False)
-        return {"sentence_embedding": self._pool(out, cut[1])}
+        """sentence_embedding alone, texts run longest first in short batches (same vectors).
+
+        The request's texts are sorted by length (ties in input order, as
+        input_pipeline.length_sorted_batches) and run embed_batch_size at a time, each
+        batch cut to its longest text, as extract_features' sentence vectors are; the
+        vectors come back in the request's order.
+        """
+        features = self._pack(text, tf.fill(tf.shape(text), ""), bucket_width=1)
+        lengths = tf.reduce_sum(features["input_mask"], axis=1)
+        order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+        num_rows = tf.size(order)
+        size = self.embed_batch_size
+        dim = self._holder.model.config.hidden_size * len(self.pooling_spec.layers)
+
+        def embed_batch(start, vectors):
+            rows = order[start:start + size]
+            length = tf.reduce_max(tf.gather(lengths, rows))
+            cut = [tf.gather(features[k], rows)[:, :length] for k in _ID_KEYS]
+            pooled = self._pool(self._holder.model(*cut, training=False), cut[1])
+            return start + size, tf.tensor_scatter_nd_update(vectors, rows[:, tf.newaxis],
+                                                             pooled)
+
+        _, vectors = tf.while_loop(lambda start, _: start < num_rows, embed_batch,
+                                   (tf.constant(0), tf.zeros([num_rows, dim])),
+                                   parallel_iterations=1)
+        return {"sentence_embedding": vectors}
 
     def _serve_ids(self, input_ids, input_mask, segment_ids):
-        return self._model_outputs({"input_ids": input_ids, "input_mask": input_mask,
-                                    "segment_ids": segment_ids})
+        return self._forward({"input_ids": input_ids, "input_mask": input_mask,
+                              "segment_ids": segment_ids})
 
     def _forward(self, features):
-        """The model on packed features, through serving_ids (one copy of the model)."""
-        return self.serving_ids(features["input_ids"], features["input_mask"],
-                                features["segment_ids"])
+        """The model on packed features (run_model); full-length outputs keep S static."""
+        outputs = self._holder.run_model(*[features[k] for k in _ID_KEYS])
+        if features["input_ids"].shape[1] != self.max_seq_length:
+            return outputs
+        for name, axis in _SEQUENCE_AXES.get(self.model_type, {}).items():
+            shape = [None] * outputs[name].shape.rank
+            shape[axis] = self.max_seq_length
+            outputs[name] = tf.ensure_shape(outputs[name], shape)
+        return outputs
 
     # -- text in ------------------------------------------------------------
 
@@ -305,7 +390,12 @@ class ServingModule(tf.Module):
         return {"token_ids": ids.to_tensor(default_value=-1),
                 "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
 
-    def _pack(self, text_a, text_b, cut=None):
+    def _pack_ids(self, ids_a, ids_b, bucket_width=None, max_length_a=None):
+        return pack_inputs(ids_a, ids_b, self.max_seq_length, self.tokenizer.cls_id,
+                           self.tokenizer.sep_id, max_length_a=max_length_a,
+                           bucket_width=bucket_width)
+
+    def _pack(self, text_a, text_b, cut=None, bucket_width=None):
         # One tokenizer call for both texts (half the per-call cost at small batches).
         num_rows = tf.shape(text_a)[0]
         with tf.control_dependencies([tf.debugging.assert_equal(
@@ -315,15 +405,15 @@ class ServingModule(tf.Module):
         ids_a, ids_b = ids[:num_rows], ids[num_rows:]
         if cut is not None:  # (ids_a, ids_b, S) -> (ids_a, ids_b, rows), e.g. windows
             ids_a, ids_b, rows = cut(ids_a, ids_b, self.max_seq_length)
-        features = pack_inputs(ids_a, ids_b, self.max_seq_length, self.tokenizer.cls_id,
-                               self.tokenizer.sep_id)
+        features = self._pack_ids(ids_a, ids_b, bucket_width)
         return features if cut is None else (features, rows)
 
     def _serve_pair(self, text_a, text_b):
         long_text = self._holder.long_text
         if long_text is None or self.model_type != "classifier":
-            return self._forward(self._pack(text_a, text_b))
-        features, rows = self._pack(text_a, text_b, long_text.graph_windows)
+            return self._forward(self._pack(text_a, text_b, bucket_width=self._bucket_width))
+        features, rows = self._pack(text_a, text_b, long_text.graph_windows,
+                                    bucket_width=self._bucket_width)
         logits = self._forward(features)["logits"]
         return self._classifier_outputs(long_text.graph_pool(logits, rows))
 
@@ -334,23 +424,27 @@ class ServingModule(tf.Module):
 
     def _squad_features(self, question, context):
         context_ids, span_starts, span_limits = self.tokenizer.tokenize_with_spans(context)
-        features = pack_inputs(self.tokenizer.tokenize(question), context_ids,
-                               self.max_seq_length, self.tokenizer.cls_id,
-                               self.tokenizer.sep_id, max_length_a=self.max_query_length)
+        features = self._pack_ids(self.tokenizer.tokenize(question), context_ids,
+                                  self._bucket_width, max_length_a=self.max_query_length)
         return features, span_starts, span_limits
 
     def _serve_squad(self, question, context):
         features, _, _ = self._squad_features(question, context)
         outputs = self._forward(features)
-        for key in ("input_ids", "input_mask", "segment_ids"):
+        for key in _ID_KEYS:
             outputs[key] = features[key]
         return outputs
 
     def _answer(self, question, context):
         features, span_starts, span_limits = self._squad_features(question, context)
         outputs = self._forward(features)
+        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
+        if self.trim_padding:  # the rows' own padding must not rank either
+            start_logits, end_logits = [
+                squad_results.real_position_logits(x, features["input_mask"])
+                for x in (start_logits, end_logits)]
         start, end, score, found = best_spans(
-            outputs["start_logits"], outputs["end_logits"], features["len_a"],
+            start_logits, end_logits, features["len_a"],
             features["len_b"], self.n_best_size, self.max_answer_length)
         # Token positions -> indexes of context tokens -> character ranges.
         offset = tf.cast(features["len_a"], tf.int32) + 2
@@ -388,8 +482,7 @@ class ServingModule(tf.Module):
         ids = words["ids"]
         empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids.dtype),
                                                  tf.zeros_like(ids.row_lengths()))
-        features = pack_inputs(ids, empty, self.max_seq_length, self.tokenizer.cls_id,
-                               self.tokenizer.sep_id)
+        features = self._pack_ids(ids, empty, self._bucket_width)
         predicted = tf.argmax(self._forward(features)["logits"], axis=-1, output_type=tf.int32)
         tag_ids = word_tag_ids(words, predicted, self.max_seq_length)
         return tagged_outputs(text, words, tag_ids, self.labels)
@@ -402,8 +495,7 @@ class ServingModule(tf.Module):
         contexts = tf.reshape(tf.tile(context[:, tf.newaxis], [1, num_choices]), [-1])
         ids = self.tokenizer.tokenize(tf.concat([contexts, tf.reshape(endings, [-1])], 0))
         rows = tf.shape(contexts)[0]
-        features = pack_inputs(ids[:rows], ids[rows:], self.max_seq_length,
-                               self.tokenizer.cls_id, self.tokenizer.sep_id)
+        features = self._pack_ids(ids[:rows], ids[rows:], self._bucket_width)
         logits = tf.reshape(self._forward(features)["logits"], [-1, num_choices])
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
                 "predicted_choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}

@@ -1,6 +1,8 @@
 """SQuAD answers from model outputs, and the official scores.
 
 - `compact_result` / `compact_batch`: what post-processing keeps of a window's logits;
+  `top_real_positions` + `compact_top`: the same from trimmed batches
+  (run_squad --trim_padding), where only real positions rank;
 - `compute_predictions` / `write_predictions`: the n-best answer spans mapped back to
   the original text (predictions.json, nbest_predictions.json, null_odds.json),
   exactly as the reference writes them for the same logits;
@@ -14,6 +16,7 @@ import math
 
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
 import tokenization
 from bert_tf2 import fileutil
@@ -84,6 +87,40 @@ def compact_batch(unique_ids, start_logits, end_logits, n_best_size):
     ends = candidates(end_logits)
     return [CompactResult(int(uid), s, e, float(start_logits[i, 0]), float(end_logits[i, 0]))
             for i, (uid, s, e) in enumerate(zip(unique_ids, starts, ends))]
+
+
+def real_position_logits(logits, input_mask):
+    """logits [B, S] with -inf at padding (input_mask 0): positions that never rank.
+
+    The reference's n-best ranks every position of the window, padding included
+    (its candidates there are dropped only afterwards); with batches trimmed to
+    their longest row that padding would depend on the batch, so trimmed runs rank
+    the real positions alone (run_squad --trim_padding, trimmed SQuAD serving).
+    """
+    return tf.where(tf.not_equal(input_mask, 0), logits, tf.constant(-np.inf, logits.dtype))
+
+
+def top_real_positions(logits, input_mask, k):
+    """(index int32 [B, k], value [B, k]): the k best real positions of each row, in the
+    graph; ties to the lower position (as compact_batch's stable sort); rows of fewer
+    than k positions are filled with -inf (compact_top drops those)."""
+    masked = real_position_logits(logits, input_mask)
+    missing = tf.maximum(k - tf.shape(masked)[1], 0)
+    masked = tf.pad(masked, [[0, 0], [0, missing]], constant_values=-np.inf)
+    values, index = tf.math.top_k(masked, k=k)
+    return index, values
+
+
+def compact_top(unique_ids, start_index, start_values, end_index, end_values,
+                null_start, null_end):
+    """CompactResults from top_real_positions' arrays (one row per window), -inf dropped."""
+    def candidates(index, values):
+        return [[(int(i), float(v)) for i, v in zip(row_index, row_values) if v > -np.inf]
+                for row_index, row_values in zip(np.asarray(index), np.asarray(values))]
+    starts = candidates(start_index, start_values)
+    ends = candidates(end_index, end_values)
+    return [CompactResult(int(uid), s, e, float(ns), float(ne))
+            for uid, s, e, ns, ne in zip(unique_ids, starts, ends, null_start, null_end)]
 
 
 def as_compact(result, n_best_size):

@@ -1,0 +1,160 @@
+"""Tests of serving.ServingModule's request lengths: trimmed requests equal full-length ones.
+
+The golden tiny TF1 encoder (hidden 16, 2 layers) with seeded random heads, called in
+process (no SavedModel written): every signature once packed to max_seq_length
+(trim_padding=False, the exports before trimming) and once packed to the request's
+longest row, on rows of very different lengths and on a batch of one.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+from bert_tf2 import input_pipeline
+from bert_tf2.export import serving
+from bert_tf2.export import tokenization_graph
+from bert_tf2.tasks import pooling
+from bert_tf2.tasks import squad_results
+from bert_tf2.trainer import checkpoints
+
+SEQ_LENGTH = 64
+_TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
+_LONG = ("The committee met on Tuesday in Geneva to discuss the new proposals for "
+         "international shipping rules, which several delegations opposed strongly "
+         "because of their cost to smaller ports and to the fishing fleets of the north. ")
+_TEXTS = ["Paris.", _LONG * 2, "", "John Smith works for Acme Corp in Berlin.",
+          "unwanted running"]
+_OTHERS = ["It rained.", "", _LONG, "Is it raining in Geneva today?", "x"]
+
+
+@pytest.fixture(scope="module")
+def golden(shared_dir, tmp_path_factory):
+    path = shared_dir / "golden" / "tf1_tiny"
+    tokenizer = tokenization_graph.InGraphTokenizer(
+        str(path / "vocab.txt"), True, str(tmp_path_factory.mktemp("asset")))
+    config = modeling.BertConfig.from_json_file(str(path / "bert_config.json"))
+    return {"tokenizer": tokenizer, "config": config, "checkpoint": str(path / "bert_model.ckpt")}
+
+
+def _modules(golden, model_type, labels=None, **kwargs):
+    """(full length, trimmed) ServingModules of one model: golden encoder, seeded head."""
+    tf.random.set_seed(7)
+    model = serving.build_model(model_type, golden["config"],
+                                None if labels is None else len(labels))
+    checkpoints.load_checkpoint(model, golden["checkpoint"])
+    return [serving.ServingModule(model_type, model, golden["tokenizer"], SEQ_LENGTH,
+                                  labels=labels, trim_padding=trim, **kwargs)
+            for trim in (False, True)]
+
+
+def _text(values):
+    return tf.constant(values, tf.string)
+
+
+def _assert_outputs_equal(full, trimmed, atol=1e-6):
+    assert set(full) == set(trimmed)
+    for name in full:
+        want, got = full[name].numpy(), trimmed[name].numpy()
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, atol=atol, rtol=0, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_packing_to_the_longest_row_is_the_full_packing_cut(golden):
+    tokenizer = golden["tokenizer"]
+    ids_a, ids_b = tokenizer.tokenize(_text(_TEXTS)), tokenizer.tokenize(_text(_OTHERS))
+    full = serving.pack_inputs(ids_a, ids_b, SEQ_LENGTH, tokenizer.cls_id, tokenizer.sep_id)
+    assert full["input_ids"].shape.as_list() == [5, SEQ_LENGTH]
+    lengths = full["input_mask"].numpy().sum(axis=1)
+    assert lengths.max() == SEQ_LENGTH  # the long row fills the window
+    for rows, width in (([0, 3, 4], 16), ([0, 3, 4], 1), ([0], 16), ([2], 16)):
+        cut = serving.pack_inputs(tf.gather(ids_a, rows), tf.gather(ids_b, rows), SEQ_LENGTH,
+                                  tokenizer.cls_id, tokenizer.sep_id, bucket_width=width)
+        bucket = input_pipeline.bucket_length(int(lengths[rows].max()), SEQ_LENGTH, width)
+        assert cut["input_ids"].shape[1] == bucket
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            want = full[key].numpy()[rows]
+            np.testing.assert_array_equal(cut[key].numpy(), want[:, :bucket])
+            assert not want[:, bucket:].any()  # only padding was cut
+    # The graph rule is the command line's.
+    for longest in (0, 1, 15, 16, 17, 63, 64):
+        assert int(input_pipeline.bucket_length(tf.constant(longest), SEQ_LENGTH)) == (
+            input_pipeline.bucket_length(longest, SEQ_LENGTH))
+
+
+def test_classifier_requests_trimmed_equal_full_length(golden):
+    full, trimmed = _modules(golden, "classifier", labels=["a", "b"])
+    assert not full.trim_padding and trimmed.trim_padding
+    for rows in (slice(None), slice(3, 4)):
+        a, b = _text(_TEXTS[rows]), _text(_OTHERS[rows])
+        _assert_outputs_equal(full.serving_default(a, b), trimmed.serving_default(a, b))
+        _assert_outputs_equal(full.serving_text_a(a), trimmed.serving_text_a(a))
+    # serving_ids keeps its fixed input and output length.
+    ids = trimmed.serving_ids.get_concrete_function()
+    assert [s.shape.as_list() for s in ids.structured_input_signature[0]] == [
+        [None, SEQ_LENGTH]] * 3
+
+
+def test_tagger_requests_trimmed_equal_full_length(golden):
+    full, trimmed = _modules(golden, "tagger", labels=_TAGS)
+    tags = set()
+    for rows in (slice(None), slice(3, 4)):
+        text = _text(_TEXTS[rows])
+        want, got = full.serving_default(text), trimmed.serving_default(text)
+        _assert_outputs_equal(want, got)
+        tags.update(want["word_tags"].numpy().ravel().tolist())
+    assert len(tags) > 2  # the comparison sees several tags
+
+
+def test_multiple_choice_requests_trimmed_equal_full_length(golden):
+    full, trimmed = _modules(golden, "multiple_choice")
+    endings = _text([[_OTHERS[i], _TEXTS[(i + 1) % 5], "no"] for i in range(5)])
+    for rows in (slice(None), slice(0, 1)):
+        context = _text(_TEXTS[rows])
+        _assert_outputs_equal(full.serving_default(context, endings[rows]),
+                              trimmed.serving_default(context, endings[rows]))
+
+
+def test_embed_runs_sorted_batches_and_gives_the_full_length_vectors(golden):
+    spec = pooling.PoolingSpec("mean", [-1, -2], True)
+    full, sorted_batches = _modules(golden, "encoder", pooling_spec=spec, embed_batch_size=2)
+    texts = _TEXTS + _OTHERS
+    want = full.serving_text_a(_text(texts))["sentence_embedding"].numpy()
+    assert want.shape == (10, 32)
+    got = sorted_batches.embed(_text(texts))["sentence_embedding"].numpy()
+    np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+    one = sorted_batches.embed(_text(texts[3:4]))["sentence_embedding"].numpy()
+    np.testing.assert_allclose(one, want[3:4], atol=1e-6, rtol=0)
+    assert sorted_batches.embed(_text([]))["sentence_embedding"].shape == (0, 32)
+    # The encoder's serving_default keeps max_seq_length (per-position outputs).
+    out = sorted_batches.serving_text_a(_text(texts[:1]))
+    assert out["sequence_output"].shape[1] == SEQ_LENGTH
+
+
+def test_trimmed_squad_answers_rank_real_positions_only(golden):
+    full, trimmed = _modules(golden, "squad", max_query_length=16)
+    assert serving.default_trim_padding("squad") is False
+    questions = _text(["Where?", "", "Who met on Tuesday?", "What rules?", "x"])
+    contexts = _text(["Paris.", "a", "The committee met on Tuesday in Geneva.",
+                      "The new rules for international shipping were opposed.", ""])
+    logits = full.serving_default(questions, contexts)
+    cut = trimmed.serving_default(questions, contexts)
+    width = cut["start_logits"].shape[1]
+    assert width < SEQ_LENGTH and width % 16 == 0
+    for name in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(cut[name].numpy(), logits[name].numpy()[:, :width],
+                                   atol=1e-6, rtol=0)
+    # The answer: the reference's span rules on the full logits, padding never ranking.
+    mask, segments = logits["input_mask"], logits["segment_ids"]
+    len_b = tf.reduce_sum(segments, axis=1) - 1          # the context's tokens
+    len_a = tf.reduce_sum(mask, axis=1) - len_b - 3      # the question's
+    answer = trimmed.answer(questions, contexts)
+    start, end, score, _ = serving.best_spans(
+        squad_results.real_position_logits(logits["start_logits"], mask),
+        squad_results.real_position_logits(logits["end_logits"], mask),
+        len_a, len_b, full.n_best_size, full.max_answer_length)
+    np.testing.assert_array_equal(answer["start_position"].numpy(), start.numpy())
+    np.testing.assert_array_equal(answer["end_position"].numpy(), end.numpy())
+    np.testing.assert_allclose(answer["score"].numpy(), score.numpy(), atol=1e-5)
+    assert (start.numpy() >= 0).sum() >= 3  # answers were found
