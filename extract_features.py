@@ -236,10 +236,13 @@ class FeatureExtractor(object):
 
     With `pooling` (a pooling.PoolingSpec) it returns one output instead: the
     [batch, dim] sentence vectors of pooling.pool over pooling.layers.
+    With `skip_padding` the encoder runs on the real tokens only
+    (modeling.set_skip_padding): the same values at every real token, zeros at the
+    padding positions, which neither the JSON lines nor the pooling read.
     """
 
     def __init__(self, bert_config, init_checkpoint, layer_indexes, seq_length,
-                 use_one_hot_embeddings=False, pooling_spec=None):
+                 use_one_hot_embeddings=False, pooling_spec=None, skip_padding=False):
         self.layer_indexes = list(layer_indexes)
         self.pooling = pooling_spec
         self.model = modeling.BertModel(bert_config,
@@ -247,6 +250,7 @@ class FeatureExtractor(object):
         dummy = tf.zeros([1, seq_length], tf.int32)
         self.model(dummy, tf.ones_like(dummy), dummy, training=False)
         checkpoints.load_checkpoint(self.model, init_checkpoint)
+        modeling.set_skip_padding(self.model, skip_padding)
         self.seq_length = seq_length
         # Any length up to seq_length: trimmed batches share one graph.
         spec = tf.TensorSpec([None, None], tf.int32)
@@ -315,7 +319,8 @@ class SentenceEncoder(object):
             do_lower_case=pick(do_lower_case, "do_lower_case", True))
         self.batch_size = batch_size
         self.extractor = FeatureExtractor(bert_config, init_checkpoint, layers,
-                                          self.max_seq_length, pooling_spec=self.spec)
+                                          self.max_seq_length, pooling_spec=self.spec,
+                                          skip_padding=True)
 
     def encode(self, texts):
         """[len(texts), dim] float32 vectors; a text is a string or an (a, b) pair."""
@@ -351,7 +356,8 @@ def run(fv):
     # 6 decimals and should be those of the original float32 model.
     tf.config.experimental.enable_tensor_float_32_execution(False)
     extractor = FeatureExtractor(bert_config, fv.init_checkpoint, layer_indexes,
-                                 fv.max_seq_length, fv.use_one_hot_embeddings, spec)
+                                 fv.max_seq_length, fv.use_one_hot_embeddings, spec,
+                                 skip_padding=fv.trim_padding)
     if spec is None:
         written = _write_features(fv, tokenizer, extractor, layer_indexes)
     else:

@@ -125,9 +125,14 @@ class BertConfig:
 # ---------------------------------------------------------------------------
 
 def gelu(x):
-    """GELU in the tanh approximation the reference uses (its "gelu")."""
-    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
-    return x * cdf
+    """GELU in the tanh approximation the reference uses (its "gelu").
+
+    The reference writes x * (0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))));
+    tf.nn.gelu(approximate=True) is the same formula with the 0.5 taken first (an
+    exact scaling, so the same value) and is the graph TensorFlow's CPU rewrite fuses
+    into the matmul before it (one oneDNN kernel for matmul + bias + gelu).
+    """
+    return tf.nn.gelu(x, approximate=True)
 
 
 def gelu_exact(x):
@@ -373,18 +378,28 @@ class SelfAttention(tf_keras.layers.Layer):
                 projection.build(input_shape)
         super().build(input_shape)
 
-    def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None):
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None,
+             tokens=None):
         """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
-        additive -> context [B * S, H]."""
+        additive -> context [B * S, H].
+
+        tokens: None, or [T, 1] indexes into the B * S positions (see Encoder); x and
+        the context are then [T, H], the rows of those positions only, and the
+        attention itself runs on [B, S] with zeros at the other positions.
+        """
         projections = (self.query, self.key, self.value)
         kernel = tf.concat([tf.cast(p.kernel, x.dtype) for p in projections], axis=1)
         bias = tf.concat([tf.cast(p.bias, x.dtype) for p in projections], axis=0)
         qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        if tokens is not None:
+            qkv = tf.scatter_nd(tokens, qkv, [batch_size * seq_length, 3 * self.num_heads
+                                              * self.head_size])
         qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
         context = attend(q, k, v, attention_mask,
                          lambda probs: self.dropout(probs, training=training, seed=seed))
-        return tf.reshape(context, [-1, self.num_heads * self.head_size])
+        context = tf.reshape(context, [-1, self.num_heads * self.head_size])
+        return context if tokens is None else tf.gather_nd(context, tokens)
 
 
 def attend(q, k, v, attention_mask, dropout=None):
@@ -416,10 +431,12 @@ class Attention(tf_keras.layers.Layer):
         self.self_attention = SelfAttention(config)
         self.output_block = DenseResidualNorm(config)
 
-    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None):
-        """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output."""
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
+             tokens=None):
+        """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output;
+        tokens: as SelfAttention's."""
         context = self.self_attention(x, attention_mask, batch_size, seq_length,
-                                      training=training, seed=_seed(seeds, 0))
+                                      training=training, seed=_seed(seeds, 0), tokens=tokens)
         return self.output_block(context, x, training=training, seed=_seed(seeds, 1))
 
 
@@ -433,12 +450,14 @@ class TransformerLayer(tf_keras.layers.Layer):
                                        activation=get_activation(config.hidden_act))
         self.output_block = DenseResidualNorm(config)
 
-    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None):
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
+             tokens=None):
         """x [B * S, H] -> [B * S, H]. seeds: None (keras dropout) or [3, 2] int32 (the
-        seeds of the layer's three dropouts, see `Dropout`)."""
+        seeds of the layer's three dropouts, see `Dropout`). tokens: None, or [T, 1]
+        indexes of the positions x holds ([T, H]; see Encoder)."""
         attention_output = self.attention(
             x, attention_mask, batch_size, seq_length, training=training,
-            seeds=None if seeds is None else seeds[:2])
+            seeds=None if seeds is None else seeds[:2], tokens=tokens)
         hidden = self.intermediate(attention_output)
         return self.output_block(hidden, attention_output, training=training,
                                  seed=_seed(seeds, 2))
@@ -456,6 +475,14 @@ class Encoder(tf_keras.layers.Layer):
     activations there (tf.recompute_grad): activation memory of one layer instead
     of all, for about one more forward pass of compute. The dropout masks then come
     from seeds drawn once per step, so the recomputation drops the same units.
+
+    With `tokens` ([T] indexes into the B * S positions, those of input_mask 1; see
+    `set_skip_padding`), every dense layer, LayerNorm and dropout runs on those T
+    rows only and the attention alone sees [B, S] (zeros elsewhere, which the
+    additive mask already hides: a masked key's weight is exp(-10000) = 0 in float32
+    either way). The rows of real tokens are then those of the full computation (up
+    to the matmul's summation order); the outputs at the other positions are zeros
+    instead of the values the reference computes for padding.
     """
 
     def __init__(self, config, name="encoder", **kwargs):
@@ -464,12 +491,16 @@ class Encoder(tf_keras.layers.Layer):
                                    for i in range(config.num_hidden_layers)]
         self.gradient_checkpointing = False
 
-    def call(self, x, attention_mask, training=False):
-        """x [B, S, H] -> list of [B, S, H], one per layer."""
+    def call(self, x, attention_mask, training=False, tokens=None):
+        """x [B, S, H] -> list of [B, S, H], one per layer; tokens: None or [T] int64."""
         batch_size, seq_length, width = get_shape_list(x)
         # The layers work on [B * S, H]: every dense layer is then a plain 2-D
         # matmul that TensorFlow fuses with its bias add.
         hidden = tf.reshape(x, [-1, width])
+        if tokens is not None:
+            # gather_nd/scatter_nd: both gradients are dense tensors.
+            tokens = tokens[:, tf.newaxis]
+            hidden = tf.gather_nd(hidden, tokens)
         # Variables must exist before a layer runs under tf.recompute_grad.
         recompute = (self.gradient_checkpointing and training
                      and all(layer.built for layer in self.transformer_layers))
@@ -480,19 +511,41 @@ class Encoder(tf_keras.layers.Layer):
         for i, layer in enumerate(self.transformer_layers):
             if recompute:
                 hidden = _recomputed(layer, hidden, attention_mask, batch_size, seq_length,
-                                     seeds[i])
+                                     seeds[i], tokens)
             else:
                 hidden = layer(hidden, attention_mask, batch_size, seq_length,
-                               training=training)
-            outputs.append(tf.reshape(hidden, [batch_size, seq_length, width]))
+                               training=training, tokens=tokens)
+            full = hidden if tokens is None else tf.scatter_nd(
+                tokens, hidden, [batch_size * seq_length, width])
+            outputs.append(tf.reshape(full, [batch_size, seq_length, width]))
         return outputs
 
 
-def _recomputed(layer, hidden, attention_mask, batch_size, seq_length, seeds):
+def _recomputed(layer, hidden, attention_mask, batch_size, seq_length, seeds, tokens=None):
     """layer(hidden) in training mode, its activations recomputed in the backward pass."""
     def forward(x):
-        return layer(x, attention_mask, batch_size, seq_length, training=True, seeds=seeds)
+        return layer(x, attention_mask, batch_size, seq_length, training=True, seeds=seeds,
+                     tokens=tokens)
     return tf.recompute_grad(forward)(hidden)
+
+
+def set_skip_padding(model, enabled=True):
+    """Runs every BERT encoder of `model` on the real tokens only (or not); returns how
+    many BertModels it found.
+
+    For models that never read the outputs at padding positions (input_mask 0): a
+    classifier (the first token), a tagger whose loss and outputs cover real tokens,
+    pooled sentence vectors. The real tokens' outputs are unchanged (see Encoder),
+    the dense layers do the work of the real tokens instead of B x S positions, and
+    the outputs at padding positions become zeros. Shapes are then data-dependent:
+    not for XLA or TPUs. Off by default (the reference's outputs everywhere).
+    """
+    models = [m for m in model.submodules if isinstance(m, BertModel)]
+    if isinstance(model, BertModel):
+        models.append(model)
+    for bert in models:
+        bert.skip_padding = bool(enabled)
+    return len(models)
 
 
 def set_gradient_checkpointing(model, enabled=True):
@@ -533,7 +586,9 @@ class BertModel(tf_keras.layers.Layer):
     Packed rows (several instances per row) pass position_ids (each instance's
     positions from 0) and instance_ids (1..k per instance, 0 on padding: attention
     stays within each instance, see create_attention_mask); without them the
-    outputs are the reference's.
+    outputs are the reference's. With skip_padding (set_skip_padding, or the call's
+    argument) the layers run on the real tokens only and every output but the
+    embeddings is zero at the positions of input_mask 0.
 
     Two ways to build it, one set of layers:
       BertModel(config, use_one_hot_embeddings=False, name="bert"): a Keras layer,
@@ -569,6 +624,7 @@ class BertModel(tf_keras.layers.Layer):
         self.embeddings = Embeddings(config, use_one_hot_embeddings)
         self.encoder = Encoder(config)
         self.pooler = DenseBlock(config.hidden_size, config, "pooler", activation=tf.tanh)
+        self.skip_padding = False  # see set_skip_padding
         self._reference_outputs = None
         if input_ids is not None:
             get_shape_list(input_ids, expected_rank=2)
@@ -653,8 +709,9 @@ class BertModel(tf_keras.layers.Layer):
         return checks
 
     def call(self, input_ids, input_mask=None, token_type_ids=None, training=False,
-             position_ids=None, instance_ids=None):
-        """Applies the layer (shapes in the class docstring)."""
+             position_ids=None, instance_ids=None, skip_padding=None):
+        """Applies the layer (shapes in the class docstring); skip_padding: None for the
+        layer's own setting (see set_skip_padding), or True/False for this call."""
         input_ids = tf.convert_to_tensor(input_ids)
         if input_mask is None:
             input_mask = tf.ones_like(input_ids)
@@ -668,7 +725,11 @@ class BertModel(tf_keras.layers.Layer):
             embedding_output = self.embeddings(input_ids, token_type_ids, training=training,
                                                position_ids=position_ids)
         attention_mask = create_attention_mask(input_mask, instance_ids=instance_ids)
-        all_layers = self.encoder(embedding_output, attention_mask, training=training)
+        tokens = None
+        if self.skip_padding if skip_padding is None else skip_padding:
+            tokens = tf.where(tf.not_equal(tf.reshape(input_mask, [-1]), 0))[:, 0]
+        all_layers = self.encoder(embedding_output, attention_mask, training=training,
+                                  tokens=tokens)
         sequence_output = all_layers[-1]
         return {
             "pooled_output": self.pooler(sequence_output[:, 0, :]),

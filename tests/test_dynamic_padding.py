@@ -388,9 +388,12 @@ def train_both(tmp_path, lengths, batch_size=4, steps=3, **cfg):
     path = write_classifier_records(tmp_path / "train.tf_record", lengths, seed=8)
     runners, traces = [], []
     for trim in (False, True):
+        # The trimmed run is --trim_padding's: its encoder also skips the padding
+        # (Runner.skip_padding) unless XLA is on.
         runners.append(runner_for(tmp_path, "train%d" % trim, classifier_fn, for_training=True,
                                   init_from=runners[0] if runners else None,
-                                  num_train_steps=steps, iterations_per_loop=1, **cfg))
+                                  num_train_steps=steps, iterations_per_loop=1,
+                                  trim_padding=trim, **cfg))
     for trim, runner in zip((False, True), runners):
         seen = []
 
@@ -411,10 +414,13 @@ def train_both(tmp_path, lengths, batch_size=4, steps=3, **cfg):
     {"enable_xla": True},
     {"num_accumulation_steps": 2},
     {"gradient_checkpointing": True, "enable_xla": True},
-], ids=["tf_function", "xla", "accumulation2", "recompute_xla"])
+    {"gradient_checkpointing": True},
+], ids=["tf_function", "xla", "accumulation2", "recompute_xla", "recompute"])
 def test_trimmed_training_steps_equal_padded(tmp_path, cfg):
     padded, trimmed, traces = train_both(tmp_path, lengths_of(24, seed=9), **cfg)
     assert padded.global_step == trimmed.global_step == 3
+    assert not padded.skip_padding
+    assert trimmed.skip_padding == (not cfg.get("enable_xla"))
     for a, b in zip(padded.model.trainable_variables, trimmed.model.trainable_variables):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-5, err_msg=a.name)
     # The loop is traced as often as the padded one, whatever lengths come: no retracing.

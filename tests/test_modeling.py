@@ -214,6 +214,74 @@ def test_masked_positions_do_not_change_real_tokens():
     np.testing.assert_allclose(out1[1, :6], out2[1, :6], atol=1e-5)
 
 
+def _ragged_inputs(batch=4, seq=12, seed=3):
+    ids, _, types = random_inputs(batch, seq, seed=seed)
+    lengths = np.array([12, 3, 7, 1])[:batch]
+    mask = (np.arange(seq)[np.newaxis, :] < lengths[:, np.newaxis]).astype(np.int32)
+    return ids * mask, mask, types * mask
+
+
+@pytest.mark.parametrize("in_graph", [False, True], ids=["eager", "tf_function"])
+def test_skip_padding_keeps_every_real_token_and_zeroes_the_padding(in_graph):
+    model = modeling.BertModel(tiny_config())
+    ids, mask, types = _ragged_inputs()
+    call = tf.function(model) if in_graph else model
+    full = call(ids, mask, types)
+    assert modeling.set_skip_padding(model) == 1 and model.skip_padding
+    call = tf.function(model.__call__) if in_graph else model
+    skipped = call(ids, mask, types)
+    real = mask.astype(bool)
+    for a, b in zip(full["all_encoder_layers"], skipped["all_encoder_layers"]):
+        np.testing.assert_allclose(b.numpy()[real], a.numpy()[real], atol=1e-5)
+        assert not np.any(b.numpy()[~real])  # padding positions: zeros
+    np.testing.assert_allclose(skipped["pooled_output"], full["pooled_output"], atol=1e-5)
+    np.testing.assert_array_equal(skipped["embedding_output"], full["embedding_output"])
+    # The call's own argument wins over the layer's setting.
+    again = model(ids, mask, types, skip_padding=False)
+    np.testing.assert_allclose(again["sequence_output"], full["sequence_output"], atol=1e-5)
+    modeling.set_skip_padding(model, False)
+    assert not model.skip_padding
+
+
+@pytest.mark.parametrize("recompute", [False, True], ids=["plain", "recompute"])
+def test_skip_padding_gives_the_same_gradients(recompute):
+    model = heads.BertClassifier(tiny_config(hidden_dropout_prob=0.0,
+                                             attention_probs_dropout_prob=0.0), 3)
+    model(heads.dummy_features())
+    model.dropout.rate = 0.0
+    modeling.set_gradient_checkpointing(model, recompute)
+    ids, mask, types = _ragged_inputs()
+    feats = {"input_ids": ids, "input_mask": mask, "segment_ids": types}
+
+    @tf.function
+    def step():
+        return _gradients(lambda: tf.reduce_sum(model(feats, training=True)["logits"] ** 2),
+                          model.trainable_variables)
+    loss_full, full = step()
+    assert heads.reads_padding(model) is False
+    modeling.set_skip_padding(model)
+    loss_skip, skipped = tf.function(step.python_function)()
+    assert float(loss_skip) == pytest.approx(float(loss_full), rel=1e-5)
+    for a, b, v in zip(full, skipped, model.trainable_variables):
+        # Keys' biases get a gradient of 0 up to rounding (softmax ignores a constant).
+        np.testing.assert_allclose(b, a, atol=1e-5 * max(1.0, np.abs(a).max()), err_msg=v.name)
+
+
+def test_skip_padding_on_packed_rows():
+    model = modeling.BertModel(tiny_config())
+    ids = np.array([[5, 6, 7, 8, 9, 10, 0, 0], [11, 12, 13, 0, 0, 0, 0, 0]], np.int32)
+    mask = (ids > 0).astype(np.int32)
+    instance = np.array([[1, 1, 1, 2, 2, 2, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]], np.int32)
+    positions = np.array([[0, 1, 2, 0, 1, 2, 0, 0], [0, 1, 2, 0, 0, 0, 0, 0]], np.int32)
+    full = model(ids, mask, position_ids=positions, instance_ids=instance)
+    skipped = model(ids, mask, position_ids=positions, instance_ids=instance,
+                    skip_padding=True)
+    real = mask.astype(bool)
+    np.testing.assert_allclose(skipped["sequence_output"].numpy()[real],
+                               full["sequence_output"].numpy()[real], atol=1e-5)
+    assert heads.reads_padding(heads.BertSquad(tiny_config()))  # its logits rank padding
+
+
 def test_one_hot_embeddings_equal_gather():
     cfg = tiny_config()
     a = modeling.BertModel(cfg)

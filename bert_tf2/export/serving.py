@@ -226,6 +226,8 @@ class ServingModule(tf.Module):
         if trim_padding is None:
             trim_padding = default_trim_padding(model_type)
         self.trim_padding = bool(trim_padding)
+        # Trimmed requests of a model that reads no padding output: the real tokens only.
+        modeling.set_skip_padding(model, self.trim_padding and not heads.reads_padding(model))
         if embed_batch_size < 1:
             raise ValueError("the embed batch size must be >= 1, got %d" % embed_batch_size)
         self.embed_batch_size = int(embed_batch_size)
@@ -312,12 +314,14 @@ class ServingModule(tf.Module):
             pooled = model.bert(features["input_ids"], features["input_mask"],
                                 features["segment_ids"], training=False)["pooled_output"]
             return {"logits": tf.cast(model.scorer(pooled), tf.float32)[:, 0]}
+        if self.model_type == "squad":
+            # Its logits at every position of the request are outputs: no skip_padding.
+            out = model(features, training=False)
+            return {"start_logits": tf.cast(out["start_logits"], tf.float32),
+                    "end_logits": tf.cast(out["end_logits"], tf.float32)}
         out = model(features, training=False)
         if self.model_type == "tagger":
             return {"logits": tf.cast(out["logits"], tf.float32)}
-        if self.model_type == "squad":
-            return {"start_logits": tf.cast(out["start_logits"], tf.float32),
-                    "end_logits": tf.cast(out["end_logits"], tf.float32)}
         return self._classifier_outputs(tf.cast(out["logits"], tf.float32))
 
     def _classifier_outputs(self, logits):
@@ -359,7 +363,8 @@ class ServingModule(tf.Module):
             rows = order[start:start + size]
             length = tf.reduce_max(tf.gather(lengths, rows))
             cut = [tf.gather(features[k], rows)[:, :length] for k in _ID_KEYS]
-            pooled = self._pool(self._holder.model(*cut, training=False), cut[1])
+            pooled = self._pool(self._holder.model(*cut, training=False, skip_padding=True),
+                                cut[1])
             return start + size, tf.tensor_scatter_nd_update(vectors, rows[:, tf.newaxis],
                                                              pooled)
 

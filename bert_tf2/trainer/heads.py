@@ -179,12 +179,12 @@ def weighted_next_sentence_loss(log_probs, labels, weights):
 # Task models (each owns a `bert` encoder and one head)
 # ---------------------------------------------------------------------------
 
-def _encode(bert, features, training):
+def _encode(bert, features, training, skip_padding=None):
     # position_ids / instance_ids: only packed pretraining rows have them.
     return bert(features["input_ids"], features.get("input_mask"),
                 features.get("segment_ids"), training=training,
                 position_ids=features.get("position_ids"),
-                instance_ids=features.get("instance_ids"))
+                instance_ids=features.get("instance_ids"), skip_padding=skip_padding)
 
 
 def _packed_pooled_output(bert, sequence_output, positions):
@@ -250,16 +250,21 @@ class BertClassifier(tf_keras.Model):
 
 
 class BertSquad(tf_keras.Model):
-    """BERT + a linear start/end layer over every token (run_squad's model)."""
+    """BERT + a linear start/end layer over every token (run_squad's model).
+
+    Its logits at padding positions count (the reference's loss and n-best see them),
+    so it skips the padding only when a caller asks: call(..., skip_padding=True) for
+    predictions that rank real positions only (run_squad --trim_padding).
+    """
 
     def __init__(self, config, use_one_hot_embeddings=False, name="bert_squad", **kwargs):
         super().__init__(name=name, **kwargs)
         self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
         self.cls = SquadHead()
 
-    def call(self, features, training=False):
+    def call(self, features, training=False, skip_padding=None):
         """Applies the layer (shapes in the class docstring)."""
-        sequence = _encode(self.bert, features, training)["sequence_output"]
+        sequence = _encode(self.bert, features, training, skip_padding)["sequence_output"]
         start_logits, end_logits = self.cls(sequence)
         return {"start_logits": start_logits, "end_logits": end_logits}
 
@@ -326,6 +331,12 @@ class BertMultipleChoice(tf_keras.Model):
         pooled = _encode(self.bert, flat, training)["pooled_output"]
         logits = self.scorer(self.dropout(pooled, training=training))
         return {"logits": tf.reshape(logits, shape[:-1])}
+
+
+def reads_padding(model):
+    """False for the task models that never read an output at a padding position
+    (input_mask 0): their encoder may skip those positions (modeling.set_skip_padding)."""
+    return not isinstance(model, (BertClassifier, BertTagger, BertMultipleChoice))
 
 
 def dummy_features(batch_size=1, seq_length=2, max_predictions_per_seq=1):

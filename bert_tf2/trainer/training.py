@@ -328,6 +328,8 @@ class Runner:
             if config.gradient_checkpointing and for_training:
                 if not modeling.set_gradient_checkpointing(self.model):
                     raise ValueError("--gradient_checkpointing: the model has no BERT encoder")
+            if self.skip_padding:
+                modeling.set_skip_padding(self.model)
             self.optimizer = None
             if for_training:
                 self.optimizer = optimization.create_optimizer(
@@ -699,6 +701,18 @@ class Runner:
         """
         tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
         return bool(self.config.trim_padding) and not isinstance(self.strategy, tpu)
+
+    @property
+    def skip_padding(self):
+        """Whether the encoder runs on the real tokens only (modeling.set_skip_padding).
+
+        With trimmed batches, for models that never read the outputs at padding
+        positions (heads.reads_padding is False: classifier, tagger, multiple
+        choice), and without XLA (the number of real tokens is a data-dependent
+        shape). The real tokens' outputs stay the padded computation's.
+        """
+        return (self.trim_padding and not self.config.enable_xla
+                and not heads.reads_padding(self.model))
 
     def predict(self, dataset_fn, predict_fn, max_steps=None, sequence_outputs=None):
         """Yields dicts of numpy arrays, one per global batch, in input order.
