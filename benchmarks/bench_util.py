@@ -284,6 +284,36 @@ def mark_degenerate_peers(rows, peaks=None):
     return rows
 
 
+# bf16 rows are judged only where bf16 pays: a CPU whose bf16 matmul peak is at least
+# this many times its fp32 peak has bf16 matrix units (AMX: 4.2x in the 10:03 run);
+# avx512_bf16 alone (dot products, no matrix unit) measured about 1x.
+BF16_UNITS_MIN_SPEEDUP = 2.0
+BF16_NOT_JUDGED_NOTE = "bf16 not judged on this CPU"
+
+
+def has_bf16_units(peaks):
+    """Whether the measured peaks ({"fp32", "bf16"} GFLOP/s) show bf16 matrix units."""
+    return bool(peaks.get("fp32") and peaks.get("bf16")
+                and peaks["bf16"] >= BF16_UNITS_MIN_SPEEDUP * peaks["fp32"])
+
+
+def mark_unjudged_bf16(rows, peaks):
+    """On a CPU without bf16 matrix units (has_bf16_units false), notes
+    BF16_NOT_JUDGED_NOTE on every bf16 row with a peer (no win, no loss); returns a
+    line for the header, or None when bf16 rows are judged."""
+    if has_bf16_units(peaks):
+        return None
+    ratio = (peaks["bf16"] / peaks["fp32"]) if peaks.get("fp32") and peaks.get("bf16") else None
+    why = ("bf16 matmul peak %.2fx the fp32 peak" % ratio if ratio is not None
+           else "bf16 matmul peak not measured")
+    for r in rows:
+        if " bf16" in " " + r["config"] and r.get("peer") is not None:
+            note = "%s (%s)" % (BF16_NOT_JUDGED_NOTE, why)
+            r["note"] = note if not r.get("note") else "%s; %s" % (note, r["note"])
+    return ("bf16 rows not judged: this CPU has no bf16 matrix units (%s, under %.0fx); "
+            "they are judged where bf16 pays (AMX)" % (why, BF16_UNITS_MIN_SPEEDUP))
+
+
 def machine_header(peaks, load=None):
     """{"date", "cpu", "cores", "fp32_peak", "bf16_peak", "load"} of this run."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),

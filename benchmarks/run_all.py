@@ -274,9 +274,11 @@ def main(argv=None):
 
     bench_util.mark_degenerate_peers(rows, peaks)
     machine = dict(bench_util.machine_header(peaks), mode=mode, seconds=time.time() - start,
-                   notes=notes)
+                   notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks))
     print()
     print(header_line(machine))
+    if machine["bf16"]:
+        print(machine["bf16"])
     print(bench_util.format_table(rows))
     for note in notes:
         print("note: " + note)

@@ -16,8 +16,9 @@ import sys
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
-# bench_util.DEGENERATE_NOTE, repeated: this script runs without importing TensorFlow.
+# bench_util's notes, repeated: this script runs without importing TensorFlow.
 DEGENERATE_NOTE = "peer degenerate on this CPU"
+BF16_NOT_JUDGED_NOTE = "bf16 not judged on this CPU"
 
 
 def _fmt(value):
@@ -43,11 +44,16 @@ def _groups(rows):
     return groups
 
 
+def _left_out(r):
+    """A degenerate peer, or a bf16 row on a CPU without bf16 matrix units."""
+    return str(r.get("note") or "").startswith((DEGENERATE_NOTE, BF16_NOT_JUDGED_NOTE))
+
+
 def is_win(r):
-    """ours/peer >= 1 against a real, non-degenerate peer (bounds and fractions aside)."""
+    """ours/peer >= 1 against a real, non-degenerate peer (bounds and fractions aside,
+    bf16 rows too where they are not judged)."""
     return (r.get("ratio") is not None and r["ratio"] >= 1.0 and r.get("unit") != "fraction"
-            and "bound" not in r["measure"]
-            and not str(r.get("note") or "").startswith(DEGENERATE_NOTE))
+            and "bound" not in r["measure"] and not _left_out(r))
 
 
 def render(results):
@@ -62,7 +68,10 @@ def render(results):
                  machine.get("seconds") or 0, machine.get("cpu", "?"),
                  machine.get("cores", "?"), _fmt(machine.get("fp32_peak_gflops")),
                  _fmt(machine.get("bf16_peak_gflops")),
-                 " / ".join(str(x) for x in load) if load else "?"), ""]
+                 " / ".join(str(x) for x in load) if load else "?")]
+    if machine.get("bf16"):  # bench_util.mark_unjudged_bf16's line
+        lines[0] += " " + machine["bf16"] + "."
+    lines.append("")
     for family, group in _groups(rows):
         lines += ["**%s**" % family, "",
                   "| measure | config | ours | peer | unit | ours / peer | note |",
@@ -73,11 +82,13 @@ def render(results):
         lines.append("")
     wins = [r for r in rows if is_win(r)]
     degenerate = [r for r in rows if str(r.get("note") or "").startswith(DEGENERATE_NOTE)]
+    unjudged = [r for r in rows if str(r.get("note") or "").startswith(BF16_NOT_JUDGED_NOTE)]
+    left_out = "".join("; %d rows left out as %s" % (len(group), what)
+                       for group, what in ((degenerate, DEGENERATE_NOTE),
+                                           (unjudged, BF16_NOT_JUDGED_NOTE)) if group)
     lines.append("Wins (ours / peer >= 1, bounds and degenerate peers left out): %d of %d "
                  "compared rows%s." % (
-                     len(wins), sum(1 for r in rows if r.get("ratio") is not None),
-                     "; %d rows left out as %s" % (len(degenerate), DEGENERATE_NOTE)
-                     if degenerate else ""))
+                     len(wins), sum(1 for r in rows if r.get("ratio") is not None), left_out))
     for note in machine.get("notes", []):
         lines.append("- %s" % note)
     return "\n".join(lines).rstrip() + "\n"
