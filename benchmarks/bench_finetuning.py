@@ -30,9 +30,12 @@ Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
   extract_features     extract_features.layer_outputs (length-sorted, trimmed batches of
                        32), layers -1..-4 to numpy, on SST-2 training sentences;
   run_squad predict    training.Runner.predict over run_squad's features (max_seq_length
-                       384, doc_stride 128, batch 8); run_squad keeps the full length
-                       (its n-best lists rank padding positions too), so this row has no
-                       trimmed variant.
+                       384, doc_stride 128, batch 8); run_squad keeps the full length by
+                       default (its n-best lists rank padding positions too);
+  run_squad predict --trim_padding
+                       the same as run_squad --trim_padding predicts: length buckets
+                       trimmed, the encoder on real tokens only, the n-best of real
+                       positions in the graph, against torch with dynamic padding.
 Each trimmed row also runs our --notrim_padding path on the same data; the largest
 |difference| of the outputs between the two is printed.
 """
@@ -157,11 +160,12 @@ class Ours:
     def __init__(self, bert_config, checkpoint, workdir):
         self.bert_config, self.checkpoint, self.workdir = bert_config, checkpoint, workdir
 
-    def _runner(self, name, model_fn):
+    def _runner(self, name, model_fn, trim):
         from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
         training.set_seed(1)   # the same task head (not in the checkpoint) in every run
+        # trim_padding as the runners' --trim_padding sets it (Runner.skip_padding).
         config = training.RunConfig(output_dir=os.path.join(self.workdir, name),
-                                    init_checkpoint=self.checkpoint)
+                                    init_checkpoint=self.checkpoint, trim_padding=trim)
         # The strategy run_classifier / run_ner / extract_features pick on a machine
         # without GPUs (training.get_strategy): one device, the host's CPU.
         return training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"), model_fn, config,
@@ -180,6 +184,8 @@ class Ours:
         model(heads.dummy_features())
         if self.checkpoint:
             checkpoints.load_checkpoint(model, self.checkpoint)
+        # What training.Runner does with --trim_padding (Runner.skip_padding).
+        modeling.set_skip_padding(model, trim)
         optimizer = optimization.create_optimizer(2e-5, 1000, 100, clip_norm=1.0)
         optimization.create_slots(optimizer, model.trainable_variables)
         dataset = input_pipeline.dataset_fn_for(
@@ -200,7 +206,7 @@ class Ours:
     def predict(self, name, model_fn, path, spec, batch_size, predict_fn, count, trim):
         """(examples/s of one pass after a warm-up pass, the outputs of the real rows)."""
         from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
-        runner = self._runner(name, model_fn)
+        runner = self._runner(name, model_fn, trim)
         dataset_fn = input_pipeline.dataset_fn_for([path], spec, batch_size,
                                                    is_training=False, trim_padding=trim)
 
@@ -217,8 +223,9 @@ class Ours:
     def extract(self, features, trim):
         """(sentences/s of one pass after a warm-up pass, the layers of the first sentence)."""
         import extract_features  # pylint: disable=import-outside-toplevel
+        # As extract_features.py builds it: --trim_padding also skips the padding.
         extractor = extract_features.FeatureExtractor(
-            self.bert_config, self.checkpoint, LAYERS, SEQ_LENGTH)
+            self.bert_config, self.checkpoint, LAYERS, SEQ_LENGTH, skip_padding=trim)
 
         def one_pass():
             rows = {}
@@ -375,6 +382,18 @@ def measure_model(name, workdir, quick, log):
                          {False: speed}, "features/s"))
         jobs.append({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
                      "max_length": SQUAD_SEQ_LENGTH if "384" in peer_padding else None})
+    log(rows[-1])
+    # run_squad --trim_padding: length buckets cut to their longest window, the n-best
+    # ranked among real positions in the graph (run_squad.top_positions_fn).
+    import run_squad  # pylint: disable=import-outside-toplevel
+    speed, _ = ours.predict("%s_squad_trim" % name, lambda: heads.BertSquad(config), path,
+                            input_pipeline.squad_features(SQUAD_SEQ_LENGTH, False),
+                            SQUAD_BATCH_SIZE, run_squad.top_positions_fn(20), len(examples),
+                            True)
+    rows.append(_row("run_squad predict --trim_padding", "SQuAD dev, %d features, %s, batch 8, "
+                     "seq 384 (ours trimmed; peer dynamic padding)" % (len(examples), name),
+                     {False: speed}, "features/s"))
+    jobs.append(dict(jobs[-2]))
     log(rows[-1])
     return rows, dict(peer, jobs=jobs)
 
