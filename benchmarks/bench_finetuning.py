@@ -191,7 +191,7 @@ class Ours:
         dataset = input_pipeline.dataset_fn_for(
             [path], input_pipeline.classifier_features(SEQ_LENGTH), BATCH_SIZE,
             is_training=True, seed=1, trim_padding=trim, group_by_length=grouped)()
-        step = _train_step(model, optimizer, dataset.element_spec)
+        step = train_step(model, optimizer, dataset.element_spec)
         batches = iter(dataset)
         for _ in range(WARMUP_STEPS):
             step(next(batches))
@@ -249,7 +249,7 @@ def _median_pass(one_pass, repeats=3):
     return bench_util.median(times), result
 
 
-def _train_step(model, optimizer, element_spec):
+def train_step(model, optimizer, element_spec):
     """One training step over a batch of run_classifier's features (one trace)."""
     variables = model.trainable_variables
 
@@ -286,7 +286,7 @@ def _max_diff(a, b):
 # The run
 # ---------------------------------------------------------------------------
 
-def _model_setup(name, workdir):
+def model_setup(name, workdir):
     """(BertConfig, our checkpoint, peer spec without jobs)."""
     import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
     from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
@@ -320,7 +320,7 @@ def measure_model(name, workdir, quick, log):
     import tokenization  # pylint: disable=import-outside-toplevel
     pick = 1 if quick else 0
     size = {k: v[pick] for k, v in SIZES[name].items()}
-    config, checkpoint, peer = _model_setup(name, workdir)
+    config, checkpoint, peer = model_setup(name, workdir)
     tokenizer = tokenization.FullTokenizer(
         os.path.join(shared_dir(), "data", "vocab", "uncased_vocab.txt"), do_lower_case=True)
     ours = Ours(config, checkpoint, workdir)

@@ -3,6 +3,14 @@
 Usage:
   python benchmarks/profile_step.py [--what pretraining|inference] [--size mini]
       [--dtype fp32] [--xla] [--steps 3] [--top 25]
+  python benchmarks/profile_step.py --what finetuning|predict --task sst-2|mrpc
+      [--grouped] [--noskip_padding]
+
+finetuning / predict: ours only, the converted all-MiniLM-L6-v2 on one batch of 32 real
+training examples of the task (a random batch, or with --grouped one of --group_by_length's),
+cut to its bucket length as --trim_padding cuts it: bench_finetuning's training step (model,
+loss, clip + fused AdamWeightDecay) or the classifier's forward pass, with the encoder on
+the real tokens only unless --noskip_padding.
 
 Runs a few steps of each side under tf.profiler and prints, per side, the time of the
 TensorFlow ops grouped by op type (MatMul, BatchMatMulV2, Mul, ...), their share of the
@@ -17,9 +25,10 @@ import glob
 import os
 import re
 import tempfile
+import time
 
 import bench_util  # pylint: disable=unused-import
-from bench_util import tf
+from bench_util import np, tf
 
 MATMUL_TYPES = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklMatMul", "_MklBatchMatMulV2",
                 "_FusedMatMul", "_MklFusedMatMul", "Einsum", "_MklEinsum",
@@ -99,10 +108,65 @@ def _sides(what, size, dtype, xla):
             inference.build_peer(cfg, dtype, xla, tokens))
 
 
+def _finetuning_side(what, task, grouped, skip_padding):
+    """run(n) of our fine-tuning step or forward pass on one real batch (module docstring)."""
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    import optimization  # pylint: disable=import-outside-toplevel
+    import tokenization  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import checkpoints, heads  # pylint: disable=import-outside-toplevel
+    workdir = tempfile.mkdtemp(prefix="bench_profile_run_")
+    config, checkpoint, _ = bench_finetuning.model_setup("minilm", workdir)
+    tokenizer = tokenization.FullTokenizer(os.path.join(
+        bench_finetuning.shared_dir(), "data", "vocab", "uncased_vocab.txt"), True)
+    _, examples, num_labels = bench_finetuning.glue_data_files(workdir, task, "train", 1600,
+                                                               tokenizer)
+    lengths = [len(e["input_ids"]) for e in examples]
+    if grouped:
+        rows = bench_finetuning.grouped_batches(lengths, 1)[0]
+    else:
+        rows = np.random.RandomState(1).permutation(len(examples))[:32].tolist()
+    length = input_pipeline.bucket_length(max(lengths[i] for i in rows), 128, 8)
+    batch = {"input_ids": [], "input_mask": [], "segment_ids": [], "label_ids": []}
+    for i in rows:
+        e = examples[i]
+        pad = [0] * (length - len(e["input_ids"]))
+        batch["input_ids"].append(e["input_ids"] + pad)
+        batch["input_mask"].append([1] * len(e["input_ids"]) + pad)
+        batch["segment_ids"].append(e["token_type_ids"] + pad)
+        batch["label_ids"].append(e["labels"])
+    batch = {k: tf.constant(v, tf.int32) for k, v in batch.items()}
+    print("%s batch: 32 x %d positions, %d real tokens" % (
+        task, length, int(tf.reduce_sum(batch["input_mask"]))))
+    model = heads.BertClassifier(config, num_labels)
+    model(heads.dummy_features())
+    checkpoints.load_checkpoint(model, checkpoint)
+    modeling.set_skip_padding(model, skip_padding)
+    if what == "finetuning":
+        optimizer = optimization.create_optimizer(2e-5, 1000, 100, clip_norm=1.0)
+        optimization.create_slots(optimizer, model.trainable_variables)
+        spec = {k: tf.TensorSpec([None, None] if k != "label_ids" else [None], tf.int32)
+                for k in batch}
+        step = bench_finetuning.train_step(model, optimizer, spec)
+    else:
+        step = tf.function(lambda features: model(features, training=False)["logits"])
+
+    def run(n):
+        for _ in range(n):
+            out = step(batch)
+        out.numpy()
+    return run
+
+
 def main(argv=None):
     """Profiles training or inference steps of ours and the peer, op by op."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--what", default="pretraining", choices=["pretraining", "inference"])
+    parser.add_argument("--what", default="pretraining",
+                        choices=["pretraining", "inference", "finetuning", "predict"])
+    parser.add_argument("--task", default="sst-2", choices=["sst-2", "mrpc"])
+    parser.add_argument("--grouped", action="store_true")
+    parser.add_argument("--noskip_padding", action="store_true")
     parser.add_argument("--size", default="mini")
     parser.add_argument("--dtype", default="fp32")
     parser.add_argument("--xla", action="store_true")
@@ -111,6 +175,17 @@ def main(argv=None):
     parser.add_argument("--only", default="ours,peer")
     parser.add_argument("--by_name", action="store_true", help="group by op name, not type")
     args = parser.parse_args(argv)
+    if args.what in ("finetuning", "predict"):
+        run = _finetuning_side(args.what, args.task, args.grouped, not args.noskip_padding)
+        run(2)
+        start = time.perf_counter()
+        run(10)
+        print("ours %s %s: %.1f ms per step (wall, mean of 10)" % (
+            args.what, args.task, (time.perf_counter() - start) * 100))
+        print(format_profile("ours %s %s skip_padding=%s" % (
+            args.what, args.task, not args.noskip_padding),
+            profile(run, args.steps, args.by_name), args.steps, args.top))
+        return
     ours, peer = _sides(args.what, args.size, args.dtype, args.xla)
     for name, run in (("ours", ours), ("peer", peer)):
         if name not in args.only.split(","):
