@@ -229,15 +229,16 @@ def _predict_fn(model, features):
     }
 
 
-def top_positions_fn(n_best_size):
+def top_positions_fn(n_best_size, skip_padding=True):
     """predict_fn of trimmed batches: each window's n-best real positions, in the graph.
 
     Fixed-size outputs ([B, n_best_size] and the [CLS] logits), so that batches cut
     to different lengths join without padding their logits back. No padding position
-    is read, so the encoder runs on the real tokens only (BertSquad's skip_padding).
+    is read, so the encoder may run on the real tokens only (skip_padding: BertSquad's,
+    not under XLA, whose shapes must be static).
     """
     def predict_fn(model, features):
-        outputs = model(features, training=False, skip_padding=True)
+        outputs = model(features, training=False, skip_padding=skip_padding)
         result = {"unique_ids": features["unique_ids"],
                   "is_real_example": features["is_real_example"]}
         for side in ("start", "end"):
@@ -345,7 +346,8 @@ def _predict(fv, runner, eval_examples, tokenizer, written=None):
 
     dataset_fn = input_pipeline.dataset_fn_for([eval_file], spec, fv.predict_batch_size,
                                                is_training=False, trim_padding=trimmed)
-    predict_fn = top_positions_fn(fv.n_best_size) if trimmed else _predict_fn
+    predict_fn = (top_positions_fn(fv.n_best_size, skip_padding=not fv.enable_xla)
+                  if trimmed else _predict_fn)
 
     results = []
     started = last_report = time.time()

@@ -739,13 +739,15 @@ def test_predict_squad_v2_with_threshold(shared_dir, dev_articles, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("extra", [[], ["--enable_xla"]], ids=["skip_padding", "xla"])
 def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, dev_articles,
-                                                                     tmp_path):
+                                                                     tmp_path, extra):
+    # Without XLA the encoder also skips the padding; under XLA it is left off (static shapes).
     dev = tmp_path / "dev.json"
     dev.write_text(json.dumps({"data": [{"paragraphs": dev_articles[1]["paragraphs"][:2]}]}))
     out = tmp_path / "out"
     fv = run_flags(shared_dir, out, "--do_predict", "--predict_file=%s" % dev,
-                   "--max_seq_length=96", "--predict_batch_size=4", "--trim_padding")
+                   "--max_seq_length=96", "--predict_batch_size=4", "--trim_padding", *extra)
     run_squad.run(fv)  # the whole run, trimmed
     with open(out / "predictions.json") as f:
         predictions = json.load(f)
