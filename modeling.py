@@ -540,20 +540,22 @@ def set_skip_padding(model, enabled=True):
     the outputs at padding positions become zeros. Shapes are then data-dependent:
     not for XLA or TPUs. Off by default (the reference's outputs everywhere).
     """
-    models = [m for m in model.submodules if isinstance(m, BertModel)]
-    if isinstance(model, BertModel):
-        models.append(model)
+    models = _layers_of(model, BertModel)
     for bert in models:
         bert.skip_padding = bool(enabled)
     return len(models)
 
 
+def _layers_of(model, layer_class):
+    """`model` and its submodules that are instances of `layer_class`."""
+    found = [m for m in model.submodules if isinstance(m, layer_class)]
+    return found + [model] if isinstance(model, layer_class) else found
+
+
 def set_gradient_checkpointing(model, enabled=True):
     """Turns gradient checkpointing on (or off) in every BERT encoder of `model`;
     returns how many encoders it found."""
-    encoders = [m for m in model.submodules if isinstance(m, Encoder)]
-    if isinstance(model, Encoder):
-        encoders.append(model)
+    encoders = _layers_of(model, Encoder)
     for encoder in encoders:
         encoder.gradient_checkpointing = bool(enabled)
     return len(encoders)

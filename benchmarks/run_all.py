@@ -304,7 +304,7 @@ def main(argv=None):
 
     bench_util.mark_degenerate_peers(rows, peaks)
     machine = dict(bench_util.machine_header(peaks), mode=mode, seconds=time.time() - start,
-                   notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks))
+                   notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks, flags))
     print()
     print(header_line(machine))
     if machine["bf16"]:
