@@ -472,10 +472,11 @@ def finish_rows(rows, peer, why_not=None):
         out.append(first)
         if r["ours_full_padding"]:
             out.append(bench_util.row(r["measure"], r["config"] + ", vs ours --notrim_padding",
-                                      r["ours"], r["ours_full_padding"], r["unit"]))
+                                      r["ours"], r["ours_full_padding"], r["unit"],
+                                      against="ours"))
         for label, other in r.get("ours_other", ()):
             out.append(bench_util.row(r["measure"], r["config"] + ", vs " + label, r["ours"],
-                                      other, r["unit"]))
+                                      other, r["unit"], against="ours"))
     return out
 
 

@@ -218,13 +218,13 @@ def run(quick=False, log=print, num_documents=None, dupe_factor=None, batch_size
                                                  packed["rows"])
     return [
         bench_util.row("packing: training real tokens/s (packed vs unpacked)", config,
-                       rates["packed"][0], rates["unpacked"][0], "tokens/s"),
+                       rates["packed"][0], rates["unpacked"][0], "tokens/s", against="ours"),
         bench_util.row("packing: real tokens per %d-token row" % SEQ_LENGTH, config,
-                       rates["packed"][1], rates["unpacked"][1], "tokens"),
+                       rates["packed"][1], rates["unpacked"][1], "tokens", against="ours"),
         bench_util.row("packing: rows written (packed vs unpacked)", data,
-                       float(packed["rows"]), float(unpacked["rows"]), "rows"),
+                       float(packed["rows"]), float(unpacked["rows"]), "rows", against="ours"),
         bench_util.row("packing: create_pretraining_data time", data,
-                       packed["seconds"], unpacked["seconds"], "s"),
+                       packed["seconds"], unpacked["seconds"], "s", against="ours"),
     ]
 
 

@@ -351,11 +351,16 @@ def cpu_flags():
 # Rows and tables
 # ---------------------------------------------------------------------------
 
-def row(measure, config, ours, peer, unit):
-    """One result in the schema of bench_results.json (ratio = ours / peer)."""
+def row(measure, config, ours, peer, unit, against="peer"):
+    """One result in the schema of bench_results.json (ratio = ours / peer).
+
+    `against` is "peer" when the peer column is another implementation, "ours" when it
+    is another path or option of our own (what a flag costs or gains): those rows are
+    reported but not counted as wins or losses.
+    """
     ratio = (ours / peer) if (ours is not None and peer) else None
     return {"measure": measure, "config": config, "ours": ours, "peer": peer, "unit": unit,
-            "ratio": ratio}
+            "ratio": ratio, "against": against}
 
 
 def _fmt(value):

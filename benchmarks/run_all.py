@@ -86,8 +86,8 @@ SCHEMA = ("measure", "config", "ours", "peer", "unit", "ratio")
 def _schema_rows(rows):
     """Rows that already carry the schema's fields, reduced to them (else None)."""
     if rows and all({"measure", "ours", "peer"} <= set(r) for r in rows):
-        return [dict({k: r.get(k) for k in SCHEMA}, **({"note": r["note"]} if r.get("note")
-                                                     else {})) for r in rows]
+        return [dict({k: r.get(k) for k in SCHEMA}, against=r.get("against", "peer"),
+                     **({"note": r["note"]} if r.get("note") else {})) for r in rows]
     return None
 
 

@@ -6,8 +6,9 @@ Usage:
 Everything between the README's "<!-- make bench: begin -->" and "<!-- make bench: end
 -->" lines is replaced by: the run's header (date, CPU model, cores, fp32/bf16 matmul
 peaks, load average, mode), one table per benchmark (rows in run order; a row whose peer
-did not run or is degenerate on this CPU says so), the wins (ours/peer >= 1, degenerate
-peers and bounds left out) and the run's notes. The rest of the README is kept.
+did not run or is degenerate on this CPU says so), the wins against other implementations
+(ours/peer >= 1; bounds, fractions, degenerate peers, unjudged bf16 rows and rows that
+compare two paths of our own left out) and the run's notes. The rest of the README is kept.
 """
 import argparse
 import json
@@ -49,11 +50,17 @@ def _left_out(r):
     return str(r.get("note") or "").startswith((DEGENERATE_NOTE, BF16_NOT_JUDGED_NOTE))
 
 
+def is_judged(r):
+    """A row measured against another implementation that counts: a ratio, not a bound or
+    a fraction, not a degenerate peer or an unjudged bf16 row, not ours against ours."""
+    return (r.get("ratio") is not None and r.get("unit") != "fraction"
+            and "bound" not in r["measure"] and not _left_out(r)
+            and r.get("against", "peer") != "ours")
+
+
 def is_win(r):
-    """ours/peer >= 1 against a real, non-degenerate peer (bounds and fractions aside,
-    bf16 rows too where they are not judged)."""
-    return (r.get("ratio") is not None and r["ratio"] >= 1.0 and r.get("unit") != "fraction"
-            and "bound" not in r["measure"] and not _left_out(r))
+    """ours/peer >= 1 on a judged row (see is_judged)."""
+    return is_judged(r) and r["ratio"] >= 1.0
 
 
 def render(results):
@@ -81,14 +88,23 @@ def render(results):
             _fmt(r.get("ratio")), r.get("note") or "") for r in group]
         lines.append("")
     wins = [r for r in rows if is_win(r)]
+    behind = [r for r in rows if is_judged(r) and not is_win(r)]
+    own = [r for r in rows if r.get("against") == "ours" and r.get("ratio") is not None]
     degenerate = [r for r in rows if str(r.get("note") or "").startswith(DEGENERATE_NOTE)]
     unjudged = [r for r in rows if str(r.get("note") or "").startswith(BF16_NOT_JUDGED_NOTE)]
     left_out = "".join("; %d rows left out as %s" % (len(group), what)
                        for group, what in ((degenerate, DEGENERATE_NOTE),
                                            (unjudged, BF16_NOT_JUDGED_NOTE)) if group)
-    lines.append("Wins (ours / peer >= 1, bounds and degenerate peers left out): %d of %d "
-                 "compared rows%s." % (
-                     len(wins), sum(1 for r in rows if r.get("ratio") is not None), left_out))
+    lines.append("Against other implementations: ahead (ours / peer >= 1) on %d of %d rows "
+                 "(bounds and fractions aside)%s%s." % (
+                     len(wins), len(wins) + len(behind), left_out,
+                     "; behind: " + "; ".join("%s, %s (%s)" % (r["measure"], r["config"],
+                                                               _fmt(r["ratio"]))
+                                              for r in behind) if behind else ""))
+    if own:
+        lines.append("")
+        lines.append("%d rows compare two paths of our own (a flag's cost or gain: "
+                     "the peer column is ours); they are not counted." % len(own))
     for note in machine.get("notes", []):
         lines.append("- %s" % note)
     return "\n".join(lines).rstrip() + "\n"

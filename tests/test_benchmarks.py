@@ -11,7 +11,7 @@ sys.path.insert(1, os.path.join(str(REPO_ROOT), "benchmarks"))
 import bench_util  # noqa: E402  pylint: disable=wrong-import-position
 import run_all  # noqa: E402  pylint: disable=wrong-import-position
 
-SCHEMA = {"measure", "config", "ours", "peer", "unit", "ratio"}
+SCHEMA = {"measure", "config", "ours", "peer", "unit", "ratio", "against"}
 
 
 def test_flop_formula_matches_the_matmul_list():
@@ -47,7 +47,8 @@ def test_data_benchmark_rows_are_adapted_to_the_schema():
     rows = run_all.create_pretraining_data_rows(cpd_rows)
     assert len(rows) == 1 and rows[0]["ratio"] == 3.0 and set(rows[0]) == SCHEMA
     ready = [dict(measure="m", config="c", ours=2.0, peer=1.0, unit="u", ratio=2.0, extra=1)]
-    assert run_all.tokenization_rows(ready) == [{k: ready[0][k] for k in SCHEMA}]
+    want = dict({k: ready[0].get(k) for k in SCHEMA}, against="peer")
+    assert run_all.tokenization_rows(ready) == [want]
     assert [name for name, _ in run_all.plan("quick", 1, 1)] == [
         "pretraining", "inference", "optimizer", "memory", "tokenization",
         "create_pretraining_data"]
@@ -160,7 +161,8 @@ def test_readme_tables_come_from_the_results_between_markers():
     tables = write_readme.render({"machine": machine, "rows": rows})
     assert "Test CPU, 2 cores" in tables and "fp32 65.0, bf16 61.0 GFLOP/s" in tables
     assert "peer not run: skipped on purpose" in tables
-    assert "Wins (ours / peer >= 1, bounds and degenerate peers left out): 1 of 2" in tables
+    assert "ahead (ours / peer >= 1) on 1 of 1 rows (bounds and fractions aside); 1 rows " \
+        "left out as peer degenerate on this CPU" in tables
     old = "intro\n%s\nstale table\n%s\nkept\n" % (write_readme.BEGIN, write_readme.END)
     new = write_readme.update(old, tables)
     assert "stale table" not in new and new.startswith("intro\n") and new.endswith("kept\n")
@@ -185,3 +187,18 @@ def test_long_text_task_puts_the_label_in_the_last_paragraph(shared_dir, tmp_pat
             assert len(last) == 1 and group[last[0]] == int(label)
             assert not any(p in text[:-len(last[0])] for p in group)  # filler first
     assert not texts["train"] & texts["dev"]
+
+
+def test_rows_of_our_own_paths_are_reported_but_not_counted():
+    import write_readme  # pylint: disable=import-outside-toplevel
+    table = [bench_util.row("fine-tuning train", "sst-2, vs torch peer", 30.0, 10.0,
+                            "examples/s"),
+             bench_util.row("fine-tuning train", "sst-2, vs ours --notrim_padding", 30.0,
+                            60.0, "examples/s", against="ours"),
+             bench_util.row("optimizer update", "mini, vs peer", 9.0, 10.0, "updates/s")]
+    assert [write_readme.is_judged(r) for r in table] == [True, False, True]
+    assert [write_readme.is_win(r) for r in table] == [True, False, False]
+    rendered = write_readme.render({"machine": {}, "rows": table})
+    assert "ahead (ours / peer >= 1) on 1 of 2 rows" in rendered
+    assert "behind: optimizer update, mini, vs peer (0.900)" in rendered
+    assert "1 rows compare two paths of our own" in rendered
