@@ -233,6 +233,65 @@ _is_punctuation = is_punctuation
 
 
 # ---------------------------------------------------------------------------
+# Per-character tables for the exact path.
+# ---------------------------------------------------------------------------
+
+
+class _CharacterMap(dict):
+    """A str.translate table that works out each code point's replacement on first sight.
+
+    str.translate looks every code point of the text up in its table. Holding all
+    1.1M code points up front would cost seconds and memory; as a dict subclass with
+    __missing__, the table asks `replacement(cp)` once and remembers the answer, so
+    text in a few scripts only ever fills a few hundred entries. Past `limit` entries
+    (text walking the whole code space) answers are still computed, just not kept.
+    """
+
+    def __init__(self, replacement, limit=1 << 16):
+        super().__init__()
+        self._replacement = replacement
+        self._limit = limit
+
+    def __missing__(self, cp):
+        value = self._replacement(cp)
+        if len(self) < self._limit:
+            self[cp] = value
+        return value
+
+
+def _cleaned(cp):
+    """What _clean_text makes of code point `cp`: None (deleted), " " or itself."""
+    char = chr(cp)
+    if cp == 0 or cp == 0xFFFD or is_control(char):
+        return None
+    if is_whitespace(char):
+        return " "
+    return cp  # an int maps to that code point, i.e. the character is kept
+
+
+def _spaced_if_chinese(cp):
+    """What _tokenize_chinese_chars makes of `cp`: " c " for a CJK ideograph, else itself."""
+    return " %s " % chr(cp) if is_chinese_char(cp) else cp
+
+
+_CLEAN_MAP = _CharacterMap(_cleaned)
+_CHINESE_MAP = _CharacterMap(_spaced_if_chinese)
+
+# The ASCII characters _clean_text deletes: C0 controls and DEL, but not tab,
+# newline and CR (which become spaces).
+_ASCII_DELETED = "".join(char for char in map(chr, range(128)) if _cleaned(ord(char)) is None)
+_ASCII_DELETED_RE = re.compile("[%s]" % re.escape(_ASCII_DELETED))
+_ASCII_PUNCTUATION_CLASS = "".join(sorted(_ASCII_PUNCTUATION))
+# A punctuation character alone, or a run of anything else: on ASCII text without
+# whitespace this is exactly what _run_split_on_punc cuts.
+_ASCII_SPLIT_RE = re.compile("[%s]|[^%s]+" % ((re.escape(_ASCII_PUNCTUATION_CLASS),) * 2))
+# The same, where runs also stop at whitespace: on cleaned ASCII text (whose only
+# whitespace left is space, tab, newline and CR) this gives BasicTokenizer's words.
+_ASCII_WORDS_RE = re.compile("[%s]|[^%s \t\n\r]+" % (
+    (re.escape(_ASCII_PUNCTUATION_CLASS),) * 2))
+
+
+# ---------------------------------------------------------------------------
 # The exact tokenizers.
 # ---------------------------------------------------------------------------
 
@@ -251,7 +310,19 @@ class BasicTokenizer(object):
 
     def tokenize(self, text):
         """Returns the list of words and punctuation marks of `text` (str or bytes)."""
-        text = self._clean_text(convert_to_unicode(text))
+        text = convert_to_unicode(text)
+        if text.isascii() and type(self) is BasicTokenizer:
+            # ASCII text (most text) in one pass of C code: no ideographs, nothing for
+            # NFD to decompose or strip, and lower() works character by character, so
+            # the steps reduce to deleting controls, lower-casing the whole text and
+            # cutting at whitespace and punctuation. (A subclass may override a step:
+            # it takes the general route below.)
+            if _ASCII_DELETED_RE.search(text) is not None:
+                text = _ASCII_DELETED_RE.sub("", text)
+            if self.do_lower_case:
+                text = text.lower()
+            return _ASCII_WORDS_RE.findall(text)
+        text = self._clean_text(text)
         text = self._tokenize_chinese_chars(text)
         words = []
         for piece in whitespace_tokenize(text):
@@ -265,19 +336,17 @@ class BasicTokenizer(object):
     @staticmethod
     def _clean_text(text):
         """Removes invalid/control characters; maps every whitespace character to " "."""
-        kept = []
-        for char in text:
-            if char == "\x00" or char == "\ufffd" or is_control(char):
-                continue
-            kept.append(" " if is_whitespace(char) else char)
-        return "".join(kept)
+        return text.translate(_CLEAN_MAP)
 
     def _tokenize_chinese_chars(self, text):
         """Puts a space on both sides of every CJK ideograph (per _is_chinese_char)."""
-        is_cjk = is_chinese_char
         if type(self)._is_chinese_char is not BasicTokenizer._is_chinese_char:
-            is_cjk = self._is_chinese_char  # a subclass's own rule, as in the reference
-        return "".join(" %s " % char if is_cjk(ord(char)) else char for char in text)
+            # A subclass's own rule, asked about every character as in the reference.
+            is_cjk = self._is_chinese_char
+            return "".join(" %s " % char if is_cjk(ord(char)) else char for char in text)
+        if text.isascii():  # every ideograph lies above U+3400
+            return text
+        return text.translate(_CHINESE_MAP)
 
     def _is_chinese_char(self, cp):
         """True when code point `cp` is a CJK ideograph (the reference's method)."""
@@ -286,7 +355,11 @@ class BasicTokenizer(object):
     @staticmethod
     def _run_strip_accents(text):
         """NFD-decomposes `text` and removes its nonspacing marks (category Mn)."""
+        if text.isascii():  # NFD leaves ASCII alone, and ASCII has no marks
+            return text
         decomposed = unicodedata.normalize("NFD", text)
+        if decomposed.isascii():
+            return decomposed
         return "".join(char for char in decomposed if unicodedata.category(char) != "Mn")
 
     @staticmethod
@@ -295,6 +368,8 @@ class BasicTokenizer(object):
 
         Returns the pieces in order; every punctuation character is a piece of its own.
         """
+        if text.isascii():
+            return _ASCII_SPLIT_RE.findall(text)
         pieces = []
         current = []
         for char in text:
