@@ -1,8 +1,10 @@
 """Tests for tokenization.py: exact behaviour, golden outputs, batch path == exact path."""
 
+import copy
 import gzip
 import json
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -338,12 +340,14 @@ TRICKY = [
     "", " ", "\t\n\r ", b"", b"HeLLo, W\xc3\xb6rld!", b"a\xffb\xc3 \xe5\x8d\x9a", b"\xc3",
     "Cr\u00e8me br\u00fbl\u00e9e", "Cre\u0300me", "e\u0301\u0301", "\u0301", "\u0301 \u0308a",
     "x \u0301\u0302 y", "\u0344\u0344", "\u1e0c\u0307", "\u212b \u2126 \u212a",
-    "\u0130stanbul \u0130 I\u0307 \u0131", "Stra\u00dfe STRASSE \u1e9e", "\u03a3\u0391\u03a3 \u03a3",
+    "\u0130stanbul \u0130 I\u0307 \u0131", "Stra\u00dfe STRASSE \u1e9e",
+    "\u03a3\u0391\u03a3 \u03a3",
     "\u039f\u0394\u039f\u03a3\u200b \u039f\u03a3\x00\u0391", "\u01c5\u01c4 \u1f88",
     "a\x00b\x01c\x7fd\x80e\x9ff\ufffdg\u200bh\u200di\u00adj\ufeffk\u2060l",
     "a\x0bb\x0cc\x1cd\x1de\x1ff\x85g \x0b \x85", "\x00\x0b\x85",
     "a\u00a0b\u2028c\u2029d\u3000e\u1680f\u202fg\u205fh\u2000i\u200aj",
-    "\u535a\u63a8 ab\u535acd \u4e2d\u6587\u3002 \u3400\U00020000\U0002ceaf\U0002ceb0\uf900\U0002f800",
+    "\u535a\u63a8 ab\u535acd \u4e2d\u6587\u3002",
+    "\u3400\U00020000\U0002ceaf\U0002ceb0\uf900\U0002f800",
     "\ud55c\uad6d\uc5b4 \u3072\u3089\u304c\u306a \u30ab\u30bf\u30ab\u30ca \u1112\u1161\u11ab",
     "\uff01\uff1f\uff0c\uff0e\uff08\uff09 \uff21\uff22 \uff41\uff42\uff01",
     "\u00bfQu\u00e9?\u2014\u00abx\u00bb \u2018a\u2019 \u201cb\u201d \u2026",
@@ -497,6 +501,82 @@ def test_subclass_overrides_reach_the_exact_path(oracle_vocab):
     tokenizer.basic_tokenizer = NoPunctuation(do_lower_case=True)
     assert tokenizer.tokenize("WA,want") == ["[UNK]"]
     assert tokenizer.tokenize("WA want") == ["wa", "want"]
+
+
+def test_deleted_whitespace_is_all_in_latin1():
+    """Every character str.split() splits on but _clean_text deletes is known in advance.
+
+    tokenize() must delete them before it splits a text into pieces.
+    """
+    found = "".join(chr(cp) for cp in range(0x110000)
+                    if chr(cp).isspace() and _oracle_clean(chr(cp)) == "")
+    assert found == "\x0b\x0c\x1c\x1d\x1e\x1f\x85"
+    assert tokenization._DELETED_SPACES == found
+
+
+def test_exact_path_caches_follow_the_settings(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    text = "q H\u00e9llo WANT \u00c9 xyz Want,x\u00e9 " + "a" * 30
+
+    def check(**settings):
+        vocab = tokenizer.wordpiece_tokenizer.vocab
+        expected = oracle_full(text, tokenizer.basic_tokenizer.do_lower_case, vocab, **settings)
+        assert tokenizer.tokenize(text) == expected
+        assert tokenizer.tokenize(text) == expected
+        return expected
+
+    assert check()[:11] == ["[UNK]", "hello", "want", "e", "x", "##y", "##z", "want", ",", "x",
+                            "##e"]
+    tokenizer.basic_tokenizer.do_lower_case = False  # flipped after construction
+    assert check()[:11] == ["[UNK]", "[UNK]", "[UNK]", "\u00c9", "x", "##y", "##z", "[UNK]", ",",
+                            "x", "##\u00e9"]
+    tokenizer.basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=True)
+    check()
+    tokenizer.vocab["xyz"] = len(tokenizer.vocab)  # a new entry, same dict
+    tokenizer.vocab["want"] = 0  # a new id only: the tokens stay
+    assert check()[4] == "xyz"
+    tokenizer.wordpiece_tokenizer.unk_token = "<?>"
+    assert check(unk_token="<?>")[0] == "<?>"
+    tokenizer.wordpiece_tokenizer.max_input_chars_per_word = 20
+    assert check(unk_token="<?>", max_input_chars_per_word=20)[-1] == "<?>"
+    tokenizer.wordpiece_tokenizer.vocab = {"[UNK]": 0, "<?>": 1, "x": 2, "##yz": 3}
+    assert check(unk_token="<?>", max_input_chars_per_word=20)[4:6] == ["x", "##yz"]
+    tokenizer.wordpiece_tokenizer = tokenization.WordpieceTokenizer(tokenizer.vocab)
+    check()
+
+
+def test_exact_path_honours_methods_replaced_on_instances(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    assert tokenizer.tokenize("a,b c") == ["a", ",", "b", "c"]
+    tokenizer.basic_tokenizer._run_split_on_punc = lambda text: [text]
+    assert tokenizer.basic_tokenizer.tokenize("a,b c") == ["a,b", "c"]
+    assert tokenizer.tokenize("a,b c") == ["[UNK]", "c"]
+    del tokenizer.basic_tokenizer._run_split_on_punc
+    tokenizer.wordpiece_tokenizer._split_word = lambda word: [word.upper()]
+    assert tokenizer.tokenize("a,b c") == ["A", ",", "B", "C"]
+    del tokenizer.wordpiece_tokenizer._split_word
+    assert tokenizer.tokenize("a,b c") == ["a", ",", "b", "c"]
+
+
+def test_exact_path_caches_are_bounded(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    tokenizer._CACHE_LIMIT = 5
+    texts = random_texts(300, seed=7)
+    assert [tokenizer.tokenize(t) for t in texts] == [
+        oracle_full(t, True, tokenizer.vocab) for t in texts]
+    pieces, words = tokenizer._caches(tokenizer.basic_tokenizer, tokenizer.wordpiece_tokenizer)
+    assert 0 < len(pieces) <= 5 and 0 < len(words) <= 5
+
+
+def test_tokenizer_pickles_without_its_caches(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    texts = TRICKY[3:20]
+    expected = [tokenizer.tokenize(t) for t in texts]
+    assert "_cache_state" not in tokenizer.__getstate__()
+    copied = pickle.loads(pickle.dumps(tokenizer))
+    assert not hasattr(copied, "_cache_state")
+    assert [copied.tokenize(t) for t in texts] == expected
+    assert [copy.deepcopy(tokenizer).tokenize(t) for t in texts] == expected
 
 
 # ---------------------------------------------------------------------------
@@ -767,3 +847,30 @@ def test_batch_every_code_point(batch_support, uncased_tokenizers, lower):
     bad = [hex(cp) for cp, text, tokens in zip(code_points, texts, got)
            if tokens != tokenizer.tokenize(text)]
     assert not bad, bad[:20]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_exact_path_matches_oracle_on_squad(shared_dir, uncased_tokenizers, lower):
+    """All of SQuAD dev (contexts and questions): the exact path's ids are the oracle's."""
+    contexts, questions = _squad_texts(shared_dir)
+    texts = contexts + questions
+    del uncased_tokenizers  # (it skips the test without the vocabulary)
+    # A new tokenizer, so its caches start empty as in any first use.
+    tokenizer = tokenization.FullTokenizer(
+        str(shared_dir / "data" / "vocab" / "uncased_vocab.txt"), do_lower_case=lower)
+    vocab = tokenizer.vocab
+    got = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) for text in texts]
+    oracle_words = {}  # WordPiece is the oracle's slowest step, and words repeat
+
+    def oracle_ids(text):
+        ids = []
+        for word in oracle_basic(text, lower):
+            if word not in oracle_words:
+                oracle_words[word] = [vocab[p] for p in oracle_wordpiece(word, vocab)]
+            ids.extend(oracle_words[word])
+        return ids
+
+    expected = [oracle_ids(text) for text in texts]
+    mismatched = [text for text, mine, theirs in zip(texts, got, expected) if mine != theirs]
+    assert not mismatched, "%d texts differ, first: %r" % (len(mismatched), mismatched[0])
+    assert sum(len(ids) for ids in got) == (462739 if lower else 445760)
