@@ -1,10 +1,14 @@
 """Tests for tokenization.py: exact behaviour, golden outputs, batch path == exact path."""
 
+import copy
 import gzip
 import json
 import os
+import pickle
+import random
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -211,6 +215,368 @@ def test_reference_character_classes():
     assert not any(tokenization._is_control(c) for c in "A \t\r\n\U0001F4A9")
     assert all(tokenization._is_punctuation(c) for c in "-$`.\u00bf\u3002")
     assert not any(tokenization._is_punctuation(c) for c in "A \u00b1")
+
+
+# ---------------------------------------------------------------------------
+# The exact path against a plain re-implementation of the reference.
+# ---------------------------------------------------------------------------
+#
+# tokenization.py takes shortcuts on the exact path (str.translate tables, regexes
+# for ASCII text, caches in FullTokenizer). The oracle below walks the reference's
+# steps one character at a time and shares nothing with the module but unicodedata,
+# so a shortcut that changes a single token shows up here.
+
+
+def _oracle_is_whitespace(char):
+    return char in (" ", "\t", "\n", "\r") or unicodedata.category(char) == "Zs"
+
+
+def _oracle_is_control(char):
+    if char in ("\t", "\n", "\r"):
+        return False
+    return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _oracle_is_punctuation(char):
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def _oracle_is_chinese_char(cp):
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F
+            or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF
+            or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def _oracle_clean(text):
+    kept = []
+    for char in text:
+        if ord(char) == 0 or ord(char) == 0xFFFD or _oracle_is_control(char):
+            continue
+        kept.append(" " if _oracle_is_whitespace(char) else char)
+    return "".join(kept)
+
+
+def _oracle_space_chinese(text, is_chinese_char=_oracle_is_chinese_char):
+    out = []
+    for char in text:
+        if is_chinese_char(ord(char)):
+            out.extend((" ", char, " "))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _oracle_strip_accents(text):
+    return "".join(char for char in unicodedata.normalize("NFD", text)
+                   if unicodedata.category(char) != "Mn")
+
+
+def _oracle_split_on_punctuation(text):
+    words = []
+    start_new_word = True
+    for char in text:
+        if _oracle_is_punctuation(char):
+            words.append([char])
+            start_new_word = True
+        else:
+            if start_new_word:
+                words.append([])
+            start_new_word = False
+            words[-1].append(char)
+    return ["".join(word) for word in words]
+
+
+def oracle_basic(text, do_lower_case, is_chinese_char=_oracle_is_chinese_char):
+    """The reference BasicTokenizer.tokenize, step by step."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "ignore")
+    text = _oracle_space_chinese(_oracle_clean(text), is_chinese_char)
+    words = []
+    for piece in text.strip().split():
+        if do_lower_case:
+            piece = _oracle_strip_accents(piece.lower())
+        words.extend(_oracle_split_on_punctuation(piece))
+    return " ".join(words).strip().split()
+
+
+def oracle_wordpiece(word, vocab, unk_token="[UNK]", max_input_chars_per_word=200):
+    """The reference WordpieceTokenizer on one word: greedy longest match first."""
+    chars = list(word)
+    if len(chars) > max_input_chars_per_word:
+        return [unk_token]
+    pieces = []
+    start = 0
+    while start < len(chars):
+        end = len(chars)
+        found = None
+        while start < end:
+            candidate = "".join(chars[start:end])
+            if start > 0:
+                candidate = "##" + candidate
+            if candidate in vocab:
+                found = candidate
+                break
+            end -= 1
+        if found is None:
+            return [unk_token]
+        pieces.append(found)
+        start = end
+    return pieces
+
+
+def oracle_full(text, do_lower_case, vocab, unk_token="[UNK]", max_input_chars_per_word=200,
+                is_chinese_char=_oracle_is_chinese_char):
+    """The reference FullTokenizer.tokenize."""
+    return [piece for word in oracle_basic(text, do_lower_case, is_chinese_char)
+            for piece in oracle_wordpiece(word, vocab, unk_token, max_input_chars_per_word)]
+
+
+# Texts for the oracle: every case above where a shortcut could slip.
+TRICKY = [
+    "", " ", "\t\n\r ", b"", b"HeLLo, W\xc3\xb6rld!", b"a\xffb\xc3 \xe5\x8d\x9a", b"\xc3",
+    "Cr\u00e8me br\u00fbl\u00e9e", "Cre\u0300me", "e\u0301\u0301", "\u0301", "\u0301 \u0308a",
+    "x \u0301\u0302 y", "\u0344\u0344", "\u1e0c\u0307", "\u212b \u2126 \u212a",
+    "\u0130stanbul \u0130 I\u0307 \u0131", "Stra\u00dfe STRASSE \u1e9e",
+    "\u03a3\u0391\u03a3 \u03a3",
+    "\u039f\u0394\u039f\u03a3\u200b \u039f\u03a3\x00\u0391", "\u01c5\u01c4 \u1f88",
+    "a\x00b\x01c\x7fd\x80e\x9ff\ufffdg\u200bh\u200di\u00adj\ufeffk\u2060l",
+    "a\x0bb\x0cc\x1cd\x1de\x1ff\x85g \x0b \x85", "\x00\x0b\x85",
+    "a\u00a0b\u2028c\u2029d\u3000e\u1680f\u202fg\u205fh\u2000i\u200aj",
+    "\u535a\u63a8 ab\u535acd \u4e2d\u6587\u3002",
+    "\u3400\U00020000\U0002ceaf\U0002ceb0\uf900\U0002f800",
+    "\ud55c\uad6d\uc5b4 \u3072\u3089\u304c\u306a \u30ab\u30bf\u30ab\u30ca \u1112\u1161\u11ab",
+    "\uff01\uff1f\uff0c\uff0e\uff08\uff09 \uff21\uff22 \uff41\uff42\uff01",
+    "\u00bfQu\u00e9?\u2014\u00abx\u00bb \u2018a\u2019 \u201cb\u201d \u2026",
+    "a$b^c`d~e|f\\g @#%&*()_+-=[]{};':\",./<>?", "a\u00b1b \u00d7 \u20ac5",
+    "\U0001f600\U0001f468\u200d\U0001f469\u200d\U0001f467 \U0001f44d\U0001f3fd \u2764\ufe0f",
+    "\U0001f1fa\U0001f1f8 1\ufe0f\u20e3 \U000e0041", "a\ud800b \udfff",
+    "\u00bd \u2153 km\u00b2 \ufb01ne \u2160",
+    "a" * 200, "a" * 201, "A" * 201, "\u00e9" * 200, "\u00c9" * 201, "e\u0301" * 150,
+    "\u0130" * 150, "\U0001f600" * 201, "\u535a" * 250, "ab" * 100 + "," + "ab" * 101,
+    "want" * 60 + " unwanted",
+]
+
+# Vocabulary for the oracle tests: TINY_VOCAB plus pieces the tricky texts can hit,
+# in both casings, so WordPiece takes many routes (whole words, pieces, [UNK]).
+ORACLE_VOCAB = TINY_VOCAB + [
+    "A", "##A", "B", "##B", "z", "##z", "Z", "0", "##9", "x", "##y", "\u00e9", "##\u00e9",
+    "\u00c9", "e\u0301", "##\u0301", "\u03c3", "##\u03c2", "\u00df", "##\u00df", "stra",
+    "istanbul", "\u0130stanbul", "\uff01", "\U0001f600", "##\U0001f600", "\ud55c", "##\uad6d",
+    "creme", "##me", "cr", "##\u00e8", "\u535a\u63a8", "\u2764", "##\u2060", "ab", "##ab",
+]
+
+# What random texts are drawn from: letters that make vocabulary words, and every
+# kind of character a step treats specially (several entries are multi-character).
+RANDOM_ALPHABET = (
+    list("aabbceeiwzAABZ09") + ["want", "un", "##", "ing"]
+    + list(" ,.!?-$`~_'") + ["\t", "\n", "\r", "  "]
+    + ["\x00", "\x01", "\x0b", "\x0c", "\x1c", "\x1f", "\x7f", "\x85", "\x9f", "\ufffd"]
+    + ["\u00a0", "\u1680", "\u2009", "\u2028", "\u2029", "\u3000", "\u180e"]
+    + ["\u200b", "\u200c", "\u200d", "\u00ad", "\ufeff", "\u2060", "\u202e", "\U000e0041"]
+    + ["\u00e9", "\u00c9", "\u00e8", "\u0301", "\u0308", "\u0327", "\u0344", "\u20dd", "\u0903"]
+    + ["\u0130", "\u0131", "I", "\u00df", "\u1e9e", "\u03a3", "\u03c3", "\u03c2", "\u01c5"]
+    + ["\u212b", "\u2126", "\u212a", "\ufb01", "\u00bd", "\u00b2", "\u2160"]
+    + ["\u535a", "\u63a8", "\u4e2d", "\u3400", "\U00020000", "\uf900", "\U0002f800", "\u3005"]
+    + ["\uff01", "\uff0c", "\u3002", "\u3001", "\u00bf", "\u2014", "\u2026", "\u00ab", "\u00b1"]
+    + ["\U0001f600", "\U0001f3fd", "\ufe0f", "\u2764", "\ud55c", "\u1112", "\u3042", "\u30ab"]
+    + ["\u0915", "\u094d", "\u0645", "\u05e9", "\u05c1", "\ud800", "\ue000", "\u0378"]
+)
+
+
+def random_texts(count, seed):
+    """`count` random strings over RANDOM_ALPHABET (fixed seed), some with long words."""
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        parts = [rng.choice(RANDOM_ALPHABET) for _ in range(rng.randint(0, 30))]
+        if rng.random() < 0.03:  # a word near the 200 character limit
+            parts.append("".join(rng.choice(("a", "b", "\u00e9", "e\u0301", "A", "\u0130"))
+                                 for _ in range(rng.randint(150, 260))))
+            rng.shuffle(parts)
+        texts.append("".join(parts))
+    return texts
+
+
+def _encodable(text):
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return None
+
+
+def assert_exact_path_matches_oracle(tokenizer, texts, do_lower_case):
+    """FullTokenizer, BasicTokenizer and WordpieceTokenizer all agree with the oracle."""
+    vocab = tokenizer.vocab
+    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    wordpiece = tokenization.WordpieceTokenizer(vocab)
+    for text in texts:
+        words = oracle_basic(text, do_lower_case)
+        expected = [p for word in words for p in oracle_wordpiece(word, vocab)]
+        assert tokenizer.tokenize(text) == expected, text
+        assert tokenizer.tokenize(text) == expected, text  # again, from the caches
+        assert basic.tokenize(text) == words, text
+        assert wordpiece.tokenize(" ".join(words)) == expected, text
+        if isinstance(text, str) and _encodable(text) is not None:
+            assert tokenizer.tokenize(text.encode("utf-8")) == expected, text
+
+
+@pytest.fixture
+def oracle_vocab(tmp_path):
+    return write_vocab(tmp_path, ORACLE_VOCAB)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_exact_path_matches_oracle_on_tricky_text(oracle_vocab, lower):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=lower)
+    texts = TRICKY + ADVERSARIAL
+    assert_exact_path_matches_oracle(tokenizer, texts, lower)
+    # The same pieces again, now in other company.
+    as_str = [tokenization.convert_to_unicode(text) for text in texts]
+    assert_exact_path_matches_oracle(tokenizer, [" ".join(as_str[::-1])], lower)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_exact_path_matches_oracle_on_random_text(oracle_vocab, lower):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=lower)
+    texts = random_texts(3000, seed=1234 + lower)
+    assert_exact_path_matches_oracle(tokenizer, texts, lower)
+    joined = ["".join(texts[i:i + 7]) for i in range(0, len(texts), 7)]
+    assert_exact_path_matches_oracle(tokenizer, joined, lower)
+
+
+def test_basic_steps_match_oracle():
+    """The step methods, which subclasses may call or replace, on their own."""
+    basic = tokenization.BasicTokenizer()
+    texts = [t for t in TRICKY if isinstance(t, str)] + random_texts(1000, seed=99)
+    for text in texts:
+        assert basic._clean_text(text) == _oracle_clean(text), text
+        assert tokenization.BasicTokenizer._clean_text(text) == _oracle_clean(text), text
+        assert basic._tokenize_chinese_chars(text) == _oracle_space_chinese(text), text
+        assert basic._run_strip_accents(text) == _oracle_strip_accents(text), text
+        assert basic._run_strip_accents(text.lower()) == _oracle_strip_accents(text.lower())
+        assert basic._run_split_on_punc(text) == _oracle_split_on_punctuation(text), text
+
+
+def test_character_maps_stop_growing():
+    """Past its limit a _CharacterMap still answers, it just stops remembering."""
+    table = tokenization._CharacterMap(lambda cp: cp + 1, limit=3)
+    assert "abcdef".translate(table) == "bcdefg"
+    assert len(table) == 3
+    assert "fedcba".translate(table) == "gfedcb"
+
+
+def test_subclass_overrides_reach_the_exact_path(oracle_vocab):
+    """A subclass's own steps are used by tokenize(), also for ASCII text."""
+    class WithHangul(tokenization.BasicTokenizer):
+        def _is_chinese_char(self, cp):
+            return 0xAC00 <= cp <= 0xD7A3 or super()._is_chinese_char(cp)
+
+    def with_hangul(cp):
+        return 0xAC00 <= cp <= 0xD7A3 or _oracle_is_chinese_char(cp)
+
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=False)
+    tokenizer.basic_tokenizer = WithHangul(do_lower_case=False)
+    for text in ["\ud55c\uad6d\u535a", "a\ud55cb", "abc", ""] + random_texts(300, seed=5):
+        assert tokenizer.basic_tokenizer.tokenize(text) == oracle_basic(
+            text, False, with_hangul), text
+        assert tokenizer.tokenize(text) == oracle_full(
+            text, False, tokenizer.vocab, is_chinese_char=with_hangul), text
+
+    class KeepsControls(tokenization.BasicTokenizer):
+        @staticmethod
+        def _clean_text(text):
+            return text.replace("\t", " ")
+
+    class NoPunctuation(tokenization.BasicTokenizer):
+        @staticmethod
+        def _run_split_on_punc(text):
+            return [text]
+
+    assert KeepsControls().tokenize("a\x01b\tc") == ["a\x01b", "c"]
+    assert NoPunctuation().tokenize("A,b. c") == ["a,b.", "c"]
+    tokenizer.basic_tokenizer = NoPunctuation(do_lower_case=True)
+    assert tokenizer.tokenize("WA,want") == ["[UNK]"]
+    assert tokenizer.tokenize("WA want") == ["wa", "want"]
+
+
+def test_deleted_whitespace_is_all_in_latin1():
+    """Every character str.split() splits on but _clean_text deletes is known in advance.
+
+    tokenize() must delete them before it splits a text into pieces.
+    """
+    found = "".join(chr(cp) for cp in range(0x110000)
+                    if chr(cp).isspace() and _oracle_clean(chr(cp)) == "")
+    assert found == "\x0b\x0c\x1c\x1d\x1e\x1f\x85"
+    assert tokenization._DELETED_SPACES == found
+
+
+def test_exact_path_caches_follow_the_settings(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    text = "q H\u00e9llo WANT \u00c9 xyz Want,x\u00e9 " + "a" * 30
+
+    def check(**settings):
+        vocab = tokenizer.wordpiece_tokenizer.vocab
+        expected = oracle_full(text, tokenizer.basic_tokenizer.do_lower_case, vocab, **settings)
+        assert tokenizer.tokenize(text) == expected
+        assert tokenizer.tokenize(text) == expected
+        return expected
+
+    assert check()[:11] == ["[UNK]", "hello", "want", "e", "x", "##y", "##z", "want", ",", "x",
+                            "##e"]
+    tokenizer.basic_tokenizer.do_lower_case = False  # flipped after construction
+    assert check()[:11] == ["[UNK]", "[UNK]", "[UNK]", "\u00c9", "x", "##y", "##z", "[UNK]", ",",
+                            "x", "##\u00e9"]
+    tokenizer.basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=True)
+    check()
+    tokenizer.vocab["xyz"] = len(tokenizer.vocab)  # a new entry, same dict
+    tokenizer.vocab["want"] = 0  # a new id only: the tokens stay
+    assert check()[4] == "xyz"
+    tokenizer.wordpiece_tokenizer.unk_token = "<?>"
+    assert check(unk_token="<?>")[0] == "<?>"
+    tokenizer.wordpiece_tokenizer.max_input_chars_per_word = 20
+    assert check(unk_token="<?>", max_input_chars_per_word=20)[-1] == "<?>"
+    tokenizer.wordpiece_tokenizer.vocab = {"[UNK]": 0, "<?>": 1, "x": 2, "##yz": 3}
+    assert check(unk_token="<?>", max_input_chars_per_word=20)[4:6] == ["x", "##yz"]
+    tokenizer.wordpiece_tokenizer = tokenization.WordpieceTokenizer(tokenizer.vocab)
+    check()
+
+
+def test_exact_path_honours_methods_replaced_on_instances(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    assert tokenizer.tokenize("a,b c") == ["a", ",", "b", "c"]
+    tokenizer.basic_tokenizer._run_split_on_punc = lambda text: [text]
+    assert tokenizer.basic_tokenizer.tokenize("a,b c") == ["a,b", "c"]
+    assert tokenizer.tokenize("a,b c") == ["[UNK]", "c"]
+    del tokenizer.basic_tokenizer._run_split_on_punc
+    tokenizer.wordpiece_tokenizer._split_word = lambda word: [word.upper()]
+    assert tokenizer.tokenize("a,b c") == ["A", ",", "B", "C"]
+    del tokenizer.wordpiece_tokenizer._split_word
+    assert tokenizer.tokenize("a,b c") == ["a", ",", "b", "c"]
+
+
+def test_exact_path_caches_are_bounded(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    tokenizer._CACHE_LIMIT = 5
+    texts = random_texts(300, seed=7)
+    assert [tokenizer.tokenize(t) for t in texts] == [
+        oracle_full(t, True, tokenizer.vocab) for t in texts]
+    pieces, words = tokenizer._caches(tokenizer.basic_tokenizer, tokenizer.wordpiece_tokenizer)
+    assert 0 < len(pieces) <= 5 and 0 < len(words) <= 5
+
+
+def test_tokenizer_pickles_without_its_caches(oracle_vocab):
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    texts = TRICKY[3:20]
+    expected = [tokenizer.tokenize(t) for t in texts]
+    assert "_cache_state" not in tokenizer.__getstate__()
+    copied = pickle.loads(pickle.dumps(tokenizer))
+    assert not hasattr(copied, "_cache_state")
+    assert [copied.tokenize(t) for t in texts] == expected
+    assert [copy.deepcopy(tokenizer).tokenize(t) for t in texts] == expected
 
 
 # ---------------------------------------------------------------------------
@@ -481,3 +847,30 @@ def test_batch_every_code_point(batch_support, uncased_tokenizers, lower):
     bad = [hex(cp) for cp, text, tokens in zip(code_points, texts, got)
            if tokens != tokenizer.tokenize(text)]
     assert not bad, bad[:20]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_exact_path_matches_oracle_on_squad(shared_dir, uncased_tokenizers, lower):
+    """All of SQuAD dev (contexts and questions): the exact path's ids are the oracle's."""
+    contexts, questions = _squad_texts(shared_dir)
+    texts = contexts + questions
+    del uncased_tokenizers  # (it skips the test without the vocabulary)
+    # A new tokenizer, so its caches start empty as in any first use.
+    tokenizer = tokenization.FullTokenizer(
+        str(shared_dir / "data" / "vocab" / "uncased_vocab.txt"), do_lower_case=lower)
+    vocab = tokenizer.vocab
+    got = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) for text in texts]
+    oracle_words = {}  # WordPiece is the oracle's slowest step, and words repeat
+
+    def oracle_ids(text):
+        ids = []
+        for word in oracle_basic(text, lower):
+            if word not in oracle_words:
+                oracle_words[word] = [vocab[p] for p in oracle_wordpiece(word, vocab)]
+            ids.extend(oracle_words[word])
+        return ids
+
+    expected = [oracle_ids(text) for text in texts]
+    mismatched = [text for text, mine, theirs in zip(texts, got, expected) if mine != theirs]
+    assert not mismatched, "%d texts differ, first: %r" % (len(mismatched), mismatched[0])
+    assert sum(len(ids) for ids in got) == (462739 if lower else 445760)
