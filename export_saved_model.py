@@ -131,6 +131,8 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
 
 MODEL_TYPES = serving.MODEL_TYPES
+# --serving_dtype -> the Keras policy the served model is built under.
+SERVING_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 _REQUIRED_FLAGS = ("model_type", "bert_config_file", "init_checkpoint", "vocab_file",
                    "export_dir")
@@ -199,6 +201,16 @@ def define_flags(fv):
                       "--notrim_padding: every request at --max_seq_length. The encoder's "
                       "serving_default always runs at --max_seq_length, its embed always "
                       "trimmed.", flag_values=fv)
+    flags.DEFINE_enum("serving_dtype", "fp32", list(SERVING_POLICIES),
+                      "Precision the served model computes in. fp32 (default): the "
+                      "checkpoint's float32 numbers, as the command-line tools give them. "
+                      "bf16 / fp16: Keras mixed precision, as the runners' --dtype: the "
+                      "weights stay float32 in the SavedModel, matmuls and the layers "
+                      "around them run in bf16 / fp16, LayerNorm, softmax and every "
+                      "output in float32; faster where the hardware has bf16 / fp16 "
+                      "units (CPUs with AMX or avx512_bf16, GPUs, TPUs), outputs close "
+                      "to fp32's but not equal (README: Serving). Input and output "
+                      "signatures are the same.", flag_values=fv)
     flags.DEFINE_integer("embed_batch_size", 32,
                          "--model_type=encoder: the embed signature sorts a request's texts "
                          "by length and runs them this many at a time, each batch at its "
@@ -234,9 +246,10 @@ write_saved_model = saved_model_dir.write_saved_model
 
 
 @contextlib.contextmanager
-def _float32_policy():
+def _global_policy(name):
+    """The global Keras policy `name` inside, the caller's one restored after."""
     policy = tf_keras.mixed_precision.global_policy()
-    tf_keras.mixed_precision.set_global_policy("float32")
+    tf_keras.mixed_precision.set_global_policy(name)
     try:
         yield
     finally:
@@ -247,7 +260,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
            pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
-           embed_batch_size=32):
+           embed_batch_size=32, serving_dtype="fp32"):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -260,10 +273,14 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       long_text_settings: classifier: a long_text.LongText (None: truncate).
       trim_padding, embed_batch_size: see serving.ServingModule (None: its default
         for model_type).
+      serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
     """
-    # Served models compute in float32, whatever policy a run in the same process left
-    # behind (--dtype=bf16 / fp16 set the global one).
-    with _float32_policy():
+    if serving_dtype not in SERVING_POLICIES:
+        raise ValueError("--serving_dtype must be one of %s, got %r"
+                         % (", ".join(SERVING_POLICIES), serving_dtype))
+    # The policy asked for, whatever policy a run in the same process left behind
+    # (--dtype=bf16 / fp16 set the global one).
+    with _global_policy(SERVING_POLICIES[serving_dtype]):
         num_labels = len(labels) if labels is not None else None
         model = serving.build_model(model_type, bert_config, num_labels,
                                     feature_layers=feature_layers, lstm_units=lstm_units)
@@ -289,6 +306,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 "signatures": sorted(module.signatures()),
                 "unicode_version": unicodedata.unidata_version,
                 "trim_padding": module.trim_padding,
+                "serving_dtype": serving_dtype,
             }
             if labels is not None:
                 info["labels"] = [None if label is None else str(label) for label in labels]
@@ -320,7 +338,7 @@ def run(fv):
                   pooling_spec=_pooling_spec(fv, bert_config),
                   threshold=fv.threshold if multilabel else None,
                   long_text_settings=_long_text(fv), trim_padding=fv.trim_padding,
-                  embed_batch_size=fv.embed_batch_size)
+                  embed_batch_size=fv.embed_batch_size, serving_dtype=fv.serving_dtype)
 
 
 def _long_text(fv):

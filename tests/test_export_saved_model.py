@@ -397,6 +397,65 @@ def test_export_computes_in_float32_after_a_mixed_precision_run(tiny, tmp_path):
                                rtol=0)
 
 
+def _graph_op_dtypes(export_dir, op_types):
+    """The dtypes (attr T) of the ops of `op_types` in a SavedModel's functions."""
+    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((export_dir / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    return {tf.dtypes.as_dtype(node.attr["T"].type).name
+            for function in graph.library.function for node in function.node_def
+            if node.op in op_types}
+
+
+@pytest.mark.parametrize("serving_dtype", ["bf16", "fp16"])
+def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
+        tiny, tmp_path, serving_dtype):
+    export_dir = tmp_path / serving_dtype
+    _export(_export_argv("classifier", tiny["config_file"], tiny["root"] / "classifier",
+                         tiny["vocab"], export_dir, 16,
+                         ["--task_name=SST-2", "--serving_dtype=%s" % serving_dtype]))
+    assert tf_keras.mixed_precision.global_policy().name == "float32"
+    with open(str(export_dir / "assets.extra" / "export_info.json")) as f:
+        assert json.load(f)["serving_dtype"] == serving_dtype
+    name = {"bf16": "bfloat16", "fp16": "float16"}[serving_dtype]
+    matmuls = ("MatMul", "BatchMatMulV2", "_FusedMatMul")
+    assert name in _graph_op_dtypes(export_dir, matmuls)
+    assert _graph_op_dtypes(tiny["export_dir"], matmuls) == {"float32"}
+
+    low = tf.saved_model.load(str(export_dir))
+    full = tf.saved_model.load(str(tiny["export_dir"]))
+    for signature in full.signatures:  # same inputs and outputs, outputs' dtypes too
+        assert (low.signatures[signature].structured_input_signature
+                == full.signatures[signature].structured_input_signature)
+        assert (low.signatures[signature].structured_outputs
+                == full.signatures[signature].structured_outputs)
+    texts = _encoded(["the cat sat on the mat", "a dog ran fast", "unaffable cats", ""])
+    got = low.signatures["serving_text_a"](text_a=texts)
+    want = full.signatures["serving_text_a"](text_a=texts)
+    assert got["probabilities"].dtype == tf.float32
+    # bf16 keeps 8 bits of mantissa: the tiny random model's probabilities move by
+    # well under 0.05 (fp16: 11 bits, closer still), and not by nothing.
+    difference = np.abs(got["probabilities"].numpy() - want["probabilities"].numpy())
+    assert 0 < difference.max() < 0.05
+
+
+def test_serving_dtype_bf16_encoder_gives_float32_vectors_near_fp32(tiny, tmp_path):
+    vectors = {}
+    for serving_dtype in ("fp32", "bf16"):
+        export_dir = tmp_path / serving_dtype
+        _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
+                             tiny["vocab"], export_dir, 16,
+                             ["--pooling=mean", "--layers=-1", "--normalize",
+                              "--serving_dtype=%s" % serving_dtype]))
+        out = tf.saved_model.load(str(export_dir)).signatures["embed"](
+            text=_encoded(["the cat sat on the mat", "a dog", "unaffable cats sat"]))
+        assert out["sentence_embedding"].dtype == tf.float32
+        vectors[serving_dtype] = out["sentence_embedding"].numpy()
+    cosine = np.sum(vectors["fp32"] * vectors["bf16"], axis=-1)
+    assert np.all(cosine > 0.99) and not np.array_equal(vectors["fp32"], vectors["bf16"])
+
+
 class _SmallModule(tf.Module):
     """Stands in for ServingModule in the tests of write_saved_model (fast to save)."""
 
