@@ -209,7 +209,7 @@ def define_flags(fv):
                       "around them run in bf16 / fp16, LayerNorm, softmax and every "
                       "output in float32; faster where the hardware has bf16 / fp16 "
                       "units (CPUs with AMX or avx512_bf16, GPUs, TPUs), outputs close "
-                      "to fp32's but not equal (README: Serving). Input and output "
+                      "to fp32's but not equal (README: Serve it). Input and output "
                       "signatures are the same.", flag_values=fv)
     flags.DEFINE_integer("embed_batch_size", 32,
                          "--model_type=encoder: the embed signature sorts a request's texts "

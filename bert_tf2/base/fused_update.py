@@ -82,6 +82,11 @@ def fused_step_body(rule, coef, flags, shapes, clip_norm, scale, grads, params,
     return new_params
 
 
+def _shapes(variables):
+    """fused_step's ``shapes``: each (var, first, second)'s shape, as a tuple."""
+    return tuple(tuple(parts[0].shape.as_list()) for parts in variables)
+
+
 # One XLA computation per call: all variables of a device group, or one variable.
 fused_step = tf.function(fused_step_body, jit_compile=True, reduce_retracing=True)
 
@@ -273,8 +278,7 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
             variables = [parts for _, parts, _ in batch]
             new_params = fused_step(
                 self._update_rule, coef, tuple(flags for _, _, flags in batch),
-                tuple(tuple(parts[0].shape.as_list()) for parts in variables),
-                self.clip_norm if clip_inside else None, scale,
+                _shapes(variables), self.clip_norm if clip_inside else None, scale,
                 [_dense_gradient(grad, parts[0]) for grad, parts, _ in batch],
                 [tf.convert_to_tensor(parts[0]) for parts in variables],
                 *[[parts[k].handle for parts in variables] for k in (1, 2)])
@@ -327,7 +331,7 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         for batch in _batches(members, grouping):
             texts.append(fused_step.experimental_get_compiler_ir(
                 self._update_rule, coef, tuple(f for _, _, f in batch),
-                tuple(tuple(parts[0].shape.as_list()) for _, parts, _ in batch), clip_inside, scale,
+                _shapes([parts for _, parts, _ in batch]), clip_inside, scale,
                 [g for g, _, _ in batch], [parts[0].value() for _, parts, _ in batch],
                 *[[parts[k].handle for _, parts, _ in batch] for k in (1, 2)])(stage=stage))
         return texts
