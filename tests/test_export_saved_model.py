@@ -440,6 +440,22 @@ def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
     assert 0 < difference.max() < 0.05
 
 
+def test_bad_serving_dtype_is_refused_before_anything_is_written(tiny, tmp_path):
+    from absl import flags  # pylint: disable=import-outside-toplevel
+    argv = _export_argv("classifier", tiny["config_file"], tiny["root"] / "classifier",
+                        tiny["vocab"], tmp_path / "out", 16,
+                        ["--task_name=SST-2", "--serving_dtype=int8"])
+    with pytest.raises(flags.IllegalFlagValueError,
+                       match=r"--serving_dtype=int8: value should be one of <fp32\|bf16\|fp16>"):
+        _export(argv)
+    with pytest.raises(ValueError, match="--serving_dtype must be one of fp32, bf16, fp16, "
+                                         "got 'int8'"):
+        esm.export("classifier", tiny["config"], str(tiny["root"] / "classifier"),
+                   tiny["vocab"], True, 16, str(tmp_path / "out"), labels=["0", "1"],
+                   serving_dtype="int8")
+    assert not os.path.exists(str(tmp_path / "out"))
+
+
 def test_serving_dtype_bf16_encoder_gives_float32_vectors_near_fp32(tiny, tmp_path):
     vectors = {}
     for serving_dtype in ("fp32", "bf16"):
