@@ -21,6 +21,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from bert_tf2.base import dropout_masks
 from bert_tf2.base import tf1_variables
 
 
@@ -275,7 +276,7 @@ class Embeddings(tf_keras.layers.Layer):
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.layer_norm = LayerNorm(layer_norm_epsilon(config))
-        self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def build(self, input_shape):
         """Creates the layer's variables (names as in the reference)."""
@@ -307,20 +308,29 @@ class Embeddings(tf_keras.layers.Layer):
 
 
 class Dropout(tf_keras.layers.Dropout):
-    """Keras dropout that can take its mask from a seed.
+    """Keras dropout whose masks come from bert_tf2.base.dropout_masks.
 
-    call(x, training, seed=None): without a seed, exactly tf_keras' Dropout (its
-    random stream, so plain training is unchanged). With a seed [2] int32 tensor
-    and training=True, a stateless mask that a second call with the same seed
-    reproduces: a recomputed layer (gradient checkpointing) then drops the same
-    units in its backward pass as in its forward pass.
+    call(x, training, seed=None): while training, units dropped with probability
+    `rate` and the rest scaled by 1 / (1 - rate), as tf.nn.dropout does, from
+    XLA's ThreeFry stream (a fraction of the CPU cost of TF's uniform kernel).
+    Without a seed every call draws a fresh mask; with a seed [2] int32 tensor the
+    mask is a function of it, so a recomputed layer (gradient checkpointing) drops
+    the same units in its backward pass as in its forward pass.
     """
 
     def call(self, inputs, training=None, seed=None):  # pylint: disable=arguments-differ
         """Applies the layer (shapes in the class docstring)."""
-        if seed is None or not training or self.rate == 0:
-            return super().call(inputs, training=training)
-        return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
+        if training is None:
+            training = tf_keras.backend.learning_phase()
+        if self.rate == 0:
+            return tf.identity(inputs)
+        if tf.is_tensor(training):
+            return tf.cond(tf.cast(training, tf.bool),
+                           lambda: dropout_masks.dropout(inputs, self.rate, seed),
+                           lambda: tf.identity(inputs))
+        if not training:
+            return tf.identity(inputs)
+        return dropout_masks.dropout(inputs, self.rate, seed)
 
 
 class DenseBlock(tf_keras.layers.Layer):
@@ -805,7 +815,7 @@ def dropout(input_tensor, dropout_prob):
     """Drops units with probability dropout_prob (None or 0: the input itself)."""
     if dropout_prob is None or dropout_prob == 0.0:
         return input_tensor
-    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+    return dropout_masks.dropout(input_tensor, dropout_prob)
 
 
 def layer_norm(input_tensor, name=None):

@@ -238,7 +238,7 @@ class BertClassifier(tf_keras.Model):
         super().__init__(name=name, **kwargs)
         self.num_labels = num_labels
         self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
-        self.dropout = tf_keras.layers.Dropout(0.1)
+        self.dropout = modeling.Dropout(0.1)
         # A nameless projection: its variables sit at the top level, as in TF1.
         self.classifier = OutputProjection(num_labels, 0.02, name="classifier")
 
@@ -285,7 +285,7 @@ class BertTagger(tf_keras.Model):
         self.num_labels = num_labels
         self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
         self.feature_layers = list(feature_layers) if feature_layers else None
-        self.dropout = tf_keras.layers.Dropout(0.1)
+        self.dropout = modeling.Dropout(0.1)
         if self.feature_layers:
             self.bert.trainable = False
             self.lstm = [tf_keras.layers.Bidirectional(
@@ -318,7 +318,7 @@ class BertMultipleChoice(tf_keras.Model):
                  **kwargs):
         super().__init__(name=name, **kwargs)
         self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
-        self.dropout = tf_keras.layers.Dropout(0.1)
+        self.dropout = modeling.Dropout(0.1)
         self.scorer = OutputProjection(1, config.initializer_range, name="multiple_choice")
 
     def call(self, features, training=False):
