@@ -243,6 +243,31 @@ def test_skip_padding_keeps_every_real_token_and_zeroes_the_padding(in_graph):
     assert not model.skip_padding
 
 
+@pytest.mark.parametrize("in_graph", [False, True], ids=["eager", "tf_function"])
+def test_a_mostly_real_batch_runs_every_position_at_inference_only(in_graph):
+    model = modeling.BertModel(tiny_config(hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0))
+    ids, _, types = random_inputs(4, 12, seed=5)
+    for lengths, dense in (([12, 12, 12, 11], True),    # 47 of 48 real
+                           ([12, 12, 12, 6], True),     # 42 of 48: exactly 7/8
+                           ([12, 12, 11, 6], False)):   # 41 of 48
+        mask = (np.arange(12)[np.newaxis, :] < np.array(lengths)[:, np.newaxis])
+        mask = mask.astype(np.int32)
+        full = model(ids, mask, types, skip_padding=False)["sequence_output"].numpy()
+        call = tf.function(model.__call__) if in_graph else model
+        for training in (False, True):
+            got = call(ids, mask, types, training=training, skip_padding=True)
+            got = got["sequence_output"].numpy()
+            real = mask.astype(bool)
+            np.testing.assert_allclose(got[real], full[real], atol=1e-5)
+            if dense and not training:
+                # The padding positions carry the full computation's values.
+                np.testing.assert_allclose(got[~real], full[~real], atol=1e-5)
+            else:
+                assert not np.any(got[~real]), (lengths, training)
+    assert modeling.DENSE_REAL_FRACTION == 0.875
+
+
 @pytest.mark.parametrize("recompute", [False, True], ids=["plain", "recompute"])
 def test_skip_padding_gives_the_same_gradients(recompute):
     model = heads.BertClassifier(tiny_config(hidden_dropout_prob=0.0,
