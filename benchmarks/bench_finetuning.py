@@ -59,7 +59,7 @@ LAYERS = (-1, -2, -3, -4)
 # Examples per row: (full size, --quick).
 SIZES = {
     "minilm": dict(train_steps=(16, 2), sst2_eval=(872, 64), mrpc_eval=(408, 64),
-                   extract=(2000, 96), squad=(48, 6)),
+                   extract=(2000, 96), squad=(96, 6)),
     "base": dict(train_steps=(3, 1), sst2_eval=(256, 32), mrpc_eval=(128, 32),
                  extract=(384, 32), squad=(16, 4)),
 }
