@@ -175,6 +175,7 @@ class Ours:
     def train(self, path, num_labels, steps, trim, grouped=False):
         """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones);
         grouped: the --group_by_length batches."""
+        from bert_tf2.base import dropout_masks  # pylint: disable=import-outside-toplevel
         from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
         from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
         from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
@@ -185,8 +186,11 @@ class Ours:
         model(heads.dummy_features())
         if self.checkpoint:
             checkpoints.load_checkpoint(model, self.checkpoint)
-        # What training.Runner does with --trim_padding (Runner.skip_padding).
+        # What training.Runner does with --trim_padding (Runner.skip_padding), and its
+        # dropout mask programs compiled before the first step (on CPUs).
         modeling.set_skip_padding(model, trim)
+        if trim:
+            dropout_masks.compile_size_classes("/cpu:0")
         optimizer = optimization.create_optimizer(2e-5, 1000, 100, clip_norm=1.0)
         optimization.create_slots(optimizer, model.trainable_variables)
         dataset = input_pipeline.dataset_fn_for(

@@ -92,3 +92,15 @@ def test_the_keras_layer_drops_only_while_training():
     assert set(np.unique(dropped)) == {0.0, 2.0}
     np.testing.assert_array_equal(layer(x, training=tf.constant(False)).numpy(), x.numpy())
     assert (layer(x, training=tf.constant(True)).numpy() == 0).any()
+
+
+def test_compiling_the_size_classes_first_changes_no_mask():
+    x = tf.ones([300, 500])
+    step = tf.function(lambda t, s: dropout_masks.dropout(t, 0.3, s),
+                       input_signature=[tf.TensorSpec([None, None]), tf.TensorSpec([2], tf.int32)])
+    before = step(x, tf.constant([4, 2])).numpy()
+    dropout_masks.compile_size_classes("/cpu:0", largest=1 << 18)
+    dropout_masks.compile_size_classes("/cpu:0", largest=1 << 17)  # already done: nothing
+    np.testing.assert_array_equal(step(x, tf.constant([4, 2])).numpy(), before)
+    np.testing.assert_array_equal(dropout_masks.dropout(x, 0.3, tf.constant([4, 2])).numpy(),
+                                  before)

@@ -350,3 +350,26 @@ def test_ctrl_c_in_training_names_the_step_and_the_checkpoint_a_rerun_resumes(tm
         with pytest.raises(training.Interrupted, match=message):
             runner.train(dataset_fn_of(features(8), 4), classifier_loss)
     assert make_runner(tmp_path, "after", num_train_steps=6).global_step == 2
+
+
+@pytest.mark.parametrize("cfg, compiled", [
+    (dict(trim_padding=True), True),
+    (dict(trim_padding=False), False),
+    (dict(trim_padding=True, enable_xla=True), False),
+])
+def test_trimmed_training_on_cpu_compiles_the_dropout_masks_first(tmp_path, monkeypatch,
+                                                                   cfg, compiled):
+    from bert_tf2.base import dropout_masks  # pylint: disable=import-outside-toplevel
+    calls = []
+    monkeypatch.setattr(dropout_masks, "compile_size_classes", calls.append)
+    for name, strategy in (("default", tf.distribute.get_strategy()),
+                           ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0"))):
+        config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
+                                    num_train_steps=1, num_warmup_steps=0, **cfg)
+        runner = training.Runner(strategy, lambda: heads.BertClassifier(tiny_config(), 2),
+                                 config)
+        runner.train(dataset_fn_of(features(8), 4), classifier_loss)
+        assert runner.global_step == 1
+    # The classifier's own dropout (0.1 on the pooled output) is enough.
+    assert [tf.DeviceSpec.from_string(d).device_type for d in calls] == (
+        ["CPU", "CPU"] if compiled else [])

@@ -27,6 +27,7 @@ import tensorflow as tf
 import tf_keras
 from absl import logging
 
+from bert_tf2.base import dropout_masks
 from bert_tf2.trainer import checkpoints
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
@@ -599,6 +600,7 @@ class Runner:
             dataset_fn = self._skip_trained_batches(dataset_fn, step)
         dataset = self._distribute(dataset_fn)
         iterator = iter(dataset)
+        self._compile_dropout_masks()
         train_loop = self._make_train_loop(loss_fn)
         writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train")) \
             if self.is_chief else tf.summary.create_noop_writer()
@@ -614,6 +616,22 @@ class Runner:
                 raise Interrupted(self._interrupted_text()) from None
         writer.flush()
         return metrics
+
+    def _compile_dropout_masks(self):
+        """Trimmed batches on CPUs: the dropout mask programs of every size class
+        compiled before the first step (dropout_masks.compile_size_classes), not in
+        the first steps that meet each size. Not under XLA (the step is one program)."""
+        if not self.trim_padding or self.config.enable_xla or not any(
+                isinstance(layer, tf_keras.layers.Dropout) and layer.rate > 0
+                for layer in self.model.submodules):
+            return
+        try:
+            devices = self.strategy.extended.worker_devices
+        except RuntimeError:  # the default strategy: the process's default device
+            devices = () if tf.config.list_logical_devices("GPU") else ("/cpu:0",)
+        if devices and all(tf.DeviceSpec.from_string(d).device_type == "CPU" for d in devices):
+            for device in devices:
+                dropout_masks.compile_size_classes(device)
 
     def _interrupted_text(self):
         """The one line of a Ctrl-C in training: the step, and where a rerun resumes."""
