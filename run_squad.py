@@ -344,8 +344,9 @@ def _predict(fv, runner, eval_examples, tokenizer, written=None):
         logging.info("  Trimmed batches (--trim_padding): n-best among real positions")
     spec = input_pipeline.squad_features(fv.max_seq_length, is_training=False)
 
-    dataset_fn = input_pipeline.dataset_fn_for([eval_file], spec, fv.predict_batch_size,
-                                               is_training=False, trim_padding=trimmed)
+    dataset_fn = input_pipeline.dataset_fn_for(
+        [eval_file], spec, fv.predict_batch_size, is_training=False, trim_padding=trimmed,
+        bucket_width=None if fv.enable_xla else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH)
     predict_fn = (top_positions_fn(fv.n_best_size, skip_padding=not fv.enable_xla)
                   if trimmed else _predict_fn)
 

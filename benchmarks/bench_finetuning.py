@@ -208,12 +208,14 @@ class Ours:
         bench_util.release_models()
         return steps * BATCH_SIZE / seconds
 
-    def predict(self, name, model_fn, path, spec, batch_size, predict_fn, count, trim):
+    def predict(self, name, model_fn, path, spec, batch_size, predict_fn, count, trim,
+                bucket_width=None):
         """(examples/s of one pass after a warm-up pass, the outputs of the real rows)."""
         from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
         runner = self._runner(name, model_fn, trim)
         dataset_fn = input_pipeline.dataset_fn_for([path], spec, batch_size,
-                                                   is_training=False, trim_padding=trim)
+                                                   is_training=False, trim_padding=trim,
+                                                   bucket_width=bucket_width)
 
         def one_pass():
             out = list(runner.predict(dataset_fn, predict_fn))
@@ -389,13 +391,14 @@ def measure_model(name, workdir, quick, log):
     jobs.append({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
                  "max_length": SQUAD_SEQ_LENGTH})
     log(rows[-1])
-    # run_squad --trim_padding: length buckets cut to their longest window, the n-best
-    # ranked among real positions in the graph (run_squad.top_positions_fn).
+    # run_squad --trim_padding: length buckets cut to their longest window (rounded up to
+    # a multiple of 4, as run_squad does), the n-best ranked among real positions in the
+    # graph (run_squad.top_positions_fn).
     import run_squad  # pylint: disable=import-outside-toplevel
     speed, _ = ours.predict("%s_squad_trim" % name, lambda: heads.BertSquad(config), path,
                             input_pipeline.squad_features(SQUAD_SEQ_LENGTH, False),
                             SQUAD_BATCH_SIZE, run_squad.top_positions_fn(20), len(examples),
-                            True)
+                            True, input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH)
     rows.append(_row("run_squad predict --trim_padding", "SQuAD dev, %d features, %s, batch 8, "
                      "seq 384 (ours trimmed; peer dynamic padding)" % (len(examples), name),
                      {False: speed}, "features/s"))

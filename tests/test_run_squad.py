@@ -741,8 +741,16 @@ def test_predict_squad_v2_with_threshold(shared_dir, dev_articles, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--enable_xla"]], ids=["skip_padding", "xla"])
 def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, dev_articles,
-                                                                     tmp_path, extra):
+                                                                     tmp_path, extra,
+                                                                     monkeypatch):
     # Without XLA the encoder also skips the padding; under XLA it is left off (static shapes).
+    widths = []
+    dataset_fn_for = input_pipeline.dataset_fn_for
+
+    def recording(*args, **kwargs):
+        widths.append(kwargs.get("bucket_width"))
+        return dataset_fn_for(*args, **kwargs)
+    monkeypatch.setattr(input_pipeline, "dataset_fn_for", recording)
     dev = tmp_path / "dev.json"
     dev.write_text(json.dumps({"data": [{"paragraphs": dev_articles[1]["paragraphs"][:2]}]}))
     out = tmp_path / "out"
@@ -753,6 +761,8 @@ def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, 
         predictions = json.load(f)
     assert list(predictions) == [q["id"] for p in dev_articles[1]["paragraphs"][:2]
                                  for q in p["qas"]]
+    # Windows rounded up to multiples of 4; under XLA (a program per length) of 16.
+    assert widths == [None if extra else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH]
     # Window by window: the n-best of the trimmed run are those of the full-length
     # logits with the padding positions left out.
     runner = run_squad._make_runner(fv, modeling.BertConfig.from_json_file(
