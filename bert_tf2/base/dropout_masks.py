@@ -6,15 +6,17 @@ draws the same float32 uniforms and compares them with the rate in well under
 1 ms. The rest is tf.nn.dropout's own rule and ops: a unit is kept when its
 uniform is >= rate, kept units are x * (1 / (1 - rate)) and the others 0 (one
 select, whose gradient is the same select), so a kept value is bit for bit
-tf.nn.dropout's, the keep probability is the same and the backward pass keeps
-one byte per unit; only the random stream is another one.
+tf.nn.dropout's and the keep probability is the same; only the random stream
+is another one.
 
 XLA compiles a program per mask size, and sizes change from batch to batch
-(length buckets, --skip_padding), so the mask is drawn for the size rounded up
-to a power of two (at least 65,536) and cut: a run compiles a handful of small
-programs, and the extra draws cost less than the kernel they replace. A given
-size and seed always give the same mask, so a recomputed layer (gradient
-checkpointing) given the seed of its forward pass drops the same units.
+(trimmed batches, the encoder on the real tokens only), so the mask is drawn
+for the size rounded up to a power of two (at least 65,536) and cut: a run
+compiles a handful of small programs, and the extra draws cost less than the
+kernel they replace (the backward pass keeps the bool mask: at most two bytes
+per unit). A given size and seed always give the same mask, so a recomputed
+layer (gradient checkpointing) given the seed of its forward pass drops the
+same units.
 
 Without a seed a call draws one from a stateful op (two int32s), so successive
 steps drop different units and tf.random.set_seed makes a run repeat, as with
@@ -27,9 +29,9 @@ _SMALLEST_CLASS = 1 << 16
 
 
 def size_class(count):
-    """The number of uniforms drawn for `count` units (an int, or an int32 tensor for
-    an int64 one): a power of two >= count (2 ** (1 + the float32 exponent of
-    count - 1), so both forms agree), at least 65,536."""
+    """The number of uniforms drawn for `count` units: a power of two >= count, at
+    least 65,536 (an int for an int; an int64 tensor for an int32 tensor). Both
+    forms take 2 ** (1 + the float32 exponent of count - 1), so they agree."""
     if isinstance(count, int):
         exponent = int(np.frexp(np.float32(max(count - 1, 1)))[1])
         return max(_SMALLEST_CLASS, 1 << exponent)
