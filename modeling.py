@@ -22,6 +22,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf2.base import dropout_masks
+from bert_tf2.base import fused_elementwise
 from bert_tf2.base import tf1_variables
 
 
@@ -233,19 +234,34 @@ class LayerNorm(tf_keras.layers.Layer):
         self.beta = self.add_weight("beta", shape=[width], initializer="zeros")
         super().build(input_shape)
 
-    def call(self, x):
-        """Applies the layer (shapes in the class docstring)."""
-        out_dtype = x.dtype
-        x = tf.cast(x, tf.float32)
-        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-        scale = tf.math.rsqrt(variance + self.epsilon) * self.gamma
-        return tf.cast(x * scale + (self.beta - mean * scale), out_dtype)
+    def call(self, x, training=None):
+        """Applies the layer (shapes in the class docstring); in training, large
+        static shapes take fused_elementwise's XLA forward and backward passes."""
+        return fused_elementwise.layer_norm(x, tf.convert_to_tensor(self.gamma),
+                                            tf.convert_to_tensor(self.beta), self.epsilon,
+                                            training)
 
 
 def dense_layer(units, config, name, activation=None):
     """A tf_keras Dense layer `name` with the config's truncated-normal kernel initializer."""
     return tf_keras.layers.Dense(units, activation=activation, name=name,
                                  kernel_initializer=create_initializer(config.initializer_range))
+
+
+def dense_and_activation(units, config, name, activation):
+    """(Dense layer `name`, activation to give apply_activation): the reference's "gelu"
+    is left out of the layer and applied by apply_activation, which knows whether a
+    training step runs (fused_elementwise); any other activation stays in the layer."""
+    if activation is gelu:
+        return dense_layer(units, config, name), gelu
+    return dense_layer(units, config, name, activation=activation), None
+
+
+def apply_activation(activation, x, training):
+    """x after `activation` from dense_and_activation (None: x itself)."""
+    if activation is gelu:
+        return fused_elementwise.gelu(x, training)
+    return x
 
 
 def layer_norm_epsilon(config):
@@ -304,7 +320,7 @@ class Embeddings(tf_keras.layers.Layer):
         else:
             positions = tf.gather(self.position_embeddings, position_ids)
         x = tf.cast(words + types + positions, self.compute_dtype)
-        return self.dropout(self.layer_norm(x), training=training)
+        return self.dropout(self.layer_norm(x, training=training), training=training)
 
 
 class Dropout(tf_keras.layers.Dropout):
@@ -338,11 +354,11 @@ class DenseBlock(tf_keras.layers.Layer):
 
     def __init__(self, units, config, name, activation=None, **kwargs):
         super().__init__(name=name, **kwargs)
-        self.dense = dense_layer(units, config, "dense", activation=activation)
+        self.dense, self.activation = dense_and_activation(units, config, "dense", activation)
 
-    def call(self, x):
+    def call(self, x, training=None):
         """Applies the layer (shapes in the class docstring)."""
-        return self.dense(x)
+        return apply_activation(self.activation, self.dense(x), training)
 
 
 class DenseResidualNorm(tf_keras.layers.Layer):
@@ -357,7 +373,7 @@ class DenseResidualNorm(tf_keras.layers.Layer):
     def call(self, x, residual, training=False, seed=None):
         """Applies the layer (shapes in the class docstring)."""
         dropped = self.dropout(self.dense(x), training=training, seed=seed)
-        return self.layer_norm(dropped + residual)
+        return self.layer_norm(dropped + residual, training=training)
 
 
 class SelfAttention(tf_keras.layers.Layer):
@@ -468,7 +484,7 @@ class TransformerLayer(tf_keras.layers.Layer):
         attention_output = self.attention(
             x, attention_mask, batch_size, seq_length, training=training,
             seeds=None if seeds is None else seeds[:2], tokens=tokens)
-        hidden = self.intermediate(attention_output)
+        hidden = self.intermediate(attention_output, training=training)
         return self.output_block(hidden, attention_output, training=training,
                                  seed=_seed(seeds, 2))
 

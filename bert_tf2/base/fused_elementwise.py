@@ -1,0 +1,123 @@
+"""GELU (tanh form) and LayerNorm for training steps: one small XLA program each way.
+
+Taken apart by TensorFlow's autodiff, the tanh GELU is about six element-wise kernels
+forward and eight backward, and LayerNorm (moments, rsqrt, scale, shift) a dozen more,
+each a pass over the activations. Here each is a function with its own gradient:
+the forward pass is one XLA computation, the backward pass another that recomputes
+what it needs from the saved input (GELU: x; LayerNorm: x, the row means and
+1/sqrt(variance + epsilon)). On a 2-core CPU, GELU over [2048, 1024] forward and
+backward: 6.4 ms of kernels -> 2.4 ms; LayerNorm over [2048, 256]: 2.1 -> 1.2 ms.
+
+Same formulas: the forward values are those of the ops path to float32 rounding (the
+tanh and the summation order are XLA's), the gradients are the analytic derivatives
+of the same functions (within ~1e-6 relative of autodiff's).
+
+Used only where it pays and never changes a trace's shapes:
+- training (the backward pass is the point; inference keeps the ops path, which the
+  CPU rewrite fuses into the matmul before it: matmul + bias + GELU in one kernel);
+- float activations: 16-bit ones (mixed precision) are computed in float32 inside the
+  program and rounded once at its end (XLA's CPU code for bfloat16 arithmetic was
+  slower than TensorFlow's kernels; in float32 a bfloat16 GELU over [2048, 1024]
+  forward and backward took 3.2 ms against 7.4 ms op by op, whose every step rounds
+  to bfloat16: the values differ from the ops path by up to one bfloat16 unit);
+- shapes fully known at trace time with at least MIN_ELEMENTS elements (XLA
+  compiles a program per shape: the trimmed batches of fine-tuning, whose shapes
+  change from batch to batch, stay on the ops path, and tiny tensors are not worth
+  a program launch).
+"""
+import math
+
+import tensorflow as tf
+
+MIN_ELEMENTS = 1 << 16
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
+def applies(x, training):
+    """Whether the fused training path runs for activations `x` (module docstring)."""
+    return (bool(training) and x.dtype in (tf.float32, tf.bfloat16, tf.float16)
+            and x.shape.is_fully_defined() and x.shape.num_elements() >= MIN_ELEMENTS)
+
+
+@tf.function(jit_compile=True)
+def _gelu_forward(x):
+    return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=True), x.dtype)
+
+
+@tf.function(jit_compile=True)
+def _gelu_backward(x, dy):
+    """dy * d/dx [0.5 x (1 + tanh(c (x + a x^3)))], computed in float32."""
+    x32 = tf.cast(x, tf.float32)
+    t = tf.tanh(_GELU_C * (x32 + _GELU_A * x32 * x32 * x32))
+    slope = (0.5 * (1.0 + t)
+             + 0.5 * x32 * (1.0 - t * t) * _GELU_C * (1.0 + 3.0 * _GELU_A * x32 * x32))
+    return tf.cast(tf.cast(dy, tf.float32) * slope, dy.dtype)
+
+
+@tf.custom_gradient
+def _gelu_fused(x):
+    def grad(dy):
+        return _gelu_backward(x, dy)
+    return _gelu_forward(x), grad
+
+
+def gelu(x, training=False):
+    """tf.nn.gelu(x, approximate=True), the reference's "gelu"; fused when `applies`."""
+    if applies(x, training):
+        return _gelu_fused(x)
+    return tf.nn.gelu(x, approximate=True)
+
+
+def _layer_norm_ops(x, gamma, beta, epsilon):
+    """The LayerNorm formula in float32 (moments over the last axis, then scale and
+    shift); returns (output in x's dtype, mean, 1 / sqrt(variance + epsilon))."""
+    out_dtype = x.dtype
+    x = tf.cast(x, tf.float32)
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    inverse = tf.math.rsqrt(variance + epsilon)
+    scale = inverse * gamma
+    return tf.cast(x * scale + (beta - mean * scale), out_dtype), mean, inverse
+
+
+@tf.function(jit_compile=True)
+def _layer_norm_forward(x, gamma, beta, epsilon):
+    return _layer_norm_ops(x, gamma, beta, epsilon)
+
+
+@tf.function(jit_compile=True)
+def _layer_norm_backward(x, gamma, mean, inverse, dy):
+    """Gradients of x * scale + (beta - mean * scale) for x, gamma and beta (float32
+    inside; the one for x in x's dtype)."""
+    normalized = (tf.cast(x, tf.float32) - mean) * inverse
+    dy = tf.cast(dy, tf.float32)
+    rows = list(range(len(x.shape) - 1))
+    d_gamma = tf.reduce_sum(dy * normalized, axis=rows)
+    d_beta = tf.reduce_sum(dy, axis=rows)
+    d_normalized = dy * gamma
+    d_x = inverse * (d_normalized - tf.reduce_mean(d_normalized, -1, keepdims=True)
+                     - normalized * tf.reduce_mean(d_normalized * normalized, -1,
+                                                   keepdims=True))
+    return tf.cast(d_x, x.dtype), d_gamma, d_beta
+
+
+def _layer_norm_fused(x, gamma, beta, epsilon):
+    epsilon = tf.constant(epsilon, tf.float32)
+
+    @tf.custom_gradient
+    def forward(x, gamma, beta):
+        y, mean, inverse = _layer_norm_forward(x, gamma, beta, epsilon)
+
+        def grad(dy):
+            return _layer_norm_backward(x, gamma, mean, inverse, dy)
+        return y, grad
+    return forward(x, gamma, beta)
+
+
+def layer_norm(x, gamma, beta, epsilon, training=False):
+    """LayerNorm over the last axis of `x` with float32 `gamma`, `beta` [H] and
+    `epsilon`, computed in float32 and returned in x's dtype; fused when `applies`."""
+    if applies(x, training):
+        return _layer_norm_fused(x, gamma, beta, epsilon)
+    return _layer_norm_ops(x, gamma, beta, epsilon)[0]
