@@ -195,3 +195,25 @@ def test_masked_lm_cross_entropy_equals_the_fused_kernel():
     np.testing.assert_allclose(got.numpy(), reference.numpy(), rtol=2e-6, atol=2e-6)
     with pytest.raises(tf.errors.InvalidArgumentError):
         heads.masked_lm_loss_from_logits(logits, np.full([6, 5], 3000, np.int32), weights)
+
+
+def test_label_softmax_gradient_one_pass_or_ops_the_kernels_formula():
+    rng = np.random.RandomState(4)
+    logits = tf.constant(rng.randn(40, 3000).astype(np.float32) * 4)
+    labels = tf.constant(rng.randint(0, 3000, [40]).astype(np.int32))
+    d_loss = tf.constant(rng.rand(40).astype(np.float32))
+    probs = tf.nn.softmax(logits)
+    assert fused_elementwise.applies(probs, True)
+    fused = fused_elementwise.label_softmax_gradient(probs, labels, d_loss)
+    dynamic = tf.function(fused_elementwise.label_softmax_gradient, input_signature=[
+        tf.TensorSpec([None, 3000], tf.float32), tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None], tf.float32)])(probs, labels, d_loss)
+    want = (probs.numpy() - np.eye(3000, dtype=np.float32)[labels.numpy()]) \
+        * d_loss.numpy()[:, None]
+    np.testing.assert_allclose(fused.numpy(), want, atol=1e-7)
+    np.testing.assert_allclose(dynamic.numpy(), want, atol=1e-7)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    kernel = tape.gradient(loss, logits, output_gradients=d_loss)
+    np.testing.assert_allclose(fused.numpy(), kernel.numpy(), atol=1e-6)
