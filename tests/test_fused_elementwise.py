@@ -108,6 +108,13 @@ def test_ops_path_outside_training_for_dynamic_shapes_and_small_tensors():
     assert not fused_elementwise.applies(big, False)
     assert not fused_elementwise.applies(big[:10], True)  # 2,560 elements
     assert not fused_elementwise.applies(tf.cast(big, tf.int32), True)
+    assert fused_elementwise.applies(big, tf.constant(True))
+    assert not fused_elementwise.applies(big, tf.constant(False))
+    graph = tf.Graph()
+    with graph.as_default():
+        # A TF1 learning-phase placeholder: unknown at trace time, the ops path.
+        phase = tf.compat.v1.placeholder_with_default(True, [])
+        assert not fused_elementwise.applies(tf.zeros([512, 256]), phase)
 
     seen = []
 

@@ -146,12 +146,12 @@ def _label_cross_entropy(logits, labels):
 
     One softmax (the CPU's oneDNN kernel, several times faster on [320, 30522] than
     TensorFlow's sparse softmax cross-entropy kernel: 7.0 against 18.5 ms forward and
-    backward, with the one-pass gradient), and from it, without a log over V: with m the largest logit and
-    S = sum(exp(logits - m)), the largest probability is exp(0) / S, so
-    log S = -log(max probability), a number in [1/V, 1] that cannot underflow, and
-    the loss is (m - logit of the label) + log S. The gradient is the softmax minus
-    the one-hot label (fused_elementwise.label_softmax_gradient). Same values as the
-    fused kernel's to float32 rounding.
+    backward, with the one-pass gradient), and from it, without a log over V: with m
+    the largest logit and S = sum(exp(logits - m)), the largest probability is
+    exp(0) / S, so log S = -log(max probability), a number in [1/V, 1] that cannot
+    underflow, and the loss is (m - logit of the label) + log S. The gradient is the
+    softmax minus the one-hot label (fused_elementwise.label_softmax_gradient). Same
+    values as the fused kernel's to float32 rounding.
     """
     probs = tf.nn.softmax(logits)
     picked = tf.gather(logits, labels, batch_dims=1)
