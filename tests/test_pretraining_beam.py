@@ -333,8 +333,8 @@ def test_bad_input_in_worker_processes_is_one_line(corpus, tmp_path):
 
 def test_sigterm_removes_the_temporary_folder(corpus, tmp_path):
     # Enough text that the pipeline runs ~8 s past the temporary folder's creation
-    # (x50 left 2.5 s idle, and a loaded CI machine once saw the run end before the
-    # signal).
+    # (x50 left 2.5 s on an idle machine, and under make test's load a run once
+    # ended before the signal).
     for i in range(2):
         (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * 400)
     proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path,
