@@ -132,9 +132,11 @@ def gelu(x):
     The reference writes x * (0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))));
     tf.nn.gelu(approximate=True) is the same formula with the 0.5 taken first (an
     exact scaling, so the same value) and is the graph TensorFlow's CPU rewrite fuses
-    into the matmul before it (one oneDNN kernel for matmul + bias + gelu).
+    into the matmul before it (one oneDNN kernel for matmul + bias + gelu). Outside a
+    training step fused_elementwise.gelu is exactly that op; DenseBlock and the
+    masked-LM transform pass it `training` (apply_activation).
     """
-    return tf.nn.gelu(x, approximate=True)
+    return fused_elementwise.gelu(x)
 
 
 def gelu_exact(x):
