@@ -37,9 +37,10 @@ expanded `--input_file` list: the output depends only on the files and flags,
 never on N or timing. Random next sentences come from the same file: a different
 (equally valid) sample than the single-process mode. A worker holds one file, so
 split a large corpus into many files of similar size. `--num_workers=N` runs the
-files on a local process pool (pretraining_shards.py); `--runner=...` runs the
-same per-file functions on Apache Beam (pretraining_beam.py), from a laptop to a
-cluster, with the same multiset of records.
+files on this process and N - 1 local workers (pretraining_shards.py);
+`--runner=...` runs the same per-file functions on Apache Beam
+(pretraining_beam.py), from a laptop to a cluster, with the same multiset of
+records.
 
 `--pack_sequences` writes several instances side by side in rows of
 --max_seq_length (for 512-token phases of short documents): exactly the
@@ -110,8 +111,9 @@ def define_flags(fv):
     flags.DEFINE_integer(
         "num_workers", 1,
         "Worker processes. 1 (default) reproduces the original BERT output exactly. "
-        "N > 1: the per-file mode on N processes (each file a shard with its own seed and "
-        "next sentences from within it): deterministic, a different sample than 1 worker.",
+        "N > 1: the per-file mode on N processes, this one and N - 1 workers (each file a "
+        "shard with its own seed and next sentences from within it): deterministic, a "
+        "different sample than 1 worker.",
         flag_values=fv)
     flags.DEFINE_bool(
         "pack_sequences", False,

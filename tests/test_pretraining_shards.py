@@ -1,4 +1,9 @@
 """pretraining_shards.py: shard seeds, shard files and the even interleave."""
+import os
+import time
+
+import pytest
+
 from bert_tf2.pretraining import pretraining_shards
 
 
@@ -38,3 +43,67 @@ def test_merge_buffers_stay_bounded_with_many_pieces():
         block = pretraining_shards.merge_block_bytes(n)
         assert 4 << 10 <= block <= 4 << 20
         assert block * n <= max(pretraining_shards.MERGE_BUFFER_BYTES, 4 << 20)
+
+
+# -- The pool: this process and the workers share the tasks ------------------------
+# Shard makers at module level, so that worker processes find them by name.
+
+def _pool_setup(marker_dir, parent_pid, fail_index):
+    return dict(marker_dir=marker_dir, parent_pid=parent_pid, fail_index=fail_index)
+
+
+def _pool_records(state, file_index, path, counter):
+    """Records made from the file's lines; the parent's first file waits until a
+    worker has made a shard (so that both make some), reporting progress meanwhile
+    (which is where the parent learns of a worker's failure)."""
+    marker = os.path.join(state["marker_dir"], "a-worker-made-a-shard")
+    in_worker = os.getpid() != state["parent_pid"]
+    if in_worker and file_index == state["fail_index"]:
+        raise ValueError("%s, line 2: made-up error" % path)
+    if not in_worker and state["marker_dir"] and file_index == 0:
+        deadline = time.time() + 300
+        while not os.path.exists(marker):
+            assert time.time() < deadline, "no worker made a shard"
+            counter(0, 0)
+            time.sleep(0.02)
+    with open(path, "rb") as f:
+        lines = f.read().split()
+    records = [b"%d/%s/%d" % (file_index, line, i) for i, line in enumerate(lines)]
+    counter(1, len(records))
+    if in_worker:
+        open(marker, "w").close()
+    return records, {"documents": 1, "by_workers": int(in_worker)}
+
+
+def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, fail_index=-1):
+    inputs = []
+    for i in range(6):
+        inputs.append(str(tmp_path / ("in-%d.txt" % i)))
+        with open(inputs[-1], "w") as f:
+            f.write(" ".join("w%d" % (i * 10 + j) for j in range(i + 2)))
+    markers = tmp_path / ("markers-%d" % num_workers)
+    markers.mkdir()
+    setup_args = (str(markers) if wait_for_a_worker else "", os.getpid(), fail_index)
+    with pretraining_shards.sharded_records(
+            inputs, str(tmp_path / "out.tfrecord"), num_workers, _pool_setup, setup_args,
+            _pool_records) as shards:
+        return list(shards.records), shards.stats, shards.worker_cpu_s
+
+
+@pytest.mark.parametrize("num_workers", [2, 3])  # one fresh interpreter; a fork server
+def test_the_parent_and_the_workers_make_the_shards_of_one_process(tmp_path, num_workers):
+    records, stats, cpu_s = _pool_run(tmp_path, num_workers)
+    assert 1 <= stats["by_workers"] < 6 and cpu_s > 0
+    alone, alone_stats, alone_cpu_s = _pool_run(tmp_path, 1, wait_for_a_worker=False)
+    assert alone_stats["by_workers"] == 0 and alone_cpu_s == 0
+    assert records == alone and len(records) == sum(i + 2 for i in range(6))
+    assert stats["documents"] == 6
+    assert not [name for name in os.listdir(tmp_path) if "shards" in name or "tmp" in name]
+
+
+def test_a_workers_error_stops_the_parent_and_leaves_no_temporary_file(tmp_path):
+    before = time.time()
+    with pytest.raises(ValueError, match=r"in-1\.txt, line 2: made-up error"):
+        _pool_run(tmp_path, 2, fail_index=1)
+    assert time.time() - before < 120
+    assert not [name for name in os.listdir(tmp_path) if "shards" in name or "tmp" in name]

@@ -1,16 +1,19 @@
 """The sharded parallel mode of create_pretraining_data.py (`--num_workers=N`, N > 1).
 
-Each input file is one shard: a worker process reads it, makes its examples with
-a random generator seeded from --random_seed and the file's position
+Each input file is one shard: a process reads it, makes its examples with a
+random generator seeded from --random_seed and the file's position
 (`shard_seed`), shuffles them and writes them to a temporary file; the shards
 are then interleaved evenly into the output. The output depends only on the
-files, their order and the flags, never on N or on timing.
+files, their order and the flags, never on N or on timing. The N processes are
+this one and N - 1 workers, all taking the next file as they become free: this
+one starts at once, the workers once they have imported TensorFlow (seconds,
+about what a few MB of text take), so a small corpus is not slowed by them.
 
 This module holds the machinery (worker pool, temporary shard files, the even
 interleave); what a shard's records are is given by the caller as two
 module-level functions, so that they can be sent to the worker processes:
 
-    setup(*setup_args) -> state          once per worker
+    setup(*setup_args) -> state          once per process
     make_records(state, file_index, path, counter) -> (records, stats)
 
 where counter(new_documents, records_so_far) reports progress to the parent and
@@ -26,6 +29,7 @@ import heapq
 import multiprocessing
 import os
 import struct
+import threading
 import time
 
 import tensorflow as tf
@@ -48,38 +52,76 @@ def shard_seed(random_seed, file_index):
     return int.from_bytes(digest[:8], "big")
 
 
-def _init_worker(setup, setup_args, make_records, counters, threads_per_worker):
+class _SharedTasks(object):
+    """Which shard task is next (taken in order by whichever process is free first)
+    and each file's progress counters (documents, records), in shared memory."""
+
+    def __init__(self, context, num_tasks):
+        self.num_tasks = num_tasks
+        self._next = context.RawValue("q", 0)
+        self._lock = context.Lock()
+        self.counters = context.RawArray("q", 2 * num_tasks)
+
+    def take(self):
+        """The index of the next task nobody has taken, or None."""
+        with self._lock:
+            index = self._next.value
+            if index >= self.num_tasks:
+                return None
+            self._next.value = index + 1
+        return index
+
+    def close(self):
+        """No task is taken after this (the ones under way finish)."""
+        with self._lock:
+            self._next.value = self.num_tasks
+
+    def counter(self, file_index):
+        """A callback(new_documents, records_so_far) setting this file's counters.
+
+        Each file has its own two slots, which only the process making its shard
+        writes: no lock, so nothing for the resource tracker to miss when the
+        parent ends on an error.
+        """
+        def add(new_documents, records_so_far):
+            self.counters[2 * file_index] += new_documents
+            self.counters[2 * file_index + 1] = records_so_far
+        return add
+
+    def totals(self):
+        """(documents, records) of all files so far."""
+        return sum(self.counters[0::2]), sum(self.counters[1::2])
+
+
+def _make_shard(state, make_records, task, counter):
+    """One input file -> one temporary file of its (shuffled) records."""
+    file_index, path, temp_path = task
+    records, stats = make_records(state, file_index, path, counter)
+    write_shard_file(temp_path, records)
+    return file_index, temp_path, stats, len(records)
+
+
+def _init_worker(setup, setup_args, make_records, threads_per_worker, shared):
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker)
         tf.config.threading.set_inter_op_parallelism_threads(threads_per_worker)
     except RuntimeError:
         pass  # TensorFlow already initialized in this process (fork start method)
-    _WORKER.update(state=setup(*setup_args), make_records=make_records, counters=counters)
+    _WORKER.update(state=setup(*setup_args), make_records=make_records, shared=shared)
 
 
-def _shared_counter(file_index):
-    """A callback(new_documents, records_so_far) setting this file's progress counters.
-
-    Each file has its own two slots of the shared array (documents, records), which
-    only its worker writes: no lock, so nothing for the resource tracker to miss when
-    the parent ends on an error.
-    """
-    counters = _WORKER["counters"]
-
-    def add(new_documents, records_so_far):
-        counters[2 * file_index] += new_documents
-        counters[2 * file_index + 1] = records_so_far
-    return add
-
-
-def _process_shard(task):
-    """Worker: one input file -> one temporary file of its (shuffled) records."""
-    cpu_start = time.process_time()
-    file_index, path, temp_path = task
-    records, stats = _WORKER["make_records"](_WORKER["state"], file_index, path,
-                                             _shared_counter(file_index))
-    write_shard_file(temp_path, records)
-    return (file_index, temp_path, stats, len(records), time.process_time() - cpu_start)
+def _serve(tasks):
+    """Worker: makes shards of `tasks` until none is left; (their results, CPU seconds)."""
+    shared = _WORKER["shared"]
+    results, cpu_s = [], 0.0
+    index = shared.take()
+    while index is not None:
+        cpu_start = time.process_time()
+        results.append(_make_shard(_WORKER["state"], _WORKER["make_records"], tasks[index],
+                                   shared.counter(index)))
+        cpu_s += time.process_time() - cpu_start
+        index = shared.take()
+    return results, cpu_s
 
 
 def write_shard_file(path, records):
@@ -163,50 +205,146 @@ def interleave_shards(shards):
             heapq.heappush(heap, ((i + 1.5) / count, s, i + 1))
 
 
-def _process_context(preload):
-    """Where workers come from: a fork server that has imported `preload` once.
+def _process_context(num_workers, preload):
+    """Where `num_workers` worker processes come from.
 
-    Workers forked from it start in a fraction of a second, and safely: the
-    server only imports modules, it never runs TensorFlow. Without fork servers
-    (Windows), each worker is a fresh interpreter.
+    More than one: a fork server that has imported `preload` once, so that they
+    share its memory (and safely: the server only imports modules, it never runs
+    TensorFlow); its first start waits for those imports. One worker, or no fork
+    servers (Windows): fresh interpreters, whose start returns at once.
     """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    if num_workers == 1 or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["tensorflow", "tensorflow_text"] + list(preload))
     return context
 
 
-def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress):
-    """Runs every shard task on the pool; returns the workers' results sorted by file."""
-    workers = min(num_workers, len(tasks))
-    context = _process_context([__name__, make_records.__module__])
-    counters = context.RawArray("q", 2 * len(tasks))
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    results = []
-    # A worker that dies makes the executor fail (BrokenProcessPool) instead of
-    # hanging, unlike multiprocessing.Pool.
-    with concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_init_worker,
-            initargs=(setup, setup_args, make_records, counters, threads)) as executor:
-        pending = {executor.submit(_process_shard, task) for task in tasks}
+class _WorkerPool(object):
+    """`count` worker processes serving the shared tasks.
+
+    They are started from a thread (a fork server's first start waits for it to
+    import TensorFlow: seconds), while this process already makes shards.
+    """
+
+    def __init__(self, count, tasks, make_records, initargs):
+        context = _process_context(count, [__name__, make_records.__module__])
+        self.shared = _SharedTasks(context, len(tasks))
+        self._others = set(multiprocessing.active_children())
+        # A worker that dies makes the executor fail (BrokenProcessPool) instead of
+        # hanging, unlike multiprocessing.Pool.
+        self._executor = concurrent.futures.ProcessPoolExecutor(
+            count, mp_context=context, initializer=_init_worker,
+            initargs=initargs + (self.shared,))
+        self._futures = []
+        self._start_error = None
+        self._thread = threading.Thread(target=self._start, args=(count, tasks), daemon=True)
+        self._thread.start()
+
+    def _start(self, count, tasks):
         try:
-            while pending:
-                done, pending = concurrent.futures.wait(
-                    pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
-                results.extend(future.result() for future in done)
+            for _ in range(count):
+                self._futures.append(self._executor.submit(_serve, tasks))
+        except BaseException as e:  # pylint: disable=broad-except
+            self._start_error = e  # raised in the main thread (raise_failure)
+
+    def raise_failure(self):
+        """Raises what made a worker (or their start) fail, if anything did."""
+        if self._start_error is not None:
+            raise self._start_error
+        for future in list(self._futures):
+            if future.done() and future.exception() is not None:
+                raise future.exception()
+
+    def _terminate(self):
+        self._thread.join()
+        for process in set(multiprocessing.active_children()) - self._others:
+            process.terminate()
+
+    def results(self, progress, any_taken):
+        """Waits for the workers' shards; (their results, their CPU seconds).
+
+        any_taken: whether any worker took a task; if none did, the workers still
+        starting are stopped rather than waited for.
+        """
+        if not any_taken:
+            self._terminate()
+            self._executor.shutdown(cancel_futures=True)
+            return [], 0.0
+        self._thread.join()
+        self.raise_failure()
+        results, cpu_s = [], 0.0
+        pending = set(self._futures)
+        while pending:
+            done, pending = concurrent.futures.wait(
+                pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                served, seconds = future.result()
+                results += served
+                cpu_s += seconds
+            if progress is not None:
+                progress.report(*self.shared.totals())
+        self._executor.shutdown()
+        return results, cpu_s
+
+    def stop(self, terminate):
+        """After an error: no task is taken any more; waits for the shards under way
+        (terminate: stops the workers at once instead) and for the pool to end."""
+        self.shared.close()
+        if terminate:
+            # Ctrl-C reaches the workers too; SIGTERM only this process: stop them,
+            # rather than wait for the files they are on.
+            self._terminate()
+        self._thread.join()
+        self._executor.shutdown(cancel_futures=True)
+
+
+def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress):
+    """Makes every shard; (the results sorted by file, the workers' CPU seconds).
+
+    This process takes tasks from the start, and `num_workers - 1` worker processes
+    join in as soon as they are up (a fresh interpreter imports TensorFlow: seconds,
+    most of the time of a corpus of a few MB). Whichever process makes a shard, its
+    records are the same.
+    """
+    processes = min(num_workers, len(tasks))
+    pool = None
+    if processes > 1:
+        threads = max(1, (os.cpu_count() or 1) // processes)
+        pool = _WorkerPool(processes - 1, tasks, make_records,
+                           (setup, setup_args, make_records, threads))
+        shared = pool.shared
+    else:
+        shared = _SharedTasks(multiprocessing.get_context(), len(tasks))
+    try:
+        state = setup(*setup_args)
+        results, cpu_s = [], 0.0
+
+        def counter(file_index):
+            add = shared.counter(file_index)
+
+            def report(new_documents, records_so_far):
+                add(new_documents, records_so_far)
+                if pool is not None:
+                    pool.raise_failure()
                 if progress is not None:
-                    progress.report(sum(counters[0::2]), sum(counters[1::2]))
-        except BaseException as e:
-            for future in pending:
-                future.cancel()
-            if not isinstance(e, Exception):
-                # Ctrl-C reaches the workers too; SIGTERM only this process: stop them,
-                # rather than wait for the files they are on.
-                for process in multiprocessing.active_children():
-                    process.terminate()
-            raise
-    return sorted(results)
+                    progress.report(*shared.totals())
+            return report
+
+        index = shared.take()
+        while index is not None:
+            if pool is not None:
+                pool.raise_failure()
+            results.append(_make_shard(state, make_records, tasks[index], counter(index)))
+            index = shared.take()
+        if pool is not None:
+            served, cpu_s = pool.results(progress, any_taken=len(results) < len(tasks))
+            results += served
+    except BaseException as e:
+        if pool is not None:
+            pool.stop(terminate=not isinstance(e, Exception))
+        raise
+    return sorted(results), cpu_s
 
 
 @contextlib.contextmanager
@@ -223,11 +361,13 @@ def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
     try:
         tasks = [(index, path, os.path.join(temp_dir, "shard-%05d" % index))
                  for index, path in enumerate(input_files)]
-        results = _run_workers(tasks, num_workers, setup, setup_args, make_records, progress)
+        results, worker_cpu_s = _run_workers(tasks, num_workers, setup, setup_args,
+                                             make_records, progress)
         yield ShardedRecords(
             records=interleave_shards([(r[1], r[3]) for r in results]),
-            stats=pretraining_corpus.sum_counts(r[2] for r in results), num_records=sum(r[3] for r in results),
-            worker_cpu_s=sum(r[4] for r in results), num_files=len(results))
+            stats=pretraining_corpus.sum_counts(r[2] for r in results),
+            num_records=sum(r[3] for r in results), worker_cpu_s=worker_cpu_s,
+            num_files=len(results))
     finally:
         if tf.io.gfile.exists(temp_dir):
             tf.io.gfile.rmtree(temp_dir)
