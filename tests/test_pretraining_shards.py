@@ -48,17 +48,17 @@ def test_merge_buffers_stay_bounded_with_many_pieces():
 # -- The pool: this process and the workers share the tasks ------------------------
 # Shard makers at module level, so that worker processes find them by name.
 
-def _pool_setup(marker_dir, parent_pid, fail_index):
-    return dict(marker_dir=marker_dir, parent_pid=parent_pid, fail_index=fail_index)
+def _pool_setup(marker_dir, parent_pid, workers_fail):
+    return dict(marker_dir=marker_dir, parent_pid=parent_pid, workers_fail=workers_fail)
 
 
 def _pool_records(state, file_index, path, counter):
-    """Records made from the file's lines; the parent's first file waits until a
+    """Records made from the file's words; the parent's first file waits until a
     worker has made a shard (so that both make some), reporting progress meanwhile
     (which is where the parent learns of a worker's failure)."""
     marker = os.path.join(state["marker_dir"], "a-worker-made-a-shard")
     in_worker = os.getpid() != state["parent_pid"]
-    if in_worker and file_index == state["fail_index"]:
+    if in_worker and state["workers_fail"]:
         raise ValueError("%s, line 2: made-up error" % path)
     if not in_worker and state["marker_dir"] and file_index == 0:
         deadline = time.time() + 300
@@ -75,7 +75,7 @@ def _pool_records(state, file_index, path, counter):
     return records, {"documents": 1, "by_workers": int(in_worker)}
 
 
-def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, fail_index=-1):
+def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, workers_fail=False):
     inputs = []
     for i in range(6):
         inputs.append(str(tmp_path / ("in-%d.txt" % i)))
@@ -83,7 +83,7 @@ def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, fail_index=-1):
             f.write(" ".join("w%d" % (i * 10 + j) for j in range(i + 2)))
     markers = tmp_path / ("markers-%d" % num_workers)
     markers.mkdir()
-    setup_args = (str(markers) if wait_for_a_worker else "", os.getpid(), fail_index)
+    setup_args = (str(markers) if wait_for_a_worker else "", os.getpid(), workers_fail)
     with pretraining_shards.sharded_records(
             inputs, str(tmp_path / "out.tfrecord"), num_workers, _pool_setup, setup_args,
             _pool_records) as shards:
@@ -103,7 +103,7 @@ def test_the_parent_and_the_workers_make_the_shards_of_one_process(tmp_path, num
 
 def test_a_workers_error_stops_the_parent_and_leaves_no_temporary_file(tmp_path):
     before = time.time()
-    with pytest.raises(ValueError, match=r"in-1\.txt, line 2: made-up error"):
-        _pool_run(tmp_path, 2, fail_index=1)
+    with pytest.raises(ValueError, match=r"in-\d\.txt, line 2: made-up error"):
+        _pool_run(tmp_path, 2, workers_fail=True)
     assert time.time() - before < 120
     assert not [name for name in os.listdir(tmp_path) if "shards" in name or "tmp" in name]
