@@ -58,8 +58,10 @@ def _pool_records(state, file_index, path, counter):
     (which is where the parent learns of a worker's failure)."""
     marker = os.path.join(state["marker_dir"], "a-worker-made-a-shard")
     in_worker = os.getpid() != state["parent_pid"]
-    if in_worker and state["workers_fail"]:
+    if in_worker and state["workers_fail"] == "raise":
         raise ValueError("%s, line 2: made-up error" % path)
+    if in_worker and state["workers_fail"] == "die":
+        os._exit(3)  # as if killed (out of memory)
     if not in_worker and state["marker_dir"] and file_index == 0:
         deadline = time.time() + 300
         while not os.path.exists(marker):
@@ -75,7 +77,7 @@ def _pool_records(state, file_index, path, counter):
     return records, {"documents": 1, "by_workers": int(in_worker)}
 
 
-def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, workers_fail=False):
+def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, workers_fail=None):
     inputs = []
     for i in range(6):
         inputs.append(str(tmp_path / ("in-%d.txt" % i)))
@@ -104,6 +106,13 @@ def test_the_parent_and_the_workers_make_the_shards_of_one_process(tmp_path, num
 def test_a_workers_error_stops_the_parent_and_leaves_no_temporary_file(tmp_path):
     before = time.time()
     with pytest.raises(ValueError, match=r"in-\d\.txt, line 2: made-up error"):
-        _pool_run(tmp_path, 2, workers_fail=True)
+        _pool_run(tmp_path, 2, workers_fail="raise")
     assert time.time() - before < 120
+    assert not [name for name in os.listdir(tmp_path) if "shards" in name or "tmp" in name]
+
+
+def test_a_worker_that_dies_is_one_clear_error(tmp_path):
+    with pytest.raises(OSError, match=r"^a worker process ended abruptly \(killed, or out "
+                                      r"of memory"):
+        _pool_run(tmp_path, 2, workers_fail="die")
     assert not [name for name in os.listdir(tmp_path) if "shards" in name or "tmp" in name]

@@ -76,6 +76,12 @@ class _SharedTasks(object):
         with self._lock:
             self._next.value = self.num_tasks
 
+    def release(self):
+        """Drops this process's lock once no worker can still need it: its named
+        semaphore is then removed at once, not left for the resource tracker to
+        report when an error ends the process with os._exit."""
+        self._lock = None
+
     def counter(self, file_index):
         """A callback(new_documents, records_so_far) setting this file's counters.
 
@@ -220,6 +226,15 @@ def _process_context(num_workers, preload):
     return context
 
 
+def _failure(error):
+    """What the main process raises for a worker's `error`: the error itself, or for a
+    worker that died (killed; out of memory) an OSError that says so in one line."""
+    if isinstance(error, concurrent.futures.process.BrokenProcessPool):
+        return OSError("a worker process ended abruptly (killed, or out of memory: a worker "
+                       "holds one input file and its records, so smaller files need less)")
+    return error
+
+
 class _WorkerPool(object):
     """`count` worker processes serving the shared tasks.
 
@@ -251,10 +266,10 @@ class _WorkerPool(object):
     def raise_failure(self):
         """Raises what made a worker (or their start) fail, if anything did."""
         if self._start_error is not None:
-            raise self._start_error
+            raise _failure(self._start_error)
         for future in list(self._futures):
             if future.done() and future.exception() is not None:
-                raise future.exception()
+                raise _failure(future.exception())
 
     def _terminate(self):
         self._thread.join()
@@ -278,6 +293,7 @@ class _WorkerPool(object):
         while pending:
             done, pending = concurrent.futures.wait(
                 pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
+            self.raise_failure()
             for future in done:
                 served, seconds = future.result()
                 results += served
@@ -344,6 +360,8 @@ def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress):
         if pool is not None:
             pool.stop(terminate=not isinstance(e, Exception))
         raise
+    finally:
+        shared.release()  # the pool has ended (results or stop)
     return sorted(results), cpu_s
 
 
