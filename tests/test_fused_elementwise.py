@@ -224,3 +224,41 @@ def test_label_softmax_gradient_one_pass_or_ops_the_kernels_formula():
         loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
     kernel = tape.gradient(loss, logits, output_gradients=d_loss)
     np.testing.assert_allclose(fused.numpy(), kernel.numpy(), atol=1e-6)
+
+
+def _bits(t):
+    t = tf.convert_to_tensor(t)
+    return np.asarray(tf.bitcast(t, tf.int32 if t.dtype == tf.float32 else tf.int16))
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16, tf.float16])
+def test_keep_and_scale_is_the_select_and_multiply_bit_for_bit(dtype):
+    rng = np.random.RandomState(5)
+    shape = [8, 4, 64, 64]  # 131,072 units: one XLA pass each way
+    values = rng.normal(0, 3, shape)
+    values.flat[:4] = [np.inf, -np.inf, np.nan, 6e4]  # dropped or kept, as the ops do
+    x = tf.constant(values, dtype)
+    dy = tf.constant(rng.normal(0, 3, shape), dtype)
+    keep = tf.constant(rng.uniform(size=shape) >= 0.1)
+    scale = tf.constant(1 / 0.9, dtype)
+    assert fused_elementwise.applies(x, True)
+
+    def ops(k, v, s):
+        return tf.where(k, v * s, tf.zeros([], v.dtype))
+
+    def value_and_grad(fn):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(keep, x, scale)
+        return y, tape.gradient(y, x, output_gradients=dy)
+
+    want = tf.function(lambda: value_and_grad(ops))()
+    for got in (tf.function(lambda: value_and_grad(fused_elementwise.keep_and_scale))(),
+                value_and_grad(fused_elementwise.keep_and_scale)):
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(_bits(a), _bits(b))
+    # Small or dynamic shapes: the same two ops.
+    small = tf.constant(values[0, 0, :8], dtype)
+    np.testing.assert_array_equal(
+        _bits(fused_elementwise.keep_and_scale(keep[0, 0, :8], small, scale)),
+        _bits(ops(keep[0, 0, :8], small, scale)))

@@ -5,9 +5,10 @@ TensorFlow's CPU kernel for a float uniform (Philox, op RandomUniform) costs abo
 draws the same float32 uniforms and compares them with the rate in well under
 1 ms. The rest is tf.nn.dropout's own rule and ops: a unit is kept when its
 uniform is >= rate, kept units are x * (1 / (1 - rate)) and the others 0 (one
-select, whose gradient is the same select), so a kept value is bit for bit
-tf.nn.dropout's and the keep probability is the same; only the random stream
-is another one.
+select, whose gradient is the same select; for static shapes the select and
+the multiply are one XLA pass each way, fused_elementwise.keep_and_scale), so a
+kept value is bit for bit tf.nn.dropout's and the keep probability is the same;
+only the random stream is another one.
 
 XLA compiles a program per mask size, and sizes change from batch to batch
 (trimmed batches, the encoder on the real tokens only), so the mask is drawn
@@ -24,6 +25,8 @@ tf.nn.dropout.
 """
 import numpy as np
 import tensorflow as tf
+
+from bert_tf2.base import fused_elementwise
 
 _SMALLEST_CLASS = 1 << 16
 
@@ -102,5 +105,4 @@ def dropout(inputs, rate, seed=None):
     size = tf.constant(size_class(count), tf.int64) if static is not None else size_class(count)
     keep = _draw_keep(size, tf.cast(seed, tf.int32), tf.constant(rate, tf.float32))
     keep = tf.reshape(keep[:count], tf.shape(inputs))
-    return tf.where(keep, inputs * keep_scale(rate, inputs.dtype),
-                    tf.zeros([], inputs.dtype))
+    return fused_elementwise.keep_and_scale(keep, inputs, keep_scale(rate, inputs.dtype))

@@ -1,5 +1,6 @@
 """GELU (tanh form) and LayerNorm for training steps: one small XLA program each way
-(and the masked-LM loss's gradient, softmax minus one-hot, in one pass).
+(and the masked-LM loss's gradient, softmax minus one-hot, and dropout's
+select-and-scale, each in one pass).
 
 Taken apart by TensorFlow's autodiff, the tanh GELU is about six element-wise kernels
 forward and eight backward, and LayerNorm (moments, rsqrt, scale, shift) a dozen more,
@@ -148,3 +149,29 @@ def label_softmax_gradient(probs, labels, d_loss):
         return _label_softmax_backward(probs, labels, d_loss)
     hot = tf.one_hot(labels, tf.shape(probs)[-1], dtype=probs.dtype)
     return (probs - hot) * d_loss[:, tf.newaxis]
+
+
+@tf.function(jit_compile=True)
+def _keep_and_scale(keep, x, scale):
+    return tf.where(keep, x * scale, tf.zeros([], x.dtype))
+
+
+def keep_and_scale(keep, x, scale):
+    """where(keep, x * scale, 0): dropout's kept units scaled and the others 0, given
+    the bool mask `keep` (x's shape) and `scale` (a scalar in x's dtype).
+
+    For static shapes of at least MIN_ELEMENTS one XLA pass each way (the gradient is
+    the same select of dy * scale), else the multiply and select ops. Bit for bit
+    either way, values and gradients: a 16-bit product of two 16-bit numbers is exact
+    in float32 before its one rounding, as in TensorFlow's kernels. [16, 4, 128, 128]
+    in bfloat16, forward and backward: 1.8 -> 0.6 ms on 2 cores (float32: 0.8 -> 0.5).
+    """
+    if not applies(x, True):
+        return tf.where(keep, x * scale, tf.zeros([], x.dtype))
+
+    @tf.custom_gradient
+    def forward(x):
+        def grad(dy):
+            return _keep_and_scale(keep, dy, scale)
+        return _keep_and_scale(keep, x, scale), grad
+    return forward(x)
