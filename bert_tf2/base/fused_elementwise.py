@@ -151,9 +151,11 @@ def label_softmax_gradient(probs, labels, d_loss):
     return (probs - hot) * d_loss[:, tf.newaxis]
 
 
-@tf.function(jit_compile=True)
-def _keep_and_scale(keep, x, scale):
+def _keep_and_scale_ops(keep, x, scale):
     return tf.where(keep, x * scale, tf.zeros([], x.dtype))
+
+
+_keep_and_scale = tf.function(_keep_and_scale_ops, jit_compile=True)
 
 
 def keep_and_scale(keep, x, scale):
@@ -167,7 +169,7 @@ def keep_and_scale(keep, x, scale):
     in bfloat16, forward and backward: 1.8 -> 0.6 ms on 2 cores (float32: 0.8 -> 0.5).
     """
     if not applies(x, True):
-        return tf.where(keep, x * scale, tf.zeros([], x.dtype))
+        return _keep_and_scale_ops(keep, x, scale)
 
     @tf.custom_gradient
     def forward(x):
