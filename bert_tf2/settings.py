@@ -45,6 +45,12 @@ def _field_type(flag):
     return typing.Optional[kind] if flag.default is None else kind
 
 
+# Settings of ours that only training reads (the reference's own, such as
+# --learning_rate, stay quiet without --do_train, as they were).
+TRAINING_ONLY = ("group_by_length", "num_accumulation_steps", "gradient_checkpointing",
+                 "deterministic_data", "optimizer_type", "fused_optimizer")
+
+
 class Settings:
     """What every settings class (a face's, or a part of one) can tell besides its values."""
 
@@ -54,11 +60,16 @@ class Settings:
 
     @classmethod
     def of(cls, source):
-        """`source` as this class: a Settings of it (checked), or parsed absl FlagValues."""
+        """`source` as this class: a Settings of it, or parsed absl FlagValues.
+
+        A face's run() starts with it, so a Python caller's settings pass the checks
+        that the command line's flags pass when they are parsed (check_common).
+        """
         if isinstance(source, cls):
+            source.check_common()
             return source
         if isinstance(source, flags.FlagValues):
-            return cls.from_flags(source)
+            return cls.from_flags(source)  # run_cli / parse_flags checked them
         raise TypeError("expected %s.%s or absl FlagValues, got %r"
                         % (cls.__module__, cls.__name__, type(source).__name__))
 
@@ -126,6 +137,19 @@ class Settings:
     def values(self):
         """{field: value} of every field."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def check_common(self):
+        """Rules for every face's settings: batch sizes (fields named batch_size or
+        *_batch_size) >= 1 (the reference crashes on 0 deep inside TensorFlow), and
+        the training-only settings given without do_train warned."""
+        for name in sorted(self._DEFAULTS):
+            if name == "batch_size" or name.endswith("_batch_size"):
+                value = getattr(self, name)
+                if value is not None and value < 1:
+                    raise ValueError("--%s=%d must be >= 1" % (name, value))
+        if "do_train" in self and not self.do_train:
+            self.refuse_unused([(name, "without --do_train") for name in TRAINING_ONLY
+                                if name in self], warn_only=True)
 
     def require(self, *names):
         """ValueError naming the first of the fields `names` left unset or empty."""
