@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import settings as settings_lib
 # The task data lives in glue_data; the reference's names stay importable from here.
 from bert_tf2.tasks.glue_data import (  # noqa: F401  pylint: disable=unused-import
     PROCESSORS, ColaProcessor, DataProcessor, InputExample, InputFeatures, MnliProcessor,
@@ -41,6 +42,7 @@ from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 
 # The reference's name, for code that imported it from run_classifier.
@@ -77,6 +79,10 @@ def define_flags(fv):
     long_text.define_flags(fv)
     class_weights.define_flags(fv)
     flags_common.define_training_flags(fv)
+
+
+# One field per flag above: run(Settings(task_name="mrpc", ...)) from Python.
+Settings = settings_lib.settings_class(define_flags, __name__)
 
 
 # ---------------------------------------------------------------------------
@@ -173,67 +179,87 @@ def compute_loss(logits, label_ids, num_labels, regression=False):
 # The run
 # ---------------------------------------------------------------------------
 
-def run(fv):
-    """Trains, evaluates and/or predicts as the do_* flags ask."""
-    processor, bert_config, settings = _check_flags(fv)
-    fileutil.prepare_output_dir(fv.output_dir)
-    tokenizer = flags_common.tokenizer_from_flags(fv)
+def run(settings):
+    """Trains, evaluates and/or predicts as the do_* settings ask; returns a
+    settings_lib.Result (the eval metrics, the files written, the best checkpoint).
+
+    `settings`: a Settings, or the parsed flags of define_flags.
+    """
+    settings = Settings.of(settings)
+    processor, bert_config, long_texts = _check_settings(settings)
+    fileutil.prepare_output_dir(settings.output_dir)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Read (and so check) every data file the run needs before any work starts.
-    source = "--task_name=%s data in --data_dir=%s" % (fv.task_name, fv.data_dir)
-    train_examples = processor.get_train_examples(fv.data_dir) if fv.do_train else None
-    eval_examples = processor.get_dev_examples(fv.data_dir) if fv.do_eval else None
-    if fv.do_eval and not eval_examples:
+    data_dir = settings.data_dir
+    source = "--task_name=%s data in --data_dir=%s" % (settings.task_name, data_dir)
+    train_examples = processor.get_train_examples(data_dir) if settings.do_train else None
+    eval_examples = processor.get_dev_examples(data_dir) if settings.do_eval else None
+    if settings.do_eval and not eval_examples:
         raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
-    predict_examples = processor.get_test_examples(fv.data_dir) if fv.do_predict else None
-    classifier_tasks.check_labels(fv, processor)  # against a saved label_list.txt
-    weights = class_weights.from_flags(
-        fv, processor.get_labels(), [e.label for e in train_examples or ()],
+    predict_examples = processor.get_test_examples(data_dir) if settings.do_predict else None
+    task_settings = settings.part(*classifier_tasks.SETTINGS)
+    classifier_tasks.check_labels(task_settings, processor)  # against a saved label_list.txt
+    weights = class_weights.from_settings(
+        settings.class_weights, settings.do_train, processor.get_labels(),
+        [e.label for e in train_examples or ()],
         unsupported="a regression task" if processor.is_regression else
         "a multi-label task" if processor.is_multilabel else None)
-    task = (multilabel_data.MultiLabelTask(processor, tokenizer, fv.max_seq_length, settings)
-            if processor.is_multilabel else _Task(processor, tokenizer, fv.max_seq_length,
-                                                  settings, weights))
-    train_file = os.path.join(fv.output_dir, "train.tf_record")
-    num_train = len(train_examples) if fv.do_train else 0
+    task = (multilabel_data.MultiLabelTask(processor, tokenizer, settings.max_seq_length,
+                                           long_texts)
+            if processor.is_multilabel else _Task(processor, tokenizer, settings.max_seq_length,
+                                                  long_texts, weights))
+    trainer = settings.part(*training.SETTINGS)
+    train_file = os.path.join(settings.output_dir, "train.tf_record")
+    num_train = len(train_examples) if settings.do_train else 0
     num_train_steps, num_warmup_steps = (
-        training.epoch_steps(num_train, fv, "training examples (%s)" % source)
-        if fv.do_train else (0, 0))
-    if fv.do_train and settings.windows:  # an epoch: every window of every example
+        training.epoch_steps(num_train, trainer, "training examples (%s)" % source)
+        if settings.do_train else (0, 0))
+    if settings.do_train and long_texts.windows:  # an epoch: every window of every example
         num_train = task.write_features(train_examples, train_file)
-        num_train_steps, num_warmup_steps = training.epoch_steps(num_train, fv)
+        num_train_steps, num_warmup_steps = training.epoch_steps(num_train, trainer)
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
-    runner = training.runner_from_flags(
-        fv, lambda: create_model(bert_config, len(processor.get_labels()), fv.use_tpu),
+    runner = training.make_runner(
+        trainer, lambda: create_model(bert_config, len(processor.get_labels()),
+                                      settings.use_tpu),
         num_train_steps, num_warmup_steps)
-    if fv.do_train:
-        if not settings.windows:
+    result = settings_lib.Result(output_dir=settings.output_dir)
+    if settings.do_train:
+        if not long_texts.windows:
             task.write_features(train_examples, train_file)
         # For the later runs and the export (not for truncate in a new folder).
-        long_text.write_settings(fv.output_dir, settings)
-        classifier_tasks.save_task(fv, processor)  # label_list.txt, classifier_task.json
-        training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
+        long_text.write_settings(settings.output_dir, long_texts)
+        classifier_tasks.save_task(task_settings, processor)  # label_list.txt, task json
+        training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
-                               ["Num windows = %d" % num_train] if settings.windows else []),
-                           num_train, *_dev_evaluation(fv, task, eval_examples))
-    if fv.do_eval:
-        _evaluate(fv, runner, task, eval_examples)
-    if fv.do_predict:
-        _predict(fv, runner, task, predict_examples)
+                               ["Num windows = %d" % num_train] if long_texts.windows else []),
+                           num_train, *_dev_evaluation(settings, task, eval_examples))
+        result.outputs["train_records"] = train_file
+    if settings.do_eval:
+        result.metrics = _evaluate(settings, runner, task, eval_examples)
+        result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
+    if settings.do_predict:
+        result.outputs["test_results"] = _predict(settings, runner, task, predict_examples)
+    result.global_step = runner.global_step
+    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    return result
 
 
-def _check_flags(fv):
-    """Checks the flags before any work; returns (processor, bert_config, long_text)."""
-    bert_config = flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS)
+def _check_settings(settings):
+    """Checks the settings before any work; returns (processor, bert_config, long_text)."""
+    task_settings = settings.part(*classifier_tasks.SETTINGS)
+    checks = settings.part(*flags_common.FINE_TUNING_CHECKS + _REQUIRED_FLAGS)
+    bert_config = flags_common.check_fine_tuning(checks, _REQUIRED_FLAGS)
     # The long_text.json a training run left in --output_dir (or beside --init_checkpoint)
     # gives the defaults: evaluation and prediction read the text as training did.
-    settings = long_text.from_flags(fv, fv.max_seq_length)
-    processor = classifier_tasks.processor_from_flags(fv)  # --threshold checked there
+    long_texts = long_text.from_settings(settings.part(*long_text.SETTINGS),
+                                         settings.max_seq_length)
+    processor = classifier_tasks.processor_of(task_settings)  # --threshold checked there
     # Warned, not refused: one command line may serve every mode or task of a sweep.
-    flags_common.refuse_unused(fv, long_text.unused_flags(settings) + (
-        [] if fv.task_name.lower() == "xnli" else
+    settings.refuse_unused(long_text.unused_flags(long_texts) + (
+        [] if settings.task_name.lower() == "xnli" else
         [("xnli_language", "without --task_name=xnli")]), warn_only=True)
-    return processor, bert_config, settings
+    return processor, bert_config, long_texts
 
 
 class _Task(object):
@@ -317,24 +343,24 @@ class _Task(object):
                                              trim_padding=trim_padding)
 
 
-def _evaluate(fv, runner, task, examples):
+def _evaluate(settings, runner, task, examples):
     """Writes eval.tf_record, runs the model over it and writes eval_results.txt."""
-    eval_file = os.path.join(fv.output_dir, "eval.tf_record")
+    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
     task.write_features(examples, eval_file)
     training.log_stage("eval", ["Num examples = %d" % len(examples),
-                                "Batch size = %d" % fv.eval_batch_size])
-    result = _eval_metrics(fv, runner, task, eval_file, len(examples))
+                                "Batch size = %d" % settings.eval_batch_size])
+    result = _eval_metrics(settings, runner, task, eval_file, len(examples))
     result["global_step"] = runner.global_step
-    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
+    fileutil.write_eval_results(os.path.join(settings.output_dir, "eval_results.txt"), result)
     return result
 
 
-def _eval_metrics(fv, runner, task, eval_file, num_examples):
+def _eval_metrics(settings, runner, task, eval_file, num_examples):
     """The eval_results.txt metrics (but global_step) of the model on `eval_file`."""
     keys = ("per_example_loss", "outputs", "label_ids", "is_real_example") + (
         ("logits", long_text.DOCUMENT_INDEX) if task.long_text.windows else ())
     columns = {key: [] for key in keys + ("batch_ids",)}
-    batches = runner.predict(task.ordered_dataset(eval_file, fv.eval_batch_size,
+    batches = runner.predict(task.ordered_dataset(eval_file, settings.eval_batch_size,
                                                   runner.trim_padding),
                              task.predict_fn)
     for batch_index, out in enumerate(batches):
@@ -350,15 +376,15 @@ def _eval_metrics(fv, runner, task, eval_file, num_examples):
                         merged["is_real_example"], merged["batch_ids"])
 
 
-def _dev_evaluation(fv, task, examples):
+def _dev_evaluation(settings, task, examples):
     """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
 
     evaluate(runner) computes eval_results.txt's metrics on eval.tf_record, written
     here once; the names come from task.metrics on two made-up rows.
     """
-    if fv.eval_every_n_steps is None:
+    if settings.eval_every_n_steps is None:
         return None, None
-    eval_file = os.path.join(fv.output_dir, "eval.tf_record")
+    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
     task.write_features(examples, eval_file)
     rows = np.array([0, 1])
     if task.processor.is_multilabel:
@@ -368,19 +394,19 @@ def _dev_evaluation(fv, task, examples):
     else:
         labels, outputs = rows, np.eye(len(task.label_list))[rows]
     names = task.metrics(np.zeros(2), labels, outputs, np.ones(2), rows)
-    return (lambda runner: _eval_metrics(fv, runner, task, eval_file, len(examples)),
+    return (lambda runner: _eval_metrics(settings, runner, task, eval_file, len(examples)),
             list(names))
 
 
-def _predict(fv, runner, task, examples):
+def _predict(settings, runner, task, examples):
     """Writes predict.tf_record and test_results.tsv (one line per test example)."""
-    predict_file = os.path.join(fv.output_dir, "predict.tf_record")
+    predict_file = os.path.join(settings.output_dir, "predict.tf_record")
     task.write_features(examples, predict_file)
     training.log_stage("predict", ["Num examples = %d" % len(examples),
-                                   "Batch size = %d" % fv.predict_batch_size])
-    output_path = os.path.join(fv.output_dir, "test_results.tsv")
+                                   "Batch size = %d" % settings.predict_batch_size])
+    output_path = os.path.join(settings.output_dir, "test_results.tsv")
     num_written = 0
-    batches = runner.predict(task.ordered_dataset(predict_file, fv.predict_batch_size,
+    batches = runner.predict(task.ordered_dataset(predict_file, settings.predict_batch_size,
                                                   runner.trim_padding),
                              task.predict_fn)
     with fileutil.atomic_open(output_path, "w") as writer:
@@ -392,6 +418,7 @@ def _predict(fv, runner, task, examples):
             raise RuntimeError("predicted %d examples, expected %d"
                                % (num_written, len(examples)))
     logging.info("Wrote %d predictions to %s", num_written, output_path)
+    return output_path
 
 
 def main():

@@ -18,6 +18,7 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import periodic_eval
+from bert_tf2 import settings as settings_lib
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
 import tokenization
@@ -113,24 +114,30 @@ def define_fine_tuning_flags(fv, unit="examples"):
     periodic_eval.define_flags(fv)
 
 
-def check_fine_tuning_flags(fv, required, check_task=None):
+# The settings check_fine_tuning reads, besides the runner's required ones.
+FINE_TUNING_CHECKS = ("do_lower_case", "init_checkpoint", "do_train", "do_eval", "do_predict",
+                      "bert_config_file", "max_seq_length") + periodic_eval.SETTINGS
+
+
+def check_fine_tuning(checks, required, check_task=None):
     """The checks every fine-tuning runner starts with; returns the BertConfig.
 
-    The flags `required` are set, --do_lower_case fits the checkpoint's name, at
-    least one of --do_train / --do_eval / --do_predict is given, `check_task(fv)`
-    (the runner's own checks, optional) passes, the evaluation-during-training flags
-    fit (periodic_eval.check_flags) and the model's config fits --max_seq_length
-    (bert_config_from_flags), in that order.
+    `checks`: a part of the runner's settings with FINE_TUNING_CHECKS and `required`.
+    The settings `required` are set, do_lower_case fits the checkpoint's name, at
+    least one of do_train / do_eval / do_predict is set, `check_task()` (the
+    runner's own checks, optional) passes, the evaluation-during-training settings
+    fit (periodic_eval.check_settings) and the model's config fits max_seq_length
+    (load_bert_config), in that order.
     """
-    require(fv, required)
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
-    if not (fv.do_train or fv.do_eval or fv.do_predict):
+    checks.require(*required)
+    tokenization.validate_case_matches_checkpoint(checks.do_lower_case, checks.init_checkpoint)
+    if not (checks.do_train or checks.do_eval or checks.do_predict):
         raise ValueError("nothing to do: pass at least one of --do_train, --do_eval and "
                          "--do_predict")
     if check_task is not None:
-        check_task(fv)
-    periodic_eval.check_flags(fv)
-    return bert_config_from_flags(fv)
+        check_task()
+    periodic_eval.check_settings(checks)
+    return load_bert_config(checks.bert_config_file, checks.max_seq_length)
 
 
 def define_pooling_flags(fv):
@@ -147,62 +154,57 @@ def define_pooling_flags(fv):
         flag_values=fv)
 
 
-def apply_checkpoint_settings(fv):
+def model_folder_settings(init_checkpoint, output_dir=None):
     """The sentence_embedding.json of --init_checkpoint's model ({} when none), found by
     checkpoints.settings_file.
 
-    Its max_seq_length and do_lower_case replace those flags' defaults; flags
-    given on the command line win.
+    Its max_seq_length and do_lower_case are the defaults of those settings: pass it
+    to the face's `settings.with_defaults(...)`, so values the user gave win.
     """
-    settings = pooling.read_settings(checkpoints.settings_file(
-        pooling.SETTINGS_FILE, fv.init_checkpoint, getattr(fv, "output_dir", None)))
-    for name in ("max_seq_length", "do_lower_case"):
-        if name in settings and name in fv and not fv[name].present:
-            setattr(fv, name, settings[name])
-    return settings
+    return pooling.read_settings(checkpoints.settings_file(
+        pooling.SETTINGS_FILE, init_checkpoint, output_dir))
 
 
-def pooling_from_flags(fv, settings, mode, num_hidden_layers):
-    """The pooling.PoolingSpec of `mode` with --layers / --normalize or the settings'.
+def pooling_spec(chosen, saved, mode, num_hidden_layers):
+    """The pooling.PoolingSpec of `mode` with the settings' layers / normalize or `saved`'s.
 
-    --layers counts only when given (its default is the per-token output's); else
-    the settings' layers, else the last layer.
+    `chosen`: settings with layers and normalize; `saved`: model_folder_settings().
+    layers counts only when given (its default is the per-token output's); else the
+    saved layers, else the last layer.
     """
-    if fv["layers"].present:
-        layers = pooling.parse_layers(fv.layers, num_hidden_layers)
+    if chosen.given("layers"):
+        layers = pooling.parse_layers(chosen.layers, num_hidden_layers)
     else:
-        layers = pooling.parse_layers(",".join(str(x) for x in settings.get("layers", [-1])),
+        layers = pooling.parse_layers(",".join(str(x) for x in saved.get("layers", [-1])),
                                       num_hidden_layers, flag="layers of %s"
                                       % pooling.SETTINGS_FILE)
-    normalize = fv.normalize if fv["normalize"].present else settings.get("normalize", False)
+    normalize = chosen.normalize if chosen.given("normalize") else saved.get("normalize", False)
     return pooling.PoolingSpec(mode, layers, normalize)
 
 
-def bert_config_from_flags(fv):
+def load_bert_config(bert_config_file, max_seq_length=None):
     """The BertConfig of --bert_config_file, checked against --max_seq_length.
 
     A --max_seq_length longer than the model's max_position_embeddings would index
     past the position table; it is an error naming both.
     """
-    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
-    max_seq_length = getattr(fv, "max_seq_length", None)
+    bert_config = modeling.BertConfig.from_json_file(bert_config_file)
     if max_seq_length is not None and max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(
             "--max_seq_length=%d is longer than the %d positions the BERT model has "
             "(max_position_embeddings in --bert_config_file=%s)"
-            % (max_seq_length, bert_config.max_position_embeddings, fv.bert_config_file))
+            % (max_seq_length, bert_config.max_position_embeddings, bert_config_file))
     return bert_config
 
 
-def tokenizer_from_flags(fv, required=("[CLS]", "[SEP]", "[UNK]")):
+def load_tokenizer(vocab_file, do_lower_case, required=("[CLS]", "[SEP]", "[UNK]")):
     """The FullTokenizer of --vocab_file / --do_lower_case, checked for BERT's tokens.
 
     A vocabulary without [CLS], [SEP] or [UNK] would fail later with a KeyError
     deep in feature conversion; here it is one line naming the flag.
     """
-    tokenizer = tokenization.FullTokenizer(vocab_file=fv.vocab_file,
-                                           do_lower_case=fv.do_lower_case)
-    check_vocab_tokens(tokenizer.vocab, fv.vocab_file, required)
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    check_vocab_tokens(tokenizer.vocab, vocab_file, required)
     return tokenizer
 
 
@@ -284,59 +286,18 @@ def define_distribution_flags(fv, trim_padding=True, trim_padding_help=None):
                          "not fixed, as in the reference).", flag_values=fv)
 
 
-def require(fv, names):
-    """Raises a ValueError naming the first of the flags `names` left unset or empty."""
+def require(values, names):
+    """Raises a ValueError naming the first of the settings `names` left unset or empty
+    (`values`: a face's settings, or parsed flags)."""
     for name in names:
-        if not getattr(fv, name):
+        if not getattr(values, name):
             raise ValueError("--%s is required" % name)
 
 
-def flag_text(fv, name):
-    """How flag `name` reads on a command line with its current value: --x=1, --y, --noy."""
-    value = fv[name].value
-    if isinstance(value, bool):
-        return "--%s%s" % ("" if value else "no", name)
-    return "--%s=%s" % (name, value)
-
-
-def refuse_unused(fv, unused, warn_only=False):
-    """A flag that cannot apply is refused, never dropped.
-
-    `unused`: (flag name, why) pairs of the flags that the run's other flags leave
-    without effect, `why` saying so ("without --pooling: ..."). The first of them
-    given with a value other than its default is a ValueError naming it; with
-    warn_only (the reference's own flags, which it accepted) a warning instead.
-    """
-    for name, why in unused:
-        flag = fv[name]
-        if flag.present and flag.value != flag.default:
-            message = "%s has no effect %s" % (flag_text(fv, name), why)
-            if not warn_only:
-                raise ValueError(message)
-            logging.warning(message)
-
-
-# Flags of ours that only training reads (the reference's own, such as
-# --learning_rate, stay quiet without --do_train, as they were).
-TRAINING_ONLY_FLAGS = ("group_by_length", "num_accumulation_steps", "gradient_checkpointing",
-                       "deterministic_data", "optimizer_type", "fused_optimizer")
-
-
 def check_common(fv):
-    """Rules that hold for every script's flags, checked before its run starts.
-
-    Every batch size (flags named batch_size or *_batch_size) must be >= 1: the
-    reference crashes on 0 deep inside TensorFlow. A runner's TRAINING_ONLY_FLAGS
-    given without --do_train are warned (a command line of every step may carry them).
-    """
-    for name in sorted(fv):
-        if name == "batch_size" or name.endswith("_batch_size"):
-            value = getattr(fv, name)
-            if value is not None and value < 1:
-                raise ValueError("--%s=%d must be >= 1" % (name, value))
-    if "do_train" in fv and not fv.do_train:
-        refuse_unused(fv, [(name, "without --do_train") for name in TRAINING_ONLY_FLAGS
-                           if name in fv], warn_only=True)
+    """The rules of settings_lib.Settings.check_common on parsed flags `fv`
+    (run_cli and parse_flags: before any run starts)."""
+    settings_lib.of_flag_values(fv).check_common()
 
 
 def define_key_flags(define_flags, fv, module_name):

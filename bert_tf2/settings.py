@@ -67,7 +67,7 @@ class Settings:
         """
         if isinstance(source, cls):
             source.check_common()
-            return source
+            return source.fill({})  # a copy: the run's changes never reach the caller's
         if isinstance(source, flags.FlagValues):
             return cls.from_flags(source)  # run_cli / parse_flags checked them
         raise TypeError("expected %s.%s or absl FlagValues, got %r"
@@ -116,6 +116,12 @@ class Settings:
         caller says (fields filled from a model's folder are not the user's)."""
         return self.fill(values, given=True)
 
+    def with_defaults(self, values):
+        """A copy in which the fields the user did not give take `values`' entries
+        (settings a model's folder saved, say); fields absent here are ignored."""
+        return self.fill({name: value for name, value in values.items()
+                          if name in self and not self.given(name)})
+
     def fill(self, values, given=False):
         """A copy with `values` set; with given=False they stay "not given" (defaults that
         a model's folder supplied, say), with given=True they count as the user's."""
@@ -129,7 +135,7 @@ class Settings:
     def part(self, *names):
         """A settings object with just the fields `names` (those this class has), their
         values, defaults and whether each was given: what one part of the package reads."""
-        names = tuple(name for name in names if name in self._DEFAULTS)
+        names = tuple(dict.fromkeys(name for name in names if name in self._DEFAULTS))
         cls = _part_class(type(self), names)
         return cls._make({name: getattr(self, name) for name in names},
                          {name for name in names if self.given(name)})
@@ -242,6 +248,25 @@ def settings_class(define_flags, module, name="Settings", doc=None):
     cls.__doc__ = "\n".join(lines)
     _install_init(cls)
     return cls
+
+
+def of_flag_values(fv):
+    """Settings of every flag registered on the parsed FlagValues `fv` (for checks run
+    where only the flags are at hand: the command line's parsing)."""
+    return _flag_values_class(fv).from_flags(fv)
+
+
+def _flag_values_class(fv):
+    names = tuple(key for key in fv if fv[key].name == key)
+    key = ("flag values",) + tuple((name, repr(fv[name].default)) for name in names)
+    if key not in _PARTS:
+        fields = [(name, typing.Any, _field_spec(fv[name].default)) for name in names]
+        cls = dataclasses.make_dataclass("FlagSettings", fields, bases=(Settings,))
+        cls._DEFAULTS = {name: fv[name].default for name in names}
+        cls._HELP = {name: fv[name].help or "" for name in names}
+        _install_init(cls)
+        _PARTS[key] = cls
+    return _PARTS[key]
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
 """Which task run_classifier runs, and the labels a run leaves for later runs and exports.
 
-The processor of the flags (processor_from_flags):
+The processor of the settings (processor_of):
 - --processor=FILE.py:CLASS or MODULE:CLASS: your DataProcessor (user_processor.py);
   --task_name is then only a name for the logs;
 - --task_name=csv / tsv / jsonl: your data files (file_data.py), with --task_type;
@@ -34,6 +34,12 @@ TASK_FILE = "classifier_task.json"
 _COLUMN_FLAGS = ("text_a_column", "text_b_column", "label_column")
 _LABELS_TASKS = "--task_name=csv, tsv, jsonl and multilabel"
 
+# The settings of a run this module reads (a part of run_classifier's or
+# export_saved_model's settings: settings_lib.Settings.part).
+SETTINGS = ("task_name", "processor", "labels_file", "task_type", "threshold",
+            "xnli_language", "long_text", "do_train", "do_eval", "do_predict", "output_dir",
+            "init_checkpoint") + _COLUMN_FLAGS
+
 
 def define_flags(fv):
     """--processor, --labels_file, file_data's column flags and --task_type, --threshold."""
@@ -58,103 +64,103 @@ def task_type(processor):
     return "regression" if processor.is_regression else "classification"
 
 
-def processor_from_flags(fv):
-    """The DataProcessor of run_classifier's flags, every task flag checked.
+def processor_of(task):
+    """The DataProcessor of run_classifier's task settings (SETTINGS), every one checked.
 
     A file or multilabel task that does not train gets its label list now
     (--labels_file, else the saved one); the others have theirs.
     """
-    name = fv.task_name
-    files = file_data.is_file_task(name) and not fv.processor
-    multilabel = multilabel_data.is_multilabel(name) and not fv.processor
-    owner = _owner(fv)
+    name = task.task_name
+    files = file_data.is_file_task(name) and not task.processor
+    multilabel = multilabel_data.is_multilabel(name) and not task.processor
+    owner = _owner(task)
     for flag in _COLUMN_FLAGS:
-        if fv[flag].present and not files:
+        if task.given(flag) and not files:
             raise ValueError("--%s is read by --task_name=csv, tsv and jsonl only, not %s"
                              % (flag, owner))
-    if fv.labels_file and not (files or multilabel):
+    if task.labels_file and not (files or multilabel):
         raise ValueError("--labels_file is read by %s only (the labels of %s are its own)"
                          % (_LABELS_TASKS, owner))
-    if fv.processor:
-        processor = user_processor.load_processor(fv.processor)
-        _check_methods(fv, processor)
+    if task.processor:
+        processor = user_processor.load_processor(task.processor)
+        _check_methods(task, processor)
     elif files or multilabel:
-        processor = _data_file_processor(fv, name.lower() if files else None)
+        processor = _data_file_processor(task, name.lower() if files else None)
     elif name.lower() in glue_data.PROCESSORS:
-        processor = glue_data.get_processor(name, fv.xnli_language)
+        processor = glue_data.get_processor(name, task.xnli_language)
     else:
         raise ValueError("unknown --task_name %r; known tasks: %s; your data files: csv, "
                          "tsv, jsonl, multilabel; your DataProcessor: --processor=FILE.py:CLASS"
                          % (name, ", ".join(sorted(glue_data.PROCESSORS))))
-    if fv["task_type"].present and fv.task_type != task_type(processor):
+    if task.given("task_type") and task.task_type != task_type(processor):
         raise ValueError("--task_type=%s, but %s is a %s task"
-                         % (fv.task_type, owner, task_type(processor)))
-    if fv["threshold"].present and not processor.is_multilabel:
+                         % (task.task_type, owner, task_type(processor)))
+    if task.given("threshold") and not processor.is_multilabel:
         raise ValueError("--threshold is read by multi-label tasks only, not %s" % owner)
     if processor.is_multilabel:
-        multilabel_data.check_threshold(fv.threshold)
-        if getattr(fv, "long_text", "truncate") != "truncate":
+        multilabel_data.check_threshold(task.threshold)
+        if getattr(task, "long_text", "truncate") != "truncate":
             raise ValueError("--long_text=%s is not available with multi-label tasks"
-                             % fv.long_text)
+                             % task.long_text)
         if not hasattr(processor, "threshold"):
-            processor.threshold = fv.threshold
+            processor.threshold = task.threshold
     return processor
 
 
-def _data_file_processor(fv, file_format):
+def _data_file_processor(task, file_format):
     """A file_data.FileProcessor (file_format set) or a MultiLabelProcessor."""
-    kind = "multilabel" if file_format is None else fv.task_type
-    if file_format and not fv["task_type"].present and not fv.do_train:
-        kind = read_task_file(saved_file(fv, TASK_FILE)).get("task_type", kind)
+    kind = "multilabel" if file_format is None else task.task_type
+    if file_format and not task.given("task_type") and not task.do_train:
+        kind = read_task_file(saved_file(task, TASK_FILE)).get("task_type", kind)
     labels = None
-    if kind == "regression" and fv.labels_file:
+    if kind == "regression" and task.labels_file:
         raise ValueError("--labels_file: a --task_type=regression task has no labels")
     if kind != "regression":
         # A training run makes its list from train (check_labels compares it with a
         # resumed run's); the others read the one training saved.
-        labels = read_labels(fv.labels_file or (None if fv.do_train else
-                                                saved_file(fv, LABELS_FILE)), kind)
-        if labels is None and not fv.do_train:
+        labels = read_labels(task.labels_file or (None if task.do_train else
+                                                saved_file(task, LABELS_FILE)), kind)
+        if labels is None and not task.do_train:
             raise ValueError(
                 "--task_name=%s without --do_train needs the label list: pass --labels_file, "
                 "or an --output_dir or --init_checkpoint holding the %s of a training run"
-                % (fv.task_name, LABELS_FILE))
+                % (task.task_name, LABELS_FILE))
     if file_format is None:
-        return multilabel_data.MultiLabelProcessor(labels, threshold=fv.threshold)
-    columns = file_data.Columns(fv.text_a_column, fv.text_b_column or None, fv.label_column)
-    return file_data.FileProcessor(file_format, columns, kind, labels, fv.threshold)
+        return multilabel_data.MultiLabelProcessor(labels, threshold=task.threshold)
+    columns = file_data.Columns(task.text_a_column, task.text_b_column or None, task.label_column)
+    return file_data.FileProcessor(file_format, columns, kind, labels, task.threshold)
 
 
-def _owner(fv):
+def _owner(task):
     """What chose the task, for messages: --processor=... or --task_name=..."""
-    if fv.processor:
-        return "--processor=%s" % fv.processor
-    return "--task_name=%s" % fv.task_name
+    if task.processor:
+        return "--processor=%s" % task.processor
+    return "--task_name=%s" % task.task_name
 
 
-def _check_methods(fv, processor):
+def _check_methods(task, processor):
     """A plugged-in processor defines what the do_* flags will call."""
     needed = [("get_labels", None), ("get_train_examples", "do_train"),
               ("get_dev_examples", "do_eval"), ("get_test_examples", "do_predict")]
     for method, flag in needed:
-        if (flag is None or getattr(fv, flag)) and (
+        if (flag is None or getattr(task, flag)) and (
                 getattr(type(processor), method) is getattr(glue_data.DataProcessor, method)):
             raise ValueError("--processor=%s does not define %s%s" % (
-                fv.processor, method, "" if flag is None else " (needed by --%s)" % flag))
+                task.processor, method, "" if flag is None else " (needed by --%s)" % flag))
 
 
 # ---------------------------------------------------------------------------
 # The files a training run leaves
 # ---------------------------------------------------------------------------
 
-def saved_file(fv, name):
+def saved_file(task, name):
     """The settings file `name` this run reads, or None: a training run checks only the one
     an earlier run left in its --output_dir; other runs read it as every later tool does
     (checkpoints.settings_file: --output_dir's, else beside --init_checkpoint)."""
-    if fv.do_train:
-        path = os.path.join(str(fv.output_dir), name)
+    if task.do_train:
+        path = os.path.join(str(task.output_dir), name)
         return path if tf.io.gfile.exists(path) else None
-    return checkpoints.settings_file(name, fv.init_checkpoint, fv.output_dir)
+    return checkpoints.settings_file(name, task.init_checkpoint, task.output_dir)
 
 
 def read_labels(path, kind):
@@ -193,38 +199,38 @@ def label_names(processor):
     return names
 
 
-def check_labels(fv, processor):
+def check_labels(task, processor):
     """The labels and type of this run agree with those saved in --output_dir (and,
     for a run that does not train, beside --init_checkpoint)."""
     names = label_names(processor)
     kind = task_type(processor)
-    path = saved_file(fv, TASK_FILE)
+    path = saved_file(task, TASK_FILE)
     saved_kind = read_task_file(path).get("task_type", kind)
     if saved_kind != kind:
         raise ValueError("%s is of a %s model; %s is a %s task%s"
-                         % (path, saved_kind, _owner(fv), kind, _new_dir(fv)))
-    path = saved_file(fv, LABELS_FILE)
+                         % (path, saved_kind, _owner(task), kind, _new_dir(task)))
+    path = saved_file(task, LABELS_FILE)
     saved = read_labels(path, kind) if names is not None else None
     if saved is not None and saved != names:
         raise ValueError("%s lists the labels %s; %s has %s%s"
-                         % (path, ", ".join(saved), _owner(fv), ", ".join(names),
-                            _new_dir(fv)))
+                         % (path, ", ".join(saved), _owner(task), ", ".join(names),
+                            _new_dir(task)))
 
 
-def _new_dir(fv):
-    return ": use a new --output_dir" if fv.do_train else ""
+def _new_dir(task):
+    return ": use a new --output_dir" if task.do_train else ""
 
 
-def save_task(fv, processor):
+def save_task(task, processor):
     """A training run's label_list.txt (not for regression) and classifier_task.json."""
     names = label_names(processor)
-    folder = str(fv.output_dir).rstrip("/")
+    folder = str(task.output_dir).rstrip("/")
     if names is not None:
         fileutil.write_label_list("%s/%s" % (folder, LABELS_FILE), names)
     with fileutil.atomic_open("%s/%s" % (folder, TASK_FILE), "w") as f:
-        settings = {"task_name": fv.task_name, "task_type": task_type(processor)}
-        if fv.processor:
-            settings["processor"] = fv.processor
+        settings = {"task_name": task.task_name, "task_type": task_type(processor)}
+        if task.processor:
+            settings["processor"] = task.processor
         f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
 
@@ -232,55 +238,55 @@ def save_task(fv, processor):
 # export_saved_model --model_type=classifier
 # ---------------------------------------------------------------------------
 
-def export_task(fv):
+def export_task(task):
     """(labels, multilabel) of the classifier to export; labels [None] for regression.
 
     From --task_name when it is built-in (or multilabel), checked against what the
     training run left beside --init_checkpoint; else from those files (or
     --labels_file), so any trained task exports with --init_checkpoint alone.
     """
-    saved_kind = read_task_file(checkpoints.file_beside(fv.init_checkpoint, TASK_FILE)).get(
+    saved_kind = read_task_file(checkpoints.file_beside(task.init_checkpoint, TASK_FILE)).get(
         "task_type")
-    name = (fv.task_name or "").lower()
-    builtin = glue_data.get_processor(name, fv.xnli_language) if (
+    name = (task.task_name or "").lower()
+    builtin = glue_data.get_processor(name, task.xnli_language) if (
         name in glue_data.PROCESSORS) else None
     kind = task_type(builtin) if builtin else (
         "multilabel" if multilabel_data.is_multilabel(name) else saved_kind)
     if saved_kind and kind != saved_kind:
         raise ValueError("--task_name=%s is a %s task, but --init_checkpoint=%s holds a %s "
-                         "model (%s)" % (fv.task_name, kind, fv.init_checkpoint, saved_kind,
+                         "model (%s)" % (task.task_name, kind, task.init_checkpoint, saved_kind,
                                          TASK_FILE))
     if kind == "multilabel":
-        multilabel_data.check_threshold(fv.threshold)
+        multilabel_data.check_threshold(task.threshold)
     if kind == "regression":
-        if fv.labels_file:
+        if task.labels_file:
             raise ValueError("--labels_file: a regression model has no labels")
         return [None], False
-    labels = read_labels(fv.labels_file or checkpoints.file_beside(fv.init_checkpoint,
+    labels = read_labels(task.labels_file or checkpoints.file_beside(task.init_checkpoint,
                                                                    LABELS_FILE), kind)
     if builtin:
         expected = label_names(builtin)
         if labels is not None and labels != expected:
             raise ValueError("%s lists the labels %s; --task_name=%s has %s"
-                             % (fv.labels_file or "the %s beside --init_checkpoint"
-                                % LABELS_FILE, ", ".join(labels), fv.task_name,
+                             % (task.labels_file or "the %s beside --init_checkpoint"
+                                % LABELS_FILE, ", ".join(labels), task.task_name,
                                 ", ".join(expected)))
         return expected, False
-    if labels is None or not (kind or fv.labels_file):
-        raise ValueError(_export_help(fv, kind))
+    if labels is None or not (kind or task.labels_file):
+        raise ValueError(_export_help(task, kind))
     return labels, kind == "multilabel"
 
 
-def _export_help(fv, kind):
+def _export_help(task, kind):
     """Why the export does not know the classifier's labels, and what to pass."""
     if kind == "multilabel":
         return ("--task_name=multilabel needs the label list: pass --labels_file (no %s "
                 "beside --init_checkpoint)" % LABELS_FILE)
     if kind:
         return ("--init_checkpoint=%s has no %s beside it: pass --labels_file"
-                % (fv.init_checkpoint, LABELS_FILE))
-    what = ("unknown --task_name %r (not a built-in task)" % fv.task_name if fv.task_name
+                % (task.init_checkpoint, LABELS_FILE))
+    what = ("unknown --task_name %r (not a built-in task)" % task.task_name if task.task_name
             else "--model_type=classifier needs the model's labels")
     return ("%s, and --init_checkpoint=%s has no %s of a training run beside it: pass a "
             "built-in --task_name (%s), --task_name=multilabel, or --labels_file"
-            % (what, fv.init_checkpoint, TASK_FILE, ", ".join(sorted(glue_data.PROCESSORS))))
+            % (what, task.init_checkpoint, TASK_FILE, ", ".join(sorted(glue_data.PROCESSORS))))

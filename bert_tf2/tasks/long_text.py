@@ -209,23 +209,28 @@ def _warn(message):
 # Flags -> settings
 # ---------------------------------------------------------------------------
 
-def from_flags(fv, max_seq_length):
-    """The checked LongText of the flags; a flag not given on the command line takes the
+# The settings from_settings reads (a part of a runner's settings).
+SETTINGS = ("long_text", "head_tokens", "doc_stride", "window_pooling", "init_checkpoint",
+            "output_dir")
+
+
+def from_settings(chosen, max_seq_length):
+    """The checked LongText of the settings (SETTINGS); one the user did not give takes the
     value of the long_text.json of the model the run uses (checkpoints.settings_file:
     --output_dir's, else the one beside --init_checkpoint), else its default.
 
     A bad value is a ValueError naming where it came from: the flag, or the file.
     """
-    path = checkpoints.settings_file(SETTINGS_FILE, getattr(fv, "init_checkpoint", None),
-                                     getattr(fv, "output_dir", None))
+    path = checkpoints.settings_file(SETTINGS_FILE, getattr(chosen, "init_checkpoint", None),
+                                     getattr(chosen, "output_dir", None))
     settings = read_settings(path)
     values, shown = {}, {}
     for key, name in _FLAG_NAMES.items():
-        if key in settings and not fv[name].present:
+        if key in settings and not chosen.given(name):
             values[key] = settings[key]
             shown[key] = "%s: %s=%s" % (path, key, values[key])
         else:
-            values[key] = getattr(fv, name)
+            values[key] = getattr(chosen, name)
             shown[key] = "--%s=%s" % (name, values[key])
     if settings:
         logging.info("Long texts: %s", "; ".join(shown[key] for key in sorted(shown)))

@@ -67,24 +67,24 @@ def parse(value, labels):
     return weights
 
 
-def from_flags(fv, labels, train_labels, unsupported=None):
+def from_settings(value, do_train, labels, train_labels, unsupported=None):
     """The float32 weights [num_labels] of --class_weights, or None without the flag.
 
     Args:
-      fv: flags with class_weights, do_train.
+      value: the --class_weights setting (None: the reference's loss).
+      do_train: whether the run trains (the weights weigh the training loss only).
       labels: the label list (weights are in its order).
       train_labels: the label of each training example (or token), for balanced.
       unsupported: why this run's task cannot take class weights (regression,
         multi-label), or None.
     """
-    value = fv.class_weights
     if value is None:
         return None
     value = value.strip()
     if unsupported:
         raise ValueError("--class_weights is not supported for %s (only single-label "
                          "classification and tagging)" % unsupported)
-    if not fv.do_train:
+    if not do_train:
         logging.warning("--class_weights weighs the training loss only: without "
                         "--do_train it has no effect")
         return None

@@ -53,34 +53,46 @@ def define_flags(fv):
         "without an improvement of --best_metric.", flag_values=fv)
 
 
-def check_flags(fv, dev_data="--do_eval"):
-    """Raises ValueError for settings of the three flags no run can honour.
+# The settings this module reads (a part of a runner's settings: settings_lib.Settings.part);
+# check_settings also reads do_train and the setting that gives the dev data.
+SETTINGS = ("eval_every_n_steps", "best_metric", "early_stopping_patience", "do_train",
+            "do_eval")
 
+
+def check_settings(evaluation, dev_data="--do_eval"):
+    """Raises ValueError for values of the three settings no run can honour.
+
+    `evaluation`: a part of the runner's settings holding SETTINGS (and `dev_data`'s field).
     `dev_data` names what gives the run its dev set (run_squad: --do_predict), which
     must be set along with --do_train.
     """
-    if "eval_every_n_steps" not in fv:  # a program without these flags
+    if "eval_every_n_steps" not in evaluation:  # a program without these settings
         return
-    every = fv.eval_every_n_steps
+    every = evaluation.eval_every_n_steps
     if every is None:
         for name in ("best_metric", "early_stopping_patience"):
-            if getattr(fv, name) is not None:
+            if getattr(evaluation, name) is not None:
                 raise ValueError("--%s needs --eval_every_n_steps (the evaluations it "
                                  "compares)" % name)
         return
     if every < 1:
         raise ValueError("--eval_every_n_steps=%d must be >= 1" % every)
-    if not fv.do_train:
+    if not evaluation.do_train:
         raise ValueError("--eval_every_n_steps evaluates during training: it needs "
                          "--do_train")
-    if not getattr(fv, dev_data.lstrip("-")):
+    if not getattr(evaluation, dev_data.lstrip("-")):
         raise ValueError("--eval_every_n_steps needs %s: the dev data it evaluates on"
                          % dev_data)
-    patience = fv.early_stopping_patience
+    patience = evaluation.early_stopping_patience
     if patience is not None and patience < 1:
         raise ValueError("--early_stopping_patience=%d must be >= 1" % patience)
-    if fv.best_metric is not None and not fv.best_metric.strip():
+    if evaluation.best_metric is not None and not evaluation.best_metric.strip():
         raise ValueError("--best_metric is empty: name a metric, e.g. eval_accuracy")
+
+
+def best_checkpoint(output_dir):
+    """The checkpoint prefix kept in `output_dir`/best/, or None when there is none."""
+    return tf.train.latest_checkpoint(os.path.join(str(output_dir), BEST_DIR))
 
 
 def lower_is_better(metric):
@@ -88,18 +100,18 @@ def lower_is_better(metric):
     return metric.endswith("loss")
 
 
-def from_flags(fv, evaluate, metric_names=None):
-    """The PeriodicEval of the flags, or None without --eval_every_n_steps."""
-    if getattr(fv, "eval_every_n_steps", None) is None:
+def from_settings(evaluation, evaluate, metric_names=None):
+    """The PeriodicEval of the settings (SETTINGS), or None without --eval_every_n_steps."""
+    if getattr(evaluation, "eval_every_n_steps", None) is None:
         return None
     if evaluate is None:
         raise ValueError("--eval_every_n_steps is not supported by this program")
-    metric = fv.best_metric
-    if metric is None and fv.early_stopping_patience is not None:
+    metric = evaluation.best_metric
+    if metric is None and evaluation.early_stopping_patience is not None:
         metric = "eval_loss"
         logging.info("--early_stopping_patience without --best_metric: watching eval_loss")
-    return PeriodicEval(evaluate, fv.eval_every_n_steps, metric and metric.strip(),
-                        fv.early_stopping_patience, metric_names)
+    return PeriodicEval(evaluate, evaluation.eval_every_n_steps, metric and metric.strip(),
+                        evaluation.early_stopping_patience, metric_names)
 
 
 def check_metric(metric, names, when):

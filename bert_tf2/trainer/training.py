@@ -1,7 +1,7 @@
 """The one training loop: strategy, precision, train / predict loops, checkpoints.
 
 What TPUEstimator did for the reference scripts, in TF2:
-- `get_strategy` builds the tf.distribute strategy from the flags (TPU,
+- `get_strategy` builds the tf.distribute strategy from the settings (TPU,
   mirrored GPUs, several workers, one device);
 - `Runner` builds a model under the strategy, restores the latest checkpoint of
   output_dir (weights, optimizer slots, step) or else loads --init_checkpoint
@@ -45,11 +45,11 @@ CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
 # Strategy and precision
 # ---------------------------------------------------------------------------
 
-def _tpu_strategy(fv):
+def _tpu_strategy(trainer):
     from official.common import distribute_utils
-    tpu = getattr(fv, "tpu_name", None) or getattr(fv, "master", None) or ""
-    zone = getattr(fv, "tpu_zone", None)
-    project = getattr(fv, "gcp_project", None)
+    tpu = getattr(trainer, "tpu_name", None) or getattr(trainer, "master", None) or ""
+    zone = getattr(trainer, "tpu_zone", None)
+    project = getattr(trainer, "gcp_project", None)
     if zone or project:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
             tpu=tpu, zone=zone, project=project)
@@ -59,8 +59,8 @@ def _tpu_strategy(fv):
     return distribute_utils.get_distribution_strategy("tpu", tpu_address=tpu)
 
 
-def get_strategy(fv):
-    """The tf.distribute strategy the flags ask for.
+def get_strategy(trainer):
+    """The tf.distribute strategy a runner's settings (a part with SETTINGS) ask for.
 
     --use_tpu (or --distribution_strategy=tpu) gives a TPUStrategy on
     --tpu_name/--master; mirrored runs on --num_gpus GPUs (default: all), or on
@@ -69,10 +69,10 @@ def get_strategy(fv):
     --use_tpu, mirrored with more than one GPU, else one device.
     """
     from official.common import distribute_utils
-    name = getattr(fv, "distribution_strategy", None)
-    use_tpu = getattr(fv, "use_tpu", False)
+    name = getattr(trainer, "distribution_strategy", None)
+    use_tpu = getattr(trainer, "use_tpu", False)
     gpus = tf.config.list_logical_devices("GPU")
-    num_gpus = getattr(fv, "num_gpus", None)
+    num_gpus = getattr(trainer, "num_gpus", None)
     if num_gpus is None:
         num_gpus = len(gpus)
     if num_gpus > len(gpus):
@@ -82,7 +82,7 @@ def get_strategy(fv):
     if use_tpu and name != "tpu":
         raise ValueError("--use_tpu conflicts with --distribution_strategy=%s" % name)
     if name == "tpu":
-        return _tpu_strategy(fv)
+        return _tpu_strategy(trainer)
     if name == "mirrored":
         if num_gpus:
             devices = ["/gpu:%d" % i for i in range(num_gpus)]
@@ -152,7 +152,7 @@ def num_replicas():
 
 @dataclasses.dataclass
 class RunConfig:
-    """What the loop needs to know; `from_flags` fills it from a runner's flags."""
+    """What the loop needs to know; `from_settings` fills it from a runner's settings."""
     output_dir: str
     learning_rate: float = 5e-5
     num_train_steps: int = 0
@@ -174,12 +174,13 @@ class RunConfig:
     trim_padding: bool = False
 
     @classmethod
-    def from_flags(cls, fv, **values):
-        """A RunConfig from the flags, `values` overriding them."""
+    def from_settings(cls, trainer, **values):
+        """A RunConfig from a runner's settings (the fields of the same names), `values`
+        overriding them."""
         names = {f.name for f in dataclasses.fields(cls)}
         for name in names:
-            if name not in values and name in fv and getattr(fv, name) is not None:
-                values[name] = getattr(fv, name)
+            if name not in values and name in trainer and getattr(trainer, name) is not None:
+                values[name] = getattr(trainer, name)
         return cls(**values)
 
     def validate(self):
@@ -193,26 +194,34 @@ class RunConfig:
             raise ValueError("--deterministic_data needs --seed (the shuffling must be fixed)")
 
 
-def runner_from_flags(fv, model_fn, num_train_steps=0, num_warmup_steps=0):
-    """The Runner of a fine-tuning run, everything else from the flags.
+# The settings of a runner the trainer reads (a part of them: settings_lib.Settings.part):
+# the RunConfig's, the strategy's and the fine-tuning loop's, evaluation included.
+SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig)) + (
+    "use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "distribution_strategy",
+    "num_gpus", "train_batch_size", "num_train_epochs", "warmup_proportion",
+    "group_by_length") + periodic_eval.SETTINGS
+
+
+def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0):
+    """The Runner of a fine-tuning run; `trainer`: the part of its settings in SETTINGS.
 
     Seeds (--seed), builds the strategy and precision policy, fills the RunConfig
-    from the flags (--output_dir, --learning_rate, --init_checkpoint, the TF2 flags)
+    from the settings (--output_dir, --learning_rate, --init_checkpoint, the TF2 ones)
     and builds `model_fn()` under the strategy, restoring output_dir's latest
     checkpoint or else --init_checkpoint. An optimizer is made when num_train_steps
     is set.
     """
-    set_seed(fv.seed)
-    strategy = get_strategy(fv)
-    configure_precision(fv)
-    cfg = RunConfig.from_flags(
-        fv, output_dir=fv.output_dir, learning_rate=fv.learning_rate,
+    set_seed(trainer.seed)
+    strategy = get_strategy(trainer)
+    configure_precision(trainer)
+    cfg = RunConfig.from_settings(
+        trainer, output_dir=trainer.output_dir, learning_rate=trainer.learning_rate,
         num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        init_checkpoint=fv.init_checkpoint)
+        init_checkpoint=trainer.init_checkpoint)
     return Runner(strategy, model_fn, cfg, for_training=num_train_steps > 0)
 
 
-def epoch_steps(num_examples, fv, what="training examples"):
+def epoch_steps(num_examples, trainer, what="training examples"):
     """(num_train_steps, num_warmup_steps) for --num_train_epochs over `num_examples`.
 
     One optimizer step consumes --num_accumulation_steps micro-batches of
@@ -224,31 +233,31 @@ def epoch_steps(num_examples, fv, what="training examples"):
     plain path trains on trains with accumulation too: at least one optimizer
     step when the micro-batches make at least one batch (with a warning).
     """
-    accumulation = int(getattr(fv, "num_accumulation_steps", 1) or 1)
-    if fv.train_batch_size < 1:
-        raise ValueError("--train_batch_size=%d must be >= 1" % fv.train_batch_size)
+    accumulation = int(getattr(trainer, "num_accumulation_steps", 1) or 1)
+    if trainer.train_batch_size < 1:
+        raise ValueError("--train_batch_size=%d must be >= 1" % trainer.train_batch_size)
     if accumulation < 1:
         raise ValueError("--num_accumulation_steps=%d must be >= 1" % accumulation)
-    if not fv.num_train_epochs > 0:
-        raise ValueError("--num_train_epochs=%s must be > 0" % fv.num_train_epochs)
+    if not trainer.num_train_epochs > 0:
+        raise ValueError("--num_train_epochs=%s must be > 0" % trainer.num_train_epochs)
     if num_examples < 1:
         raise ValueError("no %s to train on" % what)
-    batches = int(num_examples / fv.train_batch_size * fv.num_train_epochs)
+    batches = int(num_examples / trainer.train_batch_size * trainer.num_train_epochs)
     if batches < 1:
         raise ValueError(
             "--num_train_epochs=%s over %d %s at --train_batch_size=%d makes 0 optimizer "
             "steps: nothing would be trained"
-            % (fv.num_train_epochs, num_examples, what, fv.train_batch_size))
-    steps = int(num_examples / (fv.train_batch_size * accumulation) * fv.num_train_epochs)
+            % (trainer.num_train_epochs, num_examples, what, trainer.train_batch_size))
+    steps = int(num_examples / (trainer.train_batch_size * accumulation) * trainer.num_train_epochs)
     if steps < 1:
         logging.warning(
             "--num_train_epochs=%s over %d %s makes %d batch(es) of --train_batch_size=%d, "
             "fewer than --num_accumulation_steps=%d: training 1 optimizer step of %d "
-            "micro-batches (%d examples)", fv.num_train_epochs, num_examples, what, batches,
-            fv.train_batch_size, accumulation, accumulation,
-            accumulation * fv.train_batch_size)
+            "micro-batches (%d examples)", trainer.num_train_epochs, num_examples, what, batches,
+            trainer.train_batch_size, accumulation, accumulation,
+            accumulation * trainer.train_batch_size)
         steps = 1
-    return steps, int(steps * fv.warmup_proportion)
+    return steps, int(steps * trainer.warmup_proportion)
 
 
 _STAGE_TITLES = {"eval": "evaluation", "predict": "prediction"}
@@ -273,7 +282,7 @@ def real_rows(batches, key="outputs"):
                 yield row
 
 
-def fine_tune(fv, runner, path, spec, loss_fn, counts, num_records, evaluate=None,
+def fine_tune(trainer, runner, path, spec, loss_fn, counts, num_records, evaluate=None,
               metric_names=None):
     """Trains `runner` on the `num_records` records of `path` (the fine-tuning runners'
     training).
@@ -288,24 +297,24 @@ def fine_tune(fv, runner, path, spec, loss_fn, counts, num_records, evaluate=Non
     training (periodic_eval); `metric_names`, when known, lets a wrong --best_metric fail
     before the first step.
     """
-    log_stage("training", list(counts) + ["Batch size = %d" % fv.train_batch_size,
+    log_stage("training", list(counts) + ["Batch size = %d" % trainer.train_batch_size,
                                           "Num steps = %d" % runner.config.num_train_steps])
-    grouped = bool(getattr(fv, "group_by_length", False))
-    if grouped and num_records < fv.train_batch_size:
+    grouped = bool(getattr(trainer, "group_by_length", False))
+    if grouped and num_records < trainer.train_batch_size:
         logging.warning("--group_by_length: the %d training records are fewer than one "
                         "batch (--train_batch_size=%d), so no epoch holds a whole batch: "
                         "the batches are made as without the flag", num_records,
-                        fv.train_batch_size)
+                        trainer.train_batch_size)
         grouped = False
     if grouped and not runner.trim_padding:
         logging.warning("--group_by_length without trimmed batches (--notrim_padding or a "
                         "TPU) changes the order only, not the work")
-    evaluation = periodic_eval.from_flags(fv, evaluate, metric_names)
-    dataset_fn = input_pipeline.dataset_fn_for([path], spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed,
+    evaluation = periodic_eval.from_settings(trainer, evaluate, metric_names)
+    dataset_fn = input_pipeline.dataset_fn_for([path], spec, trainer.train_batch_size,
+                                               is_training=True, seed=trainer.seed,
                                                trim_padding=runner.trim_padding,
                                                group_by_length=grouped)
-    return runner.train(dataset_fn, loss_fn, global_batch_size=fv.train_batch_size,
+    return runner.train(dataset_fn, loss_fn, global_batch_size=trainer.train_batch_size,
                         evaluation=evaluation)
 
 
