@@ -29,22 +29,22 @@ def test_balanced_is_scikit_learns_formula():
         class_weights.balanced(labels, ["neg", "pos"])
 
 
-def test_from_flags_reads_a_list_and_needs_training():
+def test_from_settings_reads_a_list_and_needs_training():
     fv = flags_common.parse_flags(run_classifier.define_flags,
                                   ["--do_train", "--class_weights= 0.5, 2"])
-    np.testing.assert_array_equal(class_weights.from_flags(fv, ["0", "1"], []),
+    np.testing.assert_array_equal(class_weights.from_settings(fv.class_weights, fv.do_train, ["0", "1"], []),
                                   np.float32([0.5, 2]))
     fv = flags_common.parse_flags(run_classifier.define_flags, ["--do_train"])
-    assert class_weights.from_flags(fv, ["0", "1"], ["0"]) is None  # off by default
+    assert class_weights.from_settings(fv.class_weights, fv.do_train, ["0", "1"], ["0"]) is None  # off by default
     fv = flags_common.parse_flags(run_classifier.define_flags,
                                   ["--do_eval", "--class_weights=balanced"])
-    assert class_weights.from_flags(fv, ["0", "1"], []) is None  # weighs training only
+    assert class_weights.from_settings(fv.class_weights, fv.do_train, ["0", "1"], []) is None  # weighs training only
 
 
 def _classifier_task(weights):
     fv = flags_common.parse_flags(run_classifier.define_flags, [])
     return run_classifier._Task(  # pylint: disable=protected-access
-        run_classifier.get_processor("sst-2"), None, 6, long_text.from_flags(fv, 6), weights)
+        run_classifier.get_processor("sst-2"), None, 6, long_text.from_settings(run_classifier.Settings.of(fv), 6), weights)
 
 
 def test_classifier_loss_weighs_each_example_by_its_class():

@@ -260,7 +260,7 @@ def test_non_finite_regression_labels(tmp_path, value):
 
 # ---------------------------------------------------------------------------
 # Rule: what would crash deep inside TensorFlow or the feature code is named up front:
-# a vocabulary without BERT's tokens (flags_common.tokenizer_from_flags), a sequence
+# a vocabulary without BERT's tokens (flags_common.load_tokenizer), a sequence
 # too short for [CLS] A [SEP] B [SEP] (input_pipeline.pack_pair), records written with
 # other lengths (input_pipeline.check_record_lengths).
 # ---------------------------------------------------------------------------
@@ -275,8 +275,7 @@ def test_vocab_without_special_tokens(files, tmp_path, runner):
 
 
 def test_sequences_too_short_for_a_pair(files, tmp_path):
-    tokenizer = flags_common.tokenizer_from_flags(flags_common.parse_flags(
-        run_classifier.define_flags, ["--vocab_file=%s" % files["vocab"]]))
+    tokenizer = flags_common.load_tokenizer(files["vocab"], True)
     for length in (0, 2):
         with pytest.raises(ValueError, match="--max_seq_length=%d is too short" % length):
             input_pipeline.pack_pair(["the"], ["cat"], length, tokenizer)
@@ -468,7 +467,7 @@ def test_check_utf8_across_blocks(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------
 # Rule: a flag the others leave without effect is refused, never silently dropped
-# (flags_common.refuse_unused); another --long_text mode's or task's flag, which one
+# (Settings.refuse_unused); another --long_text mode's or task's flag, which one
 # command line for every mode may carry, is warned.
 # ---------------------------------------------------------------------------
 
@@ -518,7 +517,7 @@ def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, cap
 
 # ---------------------------------------------------------------------------
 # Rule: the evaluation-during-training flags are checked before any work
-# (periodic_eval.check_flags, via flags_common.check_fine_tuning_flags; run_squad's own
+# (periodic_eval.check_settings, via flags_common.check_fine_tuning; run_squad's own
 # _check_flags), a --best_metric the run does not report before training where its
 # metrics are known (periodic_eval.check_metric).
 # ---------------------------------------------------------------------------
@@ -574,7 +573,7 @@ def test_unknown_best_metric_is_named_before_training(files, tmp_path, runner, r
 
 # ---------------------------------------------------------------------------
 # Rule: --class_weights is 'balanced' or one positive number per label, for single-label
-# classification and tagging only (class_weights.from_flags).
+# classification and tagging only (class_weights.from_settings).
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("runner", ["run_classifier", "run_ner"])

@@ -47,7 +47,7 @@ def _settings(mode, head=8, stride=10, pooling="mean", seq=_SEQ, argv=()):
     fv = flags_common.parse_flags(rc.define_flags, [
         "--long_text=%s" % mode, "--head_tokens=%d" % head, "--doc_stride=%d" % stride,
         "--window_pooling=%s" % pooling] + list(argv))
-    return long_text.from_flags(fv, seq)
+    return long_text.from_settings(rc.Settings.of(fv), seq)
 
 
 # ---------------------------------------------------------------------------
@@ -182,10 +182,10 @@ def test_bad_flags_are_one_line_errors(tmp_path, vocab, argv, message):
 
 def test_defaults_scale_with_max_seq_length():
     fv = flags_common.parse_flags(rc.define_flags, ["--long_text=head_tail"])
-    assert long_text.from_flags(fv, 512) == long_text.LongText("head_tail", 128, 255, "mean")
-    assert long_text.from_flags(fv, 128).head_tokens == 32
+    assert long_text.from_settings(rc.Settings.of(fv), 512) == long_text.LongText("head_tail", 128, 255, "mean")
+    assert long_text.from_settings(rc.Settings.of(fv), 128).head_tokens == 32
     fv = flags_common.parse_flags(rc.define_flags, [])
-    assert long_text.from_flags(fv, 128).mode == "truncate"
+    assert long_text.from_settings(rc.Settings.of(fv), 128).mode == "truncate"
 
 
 def test_saved_settings_are_defaults_and_their_errors_name_the_file(tmp_path):
@@ -194,12 +194,12 @@ def test_saved_settings_are_defaults_and_their_errors_name_the_file(tmp_path):
     long_text.write_settings(trained, long_text.LongText("windows", 3, 5, "max"))
     fv = flags_common.parse_flags(rc.define_flags, ["--doc_stride=7",
                                                     "--init_checkpoint=%s" % trained])
-    assert long_text.from_flags(fv, 32) == long_text.LongText("windows", 3, 7, "max")
+    assert long_text.from_settings(rc.Settings.of(fv), 32) == long_text.LongText("windows", 3, 7, "max")
     fv = flags_common.parse_flags(rc.define_flags, ["--init_checkpoint=%s" % trained])
     with pytest.raises(ValueError, match=r"^\S*trained/long_text\.json: doc_stride=5 must be "
                                          r"between 1 and max_seq_length - 2 = 3 .*; pass "
                                          r"--doc_stride, or the --max_seq_length"):
-        long_text.from_flags(fv, 5)
+        long_text.from_settings(rc.Settings.of(fv), 5)
     # A truncate run rewrites a file already there (never stale), adds none elsewhere.
     long_text.write_settings(trained, long_text.LongText("truncate", 3, 5, "max"))
     assert json.load(open(trained / "long_text.json"))["mode"] == "truncate"
@@ -218,7 +218,7 @@ def test_settings_file_never_describes_an_earlier_mode(tmp_path):
     assert long_text.write_settings(tmp_path, truncate) == path
     assert long_text.read_settings(path) == truncate.to_dict()
     fv = flags_common.parse_flags(rc.define_flags, ["--output_dir=%s" % tmp_path])
-    assert long_text.from_flags(fv, 128) == truncate
+    assert long_text.from_settings(rc.Settings.of(fv), 128) == truncate
 
 
 # ---------------------------------------------------------------------------

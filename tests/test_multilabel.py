@@ -101,9 +101,10 @@ def test_empty_label_list_and_labels_file_errors(tmp_path):
 def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
     write_text(tmp_path / "train.tsv", "one\tb,a\ntwo\t\n")
     out = tmp_path / "out"
-    fv = _fv(_common(tmp_path) + ["--task_name=multilabel", "--data_dir=%s" % tmp_path,
-                                  "--output_dir=%s" % out, "--do_train"])
-    p = classifier_tasks.processor_from_flags(fv)
+    fv = rc.Settings.of(_fv(_common(tmp_path) + [
+        "--task_name=multilabel", "--data_dir=%s" % tmp_path, "--output_dir=%s" % out,
+        "--do_train"])).part(*classifier_tasks.SETTINGS)
+    p = classifier_tasks.processor_of(fv)
     p.get_train_examples(str(tmp_path))
     out.mkdir()
     classifier_tasks.check_labels(fv, p)
@@ -111,7 +112,7 @@ def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
     assert (out / "label_list.txt").read_text() == "a\nb\n"
     # Resuming in that --output_dir with other labels would shift the outputs' meaning.
     write_text(tmp_path / "train.tsv", "one\ta,c\n")
-    p = classifier_tasks.processor_from_flags(fv)
+    p = classifier_tasks.processor_of(fv)
     p.get_train_examples(str(tmp_path))
     with pytest.raises(ValueError, match=r"label_list.txt lists the labels a, b; "
                                          r"--task_name=multilabel has a, c: use a new "

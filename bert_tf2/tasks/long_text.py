@@ -246,7 +246,7 @@ def from_settings(chosen, max_seq_length):
 
 def unused_flags(long_text):
     """(flag, why) pairs of the flags `long_text`'s mode leaves without effect, for
-    flags_common.refuse_unused."""
+    Settings.refuse_unused."""
     why = "with long_text mode %s (it is read by --long_text=%%s)" % long_text.mode
     pairs = []
     if long_text.mode != "head_tail":

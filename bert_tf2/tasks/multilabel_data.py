@@ -261,7 +261,7 @@ class MultiLabelTask(object):
 
     def __init__(self, processor, tokenizer, max_seq_length, settings):
         self.processor = processor
-        self.long_text = settings  # truncate (processor_from_flags refuses the others)
+        self.long_text = settings  # truncate (processor_of refuses the others)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()
