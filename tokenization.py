@@ -11,26 +11,19 @@ Two ways to tokenize live here:
 
 * The batch path, `FullTokenizer.tokenize_batch` / `FullTokenizer.convert_batch_to_ids`:
   many texts at a time through tensorflow_text's C++ FastWordpieceTokenizer, with the
-  same output as the exact path. TensorFlow is imported on first use.
-
-tensorflow_text's ready-made FastBertTokenizer is not exact: on SQuAD dev it yields 20
-more tokens than the reference (462,759 vs 462,739, uncased), because its normalizer
-lower-cases with ICU NFKC_Casefold (U+00BD "1/2" -> "1" U+2044 "2", U+2026 -> "...",
-U+00B2 -> "2", U+2033 -> two U+2032, final sigma U+03C2 -> U+03C3, sharp s U+00DF ->
-"ss"), and it has further differences on controls, long words and new punctuation.
-The batch path therefore normalizes in Python and only lets TensorFlow split and run
-WordPiece; the comment block "The batch path" further down gives the details.
+  same output as the exact path. TensorFlow is imported on first use. Its machinery is
+  in bert_tf2/text/fast_batch.py, which also tells why tensorflow_text's ready-made
+  FastBertTokenizer is not exact (20 more tokens than the reference on SQuAD dev).
 """
-
 import collections
-import contextlib
-import gc
 import itertools
 import logging
 import os
 import re
-import sys
 import unicodedata
+
+from bert_tf2.text import characters
+from bert_tf2.text import fast_batch
 
 # ---------------------------------------------------------------------------
 # Text helpers.
@@ -174,37 +167,10 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
 # Character classes used by the basic tokenizer.
 # ---------------------------------------------------------------------------
 
-# Code point blocks treated as "Chinese characters": each one becomes a word of
-# its own. (Hangul, kana and other CJK-adjacent scripts are not in the list.)
-_CJK_RANGES = (
-    (0x4E00, 0x9FFF),    # CJK Unified Ideographs
-    (0x3400, 0x4DBF),    # Extension A
-    (0x20000, 0x2A6DF),  # Extension B
-    (0x2A700, 0x2B73F),  # Extension C
-    (0x2B740, 0x2B81F),  # Extension D
-    (0x2B820, 0x2CEAF),  # Extension E
-    (0xF900, 0xFAFF),    # Compatibility Ideographs
-    (0x2F800, 0x2FA1F),  # Compatibility Ideographs Supplement
-)
-
-# Every printable ASCII character that is neither a letter, a digit nor a space
-# counts as punctuation, even "$", "^" or "`" which Unicode files elsewhere.
-_ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
-
-
-_ASCII_PUNCTUATION = frozenset(
-    chr(cp) for low, high in _ASCII_PUNCTUATION_RANGES for cp in range(low, high + 1))
+# Which code points are CJK ideographs (each a word of its own) and which ASCII
+# characters are punctuation: bert_tf2/text/characters.py, shared with the batch path.
+is_chinese_char = characters.is_chinese_char
 _ASCII_SPACES = frozenset(" \t\n\r")
-
-
-def is_chinese_char(cp):
-    """True when code point `cp` lies in one of the CJK ideograph blocks above."""
-    if cp < 0x3400:  # below every block; the common case
-        return False
-    for low, high in _CJK_RANGES:
-        if low <= cp <= high:
-            return True
-    return False
 
 
 def is_whitespace(char):
@@ -223,7 +189,7 @@ def is_control(char):
 
 def is_punctuation(char):
     """True for non-alphanumeric printable ASCII and for Unicode categories P*."""
-    if char in _ASCII_PUNCTUATION:
+    if char in characters.ASCII_PUNCTUATION:
         return True
     return unicodedata.category(char).startswith("P")
 
@@ -237,28 +203,6 @@ _is_punctuation = is_punctuation
 # ---------------------------------------------------------------------------
 # Per-character tables for the exact path.
 # ---------------------------------------------------------------------------
-
-
-class _CharacterMap(dict):
-    """A str.translate table that works out each code point's replacement on first sight.
-
-    str.translate looks every code point of the text up in its table. Holding all
-    1.1M code points up front would cost seconds and memory; as a dict subclass with
-    __missing__, the table asks `replacement(cp)` once and remembers the answer, so
-    text in a few scripts only ever fills a few hundred entries. Past `limit` entries
-    (text walking the whole code space) answers are still computed, just not kept.
-    """
-
-    def __init__(self, replacement, limit=1 << 16):
-        super().__init__()
-        self._replacement = replacement
-        self._limit = limit
-
-    def __missing__(self, cp):
-        value = self._replacement(cp)
-        if len(self) < self._limit:
-            self[cp] = value
-        return value
 
 
 def _cleaned(cp):
@@ -276,14 +220,15 @@ def _spaced_if_chinese(cp):
     return " %s " % chr(cp) if is_chinese_char(cp) else cp
 
 
-_CLEAN_MAP = _CharacterMap(_cleaned)
-_CHINESE_MAP = _CharacterMap(_spaced_if_chinese)
+# str.translate tables of the two per-character steps, filled in as characters are seen.
+_CLEAN_MAP = characters.CharacterMap(_cleaned)
+_CHINESE_MAP = characters.CharacterMap(_spaced_if_chinese)
 
 # The ASCII characters _clean_text deletes: C0 controls and DEL, but not tab,
 # newline and CR (which become spaces).
 _ASCII_DELETED = "".join(char for char in map(chr, range(128)) if _cleaned(ord(char)) is None)
 _ASCII_DELETED_RE = re.compile("[%s]" % re.escape(_ASCII_DELETED))
-_ASCII_PUNCTUATION_CLASS = "".join(sorted(_ASCII_PUNCTUATION))
+_ASCII_PUNCTUATION_CLASS = "".join(sorted(characters.ASCII_PUNCTUATION))
 # A punctuation character alone, or a run of anything else: on ASCII text without
 # whitespace this is exactly what _run_split_on_punc cuts.
 _ASCII_SPLIT_RE = re.compile("[%s]|[^%s]+" % ((re.escape(_ASCII_PUNCTUATION_CLASS),) * 2))
@@ -609,14 +554,14 @@ class FullTokenizer(object):
         """The tensorflow_text machinery, built on first use; None if it can't be used.
 
         Without tensorflow_text, with a vocabulary TensorFlow cannot mirror, or while
-        TensorFlow builds a graph (_building_graph), the batch methods fall back to
-        the exact path (same output, slower) and say so once. A tokenizer whose parts
+        TensorFlow builds a graph (fast_batch.building_graph), the batch methods fall
+        back to the exact path (same output, slower) and say so once. A tokenizer whose parts
         were replaced or overridden (a subclass's tokenize, another basic or WordPiece
         tokenizer) takes the exact path too: the fast path only knows the stock rules.
         """
         if self._customized():
             return None
-        if _building_graph():
+        if fast_batch.building_graph():
             if not getattr(self, "_graph_warned", False):
                 self._graph_warned = True
                 logging.getLogger(__name__).warning(
@@ -625,16 +570,11 @@ class FullTokenizer(object):
                     "cannot be read there.")
             return None
         if getattr(self, "_fast", None) is None:
-            try:
-                fast = _FastBatchTokenizer(self)
-                reason = fast.problem
-            except ImportError as error:
-                fast, reason = None, "tensorflow_text is not available (%s)" % error
+            fast, reason = fast_batch.build(self)
             if reason is not None:
                 logging.getLogger(__name__).warning(
                     "Batch tokenization falls back to the pure-Python path: %s.", reason)
-                fast = False
-            self._fast = fast
+            self._fast = fast or False  # False: tried, and take the exact path from now on
         return self._fast or None
 
     def _customized(self):
@@ -647,395 +587,3 @@ class FullTokenizer(object):
 
 # What _is_plain looks for on an instance: the names its class defines.
 _CLASS_NAMES = {cls: frozenset(vars(cls)) for cls in (BasicTokenizer, WordpieceTokenizer)}
-
-
-# ---------------------------------------------------------------------------
-# The batch path.
-# ---------------------------------------------------------------------------
-#
-# Why not FastBertTokenizer as it is? Measured on SQuAD v1.1 dev (contexts and
-# questions, uncased vocab), tensorflow_text's FastBertTokenizer gives 462,759
-# tokens where the reference gives 462,739, in 18 texts, all with do_lower_case=True
-# (cased output is identical there). The cause is its normalizer: it lower-cases
-# with ICU's NFKC_Casefold instead of str.lower(), so it also applies compatibility
-# decompositions and full case folding. Word by word, the difference is:
-#   U+00BD (1/2 fraction) -> "1" U+2044 "2":  6 words, +6 tokens (2 vs 3 pieces)
-#   U+2153 (1/3 fraction) -> "1" U+2044 "3":  3 words, +6
-#   U+2026 (ellipsis)     -> "...":           2 words, +4
-#   U+00B2 (superscript 2) -> "2":            2 words, +2 ("km\u00b2" is in the vocab)
-#   U+2033 (double prime) -> U+2032 U+2032:   1 word,  +1
-#   U+03C2 (final sigma)  -> U+03C3 sigma:    8 Greek words, +5
-#   U+00DF (sharp s)      -> "ss":            4 German words, -4
-# which sums to the +20. Reading its sources and probing every code point shows
-# more differences, which SQuAD happens not to contain:
-#   * Cc/Cf characters (soft hyphen, ZWJ, BOM, \x01...) become spaces, so they split
-#     words; the reference deletes them. U+FFFD is kept; the reference deletes it.
-#   * normalization is a per-character table, so context is lost (str.lower() turns
-#     a word-final capital sigma into U+03C2).
-#   * the word length limit counts UTF-8 bytes (default 100); the reference counts
-#     200 characters, so long non-ASCII words differ.
-#   * punctuation is ICU's u_ispunct, from a newer Unicode (16.0) than Python's
-#     unicodedata (14.0 for 3.11): ~36 code points unassigned for Python (U+1B4E,
-#     U+11B00..., U+1E5FF...) split words in TensorFlow only.
-#   * a vocabulary entry containing a space can match across the space.
-#
-# What this path does instead: it never uses the TensorFlow normalizer. The
-# reference's per-word steps are replayed in Python with whole-string C routines
-# (a regex deletes NUL/U+FFFD/Cc/Cf, str.lower(), unicodedata.normalize("NFD"), a
-# regex deletes Mn). That equals the per-word version because words are separated by
-# whitespace, which is neither cased, case-ignorable nor combining, so neither the
-# final-sigma rule of str.lower() nor NFD reordering can look across it, and the
-# deletions happen first in both. FastWordpieceTokenizer then splits on whitespace,
-# punctuation and CJK ideographs and runs WordPiece; its character classes are
-# probed once per process against Python's. Texts that still could differ are
-# handed to the exact path: texts with a character the two classify differently (or
-# that normalizes to one, or a CJK ideograph that NFD moves out of the CJK blocks),
-# texts with lone surrogates (not encodable as UTF-8), and texts where a word of
-# more than 200 characters came out as pieces (found afterwards from the ids).
-
-_WORD, _SPACE, _SPLIT = 0, 1, 2  # how a character behaves when words are cut
-_TABLES = None
-
-
-class _CharSet(object):
-    """A set of code points that can be searched for, or deleted, in a str quickly.
-
-    Python's regex engine tests a character class in constant time for the Basic
-    Multilingual Plane but walks a list for every range above U+FFFF, which made a
-    single class of all Mn characters cost ~1 us per character. So the regex holds
-    the BMP members plus one catch-all astral range, and astral hits are confirmed
-    against a Python set.
-    """
-
-    def __init__(self, code_points):
-        members = sorted(set(code_points))
-        self._astral = frozenset(cp for cp in members if cp > 0xFFFF)
-        ranges = []
-        for cp in members:
-            if cp > 0xFFFF:
-                break
-            if ranges and ranges[-1][1] == cp - 1:
-                ranges[-1][1] = cp
-            else:
-                ranges.append([cp, cp])
-        if self._astral:
-            ranges.append([0x10000, 0x10FFFF])
-        body = "".join("\\U%08x-\\U%08x" % (low, high) for low, high in ranges)
-        self._candidates = re.compile("[%s]" % body) if body else re.compile("(?!)")
-
-    def _is_member(self, char):
-        return char <= "\uffff" or ord(char) in self._astral
-
-    def search(self, text):
-        """True when `text` contains a member."""
-        for match in self._candidates.finditer(text):
-            if self._is_member(match.group()):
-                return True
-        return False
-
-    def delete(self, text):
-        """Returns `text` without its members."""
-        if not self._astral:
-            return self._candidates.sub("", text)
-        return self._candidates.sub(lambda m: "" if self._is_member(m.group()) else m.group(), text)
-
-
-def _strip_marks(text):
-    """NFD-decomposes `text` and drops Mn characters (the reference's accent removal)."""
-    return "".join(c for c in unicodedata.normalize("NFD", text)
-                   if unicodedata.category(c) != "Mn")
-
-
-class _CharacterTables(object):
-    """Character sets the batch path needs; built once per process (about a second).
-
-    Attributes:
-      dropped: what the reference deletes (NUL, U+FFFD, Cc and Cf but not tab, newline or CR).
-      ascii_dropped: the same, as bytes below 0x80.
-      marks: category Mn (deleted after NFD when lower-casing).
-      spaces: what separates words (str.isspace).
-      punctuation: what the reference makes a word of its own (punctuation and CJK).
-      mismatched: code points TensorFlow puts in another class (separator / word
-        of its own / word character) than the reference does.
-      unsafe_cased, unsafe_lower: characters after which TensorFlow's result can't be
-        trusted in that casing (mismatched ones, lone surrogates, and when
-        lower-casing, characters that normalize to a mismatched one or move in or
-        out of the CJK blocks); texts with one take the exact path.
-      attention_cased, attention_lower: unsafe plus dropped characters: texts with
-        none of them need no more than lower-casing and accent stripping.
-    """
-
-    def __init__(self, tf_classes_of):
-        import numpy as np  # pylint: disable=import-outside-toplevel
-
-        cps = np.arange(0x110000, dtype=np.int64)
-        cps = cps[(cps < 0xD800) | (cps > 0xDFFF)]  # lone surrogates are not text
-        chars = cps.astype("<u4").tobytes().decode("utf-32-le")
-        categories = list(map(unicodedata.category, chars))
-        names = sorted(set(categories))
-        number_of = {name: index for index, name in enumerate(names)}
-        codes = np.fromiter(map(number_of.__getitem__, categories), dtype=np.int8,
-                            count=len(categories))
-        del categories
-
-        def in_categories(*wanted):
-            return np.isin(codes, [number_of[w] for w in wanted if w in number_of])
-
-        is_space = np.fromiter(map(str.isspace, chars), dtype=bool, count=len(chars))
-        dropped = (cps == 0) | (cps == 0xFFFD) | (
-            in_categories("Cc", "Cf") & ~np.isin(cps, (9, 10, 13)))
-        is_split = in_categories(*[name for name in names if name.startswith("P")])
-        for low, high in _CJK_RANGES + _ASCII_PUNCTUATION_RANGES:
-            is_split |= (cps >= low) & (cps <= high)
-        python_classes = np.where(is_space, _SPACE, np.where(is_split, _SPLIT, _WORD))
-        tf_classes = tf_classes_of(cps)
-        differs = python_classes != tf_classes
-        # Deleted characters never reach TensorFlow, unless normalization creates them.
-        mismatched = set(cps[differs & ~dropped].tolist())
-        mismatched_if_created = set(cps[differs].tolist())
-
-        # When lower-casing, TensorFlow sees _strip_marks(c.lower()) of a character c;
-        # only assigned characters can be changed by that.
-        risky_when_lowered = set()
-        for cp in cps[~in_categories("Cn", "Co") & ~dropped].tolist():
-            char = chr(cp)
-            if char.lower() == char and unicodedata.is_normalized("NFD", char):
-                continue
-            seen = _strip_marks(char.lower())
-            if any(ord(c) in mismatched_if_created for c in seen):
-                risky_when_lowered.add(cp)
-            # The reference isolates CJK ideographs before normalizing, TensorFlow
-            # after: both must see the same ideographs (all of which lie above U+3400).
-            was_cjk = is_chinese_char(cp)
-            if not was_cjk and all(c < "\u3400" for c in seen):
-                continue
-            seen_cjk = [is_chinese_char(ord(c)) for c in seen]
-            if was_cjk:
-                if len(seen) > 1 or not all(seen_cjk):
-                    risky_when_lowered.add(cp)
-            elif any(seen_cjk):
-                risky_when_lowered.add(cp)
-
-        dropped_cps = cps[dropped].tolist()
-        unsafe_cased = mismatched | set(range(0xD800, 0xE000))
-        unsafe_lower = unsafe_cased | risky_when_lowered
-        self.dropped = _CharSet(dropped_cps)
-        self.ascii_dropped = bytes(cp for cp in dropped_cps if cp < 0x80)
-        self.marks = _CharSet(cps[in_categories("Mn")].tolist())
-        self.spaces = _CharSet(cps[is_space].tolist())
-        self.punctuation = _CharSet(cps[is_split & ~is_space].tolist())
-        self.mismatched = frozenset(mismatched)
-        self.unsafe_cased = _CharSet(unsafe_cased)
-        self.unsafe_lower = _CharSet(unsafe_lower)
-        self.attention_cased = _CharSet(unsafe_cased.union(dropped_cps))
-        self.attention_lower = _CharSet(unsafe_lower.union(dropped_cps))
-
-
-def _probe_tf_classes(cps):
-    """Asks FastWordpieceTokenizer how it splits around each code point of `cps`.
-
-    Every code point is put between two "x" in one long string; with a vocabulary
-    that knows none of the words, each word comes back as one [UNK] with its byte
-    span. A code point outside every span is a separator, one whose span is exactly
-    itself is split off, and any other is part of a word.
-
-    Args:
-      cps: int numpy array of code points (no surrogates).
-
-    Returns:
-      int numpy array of _SPACE / _SPLIT / _WORD, one per code point.
-    """
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
-
-    interleaved = np.full(2 * len(cps) + 1, ord("x"), dtype="<u4")
-    interleaved[1::2] = cps
-    text = interleaved.tobytes().decode("utf-32-le").encode("utf-8")
-
-    with tf.init_scope():  # eager, also when called while a graph is being built
-        splitter = tf_text.FastWordpieceTokenizer(
-            vocab=["[UNK]", "y"], max_bytes_per_word=16, token_out_type=tf.int32)
-        _, starts, ends = splitter.tokenize_with_offsets(tf.constant([text]))
-        starts = starts.flat_values.numpy()
-        ends = ends.flat_values.numpy()
-
-    widths = np.where(cps < 0x80, 1, np.where(cps < 0x800, 2, np.where(cps < 0x10000, 3, 4)))
-    offsets = 1 + np.concatenate([[0], np.cumsum(widths + 1)[:-1]])
-    span = np.maximum(np.searchsorted(starts, offsets, side="right") - 1, 0)
-    inside = (starts[span] <= offsets) & (offsets < ends[span])
-    alone = inside & (starts[span] == offsets) & (ends[span] == offsets + widths)
-    return np.where(~inside, _SPACE, np.where(alone, _SPLIT, _WORD))
-
-
-def _building_graph():
-    """True when TensorFlow cannot run ops at once here (never if it is not imported).
-
-    That is TF1 graph mode (tf.compat.v1.disable_v2_behavior) and any block under
-    tf.Graph().as_default(); a tf.function being traced is not: tf.init_scope,
-    which the batch path runs under, leaves it for the eager context outside.
-    """
-    tf = sys.modules.get("tensorflow")
-    if tf is None or not hasattr(tf, "init_scope"):
-        return False
-    with tf.init_scope():
-        return not tf.executing_eagerly()
-
-
-def _character_tables():
-    global _TABLES  # pylint: disable=global-statement
-    if _TABLES is None:
-        _TABLES = _CharacterTables(_probe_tf_classes)
-    return _TABLES
-
-
-class _FastBatchTokenizer(object):
-    """Batch tokenization on FastWordpieceTokenizer (see "The batch path" above)."""
-
-    def __init__(self, full_tokenizer):
-        import numpy as np  # pylint: disable=import-outside-toplevel
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
-
-        self._np = np
-        self._tf = tf
-        self._exact = full_tokenizer
-        wordpiece = full_tokenizer.wordpiece_tokenizer
-        self._lower = full_tokenizer.basic_tokenizer.do_lower_case
-        self._max_chars = wordpiece.max_input_chars_per_word
-        tables = _character_tables()
-        self._ascii_dropped = tables.ascii_dropped
-        ascii_bytes = bytes(range(128))
-        self._ascii_table = (ascii_bytes.lower() if self._lower else ascii_bytes) + bytes(
-            range(128, 256))
-        self._dropped = tables.dropped
-        self._marks = tables.marks
-        self._unsafe = tables.unsafe_lower if self._lower else tables.unsafe_cased
-        self._attention = tables.attention_lower if self._lower else tables.attention_cased
-
-        tf_vocab, self.problem = _vocab_for_tf(full_tokenizer.vocab, wordpiece.unk_token, tables)
-        if self.problem:
-            return
-        # Generous byte limit: it never cuts a word of max_chars characters, and a
-        # word longer than it has more than max_chars characters anyway.
-        try:
-            with tf.init_scope():
-                self._model = tf_text.FastWordpieceTokenizer(
-                    vocab=tf_vocab, suffix_indicator="##",
-                    max_bytes_per_word=4 * self._max_chars + 4,
-                    unknown_token=wordpiece.unk_token, token_out_type=tf.int64)
-        except RuntimeError as error:  # raised by its C++ model builder
-            self.problem = str(error)
-            return
-        self._token_array = np.array(tf_vocab, dtype=object)
-        self._is_suffix = np.array([t.startswith("##") for t in tf_vocab])
-        self._piece_chars = np.array([len(t) - 2 * t.startswith("##") for t in tf_vocab])
-        # The fewest pieces a word over max_chars characters can have.
-        self._pieces_to_be_long = self._max_chars // max(1, self._piece_chars.max()) + 1
-
-    def rows(self, texts, as_tokens):
-        """Returns, for every str in `texts`, its list of tokens (or of ids)."""
-        prepared = [self._prepare(text) for text in texts]
-        exact_rows = {row for row, ready in enumerate(prepared) if ready is None}
-        for row in exact_rows:
-            prepared[row] = b""
-        with self._tf.init_scope():  # eager inside a graph being built (see _runs_eagerly)
-            ragged = self._model.tokenize(self._tf.constant(prepared, dtype=self._tf.string))
-            flat = ragged.flat_values.numpy()
-            splits = ragged.row_splits.numpy()
-        exact_rows.update(self._rows_with_long_words(flat, splits))
-
-        with _garbage_collection_paused():
-            values = (self._token_array[flat] if as_tokens else flat).tolist()
-            bounds = splits.tolist()
-            result = [values[start:end] for start, end in zip(bounds, bounds[1:])]
-        for row in exact_rows:
-            tokens = self._exact.tokenize(texts[row])
-            result[row] = tokens if as_tokens else self._exact.convert_tokens_to_ids(tokens)
-        return result
-
-    def _prepare(self, text):
-        """Applies the reference's character-level steps to `text`.
-
-        Returns:
-          The UTF-8 bytes FastWordpieceTokenizer should split, or None when the text
-          must take the exact path.
-        """
-        if text.isascii():
-            return text.encode("ascii").translate(self._ascii_table, self._ascii_dropped)
-        if self._attention.search(text):
-            # Rare: deletions must come first (they can change what str.lower() and
-            # NFD do next to them), or the text is unsafe altogether.
-            if self._unsafe.search(text):
-                return None
-            text = self._dropped.delete(text)
-        if self._lower:
-            text = self._marks.delete(unicodedata.normalize("NFD", text.lower()))
-        return text.encode("utf-8")
-
-    def _rows_with_long_words(self, flat, splits):
-        """Rows in which a word of more than max_chars characters came out as pieces.
-
-        The reference turns such a word into one unk_token. A word is an id that is not
-        a "##" piece plus the "##" ids after it; its length is the sum of its pieces'.
-        Only words of many pieces can be that long, so only those are measured.
-        """
-        np = self._np
-        word_starts = np.flatnonzero(~self._is_suffix[flat])
-        pieces = np.diff(np.append(word_starts, flat.size))
-        rows = []
-        for word in np.flatnonzero(pieces >= self._pieces_to_be_long).tolist():
-            start = word_starts[word]
-            if self._piece_chars[flat[start:start + pieces[word]]].sum() > self._max_chars:
-                rows.append(int(np.searchsorted(splits, start, side="right")) - 1)
-        return rows
-
-
-@contextlib.contextmanager
-def _garbage_collection_paused():
-    """Pauses the cyclic garbage collector while many acyclic lists are allocated.
-
-    Every few hundred new lists Python runs a collection, and some of them walk the
-    whole heap, which is large once TensorFlow is loaded: this halved the time to
-    build the output lists. Lists of ints or strs form no cycles, so nothing is lost.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _vocab_for_tf(vocab, unk_token, tables):
-    """Lays the vocabulary out as a list indexed by id for FastWordpieceTokenizer.
-
-    Entries the reference can never output (blank, containing whitespace or a deleted
-    character, several characters including punctuation, or "##" + punctuation) are
-    replaced by unique placeholders that no cleaned text contains, since TensorFlow
-    may still match some of them (it matches an entry "a b" across the space). Ids that
-    duplicates left unused get placeholders too.
-
-    Returns:
-      (list of entries, None), or (None, why TensorFlow cannot mirror the vocabulary).
-    """
-    if unk_token not in vocab:
-        return None, "the unknown token %r is not in the vocabulary" % unk_token
-    tokens = ["\x01%d\x01" % index for index in range(max(vocab.values()) + 1)]
-    for token, index in vocab.items():
-        if token == unk_token:
-            tokens[index] = token
-            continue
-        is_suffix = token.startswith("##")
-        body = token[2:] if is_suffix else token
-        if not body or tables.spaces.search(body) or tables.dropped.search(body):
-            continue
-        if tables.punctuation.search(body) and (is_suffix or len(body) > 1):
-            continue
-        if len(body.encode("utf-8")) > 256:
-            return None, "entry %r is longer than TensorFlow's 256 bytes" % token
-        tokens[index] = token
-    if len(set(tokens)) != len(tokens):
-        return None, "a placeholder id collides with a vocabulary entry"
-    return tokens, None

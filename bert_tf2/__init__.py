@@ -2,6 +2,7 @@
 
 Sub-packages by concern (the reference's own module names stay at the top level):
   base/         what modeling.py and optimization.py stand on (TF1 variable names, the fused update)
+  text/         what tokenization.py stands on (code point tables, the tensorflow_text batch path)
   trainer/      the training loop, checkpoints and resume, the task heads
   tasks/        task data importable without a runner (GLUE-style, multi-label, long documents,
                 SQuAD, NER, multiple choice, sentence pooling)

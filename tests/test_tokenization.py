@@ -13,6 +13,8 @@ import unicodedata
 import pytest
 
 import tokenization
+from bert_tf2.text import characters
+from bert_tf2.text import fast_batch
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
               "runn", "##ing", ",", ".", "!", "?", "hello", "how", "are", "you", "a", "##a",
@@ -462,8 +464,8 @@ def test_basic_steps_match_oracle():
 
 
 def test_character_maps_stop_growing():
-    """Past its limit a _CharacterMap still answers, it just stops remembering."""
-    table = tokenization._CharacterMap(lambda cp: cp + 1, limit=3)
+    """Past its limit a CharacterMap still answers, it just stops remembering."""
+    table = characters.CharacterMap(lambda cp: cp + 1, limit=3)
     assert "abcdef".translate(table) == "bcdefg"
     assert len(table) == 3
     assert "fedcba".translate(table) == "gfedcb"
@@ -734,7 +736,7 @@ def test_batch_without_tensorflow_text_falls_back(tiny_vocab, monkeypatch, caplo
     def unavailable(_):
         raise ImportError("No module named 'tensorflow_text'")
 
-    monkeypatch.setattr(tokenization, "_FastBatchTokenizer", unavailable)
+    monkeypatch.setattr(fast_batch, "FastBatchTokenizer", unavailable)
     tokenizer = tokenization.FullTokenizer(tiny_vocab)
     assert tokenizer.convert_batch_to_ids(["Hello, you", b"runn"]) == [[15, 11, 18], [9]]
     assert "tensorflow_text" in caplog.text

@@ -1,7 +1,7 @@
 """The in-graph tokenizer of exported SavedModels: FullTokenizer from core TF ops.
 
 tensorflow_text's BertTokenizer / FastBertTokenizer differ
-from the reference (see tokenization.py: ICU NFKC_Casefold lower-casing, controls
+from the reference (see bert_tf2/text/fast_batch.py: ICU NFKC_Casefold lower-casing, controls
 becoming spaces, a byte limit on words, newer Unicode punctuation), and their ops
 are not in stock TensorFlow, so a SavedModel using them cannot be run by
 saved_model_cli or a stock TF Serving. The reference's BasicTokenizer and

@@ -1,0 +1,2 @@
+"""What tokenization.py stands on: the code point tables both of its paths share (characters)
+and the batch path on tensorflow_text's FastWordpieceTokenizer (fast_batch)."""
