@@ -95,7 +95,7 @@ class SelfAttention(tf_keras.layers.Layer):
         """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
         additive -> context [B * S, H].
 
-        tokens: None, or [T, 1] indexes into the B * S positions (see Encoder); x and
+        tokens: None, or [T, 1] indexes into the B * S positions (see transformer.Encoder); x and
         the context are then [T, H], the rows of those positions only, and the
         attention itself runs on [B, S] with zeros at the other positions.
         """
@@ -127,6 +127,7 @@ class Attention(tf_keras.layers.Layer):
         """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output;
         tokens: as SelfAttention's."""
         context = self.self_attention(x, attention_mask, batch_size, seq_length,
-                                      training=training, seed=layers.dropout_seed(seeds, 0), tokens=tokens)
+                                      training=training, seed=layers.dropout_seed(seeds, 0),
+                                      tokens=tokens)
         return self.output_block(context, x, training=training, seed=layers.dropout_seed(seeds, 1))
 

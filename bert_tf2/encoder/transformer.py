@@ -25,7 +25,7 @@ class TransformerLayer(tf_keras.layers.Layer):
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
              tokens=None):
         """x [B * S, H] -> [B * S, H]. seeds: None (keras dropout) or [3, 2] int32 (the
-        seeds of the layer's three dropouts, see `Dropout`). tokens: None, or [T, 1]
+        seeds of the layer's three dropouts, see `layers.Dropout`). tokens: None, or [T, 1]
         indexes of the positions x holds ([T, H]; see Encoder)."""
         attention_output = self.attention(
             x, attention_mask, batch_size, seq_length, training=training,
@@ -45,7 +45,7 @@ class Encoder(tf_keras.layers.Layer):
     from seeds drawn once per step, so the recomputation drops the same units.
 
     With `tokens` ([T] indexes into the B * S positions, those of input_mask 1; see
-    `set_skip_padding`), every dense layer, LayerNorm and dropout runs on those T
+    `modeling.set_skip_padding`), every dense layer, LayerNorm and dropout runs on those T
     rows only and the attention alone sees [B, S] (zeros elsewhere, which the
     additive mask already hides: a masked key's weight is exp(-10000) = 0 in float32
     either way). The rows of real tokens are then those of the full computation (up
