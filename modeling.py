@@ -6,6 +6,8 @@ attention mask of -10000, the tanh approximation of GELU, and a tanh pooler over
 the first token. Every variable's name, with the top-level model's name removed,
 is the TF1 variable name (e.g. `bert/encoder/layer_0/attention/self/query/kernel`),
 which is what lets checkpoints.py load Google's checkpoints without a rename table.
+This module holds the reference's API (BertConfig, BertModel and its graph-style
+functions); the tf_keras layers BertModel is built from are in bert_tf2/encoder/.
 
 Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
 N = attention heads, P = masked positions per sequence, V = vocabulary size.
@@ -13,7 +15,6 @@ N = attention heads, P = masked positions per sequence, V = vocabulary size.
 import collections
 import copy
 import json
-import math
 import re
 
 import numpy as np
@@ -22,8 +23,19 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf2.base import dropout_masks
-from bert_tf2.base import fused_elementwise
 from bert_tf2.base import tf1_variables
+# The tf_keras layers BertModel is built from live in bert_tf2/encoder/, with the
+# reference's gelu, get_activation, create_initializer, get_shape_list and assert_rank
+# (the layers compute with them); every name below stays importable as modeling.X.
+from bert_tf2.encoder import transformer
+from bert_tf2.encoder.attention import (  # noqa: F401  pylint: disable=unused-import
+    Attention, SelfAttention, attend, create_attention_mask)
+from bert_tf2.encoder.layers import (  # noqa: F401  pylint: disable=unused-import
+    DenseBlock, DenseResidualNorm, Dropout, Embeddings, LayerNorm, apply_activation,
+    assert_rank, create_initializer, dense_and_activation, dense_layer, gelu, gelu_exact,
+    get_activation, get_shape_list, layer_norm_epsilon, lookup)
+from bert_tf2.encoder.transformer import (  # noqa: F401  pylint: disable=unused-import
+    Encoder, TransformerLayer, set_gradient_checkpointing)
 
 
 # ---------------------------------------------------------------------------
@@ -123,88 +135,8 @@ class BertConfig:
 
 
 # ---------------------------------------------------------------------------
-# Small pieces
+# The model (its layers: bert_tf2/encoder/)
 # ---------------------------------------------------------------------------
-
-def gelu(x):
-    """GELU in the tanh approximation the reference uses (its "gelu").
-
-    The reference writes x * (0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))));
-    tf.nn.gelu(approximate=True) is the same formula with the 0.5 taken first (an
-    exact scaling, so the same value) and is the graph TensorFlow's CPU rewrite fuses
-    into the matmul before it (one oneDNN kernel for matmul + bias + gelu). Outside a
-    training step fused_elementwise.gelu is exactly that op; DenseBlock and the
-    masked-LM transform pass it `training` (apply_activation).
-    """
-    return fused_elementwise.gelu(x)
-
-
-def gelu_exact(x):
-    """GELU with the exact erf form (HuggingFace's "gelu"); config value "gelu_exact"."""
-    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
-
-
-_ACTIVATIONS = {
-    "linear": None,
-    "relu": tf.nn.relu,
-    "gelu": gelu,
-    "gelu_exact": gelu_exact,
-    "tanh": tf.tanh,
-}
-
-
-def get_activation(activation_string):
-    """Maps a config's hidden_act string to a function; callables pass through.
-
-    The argument keeps the reference's name, so get_activation(activation_string="gelu")
-    works as it did there.
-    """
-    if activation_string is None or callable(activation_string):
-        return activation_string
-    if not isinstance(activation_string, str):
-        raise ValueError("unsupported activation: %r" % (activation_string,))
-    if not activation_string:
-        return None
-    name = activation_string.lower()
-    if name not in _ACTIVATIONS:
-        raise ValueError("unsupported activation: %s (known: %s)"
-                         % (activation_string, ", ".join(sorted(_ACTIVATIONS))))
-    return _ACTIVATIONS[name]
-
-
-def create_initializer(initializer_range=0.02):
-    """The reference's weight initializer: normal truncated at 2 std, std `initializer_range`."""
-    return tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
-
-
-def create_attention_mask(input_mask, dtype=tf.float32, instance_ids=None):
-    """[B, S] 0/1 mask of keys -> additive mask [B, 1, 1, S]: 0 keep, -10000 drop.
-
-    The reference builds a [B, S, S] mask in which every query row is the same;
-    broadcasting one row gives identical scores for less memory.
-
-    With instance_ids [B, S] (packed rows: k on the tokens of the row's k-th
-    instance, 0 on padding) the mask is [B, 1, S, S]: query i may attend to key j
-    iff instance_ids[i] == instance_ids[j] > 0 (and input_mask[j] is 1). Padding
-    queries attend to nothing: their rows are all -10000, a uniform softmax
-    that no loss reads.
-    """
-    if instance_ids is not None:
-        return _packed_attention_mask(input_mask, instance_ids, dtype)
-    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
-    return (1.0 - mask) * -10000.0
-
-
-def _packed_attention_mask(input_mask, instance_ids, dtype):
-    """The [B, 1, S, S] additive mask of packed rows (see create_attention_mask)."""
-    instance_ids = tf.cast(instance_ids, tf.int32)
-    keys = instance_ids[:, tf.newaxis, :]
-    allowed = tf.logical_and(tf.equal(instance_ids[:, :, tf.newaxis], keys),
-                             tf.greater(keys, 0))
-    allowed = tf.logical_and(allowed, tf.not_equal(input_mask, 0)[:, tf.newaxis, :])
-    mask = tf.cast(allowed, dtype)[:, tf.newaxis, :, :]
-    return (1.0 - mask) * -10000.0
-
 
 def gather_indexes(sequence_tensor, positions):
     """Picks [B, P] positions out of a [B, S, H] tensor -> [B * P, H]."""
@@ -214,347 +146,6 @@ def gather_indexes(sequence_tensor, positions):
     flat_positions = tf.reshape(tf.cast(positions, tf.int32) + offsets, [-1])
     flat_sequence = tf.reshape(sequence_tensor, [-1, width])
     return tf.gather(flat_sequence, flat_positions)
-
-
-class LayerNorm(tf_keras.layers.Layer):
-    """Layer normalisation over the last axis with `gamma`/`beta` as in TF1 BERT.
-
-    Always computes in float32 (also under a mixed-precision policy) and returns
-    the input's dtype.
-    """
-
-    def __init__(self, epsilon=1e-12, name="LayerNorm", **kwargs):
-        kwargs.setdefault("dtype", "float32")
-        kwargs.setdefault("autocast", False)
-        super().__init__(name=name, **kwargs)
-        self.epsilon = epsilon
-
-    def build(self, input_shape):
-        """Creates the layer's variables (names as in the reference)."""
-        width = input_shape[-1]
-        self.gamma = self.add_weight("gamma", shape=[width], initializer="ones")
-        self.beta = self.add_weight("beta", shape=[width], initializer="zeros")
-        super().build(input_shape)
-
-    def call(self, x, training=None):
-        """Applies the layer (shapes in the class docstring); in training, large
-        static shapes take fused_elementwise's XLA forward and backward passes."""
-        return fused_elementwise.layer_norm(x, tf.convert_to_tensor(self.gamma),
-                                            tf.convert_to_tensor(self.beta), self.epsilon,
-                                            training)
-
-
-def dense_layer(units, config, name, activation=None):
-    """A tf_keras Dense layer `name` with the config's truncated-normal kernel initializer."""
-    return tf_keras.layers.Dense(units, activation=activation, name=name,
-                                 kernel_initializer=create_initializer(config.initializer_range))
-
-
-def dense_and_activation(units, config, name, activation):
-    """(Dense layer `name`, activation to give apply_activation): the reference's "gelu"
-    is left out of the layer and applied by apply_activation, which knows whether a
-    training step runs (fused_elementwise); any other activation stays in the layer."""
-    if activation is gelu:
-        return dense_layer(units, config, name), gelu
-    return dense_layer(units, config, name, activation=activation), None
-
-
-def apply_activation(activation, x, training):
-    """x after `activation` from dense_and_activation (None: x itself)."""
-    if activation is gelu:
-        return fused_elementwise.gelu(x, training)
-    return x
-
-
-def layer_norm_epsilon(config):
-    """The config's LayerNorm epsilon: layer_norm_eps when set (HF configs), else 1e-12."""
-    return getattr(config, "layer_norm_eps", 1e-12)
-
-
-# ---------------------------------------------------------------------------
-# Encoder
-# ---------------------------------------------------------------------------
-
-def lookup(table, ids, one_hot=False):
-    """Rows of `table` [V, E] for `ids` [...] -> [..., E]: a gather, or a one-hot
-    matmul (the reference's TPU choice, also its token-type lookup)."""
-    if one_hot:
-        return tf.matmul(tf.one_hot(ids, table.shape[0], dtype=table.dtype.base_dtype), table)
-    return tf.gather(table, ids)
-
-
-class Embeddings(tf_keras.layers.Layer):
-    """Word + token-type + position embeddings, then LayerNorm and dropout."""
-
-    def __init__(self, config, use_one_hot_embeddings=False, name="embeddings", **kwargs):
-        if tf_keras.mixed_precision.global_policy().name == "_infer":
-            # TF1 graph mode infers a layer's dtype from its first input: int ids here.
-            kwargs.setdefault("dtype", "float32")
-        super().__init__(name=name, **kwargs)
-        self.config = config
-        self.use_one_hot_embeddings = use_one_hot_embeddings
-        self.layer_norm = LayerNorm(layer_norm_epsilon(config))
-        self.dropout = Dropout(config.hidden_dropout_prob)
-
-    def build(self, input_shape):
-        """Creates the layer's variables (names as in the reference)."""
-        c = self.config
-        # A fresh initializer per table: one unseeded instance reused would give
-        # every table the same random values.
-        self.word_embeddings = self.add_weight(
-            "word_embeddings", shape=[c.vocab_size, c.hidden_size],
-            initializer=create_initializer(c.initializer_range))
-        self.token_type_embeddings = self.add_weight(
-            "token_type_embeddings", shape=[c.type_vocab_size, c.hidden_size],
-            initializer=create_initializer(c.initializer_range))
-        self.position_embeddings = self.add_weight(
-            "position_embeddings", shape=[c.max_position_embeddings, c.hidden_size],
-            initializer=create_initializer(c.initializer_range))
-        super().build(input_shape)
-
-    def call(self, input_ids, token_type_ids, training=False, position_ids=None):
-        """Applies the layer; position_ids [B, S] (packed rows) replace 0..S-1."""
-        seq_length = tf.shape(input_ids)[1]
-        words = lookup(self.word_embeddings, input_ids, self.use_one_hot_embeddings)
-        types = lookup(self.token_type_embeddings, token_type_ids, True)
-        if position_ids is None:
-            positions = self.position_embeddings[tf.newaxis, :seq_length, :]
-        else:
-            positions = tf.gather(self.position_embeddings, position_ids)
-        x = tf.cast(words + types + positions, self.compute_dtype)
-        return self.dropout(self.layer_norm(x, training=training), training=training)
-
-
-class Dropout(tf_keras.layers.Dropout):
-    """Keras dropout whose masks come from bert_tf2.base.dropout_masks.
-
-    call(x, training, seed=None): while training, units dropped with probability
-    `rate` and the rest scaled by 1 / (1 - rate), as tf.nn.dropout does, from
-    XLA's ThreeFry stream (a fraction of the CPU cost of TF's uniform kernel).
-    Without a seed every call draws a fresh mask; with a seed [2] int32 tensor the
-    mask is a function of it, so a recomputed layer (gradient checkpointing) drops
-    the same units in its backward pass as in its forward pass.
-    """
-
-    def call(self, inputs, training=None, seed=None):  # pylint: disable=arguments-differ
-        """Applies the layer (shapes in the class docstring)."""
-        if training is None:
-            training = tf_keras.backend.learning_phase()
-        if self.rate == 0:
-            return tf.identity(inputs)
-        if tf.is_tensor(training):
-            return tf.cond(tf.cast(training, tf.bool),
-                           lambda: dropout_masks.dropout(inputs, self.rate, seed),
-                           lambda: tf.identity(inputs))
-        if not training:
-            return tf.identity(inputs)
-        return dropout_masks.dropout(inputs, self.rate, seed)
-
-
-class DenseBlock(tf_keras.layers.Layer):
-    """A scope holding one `dense` layer (`intermediate`, `pooler`)."""
-
-    def __init__(self, units, config, name, activation=None, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.dense, self.activation = dense_and_activation(units, config, "dense", activation)
-
-    def call(self, x, training=None):
-        """Applies the layer (shapes in the class docstring)."""
-        return apply_activation(self.activation, self.dense(x), training)
-
-
-class DenseResidualNorm(tf_keras.layers.Layer):
-    """`output` scope: dense, dropout, add the residual, LayerNorm."""
-
-    def __init__(self, config, name="output", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.dense = dense_layer(config.hidden_size, config, "dense")
-        self.dropout = Dropout(config.hidden_dropout_prob)
-        self.layer_norm = LayerNorm(layer_norm_epsilon(config))
-
-    def call(self, x, residual, training=False, seed=None):
-        """Applies the layer (shapes in the class docstring)."""
-        dropped = self.dropout(self.dense(x), training=training, seed=seed)
-        return self.layer_norm(dropped + residual, training=training)
-
-
-class SelfAttention(tf_keras.layers.Layer):
-    """`attention/self`: multi-head scaled dot-product attention over the sequence.
-
-    The query, key and value projections keep their own TF1 variables
-    (`query/kernel`, `key/bias`, ...) but are applied as one matmul with the
-    three kernels side by side: one larger matmul is faster than three, and
-    one transpose splits all three into heads.
-    """
-
-    def __init__(self, config, name="self", **kwargs):
-        super().__init__(name=name, **kwargs)
-        h = config.hidden_size
-        self.num_heads = config.num_attention_heads
-        self.head_size = h // self.num_heads
-        self.query = dense_layer(h, config, "query")
-        self.key = dense_layer(h, config, "key")
-        self.value = dense_layer(h, config, "value")
-        self.dropout = Dropout(config.attention_probs_dropout_prob)
-
-    def build(self, input_shape):
-        # call() reads the projections' variables without calling the layers,
-        # so they are built here, each under its own name scope.
-        """Creates the layer's variables (names as in the reference)."""
-        for projection in (self.query, self.key, self.value):
-            with tf.name_scope(projection.name):
-                projection.build(input_shape)
-        super().build(input_shape)
-
-    def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None,
-             tokens=None):
-        """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
-        additive -> context [B * S, H].
-
-        tokens: None, or [T, 1] indexes into the B * S positions (see Encoder); x and
-        the context are then [T, H], the rows of those positions only, and the
-        attention itself runs on [B, S] with zeros at the other positions.
-        """
-        projections = (self.query, self.key, self.value)
-        kernel = tf.concat([tf.cast(p.kernel, x.dtype) for p in projections], axis=1)
-        bias = tf.concat([tf.cast(p.bias, x.dtype) for p in projections], axis=0)
-        qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)
-        if tokens is not None:
-            qkv = tf.scatter_nd(tokens, qkv, [batch_size * seq_length, 3 * self.num_heads
-                                              * self.head_size])
-        qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
-        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
-        context = attend(q, k, v, attention_mask,
-                         lambda probs: self.dropout(probs, training=training, seed=seed))
-        context = tf.reshape(context, [-1, self.num_heads * self.head_size])
-        return context if tokens is None else tf.gather_nd(context, tokens)
-
-
-def attend(q, k, v, attention_mask, dropout=None):
-    """Scaled dot-product attention of every head.
-
-    q [B, N, F, D], k and v [B, N, T, D], attention_mask additive (0 keep, -10000
-    drop) broadcastable to [B, N, F, T] -> context [B, F, N, D]. `dropout` (a
-    function, or None) is applied to the attention probabilities.
-    """
-    # Scaling q rather than the [B, N, F, T] scores is less work; with the usual
-    # head size 64 the scale is 1/8, a power of two, so the scores are the same.
-    q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
-    scores = tf.matmul(q, k, transpose_b=True)
-    # The mask and softmax run in float32 whatever the compute dtype: -10000
-    # and large scores are not safe in float16.
-    if attention_mask is not None:
-        scores = tf.cast(scores, tf.float32) + attention_mask
-    probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
-    if dropout is not None:
-        probs = dropout(probs)
-    return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
-
-
-class Attention(tf_keras.layers.Layer):
-    """`attention`: self-attention, then its output projection + residual + LayerNorm."""
-
-    def __init__(self, config, name="attention", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.self_attention = SelfAttention(config)
-        self.output_block = DenseResidualNorm(config)
-
-    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
-             tokens=None):
-        """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output;
-        tokens: as SelfAttention's."""
-        context = self.self_attention(x, attention_mask, batch_size, seq_length,
-                                      training=training, seed=_seed(seeds, 0), tokens=tokens)
-        return self.output_block(context, x, training=training, seed=_seed(seeds, 1))
-
-
-class TransformerLayer(tf_keras.layers.Layer):
-    """`layer_<i>`: attention, then the feed-forward block (`intermediate`, `output`)."""
-
-    def __init__(self, config, name, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.attention = Attention(config)
-        self.intermediate = DenseBlock(config.intermediate_size, config, "intermediate",
-                                       activation=get_activation(config.hidden_act))
-        self.output_block = DenseResidualNorm(config)
-
-    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
-             tokens=None):
-        """x [B * S, H] -> [B * S, H]. seeds: None (keras dropout) or [3, 2] int32 (the
-        seeds of the layer's three dropouts, see `Dropout`). tokens: None, or [T, 1]
-        indexes of the positions x holds ([T, H]; see Encoder)."""
-        attention_output = self.attention(
-            x, attention_mask, batch_size, seq_length, training=training,
-            seeds=None if seeds is None else seeds[:2], tokens=tokens)
-        hidden = self.intermediate(attention_output, training=training)
-        return self.output_block(hidden, attention_output, training=training,
-                                 seed=_seed(seeds, 2))
-
-
-def _seed(seeds, index):
-    return None if seeds is None else seeds[index]
-
-
-class Encoder(tf_keras.layers.Layer):
-    """`encoder`: the stack of transformer layers; returns every layer's output.
-
-    With `gradient_checkpointing` set (see `set_gradient_checkpointing`), training
-    keeps only each layer's input for the backward pass and recomputes the layer's
-    activations there (tf.recompute_grad): activation memory of one layer instead
-    of all, for about one more forward pass of compute. The dropout masks then come
-    from seeds drawn once per step, so the recomputation drops the same units.
-
-    With `tokens` ([T] indexes into the B * S positions, those of input_mask 1; see
-    `set_skip_padding`), every dense layer, LayerNorm and dropout runs on those T
-    rows only and the attention alone sees [B, S] (zeros elsewhere, which the
-    additive mask already hides: a masked key's weight is exp(-10000) = 0 in float32
-    either way). The rows of real tokens are then those of the full computation (up
-    to the matmul's summation order); the outputs at the other positions are zeros
-    instead of the values the reference computes for padding.
-    """
-
-    def __init__(self, config, name="encoder", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.transformer_layers = [TransformerLayer(config, "layer_%d" % i)
-                                   for i in range(config.num_hidden_layers)]
-        self.gradient_checkpointing = False
-
-    def call(self, x, attention_mask, training=False, tokens=None):
-        """x [B, S, H] -> list of [B, S, H], one per layer; tokens: None or [T] int64."""
-        batch_size, seq_length, width = get_shape_list(x)
-        # The layers work on [B * S, H]: every dense layer is then a plain 2-D
-        # matmul that TensorFlow fuses with its bias add.
-        hidden = tf.reshape(x, [-1, width])
-        if tokens is not None:
-            # gather_nd/scatter_nd: both gradients are dense tensors.
-            tokens = tokens[:, tf.newaxis]
-            hidden = tf.gather_nd(hidden, tokens)
-        # Variables must exist before a layer runs under tf.recompute_grad.
-        recompute = (self.gradient_checkpointing and training
-                     and all(layer.built for layer in self.transformer_layers))
-        if recompute:
-            seeds = tf.random.uniform([len(self.transformer_layers), 3, 2],
-                                      maxval=tf.int32.max, dtype=tf.int32)
-        outputs = []
-        for i, layer in enumerate(self.transformer_layers):
-            if recompute:
-                hidden = _recomputed(layer, hidden, attention_mask, batch_size, seq_length,
-                                     seeds[i], tokens)
-            else:
-                hidden = layer(hidden, attention_mask, batch_size, seq_length,
-                               training=training, tokens=tokens)
-            full = hidden if tokens is None else tf.scatter_nd(
-                tokens, hidden, [batch_size * seq_length, width])
-            outputs.append(tf.reshape(full, [batch_size, seq_length, width]))
-        return outputs
-
-
-def _recomputed(layer, hidden, attention_mask, batch_size, seq_length, seeds, tokens=None):
-    """layer(hidden) in training mode, its activations recomputed in the backward pass."""
-    def forward(x):
-        return layer(x, attention_mask, batch_size, seq_length, training=True, seeds=seeds,
-                     tokens=tokens)
-    return tf.recompute_grad(forward)(hidden)
 
 
 # At inference, a batch whose real tokens fill at least this share of its positions
@@ -576,25 +167,10 @@ def set_skip_padding(model, enabled=True):
     DENSE_REAL_FRACTION real tokens run every position instead). Shapes are then data-dependent:
     not for XLA or TPUs. Off by default (the reference's outputs everywhere).
     """
-    models = _layers_of(model, BertModel)
+    models = transformer.layers_of(model, BertModel)
     for bert in models:
         bert.skip_padding = bool(enabled)
     return len(models)
-
-
-def _layers_of(model, layer_class):
-    """`model` and its submodules that are instances of `layer_class`."""
-    found = [m for m in model.submodules if isinstance(m, layer_class)]
-    return found + [model] if isinstance(model, layer_class) else found
-
-
-def set_gradient_checkpointing(model, enabled=True):
-    """Turns gradient checkpointing on (or off) in every BERT encoder of `model`;
-    returns how many encoders it found."""
-    encoders = _layers_of(model, Encoder)
-    for encoder in encoders:
-        encoder.gradient_checkpointing = bool(enabled)
-    return len(encoders)
 
 
 def _assert_at_most(values, limit, scope, message):
@@ -803,29 +379,6 @@ class BertModel(tf_keras.layers.Layer):
 # ---------------------------------------------------------------------------
 # The reference's graph-style API (tf.compat.v1), built from the layers above
 # ---------------------------------------------------------------------------
-
-def get_shape_list(tensor, expected_rank=None, name=None):
-    """The dimensions of `tensor`: Python ints where static, scalar tensors where not.
-
-    expected_rank (int or list of ints): ValueError naming the tensor otherwise.
-    """
-    if expected_rank is not None:
-        assert_rank(tensor, expected_rank, name)
-    static = tensor.shape.as_list()
-    if all(dim is not None for dim in static):
-        return static
-    dynamic = tf.shape(tensor)
-    return [dim if dim is not None else dynamic[i] for i, dim in enumerate(static)]
-
-
-def assert_rank(tensor, expected_rank, name=None):
-    """ValueError unless tensor's rank is expected_rank (an int or a list of ints)."""
-    expected = [expected_rank] if isinstance(expected_rank, int) else list(expected_rank)
-    if tensor.shape.ndims not in expected:
-        label = name or getattr(tensor, "name", "tensor")
-        raise ValueError("tensor %s has rank %s, expected %s (shape %s)"
-                         % (label, tensor.shape.ndims, expected, tensor.shape))
-
 
 def reshape_to_matrix(input_tensor):
     """[..., W] (rank >= 2) -> [N, W]."""

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 import modeling
+from bert_tf2.encoder import transformer
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 
@@ -178,7 +179,7 @@ def test_recomputed_layer_drops_the_same_units_in_its_backward_pass():
         return tf.reduce_sum(tf.sin(layer(flat, mask, 2, 7, training=True, seeds=seeds)))
 
     def recomputed():
-        return tf.reduce_sum(tf.sin(modeling._recomputed(layer, flat, mask, 2, 7, seeds)))
+        return tf.reduce_sum(tf.sin(transformer.recomputed(layer, flat, mask, 2, 7, seeds)))
 
     loss_a, grads_a = _gradients(once, layer.trainable_variables)
     loss_b, grads_b = _gradients(recomputed, layer.trainable_variables)

@@ -1,0 +1,133 @@
+"""BERT's multi-head self-attention (`attention/self`, `attention/output`) and the
+additive attention masks, as tf_keras layers with TF1 variable names.
+
+Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
+N = attention heads, D = H / N, F and T = query and key lengths.
+"""
+import math
+
+import tensorflow as tf
+import tf_keras
+
+from bert_tf2.encoder import layers
+
+
+def create_attention_mask(input_mask, dtype=tf.float32, instance_ids=None):
+    """[B, S] 0/1 mask of keys -> additive mask [B, 1, 1, S]: 0 keep, -10000 drop.
+
+    The reference builds a [B, S, S] mask in which every query row is the same;
+    broadcasting one row gives identical scores for less memory.
+
+    With instance_ids [B, S] (packed rows: k on the tokens of the row's k-th
+    instance, 0 on padding) the mask is [B, 1, S, S]: query i may attend to key j
+    iff instance_ids[i] == instance_ids[j] > 0 (and input_mask[j] is 1). Padding
+    queries attend to nothing: their rows are all -10000, a uniform softmax
+    that no loss reads.
+    """
+    if instance_ids is not None:
+        return _packed_attention_mask(input_mask, instance_ids, dtype)
+    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+    return (1.0 - mask) * -10000.0
+
+
+def _packed_attention_mask(input_mask, instance_ids, dtype):
+    """The [B, 1, S, S] additive mask of packed rows (see create_attention_mask)."""
+    instance_ids = tf.cast(instance_ids, tf.int32)
+    keys = instance_ids[:, tf.newaxis, :]
+    allowed = tf.logical_and(tf.equal(instance_ids[:, :, tf.newaxis], keys),
+                             tf.greater(keys, 0))
+    allowed = tf.logical_and(allowed, tf.not_equal(input_mask, 0)[:, tf.newaxis, :])
+    mask = tf.cast(allowed, dtype)[:, tf.newaxis, :, :]
+    return (1.0 - mask) * -10000.0
+
+
+def attend(q, k, v, attention_mask, dropout=None):
+    """Scaled dot-product attention of every head.
+
+    q [B, N, F, D], k and v [B, N, T, D], attention_mask additive (0 keep, -10000
+    drop) broadcastable to [B, N, F, T] -> context [B, F, N, D]. `dropout` (a
+    function, or None) is applied to the attention probabilities.
+    """
+    # Scaling q rather than the [B, N, F, T] scores is less work; with the usual
+    # head size 64 the scale is 1/8, a power of two, so the scores are the same.
+    q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
+    scores = tf.matmul(q, k, transpose_b=True)
+    # The mask and softmax run in float32 whatever the compute dtype: -10000
+    # and large scores are not safe in float16.
+    if attention_mask is not None:
+        scores = tf.cast(scores, tf.float32) + attention_mask
+    probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
+    if dropout is not None:
+        probs = dropout(probs)
+    return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+
+
+class SelfAttention(tf_keras.layers.Layer):
+    """`attention/self`: multi-head scaled dot-product attention over the sequence.
+
+    The query, key and value projections keep their own TF1 variables
+    (`query/kernel`, `key/bias`, ...) but are applied as one matmul with the
+    three kernels side by side: one larger matmul is faster than three, and
+    one transpose splits all three into heads.
+    """
+
+    def __init__(self, config, name="self", **kwargs):
+        super().__init__(name=name, **kwargs)
+        h = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_size = h // self.num_heads
+        self.query = layers.dense_layer(h, config, "query")
+        self.key = layers.dense_layer(h, config, "key")
+        self.value = layers.dense_layer(h, config, "value")
+        self.dropout = layers.Dropout(config.attention_probs_dropout_prob)
+
+    def build(self, input_shape):
+        # call() reads the projections' variables without calling the layers,
+        # so they are built here, each under its own name scope.
+        """Creates the layer's variables (names as in the reference)."""
+        for projection in (self.query, self.key, self.value):
+            with tf.name_scope(projection.name):
+                projection.build(input_shape)
+        super().build(input_shape)
+
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None,
+             tokens=None):
+        """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
+        additive -> context [B * S, H].
+
+        tokens: None, or [T, 1] indexes into the B * S positions (see transformer.Encoder); x and
+        the context are then [T, H], the rows of those positions only, and the
+        attention itself runs on [B, S] with zeros at the other positions.
+        """
+        projections = (self.query, self.key, self.value)
+        kernel = tf.concat([tf.cast(p.kernel, x.dtype) for p in projections], axis=1)
+        bias = tf.concat([tf.cast(p.bias, x.dtype) for p in projections], axis=0)
+        qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        if tokens is not None:
+            qkv = tf.scatter_nd(tokens, qkv, [batch_size * seq_length, 3 * self.num_heads
+                                              * self.head_size])
+        qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
+        context = attend(q, k, v, attention_mask,
+                         lambda probs: self.dropout(probs, training=training, seed=seed))
+        context = tf.reshape(context, [-1, self.num_heads * self.head_size])
+        return context if tokens is None else tf.gather_nd(context, tokens)
+
+
+class Attention(tf_keras.layers.Layer):
+    """`attention`: self-attention, then its output projection + residual + LayerNorm."""
+
+    def __init__(self, config, name="attention", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.self_attention = SelfAttention(config)
+        self.output_block = layers.DenseResidualNorm(config)
+
+    def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
+             tokens=None):
+        """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output;
+        tokens: as SelfAttention's."""
+        context = self.self_attention(x, attention_mask, batch_size, seq_length,
+                                      training=training, seed=layers.dropout_seed(seeds, 0),
+                                      tokens=tokens)
+        return self.output_block(context, x, training=training, seed=layers.dropout_seed(seeds, 1))
+
