@@ -40,6 +40,7 @@ import tensorflow as tf
 import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
 
@@ -104,6 +105,9 @@ def define_flags(fv):
         "write_tf2", False,
         "Also write a TF2 checkpoint (tf.train.Checkpoint(model=BertModel)) under "
         "output_dir/tf2/.", flag_values=fv)
+
+
+Settings = settings_lib.settings_class(define_flags, __name__)
 
 
 # ---------------------------------------------------------------------------
@@ -668,12 +672,25 @@ def _write_folder(hf_dir, output_dir, config, tensors, sentence_settings, write_
             "tf2": tf2_prefix, "sentence_embedding": settings_path}
 
 
-def run(fv):
-    """Converts the --hf_dir model as the flags say; returns the written checkpoint prefix."""
-    for name in _REQUIRED_FLAGS:
-        if not fv[name].value:
-            raise ValueError("--%s is required" % name)
-    return convert(fv.hf_dir, fv.output_dir, write_tf2=fv.write_tf2)
+def run(settings):
+    """Converts the --hf_dir model as the settings say.
+
+    Args:
+      settings: a Settings, or convert_hf_checkpoint's parsed flags.
+    Returns:
+      a settings.Result: output_dir, and outputs {"checkpoint": the TF1 prefix,
+      "bert_config_file", "vocab_file", and where written "tf2_checkpoint" and
+      "sentence_embedding": the paths convert() returns}.
+    """
+    settings = Settings.of(settings)
+    settings.require(*_REQUIRED_FLAGS)
+    written = convert(settings.hf_dir, settings.output_dir, write_tf2=settings.write_tf2)
+    outputs = {"checkpoint": written["checkpoint"], "bert_config_file": written["config"],
+               "vocab_file": written["vocab"], "tf2_checkpoint": written["tf2"],
+               "sentence_embedding": written["sentence_embedding"]}
+    return settings_lib.Result(
+        output_dir=settings.output_dir,
+        outputs={key: path for key, path in outputs.items() if path is not None})
 
 
 def main():

@@ -21,6 +21,7 @@ import modeling
 import optimization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import settings as settings_lib
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 
@@ -48,6 +49,9 @@ def define_flags(fv):
     flags.DEFINE_bool("include_optimizer", False,
                       "Also convert the Adam slots (adam_m, adam_v) and global_step.",
                       flag_values=fv)
+
+
+Settings = settings_lib.settings_class(define_flags, __name__)
 
 
 def detect_model_type(contents):
@@ -128,35 +132,50 @@ def tf1_to_tf2(input_checkpoint, bert_config, output_prefix, model_type="auto",
     return path, result
 
 
-def run(fv):
-    """Converts --input_checkpoint in the direction the flags (or its format) say."""
-    for name in ("input_checkpoint", "output_dir"):
-        if not getattr(fv, name):
-            raise ValueError("--%s is required" % name)
-    output_prefix = os.path.join(fv.output_dir, fv.output_name)
+def run(settings):
+    """Converts --input_checkpoint in the direction the settings (or its format) say.
+
+    Args:
+      settings: a Settings, or convert_tf1_checkpoint's parsed flags.
+    Returns:
+      a settings.Result: output_dir, and outputs {"checkpoint": the converted prefix,
+      "checkpoint_index": its .index file, "checkpoint_state": the `checkpoint` file
+      beside it}.
+    """
+    settings = Settings.of(settings)
+    settings.require("input_checkpoint", "output_dir")
+    output_prefix = os.path.join(settings.output_dir, settings.output_name)
     # The checkpoint's files and the folder's `checkpoint` state file: replaced only
     # when an earlier conversion wrote them.
-    outputs = (fv.output_name + ".*", os.path.join(os.path.dirname(fv.output_name),
-                                                    "checkpoint"))
-    direction = fv.direction
+    outputs = (settings.output_name + ".*",
+               os.path.join(os.path.dirname(settings.output_name), "checkpoint"))
+    direction = settings.direction
     if direction == "auto":
-        direction = "tf2_to_tf1" if checkpoints.is_tf2_checkpoint(fv.input_checkpoint) \
+        direction = "tf2_to_tf1" if checkpoints.is_tf2_checkpoint(settings.input_checkpoint) \
             else "tf1_to_tf2"
     if direction == "tf2_to_tf1":
-        with fileutil.owned_outputs(fv.output_dir, _TOOL, outputs):
-            names = checkpoints.tf2_to_tf1(fv.input_checkpoint, output_prefix,
-                                           include_optimizer=fv.include_optimizer)
+        with fileutil.owned_outputs(settings.output_dir, _TOOL, outputs):
+            names = checkpoints.tf2_to_tf1(settings.input_checkpoint, output_prefix,
+                                           include_optimizer=settings.include_optimizer)
         logging.info("Wrote %d TF1 variables to %s", len(names), output_prefix)
-        return output_prefix
-    if not fv.bert_config_file:
+        return _result(settings.output_dir, output_prefix)
+    if not settings.bert_config_file:
         raise ValueError("--bert_config_file is required to convert a TF1 checkpoint to TF2")
-    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
-    with fileutil.owned_outputs(fv.output_dir, _TOOL, outputs):
-        path, result = tf1_to_tf2(fv.input_checkpoint, bert_config, output_prefix,
-                                  fv.model_type, fv.include_optimizer)
+    bert_config = modeling.BertConfig.from_json_file(settings.bert_config_file)
+    with fileutil.owned_outputs(settings.output_dir, _TOOL, outputs):
+        path, result = tf1_to_tf2(settings.input_checkpoint, bert_config, output_prefix,
+                                  settings.model_type, settings.include_optimizer)
     logging.info("Wrote TF2 checkpoint %s (%d variables; %d checkpoint weights unused)",
                  path, len(result.loaded), len(result.unused))
-    return path
+    return _result(settings.output_dir, path)
+
+
+def _result(output_dir, prefix):
+    """The Result of a conversion that wrote the checkpoint `prefix` in `output_dir`."""
+    return settings_lib.Result(output_dir=output_dir, outputs={
+        "checkpoint": prefix,
+        "checkpoint_index": prefix + ".index",
+        "checkpoint_state": os.path.join(os.path.dirname(prefix), "checkpoint")})
 
 
 def main():

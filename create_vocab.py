@@ -37,6 +37,7 @@ from absl import logging
 import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import settings as settings_lib
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 JOINER = "##"
@@ -83,6 +84,9 @@ def define_flags(fv):
                          flag_values=fv)
 
 
+Settings = settings_lib.settings_class(define_flags, __name__)
+
+
 def reserved_tokens(num_unused):
     """The tokens at the head of the vocabulary, in order."""
     return ["[PAD]"] + ["[unused%d]" % i for i in range(num_unused)] + list(SPECIAL_TOKENS)
@@ -105,7 +109,7 @@ def count_words(input_files, do_lower_case):
     return counts
 
 
-def _learn_pieces(word_counts, vocab_size, fv):
+def _learn_pieces(word_counts, vocab_size, settings):
     """Runs tensorflow_text's learner; returns its tokens, most useful first."""
     # pylint: disable=import-outside-toplevel
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
@@ -115,19 +119,25 @@ def _learn_pieces(word_counts, vocab_size, fv):
         vocab_size=vocab_size,
         reserved_tokens=[],
         upper_thresh=None,
-        lower_thresh=fv.min_count,
-        num_iterations=fv.num_iterations,
-        max_input_tokens=fv.max_input_words,
-        max_token_length=fv.max_token_length,
-        max_unique_chars=fv.max_unique_chars,
+        lower_thresh=settings.min_count,
+        num_iterations=settings.num_iterations,
+        max_input_tokens=settings.max_input_words,
+        max_token_length=settings.max_token_length,
+        max_unique_chars=settings.max_unique_chars,
         include_joiner_token=True,
         joiner=JOINER)
 
 
-def build_vocab(word_counts, fv):
-    """Returns the list of vocabulary tokens for `word_counts` (a word -> count map)."""
-    head = reserved_tokens(fv.num_unused)
-    learned = _learn_pieces(word_counts, max(fv.vocab_size - len(head), 1), fv)
+def build_vocab(word_counts, settings):
+    """Returns the list of vocabulary tokens for `word_counts` (a word -> count map).
+
+    Args:
+      word_counts: word -> count, as count_words returns.
+      settings: create_vocab's Settings (vocab_size, num_unused, min_count,
+        max_unique_chars, max_token_length, max_input_words, num_iterations).
+    """
+    head = reserved_tokens(settings.num_unused)
+    learned = _learn_pieces(word_counts, max(settings.vocab_size - len(head), 1), settings)
 
     # The learner keeps the characters of the words it learned from; also keep
     # those of longer words (up to the WordpieceTokenizer limit of 200
@@ -138,16 +148,16 @@ def build_vocab(word_counts, fv):
             for char in word:
                 char_counts[char] += count
     frequent = sorted(char_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    chars = {char for char, _ in frequent[:fv.max_unique_chars]}
+    chars = {char for char, _ in frequent[:settings.max_unique_chars]}
     chars = sorted(chars | {t for t in learned if len(t) == 1})
     char_set = set(chars)
     continuations = [JOINER + c for c in chars]
     base = head + chars + continuations
-    if len(base) > fv.vocab_size:
+    if len(base) > settings.vocab_size:
         raise ValueError(
             "--vocab_size=%d is too small: the %d reserved tokens and the %d characters "
             "of the corpus (each also as a '##' continuation) need %d lines"
-            % (fv.vocab_size, len(head), len(chars), len(base)))
+            % (settings.vocab_size, len(head), len(chars), len(base)))
 
     seen = set(base)
     pieces = []
@@ -159,44 +169,52 @@ def build_vocab(word_counts, fv):
             continue
         seen.add(token)
         pieces.append(token)
-    return base + pieces[:fv.vocab_size - len(base)]
+    return base + pieces[:settings.vocab_size - len(base)]
 
 
-def run(fv):
-    """Learns the vocabulary and writes it to --output_file."""
-    if not fv.input_file:
-        raise ValueError("--input_file is required")
-    if not fv.output_file:
-        raise ValueError("--output_file is required")
-    fileutil.check_output_file(fv.output_file, "--output_file")
-    if fv.num_unused < 0:
-        raise ValueError("--num_unused must be >= 0, got %d" % fv.num_unused)
-    if fv.min_count < 1:
-        raise ValueError("--min_count must be >= 1, got %d" % fv.min_count)
-    if fv.max_unique_chars < 1:
-        raise ValueError("--max_unique_chars must be >= 1, got %d" % fv.max_unique_chars)
-    if fv.vocab_size < len(reserved_tokens(fv.num_unused)) + 2:
+def _check_settings(settings):
+    """ValueError naming the first flag whose value cannot make a vocabulary."""
+    settings.require("input_file", "output_file")
+    fileutil.check_output_file(settings.output_file, "--output_file")
+    if settings.num_unused < 0:
+        raise ValueError("--num_unused must be >= 0, got %d" % settings.num_unused)
+    if settings.min_count < 1:
+        raise ValueError("--min_count must be >= 1, got %d" % settings.min_count)
+    if settings.max_unique_chars < 1:
+        raise ValueError("--max_unique_chars must be >= 1, got %d" % settings.max_unique_chars)
+    if settings.vocab_size < len(reserved_tokens(settings.num_unused)) + 2:
         raise ValueError("--vocab_size=%d leaves no room after the %d reserved tokens"
-                         % (fv.vocab_size, len(reserved_tokens(fv.num_unused))))
+                         % (settings.vocab_size, len(reserved_tokens(settings.num_unused))))
 
+
+def run(settings):
+    """Learns the vocabulary and writes it to --output_file.
+
+    Args:
+      settings: a Settings, or create_vocab's parsed flags.
+    Returns:
+      a settings.Result whose outputs are {"vocab_file": the file written}.
+    """
+    settings = Settings.of(settings)
+    _check_settings(settings)
     try:
-        input_files = fileutil.expand_input_files(fv.input_file)
+        input_files = fileutil.expand_input_files(settings.input_file)
     except ValueError as e:
         raise ValueError("--input_file: %s" % e) from e
-    fileutil.prepare_output_file(fv.output_file, "--output_file",
+    fileutil.prepare_output_file(settings.output_file, "--output_file",
                                  inputs=[("--input_file", path) for path in input_files])
-    counts = count_words(input_files, fv.do_lower_case)
+    counts = count_words(input_files, settings.do_lower_case)
     if not counts:
         raise ValueError("--input_file: no text in %s" % ", ".join(input_files))
     logging.info("%d words, %d distinct", sum(counts.values()), len(counts))
 
-    vocab = build_vocab(counts, fv)
+    vocab = build_vocab(counts, settings)
     assert len(vocab) == len(set(vocab)), "duplicate tokens in the vocabulary"
-    with fileutil.atomic_open(fv.output_file, "w") as writer:
+    with fileutil.atomic_open(settings.output_file, "w") as writer:
         for token in vocab:
             writer.write(token + "\n")
-    logging.info("Wrote %d tokens to %s", len(vocab), fv.output_file)
-    return vocab
+    logging.info("Wrote %d tokens to %s", len(vocab), settings.output_file)
+    return settings_lib.Result(outputs={"vocab_file": settings.output_file})
 
 
 def main():

@@ -112,13 +112,64 @@ def test_convert_cli_both_directions(tmp_path):
     fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags, [
         "--input_checkpoint=" + tf1, "--bert_config_file=%s" % cfg_path,
         "--output_dir=%s" % (tmp_path / "out2")])
-    out = convert_tf1_checkpoint.run(fv)
+    out = convert_tf1_checkpoint.run(fv).outputs["checkpoint"]
     assert checkpoints.is_tf2_checkpoint(out)
     assert "cls/squad/output_weights" in checkpoints.CheckpointContents(out).keys
     fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags, [
         "--input_checkpoint=%s" % (tmp_path / "out2"), "--output_dir=%s" % (tmp_path / "out1")])
-    out1 = convert_tf1_checkpoint.run(fv)
+    out1 = convert_tf1_checkpoint.run(fv).outputs["checkpoint"]
     assert not checkpoints.is_tf2_checkpoint(out1)
+
+
+def _same_checkpoint(a, b):
+    a, b = checkpoints.CheckpointContents(a), checkpoints.CheckpointContents(b)
+    assert a.is_tf2 == b.is_tf2 and sorted(a.names()) == sorted(b.names())
+    for name in a.names():
+        np.testing.assert_array_equal(a.get(name), b.get(name), err_msg=name)
+
+
+@pytest.mark.parametrize("direction", ["tf1_to_tf2", "tf2_to_tf1"])
+def test_convert_run_with_settings_twice_in_one_process(tmp_path, direction):
+    """run(Settings(...)) needs no flag parsing, runs again in the same process and writes
+    what the command line's flags write."""
+    cfg = tiny_config()
+    cfg_path = tmp_path / "bert_config.json"
+    cfg_path.write_text(cfg.to_json_string())
+    source = write_tf1(tmp_path, built(heads.BertClassifier(cfg, 3)))
+    if direction == "tf2_to_tf1":
+        source, _ = convert_tf1_checkpoint.tf1_to_tf2(
+            source, cfg, str(tmp_path / "tf2" / "bert_model.ckpt"))
+    parsed = convert_tf1_checkpoint.run(flags_common.parse_flags(
+        convert_tf1_checkpoint.define_flags,
+        ["--input_checkpoint=" + source, "--bert_config_file=%s" % cfg_path,
+         "--output_dir=%s" % (tmp_path / "parsed"), "--output_name=sub/model.ckpt"]))
+    for name in ("first", "second"):
+        out = tmp_path / name
+        result = convert_tf1_checkpoint.run(convert_tf1_checkpoint.Settings(
+            input_checkpoint=source, bert_config_file=str(cfg_path), output_dir=str(out),
+            output_name="sub/model.ckpt"))
+        prefix = str(out / "sub" / "model.ckpt")
+        assert result.output_dir == str(out)
+        assert result.outputs == {"checkpoint": prefix, "checkpoint_index": prefix + ".index",
+                                  "checkpoint_state": str(out / "sub" / "checkpoint")}
+        assert all(tf.io.gfile.exists(path) for key, path in result.outputs.items()
+                   if key != "checkpoint")
+        assert checkpoints.is_tf2_checkpoint(prefix) == (direction == "tf1_to_tf2")
+        _same_checkpoint(result.outputs["checkpoint"], parsed.outputs["checkpoint"])
+        assert (out / "sub" / "checkpoint").read_text() == \
+            (tmp_path / "parsed" / "sub" / "checkpoint").read_text()
+
+
+def test_convert_settings_missing_a_required_field(tmp_path):
+    with pytest.raises(ValueError, match="^--output_dir is required$"):
+        convert_tf1_checkpoint.run(convert_tf1_checkpoint.Settings(
+            input_checkpoint=str(tmp_path / "model.ckpt")))
+    with pytest.raises(ValueError, match="^--input_checkpoint is required$"):
+        convert_tf1_checkpoint.run(convert_tf1_checkpoint.Settings(output_dir=str(tmp_path)))
+    tf1 = write_tf1(tmp_path, built(heads.BertSquad(tiny_config())))
+    with pytest.raises(ValueError, match="^--bert_config_file is required"):
+        convert_tf1_checkpoint.run(convert_tf1_checkpoint.Settings(
+            input_checkpoint=tf1, output_dir=str(tmp_path / "out")))
 
 
 # ---------------------------------------------------------------------------

@@ -662,6 +662,46 @@ def test_minilm_sentence_transformers_settings(minilm):
         "do_lower_case": True}
 
 
+def _folder_bytes(folder):
+    """{relative path: bytes} of every file under `folder` but the outputs record."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "bert_tf2_outputs.json"}
+
+
+def test_run_with_settings_twice_in_one_process(tmp_path):
+    """run(Settings(...)) needs no flag parsing, runs again in the same process and writes
+    what the command line's flags write."""
+    hf_dir = write_hf_dir(tmp_path / "hf", TINY_CONFIG, stored_names(tiny_hf_weights(TINY_CONFIG)))
+    parsed = conv.run(flags_common.parse_flags(conv.define_flags, [
+        "--hf_dir=%s" % hf_dir, "--output_dir=%s" % (tmp_path / "parsed"), "--write_tf2"]))
+    assert set(parsed.outputs) == {"checkpoint", "bert_config_file", "vocab_file",
+                                   "tf2_checkpoint"}
+    for name in ("first", "second"):
+        out = tmp_path / name
+        result = conv.run(conv.Settings(hf_dir=str(hf_dir), output_dir=str(out),
+                                        write_tf2=True))
+        assert result.output_dir == str(out)
+        assert result.outputs == {
+            "checkpoint": str(out / "bert_model.ckpt"),
+            "bert_config_file": str(out / "bert_config.json"),
+            "vocab_file": str(out / "vocab.txt"),
+            "tf2_checkpoint": str(out / "tf2" / "bert_model")}
+        assert (out / "bert_model.ckpt.index").exists() and (out / "tf2" / "checkpoint").exists()
+        assert (out / "bert_config.json").exists() and (out / "vocab.txt").exists()
+        tf1 = _folder_bytes(out)
+        assert sorted(tf1) == sorted(_folder_bytes(tmp_path / "parsed"))
+        for path in ("bert_config.json", "vocab.txt", "checkpoint", "bert_model.ckpt.index"):
+            assert tf1[path] == _folder_bytes(tmp_path / "parsed")[path], path
+
+
+def test_settings_missing_a_required_field(tmp_path):
+    with pytest.raises(ValueError, match="^--hf_dir is required$"):
+        conv.run(conv.Settings(output_dir=str(tmp_path / "out")))
+    with pytest.raises(ValueError, match="^--output_dir is required$"):
+        conv.run(conv.Settings(hf_dir=str(tmp_path)))
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------
 # --output_dir: files of someone else are never replaced, none of ours is left stale
 # ---------------------------------------------------------------------------

@@ -115,3 +115,29 @@ def test_shared_sample_text(shared_dir, tmp_path):
     assert tokens[100:104] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     lines = [l for l in sample.read_text(encoding="utf-8").splitlines() if l.strip()]
     assert _unk_rate(out, lines) < 0.01
+
+
+def test_run_with_settings_twice_in_one_process(tmp_path):
+    """run(Settings(...)) needs no flag parsing, runs again in the same process and writes
+    what the command line's flags write."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(CORPUS, encoding="utf-8")
+    parsed = tmp_path / "parsed.txt"
+    from_flags = create_vocab.run(flags_common.parse_flags(create_vocab.define_flags, [
+        "--input_file=%s" % corpus, "--output_file=%s" % parsed, "--vocab_size=400"]))
+    assert from_flags.outputs == {"vocab_file": str(parsed)}
+    for name in ("first.txt", "second.txt"):
+        out = tmp_path / name
+        result = create_vocab.run(create_vocab.Settings(
+            input_file=str(corpus), output_file=str(out), vocab_size=400))
+        assert result.outputs == {"vocab_file": str(out)}
+        assert result.output_dir is None and result.metrics == {}
+        assert out.read_bytes() == parsed.read_bytes()
+
+
+def test_settings_missing_a_required_field(tmp_path):
+    with pytest.raises(ValueError, match="^--output_file is required$"):
+        create_vocab.run(create_vocab.Settings(input_file=str(tmp_path / "corpus.txt")))
+    with pytest.raises(ValueError, match="^--input_file is required$"):
+        create_vocab.run(create_vocab.Settings(output_file=str(tmp_path / "v.txt")))
+    assert not (tmp_path / "v.txt").exists()
