@@ -767,9 +767,11 @@ def test_predict_squad_v2_with_threshold(shared_dir, dev_articles, tmp_path):
                                      "--version_2_with_negative",
                                      "--null_score_diff_threshold=0.5",
                                      "--rethreshold_predictions"))
-    assert result.outputs == {name: str(out / (name + suffix)) for name, suffix in (
-        ("eval_records", ".tf_record"), ("predictions", ".json"), ("nbest_predictions", ".json"),
-        ("null_odds", ".json"), ("eval_results", ".txt"), ("predictions_best_thresh", ".json"))}
+    assert result.outputs == {name: str(out / path) for name, path in (
+        ("eval_records", "eval.tf_record"), ("predictions", "predictions.json"),
+        ("nbest_predictions", "nbest_predictions.json"), ("null_odds", "null_odds.json"),
+        ("eval_results", "eval_results.txt"),
+        ("predictions_best_thresh", "predictions_best_thresh.json"))}
     loaded = {}
     for name in ("predictions", "nbest_predictions", "null_odds", "predictions_best_thresh"):
         with open(out / (name + ".json")) as f:
