@@ -28,6 +28,7 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import periodic_eval
@@ -131,41 +132,51 @@ def define_flags(fv):
                                        trim_padding_help=_TRIM_PADDING_HELP)
 
 
-def validate_flags_or_throw(fv, bert_config):
-    """Raises ValueError for a combination of flags the run cannot work with."""
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
+# One field per flag above: run(Settings(vocab_file=..., do_predict=True, ...)) from Python.
+Settings = settings_lib.settings_class(define_flags, __name__)
 
-    if not fv.do_train and not fv.do_predict:
+
+def validate_flags_or_throw(settings, bert_config):
+    """Raises ValueError for a combination of settings the run cannot work with.
+
+    Args:
+      settings: the run's Settings (the reference read the global FLAGS).
+      bert_config: the modeling.BertConfig of --bert_config_file.
+    """
+    tokenization.validate_case_matches_checkpoint(settings.do_lower_case,
+                                                  settings.init_checkpoint)
+
+    if not settings.do_train and not settings.do_predict:
         raise ValueError("At least one of --do_train or --do_predict must be set.")
-    if fv.do_train and not fv.train_file:
+    if settings.do_train and not settings.train_file:
         raise ValueError("--do_train needs --train_file.")
-    if fv.do_predict and not fv.predict_file:
+    if settings.do_predict and not settings.predict_file:
         raise ValueError("--do_predict needs --predict_file.")
 
-    if fv.max_seq_length > bert_config.max_position_embeddings:
+    if settings.max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(
             "--max_seq_length=%d is longer than the model supports: it was trained with "
             "max_position_embeddings=%d." %
-            (fv.max_seq_length, bert_config.max_position_embeddings))
-    if fv.max_seq_length <= fv.max_query_length + 3:
+            (settings.max_seq_length, bert_config.max_position_embeddings))
+    if settings.max_seq_length <= settings.max_query_length + 3:
         raise ValueError(
             "--max_seq_length (%d) must be greater than --max_query_length (%d) + 3, "
             "so that every input keeps room for the document." %
-            (fv.max_seq_length, fv.max_query_length))
+            (settings.max_seq_length, settings.max_query_length))
 
     # The reference's flags it ignored in these combinations: warned here.
-    unused = (("train_file", "without --do_train", fv.do_train),
-              ("predict_file", "without --do_predict", fv.do_predict),
+    unused = (("train_file", "without --do_train", settings.do_train),
+              ("predict_file", "without --do_predict", settings.do_predict),
               ("null_score_diff_threshold", "without --version_2_with_negative",
-               fv.version_2_with_negative))
-    flags_common.refuse_unused(fv, [(name, why) for name, why, used in unused if not used],
-                               warn_only=True)
+               settings.version_2_with_negative))
+    settings.refuse_unused([(name, why) for name, why, used in unused if not used],
+                           warn_only=True)
 
     # Not checked by the original code, where these values hang or silently
     # produce nothing.
     for name in ("doc_stride", "n_best_size", "max_answer_length"):
-        if getattr(fv, name) < 1:
-            raise ValueError("--%s must be at least 1, got %d" % (name, getattr(fv, name)))
+        if getattr(settings, name) < 1:
+            raise ValueError("--%s must be at least 1, got %d" % (name, getattr(settings, name)))
 
 
 # ---------------------------------------------------------------------------
@@ -267,7 +278,7 @@ def _compact_results(batch, n_best_size, trimmed):
 # The run
 # ---------------------------------------------------------------------------
 
-def _write_features(path, examples, tokenizer, fv, is_training, keep=None):
+def _write_features(path, examples, tokenizer, settings, is_training, keep=None):
     """Converts `examples` into a TFRecord file; returns the number of features."""
     with FeatureWriter(path, is_training=is_training) as writer:
         def output(feature):
@@ -276,84 +287,88 @@ def _write_features(path, examples, tokenizer, fv, is_training, keep=None):
                 keep.append(summarize_feature(feature))
 
         convert_examples_to_features(
-            examples=examples, tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
-            doc_stride=fv.doc_stride, max_query_length=fv.max_query_length,
+            examples=examples, tokenizer=tokenizer, max_seq_length=settings.max_seq_length,
+            doc_stride=settings.doc_stride, max_query_length=settings.max_query_length,
             is_training=is_training, output_fn=output)
     return writer.num_features
 
 
-def _train(fv, bert_config, tokenizer, train_examples, dev=(None, None)):
+def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
     """Writes train.tf_record and fine-tunes on it; returns the Runner.
 
     `dev`: (evaluate, metric names) of --eval_every_n_steps (_dev_evaluation).
     """
     num_train_steps, num_warmup_steps = training.epoch_steps(
-        len(train_examples), fv, "training examples in --train_file=%s" % fv.train_file)
+        len(train_examples), settings.part(*training.SETTINGS),
+        "training examples in --train_file=%s" % settings.train_file)
 
     # Shuffled once here so that the small shuffle buffer of the input pipeline suffices.
     random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
-    train_file = os.path.join(fv.output_dir, "train.tf_record")
-    num_features = _write_features(train_file, train_examples, tokenizer, fv,
+    train_file = os.path.join(settings.output_dir, "train.tf_record")
+    num_features = _write_features(train_file, train_examples, tokenizer, settings,
                                    is_training=True)
 
     logging.info("***** Running training *****")
     logging.info("  Num orig examples = %d", len(train_examples))
     logging.info("  Num split examples = %d", num_features)
-    logging.info("  Batch size = %d", fv.train_batch_size)
+    logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
 
-    spec = input_pipeline.squad_features(fv.max_seq_length, is_training=True)
+    spec = input_pipeline.squad_features(settings.max_seq_length, is_training=True)
 
-    dataset_fn = input_pipeline.dataset_fn_for([train_file], spec, fv.train_batch_size,
-                                               is_training=True, seed=fv.seed)
+    dataset_fn = input_pipeline.dataset_fn_for([train_file], spec, settings.train_batch_size,
+                                               is_training=True, seed=settings.seed)
 
-    runner = _make_runner(fv, bert_config, num_train_steps, num_warmup_steps)
-    runner.train(dataset_fn, _loss_fn, global_batch_size=fv.train_batch_size,
-                 evaluation=periodic_eval.from_flags(fv, *dev))
+    runner = _make_runner(settings, bert_config, num_train_steps, num_warmup_steps)
+    runner.train(dataset_fn, _loss_fn, global_batch_size=settings.train_batch_size,
+                 evaluation=periodic_eval.from_settings(
+                     settings.part(*periodic_eval.SETTINGS), *dev))
     return runner
 
 
-def _make_runner(fv, bert_config, num_train_steps=0, num_warmup_steps=0):
+def _make_runner(settings, bert_config, num_train_steps=0, num_warmup_steps=0):
     """The Runner of a BertSquad (restoring output_dir's checkpoint or init_checkpoint)."""
-    return training.runner_from_flags(
-        fv, lambda: heads.BertSquad(bert_config, use_one_hot_embeddings=fv.use_tpu),
+    return training.make_runner(
+        settings.part(*training.SETTINGS),
+        lambda: heads.BertSquad(bert_config, use_one_hot_embeddings=settings.use_tpu),
         num_train_steps, num_warmup_steps)
 
 
-def _write_eval(fv, eval_examples, tokenizer):
+def _write_eval(settings, eval_examples, tokenizer):
     """Writes eval.tf_record; returns (feature summaries, number of features)."""
-    eval_file = os.path.join(fv.output_dir, "eval.tf_record")
+    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
     summaries = []
-    num_features = _write_features(eval_file, eval_examples, tokenizer, fv,
+    num_features = _write_features(eval_file, eval_examples, tokenizer, settings,
                                    is_training=False, keep=summaries)
 
     logging.info("***** Running predictions *****")
     logging.info("  Num orig examples = %d", len(eval_examples))
     logging.info("  Num split examples = %d", num_features)
-    logging.info("  Batch size = %d", fv.predict_batch_size)
+    logging.info("  Batch size = %d", settings.predict_batch_size)
     return summaries, num_features
 
 
-def _predict(fv, runner, eval_examples, tokenizer, written=None):
+def _predict(settings, runner, eval_examples, tokenizer, written=None):
     """Runs the model over the eval features (written now, or `written`: _write_eval's
     result); returns (summaries, compact results)."""
-    summaries, num_features = written or _write_eval(fv, eval_examples, tokenizer)
-    eval_file = os.path.join(fv.output_dir, "eval.tf_record")
+    summaries, num_features = written or _write_eval(settings, eval_examples, tokenizer)
+    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
     trimmed = runner.trim_padding
     if trimmed:
         logging.info("  Trimmed batches (--trim_padding): n-best among real positions")
-    spec = input_pipeline.squad_features(fv.max_seq_length, is_training=False)
+    spec = input_pipeline.squad_features(settings.max_seq_length, is_training=False)
 
     dataset_fn = input_pipeline.dataset_fn_for(
-        [eval_file], spec, fv.predict_batch_size, is_training=False, trim_padding=trimmed,
-        bucket_width=None if fv.enable_xla else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH)
-    predict_fn = (top_positions_fn(fv.n_best_size, skip_padding=not fv.enable_xla)
+        [eval_file], spec, settings.predict_batch_size, is_training=False,
+        trim_padding=trimmed,
+        bucket_width=None if settings.enable_xla else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH)
+    predict_fn = (top_positions_fn(settings.n_best_size, skip_padding=not settings.enable_xla)
                   if trimmed else _predict_fn)
 
     results = []
     started = last_report = time.time()
     for batch in runner.predict(dataset_fn, predict_fn):
-        results.extend(_compact_results(batch, fv.n_best_size, trimmed))
+        results.extend(_compact_results(batch, settings.n_best_size, trimmed))
         now = time.time()
         if now - last_report >= _PROGRESS_EVERY_S or len(results) == num_features:
             last_report = now
@@ -367,112 +382,150 @@ def _predict(fv, runner, eval_examples, tokenizer, written=None):
     return summaries, results
 
 
-def _dev_evaluation(fv, tokenizer, eval_examples, articles):
+def _dev_evaluation(settings, tokenizer, eval_examples, articles):
     """(evaluate, None) for --eval_every_n_steps, or (None, None) without it.
 
     evaluate(runner): the official EM/F1 of eval_results.txt on --predict_file
     (eval.tf_record written once, here; no file written). The metric names are known
     at the first evaluation only.
     """
-    if fv.eval_every_n_steps is None:
+    if settings.eval_every_n_steps is None:
         return None, None
-    if not eval_examples or not has_gold_answers(articles, fv.version_2_with_negative):
+    if not eval_examples or not has_gold_answers(articles, settings.version_2_with_negative):
         raise ValueError("--eval_every_n_steps needs questions with answers in "
-                         "--predict_file=%s (the EM/F1 it evaluates)" % fv.predict_file)
-    written = _write_eval(fv, eval_examples, tokenizer)
+                         "--predict_file=%s (the EM/F1 it evaluates)" % settings.predict_file)
+    written = _write_eval(settings, eval_examples, tokenizer)
 
     def evaluate(runner):
-        summaries, results = _predict(fv, runner, eval_examples, tokenizer, written)
+        summaries, results = _predict(settings, runner, eval_examples, tokenizer, written)
         predictions = compute_predictions(
-            eval_examples, summaries, results, fv.n_best_size, fv.max_answer_length,
-            fv.do_lower_case, fv.version_2_with_negative, fv.null_score_diff_threshold,
-            fv.verbose_logging)
-        return evaluate_predictions(articles, predictions, fv.version_2_with_negative)
+            eval_examples, summaries, results, settings.n_best_size,
+            settings.max_answer_length, settings.do_lower_case,
+            settings.version_2_with_negative, settings.null_score_diff_threshold,
+            settings.verbose_logging)
+        return evaluate_predictions(articles, predictions, settings.version_2_with_negative)
     return evaluate, None
 
 
-def _evaluate(fv, articles, squad_predictions):
+def _evaluate(settings, articles, squad_predictions):
     """Official EM/F1 of the predictions into eval_results.txt, when gold answers exist."""
     if not squad_predictions.predictions:
         logging.warning("--predict_file=%s has no questions: EM/F1 not computed",
-                        fv.predict_file)
+                        settings.predict_file)
         return None
-    if not has_gold_answers(articles, fv.version_2_with_negative):
+    if not has_gold_answers(articles, settings.version_2_with_negative):
         logging.info("Not every question of %s has answers: EM/F1 not computed",
-                     fv.predict_file)
+                     settings.predict_file)
         return None
-    results = evaluate_predictions(articles, squad_predictions, fv.version_2_with_negative)
-    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+    results = evaluate_predictions(articles, squad_predictions,
+                                   settings.version_2_with_negative)
+    fileutil.write_eval_results(os.path.join(settings.output_dir, "eval_results.txt"), results)
     return results
 
 
-def run(fv):
-    """The whole run: optional training, then optional prediction and scoring."""
-    bert_config = _check_flags(fv)
-    tokenizer = flags_common.tokenizer_from_flags(fv)
+def run(settings):
+    """The whole run: optional training, then optional prediction and scoring.
+
+    Args:
+      settings: a Settings, or the parsed flags of define_flags.
+
+    Returns:
+      A settings_lib.Result: the EM/F1 of eval_results.txt ({} when not scored), the
+      files written, the best checkpoint of --eval_every_n_steps and the model's step.
+    """
+    settings = Settings.of(settings)
+    bert_config = _check_settings(settings)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Both files are read before anything long runs, so bad input fails early.
     train_examples = eval_examples = eval_articles = None
-    if fv.do_train:
-        train_examples = read_squad_examples(fv.train_file, is_training=True,
-                                             version_2_with_negative=fv.version_2_with_negative)
-    if fv.do_predict:
-        eval_articles = load_squad_json(fv.predict_file)
+    if settings.do_train:
+        train_examples = read_squad_examples(
+            settings.train_file, is_training=True,
+            version_2_with_negative=settings.version_2_with_negative)
+    if settings.do_predict:
+        eval_articles = load_squad_json(settings.predict_file)
         eval_examples = examples_from_articles(
             eval_articles, is_training=False,
-            version_2_with_negative=fv.version_2_with_negative, source=fv.predict_file)
+            version_2_with_negative=settings.version_2_with_negative,
+            source=settings.predict_file)
 
+    result = settings_lib.Result(output_dir=settings.output_dir)
     runner = None
-    if fv.do_train:
-        runner = _train(fv, bert_config, tokenizer, train_examples,
-                        _dev_evaluation(fv, tokenizer, eval_examples, eval_articles))
+    if settings.do_train:
+        runner = _train(settings, bert_config, tokenizer, train_examples,
+                        _dev_evaluation(settings, tokenizer, eval_examples, eval_articles))
         del train_examples
-    if not fv.do_predict:
-        return None
-    if runner is None:
-        runner = _make_runner(fv, bert_config)
-    squad_predictions = _write_answers(fv, runner, eval_examples, tokenizer)
-    metrics = _evaluate(fv, eval_articles, squad_predictions)
-    if fv.rethreshold_predictions:
-        _rethreshold(fv, squad_predictions, metrics)
-    return metrics
+        result.outputs["train_records"] = os.path.join(settings.output_dir, "train.tf_record")
+    if settings.do_predict:
+        if runner is None:
+            runner = _make_runner(settings, bert_config)
+        _predict_and_score(settings, runner, eval_articles, eval_examples, tokenizer, result)
+    result.global_step = runner.global_step
+    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    return result
 
 
-def _check_flags(fv):
-    """Checks the flags and the output folder before any work; returns the BertConfig."""
-    flags_common.require(fv, ("vocab_file", "bert_config_file", "output_dir"))
-    bert_config = modeling.BertConfig.from_json_file(fv.bert_config_file)
-    validate_flags_or_throw(fv, bert_config)
-    periodic_eval.check_flags(fv, dev_data="--do_predict")
-    fileutil.prepare_output_dir(fv.output_dir)
+def _predict_and_score(settings, runner, articles, examples, tokenizer, result):
+    """--do_predict: the answer files, EM/F1 and the re-thresholded predictions, each
+    recorded in `result` (a settings_lib.Result) as it is written."""
+    result.outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
+    files = _answer_files(settings)
+    squad_predictions = _write_answers(settings, runner, examples, tokenizer, files)
+    result.outputs.update(files)
+    metrics = _evaluate(settings, articles, squad_predictions)
+    if metrics is not None:
+        result.metrics = dict(metrics)
+        result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
+    if settings.rethreshold_predictions:
+        path = _rethreshold(settings, squad_predictions, metrics)
+        if path is not None:
+            result.outputs["predictions_best_thresh"] = path
+
+
+def _check_settings(settings):
+    """Checks the settings and the output folder before any work; returns the BertConfig."""
+    settings.require("vocab_file", "bert_config_file", "output_dir")
+    bert_config = modeling.BertConfig.from_json_file(settings.bert_config_file)
+    validate_flags_or_throw(settings, bert_config)
+    periodic_eval.check_settings(settings.part(*periodic_eval.SETTINGS, "do_predict"),
+                                 dev_data="--do_predict")
+    fileutil.prepare_output_dir(settings.output_dir)
     return bert_config
 
 
-def _write_answers(fv, runner, eval_examples, tokenizer):
-    """Predicts the eval features and writes predictions.json and its companions."""
-    summaries, results = _predict(fv, runner, eval_examples, tokenizer)
+def _answer_files(settings):
+    """{name: path} of the answer files of --do_predict (null_odds.json: SQuAD 2.0 only)."""
+    names = ("predictions", "nbest_predictions") + (
+        ("null_odds",) if settings.version_2_with_negative else ())
+    return {name: os.path.join(settings.output_dir, name + ".json") for name in names}
+
+
+def _write_answers(settings, runner, eval_examples, tokenizer, files):
+    """Predicts the eval features and writes the answer files `files` (_answer_files)."""
+    summaries, results = _predict(settings, runner, eval_examples, tokenizer)
     return write_predictions(
-        eval_examples, summaries, results, fv.n_best_size, fv.max_answer_length,
-        fv.do_lower_case,
-        os.path.join(fv.output_dir, "predictions.json"),
-        os.path.join(fv.output_dir, "nbest_predictions.json"),
-        os.path.join(fv.output_dir, "null_odds.json"),
-        version_2_with_negative=fv.version_2_with_negative,
-        null_score_diff_threshold=fv.null_score_diff_threshold,
-        verbose_logging=fv.verbose_logging)
+        eval_examples, summaries, results, settings.n_best_size, settings.max_answer_length,
+        settings.do_lower_case, files["predictions"], files["nbest_predictions"],
+        os.path.join(settings.output_dir, "null_odds.json"),
+        version_2_with_negative=settings.version_2_with_negative,
+        null_score_diff_threshold=settings.null_score_diff_threshold,
+        verbose_logging=settings.verbose_logging)
 
 
-def _rethreshold(fv, squad_predictions, metrics):
-    """Writes predictions_best_thresh.json under the null threshold with the best F1."""
-    if not fv.version_2_with_negative or metrics is None:
+def _rethreshold(settings, squad_predictions, metrics):
+    """Writes predictions_best_thresh.json under the null threshold with the best F1;
+    returns its path (None when nothing was written)."""
+    if not settings.version_2_with_negative or metrics is None:
         logging.warning("--rethreshold_predictions needs --version_2_with_negative and "
                         "answers in --predict_file; nothing re-thresholded")
-        return
+        return None
     threshold = effective_best_threshold(metrics)
-    path = os.path.join(fv.output_dir, "predictions_best_thresh.json")
+    path = os.path.join(settings.output_dir, "predictions_best_thresh.json")
     logging.info("Writing predictions with null threshold %s (best F1 %s) to %s",
                  threshold, metrics["best_f1"], path)
     write_json(apply_null_threshold(squad_predictions.best_non_null,
                                      squad_predictions.null_odds, threshold), path)
+    return path
 
 
 def main():

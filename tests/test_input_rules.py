@@ -230,7 +230,7 @@ def test_squad_file_without_articles_writes_empty_predictions(files, tmp_path):
     module, argv = _squad(files, tmp_path / "out", "--do_predict")
     argv = [a for a in argv if not a.startswith("--predict_file")] + [
         "--predict_file=%s" % empty]
-    assert _run(module, argv) is None
+    assert _run(module, argv).metrics == {}
     assert json.load(open(tmp_path / "out" / "predictions.json")) == {}
 
 
@@ -510,7 +510,8 @@ def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, cap
     ]
     for (module, argv), warnings in cases:
         caplog.clear()
-        module._check_flags(flags_common.parse_flags(module.define_flags, argv))
+        module._check_settings(module.Settings.of(
+            flags_common.parse_flags(module.define_flags, argv)))
         warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert warned == warnings
 
@@ -518,7 +519,7 @@ def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, cap
 # ---------------------------------------------------------------------------
 # Rule: the evaluation-during-training flags are checked before any work
 # (periodic_eval.check_settings, via flags_common.check_fine_tuning; run_squad's own
-# _check_flags), a --best_metric the run does not report before training where its
+# _check_settings), a --best_metric the run does not report before training where its
 # metrics are known (periodic_eval.check_metric).
 # ---------------------------------------------------------------------------
 

@@ -682,7 +682,8 @@ def test_train_then_predict_squad_v1(shared_dir, dev_articles, tmp_path):
     dev.write_text(json.dumps({"data": [{"paragraphs": paragraphs[1:2]}]}))
     out = tmp_path / "out"
     metrics = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
-                                      "--train_file=%s" % train, "--predict_file=%s" % dev))
+                                      "--train_file=%s" % train,
+                                      "--predict_file=%s" % dev)).metrics
     names = set(os.listdir(out))
     assert {"train.tf_record", "eval.tf_record", "predictions.json", "nbest_predictions.json",
             "eval_results.txt", "checkpoint"} <= names
@@ -702,6 +703,56 @@ def test_train_then_predict_squad_v1(shared_dir, dev_articles, tmp_path):
     assert results["total"] == str(len(qids))
 
 
+def run_settings(shared_dir, out, **extra):
+    """The Settings of run_flags's command line, made in Python (no flag parsing)."""
+    golden = shared_dir / "golden" / "tf1_tiny"
+    return run_squad.Settings(
+        vocab_file=str(golden / "vocab.txt"), bert_config_file=str(golden / "bert_config.json"),
+        init_checkpoint=str(golden / "bert_model.ckpt"), output_dir=str(out),
+        max_seq_length=64, doc_stride=32, max_query_length=16, train_batch_size=8,
+        predict_batch_size=16, num_train_epochs=1.0, learning_rate=1e-3, seed=1, **extra)
+
+
+@pytest.mark.slow
+def test_run_with_settings_returns_what_it_wrote(shared_dir, dev_articles, tmp_path):
+    """run(Settings(...)) twice in one process, training then predicting from that folder:
+    each Result names the files it wrote and holds their numbers, as the command line's."""
+    paragraphs = dev_articles[0]["paragraphs"][:2]
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps({"data": first_answers([{"paragraphs": paragraphs[:1]}])}))
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps({"data": [{"paragraphs": paragraphs[1:2]}]}))
+    out = tmp_path / "settings"
+    trained = run_squad.run(run_settings(shared_dir, out, do_train=True, train_file=str(train)))
+    assert trained.output_dir == str(out) and trained.metrics == {}
+    assert trained.outputs == {"train_records": str(out / "train.tf_record")}
+    assert trained.global_step > 0 and trained.best_checkpoint is None
+    predicted = run_squad.run(run_settings(shared_dir, out, do_predict=True,
+                                           predict_file=str(dev)))
+    assert predicted.global_step == trained.global_step  # output_dir's checkpoint restored
+    assert predicted.outputs == {
+        "eval_records": str(out / "eval.tf_record"), "predictions": str(out / "predictions.json"),
+        "nbest_predictions": str(out / "nbest_predictions.json"),
+        "eval_results": str(out / "eval_results.txt")}
+    assert all(os.path.isfile(path) for path in predicted.outputs.values())
+    assert read_results(predicted.outputs["eval_results"]) == {
+        key: str(value) for key, value in predicted.metrics.items()}
+    assert set(predicted.metrics) == {"exact_match", "f1", "total"}
+
+    # The same two runs from parsed flags: the same steps, numbers and answers.
+    cli = tmp_path / "flags"
+    run_squad.run(run_flags(shared_dir, cli, "--do_train", "--train_file=%s" % train))
+    from_flags = run_squad.run(run_flags(shared_dir, cli, "--do_predict",
+                                         "--predict_file=%s" % dev))
+    assert from_flags.global_step == predicted.global_step
+    assert from_flags.metrics == predicted.metrics
+    assert from_flags.outputs == {name: path.replace(str(out), str(cli))
+                                  for name, path in predicted.outputs.items()}
+    for name in ("predictions", "nbest_predictions"):
+        with open(predicted.outputs[name]) as f, open(from_flags.outputs[name]) as g:
+            assert json.load(f) == json.load(g)
+
+
 @pytest.mark.slow
 def test_predict_squad_v2_with_threshold(shared_dir, dev_articles, tmp_path):
     paragraphs = json.loads(json.dumps(dev_articles[1]["paragraphs"][:2]))
@@ -712,9 +763,15 @@ def test_predict_squad_v2_with_threshold(shared_dir, dev_articles, tmp_path):
     dev = tmp_path / "dev-v2.json"
     dev.write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": paragraphs}]}))
     out = tmp_path / "out"
-    run_squad.run(run_flags(shared_dir, out, "--do_predict", "--predict_file=%s" % dev,
-                            "--version_2_with_negative", "--null_score_diff_threshold=0.5",
-                            "--rethreshold_predictions"))
+    result = run_squad.run(run_flags(shared_dir, out, "--do_predict", "--predict_file=%s" % dev,
+                                     "--version_2_with_negative",
+                                     "--null_score_diff_threshold=0.5",
+                                     "--rethreshold_predictions"))
+    assert result.outputs == {name: str(out / path) for name, path in (
+        ("eval_records", "eval.tf_record"), ("predictions", "predictions.json"),
+        ("nbest_predictions", "nbest_predictions.json"), ("null_odds", "null_odds.json"),
+        ("eval_results", "eval_results.txt"),
+        ("predictions_best_thresh", "predictions_best_thresh.json"))}
     loaded = {}
     for name in ("predictions", "nbest_predictions", "null_odds", "predictions_best_thresh"):
         with open(out / (name + ".json")) as f:
@@ -722,6 +779,7 @@ def test_predict_squad_v2_with_threshold(shared_dir, dev_articles, tmp_path):
     qids = [q["id"] for p in paragraphs for q in p["qas"]]
     assert list(loaded["null_odds"]) == qids
     results = read_results(out / "eval_results.txt")
+    assert results == {key: str(value) for key, value in result.metrics.items()}
     assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1", "best_f1_thresh",
             "best_exact", "best_exact_thresh"} <= set(results)
     for qid in qids:
@@ -765,11 +823,13 @@ def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, 
     assert widths == [None if extra else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH]
     # Window by window: the n-best of the trimmed run are those of the full-length
     # logits with the padding positions left out.
-    runner = run_squad._make_runner(fv, modeling.BertConfig.from_json_file(
+    settings = run_squad.Settings.of(fv)
+    runner = run_squad._make_runner(settings, modeling.BertConfig.from_json_file(
         fv.bert_config_file))
     examples = run_squad.read_squad_examples(str(dev), is_training=False)
-    summaries, trimmed = run_squad._predict(fv, runner, examples,
-                                            flags_common.tokenizer_from_flags(fv))
+    summaries, trimmed = run_squad._predict(settings, runner, examples,
+                                            flags_common.load_tokenizer(fv.vocab_file,
+                                                                        fv.do_lower_case))
     dataset_fn = input_pipeline.dataset_fn_for(
         [str(out / "eval.tf_record")], input_pipeline.squad_features(96, False), 4,
         is_training=False)
@@ -815,9 +875,10 @@ def test_eval_during_training_scores_the_predict_file(shared_dir, dev_articles, 
     dev = tmp_path / "dev.json"
     dev.write_text(json.dumps({"data": [{"paragraphs": paragraphs[1:2]}]}))
     out = tmp_path / "out"
-    metrics = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
-                                      "--train_file=%s" % train, "--predict_file=%s" % dev,
-                                      "--eval_every_n_steps=1", "--best_metric=f1"))
+    result = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
+                                     "--train_file=%s" % train, "--predict_file=%s" % dev,
+                                     "--eval_every_n_steps=1", "--best_metric=f1"))
+    metrics = result.metrics
     with open(out / "eval_history.jsonl") as f:
         history = [json.loads(line) for line in f]
     assert [r["global_step"] for r in history] == list(range(1, len(history) + 1))
@@ -826,3 +887,5 @@ def test_eval_during_training_scores_the_predict_file(shared_dir, dev_articles, 
     assert history[-1] == dict(metrics, global_step=len(history))
     best = json.loads((out / "best" / "best.json").read_text())
     assert best["value"] == max(r["f1"] for r in history)
+    assert result.best_checkpoint == str(out / "best" / ("model.ckpt-%d" % best["global_step"]))
+    assert result.global_step == len(history)
