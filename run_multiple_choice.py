@@ -29,8 +29,10 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import multiple_choice_data
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 
 _REQUIRED_FLAGS = ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
@@ -49,64 +51,83 @@ def define_flags(fv):
     flags_common.define_training_flags(fv)
 
 
-def run(fv):
-    """Trains, evaluates and/or predicts as the do_* flags ask; returns the eval results."""
-    bert_config = _check_flags(fv)
-    fileutil.prepare_output_dir(fv.output_dir)
-    tokenizer = flags_common.tokenizer_from_flags(fv)
+# One field per flag above: run(Settings(task_name="swag", ...)) from Python.
+Settings = settings_lib.settings_class(define_flags, __name__)
+
+
+def run(settings):
+    """Trains, evaluates and/or predicts as the do_* settings ask; returns a
+    settings_lib.Result (the eval metrics, the files written, the best checkpoint).
+
+    `settings`: a Settings, or the parsed flags of define_flags.
+    """
+    settings = Settings.of(settings)
+    bert_config = _check_settings(settings)
+    fileutil.prepare_output_dir(settings.output_dir)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Every split the run needs is read (and so checked) before any work starts.
-    splits = {name: multiple_choice_data.read_examples(fv.task_name, fv.data_dir, name)
-              for name, wanted in (("train", fv.do_train), ("dev", fv.do_eval),
-                                   ("test", fv.do_predict)) if wanted}
+    data_dir = settings.data_dir
+    splits = {name: multiple_choice_data.read_examples(settings.task_name, data_dir, name)
+              for name, wanted in (("train", settings.do_train), ("dev", settings.do_eval),
+                                   ("test", settings.do_predict)) if wanted}
     num_choices = {len(examples[0].choices) for examples in splits.values()}
     if len(num_choices) != 1:
         raise ValueError("the splits of --data_dir=%s have different numbers of choices: %s"
-                         % (fv.data_dir, sorted(num_choices)))
-    task = _Task(fv, tokenizer, num_choices.pop())
+                         % (data_dir, sorted(num_choices)))
+    task = _Task(settings.output_dir, settings.max_seq_length, tokenizer, num_choices.pop())
+    trainer = settings.part(*training.SETTINGS)
     num_train_steps, num_warmup_steps = (training.epoch_steps(
-        len(splits["train"]), fv, "training questions in --data_dir=%s" % fv.data_dir)
-        if fv.do_train else (0, 0))
+        len(splits["train"]), trainer, "training questions in --data_dir=%s" % data_dir)
+        if settings.do_train else (0, 0))
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
-    runner = training.runner_from_flags(
-        fv, lambda: heads.BertMultipleChoice(bert_config, fv.use_tpu),
+    runner = training.make_runner(
+        trainer, lambda: heads.BertMultipleChoice(bert_config, settings.use_tpu),
         num_train_steps, num_warmup_steps)
-    if fv.do_train:
-        training.fine_tune(fv, runner, task.write(splits["train"], "train"), task.spec,
+    result = settings_lib.Result(output_dir=settings.output_dir)
+    if settings.do_train:
+        result.outputs["train_records"] = task.write(splits["train"], "train")
+        training.fine_tune(trainer, runner, result.outputs["train_records"], task.spec,
                            task.loss_fn, ["Num questions = %d (%d choices)"
                                           % (len(splits["train"]), task.num_choices)],
                            len(splits["train"]),
-                           *_dev_evaluation(fv, task, splits.get("dev")))
-    results = _evaluate(fv, runner, task, splits["dev"]) if fv.do_eval else None
-    if fv.do_predict:
-        _predict(fv, runner, task, splits["test"])
-    return results
+                           *_dev_evaluation(settings, task, splits.get("dev")))
+    if settings.do_eval:
+        result.metrics = _evaluate(settings, runner, task, splits["dev"], result.outputs)
+    if settings.do_predict:
+        _predict(settings, runner, task, splits["test"], result.outputs)
+    result.global_step = runner.global_step
+    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    return result
 
 
-def _check_flags(fv):
-    """Checks the flags before any work; returns the BertConfig."""
-    return flags_common.check_fine_tuning_flags(fv, _REQUIRED_FLAGS, _check_task)
+def _check_settings(settings):
+    """Checks the settings before any work; returns the BertConfig."""
+    def check_task():
+        """--task_name is one of multiple_choice_data.TASKS."""
+        if settings.task_name.lower() not in multiple_choice_data.TASKS:
+            raise ValueError("unknown --task_name %r; known: %s"
+                             % (settings.task_name, ", ".join(multiple_choice_data.TASKS)))
 
-
-def _check_task(fv):
-    if fv.task_name.lower() not in multiple_choice_data.TASKS:
-        raise ValueError("unknown --task_name %r; known: %s"
-                         % (fv.task_name, ", ".join(multiple_choice_data.TASKS)))
+    return flags_common.check_fine_tuning(
+        settings.part(*flags_common.FINE_TUNING_CHECKS + _REQUIRED_FLAGS), _REQUIRED_FLAGS,
+        check_task)
 
 
 class _Task(object):
     """What the train / evaluate / predict steps share: features, loss and outputs."""
 
-    def __init__(self, fv, tokenizer, num_choices):
-        self.fv = fv
+    def __init__(self, output_dir, max_seq_length, tokenizer, num_choices):
+        self.output_dir = output_dir
+        self.max_seq_length = max_seq_length
         self.tokenizer = tokenizer
         self.num_choices = num_choices
-        self.spec = multiple_choice_data.record_spec(num_choices, fv.max_seq_length)
+        self.spec = multiple_choice_data.record_spec(num_choices, max_seq_length)
 
     def write(self, examples, name):
         """Writes output_dir/`name`.tf_record; returns its path."""
-        path = os.path.join(self.fv.output_dir, name + ".tf_record")
-        multiple_choice_data.write_features(examples, path, self.fv.max_seq_length,
+        path = os.path.join(self.output_dir, name + ".tf_record")
+        multiple_choice_data.write_features(examples, path, self.max_seq_length,
                                             self.tokenizer)
         return path
 
@@ -149,11 +170,14 @@ class _Task(object):
         return merged
 
 
-def _evaluate(fv, runner, task, examples):
-    """Scores the dev split; writes eval_results.txt."""
-    result = _metrics(task.outputs(runner, examples, "eval", fv.eval_batch_size))
+def _evaluate(settings, runner, task, examples, outputs):
+    """Scores the dev split; writes eval_results.txt (its path and eval.tf_record's added
+    to `outputs`); returns eval_results.txt's values."""
+    result = _metrics(task.outputs(runner, examples, "eval", settings.eval_batch_size))
     result["global_step"] = runner.global_step
-    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
+    outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
+    outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
+    fileutil.write_eval_results(outputs["eval_results"], result)
     return result
 
 
@@ -164,27 +188,30 @@ def _metrics(out):
             "eval_loss": np.float32(np.mean(out["per_example_loss"]))}
 
 
-def _dev_evaluation(fv, task, examples):
+def _dev_evaluation(settings, task, examples):
     """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it;
     evaluate(runner) scores the dev split (eval.tf_record written once, here)."""
-    if fv.eval_every_n_steps is None:
+    if settings.eval_every_n_steps is None:
         return None, None
     path = task.write(examples, "eval")
     return (lambda runner: _metrics(task.outputs(runner, examples, "eval",
-                                                 fv.eval_batch_size, path)),
+                                                 settings.eval_batch_size, path)),
             list(_metrics({"probabilities": np.eye(2), "label_ids": np.arange(2),
                            "per_example_loss": np.zeros(2)})))
 
 
-def _predict(fv, runner, task, examples):
-    """Writes test_results.tsv: the choice probabilities of each test question."""
-    out = task.outputs(runner, examples, "predict", fv.predict_batch_size)
-    output_path = os.path.join(fv.output_dir, "test_results.tsv")
+def _predict(settings, runner, task, examples, outputs):
+    """Writes test_results.tsv: the choice probabilities of each test question (its
+    path and predict.tf_record's added to `outputs`)."""
+    out = task.outputs(runner, examples, "predict", settings.predict_batch_size)
+    output_path = os.path.join(settings.output_dir, "test_results.tsv")
     with fileutil.atomic_open(output_path, "w") as writer:
         for row in np.asarray(out["probabilities"], np.float32):
             # str() of float32 values: run_classifier's (and the reference's) format.
             writer.write("\t".join("%s" % v for v in row) + "\n")
     logging.info("Wrote %d predictions to %s", len(examples), output_path)
+    outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
+    outputs["test_results"] = output_path
 
 
 def main():

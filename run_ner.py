@@ -37,15 +37,23 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_metrics
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 
 _SPLITS = {"train": ("train_file", "train.txt"), "eval": ("eval_file", "dev.txt"),
            "predict": ("predict_file", "test.txt")}
+
+_REQUIRED_FLAGS = ("vocab_file", "bert_config_file", "output_dir")
+
+# The settings _Task reads: how sentences become windows, the model, where files go.
+_TASK_SETTINGS = ("max_seq_length", "doc_stride", "document_context", "use_tpu",
+                  "feature_based", "layers", "lstm_units", "output_dir")
 
 
 # ---------------------------------------------------------------------------
@@ -87,37 +95,54 @@ def define_flags(fv):
     flags_common.define_training_flags(fv)
 
 
+# One field per flag above: run(Settings(data_dir=..., do_train=True, ...)) from Python.
+Settings = settings_lib.settings_class(define_flags, __name__)
+
+
 # ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
 
-def run(fv):
-    """Trains, evaluates and/or tags as the do_* flags ask; returns the eval results."""
-    bert_config = _check_flags(fv)
-    fileutil.prepare_output_dir(fv.output_dir)
-    tokenizer = flags_common.tokenizer_from_flags(fv)
+def run(settings):
+    """Trains, evaluates and/or tags as the do_* settings ask; returns a
+    settings_lib.Result (the eval metrics, the files written, the best checkpoint).
+
+    `settings`: a Settings, or the parsed flags of define_flags.
+    """
+    settings = Settings.of(settings)
+    bert_config = _check_settings(settings)
+    fileutil.prepare_output_dir(settings.output_dir)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Every file the run needs is read (and so checked) before any work starts.
-    train, evaluation, prediction, labels = _read_data(fv)
-    task = _Task(fv, labels, tokenizer, class_weights.from_flags(
-        fv, labels, [tag for s in train.sentences for tag in s.tags] if train else []))
+    train, evaluation, prediction, labels = _read_data(settings)
+    task = _Task(settings.part(*_TASK_SETTINGS), labels, tokenizer, class_weights.from_settings(
+        settings.class_weights, settings.do_train, labels,
+        [tag for s in train.sentences for tag in s.tags] if train else []))
     train_features = task.features(train) if train else None
+    trainer = settings.part(*training.SETTINGS)
     num_train_steps, num_warmup_steps = (training.epoch_steps(
-        len(train_features), fv, "training windows in %s" % train.path) if train else (0, 0))
+        len(train_features), trainer, "training windows in %s" % train.path)
+        if train else (0, 0))
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
-    runner = training.runner_from_flags(
-        fv, lambda: task.model(bert_config),
+    runner = training.make_runner(
+        trainer, lambda: task.model(bert_config),
         num_train_steps, num_warmup_steps)
-    if fv.do_train:
-        train_file = os.path.join(fv.output_dir, "train.tf_record")
+    result = settings_lib.Result(output_dir=settings.output_dir)
+    if settings.do_train:
+        train_file = os.path.join(settings.output_dir, "train.tf_record")
         ner_data.write_features(train_features, train_file)
-        training.fine_tune(fv, runner, train_file, task.spec, task.loss_fn,
+        training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num windows = %d" % len(train_features)], len(train_features),
-                           *_dev_evaluation(fv, task, evaluation))
-    results = _evaluate(fv, runner, task, evaluation) if fv.do_eval else None
-    if fv.do_predict:
-        _predict(fv, runner, task, prediction)
-    return results
+                           *_dev_evaluation(settings, task, evaluation))
+        result.outputs["train_records"] = train_file
+    if settings.do_eval:
+        result.metrics = _evaluate(settings, runner, task, evaluation, result.outputs)
+    if settings.do_predict:
+        _predict(settings, runner, task, prediction, result.outputs)
+    result.global_step = runner.global_step
+    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    return result
 
 
 def token_loss(logits, label_ids, label_weights, weights=None):
@@ -146,25 +171,25 @@ def token_loss(logits, label_ids, label_weights, weights=None):
     return tf.reduce_sum(per_token * label_weights) / denominator * training.num_replicas()
 
 
-def _check_flags(fv):
-    """Checks the flags before any work; returns the BertConfig."""
-    bert_config = flags_common.check_fine_tuning_flags(
-        fv, ("vocab_file", "bert_config_file", "output_dir"))
-    if fv.max_seq_length < 3:
+def _check_settings(settings):
+    """Checks the settings before any work; returns the BertConfig."""
+    bert_config = flags_common.check_fine_tuning(
+        settings.part(*flags_common.FINE_TUNING_CHECKS + _REQUIRED_FLAGS), _REQUIRED_FLAGS)
+    if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length=%d is too short: [CLS] word [SEP] needs at least 3"
-                         % fv.max_seq_length)
-    if fv.doc_stride < 1:
-        raise ValueError("--doc_stride=%d must be >= 1" % fv.doc_stride)
-    flags_common.refuse_unused(fv, [] if fv.feature_based else [
+                         % settings.max_seq_length)
+    if settings.doc_stride < 1:
+        raise ValueError("--doc_stride=%d must be >= 1" % settings.doc_stride)
+    settings.refuse_unused([] if settings.feature_based else [
         (name, "without --feature_based (the fine-tuned tagger reads no encoder layers "
                "into an LSTM)") for name in ("layers", "lstm_units")])
-    flags_common.refuse_unused(fv, [(flag, "without --do_%s" % split)
-                                    for split, (flag, _) in sorted(_SPLITS.items())
-                                    if not getattr(fv, "do_" + split)], warn_only=True)
-    if fv.feature_based:
-        if fv.lstm_units < 1:
-            raise ValueError("--lstm_units=%d must be >= 1" % fv.lstm_units)
-        layers = _feature_layers(fv)
+    settings.refuse_unused([(flag, "without --do_%s" % split)
+                            for split, (flag, _) in sorted(_SPLITS.items())
+                            if not getattr(settings, "do_" + split)], warn_only=True)
+    if settings.feature_based:
+        if settings.lstm_units < 1:
+            raise ValueError("--lstm_units=%d must be >= 1" % settings.lstm_units)
+        layers = _feature_layers(settings.layers)
         for index in layers:
             if not -bert_config.num_hidden_layers <= index < bert_config.num_hidden_layers:
                 raise ValueError("--layers: %d is not a layer of a %d-layer model"
@@ -172,26 +197,26 @@ def _check_flags(fv):
     return bert_config
 
 
-def _feature_layers(fv):
-    """--layers as a list of ints."""
+def _feature_layers(layers):
+    """--layers (a string) as a list of ints."""
     try:
-        return [int(x) for x in fv.layers.split(",")]
+        return [int(x) for x in layers.split(",")]
     except ValueError:
         raise ValueError("--layers must be comma-separated integers, got %r"
-                         % fv.layers) from None
+                         % layers) from None
 
 
-def _path(fv, split):
+def _path(settings, split):
     """The file of a split: its own flag, else the conventional name in --data_dir."""
     flag, name = _SPLITS[split]
-    if getattr(fv, flag):
-        return getattr(fv, flag)
-    if not fv.data_dir:
+    if getattr(settings, flag):
+        return getattr(settings, flag)
+    if not settings.data_dir:
         raise ValueError("--%s or --data_dir is required for --do_%s" % (flag, split))
-    return os.path.join(fv.data_dir, name)
+    return os.path.join(settings.data_dir, name)
 
 
-def _read_data(fv):
+def _read_data(settings):
     """Reads the files of the do_* steps and the label list; checks the tags.
 
     Returns:
@@ -199,36 +224,37 @@ def _read_data(fv):
       not asked for; the prediction file's tags, if it has any, are not used)
       and the label list.
     """
-    train = ner_data.read_conll(_path(fv, "train")) if fv.do_train else None
-    labels = _labels(fv, train)
+    train = ner_data.read_conll(_path(settings, "train")) if settings.do_train else None
+    labels = _labels(settings, train)
     evaluation = None
-    if fv.do_eval:
-        evaluation = ner_data.read_conll(_path(fv, "eval"))
+    if settings.do_eval:
+        evaluation = ner_data.read_conll(_path(settings, "eval"))
         ner_data.check_tags(evaluation, labels)
     prediction = None
-    if fv.do_predict:
+    if settings.do_predict:
         prediction = ner_data.drop_tags(
-            ner_data.read_conll(_path(fv, "predict"), require_tags=False))
+            ner_data.read_conll(_path(settings, "predict"), require_tags=False))
     if train is not None:
         # Saved for the runs that evaluate or tag with this run's checkpoints later.
-        ner_data.write_labels(os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME), labels)
+        ner_data.write_labels(os.path.join(settings.output_dir, ner_data.LABELS_FILE_NAME),
+                              labels)
     return train, evaluation, prediction, labels
 
 
-def _labels(fv, train):
+def _labels(settings, train):
     """The label list: --labels_file, else the training file's, else the label_list.txt
     of the model the run uses (checkpoints.settings_file: output_dir's, else the one
     beside --init_checkpoint)."""
-    saved = os.path.join(fv.output_dir, ner_data.LABELS_FILE_NAME)
-    if fv.labels_file:
-        labels = ner_data.read_labels(fv.labels_file)
+    saved = os.path.join(settings.output_dir, ner_data.LABELS_FILE_NAME)
+    if settings.labels_file:
+        labels = ner_data.read_labels(settings.labels_file)
         if train is not None:
             ner_data.check_tags(train, labels)
         return labels
     if train is None:
         # The tags of the checkpoints the run restores (output_dir's, else --init_checkpoint's).
-        path = checkpoints.settings_file(ner_data.LABELS_FILE_NAME, fv.init_checkpoint,
-                                         fv.output_dir)
+        path = checkpoints.settings_file(ner_data.LABELS_FILE_NAME, settings.init_checkpoint,
+                                         settings.output_dir)
         if path:
             return ner_data.read_labels(path)
     if train is not None:
@@ -237,7 +263,7 @@ def _labels(fv, train):
         if tf.io.gfile.exists(saved) and ner_data.read_labels(saved) != labels:
             raise ValueError("--output_dir=%s holds the %s of other tags (%s) than %s's (%s): "
                              "use a new --output_dir" % (
-                                 fv.output_dir, ner_data.LABELS_FILE_NAME,
+                                 settings.output_dir, ner_data.LABELS_FILE_NAME,
                                  " ".join(ner_data.read_labels(saved)), train.path,
                                  " ".join(labels)))
         return labels
@@ -249,26 +275,27 @@ def _labels(fv, train):
 class _Task(object):
     """What the train / evaluate / predict steps share: labels, features, model, loss."""
 
-    def __init__(self, fv, labels, tokenizer, weights=None):
-        self.fv = fv
+    def __init__(self, settings, labels, tokenizer, weights=None):
+        self.settings = settings  # a part of the run's settings: _TASK_SETTINGS
         self.labels = labels
         self.tokenizer = tokenizer
-        self.spec = ner_data.record_spec(fv.max_seq_length)
+        self.spec = ner_data.record_spec(settings.max_seq_length)
         self.class_weights = weights  # --class_weights (None: unweighted)
 
     def features(self, conll_file):
         """The windowed Features of a read file."""
-        return ner_data.convert_file(conll_file, self.labels, self.fv.max_seq_length,
-                                     self.fv.doc_stride, self.tokenizer,
-                                     self.fv.document_context)
+        settings = self.settings
+        return ner_data.convert_file(conll_file, self.labels, settings.max_seq_length,
+                                     settings.doc_stride, self.tokenizer,
+                                     settings.document_context)
 
     def model(self, bert_config):
         """A BertTagger for these labels (fine-tuned, or feature-based)."""
-        fv = self.fv
+        settings = self.settings
         return heads.BertTagger(
-            bert_config, len(self.labels), use_one_hot_embeddings=fv.use_tpu,
-            feature_layers=_feature_layers(fv) if fv.feature_based else None,
-            lstm_units=fv.lstm_units)
+            bert_config, len(self.labels), use_one_hot_embeddings=settings.use_tpu,
+            feature_layers=_feature_layers(settings.layers) if settings.feature_based else None,
+            lstm_units=settings.lstm_units)
 
     def loss_fn(self, model, features, is_training):
         """The training loss of one replica's batch (see token_loss)."""
@@ -291,7 +318,7 @@ class _Task(object):
         features = self.features(conll_file)
         training.log_stage(name, ["Num sentences = %d, windows = %d"
                                   % (len(conll_file.sentences), len(features))])
-        path = os.path.join(self.fv.output_dir, name + ".tf_record")
+        path = os.path.join(self.settings.output_dir, name + ".tf_record")
         ner_data.write_features(features, path)
         return features, path
 
@@ -302,7 +329,7 @@ class _Task(object):
         dataset_fn = input_pipeline.dataset_fn_for([path], self.spec, batch_size,
                                                    is_training=False,
                                                    trim_padding=runner.trim_padding)
-        length = self.fv.max_seq_length
+        length = self.settings.max_seq_length
         per_token = {"predicted": length, "loss": length, "weights": length}
         predicted, loss, weight = [], 0.0, 0.0
         for out in runner.predict(dataset_fn, self.predict_fn, sequence_outputs=per_token):
@@ -317,19 +344,23 @@ class _Task(object):
         return tags, loss, weight
 
 
-def _evaluate(fv, runner, task, conll_file):
-    """Tags the evaluation file; writes eval_results.txt and eval_predictions.txt."""
-    tags, result = _scores(fv, runner, task, conll_file)
-    ner_data.write_predictions(os.path.join(fv.output_dir, "eval_predictions.txt"),
-                               conll_file, tags)
+def _evaluate(settings, runner, task, conll_file, outputs):
+    """Tags the evaluation file; writes eval_results.txt and eval_predictions.txt (their
+    paths and eval.tf_record's added to `outputs`); returns eval_results.txt's values."""
+    tags, result = _scores(settings, runner, task, conll_file)
+    outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
+    outputs["eval_predictions"] = os.path.join(settings.output_dir, "eval_predictions.txt")
+    ner_data.write_predictions(outputs["eval_predictions"], conll_file, tags)
     result["global_step"] = runner.global_step
-    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), result)
+    outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
+    fileutil.write_eval_results(outputs["eval_results"], result)
     return result
 
 
-def _scores(fv, runner, task, conll_file, written=None):
+def _scores(settings, runner, task, conll_file, written=None):
     """(predicted tags, eval_results.txt's metrics but global_step) of the evaluation file."""
-    tags, loss, weight = task.tag(runner, conll_file, "eval", fv.eval_batch_size, written)
+    tags, loss, weight = task.tag(runner, conll_file, "eval", settings.eval_batch_size,
+                                  written)
     return tags, _metrics([s.tags for s in conll_file.sentences], tags, loss, weight)
 
 
@@ -346,27 +377,30 @@ def _metrics(gold, tags, loss, weight):
     return result
 
 
-def _dev_evaluation(fv, task, conll_file):
+def _dev_evaluation(settings, task, conll_file):
     """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
 
     evaluate(runner) scores the evaluation file (windowed once, here) as _evaluate
     does, writing nothing; the names are those of its gold tags scored against
     themselves (every type of the file has its eval_f1_<TYPE>).
     """
-    if fv.eval_every_n_steps is None:
+    if settings.eval_every_n_steps is None:
         return None, None
     written = task.write(conll_file, "eval")
     gold = [s.tags for s in conll_file.sentences]
-    return (lambda runner: _scores(fv, runner, task, conll_file, written)[1],
+    return (lambda runner: _scores(settings, runner, task, conll_file, written)[1],
             list(_metrics(gold, gold, 0.0, 0.0)))
 
 
-def _predict(fv, runner, task, conll_file):
-    """Tags the prediction file into test_predictions.txt."""
-    tags, _, _ = task.tag(runner, conll_file, "predict", fv.predict_batch_size)
-    path = os.path.join(fv.output_dir, "test_predictions.txt")
+def _predict(settings, runner, task, conll_file, outputs):
+    """Tags the prediction file into test_predictions.txt (its path and
+    predict.tf_record's added to `outputs`)."""
+    tags, _, _ = task.tag(runner, conll_file, "predict", settings.predict_batch_size)
+    path = os.path.join(settings.output_dir, "test_predictions.txt")
     ner_data.write_predictions(path, conll_file, tags)
     logging.info("Wrote the tags of %d sentences to %s", len(tags), path)
+    outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
+    outputs["test_predictions"] = path
 
 
 def main():

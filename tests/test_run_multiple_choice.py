@@ -2,6 +2,7 @@
 import csv
 import io
 import json
+import os
 import random
 
 import numpy as np
@@ -155,7 +156,7 @@ def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
     write_text(data / "test.csv", _swag_csv(_synthetic(13, 3), test=True))
     result = run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "out", "--do_train",
                                             "--do_eval", "--do_predict",
-                                            "--num_train_epochs=25"))
+                                            "--num_train_epochs=25")).metrics
     assert result["eval_accuracy"] >= 0.8  # chance: 0.25
     assert result["global_step"] == 300
     assert "eval_accuracy = " in (tmp_path / "out" / "eval_results.txt").read_text()
@@ -180,7 +181,7 @@ def test_trimmed_and_full_padding_write_the_same_files(tmp_path):
         out = tmp_path / name
         results[name] = run_multiple_choice.run(_flags(
             tmp_path, data, out, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
-            "--%s_padding" % name))
+            "--%s_padding" % name)).metrics
         rows[name] = np.array([[float(v) for v in line.split("\t")] for line in
                                (out / "test_results.tsv").read_text().splitlines()])
     assert rows["trim"].shape == rows["notrim"].shape == (7, 4)
@@ -210,7 +211,7 @@ def test_eval_during_training_writes_the_history_of_eval_results(tmp_path):
     out = tmp_path / "out"
     result = run_multiple_choice.run(_flags(
         tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=2",
-        "--eval_every_n_steps=2", "--best_metric=eval_loss"))
+        "--eval_every_n_steps=2", "--best_metric=eval_loss")).metrics
     history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
     assert [sorted(r) for r in history] == [["eval_accuracy", "eval_loss", "global_step"]] * 2
     assert [r["global_step"] for r in history] == [2, 4]
@@ -219,3 +220,40 @@ def test_eval_during_training_writes_the_history_of_eval_results(tmp_path):
     best = min(history, key=lambda r: r["eval_loss"])
     assert json.loads((out / "best" / "best.json").read_text()) == {
         "metric": "eval_loss", "value": best["eval_loss"], "global_step": best["global_step"]}
+
+
+@pytest.mark.slow
+def test_run_of_settings_twice_in_one_process(tmp_path):
+    # Python's way in: run(Settings(...)), no absl parsing; twice, nothing left behind.
+    data = tmp_path / "swag"
+    write_text(data / "train.csv", _swag_csv(_synthetic(16, 1)))
+    write_text(data / "val.csv", _swag_csv(_synthetic(12, 2)))
+    write_text(data / "test.csv", _swag_csv(_synthetic(7, 3), test=True))
+    settings = run_multiple_choice.Settings(
+        task_name="swag", data_dir=str(data),
+        vocab_file=write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
+        bert_config_file=write_text(tmp_path / "bert_config.json", json.dumps(_TINY)),
+        output_dir=str(tmp_path / "first"), max_seq_length=20, train_batch_size=8,
+        eval_batch_size=5, predict_batch_size=5, learning_rate=2e-3, seed=1,
+        save_checkpoints_steps=10000, num_train_epochs=1.0, do_train=True, do_eval=True,
+        do_predict=True)
+    results = {}
+    for name in ("first", "second"):
+        out = tmp_path / name
+        result = run_multiple_choice.run(settings.replace(output_dir=str(out)))
+        assert result.output_dir == str(out) and result.global_step == 2  # 16 / 8
+        assert result.best_checkpoint is None  # no evaluation during training
+        assert sorted(result.outputs) == ["eval_records", "eval_results", "predict_records",
+                                          "test_results", "train_records"]
+        for path in result.outputs.values():
+            assert path.startswith(str(out)) and os.path.isfile(path), path
+        pairs = (line.split(" = ") for line in
+                 (out / "eval_results.txt").read_text().splitlines())
+        written = {key: float(value) for key, value in pairs}
+        assert sorted(result.metrics) == ["eval_accuracy", "eval_loss", "global_step"]
+        assert {k: float(str(v)) for k, v in result.metrics.items()} == written
+        assert len((out / "test_results.tsv").read_text().splitlines()) == 7
+        results[name] = written
+    assert settings.output_dir == str(tmp_path / "first")  # the caller's settings untouched
+    for key, value in results["first"].items():
+        assert results["second"][key] == pytest.approx(value, abs=1e-5), key

@@ -1,5 +1,6 @@
 """run_ner.py: training, evaluation and tagging runs, label lists, errors, the loss."""
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -35,7 +36,7 @@ def flag_list(tmp_path, data_dir, out, *extra):
 
 
 def run(tmp_path, data_dir, out, *extra):
-    """Runs run_ner in this process; returns its eval results (or None)."""
+    """Runs run_ner in this process; returns its settings_lib.Result."""
     return run_ner.run(flags_common.parse_flags(
         run_ner.define_flags, flag_list(tmp_path, data_dir, out, *extra)))
 
@@ -65,7 +66,7 @@ def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
     tmp_path, data, out, result = trained
     results = read_results(out / "eval_results.txt")
     assert results["global_step"] == 30  # 3 sentences x 40 epochs / 4
-    assert results["eval_f1"] == pytest.approx(float(result["eval_f1"]))
+    assert results["eval_f1"] == pytest.approx(float(result.metrics["eval_f1"]))
     assert results["eval_f1"] > 0.9 and results["eval_accuracy"] > 0.9
     assert results["eval_loss"] < 0.3
     assert sorted(results) == sorted(
@@ -73,7 +74,7 @@ def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
          "global_step", "eval_f1_LOC", "eval_f1_ORG", "eval_f1_PER"])
     # The same files, never trained: the loss and F1 it started from.
     untrained = run(tmp_path, data, tmp_path / "untrained", "--do_eval",
-                    "--labels_file=%s" % (out / "label_list.txt"))
+                    "--labels_file=%s" % (out / "label_list.txt")).metrics
     assert untrained["eval_loss"] > 1.0 and untrained["eval_f1"] < 0.5
     assert not (tmp_path / "untrained" / "label_list.txt").exists()  # only training saves
     # Each input line once, a predicted tag appended to each token line.
@@ -116,7 +117,8 @@ def test_eval_in_a_new_dir_takes_labels_and_step_from_the_checkpoint(trained):
     for init in (out, sorted(out.glob("model.ckpt-*.index"))[-1].with_suffix("")):
         folder = tmp_path / ("from_" + init.name)
         again = run(tmp_path, data, folder, "--do_eval", "--init_checkpoint=%s" % init)
-        assert again["eval_f1"] == pytest.approx(float(result["eval_f1"]), abs=1e-6)
+        assert again.metrics["eval_f1"] == pytest.approx(float(result.metrics["eval_f1"]),
+                                                         abs=1e-6)
         assert read_results(folder / "eval_results.txt")["global_step"] == 30
 
 
@@ -127,7 +129,7 @@ def test_predict_alone_from_the_trained_output_dir(trained):
     (out / "test_predictions.txt").unlink()
     # A tagged file to predict: its tags (here IOB1, unseen) are not used.
     other = write(tmp_path / "iob1" / "test.txt", IOB1)
-    assert run(tmp_path, data, out, "--do_predict") is None
+    assert run(tmp_path, data, out, "--do_predict").metrics == {}
     assert (out / "test_predictions.txt").read_text() == before
     run(tmp_path, data, out, "--do_predict", "--predict_file=%s" % other)
     lines = (out / "test_predictions.txt").read_text().splitlines()
@@ -281,11 +283,47 @@ def test_eval_during_training_and_class_weights(tmp_path, absl_records):
     assert set(history[0]) == {"global_step", "eval_precision", "eval_recall", "eval_f1",
                                "eval_accuracy", "eval_loss", "eval_f1_LOC", "eval_f1_ORG",
                                "eval_f1_PER"}
-    assert history[-1]["eval_f1"] == float(str(result["eval_f1"]))
+    assert history[-1]["eval_f1"] == float(str(result.metrics["eval_f1"]))
     best = max(history, key=lambda r: r["eval_f1"])  # the first of equals stays
     assert checkpoints.checkpoint_step(str(out / "best")) == best["global_step"]
     # best/ carries the label list: tagging from it alone works.
     assert (out / "best" / "label_list.txt").read_text() == (out / "label_list.txt").read_text()
     again = run(tmp_path, data, tmp_path / "from_best", "--do_eval",
                 "--init_checkpoint=%s" % (out / "best"))
-    assert float(str(again["eval_f1"])) == best["eval_f1"]
+    assert float(str(again.metrics["eval_f1"])) == best["eval_f1"]
+
+
+@pytest.mark.slow
+def test_run_of_settings_twice_in_one_process(tmp_path):
+    # Python's way in: run(Settings(...)), no absl parsing; twice, nothing left behind.
+    data = tmp_path / "data"
+    write(data / "train.txt", IOB2)
+    write(data / "dev.txt", IOB2)
+    write(data / "test.txt", WORDS_ONLY)
+    config = write(tmp_path / "bert_config.json", json.dumps(TINY))
+    vocab = write(tmp_path / "vocab.txt", "\n".join(VOCAB) + "\n")
+    settings = run_ner.Settings(
+        data_dir=str(data), vocab_file=str(vocab), bert_config_file=str(config),
+        output_dir=str(tmp_path / "first"), max_seq_length=16, doc_stride=8,
+        train_batch_size=4, eval_batch_size=3, predict_batch_size=3, learning_rate=3e-3,
+        seed=1, save_checkpoints_steps=1000, num_train_epochs=4.0, do_train=True,
+        do_eval=True, do_predict=True)
+    results = {}
+    for name in ("first", "second"):
+        out = tmp_path / name
+        result = run_ner.run(settings.replace(output_dir=str(out)))
+        assert result.output_dir == str(out) and result.global_step == 3  # 3 x 4 / 4
+        assert result.best_checkpoint is None  # no evaluation during training
+        assert sorted(result.outputs) == [
+            "eval_predictions", "eval_records", "eval_results", "predict_records",
+            "test_predictions", "train_records"]
+        for path in result.outputs.values():
+            assert path.startswith(str(out)) and os.path.isfile(path), path
+        written = read_results(out / "eval_results.txt")
+        assert sorted(result.metrics) == sorted(written)
+        for key, value in written.items():
+            assert float(str(result.metrics[key])) == pytest.approx(value), key
+        results[name] = written
+    assert settings.output_dir == str(tmp_path / "first")  # the caller's settings untouched
+    for key, value in results["first"].items():
+        assert results["second"][key] == pytest.approx(value, abs=1e-5), key
