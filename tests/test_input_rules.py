@@ -426,7 +426,7 @@ def test_extract_features_makes_a_missing_output_folder(files, tmp_path):
     output = tmp_path / "new" / "sub" / "out.jsonl"
     module, argv = _extract(files, tmp_path, "--output_file=%s" % output,
                             checkpoint=checkpoint)
-    assert _run(module, argv) == 2
+    assert _run(module, argv).outputs == {"output_file": str(output)}
     assert [json.loads(line)["linex_index"] for line in open(output)] == [0, 1]
 
 
@@ -511,7 +511,8 @@ def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, cap
     ]
     for (module, argv), warnings in cases:
         caplog.clear()
-        module._check_flags(flags_common.parse_flags(module.define_flags, argv))
+        module._check_settings(module.Settings.of(flags_common.parse_flags(
+            module.define_flags, argv)))
         warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert warned == warnings
 
