@@ -35,6 +35,7 @@ import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
 
@@ -74,6 +75,10 @@ def define_flags(fv):
         "use_one_hot_embeddings", False,
         "Look embeddings up with a one-hot matrix product instead of a gather "
         "(faster on TPUs).", flag_values=fv)
+
+
+# One field per flag above: run(Settings(input_file=..., output_file=..., ...)) from Python.
+Settings = settings_lib.settings_class(define_flags, __name__)
 
 
 # ---------------------------------------------------------------------------
@@ -348,77 +353,86 @@ def _chunks(iterable, size):
         yield chunk
 
 
-def run(fv):
-    """Reads --input_file, writes --output_file; returns the number of lines written."""
-    bert_config, layer_indexes, spec = _check_flags(fv)
-    tokenizer = flags_common.tokenizer_from_flags(fv)
+def run(settings):
+    """Reads input_file, writes output_file; returns a settings_lib.Result naming it
+    (outputs["output_file"]).
+
+    `settings`: a Settings, or the parsed flags of define_flags.
+    """
+    settings = Settings.of(settings)
+    settings, bert_config, layer_indexes, spec = _check_settings(settings)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Full float32 matmuls (no TF32 on recent GPUs): the values are written with
     # 6 decimals and should be those of the original float32 model.
     tf.config.experimental.enable_tensor_float_32_execution(False)
-    extractor = FeatureExtractor(bert_config, fv.init_checkpoint, layer_indexes,
-                                 fv.max_seq_length, fv.use_one_hot_embeddings, spec,
-                                 skip_padding=fv.trim_padding)
+    extractor = FeatureExtractor(bert_config, settings.init_checkpoint, layer_indexes,
+                                 settings.max_seq_length, settings.use_one_hot_embeddings, spec,
+                                 skip_padding=settings.trim_padding)
     if spec is None:
-        written = _write_features(fv, tokenizer, extractor, layer_indexes)
+        written = _write_features(settings, tokenizer, extractor, layer_indexes)
     else:
         logging.info("Sentence vectors: %s", spec)
-        written = _write_embeddings(fv, tokenizer, extractor)
-    logging.info("Wrote %d lines to %s", written, fv.output_file)
-    return written
+        written = _write_embeddings(settings, tokenizer, extractor)
+    logging.info("Wrote %d lines to %s", written, settings.output_file)
+    return settings_lib.Result(outputs={"output_file": settings.output_file})
 
 
-def _check_flags(fv):
-    """Checks the flags, the input and the output path before any work (the model is
-    loaded after); returns (bert_config, layer indexes, pooling spec).
+def _check_settings(settings):
+    """Checks the settings, the input and the output path before any work (the model is
+    loaded after); returns (settings, bert_config, layer indexes, pooling spec).
 
-    The pooling spec is None for the reference's per-token output.
+    The returned settings take max_seq_length and do_lower_case from the model's
+    sentence_embedding.json where the user left them out; the pooling spec is None for
+    the reference's per-token output.
     """
-    flags_common.require(fv, _REQUIRED_FLAGS)
-    if fv.batch_size < 1:
+    settings.require(*_REQUIRED_FLAGS)
+    if settings.batch_size < 1:
         raise ValueError("--batch_size must be positive")
     # The reference's TPU flags, accepted as it did: this port runs on the local devices.
-    flags_common.refuse_unused(fv, [(name, "here: extract_features runs on the local "
-                                           "devices (CPU/GPU)")
-                                    for name in ("use_tpu", "master", "num_tpu_cores")],
-                               warn_only=True)
-    fileutil.check_output_file(fv.output_file, "--output_file")
-    settings = flags_common.apply_checkpoint_settings(fv)
-    bert_config = flags_common.bert_config_from_flags(fv)
-    mode = fv.pooling
-    if mode is None and fv.output_format == "npy":
-        mode = settings.get("pooling")
+    settings.refuse_unused([(name, "here: extract_features runs on the local devices (CPU/GPU)")
+                            for name in ("use_tpu", "master", "num_tpu_cores")], warn_only=True)
+    fileutil.check_output_file(settings.output_file, "--output_file")
+    saved = flags_common.model_folder_settings(settings.init_checkpoint)
+    settings = settings.with_defaults({k: saved[k] for k in ("max_seq_length", "do_lower_case")
+                                       if k in saved})
+    bert_config = flags_common.load_bert_config(settings.bert_config_file,
+                                                settings.max_seq_length)
+    mode = settings.pooling
+    if mode is None and settings.output_format == "npy":
+        mode = saved.get("pooling")
         if mode is None:
             raise ValueError("--output_format=npy writes sentence vectors: give --pooling "
                              "(no %s beside --init_checkpoint names one)"
                              % pooling.SETTINGS_FILE)
     if mode is None:
-        flags_common.refuse_unused(fv, [(
+        settings.refuse_unused([(
             "normalize", "without sentence vectors (--pooling): the per-token output is "
                          "written as the model computes it")])
-        layers, spec = parse_layers(fv.layers, bert_config.num_hidden_layers), None
+        layers, spec = parse_layers(settings.layers, bert_config.num_hidden_layers), None
     else:
-        spec = flags_common.pooling_from_flags(fv, settings, mode,
-                                               bert_config.num_hidden_layers)
+        spec = flags_common.pooling_spec(settings.part("layers", "normalize"), saved, mode,
+                                         bert_config.num_hidden_layers)
         layers = spec.layers
-    fileutil.check_utf8(fv.input_file, "--input_file")
-    if spec is not None and tf.io.gfile.stat(fv.input_file).length == 0:
-        raise ValueError("--input_file %s is empty: there is no line to embed" % fv.input_file)
-    fileutil.prepare_output_file(fv.output_file, "--output_file",
-                                 inputs=[("--input_file", fv.input_file)])
-    return bert_config, layers, spec
+    fileutil.check_utf8(settings.input_file, "--input_file")
+    if spec is not None and tf.io.gfile.stat(settings.input_file).length == 0:
+        raise ValueError("--input_file %s is empty: there is no line to embed"
+                         % settings.input_file)
+    fileutil.prepare_output_file(settings.output_file, "--output_file",
+                                 inputs=[("--input_file", settings.input_file)])
+    return settings, bert_config, layers, spec
 
 
-def _write_features(fv, tokenizer, extractor, layer_indexes):
+def _write_features(settings, tokenizer, extractor, layer_indexes):
     """Streams the input through the model a chunk at a time into the JSONL output."""
-    chunk_size = fv.batch_size * _BATCHES_PER_CHUNK
+    chunk_size = settings.batch_size * _BATCHES_PER_CHUNK
     start = time.time()
     written = 0
-    with fileutil.atomic_open(fv.output_file, "w") as writer:
-        for examples in _chunks(iter_examples(fv.input_file), chunk_size):
-            features = convert_examples_to_features(examples, fv.max_seq_length, tokenizer,
-                                                    first_index=written)
-            lines = _feature_lines(features, extractor, layer_indexes, fv.batch_size,
-                                   fv.trim_padding)
+    with fileutil.atomic_open(settings.output_file, "w") as writer:
+        for examples in _chunks(iter_examples(settings.input_file), chunk_size):
+            features = convert_examples_to_features(examples, settings.max_seq_length,
+                                                    tokenizer, first_index=written)
+            lines = _feature_lines(features, extractor, layer_indexes, settings.batch_size,
+                                   settings.trim_padding)
             writer.write("".join(line + "\n" for line in lines))
             written += len(features)
             elapsed = max(time.time() - start, 1e-9)
@@ -426,19 +440,20 @@ def _write_features(fv, tokenizer, extractor, layer_indexes):
     return written
 
 
-def _write_embeddings(fv, tokenizer, extractor):
+def _write_embeddings(settings, tokenizer, extractor):
     """One vector per input line: JSON lines as chunks go, or one .npy at the end."""
-    chunk_size = fv.batch_size * _BATCHES_PER_CHUNK
+    chunk_size = settings.batch_size * _BATCHES_PER_CHUNK
+    npy = settings.output_format == "npy"
     start = time.time()
     vectors = []
     written = 0
-    with fileutil.atomic_open(fv.output_file, "wb" if fv.output_format == "npy" else "w") \
-            as writer:
-        for examples in _chunks(iter_examples(fv.input_file), chunk_size):
-            features = convert_examples_to_features(examples, fv.max_seq_length, tokenizer,
-                                                    first_index=written)
-            chunk = embed_features(features, extractor, fv.batch_size, fv.trim_padding)
-            if fv.output_format == "npy":
+    with fileutil.atomic_open(settings.output_file, "wb" if npy else "w") as writer:
+        for examples in _chunks(iter_examples(settings.input_file), chunk_size):
+            features = convert_examples_to_features(examples, settings.max_seq_length,
+                                                    tokenizer, first_index=written)
+            chunk = embed_features(features, extractor, settings.batch_size,
+                                   settings.trim_padding)
+            if npy:
                 vectors.append(chunk)
             else:
                 writer.write("".join(embedding_json(f.unique_id, v) + "\n"
@@ -446,7 +461,7 @@ def _write_embeddings(fv, tokenizer, extractor):
             written += len(features)
             elapsed = max(time.time() - start, 1e-9)
             logging.info("Embedded %d lines (%.1f lines/s)", written, written / elapsed)
-        if fv.output_format == "npy":
+        if npy:
             np.save(writer, np.concatenate(vectors, axis=0))
     return written
 

@@ -24,6 +24,7 @@ from bert_tf2.base import tf1_variables
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import settings as settings_lib
 from bert_tf2.pretraining import pretraining_records
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
@@ -63,38 +64,48 @@ def define_flags(fv):
     flags_common.define_training_flags(fv)
 
 
+# One field per flag above: run(Settings(input_file=..., do_eval=True, ...)) from Python.
+Settings = settings_lib.settings_class(define_flags, __name__)
+
+
 # ---------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------
 
-def feature_spec(fv, max_instances_per_row=None):
+def feature_spec(settings, max_instances_per_row=None):
     """The records' feature spec: the reference's, or packed rows' with --packed_sequences.
 
+    settings: a Settings (or a part of one) with packed_sequences, max_seq_length and
+      max_predictions_per_seq.
     max_instances_per_row: instances per packed row (needed with --packed_sequences).
     """
-    if not fv.packed_sequences:
-        return input_pipeline.pretraining_features(fv.max_seq_length, fv.max_predictions_per_seq)
-    return pretraining_records.packed_features(fv.max_seq_length, fv.max_predictions_per_seq,
+    if not settings.packed_sequences:
+        return input_pipeline.pretraining_features(settings.max_seq_length,
+                                                   settings.max_predictions_per_seq)
+    return pretraining_records.packed_features(settings.max_seq_length,
+                                               settings.max_predictions_per_seq,
                                                max_instances_per_row)
 
 
-def dataset_fn_for(fv, input_files, is_training, spec=None, trim_padding=False):
+def dataset_fn_for(settings, input_files, is_training, spec=None, trim_padding=False):
     """dataset_fn over the pretraining records (repeated: both loops run a set number of steps).
 
-    spec: the records' feature spec (default: the reference's, feature_spec(fv)).
+    settings: a Settings (or a part of one) with the batch sizes, the seed and, without
+      `spec`, what feature_spec reads.
+    spec: the records' feature spec (default: the reference's, feature_spec(settings)).
     trim_padding: each batch cut to its longest row (the masked positions lie in the
     real tokens, so the losses do not change); no length buckets (the metrics do
     not depend on the order).
     """
-    spec = spec or feature_spec(fv)
-    batch_size = fv.train_batch_size if is_training else fv.eval_batch_size
+    spec = spec or feature_spec(settings)
+    batch_size = settings.train_batch_size if is_training else settings.eval_batch_size
 
     def dataset_fn(input_context=None):
         # Evaluation repeats the files, as the reference does, because it runs a
         # fixed number of steps (max_eval_steps).
         return input_pipeline.make_dataset(input_files, spec, batch_size, is_training,
                                            input_context=input_context, repeat=True,
-                                           seed=fv.seed, trim=trim_padding)
+                                           seed=settings.seed, trim=trim_padding)
     return dataset_fn
 
 
@@ -271,36 +282,47 @@ def compute_eval_metrics(batches):
 # The run
 # ---------------------------------------------------------------------------
 
-def run(fv):
-    """Pre-trains and/or evaluates as --do_train / --do_eval ask; returns the eval results."""
-    bert_config, input_files, spec = _check_flags(fv)
-    training.set_seed(fv.seed)
-    training.configure_precision(fv)
-    strategy = training.get_strategy(fv)
-    config = training.RunConfig.from_flags(fv)
+def run(settings):
+    """Pre-trains and/or evaluates as do_train / do_eval ask; returns a settings_lib.Result
+    (the eval results as metrics, eval_results.txt and the latest checkpoint as outputs).
+
+    `settings`: a Settings, or the parsed flags of define_flags.
+    """
+    settings = Settings.of(settings)
+    bert_config, input_files, spec = _check_settings(settings)
+    trainer = settings.part(*training.SETTINGS)
+    training.set_seed(settings.seed)
+    training.configure_precision(settings.dtype)
+    strategy = training.get_strategy(trainer)
+    config = training.RunConfig.from_settings(trainer)
     runner = training.Runner(strategy, lambda: heads.BertPretrainer(bert_config), config,
-                             for_training=fv.do_train)
-    if fv.do_train:
-        _train(fv, runner, input_files, spec)
-    if fv.do_eval:
-        return _evaluate(fv, runner, input_files, spec)
-    return None
+                             for_training=settings.do_train)
+    result = settings_lib.Result(output_dir=settings.output_dir)
+    if settings.do_train:
+        _train(settings, runner, input_files, spec)
+        result.outputs["checkpoint"] = tf.train.latest_checkpoint(settings.output_dir)
+    if settings.do_eval:
+        result.metrics = _evaluate(settings, runner, input_files, spec)
+        result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
+    result.global_step = runner.global_step
+    return result
 
 
-def _check_flags(fv):
-    """Checks the flags before any work; returns (bert_config, input files, feature spec)."""
-    if not fv.do_train and not fv.do_eval:
+def _check_settings(settings):
+    """Checks the settings before any work; returns (bert_config, input files, feature spec)."""
+    if not settings.do_train and not settings.do_eval:
         raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-    flags_common.require(fv, ("bert_config_file", "input_file", "output_dir"))
-    if fv.do_train and fv.num_train_steps < 1:
+    settings.require("bert_config_file", "input_file", "output_dir")
+    if settings.do_train and settings.num_train_steps < 1:
         raise ValueError("--num_train_steps=%d: nothing would be trained (must be >= 1)"
-                         % fv.num_train_steps)
-    bert_config = flags_common.bert_config_from_flags(fv)
-    input_files = fileutil.expand_input_files(fv.input_file)
-    spec = feature_spec(fv, check_packing(input_files[0], fv.packed_sequences))
-    seq_flag = "--max_seq_length=%d" % fv.max_seq_length
-    masked_flag = "--max_predictions_per_seq=%d" % fv.max_predictions_per_seq
-    if fv.packed_sequences:
+                         % settings.num_train_steps)
+    bert_config = flags_common.load_bert_config(settings.bert_config_file,
+                                                settings.max_seq_length)
+    input_files = fileutil.expand_input_files(settings.input_file)
+    spec = feature_spec(settings, check_packing(input_files[0], settings.packed_sequences))
+    seq_flag = "--max_seq_length=%d" % settings.max_seq_length
+    masked_flag = "--max_predictions_per_seq=%d" % settings.max_predictions_per_seq
+    if settings.packed_sequences:
         masked_flag += " times the record's instances per row"
     input_pipeline.check_record_lengths(
         input_files[0], spec,
@@ -342,25 +364,25 @@ def check_packing(path, packed_sequences):
     return per_row
 
 
-def _train(fv, runner, input_files, spec=None):
+def _train(settings, runner, input_files, spec=None):
     """Runs --num_train_steps optimizer steps (continuing from a checkpoint in output_dir)."""
     logging.info("***** Running training *****")
-    logging.info("  Batch size = %d", fv.train_batch_size)
-    runner.train(dataset_fn_for(fv, input_files, is_training=True, spec=spec,
+    logging.info("  Batch size = %d", settings.train_batch_size)
+    runner.train(dataset_fn_for(settings, input_files, is_training=True, spec=spec,
                                 trim_padding=runner.trim_padding),
-                 pretraining_loss, global_batch_size=fv.train_batch_size)
+                 pretraining_loss, global_batch_size=settings.train_batch_size)
 
 
-def _evaluate(fv, runner, input_files, spec=None):
-    """Runs --max_eval_steps eval batches and writes eval_results.txt."""
+def _evaluate(settings, runner, input_files, spec=None):
+    """Runs --max_eval_steps eval batches and writes eval_results.txt; returns its values."""
     logging.info("***** Running evaluation *****")
-    logging.info("  Batch size = %d", fv.eval_batch_size)
-    dataset_fn = dataset_fn_for(fv, input_files, is_training=False, spec=spec,
+    logging.info("  Batch size = %d", settings.eval_batch_size)
+    dataset_fn = dataset_fn_for(settings, input_files, is_training=False, spec=spec,
                                 trim_padding=runner.trim_padding)
-    batches = list(runner.predict(dataset_fn, eval_outputs, max_steps=fv.max_eval_steps))
+    batches = list(runner.predict(dataset_fn, eval_outputs, max_steps=settings.max_eval_steps))
     results = compute_eval_metrics(batches)
     results["global_step"] = runner.global_step
-    fileutil.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), results)
+    fileutil.write_eval_results(os.path.join(settings.output_dir, "eval_results.txt"), results)
     return results
 
 

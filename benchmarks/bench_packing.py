@@ -106,21 +106,19 @@ def make_records(workdir, vocab, num_documents, dupe_factor, max_instances_per_r
 # Training steps
 # ---------------------------------------------------------------------------
 
-def _run_flags(path, batch_size, packed):
-    from bert_tf2 import flags_common
+def _run_settings(path, batch_size, packed):
     import run_pretraining
-    return flags_common.parse_flags(run_pretraining.define_flags, [
-        "--input_file=" + path, "--max_seq_length=%d" % SEQ_LENGTH,
-        "--max_predictions_per_seq=%d" % MAX_PREDICTIONS,
-        "--train_batch_size=%d" % batch_size, "--packed_sequences=%s" % packed])
+    return run_pretraining.Settings(
+        input_file=path, max_seq_length=SEQ_LENGTH, max_predictions_per_seq=MAX_PREDICTIONS,
+        train_batch_size=batch_size, packed_sequences=bool(packed))
 
 
 def load_batches(path, batch_size, num_batches, packed):
     """The first training batches of a record file, read as run_pretraining reads them."""
     from bert_tf2 import input_pipeline
     import run_pretraining
-    fv = _run_flags(path, batch_size, packed)
-    spec = run_pretraining.feature_spec(fv, run_pretraining.check_packing(path, packed))
+    settings = _run_settings(path, batch_size, packed)
+    spec = run_pretraining.feature_spec(settings, run_pretraining.check_packing(path, packed))
     dataset = input_pipeline.make_dataset([path], spec, batch_size, is_training=True,
                                           repeat=True, seed=0)
     return list(dataset.take(num_batches))

@@ -171,9 +171,36 @@ def _check_against_golden(golden, records):
 def test_golden_tf1_checkpoint(golden, tmp_path):
     input_file = write_text(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")
     output_file = tmp_path / "out.jsonl"
-    assert _run(_golden_argv(golden, input_file, output_file, ["--layers=-1,-2"])) == 4
+    result = _run(_golden_argv(golden, input_file, output_file, ["--layers=-1,-2"]))
+    assert result.outputs == {"output_file": str(output_file)}
     _check_against_golden(golden, _read_jsonl(output_file))
     assert sorted(os.listdir(str(tmp_path))) == ["in.txt", "out.jsonl"]  # no temporaries
+
+
+def test_run_takes_settings_twice_in_one_process(golden, tmp_path):
+    """run(Settings(...)) with no flag parsing, twice: the Result names the file written,
+    which holds what the parsed flags write."""
+    input_file = write_text(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")
+    flags_output = tmp_path / "flags.jsonl"
+    _run(_golden_argv(golden, input_file, flags_output, ["--layers=-1,-2"]))
+    g = golden["dir"]
+    for name in ("a.jsonl", "b.jsonl"):
+        settings = ef.Settings(
+            input_file=str(input_file), output_file=str(tmp_path / name),
+            bert_config_file=str(g / "bert_config.json"),
+            init_checkpoint=str(g / "bert_model.ckpt"), vocab_file=str(g / "vocab.txt"),
+            max_seq_length=24, layers="-1,-2")
+        result = ef.run(settings)
+        assert result.outputs == {"output_file": str(tmp_path / name)}
+        assert os.path.exists(result.outputs["output_file"])
+        assert _read_jsonl(result.outputs["output_file"]) == _read_jsonl(flags_output)
+        assert result.metrics == {} and result.output_dir is None
+
+
+def test_settings_name_a_missing_setting_by_its_flag():
+    with pytest.raises(ValueError, match="--vocab_file is required"):
+        ef.run(ef.Settings(input_file="i", output_file="o", bert_config_file="c",
+                           init_checkpoint="k"))
 
 
 def test_golden_from_a_tf2_checkpoint(golden, tmp_path):
@@ -199,7 +226,7 @@ def test_streaming_chunks_keep_order_and_match_one_chunk(golden, tmp_path):
     small = tmp_path / "small.jsonl"
     large = tmp_path / "large.jsonl"
     # batch_size 2 -> chunks of 32 lines: 45 lines make two chunks and an odd last batch.
-    assert _run(_golden_argv(golden, input_file, small, ["--batch_size=2", "--layers=-1"])) == 45
+    _run(_golden_argv(golden, input_file, small, ["--batch_size=2", "--layers=-1"]))
     _run(_golden_argv(golden, input_file, large, ["--batch_size=64", "--layers=-1"]))
     with open(str(small)) as a, open(str(large)) as b:
         small_lines, large_lines = a.read().splitlines(), b.read().splitlines()

@@ -425,7 +425,7 @@ def test_extract_features_makes_a_missing_output_folder(files, tmp_path):
     output = tmp_path / "new" / "sub" / "out.jsonl"
     module, argv = _extract(files, tmp_path, "--output_file=%s" % output,
                             checkpoint=checkpoint)
-    assert _run(module, argv) == 2
+    assert _run(module, argv).outputs == {"output_file": str(output)}
     assert [json.loads(line)["linex_index"] for line in open(output)] == [0, 1]
 
 

@@ -100,8 +100,7 @@ def _run(argv):
 
 def _reference(root, mode, layers, normalize, seq_length=12):
     """The numpy rule over extract_features' per-token outputs at full length."""
-    tokenizer = flags_common.tokenizer_from_flags(flags_common.parse_flags(
-        extract_features.define_flags, _argv(root, "unused")))
+    tokenizer = flags_common.load_tokenizer(str(root / "vocab.txt"), do_lower_case=True)
     features = extract_features.convert_examples_to_features(
         extract_features.read_examples(str(root / "input.txt")), seq_length, tokenizer)
     extractor = extract_features.FeatureExtractor(
@@ -118,7 +117,8 @@ def test_command_line_vectors_equal_the_rule(tiny, tmp_path, mode, layers, norma
     want = _reference(tiny, mode, pooling.parse_layers(layers), normalize)
     extra = ["--pooling=%s" % mode, "--layers=%s" % layers,
              "--normalize" if normalize else "--nonormalize"]
-    assert _run(_argv(tiny, tmp_path / "v.npy", extra + ["--output_format=npy"])) == 5
+    result = _run(_argv(tiny, tmp_path / "v.npy", extra + ["--output_format=npy"]))
+    assert result.outputs == {"output_file": str(tmp_path / "v.npy")}
     vectors = np.load(str(tmp_path / "v.npy"))
     assert vectors.dtype == np.float32 and vectors.shape == want.shape
     np.testing.assert_allclose(vectors, want, atol=2e-5)

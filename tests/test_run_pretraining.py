@@ -71,7 +71,7 @@ def test_train_then_eval_writes_reference_keys_and_loss_decreases(shared_dir, tm
                   save_checkpoints_steps=10, learning_rate=1e-2)
     before = run_pretraining.run(run_flags(**base_flags(shared_dir, tmp_path, "out",
                                                          do_eval=True, **common)))
-    assert before["global_step"] == 0
+    assert before.metrics["global_step"] == 0
     fv = run_flags(**base_flags(shared_dir, tmp_path, "out", do_train=True, do_eval=True,
                                 **common))
     results = run_pretraining.run(fv)
@@ -79,9 +79,9 @@ def test_train_then_eval_writes_reference_keys_and_loss_decreases(shared_dir, tm
     assert sorted(on_disk) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                                "next_sentence_accuracy", "next_sentence_loss"]
     assert on_disk["global_step"] == 30
-    assert np.isclose(on_disk["loss"], float(results["loss"]), rtol=1e-5)
+    assert np.isclose(on_disk["loss"], float(results.metrics["loss"]), rtol=1e-5)
     # Memorisation of 23 records: the eval MLM loss (same records) falls clearly.
-    assert on_disk["masked_lm_loss"] < before["masked_lm_loss"] - 1.0
+    assert on_disk["masked_lm_loss"] < before.metrics["masked_lm_loss"] - 1.0
     names = sorted(os.listdir(tmp_path / "out"))
     assert "model.ckpt-30.index" in names and "model.ckpt-20.index" in names
     assert "train" in names  # TensorBoard events
@@ -100,6 +100,34 @@ def test_restart_continues_from_the_last_checkpoint(shared_dir, tmp_path):
     # Nothing left to do: a third run with the same target trains no step.
     run_pretraining.run(second)
     assert checkpoints.CheckpointContents(str(tmp_path / "out")).path.endswith("model.ckpt-10")
+
+
+def test_run_takes_settings_twice_in_one_process(shared_dir, tmp_path):
+    """run(Settings(...)) with no flag parsing, twice: each Result names what was written
+    and its metrics are eval_results.txt's values."""
+    values = {k: str(v) if k.endswith(("_file", "_dir")) else v
+              for k, v in base_flags(shared_dir, tmp_path, "out").items()}
+    values.update(bert_config_file=no_dropout_config(shared_dir, tmp_path), do_train=True,
+                  do_eval=True, max_eval_steps=1)
+    for steps in (2, 4):  # the second run continues from the first's checkpoint
+        settings = run_pretraining.Settings(num_train_steps=steps, **values)
+        result = run_pretraining.run(settings)
+        assert settings.num_train_steps == steps  # the caller's settings are not changed
+        assert result.output_dir == values["output_dir"] and result.global_step == steps
+        assert sorted(result.outputs) == ["checkpoint", "eval_results"]
+        assert result.outputs["checkpoint"].endswith("model.ckpt-%d" % steps)
+        assert os.path.exists(result.outputs["checkpoint"] + ".index")
+        on_disk = read_results(result.outputs["eval_results"])
+        assert sorted(result.metrics) == sorted(on_disk)
+        for key, value in on_disk.items():
+            assert np.isclose(float(result.metrics[key]), value, rtol=1e-6), key
+        assert on_disk["global_step"] == steps
+
+
+def test_settings_name_a_missing_setting_by_its_flag(tmp_path):
+    with pytest.raises(ValueError, match="--input_file is required"):
+        run_pretraining.run(run_pretraining.Settings(bert_config_file="c", do_eval=True,
+                                                     output_dir=str(tmp_path)))
 
 
 def write_golden_records(shared_dir, path):
