@@ -53,8 +53,9 @@ def tiny(tmp_path):
 
 
 def _run(argv):
+    """The number of records the run of `argv` wrote."""
     fv = flags_common.parse_flags(cpd.define_flags, argv)
-    return cpd.run(fv)
+    return cpd.run(fv).metrics["records"]
 
 
 def _args(inputs, output, vocab, *extra):
@@ -127,7 +128,7 @@ def test_golden_records_plain_python_path(shared_dir, tmp_path):
         "x", "y", str(shared_dir / "data" / "vocab" / "uncased_vocab.txt"), *args))
     out = str(tmp_path / "plain.tfrecord")
     cpd.write_pretraining_data([str(golden / "sample_text.txt")], [out], fv.vocab_file,
-                               cpd.PretrainingOptions.from_flags(fv),
+                               cpd.options_of(fv),
                                fast=False, use_fast_tokenizer=False)
     assert _features(out) == _features(str(golden / "sample.tfrecord"))
 
