@@ -25,9 +25,14 @@ reference quietly caps (more masked tokens asked for than --max_predictions_per_
 holds) run with its records and a warning.
 
 This file keeps the algorithm (documents -> instances -> masks) and the flags;
-its neighbours hold the rest: pretraining_corpus.py reads the text files,
-pretraining_draws.py the random draws, pretraining_records.py encodes, packs and
-writes the records (packed rows: see pretraining_records.packed_features).
+its neighbours hold the rest: pretraining_options.py the generation settings,
+pretraining_corpus.py reads the text files, pretraining_draws.py the random
+draws, pretraining_records.py encodes, packs and writes the records (packed rows:
+see pretraining_records.packed_features). From Python, without flags:
+
+    result = create_pretraining_data.run(create_pretraining_data.Settings(
+        input_file="corpus.txt", output_file="out.tfrecord", vocab_file="vocab.txt"))
+    result.outputs["output_files"], result.metrics["records"]
 
 Per-file mode (`--num_workers=N`, N > 1, or `--runner=...`)
 -----------------------------------------------------------
@@ -65,14 +70,13 @@ import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import settings as settings_lib
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_draws
+from bert_tf2.pretraining import pretraining_options
 from bert_tf2.pretraining import pretraining_records
 from bert_tf2.pretraining import pretraining_shards
 from bert_tf2.pretraining import word_boundaries
-
-_CLS, _SEP, _MASK = "[CLS]", "[SEP]", "[MASK]"
-
 
 # -- Flags --
 
@@ -139,112 +143,25 @@ def define_flags(fv):
     word_boundaries.define_flags(fv)  # Chinese whole-word masking (word_boundaries.py)
 
 
-class PretrainingOptions(collections.namedtuple(
-        "PretrainingOptions",
-        ["max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob",
-         "dupe_factor", "do_whole_word_mask", "random_seed", "word_segmentation"],
-        defaults=(None,))):
-    """The generation settings (the flags other than files and workers).
+Settings = settings_lib.settings_class(define_flags, __name__)
 
-    word_segmentation: None, or a word_boundaries.WordSegmentation (Chinese words).
-    """
+PretrainingOptions = pretraining_options.PretrainingOptions
 
-    @classmethod
-    def from_flags(cls, fv):
-        """The options the flags set."""
-        return cls(max_seq_length=fv.max_seq_length,
-                   max_predictions_per_seq=fv.max_predictions_per_seq,
-                   masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,
-                   dupe_factor=fv.dupe_factor, do_whole_word_mask=fv.do_whole_word_mask,
-                   random_seed=fv.random_seed,
-                   word_segmentation=word_boundaries.from_flags(fv))
 
-    def validate(self):
-        """Refuses what the reference crashes on; returns warnings for what it caps.
-
-        A --max_seq_length under 5 leaves no room for two segments: the
-        reference's assertions fail. Everything else it runs, and so do we, with
-        its records: when a full-length sequence asks for more masked positions
-        than --max_predictions_per_seq, both mask only that many; a
-        --masked_lm_prob or --short_seq_prob outside [0, 1] acts as its nearest
-        bound; --dupe_factor below 1 writes no instance.
-
-        Returns:
-          A list of one-line warnings (empty for ordinary settings).
-        """
-        if self.max_seq_length < 5:
-            raise ValueError("--max_seq_length must be at least 5 ([CLS], [SEP], [SEP] and "
-                             "two tokens), got %d" % self.max_seq_length)
-        warnings = []
-        wanted = max(1, int(round(self.max_seq_length * self.masked_lm_prob)))
-        if wanted > self.max_predictions_per_seq:
-            warnings.append(
-                "--max_predictions_per_seq=%d caps the masking: a sequence of %d tokens "
-                "would get round(%d * %g) = %d masked tokens with --masked_lm_prob=%g, and "
-                "gets %d (as the reference does)"
-                % (self.max_predictions_per_seq, self.max_seq_length, self.max_seq_length,
-                   self.masked_lm_prob, wanted, self.masked_lm_prob,
-                   self.max_predictions_per_seq))
-        for name in ("masked_lm_prob", "short_seq_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                warnings.append("--%s=%g is outside [0, 1]: it acts as %g"
-                                % (name, value, min(max(value, 0.0), 1.0)))
-        if self.dupe_factor < 1:
-            warnings.append("--dupe_factor=%d: no instance will be written" % self.dupe_factor)
-        return warnings
+def options_of(settings):
+    """The PretrainingOptions of `settings` (a Settings, or parsed flags)."""
+    settings = Settings.of(settings)
+    return PretrainingOptions(
+        max_seq_length=settings.max_seq_length,
+        max_predictions_per_seq=settings.max_predictions_per_seq,
+        masked_lm_prob=settings.masked_lm_prob, short_seq_prob=settings.short_seq_prob,
+        dupe_factor=settings.dupe_factor, do_whole_word_mask=settings.do_whole_word_mask,
+        random_seed=settings.random_seed,
+        word_segmentation=word_boundaries.segmentation(settings.chinese_word_segmenter,
+                                                       settings.word_boundary_file))
 
 
 # -- The algorithm, on tokens of any kind (strings, or ids for speed) --
-
-def _check_special_tokens(vocab):
-    # write_pretraining_data checks first, naming --vocab_file (flags_common).
-    missing = [t for t in (_CLS, _SEP, _MASK) if t not in vocab]
-    if missing:
-        raise ValueError("the vocabulary has no %s token" % " / ".join(missing))
-
-
-class _Symbols(object):
-    """What the algorithm needs to know about the token values it handles.
-
-    The same code runs on WordPiece strings (the public functions) and, in the
-    fast pipeline, on each token's id already encoded as protobuf varint bytes,
-    so that a record's input_ids are one b"".join away. Both map one-to-one to
-    vocabulary entries, so both lead to the same decisions.
-
-    Attributes:
-      cls, sep, mask: the values of [CLS], [SEP], [MASK].
-      replacements: the values a "random word" is drawn from, in vocabulary
-        order (the original draws `vocab_words[randint(0, len - 1)]`).
-      is_continuation: callable, True for "##..." WordPieces.
-      starts_word: callable, its negation.
-    """
-
-    def __init__(self, cls, sep, mask, replacements, is_continuation, starts_word):
-        self.cls = cls
-        self.sep = sep
-        self.mask = mask
-        self.replacements = replacements
-        self.is_continuation = is_continuation
-        self.starts_word = starts_word
-
-    @classmethod
-    def for_strings(cls_, vocab_words):
-        """Symbols for WordPiece strings (the plain-Python path)."""
-        return cls_(_CLS, _SEP, _MASK, list(vocab_words), lambda t: t.startswith("##"),
-                    lambda t: not t.startswith("##"))
-
-    @classmethod
-    def for_encoded(cls_, vocab, varints, joined=False):
-        """Symbols of varint ids (varints[i]: id i); joined: word_boundaries' marks too."""
-        _check_special_tokens(vocab)
-        pieces = frozenset(varints[i] for t, i in vocab.items() if t.startswith("##"))
-        words = frozenset(varints[i] for t, i in vocab.items() if not t.startswith("##"))
-        tests = (pieces.__contains__, words.__contains__)
-        return cls_(varints[vocab[_CLS]], varints[vocab[_SEP]], varints[vocab[_MASK]],
-                    [varints[i] for i in vocab.values()],
-                    *(word_boundaries.joined_tests(*tests) if joined else tests))
-
 
 class _Generator(object):
     """Builds the examples of documents, drawing from one random source.
@@ -530,7 +447,7 @@ def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.1
         max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
         dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask, random_seed=None)
-    return _Generator(options, _Symbols.for_strings(vocab_words), pretraining_draws.Draws(rng))
+    return _Generator(options, pretraining_records.Symbols.for_strings(vocab_words), pretraining_draws.Draws(rng))
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
@@ -616,7 +533,8 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
                       stats=None):
     """All examples of `documents` (shuffled), as serialized records; draws from `rng`.
 
-    documents: as read by _read_encoded_documents with this encoder's varints.
+    documents: as read by pretraining_corpus.read_encoded_documents with this encoder's
+      varints.
     counter: optional callable(new_documents, records_so_far), every 1000 documents.
     stats: optional dict of counts; gets "instances" and "masked_tokens" added.
     """
@@ -647,35 +565,12 @@ def _generate_records(documents, options, encoder, rng, progress=None, counter=N
     return records
 
 
-def _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder, stats,
-                            stage=None, open_file=pretraining_corpus.gfile_open,
-                            batch_bytes=None, segmentation=None):
-    """The documents of `input_files` as varints; adds files, bytes, documents to stats."""
-    on_progress = pretraining_corpus.Progress(stage).report if stage else None
-    documents = pretraining_corpus.read_tokenized(
-        input_files, tokenizer, use_fast_tokenizer, encoder.varints, on_progress, open_file,
-        on_bytes=lambda n: pretraining_corpus.add_counts(stats, bytes=n), batch_bytes=batch_bytes,
-        segmentation=segmentation)
-    pretraining_corpus.add_counts(stats, files=len(input_files), documents=len(documents))
-    return documents
-
-
-_Encoding = collections.namedtuple("_Encoding", "varints encode symbols")
-
-
-def _encoder_for(options, vocab):
-    """The record encoder of the fast path, with the _Symbols of its encoded tokens."""
-    encoder = pretraining_records.ExampleEncoder(vocab, options.max_seq_length,
-                                                 options.max_predictions_per_seq)
-    return _Encoding(encoder.varints, encoder.encode, _Symbols.for_encoded(
-        vocab, encoder.varints, options.word_segmentation is not None))
-
-
 def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer,
                           stats, packer=None):
-    encoder = _encoder_for(options, tokenizer.vocab)
-    documents = _read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, encoder,
-                                        stats, "reading", segmentation=options.word_segmentation)
+    encoder = pretraining_records.encoder_for(options, tokenizer.vocab)
+    documents = pretraining_corpus.read_encoded_documents(
+        input_files, tokenizer, use_fast_tokenizer, encoder.varints, stats, stage="reading",
+        segmentation=options.word_segmentation)
     if not documents:
         raise pretraining_corpus.no_documents_error(input_files)
     logging.info("Read %d documents", len(documents))
@@ -714,19 +609,21 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
 shard_seed = pretraining_shards.shard_seed
 
 
-def shard_worker_state(vocab_file, do_lower_case, options, use_fast_tokenizer, corpus_bytes,
-                       max_instances_per_row=None, open_file=None):
+def shard_worker_state(options, corpus_bytes, open_file, vocab_file, do_lower_case,
+                       use_fast_tokenizer, max_instances_per_row=None):
     """What a worker of the per-file mode keeps: tokenizer, options, record encoder.
 
     options: PretrainingOptions (or its fields); corpus_bytes: the size of all input
-    files (the worker's tokenizer serves many); max_instances_per_row: pack each
-    file's instances (None: no packing); open_file: callable(path) -> binary file.
+    files (the worker's tokenizer serves many); open_file: callable(path) -> binary
+    file (None: GFile); max_instances_per_row: pack each file's instances (None: no
+    packing).
     """
     options = PretrainingOptions(*options)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     return dict(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
                 corpus_bytes=corpus_bytes,
-                encoder=_encoder_for(options, tokenizer.vocab), per_row=max_instances_per_row,
+                encoder=pretraining_records.encoder_for(options, tokenizer.vocab),
+                per_row=max_instances_per_row,
                 open_file=open_file or pretraining_corpus.gfile_open)
 
 
@@ -740,9 +637,9 @@ def shard_records(state, file_index, path, counter):
     options, encoder = state["options"], state["encoder"]
     stats = {}
     words = options.word_segmentation and options.word_segmentation.for_file(file_index)
-    documents = _read_encoded_documents([path], state["tokenizer"], state["use_fast"], encoder,
-                                        stats, open_file=state["open_file"],
-                                        batch_bytes=state["corpus_bytes"], segmentation=words)
+    documents = pretraining_corpus.read_encoded_documents(
+        [path], state["tokenizer"], state["use_fast"], encoder.varints, stats,
+        open_file=state["open_file"], batch_bytes=state["corpus_bytes"], segmentation=words)
     records = []
     if documents:
         rng = random.Random(shard_seed(options.random_seed, file_index))
@@ -755,41 +652,6 @@ def shard_records(state, file_index, path, counter):
         records = list(packer.pack_records(records))
         pretraining_corpus.add_counts(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
     return records, stats
-
-
-def _write_sharded(input_files, output_files, vocab_file, do_lower_case, vocab, options,
-                   num_workers, use_fast_tokenizer, stats, per_row=None):
-    progress = pretraining_corpus.Progress(
-        "creating instances (%d workers)" % min(num_workers, len(input_files)))
-    with pretraining_shards.sharded_records(
-            input_files, output_files[0], num_workers, shard_worker_state,
-            (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer,
-             pretraining_corpus.corpus_bytes(input_files), per_row),
-            shard_records, progress) as shards:
-        stats.update(shards.stats, worker_cpu_s=shards.worker_cpu_s)
-        progress.report(stats["documents"] * options.dupe_factor, shards.num_records,
-                        force=True)
-        if not stats["documents"]:
-            raise pretraining_corpus.no_documents_error(input_files)
-        return pretraining_records.write_output(shards.records, output_files, vocab,
-                                                packed=bool(per_row))
-
-
-def _write_beam(input_patterns, output_files, vocab_file, do_lower_case, options,
-                use_fast_tokenizer, stats, per_row, beam):
-    pretraining_beam = _beam_module()
-    files = pretraining_beam.match_input_files(input_patterns, beam.max_file_mb)
-    fileutil.check_distinct(output_files, "--output_file", [path for path, _ in files])
-    options = options._replace(word_segmentation=word_boundaries.resolve(
-        options, files, lambda globs: [p for p, _ in pretraining_beam.match_input_files(globs, 0)]))
-    # Workers find the per-file functions by their module's name, also when this file
-    # runs as __main__.
-    module = importlib.import_module("create_pretraining_data")
-    return pretraining_beam.run_pipeline(
-        files, output_files, module.shard_worker_state,
-        (vocab_file, do_lower_case, tuple(options), use_fast_tokenizer,
-         sum(size for _, size in files), per_row, pretraining_beam.open_file),
-        module.shard_records, options.random_seed, beam, stats)
 
 
 # -- Entry points --
@@ -831,18 +693,25 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         packer = pretraining_records.InstancePacker(
             options.max_seq_length, options.max_predictions_per_seq, max_instances_per_row)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
-    flags_common.check_vocab_tokens(tokenizer.vocab, vocab_file, (_CLS, _SEP, _MASK))
+    flags_common.check_vocab_tokens(tokenizer.vocab, vocab_file,
+                                    pretraining_records.SPECIAL_TOKENS)
     pretraining_records.log_files(input_files, output_files)
     stats = {} if stats is None else stats
     stats["worker_cpu_s"] = 0.0
     per_row = max_instances_per_row if pack_sequences else None
+    # shard_worker_state's arguments after (options, corpus_bytes, open_file).
+    worker_args = (vocab_file, do_lower_case, use_fast_tokenizer, per_row)
     if beam is not None:
-        count = _write_beam(input_files, output_files, vocab_file, do_lower_case, options,
-                            use_fast_tokenizer, stats, per_row, beam)
+        # Workers find the per-file functions by their module's name, also when this
+        # file runs as __main__.
+        module = importlib.import_module("create_pretraining_data")
+        count = _beam_module().write_beam(input_files, output_files, options,
+                                          module.shard_worker_state, worker_args,
+                                          module.shard_records, beam, stats)
     elif num_workers > 1:
-        count = _write_sharded(input_files, output_files, vocab_file, do_lower_case,
-                               tokenizer.vocab, options, num_workers, use_fast_tokenizer,
-                               stats, per_row)
+        count = pretraining_shards.write_sharded(
+            input_files, output_files, num_workers, options, shard_worker_state, worker_args,
+            shard_records, tokenizer.vocab, stats, packed=bool(per_row))
     elif not fast:
         return _write_reference_style(input_files, output_files, tokenizer, options,
                                       use_fast_tokenizer, packer)
@@ -853,38 +722,52 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     return count
 
 
-def run(fv, beam_args=()):
-    """Writes the records the flags describe; returns how many.
+def run(settings, beam_args=()):
+    """Writes the records the settings describe.
 
-    beam_args: the command line's options for Beam (with --runner).
+    Args:
+      settings: a Settings (or the parsed flags of define_flags).
+      beam_args: with settings.runner, Beam's pipeline options as command-line
+        arguments (["--direct_num_workers=2", "--project=p", ...]); main() takes them
+        from the command line (pretraining_beam.split_args).
+
+    Returns:
+      A settings Result: outputs["output_files"] the files written, metrics the
+      counts of the run ("records": records written, packed rows with
+      --pack_sequences; "documents", "instances", ... as the summary line).
     """
-    flags_common.require(fv, ("input_file", "output_file", "vocab_file"))
-    _check_mode_flags(fv)
+    settings = Settings.of(settings)
+    settings.require("input_file", "output_file", "vocab_file")
+    _check_mode_settings(settings)
     beam = None
-    output_files = fileutil.output_files(fv.output_file, fv.num_output_shards, "--output_file")
-    if fv.runner:
-        beam = BeamSettings(fv.runner, list(beam_args), fv.max_input_file_mb)
-        input_files = [p.strip() for p in fv.input_file.split(",") if p.strip()]
+    output_files = fileutil.output_files(settings.output_file, settings.num_output_shards,
+                                         "--output_file")
+    if settings.runner:
+        beam = BeamSettings(settings.runner, list(beam_args), settings.max_input_file_mb)
+        input_files = [p.strip() for p in settings.input_file.split(",") if p.strip()]
     else:
-        input_files = fileutil.expand_input_files(fv.input_file)
+        input_files = fileutil.expand_input_files(settings.input_file)
         fileutil.check_distinct(output_files, "--output_file", input_files)
-    fileutil.check_distinct(output_files, "--output_file", [fv.vocab_file], "--vocab_file")
-    return write_pretraining_data(input_files, output_files, fv.vocab_file,
-                                  PretrainingOptions.from_flags(fv),
-                                  do_lower_case=fv.do_lower_case,
-                                  num_workers=fv.num_workers,
-                                  pack_sequences=fv.pack_sequences,
-                                  max_instances_per_row=fv.max_instances_per_row,
-                                  beam=beam)
+    fileutil.check_distinct(output_files, "--output_file", [settings.vocab_file],
+                            "--vocab_file")
+    stats = {}
+    count = write_pretraining_data(
+        input_files, output_files, settings.vocab_file, options_of(settings),
+        do_lower_case=settings.do_lower_case, num_workers=settings.num_workers,
+        stats=stats, pack_sequences=settings.pack_sequences,
+        max_instances_per_row=settings.max_instances_per_row, beam=beam)
+    metrics = {key: value for key, value in stats.items() if key != "worker_cpu_s"}
+    metrics["records"] = count
+    return settings_lib.Result(outputs={"output_files": list(output_files)}, metrics=metrics)
 
 
-def _check_mode_flags(fv):
-    """A flag of one mode given in another is an error or a warning, never ignored."""
-    if fv.runner and fv["num_workers"].present:
+def _check_mode_settings(settings):
+    """A setting of one mode given in another is an error or a warning, never ignored."""
+    if settings.runner and settings.given("num_workers"):
         raise ValueError("--num_workers=%d counts local processes and does not apply with "
                          "--runner=%s: Beam takes its own (--direct_num_workers, "
-                         "--max_num_workers, ...)" % (fv.num_workers, fv.runner))
-    if not fv.runner and fv["max_input_file_mb"].present:
+                         "--max_num_workers, ...)" % (settings.num_workers, settings.runner))
+    if not settings.runner and settings.given("max_input_file_mb"):
         logging.warning("--max_input_file_mb applies with --runner only: ignored")
 
 

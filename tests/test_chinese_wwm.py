@@ -227,7 +227,7 @@ def test_same_records_in_every_mode(vocab, corpus, tmp_path):
     workers = _run(vocab, corpus.inputs, tmp_path / "w.tfrecord", "--num_workers=2", *extra)
     expected = []
     for index, (source, bounds) in enumerate(zip(corpus.inputs, corpus.bounds)):
-        options = cpd.PretrainingOptions.from_flags(
+        options = cpd.options_of(
             _flags(vocab, [source], "x", "--do_whole_word_mask",
                    "--word_boundary_file=%s" % bounds))
         out = tmp_path / ("single-%d.tfrecord" % index)

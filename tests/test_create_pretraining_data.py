@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+from absl import flags
 import pytest
 import tensorflow as tf
 
@@ -53,8 +54,9 @@ def tiny(tmp_path):
 
 
 def _run(argv):
+    """The number of records the run of `argv` wrote."""
     fv = flags_common.parse_flags(cpd.define_flags, argv)
-    return cpd.run(fv)
+    return cpd.run(fv).metrics["records"]
 
 
 def _args(inputs, output, vocab, *extra):
@@ -127,7 +129,7 @@ def test_golden_records_plain_python_path(shared_dir, tmp_path):
         "x", "y", str(shared_dir / "data" / "vocab" / "uncased_vocab.txt"), *args))
     out = str(tmp_path / "plain.tfrecord")
     cpd.write_pretraining_data([str(golden / "sample_text.txt")], [out], fv.vocab_file,
-                               cpd.PretrainingOptions.from_flags(fv),
+                               cpd.options_of(fv),
                                fast=False, use_fast_tokenizer=False)
     assert _features(out) == _features(str(golden / "sample.tfrecord"))
 
@@ -383,6 +385,50 @@ def test_reading_follows_gfile_readline(tmp_path):
             cpd.read_documents([bad], lambda lines: [l.split() for l in lines])
     finally:
         pretraining_corpus.READ_BLOCK_BYTES = old_block
+
+
+# ---------------------------------------------------------------------------
+# Settings: a run from Python, without flags
+# ---------------------------------------------------------------------------
+
+def test_settings_run_twice_without_absl_gives_the_records_of_the_flags(tiny, monkeypatch):
+    """Two runs of one Settings in one process write the same records as the command line."""
+    values = dict(input_file=",".join(tiny.inputs), vocab_file=tiny.vocab, max_seq_length=32,
+                  max_predictions_per_seq=6, dupe_factor=2, random_seed=7)
+    out_flags = str(tiny.dir / "flags.tfrecord")
+    count = _run(_args(tiny.inputs, out_flags, tiny.vocab, "--max_seq_length=32",
+                       "--max_predictions_per_seq=6", "--dupe_factor=2", "--random_seed=7"))
+
+    def no_parsing(*args, **kwargs):
+        raise AssertionError("absl parsed flags during a run of Settings")
+
+    monkeypatch.setattr(flags.FlagValues, "__call__", no_parsing)
+    results = []
+    for name in ("one.tfrecord", "two.tfrecord"):
+        out = str(tiny.dir / name)
+        results.append(cpd.run(cpd.Settings(output_file=out, **values)))
+        assert results[-1].outputs == {"output_files": [out]}
+        assert os.path.exists(out)
+    one, two = (_raw_records(r.outputs["output_files"][0]) for r in results)
+    assert one == two == _raw_records(out_flags)
+    assert results[0].metrics == results[1].metrics
+    assert results[0].metrics["records"] == count == len(one) > 20
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(input_file=None), r"^--input_file is required$"),
+    (dict(vocab_file=""), r"^--vocab_file is required$"),
+    (dict(chinese_word_segmenter="pkuseg", do_whole_word_mask=True),
+     r"^--chinese_word_segmenter=pkuseg is not one of jieba$"),
+    (dict(num_workers=2, runner="DirectRunner"), r"^--num_workers=2 counts local processes"),
+])
+def test_settings_with_a_bad_value_name_the_flag(tiny, values, message):
+    settings = dict(input_file=tiny.inputs[0], output_file=str(tiny.dir / "x.tfrecord"),
+                    vocab_file=tiny.vocab)
+    settings.update(values)
+    with pytest.raises(ValueError, match=message):
+        cpd.run(cpd.Settings(**settings))
+    assert not os.path.exists(str(tiny.dir / "x.tfrecord"))
 
 
 # ---------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def test_packing_with_workers_and_the_plain_path(data):
     plain = str(data.dir / "plain_packed.tfrecord")
     fv = _flags(data.inputs, plain, data.vocab)
     cpd.write_pretraining_data(data.inputs, [plain], data.vocab,
-                               cpd.PretrainingOptions.from_flags(fv), fast=False,
+                               cpd.options_of(fv), fast=False,
                                use_fast_tokenizer=False, pack_sequences=True,
                                max_instances_per_row=PER_ROW)
     assert _raw(plain) == _raw(data.packed)

@@ -94,7 +94,7 @@ def _beam(corpus, name, extra, beam_args, shards=3):
     prefix = corpus / name
     fv = _flags(corpus, prefix, "--runner=DirectRunner", "--num_output_shards=%d" % shards,
                 *extra)
-    count = cpd.run(fv, beam_args=beam_args)
+    count = cpd.run(fv, beam_args=beam_args).metrics["records"]
     files = sorted(glob.glob("%s-*-of-%05d" % (prefix, shards)))
     assert len(files) == shards
     assert not [f for f in _files_in(corpus) if "tmp" in f]

@@ -53,6 +53,7 @@ import tensorflow as tf
 from bert_tf2 import fileutil
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_shards
+from bert_tf2.pretraining import word_boundaries
 
 # Beam metrics namespace of the counters (files, bytes, documents, instances, ...).
 NAMESPACE = "create_pretraining_data"
@@ -320,6 +321,26 @@ def _finish(output_files, shards):
         else:
             with fileutil.atomic_open(path, "wb"):
                 pass
+
+
+def write_beam(input_patterns, output_files, options, setup, worker_args, make_records,
+               settings, stats):
+    """The per-file mode on Beam over the files of `input_patterns`; returns the count.
+
+    Args:
+      input_patterns: list of globs (matched by Beam's file systems, each sorted).
+      options: a PretrainingOptions; its word segmentation is paired with the files here.
+      setup: setup(options, corpus_bytes, open_file, *worker_args) -> state, on each
+        worker; make_records: as pretraining_shards' (module-level: Beam pickles both).
+      settings, stats: as run_pipeline's.
+    """
+    files = match_input_files(input_patterns, settings.max_file_mb)
+    fileutil.check_distinct(output_files, "--output_file", [path for path, _ in files])
+    options = options._replace(word_segmentation=word_boundaries.resolve(
+        options, files, lambda globs: [p for p, _ in match_input_files(globs, 0)]))
+    setup_args = (tuple(options), sum(size for _, size in files), open_file)
+    return run_pipeline(files, output_files, setup, setup_args + tuple(worker_args),
+                        make_records, options.random_seed, settings, stats)
 
 
 def run_pipeline(files, output_files, setup, setup_args, make_records, random_seed,

@@ -181,6 +181,22 @@ def read_tokenized(input_files, tokenizer, use_fast_tokenizer=True, encoded=None
                           segmentation)
 
 
+def read_encoded_documents(input_files, tokenizer, use_fast_tokenizer, varints, stats,
+                           stage=None, open_file=gfile_open, batch_bytes=None,
+                           segmentation=None):
+    """The documents of `input_files` as varints; adds files, bytes, documents to stats.
+
+    stage: the progress line's name (None: no progress line); the rest as read_tokenized.
+    """
+    on_progress = Progress(stage).report if stage else None
+    documents = read_tokenized(
+        input_files, tokenizer, use_fast_tokenizer, varints, on_progress, open_file,
+        on_bytes=lambda n: add_counts(stats, bytes=n), batch_bytes=batch_bytes,
+        segmentation=segmentation)
+    add_counts(stats, files=len(input_files), documents=len(documents))
+    return documents
+
+
 def no_documents_error(input_files):
     """The error of an input without a single document."""
     return ValueError("no documents in the input files %s (only blank lines or no text)"

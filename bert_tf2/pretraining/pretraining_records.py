@@ -9,6 +9,9 @@ create_pretraining_data.py works on varint-encoded token ids and joins them.
 several instances side by side in one row of max_seq_length tokens, with the
 features `packed_features` describes.
 
+`Symbols` / `encoder_for` give create_pretraining_data's algorithm the token
+values it works on (WordPiece strings, or the varints of the fast path).
+
 `write_output` writes records round-robin into the output files and logs the
 first ones as the original script does; `write_instances` does the same for
 TrainingInstance objects through the protobuf API (the reference's way).
@@ -22,6 +25,7 @@ import tensorflow as tf
 
 import tokenization
 from bert_tf2 import input_pipeline
+from bert_tf2.pretraining import word_boundaries
 
 
 def varint(value):
@@ -124,6 +128,69 @@ class ExampleEncoder(object):
         if prefix is None:
             prefix = self._example_prefixes[size] = b"\x0a" + varint(size)
         return prefix + body
+
+
+# The tokens the algorithm places itself (never masked, never a segment's text).
+CLS, SEP, MASK = "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (CLS, SEP, MASK)
+
+
+class Symbols(object):
+    """What create_pretraining_data's algorithm knows about the token values it handles.
+
+    The same code runs on WordPiece strings (the reference's functions) and, in the
+    fast pipeline, on each token's id already encoded as protobuf varint bytes,
+    so that a record's input_ids are one b"".join away. Both map one-to-one to
+    vocabulary entries, so both lead to the same decisions.
+
+    Attributes:
+      cls, sep, mask: the values of [CLS], [SEP], [MASK].
+      replacements: the values a "random word" is drawn from, in vocabulary
+        order (the original draws `vocab_words[randint(0, len - 1)]`).
+      is_continuation: callable, True for "##..." WordPieces.
+      starts_word: callable, its negation.
+    """
+
+    def __init__(self, cls, sep, mask, replacements, is_continuation, starts_word):
+        self.cls = cls
+        self.sep = sep
+        self.mask = mask
+        self.replacements = replacements
+        self.is_continuation = is_continuation
+        self.starts_word = starts_word
+
+    @classmethod
+    def for_strings(cls_, vocab_words):
+        """Symbols for WordPiece strings (the plain-Python path)."""
+        return cls_(CLS, SEP, MASK, list(vocab_words), lambda t: t.startswith("##"),
+                    lambda t: not t.startswith("##"))
+
+    @classmethod
+    def for_encoded(cls_, vocab, varints, joined=False):
+        """Symbols of varint ids (varints[i]: id i); joined: word_boundaries' marks too."""
+        # The caller checks first, naming --vocab_file (flags_common.check_vocab_tokens).
+        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise ValueError("the vocabulary has no %s token" % " / ".join(missing))
+        pieces = frozenset(varints[i] for t, i in vocab.items() if t.startswith("##"))
+        words = frozenset(varints[i] for t, i in vocab.items() if not t.startswith("##"))
+        tests = (pieces.__contains__, words.__contains__)
+        return cls_(varints[vocab[CLS]], varints[vocab[SEP]], varints[vocab[MASK]],
+                    [varints[i] for i in vocab.values()],
+                    *(word_boundaries.joined_tests(*tests) if joined else tests))
+
+
+Encoding = collections.namedtuple("Encoding", "varints encode symbols")
+
+
+def encoder_for(options, vocab):
+    """The fast path's Encoding: varints, ExampleEncoder.encode and the Symbols of varints.
+
+    options: a PretrainingOptions (lengths, and whether a word segmentation marks tokens).
+    """
+    encoder = ExampleEncoder(vocab, options.max_seq_length, options.max_predictions_per_seq)
+    return Encoding(encoder.varints, encoder.encode, Symbols.for_encoded(
+        vocab, encoder.varints, options.word_segmentation is not None))
 
 
 # ---------------------------------------------------------------------------

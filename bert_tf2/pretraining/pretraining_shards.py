@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.pretraining import pretraining_corpus
+from bert_tf2.pretraining import pretraining_records
 
 _RECORD_LENGTH = struct.Struct("<I")
 # Bytes before each record in a temporary shard file (its length).
@@ -389,3 +390,30 @@ def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
     finally:
         if tf.io.gfile.exists(temp_dir):
             tf.io.gfile.rmtree(temp_dir)
+
+
+def write_sharded(input_files, output_files, num_workers, options, setup, worker_args,
+                  make_records, vocab, stats, packed=False):
+    """The per-file mode on this process and num_workers - 1 workers; returns the count.
+
+    Args:
+      input_files, output_files: lists of paths (output records dealt round-robin).
+      options: a PretrainingOptions (sent to the workers as a tuple).
+      setup: setup(options, corpus_bytes, open_file, *worker_args) -> state, once per
+        process; make_records(state, file_index, path, counter) -> (records, stats).
+      vocab: {token: id}, for the log of the first records.
+      stats: dict, gets the summed per-file counts and "worker_cpu_s".
+      packed: the records are packed rows.
+    """
+    progress = pretraining_corpus.Progress(
+        "creating instances (%d workers)" % min(num_workers, len(input_files)))
+    setup_args = (tuple(options), pretraining_corpus.corpus_bytes(input_files), None)
+    with sharded_records(input_files, output_files[0], num_workers, setup,
+                         setup_args + tuple(worker_args), make_records, progress) as shards:
+        stats.update(shards.stats, worker_cpu_s=shards.worker_cpu_s)
+        progress.report(stats["documents"] * options.dupe_factor, shards.num_records,
+                        force=True)
+        if not stats["documents"]:
+            raise pretraining_corpus.no_documents_error(input_files)
+        return pretraining_records.write_output(shards.records, output_files, vocab,
+                                                packed=packed)

@@ -15,8 +15,8 @@ the records), and the random draws keep the reference's order.
 How the continuation is carried: a continuing character's token (a varint of the
 fast path, or a WordPiece string) is replaced by an equal value of a marker
 subclass (`JoinedBytes` / `JoinedStr`), which joins, compares and hashes as the
-plain value, so records and vocabulary lookups are unchanged; the _Symbols of
-create_pretraining_data test for the marker (`joined_tests`) only when a
+plain value, so records and vocabulary lookups are unchanged; the Symbols of
+pretraining_records test for the marker (`joined_tests`) only when a
 segmentation is on, so the default path runs as before.
 
 Tokens of a line with a segmentation: the line is cut into single CJK characters
@@ -120,15 +120,23 @@ class WordSegmentation(collections.namedtuple("WordSegmentation", "segmenter fil
         return _MarkingTokenizer(tokenize)
 
 
-def from_flags(fv):
-    """The WordSegmentation the flags ask for, or None."""
-    if fv.chinese_word_segmenter and fv.word_boundary_file:
+def segmentation(chinese_word_segmenter=None, word_boundary_file=None):
+    """The WordSegmentation the two settings ask for, or None (neither given).
+
+    Args:
+      chinese_word_segmenter: a name of SEGMENTERS, or None.
+      word_boundary_file: comma-separated globs of boundary files, or None.
+    """
+    if chinese_word_segmenter and word_boundary_file:
         raise ValueError("--chinese_word_segmenter and --word_boundary_file are two sources "
                          "of word boundaries: give one")
-    if fv.chinese_word_segmenter:
-        return WordSegmentation(fv.chinese_word_segmenter, None)
-    if fv.word_boundary_file:
-        return WordSegmentation(None, fv.word_boundary_file)
+    if chinese_word_segmenter and chinese_word_segmenter not in SEGMENTERS:
+        raise ValueError("--chinese_word_segmenter=%s is not one of %s"
+                         % (chinese_word_segmenter, ", ".join(SEGMENTERS)))
+    if chinese_word_segmenter:
+        return WordSegmentation(chinese_word_segmenter, None)
+    if word_boundary_file:
+        return WordSegmentation(None, word_boundary_file)
     return None
 
 
