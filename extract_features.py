@@ -353,6 +353,7 @@ def _chunks(iterable, size):
         yield chunk
 
 
+@startup.keeps_process_settings
 def run(settings):
     """Reads input_file, writes output_file; returns a settings_lib.Result naming it
     (outputs["output_file"]).

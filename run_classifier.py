@@ -179,6 +179,7 @@ def compute_loss(logits, label_ids, num_labels, regression=False):
 # The run
 # ---------------------------------------------------------------------------
 
+@startup.keeps_process_settings
 def run(settings):
     """Trains, evaluates and/or predicts as the do_* settings ask; returns a
     settings_lib.Result (the eval metrics, the files written, the best checkpoint).

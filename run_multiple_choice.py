@@ -55,6 +55,7 @@ def define_flags(fv):
 Settings = settings_lib.settings_class(define_flags, __name__)
 
 
+@startup.keeps_process_settings
 def run(settings):
     """Trains, evaluates and/or predicts as the do_* settings ask; returns a
     settings_lib.Result (the eval metrics, the files written, the best checkpoint).

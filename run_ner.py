@@ -103,6 +103,7 @@ Settings = settings_lib.settings_class(define_flags, __name__)
 # The run
 # ---------------------------------------------------------------------------
 
+@startup.keeps_process_settings
 def run(settings):
     """Trains, evaluates and/or tags as the do_* settings ask; returns a
     settings_lib.Result (the eval metrics, the files written, the best checkpoint).

@@ -282,6 +282,7 @@ def compute_eval_metrics(batches):
 # The run
 # ---------------------------------------------------------------------------
 
+@startup.keeps_process_settings
 def run(settings):
     """Pre-trains and/or evaluates as do_train / do_eval ask; returns a settings_lib.Result
     (the eval results as metrics, eval_results.txt and the latest checkpoint as outputs).

@@ -423,6 +423,7 @@ def _evaluate(settings, articles, squad_predictions):
     return results
 
 
+@startup.keeps_process_settings
 def run(settings):
     """The whole run: optional training, then optional prediction and scoring.
 

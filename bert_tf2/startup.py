@@ -29,6 +29,7 @@ In your own Python (loading an exported SavedModel, say), `from bert_tf2 import 
     import tensorflow as tf
 """
 import ctypes
+import functools
 import logging
 import os
 import sys
@@ -129,3 +130,22 @@ def initialize_devices():
     if kept:
         sys.stderr.write("".join(kept))
         sys.stderr.flush()
+
+
+def keeps_process_settings(run):
+    """Decorator for a face's run(): on return or error, the tf_keras mixed-precision policy
+    and the TensorFloat-32 setting are what they were before (training.configure_precision
+    and extract_features change them), so runs called from Python one after another leave
+    the process as they found it."""
+    @functools.wraps(run)
+    def wrapper(*args, **kwargs):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tf_keras  # pylint: disable=import-outside-toplevel
+        policy = tf_keras.mixed_precision.global_policy()
+        tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+        try:
+            return run(*args, **kwargs)
+        finally:
+            tf_keras.mixed_precision.set_global_policy(policy)
+            tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    return wrapper

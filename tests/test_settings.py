@@ -5,6 +5,7 @@ import os
 import re
 
 import pytest
+import tf_keras
 
 from absl import flags
 
@@ -140,3 +141,10 @@ def test_readme_from_python_runs_as_written(tmp_path, monkeypatch, capsys):
     with open(predicted.outputs["test_results"]) as f:
         assert len(f.readlines()) == 8
     assert str(result.metrics["eval_accuracy"]) in capsys.readouterr().out
+    # A bf16 run leaves the process's precision policy as it found it.
+    before = tf_keras.mixed_precision.global_policy().name
+    bf16 = run_classifier.run(run_classifier.Settings(
+        do_predict=True, dtype="bf16", output_dir="reviews_out", **{
+            k: v for k, v in namespace["task"].items() if k != "output_dir"}))
+    assert bf16.outputs["test_results"] == predicted.outputs["test_results"]
+    assert tf_keras.mixed_precision.global_policy().name == before == "float32"
