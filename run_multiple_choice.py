@@ -57,8 +57,9 @@ Settings = settings_lib.settings_class(define_flags, __name__)
 
 @startup.keeps_process_settings
 def run(settings):
-    """Trains, evaluates and/or predicts as the do_* settings ask; returns a
-    settings_lib.Result (the eval metrics, the files written, the best checkpoint).
+    """Trains on, evaluates on and/or answers the questions of --data_dir as the do_*
+    settings ask; returns a settings_lib.Result: eval_results.txt's metrics, the paths of
+    the files written (records, eval_results.txt, test_results.tsv), the global step.
 
     `settings`: a Settings, or the parsed flags of define_flags.
     """

@@ -105,8 +105,9 @@ Settings = settings_lib.settings_class(define_flags, __name__)
 
 @startup.keeps_process_settings
 def run(settings):
-    """Trains, evaluates and/or tags as the do_* settings ask; returns a
-    settings_lib.Result (the eval metrics, the files written, the best checkpoint).
+    """Trains a tagger, evaluates it and/or tags the test file as the do_* settings ask;
+    returns a settings_lib.Result: the entity metrics of eval_results.txt, the paths of
+    the files written (records, results, predicted tags), the best checkpoint.
 
     `settings`: a Settings, or the parsed flags of define_flags.
     """
