@@ -100,8 +100,7 @@ def _run(argv):
 
 def _reference(root, mode, layers, normalize, seq_length=12):
     """The numpy rule over extract_features' per-token outputs at full length."""
-    tokenizer = flags_common.tokenizer_from_flags(flags_common.parse_flags(
-        extract_features.define_flags, _argv(root, "unused")))
+    tokenizer = flags_common.load_tokenizer(str(root / "vocab.txt"), True)  # --do_lower_case
     features = extract_features.convert_examples_to_features(
         extract_features.read_examples(str(root / "input.txt")), seq_length, tokenizer)
     extractor = extract_features.FeatureExtractor(
