@@ -109,30 +109,22 @@ In-graph tokenization: see tokenization_graph.py (core TensorFlow ops, exactly
 FullTokenizer's ids; tensorflow_text is not needed to export, load or serve).
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
-import contextlib
-import tempfile
-import unicodedata
-
 from absl import flags
-from absl import logging
 import tensorflow as tf
-import tf_keras
 
 import tokenization
+from bert_tf2.export import exporter
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
-from bert_tf2.export import tokenization_graph
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
-from bert_tf2.tasks import ner_data
-from bert_tf2.trainer import checkpoints
 
 MODEL_TYPES = serving.MODEL_TYPES
-# --serving_dtype -> the Keras policy the served model is built under.
-SERVING_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+SERVING_POLICIES = exporter.SERVING_POLICIES
 
 _REQUIRED_FLAGS = ("model_type", "bert_config_file", "init_checkpoint", "vocab_file",
                    "export_dir")
@@ -218,181 +210,114 @@ def define_flags(fv):
                          flag_values=fv)
 
 
+# One field per flag above: run(Settings(model_type="encoder", ...)) from Python.
+Settings = settings_lib.settings_class(define_flags, __name__)
+
+
 # ---------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------
 
-def load_weights(model, init_checkpoint, model_type):
-    """Loads `init_checkpoint` into `model`; every model variable must be found.
-
-    A classifier or SQuAD export of a checkpoint without the task's head would serve
-    random outputs, so missing variables are an error here (unlike in training).
-    """
-    result = checkpoints.load_checkpoint(model, init_checkpoint)
-    if result.not_in_checkpoint:
-        raise ValueError(
-            "checkpoint %s lacks %d variable(s) of the %s model, e.g. %s (is it a "
-            "checkpoint of a fine-tuned %s model?)"
-            % (init_checkpoint, len(result.not_in_checkpoint), model_type,
-               ", ".join(result.not_in_checkpoint[:3]), model_type))
-    return result
-
-
-# The SavedModel folder (bert_tf2/export/saved_model_dir.py): an export replaces only an
-# earlier export, and keeps what was added to it.
+# The export with plain values (bert_tf2/export/exporter.py), and the SavedModel folder
+# (saved_model_dir.py: an export replaces only an earlier export, and keeps what was
+# added to it); their names stay importable from here.
+export = exporter.export
+load_weights = exporter.load_weights
 INFO_FILE = saved_model_dir.INFO_FILE
 check_export_dir = saved_model_dir.check_export_dir
 write_saved_model = saved_model_dir.write_saved_model
 
 
-@contextlib.contextmanager
-def _global_policy(name):
-    """The global Keras policy `name` inside, the caller's one restored after."""
-    policy = tf_keras.mixed_precision.global_policy()
-    tf_keras.mixed_precision.set_global_policy(name)
-    try:
-        yield
-    finally:
-        tf_keras.mixed_precision.set_global_policy(policy)
+def run(settings):
+    """Exports the model the settings describe; returns a settings_lib.Result (the
+    export directory and the files written there).
 
-
-def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
-           max_seq_length, export_dir, labels=None, max_query_length=64,
-           max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
-           embed_batch_size=32, serving_dtype="fp32"):
-    """Builds, loads and saves the serving model; returns export_dir.
-
-    Args:
-      bert_config: a modeling.BertConfig.
-      labels: classifier: the task's label list ([None] for regression); tagger: the
-        tag list.
-      feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
-      pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
-      threshold: a multi-label classifier (sigmoid outputs): its --threshold.
-      long_text_settings: classifier: a long_text.LongText (None: truncate).
-      trim_padding, embed_batch_size: see serving.ServingModule (None: its default
-        for model_type).
-      serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
+    `settings`: a Settings, or the parsed flags of define_flags.
     """
-    if serving_dtype not in SERVING_POLICIES:
-        raise ValueError("--serving_dtype must be one of %s, got %r"
-                         % (", ".join(SERVING_POLICIES), serving_dtype))
-    # The policy asked for, whatever policy a run in the same process left behind
-    # (--dtype=bf16 / fp16 set the global one).
-    with _global_policy(SERVING_POLICIES[serving_dtype]):
-        num_labels = len(labels) if labels is not None else None
-        model = serving.build_model(model_type, bert_config, num_labels,
-                                    feature_layers=feature_layers, lstm_units=lstm_units)
-        load_weights(model, init_checkpoint, model_type)
-        with tempfile.TemporaryDirectory() as asset_dir:
-            tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
-            if tokenizer.vocab_size > bert_config.vocab_size:
-                raise ValueError("the vocabulary %s has %d entries but the model only %d "
-                                 "(vocab_size in bert_config.json)"
-                                 % (vocab_file, tokenizer.vocab_size, bert_config.vocab_size))
-            module = serving.ServingModule(
-                model_type, model, tokenizer, max_seq_length, labels=labels,
-                max_query_length=max_query_length, max_answer_length=max_answer_length,
-                n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold,
-                long_text=long_text_settings, trim_padding=trim_padding,
-                embed_batch_size=embed_batch_size)
-            info = {
-                "model_type": model_type,
-                "do_lower_case": bool(do_lower_case),
-                "max_seq_length": max_seq_length,
-                "bert_config": bert_config.to_dict(),
-                "init_checkpoint": str(init_checkpoint),
-                "signatures": sorted(module.signatures()),
-                "unicode_version": unicodedata.unidata_version,
-                "trim_padding": module.trim_padding,
-                "serving_dtype": serving_dtype,
-            }
-            if labels is not None:
-                info["labels"] = [None if label is None else str(label) for label in labels]
-            if threshold is not None:
-                info["multilabel_threshold"] = threshold
-            if pooling_spec is not None:
-                info["sentence_embedding"] = pooling_spec.to_dict()
-                info["embed_batch_size"] = module.embed_batch_size
-            if long_text_settings is not None:
-                info["long_text"] = long_text_settings.to_dict()
-            if model_type == "squad":
-                info.update(max_query_length=max_query_length, max_answer_length=max_answer_length,
-                            n_best_size=n_best_size)
-            write_saved_model(module, export_dir, info)
-    logging.info("Exported the %s model to %s", model_type, export_dir)
-    return export_dir
+    settings = Settings.of(settings)
+    settings.require(*_REQUIRED_FLAGS)
+    # The sentence_embedding.json beside --init_checkpoint: max_seq_length and
+    # do_lower_case the user did not give come from there.
+    saved = flags_common.model_folder_settings(settings.init_checkpoint)
+    settings = settings.with_defaults({k: saved[k] for k in ("max_seq_length", "do_lower_case")
+                                       if k in saved})
+    bert_config, labels, multilabel = _check_settings(settings)
+    layers = ([int(x) for x in settings.layers.split(",")]
+              if settings.model_type == "tagger" and settings.feature_based else None)
+    export_dir = export(
+        settings.model_type, bert_config, settings.init_checkpoint, settings.vocab_file,
+        settings.do_lower_case, settings.max_seq_length, settings.export_dir, labels=labels,
+        max_query_length=settings.max_query_length,
+        max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size,
+        feature_layers=layers, lstm_units=settings.lstm_units,
+        pooling_spec=_pooling_spec(settings, saved, bert_config),
+        threshold=settings.threshold if multilabel else None,
+        long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
+        embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype)
+    return settings_lib.Result(output_dir=export_dir,
+                               outputs=exporter.output_files(export_dir))
 
 
-def run(fv):
-    """Exports the model the flags describe; returns the export directory."""
-    bert_config, labels, multilabel = _check_flags(fv)
-    layers = ([int(x) for x in fv.layers.split(",")]
-              if fv.model_type == "tagger" and fv.feature_based else None)
-    return export(fv.model_type, bert_config, fv.init_checkpoint, fv.vocab_file,
-                  fv.do_lower_case, fv.max_seq_length, fv.export_dir, labels=labels,
-                  max_query_length=fv.max_query_length,
-                  max_answer_length=fv.max_answer_length, n_best_size=fv.n_best_size,
-                  feature_layers=layers, lstm_units=fv.lstm_units,
-                  pooling_spec=_pooling_spec(fv, bert_config),
-                  threshold=fv.threshold if multilabel else None,
-                  long_text_settings=_long_text(fv), trim_padding=fv.trim_padding,
-                  embed_batch_size=fv.embed_batch_size, serving_dtype=fv.serving_dtype)
-
-
-def _long_text(fv):
-    """A classifier's long_text.LongText (flags, else long_text.json), None for truncate."""
-    if fv.model_type != "classifier" or multilabel_data.is_multilabel(fv.task_name):
+def _long_text(settings):
+    """A classifier's long_text.LongText (settings, else long_text.json), None for truncate."""
+    if settings.model_type != "classifier" or multilabel_data.is_multilabel(settings.task_name):
         return None
-    result = long_text.from_flags(fv, fv.max_seq_length)
+    result = long_text.from_settings(settings.part(*long_text.SETTINGS),
+                                     settings.max_seq_length)
     return None if result.mode == "truncate" else result
 
 
-def _pooling_spec(fv, bert_config):
-    """The encoder's sentence_embedding: flags, else sentence_embedding.json, else mean."""
-    if fv.model_type != "encoder":
+def _pooling_spec(settings, saved, bert_config):
+    """The encoder's sentence_embedding: settings, else sentence_embedding.json (`saved`),
+    else mean."""
+    if settings.model_type != "encoder":
         return None
-    settings = flags_common.apply_checkpoint_settings(fv)
-    mode = fv.pooling or settings.get("pooling", "mean")
-    return flags_common.pooling_from_flags(fv, settings, mode, bert_config.num_hidden_layers)
+    mode = settings.pooling or saved.get("pooling", "mean")
+    return flags_common.pooling_spec(settings.part("layers", "normalize"), saved, mode,
+                                     bert_config.num_hidden_layers)
 
 
-def _check_flags(fv):
-    """Checks the flags before any work.
+def _check_settings(settings):
+    """Checks the settings before any work.
 
     Returns (bert_config, labels or None, multilabel): a classifier's labels and
     kind of head come from classifier_tasks.export_task.
     """
-    flags_common.require(fv, _REQUIRED_FLAGS)
-    flags_common.apply_checkpoint_settings(fv)
+    # The flags' enums, for settings made in Python (absl checked those of a command line).
+    for name, choices in (("model_type", MODEL_TYPES), ("serving_dtype", SERVING_POLICIES)):
+        if getattr(settings, name) not in choices:
+            raise ValueError("--%s must be one of %s, got %r"
+                             % (name, ", ".join(choices), getattr(settings, name)))
     labels, multilabel = None, False
-    if fv.model_type == "classifier":
-        labels, multilabel = classifier_tasks.export_task(fv)
-    elif fv.model_type == "tagger":
-        labels = _tagger_labels(fv)
-    tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
-    bert_config = flags_common.bert_config_from_flags(fv)
+    if settings.model_type == "classifier":
+        labels, multilabel = classifier_tasks.export_task(
+            settings.part(*classifier_tasks.SETTINGS))
+    elif settings.model_type == "tagger":
+        labels = exporter.tagger_labels(settings.labels_file, settings.init_checkpoint)
+    tokenization.validate_case_matches_checkpoint(settings.do_lower_case,
+                                                  settings.init_checkpoint)
+    bert_config = flags_common.load_bert_config(settings.bert_config_file,
+                                                settings.max_seq_length)
     bert_config.validate()
-    if fv.max_seq_length < 3:
+    if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
-    flags_common.refuse_unused(fv, unused_flags(fv, multilabel))
-    if fv.model_type == "classifier" and not multilabel:
+    settings.refuse_unused(unused_flags(settings, multilabel))
+    if settings.model_type == "classifier" and not multilabel:
         # As run_classifier: another mode's flags warned (one command line for every mode).
-        flags_common.refuse_unused(fv, long_text.unused_flags(
-            long_text.from_flags(fv, fv.max_seq_length)), warn_only=True)
-    if fv.model_type == "squad":
+        settings.refuse_unused(long_text.unused_flags(long_text.from_settings(
+            settings.part(*long_text.SETTINGS), settings.max_seq_length)), warn_only=True)
+    if settings.model_type == "squad":
         for name in ("max_query_length", "max_answer_length", "n_best_size"):
-            if getattr(fv, name) < 1:
+            if getattr(settings, name) < 1:
                 raise ValueError("--%s must be at least 1" % name)
-        if fv.max_seq_length <= fv.max_query_length + 3:
+        if settings.max_seq_length <= settings.max_query_length + 3:
             raise ValueError(
                 "The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
-                % (fv.max_seq_length, fv.max_query_length))
-    if not tf.io.gfile.exists(fv.vocab_file):
-        raise ValueError("--vocab_file %s does not exist" % fv.vocab_file)
-    check_export_dir(fv.export_dir.rstrip("/"))
-    fileutil.make_parent_folder(fv.export_dir, "--export_dir")
+                % (settings.max_seq_length, settings.max_query_length))
+    if not tf.io.gfile.exists(settings.vocab_file):
+        raise ValueError("--vocab_file %s does not exist" % settings.vocab_file)
+    check_export_dir(settings.export_dir.rstrip("/"))
+    fileutil.make_parent_folder(settings.export_dir, "--export_dir")
     return bert_config, labels, multilabel
 
 
@@ -407,34 +332,27 @@ _FLAGS_OF_TYPE = {
 }
 
 
-def unused_flags(fv, multilabel=False):
+def unused_flags(settings, multilabel=False):
     """(flag, why) pairs of the flags this export would not read (refused when given);
-    `multilabel`: the classifier to export is a multi-label one."""
-    read = set(_FLAGS_OF_TYPE[fv.model_type])
-    pairs = [(name, "with --model_type=%s" % fv.model_type)
+    `settings`: a Settings; `multilabel`: the classifier to export is a multi-label one."""
+    model_type = settings.model_type
+    read = set(_FLAGS_OF_TYPE[model_type])
+    pairs = [(name, "with --model_type=%s" % model_type)
              for names in _FLAGS_OF_TYPE.values() for name in names if name not in read]
-    classifier = fv.model_type == "classifier"
+    classifier = model_type == "classifier"
     for name, used, why in (
             ("threshold", multilabel, "without a multi-label classifier"),
-            ("xnli_language", (fv.task_name or "").lower() == "xnli", "without --task_name=xnli"),
-            ("layers", fv.model_type != "tagger" or fv.feature_based, "without --feature_based"),
-            ("lstm_units", fv.feature_based, "without --feature_based")):
+            ("xnli_language", (settings.task_name or "").lower() == "xnli",
+             "without --task_name=xnli"),
+            ("layers", model_type != "tagger" or settings.feature_based,
+             "without --feature_based"),
+            ("lstm_units", settings.feature_based, "without --feature_based")):
         if name in read and not used:
             pairs.append((name, why))
     if classifier and multilabel:
         pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
                   for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]
     return list(dict(pairs).items())
-
-
-def _tagger_labels(fv):
-    """--labels_file, else the label_list.txt run_ner left beside the checkpoint."""
-    path = fv.labels_file or checkpoints.settings_file(ner_data.LABELS_FILE_NAME,
-                                                       fv.init_checkpoint)
-    if not path:
-        raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
-                         "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
-    return ner_data.read_labels(path)
 
 
 def main():

@@ -377,6 +377,64 @@ def test_tiny_classifier_export(tiny):
     assert tokens["token_ids"].numpy().tolist() == [[4, 5, 12, 6], [-1] * 4, [16, -1, -1, -1]]
 
 
+def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(tiny, tmp_path):
+    """run(Settings(...)) from Python, no absl parsing: twice (the second replaces the
+    first export), each the same model, files and export_info as the parsed flags'."""
+    settings = esm.Settings(model_type="classifier", task_name="SST-2",
+                            bert_config_file=tiny["config_file"],
+                            init_checkpoint=str(tiny["root"] / "classifier"),
+                            vocab_file=tiny["vocab"], max_seq_length=16,
+                            export_dir=str(tmp_path / "from_python"))
+    texts = _encoded(["the cat sat on the mat", "a dog ran fast", "unaffable cats", ""])
+    want = tf.saved_model.load(str(tiny["export_dir"])).signatures["serving_text_a"](
+        text_a=texts)
+    with open(str(tiny["export_dir"] / "assets.extra" / "export_info.json")) as f:
+        want_info = json.load(f)
+    for _ in range(2):
+        result = esm.run(settings)
+        assert result.output_dir == settings.export_dir
+        assert sorted(result.outputs) == ["export_info", "saved_model", "vocab"]
+        for path in result.outputs.values():
+            assert os.path.isfile(path), path
+        with open(result.outputs["export_info"]) as f:
+            assert json.load(f) == want_info
+        got = tf.saved_model.load(result.output_dir).signatures["serving_text_a"](text_a=texts)
+        for key in ("probabilities", "logits"):
+            np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6, rtol=0)
+        assert got["predicted_label"].numpy().tolist() == want["predicted_label"].numpy().tolist()
+    assert os.listdir(str(tmp_path)) == ["from_python"]
+    assert settings.given("max_seq_length") and not settings.given("do_lower_case")
+
+    encoder = esm.Settings(model_type="encoder", bert_config_file=tiny["config_file"],
+                           init_checkpoint=str(tiny["root"] / "encoder"),
+                           vocab_file=tiny["vocab"], max_seq_length=16, pooling="mean",
+                           export_dir=str(tmp_path / "encoder_python"))
+    by_flags = tmp_path / "encoder_flags"
+    _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
+                         tiny["vocab"], by_flags, 16, ["--pooling=mean"]))
+    for _ in range(2):
+        result = esm.run(encoder)
+        got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
+        want = tf.saved_model.load(str(by_flags)).signatures["embed"](text=texts)
+        np.testing.assert_allclose(got["sentence_embedding"].numpy(),
+                                   want["sentence_embedding"].numpy(), atol=1e-6, rtol=0)
+
+
+def test_settings_from_python_are_checked_as_the_flags_are(tiny, tmp_path):
+    base = dict(model_type="classifier", task_name="SST-2", bert_config_file=tiny["config_file"],
+                init_checkpoint=str(tiny["root"] / "classifier"), vocab_file=tiny["vocab"],
+                max_seq_length=16, export_dir=str(tmp_path / "out"))
+    for change, message in (({"model_type": "bogus"}, "^--model_type must be one of encoder, "),
+                            ({"serving_dtype": "int8"}, "^--serving_dtype must be one of fp32, "
+                                                        "bf16, fp16, got 'int8'$"),
+                            ({"export_dir": None}, "^--export_dir is required$"),
+                            ({"pooling": "cls"}, "^--pooling=cls has no effect with "
+                                                 "--model_type=classifier$")):
+        with pytest.raises(ValueError, match=message):
+            esm.run(esm.Settings(**dict(base, **change)))
+    assert not os.path.exists(str(tmp_path / "out"))
+
+
 def test_export_computes_in_float32_after_a_mixed_precision_run(tiny, tmp_path):
     # A --dtype=bf16 run sets the process's global policy; an export after it in the
     # same process still serves the float32 model (and leaves the policy as it was).
@@ -598,7 +656,7 @@ def test_saved_long_text_settings_are_read_and_their_errors_name_the_file(tiny, 
                                          r"--doc_stride"):
         _export(argv)
     fv = flags_common.parse_flags(esm.define_flags, argv + ["--doc_stride=6"])
-    assert esm._long_text(fv) == long_text.LongText("windows", 4, 6, "mean")
+    assert esm._long_text(esm.Settings.of(fv)) == long_text.LongText("windows", 4, 6, "mean")
     assert not (tmp_path / "out").exists()
 
 

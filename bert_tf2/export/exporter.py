@@ -1,0 +1,154 @@
+"""The export itself: build the served model of a --model_type, load its checkpoint and
+save the SavedModel with its export_info.json (export_saved_model.py's machinery).
+
+Everything here takes plain values; export_saved_model.py turns its flags into them.
+"""
+import contextlib
+import tempfile
+import unicodedata
+
+from absl import logging
+import tf_keras
+
+from bert_tf2.export import saved_model_dir
+from bert_tf2.export import serving
+from bert_tf2.export import tokenization_graph
+from bert_tf2.tasks import ner_data
+from bert_tf2.trainer import checkpoints
+
+# --serving_dtype -> the Keras policy the served model is built under.
+SERVING_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def load_weights(model, init_checkpoint, model_type):
+    """Loads `init_checkpoint` into `model`; every model variable must be found.
+
+    A classifier or SQuAD export of a checkpoint without the task's head would serve
+    random outputs, so missing variables are an error here (unlike in training).
+    """
+    result = checkpoints.load_checkpoint(model, init_checkpoint)
+    if result.not_in_checkpoint:
+        raise ValueError(
+            "checkpoint %s lacks %d variable(s) of the %s model, e.g. %s (is it a "
+            "checkpoint of a fine-tuned %s model?)"
+            % (init_checkpoint, len(result.not_in_checkpoint), model_type,
+               ", ".join(result.not_in_checkpoint[:3]), model_type))
+    return result
+
+
+def tagger_labels(labels_file, init_checkpoint):
+    """A tagger's tag list: `labels_file`, else the label_list.txt run_ner left beside
+    `init_checkpoint`."""
+    path = labels_file or checkpoints.settings_file(ner_data.LABELS_FILE_NAME, init_checkpoint)
+    if not path:
+        raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
+                         "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
+    return ner_data.read_labels(path)
+
+
+@contextlib.contextmanager
+def _global_policy(name):
+    """The global Keras policy `name` inside, the caller's one restored after."""
+    policy = tf_keras.mixed_precision.global_policy()
+    tf_keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        tf_keras.mixed_precision.set_global_policy(policy)
+
+
+def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
+           max_seq_length, export_dir, labels=None, max_query_length=64,
+           max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
+           pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
+           embed_batch_size=32, serving_dtype="fp32"):
+    """Builds, loads and saves the serving model; returns export_dir.
+
+    Args:
+      bert_config: a modeling.BertConfig.
+      labels: classifier: the task's label list ([None] for regression); tagger: the
+        tag list.
+      feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
+      pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
+      threshold: a multi-label classifier (sigmoid outputs): its --threshold.
+      long_text_settings: classifier: a long_text.LongText (None: truncate).
+      trim_padding, embed_batch_size: see serving.ServingModule (None: its default
+        for model_type).
+      serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
+
+    Returns:
+      export_dir.
+    """
+    if serving_dtype not in SERVING_POLICIES:
+        raise ValueError("--serving_dtype must be one of %s, got %r"
+                         % (", ".join(SERVING_POLICIES), serving_dtype))
+    # The policy asked for, whatever policy a run in the same process left behind
+    # (--dtype=bf16 / fp16 set the global one).
+    with _global_policy(SERVING_POLICIES[serving_dtype]):
+        num_labels = len(labels) if labels is not None else None
+        model = serving.build_model(model_type, bert_config, num_labels,
+                                    feature_layers=feature_layers, lstm_units=lstm_units)
+        load_weights(model, init_checkpoint, model_type)
+        with tempfile.TemporaryDirectory() as asset_dir:
+            tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
+            if tokenizer.vocab_size > bert_config.vocab_size:
+                raise ValueError("the vocabulary %s has %d entries but the model only %d "
+                                 "(vocab_size in bert_config.json)"
+                                 % (vocab_file, tokenizer.vocab_size, bert_config.vocab_size))
+            module = serving.ServingModule(
+                model_type, model, tokenizer, max_seq_length, labels=labels,
+                max_query_length=max_query_length, max_answer_length=max_answer_length,
+                n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold,
+                long_text=long_text_settings, trim_padding=trim_padding,
+                embed_batch_size=embed_batch_size)
+            info = export_info(module, bert_config, init_checkpoint, do_lower_case,
+                               serving_dtype, labels, long_text_settings)
+            saved_model_dir.write_saved_model(module, export_dir, info)
+    logging.info("Exported the %s model to %s", model_type, export_dir)
+    return export_dir
+
+
+def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dtype,
+                labels=None, long_text_settings=None):
+    """What assets.extra/export_info.json records of an export.
+
+    Args:
+      module: the serving.ServingModule saved (model type, lengths, pooling, threshold).
+      bert_config, init_checkpoint, do_lower_case, serving_dtype, labels,
+        long_text_settings: as export() took them.
+
+    Returns:
+      a JSON-ready dict.
+    """
+    info = {
+        "model_type": module.model_type,
+        "do_lower_case": bool(do_lower_case),
+        "max_seq_length": module.max_seq_length,
+        "bert_config": bert_config.to_dict(),
+        "init_checkpoint": str(init_checkpoint),
+        "signatures": sorted(module.signatures()),
+        "unicode_version": unicodedata.unidata_version,
+        "trim_padding": module.trim_padding,
+        "serving_dtype": serving_dtype,
+    }
+    if labels is not None:
+        info["labels"] = [None if label is None else str(label) for label in labels]
+    if module.threshold is not None:
+        info["multilabel_threshold"] = module.threshold
+    if module.pooling_spec is not None:
+        info["sentence_embedding"] = module.pooling_spec.to_dict()
+        info["embed_batch_size"] = module.embed_batch_size
+    if long_text_settings is not None:
+        info["long_text"] = long_text_settings.to_dict()
+    if module.model_type == "squad":
+        info.update(max_query_length=module.max_query_length,
+                    max_answer_length=module.max_answer_length, n_best_size=module.n_best_size)
+    return info
+
+
+def output_files(export_dir):
+    """{what: path} of the files an export writes in `export_dir` (a run's Result.outputs)."""
+    export_dir = str(export_dir).rstrip("/")
+    return {"saved_model": export_dir + "/saved_model.pb",
+            "vocab": export_dir + "/assets/vocab.txt",
+            "export_info": "%s/%s" % (export_dir, saved_model_dir.INFO_FILE)}
