@@ -59,13 +59,10 @@ def convert_minilm(workdir):
 def export_encoder(model_dir, export_dir):
     """export_saved_model.py --model_type=encoder of a converted folder (its defaults)."""
     import export_saved_model  # pylint: disable=import-outside-toplevel
-    from bert_tf2 import flags_common  # pylint: disable=import-outside-toplevel
-    fv = flags_common.parse_flags(export_saved_model.define_flags, [
-        "--model_type=encoder", "--bert_config_file=" + os.path.join(model_dir,
-                                                                     "bert_config.json"),
-        "--init_checkpoint=" + os.path.join(model_dir, "bert_model.ckpt"),
-        "--vocab_file=" + os.path.join(model_dir, "vocab.txt"), "--export_dir=" + export_dir])
-    return export_saved_model.run(fv)
+    return export_saved_model.run(export_saved_model.Settings(
+        model_type="encoder", bert_config_file=os.path.join(model_dir, "bert_config.json"),
+        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
+        vocab_file=os.path.join(model_dir, "vocab.txt"), export_dir=export_dir)).output_dir
 
 
 def saved_model_encoder(export_dir, signature="embed", batch_size=BATCH_SIZE):

@@ -286,14 +286,6 @@ def define_distribution_flags(fv, trim_padding=True, trim_padding_help=None):
                          "not fixed, as in the reference).", flag_values=fv)
 
 
-def require(values, names):
-    """Raises a ValueError naming the first of the settings `names` left unset or empty
-    (`values`: a face's settings, or parsed flags)."""
-    for name in names:
-        if not getattr(values, name):
-            raise ValueError("--%s is required" % name)
-
-
 def check_common(fv):
     """The rules of settings_lib.Settings.check_common on parsed flags `fv`
     (run_cli and parse_flags: before any run starts)."""

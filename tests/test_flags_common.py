@@ -9,6 +9,7 @@ import pytest
 from absl import flags
 
 from bert_tf2 import flags_common
+from bert_tf2 import settings as settings_lib
 
 
 def _define(fv):
@@ -23,10 +24,10 @@ def test_training_flags_keep_reference_defaults_and_add_port_flags():
 
 
 def test_require_names_the_first_missing_flag():
-    fv = flags_common.parse_flags(_define, ["--tpu_name=x"])
-    flags_common.require(fv, ["tpu_name"])
+    settings = settings_lib.settings_class(_define, __name__)(tpu_name="x")
+    settings.require("tpu_name")
     with pytest.raises(ValueError, match=r"^--tpu_zone is required$"):
-        flags_common.require(fv, ["tpu_name", "tpu_zone", "gcp_project"])
+        settings.require("tpu_name", "tpu_zone", "gcp_project")
 
 
 # The flags of each reference script (google-research/bert), which its --help showed.
