@@ -310,7 +310,7 @@ def _run_flags(data, input_file, name, **extra):
 
 def test_run_pretraining_trains_and_evaluates_on_packed_records(data):
     results = run_pretraining.run(_run_flags(data, data.packed, "run", do_train=True,
-                                             do_eval=True, packed_sequences=True))
+                                             do_eval=True, packed_sequences=True)).metrics
     assert results["global_step"] == 2
     for name in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
                  "next_sentence_accuracy"):
