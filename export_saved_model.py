@@ -122,6 +122,7 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
+from bert_tf2.trainer import model_folder
 
 MODEL_TYPES = serving.MODEL_TYPES
 SERVING_POLICIES = exporter.SERVING_POLICIES
@@ -235,12 +236,13 @@ def run(settings):
     `settings`: a Settings, or the parsed flags of define_flags.
     """
     settings = Settings.of(settings)
+    # The model folder of --init_checkpoint (a training run's output_dir or best/, a
+    # converted model) fills what the user left out: config, vocab, length, case, the
+    # model type and the task's settings.
+    settings = settings.with_defaults(model_folder.defaults(
+        settings.part(*model_folder.SETTINGS)))
     settings.require(*_REQUIRED_FLAGS)
-    # The sentence_embedding.json beside --init_checkpoint: max_seq_length and
-    # do_lower_case the user did not give come from there.
-    saved = flags_common.model_folder_settings(settings.init_checkpoint)
-    settings = settings.with_defaults({k: saved[k] for k in ("max_seq_length", "do_lower_case")
-                                       if k in saved})
+    saved = flags_common.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel = _check_settings(settings)
     layers = ([int(x) for x in settings.layers.split(",")]
               if settings.model_type == "tagger" and settings.feature_based else None)
