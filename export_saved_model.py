@@ -5,6 +5,10 @@ r"""Exports a BERT checkpoint as a SavedModel that serves raw text.
       --init_checkpoint=/tmp/mrpc_output --vocab_file=$BERT_BASE_DIR/vocab.txt \
       --do_lower_case=True --max_seq_length=128 --export_dir=/tmp/mrpc_saved_model
 
+From a training run's output folder (or its best/) --init_checkpoint and --export_dir are
+enough: the model type, config, vocab, length, case and labels come from its files
+(model_folder.py).
+
 The exported signatures take strings. Tokenization runs inside the graph and gives
 exactly the ids of `tokenization.FullTokenizer` (see tokenization_graph.py);
 packing is that of the reference's feature conversion. The vocabulary travels as the
@@ -139,11 +143,14 @@ def define_flags(fv):
     """Registers the exporter's flags on the FlagValues `fv`."""
     flags.DEFINE_enum("model_type", None, list(MODEL_TYPES),
                       "What to export: the bare encoder, or a run_classifier, run_squad, "
-                      "run_ner (tagger) or run_multiple_choice model.", flag_values=fv)
+                      "run_ner (tagger) or run_multiple_choice model (default: the runner "
+                      "in --init_checkpoint's model_settings.json).", flag_values=fv)
     flags_common.define_model_flags(fv, help_overrides={
         "init_checkpoint": "Checkpoint to export (TF1 or TF2; a file prefix or a directory "
                            "such as a run_classifier --output_dir, whose latest checkpoint "
-                           "is used)."})
+                           "is used). A training run's output folder (or its best/) is the "
+                           "model: the config, vocab, length, case and task settings it "
+                           "saved are the defaults of those flags."})
     flags.DEFINE_string("export_dir", None,
                         "Directory the SavedModel is written to (made if missing). An "
                         "earlier export there is replaced: what the export wrote, while "

@@ -70,6 +70,7 @@ def write(output_dir, runner, bert_config_file, vocab_file, values):
     model_settings.json is rewritten: it describes the folder's latest training run.
     """
     folder = str(output_dir)
+    tf.io.gfile.makedirs(folder)
     for source, name, flag in ((bert_config_file, CONFIG_FILE, "--bert_config_file"),
                                (vocab_file, VOCAB_FILE, "--vocab_file")):
         if source:
