@@ -176,10 +176,11 @@ def defaults(part, runner=None):
     found = {key: value for key, value in found.items() if key in keep and key in part}
     for key, value in found.items():
         if part.given(key) and _contradicts(key, getattr(part, key), value):
-            logging.warning("%s is used, not %s (a setting given wins)", part.flag(key),
-                            "the %s of %s" % (json.dumps(value), sources[key])
-                            if key in sources and sources[key] != value else
-                            "the folder's %s (another content)" % value)
+            is_file = sources[key] == value  # a file of the folder: another content
+            logging.warning("%s is used, not %s (%sa setting given wins)", part.flag(key),
+                            "the folder's %s" % value if is_file else
+                            "the %s of %s" % (json.dumps(value), sources[key]),
+                            "other content; " if is_file else "")
     return found
 
 
