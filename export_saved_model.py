@@ -5,6 +5,10 @@ r"""Exports a BERT checkpoint as a SavedModel that serves raw text.
       --init_checkpoint=/tmp/mrpc_output --vocab_file=$BERT_BASE_DIR/vocab.txt \
       --do_lower_case=True --max_seq_length=128 --export_dir=/tmp/mrpc_saved_model
 
+From a training run's output folder (or its best/) --init_checkpoint and --export_dir are
+enough: the model type, config, vocab, length, case and labels come from its files
+(model_folder.py).
+
 The exported signatures take strings. Tokenization runs inside the graph and gives
 exactly the ids of `tokenization.FullTokenizer` (see tokenization_graph.py);
 packing is that of the reference's feature conversion. The vocabulary travels as the
@@ -122,6 +126,7 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
+from bert_tf2.trainer import model_folder
 
 MODEL_TYPES = serving.MODEL_TYPES
 SERVING_POLICIES = exporter.SERVING_POLICIES
@@ -138,11 +143,14 @@ def define_flags(fv):
     """Registers the exporter's flags on the FlagValues `fv`."""
     flags.DEFINE_enum("model_type", None, list(MODEL_TYPES),
                       "What to export: the bare encoder, or a run_classifier, run_squad, "
-                      "run_ner (tagger) or run_multiple_choice model.", flag_values=fv)
+                      "run_ner (tagger) or run_multiple_choice model (default: the runner "
+                      "in --init_checkpoint's model_settings.json).", flag_values=fv)
     flags_common.define_model_flags(fv, help_overrides={
         "init_checkpoint": "Checkpoint to export (TF1 or TF2; a file prefix or a directory "
                            "such as a run_classifier --output_dir, whose latest checkpoint "
-                           "is used)."})
+                           "is used). A training run's output folder (or its best/) is the "
+                           "model: the config, vocab, length, case and task settings it "
+                           "saved are the defaults of those flags."})
     flags.DEFINE_string("export_dir", None,
                         "Directory the SavedModel is written to (made if missing). An "
                         "earlier export there is replaced: what the export wrote, while "
@@ -235,12 +243,13 @@ def run(settings):
     `settings`: a Settings, or the parsed flags of define_flags.
     """
     settings = Settings.of(settings)
+    # The model folder of --init_checkpoint (a training run's output_dir or best/, a
+    # converted model) fills what the user left out: config, vocab, length, case, the
+    # model type and the task's settings.
+    settings = settings.with_defaults(model_folder.defaults(
+        settings.part(*model_folder.SETTINGS)))
     settings.require(*_REQUIRED_FLAGS)
-    # The sentence_embedding.json beside --init_checkpoint: max_seq_length and
-    # do_lower_case the user did not give come from there.
-    saved = flags_common.model_folder_settings(settings.init_checkpoint)
-    settings = settings.with_defaults({k: saved[k] for k in ("max_seq_length", "do_lower_case")
-                                       if k in saved})
+    saved = flags_common.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel = _check_settings(settings)
     layers = ([int(x) for x in settings.layers.split(",")]
               if settings.model_type == "tagger" and settings.feature_based else None)

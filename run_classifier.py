@@ -42,6 +42,7 @@ from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 
@@ -187,6 +188,9 @@ def run(settings):
     `settings`: a Settings, or the parsed flags of define_flags.
     """
     settings = Settings.of(settings)
+    # The model folder's config, vocab and task settings fill what the user left out.
+    settings = settings.with_defaults(model_folder.defaults(
+        settings.part(*model_folder.SETTINGS), "run_classifier"))
     processor, bert_config, long_texts = _check_settings(settings)
     fileutil.prepare_output_dir(settings.output_dir)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
@@ -231,6 +235,10 @@ def run(settings):
         # For the later runs and the export (not for truncate in a new folder).
         long_text.write_settings(settings.output_dir, long_texts)
         classifier_tasks.save_task(task_settings, processor)  # label_list.txt, task json
+        model_folder.write(settings.output_dir, "run_classifier", settings.bert_config_file,
+                           settings.vocab_file, dict(
+                               settings.part(*model_folder.SETTINGS).values(),
+                               task_type=classifier_tasks.task_type(processor)))
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if long_texts.windows else []),

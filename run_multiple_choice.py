@@ -32,6 +32,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import multiple_choice_data
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 
@@ -64,6 +65,9 @@ def run(settings):
     `settings`: a Settings, or the parsed flags of define_flags.
     """
     settings = Settings.of(settings)
+    # The model folder's config, vocab and task settings fill what the user left out.
+    settings = settings.with_defaults(model_folder.defaults(
+        settings.part(*model_folder.SETTINGS), "run_multiple_choice"))
     bert_config = _check_settings(settings)
     fileutil.prepare_output_dir(settings.output_dir)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
@@ -88,6 +92,8 @@ def run(settings):
         num_train_steps, num_warmup_steps)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
+        model_folder.write(settings.output_dir, "run_multiple_choice", settings.bert_config_file,
+                           settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
         result.outputs["train_records"] = task.write(splits["train"], "train")
         training.fine_tune(trainer, runner, result.outputs["train_records"], task.spec,
                            task.loss_fn, ["Num questions = %d (%d choices)"

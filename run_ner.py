@@ -43,6 +43,7 @@ from bert_tf2.tasks import ner_metrics
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 
@@ -112,6 +113,9 @@ def run(settings):
     `settings`: a Settings, or the parsed flags of define_flags.
     """
     settings = Settings.of(settings)
+    # The model folder's config, vocab and task settings fill what the user left out.
+    settings = settings.with_defaults(model_folder.defaults(
+        settings.part(*model_folder.SETTINGS), "run_ner"))
     bert_config = _check_settings(settings)
     fileutil.prepare_output_dir(settings.output_dir)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
@@ -132,6 +136,8 @@ def run(settings):
         num_train_steps, num_warmup_steps)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
+        model_folder.write(settings.output_dir, "run_ner", settings.bert_config_file,
+                           settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
         train_file = os.path.join(settings.output_dir, "train.tf_record")
         ner_data.write_features(train_features, train_file)
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,

@@ -27,6 +27,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.pretraining import pretraining_records
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import training
 
 
@@ -300,6 +301,9 @@ def run(settings):
                              for_training=settings.do_train)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
+        # No vocab flag here: the config and the data's lengths.
+        model_folder.write(settings.output_dir, "run_pretraining", settings.bert_config_file,
+                           None, settings.part(*model_folder.SETTINGS).values())
         _train(settings, runner, input_files, spec)
         result.outputs["checkpoint"] = tf.train.latest_checkpoint(settings.output_dir)
     if settings.do_eval:

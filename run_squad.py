@@ -31,6 +31,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 # The task data and post-processing live in squad_data / squad_results; every name
 # the reference's run_squad.py has stays importable from here.
@@ -435,6 +436,9 @@ def run(settings):
       files written, the best checkpoint of --eval_every_n_steps and the model's step.
     """
     settings = Settings.of(settings)
+    # The model folder's config, vocab and task settings fill what the user left out.
+    settings = settings.with_defaults(model_folder.defaults(
+        settings.part(*model_folder.SETTINGS), "run_squad"))
     bert_config = _check_settings(settings)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Both files are read before anything long runs, so bad input fails early.
@@ -453,6 +457,8 @@ def run(settings):
     result = settings_lib.Result(output_dir=settings.output_dir)
     runner = None
     if settings.do_train:
+        model_folder.write(settings.output_dir, "run_squad", settings.bert_config_file,
+                           settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
         runner = _train(settings, bert_config, tokenizer, train_examples,
                         _dev_evaluation(settings, tokenizer, eval_examples, eval_articles))
         del train_examples

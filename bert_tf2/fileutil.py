@@ -97,12 +97,20 @@ def write_eval_results(path, results):
 # The label list a training run leaves beside its checkpoints (run_ner, multilabel).
 LABEL_LIST_FILE = "label_list.txt"
 
+# What every training run leaves in its output folder for later runs and exports
+# (bert_tf2/trainer/model_folder.py): the config and vocab it used, and its settings.
+CONFIG_FILE = "bert_config.json"
+VOCAB_FILE = "vocab.txt"
+MODEL_SETTINGS_FILE = "model_settings.json"
+
 # Every settings file a run may leave beside its checkpoints, which the programs that
 # take the checkpoint read (checkpoints.file_beside): label_list.txt, long_text.json
-# (long_text.SETTINGS_FILE), sentence_embedding.json (pooling.SETTINGS_FILE). A copy
-# of a checkpoint (output_dir/best) takes them along; tests/test_periodic_eval.py
-# checks that the tasks' names are here.
-SETTINGS_FILES = (LABEL_LIST_FILE, "long_text.json", "sentence_embedding.json")
+# (long_text.SETTINGS_FILE), sentence_embedding.json (pooling.SETTINGS_FILE),
+# classifier_task.json (classifier_tasks.TASK_FILE) and the model folder's files. A copy
+# of a checkpoint (output_dir/best) takes them along, so it is a whole model folder;
+# tests/test_periodic_eval.py checks that the tasks' names are here.
+SETTINGS_FILES = (LABEL_LIST_FILE, "long_text.json", "sentence_embedding.json",
+                  "classifier_task.json", CONFIG_FILE, VOCAB_FILE, MODEL_SETTINGS_FILE)
 
 
 def write_label_list(path, labels):

@@ -48,10 +48,14 @@ def define_tpu_flags(fv, with_tpu_name=True):
 
 
 _MODEL_FLAG_HELP = {
-    "bert_config_file": "bert_config.json of the pre-trained model: it fixes the architecture.",
+    "bert_config_file": "bert_config.json of the pre-trained model: it fixes the architecture. "
+                        "Fine-tuning runners and the export: default the bert_config.json of "
+                        "--init_checkpoint's model folder (README: The output folder is the "
+                        "model).",
     "init_checkpoint": "Checkpoint to start from, usually a pre-trained BERT: a Google TF1 "
                        "checkpoint or one of ours (a file prefix or a directory).",
-    "vocab_file": "WordPiece vocabulary the BERT model was trained with.",
+    "vocab_file": "WordPiece vocabulary the BERT model was trained with (default: the "
+                  "vocab.txt of --init_checkpoint's model folder).",
     "do_lower_case": "Lower-case (and strip accents from) the input text: True for uncased "
                      "models, False for cased ones.",
     "max_seq_length": "Length in WordPiece tokens of every model input: longer inputs are "

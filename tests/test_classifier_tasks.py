@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 
@@ -106,8 +107,10 @@ def csv_run(tmp_path_factory):
     _csv_file(data / "dev.csv", splits["dev"])
     _csv_file(data / "test.csv", splits["test"], with_label=False)
     out = root / "out"
+    # best/ (tests of the model folder below): the checkpoint of the lowest eval_loss.
     rc.run(_fv(_common(root) + ["--task_name=csv", "--data_dir=%s" % data,
-                                "--output_dir=%s" % out] + _TRAIN_FLAGS))
+                                "--output_dir=%s" % out, "--eval_every_n_steps=16",
+                                "--best_metric=eval_loss"] + _TRAIN_FLAGS))
     return {"root": root, "data": data, "out": out, "splits": splits}
 
 
@@ -159,6 +162,64 @@ def test_predict_only_run_takes_the_labels_beside_the_checkpoint(csv_run, tmp_pa
         rc.run(_fv(argv + ["--output_dir=%s" % (tmp_path / "b"), "--labels_file=%s"
                            % labels_file]))
     assert not (tmp_path / "b" / "test_results.tsv").exists()
+
+
+# ---------------------------------------------------------------------------
+# The output folder is the model: best/ alone predicts and exports
+# ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_best_folder_alone_predicts_and_exports(csv_run, tmp_path, caplog):
+    best = csv_run["out"] / "best"
+    for name in ("bert_config.json", "vocab.txt", "model_settings.json", "label_list.txt",
+                 "classifier_task.json"):
+        assert (best / name).exists(), name
+    assert json.loads((best / "model_settings.json").read_text()) == {
+        "runner": "run_classifier", "do_lower_case": True, "max_seq_length": 24,
+        "task_name": "csv", "processor": None, "task_type": "classification",
+        "text_a_column": "text", "text_b_column": None, "label_column": "label",
+        "threshold": 0.5, "xnli_language": "zh"}
+    # No config, vocab, task, column or length flag: all from best/.
+    alone = ["--init_checkpoint=%s" % best, "--data_dir=%s" % csv_run["data"], "--do_predict",
+             "--predict_batch_size=16"]
+    rc.run(_fv(alone + ["--output_dir=%s" % (tmp_path / "alone")]))
+    rc.run(_fv(_common(tmp_path) + alone + ["--task_name=csv", "--output_dir=%s"
+                                            % (tmp_path / "flags")]))
+    want = _rows(tmp_path / "flags" / "test_results.tsv")
+    np.testing.assert_allclose(_rows(tmp_path / "alone" / "test_results.tsv"), want,
+                               atol=1e-6, rtol=0)
+    # A flag given wins; contradicting the folder, it is one warning line.
+    caplog.clear()
+    rc.run(_fv(alone + ["--output_dir=%s" % (tmp_path / "longer"), "--max_seq_length=32"]))
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert [w for w in warned if "max_seq_length" in w] == [
+        "--max_seq_length=32 is used, not the 24 of %s (a setting given wins)"
+        % (best / "model_settings.json")]
+    assert (tmp_path / "longer" / "test_results.tsv").exists()
+    # The export from best/ alone: the classifier, its word labels, length 24.
+    esm.run(flags_common.parse_flags(esm.define_flags, [
+        "--init_checkpoint=%s" % best, "--export_dir=%s" % (tmp_path / "model")]))
+    info = json.loads((tmp_path / "model" / "assets.extra" / "export_info.json").read_text())
+    assert info["max_seq_length"] == 24
+    model = tf.saved_model.load(str(tmp_path / "model"))
+    served = model.serving_text_a(tf.constant([t for t, _ in csv_run["splits"]["test"]]))
+    np.testing.assert_allclose(served["probabilities"].numpy(), want, atol=1e-5, rtol=0)
+    assert [l.decode() for l in served["predicted_label"].numpy()] == [
+        _LABELS[k] for k in want.argmax(axis=1)]
+
+
+@pytest.mark.slow
+def test_folder_of_an_earlier_version_works_with_the_flags(csv_run, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(str(csv_run["out"] / "best"), str(old))
+    for name in ("bert_config.json", "vocab.txt", "model_settings.json"):
+        os.remove(str(old / name))
+    argv = ["--init_checkpoint=%s" % old, "--data_dir=%s" % csv_run["data"], "--do_predict",
+            "--predict_batch_size=16", "--output_dir=%s" % (tmp_path / "out")]
+    with pytest.raises(ValueError, match=r"--task_name is required"):
+        rc.run(_fv(argv))
+    rc.run(_fv(_common(tmp_path) + argv + ["--task_name=csv"]))
+    assert _rows(tmp_path / "out" / "test_results.tsv").shape == (15, 3)
 
 
 # ---------------------------------------------------------------------------
@@ -234,10 +295,15 @@ def test_regression_and_multilabel_files_train_and_export(tmp_path, task, task_t
             tmp_path / "data"), "--output_dir=%s" % out, "--text_a_column=sentence",
         "--label_column=score", "--do_train", "--do_eval", "--do_predict",
         "--train_batch_size=8", "--num_train_epochs=1", "--eval_batch_size=16",
-        "--predict_batch_size=16", "--notrim_padding"]))
+        "--predict_batch_size=16", "--notrim_padding", "--eval_every_n_steps=2",
+        "--best_metric=eval_loss"]))
     result = _eval_results(out / "eval_results.txt")
     assert json.loads((out / "classifier_task.json").read_text())["task_type"] == task_type
-    model = _export(tmp_path, out, tmp_path / "model", num_hidden_layers=1)
+    # best/ (its one evaluation: the last step) exports with --init_checkpoint alone:
+    # the kind of head (sigmoids for multilabel) comes from its files.
+    esm.run(flags_common.parse_flags(esm.define_flags, [
+        "--init_checkpoint=%s" % (out / "best"), "--export_dir=%s" % (tmp_path / "model")]))
+    model = tf.saved_model.load(str(tmp_path / "model"))
     served = model.serving_text_a(tf.constant([t for t, _ in rows]))
     want = _rows(out / "test_results.tsv")
     if task_type == "regression":

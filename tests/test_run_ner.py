@@ -291,6 +291,13 @@ def test_eval_during_training_and_class_weights(tmp_path, absl_records):
     again = run(tmp_path, data, tmp_path / "from_best", "--do_eval",
                 "--init_checkpoint=%s" % (out / "best"))
     assert float(str(again.metrics["eval_f1"])) == best["eval_f1"]
+    # best/ is a whole model folder: config, vocab, length and windows come from there.
+    assert json.loads((out / "best" / "model_settings.json").read_text())["runner"] == "run_ner"
+    alone = run_ner.run(flags_common.parse_flags(run_ner.define_flags, [
+        "--data_dir=%s" % data, "--output_dir=%s" % (tmp_path / "alone"), "--do_eval",
+        "--eval_batch_size=3",
+        "--init_checkpoint=%s" % (out / "best")]))
+    assert alone.metrics == again.metrics
 
 
 @pytest.mark.slow

@@ -889,3 +889,9 @@ def test_eval_during_training_scores_the_predict_file(shared_dir, dev_articles, 
     assert best["value"] == max(r["f1"] for r in history)
     assert result.best_checkpoint == str(out / "best" / ("model.ckpt-%d" % best["global_step"]))
     assert result.global_step == len(history)
+    # best/ alone answers (config, vocab, lengths and stride from its model_settings.json)
+    # as the best evaluation scored.
+    alone = run_squad.run(flags_common.parse_flags(run_squad.define_flags, [
+        "--init_checkpoint=%s" % (out / "best"), "--output_dir=%s" % (tmp_path / "alone"),
+        "--do_predict", "--predict_file=%s" % dev, "--predict_batch_size=16"]))
+    assert alone.metrics["f1"] == best["value"]

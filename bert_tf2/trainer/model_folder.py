@@ -1,0 +1,194 @@
+"""The output folder is the model: what a training run leaves there, and the one reader
+that turns a model folder into the settings a command line left out.
+
+Every training run writes into its --output_dir (write):
+- bert_config.json: a copy of --bert_config_file;
+- vocab.txt: a copy of --vocab_file (runs that have one);
+- model_settings.json: {"runner": ..., "do_lower_case", "max_seq_length", and the
+  runner's task settings (TASK_SETTINGS)}.
+periodic_eval copies them into best/ with the other settings files
+(fileutil.SETTINGS_FILES), so best/ is a whole model folder too.
+
+Every later run and the export read them through defaults(): from where the weights
+come from (checkpoints.settings_file: --output_dir when it holds checkpoints, else beside
+--init_checkpoint, which may be an output folder, its best/, a checkpoint prefix in one,
+or a converted model folder with bert_config.json + vocab.txt), as {setting: value} for
+`settings.with_defaults(...)`: a setting given on the command line wins, with one
+warning line when it contradicts the folder. Folders without these files give nothing
+(the flags as before).
+"""
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from bert_tf2 import fileutil
+from bert_tf2.trainer import checkpoints
+
+CONFIG_FILE = fileutil.CONFIG_FILE
+VOCAB_FILE = fileutil.VOCAB_FILE
+SETTINGS_FILE = fileutil.MODEL_SETTINGS_FILE
+# A converted model's settings (pooling.SETTINGS_FILE): its length and casing.
+_EMBEDDING_FILE = "sentence_embedding.json"
+
+# The task settings each runner saves (beside do_lower_case and max_seq_length).
+TASK_SETTINGS = {
+    "run_classifier": ("task_name", "processor", "task_type", "text_a_column",
+                       "text_b_column", "label_column", "threshold", "xnli_language"),
+    "run_ner": ("doc_stride", "document_context", "feature_based", "layers", "lstm_units"),
+    "run_multiple_choice": ("task_name",),
+    "run_squad": ("doc_stride", "max_query_length", "version_2_with_negative"),
+    "run_pretraining": ("max_predictions_per_seq",),
+}
+# export_saved_model's --model_type of each runner's model.
+MODEL_TYPES = {"run_classifier": "classifier", "run_ner": "tagger",
+               "run_multiple_choice": "multiple_choice", "run_squad": "squad",
+               "run_pretraining": "encoder"}
+
+# The settings defaults() reads (a part of a face's settings: the fields it has).
+SETTINGS = tuple(sorted({"init_checkpoint", "output_dir", "do_train", "model_type",
+                         "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length"}
+                        | {name for names in TASK_SETTINGS.values() for name in names}))
+
+
+# ---------------------------------------------------------------------------
+# Writing (every training run)
+# ---------------------------------------------------------------------------
+
+def write(output_dir, runner, bert_config_file, vocab_file, values):
+    """Leaves the model folder's files in `output_dir` (a training run, before it trains).
+
+    Args:
+      output_dir: the run's --output_dir (made already).
+      runner: the runner's name, a key of TASK_SETTINGS.
+      bert_config_file, vocab_file: the files the run uses (vocab_file None: none).
+      values: {setting: value}: do_lower_case, max_seq_length and the task settings.
+
+    A resumed run finds the config and vocab there: the same content is kept, another is
+    a ValueError naming both files (the checkpoints there were trained with the first).
+    model_settings.json is rewritten: it describes the folder's latest training run.
+    """
+    folder = str(output_dir)
+    tf.io.gfile.makedirs(folder)
+    for source, name, flag in ((bert_config_file, CONFIG_FILE, "--bert_config_file"),
+                               (vocab_file, VOCAB_FILE, "--vocab_file")):
+        if source:
+            _copy_once(source, os.path.join(folder, name), flag)
+    saved = {"runner": runner}
+    saved.update({name: value for name, value in values.items()
+                  if name in ("do_lower_case", "max_seq_length") + TASK_SETTINGS[runner]})
+    with fileutil.atomic_open(os.path.join(folder, SETTINGS_FILE), "w") as f:
+        f.write(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+
+
+def _copy_once(source, target, flag):
+    """Copies `source` to `target` unless it holds the same already; another content
+    there is a ValueError naming both."""
+    with tf.io.gfile.GFile(source, "rb") as f:
+        data = f.read()
+    if tf.io.gfile.exists(target):
+        if _same_content(source, target):
+            return
+        raise ValueError("%s=%s differs from %s, which the model in that folder was trained "
+                         "with: use a new --output_dir, or that file" % (flag, source, target))
+    with fileutil.atomic_open(target, "wb") as f:
+        f.write(data)
+
+
+def _same_content(a, b):
+    """Whether two files hold the same: JSON files the same value, others the same bytes."""
+    with tf.io.gfile.GFile(a, "rb") as f:
+        first = f.read()
+    with tf.io.gfile.GFile(b, "rb") as f:
+        second = f.read()
+    if first == second:
+        return True
+    if a.endswith(".json") and b.endswith(".json"):
+        try:
+            return json.loads(first) == json.loads(second)
+        except ValueError:
+            return False
+    return False
+
+
+# ---------------------------------------------------------------------------
+# Reading (every later run, the export)
+# ---------------------------------------------------------------------------
+
+def read(init_checkpoint, output_dir=None):
+    """({setting: value}, {setting: the file it came from}) of the model folder the
+    weights come from; ({}, {}) when it has none of the files.
+
+    Everything found: bert_config_file / vocab_file (the folder's files), and
+    model_settings.json's values ("runner" among them); a folder without it (a converted
+    model) gives sentence_embedding.json's do_lower_case and max_seq_length.
+    """
+    found, sources = {}, {}
+    for name, key in ((CONFIG_FILE, "bert_config_file"), (VOCAB_FILE, "vocab_file")):
+        path = checkpoints.settings_file(name, init_checkpoint, output_dir)
+        if path:
+            found[key] = sources[key] = path
+    path = checkpoints.settings_file(SETTINGS_FILE, init_checkpoint, output_dir)
+    keys = None
+    if not path:
+        path = checkpoints.settings_file(_EMBEDDING_FILE, init_checkpoint, output_dir)
+        keys = ("do_lower_case", "max_seq_length")
+    saved = fileutil.read_json(path) if path else {}
+    if not isinstance(saved, dict):
+        raise ValueError("%s: expected a JSON object of settings" % path)
+    for key in keys or saved:
+        if key in saved:
+            found[key], sources[key] = saved[key], path
+    return found, sources
+
+
+def defaults(part, runner=None):
+    """{setting: value} the face's settings take where the user gave none
+    (`settings.with_defaults(defaults(settings.part(*SETTINGS), runner))`).
+
+    Args:
+      part: the face's settings, part(*SETTINGS): init_checkpoint, output_dir and what
+        the folder may fill.
+      runner: the face's runner name; None for the export, whose --model_type picks it
+        (and is the folder's when not given).
+
+    A training run takes only the model's own settings (config, vocab, casing); the
+    task's settings and max_seq_length come from a folder the same runner wrote. A
+    setting given that contradicts the folder is used, with one warning line.
+    """
+    init_checkpoint = getattr(part, "init_checkpoint", None)
+    output_dir = getattr(part, "output_dir", None)
+    if not (init_checkpoint or output_dir):
+        return {}
+    found, sources = read(init_checkpoint, output_dir)
+    saved_runner = found.pop("runner", None)
+    if runner is None and "model_type" in part:  # the export: --model_type, else the folder's
+        if not part.model_type and saved_runner in MODEL_TYPES:
+            found["model_type"] = MODEL_TYPES[saved_runner]
+        model_type = part.model_type or found.get("model_type")
+        runner = saved_runner if MODEL_TYPES.get(saved_runner) == model_type else None
+    keep = {"bert_config_file", "vocab_file", "do_lower_case", "model_type"}
+    if not getattr(part, "do_train", False):
+        keep.add("max_seq_length")
+        if saved_runner and saved_runner == runner:
+            keep.update(TASK_SETTINGS[runner])
+    found = {key: value for key, value in found.items() if key in keep and key in part}
+    for key, value in found.items():
+        if part.given(key) and _contradicts(key, getattr(part, key), value):
+            is_file = sources[key] == value  # a file of the folder: another content
+            logging.warning("%s is used, not %s (%sa setting given wins)", part.flag(key),
+                            "the folder's %s" % value if is_file else
+                            "the %s of %s" % (json.dumps(value), sources[key]),
+                            "other content; " if is_file else "")
+    return found
+
+
+def _contradicts(key, given, saved):
+    """Whether the value given differs from the folder's (files: by their content)."""
+    if key in ("bert_config_file", "vocab_file"):
+        try:
+            return not _same_content(str(given), str(saved))
+        except (OSError, tf.errors.OpError):
+            return True  # the run's own check names a missing file
+    return given != saved

@@ -1,0 +1,68 @@
+"""model_folder: what a training run leaves in its output folder, and the one reader."""
+import json
+
+import pytest
+
+import run_classifier as rc
+from bert_tf2 import fileutil
+from bert_tf2.trainer import model_folder
+from conftest import write_text
+
+
+def _files(tmp_path):
+    return (write_text(tmp_path / "in" / "config.json", '{"hidden_size": 16}'),
+            write_text(tmp_path / "in" / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n"))
+
+
+def test_write_then_read_back_and_resume_rules(tmp_path):
+    config, vocab = _files(tmp_path)
+    out = tmp_path / "out"
+    values = {"do_lower_case": False, "max_seq_length": 32, "task_name": "csv",
+              "not_saved": 1}
+    model_folder.write(str(out), "run_classifier", config, vocab, values)
+    assert json.loads((out / "model_settings.json").read_text()) == {
+        "runner": "run_classifier", "do_lower_case": False, "max_seq_length": 32,
+        "task_name": "csv"}
+    assert (out / "vocab.txt").read_text() == (tmp_path / "in" / "vocab.txt").read_text()
+    # Resumed: the same content (a JSON config spelt otherwise too) is kept.
+    write_text(tmp_path / "in" / "config.json", '{ "hidden_size" : 16 }\n')
+    model_folder.write(str(out), "run_classifier", config, vocab, values)
+    assert (out / "bert_config.json").read_text() == '{"hidden_size": 16}'
+    other = write_text(tmp_path / "other.txt", "[PAD]\n[CLS]\n")
+    with pytest.raises(ValueError, match=r"--vocab_file=.*other.txt differs from .*out/vocab.txt"):
+        model_folder.write(str(out), "run_classifier", config, other, values)
+    found = model_folder.defaults(rc.Settings(init_checkpoint=str(out)).part(
+        *model_folder.SETTINGS), "run_classifier")
+    assert found == {"bert_config_file": str(out / "bert_config.json"),
+                     "vocab_file": str(out / "vocab.txt"), "do_lower_case": False,
+                     "max_seq_length": 32, "task_name": "csv"}
+    # Another runner's folder gives the model, not its task; training runs the model only.
+    assert "task_name" not in model_folder.defaults(rc.Settings(
+        init_checkpoint=str(out)).part(*model_folder.SETTINGS), "run_ner")
+    assert set(model_folder.defaults(rc.Settings(init_checkpoint=str(out), do_train=True).part(
+        *model_folder.SETTINGS), "run_classifier")) == {"bert_config_file", "vocab_file",
+                                                       "do_lower_case"}
+
+
+def test_a_given_setting_that_contradicts_is_one_warning(tmp_path, caplog):
+    config, vocab = _files(tmp_path)
+    out = tmp_path / "out"
+    model_folder.write(str(out), "run_classifier", config, vocab, {"max_seq_length": 32})
+    other = write_text(tmp_path / "other.txt", "[PAD]\n[CLS]\n")
+    part = rc.Settings(init_checkpoint=str(out / "model.ckpt-3"), max_seq_length=64,
+                       vocab_file=other, bert_config_file=config).part(*model_folder.SETTINGS)
+    caplog.clear()
+    assert model_folder.defaults(part, "run_classifier")["max_seq_length"] == 32
+    assert sorted(r.getMessage() for r in caplog.records if r.levelname == "WARNING") == [
+        "--max_seq_length=64 is used, not the 32 of %s (a setting given wins)"
+        % (out / "model_settings.json"),
+        "--vocab_file=%s is used, not the folder's %s (other content; a setting given wins)"
+        % (other, out / "vocab.txt")]
+
+
+def test_folders_without_the_files_give_nothing(tmp_path):
+    (tmp_path / "old").mkdir()
+    assert model_folder.defaults(rc.Settings(init_checkpoint=str(tmp_path / "old")).part(
+        *model_folder.SETTINGS), "run_classifier") == {}
+    for name in ("bert_config.json", "vocab.txt", "model_settings.json", "classifier_task.json"):
+        assert name in fileutil.SETTINGS_FILES
