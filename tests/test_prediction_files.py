@@ -60,6 +60,14 @@ def test_multilabel_regression_and_choice_records():
         "id": "q", "label": 1, "probabilities": [float(np.float32(v)) for v in (0.2, 0.7, 0.1)]}
 
 
+def test_an_id_json_cannot_hold_is_written_as_text(tmp_path):
+    pf.write(str(tmp_path), _examples([("a", 1), None]), np.float32([[1.0], [2.0]]),
+             pf.regression_record)
+    assert [json.loads(line) for line in
+            (tmp_path / "test_predictions.jsonl").read_text().splitlines()] == [
+                {"id": "('a', 1)", "label": 1.0}, {"id": "None", "label": 2.0}]
+
+
 @pytest.mark.parametrize("count", [1, 3])
 def test_a_wrong_count_leaves_neither_file(tmp_path, count):
     rows = np.float32([[0.5, 0.5]] * count)

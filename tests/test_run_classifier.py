@@ -537,7 +537,7 @@ def test_train_eval_predict_outputs(mrpc_run):
         assert len(row) == 2 and sum(row) == pytest.approx(1.0, abs=1e-5)
     # Beside it, test_predictions.jsonl: the guids, MRPC's labels "0" / "1".
     ids = [e.guid for e in rc.MrpcProcessor().get_test_examples(str(mrpc_run["data_dir"]))]
-    assert ids[:2] == ["test-0", "test-1"]
+    assert ids[:2] == ["test-1", "test-2"]  # the reference's: the header is row 0
     check_test_predictions(out, ids, ["0", "1"])
     assert mrpc_run["result"].outputs["test_predictions"] == str(
         out / "test_predictions.jsonl")
@@ -626,8 +626,8 @@ def test_sts_b_regression_run(shared_dir, tmp_path, vocab_file):
     assert result["global_step"] == "3"
     rows = _read_tsv_floats(str(tmp_path / "out" / "test_results.tsv"))
     assert len(rows) == 24 and all(len(r) == 1 for r in rows)
-    check_test_predictions(tmp_path / "out", ["test-%d" % n for n in range(24)],
-                           kind="regression")
+    ids = [e.guid for e in rc.StsbProcessor().get_test_examples(str(data_dir))]
+    check_test_predictions(tmp_path / "out", ids, kind="regression")
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ def json_line(record):
 
 
 def _name(label):
-    """A label as JSON holds it: strings and numbers as they are, anything else as str()."""
+    """A label or id as JSON holds it: strings and numbers as they are, anything else str()."""
     if isinstance(label, (str, int, float)) and not isinstance(label, bool):
         return label
     return str(label)
@@ -92,7 +92,8 @@ def write(output_dir, examples, rows, record, what="examples"):
     """Writes test_results.tsv and test_predictions.jsonl in `output_dir`.
 
     Args:
-      examples: the test examples, in order (each has a .guid).
+      examples: the test examples, in order (each has a .guid: the "id"; a guid that is
+        not a string or number is written as its str()).
       rows: their model outputs, in the same order (an iterable of float arrays).
       record: record(guid, row) -> the JSON object of one example.
       what: the word for the examples in the count error.
@@ -107,7 +108,7 @@ def write(output_dir, examples, rows, record, what="examples"):
         for row in rows:
             results.write(results_line(row))
             if count < len(examples):
-                predictions.write(json_line(record(examples[count].guid, row)))
+                predictions.write(json_line(record(_name(examples[count].guid), row)))
             count += 1
         if count != len(examples):
             raise RuntimeError("predicted %d %s, expected %d" % (count, what, len(examples)))
