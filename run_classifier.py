@@ -9,7 +9,8 @@ eval_results.txt, the TF2 distribution/precision flags of flags_common,
 --task_name=multilabel (several labels per text; multilabel_data.py), your own data
 files (--task_name=csv, tsv, jsonl; file_data.py) and your own DataProcessor
 (--processor=FILE.py:CLASS); a training run leaves label_list.txt and
-classifier_task.json for later runs and the export (classifier_tasks.py).
+classifier_task.json for later runs and the export (classifier_tasks.py); --do_predict
+also writes test_predictions.jsonl beside test_results.tsv (prediction_files.py).
 
 Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
