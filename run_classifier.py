@@ -9,7 +9,8 @@ eval_results.txt, the TF2 distribution/precision flags of flags_common,
 --task_name=multilabel (several labels per text; multilabel_data.py), your own data
 files (--task_name=csv, tsv, jsonl; file_data.py) and your own DataProcessor
 (--processor=FILE.py:CLASS); a training run leaves label_list.txt and
-classifier_task.json for later runs and the export (classifier_tasks.py).
+classifier_task.json for later runs and the export (classifier_tasks.py); --do_predict
+also writes test_predictions.jsonl beside test_results.tsv (prediction_files.py).
 
 Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
@@ -40,6 +41,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
+from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
@@ -248,7 +250,7 @@ def run(settings):
         result.metrics = _evaluate(settings, runner, task, eval_examples)
         result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
     if settings.do_predict:
-        result.outputs["test_results"] = _predict(settings, runner, task, predict_examples)
+        _predict(settings, runner, task, predict_examples, result.outputs)
     result.global_step = runner.global_step
     result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
     return result
@@ -337,6 +339,12 @@ class _Task(object):
             return
         yield from training.real_rows(batches)
 
+    def prediction_record(self, guid, row):
+        """The test_predictions.jsonl object of one example's output row."""
+        if self.regression:
+            return prediction_files.regression_record(guid, row)
+        return prediction_files.classification_record(guid, row, self.label_list)
+
     def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
         """The eval_results.txt values (glue_data.eval_metrics)."""
         return eval_metrics(self.processor, per_example_loss, label_ids, outputs,
@@ -407,27 +415,20 @@ def _dev_evaluation(settings, task, examples):
             list(names))
 
 
-def _predict(settings, runner, task, examples):
-    """Writes predict.tf_record and test_results.tsv (one line per test example)."""
+def _predict(settings, runner, task, examples, outputs):
+    """Writes predict.tf_record, test_results.tsv (one line per test example) and
+    test_predictions.jsonl (prediction_files); their paths go into `outputs`."""
     predict_file = os.path.join(settings.output_dir, "predict.tf_record")
     task.write_features(examples, predict_file)
     training.log_stage("predict", ["Num examples = %d" % len(examples),
                                    "Batch size = %d" % settings.predict_batch_size])
-    output_path = os.path.join(settings.output_dir, "test_results.tsv")
-    num_written = 0
     batches = runner.predict(task.ordered_dataset(predict_file, settings.predict_batch_size,
                                                   runner.trim_padding),
                              task.predict_fn)
-    with fileutil.atomic_open(output_path, "w") as writer:
-        for row in task.output_rows(batches):
-            # str() of float32 values: the original file's number format
-            writer.write("\t".join("%s" % v for v in np.atleast_1d(np.float32(row))) + "\n")
-            num_written += 1
-        if num_written != len(examples):
-            raise RuntimeError("predicted %d examples, expected %d"
-                               % (num_written, len(examples)))
-    logging.info("Wrote %d predictions to %s", num_written, output_path)
-    return output_path
+    outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
+        settings.output_dir, examples, task.output_rows(batches), task.prediction_record)
+    logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],
+                 outputs["test_predictions"])
 
 
 def main():

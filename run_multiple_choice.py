@@ -9,8 +9,9 @@ with run_classifier.py's habits:
     -> train/eval/predict.tf_record of [num_choices, max_seq_length] per example
     -> BertMultipleChoice: the B x C sequences through BERT as one batch, a score per
        choice from the pooled output, softmax over the C choices, cross-entropy
-    -> eval_results.txt (eval_accuracy, eval_loss, global_step) and test_results.tsv
-       (the C probabilities of each test example, like run_classifier's).
+    -> eval_results.txt (eval_accuracy, eval_loss, global_step), test_results.tsv
+       (the C probabilities of each test example, like run_classifier's) and
+       test_predictions.jsonl ({"id", "label": the likeliest choice, "probabilities"}).
 
   python run_multiple_choice.py --task_name=swag --data_dir=$SWAG_DIR \
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
@@ -31,6 +32,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import multiple_choice_data
+from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
@@ -209,17 +211,16 @@ def _dev_evaluation(settings, task, examples):
 
 
 def _predict(settings, runner, task, examples, outputs):
-    """Writes test_results.tsv: the choice probabilities of each test question (its
-    path and predict.tf_record's added to `outputs`)."""
+    """Writes test_results.tsv (the choice probabilities of each test question) and
+    test_predictions.jsonl (prediction_files); their paths and predict.tf_record's go
+    into `outputs`."""
     out = task.outputs(runner, examples, "predict", settings.predict_batch_size)
-    output_path = os.path.join(settings.output_dir, "test_results.tsv")
-    with fileutil.atomic_open(output_path, "w") as writer:
-        for row in np.asarray(out["probabilities"], np.float32):
-            # str() of float32 values: run_classifier's (and the reference's) format.
-            writer.write("\t".join("%s" % v for v in row) + "\n")
-    logging.info("Wrote %d predictions to %s", len(examples), output_path)
+    outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
+        settings.output_dir, examples, np.asarray(out["probabilities"], np.float32),
+        prediction_files.choice_record, "questions")
+    logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],
+                 outputs["test_predictions"])
     outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
-    outputs["test_results"] = output_path
 
 
 def main():

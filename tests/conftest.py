@@ -43,3 +43,42 @@ def write_text(path, text):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end test (still run in CI)")
+
+
+def check_test_predictions(output_dir, ids, labels=None, kind="classification",
+                           threshold=0.5):
+    """Asserts test_predictions.jsonl says what test_results.tsv says, line by line.
+
+    Args:
+      ids: the examples' ids, in test order.
+      labels: the label list (classification / multilabel); None for regression and
+        multiple choice.
+      kind: "classification", "multilabel", "regression" or "choice".
+    Returns:
+      the JSON objects of test_predictions.jsonl.
+    """
+    import json  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    folder = pathlib.Path(str(output_dir))
+    rows = [np.array([np.float32(v) for v in line.split("\t")])
+            for line in (folder / "test_results.tsv").read_text().splitlines()]
+    records = [json.loads(line) for line in
+               (folder / "test_predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(records) == len(rows) == len(ids)
+    assert [r["id"] for r in records] == list(ids)
+    for record, row in zip(records, rows):
+        if kind == "regression":
+            assert sorted(record) == ["id", "label"]
+            assert abs(np.float32(record["label"]) - row[0]) <= 1e-7
+            continue
+        assert sorted(record) == ["id", "label", "probabilities"]
+        if kind == "choice":
+            got = np.float32(record["probabilities"])
+            assert record["label"] == int(np.argmax(row))
+        else:
+            assert list(record["probabilities"]) == list(labels)
+            got = np.float32(list(record["probabilities"].values()))
+            assert record["label"] == ([l for l, p in zip(labels, row) if p >= threshold]
+                                       if kind == "multilabel" else labels[int(np.argmax(row))])
+        np.testing.assert_allclose(got, row, atol=1e-7, rtol=0)
+    return records

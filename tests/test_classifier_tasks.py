@@ -19,6 +19,7 @@ import export_saved_model as esm
 import run_classifier as rc
 from bert_tf2 import flags_common
 from conftest import REPO_ROOT
+from conftest import check_test_predictions
 from conftest import write_text
 
 _SENTIMENT = {"positive": ["great", "excellent", "love"],
@@ -133,6 +134,8 @@ def test_csv_word_labels_train_evaluate_and_predict(csv_run):
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
     truth = [_LABELS.index(label) for _, label in csv_run["splits"]["test"]]
     assert np.mean(probabilities.argmax(axis=1) == truth) >= 0.8
+    # test_predictions.jsonl: the id column of test.csv, the word labels.
+    check_test_predictions(out, [str(n) for n in range(15)], _LABELS)
 
 
 @pytest.mark.slow
@@ -310,11 +313,14 @@ def test_regression_and_multilabel_files_train_and_export(tmp_path, task, task_t
         assert {"eval_pearson", "eval_spearman"} <= set(result)
         assert not (out / "label_list.txt").exists()
         np.testing.assert_allclose(served["predictions"].numpy(), want[:, 0], atol=1e-5)
+        check_test_predictions(out, ["test-%d" % n for n in range(16)], kind="regression")
     else:
         assert "eval_micro_f1" in result
         assert (out / "label_list.txt").read_text() == "price\nscreen\n"
         np.testing.assert_allclose(served["probabilities"].numpy(), want, atol=1e-5)
         assert served["labels"].numpy()[0].tolist() == [b"price", b"screen"]
+        check_test_predictions(out, ["test-%d" % n for n in range(16)], ["price", "screen"],
+                               kind="multilabel")
 
 
 # ---------------------------------------------------------------------------

@@ -22,14 +22,29 @@ def test_csv_quoted_commas_quotes_and_newlines(tmp_path):
                '3,"He said ""fine"".", neutral \n')
     write_text(tmp_path / "test.csv", "text,id\nno label column here,7\n")
     p = file_data.FileProcessor("csv", _COLUMNS)
+    # The "id" column is each example's id (guid), as written.
     assert _fields(p.get_train_examples(str(tmp_path))) == [
-        ("train-0", "Great screen, long battery.", None, "positive"),
-        ("train-1", "It broke.\nTwice, in fact.", None, "negative"),
-        ("train-2", 'He said "fine".', None, "neutral")]
+        ("1", "Great screen, long battery.", None, "positive"),
+        ("2", "It broke.\nTwice, in fact.", None, "negative"),
+        ("3", 'He said "fine".', None, "neutral")]
     assert p.get_labels() == ["negative", "neutral", "positive"]  # sorted
     # Test files may lack the label column: the first label is the placeholder.
     assert _fields(p.get_test_examples(str(tmp_path))) == [
-        ("test-0", "no label column here", None, "negative")]
+        ("7", "no label column here", None, "negative")]
+
+
+def test_id_or_guid_column_is_the_example_id(tmp_path):
+    # "id" first, else "guid"; a JSON number kept as a number; an empty cell, null or a
+    # list gives the default "<split>-<index>".
+    write_text(tmp_path / "test.tsv", "guid\ttext\nq-1\tone\n\ttwo\n")
+    p = file_data.FileProcessor("tsv", _COLUMNS, labels=["a"])
+    assert [e.guid for e in p.get_test_examples(str(tmp_path))] == ["q-1", "test-1"]
+    lines = [{"id": 17, "guid": "g", "text": "a"}, {"guid": "g2", "text": "b"},
+             {"id": None, "text": "c"}, {"id": [1], "text": "d"}, {"id": "é\t\"x", "text": "e"}]
+    write_text(tmp_path / "test.jsonl", "\n".join(json.dumps(r) for r in lines) + "\n")
+    p = file_data.FileProcessor("jsonl", _COLUMNS, labels=["a"])
+    assert [e.guid for e in p.get_test_examples(str(tmp_path))] == [
+        17, "g2", "test-2", "test-3", "é\t\"x"]
 
 
 def test_tsv_takes_quotes_literally_and_reads_pairs(tmp_path):

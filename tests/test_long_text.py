@@ -19,6 +19,7 @@ import tokenization
 from bert_tf2 import flags_common
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import long_text
+from conftest import check_test_predictions
 from conftest import write_text
 
 _FILLER = ["the", "a", "on", "in", "it", "is", "was", "and", "of", "to", "for", "with"]
@@ -299,6 +300,9 @@ def test_windows_outputs_one_row_per_example_whatever_the_batching(runs, tmp_pat
     assert not (runs["truncate"] / long_text.SETTINGS_FILE).exists()
     rows = _test_rows(out)
     assert rows.shape == (21, 2)
+    # test_predictions.jsonl: one line per document (its windows pooled), SST-2's guids.
+    ids = [e.guid for e in glue_data.Sst2Processor().get_test_examples(str(data_dir))]
+    check_test_predictions(out, ids, ["0", "1"])
     ckpt = tf.train.latest_checkpoint(str(out))
     for name, extra in (("notrim", ["--notrim_padding", "--eval_batch_size=5"]),
                         ("trim", ["--trim_padding", "--eval_batch_size=7",

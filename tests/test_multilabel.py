@@ -17,6 +17,7 @@ from bert_tf2 import flags_common
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import multilabel_data as ml
+from conftest import check_test_predictions
 from conftest import write_text
 
 _TRIGGERS = ["red", "green", "blue", "gold"]
@@ -267,6 +268,9 @@ def test_tiny_model_learns_which_triggers_occur(trained):
     assert probabilities.shape == (37, 4)  # 37 = 2 batches of 16 + 5 (padding rows dropped)
     truth = np.array([[l in labels_ for l in labels] for _, labels_ in trained["splits"]["test"]])
     assert np.mean((probabilities >= 0.5) == truth) > 0.9
+    records = check_test_predictions(out, ["test-%d" % n for n in range(37)], labels,
+                                     kind="multilabel")
+    assert len({len(r["label"]) for r in records}) > 1  # sets of labels, of several sizes
 
 
 @pytest.mark.slow

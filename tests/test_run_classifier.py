@@ -10,6 +10,7 @@ import run_classifier as rc
 import tokenization
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from conftest import check_test_predictions
 from conftest import write_text
 
 # A vocabulary small enough to check ids by hand.
@@ -518,9 +519,9 @@ def mrpc_run(tmp_path_factory, shared_dir):
         "--do_train", "--do_eval", "--do_predict", "--max_seq_length=32",
         "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3",
         "--eval_batch_size=16", "--predict_batch_size=16", "--seed=1"])
-    rc.run(_fv(argv))
+    result = rc.run(_fv(argv))
     return {"root": root, "data_dir": data_dir, "out": root / "out", "argv": argv,
-            "vocab": vocab}
+            "vocab": vocab, "result": result}
 
 
 @pytest.mark.slow
@@ -534,6 +535,13 @@ def test_train_eval_predict_outputs(mrpc_run):
     assert len(rows) == 40  # 40 test rows; the last batch (8 of 16) was padded
     for row in rows:
         assert len(row) == 2 and sum(row) == pytest.approx(1.0, abs=1e-5)
+    # Beside it, test_predictions.jsonl: the guids, MRPC's labels "0" / "1".
+    ids = [e.guid for e in rc.MrpcProcessor().get_test_examples(str(mrpc_run["data_dir"]))]
+    assert ids[:2] == ["test-1", "test-2"]  # the reference's: the header is row 0
+    check_test_predictions(out, ids, ["0", "1"])
+    assert mrpc_run["result"].outputs["test_predictions"] == str(
+        out / "test_predictions.jsonl")
+    assert mrpc_run["result"].outputs["test_results"] == str(out / "test_results.tsv")
     for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "checkpoint"):
         assert (out / name).exists()
     assert not [n for n in os.listdir(str(out)) if ".tmp-" in n]
@@ -618,6 +626,8 @@ def test_sts_b_regression_run(shared_dir, tmp_path, vocab_file):
     assert result["global_step"] == "3"
     rows = _read_tsv_floats(str(tmp_path / "out" / "test_results.tsv"))
     assert len(rows) == 24 and all(len(r) == 1 for r in rows)
+    ids = [e.guid for e in rc.StsbProcessor().get_test_examples(str(data_dir))]
+    check_test_predictions(tmp_path / "out", ids, kind="regression")
 
 
 @pytest.mark.slow

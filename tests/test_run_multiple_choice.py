@@ -15,6 +15,7 @@ import tokenization
 from bert_tf2 import flags_common
 from bert_tf2.tasks import multiple_choice_data as mcd
 from bert_tf2.trainer import heads
+from conftest import check_test_predictions
 from conftest import write_text
 
 _ANIMALS = ["cat", "dog", "bird", "fish", "cow", "pig"]
@@ -165,6 +166,8 @@ def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
     for line in lines:
         probabilities = [float(v) for v in line.split("\t")]
         assert len(probabilities) == 4 and sum(probabilities) == pytest.approx(1, abs=1e-5)
+    # test_predictions.jsonl: SWAG's first (unnamed) column as the id, the choice index.
+    check_test_predictions(tmp_path / "out", [str(n) for n in range(13)], kind="choice")
 
 
 @pytest.mark.slow
@@ -244,7 +247,8 @@ def test_run_of_settings_twice_in_one_process(tmp_path):
         assert result.output_dir == str(out) and result.global_step == 2  # 16 / 8
         assert result.best_checkpoint is None  # no evaluation during training
         assert sorted(result.outputs) == ["eval_records", "eval_results", "predict_records",
-                                          "test_results", "train_records"]
+                                          "test_predictions", "test_results",
+                                          "train_records"]
         for path in result.outputs.values():
             assert path.startswith(str(out)) and os.path.isfile(path), path
         pairs = (line.split(" = ") for line in

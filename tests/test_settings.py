@@ -140,6 +140,8 @@ def test_readme_from_python_runs_as_written(tmp_path, monkeypatch, capsys):
     assert predicted.global_step == 8 and predicted.metrics == {}
     with open(predicted.outputs["test_results"]) as f:
         assert len(f.readlines()) == 8
+    with open(predicted.outputs["test_predictions"]) as f:  # ids of the csv's id column
+        assert [json.loads(line)["id"] for line in f] == [str(i) for i in range(16, 24)]
     assert str(result.metrics["eval_accuracy"]) in capsys.readouterr().out
     # A bf16 run leaves the process's precision policy as it found it.
     before = tf_keras.mixed_precision.global_policy().name

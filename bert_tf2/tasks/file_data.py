@@ -7,11 +7,13 @@
   GLUE files are read); the first row names the columns;
 - jsonl: one JSON object per line (blank lines skipped).
 Columns are found by name: --text_a_column (default text), --text_b_column (none:
-single texts) and --label_column (default label); other columns are ignored, and a
-test file may lack the label column. Labels are kept as written (a JSON number as its
-text); the label list is --labels_file, else every label of train sorted. With
---task_type=regression the label is a real number (STS-B's model, loss and metrics);
-with --task_type=multilabel a set of names: "a,b" in a cell, or a JSON list.
+single texts) and --label_column (default label); a column named "id" (else "guid")
+gives each example its id (test_predictions.jsonl's "id"; default "test-<index>");
+other columns are ignored, and a test file may lack the label column. Labels are kept
+as written (a JSON number as its text); the label list is --labels_file, else every
+label of train sorted. With --task_type=regression the label is a real number (STS-B's
+model, loss and metrics); with --task_type=multilabel a set of names: "a,b" in a cell,
+or a JSON list.
 
 Every error names the file and line (and, for a missing column, the columns there are).
 """
@@ -32,6 +34,8 @@ from bert_tf2.tasks import multilabel_data
 FORMATS = ("csv", "tsv", "jsonl")
 TASK_TYPES = ("classification", "regression", "multilabel")
 SPLITS = ("train", "dev", "test")
+# Columns whose value becomes an example's id (its guid), the first found: no flag.
+ID_COLUMNS = ("id", "guid")
 
 
 def define_flags(fv):
@@ -219,6 +223,21 @@ def _label_set(row, column):
     return tuple(sorted(names - {""}))
 
 
+def _example_id(row, split, index):
+    """The row's id column (ID_COLUMNS, the first there) as written, else "<split>-<index>".
+
+    A string or a JSON number is kept; an empty cell, null or a JSON list / object
+    gives the default (files that worked before the id rule still do).
+    """
+    for column in ID_COLUMNS:
+        value = row.fields.get(column)
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            continue
+        if not isinstance(value, str) or value.strip():
+            return value
+    return "%s-%d" % (split, index)
+
+
 class FileProcessor(glue_data.DataProcessor):
     """The examples of train/dev/test.<format> in data_dir, columns found by name.
 
@@ -280,10 +299,10 @@ class FileProcessor(glue_data.DataProcessor):
         texts = [c.text_a] + ([c.text_b] if c.text_b else [])
         wanted, optional = (texts, [c.label]) if split == "test" else (texts + [c.label], [])
         examples = []
-        for row in _READERS[self.file_format](path, wanted, optional):
+        for row in _READERS[self.file_format](path, wanted, optional + list(ID_COLUMNS)):
             text_b = _text(row, c.text_b) if c.text_b else None
             label = self._placeholder() if split == "test" else self._label(row)
-            examples.append(glue_data.InputExample("%s-%d" % (split, len(examples)),
+            examples.append(glue_data.InputExample(_example_id(row, split, len(examples)),
                                                    _text(row, c.text_a), text_b or None, label))
         return examples
 

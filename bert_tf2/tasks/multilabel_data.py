@@ -31,6 +31,7 @@ import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import training
 
 TASK_NAME = "multilabel"
@@ -254,7 +255,8 @@ class MultiLabelTask(object):
     """run_classifier's train / evaluate / predict pieces for --task_name=multilabel.
 
     The interface of run_classifier's own task object: label_list, spec,
-    write_features, loss_fn, predict_fn, ordered_dataset, metrics.
+    write_features, loss_fn, predict_fn, ordered_dataset, metrics, output_rows,
+    prediction_record.
     """
 
     regression = False
@@ -292,6 +294,11 @@ class MultiLabelTask(object):
     def output_rows(self, batches):
         """The probabilities of the real examples of Runner.predict's batches, in order."""
         return training.real_rows(batches)
+
+    def prediction_record(self, guid, row):
+        """The test_predictions.jsonl object of one example's probabilities."""
+        return prediction_files.multilabel_record(guid, row, self.label_list,
+                                                  self.processor.threshold)
 
     def ordered_dataset(self, path, batch_size, trim_padding=False):
         """dataset_fn reading `path` once, in order, the last batch padded."""

@@ -6,8 +6,10 @@ Two readers:
   (the test split has no label). The context is sent1; each choice is
   sent2 + " " + ending_i, the way the BERT paper builds SWAG's second segment
   (the start of the continuation followed by one ending).
-- JSON lines (train.jsonl, dev.jsonl, test.jsonl): {"context": ..., "question": ...
-  (optional), "endings": [...], "label": int (optional in test)}; any number of
+- JSON lines (train.jsonl, dev.jsonl, test.jsonl): {"id": ... (optional: a string or
+  number, kept as the example's id; default the line's index among the examples),
+  "context": ..., "question": ... (optional), "endings": [...], "label": int
+  (optional in test)}; any number of
   choices, the same on every line of a file. The second segment is
   question + " " + ending (or the ending alone).
 
@@ -44,6 +46,15 @@ def _label(value, num_choices, where):
         raise ValueError("%s: label %r is not a choice index in [0, %d)"
                          % (where, value, num_choices))
     return label
+
+
+def _id(value, index):
+    """A JSON line's "id" as written (a string or number), else str() of it or the index."""
+    if value is None:
+        return str(index)
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    return str(value)
 
 
 def read_swag(path, is_test=False):
@@ -106,7 +117,7 @@ def read_jsonl(path, is_test=False):
             label = None
         else:
             label = _label(record["label"], num_choices, where)
-        examples.append(Example(str(record.get("id", len(examples))), record["context"],
+        examples.append(Example(_id(record.get("id"), len(examples)), record["context"],
                                 [("%s %s" % (question, e)).strip() for e in endings], label))
     if not examples:
         raise ValueError("%s: no examples" % path)
