@@ -1,6 +1,10 @@
-"""`bert.create_pretraining_data` is the top-level `create_pretraining_data` module itself (one module object, not a copy)."""
+"""`bert.create_pretraining_data`: bert-tf2's create_pretraining_data.py, whatever files a user's folder holds.
+
+The top-level `create_pretraining_data` module itself when that is ours (one module object, not a copy);
+see bert_tf2/root_modules.py.
+"""
 import sys
 
-import create_pretraining_data
+from bert_tf2 import root_modules
 
-sys.modules[__name__] = create_pretraining_data
+sys.modules[__name__] = root_modules.load("create_pretraining_data")

@@ -1,6 +1,10 @@
-"""`bert.extract_features` is the top-level `extract_features` module itself (one module object, not a copy)."""
+"""`bert.extract_features`: bert-tf2's extract_features.py, whatever files a user's folder holds.
+
+The top-level `extract_features` module itself when that is ours (one module object, not a copy);
+see bert_tf2/root_modules.py.
+"""
 import sys
 
-import extract_features
+from bert_tf2 import root_modules
 
-sys.modules[__name__] = extract_features
+sys.modules[__name__] = root_modules.load("extract_features")

@@ -1,6 +1,10 @@
-"""`bert.modeling` is the top-level `modeling` module itself (one module object, not a copy)."""
+"""`bert.modeling`: bert-tf2's modeling.py, whatever files a user's folder holds.
+
+The top-level `modeling` module itself when that is ours (one module object, not a copy);
+see bert_tf2/root_modules.py.
+"""
 import sys
 
-import modeling
+from bert_tf2 import root_modules
 
-sys.modules[__name__] = modeling
+sys.modules[__name__] = root_modules.load("modeling")

@@ -1,6 +1,10 @@
-"""`bert.tokenization` is the top-level `tokenization` module itself (one module object, not a copy)."""
+"""`bert.tokenization`: bert-tf2's tokenization.py, whatever files a user's folder holds.
+
+The top-level `tokenization` module itself when that is ours (one module object, not a copy);
+see bert_tf2/root_modules.py.
+"""
 import sys
 
-import tokenization
+from bert_tf2 import root_modules
 
-sys.modules[__name__] = tokenization
+sys.modules[__name__] = root_modules.load("tokenization")

@@ -371,6 +371,38 @@ def error_line(error):
     return "error: %s" % fileutil.without_temp_names(lines[0]), 1
 
 
+class _HelpExitsZero:
+    """Mixin for absl's help flags: asked for, help is the answer, so the exit status is 0
+    (absl's own flags print the help and exit with status 1)."""
+
+    def parse(self, arg):
+        """Prints the help as absl does, then exits with status 0."""
+        try:
+            super().parse(arg)
+        except SystemExit:
+            raise SystemExit(0) from None
+
+
+# absl's help flags, by name; each prints its help then exits with status 1.
+_ABSL_HELP_FLAGS = {"help": app.HelpFlag, "helpshort": app.HelpshortFlag,
+                    "helpfull": app.HelpfullFlag, "helpxml": app.HelpXMLFlag}
+
+
+def help_flags_exit_zero(fv=flags.FLAGS):
+    """Puts help flags that exit with status 0 in place of absl's --help (-?), --helpshort,
+    --helpfull and --helpxml on `fv`: the same text; absl's app.run then keeps them."""
+    if fv is flags.FLAGS:
+        app.define_help_flags()  # registers absl's once: it would not replace ours later
+    for name, absl_class in _ABSL_HELP_FLAGS.items():
+        if name in fv:
+            if isinstance(fv[name], _HelpExitsZero):
+                continue
+            for alias in {name, fv[name].short_name} - {None}:
+                delattr(fv, alias)
+        exits_zero = type(absl_class.__name__, (_HelpExitsZero, absl_class), {})
+        flags.DEFINE_flag(exits_zero(), flag_values=fv, module_name=app.__name__)
+
+
 def run_cli(define_flags, run, argv=None):
     """Entry point of a runner: defines its flags, parses, runs `run(FLAGS)`.
 
@@ -378,9 +410,11 @@ def run_cli(define_flags, run, argv=None):
     input, a path TensorFlow cannot write) becomes one clear line on stderr and exit
     code 1 instead of a traceback (which --verbosity=1 logs); Ctrl-C and SIGTERM
     stop the run the same way (exit codes 130 and 143), after the usual clean-up of
-    temporary files; training's Ctrl-C line says where a rerun resumes.
+    temporary files; training's Ctrl-C line says where a rerun resumes. --help,
+    --helpshort and --helpfull print the script's help and exit with status 0.
     """
     define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
+    help_flags_exit_zero()
     main_module = sys.modules.get("__main__")
     if main_module is not None and not main_module.__doc__:
         # An installed console command's __main__ is a wrapper: --help shows the script's text.

@@ -19,8 +19,10 @@ and call `initialize_devices()` before their run:
   logging, which ignores TF_CPP_MIN_LOG_LEVEL: XLA's "Compiled cluster using
   XLA!" notice and the "WARNING: All log messages before absl::InitializeLog()"
   line it brings;
-- SavedModel export's INFO line listing every captured variable it renames (a
-  thousand characters of internal numbers, nothing a user named) is dropped.
+- TensorFlow's Python INFO lines a user can do nothing with are dropped
+  (LogNoiseFilter): SavedModel export's line listing every captured variable it
+  renames (a thousand characters of internal numbers, nothing a user named) and
+  the "Sharding callback duration" line of every checkpoint written.
 
 In your own Python (loading an exported SavedModel, say), `from bert_tf2 import startup` and
 `startup.quiet()` before importing tensorflow give the same quiet process:
@@ -32,6 +34,7 @@ import ctypes
 import functools
 import logging
 import os
+import re
 import sys
 import tempfile
 
@@ -65,8 +68,9 @@ def quiet():
     Importing this module sets TF_CPP_MIN_LOG_LEVEL=1 unless it is set (C++ INFO
     lines hidden, warnings and errors kept); quiet() then imports TensorFlow,
     lists its devices without the no-GPU cuInit error line, applies the same log
-    level to the C++ code that logs through Abseil (XLA), and drops SavedModel's
-    line about renamed captured variables. Real warnings and errors still show.
+    level to the C++ code that logs through Abseil (XLA), and drops TensorFlow's
+    INFO lines about renamed captured variables and checkpoint sharding times.
+    Real warnings and errors still show.
     """
     initialize_devices()
 
@@ -87,28 +91,53 @@ def _apply_level_to_absl_logging(tf):
     setter(ctypes.c_int(max(0, min(level, 3))))
 
 
-class SavedModelCaptureNamesFilter(logging.Filter):
-    """Drops SavedModel's INFO line about renaming the captured inputs of a function.
+# TensorFlow's Python INFO lines that say nothing a user can act on. They log through
+# absl's logger ("absl"), some through TensorFlow's ("tensorflow"): the filter sits on both.
+# functional_saver: one line per checkpoint written ("Sharding callback duration: 72
+# microseconds"); SavedModel's saver: two lines naming the temporary folder an export is
+# written to (our own line names the folder it becomes), the first printed twice.
+_NOISE_PREFIXES = ("Sharding callback duration", "Assets written to", "Writing fingerprint to")
+# The names TensorFlow gives the inputs of a traced function: numbers, and Keras's input_N.
+_AUTOMATIC_NAME = re.compile(r"^(\d+|input(_\d+)?)$")
 
-    The names it lists are the numbers TensorFlow gave the variables a serving
-    function captures; the signature inputs users call by name are not among them.
+
+class LogNoiseFilter(logging.Filter):
+    """Drops TensorFlow's INFO lines that say nothing a user named or can act on.
+
+    - "Sharding callback duration: N microseconds", written with every checkpoint;
+    - SavedModel's "Assets written to" and "Writing fingerprint to" (temporary paths);
+    - SavedModel's line about renaming the captured inputs of a function, when every
+      name it lists is one TensorFlow made up (a number, Keras's input_N): the
+      variables a serving function captures, a thousand characters and more per
+      signature; the signature inputs users call by name are not among them.
     """
 
     def filter(self, record):
-        """False (drop) only for that line when every name it lists is a number."""
-        if "contains input name(s)" not in str(record.msg) or len(record.args or ()) < 2:
+        """False (drop) for those lines; True (keep) for every other record."""
+        if record.levelno > logging.INFO:
+            return True
+        message = str(record.msg)
+        if message.startswith(_NOISE_PREFIXES):
+            return False
+        if "contains input name(s)" not in message or len(record.args or ()) < 2:
             return True
         names = str(record.args[1]).split(", ")
-        return not all(name.isdigit() for name in names)
+        return not all(_AUTOMATIC_NAME.match(name) for name in names)
+
+
+def filter_log_noise():
+    """Puts LogNoiseFilter on the loggers TensorFlow's Python code writes to (once)."""
+    for name in ("absl", "tensorflow"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, LogNoiseFilter) for f in logger.filters):
+            logger.addFilter(LogNoiseFilter())
 
 
 def initialize_devices():
     """Lists TensorFlow's devices once, dropping the no-driver cuInit line from stderr."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     _apply_level_to_absl_logging(tf)
-    tf_logger = logging.getLogger("tensorflow")
-    if not any(isinstance(f, SavedModelCaptureNamesFilter) for f in tf_logger.filters):
-        tf_logger.addFilter(SavedModelCaptureNamesFilter())
+    filter_log_noise()
     try:
         stderr_fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # no real stderr (embedded, captured)

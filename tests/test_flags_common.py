@@ -97,12 +97,38 @@ def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
     out = subprocess.run([sys.executable, "-c", command, "--help"],
                          capture_output=True, text=True, timeout=120, cwd=repo)
     first_line = importlib.import_module("run_classifier").__doc__.splitlines()[0]
+    assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith(first_line)
     for name in _REFERENCE_FLAGS["run_classifier"].split():
         assert re.search(r"--(\[no\])?%s:" % name, out.stdout), name
     for noise in ("test_srcdir", "hbm_oom_exit", "tensor_tracer"):
         assert noise not in out.stdout
     assert "WARNING: All log messages" not in out.stderr
+
+
+@pytest.mark.parametrize("module_name,asked", [("export_saved_model", "--helpfull")])
+def test_help_exits_0_and_prints_the_flags(module_name, asked):
+    # One face as a script (each costs a TensorFlow start); the console-command test above
+    # runs run_classifier's --help, and every face's help flags are checked below in-process.
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, module_name + ".py", asked], capture_output=True,
+                         text=True, timeout=120, cwd=repo)
+    assert out.returncode == 0, out.stderr[-2000:]
+    fv, _ = _short_help(module_name)
+    for name in fv:
+        assert re.search(r"--(\[no\])?%s:" % name, out.stdout), name
+
+
+@pytest.mark.parametrize("module_name", _SCRIPTS)
+@pytest.mark.parametrize("asked", ["--help", "-?", "--helpshort", "--helpfull"])
+def test_every_scripts_help_flags_exit_0(module_name, asked, capsys):
+    # run_cli's help flags, on the script's own flags in this process (usage goes to stdout).
+    fv, _ = _short_help(module_name)
+    flags_common.help_flags_exit_zero(fv)
+    with pytest.raises(SystemExit) as stopped:
+        fv(["prog", asked])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out
 
 
 def test_ctrl_c_is_one_line_and_exit_code_130():

@@ -3,6 +3,7 @@ import ast
 import importlib
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -82,3 +83,53 @@ def test_every_package_module_imports_alone():
         assert importlib.import_module(name).__name__ == name
     assert pathlib.Path(importlib.import_module("bert_tf2").__file__).parent == \
         REPO_ROOT / "bert_tf2"
+
+
+# A user's folder holding files named like our root modules, and what it imports (sys.path[0]
+# is the folder): `bert.X` is ours, their own `import X` theirs, before and after.
+_USERS_SCRIPT = """
+import os, sys
+import tokenization as mine_first
+from bert import tokenization, modeling, optimization
+import modeling as mine
+ours = os.path.realpath(sys.argv[1])
+for module in (tokenization, modeling, optimization):
+    assert os.path.dirname(os.path.realpath(module.__file__)) == ours, module.__file__
+assert mine_first.USER == "tokenization" and mine.USER == "modeling"
+assert sys.modules["tokenization"] is mine_first and sys.modules["modeling"] is mine
+from bert import modeling as again
+assert again is modeling and optimization.tf is modeling.tf
+print("ok")
+"""
+
+
+def _run_users_script(folder, pythonpath, ours):
+    for name in ("tokenization", "modeling"):
+        (folder / (name + ".py")).write_text("USER = %r\n" % name)
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    out = subprocess.run([sys.executable, "-c", _USERS_SCRIPT, str(ours)], cwd=folder,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_from_bert_import_gives_ours_beside_a_users_files_in_the_repository(tmp_path):
+    _run_users_script(tmp_path, REPO_ROOT, REPO_ROOT)
+
+
+def test_from_bert_import_gives_ours_beside_a_users_files_when_installed(tmp_path):
+    # What pip installs (setup.py's MODULES and packages), from a copy: no build/ in the repo.
+    source = tmp_path / "source"
+    source.mkdir()
+    for path in REPO_ROOT.glob("*.py"):
+        shutil.copy(path, source)
+    for package in ("bert", "bert_tf2"):
+        shutil.copytree(REPO_ROOT / package, source / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    installed = tmp_path / "site"
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                          "--no-build-isolation", "--target", str(installed), str(source)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    user = tmp_path / "user"
+    user.mkdir()
+    _run_users_script(user, installed, installed)

@@ -47,6 +47,7 @@ def test_the_users_log_level_wins(tmp_path):
 
 _TINY_TRAINING = """
 from bert_tf2 import startup; startup.quiet()
+from absl import logging as absl_logging; absl_logging.set_verbosity(absl_logging.INFO)
 import numpy as np, tensorflow as tf
 import modeling
 from bert_tf2.trainer import heads
@@ -64,7 +65,8 @@ def loss_fn(model, features, is_training):
         labels=features["label_ids"], logits=logits)), {}
 runner = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"),
                          lambda: heads.BertClassifier(config, 2),
-                         training.RunConfig(output_dir=%r, num_train_steps=3))
+                         training.RunConfig(output_dir=%r, num_train_steps=3,
+                                            save_checkpoints_steps=1))
 runner.train(dataset_fn, loss_fn)
 print(sum(1 for _ in runner.predict(lambda ctx: dataset_fn(ctx).take(2),
                                     lambda model, f: model(f))))
@@ -80,20 +82,51 @@ def test_training_prints_no_tensorflow_notices(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2"]
     # The fused optimizer compiles with XLA, the loops read a dataset: neither says so.
+    # A checkpoint a step, the INFO log shown: no sharding time line with each.
+    assert "Saved checkpoint" in result.stderr
     for noise in ("GeneratorDatasetOp", "absl::InitializeLog", "Compiled cluster using XLA",
-                  "cuInit"):
+                  "cuInit", "Sharding callback duration"):
         assert noise not in result.stderr, result.stderr
 
 
 def test_saved_models_renamed_captures_line_is_dropped_and_others_kept():
-    drop = startup.SavedModelCaptureNamesFilter().filter
+    drop = startup.LogNoiseFilter().filter
     msg = "Function `%s` contains input name(s) %s with unsupported characters which will " \
           "be renamed to %s in the SavedModel."
 
-    def record(names):
-        return logging.LogRecord("tensorflow", logging.INFO, __file__, 1, msg,
+    def record(names, logger="absl"):
+        return logging.LogRecord(logger, logging.INFO, __file__, 1, msg,
                                  ("_tag", names, names.replace(" ", "_")), None)
     assert not drop(record("3552, 3554, 3556"))
+    assert not drop(record("3267, input_10, input_11", logger="tensorflow"))
     assert drop(record("my input, 3554"))
     assert drop(logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, "real %s",
                                   ("warning",), None))
+
+
+def test_checkpoint_and_saved_model_notices_are_dropped_and_warnings_kept():
+    keep = startup.LogNoiseFilter().filter
+    for message in ("Sharding callback duration: %s microseconds",
+                    "Assets written to: %s", "Writing fingerprint to %s"):
+        assert not keep(logging.LogRecord("absl", logging.INFO, __file__, 1, message,
+                                          ("x",), None))
+        assert keep(logging.LogRecord("absl", logging.WARNING, __file__, 1, message,
+                                      ("x",), None))
+    assert keep(logging.LogRecord("absl", logging.INFO, __file__, 1, "Saved checkpoint %s",
+                                  ("x",), None))
+
+
+def test_a_tiny_exports_log_has_no_line_of_a_thousand_characters(shared_dir, tmp_path):
+    golden = shared_dir / "golden" / "tf1_tiny"
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "export_saved_model.py"), "--model_type=encoder",
+         "--bert_config_file=%s" % (golden / "bert_config.json"),
+         "--init_checkpoint=%s" % (golden / "bert_model.ckpt"),
+         "--vocab_file=%s" % (golden / "vocab.txt"), "--max_seq_length=16",
+         "--export_dir=%s" % (tmp_path / "export")],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Exported the encoder model" in result.stderr
+    lines = result.stderr.splitlines()
+    assert max(len(line) for line in lines) < 1000, max(lines, key=len)[:300]
+    assert ".tmp-" not in result.stderr and "Sharding callback" not in result.stderr
