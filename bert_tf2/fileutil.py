@@ -109,19 +109,51 @@ LABEL_LIST_FILE = "label_list.txt"
 SETTINGS_FILES = (LABEL_LIST_FILE, "long_text.json", "sentence_embedding.json")
 
 
+# Every character str.splitlines ends a line at. Our readers split text files on "\n"
+# alone (split_lines), but a label list is one label per line for every reader, editor and
+# tool: no label holds any of these.
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def split_lines(text, keepends=False):
+    """The lines of a text file's `text`, split at "\n" only (a "\r" before it dropped
+    unless `keepends`: files written on Windows), never at the other line breaks of
+    str.splitlines (U+2028, U+0085, ...), which a JSON string, word or field may hold.
+    A final "\n" ends the last line, as in splitlines."""
+    lines = text.split("\n")
+    if keepends:
+        lines = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    else:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines[:-1] if not lines[-1] else lines
+
+
+def check_label(label, where):
+    """A label must fit on one line of label_list.txt: ValueError naming `where` and the
+    label when it holds a line break (LINE_BREAKS)."""
+    breaks = [c for c in str(label) if c in LINE_BREAKS]
+    if breaks:
+        raise ValueError("%s: label %r holds a line break (U+%04X), which %s (one label per "
+                         "line) cannot hold: rename the label"
+                         % (where, label, ord(breaks[0]), LABEL_LIST_FILE))
+
+
 def write_label_list(path, labels):
-    """Writes a label list, one label per line (read back by read_label_list)."""
+    """Writes a label list, one label per line (read back by read_label_list); a label
+    holding a line break is refused (check_label), nothing written."""
+    for label in labels:
+        check_label(label, path)
     with atomic_open(path, "w") as f:
         f.write("".join(label + "\n" for label in labels))
 
 
 def read_label_list(path, forbidden=""):
     """The labels of a file, one per line, in file order (blank lines skipped, labels
-    stripped): distinct, at least one, none holding a character of `forbidden`.
-    Errors name the file and the line."""
+    stripped): distinct, at least one, none holding a character of `forbidden` or a line
+    break. Errors name the file and the line."""
     try:
         with tf.io.gfile.GFile(path, "r") as f:
-            lines = f.read().splitlines()
+            lines = split_lines(f.read())
     except tf.errors.NotFoundError:
         raise ValueError("%s: no such labels file" % path) from None
     first_line = {}
@@ -129,6 +161,7 @@ def read_label_list(path, forbidden=""):
         label = line.strip()
         if not label:
             continue
+        check_label(label, "%s, line %d" % (path, number))
         bad = [c for c in forbidden if c in label]
         if bad:
             raise ValueError("%s, line %d: label %r contains %r, which a label may not hold"

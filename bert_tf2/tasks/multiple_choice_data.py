@@ -48,7 +48,7 @@ def _label(value, num_choices, where):
 
 def read_swag(path, is_test=False):
     """SWAG CSV rows -> Examples (four choices)."""
-    reader = csv.reader(fileutil.read_text(path).splitlines(True))
+    reader = csv.reader(fileutil.split_lines(fileutil.read_text(path), keepends=True))
     header = next(reader, None)
     if not header:
         raise ValueError("%s: empty file" % path)
@@ -79,7 +79,7 @@ def read_swag(path, is_test=False):
 def read_jsonl(path, is_test=False):
     """JSON-lines multiple-choice examples (a fixed number of choices per file)."""
     examples, num_choices = [], None
-    for number, line in enumerate(fileutil.read_text(path).splitlines(), 1):
+    for number, line in enumerate(fileutil.split_lines(fileutil.read_text(path)), 1):
         if not line.strip():
             continue
         where = "%s, line %d" % (path, number)
