@@ -85,3 +85,10 @@ def test_lock_is_reentrant_in_a_process_and_skipped_where_it_cannot_apply(tmp_pa
                                                 "task": {"type": "worker", "index": 1}}))
     fileutil.lock_output_dir(folder)  # a non-chief worker writes no output there
     assert not fileutil.held_output_locks()
+
+
+def test_a_killed_runs_lock_file_is_no_output(tmp_path):
+    from bert_tf2.export import saved_model_dir
+    folder = tmp_path / "out"
+    write_text(folder / fileutil.LOCK_FILE, "pid 1 on host h, since then")
+    saved_model_dir.check_export_dir(str(folder))  # as empty: an export may go there
