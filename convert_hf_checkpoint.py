@@ -557,7 +557,7 @@ def _copy_vocab(hf_dir, output_dir, config):
     dst = os.path.join(output_dir, "vocab.txt")
     tf.io.gfile.copy(src, dst, overwrite=True)
     with tf.io.gfile.GFile(src, "rb") as f:
-        lines = f.read().decode("utf-8").splitlines()
+        lines = fileutil.split_lines(f.read().decode("utf-8"))  # as load_vocab reads it
     if lines and not lines[-1].strip():
         lines = lines[:-1]
     if len(lines) > config["vocab_size"]:

@@ -194,7 +194,7 @@ def run(settings):
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_classifier"))
     processor, bert_config, long_texts = _check_settings(settings)
-    fileutil.prepare_output_dir(settings.output_dir)
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Read (and so check) every data file the run needs before any work starts.
     data_dir = settings.data_dir

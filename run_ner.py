@@ -117,7 +117,7 @@ def run(settings):
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_ner"))
     bert_config = _check_settings(settings)
-    fileutil.prepare_output_dir(settings.output_dir)
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Every file the run needs is read (and so checked) before any work starts.
     train, evaluation, prediction, labels = _read_data(settings)

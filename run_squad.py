@@ -496,7 +496,7 @@ def _check_settings(settings):
     validate_flags_or_throw(settings, bert_config)
     periodic_eval.check_settings(settings.part(*periodic_eval.SETTINGS, "do_predict"),
                                  dev_data="--do_predict")
-    fileutil.prepare_output_dir(settings.output_dir)
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
     return bert_config
 
 

@@ -5,6 +5,8 @@
 - `write_label_list` / `read_label_list`: a run's label_list.txt (or a --labels_file);
 - `prepare_output_dir` / `prepare_output_file`: an output folder or file that can be
   written, checked and its folder made before any work (every writer);
+- `lock_output_dir` (via `prepare_output_dir(lock=True)`): one training run per output
+  folder at a time; `release_output_locks` ends a run's locks;
 - `check_utf8`: a text input read through once, its first bad byte named by line;
 - `expand_input_files`: comma-separated globs, as the reference's --input_file;
 - `output_files`: a list of output files, or PREFIX-00000-of-0000N names;
@@ -21,6 +23,8 @@ import json
 import os
 import posixpath
 import re
+import socket
+import time
 import uuid
 
 from absl import logging
@@ -113,19 +117,51 @@ SETTINGS_FILES = (LABEL_LIST_FILE, "long_text.json", "sentence_embedding.json",
                   "classifier_task.json", CONFIG_FILE, VOCAB_FILE, MODEL_SETTINGS_FILE)
 
 
+# Every character str.splitlines ends a line at. Our readers split text files on "\n"
+# alone (split_lines), but a label list is one label per line for every reader, editor and
+# tool: no label holds any of these.
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def split_lines(text, keepends=False):
+    """The lines of a text file's `text`, split at "\n" only (a "\r" before it dropped
+    unless `keepends`: files written on Windows), never at the other line breaks of
+    str.splitlines (U+2028, U+0085, ...), which a JSON string, word or field may hold.
+    A final "\n" ends the last line, as in splitlines."""
+    lines = text.split("\n")
+    if keepends:
+        lines = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    else:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines[:-1] if not lines[-1] else lines
+
+
+def check_label(label, where):
+    """A label must fit on one line of label_list.txt: ValueError naming `where` and the
+    label when it holds a line break (LINE_BREAKS)."""
+    breaks = [c for c in str(label) if c in LINE_BREAKS]
+    if breaks:
+        raise ValueError("%s: label %r holds a line break (U+%04X), which %s (one label per "
+                         "line) cannot hold: rename the label"
+                         % (where, label, ord(breaks[0]), LABEL_LIST_FILE))
+
+
 def write_label_list(path, labels):
-    """Writes a label list, one label per line (read back by read_label_list)."""
+    """Writes a label list, one label per line (read back by read_label_list); a label
+    holding a line break is refused (check_label), nothing written."""
+    for label in labels:
+        check_label(label, path)
     with atomic_open(path, "w") as f:
         f.write("".join(label + "\n" for label in labels))
 
 
 def read_label_list(path, forbidden=""):
     """The labels of a file, one per line, in file order (blank lines skipped, labels
-    stripped): distinct, at least one, none holding a character of `forbidden`.
-    Errors name the file and the line."""
+    stripped): distinct, at least one, none holding a character of `forbidden` or a line
+    break. Errors name the file and the line."""
     try:
         with tf.io.gfile.GFile(path, "r") as f:
-            lines = f.read().splitlines()
+            lines = split_lines(f.read())
     except tf.errors.NotFoundError:
         raise ValueError("%s: no such labels file" % path) from None
     first_line = {}
@@ -133,6 +169,7 @@ def read_label_list(path, forbidden=""):
         label = line.strip()
         if not label:
             continue
+        check_label(label, "%s, line %d" % (path, number))
         bad = [c for c in forbidden if c in label]
         if bad:
             raise ValueError("%s, line %d: label %r contains %r, which a label may not hold"
@@ -147,14 +184,104 @@ def read_label_list(path, forbidden=""):
     return list(first_line)
 
 
-def prepare_output_dir(path, flag="--output_dir"):
+def prepare_output_dir(path, flag="--output_dir", lock=False):
     """Creates the output directory and checks it is writable: a clear error up front.
 
     A path that exists as a file is an error naming `flag`; it is never replaced.
+    With `lock` (a training run) the folder is also this run's alone (lock_output_dir).
     """
     if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
         raise ValueError("%s=%s is a file, not a directory" % (flag, path))
     _make_writable_folder(path, flag, path)
+    if lock:
+        lock_output_dir(path, flag)
+
+
+# The lock file of a training run in its output folder (lock_output_dir): removed when the
+# run ends; after a killed run it stays, unlocked, and is never read as an output.
+LOCK_FILE = ".bert_tf2.lock"
+
+# This process's output-folder locks: {real path of the folder: open lock file}.
+_LOCKS = {}
+
+
+def lock_output_dir(path, flag="--output_dir"):
+    """Makes `path` this process's output folder until release_output_locks: a training
+    run already writing there (another process) is a ValueError naming `flag`, the
+    folder and that run's pid and host.
+
+    An OS lock (fcntl.flock on LOCK_FILE, held open) ends with its process, so a killed
+    run never leaves a stale lock. Taken again by the same process, it is kept as is.
+    Skipped without an error where there is no such lock: gs://, hdfs:// and other
+    tf.io.gfile folders, systems without fcntl, file systems refusing flock; and on the
+    non-chief workers of a multi-worker run, which share the chief's folder.
+    """
+    try:
+        import fcntl  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return
+    if "://" in path or not _writes_shared_folder():
+        return
+    folder = os.path.realpath(path)
+    if folder in _LOCKS:
+        return
+    lock_path = os.path.join(folder, LOCK_FILE)
+    while True:
+        f = open(lock_path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "a run that is starting"
+            f.close()
+            raise ValueError("%s=%s is in use by another training run (%s): wait for it to "
+                             "end, or choose another %s" % (flag, path, holder, flag)) from None
+        except OSError as e:
+            f.close()
+            logging.warning("%s=%s: not locked (%s)", flag, path, e)
+            return
+        # The holder before us may have removed the file after we opened it: lock anew.
+        if os.path.exists(lock_path) and os.path.samestat(os.fstat(f.fileno()),
+                                                          os.stat(lock_path)):
+            break
+        f.close()
+    f.seek(0)
+    f.truncate()
+    f.write("pid %d on host %s, since %s" % (os.getpid(), socket.gethostname(),
+                                             time.strftime("%Y-%m-%d %H:%M:%S")))
+    f.flush()
+    _LOCKS[folder] = f
+
+
+def _writes_shared_folder():
+    """False on a non-chief worker of TF_CONFIG's cluster (training.is_chief's rule)."""
+    try:
+        tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except ValueError:
+        return True
+    task, cluster = tf_config.get("task") or {}, tf_config.get("cluster") or {}
+    task_type = task.get("type")
+    if task_type in (None, "chief"):
+        return True
+    return task_type == "worker" and "chief" not in cluster and int(task.get("index", 0)) == 0
+
+
+def held_output_locks():
+    """The folders this process holds locks on (for release_output_locks(keep=))."""
+    return set(_LOCKS)
+
+
+def release_output_locks(keep=()):
+    """Ends this process's output-folder locks but those of the folders in `keep`,
+    removing their lock files."""
+    for folder in sorted(set(_LOCKS) - set(keep)):
+        f = _LOCKS.pop(folder)
+        try:
+            # Removed while still locked: a run that opened it meanwhile locks anew.
+            os.remove(os.path.join(folder, LOCK_FILE))
+        except OSError:
+            pass
+        f.close()
 
 
 def _make_writable_folder(folder, flag, value):

@@ -164,17 +164,21 @@ def initialize_devices():
 def keeps_process_settings(run):
     """Decorator for a face's run(): on return or error, the tf_keras mixed-precision policy
     and the TensorFloat-32 setting are what they were before (training.configure_precision
-    and extract_features change them), so runs called from Python one after another leave
-    the process as they found it."""
+    and extract_features change them), and the output folders the run locked
+    (fileutil.lock_output_dir) are free again, so runs called from Python one after
+    another leave the process as they found it."""
     @functools.wraps(run)
     def wrapper(*args, **kwargs):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         import tf_keras  # pylint: disable=import-outside-toplevel
+        from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
         policy = tf_keras.mixed_precision.global_policy()
         tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+        locks = fileutil.held_output_locks()
         try:
             return run(*args, **kwargs)
         finally:
+            fileutil.release_output_locks(keep=locks)
             tf_keras.mixed_precision.set_global_policy(policy)
             tf.config.experimental.enable_tensor_float_32_execution(tf32)
     return wrapper

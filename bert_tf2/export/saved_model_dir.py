@@ -12,6 +12,8 @@ import uuid
 from absl import logging
 import tensorflow as tf
 
+from bert_tf2 import fileutil
+
 
 # What an export writes in --export_dir: these entries at its top, and INFO_FILE.
 # Anything else in an earlier export (TF Serving's assets.extra/tf_serving_warmup_requests,
@@ -33,7 +35,9 @@ def check_export_dir(export_dir):
     if not tf.io.gfile.isdir(export_dir):
         raise ValueError("--export_dir=%s is a file, not a directory" % export_dir)
     marker = os.path.join(export_dir, INFO_FILE)
-    if tf.io.gfile.listdir(export_dir) and not tf.io.gfile.exists(marker):
+    # A killed training's lock file (fileutil.LOCK_FILE) is not an output of anyone's.
+    entries = [n for n in tf.io.gfile.listdir(export_dir) if n != fileutil.LOCK_FILE]
+    if entries and not tf.io.gfile.exists(marker):
         raise ValueError("--export_dir=%s exists and is not a SavedModel exported by this "
                          "script (no assets.extra/export_info.json): choose another "
                          "directory; nothing there is replaced" % export_dir)

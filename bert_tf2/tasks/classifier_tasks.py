@@ -192,7 +192,9 @@ def label_names(processor):
                              % (labels,))
         return None
     names = [str(label) for label in labels]
-    bad = [n for n in names if not n.strip() or n != n.strip() or "\n" in n]
+    for name in names:  # before any work: label_list.txt could not hold it
+        fileutil.check_label(name, "get_labels()")
+    bad = [n for n in names if not n.strip() or n != n.strip()]
     if not names or bad or len(set(names)) != len(names) or None in labels:
         raise ValueError("get_labels() must return distinct labels, none empty, None or "
                          "with spaces at its ends; got %r" % (labels,))

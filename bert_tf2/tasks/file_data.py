@@ -160,7 +160,7 @@ def read_tsv(path, wanted, optional=()):
 def read_jsonl(path, wanted, optional=()):
     """The records of a JSON-lines file: one object per line holding the `wanted` keys."""
     rows = []
-    for number, line in enumerate(fileutil.read_text(path).splitlines(), 1):
+    for number, line in enumerate(fileutil.split_lines(fileutil.read_text(path)), 1):
         if not line.strip():
             continue
         row = Row(None, path, number)

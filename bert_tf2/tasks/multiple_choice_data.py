@@ -59,7 +59,7 @@ def _id(value, index):
 
 def read_swag(path, is_test=False):
     """SWAG CSV rows -> Examples (four choices)."""
-    reader = csv.reader(fileutil.read_text(path).splitlines(True))
+    reader = csv.reader(fileutil.split_lines(fileutil.read_text(path), keepends=True))
     header = next(reader, None)
     if not header:
         raise ValueError("%s: empty file" % path)
@@ -90,7 +90,7 @@ def read_swag(path, is_test=False):
 def read_jsonl(path, is_test=False):
     """JSON-lines multiple-choice examples (a fixed number of choices per file)."""
     examples, num_choices = [], None
-    for number, line in enumerate(fileutil.read_text(path).splitlines(), 1):
+    for number, line in enumerate(fileutil.split_lines(fileutil.read_text(path)), 1):
         if not line.strip():
             continue
         where = "%s, line %d" % (path, number)

@@ -64,8 +64,7 @@ Feature = collections.namedtuple(
 def _read_lines(path):
     """The lines of a UTF-8 file, without their ends; errors name the file (and line)."""
     text = fileutil.read_text(path)
-    lines = [line.rstrip("\r") for line in text.split("\n")]
-    return lines[:-1] if lines and not lines[-1] else lines
+    return fileutil.split_lines(text)
 
 
 def read_conll(path, require_tags=True):

@@ -5,10 +5,15 @@ the `processors` dict of run_classifier's main(). Here the class lives in a file
 yours and the flag names it: the file is imported as a module (its folder is put at
 the end of sys.path, so it can import its neighbours), the class is checked to be a
 DataProcessor subclass and made with no arguments. Every failure is one ValueError
-naming the flag, and for an error inside your file its file, line and message.
+naming the flag, and for an error inside your file its file, line and message; so is
+a SystemExit (sys.exit, argparse) of your file's import or of the processor's methods,
+which would otherwise end the run with its exit code (0) and nothing written.
 """
+import contextlib
+import functools
 import importlib
 import importlib.util
+import io
 import os
 import sys
 import traceback
@@ -39,10 +44,55 @@ def load_processor(spec):
                          "with `from run_classifier import DataProcessor`)"
                          % (FLAG, spec, class_name, class_name))
     try:
-        return cls()
-    except Exception as e:  # pylint: disable=broad-except
+        processor = cls()
+    except (Exception, SystemExit) as e:  # pylint: disable=broad-except
         raise ValueError("%s=%s: %s() failed: %s" % (FLAG, spec, class_name,
                                                      error_line(e, module.__file__))) from None
+    for name in _METHODS:
+        setattr(processor, name, _no_exit(spec, getattr(processor, name), module.__file__))
+    return processor
+
+
+# The processor methods a run calls; a SystemExit from one becomes a ValueError.
+_METHODS = ("get_train_examples", "get_dev_examples", "get_test_examples", "get_labels")
+
+
+def _no_exit(spec, method, own_file):
+    """`method`, with a SystemExit it raises turned into a ValueError naming `spec`."""
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except SystemExit as e:
+            where = _where(e, own_file)
+            raise ValueError("%s=%s: %s() raised SystemExit(%r)%s" % (
+                FLAG, spec, method.__name__, e.code, " at " + where if where else "")) from None
+    return call
+
+
+class _Exited(ValueError):
+    """A SystemExit of an import, as the one-line error run_cli prints."""
+
+
+@contextlib.contextmanager
+def _exits_reported(spec, own_file):
+    """Runs an import: a SystemExit in it becomes an _Exited naming `spec`, with the last
+    line the code printed on stderr (argparse's error); stderr otherwise passes."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            yield
+    except SystemExit as e:
+        said = [line.strip() for line in printed.getvalue().split("\n") if line.strip()]
+        where = _where(e, own_file)
+        raise _Exited("%s=%s: importing it raised SystemExit(%r)%s%s: the file must not end "
+                      "the program when imported (put that code under `if __name__ == "
+                      "\"__main__\":`)" % (FLAG, spec, e.code, " at " + where if where else "",
+                                             " (%s)" % said[-1] if said else "")) from None
+    except BaseException:
+        sys.stderr.write(printed.getvalue())
+        raise
+    sys.stderr.write(printed.getvalue())
 
 
 def _import_file(spec, path):
@@ -60,9 +110,12 @@ def _import_file(spec, path):
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
     try:
-        module_spec.loader.exec_module(module)
+        with _exits_reported(spec, path):
+            module_spec.loader.exec_module(module)
     except Exception as e:  # pylint: disable=broad-except
         del sys.modules[name]
+        if isinstance(e, _Exited):
+            raise
         raise ValueError("%s=%s: import failed at %s" % (FLAG, spec, error_line(e, path))
                          ) from None
     return module
@@ -71,7 +124,10 @@ def _import_file(spec, path):
 def _import_module(spec, name):
     """Imports the module `name` from sys.path."""
     try:
-        return importlib.import_module(name)
+        with _exits_reported(spec, None):
+            return importlib.import_module(name)
+    except _Exited:
+        raise
     except Exception as e:  # pylint: disable=broad-except
         missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
         if missing and (name == missing or name.startswith(missing + ".")):
@@ -90,14 +146,21 @@ def error_line(error, own_file):
     own_file, else the deepest frame outside the import machinery.
     """
     message = "%s: %s" % (type(error).__name__, error)
+    if isinstance(error, SystemExit):
+        message = "SystemExit(%r)" % (error.code,)
     if isinstance(error, SyntaxError) and error.filename:
         return "%s, line %s: %s: %s" % (error.filename, error.lineno, type(error).__name__,
                                         error.msg)
+    where = _where(error, own_file)
+    return "%s: %s" % (where, message) if where else message
+
+
+def _where(error, own_file):
+    """"file, line N" of the deepest frame of `error` in own_file, else outside the
+    import machinery; None without a frame."""
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if not f.filename.startswith("<frozen")]
     own = own_file and os.path.abspath(own_file)
     mine = [f for f in frames if own and os.path.abspath(f.filename) == own]
     frame = (mine or frames or [None])[-1]
-    if frame is None:
-        return message
-    return "%s, line %d: %s" % (frame.filename, frame.lineno, message)
+    return frame and "%s, line %d" % (frame.filename, frame.lineno)

@@ -328,7 +328,8 @@ class Runner:
 
     def __init__(self, strategy, model_fn, config, for_training=True):
         config.validate()
-        fileutil.prepare_output_dir(config.output_dir)
+        # A training run owns its folder (the faces lock it before their first write).
+        fileutil.prepare_output_dir(config.output_dir, lock=for_training)
         self.strategy = strategy
         self.config = config
         with strategy.scope():
