@@ -206,6 +206,7 @@ def run(settings):
     predict_examples = processor.get_test_examples(data_dir) if settings.do_predict else None
     task_settings = settings.part(*classifier_tasks.SETTINGS)
     classifier_tasks.check_labels(task_settings, processor)  # against a saved label_list.txt
+    positive = classifier_tasks.positive_index(task_settings, processor)  # --positive_label
     weights = class_weights.from_settings(
         settings.class_weights, settings.do_train, processor.get_labels(),
         [e.label for e in train_examples or ()],
@@ -214,7 +215,10 @@ def run(settings):
     task = (multilabel_data.MultiLabelTask(processor, tokenizer, settings.max_seq_length,
                                            long_texts)
             if processor.is_multilabel else _Task(processor, tokenizer, settings.max_seq_length,
-                                                  long_texts, weights))
+                                                  long_texts, weights, positive))
+    # The names the evaluations will report: a wrong --best_metric stops the run here.
+    metric_names = _metric_names(task)
+    periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), metric_names)
     trainer = settings.part(*training.SETTINGS)
     train_file = os.path.join(settings.output_dir, "train.tf_record")
     num_train = len(train_examples) if settings.do_train else 0
@@ -244,7 +248,8 @@ def run(settings):
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if long_texts.windows else []),
-                           num_train, *_dev_evaluation(settings, task, eval_examples))
+                           num_train,
+                           *_dev_evaluation(settings, task, eval_examples, metric_names))
         result.outputs["train_records"] = train_file
     if settings.do_eval:
         result.metrics = _evaluate(settings, runner, task, eval_examples)
@@ -276,7 +281,8 @@ def _check_settings(settings):
 class _Task(object):
     """What the train / evaluate / predict steps share: data, features and the loss."""
 
-    def __init__(self, processor, tokenizer, max_seq_length, settings, weights=None):
+    def __init__(self, processor, tokenizer, max_seq_length, settings, weights=None,
+                 positive=1):
         self.processor = processor
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
@@ -285,6 +291,7 @@ class _Task(object):
         self.long_text = settings  # long_text.LongText: --long_text and its flags
         self.spec = settings.record_spec(record_spec(max_seq_length, self.regression))
         self.class_weights = weights  # --class_weights (None: the reference's loss)
+        self.positive = positive  # --positive_label's index (tasks of 2 labels)
 
     def write_features(self, examples, path):
         """Writes the TFRecord file of `examples` to `path`; returns the records written."""
@@ -348,7 +355,7 @@ class _Task(object):
     def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
         """The eval_results.txt values (glue_data.eval_metrics)."""
         return eval_metrics(self.processor, per_example_loss, label_ids, outputs,
-                            is_real_example, batch_ids)
+                            is_real_example, batch_ids, positive=self.positive)
 
     def ordered_dataset(self, path, batch_size, trim_padding=False):
         """dataset_fn reading `path` once, the last batch padded (not dropped).
@@ -393,26 +400,32 @@ def _eval_metrics(settings, runner, task, eval_file, num_examples):
                         merged["is_real_example"], merged["batch_ids"])
 
 
-def _dev_evaluation(settings, task, examples):
-    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
-
-    evaluate(runner) computes eval_results.txt's metrics on eval.tf_record, written
-    here once; the names come from task.metrics on two made-up rows.
-    """
-    if settings.eval_every_n_steps is None:
-        return None, None
-    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
-    task.write_features(examples, eval_file)
+def _metric_names(task):
+    """The names of the metrics task.metrics reports (on two made-up rows), known
+    before the model loads or a file is written."""
     rows = np.array([0, 1])
     if task.processor.is_multilabel:
         labels = outputs = np.repeat(rows[:, None], len(task.label_list), 1)
     elif task.processor.is_regression:
         labels = outputs = rows.astype(np.float32)
-    else:
-        labels, outputs = rows, np.eye(len(task.label_list))[rows]
-    names = task.metrics(np.zeros(2), labels, outputs, np.ones(2), rows)
+    else:  # (a task of one label: that label twice)
+        labels = rows % len(task.label_list)
+        outputs = np.eye(len(task.label_list))[labels]
+    return sorted(task.metrics(np.zeros(2), labels, outputs, np.ones(2), rows))
+
+
+def _dev_evaluation(settings, task, examples, metric_names):
+    """(evaluate, metric_names) for --eval_every_n_steps, or (None, None) without it.
+
+    evaluate(runner) computes eval_results.txt's metrics on eval.tf_record, written
+    here once.
+    """
+    if settings.eval_every_n_steps is None:
+        return None, None
+    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
+    task.write_features(examples, eval_file)
     return (lambda runner: _eval_metrics(settings, runner, task, eval_file, len(examples)),
-            list(names))
+            metric_names)
 
 
 def _predict(settings, runner, task, examples, outputs):

@@ -119,9 +119,11 @@ def _check_settings(settings):
             raise ValueError("unknown --task_name %r; known: %s"
                              % (settings.task_name, ", ".join(multiple_choice_data.TASKS)))
 
-    return flags_common.check_fine_tuning(
+    bert_config = flags_common.check_fine_tuning(
         settings.part(*flags_common.FINE_TUNING_CHECKS + _REQUIRED_FLAGS), _REQUIRED_FLAGS,
         check_task)
+    periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), _metric_names())
+    return bert_config
 
 
 class _Task(object):
@@ -198,6 +200,12 @@ def _metrics(out):
             "eval_loss": np.float32(np.mean(out["per_example_loss"]))}
 
 
+def _metric_names():
+    """The names _metrics reports (of two made-up questions), known before any work."""
+    return sorted(_metrics({"probabilities": np.eye(2), "label_ids": np.arange(2),
+                            "per_example_loss": np.zeros(2)}))
+
+
 def _dev_evaluation(settings, task, examples):
     """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it;
     evaluate(runner) scores the dev split (eval.tf_record written once, here)."""
@@ -206,8 +214,7 @@ def _dev_evaluation(settings, task, examples):
     path = task.write(examples, "eval")
     return (lambda runner: _metrics(task.outputs(runner, examples, "eval",
                                                  settings.eval_batch_size, path)),
-            list(_metrics({"probabilities": np.eye(2), "label_ids": np.arange(2),
-                           "per_example_loss": np.zeros(2)})))
+            _metric_names())
 
 
 def _predict(settings, runner, task, examples, outputs):

@@ -121,6 +121,13 @@ def run(settings):
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Every file the run needs is read (and so checked) before any work starts.
     train, evaluation, prediction, labels = _read_data(settings)
+    # The names the evaluations will report: a wrong --best_metric stops the run here.
+    metric_names = _metric_names(evaluation) if evaluation else None
+    periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), metric_names)
+    if train is not None:
+        # Saved for the runs that evaluate or tag with this run's checkpoints later.
+        ner_data.write_labels(os.path.join(settings.output_dir, ner_data.LABELS_FILE_NAME),
+                              labels)
     task = _Task(settings.part(*_TASK_SETTINGS), labels, tokenizer, class_weights.from_settings(
         settings.class_weights, settings.do_train, labels,
         [tag for s in train.sentences for tag in s.tags] if train else []))
@@ -142,7 +149,7 @@ def run(settings):
         ner_data.write_features(train_features, train_file)
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num windows = %d" % len(train_features)], len(train_features),
-                           *_dev_evaluation(settings, task, evaluation))
+                           *_dev_evaluation(settings, task, evaluation, metric_names))
         result.outputs["train_records"] = train_file
     if settings.do_eval:
         result.metrics = _evaluate(settings, runner, task, evaluation, result.outputs)
@@ -242,10 +249,6 @@ def _read_data(settings):
     if settings.do_predict:
         prediction = ner_data.drop_tags(
             ner_data.read_conll(_path(settings, "predict"), require_tags=False))
-    if train is not None:
-        # Saved for the runs that evaluate or tag with this run's checkpoints later.
-        ner_data.write_labels(os.path.join(settings.output_dir, ner_data.LABELS_FILE_NAME),
-                              labels)
     return train, evaluation, prediction, labels
 
 
@@ -385,19 +388,24 @@ def _metrics(gold, tags, loss, weight):
     return result
 
 
-def _dev_evaluation(settings, task, conll_file):
-    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
+def _metric_names(conll_file):
+    """The names of the evaluation file's metrics: those of its gold tags scored against
+    themselves (every type of the file has its eval_f1_<TYPE>)."""
+    gold = [s.tags for s in conll_file.sentences]
+    return sorted(_metrics(gold, gold, 0.0, 0.0))
+
+
+def _dev_evaluation(settings, task, conll_file, metric_names):
+    """(evaluate, metric_names) for --eval_every_n_steps, or (None, None) without it.
 
     evaluate(runner) scores the evaluation file (windowed once, here) as _evaluate
-    does, writing nothing; the names are those of its gold tags scored against
-    themselves (every type of the file has its eval_f1_<TYPE>).
+    does, writing nothing.
     """
     if settings.eval_every_n_steps is None:
         return None, None
     written = task.write(conll_file, "eval")
-    gold = [s.tags for s in conll_file.sentences]
     return (lambda runner: _scores(settings, runner, task, conll_file, written)[1],
-            list(_metrics(gold, gold, 0.0, 0.0)))
+            metric_names)
 
 
 def _predict(settings, runner, task, conll_file, outputs):

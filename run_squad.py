@@ -384,17 +384,19 @@ def _predict(settings, runner, eval_examples, tokenizer, written=None):
 
 
 def _dev_evaluation(settings, tokenizer, eval_examples, articles):
-    """(evaluate, None) for --eval_every_n_steps, or (None, None) without it.
+    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
 
     evaluate(runner): the official EM/F1 of eval_results.txt on --predict_file
-    (eval.tf_record written once, here; no file written). The metric names are known
-    at the first evaluation only.
+    (eval.tf_record written once, here; no file written). The metric names are those
+    of the questions' gold answers: a wrong --best_metric stops the run before that.
     """
     if settings.eval_every_n_steps is None:
         return None, None
     if not eval_examples or not has_gold_answers(articles, settings.version_2_with_negative):
         raise ValueError("--eval_every_n_steps needs questions with answers in "
                          "--predict_file=%s (the EM/F1 it evaluates)" % settings.predict_file)
+    names = squad_results.metric_names(articles, settings.version_2_with_negative)
+    periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), names)
     written = _write_eval(settings, eval_examples, tokenizer)
 
     def evaluate(runner):
@@ -405,7 +407,7 @@ def _dev_evaluation(settings, tokenizer, eval_examples, articles):
             settings.version_2_with_negative, settings.null_score_diff_threshold,
             settings.verbose_logging)
         return evaluate_predictions(articles, predictions, settings.version_2_with_negative)
-    return evaluate, None
+    return evaluate, names
 
 
 def _evaluate(settings, articles, squad_predictions):

@@ -126,7 +126,9 @@ def test_csv_word_labels_train_evaluate_and_predict(csv_run):
         "task_name": "csv", "task_type": "classification"}
     result = _eval_results(out / "eval_results.txt")
     print("csv task, 3 word labels: eval_accuracy = %s (chance 0.33)" % result["eval_accuracy"])
-    assert set(result) == {"eval_accuracy", "eval_loss", "global_step", "loss"}
+    assert set(result) == {"eval_accuracy", "eval_loss", "global_step", "loss", "eval_macro_f1",
+                           "eval_weighted_f1", "eval_f1_negative", "eval_f1_neutral",
+                           "eval_f1_positive"}
     assert result["global_step"] == "48"  # int(96 / 16 * 8)
     assert float(result["eval_accuracy"]) >= 0.9
     probabilities = _rows(out / "test_results.tsv")

@@ -558,18 +558,32 @@ def test_evaluation_during_training_needs_dev_data(files, tmp_path, runner):
 
 
 @pytest.mark.parametrize("runner, reported", [
-    ("run_classifier", "eval_accuracy, eval_loss, loss"),
+    ("run_classifier", "eval_accuracy, eval_f1, eval_loss, eval_precision, eval_recall, loss"),
     ("run_ner", "eval_accuracy, eval_f1, eval_f1_X, eval_loss, eval_precision, eval_recall"),
-    ("run_multiple_choice", "eval_accuracy, eval_loss")])
-def test_unknown_best_metric_is_named_before_training(files, tmp_path, runner, reported):
-    module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", "--do_train", "--do_eval",
-                                        "--eval_every_n_steps=1", "--best_metric=eval_f2",
-                                        "--train_batch_size=2", "--num_train_epochs=1")
+    ("run_multiple_choice", "eval_accuracy, eval_loss"),
+    ("run_squad", "exact_match, f1, total")])
+def test_unknown_best_metric_is_named_before_any_work(files, tmp_path, runner, reported):
+    module, argv = _FINE_TUNERS[runner](files, tmp_path / "out", "--do_train",
+                                        _dev_flag(runner), "--eval_every_n_steps=1",
+                                        "--best_metric=eval_f2", "--train_batch_size=2",
+                                        "--num_train_epochs=1")
     with pytest.raises(ValueError, match=r"--best_metric=eval_f2 is not a metric this run "
                                          r"reports \(checked before training\); it reports: "
                                          + reported + "$"):
         _run(module, argv)
-    assert not [n for n in os.listdir(tmp_path / "out") if n.startswith("model.ckpt")]
+    # Before the model loads or any file is written (the folder may have been made).
+    out = tmp_path / "out"
+    assert not out.exists() or os.listdir(out) == []
+
+
+def test_patience_without_best_metric_watches_eval_loss_named_before_any_work(files, tmp_path):
+    module, argv = _squad(files, tmp_path / "out", "--do_train", "--do_predict",
+                          "--eval_every_n_steps=1", "--early_stopping_patience=2")
+    with pytest.raises(ValueError, match=r"--early_stopping_patience watches eval_loss without "
+                                         r"--best_metric, but eval_loss is not a metric this "
+                                         r"run reports .*; it reports: exact_match, f1, total$"):
+        _run(module, argv)
+    assert os.listdir(tmp_path / "out") == []
 
 
 # ---------------------------------------------------------------------------

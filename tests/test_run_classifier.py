@@ -419,7 +419,10 @@ def test_eval_metrics_match_sklearn_and_reference_loss_semantics():
     assert result["loss"] == pytest.approx(np.mean(batch_means), rel=1e-6)
     cola = rc.eval_metrics(rc.ColaProcessor(), losses, labels, probs, real, batch_ids)
     assert cola["eval_mcc"] == pytest.approx(matthews_corrcoef(labels[:19], preds[:19]), abs=1e-6)
-    assert "eval_f1" not in cola
+    # Every task of 2 labels: precision / recall / F1 of label 1 (MRPC's F1 as before).
+    assert cola["eval_f1"] == pytest.approx(f1_score(labels[:19], preds[:19]))
+    assert set(cola) == {"eval_accuracy", "eval_loss", "loss", "eval_mcc", "eval_precision",
+                         "eval_recall", "eval_f1"}
 
 
 def test_regression_metrics():
@@ -528,7 +531,8 @@ def mrpc_run(tmp_path_factory, shared_dir):
 def test_train_eval_predict_outputs(mrpc_run):
     out = mrpc_run["out"]
     result = _read_eval_results(str(out / "eval_results.txt"))
-    assert set(result) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"}
+    assert set(result) == {"eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss",
+                           "eval_precision", "eval_recall"}
     assert result["global_step"] == "5"  # int(40 / 8 * 1.0)
     assert 0.0 <= float(result["eval_accuracy"]) <= 1.0
     rows = _read_tsv_floats(str(out / "test_results.tsv"))

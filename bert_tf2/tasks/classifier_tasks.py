@@ -36,7 +36,7 @@ _LABELS_TASKS = "--task_name=csv, tsv, jsonl and multilabel"
 
 # The settings of a run this module reads (a part of run_classifier's or
 # export_saved_model's settings: settings_lib.Settings.part).
-SETTINGS = ("task_name", "processor", "labels_file", "task_type", "threshold",
+SETTINGS = ("task_name", "processor", "labels_file", "task_type", "threshold", "positive_label",
             "xnli_language", "long_text", "do_train", "do_eval", "do_predict", "output_dir",
             "init_checkpoint") + _COLUMN_FLAGS
 
@@ -55,6 +55,11 @@ def define_flags(fv):
         "or beside --init_checkpoint)." % _LABELS_TASKS, flag_values=fv)
     file_data.define_flags(fv)
     multilabel_data.define_flags(fv)
+    flags.DEFINE_string(
+        "positive_label", None,
+        "Classification tasks of 2 labels: the label whose eval_precision, eval_recall and "
+        "eval_f1 the evaluation reports (default: the second label in label order, e.g. "
+        "1 of MRPC / QQP, whose GLUE F1 eval_f1 is).", flag_values=fv)
 
 
 def task_type(processor):
@@ -105,6 +110,27 @@ def processor_of(task):
         if not hasattr(processor, "threshold"):
             processor.threshold = task.threshold
     return processor
+
+
+def positive_index(task, processor):
+    """The index of --positive_label in the processor's labels (default 1, the second),
+    for a classification task of 2 labels; None for the others, which refuse the flag.
+
+    Needs the label list: call it once the training data is read.
+    """
+    names = None if processor.is_multilabel else label_names(processor)
+    binary = names is not None and len(names) == 2
+    if task.positive_label is None:
+        return 1 if binary else None
+    if not binary:
+        raise ValueError("--positive_label=%s is read by classification tasks of 2 labels "
+                         "only, not %s (%s)" % (task.positive_label, _owner(task), (
+                             "%s task" % task_type(processor) if names is None else
+                             "labels: %s" % ", ".join(names))))
+    if task.positive_label not in names:
+        raise ValueError("--positive_label=%s is not a label of %s; its labels: %s"
+                         % (task.positive_label, _owner(task), ", ".join(names)))
+    return names.index(task.positive_label)
 
 
 def _data_file_processor(task, file_format):

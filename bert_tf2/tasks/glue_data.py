@@ -8,11 +8,15 @@ SavedModel exporter takes its label lists from here):
 - `convert_single_example` / `file_based_convert_examples_to_features`: the
   reference's [CLS] A [SEP] B [SEP] features and their TFRecord file;
 - `eval_metrics`: the eval_results.txt values (accuracy, loss, and the task's
-  GLUE metric: F1, Matthews correlation, Pearson/Spearman).
+  GLUE metric: F1, Matthews correlation, Pearson/Spearman), plus for every
+  classification task the precision / recall / F1 of a binary task's positive class,
+  or a multi-class task's macro, weighted and per-class F1.
 """
+import collections
 import csv
 import math
 import os
+import re
 
 from absl import logging
 import numpy as np
@@ -520,6 +524,13 @@ def record_spec(seq_length, regression=False):
 # Metrics
 # ---------------------------------------------------------------------------
 
+def ratio(numerator, denominator):
+    """numerator / denominator, 0 where the denominator is 0 (scikit-learn's zero_division=0)."""
+    numerator = np.asarray(numerator, np.float64)
+    denominator = np.asarray(denominator, np.float64)
+    return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), 0.0)
+
+
 def _f1(labels, predictions, positive=1):
     tp = np.sum((predictions == positive) & (labels == positive))
     fp = np.sum((predictions == positive) & (labels != positive))
@@ -529,6 +540,68 @@ def _f1(labels, predictions, positive=1):
     precision = tp / (tp + fp)
     recall = tp / (tp + fn)
     return 2 * precision * recall / (precision + recall)
+
+
+def binary_metrics(labels, predictions, positive=1):
+    """eval_precision, eval_recall, eval_f1 of the class `positive` (a label index).
+
+    Every 0/0 is 0, as scikit-learn's zero_division=0: a class never predicted has
+    precision 0, one absent from the labels recall 0. eval_f1 is MRPC's / QQP's GLUE
+    F1 (positive=1), computed as it always was. Values numpy float32.
+    """
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    tp = np.sum((predictions == positive) & (labels == positive))
+    fp = np.sum((predictions == positive) & (labels != positive))
+    fn = np.sum((predictions != positive) & (labels == positive))
+    return {"eval_precision": np.float32(ratio(tp, tp + fp)),
+            "eval_recall": np.float32(ratio(tp, tp + fn)),
+            "eval_f1": np.float32(_f1(labels, predictions, positive))}
+
+
+CLASS_F1_PREFIX = "eval_f1_"
+
+
+def metric_key(label):
+    """A label's text as it stands in a metric name (eval_f1_<label>): every character
+    but a letter, a digit (of any script), "_", "." and "-" becomes "_"."""
+    return re.sub(r"[^\w.-]", "_", str(label))
+
+
+def class_f1_names(label_list):
+    """The eval_f1_<label> names of a multi-class task's labels, in label order.
+
+    Labels whose metric_key is the same (`a b` and `a/b`) each get their position in
+    the label list appended: eval_f1_a_b_0, eval_f1_a_b_1.
+    """
+    keys = [CLASS_F1_PREFIX + metric_key(label) for label in label_list]
+    counts = collections.Counter(keys)
+    keys = [key if counts[key] == 1 else "%s_%d" % (key, index)
+            for index, key in enumerate(keys)]
+    if len(set(keys)) != len(keys):
+        raise ValueError("the labels %s make the same metric name twice (%s)"
+                         % (", ".join(map(str, label_list)), ", ".join(keys)))
+    return keys
+
+
+def multiclass_metrics(labels, predictions, label_list):
+    """eval_macro_f1, eval_weighted_f1 and eval_f1_<label> of each label (class_f1_names).
+
+    labels, predictions: label indexes. Each class's F1 is 2tp / (2tp + fp + fn), 0
+    when that is 0/0 (scikit-learn's zero_division=0): a class absent from the dev set
+    and never predicted scores 0 and still counts in the macro mean (every class of the
+    label list does); the weighted mean weighs each class by its dev examples.
+    """
+    n = len(label_list)
+    labels = np.asarray(labels, np.int64).reshape(-1)
+    predictions = np.asarray(predictions, np.int64).reshape(-1)
+    confusion = np.bincount(labels * n + predictions, minlength=n * n).reshape(n, n)
+    tp = np.diag(confusion)
+    support = confusion.sum(axis=1)
+    f1 = ratio(2 * tp, support + confusion.sum(axis=0))  # 2tp + fn + fp
+    result = {"eval_macro_f1": np.mean(f1),
+              "eval_weighted_f1": ratio(np.sum(f1 * support), np.sum(support))}
+    result.update(zip(class_f1_names(label_list), f1))
+    return {key: np.float32(value) for key, value in result.items()}
 
 
 def _matthews(labels, predictions):
@@ -553,10 +626,9 @@ def _correlations(labels, predictions):
     return float(pearson), float(spearman)
 
 
-# Extra GLUE metric(s) reported per task, on top of accuracy and loss.
+# Extra GLUE metric(s) reported per task, on top of accuracy and loss (MRPC's and QQP's
+# F1 is every binary task's eval_f1).
 _TASK_METRICS = {
-    MrpcProcessor: ("f1",),
-    QqpProcessor: ("f1",),
     ColaProcessor: ("mcc",),
 }
 
@@ -577,13 +649,15 @@ def loss_metrics(per_example_loss, is_real_example, batch_ids):
 
 
 def eval_metrics(processor, per_example_loss, label_ids, outputs, is_real_example,
-                 batch_ids):
+                 batch_ids, positive=1):
     """The eval_results.txt values, computed the way the original Estimator did.
 
     eval_loss: mean per-example loss over the real examples; loss: the mean
     over batches of each batch's mean loss (real rows only); eval_accuracy for
     classification; plus the task's GLUE metric (eval_f1 / eval_mcc), and
     eval_pearson and eval_spearman for every regression task (STS-B's).
+    Added for classification: a task of 2 labels has binary_metrics of the label
+    index `positive` (--positive_label), one of more multiclass_metrics.
     Float values are numpy float32.
     """
     real = np.asarray(is_real_example) > 0
@@ -599,8 +673,11 @@ def eval_metrics(processor, per_example_loss, label_ids, outputs, is_real_exampl
         return result
     predictions = np.argmax(outputs, axis=-1)
     result["eval_accuracy"] = np.float32(np.mean(predictions == labels) if labels.size else 0.0)
-    if "f1" in wanted:
-        result["eval_f1"] = np.float32(_f1(labels, predictions))
     if "mcc" in wanted:
         result["eval_mcc"] = np.float32(_matthews(labels, predictions))
+    label_list = processor.get_labels()
+    if len(label_list) == 2:  # eval_f1: MRPC's / QQP's GLUE F1 at positive=1
+        result.update(binary_metrics(labels, predictions, positive))
+    elif len(label_list) > 2:
+        result.update(multiclass_metrics(labels, predictions, label_list))
     return result

@@ -216,13 +216,6 @@ def compute_loss(logits, label_ids):
     return tf.reduce_mean(per_example), per_example, tf.sigmoid(logits)
 
 
-def _ratio(numerator, denominator):
-    """numerator / denominator, 0 where the denominator is 0 (sklearn's zero_division=0)."""
-    numerator = np.asarray(numerator, np.float64)
-    denominator = np.asarray(denominator, np.float64)
-    return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), 0.0)
-
-
 def label_set_metrics(true, predicted, label_list):
     """Micro / macro precision, recall, F1, subset accuracy and per-label F1.
 
@@ -231,18 +224,19 @@ def label_set_metrics(true, predicted, label_list):
     0, and one neither true nor predicted F1 0 (it still counts in the macro means).
     Keys as in eval_results.txt; values numpy float32.
     """
+    ratio = glue_data.ratio
     true = np.asarray(true).astype(bool).reshape(-1, len(label_list))
     predicted = np.asarray(predicted).astype(bool).reshape(-1, len(label_list))
     tp = np.sum(true & predicted, axis=0)
     fp = np.sum(~true & predicted, axis=0)
     fn = np.sum(true & ~predicted, axis=0)
-    f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+    f1 = ratio(2 * tp, 2 * tp + fp + fn)
     result = {
-        "eval_micro_precision": _ratio(tp.sum(), tp.sum() + fp.sum()),
-        "eval_micro_recall": _ratio(tp.sum(), tp.sum() + fn.sum()),
-        "eval_micro_f1": _ratio(2 * tp.sum(), 2 * tp.sum() + fp.sum() + fn.sum()),
-        "eval_macro_precision": np.mean(_ratio(tp, tp + fp)) if len(label_list) else 0.0,
-        "eval_macro_recall": np.mean(_ratio(tp, tp + fn)) if len(label_list) else 0.0,
+        "eval_micro_precision": ratio(tp.sum(), tp.sum() + fp.sum()),
+        "eval_micro_recall": ratio(tp.sum(), tp.sum() + fn.sum()),
+        "eval_micro_f1": ratio(2 * tp.sum(), 2 * tp.sum() + fp.sum() + fn.sum()),
+        "eval_macro_precision": np.mean(ratio(tp, tp + fp)) if len(label_list) else 0.0,
+        "eval_macro_recall": np.mean(ratio(tp, tp + fn)) if len(label_list) else 0.0,
         "eval_macro_f1": np.mean(f1) if len(label_list) else 0.0,
         "eval_subset_accuracy": np.mean(np.all(true == predicted, axis=1)) if len(true) else 0.0,
     }

@@ -7,7 +7,7 @@
   the original text (predictions.json, nbest_predictions.json, null_odds.json),
   exactly as the reference writes them for the same logits;
 - `has_gold_answers` / `evaluate_predictions`: the official SQuAD 1.1 / 2.0 EM and F1
-  and the best null threshold; `effective_best_threshold` / `apply_null_threshold`
+  and the best null threshold (`metric_names`: their names, before any work); `effective_best_threshold` / `apply_null_threshold`
   re-threshold SQuAD 2.0 predictions.
 """
 import collections
@@ -431,6 +431,21 @@ def evaluate_predictions(articles, squad_predictions, version_2_with_negative):
                          ("best_f1", "final_f1"), ("best_f1_thresh", "final_f1_thresh")):
         results[ours] = search[theirs]
     return results
+
+
+def metric_names(articles, version_2_with_negative):
+    """The names evaluate_predictions reports for the questions of `articles` (known
+    before any work: those of their gold answers taken as the predictions)."""
+    answers = collections.OrderedDict()
+    for article in articles:
+        for paragraph in article.get("paragraphs", []):
+            for qa in paragraph.get("qas", []):
+                gold = qa.get("answers") or [{"text": ""}]
+                answers[qa["id"]] = gold[0]["text"]
+    odds = collections.OrderedDict((qid, 0.0) for qid in answers)
+    return sorted(evaluate_predictions(
+        articles, SquadPredictions(answers, collections.OrderedDict(), odds, answers),
+        version_2_with_negative))
 
 
 def effective_best_threshold(metrics):

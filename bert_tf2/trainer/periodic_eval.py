@@ -43,8 +43,8 @@ def define_flags(fv):
     flags.DEFINE_string(
         "best_metric", None,
         "With --eval_every_n_steps: keep the checkpoint with the best value of this "
-        "metric (any the run reports, e.g. eval_accuracy; *loss metrics lower is better, "
-        "the others higher) in output_dir/%s, a checkpoint folder --init_checkpoint "
+        "metric (any the run reports, e.g. eval_accuracy; the losses eval_loss and loss "
+        "lower is better, the others higher) in output_dir/%s, a checkpoint folder --init_checkpoint "
         "and export_saved_model take. Default: eval_loss with "
         "--early_stopping_patience, else none." % BEST_DIR, flag_values=fv)
     flags.DEFINE_integer(
@@ -95,9 +95,77 @@ def best_checkpoint(output_dir):
     return tf.train.latest_checkpoint(os.path.join(str(output_dir), BEST_DIR))
 
 
+LOWER, HIGHER = "lower", "higher"
+
+# Which way is better, for every metric a runner reports (eval_results.txt, the Result's
+# metrics): the one table. Counts and thresholds (SQuAD 2.0's total, best_f1_thresh) have
+# no better way; they are listed (as higher) so that every reported name is known.
+METRICS = dict(
+    [(name, LOWER) for name in (
+        "loss", "eval_loss",                              # every fine-tuning runner
+        "masked_lm_loss", "next_sentence_loss")] +        # run_pretraining
+    [(name, HIGHER) for name in (
+        "eval_accuracy", "eval_precision", "eval_recall", "eval_f1",  # classifier, run_ner
+        "eval_mcc", "eval_pearson", "eval_spearman",      # run_classifier's GLUE metrics
+        "eval_macro_f1", "eval_weighted_f1",              # multi-class (and multi-label)
+        "eval_micro_precision", "eval_micro_recall", "eval_micro_f1",  # multi-label
+        "eval_macro_precision", "eval_macro_recall", "eval_subset_accuracy",
+        "masked_lm_accuracy", "next_sentence_accuracy",   # run_pretraining
+        "exact_match", "f1", "total",                     # run_squad, SQuAD 1.1
+        "exact", "HasAns_exact", "HasAns_f1", "HasAns_total",  # SQuAD 2.0
+        "NoAns_exact", "NoAns_f1", "NoAns_total",
+        "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")])
+
+# Families of metrics named after a label, class or entity type, by their prefix: their
+# direction is the family's whatever the name that follows (eval_f1_label_weight_loss is
+# an F1). The longest prefix first.
+METRIC_FAMILIES = (
+    ("eval_f1_label_", HIGHER),   # multi-label: per-label F1
+    ("eval_f1_", HIGHER),         # multi-class: per-class F1; run_ner: per-type F1
+)
+
+
+def direction(metric):
+    """LOWER or HIGHER: which values of `metric` are better (METRICS, METRIC_FAMILIES;
+    a name in neither, higher)."""
+    if metric in METRICS:
+        return METRICS[metric]
+    for prefix, way in METRIC_FAMILIES:
+        if metric.startswith(prefix):
+            return way
+    return HIGHER
+
+
+def known_metric(metric):
+    """Whether `metric` is in METRICS or one of METRIC_FAMILIES (tests keep them whole)."""
+    return metric in METRICS or any(metric.startswith(p) for p, _ in METRIC_FAMILIES)
+
+
 def lower_is_better(metric):
-    """Whether smaller values of `metric` are better: the losses (eval_loss, loss, ...)."""
-    return metric.endswith("loss")
+    """Whether smaller values of `metric` are better: the losses (direction)."""
+    return direction(metric) == LOWER
+
+
+def watched_metric(evaluation):
+    """The metric --best_metric names (eval_loss for --early_stopping_patience without
+    it), or None."""
+    metric = evaluation.best_metric
+    if metric is None and evaluation.early_stopping_patience is not None:
+        return "eval_loss"
+    return metric and metric.strip()
+
+
+def check_names(evaluation, names):
+    """Before any work: ValueError unless the watched metric is one of `names`.
+
+    `evaluation`: a part of the runner's settings holding SETTINGS; `names`: the metrics
+    the run will report, which every runner with --eval_every_n_steps knows before its
+    model loads or a file is written.
+    """
+    if getattr(evaluation, "eval_every_n_steps", None) is None:
+        return
+    check_metric(watched_metric(evaluation), set(names), "checked before training",
+                 evaluation.best_metric is None)
 
 
 def from_settings(evaluation, evaluate, metric_names=None):
@@ -106,19 +174,21 @@ def from_settings(evaluation, evaluate, metric_names=None):
         return None
     if evaluate is None:
         raise ValueError("--eval_every_n_steps is not supported by this program")
-    metric = evaluation.best_metric
-    if metric is None and evaluation.early_stopping_patience is not None:
-        metric = "eval_loss"
+    metric = watched_metric(evaluation)
+    if evaluation.best_metric is None and metric is not None:
         logging.info("--early_stopping_patience without --best_metric: watching eval_loss")
-    return PeriodicEval(evaluate, evaluation.eval_every_n_steps, metric and metric.strip(),
+    return PeriodicEval(evaluate, evaluation.eval_every_n_steps, metric,
                         evaluation.early_stopping_patience, metric_names)
 
 
-def check_metric(metric, names, when):
-    """ValueError unless `metric` is one of `names` (the metrics a run reports)."""
+def check_metric(metric, names, when, default=False):
+    """ValueError unless `metric` is one of `names` (the metrics a run reports);
+    `default`: the metric is --early_stopping_patience's, no --best_metric given."""
     if metric is not None and metric not in names:
-        raise ValueError("--best_metric=%s is not a metric this run reports (%s); it "
-                         "reports: %s" % (metric, when, ", ".join(sorted(names))))
+        what = ("--early_stopping_patience watches %s without --best_metric, but %s is "
+                "not a metric this run reports" % (metric, metric) if default else
+                "--best_metric=%s is not a metric this run reports" % metric)
+        raise ValueError("%s (%s); it reports: %s" % (what, when, ", ".join(sorted(names))))
 
 
 def read_history(path):
