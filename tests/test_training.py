@@ -388,7 +388,8 @@ def _stop_after_checkpoint(runner, step):
 
 
 @pytest.mark.parametrize("cfg", [{}, dict(gradient_checkpointing=True,
-                                             num_accumulation_steps=2)])
+                                             num_accumulation_steps=2),
+                                 dict(enable_xla=True)])
 def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path, cfg):
     # Stopped at step 3 (not a loop boundary of --iterations_per_loop=2) and resumed:
     # the same data and the same dropout masks (encoder 0.2, the classifier's 0.1) as

@@ -452,10 +452,12 @@ class Runner:
 
     # -- training ------------------------------------------------------------
 
-    def _gradients(self, loss_fn, features, scale):
-        """Loss, metrics and (unscaled, dense) gradients of `scale * loss` on one micro-batch."""
+    def _gradients(self, loss_fn, features, scale, seed=None):
+        """Loss, metrics and (unscaled, dense) gradients of `scale * loss` on one micro-batch
+        (its dropout masks from `seed` when given: _step_seed)."""
         opt, variables = self.optimizer, self.model.trainable_variables
-        with tf.GradientTape() as tape:
+        seeds = contextlib.nullcontext() if seed is None else dropout_masks.step_seeds(seed)
+        with seeds, tf.GradientTape() as tape:
             loss, metrics = loss_fn(self.model, features, True)
             scaled = loss * scale
             if hasattr(opt, "get_scaled_loss"):
@@ -479,9 +481,11 @@ class Runner:
         n = len(micro_batches)
         scale = 1.0 / (num_replicas() * n)
         total, losses, metrics = None, [], {}
-        with self._dropout_seeds():
-            steps = [gradients_fn(features, scale) for features in micro_batches]
-        for loss, step_metrics, grads in steps:
+        seed = self._step_seed()
+        for i, features in enumerate(micro_batches):
+            loss, step_metrics, grads = gradients_fn(
+                features, scale, None if seed is None else
+                tf.random.experimental.stateless_fold_in(seed, i))
             total = grads if total is None else [
                 a if b is None else (b if a is None else a + b) for a, b in zip(total, grads)]
             losses.append(loss)
@@ -500,24 +504,23 @@ class Runner:
         out.update({k: tf.add_n(v) / n for k, v in metrics.items()})
         return out
 
-    def _dropout_seeds(self):
-        """--deterministic_data: the step's dropout masks drawn from --seed, the step's
-        number and the replica (dropout_masks.step_seeds), so that a resumed run draws
-        the masks the uninterrupted run drew; else the stateful stream (a no-op)."""
+    def _step_seed(self):
+        """--deterministic_data: the [2] seed of this step's dropout masks, from --seed,
+        the step's number and the replica, so that a resumed run draws the masks the
+        uninterrupted run drew (dropout_masks.step_seeds); else None (the stateful stream)."""
         if not self.config.deterministic_data:
-            return contextlib.nullcontext()
+            return None
         seed = tf.stack([tf.constant(self.config.seed, tf.int64),
                          tf.cast(self.optimizer.iterations, tf.int64)])
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        return dropout_masks.step_seeds(tf.random.experimental.stateless_fold_in(
-            seed, tf.cast(replica, tf.int64)))
+        return tf.random.experimental.stateless_fold_in(seed, tf.cast(replica, tf.int64))
 
     def _make_train_loop(self, loss_fn):
         strategy = self.strategy
         n_micro = self.config.num_accumulation_steps
 
-        def gradients_fn(features, scale):
-            return self._gradients(loss_fn, features, scale)
+        def gradients_fn(features, scale, seed):
+            return self._gradients(loss_fn, features, scale, seed)
 
         if self.config.enable_xla:
             # Only the forward and backward pass is compiled: XLA cannot place the
