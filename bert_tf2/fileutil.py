@@ -32,8 +32,9 @@ import tensorflow as tf
 
 
 # The kinds of temporaries beside an output: atomic_open's file, the folders of the
-# per-file modes (pretraining_shards, pretraining_beam); PATH.KIND-<8 hex digits>.
-TEMP_KINDS = ("tmp", "shards", "beam-tmp")
+# per-file modes (pretraining_shards, pretraining_beam), the replaced folder of a
+# swap (periodic_eval's best/); PATH.KIND-<8 hex digits>.
+TEMP_KINDS = ("tmp", "shards", "beam-tmp", "old")
 _TEMP_PART = r"\.(?:%s)-[0-9a-f]{8}" % "|".join(re.escape(k) for k in TEMP_KINDS)
 _TEMP_SUFFIX = re.compile(_TEMP_PART + "$")
 

@@ -281,10 +281,12 @@ def define_distribution_flags(fv, trim_padding=True, trim_padding_help=None):
                       "for about a third more compute per step. Dropout masks are then "
                       "drawn from per-step seeds.", flag_values=fv)
     flags.DEFINE_bool("deterministic_data", False,
-                      "Fixed input order (needs --seed); a restarted run skips the batches "
-                      "it already trained on, so with no dropout it ends with the same "
-                      "weights as an uninterrupted run. Default: the input restarts, as "
-                      "the reference's Estimator did.", flag_values=fv)
+                      "Fixed input order and dropout masks (needs --seed): a restarted run "
+                      "skips the batches it already trained on and draws each step's "
+                      "dropout masks from --seed and the step's number, so it ends with "
+                      "the same weights as an uninterrupted run, bit for bit, wherever it "
+                      "stopped. Default: the input restarts, as the reference's Estimator "
+                      "did.", flag_values=fv)
     flags.DEFINE_integer("seed", None,
                          "Random seed for initialisation, dropout and shuffling (default: "
                          "not fixed, as in the reference).", flag_values=fv)

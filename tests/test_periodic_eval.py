@@ -1,6 +1,7 @@
 """periodic_eval.py: evaluation during training, the best checkpoint, early stopping, resume."""
 import json
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -179,3 +180,128 @@ def test_lower_is_better_for_losses_and_a_cut_last_line_is_dropped(tmp_path):
 def test_settings_files_of_the_tasks_go_along_to_best():
     for name in (fileutil.LABEL_LIST_FILE, long_text.SETTINGS_FILE, pooling.SETTINGS_FILE):
         assert name in fileutil.SETTINGS_FILES
+
+
+def _kill_when(monkeypatch, module, name, when):
+    """Makes module.name raise _Killed on the calls for which when(*args) is true."""
+    original = getattr(module, name)
+
+    def killed(*args, **kwargs):
+        if when(*args):
+            raise _Killed()
+        return original(*args, **kwargs)
+    monkeypatch.setattr(module, name, killed)
+
+
+def test_a_kill_after_the_best_before_its_history_line_is_no_lost_patience(tmp_path,
+                                                                          monkeypatch):
+    folder = str(tmp_path / "run")
+    # Killed at step 4 with best/ and best.json of step 4 written, its history line not.
+    _kill_when(monkeypatch, periodic_eval, "write_history",
+               lambda path, records: records[-1]["global_step"] == 4)
+    runner = make_runner(tmp_path, "run", num_train_steps=16)
+    with pytest.raises(_Killed):
+        runner.train(dataset_fn_of(features(8), 4), classifier_loss,
+                     evaluation=_evaluation(_Scripted({2: 0.5, 4: 0.8}), patience=2))
+    assert json.loads(open(os.path.join(folder, "best", "best.json")).read())[
+        "global_step"] == 4
+    assert [r["global_step"] for r in _history(folder)] == [2]
+    monkeypatch.undo()
+    resumed = make_runner(tmp_path, "run", num_train_steps=16)
+    resumed.train(dataset_fn_of(features(8), 4), classifier_loss, evaluation=_evaluation(
+        _Scripted({4: 0.8, 6: 0.7, 8: 0.7, 10: 0.9}), patience=2))
+    # Step 4's evaluation again is the best it kept, not one without improvement:
+    # 6 and 8 are the two without, so the run stops at 8 (at 6 before).
+    assert resumed.global_step == 8
+    assert [r["global_step"] for r in _history(folder)] == [2, 4, 6, 8]
+
+
+def test_best_and_best_json_always_name_the_same_step(tmp_path, monkeypatch):
+    folder = str(tmp_path / "run")
+    best = os.path.join(folder, "best")
+    # Killed in the middle of the swap at step 4: the old best/ (step 2) is under its
+    # temporary name, the new one complete beside it.
+    _kill_when(monkeypatch, tf.io.gfile, "rename",
+               lambda source, target, *a: target == best and "-4" in str(os.listdir(source)))
+    runner = make_runner(tmp_path, "run", num_train_steps=8)
+    with pytest.raises(_Killed):
+        runner.train(dataset_fn_of(features(8), 4), classifier_loss,
+                     evaluation=_evaluation(_Scripted({2: 0.5, 4: 0.8})))
+    assert not os.path.exists(best)
+    assert sorted(n.split("-")[0] for n in os.listdir(folder) if n.startswith("best.")) == [
+        "best.old", "best.tmp"]
+    monkeypatch.undo()
+    # The rerun puts the old best/ back (best.json and weights of step 2), then
+    # evaluates step 4 again: a new best, swapped in whole.
+    resumed = make_runner(tmp_path, "run", num_train_steps=8)
+    script = _Scripted({4: 0.8, 6: 0.7, 8: 0.6})
+    resumed.train(dataset_fn_of(features(8), 4), classifier_loss,
+                  evaluation=_evaluation(script))
+    assert [n for n in os.listdir(folder) if n.startswith("best")] == ["best"]
+    assert json.loads(open(os.path.join(best, "best.json")).read())["global_step"] == 4
+    assert checkpoints.checkpoint_step(best) == 4
+    for got, want in zip(_best_weights(best), script.weights[4]):
+        np.testing.assert_array_equal(got, want)
+    # A best/ whose weights and best.json disagree (another program's) is refused.
+    with open(os.path.join(best, "best.json"), "w") as f:
+        f.write('{"metric": "eval_accuracy", "value": 0.9, "global_step": 2}\n')
+    again = make_runner(tmp_path, "run", num_train_steps=10)
+    with pytest.raises(ValueError, match=r"best holds the checkpoint of step 4 but its "
+                                         r"best.json names step 2: remove"):
+        again.train(dataset_fn_of(features(8), 4), classifier_loss,
+                    evaluation=_evaluation(_Scripted({})))
+
+
+def test_a_nan_metric_is_written_as_such_and_never_stops_the_run(tmp_path, absl_records):
+    folder = str(tmp_path / "run")
+    # A Pearson correlation on a constant dev set: NaN at every evaluation.
+    script = _Scripted(dict.fromkeys(range(0, 13, 2), float("nan")))
+    runner = make_runner(tmp_path, "run", num_train_steps=10)
+    runner.train(dataset_fn_of(features(8), 4), classifier_loss,
+                 evaluation=_evaluation(script, patience=1))
+    assert runner.global_step == 10  # patience 1 did not stop it
+    with open(os.path.join(folder, periodic_eval.HISTORY_FILE)) as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 5 and all('"eval_accuracy": "nan"' in line for line in lines)
+    history = periodic_eval.read_history(os.path.join(folder, periodic_eval.HISTORY_FILE))
+    assert all(np.isnan(r["eval_accuracy"]) and np.isfinite(r["eval_loss"]) for r in history)
+    assert not os.path.exists(os.path.join(folder, "best"))
+    warnings = [r.getMessage() for r in absl_records.records
+                if "early stopping cannot judge it" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].startswith("--best_metric=eval_accuracy is nan")
+    path = str(tmp_path / "h.jsonl")
+    periodic_eval.write_history(path, [{"global_step": 2, "a": float("inf"),
+                                        "b": float("-inf"), "c": 0.5}])
+    got = periodic_eval.read_history(path)
+    assert got == [{"global_step": 2, "a": float("inf"), "b": float("-inf"), "c": 0.5}]
+
+
+def test_sigterm_during_an_evaluation_stops_between_its_batches(tmp_path):
+    folder = str(tmp_path / "run")
+    seen = []
+
+    def evaluate(runner):
+        dev = features(40, seed=3)
+        dataset_fn = lambda ctx=None: tf.data.Dataset.from_tensor_slices(dev).batch(4)
+        for out in runner.predict(dataset_fn, lambda model, f: model(f)):
+            seen.append(out)
+            if len(seen) == 2:  # a real signal, as a preemption sends it
+                os.kill(os.getpid(), signal.SIGTERM)
+        return {"eval_accuracy": 0.5}
+
+    runner = make_runner(tmp_path, "run", num_train_steps=8)
+    with pytest.raises(SystemExit) as stop:
+        runner.train(dataset_fn_of(features(8), 4), classifier_loss,
+                     evaluation=periodic_eval.PeriodicEval(evaluate, 2))
+    # Stopped after 2 of the 10 batches of step 2's evaluation, its checkpoint kept.
+    assert stop.value.code == 143 and len(seen) == 2
+    assert runner.global_step == 2
+    assert tf.train.latest_checkpoint(folder).endswith("model.ckpt-2")
+    assert not os.path.exists(os.path.join(folder, periodic_eval.HISTORY_FILE))
+    # The handler is the process's again, and a rerun evaluates step 2 first.
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    seen.clear()
+    resumed = make_runner(tmp_path, "run", num_train_steps=2)
+    resumed.train(dataset_fn_of(features(8), 4), classifier_loss, evaluation=
+                  periodic_eval.PeriodicEval(lambda r: {"eval_accuracy": 0.5}, 2))
+    assert [r["global_step"] for r in _history(folder)] == [2]

@@ -373,3 +373,47 @@ def test_trimmed_training_on_cpu_compiles_the_dropout_masks_first(tmp_path, monk
     # The classifier's own dropout (0.1 on the pooled output) is enough.
     assert [tf.DeviceSpec.from_string(d).device_type for d in calls] == (
         ["CPU", "CPU"] if compiled else [])
+
+
+def _stop_after_checkpoint(runner, step):
+    """Makes `runner` raise Ctrl-C right after writing its checkpoint of `step`."""
+    save = runner.save
+
+    def save_then_stop():
+        path = save()
+        if runner.global_step == step:
+            raise KeyboardInterrupt
+        return path
+    runner.save = save_then_stop
+
+
+@pytest.mark.parametrize("cfg", [{}, dict(gradient_checkpointing=True,
+                                             num_accumulation_steps=2),
+                                 dict(enable_xla=True)])
+def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path, cfg):
+    # Stopped at step 3 (not a loop boundary of --iterations_per_loop=2) and resumed:
+    # the same data and the same dropout masks (encoder 0.2, the classifier's 0.1) as
+    # the uninterrupted run, so all weights are equal bit for bit.
+    def runner(name):
+        tf_keras.utils.set_random_seed(3)
+        config = tiny_config()
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
+        run_config = training.RunConfig(
+            output_dir=str(tmp_path / name), learning_rate=1e-2, num_train_steps=6,
+            iterations_per_loop=2, deterministic_data=True, seed=3, **cfg)
+        return training.Runner(tf.distribute.get_strategy(),
+                               lambda: heads.BertClassifier(config, 2), run_config)
+    data = features(16, seed=5)
+    whole = runner("whole")
+    whole.train(dataset_fn_of(data, 4), _dropout_loss)
+    cut = runner("cut")
+    cut.config.save_checkpoints_steps = 3
+    _stop_after_checkpoint(cut, 3)
+    with pytest.raises(training.Interrupted):
+        cut.train(dataset_fn_of(data, 4), _dropout_loss)
+    resumed = runner("cut")
+    assert resumed.global_step == 3
+    resumed.train(dataset_fn_of(data, 4), _dropout_loss)
+    assert resumed.global_step == whole.global_step == 6
+    for a, b in zip(resumed.model.variables, whole.model.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)

@@ -21,8 +21,13 @@ same units.
 
 Without a seed a call draws one from a stateful op (two int32s), so successive
 steps drop different units and tf.random.set_seed makes a run repeat, as with
-tf.nn.dropout.
+tf.nn.dropout. Inside `step_seeds(seed)` (training with --deterministic_data) a call
+takes instead a seed made from `seed` and its place in the traced step, so the masks
+of a step depend on its number only, not on where the process started.
 """
+import contextlib
+import threading
+
 import numpy as np
 import tensorflow as tf
 
@@ -82,9 +87,49 @@ def keep_scale(rate, dtype):
     return tf.constant(1 / (1 - rate), dtype)
 
 
+# The step seeds of the traces in progress, per thread (a mirrored strategy traces
+# each replica's step in a thread of its own): [[seed, draws so far], ...].
+_STEP_SEEDS = threading.local()
+
+
+@contextlib.contextmanager
+def step_seeds(seed):
+    """Within: the n-th seed drawn while tracing is stateless_fold_in(`seed`, n).
+
+    `seed`: a [2] integer tensor of the step (e.g. from --seed and the step number).
+    The draws of one traced step are numbered in the order the model makes them,
+    the same in every trace of the same step function.
+    """
+    stack = _STEP_SEEDS.__dict__.setdefault("stack", [])
+    stack.append([tf.cast(seed, tf.int64), 0])
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def new_seeds(shape, minval=-(1 << 31)):
+    """`shape` + [2] int32 seeds: fresh ones from a stateful op (from `minval` up), or
+    those of step_seeds."""
+    count = int(np.prod(shape, dtype=np.int64))
+    stack = getattr(_STEP_SEEDS, "stack", None)
+    if not stack:
+        return tf.random.uniform(list(shape) + [2], minval=minval, maxval=(1 << 31) - 1,
+                                 dtype=tf.int32)
+    entry = stack[-1]
+    seeds = []
+    for _ in range(count):
+        entry[1] += 1
+        seeds.append(tf.random.experimental.stateless_fold_in(entry[0], entry[1]))
+    # The low 32 bits of each int64 half: the seed _draw_keep takes.
+    seeds = tf.cast(tf.bitwise.bitwise_and(tf.stack(seeds), 0xFFFFFFFF), tf.uint32)
+    return tf.reshape(tf.bitcast(seeds, tf.int32), list(shape) + [2])
+
+
 def new_seed():
-    """[2] int32 from a stateful op: a fresh seed per call, repeatable under tf.random.set_seed."""
-    return tf.random.uniform([2], minval=-(1 << 31), maxval=(1 << 31) - 1, dtype=tf.int32)
+    """[2] int32: a fresh seed per call (from a stateful op, repeatable under
+    tf.random.set_seed), or the next one of step_seeds."""
+    return new_seeds([])
 
 
 def dropout(inputs, rate, seed=None):

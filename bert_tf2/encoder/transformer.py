@@ -7,6 +7,7 @@ T = real tokens in the batch.
 import tensorflow as tf
 import tf_keras
 
+from bert_tf2.base import dropout_masks
 from bert_tf2.encoder import attention
 from bert_tf2.encoder import layers
 
@@ -73,8 +74,7 @@ class Encoder(tf_keras.layers.Layer):
         recompute = (self.gradient_checkpointing and training
                      and all(layer.built for layer in self.transformer_layers))
         if recompute:
-            seeds = tf.random.uniform([len(self.transformer_layers), 3, 2],
-                                      maxval=tf.int32.max, dtype=tf.int32)
+            seeds = dropout_masks.new_seeds([len(self.transformer_layers), 3], minval=0)
         outputs = []
         for i, layer in enumerate(self.transformer_layers):
             if recompute:

@@ -15,6 +15,7 @@ an evaluation a kill interrupted (checkpoint written, line not) is run again fir
 import json
 import math
 import os
+import re
 import time
 
 from absl import flags
@@ -214,15 +215,25 @@ def read_history(path):
                 continue
             raise ValueError("%s, line %d: not an evaluation record (a JSON object with "
                              "global_step)" % (path, number)) from None
-        records.append(record)
+        records.append({name: float(value) if value in _NOT_FINITE else value
+                        for name, value in record.items()})
     return records
 
 
+# A metric that is not a finite number (a Pearson correlation on a constant dev set is
+# NaN) is written as its Python text: strict JSON has no NaN or Infinity.
+_NOT_FINITE = ("nan", "inf", "-inf")
+
+
 def write_history(path, records):
-    """Writes the evaluation records, one JSON object per line (complete or absent)."""
+    """Writes the evaluation records, one JSON object per line (complete or absent);
+    NaN and the infinities as the strings "nan", "inf", "-inf"."""
     with fileutil.atomic_open(path, "w") as f:
         for record in records:
-            f.write(json.dumps(record) + "\n")
+            record = {name: str(value) if isinstance(value, float)
+                      and not math.isfinite(value) else value
+                      for name, value in record.items()}
+            f.write(json.dumps(record, allow_nan=False) + "\n")
 
 
 class PeriodicEval:
@@ -242,7 +253,7 @@ class PeriodicEval:
         self._runner = None
         self._last_step = None
         self._writer = None
-        self._best_manager = None
+        self._warned_not_finite = False
 
     # -- schedule ------------------------------------------------------------
 
@@ -270,6 +281,8 @@ class PeriodicEval:
         self._last_step = last_step
         output_dir = runner.config.output_dir
         step = runner.global_step
+        if self.metric is not None:
+            self._recover_best()
         self.history = self._history_up_to(step)
         self.best = self._read_best(step)
         self.since_best = 0 if self.best is None else sum(
@@ -321,6 +334,14 @@ class PeriodicEval:
                 name, value, at = best["metric"], float(best["value"]), int(best["global_step"])
             except (ValueError, KeyError, TypeError):
                 raise ValueError("%s is not a best.json of this program" % path) from None
+        kept = tf.train.latest_checkpoint(self._path(BEST_DIR))
+        kept_step = re.search(r"-(\d+)$", kept) if kept else None
+        kept_step = kept_step and int(kept_step.group(1))
+        if kept_step != at:
+            raise ValueError("%s holds the checkpoint of step %s but its %s names step %d: "
+                             "remove %s (the run then keeps a new best) or use a new "
+                             "--output_dir" % (self._path(BEST_DIR), kept_step, BEST_FILE,
+                                               at, self._path(BEST_DIR)))
         if name != self.metric:
             raise ValueError("--best_metric=%s, but %s holds the best by %s: keep "
                              "--best_metric=%s or use a new --output_dir"
@@ -346,10 +367,8 @@ class PeriodicEval:
         seconds = time.time() - started
         values = _numbers(metrics)
         check_metric(self.metric, set(values), "at step %d" % step)
-        improved = self.metric is not None and self._improves(values[self.metric])
-        if improved:
-            self._save_best(step, values[self.metric])
-        self.since_best = 0 if improved else self.since_best + 1
+        if self.metric is not None:
+            self._judge(step, values[self.metric])
         record = dict(global_step=step, **values)
         self.history.append(record)
         if self._runner.is_chief:
@@ -367,6 +386,27 @@ class PeriodicEval:
                          self._best_text())
         return self.stopped
 
+    def _judge(self, step, value):
+        """Keeps `value` at `step` as the best, or counts one more evaluation without.
+
+        NaN is never an improvement; before the first finite value there is no best
+        and nothing counts against the patience (a metric NaN at every evaluation
+        never stops the run, with a warning). The best already kept at `step` (a kill
+        cut the evaluation after best/, before its history line) is this evaluation's.
+        """
+        if self.best is not None and self.best["global_step"] == step:
+            self.since_best = 0
+        elif self._improves(value):
+            self._save_best(step, value)
+            self.since_best = 0
+        elif self.best is not None:
+            self.since_best += 1
+        elif not self._warned_not_finite:
+            self._warned_not_finite = True
+            logging.warning("--best_metric=%s is %s at step %d: no best yet, and early "
+                            "stopping cannot judge it (it does not count against the "
+                            "patience until a value is a number)", self.metric, value, step)
+
     def _improves(self, value):
         if not math.isfinite(value):
             return False
@@ -377,25 +417,57 @@ class PeriodicEval:
         return value > self.best["value"]
 
     def _save_best(self, step, value):
-        """The model's weights to best/ (the one checkpoint there), with best.json."""
+        """The model's weights to best/ (the one checkpoint there), with best.json.
+
+        The new best/ is written whole in a temporary folder beside it (weights,
+        settings files, best.json) and then takes best/'s place by two renames, so
+        best/ and its best.json always name the same step; a kill between the renames
+        leaves the old best/ under a temporary name, which `start` puts back.
+        """
         runner = self._runner
         # Every worker saves (a multi-worker save is collective); only the chief's
         # copy is output_dir/best, the others go to their scratch folders.
-        folder = os.path.join(runner.manager.directory, BEST_DIR)
-        if self._best_manager is None:
-            self._best_manager = tf.train.CheckpointManager(
-                tf.train.Checkpoint(model=runner.model), folder, max_to_keep=1,
-                checkpoint_name=checkpoints.CHECKPOINT_NAME)
-        path = self._best_manager.save(checkpoint_number=step)
-        self.best = {"metric": self.metric, "value": value, "global_step": step}
+        folder = self._best_folder()
+        staging = fileutil.temp_name(folder)
+        path = tf.train.CheckpointManager(
+            tf.train.Checkpoint(model=runner.model), staging, max_to_keep=1,
+            checkpoint_name=checkpoints.CHECKPOINT_NAME).save(checkpoint_number=step)
+        best = {"metric": self.metric, "value": value, "global_step": step}
         if runner.is_chief:
             for name in fileutil.SETTINGS_FILES:
                 source = self._path(name)
                 if tf.io.gfile.exists(source):
-                    tf.io.gfile.copy(source, os.path.join(folder, name), overwrite=True)
-            with fileutil.atomic_open(os.path.join(folder, BEST_FILE), "w") as f:
-                f.write(json.dumps(self.best) + "\n")
-        logging.info("New best %s %.6g at step %d: %s", self.metric, value, step, path)
+                    tf.io.gfile.copy(source, os.path.join(staging, name), overwrite=True)
+            with fileutil.atomic_open(os.path.join(staging, BEST_FILE), "w") as f:
+                f.write(json.dumps(best) + "\n")
+        replaced = fileutil.temp_name(folder, "old")
+        if tf.io.gfile.exists(folder):
+            tf.io.gfile.rename(folder, replaced)
+        tf.io.gfile.rename(staging, folder)
+        if tf.io.gfile.exists(replaced):
+            tf.io.gfile.rmtree(replaced)
+        self.best = best
+        logging.info("New best %s %.6g at step %d: %s", self.metric, value, step,
+                     os.path.join(folder, os.path.basename(path)))
+
+    def _best_folder(self):
+        """best/ of this worker: output_dir's on the chief, its scratch folder's elsewhere."""
+        return os.path.join(self._runner.manager.directory, BEST_DIR)
+
+    def _recover_best(self):
+        """Puts back a best/ a kill left under its temporary name in the middle of a
+        swap (_save_best), and removes the unfinished new ones."""
+        folder = self._best_folder()
+        leftovers = sorted(tf.io.gfile.glob(folder + ".*-*"))
+        for path in leftovers:
+            if fileutil.is_temporary(path) != folder:
+                continue
+            if path.startswith(folder + ".old-") and not tf.io.gfile.exists(folder):
+                logging.warning("%s: the best checkpoint a kill left under a temporary "
+                                "name is put back", folder)
+                tf.io.gfile.rename(path, folder)
+            else:
+                tf.io.gfile.rmtree(path)
 
 
 def _numbers(metrics):

@@ -15,6 +15,7 @@ replicas: each replica's loss is divided by the replica count, gradients are
 summed across replicas, then clipped to global norm 1.0, then applied.
 """
 import collections
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -452,10 +453,12 @@ class Runner:
 
     # -- training ------------------------------------------------------------
 
-    def _gradients(self, loss_fn, features, scale):
-        """Loss, metrics and (unscaled, dense) gradients of `scale * loss` on one micro-batch."""
+    def _gradients(self, loss_fn, features, scale, seed=None):
+        """Loss, metrics and (unscaled, dense) gradients of `scale * loss` on one micro-batch
+        (its dropout masks from `seed` when given: _step_seed)."""
         opt, variables = self.optimizer, self.model.trainable_variables
-        with tf.GradientTape() as tape:
+        seeds = contextlib.nullcontext() if seed is None else dropout_masks.step_seeds(seed)
+        with seeds, tf.GradientTape() as tape:
             loss, metrics = loss_fn(self.model, features, True)
             scaled = loss * scale
             if hasattr(opt, "get_scaled_loss"):
@@ -479,8 +482,11 @@ class Runner:
         n = len(micro_batches)
         scale = 1.0 / (num_replicas() * n)
         total, losses, metrics = None, [], {}
-        for features in micro_batches:
-            loss, step_metrics, grads = gradients_fn(features, scale)
+        seed = self._step_seed()
+        for i, features in enumerate(micro_batches):
+            loss, step_metrics, grads = gradients_fn(
+                features, scale, None if seed is None else
+                tf.random.experimental.stateless_fold_in(seed, i))
             total = grads if total is None else [
                 a if b is None else (b if a is None else a + b) for a, b in zip(total, grads)]
             losses.append(loss)
@@ -499,12 +505,23 @@ class Runner:
         out.update({k: tf.add_n(v) / n for k, v in metrics.items()})
         return out
 
+    def _step_seed(self):
+        """--deterministic_data: the [2] seed of this step's dropout masks, from --seed,
+        the step's number and the replica, so that a resumed run draws the masks the
+        uninterrupted run drew (dropout_masks.step_seeds); else None (the stateful stream)."""
+        if not self.config.deterministic_data:
+            return None
+        seed = tf.stack([tf.constant(self.config.seed, tf.int64),
+                         tf.cast(self.optimizer.iterations, tf.int64)])
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        return tf.random.experimental.stateless_fold_in(seed, tf.cast(replica, tf.int64))
+
     def _make_train_loop(self, loss_fn):
         strategy = self.strategy
         n_micro = self.config.num_accumulation_steps
 
-        def gradients_fn(features, scale):
-            return self._gradients(loss_fn, features, scale)
+        def gradients_fn(features, scale, seed):
+            return self._gradients(loss_fn, features, scale, seed)
 
         if self.config.enable_xla:
             # Only the forward and backward pass is compiled: XLA cannot place the
@@ -598,11 +615,21 @@ class Runner:
           evaluation: a periodic_eval.PeriodicEval (--eval_every_n_steps): a
             checkpoint and an evaluation at each of its steps, maybe an early stop.
         """
-        cfg = self.config
         if self.optimizer is None:
             raise ValueError("this Runner was built without an optimizer")
-        if evaluation is not None and evaluation.start(self, cfg.num_train_steps):
-            return {}
+        with _TerminationWatch() as termination:
+            self._termination = termination  # read between prediction batches too
+            try:
+                if evaluation is not None and evaluation.start(self, self.config.num_train_steps):
+                    return {}
+                return self._train(dataset_fn, loss_fn, global_batch_size, evaluation,
+                                   termination)
+            finally:
+                self._termination = None
+
+    def _train(self, dataset_fn, loss_fn, global_batch_size, evaluation, termination):
+        """Runner.train after the evaluations' start, under the SIGTERM watch."""
+        cfg = self.config
         step = self.global_step
         if step >= cfg.num_train_steps:
             logging.info("Already at step %d of %d: nothing to train", step, cfg.num_train_steps)
@@ -619,12 +646,11 @@ class Runner:
         self._progress = {"start_time": time.time(), "start_step": step, "step": step,
                           "examples_per_step": examples_per_step}
         logging.info("Training from step %d to %d", step, cfg.num_train_steps)
-        with _TerminationWatch() as termination:
-            try:
-                metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
-                                            termination, evaluation)
-            except KeyboardInterrupt:
-                raise Interrupted(self._interrupted_text()) from None
+        try:
+            metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
+                                        termination, evaluation)
+        except KeyboardInterrupt:
+            raise Interrupted(self._interrupted_text()) from None
         writer.flush()
         return metrics
 
@@ -767,11 +793,24 @@ class Runner:
         spec = dataset.element_spec
         step = self._predict_step(predict_fn, spec)
         batches = (predict_outputs.join_replicas(self.strategy, step(batch), sequence_outputs)
-                   for batch in dataset)
+                   for batch in self._until_sigterm(dataset))
         if isinstance(spec, dict) and input_pipeline.EXAMPLE_INDEX in spec:
             batches = predict_outputs.in_input_order(batches)
         # islice stops before running the batch after the last one asked for.
         yield from itertools.islice(batches, max_steps)
+
+    def _until_sigterm(self, batches):
+        """`batches`, stopped by a SIGTERM during training (an evaluation's predictions):
+        the step's checkpoint is written before an evaluation, so the run exits as a
+        SIGTERM between training loops does (143), and a rerun evaluates it again."""
+        for batch in batches:
+            watch = getattr(self, "_termination", None)
+            if watch is not None and watch.requested:
+                logging.warning("SIGTERM received: stopping the evaluation at step %d "
+                                "(its checkpoint is written; a rerun evaluates it again)",
+                                self.global_step)
+                raise SystemExit(143)
+            yield batch
 
     def _predict_step(self, predict_fn, element_spec):
         """step(global batch) -> per-replica outputs, traced once whatever the lengths.
@@ -823,7 +862,8 @@ class _TerminationWatch:
     """Notes a SIGTERM (preemption) so that the loop can checkpoint and stop.
 
     The signal is checked between host loops, so the reaction comes within one
-    `iterations_per_loop` call. Outside the main thread nothing is installed.
+    `iterations_per_loop` call, and between the batches of an evaluation during
+    training (Runner.predict). Outside the main thread nothing is installed.
     """
 
     def __init__(self):
@@ -833,7 +873,8 @@ class _TerminationWatch:
     def _handler(self, signum, frame):
         del signum, frame
         self.requested = True
-        logging.warning("SIGTERM received: will checkpoint after the current loop")
+        logging.warning("SIGTERM received: will checkpoint after the current loop "
+                        "(or stop after the current evaluation batch)")
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
