@@ -1,4 +1,5 @@
 """checkpoints.py and convert_tf1_checkpoint.py: TF1/TF2 loading by name, conversion."""
+import json
 import os
 import shutil
 
@@ -381,8 +382,73 @@ def test_the_named_checkpoint_is_the_one_evaluated(trained, tmp_path, absl_recor
     assert _runner(folder, False, init_checkpoint=folder).global_step == 4
     assert not any(m.startswith("Using --init_checkpoint") for m in
                    (r.getMessage() for r in absl_records.records))
+    # A pre-trained checkpoint (no task head) beside trained ones: the latest, as the
+    # reference did, and a line says why.
+    pretrained = str(tmp_path / "pretrained" / "bert_model.ckpt")
+    contents = checkpoints.CheckpointContents(older)
+    checkpoints.write_tf1_checkpoint({n: contents.get(n) for n in contents.model_names()
+                                      if n.startswith("bert/")}, pretrained)
+    absl_records.clear()
+    assert _runner(folder, False, init_checkpoint=pretrained).global_step == 4
+    assert any(m.startswith("--init_checkpoint=%s lacks 2 of the model's variables "
+                            "(output_weights...: a pre-trained model without the task head): "
+                            "using the latest checkpoint of --output_dir %s" % (pretrained, folder))
+               for m in (r.getMessage() for r in absl_records.records))
     # Training resumes output_dir's latest, as TPUEstimator did, and says so.
     assert _runner(folder, True, init_checkpoint=older).global_step == 4
     assert any(m.startswith("Resuming from %s/model.ckpt-4, the latest checkpoint of "
                             "--output_dir %s, not --init_checkpoint=%s" % (folder, folder, older))
                for m in (r.getMessage() for r in absl_records.records))
+
+
+_WORDS = ["good", "great", "bad", "awful", "the", "screen", "is", "very"]
+
+
+def _csv_task(folder):
+    """run_classifier's settings of a tiny csv task (16 train rows, 4 dev, 4 test)."""
+    rows = ['%d,"the screen is %s",%s\n' % (i, _WORDS[i % 4], "neg" if i % 4 > 1 else "pos")
+            for i in range(24)]
+    for name, part in (("train", rows[:16]), ("dev", rows[16:20]), ("test", rows[20:])):
+        write_text(os.path.join(folder, "data", name + ".csv"), "id,text,label\n" + "".join(part))
+    vocab = write_text(os.path.join(folder, "vocab.txt"), "".join(
+        t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS))
+    config = write_text(os.path.join(folder, "bert_config.json"), json.dumps({
+        "vocab_size": 5 + len(_WORDS), "hidden_size": 16, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 16,
+        "type_vocab_size": 2}))
+    return dict(task_name="csv", data_dir=os.path.join(folder, "data"), vocab_file=vocab,
+                bert_config_file=config, max_seq_length=16, train_batch_size=4, seed=1,
+                output_dir=os.path.join(folder, "out"))
+
+
+def test_evaluating_best_reports_its_step_and_a_gone_latest_writes_nothing(
+        tmp_path, absl_records):
+    import run_classifier
+    task = _csv_task(str(tmp_path))
+    out = task["output_dir"]
+    # A learning rate of 0 keeps the accuracy flat: no later evaluation improves on step 2.
+    trained = run_classifier.run(run_classifier.Settings(
+        do_train=True, do_eval=True, num_train_epochs=1.0, learning_rate=0.0,
+        eval_every_n_steps=2, best_metric="eval_accuracy", **task))
+    assert trained.global_step == 4 and trained.best_checkpoint.endswith("model.ckpt-2")
+    best = os.path.join(out, "best")
+    result = run_classifier.run(run_classifier.Settings(do_eval=True, init_checkpoint=best,
+                                                        **task))
+    assert result.global_step == result.metrics["global_step"] == 2
+    with open(os.path.join(out, "eval_results.txt")) as f:
+        assert "global_step = 2\n" in f.read()
+    assert ("Using --init_checkpoint=%s (%s/model.ckpt-2), not the latest checkpoint of "
+            "--output_dir %s (%s/model.ckpt-4)" % (best, best, out, out)) in [
+                r.getMessage() for r in absl_records.records]
+    # The state file names model.ckpt-4, whose files are gone: no test_results.tsv from
+    # a random model, nothing of the folder changed.
+    for path in _files_of(out, "model.ckpt-4."):
+        os.remove(path)
+    before = _snapshot(out)
+    for settings in (dict(do_predict=True), dict(do_train=True, num_train_epochs=1.0)):
+        with pytest.raises(ValueError, match=r"^--output_dir=\S+: its state file names the "
+                           r"checkpoint model\.ckpt-4, whose files are gone; make \S+ name "
+                           r"model\.ckpt-2 \(the newest one left"):
+            run_classifier.run(run_classifier.Settings(**settings, **task))
+        assert _snapshot(out) == before
+    assert not os.path.exists(os.path.join(out, "test_results.tsv"))

@@ -333,6 +333,13 @@ def settings_file(name, init_checkpoint=None, output_dir=None):
     return file_beside(init_checkpoint, name)
 
 
+def missing_variables(model_or_variables, path, flag=None):
+    """TF1 names of the model's variables that the checkpoint at `path` lacks (a
+    pre-trained checkpoint: the task head's); `flag` is named in the errors."""
+    keys = CheckpointContents(path, flag).keys
+    return [name for name in tf1_variable_map(model_or_variables) if name not in keys]
+
+
 LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_in_checkpoint", "unused"])
 
 

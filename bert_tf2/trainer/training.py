@@ -374,24 +374,33 @@ class Runner:
         """Restores what the run starts from: the one place of the rule.
 
         A run that does not train uses the checkpoint --init_checkpoint names (a prefix,
-        or a folder's latest), else output_dir's latest. A training run resumes
-        output_dir's latest checkpoint before loading --init_checkpoint, as TPUEstimator
-        did; either way a line names both when they differ. A checkpoint that cannot be
-        read is a ValueError raised before anything is written: never a random model,
-        an older checkpoint, or a run from step 0 over a folder's checkpoints or history.
+        or a folder's latest) when it holds the whole model, else output_dir's latest
+        (as the reference did for a pre-trained --init_checkpoint, which lacks the task
+        head). A training run resumes output_dir's latest checkpoint before loading
+        --init_checkpoint, as TPUEstimator did. A line names both when they differ. A
+        checkpoint that cannot be read is a ValueError raised before anything is
+        written: never a random model, an older checkpoint, or a run from step 0 over a
+        folder's checkpoints or history.
         """
         cfg, init = self.config, self.config.init_checkpoint
         if init and self.optimizer is None:
             named = checkpoints.resolve_checkpoint(init, "--init_checkpoint")
             latest = checkpoints.latest_checkpoint(cfg.output_dir, strict=False)
-            if latest is None or not checkpoints.same_checkpoint(named, latest):
+            lacking = checkpoints.missing_variables(self.model, named, "--init_checkpoint")
+            if not lacking and (latest is None or not checkpoints.same_checkpoint(named, latest)):
                 if latest is not None:
                     logging.info("Using --init_checkpoint=%s (%s), not the latest checkpoint "
                                  "of --output_dir %s (%s)", init, named, cfg.output_dir, latest)
                 return self._load_init(named)
+            if lacking and latest is not None:
+                logging.info("--init_checkpoint=%s lacks %d of the model's variables (%s...: a "
+                             "pre-trained model without the task head): using the latest "
+                             "checkpoint of --output_dir %s (%s), as the reference did", init,
+                             len(lacking), lacking[0], cfg.output_dir, latest)
         latest = checkpoints.latest_checkpoint(cfg.output_dir)
         if latest:
-            if init and not checkpoints.names_checkpoint(init, latest):
+            if init and self.optimizer is not None and not checkpoints.names_checkpoint(
+                    init, latest):
                 logging.info("Resuming from %s, the latest checkpoint of --output_dir %s, not "
                              "--init_checkpoint=%s (a training run resumes its output_dir, as "
                              "TPUEstimator did)", latest, cfg.output_dir, init)
