@@ -51,8 +51,8 @@ _MODEL_FLAG_HELP = {
     "bert_config_file": "bert_config.json of the pre-trained model: it fixes the architecture.",
     "init_checkpoint": "Checkpoint to start from, usually a pre-trained BERT: a Google TF1 "
                        "checkpoint or one of ours (a file prefix or a directory). A run "
-                       "that does not train uses it over --output_dir's checkpoints; training "
-                       "resumes --output_dir's latest first.",
+                       "that does not train uses it over --output_dir's checkpoints when it "
+                       "holds the whole model; training resumes --output_dir's latest first.",
     "vocab_file": "WordPiece vocabulary the BERT model was trained with.",
     "do_lower_case": "Lower-case (and strip accents from) the input text: True for uncased "
                      "models, False for cased ones.",
