@@ -53,7 +53,9 @@ _MODEL_FLAG_HELP = {
                         "--init_checkpoint's model folder (README: The output folder is the "
                         "model).",
     "init_checkpoint": "Checkpoint to start from, usually a pre-trained BERT: a Google TF1 "
-                       "checkpoint or one of ours (a file prefix or a directory).",
+                       "checkpoint or one of ours (a file prefix or a directory). A run "
+                       "that does not train uses it over --output_dir's checkpoints when it "
+                       "holds the whole model; training resumes --output_dir's latest first.",
     "vocab_file": "WordPiece vocabulary the BERT model was trained with (default: the "
                   "vocab.txt of --init_checkpoint's model folder).",
     "do_lower_case": "Lower-case (and strip accents from) the input text: True for uncased "

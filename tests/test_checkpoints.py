@@ -1,4 +1,8 @@
 """checkpoints.py and convert_tf1_checkpoint.py: TF1/TF2 loading by name, conversion."""
+import json
+import os
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +13,11 @@ import optimization
 from bert_tf2 import flags_common
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import training
+from conftest import write_text
+from test_training import (absl_records, classifier_loss, dataset_fn_of,  # noqa: F401
+                           features, make_runner)
+from test_training import tiny_config as runner_config
 
 
 def tiny_config(**overrides):
@@ -232,3 +241,214 @@ def test_convert_never_replaces_a_checkpoint_it_did_not_write(tmp_path):
     fv = flags_common.parse_flags(convert_tf1_checkpoint.define_flags,
                                   argv + ["--output_dir=%s" % (tmp_path / "tf2")])
     assert convert_tf1_checkpoint.run(fv) == convert_tf1_checkpoint.run(fv)
+
+
+# ---------------------------------------------------------------------------
+# What a run restores (training.Runner._restore): the named checkpoint is the one
+# used; a checkpoint that cannot be read is one line, raised before anything is written
+# ---------------------------------------------------------------------------
+
+def _snapshot(folder):
+    """{relative path: (size, mtime_ns, bytes)} of every file under `folder`."""
+    found = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, folder)] = (os.path.getsize(path),
+                                                        os.stat(path).st_mtime_ns, f.read())
+    return found
+
+
+def _files_of(folder, start):
+    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.startswith(start))
+
+
+def _gone(folder):
+    for path in _files_of(folder, "model.ckpt-4."):
+        os.remove(path)
+
+
+def _cut(ext):
+    def damage(folder):
+        path = _files_of(folder, "model.ckpt-4" + ext)[0]
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+    return damage
+
+
+def _garbage(ext):
+    def damage(folder):
+        with open(_files_of(folder, "model.ckpt-4" + ext)[0], "wb") as f:
+            f.write(b"not a checkpoint " * 8)
+    return damage
+
+
+def _no_state_file(folder):
+    os.remove(os.path.join(folder, "checkpoint"))
+
+
+def _history_only(folder):
+    for path in _files_of(folder, "model.ckpt-") + _files_of(folder, "checkpoint"):
+        os.remove(path)
+
+
+_FOLDER = r"--output_dir=\S+/ck"
+_DAMAGES = {
+    "newest_gone": (_gone, _FOLDER + r": its state file names the checkpoint model\.ckpt-4, "
+                    r"whose files are gone; make \S+/checkpoint name model\.ckpt-2 "),
+    "index_cut": (_cut(".index"), r"checkpoint \S+/model\.ckpt-4 cannot be read \(not an "
+                  r"sstable \(bad magic number\)\): its \.index or \.data file is cut short "
+                  r"or corrupt; make \S+/checkpoint name model\.ckpt-2 "),
+    "data_cut": (_cut(".data"), r"checkpoint \S+/model\.ckpt-4 cannot be read \(Read less "
+                 r"bytes than requested\): .* name model\.ckpt-2 "),
+    "index_garbage": (_garbage(".index"), r"checkpoint \S+/model\.ckpt-4 cannot be read \(not "
+                      r"an sstable \(bad magic number\)\)"),
+    "data_garbage": (_garbage(".data"), r"checkpoint \S+/model\.ckpt-4 cannot be read "),
+    "no_state_file": (_no_state_file, _FOLDER + r" holds model\.ckpt-2, model\.ckpt-4 but no "
+                      r"readable state file \S+/checkpoint naming its latest"),
+    "history_only": (_history_only, _FOLDER + r" holds eval_history\.jsonl but no checkpoint "
+                     r"to restore"),
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A run's folder: model.ckpt-2 and -4 (the latest), an eval_history.jsonl."""
+    folder = tmp_path_factory.mktemp("trained")
+    runner = make_runner(folder, "ck", num_train_steps=4, save_checkpoints_steps=2)
+    runner.train(dataset_fn_of(features(8), 4), classifier_loss)
+    write_text(folder / "ck" / "eval_history.jsonl", '{"global_step": 2}\n{"global_step": 4}\n')
+    return str(folder / "ck")
+
+
+def _runner(output_dir, for_training, init_checkpoint=None):
+    config = training.RunConfig(output_dir=output_dir, num_train_steps=8 if for_training else 0,
+                                init_checkpoint=init_checkpoint)
+    return training.Runner(tf.distribute.get_strategy(),
+                           lambda: heads.BertClassifier(runner_config(), 2), config,
+                           for_training=for_training)
+
+
+@pytest.mark.parametrize("for_training", [True, False], ids=["train", "predict"])
+@pytest.mark.parametrize("damage", sorted(_DAMAGES))
+def test_a_checkpoint_that_cannot_be_read_is_one_line_and_nothing_changes(
+        trained, tmp_path, damage, for_training):
+    folder = str(tmp_path / "ck")
+    shutil.copytree(trained, folder)
+    harm, message = _DAMAGES[damage]
+    harm(folder)
+    before = _snapshot(folder)
+    with pytest.raises(ValueError, match="^" + message) as error:
+        _runner(folder, for_training)
+    assert "\n" not in str(error.value)
+    assert _snapshot(folder) == before
+
+
+def test_a_damaged_init_checkpoint_is_one_line_naming_the_flag(trained, tmp_path):
+    folder = str(tmp_path / "ck")
+    shutil.copytree(trained, folder)
+    _cut(".data")(folder)
+    out = str(tmp_path / "out")
+    for for_training in (True, False):
+        with pytest.raises(ValueError, match=r"^checkpoint \S+/model\.ckpt-4 cannot be read "
+                           r"\(Read less bytes than requested\): .*; point --init_checkpoint "
+                           r"at a whole copy of it$"):
+            _runner(out, for_training, init_checkpoint=folder)
+    _gone(folder)
+    with pytest.raises(ValueError, match=r"^--init_checkpoint=\S+/ck: its state file names "
+                       r"the checkpoint model\.ckpt-4, whose files are gone"):
+        _runner(out, False, init_checkpoint=folder)
+    with pytest.raises(ValueError, match=r"^checkpoint --init_checkpoint=\S+/nope not found"):
+        _runner(out, False, init_checkpoint=str(tmp_path / "nope"))
+    assert os.listdir(out) == []
+
+
+def test_the_named_checkpoint_is_the_one_evaluated(trained, tmp_path, absl_records):
+    folder = str(tmp_path / "ck")
+    shutil.copytree(trained, folder)
+    older = os.path.join(folder, "model.ckpt-2")
+    runner = _runner(folder, False, init_checkpoint=older)
+    assert runner.global_step == 2
+    want = tf.train.load_checkpoint(older)
+    key = "model/bert/embeddings/word_embeddings/.ATTRIBUTES/VARIABLE_VALUE"
+    embeddings = [v for v in runner.model.variables if "word_embeddings" in v.name][0]
+    np.testing.assert_array_equal(embeddings.numpy(), want.get_tensor(key))
+    messages = [r.getMessage() for r in absl_records.records]
+    assert ("Using --init_checkpoint=%s (%s), not the latest checkpoint of --output_dir %s "
+            "(%s/model.ckpt-4)" % (older, older, folder, folder)) in messages
+    # The same checkpoint named as a folder (its latest): restored as before, no line.
+    absl_records.clear()
+    assert _runner(folder, False, init_checkpoint=folder).global_step == 4
+    assert not any(m.startswith("Using --init_checkpoint") for m in
+                   (r.getMessage() for r in absl_records.records))
+    # A pre-trained checkpoint (no task head) beside trained ones: the latest, as the
+    # reference did, and a line says why.
+    pretrained = str(tmp_path / "pretrained" / "bert_model.ckpt")
+    contents = checkpoints.CheckpointContents(older)
+    checkpoints.write_tf1_checkpoint({n: contents.get(n) for n in contents.model_names()
+                                      if n.startswith("bert/")}, pretrained)
+    absl_records.clear()
+    assert _runner(folder, False, init_checkpoint=pretrained).global_step == 4
+    assert any(m.startswith("--init_checkpoint=%s lacks 2 of the model's variables "
+                            "(output_weights...: a pre-trained model without the task head): "
+                            "using the latest checkpoint of --output_dir %s" % (pretrained, folder))
+               for m in (r.getMessage() for r in absl_records.records))
+    # Training resumes output_dir's latest, as TPUEstimator did, and says so.
+    assert _runner(folder, True, init_checkpoint=older).global_step == 4
+    assert any(m.startswith("Resuming from %s/model.ckpt-4, the latest checkpoint of "
+                            "--output_dir %s, not --init_checkpoint=%s" % (folder, folder, older))
+               for m in (r.getMessage() for r in absl_records.records))
+
+
+_WORDS = ["good", "great", "bad", "awful", "the", "screen", "is", "very"]
+
+
+def _csv_task(folder):
+    """run_classifier's settings of a tiny csv task (16 train rows, 4 dev, 4 test)."""
+    rows = ['%d,"the screen is %s",%s\n' % (i, _WORDS[i % 4], "neg" if i % 4 > 1 else "pos")
+            for i in range(24)]
+    for name, part in (("train", rows[:16]), ("dev", rows[16:20]), ("test", rows[20:])):
+        write_text(os.path.join(folder, "data", name + ".csv"), "id,text,label\n" + "".join(part))
+    vocab = write_text(os.path.join(folder, "vocab.txt"), "".join(
+        t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS))
+    config = write_text(os.path.join(folder, "bert_config.json"), json.dumps({
+        "vocab_size": 5 + len(_WORDS), "hidden_size": 16, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 16,
+        "type_vocab_size": 2}))
+    return dict(task_name="csv", data_dir=os.path.join(folder, "data"), vocab_file=vocab,
+                bert_config_file=config, max_seq_length=16, train_batch_size=4, seed=1,
+                output_dir=os.path.join(folder, "out"))
+
+
+def test_evaluating_best_reports_its_step_and_a_gone_latest_writes_nothing(
+        tmp_path, absl_records):
+    import run_classifier
+    task = _csv_task(str(tmp_path))
+    out = task["output_dir"]
+    # A learning rate of 0 keeps the accuracy flat: no later evaluation improves on step 2.
+    trained = run_classifier.run(run_classifier.Settings(
+        do_train=True, do_eval=True, num_train_epochs=1.0, learning_rate=0.0,
+        eval_every_n_steps=2, best_metric="eval_accuracy", **task))
+    assert trained.global_step == 4 and trained.best_checkpoint.endswith("model.ckpt-2")
+    best = os.path.join(out, "best")
+    result = run_classifier.run(run_classifier.Settings(do_eval=True, init_checkpoint=best,
+                                                        **task))
+    assert result.global_step == result.metrics["global_step"] == 2
+    with open(os.path.join(out, "eval_results.txt")) as f:
+        assert "global_step = 2\n" in f.read()
+    assert ("Using --init_checkpoint=%s (%s/model.ckpt-2), not the latest checkpoint of "
+            "--output_dir %s (%s/model.ckpt-4)" % (best, best, out, out)) in [
+                r.getMessage() for r in absl_records.records]
+    # The state file names model.ckpt-4, whose files are gone: no test_results.tsv from
+    # a random model, nothing of the folder changed.
+    for path in _files_of(out, "model.ckpt-4."):
+        os.remove(path)
+    before = _snapshot(out)
+    for settings in (dict(do_predict=True), dict(do_train=True, num_train_epochs=1.0)):
+        with pytest.raises(ValueError, match=r"^--output_dir=\S+: its state file names the "
+                           r"checkpoint model\.ckpt-4, whose files are gone; make \S+ name "
+                           r"model\.ckpt-2 \(the newest one left"):
+            run_classifier.run(run_classifier.Settings(**settings, **task))
+        assert _snapshot(out) == before
+    assert not os.path.exists(os.path.join(out, "test_results.tsv"))

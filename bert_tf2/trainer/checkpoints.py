@@ -65,29 +65,144 @@ def tf1_variable_map(model_or_variables):
 # Reading checkpoints of either kind
 # ---------------------------------------------------------------------------
 
-def resolve_checkpoint(path):
-    """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+# The file a folder's latest checkpoint is named in (tf.train.CheckpointManager's).
+STATE_FILE = "checkpoint"
+
+# What reading a damaged checkpoint raises: a cut or overwritten .index "not an sstable
+# (bad magic number)" (an OpError), a cut .data "Read less bytes than requested" and a
+# scrambled one "Parsed past limit." (IndexError), a bad record (DataLossError).
+READ_ERRORS = (IndexError, tf.errors.OpError)
+
+
+def unreadable(prefix, error, advice):
+    """The one-line ValueError of a checkpoint whose files cannot be read whole."""
+    detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return ValueError("checkpoint %s cannot be read (%s): its .index or .data file is cut "
+                      "short or corrupt; %s" % (prefix, detail, advice))
+
+
+def _step_order(prefix):
+    match = re.search(r"-(\d+)$", prefix)
+    return int(match.group(1)) if match else -1
+
+
+def _own_checkpoints(directory):
+    """The prefixes of the model.ckpt-N checkpoints in `directory` (an .index present),
+    oldest first."""
+    pattern = os.path.join(str(directory), CHECKPOINT_NAME + "-*.index")
+    return sorted((p[:-len(".index")] for p in tf.io.gfile.glob(pattern)), key=_step_order)
+
+
+def _state_checkpoint(directory, flag):
+    """The prefix the state file of `directory` names (None without a state file); a
+    ValueError naming `flag` when its files are gone."""
+    state = tf.train.get_checkpoint_state(str(directory))
+    if state is None:
+        return None
+    prefix = state.model_checkpoint_path
+    if tf.io.gfile.exists(prefix + ".index"):
+        return prefix
+    raise ValueError("%s=%s: its state file names the checkpoint %s, whose files are gone; %s"
+                     % (flag, directory, os.path.basename(prefix),
+                        state_file_advice(directory, prefix)))
+
+
+def state_file_advice(directory, prefix):
+    """What to do when `prefix`, the latest checkpoint of `directory`, is gone or damaged:
+    name an older one (never taken silently) or start in a new folder."""
+    state = os.path.join(str(directory), STATE_FILE)
+    left = [p for p in _own_checkpoints(directory) if not same_checkpoint(p, prefix)]
+    if not left:
+        return "remove %s, or use a new --output_dir" % state
+    return ("make %s name %s (the newest one left; a run that does not train can take "
+            "--init_checkpoint=%s), or use a new --output_dir"
+            % (state, os.path.basename(left[-1]), left[-1]))
+
+
+def latest_checkpoint(directory, flag="--output_dir", strict=True):
+    """The latest checkpoint of a run's folder, or None when it holds none of ours.
+
+    Unlike tf.train.latest_checkpoint, a folder whose state file names a checkpoint
+    whose files are gone, or which holds model.ckpt-N files but no readable state
+    file, is a ValueError naming `flag` (None with strict=False): never None, which
+    would start a run over them from step 0 (or predict with a random model).
+    """
+    try:
+        prefix = _state_checkpoint(directory, flag)
+        own = _own_checkpoints(directory)
+        if prefix is None and own:
+            raise ValueError(
+                "%s=%s holds %s but no readable state file %s naming its latest: write one "
+                "(a line model_checkpoint_path: \"%s\"), or use a new --output_dir" % (
+                    flag, directory, ", ".join(os.path.basename(p) for p in own),
+                    os.path.join(str(directory), STATE_FILE), os.path.basename(own[-1])))
+    except ValueError:
+        if strict:
+            raise
+        return None
+    return prefix
+
+
+def refuse_orphans(directory, names, flag="--output_dir"):
+    """ValueError when `directory` holds any of `names` (a run's evaluation history, its
+    best/), which a run starting from no checkpoint would replace."""
+    found = [name for name in names if tf.io.gfile.exists(os.path.join(str(directory), name))]
+    if found:
+        raise ValueError(
+            "%s=%s holds %s but no checkpoint to restore: they belong to a run whose "
+            "checkpoints are gone; use a new %s (or move them away to start again)"
+            % (flag, directory, " and ".join(found), flag))
+
+
+def resolve_checkpoint(path, flag=None):
+    """A checkpoint prefix from a prefix or a directory (its latest checkpoint).
+
+    A directory's state file naming files that are gone is a ValueError (never an
+    older checkpoint); `flag` ("--init_checkpoint") is named in the errors.
+    """
     if path is None or not str(path):
-        raise ValueError("no checkpoint path given")
+        raise ValueError("no checkpoint path given" + (" (%s)" % flag if flag else ""))
     path = str(path)
+    named = "%s=%s" % (flag, path) if flag else path
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
+        latest = _state_checkpoint(path, flag or "checkpoint directory")
         if latest is None:
             candidates = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
             if len(candidates) == 1:
                 latest = candidates[0][:-len(".index")]
         if latest is None:
-            raise ValueError("no checkpoint found in directory %s" % path)
+            raise ValueError("no checkpoint found in directory %s" % named)
         return latest
     if tf.io.gfile.exists(path + ".index"):
         return path
-    raise ValueError("checkpoint %s not found (expected %s.index)" % (path, path))
+    raise ValueError("checkpoint %s not found (expected %s.index)" % (named, path))
+
+
+def same_checkpoint(a, b):
+    """True when two checkpoint prefixes name the same files."""
+    return os.path.realpath(str(a)) == os.path.realpath(str(b))
+
+
+def names_checkpoint(path, prefix):
+    """True when `path` (a prefix, or a folder: its latest) resolves to `prefix`; False
+    when it resolves elsewhere or to nothing."""
+    try:
+        return same_checkpoint(resolve_checkpoint(path), prefix)
+    except ValueError:
+        return False
+
+
+def open_reader(prefix, advice="use a whole copy"):
+    """tf.train.load_checkpoint(prefix); a damaged checkpoint is a one-line ValueError."""
+    try:
+        return tf.train.load_checkpoint(prefix)
+    except READ_ERRORS as e:
+        raise unreadable(prefix, e, advice) from None
 
 
 def is_tf2_checkpoint(path):
     """True for an object-based (TF2) checkpoint, False for a name-based TF1 one."""
-    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
-    return reader.has_tensor(_OBJECT_GRAPH_KEY)
+    return open_reader(resolve_checkpoint(path)).has_tensor(_OBJECT_GRAPH_KEY)
 
 
 def _object_graph(reader):
@@ -138,15 +253,19 @@ def _find_step_key(reader):
 class CheckpointContents:
     """The tensors of a TF1 or TF2 checkpoint, addressed by TF1 name."""
 
-    def __init__(self, path):
-        self.path = resolve_checkpoint(path)
-        self.reader = tf.train.load_checkpoint(self.path)
-        self.is_tf2 = self.reader.has_tensor(_OBJECT_GRAPH_KEY)
-        shapes = self.reader.get_variable_to_shape_map()
-        if self.is_tf2:
-            self.keys = _tf2_name_table(self.reader)
-        else:
-            self.keys = collections.OrderedDict((name, name) for name in sorted(shapes))
+    def __init__(self, path, flag=None):
+        self.path = resolve_checkpoint(path, flag)
+        self.advice = ("point %s at a whole copy of it" % flag) if flag else "use a whole copy"
+        self.reader = open_reader(self.path, self.advice)
+        try:
+            self.is_tf2 = self.reader.has_tensor(_OBJECT_GRAPH_KEY)
+            shapes = self.reader.get_variable_to_shape_map()
+            if self.is_tf2:
+                self.keys = _tf2_name_table(self.reader)
+            else:
+                self.keys = collections.OrderedDict((name, name) for name in sorted(shapes))
+        except READ_ERRORS as e:
+            raise unreadable(self.path, e, self.advice) from None
         self.shapes = {name: list(shapes[key]) for name, key in self.keys.items()}
 
     def names(self):
@@ -155,7 +274,10 @@ class CheckpointContents:
 
     def get(self, name):
         """The value (numpy array) stored under TF1 name `name`."""
-        return self.reader.get_tensor(self.keys[name])
+        try:
+            return self.reader.get_tensor(self.keys[name])
+        except READ_ERRORS as e:
+            raise unreadable(self.path, e, self.advice) from None
 
     def model_names(self):
         """Names of model weights: no optimizer slots, no global_step."""
@@ -211,10 +333,17 @@ def settings_file(name, init_checkpoint=None, output_dir=None):
     return file_beside(init_checkpoint, name)
 
 
+def missing_variables(model_or_variables, path, flag=None):
+    """TF1 names of the model's variables that the checkpoint at `path` lacks (a
+    pre-trained checkpoint: the task head's); `flag` is named in the errors."""
+    keys = CheckpointContents(path, flag).keys
+    return [name for name in tf1_variable_map(model_or_variables) if name not in keys]
+
+
 LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_in_checkpoint", "unused"])
 
 
-def load_checkpoint(model_or_variables, path, log=True):
+def load_checkpoint(model_or_variables, path, log=True, flag=None):
     """Loads every model variable whose TF1 name is in the checkpoint at `path`.
 
     Works with Google's TF1 checkpoints and with ours (TF2); `path` may be a
@@ -226,8 +355,9 @@ def load_checkpoint(model_or_variables, path, log=True):
       LoadResult(loaded, not_in_checkpoint, unused): TF1 names loaded, model
       variables the checkpoint lacks, checkpoint weights the model lacks
       (optimizer slots and global_step are not counted as unused).
+      `flag` ("--init_checkpoint") is named in the errors.
     """
-    contents = CheckpointContents(path)
+    contents = CheckpointContents(path, flag)
     variables = tf1_variable_map(model_or_variables)
     loaded, missing = [], []
     for name, var in variables.items():

@@ -42,7 +42,6 @@ from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator)
 CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
 
 
-
 # ---------------------------------------------------------------------------
 # Strategy and precision
 # ---------------------------------------------------------------------------
@@ -374,30 +373,75 @@ class Runner:
     # -- checkpoints ---------------------------------------------------------
 
     def _restore(self):
-        latest = tf.train.latest_checkpoint(self.config.output_dir)
+        """Restores what the run starts from: the one place of the rule.
+
+        A run that does not train uses the checkpoint --init_checkpoint names (a prefix,
+        or a folder's latest) when it holds the whole model, else output_dir's latest
+        (as the reference did for a pre-trained --init_checkpoint, which lacks the task
+        head). A training run resumes output_dir's latest checkpoint before loading
+        --init_checkpoint, as TPUEstimator did. A line names both when they differ. A
+        checkpoint that cannot be read is a ValueError raised before anything is
+        written: never a random model, an older checkpoint, or a run from step 0 over a
+        folder's checkpoints or history.
+        """
+        cfg, init = self.config, self.config.init_checkpoint
+        if init and self.optimizer is None:
+            named = checkpoints.resolve_checkpoint(init, "--init_checkpoint")
+            latest = checkpoints.latest_checkpoint(cfg.output_dir, strict=False)
+            lacking = checkpoints.missing_variables(self.model, named, "--init_checkpoint")
+            if not lacking and (latest is None or not checkpoints.same_checkpoint(named, latest)):
+                if latest is not None:
+                    logging.info("Using --init_checkpoint=%s (%s), not the latest checkpoint "
+                                 "of --output_dir %s (%s)", init, named, cfg.output_dir, latest)
+                return self._load_init(named)
+            if lacking and latest is not None:
+                logging.info("--init_checkpoint=%s lacks %d of the model's variables (%s...: a "
+                             "pre-trained model without the task head): using the latest "
+                             "checkpoint of --output_dir %s (%s), as the reference did", init,
+                             len(lacking), lacking[0], cfg.output_dir, latest)
+        latest = checkpoints.latest_checkpoint(cfg.output_dir)
         if latest:
-            try:
-                status = self.checkpoint.restore(latest)
-            except (ValueError, tf.errors.OpError) as e:
-                raise ValueError(
-                    "--output_dir=%s holds the checkpoint %s of a different model (another "
-                    "task, head or bert_config): use a new --output_dir. Details: %s"
-                    % (self.config.output_dir, latest, str(e).splitlines()[0])) from None
-            status.expect_partial()
-            self._restored_step = self._step_of(latest)
-            logging.info("Restored %s (step %d)", latest, self._restored_step)
-        elif self.config.init_checkpoint:
-            with self.strategy.scope():
-                checkpoints.load_checkpoint(self.model, self.config.init_checkpoint)
-            # Evaluating a checkpoint reports its step; training counts from 0.
-            self._restored_step = checkpoints.checkpoint_step(self.config.init_checkpoint)
-        else:
-            self._restored_step = 0
-            if self.optimizer is None:
-                logging.warning(
-                    "No checkpoint in --output_dir=%s and no --init_checkpoint: evaluating "
-                    "and predicting with a randomly initialised model",
-                    self.config.output_dir)
+            if init and self.optimizer is not None and not checkpoints.names_checkpoint(
+                    init, latest):
+                logging.info("Resuming from %s, the latest checkpoint of --output_dir %s, not "
+                             "--init_checkpoint=%s (a training run resumes its output_dir, as "
+                             "TPUEstimator did)", latest, cfg.output_dir, init)
+            return self._restore_latest(latest)
+        if self.optimizer is not None or not init:  # it would replace them from nothing
+            checkpoints.refuse_orphans(cfg.output_dir, (periodic_eval.HISTORY_FILE,
+                                                        periodic_eval.BEST_DIR))
+        if init:
+            return self._load_init(checkpoints.resolve_checkpoint(init, "--init_checkpoint"))
+        self._restored_step = 0
+        if self.optimizer is None:
+            logging.warning(
+                "No checkpoint in --output_dir=%s and no --init_checkpoint: evaluating "
+                "and predicting with a randomly initialised model", cfg.output_dir)
+
+    def _load_init(self, prefix):
+        """Loads --init_checkpoint (TF1 or TF2, by name); its step is reported by a run
+        that does not train (eval_results.txt's global_step), training counts from 0."""
+        with self.strategy.scope():
+            checkpoints.load_checkpoint(self.model, prefix, flag="--init_checkpoint")
+        self._restored_step = checkpoints.checkpoint_step(prefix)
+
+    def _restore_latest(self, latest):
+        """Restores weights, optimizer slots and step of output_dir's latest checkpoint."""
+        out = self.config.output_dir
+        advice = checkpoints.state_file_advice(out, latest)
+        checkpoints.open_reader(latest, advice)
+        try:
+            status = self.checkpoint.restore(latest)
+        except (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+            raise checkpoints.unreadable(latest, e, advice) from None
+        except (ValueError, tf.errors.OpError) as e:
+            raise ValueError(
+                "--output_dir=%s holds the checkpoint %s of a different model (another "
+                "task, head or bert_config): use a new --output_dir. Details: %s"
+                % (out, latest, str(e).splitlines()[0])) from None
+        status.expect_partial()
+        self._restored_step = self._step_of(latest)
+        logging.info("Restored %s (step %d)", latest, self._restored_step)
 
     @staticmethod
     def _step_of(path):
