@@ -90,6 +90,13 @@ def test_regression_and_multilabel(tmp_path):
      r"train.csv: no example has a label, so the label list is empty"),
     ("train.csv", "text,text,label\na,b,c\n", "classification",
      r"train.csv, line 1: column 'text' appears 2 times"),
+    # Blank lines before the header: the header's own line is named.
+    ("train.csv", "\n\ntext,text,label\na,b,c\n", "classification",
+     r"train.csv, line 3: column 'text' appears 2 times"),
+    ("train.tsv", "\n\ntext\tlbl\na\tx\n", "classification",
+     r"train.tsv, line 3: no column 'label'"),
+    ("train.csv", "\n\ntext,label\na,x,y\n", "classification",
+     r"train.csv, line 4: 3 fields, the header has 2"),
     ("train.jsonl", '{"text": "a", "label": ["x,y"]}\n', "multilabel",
      r"train.jsonl, line 1: label 'x,y' holds ','"),
 ])

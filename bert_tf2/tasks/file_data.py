@@ -107,8 +107,8 @@ def _header(path, line, cells, wanted, optional):
                             ", ".join(repr(c) for c in names)))
     for name in set(wanted + optional) & set(names):
         if names.count(name) > 1:
-            raise ValueError("%s, line 1: column %r appears %d times in the header"
-                             % (path, name, names.count(name)))
+            raise ValueError("%s, line %d: column %r appears %d times in the header"
+                             % (path, line, name, names.count(name)))
     return {name: names.index(name) for name in wanted + optional if name in names}
 
 
