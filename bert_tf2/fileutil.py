@@ -48,9 +48,33 @@ def is_temporary(path):
     return path[:match.start()] if match else None
 
 
+# TensorFlow's temporary of a checkpoint being saved: PREFIX_temp/part-... (a folder).
+_CHECKPOINT_TEMP = r"_temp/part-\d+-of-\d+[^\s;:,]*"
+
+
 def without_temp_names(text):
-    """`text` (a message) with our temporaries' names replaced by their outputs' names."""
+    """`text` (a message) with our temporaries' names (and those of a checkpoint
+    TensorFlow was saving) replaced by their outputs' names."""
+    text = re.sub(r"(?<=\S)" + _CHECKPOINT_TEMP, "", text)
     return re.sub(r"(?<=\S)" + _TEMP_PART, "", text)
+
+
+def save_checkpoint(manager, number):
+    """manager.save(checkpoint_number=number) -> its path; a save that fails (a full
+    disk) leaves none of its files behind (TensorFlow keeps its PREFIX_temp folder)."""
+    folder = manager.directory
+    before = set(tf.io.gfile.listdir(folder)) if tf.io.gfile.isdir(folder) else set()
+    try:
+        return manager.save(checkpoint_number=number)
+    except BaseException:
+        mine = re.compile(r"-%d(?:_temp|\.)" % number)
+        after = set(tf.io.gfile.listdir(folder)) if tf.io.gfile.isdir(folder) else set()
+        for name in sorted(n for n in after - before if mine.search(n)):
+            try:
+                _remove(os.path.join(folder, name))
+            except (OSError, tf.errors.OpError):
+                pass  # the save's own error is the one to report
+        raise
 
 
 def _remove(path):

@@ -3,6 +3,7 @@ named twice, our temporaries, the files a tool wrote."""
 import json
 import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -189,3 +190,34 @@ def test_a_run_that_failed_half_way_leaves_files_the_next_run_replaces(tmp_path)
             raise RuntimeError("boom")
     _tool_writes(folder, ["model.index"])
     assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KB tmpfs folder (needs root); the test is skipped where it cannot be mounted."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (not root?)")
+    yield folder
+    subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_a_full_disk_leaves_no_partial_output(full_disk):
+    import tensorflow as tf
+    from bert_tf2 import flags_common
+    with pytest.raises(tf.errors.OpError) as raised:
+        with fileutil.atomic_open(str(full_disk / "a.txt")) as f:
+            for _ in range(20):
+                f.write("x" * 10000)
+    assert flags_common.error_line(raised.value) == (
+        "error: %s; No space left on device" % (full_disk / "a.txt"), 1)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(tf.zeros([50000]))),
+                                         str(full_disk / "out"), max_to_keep=1,
+                                         checkpoint_name="model.ckpt")
+    with pytest.raises(tf.errors.OpError) as raised:
+        fileutil.save_checkpoint(manager, 7)
+    assert flags_common.error_line(raised.value) == (
+        "error: %s; No space left on device" % (full_disk / "out" / "model.ckpt-7"), 1)
+    assert os.listdir(full_disk) == ["out"] and os.listdir(full_disk / "out") == []
