@@ -21,6 +21,7 @@ import json
 import os
 import posixpath
 import re
+import stat
 import uuid
 
 from absl import logging
@@ -188,9 +189,31 @@ def _make_writable_folder(folder, flag, value):
 
 
 def check_output_file(path, flag):
-    """An output file path must not name a directory (which is never replaced)."""
+    """An output file path must not name a directory (which is never replaced), nor a
+    pipe or device (the finished file would be renamed over it, not written into it)."""
     if tf.io.gfile.isdir(path):
         raise ValueError("%s=%s is a directory, not a file" % (flag, path))
+    kind = special_file_kind(path)
+    if kind:
+        raise ValueError("%s=%s is a %s: outputs are written to a file of their own (a "
+                         "temporary renamed when complete), so %ss are not supported"
+                         % (flag, path, kind, kind))
+
+
+def special_file_kind(path):
+    """"pipe", "device" or "socket" for such a local path (symbolic links followed),
+    else None (a regular file, a folder, nothing there, or a remote path)."""
+    if "://" in path:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "socket" if stat.S_ISSOCK(mode) else None
 
 
 def prepare_output_file(path, flag, inputs=()):

@@ -71,6 +71,16 @@ def test_output_paths_of_the_wrong_kind_are_errors_and_stay_untouched(tmp_path):
     assert a_file.read_text() == "keep me"
     assert (a_dir / "inside").read_text() == "keep me too"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir", "a_file"]
+    # A pipe or a device (through a symbolic link too) would be renamed over: refused.
+    os.mkfifo(str(tmp_path / "pipe"))
+    os.symlink(os.devnull, str(tmp_path / "null"))
+    for name, kind in (("pipe", "pipe"), ("null", "device")):
+        with pytest.raises(ValueError, match=r"--output_file=.*%s is a %s: .* %ss are not "
+                                             r"supported" % (name, kind, kind)):
+            fileutil.prepare_output_file(str(tmp_path / name), "--output_file")
+    assert fileutil.special_file_kind(str(tmp_path / "a_file")) is None
+    assert fileutil.special_file_kind(str(tmp_path / "missing")) is None
+    assert fileutil.special_file_kind("gs://bucket/x") is None
 
 
 def test_read_text_names_the_file_and_line(tmp_path):
