@@ -748,6 +748,7 @@ def run(settings, beam_args=()):
     else:
         input_files = fileutil.expand_input_files(settings.input_file)
         fileutil.check_distinct(output_files, "--output_file", input_files)
+    _refuse_pipes(input_files)
     fileutil.check_distinct(output_files, "--output_file", [settings.vocab_file],
                             "--vocab_file")
     stats = {}
@@ -759,6 +760,17 @@ def run(settings, beam_args=()):
     metrics = {key: value for key, value in stats.items() if key != "worker_cpu_s"}
     metrics["records"] = count
     return settings_lib.Result(outputs={"output_files": list(output_files)}, metrics=metrics)
+
+
+def _refuse_pipes(input_files):
+    """An input that is a pipe or device is an error (opening a pipe with no writer
+    waits for ever; the run measures each input's size and may read it twice)."""
+    for path in input_files:
+        kind = fileutil.special_file_kind(path)
+        if kind:
+            raise ValueError("--input_file=%s is a %s: create_pretraining_data measures "
+                             "each input file and may read it twice, so %ss are not "
+                             "supported; save the text to a file first" % (path, kind, kind))
 
 
 def _check_mode_settings(settings):

@@ -24,6 +24,7 @@ import os
 import posixpath
 import re
 import socket
+import stat
 import time
 import uuid
 
@@ -53,9 +54,33 @@ def is_temporary(path):
     return path[:match.start()] if match else None
 
 
+# TensorFlow's temporary of a checkpoint being saved: PREFIX_temp/part-... (a folder).
+_CHECKPOINT_TEMP = r"_temp/part-\d+-of-\d+[^\s;:,]*"
+
+
 def without_temp_names(text):
-    """`text` (a message) with our temporaries' names replaced by their outputs' names."""
+    """`text` (a message) with our temporaries' names (and those of a checkpoint
+    TensorFlow was saving) replaced by their outputs' names."""
+    text = re.sub(r"(?<=\S)" + _CHECKPOINT_TEMP, "", text)
     return re.sub(r"(?<=\S)" + _TEMP_PART, "", text)
+
+
+def save_checkpoint(manager, number):
+    """manager.save(checkpoint_number=number) -> its path; a save that fails (a full
+    disk) leaves none of its files behind (TensorFlow keeps its PREFIX_temp folder)."""
+    folder = manager.directory
+    before = set(tf.io.gfile.listdir(folder)) if tf.io.gfile.isdir(folder) else set()
+    try:
+        return manager.save(checkpoint_number=number)
+    except BaseException:
+        mine = re.compile(r"-%d(?:_temp|\.)" % number)
+        after = set(tf.io.gfile.listdir(folder)) if tf.io.gfile.isdir(folder) else set()
+        for name in sorted(n for n in after - before if mine.search(n)):
+            try:
+                _remove(os.path.join(folder, name))
+            except (OSError, tf.errors.OpError):
+                pass  # the save's own error is the one to report
+        raise
 
 
 def _remove(path):
@@ -300,9 +325,31 @@ def _make_writable_folder(folder, flag, value):
 
 
 def check_output_file(path, flag):
-    """An output file path must not name a directory (which is never replaced)."""
+    """An output file path must not name a directory (which is never replaced), nor a
+    pipe or device (the finished file would be renamed over it, not written into it)."""
     if tf.io.gfile.isdir(path):
         raise ValueError("%s=%s is a directory, not a file" % (flag, path))
+    kind = special_file_kind(path)
+    if kind:
+        raise ValueError("%s=%s is a %s: outputs are written to a file of their own (a "
+                         "temporary renamed when complete), so %ss are not supported"
+                         % (flag, path, kind, kind))
+
+
+def special_file_kind(path):
+    """"pipe", "device" or "socket" for such a local path (symbolic links followed),
+    else None (a regular file, a folder, nothing there, or a remote path)."""
+    if "://" in path:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "socket" if stat.S_ISSOCK(mode) else None
 
 
 def prepare_output_file(path, flag, inputs=()):

@@ -5,6 +5,7 @@ so tests can import every runner into one process and give each its own flags.
 """
 import glob
 import os
+import re
 import signal
 import sys
 import threading
@@ -372,7 +373,14 @@ def error_line(error):
                 else "error: interrupted"), 128 + signal.SIGINT
     text = error.message if isinstance(error, tf.errors.OpError) else str(error)
     lines = text.strip().splitlines() or [type(error).__name__]
-    return "error: %s" % fileutil.without_temp_names(lines[0]), 1
+    return "error: %s" % fileutil.without_temp_names(_without_op_names(lines[0])), 1
+
+
+def _without_op_names(line):
+    """An eager op's error line without TensorFlow's names of the op: the leading
+    "{{function_node __wrapped__SaveV2_...}} " and the trailing " [Op:SaveV2]"."""
+    line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
+    return re.sub(r"\s*\[Op:[^\]]*\](?: name: \S*)?$", "", line) or line
 
 
 class _HelpExitsZero:

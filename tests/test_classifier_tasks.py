@@ -336,6 +336,15 @@ _PLUGINS = {
     "partial.py": ("from run_classifier import DataProcessor\n\n\nclass OnlyTrain(DataProcessor):"
                    "\n    def get_labels(self):\n        return ['a']\n\n"
                    "    def get_train_examples(self, data_dir):\n        return []\n"),
+    "raising.py": ("from run_classifier import DataProcessor\n\n\nclass P(DataProcessor):\n"
+                   "    def get_labels(self):\n        return {}['labels']\n\n"
+                   "    def get_train_examples(self, data_dir):\n        return []\n"),
+    "none_text.py": ("from run_classifier import DataProcessor, InputExample\n\n\n"
+                     "class P(DataProcessor):\n    def get_labels(self):\n"
+                     "        return ['a', 'b']\n\n"
+                     "    def get_train_examples(self, data_dir):\n"
+                     "        return [InputExample('train-0', 'x', None, 'a'),\n"
+                     "                InputExample('train-1', None, None, 'b')]\n"),
 }
 
 
@@ -369,6 +378,11 @@ _PLUGINS = {
      r"no module named 'no_such_module_29' on the Python path"),
     (None, ["--processor=plugins/partial.py:OnlyTrain", "--do_predict"],
      r"OnlyTrain does not define get_test_examples \(needed by --do_predict\)"),
+    (None, ["--processor=plugins/raising.py:P"],
+     r"^--processor=plugins/raising.py:P: get_labels\(\) failed at .*plugins/raising.py, "
+     r"line 6: KeyError: 'labels'$"),
+    (None, ["--processor=plugins/none_text.py:P", "--train_batch_size=1"],
+     r"^example train-1: text_a is None, not a text \(every example needs a text_a\)$"),
     (None, ["--task_name=sst-2", "--label_column=y"],
      r"--label_column is read by --task_name=csv, tsv and jsonl only, not --task_name=sst-2"),
     (None, ["--task_name=sst-2", "--labels_file=x.txt"],

@@ -4,6 +4,7 @@ import collections
 import json
 import os
 import random
+import stat
 import subprocess
 import sys
 
@@ -475,6 +476,21 @@ def test_input_pattern_matching_nothing(tiny):
     _assert_fails(tiny, "matches no file",
                   _args(str(tiny.dir / "missing*.txt"), str(tiny.dir / "o.tfrecord"),
                         tiny.vocab))
+
+
+def test_pipes_and_devices_are_refused_not_waited_on_or_replaced(tiny):
+    fifo = str(tiny.dir / "fifo")
+    os.mkfifo(fifo)  # no writer: opening it to read would wait for ever
+    _assert_fails(tiny, r"^--input_file=\S*fifo is a pipe: create_pretraining_data measures "
+                        r"each input file and may read it twice, so pipes are not supported",
+                  _args([tiny.inputs[0], fifo], str(tiny.dir / "o.tfrecord"), tiny.vocab))
+    # An output pipe or device would be replaced by the finished file (renamed over it).
+    _assert_fails(tiny, r"^--output_file=\S*fifo is a pipe: outputs are written to a file "
+                        r"of their own .*so pipes are not supported",
+                  _args(tiny.inputs, fifo, tiny.vocab))
+    _assert_fails(tiny, r"^--output_file=/dev/null is a device",
+                  _args(tiny.inputs, os.devnull, tiny.vocab))
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -1,5 +1,7 @@
 """file_data: --task_name=csv / tsv / jsonl read by column name, labels as written."""
 import json
+import logging
+import re
 
 import pytest
 
@@ -105,6 +107,13 @@ def test_regression_and_multilabel(tmp_path):
      r"train.csv: no example has a label, so the label list is empty"),
     ("train.csv", "text,text,label\na,b,c\n", "classification",
      r"train.csv, line 1: column 'text' appears 2 times"),
+    # Blank lines before the header: the header's own line is named.
+    ("train.csv", "\n\ntext,text,label\na,b,c\n", "classification",
+     r"train.csv, line 3: column 'text' appears 2 times"),
+    ("train.tsv", "\n\ntext\tlbl\na\tx\n", "classification",
+     r"train.tsv, line 3: no column 'label'"),
+    ("train.csv", "\n\ntext,label\na,x,y\n", "classification",
+     r"train.csv, line 4: 3 fields, the header has 2"),
     ("train.jsonl", '{"text": "a", "label": ["x,y"]}\n', "multilabel",
      r"train.jsonl, line 1: label 'x,y' holds ','"),
 ])
@@ -125,3 +134,51 @@ def test_dev_labels_must_be_in_the_train_list(tmp_path):
         p.get_dev_examples(str(tmp_path))
     with pytest.raises(ValueError, match=r"test.csv: no such file"):
         p.get_test_examples(str(tmp_path))
+
+
+def test_same_column_twice_and_numeric_twin_labels_are_warned(tmp_path, caplog):
+    write_text(tmp_path / "train.csv", "text,label\na,1\nb,1.0\nc, 1\nd,2\ne,x\n")
+    with caplog.at_level(logging.WARNING):
+        p = file_data.FileProcessor("csv", file_data.Columns("text", "text", "label"))
+        examples = p.get_train_examples(str(tmp_path))
+    # " 1" is "1" (labels are stripped); "1" and "1.0" stay two labels, warned.
+    assert p.get_labels() == ["1", "1.0", "2", "x"]
+    assert examples[0].text_a == examples[0].text_b == "a"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "--text_b_column=text is also --text_a_column: every example's pair is the same "
+        "text twice",
+        "%s: the labels '1' and '1.0' are the same number written differently; they are 2 "
+        "different labels (write each one way if they are one)" % (tmp_path / "train.csv")]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        write_text(tmp_path / "train.csv", "text,label\na,1\nb,2\nc,1.0\n")
+        file_data.FileProcessor("csv", _COLUMNS, task_type="regression").get_train_examples(
+            str(tmp_path))
+        write_text(tmp_path / "train.csv", "text,label\na,1\nb,2\nc,one\n")
+        file_data.FileProcessor("csv", _COLUMNS).get_train_examples(str(tmp_path))
+    assert not caplog.records
+
+
+@pytest.mark.parametrize("kind,test_text,expected", [
+    ("classification", "text,label\na,pos\nb,neg\nc,Neg\nd,\ne,maybe\n",
+     r"test.csv, line 4: label 'Neg' is not in the label list \(2 such labels\)"),
+    ("multilabel", "text,label\na,\"neg,pos\"\nb,\"pos,odd\"\n",
+     r"test.csv, line 3: label 'odd' is not in the label list \(1 such label\)"),
+    ("classification", "text\na\n", None),
+    ("classification", "text,label\na,pos\n", None),
+])
+def test_test_labels_outside_the_list_are_warned(tmp_path, caplog, kind, test_text, expected):
+    write_text(tmp_path / "train.csv", "text,label\na,pos\nb,neg\n")
+    write_text(tmp_path / "test.csv", test_text)
+    p = file_data.FileProcessor("csv", _COLUMNS, task_type=kind)
+    p.get_train_examples(str(tmp_path))
+    with caplog.at_level(logging.WARNING):
+        examples = p.get_test_examples(str(tmp_path))
+    # Predictions are made for every example all the same (the label is a placeholder).
+    assert len(examples) == len(test_text.splitlines()) - 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if expected is None:
+        assert not warnings
+    else:
+        assert len(warnings) == 1 and re.search(expected, warnings[0]), warnings

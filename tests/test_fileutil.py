@@ -3,6 +3,7 @@ named twice, our temporaries, the files a tool wrote."""
 import json
 import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -70,6 +71,16 @@ def test_output_paths_of_the_wrong_kind_are_errors_and_stay_untouched(tmp_path):
     assert a_file.read_text() == "keep me"
     assert (a_dir / "inside").read_text() == "keep me too"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir", "a_file"]
+    # A pipe or a device (through a symbolic link too) would be renamed over: refused.
+    os.mkfifo(str(tmp_path / "pipe"))
+    os.symlink(os.devnull, str(tmp_path / "null"))
+    for name, kind in (("pipe", "pipe"), ("null", "device")):
+        with pytest.raises(ValueError, match=r"--output_file=.*%s is a %s: .* %ss are not "
+                                             r"supported" % (name, kind, kind)):
+            fileutil.prepare_output_file(str(tmp_path / name), "--output_file")
+    assert fileutil.special_file_kind(str(tmp_path / "a_file")) is None
+    assert fileutil.special_file_kind(str(tmp_path / "missing")) is None
+    assert fileutil.special_file_kind("gs://bucket/x") is None
 
 
 def test_read_text_names_the_file_and_line(tmp_path):
@@ -189,3 +200,34 @@ def test_a_run_that_failed_half_way_leaves_files_the_next_run_replaces(tmp_path)
             raise RuntimeError("boom")
     _tool_writes(folder, ["model.index"])
     assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KB tmpfs folder (needs root); the test is skipped where it cannot be mounted."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (not root?)")
+    yield folder
+    subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_a_full_disk_leaves_no_partial_output(full_disk):
+    import tensorflow as tf
+    from bert_tf2 import flags_common
+    with pytest.raises(tf.errors.OpError) as raised:
+        with fileutil.atomic_open(str(full_disk / "a.txt")) as f:
+            for _ in range(20):
+                f.write("x" * 10000)
+    assert flags_common.error_line(raised.value) == (
+        "error: %s; No space left on device" % (full_disk / "a.txt"), 1)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(tf.zeros([50000]))),
+                                         str(full_disk / "out"), max_to_keep=1,
+                                         checkpoint_name="model.ckpt")
+    with pytest.raises(tf.errors.OpError) as raised:
+        fileutil.save_checkpoint(manager, 7)
+    assert flags_common.error_line(raised.value) == (
+        "error: %s; No space left on device" % (full_disk / "out" / "model.ckpt-7"), 1)
+    assert os.listdir(full_disk) == ["out"] and os.listdir(full_disk / "out") == []

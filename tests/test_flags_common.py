@@ -156,6 +156,18 @@ def test_error_line_of_tensorflow_file_errors():
     assert flags_common.error_line(error) == (
         "error: /nonexistent-dir/x.tfrecord; No such file or directory", 1)
     assert flags_common.error_line(ValueError("--x=1 is bad\nmore")) == ("error: --x=1 is bad", 1)
+    # An eager op's error (a checkpoint saved onto a full disk): no op names, the
+    # checkpoint's own name for TensorFlow's temporary.
+    saved = tf.errors.ResourceExhaustedError(None, None, (
+        "{{function_node __wrapped__SaveV2_dtypes_3_device_/job:localhost/replica:0/task:0/"
+        "device:CPU:0}} out/model.ckpt-5_temp/part-00000-of-00001.data-00000-of-00001."
+        "tempstate15396942205611381082; No space left on device [Op:SaveV2]"))
+    assert flags_common.error_line(saved) == (
+        "error: out/model.ckpt-5; No space left on device", 1)
+    written = tf.errors.ResourceExhaustedError(None, None, (
+        "{{function_node __wrapped__WriteFile_device_/job:localhost/replica:0/task:0/device:"
+        "CPU:0}} out/x.bin.tmp-0a1b2c3d; No space left on device [Op:WriteFile] name: w"))
+    assert flags_common.error_line(written) == ("error: out/x.bin; No space left on device", 1)
 
 
 def test_vocab_tokens_name_the_flag_and_file():

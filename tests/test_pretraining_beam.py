@@ -13,6 +13,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -350,4 +351,74 @@ def test_sigterm_removes_the_temporary_folder(corpus, tmp_path):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 143, err[-3000:]
     assert err.splitlines()[-1] == "error: stopped by SIGTERM" and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["big-0.txt", "big-1.txt"]
+
+
+def test_a_killed_worker_is_one_line():
+    errors = []
+    with pretraining_beam._thread_errors_kept(errors):
+        def beam_thread():
+            raise RuntimeError("Worker subprocess exited with return code 137")
+        thread = threading.Thread(target=beam_thread, name="run_worker")
+        thread.start()
+        thread.join()
+    assert [str(e) for e in errors] == ["Worker subprocess exited with return code 137"]
+    lost = pretraining_beam._worker_lost(RuntimeError("Channel closed prematurely."), errors)
+    assert str(lost) == ("a Beam worker process ended before the pipeline finished (return "
+                         "code 137: stopped by SIGKILL); nothing was written (was it killed, "
+                         "or out of memory?)")
+    assert "ended before" in str(pretraining_beam._worker_lost(
+        RuntimeError("Channel closed prematurely."), []))
+    assert pretraining_beam._worker_lost(RuntimeError("a bug"), []) is None
+
+
+def _worker_processes(pid):
+    """The pids of Beam's worker processes under `pid` (the python of `sh -c python ...`)."""
+    found = []
+    children = []
+    for task in glob.glob("/proc/%d/task/*/children" % pid):  # any thread's children
+        try:
+            with open(task) as f:
+                children += f.read().split()
+        except OSError:
+            continue
+    for child in children:
+        try:
+            with open("/proc/%s/cmdline" % child, "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        if b"sdk_worker_main" in command:
+            if not command.startswith(b"/bin/sh"):
+                found.append(int(child))
+            found += _worker_processes(int(child))
+    return found
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
+def test_a_worker_process_killed_is_one_line(corpus, tmp_path):
+    for i in range(2):
+        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * 200)
+    proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path,
+                                     "--dupe_factor=20", *PROCESSES),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not _worker_processes(proc.pid):
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.1)
+    # The workers at work: one killed while it starts leaves Beam waiting for ever for
+    # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly).
+    time.sleep(5)
+    os.kill(_worker_processes(proc.pid)[-1], signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # its own clean-up
+        pytest.fail("the run hung after its worker was killed: %s"
+                    % proc.communicate(timeout=120)[1][-3000:])
+    assert proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err and "Exception in thread" not in err, err[-3000:]
+    assert err.splitlines()[-1].startswith(
+        "error: a Beam worker process ended before the pipeline finished"), err[-3000:]
     assert sorted(os.listdir(tmp_path)) == ["big-0.txt", "big-1.txt"]

@@ -37,7 +37,11 @@ import json
 import logging as python_logging
 import os
 import random
+import re
+import signal
 import sys
+import threading
+import traceback
 import typing
 import uuid
 
@@ -313,6 +317,44 @@ def _input_error(error):
     return ValueError(text[at + len(_BAD_INPUT):].split("\n")[0].split(" [while running")[0])
 
 
+_WORKER_EXIT = re.compile(r"Worker subprocess exited with return code (-?\d+)")
+
+
+def _worker_lost(error, thread_errors):
+    """The one-line ValueError of a worker process that died (killed, out of memory)
+    while the pipeline ran, else None. Beam reports it as "Channel closed prematurely"
+    and, in its threads, the worker's return code."""
+    texts = [str(error)] + [str(e) for e in thread_errors]
+    codes = [int(m.group(1)) for m in map(_WORKER_EXIT.search, texts) if m]
+    if not codes and "Channel closed prematurely" not in texts[0]:
+        return None
+    how = ""
+    if codes:
+        number = codes[0] - 128 if codes[0] > 128 else -codes[0]
+        name = signal.Signals(number).name if number in set(signal.Signals) else None
+        how = " (return code %d%s)" % (codes[0], ": stopped by %s" % name if name else "")
+    return ValueError("a Beam worker process ended before the pipeline finished%s; "
+                      "nothing was written (was it killed, or out of memory?)" % how)
+
+
+@contextlib.contextmanager
+def _thread_errors_kept(errors):
+    """While a pipeline runs: an exception that ends one of Beam's threads (a worker
+    process gone) goes to `errors` and the debug log, not to the terminal as a traceback."""
+    saved = threading.excepthook
+
+    def keep(args):
+        errors.append(args.exc_value)
+        logging.debug("Beam thread %s ended: %s", getattr(args.thread, "name", "?"),
+                      "".join(traceback.format_exception(args.exc_type, args.exc_value,
+                                                         args.exc_traceback)))
+    threading.excepthook = keep
+    try:
+        yield
+    finally:
+        threading.excepthook = saved
+
+
 def _finish(output_files, shards):
     """Renames the committed shard files to the output names (empty files for the rest)."""
     for shard, path in enumerate(output_files):
@@ -367,11 +409,13 @@ def run_pipeline(files, output_files, setup, setup_args, make_records, random_se
         pipeline = beam.Pipeline(options=PipelineOptions(_pipeline_args(settings, local)))
         _build(pipeline, tasks, len(output_files), temp_dir, setup, setup_args, make_records,
                random_seed)
-        with _beam_errors_at_debug_level(), _quiet_local_workers(local):
+        thread_errors = []
+        with _beam_errors_at_debug_level(), _quiet_local_workers(local), \
+                _thread_errors_kept(thread_errors):
             try:
                 pipeline.run().wait_until_finish()
             except Exception as e:  # pylint: disable=broad-except
-                raise _input_error(e) or e
+                raise _input_error(e) or _worker_lost(e, thread_errors) or e
         counts, shards = _read_manifest(temp_dir)
         stats.update(counts)
         if not stats.get("documents"):

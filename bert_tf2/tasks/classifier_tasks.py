@@ -89,6 +89,7 @@ def processor_of(task):
     if task.processor:
         processor = user_processor.load_processor(task.processor)
         _check_methods(task, processor)
+        user_processor.call(processor, task.processor, "get_labels")  # fails here, not later
     elif files or multilabel:
         processor = _data_file_processor(task, name.lower() if files else None)
     elif name.lower() in glue_data.PROCESSORS:

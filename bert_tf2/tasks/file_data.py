@@ -23,9 +23,11 @@ import csv
 import io
 import json
 import os
+import math
 import sys
 
 from absl import flags
+from absl import logging
 
 from bert_tf2 import fileutil
 from bert_tf2.tasks import glue_data
@@ -111,8 +113,8 @@ def _header(path, line, cells, wanted, optional):
                             ", ".join(repr(c) for c in names)))
     for name in set(wanted + optional) & set(names):
         if names.count(name) > 1:
-            raise ValueError("%s, line 1: column %r appears %d times in the header"
-                             % (path, name, names.count(name)))
+            raise ValueError("%s, line %d: column %r appears %d times in the header"
+                             % (path, line, name, names.count(name)))
     return {name: names.index(name) for name in wanted + optional if name in names}
 
 
@@ -238,6 +240,26 @@ def _example_id(row, split, index):
     return "%s-%d" % (split, index)
 
 
+def warn_numeric_twins(labels, path):
+    """Warns (one line) when labels differ as text but are one number ("1" and "1.0").
+
+    They stay two labels, as written: a warning, not an error, since a task may mean it.
+    """
+    by_value = collections.defaultdict(list)
+    for label in labels:
+        try:
+            value = float(label)
+        except ValueError:
+            continue
+        if not math.isnan(value):
+            by_value[value].append(label)
+    twins = sorted(sorted(names) for names in by_value.values() if len(names) > 1)
+    if twins:
+        logging.warning("%s: the labels %s are the same number written differently; they "
+                        "are %d different labels (write each one way if they are one)",
+                        path, " and ".join(repr(n) for n in twins[0]), len(twins[0]))
+
+
 class FileProcessor(glue_data.DataProcessor):
     """The examples of train/dev/test.<format> in data_dir, columns found by name.
 
@@ -260,6 +282,9 @@ class FileProcessor(glue_data.DataProcessor):
         if self.is_regression:
             labels = [None]
         self._labels = None if labels is None else list(labels)
+        if columns.text_b and columns.text_b == columns.text_a:
+            logging.warning("--text_b_column=%s is also --text_a_column: every example's "
+                            "pair is the same text twice", columns.text_b)
 
     def get_labels(self):
         """The label list ([None] for regression); known once train is read, if not given."""
@@ -274,8 +299,10 @@ class FileProcessor(glue_data.DataProcessor):
         examples = self._examples(path, "train")
         if not examples:
             raise ValueError("%s: no examples" % path)
+        found = {l for e in examples for l in (e.label if self.is_multilabel else [e.label])}
+        if not self.is_regression:
+            warn_numeric_twins(found, path)
         if self._labels is None:
-            found = {l for e in examples for l in (e.label if self.is_multilabel else [e.label])}
             if not found:
                 raise ValueError("%s: no example has a label, so the label list is empty "
                                  "(give it with --labels_file)" % path)
@@ -298,13 +325,35 @@ class FileProcessor(glue_data.DataProcessor):
         c = self.columns
         texts = [c.text_a] + ([c.text_b] if c.text_b else [])
         wanted, optional = (texts, [c.label]) if split == "test" else (texts + [c.label], [])
-        examples = []
+        examples, unknown = [], []
         for row in _READERS[self.file_format](path, wanted, optional + list(ID_COLUMNS)):
             text_b = _text(row, c.text_b) if c.text_b else None
-            label = self._placeholder() if split == "test" else self._label(row)
+            if split == "test":
+                label = self._placeholder()
+                unknown += self._unknown_test_labels(row)
+            else:
+                label = self._label(row)
             examples.append(glue_data.InputExample(_example_id(row, split, len(examples)),
                                                    _text(row, c.text_a), text_b or None, label))
+        if unknown:
+            logging.warning("%s: label %r is not in the label list (%d such label%s); test "
+                            "labels are not read, so its predictions are still written",
+                            unknown[0][0], unknown[0][1], len(unknown),
+                            "s"[len(unknown) == 1:])
         return examples
+
+    def _unknown_test_labels(self, row):
+        """[(where, label)] of a test row's labels missing from the label list (a test
+        file's label column is ignored: a label outside the list is warned, not refused)."""
+        column = self.columns.label
+        if self.is_regression or self._labels is None or column not in row.fields:
+            return []
+        try:
+            names = (_label_set(row, column) if self.is_multilabel
+                     else [_label_text(row, column).strip()])
+        except ValueError:
+            return []
+        return [(row.where(), n) for n in names if n and n not in self._labels]
 
     def _placeholder(self):
         if self.is_multilabel:

@@ -431,10 +431,23 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     """
     if isinstance(example, PaddingInputExample):
         return _padding_features(max_seq_length)
+    check_texts(example)
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     return _assemble(ex_index, example, tokens_a, tokens_b, label_list, _label_map(label_list),
                      max_seq_length, tokenizer)
+
+
+def check_texts(example):
+    """`example` itself, once its text_a is a string and its text_b a string or empty;
+    else a ValueError naming its guid (a processor's example, not a traceback)."""
+    texts = (("text_a", example.text_a, False), ("text_b", example.text_b, True))
+    for name, text, optional in texts:
+        if not isinstance(text, (str, bytes)) and not (optional and not text):
+            raise ValueError("example %s: %s is %r, not a text%s"
+                             % (example.guid, name, text,
+                                "" if optional else " (every example needs a text_a)"))
+    return example
 
 
 _TOKENIZE_CHUNK = 2048
@@ -453,7 +466,7 @@ def _iter_features(examples, label_list, max_seq_length, tokenizer, split=None):
     total = len(examples)
     for start in range(0, total, _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
-        real = [ex for ex in chunk if not isinstance(ex, PaddingInputExample)]
+        real = [check_texts(ex) for ex in chunk if not isinstance(ex, PaddingInputExample)]
         texts = [ex.text_a for ex in real] + [ex.text_b for ex in real if ex.text_b]
         if batch_tokenize is not None and texts:
             tokenized = iter(batch_tokenize(texts))

@@ -95,6 +95,17 @@ def _exits_reported(spec, own_file):
     sys.stderr.write(printed.getvalue())
 
 
+def call(processor, spec, method, *args):
+    """processor.method(*args); an exception in it becomes one ValueError naming the flag,
+    the method and the line of the user's file where it failed."""
+    try:
+        return getattr(processor, method)(*args)
+    except Exception as e:  # pylint: disable=broad-except
+        own = getattr(sys.modules.get(type(processor).__module__), "__file__", None)
+        raise ValueError("%s=%s: %s() failed at %s" % (FLAG, spec, method,
+                                                        error_line(e, own))) from None
+
+
 def _import_file(spec, path):
     """Imports the Python file `path` as a module named after it."""
     if not os.path.isfile(path):

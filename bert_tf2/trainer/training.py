@@ -459,7 +459,7 @@ class Runner:
 
     def save(self):
         """Writes a checkpoint of the current step; returns its path."""
-        path = self.manager.save(checkpoint_number=self.global_step)
+        path = fileutil.save_checkpoint(self.manager, self.global_step)
         logging.info("Saved checkpoint %s", path)
         return path
 
