@@ -11,6 +11,7 @@ import convert_tf1_checkpoint
 import modeling
 import optimization
 from bert_tf2 import flags_common
+from bert_tf2 import fileutil
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
@@ -249,10 +250,13 @@ def test_convert_never_replaces_a_checkpoint_it_did_not_write(tmp_path):
 # ---------------------------------------------------------------------------
 
 def _snapshot(folder):
-    """{relative path: (size, mtime_ns, bytes)} of every file under `folder`."""
+    """{relative path: (size, mtime_ns, bytes)} of every file under `folder` but the lock
+    file of a training run (fileutil.LOCK_FILE: no output; a training attempt takes it)."""
     found = {}
     for root, _, files in os.walk(folder):
         for name in files:
+            if name == fileutil.LOCK_FILE:
+                continue
             path = os.path.join(root, name)
             with open(path, "rb") as f:
                 found[os.path.relpath(path, folder)] = (os.path.getsize(path),
