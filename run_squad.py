@@ -459,10 +459,11 @@ def run(settings):
     result = settings_lib.Result(output_dir=settings.output_dir)
     runner = None
     if settings.do_train:
+        # Checks --best_metric against the metric names before any file is written.
+        dev = _dev_evaluation(settings, tokenizer, eval_examples, eval_articles)
         model_folder.write(settings.output_dir, "run_squad", settings.bert_config_file,
                            settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
-        runner = _train(settings, bert_config, tokenizer, train_examples,
-                        _dev_evaluation(settings, tokenizer, eval_examples, eval_articles))
+        runner = _train(settings, bert_config, tokenizer, train_examples, dev)
         del train_examples
         result.outputs["train_records"] = os.path.join(settings.output_dir, "train.tf_record")
     if settings.do_predict:
