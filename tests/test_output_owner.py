@@ -48,6 +48,7 @@ def _wait_for_lock(proc, lock_file, timeout=120):
 def test_second_training_refused_and_a_killed_run_leaves_no_stale_lock(tmp_path):
     out = tmp_path / "out"
     lock_file = str(out / fileutil.LOCK_FILE)
+    held = fileutil.held_output_locks()  # earlier tests' Runners may hold theirs
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     first = subprocess.Popen(
         [sys.executable, os.path.join(REPO_ROOT, "run_classifier.py")] + _classifier_argv(
@@ -69,22 +70,23 @@ def test_second_training_refused_and_a_killed_run_leaves_no_stale_lock(tmp_path)
     result = _run(_classifier_argv(tmp_path, out, "--num_train_epochs=1"))
     assert result.global_step == 1
     assert not os.path.exists(lock_file)  # removed when the run ended
-    assert not fileutil.held_output_locks()
+    assert fileutil.held_output_locks() == held
 
 
 def test_lock_is_reentrant_in_a_process_and_skipped_where_it_cannot_apply(tmp_path,
                                                                           monkeypatch):
     folder = str(tmp_path / "o")
+    held = fileutil.held_output_locks()  # earlier tests' Runners may hold theirs
     fileutil.prepare_output_dir(folder, lock=True)
     fileutil.prepare_output_dir(folder + "/", lock=True)  # the same folder, same process
-    assert fileutil.held_output_locks() == {os.path.realpath(folder)}
-    fileutil.release_output_locks()
+    assert fileutil.held_output_locks() == held | {os.path.realpath(folder)}
+    fileutil.release_output_locks(keep=held)
     assert os.listdir(folder) == []
     fileutil.lock_output_dir("gs://bucket/out")  # no OS lock there: skipped, no error
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]},
                                                 "task": {"type": "worker", "index": 1}}))
     fileutil.lock_output_dir(folder)  # a non-chief worker writes no output there
-    assert not fileutil.held_output_locks()
+    assert fileutil.held_output_locks() == held
 
 
 def test_a_killed_runs_lock_file_is_no_output(tmp_path):
