@@ -232,8 +232,18 @@ class Runner:
 
     def __init__(self, strategy, model_fn, config, for_training=True):
         config.validate()
-        # A training run owns its folder (the faces lock it before their first write).
+        # A training run owns its folder (the faces lock it before their first write);
+        # one that fails before it starts (a checkpoint it cannot read) owns nothing.
+        held = fileutil.held_output_locks()
         fileutil.prepare_output_dir(config.output_dir, lock=for_training)
+        try:
+            self._build(strategy, model_fn, config, for_training)
+        except BaseException:
+            fileutil.release_output_locks(keep=held)
+            raise
+
+    def _build(self, strategy, model_fn, config, for_training):
+        """The model, optimizer and checkpoint manager under `strategy`, restored."""
         self.strategy = strategy
         self.config = config
         with strategy.scope():
