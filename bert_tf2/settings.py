@@ -35,12 +35,13 @@ _PARSER_TYPES = (
 
 
 def _field_type(flag):
+    """The annotation of `flag`'s field: the type of its values (Optional when None)."""
     for parser, kind in _PARSER_TYPES:
         if isinstance(flag.parser, parser):
             break
     else:
         kind = str
-    if flag.multi if hasattr(flag, "multi") else isinstance(flag, flags.MultiFlag):
+    if isinstance(flag, flags.MultiFlag):
         kind = list
     return typing.Optional[kind] if flag.default is None else kind
 
@@ -82,6 +83,7 @@ class Settings:
 
     @classmethod
     def _make(cls, values, given):
+        """An instance of `values` whose user-given fields are `given` (not the keywords)."""
         obj = cls.__new__(cls)
         object.__setattr__(obj, "_given", frozenset(given))
         cls.__dataclass_init__(obj, **values)
@@ -112,8 +114,8 @@ class Settings:
         return name in self._DEFAULTS
 
     def replace(self, **values):
-        """A copy with `values` set; those count as given only where `given` is what the
-        caller says (fields filled from a model's folder are not the user's)."""
+        """A copy with `values` set, counted as given by the user (as keyword arguments of
+        the constructor are); `fill` sets values that stay "not given"."""
         return self.fill(values, given=True)
 
     def with_defaults(self, values):
