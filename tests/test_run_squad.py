@@ -706,11 +706,13 @@ def test_train_then_predict_squad_v1(shared_dir, dev_articles, tmp_path):
 def run_settings(shared_dir, out, **extra):
     """The Settings of run_flags's command line, made in Python (no flag parsing)."""
     golden = shared_dir / "golden" / "tf1_tiny"
-    return run_squad.Settings(
+    values = dict(
         vocab_file=str(golden / "vocab.txt"), bert_config_file=str(golden / "bert_config.json"),
         init_checkpoint=str(golden / "bert_model.ckpt"), output_dir=str(out),
         max_seq_length=64, doc_stride=32, max_query_length=16, train_batch_size=8,
-        predict_batch_size=16, num_train_epochs=1.0, learning_rate=1e-3, seed=1, **extra)
+        predict_batch_size=16, num_train_epochs=1.0, learning_rate=1e-3, seed=1)
+    values.update(extra)
+    return run_squad.Settings(**values)
 
 
 @pytest.mark.slow
@@ -727,9 +729,11 @@ def test_run_with_settings_returns_what_it_wrote(shared_dir, dev_articles, tmp_p
     assert trained.output_dir == str(out) and trained.metrics == {}
     assert trained.outputs == {"train_records": str(out / "train.tf_record")}
     assert trained.global_step > 0 and trained.best_checkpoint is None
+    # Predicting names the trained folder: golden's tiny checkpoint holds every head, so as
+    # --init_checkpoint of a run that does not train it would be the model used.
     predicted = run_squad.run(run_settings(shared_dir, out, do_predict=True,
-                                           predict_file=str(dev)))
-    assert predicted.global_step == trained.global_step  # output_dir's checkpoint restored
+                                           predict_file=str(dev), init_checkpoint=str(out)))
+    assert predicted.global_step == trained.global_step  # the trained checkpoint restored
     assert predicted.outputs == {
         "eval_records": str(out / "eval.tf_record"), "predictions": str(out / "predictions.json"),
         "nbest_predictions": str(out / "nbest_predictions.json"),
@@ -743,7 +747,7 @@ def test_run_with_settings_returns_what_it_wrote(shared_dir, dev_articles, tmp_p
     cli = tmp_path / "flags"
     run_squad.run(run_flags(shared_dir, cli, "--do_train", "--train_file=%s" % train))
     from_flags = run_squad.run(run_flags(shared_dir, cli, "--do_predict",
-                                         "--predict_file=%s" % dev))
+                                         "--predict_file=%s" % dev, "--init_checkpoint=%s" % cli))
     assert from_flags.global_step == predicted.global_step
     assert from_flags.metrics == predicted.metrics
     assert from_flags.outputs == {name: path.replace(str(out), str(cli))
