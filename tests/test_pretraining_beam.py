@@ -372,6 +372,16 @@ def test_a_killed_worker_is_one_line():
     assert pretraining_beam._worker_lost(RuntimeError("a bug"), []) is None
 
 
+def _cpu_seconds(pid):
+    """CPU time (user + system) process `pid` has used so far, from /proc; 0 once it is gone."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _worker_processes(pid):
     """The pids of Beam's worker processes under `pid` (the python of `sh -c python ...`)."""
     found = []
@@ -408,8 +418,14 @@ def test_a_worker_process_killed_is_one_line(corpus, tmp_path):
         assert time.time() < deadline
         time.sleep(0.1)
     # The workers at work: one killed while it starts leaves Beam waiting for ever for
-    # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly).
+    # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly). A loaded
+    # machine can take longer than a fixed wait to start one, so wait for a worker that has
+    # spent its start-up's CPU time (its imports: about 2 s) as well.
     time.sleep(5)
+    while _cpu_seconds(_worker_processes(proc.pid)[-1]) < 4:
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.2)
     os.kill(_worker_processes(proc.pid)[-1], signal.SIGKILL)
     try:
         _, err = proc.communicate(timeout=120)
