@@ -84,10 +84,11 @@ def test_what_tf2_removed_is_one_line_naming_the_replacement(graph):
 FORK = (b"import os\n"
         b"import tensorflow as tf\r\n"
         b"  import tensorflow as tf  # indented\n"
-        b"from tensorflow.contrib import crf, rnn\n"
+        b"from tensorflow.contrib import layers, rnn as r\n"
         b"from tensorflow.contrib.layers.python.layers import initializers\n"
         b"from tensorflow.contrib.rnn import LSTMCell\n"
-        b"import tensorflow as tfx\n")
+        b"import tensorflow as tfx\n"
+        b"from tensorflow.contrib import slim\n")
 
 
 def _fork(tmp_path):
@@ -106,13 +107,18 @@ def test_move_fork_changes_the_import_lines_in_place(tmp_path):
         b"import os\n"
         b"import bert_tf2.tf1 as tf\r\n"
         b"  import bert_tf2.tf1 as tf  # indented\n"
-        b"from bert_tf2.compat.contrib import crf, rnn\n"
+        b"from bert_tf2.compat.contrib import layers, rnn as r\n"
         b"from bert_tf2.compat.contrib import layers as initializers\n"
         b"from tensorflow.contrib.rnn import LSTMCell\n"
-        b"import tensorflow as tfx\n")
-    assert lines == ["%s:6: left as it was (change it by hand): from tensorflow.contrib.rnn "
-                     "import LSTMCell" % (folder / "model.py"),
-                     "changed %s" % (folder / "model.py")]
+        b"import tensorflow as tfx\n"
+        b"from bert_tf2.compat.contrib import slim\n")
+    model = folder / "model.py"
+    assert lines == [
+        "%s:6: left as it was (change it by hand): from tensorflow.contrib.rnn import "
+        "LSTMCell" % model,
+        "%s:8: tf.contrib.slim is not in bert_tf2.tf1 (TensorFlow 2 removed it): use pip "
+        "install tf-slim and `import tf_slim as slim`" % model,
+        "changed %s" % model]
     assert (folder / "notes.txt").read_bytes() == b"import tensorflow as tf\n"
     assert move_fork.move_fork(str(folder), report=lines.append) == []
 

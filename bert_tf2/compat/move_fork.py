@@ -6,7 +6,8 @@ In every .py file under DIR (sub-folders included), in place:
   from tensorflow.contrib.layers.python.layers import initializers
       ->  from bert_tf2.compat.contrib import layers as initializers
 Each file changed is named; other `tensorflow.contrib` imports are named with their line,
-left for you; files with nothing to change are not touched. --dry_run only names them.
+left for you, and so are the contrib modules bert_tf2.tf1 lacks, with what to use instead.
+Files with nothing to change are not touched. --dry_run only names them.
 """
 import argparse
 import os
@@ -14,6 +15,7 @@ import re
 import sys
 
 from bert_tf2 import fileutil
+from bert_tf2.compat import contrib
 
 _REWRITES = (
     (re.compile(rb"^([ \t]*)import tensorflow as tf([ \t]*(#.*)?)$"),
@@ -28,6 +30,15 @@ _REWRITES = (
 _OTHER_CONTRIB = re.compile(rb"^[ \t]*(from|import)[ \t]+tensorflow\.contrib")
 
 
+def _report_missing(line, where, report):
+    """Names the tf.contrib modules of a `from tensorflow.contrib import` line we lack (Python's
+    own error would only say "cannot import name")."""
+    found = re.match(rb"[ \t]*from tensorflow\.contrib import \(?([\w, \t]+)", line)
+    for words in [piece.split() for piece in found.group(1).decode().split(",")] if found else []:
+        if words and not hasattr(contrib, words[0]):  # `rnn as r`: rnn
+            report("%s: %s" % (where, contrib.explain("tf.contrib." + words[0])))
+
+
 def rewrite(text, path, report):
     """`text` (bytes) with the import lines changed; report(line) for those left as they were."""
     lines = text.splitlines(keepends=True)
@@ -36,6 +47,7 @@ def rewrite(text, path, report):
         for pattern, replacement in _REWRITES:
             if pattern.match(body):
                 lines[number - 1] = pattern.sub(replacement, body, count=1) + line[len(body):]
+                _report_missing(body, "%s:%d" % (path, number), report)
                 break
         else:
             if _OTHER_CONTRIB.match(body):
