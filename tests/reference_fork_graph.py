@@ -2,10 +2,12 @@
 
 Run by tests/test_reference_fork.py in a subprocess (bert_tf2.tf1 puts the process in
 TF1 graph mode): `python reference_fork_graph.py REPO_ROOT FORK_DIR CHECKPOINT VOCAB OUT.npz`.
-FORK_DIR holds the reference's modeling.py, tokenization.py and optimization.py with
-`import tensorflow as tf` changed to `import bert_tf2.tf1 as tf` and nothing else. Writes
-the BertModel's outputs on the checkpoint, FullTokenizer's tokens and one training step's
-numbers, for the test to compare with bert-tf2's own modules.
+FORK_DIR holds the reference's modeling.py, tokenization.py, optimization.py and
+run_classifier.py with `import tensorflow as tf` changed to `import bert_tf2.tf1 as tf` and
+nothing else. Writes the BertModel's outputs on the checkpoint, FullTokenizer's tokens, one
+training step's numbers, and run_classifier's TFRecord file (dev.tf_record beside OUT) and
+the batches its input_fn reads from it (tf.contrib.data.map_and_batch), for the test to
+compare with bert-tf2's own modules.
 """
 import json
 import os
@@ -75,9 +77,43 @@ def train_step():
             "slots": np.array(slots[:2])}
 
 
+PAIRS = [("The cat sat.", "A cat was sitting.", "1"), ("Stocks fell.", "It rained.", "0"),
+         ("Hello world", None, "1"), ("na\u00efve caf\u00e9 owners", "Caf\u00e9s!", "0"),
+         ("One more sentence here", "and its pair", "1")]
+
+
+def classifier_batches(folder):
+    """The reference's run_classifier: its TFRecord writer, then its input_fn's batches."""
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    tokenizer = tokenization.FullTokenizer(vocab_file=VOCAB, do_lower_case=True)
+    examples = [run_classifier.InputExample(guid="dev-%d" % i, text_a=a, text_b=b, label=label)
+                for i, (a, b, label) in enumerate(PAIRS)]
+    path = os.path.join(folder, "dev.tf_record")
+    run_classifier.file_based_convert_examples_to_features(examples, ["0", "1"], 16,
+                                                           tokenizer, path)
+    found = {}
+    for drop in (False, True):
+        with tf.Graph().as_default():
+            dataset = run_classifier.file_based_input_fn_builder(path, 16, False, drop)(
+                {"batch_size": 2})
+            batch = tf.data.make_one_shot_iterator(dataset).get_next()
+            with tf.Session() as session:
+                batches = []
+                while True:
+                    try:
+                        batches.append(session.run(batch))
+                    except tf.errors.OutOfRangeError:
+                        break
+        found["sizes_drop%d" % drop] = np.array([len(b["input_ids"]) for b in batches])
+        for key in batches[0]:
+            found["records_drop%d_%s" % (drop, key)] = np.concatenate([b[key] for b in batches])
+    return found
+
+
 def main():
     results = outputs()
     results.update(train_step())
+    results.update(classifier_batches(os.path.dirname(OUT)))
     tokens = []
     for lower in (True, False):
         tokenizer = tokenization.FullTokenizer(vocab_file=VOCAB, do_lower_case=lower)
