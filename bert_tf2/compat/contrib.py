@@ -115,7 +115,7 @@ class Namespace:
         self._fallback = fallback
 
     def __getattr__(self, name):
-        if name.startswith("__"):
+        if name.startswith("_"):  # no member is private; copy/pickle probe before __init__
             raise AttributeError(name)
         if name in self._members:
             value = self._members[name]
@@ -123,7 +123,7 @@ class Namespace:
                 value = self._members[name] = value()
             return value
         fallback = self._fallback() if callable(self._fallback) else self._fallback
-        if fallback is not None and not name.startswith("_") and hasattr(fallback, name):
+        if fallback is not None and hasattr(fallback, name):
             return getattr(fallback, name)
         raise RemovedSymbolError(explain("%s.%s" % (self._path, name)))
 
