@@ -1,0 +1,106 @@
+"""TensorFlow 1 for a fork of the reference: `import bert_tf2.tf1 as tf`, nothing else changed.
+
+Importing it puts the process in TF1 graph mode (tf.compat.v1.disable_v2_behavior, once,
+with one warning line saying so), and `tf.X` is then:
+  tf.compat.v1.X for every X it has (tf.flags, tf.app, tf.logging, tf.gfile, tf.train,
+    tf.metrics, tf.get_variable, tf.data, ...);
+  tf.layers (dense, dropout, conv1d, ...) and tf.nn.rnn_cell: tf_keras's TF1 layers and
+    cells, with TF1's variable names (`dense/kernel`, `rnn/lstm_cell/kernel`); TF 2.20's
+    own route them to Keras 3, which has none, unless TF_USE_LEGACY_KERAS is set;
+  tf.keras: tf_keras's TF1 API (what tf.compat.v1.keras is under TF_USE_LEGACY_KERAS);
+  tf.contrib: bert_tf2.compat.contrib (data, layers, rnn, metrics, tpu, crf, ...);
+  tf.estimator: bert_tf2.compat.estimator, imported on first use.
+A name TF 2 removed and bert-tf2 does not give raises an AttributeError whose one line names
+what to use instead. Graph mode is process-wide: import this only in a fork's own process,
+never beside TF2 code (bert-tf2's runners) in one.
+Every name below starts with "_" (or is one of the overrides): a module-level name here is
+an attribute of `tf` in the fork.
+"""
+import importlib as _importlib
+import logging as _logging
+import warnings as _warnings
+
+import tensorflow as _tensorflow
+
+from bert_tf2.compat import contrib
+
+__version__ = _tensorflow.__version__
+_V1 = _tensorflow.compat.v1
+_ESTIMATOR = "bert_tf2.compat.estimator"
+
+# tf_keras's TF1 layers and cells warn once per calling line that they are deprecated; a
+# fork calls them from many lines, and the warning line below already says what runs.
+_warnings.filterwarnings("ignore", message=r"`tf\.(layers|nn\.rnn_cell)\.",
+                         category=UserWarning)
+
+
+def _enter_tf1_behaviour():
+    """disable_v2_behavior(), unless the process already runs TF1; one line when it did."""
+    if not (_V1.executing_eagerly_outside_functions() or _V1.resource_variables_enabled()):
+        return
+    logger = _logging.getLogger("tensorflow")
+    level = logger.level
+    # TensorFlow's own deprecation notice for it ("non-resource variables are not
+    # supported in the long term") is three lines about what this module chose.
+    logger.setLevel(_logging.ERROR)
+    try:
+        _V1.disable_v2_behavior()
+    finally:
+        logger.setLevel(level)
+    logger.warning("bert_tf2.tf1: this process now runs TensorFlow 1 graph mode "
+                   "(tf.compat.v1.disable_v2_behavior), with tf.estimator, tf.contrib and "
+                   "tf.layers from bert-tf2")
+
+
+_enter_tf1_behaviour()
+
+
+class _Overlay:
+    """A module of tf.compat.v1 with some of its attributes replaced (tf.nn's rnn_cell)."""
+
+    def __init__(self, base, overrides):
+        self._base = base
+        self._overrides = overrides
+
+    def __getattr__(self, name):
+        if name in self._overrides:
+            return self._overrides[name]()
+        return getattr(self._base, name)
+
+    def __dir__(self):
+        return sorted(set(dir(self._base)) | set(self._overrides))
+
+    def __repr__(self):
+        return "<bert_tf2.tf1 %r with %s>" % (self._base, ", ".join(sorted(self._overrides)))
+
+
+def _module(name):
+    return lambda: _importlib.import_module(name)
+
+
+# The attributes of `tf` that are not tf.compat.v1's own (contrib is imported above).
+_OVERRIDES = {
+    "layers": _module(contrib.LEGACY_LAYERS),
+    "keras": _module(contrib.KERAS_V1),
+    "nn": lambda: _Overlay(_V1.nn, {"rnn_cell": _module(contrib.LEGACY_RNN_CELLS)}),
+    "estimator": lambda: contrib.import_piece(_ESTIMATOR, "tf.estimator"),
+}
+
+
+def __getattr__(name):
+    """tf.X: an override, else tf.compat.v1.X; kept for the next access."""
+    if name in _OVERRIDES:
+        value = _OVERRIDES[name]()
+    elif name.startswith("__"):
+        raise AttributeError("module 'bert_tf2.tf1' has no attribute %r" % name)
+    else:
+        try:
+            value = getattr(_V1, name)
+        except AttributeError:
+            raise contrib.RemovedSymbolError(contrib.explain("tf." + name)) from None
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(dir(_V1)) | set(_OVERRIDES) | {"contrib", "__version__"})
