@@ -6,6 +6,7 @@ that sets it does.
 """
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -91,6 +92,33 @@ def test_train_stops_at_the_end_of_the_input(tmp_path):
     assert est.latest_checkpoint().endswith("model.ckpt-3")
 
 
+class _CountingHook(v1.train.SessionRunHook):
+    def __init__(self):
+        self.runs = 0
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+
+
+def test_train_and_evaluate_hooks_and_warm_start(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    hook = _CountingHook()
+    est = _estimator(tmp_path / "a", save_checkpoints_steps=3)
+    result, exports = estimator.train_and_evaluate(
+        est, estimator.TrainSpec(train_input_fn, max_steps=7, hooks=[hook]),
+        estimator.EvalSpec(lambda: _dataset(4), steps=None, throttle_secs=0))
+    assert hook.runs == 7 and exports == []
+    assert result["global_step"] == 7 and set(result) == {"global_step", "loss", "mae"}
+    # An evaluation after each save past the first (3, 6) and one of the last step (7).
+    evaluated = re.findall(r"Saving dict for global step (\d+)", caplog.text)
+    assert evaluated == ["3", "6", "7"]
+    warm = estimator.Estimator(linear_model_fn, str(tmp_path / "b"), params={"lr": 0.0},
+                               warm_start_from=est.latest_checkpoint())
+    warm.train(train_input_fn, steps=1)      # lr 0: the warm-started values, unchanged
+    np.testing.assert_array_equal(warm.get_variable_value("w"), est.get_variable_value("w"))
+    assert "global_step" in warm.get_variable_names()
+
+
 def test_evaluate_and_predict(tmp_path):
     est = _estimator(tmp_path)
     est.train(train_input_fn, steps=6)
@@ -162,6 +190,10 @@ def test_errors_are_one_line(tmp_path):
         assert "run_classifier.py" in message and "tf.distribute" in message
     with pytest.raises(NotImplementedError, match="export_saved_model.py"):
         est.export_saved_model(str(tmp_path / "export"), lambda: None)
+    with pytest.raises(AttributeError, match="tf.estimator.DNNClassifier is not in"):
+        estimator.DNNClassifier
+    with pytest.raises(AttributeError, match="tf.contrib.tpu.bfloat16_scope is not in"):
+        tpu.bfloat16_scope
 
 
 def _tpu_model_fn(calls, init_checkpoint=None):

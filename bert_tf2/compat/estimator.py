@@ -18,7 +18,9 @@ MonitoredSession with TF's own checkpoint, logging, step-counter and summary hoo
   summaries to model_dir/eval[_name].
 - `predict`: restores the same way and yields the predictions, one dict per example.
 
-Not here: distribution strategies in RunConfig and SavedModel export (both refused in one
+`train_and_evaluate` trains and evaluates after checkpoint saves (throttle_secs apart) and at
+the end, as TF 1.x did in one process. Not here: distribution strategies in RunConfig,
+SavedModel export and the early-stopping hooks (refused in one
 line naming what to use instead).
 """
 import collections
@@ -26,6 +28,7 @@ import functools
 import inspect
 import os
 import tempfile
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -676,11 +679,44 @@ EvalSpec = collections.namedtuple(
 EvalSpec.__new__.__defaults__ = (100, None, (), (), 120, 600)
 
 
-def train_and_evaluate(estimator, train_spec, eval_spec):
-    """Trains to train_spec.max_steps, then evaluates the last checkpoint once.
+class _EvaluateAfterSaves(v1.train.CheckpointSaverListener):
+    """Evaluates after a checkpoint save once throttle_secs have passed, and at the end."""
 
-    TF 1.x also evaluated while training (each new checkpoint, throttle_secs apart); one
-    local process here trains first and evaluates at the end.
+    def __init__(self, estimator, eval_spec):
+        self._estimator = estimator
+        self._spec = eval_spec
+        self._last_time = None
+        self._saves = 0
+        self.last_step = None
+        self.result = None
+
+    def after_save(self, session, global_step_value):
+        del session
+        self._saves += 1
+        if self._saves == 1:
+            return   # the save of the starting step, before any training
+        if self._last_time is None or (time.time() - self._last_time
+                                       >= (self._spec.throttle_secs or 0)):
+            self._evaluate(global_step_value)
+
+    def end(self, session, global_step_value):
+        del session
+        if self.last_step != global_step_value:
+            self._evaluate(global_step_value)
+
+    def _evaluate(self, step):
+        spec = self._spec
+        self.result = self._estimator.evaluate(spec.input_fn, steps=spec.steps,
+                                               hooks=spec.hooks, name=spec.name)
+        self._last_time = time.time()
+        self.last_step = step
+
+
+def train_and_evaluate(estimator, train_spec, eval_spec):
+    """Trains to train_spec.max_steps, evaluating after checkpoint saves, as TF 1.x locally.
+
+    An evaluation follows a save once eval_spec.throttle_secs have passed since the last
+    one, and the final checkpoint is always evaluated (start_delay_secs: distributed only).
 
     Args:
       estimator: an Estimator.
@@ -688,14 +724,27 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
       eval_spec: an EvalSpec (exporters refused).
 
     Returns:
-      (the evaluation's results, []) as TF 1.x's local mode.
+      (the last evaluation's results, []) as TF 1.x's local mode.
     """
     if eval_spec.exporters:
         raise NotImplementedError(
             "EvalSpec(exporters=...) is not in bert_tf2's Estimator; export with bert-tf2's "
             "export_saved_model.py")
+    listener = _EvaluateAfterSaves(estimator, eval_spec)
     estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
-                    max_steps=train_spec.max_steps)
-    result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps,
-                                hooks=eval_spec.hooks, name=eval_spec.name)
-    return result, []
+                    max_steps=train_spec.max_steps, saving_listeners=[listener])
+    if listener.result is None:   # training had nothing to do, or saved no checkpoint
+        listener.result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps,
+                                             hooks=eval_spec.hooks, name=eval_spec.name)
+    return listener.result, []
+
+
+def __getattr__(name):
+    """A tf.estimator name this module lacks: one line naming it and what to use instead."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(
+        "tf.estimator.%s is not in bert_tf2.compat.estimator (Estimator, EstimatorSpec, "
+        "RunConfig, ModeKeys, WarmStartSettings, TrainSpec, EvalSpec, train_and_evaluate); "
+        "export with bert-tf2's export_saved_model.py, stop early with the runners' "
+        "--eval_every_n_steps / --early_stopping_patience" % name)
