@@ -188,6 +188,8 @@ def test_bad_input_and_flags_are_errors_before_any_work(tmp_path):
         (["--do_train", "--feature_based", "--lstm_units=0"], "--lstm_units=0 must be >= 1"),
         (["--do_train", "--max_seq_length=128"], "--max_seq_length=128 is longer"),
         (["--do_train", "--doc_stride=0"], "--doc_stride=0 must be >= 1"),
+        (["--do_train", "--crf", "--class_weights=balanced"],
+         "--class_weights=balanced has no effect with --crf"),
         ([], "nothing to do"),
     ]
     for extra, message in cases:
