@@ -72,7 +72,8 @@ take and give S positions.
     serving_default(text: string [B]) -> per word (BasicTokenizer's words, the way
         run_ner reads the words of a CoNLL line; padded to the longest text):
         word_tags [B, W] (run_ner's tag: the prediction at the word's first piece; "O"
-        for words past the window), word_start, word_end [B, W] (character range in
+        for words past the window; a --crf model: the Viterbi tags of the window's
+        words, as run_ner --crf predicts), word_start, word_end [B, W] (character range in
         the text), num_words [B]; and the entities, read from the tags with conlleval's
         rules: entity_type, entity_text, entity_start, entity_end [B, E], num_entities.
 
@@ -183,6 +184,10 @@ def define_flags(fv):
     flags_common.define_pooling_flags(fv)
     flags.DEFINE_integer("lstm_units", 768, "--feature_based: run_ner's --lstm_units.",
                          flag_values=fv)
+    flags.DEFINE_bool("crf", False, "--model_type=tagger: a run_ner --crf model: word_tags "
+                      "are the Viterbi tags of its CRF (default: the model folder's "
+                      "model_settings.json; a folder without the key: softmax).",
+                      flag_values=fv)
     flags.DEFINE_integer("max_query_length", 64,
                          "--model_type=squad: questions are cut to this many tokens.",
                          flag_values=fv)
@@ -259,6 +264,7 @@ def run(settings):
         max_query_length=settings.max_query_length,
         max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size,
         feature_layers=layers, lstm_units=settings.lstm_units,
+        crf=settings.model_type == "tagger" and settings.crf,
         pooling_spec=_pooling_spec(settings, saved, bert_config),
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
@@ -336,7 +342,7 @@ _FLAGS_OF_TYPE = {
     "classifier": ("task_name", "xnli_language", "labels_file", "threshold", "long_text",
                    "head_tokens", "doc_stride", "window_pooling"),
     "squad": ("max_query_length", "max_answer_length", "n_best_size"),
-    "tagger": ("labels_file", "feature_based", "layers", "lstm_units"),
+    "tagger": ("labels_file", "feature_based", "layers", "lstm_units", "crf"),
     "multiple_choice": (),
 }
 

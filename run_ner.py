@@ -8,7 +8,9 @@ with run_classifier.py's habits (flags, checkpoints, TF2 flags, outputs):
     -> windows of --max_seq_length WordPieces, the first piece of each word labelled
        (ner_data.convert_file) -> train/eval/predict.tf_record in --output_dir
     -> BertTagger (a tag classifier on every token; or --feature_based: a BiLSTM over
-       frozen encoder layers), mean cross-entropy over the labelled pieces
+       frozen encoder layers), mean cross-entropy over the labelled pieces (--crf: a
+       linear-chain CRF over each window's words, mean negative log-likelihood per
+       window, Viterbi-decoded tags)
     -> eval_results.txt (entity precision / recall / F1 overall and per type, as
        conlleval scores them; token accuracy; loss), eval_predictions.txt and
        test_predictions.txt (each input line + its predicted tag as the last column).
@@ -54,7 +56,7 @@ _REQUIRED_FLAGS = ("vocab_file", "bert_config_file", "output_dir")
 
 # The settings _Task reads: how sentences become windows, the model, where files go.
 _TASK_SETTINGS = ("max_seq_length", "doc_stride", "document_context", "use_tpu",
-                  "feature_based", "layers", "lstm_units", "output_dir")
+                  "feature_based", "layers", "lstm_units", "crf", "output_dir")
 
 
 # ---------------------------------------------------------------------------
@@ -91,6 +93,15 @@ def define_flags(fv):
     string("layers", "-1,-2,-3,-4", "--feature_based: the encoder layers to concatenate.")
     flags.DEFINE_integer("lstm_units", 768, "--feature_based: LSTM units per direction.",
                          flag_values=fv)
+    flags.DEFINE_bool("crf", False, "A linear-chain CRF over the first piece of each word "
+                      "(a window's words form one chain): training minimizes the mean "
+                      "negative log-likelihood per window, evaluation and prediction take "
+                      "the Viterbi tags. Its transitions (crf/transitions) are saved with "
+                      "the checkpoints; they start at zero, also when a softmax tagger's "
+                      "checkpoint (which has none) is resumed or evaluated (a warning says "
+                      "so): Viterbi then gives the softmax's tags. Recorded in "
+                      "model_settings.json, so later runs and the export decode alike. "
+                      "Off: the paper's softmax.", flag_values=fv)
     flags_common.define_fine_tuning_flags(fv, unit="windows")
     class_weights.define_flags(fv)
     flags_common.define_training_flags(fv)
@@ -141,6 +152,8 @@ def run(settings):
     runner = training.make_runner(
         trainer, lambda: task.model(bert_config),
         num_train_steps, num_warmup_steps)
+    if settings.crf:
+        _warn_without_transitions(runner.restored_from)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
         model_folder.write(settings.output_dir, "run_ner", settings.bert_config_file,
@@ -186,6 +199,34 @@ def token_loss(logits, label_ids, label_weights, weights=None):
     return tf.reduce_sum(per_token * label_weights) / denominator * training.num_replicas()
 
 
+def crf_loss(logits, transitions, label_ids, label_weights):
+    """--crf: mean negative log-likelihood per window of the GLOBAL batch, for one replica.
+
+    Args:
+      logits: [batch, seq_length, num_labels] float32; transitions [num_labels, num_labels].
+      label_ids, label_weights: [batch, seq_length]; the chain of a window is its pieces
+        of weight > 0 (each word's first piece), in order.
+
+    Returns:
+      A scalar scaled as token_loss's: the mean over the windows with words of all
+      replicas, once training.Runner sums the replicas' gradients.
+    """
+    nll, has_words = heads.crf_negative_log_likelihood(logits, transitions, label_ids,
+                                                       label_weights)
+    denominator = tf.maximum(training.global_sum(tf.reduce_sum(has_words)), 1.0)
+    return tf.reduce_sum(nll) / denominator * training.num_replicas()
+
+
+def _warn_without_transitions(path):
+    """One warning when --crf restores a tagger checkpoint without CRF transitions."""
+    if path is None:
+        return
+    names = checkpoints.CheckpointContents(path).keys
+    if "tagger/output_weights" in names and "crf/transitions" not in names:
+        logging.warning("--crf: checkpoint %s is a tagger's without crf/transitions (a run "
+                        "without --crf): the transitions start at zero", path)
+
+
 def _check_settings(settings):
     """Checks the settings before any work; returns the BertConfig."""
     bert_config = flags_common.check_fine_tuning(
@@ -198,6 +239,9 @@ def _check_settings(settings):
     settings.refuse_unused([] if settings.feature_based else [
         (name, "without --feature_based (the fine-tuned tagger reads no encoder layers "
                "into an LSTM)") for name in ("layers", "lstm_units")])
+    settings.refuse_unused([("class_weights", "with --crf (the CRF's likelihood is of whole "
+                                              "tag sequences, not of tokens)")]
+                           if settings.crf else [])
     settings.refuse_unused([(flag, "without --do_%s" % split)
                             for split, (flag, _) in sorted(_SPLITS.items())
                             if not getattr(settings, "do_" + split)], warn_only=True)
@@ -306,22 +350,42 @@ class _Task(object):
         return heads.BertTagger(
             bert_config, len(self.labels), use_one_hot_embeddings=settings.use_tpu,
             feature_layers=_feature_layers(settings.layers) if settings.feature_based else None,
-            lstm_units=settings.lstm_units)
+            lstm_units=settings.lstm_units, crf=settings.crf)
 
     def loss_fn(self, model, features, is_training):
-        """The training loss of one replica's batch (see token_loss)."""
-        logits = model(features, training=is_training)["logits"]
-        return token_loss(logits, features["label_ids"], features["label_weights"],
+        """The training loss of one replica's batch (see token_loss, crf_loss)."""
+        out = model(features, training=is_training)
+        if self.settings.crf:
+            return crf_loss(out["logits"], out["transitions"], features["label_ids"],
+                            features["label_weights"]), {}
+        return token_loss(out["logits"], features["label_ids"], features["label_weights"],
                           self.class_weights), {}
 
     def predict_fn(self, model, features):
-        """Per position: the predicted label id and its loss against the given label."""
-        logits = model(features, training=False)["logits"]
+        """Per position: the predicted label id and its loss against the given label
+        (--crf: Viterbi's tags; each window's negative log-likelihood at position 0)."""
+        out = model(features, training=False)
+        logits = out["logits"]
+        if self.settings.crf:
+            return self._crf_predictions(logits, out["transitions"], features)
         per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=features["label_ids"], logits=logits)
         return {"predicted": tf.argmax(logits, -1, output_type=tf.int32),
                 "loss": per_token * features["label_weights"],
                 "weights": features["label_weights"],
+                "is_real_example": features["is_real_example"]}
+
+    @staticmethod
+    def _crf_predictions(logits, transitions, features):
+        """predict_fn's outputs of a --crf tagger: eval_loss is then the mean
+        negative log-likelihood per window, as crf_loss trains."""
+        weights = features["label_weights"]
+        nll, has_words = heads.crf_negative_log_likelihood(logits, transitions,
+                                                           features["label_ids"], weights)
+        at_first = tf.one_hot(tf.zeros_like(nll, tf.int32), tf.shape(weights)[1])
+        return {"predicted": heads.crf_predictions(logits, transitions, weights),
+                "loss": nll[:, tf.newaxis] * at_first,
+                "weights": has_words[:, tf.newaxis] * at_first,
                 "is_real_example": features["is_real_example"]}
 
     def write(self, conll_file, name):

@@ -63,7 +63,8 @@ def _common(tmp_path):
 
 
 @pytest.mark.slow
-def test_served_tagger_equals_run_ner(tmp_path):
+@pytest.mark.parametrize("head", ["softmax", "crf"])
+def test_served_tagger_equals_run_ner(tmp_path, head):
     conll = "\n".join("".join("%s %s\n" % wt for wt in s) for s in _SENTENCES)
     data = tmp_path / "ner"
     for name in ("train.txt", "dev.txt", "test.txt"):
@@ -72,11 +73,14 @@ def test_served_tagger_equals_run_ner(tmp_path):
     run_ner.run(flags_common.parse_flags(run_ner.define_flags, _common(tmp_path) + [
         "--data_dir=%s" % data, "--output_dir=%s" % out, "--do_train", "--do_predict",
         "--max_seq_length=16", "--train_batch_size=2", "--num_train_epochs=6",
-        "--learning_rate=2e-3", "--seed=3"]))
+        "--learning_rate=2e-3", "--seed=3"] + (["--crf"] if head == "crf" else [])))
     export_dir = tmp_path / "tagger_model"
+    # The export reads --crf from the folder's model_settings.json.
     esm.run(flags_common.parse_flags(esm.define_flags, _common(tmp_path) + [
         "--model_type=tagger", "--init_checkpoint=%s" % out, "--max_seq_length=16",
         "--export_dir=%s" % export_dir]))
+    with open(str(export_dir / "assets.extra" / "export_info.json")) as f:
+        assert json.load(f)["crf"] is (head == "crf")
     texts = [" ".join(w for w, _ in s) for s in _SENTENCES]
     served = _serve(tmp_path, export_dir, {"text": texts})
     lines = (out / "test_predictions.txt").read_text().split("\n\n")

@@ -1,4 +1,5 @@
 """run_ner.py: training, evaluation and tagging runs, label lists, errors, the loss."""
+import itertools
 import json
 import os
 import subprocess
@@ -8,9 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 
+import modeling
 import run_ner
+import tokenization
 from bert_tf2 import flags_common
+from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 from conftest import REPO_ROOT
 from test_ner_data import IOB1, IOB2, VOCAB, write
 from test_training import absl_records  # noqa: F401  (a fixture)
@@ -183,6 +188,8 @@ def test_bad_input_and_flags_are_errors_before_any_work(tmp_path):
         (["--do_train", "--feature_based", "--lstm_units=0"], "--lstm_units=0 must be >= 1"),
         (["--do_train", "--max_seq_length=128"], "--max_seq_length=128 is longer"),
         (["--do_train", "--doc_stride=0"], "--doc_stride=0 must be >= 1"),
+        (["--do_train", "--crf", "--class_weights=balanced"],
+         "--class_weights=balanced has no effect with --crf"),
         ([], "nothing to do"),
     ]
     for extra, message in cases:
@@ -239,7 +246,22 @@ _MIRRORED_LOSS = textwrap.dedent("""
 
     per_replica = strategy.experimental_local_results(strategy.run(replica_loss))
     one = run_ner.token_loss(tf.constant(logits), tf.constant(labels), tf.constant(weights))
-    print(json.dumps({"replicas": [float(x) for x in per_replica], "one": float(one)}))
+    # --crf: window 1 has no words, so replica 0 has 1 window with words, replica 1 has 2.
+    transitions = rng.normal(size=(3, 3)).astype(np.float32)
+    crf_weights = weights.copy()
+    crf_weights[1] = 0
+
+    def replica_crf_loss():
+        r = tf.distribute.get_replica_context().replica_id_in_sync_group
+        part = lambda a: tf.gather(tf.constant(a), [2 * r, 2 * r + 1])
+        return run_ner.crf_loss(part(logits), transitions, part(labels), part(crf_weights))
+
+    crf_replicas = strategy.experimental_local_results(strategy.run(replica_crf_loss))
+    crf_one = run_ner.crf_loss(tf.constant(logits), transitions, tf.constant(labels),
+                               tf.constant(crf_weights))
+    print(json.dumps({"replicas": [float(x) for x in per_replica], "one": float(one),
+                      "crf_replicas": [float(x) for x in crf_replicas],
+                      "crf_one": float(crf_one)}))
 """)
 
 
@@ -263,6 +285,17 @@ def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_pa
     # A per-replica mean would weigh replica 0's 3 pieces like replica 1's 9.
     assert abs(np.mean(got["replicas"]) - np.mean(
         [-(picked * mask)[:2].sum() / 3, -(picked * mask)[2:].sum() / 9])) > 1e-3
+    # --crf: the mean negative log-likelihood over the 3 windows with words, however split.
+    assert np.mean(got["crf_replicas"]) == pytest.approx(got["crf_one"], rel=1e-5)
+    transitions = rng.normal(size=(3, 3))
+    nll = []
+    for i in (0, 2, 3):
+        words, tags = logits[i][mask[i] > 0], labels[i][mask[i] > 0]
+        scores = {seq: _sequence_score(words, transitions, seq)
+                  for seq in itertools.product(range(3), repeat=len(words))}
+        log_norm = np.log(np.sum(np.exp(list(scores.values()))))
+        nll.append(log_norm - scores[tuple(tags)])
+    assert got["crf_one"] == pytest.approx(np.mean(nll), rel=1e-4)
 
 
 @pytest.mark.slow
@@ -334,3 +367,74 @@ def test_run_of_settings_twice_in_one_process(tmp_path):
     assert settings.output_dir == str(tmp_path / "first")  # the caller's settings untouched
     for key, value in results["first"].items():
         assert results["second"][key] == pytest.approx(value, abs=1e-5), key
+
+
+def _sequence_score(logits, transitions, tags):
+    """A tag sequence's CRF score: its unary scores [W, N] plus its transitions."""
+    return sum(logits[t, tag] for t, tag in enumerate(tags)) + sum(
+        transitions[a, b] for a, b in zip(tags[:-1], tags[1:]))
+
+
+def _brute_force_tags(logits, transitions):
+    """The best tag sequence of unary scores [W, N] by enumerating every one."""
+    return max(itertools.product(range(transitions.shape[0]), repeat=len(logits)),
+               key=lambda tags: _sequence_score(logits, transitions, tags))
+
+
+@pytest.mark.slow
+def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path):
+    data = tmp_path / "data"
+    write(data / "train.txt", IOB2)
+    write(data / "dev.txt", IOB2)
+    write(data / "test.txt", WORDS_ONLY)
+    out = tmp_path / "out"
+    result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
+                 "--num_train_epochs=40", "--crf")
+    assert result.metrics["eval_f1"] > 0.9 and result.metrics["eval_loss"] < 0.5
+    assert json.loads((out / "model_settings.json").read_text())["crf"] is True
+    contents = checkpoints.CheckpointContents(str(out))
+    transitions = contents.get("crf/transitions")
+    assert transitions.shape == (6, 6) and np.abs(transitions).max() > 0.01
+    # Viterbi over each window's words: the best of every sequence of the model's word
+    # logits + transitions (the test file's windows, as run_ner made them).
+    config = modeling.BertConfig.from_dict(TINY)
+    model = heads.BertTagger(config, 6, crf=True)
+    model(heads.dummy_features(), training=False)
+    checkpoints.load_checkpoint(model, str(out))
+    labels = ner_data.read_labels(str(out / "label_list.txt"))
+    test_file = ner_data.read_conll(str(data / "test.txt"), require_tags=False)
+    features = ner_data.convert_file(test_file, labels, 16, 8, tokenization.FullTokenizer(
+        str(tmp_path / "vocab.txt"), do_lower_case=True))
+    logits = model({"input_ids": np.array([f.input_ids for f in features]),
+                    "input_mask": np.array([f.input_mask for f in features]),
+                    "segment_ids": np.array([f.segment_ids for f in features])})["logits"]
+    predicted = []
+    for feature, window in zip(features, logits.numpy()):
+        positions = sorted(feature.word_at)
+        ids = np.zeros(16, np.int32)
+        ids[positions] = _brute_force_tags(window[positions], transitions)
+        predicted.append(ids)
+    want = ner_data.sentence_predictions(test_file, features, predicted, labels)
+    lines = (out / "test_predictions.txt").read_text().split("\n\n")
+    got = [[line.split()[-1] for line in block.splitlines()] for block in lines
+           if block.strip()]
+    assert got == want
+    # A later run of the folder decodes with the CRF without being told (model_settings).
+    (out / "test_predictions.txt").unlink()
+    run(tmp_path, data, out, "--do_predict")
+    assert (out / "test_predictions.txt").read_text().split("\n\n") == lines
+
+
+@pytest.mark.slow
+def test_crf_from_a_softmax_checkpoint_starts_at_zero_transitions(trained, absl_records):
+    tmp_path, data, out, _ = trained
+    tagged = {}
+    for head in ("softmax", "crf"):
+        folder = tmp_path / ("%s_of_softmax" % head)
+        run(tmp_path, data, folder, "--do_predict", "--init_checkpoint=%s" % out,
+            *(["--crf"] if head == "crf" else []))
+        tagged[head] = (folder / "test_predictions.txt").read_text()
+    # Zero transitions: Viterbi picks each word's best tag, the softmax's.
+    assert tagged["crf"] == tagged["softmax"]
+    assert any("without crf/transitions" in r.getMessage() and r.levelname == "WARNING"
+               for r in absl_records.records)

@@ -9,6 +9,10 @@ Both sides' tags are scored by the same conlleval entity F1 (ner_metrics.py, che
 against seqeval in the tests).
 
   .venv/bin/python benchmarks/reproduce/conll.py --seeds=1,2,3 [--work_dir=/tmp/conll_repro]
+
+--crf compares our run_ner.py with and without --crf instead (no peer): the same protocol
+and seeds, entity F1 and the invalid tag sequences of each run's dev predictions (an I-X
+whose previous tag in the sentence is neither B-X nor I-X); table in results_conll_crf.md.
 """
 import argparse
 import json
@@ -54,9 +58,9 @@ def _prepare(work):
     return data, model, hf_dir
 
 
-def _ours(seed, data, model, work):
+def _ours(seed, data, model, work, extra=(), name="ours"):
     cfg = common.CONLL
-    out = os.path.join(work, "ours-%d" % seed)
+    out = os.path.join(work, "%s-%d" % (name, seed))
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, os.path.join(common.ROOT, "run_ner.py"), "--data_dir=%s" % data,
            "--vocab_file=%s/vocab.txt" % model, "--bert_config_file=%s/bert_config.json" % model,
@@ -68,7 +72,7 @@ def _ours(seed, data, model, work):
            "--learning_rate=%g" % cfg["learning_rate"],
            "--num_train_epochs=%g" % cfg["num_train_epochs"],
            "--warmup_proportion=%g" % cfg["warmup_proportion"],
-           "--iterations_per_loop=10", "--save_checkpoints_steps=100000"]
+           "--iterations_per_loop=10", "--save_checkpoints_steps=100000"] + list(extra)
     start = time.time()
     subprocess.run(cmd, check=True, env=_env(), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
@@ -90,6 +94,50 @@ def _peer(seed, data, hf_dir, work, python_peer):
     return result
 
 
+def invalid_tags(sentences):
+    """The number of I-X tags whose previous tag (O at a sentence start) is neither B-X
+    nor I-X: spans no IOB2 tagging can hold."""
+    count = 0
+    for tags in sentences:
+        for previous, tag in zip(["O"] + list(tags[:-1]), tags):
+            if tag.startswith("I-") and previous not in ("B-" + tag[2:], tag):
+                count += 1
+    return count
+
+
+def _crf_table(seeds, data, model, work, output):
+    """Our run_ner without and with --crf over the seeds; writes and returns the table."""
+    gold = [tags for _, tags in common.read_conll(os.path.join(data, "dev.txt"))]
+    rows = {"softmax": [], "crf": []}
+    for seed in seeds:
+        for head, extra in (("softmax", ()), ("crf", ("--crf",))):
+            result = _ours(seed, data, model, work, extra, name="ours-" + head)
+            f1 = 100 * ner_metrics.score(gold, result["tags"])["f1"]
+            invalid = invalid_tags(result["tags"])
+            rows[head].append((f1, invalid, result["wall_seconds"]))
+            common.log("%s seed %d: entity F1 %.2f, %d invalid tags (%.0f s)"
+                       % (head, seed, f1, invalid, result["wall_seconds"]))
+    cfg = common.CONLL
+    text = ("| run_ner head | entity F1 mean ± std | F1 per seed | invalid I-X tags per seed "
+            "(dev, %d sentences) | wall s per run |\n|---|---|---|---|---|\n" % cfg["num_dev"])
+    for head in ("softmax", "crf"):
+        mean, std = _mean_std([r[0] for r in rows[head]])
+        text += "| %s | %.2f ± %.2f | %s | %s | %.0f |\n" % (
+            "--crf" if head == "crf" else "softmax (default)", mean, std,
+            " / ".join("%.2f" % r[0] for r in rows[head]),
+            " / ".join("%d" % r[1] for r in rows[head]),
+            sum(r[2] for r in rows[head]) / len(rows[head]))
+    text += ("\nProtocol: as the row above (converted all-MiniLM-L6-v2, first %d train / %d dev "
+             "sentences, max_seq_length %d, batch %d, lr %g, %g epochs, warmup %g), seeds %s, "
+             "ours only.\n" % (cfg["num_train"], cfg["num_dev"], cfg["max_seq_length"],
+                               cfg["train_batch_size"], cfg["learning_rate"],
+                               cfg["num_train_epochs"], cfg["warmup_proportion"],
+                               ",".join(str(s) for s in seeds)))
+    with open(output, "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
+
+
 def _mean_std(values):
     mean = sum(values) / len(values)
     var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)
@@ -103,9 +151,17 @@ def main():
     parser.add_argument("--work_dir", default="/tmp/bert_tf2_conll_repro")
     parser.add_argument("--python_peer",
                         default=os.path.join(common.ROOT, ".venv-reproduce", "bin", "python"))
-    parser.add_argument("--output", default=os.path.join(common.HERE, "results_conll.md"))
+    parser.add_argument("--output", default=None,
+                        help="default: results_conll.md (--crf: results_conll_crf.md)")
+    parser.add_argument("--crf", action="store_true",
+                        help="ours with and without run_ner --crf (no peer)")
     args = parser.parse_args()
     data, model, hf_dir = _prepare(args.work_dir)
+    if args.crf:
+        print(_crf_table([int(s) for s in args.seeds.split(",")], data, model, args.work_dir,
+                         args.output or os.path.join(common.HERE, "results_conll_crf.md")))
+        return
+    args.output = args.output or os.path.join(common.HERE, "results_conll.md")
     gold = [tags for _, tags in common.read_conll(os.path.join(data, "dev.txt"))]
     rows = {"ours": [], "peer": []}
     for seed in [int(s) for s in args.seeds.split(",")]:

@@ -60,7 +60,7 @@ def _global_policy(name):
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
+           crf=False, pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
            embed_batch_size=32, serving_dtype="fp32"):
     """Builds, loads and saves the serving model; returns export_dir.
 
@@ -69,6 +69,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       labels: classifier: the task's label list ([None] for regression); tagger: the
         tag list.
       feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
+      crf: a run_ner --crf tagger (Viterbi tags).
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
       long_text_settings: classifier: a long_text.LongText (None: truncate).
@@ -87,7 +88,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
     with _global_policy(SERVING_POLICIES[serving_dtype]):
         num_labels = len(labels) if labels is not None else None
         model = serving.build_model(model_type, bert_config, num_labels,
-                                    feature_layers=feature_layers, lstm_units=lstm_units)
+                                    feature_layers=feature_layers, lstm_units=lstm_units,
+                                    crf=crf)
         load_weights(model, init_checkpoint, model_type)
         with tempfile.TemporaryDirectory() as asset_dir:
             tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
@@ -131,6 +133,8 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         "trim_padding": module.trim_padding,
         "serving_dtype": serving_dtype,
     }
+    if module.model_type == "tagger":
+        info["crf"] = module.crf
     if labels is not None:
         info["labels"] = [None if label is None else str(label) for label in labels]
     if module.threshold is not None:

@@ -148,10 +148,12 @@ def best_spans(start_logits, end_logits, len_a, len_b, n_best_size, max_answer_l
 # The exported module
 # ---------------------------------------------------------------------------
 
-def build_model(model_type, bert_config, num_labels=None, feature_layers=None, lstm_units=768):
+def build_model(model_type, bert_config, num_labels=None, feature_layers=None, lstm_units=768,
+                crf=False):
     """The Keras model of `model_type`, its variables created.
 
-    feature_layers, lstm_units: a tagger trained with run_ner --feature_based.
+    feature_layers, lstm_units: a tagger trained with run_ner --feature_based;
+    crf: one trained with run_ner --crf (its tags are Viterbi's).
     """
     if model_type == "encoder":
         model = modeling.BertModel(bert_config)
@@ -164,7 +166,7 @@ def build_model(model_type, bert_config, num_labels=None, feature_layers=None, l
         model = heads.BertSquad(bert_config)
     elif model_type == "tagger":
         model = heads.BertTagger(bert_config, num_labels, feature_layers=feature_layers,
-                                    lstm_units=lstm_units)
+                                 lstm_units=lstm_units, crf=crf)
     elif model_type == "multiple_choice":
         model = heads.BertMultipleChoice(bert_config)
     else:
@@ -223,6 +225,7 @@ class ServingModule(tf.Module):
         self.max_query_length = max_query_length
         self.max_answer_length = max_answer_length
         self.n_best_size = n_best_size
+        self.crf = getattr(model, "crf", None) is not None  # a run_ner --crf tagger
         if trim_padding is None:
             trim_padding = default_trim_padding(model_type)
         self.trim_padding = bool(trim_padding)
@@ -488,7 +491,14 @@ class ServingModule(tf.Module):
         empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids.dtype),
                                                  tf.zeros_like(ids.row_lengths()))
         features = self._pack_ids(ids, empty, self._bucket_width)
-        predicted = tf.argmax(self._forward(features)["logits"], axis=-1, output_type=tf.int32)
+        logits = self._forward(features)["logits"]
+        crf = self._holder.model.crf
+        if crf is None:
+            predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        else:
+            # run_ner --crf: Viterbi over the words' first pieces, as its predictions.
+            weights = first_piece_weights(words, tf.shape(logits)[:2], self.max_seq_length)
+            predicted = heads.crf_predictions(logits, crf.transitions, weights)
         tag_ids = word_tag_ids(words, predicted, self.max_seq_length)
         return tagged_outputs(text, words, tag_ids, self.labels)
 
@@ -512,6 +522,25 @@ def word_tag_ids(words, predicted, seq_length):
     Words whose first piece falls outside the one window (seq_length - 2 pieces) get
     -1. Returns a RaggedTensor [B, (words)] int32.
     """
+    rows, positions, word_index = _first_pieces(words, seq_length)
+    picked = tf.gather_nd(predicted, tf.stack([rows, positions], axis=1))
+    num_words = tf.size(words["word_start"].flat_values, out_type=tf.int64)
+    tag_ids = tf.tensor_scatter_nd_update(
+        tf.fill([num_words], -1), word_index[:, tf.newaxis], picked)
+    return words["word_start"].with_flat_values(tag_ids)
+
+
+def first_piece_weights(words, shape, seq_length):
+    """[B, L] float32: 1.0 at the packed position of each word's first piece in the
+    window (run_ner's label_weights), 0 elsewhere; `shape` is [B, L]."""
+    rows, positions, _ = _first_pieces(words, seq_length)
+    return tf.scatter_nd(tf.stack([rows, positions], axis=1),
+                         tf.ones(tf.shape(rows), tf.float32), tf.cast(shape, tf.int64))
+
+
+def _first_pieces(words, seq_length):
+    """Of every word whose first piece is in the window: (its text's row, that piece's
+    position in the packed row ([CLS] first), the word's index among all words)."""
     piece_word = words["piece_word"]
     position = tf.ragged.range(piece_word.row_lengths())  # within the text
     flat_word = piece_word.flat_values
@@ -521,13 +550,8 @@ def word_tag_ids(words, predicted, seq_length):
     text_of_piece = piece_word.value_rowids()
     word_index = tf.gather(words["word_start"].row_starts(), text_of_piece) + flat_word
     inside = first & (flat_position < seq_length - 2)
-    picked = tf.gather_nd(predicted, tf.stack(
-        [tf.boolean_mask(text_of_piece, inside),
-         tf.boolean_mask(flat_position, inside) + 1], axis=1))
-    num_words = tf.size(words["word_start"].flat_values, out_type=tf.int64)
-    tag_ids = tf.tensor_scatter_nd_update(
-        tf.fill([num_words], -1), tf.boolean_mask(word_index, inside)[:, tf.newaxis], picked)
-    return words["word_start"].with_flat_values(tag_ids)
+    return (tf.boolean_mask(text_of_piece, inside), tf.boolean_mask(flat_position, inside) + 1,
+            tf.boolean_mask(word_index, inside))
 
 
 def _label_tables(labels):

@@ -15,10 +15,10 @@ import tensorflow as tf
 from absl import logging
 
 # First path components that TF1 BERT checkpoints use at the top level, and those of
-# the task heads the reference never had (run_ner's tagger and its feature-based
-# BiLSTM, run_multiple_choice's scorer).
+# the task heads the reference never had (run_ner's tagger, its feature-based
+# BiLSTM and --crf transitions, run_multiple_choice's scorer).
 TF1_ROOTS = ("bert", "cls", "output_weights", "output_bias", "global_step",
-             "tagger", "bilstm_0", "bilstm_1", "multiple_choice")
+             "tagger", "bilstm_0", "bilstm_1", "crf", "multiple_choice")
 
 # Scopes our models have and TF1 does not (prefix in our name -> TF1 prefix).
 _SCOPE_TABLE = (

@@ -14,6 +14,7 @@ import tensorflow as tf
 import tf_keras
 
 import modeling
+from bert_tf2.base import crf
 from bert_tf2.base import fused_elementwise
 
 # ---------------------------------------------------------------------------
@@ -303,10 +304,13 @@ class BertTagger(tf_keras.Model):
     ablation): the encoder is frozen and run without dropout, the encoder layers
     `feature_layers` (e.g. [-1, -2, -3, -4]) are concatenated and fed to a two-layer
     bidirectional LSTM of `lstm_units` per direction, then to the same classifier.
+    crf (run_ner --crf): the logits are a linear-chain CRF's unary scores over the
+    first pieces of the words, with `crf/transitions` [num_labels, num_labels]
+    (CrfTransitions); the outputs add "transitions".
     """
 
     def __init__(self, config, num_labels, use_one_hot_embeddings=False, feature_layers=None,
-                 lstm_units=768, name="bert_tagger", **kwargs):
+                 lstm_units=768, crf=False, name="bert_tagger", **kwargs):
         super().__init__(name=name, **kwargs)
         self.num_labels = num_labels
         self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
@@ -318,18 +322,95 @@ class BertTagger(tf_keras.Model):
                 tf_keras.layers.LSTM(lstm_units, return_sequences=True), name="bilstm_%d" % i)
                 for i in range(2)]
         self.tagger = OutputProjection(num_labels, config.initializer_range, name="tagger")
+        self.crf = CrfTransitions(num_labels) if crf else None
 
     def call(self, features, training=False):
-        """features -> {"logits": [B, S, num_labels] float32}."""
+        """features -> {"logits": [B, S, num_labels] float32} (+ "transitions" [N, N])."""
         if not self.feature_layers:
             sequence = _encode(self.bert, features, training)["sequence_output"]
-            return {"logits": self.tagger(self.dropout(sequence, training=training))}
-        layers = _encode(self.bert, features, False)["all_encoder_layers"]
-        x = tf.concat([layers[i] for i in self.feature_layers], axis=-1)
-        mask = tf.cast(features["input_mask"], tf.bool)
-        for lstm in self.lstm:
-            x = lstm(x, mask=mask, training=training)
-        return {"logits": self.tagger(x)}
+            logits = self.tagger(self.dropout(sequence, training=training))
+        else:
+            layers = _encode(self.bert, features, False)["all_encoder_layers"]
+            x = tf.concat([layers[i] for i in self.feature_layers], axis=-1)
+            mask = tf.cast(features["input_mask"], tf.bool)
+            for lstm in self.lstm:
+                x = lstm(x, mask=mask, training=training)
+            logits = self.tagger(x)
+        if self.crf is None:
+            return {"logits": logits}
+        return {"logits": logits, "transitions": self.crf(logits)}
+
+
+class CrfTransitions(tf_keras.layers.Layer):
+    """`crf/transitions` [N, N] float32: the score of tag i followed by tag j.
+
+    Zeros at first: until trained (or restored from a softmax tagger's checkpoint,
+    which has none), Viterbi picks every word's own best tag, as the softmax does.
+    """
+
+    def __init__(self, num_labels, name="crf", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_labels = num_labels
+
+    def build(self, input_shape):
+        """Creates the transitions (float32 under mixed precision too)."""
+        self.transitions = self.add_weight(
+            "transitions", shape=[self.num_labels, self.num_labels], initializer="zeros",
+            experimental_autocast=False)
+        super().build(input_shape)
+
+    def call(self, logits):
+        """logits (only to build the layer) -> the transitions as a float32 tensor."""
+        del logits
+        return tf.convert_to_tensor(self.transitions)
+
+
+def first_pieces(label_weights):
+    """Each row's weighted positions first, in order, then the rest; and their count.
+
+    Args:
+      label_weights: [B, S], > 0 on the pieces that carry a word's tag.
+
+    Returns:
+      (order [B, S] int32: positions, the weighted ones first; lengths [B] int32).
+    """
+    weighted = tf.cast(label_weights > 0, tf.int32)
+    order = tf.argsort(-weighted, axis=1, stable=True)
+    return order, tf.reduce_sum(weighted, axis=1)
+
+
+def crf_negative_log_likelihood(logits, transitions, label_ids, label_weights):
+    """-log p(the windows' word tags) under the CRF over their first pieces.
+
+    Args:
+      logits: [B, S, N] float32 unary scores; label_ids [B, S]; label_weights [B, S].
+      transitions: [N, N].
+
+    Returns:
+      (nll [B] float32, 0 for a window without words; has_words [B] float32).
+    """
+    order, lengths = first_pieces(label_weights)
+    word_logits = tf.gather(tf.cast(logits, tf.float32), order, batch_dims=1)
+    word_tags = tf.gather(tf.cast(label_ids, tf.int32), order, batch_dims=1)
+    log_likelihood, _ = crf.crf_log_likelihood(word_logits, word_tags, lengths,
+                                               tf.cast(transitions, tf.float32))
+    return -log_likelihood, tf.cast(lengths > 0, tf.float32)
+
+
+def crf_predictions(logits, transitions, label_weights):
+    """The Viterbi tags of each window's words, at their first pieces.
+
+    Args:
+      logits: [B, S, N] unary scores; transitions [N, N]; label_weights [B, S].
+
+    Returns:
+      [B, S] int32: the decoded tag at every weighted position (others: no meaning).
+    """
+    order, lengths = first_pieces(label_weights)
+    word_logits = tf.gather(tf.cast(logits, tf.float32), order, batch_dims=1)
+    tags, _ = crf.crf_decode(word_logits, tf.cast(transitions, tf.float32), lengths)
+    # Back from word order to positions: the inverse permutation.
+    return tf.gather(tags, tf.argsort(order, axis=1), batch_dims=1)
 
 
 class BertMultipleChoice(tf_keras.Model):

@@ -299,6 +299,7 @@ class Runner:
         folder's checkpoints or history.
         """
         cfg, init = self.config, self.config.init_checkpoint
+        self.restored_from = None  # the checkpoint restored (a prefix), None: none
         if init and self.optimizer is None:
             named = checkpoints.resolve_checkpoint(init, "--init_checkpoint")
             latest = checkpoints.latest_checkpoint(cfg.output_dir, strict=False)
@@ -338,6 +339,7 @@ class Runner:
         with self.strategy.scope():
             checkpoints.load_checkpoint(self.model, prefix, flag="--init_checkpoint")
         self._restored_step = checkpoints.checkpoint_step(prefix)
+        self.restored_from = prefix
 
     def _restore_latest(self, latest):
         """Restores weights, optimizer slots and step of output_dir's latest checkpoint."""
@@ -355,6 +357,7 @@ class Runner:
                 % (out, latest, str(e).splitlines()[0])) from None
         status.expect_partial()
         self._restored_step = self._step_of(latest)
+        self.restored_from = latest
         logging.info("Restored %s (step %d)", latest, self._restored_step)
 
     @staticmethod

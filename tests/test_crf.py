@@ -1,0 +1,170 @@
+"""bert_tf2/base/crf.py: every function against enumerating every tag sequence."""
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf2.base import crf
+
+LENGTHS = np.array([1, 3, 4], np.int32)
+NUM_TAGS = 3
+MAX_LENGTH = 4
+
+
+def _inputs(seed=0):
+    """Random unary scores [3, 4, 3], transitions [3, 3] and tags [3, 4]."""
+    rng = np.random.RandomState(seed)
+    inputs = rng.randn(len(LENGTHS), MAX_LENGTH, NUM_TAGS).astype(np.float32)
+    transitions = rng.randn(NUM_TAGS, NUM_TAGS).astype(np.float32)
+    tags = rng.randint(NUM_TAGS, size=(len(LENGTHS), MAX_LENGTH)).astype(np.int32)
+    return inputs, transitions, tags
+
+
+def _score(x, transitions, tags):
+    """The score of one sequence of tags (its own length) by the definition."""
+    unary = sum(x[t, tag] for t, tag in enumerate(tags))
+    binary = sum(transitions[a, b] for a, b in zip(tags[:-1], tags[1:]))
+    return float(unary + binary)
+
+
+def _every_sequence(x, transitions, length):
+    """{tags: score} of every tag sequence of `length`."""
+    return {tags: _score(x, transitions, tags)
+            for tags in itertools.product(range(NUM_TAGS), repeat=length)}
+
+
+def _brute_force(inputs, transitions, tags):
+    """Per sequence: (its tags' score, log Z, the best tags, their score), enumerated."""
+    out = []
+    for x, given, length in zip(inputs, tags, LENGTHS):
+        scores = _every_sequence(x, transitions, length)
+        best = max(scores, key=scores.get)
+        log_norm = np.log(np.sum(np.exp(np.array(list(scores.values()), np.float64))))
+        out.append((_score(x, transitions, tuple(given[:length])), log_norm, best,
+                    scores[best]))
+    return out
+
+
+def _all_values(inputs, transitions, tags, lengths):
+    """Every function's outputs (tensors) on the same inputs."""
+    log_likelihood, _ = crf.crf_log_likelihood(inputs, tags, lengths, transitions)
+    decoded, best = crf.crf_decode(inputs, transitions, lengths)
+    return {"unary": crf.crf_unary_score(tags, lengths, inputs),
+            "binary": crf.crf_binary_score(tags, lengths, transitions),
+            "sequence": crf.crf_sequence_score(inputs, tags, lengths, transitions),
+            "log_norm": crf.crf_log_norm(inputs, lengths, transitions),
+            "log_likelihood": log_likelihood, "decoded": decoded, "best": best}
+
+
+def test_every_function_equals_enumerating_every_sequence():
+    inputs, transitions, tags = _inputs()
+    values = {k: v.numpy() for k, v in _all_values(inputs, transitions, tags,
+                                                   LENGTHS).items()}
+    for i, (score, log_norm, best, best_score) in enumerate(
+            _brute_force(inputs, transitions, tags)):
+        length = LENGTHS[i]
+        unary = sum(inputs[i, t, tags[i, t]] for t in range(length))
+        np.testing.assert_allclose(values["unary"][i], unary, rtol=1e-5)
+        np.testing.assert_allclose(values["binary"][i], score - unary, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(values["sequence"][i], score, rtol=1e-5)
+        np.testing.assert_allclose(values["log_norm"][i], log_norm, rtol=1e-5)
+        np.testing.assert_allclose(values["log_likelihood"][i], score - log_norm,
+                                   rtol=1e-5, atol=1e-5)
+        # The best sequence, 0 beyond its length; its score.
+        assert list(values["decoded"][i]) == list(best) + [0] * (MAX_LENGTH - length)
+        np.testing.assert_allclose(values["best"][i], best_score, rtol=1e-5)
+        tags_np, score_np = crf.viterbi_decode(inputs[i, :length], transitions)
+        assert tags_np == list(best)
+        np.testing.assert_allclose(score_np, best_score, rtol=1e-5)
+    assert values["decoded"].dtype == np.int32
+
+
+def test_positions_beyond_the_length_change_nothing():
+    inputs, transitions, tags = _inputs(1)
+    noisy_inputs, noisy_tags = inputs.copy(), tags.copy()
+    for i, length in enumerate(LENGTHS):
+        noisy_inputs[i, length:] = 100.0 * (1 + np.arange(NUM_TAGS))
+        noisy_tags[i, length:] = NUM_TAGS - 1
+    clean = _all_values(inputs, transitions, tags, LENGTHS)
+    noisy = _all_values(noisy_inputs, transitions, noisy_tags, LENGTHS)
+    for name in clean:
+        np.testing.assert_allclose(noisy[name].numpy(), clean[name].numpy(), rtol=1e-6,
+                                   err_msg=name)
+
+
+def test_length_zero_and_a_one_step_batch_as_tensorflow_1_15():
+    inputs, transitions, tags = _inputs(2)
+    lengths = np.array([0, 3, 4], np.int32)
+    values = _all_values(inputs, transitions, tags, lengths)
+    for name in ("unary", "binary", "sequence", "log_norm", "log_likelihood"):
+        assert values[name].numpy()[0] == 0.0, name
+    # A length-0 sequence still gets its first position's argmax, the rest 0.
+    assert list(values["decoded"].numpy()[0]) == [np.argmax(inputs[0, 0]), 0, 0, 0]
+    np.testing.assert_allclose(values["best"].numpy()[0], inputs[0, 0].max())
+    # Sequences of one step (T = 1).
+    one = _all_values(inputs[:, :1], transitions, tags[:, :1], np.array([1, 1, 0], np.int32))
+    np.testing.assert_allclose(one["log_norm"].numpy()[:2],
+                               np.log(np.exp(inputs[:2, 0].astype(np.float64)).sum(1)),
+                               rtol=1e-5)
+    np.testing.assert_array_equal(one["decoded"].numpy()[:, 0], inputs[:, 0].argmax(1))
+    np.testing.assert_allclose(one["sequence"].numpy(),
+                               [inputs[0, 0, tags[0, 0]], inputs[1, 0, tags[1, 0]], 0.0])
+
+
+def test_graph_mode_names_the_transitions_variable_and_equals_eager():
+    inputs, transitions, tags = _inputs(3)
+    eager = {k: v.numpy() for k, v in _all_values(inputs, transitions, tags,
+                                                  LENGTHS).items()}
+    traced = {k: v.numpy() for k, v in tf.function(_all_values)(
+        inputs, transitions, tags, LENGTHS).items()}
+    with tf.Graph().as_default() as graph:
+        with tf.compat.v1.variable_scope("crf"):
+            log_likelihood, variable = crf.crf_log_likelihood(
+                tf.constant(inputs), tf.constant(tags), tf.constant(LENGTHS))
+        assert variable.name == "crf/transitions:0"
+        assert variable.shape.as_list() == [NUM_TAGS, NUM_TAGS]
+        values = _all_values(tf.constant(inputs), tf.constant(transitions),
+                             tf.constant(tags), tf.constant(LENGTHS, tf.int64))
+        gradient = tf.gradients(-tf.reduce_sum(log_likelihood), variable)[0]
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            graph_values, grad = session.run((values, gradient))
+    assert np.all(np.isfinite(grad)) and np.any(grad != 0)
+    for name in eager:
+        np.testing.assert_allclose(graph_values[name], eager[name], rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(traced[name], eager[name], rtol=1e-6, err_msg=name)
+
+
+def test_gradients_are_finite_and_match_the_marginals():
+    inputs, transitions, tags = _inputs(4)
+    x = tf.Variable(inputs)
+    a = tf.Variable(transitions)
+    with tf.GradientTape() as tape:
+        log_likelihood, _ = crf.crf_log_likelihood(x, tags, LENGTHS, a)
+        loss = -tf.reduce_sum(log_likelihood)
+    grad_x, grad_a = tape.gradient(loss, [x, a])
+    assert np.all(np.isfinite(grad_x.numpy())) and np.all(np.isfinite(grad_a.numpy()))
+    # d(-log-likelihood)/dx[t, k] = P(y_t = k) - [given tag is k], by enumeration.
+    expected = np.zeros_like(inputs, np.float64)
+    for i, length in enumerate(LENGTHS):
+        scores = _every_sequence(inputs[i], transitions, length)
+        norm = np.sum(np.exp(list(scores.values())))
+        for sequence, score in scores.items():
+            for t, tag in enumerate(sequence):
+                expected[i, t, tag] += np.exp(score) / norm
+        for t in range(length):
+            expected[i, t, tags[i, t]] -= 1.0
+    np.testing.assert_allclose(grad_x.numpy(), expected, atol=1e-5)
+
+
+def test_decode_and_log_norm_compile_with_xla():
+    inputs, transitions, _ = _inputs(5)
+    decode = tf.function(crf.crf_decode, jit_compile=True)
+    tags, best = decode(tf.constant(inputs), tf.constant(transitions), tf.constant(LENGTHS))
+    log_norm = tf.function(crf.crf_log_norm, jit_compile=True)(inputs, LENGTHS, transitions)
+    np.testing.assert_allclose(log_norm.numpy(),
+                               crf.crf_log_norm(inputs, LENGTHS, transitions).numpy(),
+                               rtol=1e-5)
+    expected, expected_best = crf.crf_decode(inputs, transitions, LENGTHS)
+    np.testing.assert_array_equal(tags.numpy(), expected.numpy())
+    np.testing.assert_allclose(best.numpy(), expected_best.numpy(), rtol=1e-6)
