@@ -391,17 +391,23 @@ def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path):
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
                  "--num_train_epochs=40", "--crf")
     assert result.metrics["eval_f1"] > 0.9 and result.metrics["eval_loss"] < 0.5
-    assert json.loads((out / "model_settings.json").read_text())["crf"] is True
+    saved = json.loads((out / "model_settings.json").read_text())
+    # An IOB2 training file: --crf_tag_scheme=auto chose iob2.
+    assert saved["crf"] is True and saved["crf_tag_scheme"] == "iob2"
     contents = checkpoints.CheckpointContents(str(out))
     transitions = contents.get("crf/transitions")
-    assert transitions.shape == (6, 6) and np.abs(transitions).max() > 0.01
+    # --crf_learning_rate's default, 100 x --learning_rate: the transitions have moved.
+    assert transitions.shape == (6, 6) and np.abs(transitions).max() > 0.5
     # Viterbi over each window's words: the best of every sequence of the model's word
-    # logits + transitions (the test file's windows, as run_ner made them).
+    # logits + transitions (the test file's windows, as run_ner made them), the ones
+    # IOB2 forbids scored FORBIDDEN lower (the checkpoint holds the learned scores).
     config = modeling.BertConfig.from_dict(TINY)
     model = heads.BertTagger(config, 6, crf=True)
     model(heads.dummy_features(), training=False)
     checkpoints.load_checkpoint(model, str(out))
     labels = ner_data.read_labels(str(out / "label_list.txt"))
+    transition_penalty, start_penalty = heads.crf_constraints(labels, "iob2")
+    transitions = transitions + transition_penalty
     test_file = ner_data.read_conll(str(data / "test.txt"), require_tags=False)
     features = ner_data.convert_file(test_file, labels, 16, 8, tokenization.FullTokenizer(
         str(tmp_path / "vocab.txt"), do_lower_case=True))
@@ -411,8 +417,10 @@ def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path):
     predicted = []
     for feature, window in zip(features, logits.numpy()):
         positions = sorted(feature.word_at)
+        words = window[positions]
+        words[0] += start_penalty * feature.starts_sentence
         ids = np.zeros(16, np.int32)
-        ids[positions] = _brute_force_tags(window[positions], transitions)
+        ids[positions] = _brute_force_tags(words, transitions)
         predicted.append(ids)
     want = ner_data.sentence_predictions(test_file, features, predicted, labels)
     lines = (out / "test_predictions.txt").read_text().split("\n\n")
