@@ -259,8 +259,14 @@ def _tag_scheme(settings, train, labels, saved):
     elif scheme == "auto":
         scheme, why = ner_data.auto_tag_scheme(train, labels)
     elif scheme == "iob2" and train is not None and ner_data.iob2_break(train):
-        raise ValueError("--crf_tag_scheme=iob2: %s breaks IOB2 (an IOB1 file? use "
-                         "--crf_tag_scheme=auto or none)" % ner_data.iob2_break(train))
+        _, changed, left = ner_data.to_iob2(train, labels)
+        if left:
+            raise ValueError("--crf_tag_scheme=iob2: %s breaks IOB2 and has no B- label to "
+                             "make it (an IOB1 file? use --crf_tag_scheme=auto or none)"
+                             % left)
+        logging.warning("--crf_tag_scheme=iob2: %d tags of %s break IOB2 (first: %s): "
+                        "trained as B-X, the same entities as conlleval reads them",
+                        changed, train.path, ner_data.iob2_break(train))
     logging.info("--crf tag scheme: %s (%s)", scheme, why)
     return scheme
 
@@ -409,8 +415,11 @@ class _Task(object):
         self.class_weights = weights  # --class_weights (None: unweighted)
 
     def features(self, conll_file):
-        """The windowed Features of a read file."""
+        """The windowed Features of a read file (--crf_tag_scheme=iob2: its labels with
+        the tags that break IOB2 made B-X, ner_data.to_iob2)."""
         settings = self.settings
+        if settings.crf and settings.crf_tag_scheme == "iob2":
+            conll_file = ner_data.to_iob2(conll_file, self.labels)[0]
         return ner_data.convert_file(conll_file, self.labels, settings.max_seq_length,
                                      settings.doc_stride, self.tokenizer,
                                      settings.document_context)

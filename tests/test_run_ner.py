@@ -190,6 +190,14 @@ def test_bad_input_and_flags_are_errors_before_any_work(tmp_path):
         (["--do_train", "--doc_stride=0"], "--doc_stride=0 must be >= 1"),
         (["--do_train", "--crf", "--class_weights=balanced"],
          "--class_weights=balanced has no effect with --crf"),
+        (["--do_train", "--crf_tag_scheme=iob2"], "--crf_tag_scheme=iob2 has no effect without "
+                                                  "--crf"),
+        (["--do_train", "--crf", "--crf_learning_rate=0"], "--crf_learning_rate=0 must be > 0"),
+        # CoNLL-2003's original IOB1: auto takes none, iob2 asked for is an error.
+        (["--do_train", "--crf", "--crf_tag_scheme=iob2",
+          "--train_file=%s" % write(tmp_path / "iob1.txt", IOB1)],
+         r"--crf_tag_scheme=iob2: .*iob1\.txt, line 3: I-PER starts a sentence breaks IOB2 "
+         r"and has no B- label"),
         ([], "nothing to do"),
     ]
     for extra, message in cases:
@@ -446,3 +454,29 @@ def test_crf_from_a_softmax_checkpoint_starts_at_zero_transitions(trained, absl_
     assert tagged["crf"] == tagged["softmax"]
     assert any("without crf/transitions" in r.getMessage() and r.levelname == "WARNING"
                for r in absl_records.records)
+
+
+def _breaking_iob2(tags):
+    """The I-X tags of a sentence whose previous tag (O at its start) is neither B-X nor
+    I-X (benchmarks/reproduce/conll.py's count)."""
+    return sum(tag.startswith("I-") and previous not in ("B-" + tag[2:], tag)
+               for previous, tag in zip(["O"] + tags[:-1], tags))
+
+
+@pytest.mark.slow
+def test_crf_tags_of_an_untrained_model_never_break_iob2(tmp_path, absl_records):
+    # A model never trained (random logits, zero transitions): its softmax tags break
+    # IOB2; with --crf --crf_tag_scheme=iob2 Viterbi takes the best valid sequence.
+    data = tmp_path / "data"
+    write(data / "test.txt", "\n".join([WORDS_ONLY] * 4))
+    labels = write(tmp_path / "labels.txt", "O\nB-LOC\nB-ORG\nB-PER\nI-ORG\nI-PER\n")
+    broken = {}
+    for head in ("softmax", "crf"):
+        out = tmp_path / head
+        run(tmp_path, data, out, "--do_predict", "--labels_file=%s" % labels, "--seed=2",
+            *(["--crf", "--crf_tag_scheme=iob2"] if head == "crf" else []))
+        blocks = (out / "test_predictions.txt").read_text().split("\n\n")
+        broken[head] = sum(_breaking_iob2([line.split()[-1] for line in block.splitlines()])
+                           for block in blocks if block.strip())
+    assert broken["softmax"] > 3 and broken["crf"] == 0
+    assert any(r.getMessage() == "--crf tag scheme: iob2 (given)" for r in absl_records.records)

@@ -153,6 +153,26 @@ def iob2_break(conll_file):
     return None
 
 
+def to_iob2(conll_file, labels):
+    """The file with each tag that breaks IOB2 made B-X (when B-X is one of `labels`):
+    the same entities, as conlleval reads them (an I-X after O or another type starts
+    one). Returns (the ConllFile, the number of tags changed, the first tag that stays
+    breaking as iob2_break names it, or None)."""
+    sentences, changed = [], 0
+    for sentence in conll_file.sentences:
+        tags, previous = list(sentence.tags or ()), None
+        for i, tag in enumerate(tags):
+            if tag.startswith("I-") and previous not in ("B-" + tag[2:], tag) and (
+                    "B-" + tag[2:] in labels):
+                tags[i] = "B-" + tag[2:]
+                changed += 1
+            previous = tags[i]
+        sentences.append(sentence._replace(tags=tags) if sentence.tags is not None
+                         else sentence)
+    converted = conll_file._replace(sentences=sentences)
+    return converted, changed, iob2_break(converted)
+
+
 def auto_tag_scheme(conll_file, labels):
     """run_ner --crf_tag_scheme=auto of a training file: ("iob2" | "none", why).
 
