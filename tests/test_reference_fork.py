@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -199,7 +200,9 @@ def _squad_subsets(squad_file, folder):
     for version in ("1.1", "v2.0"):
         if version == "v2.0":
             for paragraph in paragraphs:
-                paragraph["qas"][2].update(answers=[], is_impossible=True)
+                for index, question in enumerate(paragraph["qas"]):
+                    question["is_impossible"] = index == 2
+                paragraph["qas"][2]["answers"] = []
         paths[version] = os.path.join(folder, "squad-%s.json" % version)
         with open(paths[version], "w", encoding="utf-8") as f:
             json.dump({"version": version, "data": [{"title": article["title"],
@@ -271,9 +274,11 @@ def _reference_run(fork_folder, lines, name, folder):
         flags["output_file"] = os.path.join(out, "output.jsonl")
     elif name != "pretraining_data":
         flags["output_dir"] = out
+    start = time.time()
     if name == "pretraining":
         _run_fork(fork_folder, *lines["pretraining_data"], os.path.join(folder, "data_run"))
-    return {"out": out, "stderr": _run_fork(fork_folder, script, flags, out), "flags": flags}
+    stderr = _run_fork(fork_folder, script, flags, out)
+    return {"out": out, "stderr": stderr, "flags": flags, "seconds": time.time() - start}
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +293,7 @@ def reference_runs(fork_folder, shared_dir, tmp_path_factory):
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _ours(module, flags, trained, **outputs):
+def _our_script(module, flags, trained, **outputs):
     """Our root script on the reference's flags, --do_train left out and --init_checkpoint the
     checkpoint the reference trained (its step in the name)."""
     flags = {k: v for k, v in flags.items() if k != "do_train"}
@@ -328,8 +333,9 @@ def _trained(run, steps):
 def test_the_references_run_classifier_equals_ours(reference_runs, tmp_path):
     futures, _, _ = reference_runs
     run = futures["classifier"].result()
+    print("the reference's %s run: %.0f s" % ("classifier", run["seconds"]))
     ours = str(tmp_path / "ours")
-    _ours(run_classifier, run["flags"], _trained(run, 2), output_dir=ours)
+    _our_script(run_classifier, run["flags"], _trained(run, 2), output_dir=ours)
     reference = _results(os.path.join(run["out"], "eval_results.txt"))
     assert sorted(reference) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
     deltas = _compare_results(reference, _results(os.path.join(ours, "eval_results.txt")),
@@ -361,8 +367,9 @@ def _nbest_deltas(reference, ours):
 def test_the_references_run_squad_equals_ours(reference_runs, tmp_path, name):
     futures, _, _ = reference_runs
     run = futures[name].result()
+    print("the reference's %s run: %.0f s" % (name, run["seconds"]))
     ours = str(tmp_path / "ours")
-    _ours(run_squad, run["flags"], _trained(run, 3), output_dir=ours)
+    _our_script(run_squad, run["flags"], _trained(run, 3), output_dir=ours)
     found = {}
     for key, folder in (("reference", run["out"]), ("ours", ours)):
         for file in ("predictions", "nbest_predictions", "null_odds"):
@@ -384,6 +391,7 @@ def test_the_references_run_squad_equals_ours(reference_runs, tmp_path, name):
 def test_the_references_run_pretraining_equals_ours(reference_runs, tmp_path):
     futures, lines, folder = reference_runs
     run = futures["pretraining"].result()
+    print("the reference's %s run: %.0f s" % ("pretraining", run["seconds"]))
     # Our create_pretraining_data on the same flags: the same records.
     records_flags = dict(lines["pretraining_data"][1],
                          output_file=str(tmp_path / "ours.tfrecord"))
@@ -394,7 +402,7 @@ def test_the_references_run_pretraining_equals_ours(reference_runs, tmp_path):
                          os.path.join(folder, "tf_examples.tfrecord"))]
     assert len(records[0]) > 100 and records[0] == records[1]
     ours = str(tmp_path / "ours")
-    _ours(run_pretraining, run["flags"], _trained(run, 3), output_dir=ours)
+    _our_script(run_pretraining, run["flags"], _trained(run, 3), output_dir=ours)
     reference = _results(os.path.join(run["out"], "eval_results.txt"))
     assert sorted(reference) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                                  "next_sentence_accuracy", "next_sentence_loss"]
@@ -413,9 +421,10 @@ def _features(path):
 def test_the_references_extract_features_equals_ours(reference_runs, tmp_path):
     futures, _, _ = reference_runs
     run = futures["features"].result()
+    print("the reference's %s run: %.0f s" % ("features", run["seconds"]))
     assert "*INIT_FROM_CKPT*" in run["stderr"]
     ours = str(tmp_path / "ours.jsonl")
-    _ours(extract_features, run["flags"], None, output_file=ours)
+    _our_script(extract_features, run["flags"], None, output_file=ours)
     reference, found = _features(run["flags"]["output_file"]), _features(ours)
     assert len(reference) == len(found) == 3
     delta = 0.0
