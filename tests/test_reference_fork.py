@@ -258,9 +258,11 @@ def _command_lines(shared_dir, folder):
 def _run_fork(fork_folder, script, flags, out):
     """The fork's script on `flags` (output_dir / output_file under `out`); its stderr."""
     os.makedirs(out, exist_ok=True)
+    # TMPDIR: extract_features' TPUEstimator has no model_dir, and takes a temporary folder
+    # (as TF 1.x did), left in `out`.
     proc = subprocess.run([sys.executable, os.path.join(fork_folder, script)] + _args(flags),
-                          cwd=out, env=_env(), capture_output=True, text=True, timeout=900,
-                          check=False)
+                          cwd=out, env=dict(_env(), TMPDIR=out), capture_output=True,
+                          text=True, timeout=900, check=False)
     assert proc.returncode == 0, "%s: %s" % (script, proc.stderr[-3000:])
     assert proc.stderr.count(ONCE) == 1, proc.stderr[-3000:]
     return proc.stderr
@@ -274,7 +276,7 @@ def _reference_run(fork_folder, lines, name, folder):
     flags = dict(flags)
     if name == "features":
         flags["output_file"] = os.path.join(out, "output.jsonl")
-    elif name != "pretraining_data":
+    else:
         flags["output_dir"] = out
     start = time.time()
     if name == "pretraining":
@@ -293,7 +295,8 @@ def _reference_run(fork_folder, lines, name, folder):
 
 @pytest.fixture(scope="module")
 def reference_runs(fork_folder, shared_dir, tmp_path_factory):
-    """The reference's runners, started together in the background: (futures by name, lines)."""
+    """The reference's runners, started together in the background: (futures of
+    _reference_run by name, the command lines, their folder)."""
     folder = str(tmp_path_factory.mktemp("runs"))
     lines = _command_lines(shared_dir, folder)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=3)
