@@ -20,7 +20,13 @@ import importlib as _importlib
 import logging as _logging
 import warnings as _warnings
 
-import tensorflow as _tensorflow
+# The quiet start of our own scripts (no C++ INFO lines, no no-GPU cuInit error line), set
+# before TensorFlow is imported.
+from bert_tf2 import startup as _startup
+
+_startup.quiet()
+
+import tensorflow as _tensorflow  # pylint: disable=wrong-import-position
 
 from bert_tf2.compat import contrib
 

@@ -1,30 +1,57 @@
-"""Evidence for `import bert_tf2.tf1 as tf`: the reference's own library modules on TF 2.20.
+"""Evidence for `import bert_tf2.tf1 as tf`: the reference's own files run on TF 2.20.
 
 With BERT_REFERENCE_DIR naming a folder of google-research/bert's .py files (nothing is
-fetched), modeling.py, tokenization.py, optimization.py and run_classifier.py are copied with
-only their `import tensorflow as tf` line changed and run in TF1 graph mode in a subprocess
-(tests/reference_fork_graph.py): the reference's BertModel on a TF1 checkpoint equals
-bert-tf2's modeling.py (eager, same checkpoint and inputs), its FullTokenizer equals ours,
-its create_optimizer trains a step, and run_classifier's TFRecord file and input_fn batches
-(tf.contrib.data.map_and_batch) equal ours.
+fetched), they are copied and `python -m bert_tf2.compat.move_fork` changes their
+`import tensorflow as tf` line and nothing else. Then, in subprocesses (bert_tf2.tf1 puts its
+process in TF1 graph mode):
+- tests/reference_fork_graph.py: the reference's BertModel on a TF1 checkpoint equals
+  bert-tf2's modeling.py (eager), its FullTokenizer equals ours, its create_optimizer trains a
+  step, and run_classifier's TFRecord file and input_fn batches (tf.contrib.data.map_and_batch)
+  equal ours;
+- the reference's runners on the README's command lines, made small (the tiny TF1 checkpoint
+  of ../shared: max_seq_length 16, its max_position_embeddings; 2-3 training steps):
+  run_classifier (MRPC: train, eval, predict; then the README's predict-only command from
+  the checkpoint it trained), run_squad (a SQuAD 1.1 subset and a 2.0 one
+  made from it: train, predict), create_pretraining_data + run_pretraining (train, eval) and
+  extract_features, through their own TPUEstimator code. Our root scripts, run in this
+  process with the same flags (--do_train left out) on the checkpoint the reference trained,
+  give the same eval_results.txt, test_results.tsv, predictions / nbest / null odds, records
+  and JSONL features (the tolerances are at each test).
+Without the variable those skip; test_a_tiny_fork_trains_evaluates_and_predicts always runs
+(a run_classifier-style fork of tests/tiny_fork_classifier.py, no reference files needed).
 """
+import concurrent.futures
+import difflib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import create_pretraining_data
+import extract_features
 import modeling
 import run_classifier
+import run_pretraining
+import run_squad
 import tokenization
+from bert_tf2 import flags_common
+from bert_tf2.compat import move_fork
 from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT
 
 SCRIPT = os.path.join(str(REPO_ROOT), "tests", "reference_fork_graph.py")
-MODULES = ("modeling.py", "tokenization.py", "optimization.py", "run_classifier.py")
+TINY_FORK = os.path.join(str(REPO_ROOT), "tests", "tiny_fork_classifier.py")
+RUNNERS = ("run_classifier.py", "run_squad.py", "run_pretraining.py", "extract_features.py",
+           "create_pretraining_data.py")
+MODULES = ("modeling.py", "tokenization.py", "optimization.py") + RUNNERS
+THE_LINE = ("import tensorflow as tf", "import bert_tf2.tf1 as tf")
+ONCE = "bert_tf2.tf1: this process now runs TensorFlow 1 graph mode"
 # The same arrays and texts as reference_fork_graph.py's.
 INPUT_IDS = np.array([[2, 5, 6, 7, 8, 9, 3, 0], [2, 10, 11, 12, 13, 1, 3, 4]], np.int32)
 INPUT_MASK = np.array([[1, 1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1, 1]], np.int32)
@@ -40,41 +67,57 @@ def _reference_dir():
     folder = os.environ.get("BERT_REFERENCE_DIR")
     if not folder:
         pytest.skip("BERT_REFERENCE_DIR is not set (a folder of google-research/bert's .py "
-                    "files: modeling.py, tokenization.py, optimization.py)")
+                    "files: modeling.py, tokenization.py, optimization.py, the runners)")
     missing = [m for m in MODULES if not os.path.isfile(os.path.join(folder, m))]
     if missing:
         pytest.fail("BERT_REFERENCE_DIR=%s lacks %s" % (folder, ", ".join(missing)))
     return folder
 
 
-def _fork(reference, folder):
-    """The reference's modules in `folder` with the one import line changed."""
-    for name in MODULES:
-        with open(os.path.join(reference, name), encoding="utf-8") as f:
-            text = f.read()
-        assert text.count("\nimport tensorflow as tf\n") == 1, name
-        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-            f.write(text.replace("\nimport tensorflow as tf\n",
-                                 "\nimport bert_tf2.tf1 as tf\n"))
+def _env():
+    """A fork's process: bert_tf2 from this repository (its own folder comes first on the path)."""
+    path = os.pathsep.join([str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
 
 
 @pytest.fixture(scope="module")
-def fork(tmp_path_factory, shared_dir):
-    """What reference_fork_graph.py found, and the checkpoint and vocab it used."""
+def fork_folder(tmp_path_factory):
+    """A copy of the reference's modules that move_fork's command line moved to bert_tf2.tf1."""
     reference = _reference_dir()
-    folder = tmp_path_factory.mktemp("fork")
-    _fork(reference, str(folder))
+    folder = str(tmp_path_factory.mktemp("fork"))
+    for name in MODULES:
+        shutil.copy(os.path.join(reference, name), folder)
+    proc = subprocess.run([sys.executable, "-m", "bert_tf2.compat.move_fork", folder],
+                          cwd=str(REPO_ROOT), env=_env(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in MODULES:
+        assert "changed %s" % os.path.join(folder, name) in proc.stdout, (name, proc.stdout)
+        with open(os.path.join(reference, name), encoding="utf-8") as f:
+            before = f.read().split("\n")
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            after = f.read().split("\n")
+        changed = [line for line in difflib.ndiff(before, after) if line[:2] in ("- ", "+ ")]
+        assert changed == ["- " + THE_LINE[0], "+ " + THE_LINE[1]], (name, changed)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fork(fork_folder, shared_dir, reference_runs):  # pylint: disable=unused-argument
+    """What reference_fork_graph.py found, and the checkpoint and vocab it used (the
+    reference's runners started first: they run in the background meanwhile)."""
+    folder = fork_folder
     checkpoint = str(shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny" /
                      "bert_model.ckpt")
     vocab = str(shared_dir / "data" / "vocab" / "uncased_vocab.txt")
-    out = str(folder / "results.npz")
+    out = os.path.join(folder, "results.npz")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, SCRIPT, str(REPO_ROOT), str(folder), checkpoint,
+    proc = subprocess.run([sys.executable, SCRIPT, str(REPO_ROOT), folder, checkpoint,
                            vocab, out], capture_output=True, text=True, env=env, timeout=600,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = dict(np.load(out))
-    results.update(checkpoint=checkpoint, vocab=vocab, folder=str(folder), texts=PAIRS)
+    results.update(checkpoint=checkpoint, vocab=vocab, folder=folder, texts=PAIRS)
     return results
 
 
@@ -139,3 +182,347 @@ def test_the_references_classifier_records_and_batches_equal_ours(fork, tmp_path
             np.concatenate([b[key] for b in batches])[real], fork["records_drop0_" + key])
         np.testing.assert_array_equal(fork["records_drop1_" + key],
                                       fork["records_drop0_" + key][:4])
+
+
+# --- The reference's runners, their README command lines made small -----------------------
+
+def _args(flags):
+    return ["--%s=%s" % item for item in flags.items()]
+
+
+def _squad_subsets(squad_file, folder):
+    """SQuAD 1.1 and 2.0 files of 9 questions (3 paragraphs of dev-v1.1's first article, one
+    answer each; in 2.0 every paragraph's third question unanswerable)."""
+    with open(squad_file, encoding="utf-8") as f:
+        article = json.load(f)["data"][0]
+    paragraphs = [{"context": p["context"], "qas": [dict(q, answers=q["answers"][:1])
+                                                    for q in p["qas"][:3]]}
+                  for p in article["paragraphs"][:3]]
+    paths = {}
+    for version in ("1.1", "v2.0"):
+        if version == "v2.0":
+            for paragraph in paragraphs:
+                for index, question in enumerate(paragraph["qas"]):
+                    question["is_impossible"] = index == 2
+                paragraph["qas"][2]["answers"] = []
+        paths[version] = os.path.join(folder, "squad-%s.json" % version)
+        with open(paths[version], "w", encoding="utf-8") as f:
+            json.dump({"version": version, "data": [{"title": article["title"],
+                                                     "paragraphs": paragraphs}]}, f)
+    return paths
+
+
+def _command_lines(shared_dir, folder):
+    """{name: (script, flags)}: the README's command lines on the tiny checkpoint."""
+    tiny = str(shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny")
+    model = {"vocab_file": os.path.join(tiny, "vocab.txt"),
+             "bert_config_file": os.path.join(tiny, "bert_config.json"),
+             "init_checkpoint": os.path.join(tiny, "bert_model.ckpt")}
+    squad = _squad_subsets(str(shared_dir / "data" / "squad" / "dev-v1.1.json"), folder)
+    with open(os.path.join(folder, "input.txt"), "w", encoding="utf-8") as f:
+        f.write("Who was Jim Henson ? ||| Jim Henson was a puppeteer\n"
+                "all work and no play makes jack a dull boy\n"
+                "all work ||| no play makes jack a dull boy all work and no play\n")
+    lines = {
+        # 3668 examples / 32 * 0.02 epochs: 2 steps.
+        "classifier": ("run_classifier.py", dict(
+            task_name="MRPC", do_train="true", do_eval="true", do_predict="true",
+            data_dir=str(shared_dir / "data" / "glue_data" / "MRPC"), **model,
+            max_seq_length=16, train_batch_size=32, learning_rate=2e-5,
+            num_train_epochs=0.02)),
+        "pretraining_data": ("create_pretraining_data.py", dict(
+            input_file=str(shared_dir / "data" / "sample_text.txt"),
+            output_file=os.path.join(folder, "tf_examples.tfrecord"),
+            vocab_file=model["vocab_file"], do_lower_case="True", max_seq_length=16,
+            max_predictions_per_seq=3, masked_lm_prob=0.15, random_seed=12345, dupe_factor=5)),
+        "pretraining": ("run_pretraining.py", dict(
+            input_file=os.path.join(folder, "tf_examples.tfrecord"), do_train="True",
+            do_eval="True", bert_config_file=model["bert_config_file"],
+            init_checkpoint=model["init_checkpoint"], train_batch_size=32, max_seq_length=16,
+            max_predictions_per_seq=3, num_train_steps=3, num_warmup_steps=1,
+            learning_rate=2e-5)),
+        "features": ("extract_features.py", dict(
+            input_file=os.path.join(folder, "input.txt"), **model, layers="-1,-2",
+            max_seq_length=16, batch_size=8)),
+    }
+    for name, version in (("squad", "1.1"), ("squad2", "v2.0")):
+        # 9 questions / 6 * 2 epochs: 3 steps.
+        lines[name] = ("run_squad.py", dict(
+            **model, do_train="True", train_file=squad[version], do_predict="True",
+            predict_file=squad[version], train_batch_size=6, learning_rate=3e-5,
+            num_train_epochs=2.0, max_seq_length=16, max_query_length=6, doc_stride=4,
+            version_2_with_negative=str(version == "v2.0")))
+    return lines
+
+
+def _run_fork(fork_folder, script, flags, out):
+    """The fork's script on `flags` (output_dir / output_file under `out`); its stderr."""
+    os.makedirs(out, exist_ok=True)
+    # TMPDIR: extract_features' TPUEstimator has no model_dir, and takes a temporary folder
+    # (as TF 1.x did), left in `out`.
+    proc = subprocess.run([sys.executable, os.path.join(fork_folder, script)] + _args(flags),
+                          cwd=out, env=dict(_env(), TMPDIR=out), capture_output=True,
+                          text=True, timeout=900, check=False)
+    assert proc.returncode == 0, "%s: %s" % (script, proc.stderr[-3000:])
+    assert proc.stderr.count(ONCE) == 1, proc.stderr[-3000:]
+    return proc.stderr
+
+
+def _reference_run(fork_folder, lines, name, folder):
+    """Runs one of the reference's command lines (create_pretraining_data before
+    run_pretraining); {"out": its output folder, "stderr": ..., "flags": ...}."""
+    out = os.path.join(folder, "reference_" + name)
+    script, flags = lines[name]
+    flags = dict(flags)
+    if name == "features":
+        flags["output_file"] = os.path.join(out, "output.jsonl")
+    else:
+        flags["output_dir"] = out
+    start = time.time()
+    if name == "pretraining":
+        _run_fork(fork_folder, *lines["pretraining_data"], os.path.join(folder, "data_run"))
+    stderr = _run_fork(fork_folder, script, flags, out)
+    run = {"out": out, "stderr": stderr, "flags": flags}
+    if name == "classifier":
+        # The README's second command: --do_predict alone, from the classifier trained above.
+        run["predict_out"] = os.path.join(folder, "reference_classifier_predict")
+        predict = {k: v for k, v in flags.items() if k not in ("do_train", "do_eval")}
+        predict.update(output_dir=run["predict_out"],
+                       init_checkpoint=os.path.join(out, "model.ckpt-2"))
+        _run_fork(fork_folder, script, predict, run["predict_out"])
+    return dict(run, seconds=time.time() - start)
+
+
+@pytest.fixture(scope="module")
+def reference_runs(fork_folder, shared_dir, tmp_path_factory):
+    """The reference's runners, started together in the background: (futures of
+    _reference_run by name, the command lines, their folder)."""
+    folder = str(tmp_path_factory.mktemp("runs"))
+    lines = _command_lines(shared_dir, folder)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=3)
+    futures = {name: pool.submit(_reference_run, fork_folder, lines, name, folder)
+               for name in ("classifier", "squad", "pretraining", "features", "squad2")}
+    yield futures, lines, folder
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _our_script(module, flags, trained, **outputs):
+    """Our root script on the reference's flags, --do_train left out and --init_checkpoint the
+    checkpoint the reference trained (its step in the name)."""
+    flags = {k: v for k, v in flags.items() if k != "do_train"}
+    flags.update(outputs)
+    if trained:
+        flags["init_checkpoint"] = trained
+    return module.run(flags_common.parse_flags(module.define_flags, _args(flags)))
+
+
+def _results(path):
+    """eval_results.txt: {key: value text}."""
+    with open(path, encoding="utf-8") as f:
+        return dict(line.split(" = ") for line in f.read().splitlines())
+
+
+def _compare_results(reference, ours, exact):
+    """The reference's eval_results.txt keys in ours (ours adds its own keys): the `exact` ones
+    equal, the losses within 1e-6 relative (float32 sums in another order); max |delta|."""
+    deltas = {}
+    for key, value in reference.items():
+        if key in exact:
+            assert float(ours[key]) == float(value), (key, ours[key], value)
+        else:
+            deltas[key] = abs(float(ours[key]) - float(value))
+            assert deltas[key] <= 1e-6 * max(1.0, abs(float(value))), (key, ours[key], value)
+    return deltas
+
+
+def _trained(run, steps):
+    """The reference's last checkpoint, after `steps` steps saved by its TPUEstimator."""
+    assert "*INIT_FROM_CKPT*" in run["stderr"]  # the reference's model_fn, not ours
+    assert "Saving checkpoints for %d into" % steps in run["stderr"]
+    assert tf.train.latest_checkpoint(run["out"]).endswith("model.ckpt-%d" % steps)
+    return os.path.join(run["out"], "model.ckpt-%d" % steps)
+
+
+def test_the_references_run_classifier_equals_ours(reference_runs, tmp_path):
+    futures, _, _ = reference_runs
+    run = futures["classifier"].result()
+    print("the reference's %s run: %.0f s" % ("classifier", run["seconds"]))
+    ours = str(tmp_path / "ours")
+    _our_script(run_classifier, run["flags"], _trained(run, 2), output_dir=ours)
+    reference = _results(os.path.join(run["out"], "eval_results.txt"))
+    assert sorted(reference) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
+    deltas = _compare_results(reference, _results(os.path.join(ours, "eval_results.txt")),
+                              exact=("eval_accuracy", "global_step"))
+    tables = []
+    for folder in (run["out"], ours, run["predict_out"]):
+        with open(os.path.join(folder, "test_results.tsv"), encoding="utf-8") as f:
+            tables.append(f.read())
+    rows = [np.array([line.split("\t") for line in t.splitlines()], np.float64) for t in tables]
+    assert rows[0].shape == rows[1].shape == (1725, 2)
+    # The predict-only run initialized from the trained checkpoint (no checkpoint in its
+    # output_dir): the same file as the run that trained.
+    assert tables[2] == tables[0]
+    print("run_classifier MRPC: eval %s, max |delta| %s; test_results.tsv identical: %s, max "
+          "|delta| %g" % (reference, deltas, tables[0] == tables[1],
+                          np.abs(rows[0] - rows[1]).max()))
+    assert np.abs(rows[0] - rows[1]).max() <= 1e-6
+
+
+# Spans of the tiny model's all-[UNK] windows often score alike: answers whose scores are
+# this close (float32 sums in another order move them ~1e-8) may change places.
+TIE = 1e-6
+
+
+def _score(entry):
+    return entry["start_logit"] + entry["end_logit"]
+
+
+def _nbest_deltas(reference, ours):
+    """Each question's n-best: the same scores, and the same numbers for every answer in both
+    (the max |delta| is returned); an answer in one list only must tie the last one kept.
+    Returns (max |delta|, how many answers changed places or lists within a tie)."""
+    assert sorted(reference) == sorted(ours)
+    delta, swapped = 0.0, 0
+    for key in reference:
+        lists = [{e["text"]: e for e in n[key]} for n in (reference, ours)]
+        scores = [sorted(map(_score, found.values()), reverse=True) for found in lists]
+        np.testing.assert_allclose(scores[0], scores[1], rtol=0, atol=TIE, err_msg=key)
+        for text in set(lists[0]) ^ set(lists[1]):
+            entry = lists[0].get(text) or lists[1][text]
+            assert _score(entry) <= max(scores[0][-1], scores[1][-1]) + TIE, (key, text)
+        swapped += len(set(lists[0]) ^ set(lists[1])) // 2 + sum(
+            a["text"] != b["text"] for a, b in zip(reference[key], ours[key]))
+        for text in set(lists[0]) & set(lists[1]):
+            delta = max([delta] + [abs(lists[0][text][f] - lists[1][text][f])
+                                   for f in ("probability", "start_logit", "end_logit")])
+    return delta, swapped
+
+
+def _best_answers(reference, ours, nbest):
+    """predictions.json: the same answers, or answers that tie the reference's best; how many
+    differ."""
+    assert sorted(reference) == sorted(ours)
+    differ = [key for key in reference if reference[key] != ours[key]]
+    for key in differ:
+        scores = {e["text"]: _score(e) for e in nbest[key]}
+        top = max(scores.values())
+        assert ours[key] in scores and min(scores[ours[key]], scores[reference[key]]) >= (
+            top - TIE), (key, reference[key], ours[key])
+    return len(differ)
+
+
+@pytest.mark.parametrize("name", ["squad", "squad2"])
+def test_the_references_run_squad_equals_ours(reference_runs, tmp_path, name):
+    futures, _, _ = reference_runs
+    run = futures[name].result()
+    print("the reference's %s run: %.0f s" % (name, run["seconds"]))
+    ours = str(tmp_path / "ours")
+    _our_script(run_squad, run["flags"], _trained(run, 3), output_dir=ours)
+    found = {}
+    for key, folder in (("reference", run["out"]), ("ours", ours)):
+        for file in ("predictions", "nbest_predictions", "null_odds"):
+            if file != "null_odds" or name == "squad2":
+                with open(os.path.join(folder, file + ".json"), encoding="utf-8") as f:
+                    found[key, file] = json.load(f)
+    assert len(found["ours", "predictions"]) == 9
+    differ = _best_answers(found["reference", "predictions"], found["ours", "predictions"],
+                           found["reference", "nbest_predictions"])
+    deltas = {}
+    deltas["nbest"], swapped = _nbest_deltas(found["reference", "nbest_predictions"],
+                                             found["ours", "nbest_predictions"])
+    if name == "squad2":
+        odds = [found[key, "null_odds"] for key in ("reference", "ours")]
+        assert sorted(odds[0]) == sorted(odds[1])
+        deltas["null_odds"] = max(abs(odds[0][k] - odds[1][k]) for k in odds[0])
+    print("run_squad %s: predictions.json: %d of 9 answers differ (tied); n-best: %d answers "
+          "swapped within ties; max |delta| %s" % (name, differ, swapped, deltas))
+    assert max(deltas.values()) <= 1e-6, deltas
+
+
+def test_the_references_run_pretraining_equals_ours(reference_runs, tmp_path):
+    futures, lines, folder = reference_runs
+    run = futures["pretraining"].result()
+    print("the reference's %s run: %.0f s" % ("pretraining", run["seconds"]))
+    # Our create_pretraining_data on the same flags: the same records.
+    records_flags = dict(lines["pretraining_data"][1],
+                         output_file=str(tmp_path / "ours.tfrecord"))
+    create_pretraining_data.run(flags_common.parse_flags(create_pretraining_data.define_flags,
+                                                         _args(records_flags)))
+    records = [[tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(p)]
+               for p in (str(tmp_path / "ours.tfrecord"),
+                         os.path.join(folder, "tf_examples.tfrecord"))]
+    assert len(records[0]) > 100 and records[0] == records[1]
+    ours = str(tmp_path / "ours")
+    _our_script(run_pretraining, run["flags"], _trained(run, 3), output_dir=ours)
+    reference = _results(os.path.join(run["out"], "eval_results.txt"))
+    assert sorted(reference) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                                 "next_sentence_accuracy", "next_sentence_loss"]
+    deltas = _compare_results(reference, _results(os.path.join(ours, "eval_results.txt")),
+                              exact=("global_step", "masked_lm_accuracy",
+                                     "next_sentence_accuracy"))
+    print("run_pretraining: %d records equal; eval %s, max |delta| %s" % (
+        len(records[0]), reference, deltas))
+
+
+def _features(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_the_references_extract_features_equals_ours(reference_runs, tmp_path):
+    futures, _, _ = reference_runs
+    run = futures["features"].result()
+    print("the reference's %s run: %.0f s" % ("features", run["seconds"]))
+    assert "*INIT_FROM_CKPT*" in run["stderr"]
+    ours = str(tmp_path / "ours.jsonl")
+    _our_script(extract_features, run["flags"], None, output_file=ours)
+    reference, found = _features(run["flags"]["output_file"]), _features(ours)
+    assert len(reference) == len(found) == 3
+    delta = 0.0
+    for a, b in zip(reference, found):
+        assert a["linex_index"] == b["linex_index"]
+        assert [t["token"] for t in a["features"]] == [t["token"] for t in b["features"]]
+        for token_a, token_b in zip(a["features"], b["features"]):
+            assert [l["index"] for l in token_a["layers"]] == [-1, -2]
+            assert [l["index"] for l in token_b["layers"]] == [-1, -2]
+            delta = max([delta] + [float(np.abs(np.subtract(x["values"], y["values"])).max())
+                                   for x, y in zip(token_a["layers"], token_b["layers"])])
+    print("extract_features: tokens equal; values (6 decimals) max |delta| %g" % delta)
+    # Both round to 6 decimals: values a float32 ulp apart can print 1e-6 apart.
+    assert delta <= 1.5e-6
+
+
+# --- Always on: a tiny fork written against TF 1.x --------------------------------------
+
+def test_a_tiny_fork_trains_evaluates_and_predicts(tmp_path):
+    # A run_classifier-style fork (tests/tiny_fork_classifier.py) moved by move_fork: its
+    # TPUEstimator predicts and evaluates from scaffold_fn's init_from_checkpoint, trains 12
+    # steps (checkpoints every 5, the last 3 kept), evaluates and predicts again.
+    folder = tmp_path / "fork"
+    folder.mkdir()
+    shutil.copy(TINY_FORK, str(folder / "tiny_fork.py"))
+    assert move_fork.move_fork(str(folder), report=lambda line: None) == [
+        str(folder / "tiny_fork.py")]
+    assert "\nimport bert_tf2.tf1 as tf\n" in (folder / "tiny_fork.py").read_text()
+    out = str(tmp_path / "out")
+    proc = subprocess.run([sys.executable, str(folder / "tiny_fork.py"), "--output_dir=" + out],
+                          cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count(ONCE) == 1
+    # protobuf's notice about the float_format TF's graph.pbtxt writer passes (nothing a fork
+    # can act on) is not shown.
+    assert "float_format" not in proc.stderr
+    with open(os.path.join(out, "found.json"), encoding="utf-8") as f:
+        found = json.load(f)
+    assert found["initialized_from_checkpoint"] and found["embeddings_trained"]
+    assert found["checkpoints"] == ["model.ckpt-10.index", "model.ckpt-12.index",
+                                    "model.ckpt-5.index"]
+    assert found["before"]["global_step"] == 0 and found["after"]["global_step"] == 12
+    assert sorted(found["after"]) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
+    assert found["after"]["eval_loss"] < found["before"]["eval_loss"]
+    assert found["after"]["eval_accuracy"] >= 0.9
+    probabilities = np.array(found["probabilities"])
+    assert probabilities.shape == (20, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    assert found["executing_eagerly"] is False

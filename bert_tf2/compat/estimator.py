@@ -29,6 +29,7 @@ import inspect
 import os
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -37,6 +38,11 @@ v1 = tf.compat.v1
 # TF 1.x's Estimator logged through tf.logging ("INFO:tensorflow:..."); forks' users read
 # those lines, so ours go the same way.
 logging = v1.logging
+# TF's CheckpointSaverHook writes graph.pbtxt through text_format with float_format, which
+# protobuf 6 warns is deprecated: a line about TensorFlow's own code, in every fork's first
+# training run, that the fork can do nothing about.
+warnings.filterwarnings("ignore", message="float_format is deprecated for text_format",
+                        category=UserWarning)
 
 GLOBAL_STEP = "global_step"
 LOSS = "loss"
