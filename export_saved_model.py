@@ -127,6 +127,7 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
+from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 
 MODEL_TYPES = serving.MODEL_TYPES
@@ -187,6 +188,11 @@ def define_flags(fv):
     flags.DEFINE_bool("crf", False, "--model_type=tagger: a run_ner --crf model: word_tags "
                       "are the Viterbi tags of its CRF (default: the model folder's "
                       "model_settings.json; a folder without the key: softmax).",
+                      flag_values=fv)
+    flags.DEFINE_enum("crf_tag_scheme", "auto", heads.TAG_SCHEMES, "--crf: run_ner's "
+                      "--crf_tag_scheme, the tag sequences Viterbi never decodes (iob2: "
+                      "I-X only after B-X or I-X, never first). auto: the model folder's "
+                      "model_settings.json (a folder without the key: none).",
                       flag_values=fv)
     flags.DEFINE_integer("max_query_length", 64,
                          "--model_type=squad: questions are cut to this many tokens.",
@@ -251,8 +257,8 @@ def run(settings):
     # The model folder of --init_checkpoint (a training run's output_dir or best/, a
     # converted model) fills what the user left out: config, vocab, length, case, the
     # model type and the task's settings.
-    settings = settings.with_defaults(model_folder.defaults(
-        settings.part(*model_folder.SETTINGS)))
+    folder = model_folder.defaults(settings.part(*model_folder.SETTINGS))
+    settings = settings.with_defaults(folder)
     settings.require(*_REQUIRED_FLAGS)
     saved = flags_common.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel = _check_settings(settings)
@@ -265,12 +271,23 @@ def run(settings):
         max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size,
         feature_layers=layers, lstm_units=settings.lstm_units,
         crf=settings.model_type == "tagger" and settings.crf,
+        crf_tag_scheme=_crf_tag_scheme(settings, folder.get("crf_tag_scheme")),
         pooling_spec=_pooling_spec(settings, saved, bert_config),
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype)
     return settings_lib.Result(output_dir=export_dir,
                                outputs=exporter.output_files(export_dir))
+
+
+def _crf_tag_scheme(settings, saved):
+    """--crf_tag_scheme of a --crf tagger: given, else (auto) the folder's `saved`, else
+    none."""
+    if not (settings.model_type == "tagger" and settings.crf):
+        return "none"
+    if settings.crf_tag_scheme == "auto":
+        return saved if saved in heads.TAG_SCHEMES[1:] else "none"
+    return settings.crf_tag_scheme
 
 
 def _long_text(settings):
@@ -342,7 +359,8 @@ _FLAGS_OF_TYPE = {
     "classifier": ("task_name", "xnli_language", "labels_file", "threshold", "long_text",
                    "head_tokens", "doc_stride", "window_pooling"),
     "squad": ("max_query_length", "max_answer_length", "n_best_size"),
-    "tagger": ("labels_file", "feature_based", "layers", "lstm_units", "crf"),
+    "tagger": ("labels_file", "feature_based", "layers", "lstm_units", "crf",
+               "crf_tag_scheme"),
     "multiple_choice": (),
 }
 

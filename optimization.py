@@ -688,7 +688,8 @@ def keras_optimizer(init_lr,
                     jit_compile=False,
                     fused=True,
                     clip_norm=None,
-                    fused_grouping="auto"):
+                    fused_grouping="auto",
+                    learning_rate_multipliers=None):
     """Builds the BERT optimizer (tf_keras) with its warm-up / linear-decay schedule.
 
     ``optimizer.apply_gradients(zip(grads, vars))`` performs one update with
@@ -718,6 +719,9 @@ def keras_optimizer(init_lr,
         caller clips (``clip_gradients``).
       fused_grouping: "auto" (default), "device", "batched" or "variable": how
         the fused update is split into XLA computations (see AdamWeightDecay).
+      learning_rate_multipliers: {regex: factor}: a variable whose name matches learns
+        at the schedule's rate times the factor (fused_update.FusedOptimizer); not for
+        fused=False "lamb".
 
     Returns:
       A tf_keras (classic ``OptimizerV2``) optimizer, wrappable in
@@ -739,6 +743,8 @@ def keras_optimizer(init_lr,
         epsilon=_as_float(epsilon, "epsilon", low=0.0))
     if clip_norm is not None:
         clip_norm = _as_float(clip_norm, "clip_norm", low=0.0, low_inclusive=False)
+    if learning_rate_multipliers:
+        hyper["learning_rate_multipliers"] = learning_rate_multipliers
 
     if kind == "adamw":
         return AdamWeightDecay(
@@ -749,6 +755,9 @@ def keras_optimizer(init_lr,
         return LAMB(learning_rate=schedule, exclude_from_weight_decay=list(exclude),
                     exclude_from_layer_adaptation=list(exclude), clip_norm=clip_norm,
                     fused_grouping=fused_grouping, **hyper)
+    if learning_rate_multipliers:
+        raise ValueError("learning_rate_multipliers: not with the unfused LAMB "
+                         "(tf-models-official's class)")
     # Imported lazily: pulling in tf-models-official is slow and only needed
     # for this optimizer.
     from official.modeling.optimization import lamb  # pylint: disable=g-import-not-at-top

@@ -56,7 +56,13 @@ _REQUIRED_FLAGS = ("vocab_file", "bert_config_file", "output_dir")
 
 # The settings _Task reads: how sentences become windows, the model, where files go.
 _TASK_SETTINGS = ("max_seq_length", "doc_stride", "document_context", "use_tpu",
-                  "feature_based", "layers", "lstm_units", "crf", "output_dir")
+                  "feature_based", "layers", "lstm_units", "crf", "crf_tag_scheme",
+                  "output_dir")
+
+# The variable --crf_learning_rate sets the rate of (a regex of its name), and that
+# rate's default, in multiples of --learning_rate.
+_CRF_VARIABLES = "(^|/)crf/transitions"
+_CRF_RATE_FACTOR = 100.0
 
 
 # ---------------------------------------------------------------------------
@@ -102,6 +108,21 @@ def define_flags(fv):
                       "so): Viterbi then gives the softmax's tags. Recorded in "
                       "model_settings.json, so later runs and the export decode alike. "
                       "Off: the paper's softmax.", flag_values=fv)
+    flags.DEFINE_enum("crf_tag_scheme", "auto", heads.TAG_SCHEMES, "--crf: the tag "
+                      "scheme whose invalid sequences the CRF never scores nor decodes. "
+                      "iob2: I-X only after B-X or I-X, and not at a sentence's start (a "
+                      "window cut from the middle of a long sentence may start with it); "
+                      "tags without a B-/I- prefix are left free. none: no constraint. "
+                      "auto: iob2 when every tag is O, B-X or I-X and the training file "
+                      "keeps IOB2 (CoNLL-2003's original IOB1 files start entities with "
+                      "I-: none), without --do_train the model folder's; the choice is "
+                      "logged and recorded in model_settings.json (a folder without it: "
+                      "none), so later runs and the export decode alike.", flag_values=fv)
+    flags.DEFINE_float("crf_learning_rate", None, "--crf: the peak learning rate of the "
+                       "transitions (crf/transitions), on --learning_rate's warm-up and "
+                       "decay; default %g x --learning_rate (at the encoder's rate the "
+                       "transitions, starting at zero, barely move in a fine-tuning run)."
+                       % _CRF_RATE_FACTOR, flag_values=fv)
     flags_common.define_fine_tuning_flags(fv, unit="windows")
     class_weights.define_flags(fv)
     flags_common.define_training_flags(fv)
@@ -125,13 +146,15 @@ def run(settings):
     """
     settings = Settings.of(settings)
     # The model folder's config, vocab and task settings fill what the user left out.
-    settings = settings.with_defaults(model_folder.defaults(
-        settings.part(*model_folder.SETTINGS), "run_ner"))
+    folder = model_folder.defaults(settings.part(*model_folder.SETTINGS), "run_ner")
+    settings = settings.with_defaults(folder)
     bert_config = _check_settings(settings)
     fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Every file the run needs is read (and so checked) before any work starts.
     train, evaluation, prediction, labels = _read_data(settings)
+    settings = settings.fill({"crf_tag_scheme": _tag_scheme(
+        settings, train, labels, folder.get("crf_tag_scheme"))})
     # The names the evaluations will report: a wrong --best_metric stops the run here.
     metric_names = _metric_names(evaluation) if evaluation else None
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), metric_names)
@@ -151,7 +174,7 @@ def run(settings):
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.make_runner(
         trainer, lambda: task.model(bert_config),
-        num_train_steps, num_warmup_steps)
+        num_train_steps, num_warmup_steps, _crf_rates(settings))
     if settings.crf:
         _warn_without_transitions(runner.restored_from)
     result = settings_lib.Result(output_dir=settings.output_dir)
@@ -199,22 +222,63 @@ def token_loss(logits, label_ids, label_weights, weights=None):
     return tf.reduce_sum(per_token * label_weights) / denominator * training.num_replicas()
 
 
-def crf_loss(logits, transitions, label_ids, label_weights):
+def crf_loss(logits, transitions, label_ids, label_weights, start_penalty=None,
+             starts=None):
     """--crf: mean negative log-likelihood per window of the GLOBAL batch, for one replica.
 
     Args:
       logits: [batch, seq_length, num_labels] float32; transitions [num_labels, num_labels].
       label_ids, label_weights: [batch, seq_length]; the chain of a window is its pieces
         of weight > 0 (each word's first piece), in order.
+      start_penalty: [num_labels] (--crf_tag_scheme; None: none), added to the first
+        word of the windows whose `starts` [batch] is > 0 (their sentence's first window).
 
     Returns:
       A scalar scaled as token_loss's: the mean over the windows with words of all
       replicas, once training.Runner sums the replicas' gradients.
     """
     nll, has_words = heads.crf_negative_log_likelihood(logits, transitions, label_ids,
-                                                       label_weights)
+                                                       label_weights, start_penalty, starts)
     denominator = tf.maximum(training.global_sum(tf.reduce_sum(has_words)), 1.0)
     return tf.reduce_sum(nll) / denominator * training.num_replicas()
+
+
+def _tag_scheme(settings, train, labels, saved):
+    """--crf_tag_scheme resolved to iob2 or none (logged; none without --crf).
+
+    Args:
+      settings: the run's settings; train: the training ConllFile (None: no training);
+      labels: the label list; saved: the model folder's crf_tag_scheme (None: none).
+    """
+    if not settings.crf:
+        return "none"
+    scheme, why = settings.crf_tag_scheme, "given"
+    if scheme == "auto" and train is None:
+        scheme, why = saved or "none", "the model folder's" if saved else (
+            "the model folder records no tag scheme")
+    elif scheme == "auto":
+        scheme, why = ner_data.auto_tag_scheme(train, labels)
+    elif scheme == "iob2" and train is not None and ner_data.iob2_break(train):
+        _, changed, left = ner_data.to_iob2(train, labels)
+        if left:
+            raise ValueError("--crf_tag_scheme=iob2: %s breaks IOB2 and has no B- label to "
+                             "make it (an IOB1 file? use --crf_tag_scheme=auto or none)"
+                             % left)
+        logging.warning("--crf_tag_scheme=iob2: %d tags of %s break IOB2 (first: %s): "
+                        "trained as B-X, the same entities as conlleval reads them",
+                        changed, train.path, ner_data.iob2_break(train))
+    logging.info("--crf tag scheme: %s (%s)", scheme, why)
+    return scheme
+
+
+def _crf_rates(settings):
+    """The optimizer's learning_rate_multipliers of --crf's transitions (None: none)."""
+    if not (settings.crf and settings.do_train) or settings.learning_rate <= 0:
+        return None
+    rate = settings.crf_learning_rate
+    if rate is None:
+        rate = _CRF_RATE_FACTOR * settings.learning_rate
+    return {_CRF_VARIABLES: rate / settings.learning_rate}
 
 
 def _warn_without_transitions(path):
@@ -241,7 +305,20 @@ def _check_settings(settings):
                "into an LSTM)") for name in ("layers", "lstm_units")])
     settings.refuse_unused([("class_weights", "with --crf (the CRF's likelihood is of whole "
                                               "tag sequences, not of tokens)")]
-                           if settings.crf else [])
+                           if settings.crf else [
+                               (name, "without --crf") for name in ("crf_tag_scheme",
+                                                                    "crf_learning_rate")])
+    settings.refuse_unused([("crf_learning_rate", "without --do_train")], warn_only=True)
+    if settings.crf_tag_scheme not in heads.TAG_SCHEMES:
+        raise ValueError("--crf_tag_scheme must be one of %s, got %r"
+                         % (", ".join(heads.TAG_SCHEMES), settings.crf_tag_scheme))
+    if settings.crf_learning_rate is not None and not settings.crf_learning_rate > 0:
+        raise ValueError("--crf_learning_rate=%g must be > 0" % settings.crf_learning_rate)
+    if settings.crf and settings.do_train and settings.optimizer_type.lower() == "lamb" and (
+            not settings.fused_optimizer):
+        raise ValueError("--crf with --optimizer_type=lamb --nofused_optimizer: "
+                         "tf-models' LAMB has no rate of its own for crf/transitions "
+                         "(--crf_learning_rate); use the fused LAMB")
     settings.refuse_unused([(flag, "without --do_%s" % split)
                             for split, (flag, _) in sorted(_SPLITS.items())
                             if not getattr(settings, "do_" + split)], warn_only=True)
@@ -338,8 +415,11 @@ class _Task(object):
         self.class_weights = weights  # --class_weights (None: unweighted)
 
     def features(self, conll_file):
-        """The windowed Features of a read file."""
+        """The windowed Features of a read file (--crf_tag_scheme=iob2: its labels with
+        the tags that break IOB2 made B-X, ner_data.to_iob2)."""
         settings = self.settings
+        if settings.crf and settings.crf_tag_scheme == "iob2":
+            conll_file = ner_data.to_iob2(conll_file, self.labels)[0]
         return ner_data.convert_file(conll_file, self.labels, settings.max_seq_length,
                                      settings.doc_stride, self.tokenizer,
                                      settings.document_context)
@@ -350,14 +430,17 @@ class _Task(object):
         return heads.BertTagger(
             bert_config, len(self.labels), use_one_hot_embeddings=settings.use_tpu,
             feature_layers=_feature_layers(settings.layers) if settings.feature_based else None,
-            lstm_units=settings.lstm_units, crf=settings.crf)
+            lstm_units=settings.lstm_units, crf=settings.crf,
+            crf_penalties=heads.crf_constraints(self.labels, settings.crf_tag_scheme)
+            if settings.crf else None)
 
     def loss_fn(self, model, features, is_training):
         """The training loss of one replica's batch (see token_loss, crf_loss)."""
         out = model(features, training=is_training)
         if self.settings.crf:
             return crf_loss(out["logits"], out["transitions"], features["label_ids"],
-                            features["label_weights"]), {}
+                            features["label_weights"], out.get("start_penalty"),
+                            features.get("starts_sentence")), {}
         return token_loss(out["logits"], features["label_ids"], features["label_weights"],
                           self.class_weights), {}
 
@@ -367,7 +450,8 @@ class _Task(object):
         out = model(features, training=False)
         logits = out["logits"]
         if self.settings.crf:
-            return self._crf_predictions(logits, out["transitions"], features)
+            return self._crf_predictions(logits, out["transitions"], out.get("start_penalty"),
+                                         features)
         per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=features["label_ids"], logits=logits)
         return {"predicted": tf.argmax(logits, -1, output_type=tf.int32),
@@ -376,14 +460,15 @@ class _Task(object):
                 "is_real_example": features["is_real_example"]}
 
     @staticmethod
-    def _crf_predictions(logits, transitions, features):
+    def _crf_predictions(logits, transitions, start_penalty, features):
         """predict_fn's outputs of a --crf tagger: eval_loss is then the mean
         negative log-likelihood per window, as crf_loss trains."""
         weights = features["label_weights"]
-        nll, has_words = heads.crf_negative_log_likelihood(logits, transitions,
-                                                           features["label_ids"], weights)
+        starts = (start_penalty, features.get("starts_sentence"))
+        nll, has_words = heads.crf_negative_log_likelihood(
+            logits, transitions, features["label_ids"], weights, *starts)
         at_first = tf.one_hot(tf.zeros_like(nll, tf.int32), tf.shape(weights)[1])
-        return {"predicted": heads.crf_predictions(logits, transitions, weights),
+        return {"predicted": heads.crf_predictions(logits, transitions, weights, *starts),
                 "loss": nll[:, tf.newaxis] * at_first,
                 "weights": has_words[:, tf.newaxis] * at_first,
                 "is_real_example": features["is_real_example"]}

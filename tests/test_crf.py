@@ -1,10 +1,14 @@
-"""bert_tf2/base/crf.py: every function against enumerating every tag sequence."""
+"""bert_tf2/base/crf.py: every function against enumerating every tag sequence; and
+run_ner's chain with the IOB2 constraints (heads.crf_constraints) against enumerating
+the valid ones."""
 import itertools
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf2.base import crf
+from bert_tf2.trainer import heads
 
 LENGTHS = np.array([1, 3, 4], np.int32)
 NUM_TAGS = 3
@@ -168,3 +172,90 @@ def test_decode_and_log_norm_compile_with_xla():
     expected, expected_best = crf.crf_decode(inputs, transitions, LENGTHS)
     np.testing.assert_array_equal(tags.numpy(), expected.numpy())
     np.testing.assert_allclose(best.numpy(), expected_best.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# run_ner --crf_tag_scheme: the chain of a window with IOB2's constraints (heads)
+# ---------------------------------------------------------------------------
+
+TAGS = ["O", "B-LOC", "B-PER", "I-LOC", "I-PER", "X"]  # X: a label outside the scheme
+
+
+def _breaks_iob2(tags, starts_sentence=True):
+    """Whether a tag sequence (names) holds an I-X after anything but B-X / I-X (or,
+    at a sentence's start, first)."""
+    previous = "O" if starts_sentence else None
+    for tag in tags:
+        if tag.startswith("I-") and previous is not None and previous != "X" and (
+                previous not in ("B-" + tag[2:], tag)):
+            return True
+        previous = tag
+    return False
+
+
+def test_iob2_constraints_forbid_what_iob2_never_holds():
+    transitions, starts = heads.crf_constraints(TAGS, "iob2")
+    forbidden = {(TAGS[i], TAGS[j]) for i, j in zip(*np.nonzero(transitions))}
+    assert forbidden == {("O", "I-LOC"), ("B-PER", "I-LOC"), ("I-PER", "I-LOC"),
+                         ("O", "I-PER"), ("B-LOC", "I-PER"), ("I-LOC", "I-PER")}
+    assert set(transitions[transitions != 0]) == {heads.FORBIDDEN}
+    assert [TAGS[j] for j in np.nonzero(starts)[0]] == ["I-LOC", "I-PER"]
+    assert set(starts[starts != 0]) == {heads.FORBIDDEN}
+    assert heads.crf_constraints(TAGS, "none") is None
+    with pytest.raises(ValueError, match="--crf_tag_scheme must be one of iob2, none"):
+        heads.crf_constraints(TAGS, "bioes")
+
+
+def _window_inputs(seed, batch, length, scale):
+    """Random logits [B, S, 6], learned transitions [6, 6] and label weights [B, S]
+    (first-piece gaps, one window without words)."""
+    rng = np.random.RandomState(seed)
+    logits = (rng.randn(batch, length, len(TAGS)) * scale).astype(np.float32)
+    transitions = (rng.randn(len(TAGS), len(TAGS)) * scale).astype(np.float32)
+    weights = (rng.rand(batch, length) < 0.6).astype(np.float32)
+    weights[-1] = 0.0
+    return logits, transitions, weights
+
+
+def test_constrained_chain_equals_enumerating_the_valid_sequences():
+    logits, transitions, weights = _window_inputs(3, 4, 6, 1.0)
+    weights[:, 4:] = 0.0  # at most 4 words: 6**4 sequences to enumerate
+    weights[:3, 0] = 1.0
+    starts = np.array([1, 0, 1, 1], np.int64)  # window 1: cut from a sentence's middle
+    penalties = heads.crf_constraints(TAGS, "iob2")
+    valid_gold = {0: ["B-PER", "I-PER", "O"], 1: ["I-LOC", "O", "B-LOC"], 2: ["X", "I-PER"]}
+    label_ids = np.zeros(weights.shape, np.int32)
+    for row, tags in valid_gold.items():
+        weights[row] = 0.0
+        weights[row, :len(tags)] = 1.0
+        label_ids[row, :len(tags)] = [TAGS.index(t) for t in tags]
+    nll, has_words = heads.crf_negative_log_likelihood(
+        logits, transitions + penalties[0], label_ids, weights, penalties[1], starts)
+    predicted = heads.crf_predictions(logits, transitions + penalties[0], weights,
+                                      penalties[1], starts).numpy()
+    assert has_words.numpy().tolist() == [1, 1, 1, 0]
+    for row in range(3):
+        positions = np.nonzero(weights[row])[0]
+        x = logits[row, positions]
+        scores = {seq: _score(x, transitions, seq) for seq in itertools.product(
+            range(len(TAGS)), repeat=len(positions))
+            if not _breaks_iob2([TAGS[t] for t in seq], bool(starts[row]))}
+        log_norm = np.log(np.sum(np.exp(np.array(list(scores.values()), np.float64))))
+        gold = tuple(label_ids[row, positions])
+        np.testing.assert_allclose(nll[row], log_norm - scores[gold], rtol=1e-5, atol=1e-5)
+        assert tuple(predicted[row, positions]) == max(scores, key=scores.get)
+
+
+def test_decoded_tags_never_break_iob2_even_with_random_logits():
+    logits, transitions, weights = _window_inputs(5, 64, 12, 10.0)
+    order = np.argsort(-(weights > 0).astype(int), axis=1, kind="stable")
+
+    def broken(penalties):
+        """The windows whose decoded words break IOB2 (every window starts a sentence)."""
+        extra = (transitions + penalties[0], penalties[1]) if penalties else (transitions,)
+        predicted = heads.crf_predictions(logits, extra[0], weights, *extra[1:]).numpy()
+        return [row for row in range(len(logits)) if _breaks_iob2(
+            [TAGS[predicted[row, p]] for p in order[row, :int(weights[row].sum())]])]
+
+    assert len(broken(None)) > 10  # unconstrained, random scores break IOB2 often
+    assert broken(heads.crf_constraints(TAGS, "iob2")) == []

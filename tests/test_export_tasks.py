@@ -80,7 +80,10 @@ def test_served_tagger_equals_run_ner(tmp_path, head):
         "--model_type=tagger", "--init_checkpoint=%s" % out, "--max_seq_length=16",
         "--export_dir=%s" % export_dir]))
     with open(str(export_dir / "assets.extra" / "export_info.json")) as f:
-        assert json.load(f)["crf"] is (head == "crf")
+        info = json.load(f)
+    # An IOB2 training file: run_ner's --crf_tag_scheme=auto took iob2, the export too.
+    assert info["crf"] is (head == "crf")
+    assert info["crf_tag_scheme"] == ("iob2" if head == "crf" else "none")
     texts = [" ".join(w for w, _ in s) for s in _SENTENCES]
     served = _serve(tmp_path, export_dir, {"text": texts})
     lines = (out / "test_predictions.txt").read_text().split("\n\n")

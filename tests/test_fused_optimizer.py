@@ -348,3 +348,33 @@ def test_fused_update_under_mirrored_strategy_with_loss_scaling(kind):
     assert result["iterations"] == 3 and result["agree"]
     assert result["fused_calls"] >= 2  # the fused path ran, on both devices
     assert result["max_diff"] < 1e-6
+
+
+def test_learning_rate_multipliers_scale_one_variable_and_leave_the_others():
+    # run_ner --crf_learning_rate: the transitions learn at 100x, the rest as before.
+    init, grads = _small_problem(6, seed=5)
+    for fused in (True, False):
+        plain = _run_ours(init, grads, clip_in_optimizer=True, fused=fused)
+        scaled = _run_ours(init, grads, clip_in_optimizer=True, fused=fused,
+                           learning_rate_multipliers={"dense/kernel$": 100.0})
+        # Every slot and every other variable bit for bit; the kernel moved further.
+        for i, (a, b) in enumerate(zip(plain, scaled)):
+            if i != 0:
+                np.testing.assert_array_equal(b, a, err_msg="fused=%s, %d" % (fused, i))
+        assert np.abs(scaled[0] - init[0]).max() > 50 * np.abs(plain[0] - init[0]).max()
+    # The kernel's update is the schedule's rate x 100 exactly as a 100x rate gives it:
+    # one step from zero moments is lr * (g / (|g| + eps) + decay * p).
+    var = tf.Variable(init[0], name=NAMES[0])
+    opt = optimization.create_optimizer(0.1, 6, 0, learning_rate_multipliers={"kernel": 3.0})
+    opt.apply_gradients([(tf.constant(grads[0][0]), var)])
+    m, v = 0.1 * grads[0][0], 0.001 * grads[0][0] ** 2
+    want = init[0] - 0.3 * (m / (np.sqrt(v) + 1e-6) + 0.01 * init[0])
+    np.testing.assert_allclose(var.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert opt.get_config()["learning_rate_multipliers"] == {"kernel": 3.0}
+    for bad, message in (({"(": 2.0}, "not a regular expression"),
+                         ({"kernel": 0.0}, "must be a number > 0")):
+        with pytest.raises(ValueError, match=message):
+            optimization.create_optimizer(0.1, 6, 0, learning_rate_multipliers=bad)
+    with pytest.raises(ValueError, match="unfused LAMB"):
+        optimization.create_optimizer(0.1, 6, 0, optimizer_type="lamb", fused=False,
+                                      learning_rate_multipliers={"kernel": 3.0})

@@ -222,6 +222,8 @@ def test_long_sentence_every_word_once_from_its_best_window(tmp_path, tokenizer)
             assert position - 1 + start == firsts[word]
             assert feature.label_ids[position] == (tags[word] == "B-LOC")
         assert sum(feature.label_weights) == len(feature.word_at)
+        # Only the first window's chain starts the sentence (run_ner --crf's constraint).
+        assert feature.starts_sentence == (index == 0)
     assert sorted(chosen) == [i for i, p in enumerate(firsts) if p is not None]
     for word, index in chosen.items():
         p = firsts[word]
@@ -351,3 +353,35 @@ def test_metric_agrees_with_seqeval_on_random_iob1_and_iob2():
                     (report[kind]["precision"], report[kind]["recall"],
                      report[kind]["f1-score"]), abs=1e-12)
                 assert report[kind]["support"] == support
+
+
+def test_auto_tag_scheme_is_iob2_only_for_iob2_files_of_iob2_labels(tmp_path):
+    iob2 = ner_data.read_conll(write(tmp_path / "iob2.txt", IOB2))
+    labels = ner_data.labels_from(iob2)
+    scheme, why = ner_data.auto_tag_scheme(iob2, labels)
+    assert scheme == "iob2" and "iob2.txt keeps IOB2" in why
+    # CoNLL-2003's original IOB1: an entity starts with I- (here the first word).
+    iob1 = ner_data.read_conll(write(tmp_path / "iob1.txt", IOB1))
+    assert ner_data.auto_tag_scheme(iob1, ner_data.labels_from(iob1)) == (
+        "none", "%s, line 3: I-PER starts a sentence, which IOB2 never holds (IOB1 starts "
+                "entities with I-)" % iob1.path)
+    inside = ner_data.read_conll(write(tmp_path / "inside.txt", "a O\nb I-LOC\n"))
+    assert ner_data.iob2_break(inside) == "%s, line 2: I-LOC after O" % inside.path
+    assert ner_data.auto_tag_scheme(iob2, labels + ["MISC"]) == (
+        "none", "tags MISC are not O, B-X or I-X")
+
+
+def test_to_iob2_makes_breaking_tags_b_keeping_the_entities(tmp_path):
+    # An IOB2 file with a stray I- (CoNLL-2003's own "the O Iranian I-MISC"): made B-.
+    text = "the O\nIranian I-MISC\nResistance I-ORG\nsaid O\n\nBonn I-LOC\n"
+    conll = ner_data.read_conll(write(tmp_path / "noisy.txt", text))
+    labels = ["O", "B-LOC", "B-MISC", "B-ORG", "I-LOC", "I-MISC", "I-ORG"]
+    converted, changed, left = ner_data.to_iob2(conll, labels)
+    assert [s.tags for s in converted.sentences] == [["O", "B-MISC", "B-ORG", "O"],
+                                                     ["B-LOC"]]
+    assert changed == 3 and left is None
+    gold = [s.tags for s in conll.sentences]
+    assert ner_metrics.score(gold, [s.tags for s in converted.sentences])["f1"] == 1.0
+    # Without B-LOC among the labels, Bonn's I-LOC stays, and is named.
+    _, changed, left = ner_data.to_iob2(conll, [t for t in labels if t != "B-LOC"])
+    assert changed == 2 and left == "%s, line 6: I-LOC starts a sentence" % conll.path

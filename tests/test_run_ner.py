@@ -190,6 +190,14 @@ def test_bad_input_and_flags_are_errors_before_any_work(tmp_path):
         (["--do_train", "--doc_stride=0"], "--doc_stride=0 must be >= 1"),
         (["--do_train", "--crf", "--class_weights=balanced"],
          "--class_weights=balanced has no effect with --crf"),
+        (["--do_train", "--crf_tag_scheme=iob2"], "--crf_tag_scheme=iob2 has no effect without "
+                                                  "--crf"),
+        (["--do_train", "--crf", "--crf_learning_rate=0"], "--crf_learning_rate=0 must be > 0"),
+        # CoNLL-2003's original IOB1: auto takes none, iob2 asked for is an error.
+        (["--do_train", "--crf", "--crf_tag_scheme=iob2",
+          "--train_file=%s" % write(tmp_path / "iob1.txt", IOB1)],
+         r"--crf_tag_scheme=iob2: .*iob1\.txt, line 3: I-PER starts a sentence breaks IOB2 "
+         r"and has no B- label"),
         ([], "nothing to do"),
     ]
     for extra, message in cases:
@@ -391,17 +399,23 @@ def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path):
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
                  "--num_train_epochs=40", "--crf")
     assert result.metrics["eval_f1"] > 0.9 and result.metrics["eval_loss"] < 0.5
-    assert json.loads((out / "model_settings.json").read_text())["crf"] is True
+    saved = json.loads((out / "model_settings.json").read_text())
+    # An IOB2 training file: --crf_tag_scheme=auto chose iob2.
+    assert saved["crf"] is True and saved["crf_tag_scheme"] == "iob2"
     contents = checkpoints.CheckpointContents(str(out))
     transitions = contents.get("crf/transitions")
-    assert transitions.shape == (6, 6) and np.abs(transitions).max() > 0.01
+    # --crf_learning_rate's default, 100 x --learning_rate: the transitions have moved.
+    assert transitions.shape == (6, 6) and np.abs(transitions).max() > 0.5
     # Viterbi over each window's words: the best of every sequence of the model's word
-    # logits + transitions (the test file's windows, as run_ner made them).
+    # logits + transitions (the test file's windows, as run_ner made them), the ones
+    # IOB2 forbids scored FORBIDDEN lower (the checkpoint holds the learned scores).
     config = modeling.BertConfig.from_dict(TINY)
     model = heads.BertTagger(config, 6, crf=True)
     model(heads.dummy_features(), training=False)
     checkpoints.load_checkpoint(model, str(out))
     labels = ner_data.read_labels(str(out / "label_list.txt"))
+    transition_penalty, start_penalty = heads.crf_constraints(labels, "iob2")
+    transitions = transitions + transition_penalty
     test_file = ner_data.read_conll(str(data / "test.txt"), require_tags=False)
     features = ner_data.convert_file(test_file, labels, 16, 8, tokenization.FullTokenizer(
         str(tmp_path / "vocab.txt"), do_lower_case=True))
@@ -411,8 +425,10 @@ def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path):
     predicted = []
     for feature, window in zip(features, logits.numpy()):
         positions = sorted(feature.word_at)
+        words = window[positions]
+        words[0] += start_penalty * feature.starts_sentence
         ids = np.zeros(16, np.int32)
-        ids[positions] = _brute_force_tags(window[positions], transitions)
+        ids[positions] = _brute_force_tags(words, transitions)
         predicted.append(ids)
     want = ner_data.sentence_predictions(test_file, features, predicted, labels)
     lines = (out / "test_predictions.txt").read_text().split("\n\n")
@@ -438,3 +454,29 @@ def test_crf_from_a_softmax_checkpoint_starts_at_zero_transitions(trained, absl_
     assert tagged["crf"] == tagged["softmax"]
     assert any("without crf/transitions" in r.getMessage() and r.levelname == "WARNING"
                for r in absl_records.records)
+
+
+def _breaking_iob2(tags):
+    """The I-X tags of a sentence whose previous tag (O at its start) is neither B-X nor
+    I-X (benchmarks/reproduce/conll.py's count)."""
+    return sum(tag.startswith("I-") and previous not in ("B-" + tag[2:], tag)
+               for previous, tag in zip(["O"] + tags[:-1], tags))
+
+
+@pytest.mark.slow
+def test_crf_tags_of_an_untrained_model_never_break_iob2(tmp_path, absl_records):
+    # A model never trained (random logits, zero transitions): its softmax tags break
+    # IOB2; with --crf --crf_tag_scheme=iob2 Viterbi takes the best valid sequence.
+    data = tmp_path / "data"
+    write(data / "test.txt", "\n".join([WORDS_ONLY] * 4))
+    labels = write(tmp_path / "labels.txt", "O\nB-LOC\nB-ORG\nB-PER\nI-ORG\nI-PER\n")
+    broken = {}
+    for head in ("softmax", "crf"):
+        out = tmp_path / head
+        run(tmp_path, data, out, "--do_predict", "--labels_file=%s" % labels, "--seed=2",
+            *(["--crf", "--crf_tag_scheme=iob2"] if head == "crf" else []))
+        blocks = (out / "test_predictions.txt").read_text().split("\n\n")
+        broken[head] = sum(_breaking_iob2([line.split()[-1] for line in block.splitlines()])
+                           for block in blocks if block.strip())
+    assert broken["softmax"] > 3 and broken["crf"] == 0
+    assert any(r.getMessage() == "--crf tag scheme: iob2 (given)" for r in absl_records.records)

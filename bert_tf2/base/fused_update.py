@@ -6,7 +6,13 @@ give it their per-variable rule; with fused=False (and under strategies it does 
 cover) the update runs variable by variable, op by op, as the TF1 code did. The
 new values are assigned to the same variables and slots either way, so checkpoints
 do not depend on the path.
+
+learning_rate_multipliers ({regex: factor}) gives the variables whose names match a
+learning rate of their own, the schedule's times the factor (run_ner --crf_learning_rate:
+the CRF transitions); every other variable's update is computed as before.
 """
+import re
+
 import tensorflow as tf
 import tf_keras
 
@@ -42,12 +48,13 @@ def _clip_scale(norm, clip_norm):
     return scale + (norm - norm)
 
 
-def fused_step_body(rule, coef, flags, shapes, clip_norm, scale, grads, params,
-                     firsts, seconds):
+def fused_step_body(rule, coef, flags, factors, shapes, clip_norm, scale, grads, params,
+                    firsts, seconds):
     """Updates the moment slots of one group in place; returns the new params.
 
     ``rule`` is the per-variable update (``_adam_update`` or ``_lamb_update``),
-    ``flags`` its static per-variable choices; ``params`` are values,
+    ``flags`` its static per-variable choices, ``factors`` each variable's
+    learning-rate factor (None: the schedule's rate itself); ``params`` are values,
     ``firsts`` and ``seconds`` the resource handles of the slot variables
     (handles rather than variable objects: a traced computation then holds
     on to no variable of an earlier optimizer), and ``shapes`` their shapes as
@@ -69,17 +76,40 @@ def fused_step_body(rule, coef, flags, shapes, clip_norm, scale, grads, params,
     if clip_norm is not None:
         scale = _clip_scale(tf.linalg.global_norm(grads), clip_norm)
     new_params = []
-    for grad, param, first, second, flag in zip(grads, params, firsts, seconds, flags):
+    for grad, param, first, second, flag, factor in zip(grads, params, firsts, seconds,
+                                                        flags, factors):
         if scale is not None:
             grad = grad * tf.cast(scale, grad.dtype)
         dtype = param.dtype
         new_param, new_first, new_second = rule(
             grad, param, tf.raw_ops.ReadVariableOp(resource=first, dtype=dtype),
-            tf.raw_ops.ReadVariableOp(resource=second, dtype=dtype), coef, flag)
+            tf.raw_ops.ReadVariableOp(resource=second, dtype=dtype),
+            scaled_rate(coef, factor), flag)
         tf.raw_ops.AssignVariableOp(resource=first, value=new_first)
         tf.raw_ops.AssignVariableOp(resource=second, value=new_second)
         new_params.append(new_param)
     return new_params
+
+
+def scaled_rate(coef, factor):
+    """``coef`` with its learning rate ``lr_t`` times ``factor`` (None: ``coef`` itself)."""
+    return coef if factor is None else dict(coef, lr_t=coef["lr_t"] * factor)
+
+
+def checked_multipliers(value):
+    """{regex: factor} checked (each a valid regex, each factor a number > 0); None: {}."""
+    checked = {}
+    for pattern, factor in dict(value or {}).items():
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as e:
+            raise ValueError(f"learning_rate_multipliers: {pattern!r} is not a regular "
+                             f"expression ({e})") from None
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+            raise ValueError(f"learning_rate_multipliers: the factor of {pattern!r} must be "
+                             f"a number > 0, got {factor!r}")
+        checked[pattern] = float(factor)
+    return checked
 
 
 def _shapes(variables):
@@ -151,8 +181,10 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
     _HAS_AGGREGATE_GRAD = True
     _SLOT_NAMES = ()
 
-    def __init__(self, name, fused=True, fused_grouping="auto", clip_norm=None, **kwargs):
+    def __init__(self, name, fused=True, fused_grouping="auto", clip_norm=None,
+                 learning_rate_multipliers=None, **kwargs):
         super().__init__(name, **kwargs)
+        self.learning_rate_multipliers = checked_multipliers(learning_rate_multipliers)
         self.fused = bool(fused)
         if fused_grouping not in FUSED_GROUPINGS:
             raise ValueError(f"fused_grouping must be one of {list(FUSED_GROUPINGS)}, "
@@ -172,6 +204,17 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         """
         with tf.init_scope():
             self._create_all_weights(list(var_list))
+
+    def rate_factor(self, var):
+        """The learning-rate factor of ``var`` (a variable or a name): the first of
+        ``learning_rate_multipliers`` whose regex occurs in its name (":0" removed);
+        None: none."""
+        name = var if isinstance(var, str) else _unwrap_autocast(var).name
+        name = re.sub(r":\d+$", "", name)
+        for pattern, factor in self.learning_rate_multipliers.items():
+            if re.search(pattern, name) is not None:
+                return factor
+        return None
 
     # ---- which path ----------------------------------------------------------
     def _fused_here(self, variables):
@@ -230,7 +273,7 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         """Updates every variable, replica by replica, in a few fused calls."""
         replicas = {}
         for grad, var in grads_and_vars:
-            flags = self._variable_flags(var)
+            flags = (self._variable_flags(var), self.rate_factor(var))
             slots = [self.get_slot(var, slot) for slot in self._SLOT_NAMES]
             local = [distribution.experimental_local_results(_unwrap_autocast(x))
                      for x in [var] + slots]
@@ -277,7 +320,8 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         for batch in _batches(members, grouping):
             variables = [parts for _, parts, _ in batch]
             new_params = fused_step(
-                self._update_rule, coef, tuple(flags for _, _, flags in batch),
+                self._update_rule, coef, tuple(flags for _, _, (flags, _) in batch),
+                tuple(factor for _, _, (_, factor) in batch),
                 _shapes(variables), self.clip_norm if clip_inside else None, scale,
                 [_dense_gradient(grad, parts[0]) for grad, parts, _ in batch],
                 [tf.convert_to_tensor(parts[0]) for parts in variables],
@@ -293,7 +337,7 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         found = (apply_state or {}).get((var_device, var_dtype))
         if found is None:
             found = self._fallback_apply_state(var_device, var_dtype)
-        return found
+        return scaled_rate(found, self.rate_factor(var))
 
     def _densify(self, values, var, indices):
         """Sums sparse rows (duplicates included) into a dense gradient."""
@@ -323,14 +367,16 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         grouping = grouping or (self.fused_grouping if self.fused_grouping != "auto"
                                 else "batched")
         members = [(grad, tuple([var] + [self.get_slot(var, n) for n in self._SLOT_NAMES]),
-                    self._variable_flags(var)) for grad, var in zip(grads, variables)]
+                    (self._variable_flags(var), self.rate_factor(var)))
+                   for grad, var in zip(grads, variables)]
         clip_inside = self.clip_norm if grouping == "device" else None
         scale = tf.constant(1.0) if self.clip_norm and clip_inside is None else None
         coef = self._fused_coefficients(tf.float32)
         texts = []
         for batch in _batches(members, grouping):
             texts.append(fused_step.experimental_get_compiler_ir(
-                self._update_rule, coef, tuple(f for _, _, f in batch),
+                self._update_rule, coef, tuple(f for _, _, (f, _) in batch),
+                tuple(k for _, _, (_, k) in batch),
                 _shapes([parts for _, parts, _ in batch]), clip_inside, scale,
                 [g for g, _, _ in batch], [parts[0].value() for _, parts, _ in batch],
                 *[[parts[k].handle for _, parts, _ in batch] for k in (1, 2)])(stage=stage))
@@ -339,4 +385,5 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
     def _fused_config(self):
         """The fused-update settings, for get_config."""
         return {"fused": self.fused, "fused_grouping": self.fused_grouping,
-                "clip_norm": self.clip_norm}
+                "clip_norm": self.clip_norm,
+                "learning_rate_multipliers": dict(self.learning_rate_multipliers)}

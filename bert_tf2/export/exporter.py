@@ -15,6 +15,7 @@ from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
 
 # --serving_dtype -> the Keras policy the served model is built under.
 SERVING_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -60,7 +61,7 @@ def _global_policy(name):
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           crf=False, pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
+           crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
            embed_batch_size=32, serving_dtype="fp32"):
     """Builds, loads and saves the serving model; returns export_dir.
 
@@ -70,6 +71,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         tag list.
       feature_layers, lstm_units: a feature-based tagger's layers and LSTM size.
       crf: a run_ner --crf tagger (Viterbi tags).
+      crf_tag_scheme: its --crf_tag_scheme (iob2 or none: heads.crf_constraints).
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
       long_text_settings: classifier: a long_text.LongText (None: truncate).
@@ -89,7 +91,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         num_labels = len(labels) if labels is not None else None
         model = serving.build_model(model_type, bert_config, num_labels,
                                     feature_layers=feature_layers, lstm_units=lstm_units,
-                                    crf=crf)
+                                    crf=crf, crf_penalties=heads.crf_constraints(
+                                        labels, crf_tag_scheme) if crf else None)
         load_weights(model, init_checkpoint, model_type)
         with tempfile.TemporaryDirectory() as asset_dir:
             tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
@@ -135,6 +138,7 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
     }
     if module.model_type == "tagger":
         info["crf"] = module.crf
+        info["crf_tag_scheme"] = module.crf_tag_scheme
     if labels is not None:
         info["labels"] = [None if label is None else str(label) for label in labels]
     if module.threshold is not None:

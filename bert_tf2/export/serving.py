@@ -149,11 +149,12 @@ def best_spans(start_logits, end_logits, len_a, len_b, n_best_size, max_answer_l
 # ---------------------------------------------------------------------------
 
 def build_model(model_type, bert_config, num_labels=None, feature_layers=None, lstm_units=768,
-                crf=False):
+                crf=False, crf_penalties=None):
     """The Keras model of `model_type`, its variables created.
 
     feature_layers, lstm_units: a tagger trained with run_ner --feature_based;
-    crf: one trained with run_ner --crf (its tags are Viterbi's).
+    crf: one trained with run_ner --crf (its tags are Viterbi's), crf_penalties its
+    tag scheme's (heads.crf_constraints; None: none).
     """
     if model_type == "encoder":
         model = modeling.BertModel(bert_config)
@@ -166,7 +167,7 @@ def build_model(model_type, bert_config, num_labels=None, feature_layers=None, l
         model = heads.BertSquad(bert_config)
     elif model_type == "tagger":
         model = heads.BertTagger(bert_config, num_labels, feature_layers=feature_layers,
-                                 lstm_units=lstm_units, crf=crf)
+                                 lstm_units=lstm_units, crf=crf, crf_penalties=crf_penalties)
     elif model_type == "multiple_choice":
         model = heads.BertMultipleChoice(bert_config)
     else:
@@ -226,6 +227,9 @@ class ServingModule(tf.Module):
         self.max_answer_length = max_answer_length
         self.n_best_size = n_best_size
         self.crf = getattr(model, "crf", None) is not None  # a run_ner --crf tagger
+        # Its tag scheme: constrained transitions and starts (crf_tag_scheme iob2).
+        self.crf_tag_scheme = "iob2" if self.crf and model.crf.start_penalty is not None else (
+            "none")
         if trim_padding is None:
             trim_padding = default_trim_padding(model_type)
         self.trim_padding = bool(trim_padding)
@@ -497,8 +501,9 @@ class ServingModule(tf.Module):
             predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
         else:
             # run_ner --crf: Viterbi over the words' first pieces, as its predictions.
+            # One window per text: every chain starts its sentence.
             weights = first_piece_weights(words, tf.shape(logits)[:2], self.max_seq_length)
-            predicted = heads.crf_predictions(logits, crf.transitions, weights)
+            predicted = heads.crf_predictions(logits, crf(logits), weights, crf.start_penalty)
         tag_ids = word_tag_ids(words, predicted, self.max_seq_length)
         return tagged_outputs(text, words, tag_ids, self.labels)
 

@@ -51,10 +51,12 @@ Sentence = collections.namedtuple("Sentence", "words tags line_indexes document"
 ConllFile = collections.namedtuple("ConllFile", "path lines sentences has_tags")
 
 # One model input: ids/mask/segments/labels/weights of max_seq_length, the sentence it
-# belongs to and, for every weighted position, the index of the word it stands for.
+# belongs to, for every weighted position the index of the word it stands for, and
+# starts_sentence: 1 when its first weighted word is the sentence's first (its first
+# window), 0 for a window cut from further on (run_ner --crf's start constraint).
 Feature = collections.namedtuple(
     "Feature", "input_ids input_mask segment_ids label_ids label_weights sentence_index "
-               "word_at")
+               "word_at starts_sentence")
 
 
 # ---------------------------------------------------------------------------
@@ -134,6 +136,57 @@ def labels_from(conll_file):
     """The label list of a training file: "O" first (when present), then the rest sorted."""
     tags = {t for s in conll_file.sentences for t in s.tags}
     return ([OUTSIDE] if OUTSIDE in tags else []) + sorted(tags - {OUTSIDE})
+
+
+def iob2_break(conll_file):
+    """The first tag that breaks IOB2 in a tagged file, as "FILE, line N: I-X after Y"
+    (an I-X whose previous tag in the sentence, O at its start, is neither B-X nor
+    I-X: an IOB1 file's entity start); None when every tag keeps IOB2."""
+    for sentence in conll_file.sentences:
+        previous = None
+        for tag, index in zip(sentence.tags or (), sentence.line_indexes):
+            if tag.startswith("I-") and previous not in ("B-" + tag[2:], tag):
+                return "%s, line %d: %s %s" % (
+                    conll_file.path, index + 1, tag,
+                    "after " + previous if previous else "starts a sentence")
+            previous = tag
+    return None
+
+
+def to_iob2(conll_file, labels):
+    """The file with each tag that breaks IOB2 made B-X (when B-X is one of `labels`):
+    the same entities, as conlleval reads them (an I-X after O or another type starts
+    one). Returns (the ConllFile, the number of tags changed, the first tag that stays
+    breaking as iob2_break names it, or None)."""
+    sentences, changed = [], 0
+    for sentence in conll_file.sentences:
+        tags, previous = list(sentence.tags or ()), None
+        for i, tag in enumerate(tags):
+            if tag.startswith("I-") and previous not in ("B-" + tag[2:], tag) and (
+                    "B-" + tag[2:] in labels):
+                tags[i] = "B-" + tag[2:]
+                changed += 1
+            previous = tags[i]
+        sentences.append(sentence._replace(tags=tags) if sentence.tags is not None
+                         else sentence)
+    converted = conll_file._replace(sentences=sentences)
+    return converted, changed, iob2_break(converted)
+
+
+def auto_tag_scheme(conll_file, labels):
+    """run_ner --crf_tag_scheme=auto of a training file: ("iob2" | "none", why).
+
+    iob2 when every label is O, B-X or I-X and the file keeps IOB2 (iob2_break);
+    otherwise none, `why` naming the labels outside the scheme or the first break.
+    """
+    outside = [label for label in labels if label != OUTSIDE and not (
+        len(label) > 2 and label[:2] in ("B-", "I-"))]
+    if outside:
+        return "none", "tags %s are not O, B-X or I-X" % " ".join(outside)
+    broken = iob2_break(conll_file)
+    if broken:
+        return "none", "%s, which IOB2 never holds (IOB1 starts entities with I-)" % broken
+    return "iob2", "every tag is O, B-X or I-X and %s keeps IOB2" % conll_file.path
 
 
 # The label list file: one per line, distinct (a user's --labels_file too).
@@ -223,7 +276,7 @@ def sentence_features(sentences, pieces, index, labels, max_seq_length, doc_stri
         ids = tokenizer.convert_tokens_to_ids(window)
         pad = [0] * (max_seq_length - len(ids))
         features.append(Feature(ids + pad, [1] * len(ids) + pad, [0] * max_seq_length,
-                                label_ids, weights, index, word_at))
+                                label_ids, weights, index, word_at, int(span_index == 0)))
     return features
 
 
@@ -248,7 +301,8 @@ def record_spec(seq_length):
     """Feature spec of the TFRecord files written by write_features."""
     seq = tf.io.FixedLenFeature([seq_length], tf.int64)
     return {"input_ids": seq, "input_mask": seq, "segment_ids": seq, "label_ids": seq,
-            "label_weights": tf.io.FixedLenFeature([seq_length], tf.float32)}
+            "label_weights": tf.io.FixedLenFeature([seq_length], tf.float32),
+            "starts_sentence": tf.io.FixedLenFeature([], tf.int64)}
 
 
 def write_features(features, path):
@@ -261,6 +315,7 @@ def write_features(features, path):
                 "segment_ids": input_pipeline.int_feature(f.segment_ids),
                 "label_ids": input_pipeline.int_feature(f.label_ids),
                 "label_weights": input_pipeline.float_feature(f.label_weights),
+                "starts_sentence": input_pipeline.int_feature([f.starts_sentence]),
             })
     return writer.num_written
 

@@ -306,11 +306,13 @@ class BertTagger(tf_keras.Model):
     bidirectional LSTM of `lstm_units` per direction, then to the same classifier.
     crf (run_ner --crf): the logits are a linear-chain CRF's unary scores over the
     first pieces of the words, with `crf/transitions` [num_labels, num_labels]
-    (CrfTransitions); the outputs add "transitions".
+    (CrfTransitions); the outputs add "transitions" (with crf_penalties' forbidden
+    transitions) and, with penalties, "start_penalty" [num_labels].
+    crf_penalties: crf_constraints(labels, scheme) (None: no constraints).
     """
 
     def __init__(self, config, num_labels, use_one_hot_embeddings=False, feature_layers=None,
-                 lstm_units=768, crf=False, name="bert_tagger", **kwargs):
+                 lstm_units=768, crf=False, crf_penalties=None, name="bert_tagger", **kwargs):
         super().__init__(name=name, **kwargs)
         self.num_labels = num_labels
         self.bert = modeling.BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings)
@@ -322,7 +324,7 @@ class BertTagger(tf_keras.Model):
                 tf_keras.layers.LSTM(lstm_units, return_sequences=True), name="bilstm_%d" % i)
                 for i in range(2)]
         self.tagger = OutputProjection(num_labels, config.initializer_range, name="tagger")
-        self.crf = CrfTransitions(num_labels) if crf else None
+        self.crf = CrfTransitions(num_labels, crf_penalties) if crf else None
 
     def call(self, features, training=False):
         """features -> {"logits": [B, S, num_labels] float32} (+ "transitions" [N, N])."""
@@ -338,7 +340,10 @@ class BertTagger(tf_keras.Model):
             logits = self.tagger(x)
         if self.crf is None:
             return {"logits": logits}
-        return {"logits": logits, "transitions": self.crf(logits)}
+        outputs = {"logits": logits, "transitions": self.crf(logits)}
+        if self.crf.start_penalty is not None:
+            outputs["start_penalty"] = self.crf.start_penalty
+        return outputs
 
 
 class CrfTransitions(tf_keras.layers.Layer):
@@ -346,11 +351,18 @@ class CrfTransitions(tf_keras.layers.Layer):
 
     Zeros at first: until trained (or restored from a softmax tagger's checkpoint,
     which has none), Viterbi picks every word's own best tag, as the softmax does.
+    penalties: crf_constraints' (transitions [N, N], starts [N]) added to what the
+    layer gives (the variable, and so the checkpoint, holds the learned scores only);
+    None: none.
     """
 
-    def __init__(self, num_labels, name="crf", **kwargs):
+    def __init__(self, num_labels, penalties=None, name="crf", **kwargs):
         super().__init__(name=name, **kwargs)
         self.num_labels = num_labels
+        self.transition_penalty, self.start_penalty = None, None
+        if penalties is not None:
+            self.transition_penalty = tf.constant(penalties[0], tf.float32)
+            self.start_penalty = tf.constant(penalties[1], tf.float32)
 
     def build(self, input_shape):
         """Creates the transitions (float32 under mixed precision too)."""
@@ -360,9 +372,59 @@ class CrfTransitions(tf_keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, logits):
-        """logits (only to build the layer) -> the transitions as a float32 tensor."""
+        """logits (only to build the layer) -> the transitions [N, N] float32, the
+        forbidden ones FORBIDDEN lower."""
         del logits
-        return tf.convert_to_tensor(self.transitions)
+        if self.transition_penalty is None:
+            return tf.convert_to_tensor(self.transitions)
+        return self.transitions + self.transition_penalty
+
+
+# run_ner --crf_tag_scheme's values: "auto" is resolved by run_ner to one of the others.
+TAG_SCHEMES = ("auto", "iob2", "none")
+
+# Added to the score of a transition or a start the tag scheme forbids: like the -10000
+# the reference adds to masked attention logits, it takes every path through it out of
+# the CRF's sums (exp(-10000) is 0 in float32) and maxima.
+FORBIDDEN = -10000.0
+
+
+def iob2_parts(label):
+    """("B" | "I", type) of an IOB2 label, ("O", None) for "O", None for any other."""
+    if label == "O":
+        return "O", None
+    if len(label) > 2 and label[:2] in ("B-", "I-"):
+        return label[0], label[2:]
+    return None
+
+
+def crf_constraints(labels, scheme):
+    """The penalties of a tag scheme: (transitions [N, N], starts [N]) float32 numpy.
+
+    iob2: I-X follows only B-X or I-X (O -> I-X, B-Y -> I-X, I-Y -> I-X forbidden) and
+    never starts a sentence; a label outside the scheme (no B- / I- prefix, not O) is
+    constrained neither way. none: None (no constraints).
+
+    Args:
+      labels: the label list (index i = tag i).
+      scheme: one of TAG_SCHEMES but "auto".
+    """
+    if scheme == "none":
+        return None
+    if scheme != "iob2":
+        raise ValueError("--crf_tag_scheme must be one of iob2, none (auto resolved), "
+                         "got %r" % scheme)
+    parts = [iob2_parts(label) for label in labels]
+    transitions = np.zeros([len(labels), len(labels)], np.float32)
+    starts = np.zeros([len(labels)], np.float32)
+    for j, to in enumerate(parts):
+        if to is None or to[0] != "I":
+            continue
+        starts[j] = FORBIDDEN
+        for i, before in enumerate(parts):
+            if before is not None and before not in (("B", to[1]), ("I", to[1])):
+                transitions[i, j] = FORBIDDEN
+    return transitions, starts
 
 
 def first_pieces(label_weights):
@@ -379,35 +441,53 @@ def first_pieces(label_weights):
     return order, tf.reduce_sum(weighted, axis=1)
 
 
-def crf_negative_log_likelihood(logits, transitions, label_ids, label_weights):
+def _word_scores(logits, order, start_penalty, starts):
+    """The unary scores [B, S, N] float32 in word order, start_penalty added to the
+    first word of the chains that start a sentence (starts [B] > 0; None: every one)."""
+    word_logits = tf.gather(tf.cast(logits, tf.float32), order, batch_dims=1)
+    if start_penalty is None:
+        return word_logits
+    at_start = (tf.ones([tf.shape(order)[0]]) if starts is None
+                else tf.cast(tf.reshape(starts, [-1]) > 0, tf.float32))
+    first = tf.one_hot(0, tf.shape(order)[1])
+    return word_logits + (first[tf.newaxis, :, tf.newaxis] *
+                          (at_start[:, tf.newaxis] * start_penalty)[:, tf.newaxis, :])
+
+
+def crf_negative_log_likelihood(logits, transitions, label_ids, label_weights,
+                                start_penalty=None, starts=None):
     """-log p(the windows' word tags) under the CRF over their first pieces.
 
     Args:
       logits: [B, S, N] float32 unary scores; label_ids [B, S]; label_weights [B, S].
       transitions: [N, N].
+      start_penalty: [N] added to the first word's scores of a chain that starts its
+        sentence (crf_constraints; None: nothing); starts: [B], > 0 for those windows
+        (None: every window; a window cut from the middle of a sentence starts none).
 
     Returns:
       (nll [B] float32, 0 for a window without words; has_words [B] float32).
     """
     order, lengths = first_pieces(label_weights)
-    word_logits = tf.gather(tf.cast(logits, tf.float32), order, batch_dims=1)
+    word_logits = _word_scores(logits, order, start_penalty, starts)
     word_tags = tf.gather(tf.cast(label_ids, tf.int32), order, batch_dims=1)
     log_likelihood, _ = crf.crf_log_likelihood(word_logits, word_tags, lengths,
                                                tf.cast(transitions, tf.float32))
     return -log_likelihood, tf.cast(lengths > 0, tf.float32)
 
 
-def crf_predictions(logits, transitions, label_weights):
+def crf_predictions(logits, transitions, label_weights, start_penalty=None, starts=None):
     """The Viterbi tags of each window's words, at their first pieces.
 
     Args:
-      logits: [B, S, N] unary scores; transitions [N, N]; label_weights [B, S].
+      logits: [B, S, N] unary scores; transitions [N, N]; label_weights [B, S];
+      start_penalty, starts: as crf_negative_log_likelihood's.
 
     Returns:
       [B, S] int32: the decoded tag at every weighted position (others: no meaning).
     """
     order, lengths = first_pieces(label_weights)
-    word_logits = tf.gather(tf.cast(logits, tf.float32), order, batch_dims=1)
+    word_logits = _word_scores(logits, order, start_penalty, starts)
     tags, _ = crf.crf_decode(word_logits, tf.cast(transitions, tf.float32), lengths)
     # Back from word order to positions: the inverse permutation.
     return tf.gather(tags, tf.argsort(order, axis=1), batch_dims=1)

@@ -37,7 +37,7 @@ TASK_SETTINGS = {
     "run_classifier": ("task_name", "processor", "task_type", "text_a_column",
                        "text_b_column", "label_column", "threshold", "xnli_language"),
     "run_ner": ("doc_stride", "document_context", "feature_based", "layers", "lstm_units",
-                "crf"),
+                "crf", "crf_tag_scheme"),
     "run_multiple_choice": ("task_name",),
     "run_squad": ("doc_stride", "max_query_length", "version_2_with_negative"),
     "run_pretraining": ("max_predictions_per_seq",),

@@ -77,6 +77,8 @@ class RunConfig:
     gradient_checkpointing: bool = False
     # Batches cut to their longest example (input_pipeline.trim_batch); see Runner.trim_padding.
     trim_padding: bool = False
+    # {regex: factor}: variables of a learning rate of their own (run_ner --crf_learning_rate).
+    learning_rate_multipliers: dict = None
 
     @classmethod
     def from_settings(cls, trainer, **values):
@@ -107,14 +109,16 @@ SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig)) + (
     "group_by_length") + periodic_eval.SETTINGS
 
 
-def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0):
+def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
+                learning_rate_multipliers=None):
     """The Runner of a fine-tuning run; `trainer`: the part of its settings in SETTINGS.
 
     Seeds (--seed), builds the strategy and precision policy, fills the RunConfig
     from the settings (--output_dir, --learning_rate, --init_checkpoint, the TF2 ones)
     and builds `model_fn()` under the strategy, restoring output_dir's latest
     checkpoint or else --init_checkpoint. An optimizer is made when num_train_steps
-    is set.
+    is set; learning_rate_multipliers ({regex: factor}, None: none) give the variables
+    whose names match a rate of their own (optimization.keras_optimizer).
     """
     set_seed(trainer.seed)
     strategy = get_strategy(trainer)
@@ -122,7 +126,8 @@ def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0):
     cfg = RunConfig.from_settings(
         trainer, output_dir=trainer.output_dir, learning_rate=trainer.learning_rate,
         num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        init_checkpoint=trainer.init_checkpoint)
+        init_checkpoint=trainer.init_checkpoint,
+        learning_rate_multipliers=learning_rate_multipliers)
     return Runner(strategy, model_fn, cfg, for_training=num_train_steps > 0)
 
 
@@ -263,7 +268,8 @@ class Runner:
                     config.num_warmup_steps, optimizer_type=config.optimizer_type,
                     fused=config.fused_optimizer, clip_norm=1.0,
                     # Op-by-op path with XLA: each variable's update one kernel.
-                    jit_compile=config.enable_xla)
+                    jit_compile=config.enable_xla,
+                    learning_rate_multipliers=config.learning_rate_multipliers)
                 if config.dtype == "fp16":
                     from official.modeling import performance
                     self.optimizer = performance.configure_optimizer(self.optimizer,
