@@ -31,14 +31,17 @@ $(STAMP): setup.py
 # on every other Python from 3.10 to 3.13 found on the machine (tests/smoke/run.sh; SMOKE=0
 # skips it): the smoke run is mostly one process at a time, so on two cores it shares them
 # with pytest instead of waiting for it. Its lines come after pytest's; either failing fails.
+# PYTEST_WORKERS: pytest-xdist processes, one test file per worker at a time (0: one process).
 SMOKE ?= 1
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 test: $(STAMP)
 	@smoke_log=$$(mktemp); smoke_pid=; \
 	if [ "$(SMOKE)" != 0 ]; then \
 	  bash tests/smoke/run.sh "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
 	    >"$$smoke_log" 2>&1 & smoke_pid=$$!; \
 	fi; \
-	$(PY) -m pytest tests -q -ra --durations=15; status=$$?; \
+	$(PY) -m pytest tests -q -ra --durations=15 $(PYTEST_XDIST); status=$$?; \
 	if [ -n "$$smoke_pid" ]; then wait $$smoke_pid || status=1; cat "$$smoke_log"; fi; \
 	rm -f "$$smoke_log"; exit $$status
 

@@ -55,7 +55,7 @@ setup(
         "tensorboard>=2.20",
     ],
     extras_require={
-        "test": ["pytest>=8"],
+        "test": ["pytest>=8", "pytest-xdist>=3"],
         "bench": ["tokenizers>=0.19"],
         "hf": ["safetensors>=0.4"],
         # Resolves with tensorflow 2.20 / tf-models-official 2.20 (checked with pip check):
