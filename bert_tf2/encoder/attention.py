@@ -24,10 +24,12 @@ def create_attention_mask(input_mask, dtype=tf.float32, instance_ids=None):
     queries attend to nothing: their rows are all -10000, a uniform softmax
     that no loss reads.
     """
-    if instance_ids is not None:
-        return _packed_attention_mask(input_mask, instance_ids, dtype)
-    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
-    return (1.0 - mask) * -10000.0
+    # The name scope lets profiles (benchmarks/profile_ops.py) tell the mask's ops apart.
+    with tf.name_scope("attention_mask"):
+        if instance_ids is not None:
+            return _packed_attention_mask(input_mask, instance_ids, dtype)
+        mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+        return (1.0 - mask) * -10000.0
 
 
 def _packed_attention_mask(input_mask, instance_ids, dtype):
@@ -48,18 +50,22 @@ def attend(q, k, v, attention_mask, dropout=None):
     drop) broadcastable to [B, N, F, T] -> context [B, F, N, D]. `dropout` (a
     function, or None) is applied to the attention probabilities.
     """
-    # Scaling q rather than the [B, N, F, T] scores is less work; with the usual
-    # head size 64 the scale is 1/8, a power of two, so the scores are the same.
-    q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
-    scores = tf.matmul(q, k, transpose_b=True)
-    # The mask and softmax run in float32 whatever the compute dtype: -10000
-    # and large scores are not safe in float16.
-    if attention_mask is not None:
-        scores = tf.cast(scores, tf.float32) + attention_mask
-    probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
+    # The name scopes (scores, softmax, context) let profiles tell the steps apart.
+    with tf.name_scope("scores"):
+        # Scaling q rather than the [B, N, F, T] scores is less work; with the usual
+        # head size 64 the scale is 1/8, a power of two, so the scores are the same.
+        q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True)
+        # The mask and softmax run in float32 whatever the compute dtype: -10000
+        # and large scores are not safe in float16.
+        if attention_mask is not None:
+            scores = tf.cast(scores, tf.float32) + attention_mask
+    with tf.name_scope("softmax"):
+        probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
     if dropout is not None:
         probs = dropout(probs)
-    return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+    with tf.name_scope("context"):
+        return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
 
 
 class SelfAttention(tf_keras.layers.Layer):
