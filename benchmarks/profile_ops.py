@@ -2,7 +2,7 @@
 
 Usage:
   python benchmarks/profile_ops.py [--models minilm,base] [--batches 8,32]
-      [--lengths 32,128,384] [--sides ours,ours_ops_ln,eager,sdpa] [--repeats 3]
+      [--lengths 32,128,384] [--sides ours,ours_before,eager,sdpa] [--repeats 3]
       [--output profile_ops.json] [--markdown]
 
 For every model x batch x length: our modeling.BertModel forward (inference, fp32, a
@@ -12,9 +12,10 @@ same token ids (bench_util.synthetic_tokens: rows of 3/4 to full length, padded)
 torch's attention as "eager" (matmul, mask add, softmax, matmul) and as "sdpa" (one fused
 scaled_dot_product_attention kernel; transformers' default). Models: MiniLM (6 layers,
 H 384, 12 heads of 32: all-MiniLM-L6-v2's shape) and BERT-Base (12 x 768, 12 heads of
-64), both with the exact-erf GELU of HF's "gelu". The side "ours_ops_ln" is our forward
-with its LayerNorms op by op (fused_elementwise.set_onednn_layer_norm(False)), as before
-the oneDNN LayerNorm: the before / after of that change in one process.
+64), both with the exact-erf GELU of HF's "gelu". The side "ours_before" is our forward
+as before issue 45 (fused_elementwise.set_onednn_layer_norm(False): LayerNorms op by op;
+attention.set_attention_by_example(False): the attention over the whole batch at once):
+the before / after in one process.
 
 Each side: one untimed forward, --repeats timed ones (fewer for the big shapes: at most
 about 30 s of forwards per side; the median is the wall time), then one forward under the
@@ -106,19 +107,23 @@ def repeats_for(seconds, repeats):
     return max(1, min(repeats, int(TIME_BUDGET / max(seconds, 1e-6))))
 
 
-def profile_ours(model, tokens, repeats, onednn_layer_norm=True):
+def profile_ours(model, tokens, repeats, cpu_forms=True):
     """{"seconds", "classes"} of our forward on `tokens` (module docstring); with
-    onednn_layer_norm false, its LayerNorms op by op (as before the oneDNN LayerNorm)."""
+    cpu_forms false, the forward of before issue 45 (LayerNorms op by op, the attention
+    over the whole batch at once)."""
     import inference  # pylint: disable=import-outside-toplevel
     import time  # pylint: disable=import-outside-toplevel
     from bert_tf2.base import fused_elementwise  # pylint: disable=import-outside-toplevel
+    from bert_tf2.encoder import attention  # pylint: disable=import-outside-toplevel
     bench_util.release_models()
-    fused_elementwise.set_onednn_layer_norm(onednn_layer_norm)
+    fused_elementwise.set_onednn_layer_norm(cpu_forms)
+    attention.set_attention_by_example(cpu_forms)
     try:
         run = inference.build_ours(model_config(model), "fp32", False, tokens)
-        run(1)  # traced with the setting above
+        run(1)  # traced with the settings above
     finally:
         fused_elementwise.set_onednn_layer_norm(True)
+        attention.set_attention_by_example(True)
     start = time.perf_counter()
     run(1)
     first = time.perf_counter() - start
@@ -160,7 +165,7 @@ def run(models, batches, lengths, sides, repeats, log=print):
                 for length in lengths:
                     tokens = bench_util.synthetic_tokens(batch, length, 30522)
                     for side in sides:
-                        if side in ("ours", "ours_ops_ln"):
+                        if side in ("ours", "ours_before"):
                             result = profile_ours(model, tokens, repeats, side == "ours")
                         elif python is None:
                             log("torch %s not run: %s" % (side, why_not))
@@ -192,7 +197,7 @@ def markdown(results):
         total = sum(r["classes"].values()) or 1.0
         cells = ["%.1f (%.0f%%)" % (r["classes"][c], 100 * r["classes"][c] / total)
                  if r["classes"].get(c) else "—" for c in present]
-        side = {"ours": "ours", "ours_ops_ln": "ours, LayerNorm op by op"}.get(
+        side = {"ours": "ours", "ours_before": "ours before"}.get(
             r["side"], "torch " + r["side"])
         lines.append("| " + " | ".join([r["model"], str(r["batch"]), str(r["length"]), side,
                                         "%.1f" % (1e3 * r["seconds"]), "%.1f" % total]
@@ -207,9 +212,9 @@ def main(argv=None):
     parser.add_argument("--batches", default="8,32")
     parser.add_argument("--lengths", default="32,128,384")
     parser.add_argument("--sides", default="ours,eager,sdpa",
-                        help="ours, ours_ops_ln (ours with the LayerNorms op by op, as "
-                             "before the oneDNN LayerNorm), eager (torch, eager attention), "
-                             "sdpa (torch SDPA)")
+                        help="ours, ours_before (our forward as before issue 45: "
+                             "LayerNorms op by op, attention over the whole batch), eager "
+                             "(torch, eager attention), sdpa (torch SDPA)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="timed forwards per side (fewer for the big shapes)")
     parser.add_argument("--output", default="profile_ops.json")

@@ -153,8 +153,13 @@ def set_onednn_layer_norm(enabled=True):
     _ONEDNN_LAYER_NORM["enabled"] = bool(enabled)
 
 
+def onednn_layer_norm_enabled():
+    """Whether set_onednn_layer_norm left the oneDNN LayerNorm on."""
+    return _ONEDNN_LAYER_NORM["enabled"]
+
+
 @functools.lru_cache(maxsize=None)
-def _onednn_cpu_only():
+def onednn_cpu_only():
     """True when TensorFlow's oneDNN rewrite is on (x86-64, TF_ENABLE_ONEDNN_OPTS not 0)
     and no GPU or TPU is visible: the graph then runs on the CPU with oneDNN."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
@@ -166,11 +171,11 @@ def _onednn_cpu_only():
 
 def onednn_layer_norm_applies(training):
     """Whether a LayerNorm outside training takes `_layer_norm_onednn`: `training` known
-    false at trace time, the switch on and `_onednn_cpu_only`."""
+    false at trace time, the switch on and `onednn_cpu_only`."""
     if isinstance(training, (tf.Tensor, tf.Variable)):
         training = tf.get_static_value(training)
     return (training is not None and not bool(training) and _ONEDNN_LAYER_NORM["enabled"]
-            and _onednn_cpu_only())
+            and onednn_cpu_only())
 
 
 def _layer_norm_onednn(x, gamma, beta, epsilon):
