@@ -222,3 +222,31 @@ def test_rows_of_our_own_paths_are_reported_but_not_counted():
     assert "ahead (ours / peer >= 1) on 1 of 2 rows" in rendered
     assert "Behind their peer on ?: optimizer update, mini, vs peer (0.900)." in rendered
     assert "1 rows compare two paths of our own" in rendered
+
+
+def test_profile_ops_puts_our_ops_in_their_classes():
+    import profile_ops  # pylint: disable=import-outside-toplevel
+    layer = "bert/encoder/layer_0/"
+    cases = {
+        (layer + "attention/self/BiasAdd", "_MklNativeFusedMatMul"): "QKV matmul",
+        (layer + "attention/self/scores/add", "_MklFusedBatchMatMulV2"): "scores batch-matmul",
+        (layer + "attention/self/map/while/scores/add", "_MklFusedBatchMatMulV2"):
+            "scores batch-matmul",
+        (layer + "attention/self/softmax/Softmax", "_MklSoftmax"): "softmax",
+        (layer + "attention/self/context/MatMul", "_MklBatchMatMulV2"): "context batch-matmul",
+        (layer + "attention/output/dense/BiasAdd", "_MklNativeFusedMatMul"):
+            "attention-output matmul",
+        (layer + "attention/output/LayerNorm/add", "_MklLayerNorm"): "LayerNorm",
+        (layer + "intermediate/dense/BiasAdd", "_MklNativeFusedMatMul"): "FFN matmuls",
+        (layer + "output/add", "_MklNativeFusedMatMul"): "FFN matmuls",
+        (layer + "intermediate/Gelu/Tanh", "Tanh"): "GELU",
+        ("bert/attention_mask/mul", "Mul"): "mask add / scale",
+        ("bert/embeddings/Gather", "ResourceGather"): "gathers / embeddings",
+        (layer + "attention/self/transpose", "_MklTranspose"): "other",
+    }
+    for (name, op_type), want in cases.items():
+        assert profile_ops.op_class(name, op_type) == want, (name, op_type)
+    totals = {"%s (%s)" % key: [2000.0, 1] for key in cases}
+    classes = profile_ops.classify(totals, forwards=2)
+    assert classes["FFN matmuls"] == 2.0 and classes["scores batch-matmul"] == 2.0
+    assert set(classes) <= set(profile_ops.CLASSES)
