@@ -397,7 +397,8 @@ def mark_unjudged_bf16(rows, peaks, flags=None):
 def machine_header(peaks, load=None):
     """{"date", "cpu", "cpu_vendor", "cores", "fp32_peak", "bf16_peak", "load"} of this run."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
-            "cpu_vendor": cpu_vendor(), "cores": os.cpu_count(), "fp32_peak_gflops": peaks.get("fp32"),
+            "cpu_vendor": cpu_vendor(), "cores": os.cpu_count(),
+            "fp32_peak_gflops": peaks.get("fp32"),
             "bf16_peak_gflops": peaks.get("bf16"),
             "load": load if load is not None else _load_average()}
 

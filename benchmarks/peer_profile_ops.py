@@ -5,11 +5,11 @@ Usage (profile_ops.py writes the job file and runs this):
   .venv-reproduce/bin/python benchmarks/peer_profile_ops.py JOB.json RESULT.json
 
 JOB.json: {"config": a BertConfig dict, "attention": "eager" | "sdpa", "input_ids",
-"attention_mask", "token_type_ids": [B, S] lists (the ids ours ran), "repeats": R, "time_budget": T}.
-The model is randomly initialised, in eval mode under torch.inference_mode (as HF's
-pipelines run it). One untimed forward, then R timed ones (fewer when R would take over T seconds; the
-median is the result),
-then one under torch.profiler: every aten op's self CPU time is put in the class of the
+"attention_mask", "token_type_ids": [B, S] lists (the ids ours ran), "repeats": R,
+"time_budget": T}. The model is randomly initialised, in eval mode under
+torch.inference_mode (as HF's pipelines run it). One untimed forward, then R timed ones
+(fewer when R would take over T seconds; the median is the result), then one under
+torch.profiler: every aten op's self CPU time is put in the class of the
 module it ran in (labels pushed by forward hooks: query/key/value, attention output,
 FFN, GELU, LayerNorm, embeddings, self-attention) and, inside the self-attention, by
 what it is (the first matmul of a call the scores, the second the context; softmax; the

@@ -20,8 +20,8 @@ the before / after in one process.
 Each side: one untimed forward, --repeats timed ones (fewer for the big shapes: at most
 about 30 s of forwards per side; the median is the wall time), then one forward under the
 profiler (ours: tf.profiler's trace, read as profile_step reads it; torch: torch.profiler,
-in the peer venv through benchmarks/peer_profile_ops.py, with OMP_WAIT_POLICY=PASSIVE). Op times are put in classes:
-QKV / attention-output / FFN matmuls (with their fused bias, GELU or residual add), the
+in the peer venv through benchmarks/peer_profile_ops.py, with OMP_WAIT_POLICY=PASSIVE).
+Op times are put in classes: QKV / attention-output / FFN matmuls (with their fused bias, GELU or residual add), the
 attention's scores and context batch-matmuls (ours: the mask add and scale fused into the
 scores'), softmax, mask add / scale, LayerNorm, GELU (when not fused into its matmul),
 gathers / embeddings, other (transposes, reshapes, copies, the residual adds torch runs
