@@ -101,6 +101,9 @@ def test_attention_by_example_equals_the_batch_and_saved_models_trace_without_it
         unknown = tf.function(attention.inference_attend,
                               input_signature=[spec] * 3 + [tf.TensorSpec(None)])
         np.testing.assert_allclose(unknown(q, k, v, mask), want, atol=1e-6)
+    # Under --enable_xla (static shapes) the row loop compiles too.
+    compiled = tf.function(attention.inference_attend, jit_compile=True)
+    np.testing.assert_allclose(compiled(q, k, v, mask), want, atol=1e-6)
     with attention.portable_graphs():
         assert not fused_elementwise.onednn_layer_norm_applies(False)
         graph = tf.function(attention.inference_attend).get_concrete_function(
