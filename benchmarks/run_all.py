@@ -230,11 +230,11 @@ def header_line(machine):
     """The table's header: mode, date, CPU (vendor, model), cores, GEMM libraries, matmul
     peaks, load."""
     gemm = machine.get("gemm") or {}
-    return ("bert-tf2 benchmarks (%s mode, %.0f s), %s, %s CPU %s, %d cores; GEMM: ours %s, "
+    return ("bert-tf2 benchmarks (%s mode, %.0f s), %s, %s, %d cores; GEMM: ours %s, "
             "torch %s; matmul peak fp32 %.1f / bf16 %.1f GFLOP/s, load average %s: ratio = "
             "ours / peer, higher is better" % (
                 machine["mode"], machine["seconds"], machine["date"],
-                machine.get("cpu_vendor", "?"), machine["cpu"], machine["cores"],
+                write_readme.cpu_name(machine), machine["cores"],
                 gemm.get("ours") or "?", gemm.get("peer") or "not run",
                 machine["fp32_peak_gflops"] or 0, machine["bf16_peak_gflops"] or 0,
                 " ".join(str(x) for x in machine["load"] or ["?"])))
