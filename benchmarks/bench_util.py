@@ -220,6 +220,81 @@ def cpu_model():
     return "unknown"
 
 
+def cpu_vendor():
+    """"Intel", "AMD" or /proc/cpuinfo's vendor_id as it is ("unknown" where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                    return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(vendor, vendor)
+    except OSError:
+        pass
+    return "unknown"
+
+
+# Run in a fresh process with ONEDNN_VERBOSE=1: oneDNN prints its version and ISA when it
+# starts and one line per primitive it runs, naming the kernel it chose.
+_ONEDNN_PROBE = """
+import os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+a = tf.ones([256, 256])
+print(float(tf.function(lambda x: tf.reduce_sum(tf.matmul(x, x)))(a)))
+"""
+
+
+def tf_gemm_library():
+    """What TensorFlow's fp32 matmuls run on here: oneDNN's version, ISA and the matmul
+    kernel it picks (from ONEDNN_VERBOSE in a child process), or Eigen when the oneDNN
+    rewrite is off (TF_ENABLE_ONEDNN_OPTS=0)."""
+    if os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip() in ("0", "false", "False"):
+        return "Eigen (TF_ENABLE_ONEDNN_OPTS=0)"
+    try:
+        out = subprocess.run([sys.executable, "-c", _ONEDNN_PROBE], capture_output=True,
+                             text=True, timeout=300, check=True,
+                             env=dict(os.environ, ONEDNN_VERBOSE="1")).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "oneDNN (version not reported)"
+    version, isa, kernels = "oneDNN", None, []
+    for line in out.splitlines():
+        fields = line.split(",")
+        if "info" in fields and "oneDNN" in line and not version.startswith("oneDNN v"):
+            version = fields[-1].split("(")[0].strip()
+        elif any(f.startswith("isa:") for f in fields):
+            isa = next(f for f in fields if f.startswith("isa:"))[4:]
+        elif fields[2:5] == ["primitive", "exec", "cpu"] and len(fields) > 6:
+            kernels.append(" ".join(f for f in fields[5:7] if f))
+    details = ["ISA: %s" % isa] if isa else []
+    if kernels:
+        details.append("fp32 matmul kernel %s" % kernels[-1])
+    return "%s%s" % (version, " (%s)" % "; ".join(details) if details else "")
+
+
+def peer_gemm_library(python):
+    """What torch's matmuls run on in the peer venv: its BLAS (MKL / OpenBLAS), oneDNN
+    version and CPU capability, from torch.__config__.show()."""
+    code = ("import torch\n"
+            "for line in torch.__config__.show().splitlines():\n"
+            "    print(line.strip(' -'))\n")
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                             timeout=300, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    parts = []
+    for line in out.splitlines():
+        if line.startswith(("Intel(R) oneAPI Math Kernel Library Version", "Intel(R) Math Kernel")):
+            parts.append("MKL " + line.split("Version", 1)[-1].split("-Product")[0].strip())
+        elif line.startswith(("Intel(R) MKL-DNN", "oneDNN")):
+            parts.append("oneDNN " + line.split()[2] if len(line.split()) > 2 else line)
+        elif line.startswith("CPU capability usage"):
+            parts.append("CPU capability " + line.split(":", 1)[1].strip())
+        elif line.startswith("Build settings"):
+            parts += [s.strip().rsplit(" ", 1)[-1] for s in line.split(",") if "BLAS_INFO=" in s]
+    return ", ".join(parts) if parts else "unknown"
+
+
 def peer_python():
     """(the torch peer venv's python or None, why not): $BERT_TF2_PEER_PYTHON, else
     .venv-reproduce (made by `make bench`); BERT_TF2_PEERS=0 (make bench PEERS=0)
@@ -320,9 +395,10 @@ def mark_unjudged_bf16(rows, peaks, flags=None):
 
 
 def machine_header(peaks, load=None):
-    """{"date", "cpu", "cores", "fp32_peak", "bf16_peak", "load"} of this run."""
+    """{"date", "cpu", "cpu_vendor", "cores", "fp32_peak", "bf16_peak", "load"} of this run."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
-            "cores": os.cpu_count(), "fp32_peak_gflops": peaks.get("fp32"),
+            "cpu_vendor": cpu_vendor(), "cores": os.cpu_count(),
+            "fp32_peak_gflops": peaks.get("fp32"),
             "bf16_peak_gflops": peaks.get("bf16"),
             "load": load if load is not None else _load_average()}
 

@@ -59,6 +59,7 @@ import traceback
 
 import bench_util
 from bench_util import tf
+import write_readme
 
 BENCH_DIR = bench_util.BENCH_DIR
 SHARED = os.environ.get("BERT_TF2_SHARED",
@@ -226,12 +227,16 @@ def plan(mode, steps, repeats):
 
 
 def header_line(machine):
-    """The table's header: mode, date, CPU, cores, matmul peaks, load."""
-    return ("bert-tf2 benchmarks (%s mode, %.0f s), %s, %s, %d cores, matmul peak fp32 %.1f / "
-            "bf16 %.1f GFLOP/s, load average %s: ratio = ours / peer, higher is better" % (
-                machine["mode"], machine["seconds"], machine["date"], machine["cpu"],
-                machine["cores"], machine["fp32_peak_gflops"] or 0,
-                machine["bf16_peak_gflops"] or 0,
+    """The table's header: mode, date, CPU (vendor, model), cores, GEMM libraries, matmul
+    peaks, load."""
+    gemm = machine.get("gemm") or {}
+    return ("bert-tf2 benchmarks (%s mode, %.0f s), %s, %s, %d cores; GEMM: ours %s, "
+            "torch %s; matmul peak fp32 %.1f / bf16 %.1f GFLOP/s, load average %s: ratio = "
+            "ours / peer, higher is better" % (
+                machine["mode"], machine["seconds"], machine["date"],
+                write_readme.cpu_name(machine), machine["cores"],
+                gemm.get("ours") or "?", gemm.get("peer") or "not run",
+                machine["fp32_peak_gflops"] or 0, machine["bf16_peak_gflops"] or 0,
                 " ".join(str(x) for x in machine["load"] or ["?"])))
 
 
@@ -259,9 +264,9 @@ def main(argv=None):
     start = time.time()
     notes = []
     flags = bench_util.cpu_flags()
-    notes.append("CPU: %d cores; bf16/AMX flags: %s" % (
-        os.cpu_count(), ", ".join(flags) if flags else
-        "none (bf16 matmuls are converted to fp32 in software)"))
+    notes.append("CPU: %s (%s), %d cores; bf16/AMX flags: %s" % (
+        bench_util.cpu_model(), bench_util.cpu_vendor(), os.cpu_count(),
+        ", ".join(flags) if flags else "none (bf16 matmuls are converted to fp32 in software)"))
     notes.append("CPU allocator: %s" % (
         "BFC (TF_CPU_ALLOCATOR_USE_BFC=true, training.py's default), for ours and the peer"
         if os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1")
@@ -269,6 +274,10 @@ def main(argv=None):
     peers, why_not = bench_util.peer_python()
     notes.append("torch peers: %s" % (bench_util.peer_versions(peers) if peers
                                        else "not run, " + why_not))
+    gemm = {"ours": bench_util.tf_gemm_library(),
+            "peer": bench_util.peer_gemm_library(peers) if peers else None}
+    notes.append("GEMM library: ours (TensorFlow %s) %s%s" % (
+        tf.__version__, gemm["ours"], "; torch peers %s" % gemm["peer"] if peers else ""))
     rows = []
     # The machine's best, for the header: the FLOP/s fractions use a peak timed
     # alongside each model instead (same load as the model).
@@ -304,12 +313,14 @@ def main(argv=None):
 
     bench_util.mark_degenerate_peers(rows, peaks)
     machine = dict(bench_util.machine_header(peaks), mode=mode, seconds=time.time() - start,
-                   notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks, flags))
+                   notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks, flags),
+                   gemm=gemm)
     print()
     print(header_line(machine))
     if machine["bf16"]:
         print(machine["bf16"])
     print(bench_util.format_table(rows))
+    print(write_readme.behind_line(machine, rows))
     for note in notes:
         print("note: " + note)
     with open(args.output, "w", encoding="utf-8") as f:

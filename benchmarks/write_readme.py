@@ -3,12 +3,16 @@
 Usage:
   python benchmarks/write_readme.py [bench_results.json] [--readme benchmarks/README.md]
 
-Everything between the README's "<!-- make bench: begin -->" and "<!-- make bench: end
--->" lines is replaced by: the run's header (date, CPU model, cores, fp32/bf16 matmul
-peaks, load average, mode), one table per benchmark (rows in run order; a row whose peer
+The README keeps one set of tables per machine kind (CPU vendor): a run on an AMD CPU
+replaces what is between "<!-- make bench: begin AMD -->" and "<!-- make bench: end AMD
+-->", one on an Intel CPU the "Intel" block, and so on (a block is appended when its kind
+has none). It is replaced by: the run's header (date, CPU vendor and model, cores, the
+GEMM library of each side, fp32/bf16 matmul peaks, load average, mode), one table per
+benchmark (rows in run order; a row whose peer
 did not run or is degenerate on this CPU says so), the wins against other implementations
 (ours/peer >= 1; bounds, fractions, degenerate peers, unjudged bf16 rows and rows that
-compare two paths of our own left out) and the run's notes. The rest of the README is kept.
+compare two paths of our own left out), the rows behind their peer on that CPU and the
+run's notes. The rest of the README is kept.
 """
 import argparse
 import json
@@ -76,6 +80,10 @@ def render(results):
                  machine.get("cores", "?"), _fmt(machine.get("fp32_peak_gflops")),
                  _fmt(machine.get("bf16_peak_gflops")),
                  " / ".join(str(x) for x in load) if load else "?")]
+    gemm = machine.get("gemm") or {}
+    if gemm:
+        lines[0] += " GEMM library: ours %s; torch %s." % (gemm.get("ours") or "?",
+                                                          gemm.get("peer") or "not run")
     if machine.get("bf16"):  # bench_util.mark_unjudged_bf16's line
         lines[0] += " " + machine["bf16"] + "."
     lines.append("")
@@ -95,12 +103,10 @@ def render(results):
     left_out = "".join("; %d rows left out as %s" % (len(group), what)
                        for group, what in ((degenerate, DEGENERATE_NOTE),
                                            (unjudged, BF16_NOT_JUDGED_NOTE)) if group)
-    lines.append("Against other implementations: ahead (ours / peer >= 1) on %d of %d rows "
-                 "(bounds and fractions aside)%s%s." % (
-                     len(wins), len(wins) + len(behind), left_out,
-                     "; behind: " + "; ".join("%s, %s (%s)" % (r["measure"], r["config"],
-                                                               _fmt(r["ratio"]))
-                                              for r in behind) if behind else ""))
+    lines.append("Against other implementations on %s: ahead (ours / peer >= 1) on %d of %d "
+                 "rows (bounds and fractions aside)%s." % (
+                     cpu_name(machine), len(wins), len(wins) + len(behind), left_out))
+    lines.append(behind_line(machine, rows))
     if own:
         lines.append("")
         lines.append("%d rows compare two paths of our own (a flag's cost or gain: "
@@ -110,13 +116,37 @@ def render(results):
     return "\n".join(lines).rstrip() + "\n"
 
 
-def update(readme_text, tables):
-    """The README with the text between the markers replaced (markers appended if absent)."""
-    if BEGIN in readme_text and END in readme_text:
-        head, rest = readme_text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        return head + BEGIN + "\n" + tables + END + tail
-    return readme_text.rstrip() + "\n\n" + BEGIN + "\n" + tables + END + "\n"
+def cpu_name(machine):
+    """"<vendor> CPU <model>" of a run's machine header (what a table's claims hold on)."""
+    vendor = machine.get("cpu_vendor")
+    cpu = machine.get("cpu", "?")
+    return "%s CPU %s" % (vendor, cpu) if vendor and vendor not in cpu else cpu
+
+
+def behind_line(machine, rows):
+    """One line naming, for this run's CPU, every counted row behind its peer."""
+    behind = [r for r in rows if is_judged(r) and not is_win(r)]
+    return "Behind their peer on %s: %s." % (
+        cpu_name(machine), "; ".join("%s, %s (%s)" % (r["measure"], r["config"],
+                                                      _fmt(r["ratio"])) for r in behind)
+        if behind else "none")
+
+
+def markers(kind):
+    """The (begin, end) markers of the tables of one machine kind ("AMD", "Intel", ...)."""
+    return BEGIN.replace(" -->", " %s -->" % kind), END.replace(" -->", " %s -->" % kind)
+
+
+def update(readme_text, tables, kind=None):
+    """The README with the text between the markers of machine `kind` replaced (the
+    unnamed markers when kind is None; markers appended if absent): one table per
+    machine kind, each replaced only by a run on that kind."""
+    begin, end = markers(kind) if kind else (BEGIN, END)
+    if begin in readme_text and end in readme_text:
+        head, rest = readme_text.split(begin, 1)
+        tail = rest.split(end, 1)[1]
+        return head + begin + "\n" + tables + end + tail
+    return readme_text.rstrip() + "\n\n" + begin + "\n" + tables + end + "\n"
 
 
 def main(argv=None):
@@ -126,9 +156,11 @@ def main(argv=None):
     parser.add_argument("--readme", default=os.path.join(BENCH_DIR, "README.md"))
     args = parser.parse_args(argv)
     with open(args.results, encoding="utf-8") as f:
-        tables = render(json.load(f))
+        results = json.load(f)
+    tables = render(results)
+    kind = (results.get("machine") or {}).get("cpu_vendor") if isinstance(results, dict) else None
     with open(args.readme, encoding="utf-8") as f:
-        text = update(f.read(), tables)
+        text = update(f.read(), tables, kind if kind and kind != "unknown" else None)
     with open(args.readme + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(args.readme + ".tmp", args.readme)

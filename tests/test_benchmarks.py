@@ -169,6 +169,26 @@ def test_readme_tables_come_from_the_results_between_markers():
     assert tables in new
 
 
+def test_each_machine_kind_keeps_its_own_tables_with_cpu_and_gemm_named():
+    import write_readme  # pylint: disable=import-outside-toplevel
+    rows = [bench_util.row("run_squad predict", "seq 384, vs torch peer", 8.7, 10.0,
+                           "features/s")]
+    machine = {"cpu": "Intel(R) Xeon(R) Test", "cpu_vendor": "Intel", "cores": 2,
+               "gemm": {"ours": "oneDNN v3.7.3", "peer": "MKL 2024.2, BLAS_INFO=mkl"}}
+    tables = write_readme.render({"machine": machine, "rows": rows})
+    assert "GEMM library: ours oneDNN v3.7.3; torch MKL 2024.2, BLAS_INFO=mkl." in tables
+    assert ("Behind their peer on Intel(R) Xeon(R) Test: run_squad predict, seq 384, "
+            "vs torch peer (0.870).") in tables
+    amd_begin, amd_end = write_readme.markers("AMD")
+    old = "intro\n%s\nAMD table\n%s\nkept\n" % (amd_begin, amd_end)
+    new = write_readme.update(old, tables, "Intel")
+    assert "AMD table" in new and new.index("AMD table") < new.index(tables)
+    assert write_readme.markers("Intel")[0] in new
+    again = write_readme.update(new, "newer Intel run\n", "Intel")
+    assert "AMD table" in again and "newer Intel run" in again and tables not in again
+    assert bench_util.cpu_vendor() in ("Intel", "AMD") or bench_util.cpu_vendor()
+
+
 def test_long_text_task_puts_the_label_in_the_last_paragraph(shared_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_TF2_SHARED", str(shared_dir))
     import bench_long_text  # pylint: disable=import-outside-toplevel
@@ -200,5 +220,33 @@ def test_rows_of_our_own_paths_are_reported_but_not_counted():
     assert [write_readme.is_win(r) for r in table] == [True, False, False]
     rendered = write_readme.render({"machine": {}, "rows": table})
     assert "ahead (ours / peer >= 1) on 1 of 2 rows" in rendered
-    assert "behind: optimizer update, mini, vs peer (0.900)" in rendered
+    assert "Behind their peer on ?: optimizer update, mini, vs peer (0.900)." in rendered
     assert "1 rows compare two paths of our own" in rendered
+
+
+def test_profile_ops_puts_our_ops_in_their_classes():
+    import profile_ops  # pylint: disable=import-outside-toplevel
+    layer = "bert/encoder/layer_0/"
+    cases = {
+        (layer + "attention/self/BiasAdd", "_MklNativeFusedMatMul"): "QKV matmul",
+        (layer + "attention/self/scores/add", "_MklFusedBatchMatMulV2"): "scores batch-matmul",
+        (layer + "attention/self/map/while/scores/add", "_MklFusedBatchMatMulV2"):
+            "scores batch-matmul",
+        (layer + "attention/self/softmax/Softmax", "_MklSoftmax"): "softmax",
+        (layer + "attention/self/context/MatMul", "_MklBatchMatMulV2"): "context batch-matmul",
+        (layer + "attention/output/dense/BiasAdd", "_MklNativeFusedMatMul"):
+            "attention-output matmul",
+        (layer + "attention/output/LayerNorm/add", "_MklLayerNorm"): "LayerNorm",
+        (layer + "intermediate/dense/BiasAdd", "_MklNativeFusedMatMul"): "FFN matmuls",
+        (layer + "output/add", "_MklNativeFusedMatMul"): "FFN matmuls",
+        (layer + "intermediate/Gelu/Tanh", "Tanh"): "GELU",
+        ("bert/attention_mask/mul", "Mul"): "mask add / scale",
+        ("bert/embeddings/Gather", "ResourceGather"): "gathers / embeddings",
+        (layer + "attention/self/transpose", "_MklTranspose"): "other",
+    }
+    for (name, op_type), want in cases.items():
+        assert profile_ops.op_class(name, op_type) == want, (name, op_type)
+    totals = {"%s (%s)" % key: [2000.0, 1] for key in cases}
+    classes = profile_ops.classify(totals, forwards=2)
+    assert classes["FFN matmuls"] == 2.0 and classes["scores batch-matmul"] == 2.0
+    assert set(classes) <= set(profile_ops.CLASSES)

@@ -14,6 +14,12 @@ Same formulas: the forward values are those of the ops path to float32 rounding 
 tanh and the summation order are XLA's), the gradients are the analytic derivatives
 of the same functions (within 1e-5 of autodiff's, relative to the largest).
 
+Outside training, LayerNorm takes another form where TensorFlow runs on the CPU with
+its oneDNN rewrite (x86-64, no GPU or TPU): the subgraph the rewrite turns into one
+_MklLayerNorm kernel (`_layer_norm_onednn`, issue 45): one kernel instead of about ten
+ops, each a pass over the activations (measured in benchmarks/README.md, "Per-op
+profile"). `set_onednn_layer_norm(False)` keeps the ops.
+
 Used only where it pays and never changes a trace's shapes:
 - training (the backward pass is the point; inference keeps the ops path, which the
   CPU rewrite fuses into the matmul before it: matmul + bias + GELU in one kernel);
@@ -27,7 +33,10 @@ Used only where it pays and never changes a trace's shapes:
   change from batch to batch, stay on the ops path, and tiny tensors are not worth
   a program launch).
 """
+import functools
 import math
+import os
+import platform
 
 import tensorflow as tf
 
@@ -126,10 +135,69 @@ def _layer_norm_fused(x, gamma, beta, epsilon):
 
 def layer_norm(x, gamma, beta, epsilon, training=False):
     """LayerNorm over the last axis of `x` with float32 `gamma`, `beta` [H] and
-    `epsilon`, computed in float32 and returned in x's dtype; fused when `applies`."""
+    `epsilon`, computed in float32 and returned in x's dtype; fused when `applies`,
+    one oneDNN kernel outside training where `onednn_layer_norm_applies`."""
     if applies(x, training):
         return _layer_norm_fused(x, gamma, beta, epsilon)
+    if onednn_layer_norm_applies(training):
+        return _layer_norm_onednn(x, gamma, beta, epsilon)
     return _layer_norm_ops(x, gamma, beta, epsilon)[0]
+
+
+# Off: every LayerNorm outside training takes the ops path (set_onednn_layer_norm).
+_ONEDNN_LAYER_NORM = {"enabled": True}
+
+
+def set_onednn_layer_norm(enabled=True):
+    """Turns the oneDNN LayerNorm of inference on (default) or off for graphs traced after."""
+    _ONEDNN_LAYER_NORM["enabled"] = bool(enabled)
+
+
+def onednn_layer_norm_enabled():
+    """Whether set_onednn_layer_norm left the oneDNN LayerNorm on."""
+    return _ONEDNN_LAYER_NORM["enabled"]
+
+
+@functools.lru_cache(maxsize=None)
+def onednn_cpu_only():
+    """True when TensorFlow's oneDNN rewrite is on (x86-64, TF_ENABLE_ONEDNN_OPTS not 0)
+    and no GPU or TPU is visible: the graph then runs on the CPU with oneDNN."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    if os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() in ("0", "false"):
+        return False
+    return not any(tf.config.list_physical_devices(kind) for kind in ("GPU", "TPU"))
+
+
+def onednn_layer_norm_applies(training):
+    """Whether a LayerNorm outside training takes `_layer_norm_onednn`: `training` known
+    false at trace time, the switch on and `onednn_cpu_only`."""
+    if isinstance(training, (tf.Tensor, tf.Variable)):
+        training = tf.get_static_value(training)
+    return (training is not None and not bool(training) and _ONEDNN_LAYER_NORM["enabled"]
+            and onednn_cpu_only())
+
+
+def _layer_norm_onednn(x, gamma, beta, epsilon):
+    """LayerNorm written as the subgraph TensorFlow's oneDNN rewrite (grappler's remapper)
+    replaces by one _MklLayerNorm kernel: a training-mode FusedBatchNormV3 of unit scale
+    and zero offset over x reshaped to [1, rows, H, 1] (NCHW: each row one channel, so
+    its mean and biased variance are the row's), reshaped back, times gamma, plus beta.
+    The raw op keeps epsilon as given (tf.nn.fused_batch_norm raises it to 1.001e-5).
+    Op by op (no rewrite) it is the same formula; outputs within float32 rounding of
+    `_layer_norm_ops` (tests/test_onednn_paths.py)."""
+    out_dtype = x.dtype
+    x = tf.cast(x, tf.float32)
+    shape = tf.shape(x)
+    rows = tf.reduce_prod(shape[:-1], keepdims=True)
+    normalized = tf.raw_ops.FusedBatchNormV3(
+        x=tf.reshape(x, tf.concat([[1], rows, shape[-1:], [1]], 0)),
+        scale=tf.fill(rows, 1.0), offset=tf.fill(rows, 0.0),
+        mean=tf.constant([], tf.float32), variance=tf.constant([], tf.float32),
+        epsilon=epsilon, data_format="NCHW", is_training=True)[0]
+    out = tf.reshape(normalized, shape) * gamma + beta
+    out.set_shape(x.shape)
+    return tf.cast(out, out_dtype)
 
 
 @tf.function(jit_compile=True)

@@ -4,11 +4,13 @@ additive attention masks, as tf_keras layers with TF1 variable names.
 Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
 N = attention heads, D = H / N, F and T = query and key lengths.
 """
+import contextlib
 import math
 
 import tensorflow as tf
 import tf_keras
 
+from bert_tf2.base import fused_elementwise
 from bert_tf2.encoder import layers
 
 
@@ -24,10 +26,12 @@ def create_attention_mask(input_mask, dtype=tf.float32, instance_ids=None):
     queries attend to nothing: their rows are all -10000, a uniform softmax
     that no loss reads.
     """
-    if instance_ids is not None:
-        return _packed_attention_mask(input_mask, instance_ids, dtype)
-    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
-    return (1.0 - mask) * -10000.0
+    # The name scope lets profiles (benchmarks/profile_ops.py) tell the mask's ops apart.
+    with tf.name_scope("attention_mask"):
+        if instance_ids is not None:
+            return _packed_attention_mask(input_mask, instance_ids, dtype)
+        mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+        return (1.0 - mask) * -10000.0
 
 
 def _packed_attention_mask(input_mask, instance_ids, dtype):
@@ -48,18 +52,92 @@ def attend(q, k, v, attention_mask, dropout=None):
     drop) broadcastable to [B, N, F, T] -> context [B, F, N, D]. `dropout` (a
     function, or None) is applied to the attention probabilities.
     """
-    # Scaling q rather than the [B, N, F, T] scores is less work; with the usual
-    # head size 64 the scale is 1/8, a power of two, so the scores are the same.
-    q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
-    scores = tf.matmul(q, k, transpose_b=True)
-    # The mask and softmax run in float32 whatever the compute dtype: -10000
-    # and large scores are not safe in float16.
-    if attention_mask is not None:
-        scores = tf.cast(scores, tf.float32) + attention_mask
-    probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
+    # The name scopes (scores, softmax, context) let profiles tell the steps apart.
+    with tf.name_scope("scores"):
+        # Scaling q rather than the [B, N, F, T] scores is less work; with the usual
+        # head size 64 the scale is 1/8, a power of two, so the scores are the same.
+        q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True)
+        # The mask and softmax run in float32 whatever the compute dtype: -10000
+        # and large scores are not safe in float16.
+        if attention_mask is not None:
+            scores = tf.cast(scores, tf.float32) + attention_mask
+    with tf.name_scope("softmax"):
+        probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1), v.dtype)
     if dropout is not None:
         probs = dropout(probs)
-    return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+    with tf.name_scope("context"):
+        return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+
+
+# Keys at least this long take attend_by_example outside training (where it applies).
+BY_EXAMPLE_MIN_LENGTH = 128
+# Off: inference attends to the whole batch at once (set_attention_by_example).
+_BY_EXAMPLE = {"enabled": True}
+
+
+def set_attention_by_example(enabled=True):
+    """Turns attend_by_example of inference on (default) or off for graphs traced after."""
+    _BY_EXAMPLE["enabled"] = bool(enabled)
+
+
+@contextlib.contextmanager
+def portable_graphs():
+    """Within it, graphs are traced without the forms chosen for a CPU with oneDNN
+    (attend_by_example, fused_elementwise's oneDNN LayerNorm): a SavedModel is traced
+    so, to run the same graph on whatever device loads it."""
+    attention_was = _BY_EXAMPLE["enabled"]
+    layer_norm_was = fused_elementwise.onednn_layer_norm_enabled()
+    set_attention_by_example(False)
+    fused_elementwise.set_onednn_layer_norm(False)
+    try:
+        yield
+    finally:
+        set_attention_by_example(attention_was)
+        fused_elementwise.set_onednn_layer_norm(layer_norm_was)
+
+
+def attend_by_example(q, k, v, attention_mask):
+    """attend() without dropout, one batch row after the other (same shapes and values).
+
+    A row's [N, F, T] scores (12 x 384 x 384 floats: 7 MB) stay in the CPU's cache between
+    the scores' batch-matmul, the softmax and the context's batch-matmul, where the whole
+    batch's (8 rows: 57 MB) go out to memory and back three times; each row's kernels are
+    those of attend (oneDNN's batch-matmul with the scale and mask add as post-ops, its
+    softmax). A while loop over the rows (tf.map_fn, one at a time), so the batch size may
+    be unknown at trace time.
+    """
+    def one_row(row):
+        q_row, k_row, v_row, mask_row = (t[tf.newaxis] for t in row)
+        return attend(q_row, k_row, v_row, mask_row)[0]
+    signature = tf.TensorSpec([None, q.shape[1], q.shape[-1]], v.dtype)
+    return tf.map_fn(one_row, (q, k, v, attention_mask), fn_output_signature=signature,
+                     parallel_iterations=1)
+
+
+def inference_attend(q, k, v, attention_mask):
+    """attend() outside training (no dropout): attend_by_example for keys of
+    BY_EXAMPLE_MIN_LENGTH or more on a CPU with TensorFlow's oneDNN rewrite
+    (fused_elementwise.onednn_cpu_only) unless set_attention_by_example(False), else
+    attend. Shapes and values as attend's."""
+    if (attention_mask is None or attention_mask.shape.rank != 4 or not _BY_EXAMPLE["enabled"]
+            or not fused_elementwise.onednn_cpu_only()):
+        return attend(q, k, v, attention_mask)
+    length = k.shape[2]
+    if length is not None:
+        if length >= BY_EXAMPLE_MIN_LENGTH:
+            return attend_by_example(q, k, v, attention_mask)
+        return attend(q, k, v, attention_mask)
+    return tf.cond(tf.shape(k)[2] >= BY_EXAMPLE_MIN_LENGTH,
+                   lambda: attend_by_example(q, k, v, attention_mask),
+                   lambda: attend(q, k, v, attention_mask))
+
+
+def _known_false(training):
+    """True when `training` (a bool, None or a tensor) is false at trace time."""
+    if isinstance(training, (tf.Tensor, tf.Variable)):
+        training = tf.get_static_value(training)
+    return training is not None and not bool(training)
 
 
 class SelfAttention(tf_keras.layers.Layer):
@@ -108,8 +186,11 @@ class SelfAttention(tf_keras.layers.Layer):
                                               * self.head_size])
         qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
-        context = attend(q, k, v, attention_mask,
-                         lambda probs: self.dropout(probs, training=training, seed=seed))
+        if _known_false(training):
+            context = inference_attend(q, k, v, attention_mask)
+        else:
+            context = attend(q, k, v, attention_mask,
+                             lambda probs: self.dropout(probs, training=training, seed=seed))
         context = tf.reshape(context, [-1, self.num_heads * self.head_size])
         return context if tokens is None else tf.gather_nd(context, tokens)
 

@@ -13,6 +13,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.encoder import attention
 
 
 # What an export writes in --export_dir: these entries at its top, and INFO_FILE.
@@ -61,7 +62,9 @@ def write_saved_model(module, export_dir, info):
     tag = uuid.uuid4().hex[:8]
     temp, old = "%s.tmp-%s" % (export_dir, tag), "%s.old-%s" % (export_dir, tag)
     try:
-        tf.saved_model.save(module, temp, signatures=module.signatures())
+        # Traced here (serving.py): the graph any device runs, not the CPU's forms.
+        with attention.portable_graphs():
+            tf.saved_model.save(module, temp, signatures=module.signatures())
         tf.io.gfile.makedirs(os.path.join(temp, os.path.dirname(INFO_FILE)))
         with tf.io.gfile.GFile(os.path.join(temp, INFO_FILE), "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
