@@ -61,7 +61,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
            pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
-           embed_batch_size=32, serving_dtype="fp32"):
+           embed_batch_size=32, serving_dtype="fp32", after_save=None):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -75,6 +75,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       trim_padding, embed_batch_size: see serving.ServingModule (None: its default
         for model_type).
       serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
+      after_save: called as after_save(module, export_dir) once the SavedModel is in
+        place, the serving.ServingModule still loaded (--litert converts it).
 
     Returns:
       export_dir.
@@ -104,6 +106,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
             info = export_info(module, bert_config, init_checkpoint, do_lower_case,
                                serving_dtype, labels, long_text_settings)
             saved_model_dir.write_saved_model(module, export_dir, info)
+            if after_save is not None:
+                after_save(module, export_dir)
     logging.info("Exported the %s model to %s", model_type, export_dir)
     return export_dir
 

@@ -289,6 +289,12 @@ class ServingModule(tf.Module):
 
     # -- model outputs ------------------------------------------------------
 
+    def run_ids(self, input_ids, input_mask, segment_ids):
+        """The model's outputs on packed ids of any length, without the signatures' shape
+        checks (tf.ensure_shape, which LiteRT has no kernel for): what export/litert.py
+        converts."""
+        return self._holder.run_model(input_ids, input_mask, segment_ids)
+
     def _run_model(self, input_ids, input_mask, segment_ids):
         return self._model_outputs({"input_ids": input_ids, "input_mask": input_mask,
                                     "segment_ids": segment_ids})
