@@ -254,7 +254,8 @@ def define_litert_flags(fv):
                         "both ways when the file has labels.", flag_values=fv)
     flags.DEFINE_float("max_metric_drop", 1.0,
                        "--litert: points (task metric, else label agreement in %) a quantized "
-                       "model may lose against fp32 before a WARNING; an int8 model losing "
+                       "model may lose against fp32 on the --agreement_file examples (else "
+                       "the calibration ones) before a WARNING; an int8 model losing "
                        "more is tried again with softmax, LayerNorm (then attention matmuls "
                        "and GELU) in float and the best kept.", flag_values=fv)
     flags.DEFINE_string("litert_columns", "text,,label",

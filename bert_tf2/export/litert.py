@@ -132,7 +132,16 @@ def compare(model_type, reference, outputs, batch, labels, do_lower_case):
     if batch.gold is not None:
         result["metric_name"], result["metric_fp32"] = _metric(model_type, want, batch)
         result["metric"] = _metric(model_type, found, batch)[1]
+        if model_type == "classifier" and labels and len(labels) == 2:
+            result["f1_fp32"], result["f1"] = _f1(want, batch.gold), _f1(found, batch.gold)
     return result
+
+
+def _f1(found, gold):
+    """F1 (%) of the second label (glue_data's positive label of a 2-label task)."""
+    found, gold = np.asarray(found) == 1, np.asarray(gold) == 1
+    hits = float(np.sum(found & gold))
+    return 200.0 * hits / max(float(found.sum() + gold.sum()), 1.0)
 
 
 def _softmax(logits):
@@ -196,8 +205,9 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
       variants: names from VARIANTS.
       calibration, agreement: litert_data.Batch of the --calibration_file (needed for
         int8) and --agreement_file examples, or None.
-      max_metric_drop: points a quantized variant may lose against fp32 before the
-        report warns (and int8 tries FALLBACK_RECIPES).
+      max_metric_drop: points a quantized variant may lose against fp32 (on the
+        agreement examples, else the calibration ones) before the report warns (and int8
+        tries FALLBACK_RECIPES).
 
     Returns:
       {variant: path} of the models written, and "report".
@@ -240,9 +250,16 @@ def _evaluate(blob, sets, reference, info, num_threads):
             for name, batch in sets.items()}
 
 
+def _judged(results):
+    """{name: result} of the set a variant is judged on: the --agreement_file's when there
+    is one (dev examples, all of them), else the calibration examples'."""
+    name = "agreement" if "agreement" in results else "calibration"
+    return {name: results[name]} if name in results else {}
+
+
 def _worst_drop(results):
-    """The largest drop over the example sets (the agreement set counts first)."""
-    return max([drop(r) for r in results.values()] or [0.0])
+    """The drop of the judged set (0 without examples)."""
+    return max([drop(r) for r in _judged(results).values()] or [0.0])
 
 
 def _best_variant(function, owner, variant, calibration, sets, reference, info,
@@ -269,7 +286,8 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
 
 def _warning(variant, entry, max_metric_drop):
     """The WARNING text of a variant that drops more than max_metric_drop (else None)."""
-    bad = {name: r for name, r in entry["results"].items() if drop(r) > max_metric_drop}
+    bad = {name: r for name, r in _judged(entry["results"]).items()
+           if drop(r) > max_metric_drop}
     if not bad or variant == "fp32":
         return None
     parts = ["%s: %s %.2f -> %.2f" % (name, r["metric_name"], r["metric_fp32"], r["metric"])
