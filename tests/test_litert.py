@@ -82,15 +82,22 @@ def _export(argv):
     return esm.run(flags_common.parse_flags(esm.define_flags, argv))
 
 
-def test_classifier_three_variants_report_and_predictor(tiny, tmp_path):
-    """fp32 equals the SavedModel within 1e-5; the int8 variants agree on labels within a
-    loose bound; the report and the predictor's one call from text."""
-    export_dir = tmp_path / "sst"
+@pytest.fixture(scope="module")
+def sst_export(tiny):
+    """A tiny SST-2 classifier exported with the three LiteRT variants and a report."""
+    export_dir = tiny["root"] / "sst2_export"
     result = _export(_argv(tiny, "classifier", export_dir, [
         "--task_name=SST-2", "--litert=fp32,dynamic_int8,int8",
         "--calibration_file=%s" % tiny["tsv"], "--calibration_examples=6",
         "--agreement_file=%s" % tiny["tsv"], "--litert_columns=text,,label",
         "--max_metric_drop=100"]))  # a random model's labels are near ties: no fallback
+    return export_dir, result
+
+
+def test_classifier_three_variants_report_and_predictor(sst_export):
+    """fp32 equals the SavedModel within 1e-5; the int8 variants stay within 0.05 of its
+    probabilities and keep its labels where they are no near ties; the report."""
+    export_dir, result = sst_export
     for variant in ("fp32", "dynamic_int8", "int8"):
         assert os.path.isfile(result.outputs["litert_" + variant])
     with open(result.outputs["litert_report"]) as f:
@@ -192,11 +199,12 @@ def test_unsupported_model_type_variants_and_missing_extra(tiny, tmp_path, monke
     assert not os.path.exists(str(tmp_path / "o"))
 
 
-def test_the_readme_python_example_runs(tiny, tmp_path):
-    """The README's LiteRTPredictor block, on a tiny SST-2 export of its own."""
-    export_dir = tmp_path / "sst2_export"
-    _export(_argv(tiny, "classifier", export_dir, ["--task_name=SST-2",
-                                                   "--litert=dynamic_int8"]))
+def test_the_readme_python_example_runs_then_a_plain_export_drops_the_models(tiny,
+                                                                             sst_export):
+    """The README's LiteRTPredictor block, on the tiny SST-2 export; then an export without
+    --litert into the same folder drops its LiteRT files (they would describe another
+    model)."""
+    export_dir = sst_export[0]
     readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                "README.md"), encoding="utf-8").read()
     start = readme.index("```python\nfrom bert_tf2.export.litert_predictor import")
@@ -205,3 +213,5 @@ def test_the_readme_python_example_runs(tiny, tmp_path):
     exec(compile(block.replace("/tmp/sst2_export", str(export_dir)), "README.md", "exec"),
          namespace)  # pylint: disable=exec-used
     assert namespace["result"]["label"] in ("0", "1")
+    _export(_argv(tiny, "classifier", export_dir, ["--task_name=SST-2"]))
+    assert not [n for n in os.listdir(str(export_dir)) if "tflite" in n or "litert" in n]

@@ -34,12 +34,16 @@ _OUTPUTS = {"classifier": ("probabilities", "logits", "predictions"),
             "tagger": ("logits",),
             "squad": ("start_logits", "end_logits")}
 # Full int8 tried again with these TFLite ops in float, in order, when it drops too much:
-# softmax and LayerNorm's statistics first (their ranges are the widest), then the
-# attention matmuls and GELU as well.
+# softmax and LayerNorm's statistics first, then also the adds and multiplies (the
+# attention mask's -10000 shares its int8 range with the scores, the residual stream
+# has outliers), then everything but the weight matmuls (FULLY_CONNECTED) and the
+# embedding lookup.
+_NORM_OPS = ("SOFTMAX", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
 FALLBACK_RECIPES = (
-    ("float softmax + LayerNorm", ("SOFTMAX", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")),
-    ("float softmax + LayerNorm + attention matmuls + GELU",
-     ("SOFTMAX", "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "BATCH_MATMUL", "GELU")),
+    ("float softmax + LayerNorm", _NORM_OPS),
+    ("float softmax + LayerNorm + adds / muls", _NORM_OPS + ("ADD", "SUB", "MUL")),
+    ("int8 weight matmuls only",
+     _NORM_OPS + ("ADD", "SUB", "MUL", "BATCH_MATMUL", "GELU", "TANH", "ONE_HOT")),
 )
 
 
