@@ -256,8 +256,10 @@ def define_litert_flags(fv):
                        "--litert: points (task metric, else label agreement in %) a quantized "
                        "model may lose against fp32 on the --agreement_file examples (else "
                        "the calibration ones) before a WARNING; an int8 model losing "
-                       "more is tried again with softmax, LayerNorm (then attention matmuls "
-                       "and GELU) in float and the best kept.", flag_values=fv)
+                       "more is converted again with softmax and LayerNorm in float, then "
+                       "also the adds / multiplies, then all but the weight matmuls: the "
+                       "first within the bound (else the best) is kept, "
+                       "litert_report.json names it.", flag_values=fv)
     flags.DEFINE_string("litert_columns", "text,,label",
                         "--litert, classifier / encoder files: the columns (header names or "
                         "JSON keys) of text_a, text_b (empty: single texts) and the label, "

@@ -120,9 +120,6 @@ def test_classifier_three_variants_report_and_predictor(sst_export):
         np.testing.assert_allclose(probabilities, want, atol=atol)
         labels = np.array([int(row["label"]) for row in got])
         assert (labels == want.argmax(-1))[clear].all(), variant
-    # An export without --litert drops the earlier export's LiteRT files.
-    _export(_argv(tiny, "classifier", export_dir, ["--task_name=SST-2"]))
-    assert not [n for n in os.listdir(str(export_dir)) if "tflite" in n or "litert" in n]
 
 
 @pytest.mark.parametrize("kind", ["encoder", "tagger", "squad"])
