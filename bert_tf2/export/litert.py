@@ -239,9 +239,9 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
 
 def _fp32_outputs(function, batch):
     """The SavedModel's outputs on a batch, 32 rows at a time (numpy)."""
-    parts = []
-    for start in range(0, len(batch.features["input_ids"]), litert_predictor.BATCH_SIZE):
-        parts.append(function(**{k: tf.constant(batch.features[k][start:start + 32])
+    parts, size = [], litert_predictor.BATCH_SIZE
+    for start in range(0, len(batch.features["input_ids"]), size):
+        parts.append(function(**{k: tf.constant(batch.features[k][start:start + size])
                                  for k in litert_data.ID_KEYS}))
     return {n: np.concatenate([p[n].numpy() for p in parts], axis=0) for n in parts[0]}
 

@@ -79,8 +79,8 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
         raise ValueError("%s: %s" % (flag, str(e).strip("'\""))) from None
     if not rows:
         raise ValueError("%s=%s: no examples" % (flag, path))
-    texts_a = [file_data_text(row, columns[0]) for row in rows]
-    texts_b = [file_data_text(row, columns[1]) for row in rows] if columns[1] else None
+    texts_a = [_row_text(row, columns[0]) for row in rows]
+    texts_b = [_row_text(row, columns[1]) for row in rows] if columns[1] else None
     gold = None
     if model_type == "classifier" and all(columns[2] in row.fields for row in rows):
         gold = [_gold_label(row, columns[2], labels) for row in rows]
@@ -98,7 +98,7 @@ def _text_rows(path, columns):
     return reader(path, wanted, [columns[2]] if columns[2] else [])
 
 
-def file_data_text(row, column):
+def _row_text(row, column):
     """A row's text in `column`, one line naming the file and line when it is none."""
     value = row.fields.get(column)
     if not isinstance(value, str):
