@@ -114,11 +114,17 @@ In-graph tokenization: see tokenization_graph.py (core TensorFlow ops, exactly
 FullTokenizer's ids; tensorflow_text is not needed to export, load or serve).
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+import json
+
 from absl import flags
+from absl import logging
 import tensorflow as tf
 
 import tokenization
 from bert_tf2.export import exporter
+from bert_tf2.export import litert
+from bert_tf2.export import litert_data
+from bert_tf2.export import litert_predictor
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2 import fileutil
@@ -227,6 +233,49 @@ def define_flags(fv):
                          "by length and runs them this many at a time, each batch at its "
                          "longest text (sentence vectors in the request's order).",
                          flag_values=fv)
+    define_litert_flags(fv)
+
+
+def define_litert_flags(fv):
+    """--litert and the flags of its calibration and agreement report."""
+    flags.DEFINE_string("litert", None,
+                        "Also write LiteRT models into --export_dir, a comma-separated "
+                        "list of fp32 (float), dynamic_int8 (int8 weights) and int8 (int8 "
+                        "weights and activations, calibrated on --calibration_file): "
+                        "model_<variant>.tflite, beside assets/vocab.txt and "
+                        "export_info.json, for --model_type=classifier, encoder, tagger and "
+                        "squad; plus litert_report.json, each quantized model's agreement "
+                        "with fp32. Needs the [litert] extra (ai-edge-litert); serve with "
+                        "bert_tf2.export.litert_predictor.LiteRTPredictor (README: Serving "
+                        "int8 on LiteRT).", flag_values=fv)
+    flags.DEFINE_string("calibration_file", None,
+                        "--litert: examples of the model's inputs, in the format its runner "
+                        "reads: a .tsv/.csv/.jsonl of texts (classifier, encoder; columns: "
+                        "--litert_columns), CoNLL (tagger), SQuAD JSON (squad). int8 "
+                        "calibrates its activation ranges on the first "
+                        "--calibration_examples; the report compares every variant with "
+                        "fp32 on them.", flag_values=fv)
+    flags.DEFINE_integer("calibration_examples", 100,
+                         "--litert: how many examples of --calibration_file to use.",
+                         flag_values=fv)
+    flags.DEFINE_string("agreement_file", None,
+                        "--litert: dev examples (same formats as --calibration_file; all of "
+                        "them) the report compares every variant with fp32 on: label "
+                        "agreement, |delta| of probabilities / vectors, and the task metric "
+                        "both ways when the file has labels.", flag_values=fv)
+    flags.DEFINE_float("max_metric_drop", 1.0,
+                       "--litert: points (task metric, else label agreement in %) a quantized "
+                       "model may lose against fp32 on the --agreement_file examples (else "
+                       "the calibration ones) before a WARNING; an int8 model losing "
+                       "more is converted again with softmax and LayerNorm in float, then "
+                       "also the adds / multiplies, then all but the weight matmuls: the "
+                       "first within the bound (else the best) is kept, "
+                       "litert_report.json names it.", flag_values=fv)
+    flags.DEFINE_string("litert_columns", "text,,label",
+                        "--litert, classifier / encoder files: the columns (header names or "
+                        "JSON keys) of text_a, text_b (empty: single texts) and the label, "
+                        "comma-separated; e.g. '#1 String,#2 String,Quality' for GLUE MRPC.",
+                        flag_values=fv)
 
 
 # One field per flag above: run(Settings(model_type="encoder", ...)) from Python.
@@ -262,6 +311,8 @@ def run(settings):
     settings.require(*_REQUIRED_FLAGS)
     saved = flags_common.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel = _check_settings(settings)
+    litert_examples = _litert_examples(settings, labels)
+    litert_outputs = {}
     layers = ([int(x) for x in settings.layers.split(",")]
               if settings.model_type == "tagger" and settings.feature_based else None)
     export_dir = export(
@@ -275,9 +326,85 @@ def run(settings):
         pooling_spec=_pooling_spec(settings, saved, bert_config),
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
-        embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype)
-    return settings_lib.Result(output_dir=export_dir,
-                               outputs=exporter.output_files(export_dir))
+        embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
+        after_save=(lambda module, path: litert_outputs.update(
+            _export_litert(settings, path, module, litert_examples)))
+        if settings.litert else None)
+    outputs = dict(exporter.output_files(export_dir), **litert_outputs)
+    return settings_lib.Result(output_dir=export_dir, outputs=outputs)
+
+
+def _litert_examples(settings, labels):
+    """--litert: (calibration, agreement) litert_data.Batch of the files (None where not
+    given), read before any work so that a bad file costs nothing."""
+    if not settings.litert:
+        return None, None
+    tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
+    columns = _litert_columns(settings)
+
+    def examples(flag, limit):
+        path = getattr(settings, flag)
+        if not path:
+            return None
+        return litert_data.read_file(
+            settings.model_type, settings.flag(flag), path, tokenizer,
+            settings.max_seq_length, limit, labels=labels, columns=columns,
+            max_query_length=settings.max_query_length)
+
+    return (examples("calibration_file", settings.calibration_examples),
+            examples("agreement_file", None))
+
+
+def _export_litert(settings, export_dir, module, examples):
+    """--litert: the LiteRT models and their report in export_dir; {name: path}."""
+    calibration, agreement = examples
+    written = litert.export(
+        export_dir, module, litert.parse_variants(settings.litert),
+        calibration=calibration, agreement=agreement, max_metric_drop=settings.max_metric_drop)
+    with open(written["report"], encoding="utf-8") as f:
+        report = json.load(f)
+    for line in litert.summary_lines(report):
+        print(line)
+    for warning in report["warnings"]:
+        logging.warning("\n%s\nWARNING: %s\n%s", "=" * 78, warning, "=" * 78)
+    return {"litert_" + name if name != "report" else "litert_report": path
+            for name, path in written.items()}
+
+
+def _litert_columns(settings):
+    """--litert_columns as (text_a, text_b or None, label or None)."""
+    parts = [p.strip() for p in settings.litert_columns.split(",")]
+    if len(parts) > 3 or not parts[0]:
+        raise ValueError("%s: expected text_a[,text_b[,label]] column names"
+                         % settings.flag("litert_columns"))
+    parts += [""] * (3 - len(parts))
+    return tuple(p or None for p in parts)
+
+
+def _check_litert(settings, multilabel):
+    """--litert's checks before any work: variants, model type, the extra, files."""
+    if not settings.litert:
+        return
+    variants = litert.parse_variants(settings.litert)
+    if settings.model_type not in litert_data.MODEL_TYPES:
+        raise ValueError("--litert: --model_type=%s is not supported (%s are)"
+                         % (settings.model_type, ", ".join(litert_data.MODEL_TYPES)))
+    if multilabel or _long_text(settings) is not None:
+        raise ValueError("--litert: multi-label classifiers and --long_text=head_tail / "
+                         "windows are not supported (truncate only)")
+    if settings.serving_dtype != "fp32":
+        raise ValueError("--litert converts the float32 model (its int8 variants quantize "
+                         "it): leave %s out" % settings.flag("serving_dtype"))
+    litert_predictor.check_available()
+    if "int8" in variants and not settings.calibration_file:
+        raise ValueError("--litert=int8 needs --calibration_file (examples to calibrate "
+                         "the activation ranges on)")
+    if settings.calibration_examples < 1:
+        raise ValueError("%s must be >= 1" % settings.flag("calibration_examples"))
+    _litert_columns(settings)
+    for flag in ("calibration_file", "agreement_file"):
+        if getattr(settings, flag):
+            litert_data.check_file(settings.flag(flag), getattr(settings, flag))
 
 
 def _crf_tag_scheme(settings, saved):
@@ -334,6 +461,7 @@ def _check_settings(settings):
     if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
     settings.refuse_unused(unused_flags(settings, multilabel))
+    _check_litert(settings, multilabel)
     if settings.model_type == "classifier" and not multilabel:
         # As run_classifier: another mode's flags warned (one command line for every mode).
         settings.refuse_unused(long_text.unused_flags(long_text.from_settings(
@@ -364,6 +492,9 @@ _FLAGS_OF_TYPE = {
     "multiple_choice": (),
 }
 
+_LITERT_FLAGS = ("calibration_file", "calibration_examples", "agreement_file",
+                 "max_metric_drop", "litert_columns")
+
 
 def unused_flags(settings, multilabel=False):
     """(flag, why) pairs of the flags this export would not read (refused when given);
@@ -382,6 +513,8 @@ def unused_flags(settings, multilabel=False):
             ("lstm_units", settings.feature_based, "without --feature_based")):
         if name in read and not used:
             pairs.append((name, why))
+    if not settings.litert:
+        pairs += [(name, "without --litert") for name in _LITERT_FLAGS]
     if classifier and multilabel:
         pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
                   for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]

@@ -64,6 +64,9 @@ setup(
         "beam": ["apache-beam>=2.77,<3", "protobuf>=5.28,<7", "pyarrow>=14,<26"],
         # create_pretraining_data --chinese_word_segmenter=jieba (pure Python).
         "chinese": ["jieba>=0.42"],
+        # export_saved_model.py --litert and bert_tf2.export.litert_predictor: LiteRT's
+        # interpreter (conversion is TensorFlow's own tf.lite.TFLiteConverter).
+        "litert": ["ai-edge-litert>=2.0"],
     },
     entry_points={
         "console_scripts": ["%s=%s:main" % (cmd, mod) for cmd, mod in SCRIPTS.items()],

@@ -3,7 +3,7 @@
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
       [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
-              finetuning,packing,embeddings,long_text]
+              finetuning,packing,embeddings,long_text,int8]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -32,8 +32,13 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
   long_text                benchmarks/bench_long_text.py: run_classifier --long_text
                            truncate / head_tail / windows on SQuAD-dev documents whose
                            label is in their last paragraph: accuracy, documents/s (no peer;
-                           --full only).
-The last six read ../shared/data and are skipped with a note when it (or their script)
+                           --full only);
+  int8                     benchmarks/bench_int8.py: LiteRT dynamic int8 / int8 exports
+                           (export_saved_model.py --litert) of all-MiniLM-L6-v2 and a
+                           BERT-Base-shaped model vs our fp32 SavedModel and vs torch's
+                           quantize_dynamic (the peer venv), batch 1 and 32, seq 128,
+                           2 threads each side (needs the [litert] extra).
+The last seven read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
@@ -223,6 +228,8 @@ def plan(mode, steps, repeats):
         ("embeddings", dict(repeats=5)),
         # About 13 minutes on a loaded 2-core machine (three MiniLM fine-tuning runs).
         ("long_text", dict()) if full else None,
+        # Two exports with LiteRT conversions (BERT-Base: a few minutes), then the rows.
+        ("int8", dict(repeats=repeats + 2)),
     ]
 
 
@@ -252,7 +259,7 @@ def main(argv=None):
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
                              "memory, tokenization, create_pretraining_data, finetuning, "
-                             "packing, embeddings, long_text")
+                             "packing, embeddings, long_text, int8")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -297,7 +304,8 @@ def main(argv=None):
                      "finetuning": lambda rows: _schema_rows(rows) or [],
                      "packing": lambda rows: _schema_rows(rows) or [],
                      "embeddings": lambda rows: _schema_rows(rows) or [],
-                     "long_text": lambda rows: _schema_rows(rows) or []}
+                     "long_text": lambda rows: _schema_rows(rows) or [],
+                     "int8": lambda rows: _schema_rows(rows) or []}
     for item in plan(mode, args.steps, args.repeats):
         if item is None or (only and item[0] not in only):
             continue

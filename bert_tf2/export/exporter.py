@@ -10,6 +10,7 @@ import unicodedata
 from absl import logging
 import tf_keras
 
+from bert_tf2.encoder import attention
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
@@ -61,8 +62,9 @@ def _global_policy(name):
 def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_seq_length, export_dir, labels=None, max_query_length=64,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
-           crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None, long_text_settings=None, trim_padding=None,
-           embed_batch_size=32, serving_dtype="fp32"):
+           crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None,
+           long_text_settings=None, trim_padding=None, embed_batch_size=32,
+           serving_dtype="fp32", after_save=None):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -78,6 +80,9 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       trim_padding, embed_batch_size: see serving.ServingModule (None: its default
         for model_type).
       serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
+      after_save: called as after_save(module, export_dir) once the SavedModel is in
+        place, the serving.ServingModule still loaded (--litert converts it), under
+        attention.portable_graphs as the SavedModel was traced.
 
     Returns:
       export_dir.
@@ -109,6 +114,10 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
             info = export_info(module, bert_config, init_checkpoint, do_lower_case,
                                serving_dtype, labels, long_text_settings)
             saved_model_dir.write_saved_model(module, export_dir, info)
+            if after_save is not None:
+                # LiteRT converts the graph it traces: the portable one, as the SavedModel's.
+                with attention.portable_graphs():
+                    after_save(module, export_dir)
     logging.info("Exported the %s model to %s", model_type, export_dir)
     return export_dir
 

@@ -14,13 +14,16 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.encoder import attention
+from bert_tf2.export import litert_predictor
 
 
 # What an export writes in --export_dir: these entries at its top, and INFO_FILE.
 # Anything else in an earlier export (TF Serving's assets.extra/tf_serving_warmup_requests,
 # notes of the user's) was added by someone else, and is carried into the new export.
+# The LiteRT models and report of --litert are an export's too: an export without them
+# drops an earlier export's (they would describe another model).
 _EXPORT_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables",
-                   "assets")
+                   "assets") + litert_predictor.export_files()
 INFO_FILE = "assets.extra/export_info.json"
 
 

@@ -296,6 +296,20 @@ class ServingModule(tf.Module):
 
     # -- model outputs ------------------------------------------------------
 
+    def run_ids(self, input_ids, input_mask, segment_ids):
+        """The model's outputs on packed ids, for tracing into another graph (what
+        export/litert.py converts): every position computed (no skip_padding, whose
+        tf.cond and data-dependent shapes LiteRT's int8 calibration cannot see into; the
+        real tokens' outputs are the same) and none of the signatures' shape checks
+        (tf.ensure_shape has no LiteRT kernel)."""
+        model = self._holder.model
+        modeling.set_skip_padding(model, False)
+        try:
+            return self._run_model(input_ids, input_mask, segment_ids)
+        finally:
+            modeling.set_skip_padding(
+                model, self.trim_padding and not heads.reads_padding(model))
+
     def _run_model(self, input_ids, input_mask, segment_ids):
         return self._model_outputs({"input_ids": input_ids, "input_mask": input_mask,
                                     "segment_ids": segment_ids})

@@ -1,0 +1,339 @@
+"""LiteRT models of an exported SavedModel: fp32, dynamic-range int8 and full int8, with the
+report of how far each quantized model is from fp32 (export_saved_model.py --litert).
+
+The converted function is the SavedModel's serving_ids signature (input_ids, input_mask,
+segment_ids: int32 [batch, max_seq_length]; the batch axis stays dynamic) reduced to its
+numeric outputs; tokenization stays in Python (litert_predictor.py). Conversion is
+TensorFlow's own tf.lite.TFLiteConverter (no extra package); running the models for the
+report needs ai-edge-litert (the [litert] extra).
+
+Variants:
+  fp32          the float model as LiteRT runs it (equal to the SavedModel to ~1e-5);
+  dynamic_int8  int8 weights, activations quantized on the fly per batch (no calibration);
+  int8          int8 weights and activations, their ranges calibrated on the
+                --calibration_file examples; ops without int8 kernels stay float. When it
+                costs more than --max_metric_drop, the sensitive ops are kept in float
+                (FALLBACK_RECIPES) and the best of the tries is kept, the report says which.
+"""
+import json
+import os
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf2 import fileutil
+from bert_tf2.export import litert_data
+from bert_tf2.export import litert_predictor
+
+VARIANTS = litert_predictor.VARIANTS
+REPORT_FILE = litert_predictor.REPORT_FILE
+# The numeric outputs of serving_ids each LiteRT model keeps, by model type.
+_OUTPUTS = {"classifier": ("probabilities", "logits", "predictions"),
+            "encoder": ("sentence_embedding",),
+            "tagger": ("logits",),
+            "squad": ("start_logits", "end_logits")}
+# Full int8 tried again with these TFLite ops in float, in order, when it drops too much:
+# softmax and LayerNorm's statistics first, then also the adds and multiplies (the
+# attention mask's -10000 shares its int8 range with the scores, the residual stream
+# has outliers), then everything but the weight matmuls (FULLY_CONNECTED) and the
+# embedding lookup.
+_NORM_OPS = ("SOFTMAX", "MEAN", "SQUARED_DIFFERENCE", "RSQRT")
+FALLBACK_RECIPES = (
+    ("float softmax + LayerNorm", _NORM_OPS),
+    ("float softmax + LayerNorm + adds / muls", _NORM_OPS + ("ADD", "SUB", "MUL")),
+    ("int8 weight matmuls only",
+     _NORM_OPS + ("ADD", "SUB", "MUL", "BATCH_MATMUL", "GELU", "TANH", "ONE_HOT")),
+)
+
+
+def parse_variants(text):
+    """"fp32,int8" -> ("fp32", "int8"); ValueError naming --litert for another name."""
+    names = tuple(dict.fromkeys(p.strip() for p in (text or "").split(",") if p.strip()))
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise ValueError("--litert=%s: expected a comma-separated list of %s"
+                         % (text, ", ".join(VARIANTS)))
+    return names
+
+
+def ids_function(module, model_type, max_seq_length):
+    """The concrete function converted: the serving.ServingModule's model on ids
+    [batch, max_seq_length], its numeric outputs only."""
+    specs = [tf.TensorSpec([None, max_seq_length], tf.int32, name=k)
+             for k in litert_data.ID_KEYS]
+
+    def ids(input_ids, input_mask, segment_ids):
+        out = module.run_ids(input_ids, input_mask, segment_ids)
+        return {name: out[name] for name in _OUTPUTS[model_type] if name in out}
+
+    return tf.function(ids, input_signature=specs, autograph=False).get_concrete_function()
+
+
+def _converter(function, owner, variant, calibration):
+    """A TFLiteConverter set up for `variant` (calibration: a Batch, for int8)."""
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], owner)
+    if variant == "fp32":
+        return converter
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if variant == "int8":
+        features = calibration.features
+
+        def examples():
+            for i in range(len(features["input_ids"])):
+                yield {k: features[k][i:i + 1] for k in litert_data.ID_KEYS}
+
+        converter.representative_dataset = examples
+        # int8 kernels where LiteRT has them, float for the rest (e.g. GELU's erf).
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+                                               tf.lite.OpsSet.TFLITE_BUILTINS]
+    return converter
+
+
+def convert(function, owner, variant, calibration=None, float_ops=None):
+    """The .tflite bytes of `variant`; float_ops: TFLite op names kept float (int8 only)."""
+    converter = _converter(function, owner, variant, calibration)
+    if not float_ops:
+        return converter.convert()
+    options = tf.lite.experimental.QuantizationDebugOptions(
+        denylisted_ops=list(float_ops), fully_quantize=False)
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=converter.representative_dataset,
+        debug_options=options)
+    return debugger.get_nondebug_quantized_model()
+
+
+# ---------------------------------------------------------------------------
+# Agreement with fp32
+# ---------------------------------------------------------------------------
+
+def compare(model_type, reference, outputs, batch, labels, do_lower_case):
+    """How far `outputs` are from the fp32 `reference` outputs on `batch` (a dict).
+
+    Keys: agreement (share of examples with the same label / word tag / answer text;
+    encoder: the mean cosine), max_abs_delta / mean_abs_delta (probabilities; tagger:
+    per-position tag probabilities; encoder: vectors; squad: logits), and, when the
+    batch has gold labels, metric (accuracy, word accuracy, SQuAD F1; in %) for both.
+    """
+    key = {"classifier": "predictions" if "predictions" in reference else "probabilities",
+           "encoder": "sentence_embedding", "tagger": "logits", "squad": "start_logits"}
+    names = [key[model_type]] + (["end_logits"] if model_type == "squad" else [])
+    ref = [np.asarray(reference[n], np.float64) for n in names]
+    got = [np.asarray(outputs[n], np.float64) for n in names]
+    if model_type == "tagger":
+        ref, got = [_softmax(x) for x in ref], [_softmax(x) for x in got]
+    deltas = np.concatenate([np.abs(a - b).ravel() for a, b in zip(ref, got)])
+    result = {"examples": _count(model_type, batch),
+              "max_abs_delta": float(deltas.max()), "mean_abs_delta": float(deltas.mean())}
+    want = litert_data.decode(model_type, reference, batch, labels, do_lower_case)
+    found = litert_data.decode(model_type, outputs, batch, labels, do_lower_case)
+    if model_type == "encoder":
+        cosine = np.sum(ref[0] * got[0], -1) / np.maximum(
+            np.linalg.norm(ref[0], axis=-1) * np.linalg.norm(got[0], axis=-1), 1e-12)
+        result.update(agreement=float(cosine.mean()), min_cosine=float(cosine.min()))
+        return result
+    result["agreement"] = _agreement(model_type, want, found)
+    if batch.gold is not None:
+        result["metric_name"], result["metric_fp32"] = _metric(model_type, want, batch)
+        result["metric"] = _metric(model_type, found, batch)[1]
+        if model_type == "classifier" and labels and len(labels) == 2:
+            result["f1_fp32"], result["f1"] = _f1(want, batch.gold), _f1(found, batch.gold)
+    return result
+
+
+def _f1(found, gold):
+    """F1 (%) of the second label (glue_data's positive label of a 2-label task)."""
+    found, gold = np.asarray(found) == 1, np.asarray(gold) == 1
+    hits = float(np.sum(found & gold))
+    return 200.0 * hits / max(float(found.sum() + gold.sum()), 1.0)
+
+
+def _softmax(logits):
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def _count(model_type, batch):
+    if model_type == "tagger":
+        return len(batch.extra[0].sentences)
+    if model_type == "squad":
+        return len(batch.extra[0])
+    return len(batch.features["input_ids"])
+
+
+def _agreement(model_type, want, found):
+    """The share of equal predictions (classifier labels, word tags, answer texts)."""
+    if model_type == "tagger":
+        pairs = [(a, b) for x, y in zip(want, found) for a, b in zip(x, y)]
+    elif model_type == "squad":
+        pairs = [(want.predictions[k], found.predictions[k]) for k in want.predictions]
+    elif want and isinstance(want[0], float):  # regression: within 0.1 of each other
+        return float(np.mean(np.abs(np.subtract(want, found)) < 0.1))
+    else:
+        pairs = list(zip(want, found))
+    return float(np.mean([a == b for a, b in pairs])) if pairs else 1.0
+
+
+def _metric(model_type, found, batch):
+    """(name, value in %) of predictions against the batch's gold labels."""
+    if model_type == "squad":
+        from bert_tf2.tasks import squad_results  # pylint: disable=import-outside-toplevel
+        return "f1", float(squad_results.evaluate_predictions(batch.gold, found, False)["f1"])
+    if model_type == "tagger":
+        pairs = [(a, b) for x, y in zip(found, batch.gold) for a, b in zip(x, y)]
+        return "word_accuracy", 100.0 * float(np.mean([a == b for a, b in pairs]))
+    if found and isinstance(found[0], float):
+        return "pearson", 100.0 * float(np.corrcoef(found, batch.gold)[0, 1])
+    return "accuracy", 100.0 * float(np.mean(np.equal(found, batch.gold)))
+
+
+def drop(result):
+    """Points lost against fp32: by the task metric when there are labels, else by the
+    agreement (100 x (1 - agreement))."""
+    if "metric" in result:
+        return result["metric_fp32"] - result["metric"]
+    return 100.0 * (1.0 - result["agreement"])
+
+
+# ---------------------------------------------------------------------------
+# The export
+# ---------------------------------------------------------------------------
+
+def export(export_dir, module, variants, calibration=None, agreement=None,
+           max_metric_drop=1.0, num_threads=None):
+    """Writes model_<variant>.tflite of each variant and litert_report.json into export_dir.
+
+    Args:
+      export_dir: a SavedModel folder export_saved_model.py wrote.
+      module: the serving.ServingModule saved there (its fp32 outputs are the reference).
+      variants: names from VARIANTS.
+      calibration, agreement: litert_data.Batch of the --calibration_file (needed for
+        int8) and --agreement_file examples, or None.
+      max_metric_drop: points a quantized variant may lose against fp32 (on the
+        agreement examples, else the calibration ones) before the report warns (and int8
+        tries FALLBACK_RECIPES).
+
+    Returns:
+      {variant: path} of the models written, and "report".
+    """
+    litert_predictor.check_available()
+    with open(os.path.join(export_dir, litert_predictor.INFO_FILE), encoding="utf-8") as f:
+        info = json.load(f)
+    function = ids_function(module, info["model_type"], info["max_seq_length"])
+    sets = {name: batch for name, batch in (("calibration", calibration),
+                                            ("agreement", agreement)) if batch is not None}
+    reference = {name: _fp32_outputs(function, batch) for name, batch in sets.items()}
+    models, report = {}, {"model_type": info["model_type"], "max_metric_drop": max_metric_drop,
+                          "variants": {}, "warnings": []}
+    for variant in variants:
+        blob, entry = _best_variant(function, module, variant, calibration, sets, reference,
+                                    info, max_metric_drop, num_threads)
+        models[variant] = blob
+        report["variants"][variant] = dict(entry, file=litert_predictor.model_file(variant),
+                                           bytes=len(blob))
+        warning = _warning(variant, entry, max_metric_drop)
+        if warning:
+            report["warnings"].append(warning)
+    return _write(export_dir, models, report)
+
+
+def _fp32_outputs(function, batch):
+    """The SavedModel's outputs on a batch, 32 rows at a time (numpy)."""
+    parts, size = [], litert_predictor.BATCH_SIZE
+    for start in range(0, len(batch.features["input_ids"]), size):
+        parts.append(function(**{k: tf.constant(batch.features[k][start:start + size])
+                                 for k in litert_data.ID_KEYS}))
+    return {n: np.concatenate([p[n].numpy() for p in parts], axis=0) for n in parts[0]}
+
+
+def _evaluate(blob, sets, reference, info, num_threads):
+    """{set name: compare(...)} of a LiteRT model on every example set."""
+    run = litert_predictor.ModelRunner(blob, num_threads)
+    return {name: compare(info["model_type"], reference[name], run(batch.features), batch,
+                          info.get("labels"), info["do_lower_case"])
+            for name, batch in sets.items()}
+
+
+def _judged(results):
+    """{name: result} of the set a variant is judged on: the --agreement_file's when there
+    is one (dev examples, all of them), else the calibration examples'."""
+    name = "agreement" if "agreement" in results else "calibration"
+    return {name: results[name]} if name in results else {}
+
+
+def _worst_drop(results):
+    """The drop of the judged set (0 without examples)."""
+    return max([drop(r) for r in _judged(results).values()] or [0.0])
+
+
+def _best_variant(function, owner, variant, calibration, sets, reference, info,
+                  max_metric_drop, num_threads):
+    """(bytes, report entry) of a variant; int8: the best of plain and FALLBACK_RECIPES."""
+    blob = convert(function, owner, variant, calibration)
+    results = _evaluate(blob, sets, reference, info, num_threads)
+    entry = {"recipe": "all int8" if variant == "int8" else variant, "results": results}
+    if variant != "int8" or _worst_drop(results) <= max_metric_drop or not sets:
+        return blob, entry
+    tried = [(_worst_drop(results), blob, entry)]
+    for name, float_ops in FALLBACK_RECIPES:
+        logging.info("LiteRT int8 drops %.2f points: trying %s", tried[-1][0], name)
+        other = convert(function, owner, variant, calibration, float_ops)
+        other_results = _evaluate(other, sets, reference, info, num_threads)
+        tried.append((_worst_drop(other_results), other,
+                      {"recipe": name, "float_ops": list(float_ops), "results": other_results}))
+        if tried[-1][0] <= max_metric_drop:
+            break
+    best = min(tried, key=lambda t: t[0])
+    best[2]["tried"] = {t[2]["recipe"]: round(t[0], 4) for t in tried}
+    return best[1], best[2]
+
+
+def _warning(variant, entry, max_metric_drop):
+    """The WARNING text of a variant that drops more than max_metric_drop (else None)."""
+    bad = {name: r for name, r in _judged(entry["results"]).items()
+           if drop(r) > max_metric_drop}
+    if not bad or variant == "fp32":
+        return None
+    parts = ["%s: %s %.2f -> %.2f" % (name, r["metric_name"], r["metric_fp32"], r["metric"])
+             if "metric" in r else "%s: agreement with fp32 %.2f%%" % (name, 100 * r["agreement"])
+             for name, r in bad.items()]
+    return ("LiteRT %s (%s) loses more than --max_metric_drop=%g points against fp32: %s"
+            % (variant, entry["recipe"], max_metric_drop, "; ".join(parts)))
+
+
+def _write(export_dir, models, report):
+    """Writes the models and the report (each whole or absent; none left after an error)."""
+    written = {}
+    try:
+        for variant, blob in models.items():
+            path = os.path.join(export_dir, litert_predictor.model_file(variant))
+            with fileutil.atomic_open(path, "wb") as f:
+                f.write(blob)
+            written[variant] = path
+        path = os.path.join(export_dir, REPORT_FILE)
+        with fileutil.atomic_open(path, "w") as f:
+            f.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        written["report"] = path
+    except BaseException:
+        for path in written.values():
+            if os.path.exists(path):
+                os.remove(path)
+        raise
+    return written
+
+
+def summary_lines(report):
+    """The report as lines to print: one per variant and example set, then warnings."""
+    lines = []
+    for variant, entry in report["variants"].items():
+        for name, r in entry["results"].items():
+            metric = (" %s %.2f (fp32 %.2f)" % (r["metric_name"], r["metric"], r["metric_fp32"])
+                      if "metric" in r else "")
+            lines.append("LiteRT %-12s %-9s %4d examples: agreement %.4f, max |delta| %.4g, "
+                         "mean |delta| %.4g%s [%s, %d bytes]"
+                         % (variant, name, r["examples"], r["agreement"], r["max_abs_delta"],
+                            r["mean_abs_delta"], metric, entry["recipe"], entry["bytes"]))
+        if not entry["results"]:
+            lines.append("LiteRT %-12s %d bytes (no examples to compare: --agreement_file)"
+                         % (variant, entry["bytes"]))
+    return lines

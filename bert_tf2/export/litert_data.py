@@ -1,0 +1,207 @@
+"""Examples of a LiteRT export: calibration / agreement files and raw texts turned into the
+model's id features, and model outputs turned back into labels, vectors, tags and answers.
+
+The featurization is the runners' own (glue_data, ner_data, squad_data), so a LiteRT model
+sees exactly the ids FullTokenizer and the reference's packing give. Nothing here imports
+LiteRT: it works on numpy arrays.
+"""
+import collections
+import os
+
+import numpy as np
+
+import tokenization
+from bert_tf2.tasks import file_data
+from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import ner_data
+from bert_tf2.tasks import squad_data
+from bert_tf2.tasks import squad_results
+
+MODEL_TYPES = ("classifier", "encoder", "tagger", "squad")
+ID_KEYS = ("input_ids", "input_mask", "segment_ids")
+# run_squad's defaults: the windows of a long context, the n-best of its answer.
+SQUAD_DOC_STRIDE = 128
+SQUAD_N_BEST = 20
+SQUAD_MAX_ANSWER = 30
+_TEXT_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+# features: {ID_KEYS: int32 [N, S]}; gold: per-example labels (None: the file has none);
+# extra: what decoding needs (tagger: (ConllFile, features); squad: (examples, features,
+# articles or None)).
+Batch = collections.namedtuple("Batch", "features gold extra")
+
+
+def _stack(features):
+    """{ID_KEYS: int32 [N, S]} of objects with input_ids / input_mask / segment_ids."""
+    return {key: np.asarray([getattr(f, key) for f in features], np.int32) for key in ID_KEYS}
+
+
+def check_file(flag, path):
+    """A data file that exists and is not empty; else one ValueError naming `flag`."""
+    if not path or not os.path.isfile(path):
+        raise ValueError("%s=%s does not exist (or is not a file)" % (flag, path))
+    if os.path.getsize(path) == 0:
+        raise ValueError("%s=%s is empty" % (flag, path))
+
+
+def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=None,
+              columns=("text", None, "label"), max_query_length=64):
+    """The first `limit` examples of a data file as a Batch.
+
+    Args:
+      model_type: one of MODEL_TYPES; the file is what its runner reads: a TSV / CSV /
+        JSONL of texts (classifier, encoder; `columns` = text_a, text_b or None, label),
+        CoNLL (tagger), SQuAD JSON (squad).
+      flag: the flag naming the file, for messages ("--calibration_file").
+      tokenizer: a tokenization.FullTokenizer.
+      labels: classifier / tagger: the model's label list ([None]: regression).
+
+    Returns:
+      a Batch; ValueError (one line naming the file and line) on a bad file.
+    """
+    check_file(flag, path)
+    try:
+        if model_type == "tagger":
+            conll = ner_data.read_conll(path, require_tags=False)
+            conll = conll._replace(sentences=conll.sentences[:limit])
+            if conll.has_tags:
+                ner_data.check_tags(conll, labels)
+            return _tagger_batch(conll, tokenizer, max_seq_length, labels)
+        if model_type == "squad":
+            articles = squad_data.load_squad_json(path)
+            examples = squad_data.examples_from_articles(articles, False)[:limit]
+            if not examples:
+                raise ValueError("%s: no questions" % path)
+            return squad_batch(examples, tokenizer, max_seq_length, max_query_length,
+                               _kept_articles(articles, examples))
+        rows = _text_rows(path, columns)[:limit]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError("%s: %s" % (flag, str(e).strip("'\""))) from None
+    if not rows:
+        raise ValueError("%s=%s: no examples" % (flag, path))
+    texts_a = [_row_text(row, columns[0]) for row in rows]
+    texts_b = [_row_text(row, columns[1]) for row in rows] if columns[1] else None
+    gold = None
+    if model_type == "classifier" and all(columns[2] in row.fields for row in rows):
+        gold = [_gold_label(row, columns[2], labels) for row in rows]
+    return text_batch(texts_a, texts_b, tokenizer, max_seq_length, labels, gold)
+
+
+def _text_rows(path, columns):
+    """The rows of a TSV / CSV / JSONL file (file_data's readers, by the file's ending)."""
+    kind = _TEXT_FORMATS.get(os.path.splitext(path)[1].lower())
+    if kind is None:
+        raise ValueError("%s: not a .tsv, .csv or .jsonl file of texts" % path)
+    reader = {"tsv": file_data.read_tsv, "csv": file_data.read_csv,
+              "jsonl": file_data.read_jsonl}[kind]
+    wanted = [c for c in columns[:2] if c]
+    return reader(path, wanted, [columns[2]] if columns[2] else [])
+
+
+def _row_text(row, column):
+    """A row's text in `column`, one line naming the file and line when it is none."""
+    value = row.fields.get(column)
+    if not isinstance(value, str):
+        raise ValueError("%s: %r is %r, not a text" % (row.where(), column, value))
+    return value
+
+
+def _gold_label(row, column, labels):
+    """A row's label: its index in `labels`, or a float for regression ([None])."""
+    value = str(row.fields[column]).strip()
+    if labels == [None]:
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError("%s: label %r is not a number" % (row.where(), value)) from None
+    if value not in labels:
+        raise ValueError("%s: label %r is not one of the model's labels (%s)"
+                         % (row.where(), value, ", ".join(labels)))
+    return labels.index(value)
+
+
+def text_batch(texts_a, texts_b, tokenizer, max_seq_length, labels=None, gold=None):
+    """A Batch of texts (pairs when texts_b is given): [CLS] A [SEP] (B [SEP]), the
+    reference's truncation (glue_data.convert_examples_to_features)."""
+    label_list = list(labels) if labels else ["0"]
+    placeholder = "0" if label_list == [None] else label_list[0]
+    examples = [glue_data.InputExample(str(i), a, (texts_b[i] if texts_b else None) or None,
+                                       placeholder) for i, a in enumerate(texts_a)]
+    features = glue_data.convert_examples_to_features(examples, label_list, max_seq_length,
+                                                      tokenizer)
+    return Batch(_stack(features), gold, None)
+
+
+def tagger_batch(texts, tokenizer, max_seq_length, labels):
+    """A Batch of raw texts for a tagger: each text's words are BasicTokenizer's (case
+    kept), then featurized as run_ner does a CoNLL sentence."""
+    splitter = tokenization.BasicTokenizer(do_lower_case=False)
+    sentences = [ner_data.Sentence(splitter.tokenize(t), None, [i], 0)
+                 for i, t in enumerate(texts)]
+    conll = ner_data.ConllFile("<texts>", list(texts), sentences, False)
+    return _tagger_batch(conll, tokenizer, max_seq_length, labels)
+
+
+def _tagger_batch(conll, tokenizer, max_seq_length, labels):
+    """run_ner's features of a ConllFile (windows of a long sentence: half-overlapping)."""
+    features = ner_data.convert_file(conll, labels, max_seq_length,
+                                     max(1, (max_seq_length - 2) // 2), tokenizer)
+    gold = [list(s.tags) for s in conll.sentences] if conll.has_tags else None
+    return Batch(_stack(features), gold, (conll, features))
+
+
+def squad_examples(questions, contexts):
+    """SquadExamples of raw (question, context) pairs (contexts split as SQuAD's)."""
+    return [squad_data.SquadExample(str(i), q, squad_data.split_paragraph(c)[0])
+            for i, (q, c) in enumerate(zip(questions, contexts))]
+
+
+def squad_batch(examples, tokenizer, max_seq_length, max_query_length, articles=None):
+    """A Batch of SquadExamples: run_squad's windows (doc_stride 128)."""
+    features = []
+    squad_data.convert_examples_to_features(
+        examples, tokenizer, max_seq_length, min(SQUAD_DOC_STRIDE, max_seq_length),
+        max_query_length, False, features.append)
+    return Batch(_stack(features), articles, (examples, features))
+
+
+def _kept_articles(articles, examples):
+    """The articles with only the questions of `examples` (None: no gold answers)."""
+    wanted = {e.qas_id for e in examples}
+    kept = []
+    for article in articles:
+        paragraphs = []
+        for paragraph in article.get("paragraphs", []):
+            qas = [qa for qa in paragraph.get("qas", []) if qa.get("id") in wanted]
+            if qas:
+                paragraphs.append(dict(paragraph, qas=qas))
+        if paragraphs:
+            kept.append(dict(article, paragraphs=paragraphs))
+    if not all(qa.get("answers") for a in kept for p in a["paragraphs"] for qa in p["qas"]):
+        return None
+    return kept
+
+
+def decode(model_type, outputs, batch, labels=None, do_lower_case=True):
+    """Per-example predictions of model outputs ({name: array}) on `batch`.
+
+    Returns: classifier: class indexes (regression: floats); encoder: the vectors [N, D];
+    tagger: per sentence its words' tags; squad: the answer texts, by question id
+    (run_squad's n-best rules over every window).
+    """
+    if model_type == "classifier":
+        if "predictions" in outputs:
+            return [float(x) for x in outputs["predictions"]]
+        return [int(x) for x in np.argmax(outputs["probabilities"], axis=-1)]
+    if model_type == "encoder":
+        return np.asarray(outputs["sentence_embedding"])
+    if model_type == "tagger":
+        conll, features = batch.extra
+        tag_ids = np.argmax(outputs["logits"], axis=-1)
+        return ner_data.sentence_predictions(conll, features, tag_ids, labels)
+    examples, features = batch.extra[:2]
+    results = squad_results.compact_batch(
+        [f.unique_id for f in features], outputs["start_logits"], outputs["end_logits"],
+        SQUAD_N_BEST)
+    return squad_results.compute_predictions(
+        examples, features, results, SQUAD_N_BEST, SQUAD_MAX_ANSWER, do_lower_case)

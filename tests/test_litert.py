@@ -1,0 +1,214 @@
+"""export_saved_model --litert: LiteRT fp32 / dynamic int8 / int8 models of tiny random
+models, their report, LiteRTPredictor, and the one-line errors."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_saved_model as esm
+import modeling
+from bert_tf2 import flags_common
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import heads
+from conftest import write_text
+
+pytest.importorskip("ai_edge_litert", reason="the [litert] extra (ai-edge-litert) is missing")
+
+from bert_tf2.export import litert_predictor  # noqa: E402  pylint: disable=wrong-import-position
+
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a", "dog",
+          "ran", "fast", "john", "lives", "in", "paris", "who", "where", "does", "?", ".",
+          "good", "bad", "film", "##s"]
+_CONFIG = dict(vocab_size=len(_VOCAB), hidden_size=16, num_hidden_layers=1,
+               num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
+               type_vocab_size=2, hidden_act="gelu", initializer_range=0.5)
+_TAGS = ["O", "B-PER", "I-PER", "B-LOC"]
+_TEXTS = ["the cat sat on the mat .", "a dog ran fast", "good film", "bad films",
+          "john lives in paris", "the dog sat", "a cat ran on the mat", "good dogs"]
+_SEQ = 24
+
+
+def _checkpoint(root, name, model):
+    model(heads.dummy_features(), training=False)
+    tensors = {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()}
+    path = str(root / name / "model.ckpt")
+    checkpoints.write_tf1_checkpoint(tensors, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Tiny random checkpoints of the four model types, a vocab and data files."""
+    root = tmp_path_factory.mktemp("litert")
+    config = modeling.BertConfig.from_dict(_CONFIG)
+    tf.random.set_seed(1)
+    files = {
+        "config": write_text(root / "bert_config.json", json.dumps(_CONFIG)),
+        "vocab": write_text(root / "vocab.txt", "\n".join(_VOCAB) + "\n"),
+        "classifier": _checkpoint(root, "classifier", heads.BertClassifier(config, 2)),
+        "tagger": _checkpoint(root, "tagger", heads.BertTagger(config, len(_TAGS))),
+        "squad": _checkpoint(root, "squad", heads.BertSquad(config)),
+        "tags": write_text(root / "tags.txt", "\n".join(_TAGS) + "\n"),
+        "tsv": write_text(root / "dev.tsv", "text\tlabel\n" + "".join(
+            "%s\t%d\n" % (t, i % 2) for i, t in enumerate(_TEXTS))),
+        "conll": write_text(root / "dev.conll", "john B-PER\nlives O\nin O\nparis B-LOC\n\n"
+                                                "the O\ncat O\nsat O\n"),
+        "squad_json": write_text(root / "dev.json", json.dumps({"data": [{"paragraphs": [{
+            "context": "john lives in paris .",
+            "qas": [{"id": "q1", "question": "where does john lives ?",
+                     "answers": [{"text": "paris", "answer_start": 14}]},
+                    {"id": "q2", "question": "who lives in paris ?",
+                     "answers": [{"text": "john", "answer_start": 0}]}]}]}]})),
+    }
+    encoder = modeling.BertModel(config)
+    dummy = heads.dummy_features()
+    encoder(dummy["input_ids"], dummy["input_mask"], dummy["segment_ids"])
+    tensors = {n: v.numpy() for n, v in checkpoints.tf1_variable_map(encoder).items()}
+    files["encoder"] = str(root / "encoder" / "model.ckpt")
+    checkpoints.write_tf1_checkpoint(tensors, files["encoder"])
+    files["root"] = root
+    return files
+
+
+def _argv(tiny, kind, export_dir, extra=()):
+    return ["--model_type=%s" % kind, "--bert_config_file=%s" % tiny["config"],
+            "--init_checkpoint=%s" % tiny[kind], "--vocab_file=%s" % tiny["vocab"],
+            "--max_seq_length=%d" % _SEQ, "--export_dir=%s" % export_dir] + list(extra)
+
+
+def _export(argv):
+    return esm.run(flags_common.parse_flags(esm.define_flags, argv))
+
+
+@pytest.fixture(scope="module")
+def sst_export(tiny):
+    """A tiny SST-2 classifier exported with the three LiteRT variants and a report."""
+    export_dir = tiny["root"] / "sst2_export"
+    result = _export(_argv(tiny, "classifier", export_dir, [
+        "--task_name=SST-2", "--litert=fp32,dynamic_int8,int8",
+        "--calibration_file=%s" % tiny["tsv"], "--calibration_examples=6",
+        "--agreement_file=%s" % tiny["tsv"], "--litert_columns=text,,label",
+        "--max_metric_drop=100"]))  # a random model's labels are near ties: no fallback
+    return export_dir, result
+
+
+def test_classifier_three_variants_report_and_predictor(sst_export):
+    """fp32 equals the SavedModel within 1e-5; the int8 variants stay within 0.05 of its
+    probabilities and keep its labels where they are no near ties; the report."""
+    export_dir, result = sst_export
+    for variant in ("fp32", "dynamic_int8", "int8"):
+        assert os.path.isfile(result.outputs["litert_" + variant])
+    with open(result.outputs["litert_report"]) as f:
+        report = json.load(f)
+    agreement = report["variants"]["fp32"]["results"]["agreement"]
+    assert agreement["examples"] == len(_TEXTS) and agreement["max_abs_delta"] < 1e-5
+    assert report["variants"]["fp32"]["results"]["calibration"]["examples"] == 6
+    for variant in ("dynamic_int8", "int8"):
+        r = report["variants"][variant]["results"]["agreement"]
+        assert r["max_abs_delta"] < 0.05, (variant, r)
+        assert r["metric_name"] == "accuracy" and "metric_fp32" in r and not report["warnings"]
+
+    saved = tf.saved_model.load(str(export_dir))
+    want = saved.signatures["serving_text_a"](text_a=tf.constant(_TEXTS))
+    want = want["probabilities"].numpy()
+    clear = np.abs(want[:, 1] - want[:, 0]) > 0.1  # labels int8 must keep: no near ties
+    for variant, atol in (("fp32", 1e-5), ("dynamic_int8", 0.05), ("int8", 0.05)):
+        got = litert_predictor.LiteRTPredictor(str(export_dir), variant).predict(_TEXTS)
+        probabilities = np.array([[row["probabilities"][k] for k in ("0", "1")] for row in got])
+        np.testing.assert_allclose(probabilities, want, atol=atol)
+        labels = np.array([int(row["label"]) for row in got])
+        assert (labels == want.argmax(-1))[clear].all(), variant
+
+
+@pytest.mark.parametrize("kind", ["encoder", "tagger", "squad"])
+def test_other_model_types_export_fp32(tiny, tmp_path, kind):
+    """The encoder, tagger and SQuAD models export; fp32 predicts as the SavedModel (the
+    int8 conversions are the classifier test's: the same code for every model type)."""
+    data = {"encoder": ["--agreement_file=%s" % tiny["tsv"], "--pooling=mean"],
+            "tagger": ["--agreement_file=%s" % tiny["conll"], "--labels_file=%s" % tiny["tags"]],
+            "squad": ["--agreement_file=%s" % tiny["squad_json"], "--max_query_length=8"]}
+    export_dir = tmp_path / kind
+    result = _export(_argv(tiny, kind, export_dir,
+                           ["--litert=fp32"] + data[kind]))
+    with open(result.outputs["litert_report"]) as f:
+        report = json.load(f)
+    fp32 = report["variants"]["fp32"]["results"]["agreement"]
+    assert fp32["max_abs_delta"] < 1e-4 and fp32["agreement"] > 0.9999, fp32
+    predictor = litert_predictor.LiteRTPredictor(str(export_dir), "fp32")
+    saved = tf.saved_model.load(str(export_dir))
+    if kind == "encoder":
+        got = predictor.predict(_TEXTS[:3])
+        want = saved.signatures["embed"](text=tf.constant(_TEXTS[:3]))["sentence_embedding"]
+        np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
+    elif kind == "tagger":
+        got = predictor.predict(["john lives in paris"])
+        want = saved.signatures["serving_default"](text=tf.constant(["john lives in paris"]))
+        tags = [t.decode() for t in want["word_tags"].numpy()[0][:4]]
+        assert [tag for _, tag in got[0]] == tags
+        assert [word for word, _ in got[0]] == ["john", "lives", "in", "paris"]
+    else:
+        got = predictor.predict(["who lives in paris ?"], ["john lives in paris ."])
+        assert isinstance(got[0], str)
+        assert fp32["metric_name"] == "f1"
+
+
+def test_bad_calibration_files_one_line_before_any_work(tiny, tmp_path):
+    cases = [(str(tmp_path / "missing.tsv"), "does not exist"),
+             (write_text(tmp_path / "empty.tsv", ""), "is empty"),
+             (write_text(tmp_path / "bad.jsonl", '{"text": "a"}\nnot json\n'), "line 2"),
+             (write_text(tmp_path / "cols.tsv", "sentence\tlabel\nthe cat\t0\n"), "text"),
+             (write_text(tmp_path / "x.txt", "the cat\n"), "not a .tsv")]
+    for path, words in cases:
+        with pytest.raises(ValueError) as e:
+            _export(_argv(tiny, "classifier", tmp_path / "out", [
+                "--task_name=SST-2", "--litert=int8", "--calibration_file=%s" % path]))
+        message = str(e.value)
+        assert "\n" not in message and words in message and "--calibration_file" in message, \
+            message
+    with pytest.raises(ValueError, match=r"dev.tsv, line 2"):
+        _export(_argv(tiny, "tagger", tmp_path / "out", [
+            "--labels_file=%s" % tiny["tags"], "--litert=int8",
+            "--calibration_file=%s" % write_text(tmp_path / "dev.tsv", "a B-X\nb\n")]))
+    assert not os.path.exists(str(tmp_path / "out"))
+
+
+def test_unsupported_model_type_variants_and_missing_extra(tiny, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="--model_type=multiple_choice is not supported"):
+        _export(_argv(tiny, "classifier", tmp_path / "o", ["--litert=fp32"])[1:] + [
+            "--model_type=multiple_choice"])
+    with pytest.raises(ValueError, match="--litert=fp16: expected"):
+        _export(_argv(tiny, "classifier", tmp_path / "o", ["--task_name=SST-2",
+                                                           "--litert=fp16"]))
+    with pytest.raises(ValueError, match="needs --calibration_file"):
+        _export(_argv(tiny, "classifier", tmp_path / "o", ["--task_name=SST-2",
+                                                           "--litert=int8"]))
+    with pytest.raises(ValueError, match="--calibration_file.*without --litert"):
+        _export(_argv(tiny, "classifier", tmp_path / "o", [
+            "--task_name=SST-2", "--calibration_file=%s" % tiny["tsv"]]))
+    real = litert_predictor.importlib.util.find_spec
+    monkeypatch.setattr(litert_predictor.importlib.util, "find_spec",
+                        lambda name: None if name == "ai_edge_litert" else real(name))
+    with pytest.raises(ValueError, match=r"needs the ai-edge-litert package: pip install"):
+        _export(_argv(tiny, "classifier", tmp_path / "o", ["--task_name=SST-2",
+                                                           "--litert=fp32"]))
+    assert not os.path.exists(str(tmp_path / "o"))
+
+
+def test_the_readme_python_example_runs_then_a_plain_export_drops_the_models(tiny,
+                                                                             sst_export):
+    """The README's LiteRTPredictor block, on the tiny SST-2 export; then an export without
+    --litert into the same folder drops its LiteRT files (they would describe another
+    model)."""
+    export_dir = sst_export[0]
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "README.md"), encoding="utf-8").read()
+    start = readme.index("```python\nfrom bert_tf2.export.litert_predictor import")
+    block = readme[start + len("```python\n"):readme.index("```", start + 10)]
+    namespace = {}
+    exec(compile(block.replace("/tmp/sst2_export", str(export_dir)), "README.md", "exec"),
+         namespace)  # pylint: disable=exec-used
+    assert namespace["result"]["label"] in ("0", "1")
+    _export(_argv(tiny, "classifier", export_dir, ["--task_name=SST-2"]))
+    assert not [n for n in os.listdir(str(export_dir)) if "tflite" in n or "litert" in n]
