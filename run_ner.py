@@ -114,10 +114,13 @@ def define_flags(fv):
                       "window cut from the middle of a long sentence may start with it); "
                       "tags without a B-/I- prefix are left free. none: no constraint. "
                       "auto: iob2 when every tag is O, B-X or I-X and the training file "
-                      "keeps IOB2 (CoNLL-2003's original IOB1 files start entities with "
-                      "I-: none), without --do_train the model folder's; the choice is "
+                      "keeps IOB2, or breaks it at a few entities only (at most %d%%: "
+                      "slips, trained as B-X with a warning; CoNLL-2003's original IOB1 "
+                      "files start entities with I-: none), without --do_train the model "
+                      "folder's; the choice is "
                       "logged and recorded in model_settings.json (a folder without it: "
-                      "none), so later runs and the export decode alike.", flag_values=fv)
+                      "none), so later runs and the export decode alike."
+                      % round(100 * ner_data.IOB2_SLIPS), flag_values=fv)
     flags.DEFINE_float("crf_learning_rate", None, "--crf: the peak learning rate of the "
                        "transitions (crf/transitions), on --learning_rate's warm-up and "
                        "decay; default %g x --learning_rate (at the encoder's rate the "
@@ -258,15 +261,16 @@ def _tag_scheme(settings, train, labels, saved):
             "the model folder records no tag scheme")
     elif scheme == "auto":
         scheme, why = ner_data.auto_tag_scheme(train, labels)
-    elif scheme == "iob2" and train is not None and ner_data.iob2_break(train):
+    if scheme == "iob2" and train is not None and ner_data.iob2_break(train):
         _, changed, left = ner_data.to_iob2(train, labels)
         if left:
             raise ValueError("--crf_tag_scheme=iob2: %s breaks IOB2 and has no B- label to "
                              "make it (an IOB1 file? use --crf_tag_scheme=auto or none)"
                              % left)
-        logging.warning("--crf_tag_scheme=iob2: %d tags of %s break IOB2 (first: %s): "
+        logging.warning("--crf_tag_scheme=%s: %d tags of %s break IOB2 (first: %s): "
                         "trained as B-X, the same entities as conlleval reads them",
-                        changed, train.path, ner_data.iob2_break(train))
+                        settings.crf_tag_scheme, changed, train.path,
+                        ner_data.iob2_break(train))
     logging.info("--crf tag scheme: %s (%s)", scheme, why)
     return scheme
 

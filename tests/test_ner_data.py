@@ -371,6 +371,24 @@ def test_auto_tag_scheme_is_iob2_only_for_iob2_files_of_iob2_labels(tmp_path):
         "none", "tags MISC are not O, B-X or I-X")
 
 
+def test_auto_tag_scheme_takes_an_iob2_file_with_a_few_slips_as_iob2(tmp_path):
+    # 20 entities of which 1 starts with a stray I- (5%): IOB2 with a slip.
+    good = "".join("w%d B-LOC\nx I-LOC\ny O\n\n" % i for i in range(19))
+    slips = ner_data.read_conll(write(tmp_path / "slips.txt", good + "the O\nIranian I-MISC\n"))
+    labels = ["O", "B-LOC", "B-MISC", "I-LOC", "I-MISC"]
+    assert ner_data.iob2_counts(slips) == (1, 20)
+    scheme, why = ner_data.auto_tag_scheme(slips, labels)
+    assert scheme == "iob2" and "breaks IOB2 at 1 of its 20 entities" in why
+    assert "line 78: I-MISC after O" in why
+    # Its B- label missing: to_iob2 could not make it B-, so none.
+    assert ner_data.auto_tag_scheme(slips, [t for t in labels if t != "B-MISC"])[0] == "none"
+    # Two slips in 20 entities (10%): past the bound, none.
+    two = ner_data.read_conll(write(tmp_path / "two.txt", good + "the O\nIranian I-MISC\n\n"
+                                    "a O\nb I-MISC\n"))
+    assert ner_data.iob2_counts(two) == (2, 21)
+    assert ner_data.auto_tag_scheme(two, labels)[0] == "none"
+
+
 def test_to_iob2_makes_breaking_tags_b_keeping_the_entities(tmp_path):
     # An IOB2 file with a stray I- (CoNLL-2003's own "the O Iranian I-MISC"): made B-.
     text = "the O\nIranian I-MISC\nResistance I-ORG\nsaid O\n\nBonn I-LOC\n"

@@ -155,8 +155,8 @@ def _crf_table(seeds, data, model, work, output, heads=("softmax", "crf")):
                                cfg["num_train_epochs"], cfg["warmup_proportion"],
                                ",".join(str(s) for s in seeds)))
     text += ("--crf with --crf_tag_scheme=iob2 (invalid sequences neither scored nor decoded; "
-             "auto takes none here: this CoNLL copy's train.txt holds a few tags that break "
-             "IOB2, trained as B-X) and --crf_learning_rate's default, 100 x lr.\n")
+             "what auto takes for this subset too: 13 of its 1941 entities start with a tag "
+             "that breaks IOB2, trained as B-X) and --crf_learning_rate's default, 100 x lr.\n")
     with open(output, "w", encoding="utf-8") as f:
         f.write(text)
     return text
