@@ -17,6 +17,11 @@ flag anywhere):
   peer           SentenceTransformer(folder).encode(sentences) in the peer venv.
 Printed per way: max |ours - peer| over every vector, and the Spearman correlation of
 the pairs' cosine similarities with the gold scores (4 decimals; the peer's beside it).
+
+--litert adds the LiteRT models of the same export (export_saved_model --litert=fp32,
+dynamic_int8,int8, int8 calibrated on the first --calibration_examples sentence1 of STS-B
+train, the report judged on STS-B dev's sentence1), each through LiteRTPredictor from the
+raw text, with the cosine of each of its vectors to the peer's (min and mean) beside.
 """
 import argparse
 import os
@@ -60,6 +65,9 @@ def main(argv=None):
     """Embeds STS-B dev every way and prints the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--saved_model_full", type=int, default=320)
+    parser.add_argument("--litert", action="store_true",
+                        help="also the LiteRT fp32 / dynamic_int8 / int8 encoders")
+    parser.add_argument("--calibration_examples", type=int, default=100)
     args = parser.parse_args(argv)
     import extract_features  # pylint: disable=import-outside-toplevel
     python = bench_embeddings.peer_python()
@@ -69,7 +77,10 @@ def main(argv=None):
     sentences, gold = bench_embeddings.sts_dev()
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = bench_embeddings.convert_minilm(workdir)
-        export_dir = bench_embeddings.export_encoder(model_dir, os.path.join(workdir, "sm"))
+        export_dir = (litert_export(model_dir, os.path.join(workdir, "sm"),
+                                    args.calibration_examples) if args.litert
+                      else bench_embeddings.export_encoder(model_dir,
+                                                           os.path.join(workdir, "sm")))
         full = sentences[:args.saved_model_full]
         ours = {
             "command line (extract_features.py --output_format=npy)":
@@ -80,6 +91,8 @@ def main(argv=None):
             "SavedModel serving_text_a, first %d" % len(full):
                 bench_embeddings.saved_model_encoder(export_dir, "serving_text_a")(full),
         }
+        if args.litert:
+            ours.update(litert_vectors(export_dir, sentences))
         peer = bench_embeddings.PeerEncoder(python, bench_embeddings.minilm_dir(), sentences,
                                             workdir)
         try:
@@ -91,13 +104,47 @@ def main(argv=None):
     print("STS-B dev: %d pairs, %d sentences; all-MiniLM-L6-v2; peer sentence-transformers "
           "%s, torch %s" % (len(gold), len(sentences), info["sentence_transformers"],
                             info["torch"]))
-    print("%-56s %14s %10s" % ("way", "max |diff|", "Spearman"))
+    print("%-56s %14s %10s %22s" % ("way", "max |diff|", "Spearman",
+                                    "cosine to peer min/mean"))
     for name, vectors in ours.items():
         diff = float(np.max(np.abs(vectors - reference[:len(vectors)])))
         rho = (spearman_of_pairs(vectors, gold) if len(vectors) == len(sentences) else None)
-        print("%-56s %14.3g %10s" % (name, diff, "-" if rho is None else "%.4f" % rho))
+        cosine = row_cosines(vectors, reference[:len(vectors)])
+        print("%-56s %14.3g %10s %11.5f / %.5f" % (name, diff,
+                                                   "-" if rho is None else "%.4f" % rho,
+                                                   cosine.min(), cosine.mean()))
     print("%-56s %14s %10.4f" % ("sentence-transformers encode", "-",
                                 spearman_of_pairs(reference, gold)))
+
+
+def row_cosines(a, b):
+    """The cosine of each row of a with the same row of b."""
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def litert_export(model_dir, export_dir, calibration_examples):
+    """The encoder export of a converted folder with its three LiteRT models."""
+    import export_saved_model  # pylint: disable=import-outside-toplevel
+    sts = os.path.join(bench_embeddings.shared_dir(), "data", "glue_data", "STS-B")
+    return export_saved_model.run(export_saved_model.Settings(
+        model_type="encoder", bert_config_file=os.path.join(model_dir, "bert_config.json"),
+        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
+        vocab_file=os.path.join(model_dir, "vocab.txt"), export_dir=export_dir,
+        litert="fp32,dynamic_int8,int8", calibration_examples=calibration_examples,
+        calibration_file=os.path.join(sts, "train.tsv"),
+        agreement_file=os.path.join(sts, "dev.tsv"),
+        litert_columns="sentence1,,")).output_dir
+
+
+def litert_vectors(export_dir, sentences):
+    """{way: vectors} of each LiteRT model of the export, from the raw text."""
+    from bert_tf2.export.litert_predictor import LiteRTPredictor  # pylint: disable=import-outside-toplevel
+    found = {}
+    for variant in ("fp32", "dynamic_int8", "int8"):
+        predictor = LiteRTPredictor(export_dir, variant=variant, num_threads=2)
+        found["LiteRT %s (LiteRTPredictor)" % variant] = np.concatenate(
+            [predictor.predict(sentences[i:i + 64]) for i in range(0, len(sentences), 64)])
+    return found
 
 
 if __name__ == "__main__":

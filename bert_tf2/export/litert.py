@@ -17,6 +17,7 @@ Variants:
 """
 import json
 import os
+import warnings
 
 from absl import logging
 import numpy as np
@@ -97,10 +98,14 @@ def convert(function, owner, variant, calibration=None, float_ops=None):
         return converter.convert()
     options = tf.lite.experimental.QuantizationDebugOptions(
         denylisted_ops=list(float_ops), fully_quantize=False)
-    debugger = tf.lite.experimental.QuantizationDebugger(
-        converter=converter, debug_dataset=converter.representative_dataset,
-        debug_options=options)
-    return debugger.get_nondebug_quantized_model()
+    # TensorFlow's debugger runs its own tf.lite.Interpreter, which warns that it is
+    # deprecated: not the user's concern (their models run on ai-edge-litert).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated")
+        debugger = tf.lite.experimental.QuantizationDebugger(
+            converter=converter, debug_dataset=converter.representative_dataset,
+            debug_options=options)
+        return debugger.get_nondebug_quantized_model()
 
 
 # ---------------------------------------------------------------------------
