@@ -2,6 +2,7 @@
 models, their report, LiteRTPredictor, and the one-line errors."""
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -152,6 +153,45 @@ def test_other_model_types_export_fp32(tiny, tmp_path, kind):
         got = predictor.predict(["who lives in paris ?"], ["john lives in paris ."])
         assert isinstance(got[0], str)
         assert fp32["metric_name"] == "f1"
+
+
+def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path, monkeypatch):
+    """A bound no model meets (--max_metric_drop=-1) makes --litert=int8 try every
+    fallback: the op recipes from one calibration, then the weight matmuls that err most
+    kept float in growing shares; the model kept is the one of least drop, named."""
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(litert, "SENSITIVITY_EXAMPLES", 3)
+    calibrations = []
+    real = litert.Int8Fallbacks.__init__
+
+    def counting(self, *args):
+        calibrations.append(1)
+        real(self, *args)
+    monkeypatch.setattr(litert.Int8Fallbacks, "__init__", counting)
+    export_dir = tmp_path / "encoder"
+    result = _export(_argv(tiny, "encoder", export_dir, [
+        "--litert=int8", "--pooling=mean", "--calibration_file=%s" % tiny["tsv"],
+        "--calibration_examples=6", "--max_metric_drop=-1"]))
+    with open(result.outputs["litert_report"]) as f:
+        entry = json.load(f)["variants"]["int8"]
+    assert calibrations == [1]
+    names = set(entry["tried"])
+    assert {"all int8"} | {name for name, _ in litert.FALLBACK_RECIPES} <= names
+    found = [re.search(r", the (\d+) most sensitive of (\d+) int8 layers in float$", name)
+             for name in names]
+    sizes = sorted((int(m.group(1)), int(m.group(2))) for m in found if m)
+    assert len(sizes) == len(litert.SENSITIVE_SHARES), names
+    total = sizes[0][1]
+    # The tiny encoder's one layer: q, k, v, attention output, FFN in and out, the pooler,
+    # and the ops between them that carry int8 values.
+    assert total >= 7 and {t for _, t in sizes} == {total}, names
+    assert [n for n, _ in sizes] == [max(1, int(round(share * total)))
+                                     for share in litert.SENSITIVE_SHARES]
+    assert entry["tried"][entry["recipe"]] == min(entry["tried"].values())
+    if "most sensitive" in entry["recipe"]:
+        assert len(entry["float_nodes"]) in [n for n, _ in sizes]
+    vectors = litert_predictor.LiteRTPredictor(str(export_dir), "int8").predict(_TEXTS[:2])
+    assert vectors.shape == (2, _CONFIG["hidden_size"]) and np.isfinite(vectors).all()
 
 
 def test_bad_calibration_files_one_line_before_any_work(tiny, tmp_path):

@@ -13,8 +13,13 @@ Variants:
   int8          int8 weights and activations, their ranges calibrated on the
                 --calibration_file examples; ops without int8 kernels stay float. When it
                 costs more than --max_metric_drop, the sensitive ops are kept in float
-                (FALLBACK_RECIPES) and the best of the tries is kept, the report says which.
+                (FALLBACK_RECIPES), then also the int8 layers whose output errs most
+                (Int8Fallbacks.sensitive_nodes, SENSITIVE_SHARES of them), and the best
+                of the tries is kept, the report says which.
 """
+import contextlib
+import csv
+import io
 import json
 import os
 import warnings
@@ -91,21 +96,88 @@ def _converter(function, owner, variant, calibration):
     return converter
 
 
-def convert(function, owner, variant, calibration=None, float_ops=None):
-    """The .tflite bytes of `variant`; float_ops: TFLite op names kept float (int8 only)."""
-    converter = _converter(function, owner, variant, calibration)
-    if not float_ops:
-        return converter.convert()
-    options = tf.lite.experimental.QuantizationDebugOptions(
-        denylisted_ops=list(float_ops), fully_quantize=False)
-    # TensorFlow's debugger runs its own tf.lite.Interpreter, which warns that it is
-    # deprecated: not the user's concern (their models run on ai-edge-litert).
+def convert(function, owner, variant, calibration=None):
+    """The .tflite bytes of `variant` (int8: every op LiteRT has an int8 kernel for)."""
+    with _quiet_interpreter():
+        return _converter(function, owner, variant, calibration).convert()
+
+
+# How many calibration examples Int8Fallbacks runs to rank the layers by their error.
+SENSITIVITY_EXAMPLES = 16
+# The shares of the layers still int8 after FALLBACK_RECIPES' last (the weight matmuls
+# and what carries their int8 values) kept float, most sensitive first, tried in turn.
+SENSITIVE_SHARES = (0.125, 0.25, 0.5)
+
+
+class Int8Fallbacks(object):
+    """Full int8 models with chosen ops or layers left float, from one calibration.
+
+    TensorFlow's QuantizationDebugger calibrates the converter once; each model() then
+    only quantizes the calibrated model again with other ops (TFLite op names) or nodes
+    (output tensor names) kept float, and sensitive_nodes() ranks the quantized layers by
+    their error on the first SENSITIVITY_EXAMPLES calibration examples.
+    """
+
+    def __init__(self, function, owner, calibration):
+        converter = _converter(function, owner, "int8", calibration)
+        examples = converter.representative_dataset
+
+        self._order = list(litert_data.ID_KEYS)
+
+        def first_examples():
+            # The debugger feeds a list, in the order of its interpreter's inputs.
+            for i, example in enumerate(examples()):
+                if i >= SENSITIVITY_EXAMPLES:
+                    return
+                yield [example[k] for k in self._order]
+
+        with _quiet_interpreter():
+            self._debugger = tf.lite.experimental.QuantizationDebugger(
+                converter=converter, debug_dataset=first_examples,
+                debug_options=self._options())
+
+    @staticmethod
+    def _options(float_ops=(), float_nodes=()):
+        return tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_ops=list(float_ops) or None, denylisted_nodes=list(float_nodes) or None,
+            fully_quantize=False)
+
+    def model(self, float_ops=(), float_nodes=()):
+        """The .tflite bytes with these ops and nodes in float."""
+        with _quiet_interpreter():
+            self._debugger.options = self._options(float_ops, float_nodes)
+            return self._debugger.get_nondebug_quantized_model()
+
+    def sensitive_nodes(self, float_ops=()):
+        """The output tensor names of the layers still quantized with these ops in float,
+        the largest quantization error first (root-mean-square error over the scale of
+        the layer's int8 output: in units of one int8 step)."""
+        with _quiet_interpreter():
+            self._debugger.options = self._options(float_ops)
+            inputs = tf.lite.Interpreter(
+                model_content=self._debugger.quant_model).get_input_details()
+            self._order = [next(k for k in litert_data.ID_KEYS if k in detail["name"])
+                           for detail in inputs]
+            self._debugger.run()
+            text = io.StringIO()
+            self._debugger.layer_statistics_dump(text)
+        ranked = []
+        for row in csv.DictReader(io.StringIO(text.getvalue())):
+            scale = float(row["scale"] or 0)
+            if scale > 0 and row["tensor_name"]:
+                error = float(row["mean_squared_error"]) ** 0.5 / scale
+                ranked.append((-error, row["tensor_name"]))
+        return [name for _, name in sorted(ranked)]
+
+
+@contextlib.contextmanager
+def _quiet_interpreter():
+    """TensorFlow's converter (int8 calibration) and debugger run their own
+    tf.lite.Interpreter, which warns that it is deprecated: not the user's concern (their
+    models run on ai-edge-litert)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated")
-        debugger = tf.lite.experimental.QuantizationDebugger(
-            converter=converter, debug_dataset=converter.representative_dataset,
-            debug_options=options)
-        return debugger.get_nondebug_quantized_model()
+        yield
 
 
 # ---------------------------------------------------------------------------
@@ -273,21 +345,35 @@ def _worst_drop(results):
 
 def _best_variant(function, owner, variant, calibration, sets, reference, info,
                   max_metric_drop, num_threads):
-    """(bytes, report entry) of a variant; int8: the best of plain and FALLBACK_RECIPES."""
+    """(bytes, report entry) of a variant; int8: the best of plain and the fallbacks
+    (FALLBACK_RECIPES, then the last of them with the most sensitive layers in float)."""
     blob = convert(function, owner, variant, calibration)
     results = _evaluate(blob, sets, reference, info, num_threads)
     entry = {"recipe": "all int8" if variant == "int8" else variant, "results": results}
     if variant != "int8" or _worst_drop(results) <= max_metric_drop or not sets:
         return blob, entry
     tried = [(_worst_drop(results), blob, entry)]
-    for name, float_ops in FALLBACK_RECIPES:
+    fallbacks = Int8Fallbacks(function, owner, calibration)
+
+    def attempt(name, float_ops, float_nodes=()):
         logging.info("LiteRT int8 drops %.2f points: trying %s", tried[-1][0], name)
-        other = convert(function, owner, variant, calibration, float_ops)
+        other = fallbacks.model(float_ops, float_nodes)
         other_results = _evaluate(other, sets, reference, info, num_threads)
-        tried.append((_worst_drop(other_results), other,
-                      {"recipe": name, "float_ops": list(float_ops), "results": other_results}))
-        if tried[-1][0] <= max_metric_drop:
-            break
+        recipe = {"recipe": name, "float_ops": list(float_ops), "results": other_results}
+        if float_nodes:
+            recipe["float_nodes"] = list(float_nodes)
+        tried.append((_worst_drop(other_results), other, recipe))
+        return tried[-1][0] <= max_metric_drop
+
+    done = any(attempt(name, float_ops) for name, float_ops in FALLBACK_RECIPES)
+    if not done:
+        float_ops = FALLBACK_RECIPES[-1][1]
+        ranked = fallbacks.sensitive_nodes(float_ops)
+        for share in SENSITIVE_SHARES:
+            nodes = ranked[:max(1, int(round(share * len(ranked))))]
+            if attempt("%s, the %d most sensitive of %d int8 layers in float" % (
+                    FALLBACK_RECIPES[-1][0], len(nodes), len(ranked)), float_ops, nodes):
+                break
     best = min(tried, key=lambda t: t[0])
     best[2]["tried"] = {t[2]["recipe"]: round(t[0], 4) for t in tried}
     return best[1], best[2]
