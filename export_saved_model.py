@@ -268,8 +268,10 @@ def define_litert_flags(fv):
                        "model may lose against fp32 on the --agreement_file examples (else "
                        "the calibration ones) before a WARNING; an int8 model losing "
                        "more is converted again with softmax and LayerNorm in float, then "
-                       "also the adds / multiplies, then all but the weight matmuls: the "
-                       "first within the bound (else the best) is kept, "
+                       "also the adds / multiplies, then all but the weight matmuls, then "
+                       "that with the int8 layers whose outputs err most (1/8, 1/4, 1/2 of "
+                       "them) in float too: the first within the bound (else the best) is "
+                       "kept, "
                        "litert_report.json names it.", flag_values=fv)
     flags.DEFINE_string("litert_columns", "text,,label",
                         "--litert, classifier / encoder files: the columns (header names or "
