@@ -95,12 +95,7 @@ class PeerEncoder(object):
 
     def ask(self, **command):
         """Sends one command; returns its answer (RuntimeError if the peer died)."""
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("@@ "):
-                return json.loads(line[3:])
-        raise RuntimeError("the peer (peer_embeddings.py) ended without answering")
+        return bench_util.ask_peer(self.proc, "peer_embeddings.py", command)
 
     def encode(self, output=None, batch_size=BATCH_SIZE):
         """Seconds of one encode of all sentences (vectors saved to `output` if given)."""
@@ -192,9 +187,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows = run(args.repeats, args.quick)
     print(bench_util.format_table(rows))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
+    bench_util.save_rows(args.json, rows)
 
 
 if __name__ == "__main__":

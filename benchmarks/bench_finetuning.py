@@ -523,9 +523,7 @@ def main(argv=None):
     print("fine-tuning and inference, ours vs HF transformers + torch (%.0f s); "
           "ratio = ours / peer" % (time.time() - started))
     print(bench_util.format_table(rows))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
+    bench_util.save_rows(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -109,12 +109,7 @@ class _Peer(object):
 
     def ask(self, **command):
         """Sends one command; its answer (RuntimeError if the peer died)."""
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("@@ "):
-                return json.loads(line[3:])
-        raise RuntimeError("the peer (peer_int8.py) ended without answering")
+        return bench_util.ask_peer(self.proc, "peer_int8.py", command)
 
     def close(self):
         """Ends the peer process."""
@@ -238,9 +233,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows = run(bench_util.csv_list(args.sizes), args.repeats, args.threads, args.quick)
     print(bench_util.format_table(rows))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
+    bench_util.save_rows(args.json, rows)
 
 
 if __name__ == "__main__":

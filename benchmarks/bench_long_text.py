@@ -144,9 +144,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows = run(args.quick, epochs=args.epochs)
     print(bench_util.format_table(rows))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
+    bench_util.save_rows(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -493,3 +493,23 @@ def synthetic_tokens(batch_size, seq_length, vocab_size, seed=0):
     segment_ids = ((np.arange(seq_length)[None, :] >= lengths[:, None] // 2)
                    * input_mask).astype(np.int32)
     return input_ids, input_mask, segment_ids
+
+
+def save_rows(path, rows):
+    """Writes a benchmark's rows as JSON to `path` (nothing when path is None)."""
+    if path:
+        import json  # pylint: disable=import-outside-toplevel
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+
+
+def ask_peer(proc, script, command):
+    """Sends one JSON command line to a peer process; returns its answer, the first
+    stdout line starting "@@ " (RuntimeError naming `script` if the peer ended)."""
+    import json  # pylint: disable=import-outside-toplevel
+    proc.stdin.write(json.dumps(command) + "\n")
+    proc.stdin.flush()
+    for line in proc.stdout:
+        if line.startswith("@@ "):
+            return json.loads(line[3:])
+    raise RuntimeError("the peer (%s) ended without answering" % script)
