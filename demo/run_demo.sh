@@ -278,11 +278,14 @@ from bert_tf2 import startup; startup.quiet()  # before tensorflow: no start-up 
 import tensorflow as tf
 
 model = tf.saved_model.load(sys.argv[1])
-texts = ["The bread from the bakery was wonderful.", "The soup was cold and awful."]
+# New sentences in the style of the ~400 it was trained on (short, plain ones are
+# beyond a model trained for seconds).
+texts = ["Honestly, the bread from the bakery was superb; it made my whole week.",
+         "Honestly, the soup was cold and awful; I regret going at all."]
 out = model.signatures["serving_text_a"](text_a=tf.constant(texts))
 for text, probs, label in zip(texts, out["probabilities"].numpy(),
                               out["predicted_label"].numpy()):
-    print("%-42s label %s  probabilities %s" % (text, label.decode(), probs.round(3)))
+    print("%-70s label %s  probabilities %s" % (text, label.decode(), probs.round(3)))
 EOF
 
 echo "    (step $STEP took $((SECONDS - STEP_START)) s)"
