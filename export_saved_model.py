@@ -269,7 +269,7 @@ def define_litert_flags(fv):
                        "the calibration ones) before a WARNING; an int8 model losing "
                        "more is converted again with softmax and LayerNorm in float, then "
                        "also the adds / multiplies, then all but the weight matmuls, then "
-                       "that with the int8 layers whose outputs err most (1/8, 1/4, 1/2 of "
+                       "that with the int8 layers whose outputs err most (1/8, then 1/4 of "
                        "them) in float too: the first within the bound (else the best) is "
                        "kept, "
                        "litert_report.json names it.", flag_values=fv)

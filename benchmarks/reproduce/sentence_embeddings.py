@@ -24,6 +24,7 @@ train, the report judged on STS-B dev's sentence1), each through LiteRTPredictor
 raw text, with the cosine of each of its vectors to the peer's (min and mean) beside.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -93,6 +94,11 @@ def main(argv=None):
         }
         if args.litert:
             ours.update(litert_vectors(export_dir, sentences))
+            with open(os.path.join(export_dir, "litert_report.json"), encoding="utf-8") as f:
+                report = json.load(f)["variants"]
+            for variant, entry in sorted(report.items()):
+                print("LiteRT %s: %s, %d bytes; points lost by each recipe tried: %s" % (
+                    variant, entry["recipe"], entry["bytes"], entry.get("tried", "-")))
         peer = bench_embeddings.PeerEncoder(python, bench_embeddings.minilm_dir(), sentences,
                                             workdir)
         try:
