@@ -40,9 +40,14 @@ def test_layer_norm_is_the_references_formula_with_its_variable_names():
                                             scope="LayerNorm")
         assigns = [V1.assign(v, value) for v, value in zip(V1.global_variables(),
                                                            (beta, gamma))]
-        with tf.control_dependencies(assigns):
-            return tf.identity(out)
-    got, names = _run(build)
+        return out, assigns
+
+    def assign_then_run(session, fetch):
+        # Two runs: within one, nothing orders the layer's reads after the assigns.
+        out, assigns = fetch
+        session.run(assigns)
+        return session.run(out)
+    got, names = _run(build, assign_then_run)
     assert names == ["bert/embeddings/LayerNorm/beta:0", "bert/embeddings/LayerNorm/gamma:0"]
     np.testing.assert_allclose(got, _reference_layer_norm(x, gamma, beta, -1), atol=2e-6)
 
@@ -181,6 +186,14 @@ def test_what_is_missing_is_one_line_naming_the_replacement():
         assert message.startswith(name + " is not in bert_tf2.tf1") and replacement in message
         assert "\n" not in message
         assert not hasattr(namespace, symbol)
+    # tf.estimator and tf.contrib.tpu name what they lack the same way.
+    from bert_tf2.compat import estimator, tpu  # pylint: disable=import-outside-toplevel
+    for module, symbol, replacement in ((estimator, "Exporter", "export_saved_model.py"),
+                                        (tpu, "TPUDistributionStrategy", "--use_tpu")):
+        with pytest.raises(contrib.RemovedSymbolError) as raised:
+            getattr(module, symbol)
+        assert symbol in str(raised.value) and replacement in str(raised.value)
+        assert "\n" not in str(raised.value) and not hasattr(module, symbol)
     assert contrib.cluster_resolver.TPUClusterResolver is \
         tf.distribute.cluster_resolver.TPUClusterResolver
     assert "layer_norm" in dir(contrib.layers)

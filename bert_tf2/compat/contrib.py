@@ -95,6 +95,16 @@ def explain(symbol):
             "reference'" % symbol)
 
 
+def missing_names(message):
+    """A module-level __getattr__ for a compat module: a RemovedSymbolError of
+    `message % name` for any public name the module lacks."""
+    def __getattr__(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise RemovedSymbolError(message % name)
+    return __getattr__
+
+
 def import_piece(module_name, symbol):
     """The module `module_name`, imported now; RemovedSymbolError when this copy lacks it."""
     try:

@@ -34,6 +34,8 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from bert_tf2.compat import contrib
+
 v1 = tf.compat.v1
 # TF 1.x's Estimator logged through tf.logging ("INFO:tensorflow:..."); forks' users read
 # those lines, so ours go the same way.
@@ -745,12 +747,9 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     return listener.result, []
 
 
-def __getattr__(name):
-    """A tf.estimator name this module lacks: one line naming it and what to use instead."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise AttributeError(
-        "tf.estimator.%s is not in bert_tf2.compat.estimator (Estimator, EstimatorSpec, "
-        "RunConfig, ModeKeys, WarmStartSettings, TrainSpec, EvalSpec, train_and_evaluate); "
-        "export with bert-tf2's export_saved_model.py, stop early with the runners' "
-        "--eval_every_n_steps / --early_stopping_patience" % name)
+# A name this module lacks: one line naming it and what to use instead.
+__getattr__ = contrib.missing_names(
+    "tf.estimator.%s is not in bert_tf2.compat.estimator (Estimator, EstimatorSpec, "
+    "RunConfig, ModeKeys, WarmStartSettings, TrainSpec, EvalSpec, train_and_evaluate); "
+    "export with bert-tf2's export_saved_model.py, stop early with the runners' "
+    "--eval_every_n_steps / --early_stopping_patience")

@@ -19,6 +19,7 @@ import collections
 
 import tensorflow as tf
 
+from bert_tf2.compat import contrib
 from bert_tf2.compat import estimator as estimator_lib
 
 v1 = tf.compat.v1
@@ -279,11 +280,8 @@ class CrossShardOptimizer(v1.train.Optimizer):
         return self._opt.variables()
 
 
-def __getattr__(name):
-    """A tf.contrib.tpu name this module lacks: one line naming it and what to use instead."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise AttributeError(
-        "tf.contrib.tpu.%s is not in bert_tf2.compat.tpu, which runs TPUEstimator on CPU / GPU "
-        "(TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig, InputPipelineConfig, "
-        "CrossShardOptimizer); for TPUs use bert-tf2's TF2 runners with --use_tpu" % name)
+# A name this module lacks: one line naming it and what to use instead.
+__getattr__ = contrib.missing_names(
+    "tf.contrib.tpu.%s is not in bert_tf2.compat.tpu, which runs TPUEstimator on CPU / GPU "
+    "(TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig, InputPipelineConfig, "
+    "CrossShardOptimizer); for TPUs use bert-tf2's TF2 runners with --use_tpu")
