@@ -12,10 +12,12 @@ same token ids (bench_util.synthetic_tokens: rows of 3/4 to full length, padded)
 torch's attention as "eager" (matmul, mask add, softmax, matmul) and as "sdpa" (one fused
 scaled_dot_product_attention kernel; transformers' default). Models: MiniLM (6 layers,
 H 384, 12 heads of 32: all-MiniLM-L6-v2's shape) and BERT-Base (12 x 768, 12 heads of
-64), both with the exact-erf GELU of HF's "gelu". The side "ours_before" is our forward
-as before issue 45 (fused_elementwise.set_onednn_layer_norm(False): LayerNorms op by op;
-attention.set_attention_by_example(False): the attention over the whole batch at once):
-the before / after in one process.
+64), both with the exact-erf GELU of HF's "gelu". Our sides: "ours" (the default forward:
+each LayerNorm one oneDNN kernel, the attention over the whole batch), "ours_before" (as
+before issue 45: fused_elementwise.set_onednn_layer_norm(False), LayerNorms op by op) and
+"ours_by_row" (the default with attention.set_attention_by_example(True): the attention
+one batch row at a time from BY_EXAMPLE_MIN_LENGTH keys, an opt-in): before / after in
+one process.
 
 Each side: one untimed forward, --repeats timed ones (fewer for the big shapes: at most
 about 30 s of forwards per side; the median is the wall time), then one forward under the
@@ -107,23 +109,28 @@ def repeats_for(seconds, repeats):
     return max(1, min(repeats, int(TIME_BUDGET / max(seconds, 1e-6))))
 
 
-def profile_ours(model, tokens, repeats, cpu_forms=True):
-    """{"seconds", "classes"} of our forward on `tokens` (module docstring); with
-    cpu_forms false, the forward of before issue 45 (LayerNorms op by op, the attention
-    over the whole batch at once)."""
+# Our sides: (oneDNN LayerNorm, attention by row) of each (module docstring).
+OUR_SIDES = {"ours": (True, False), "ours_before": (False, False), "ours_by_row": (True, True)}
+
+
+def profile_ours(model, tokens, repeats, side="ours"):
+    """{"seconds", "classes"} of our forward on `tokens` with the forms of `side`, one
+    of OUR_SIDES (module docstring)."""
     import inference  # pylint: disable=import-outside-toplevel
     import time  # pylint: disable=import-outside-toplevel
     from bert_tf2.base import fused_elementwise  # pylint: disable=import-outside-toplevel
     from bert_tf2.encoder import attention  # pylint: disable=import-outside-toplevel
     bench_util.release_models()
-    fused_elementwise.set_onednn_layer_norm(cpu_forms)
-    attention.set_attention_by_example(cpu_forms)
+    layer_norm, by_row = OUR_SIDES[side]
+    layer_norm_was = fused_elementwise.onednn_layer_norm_enabled()
+    fused_elementwise.set_onednn_layer_norm(layer_norm)
+    by_row_was = attention.set_attention_by_example(by_row)
     try:
         run = inference.build_ours(model_config(model), "fp32", False, tokens)
         run(1)  # traced with the settings above
     finally:
-        fused_elementwise.set_onednn_layer_norm(True)
-        attention.set_attention_by_example(True)
+        fused_elementwise.set_onednn_layer_norm(layer_norm_was)
+        attention.set_attention_by_example(by_row_was)
     start = time.perf_counter()
     run(1)
     first = time.perf_counter() - start
@@ -165,8 +172,8 @@ def run(models, batches, lengths, sides, repeats, log=print):
                 for length in lengths:
                     tokens = bench_util.synthetic_tokens(batch, length, 30522)
                     for side in sides:
-                        if side in ("ours", "ours_before"):
-                            result = profile_ours(model, tokens, repeats, side == "ours")
+                        if side in OUR_SIDES:
+                            result = profile_ours(model, tokens, repeats, side)
                         elif python is None:
                             log("torch %s not run: %s" % (side, why_not))
                             continue
@@ -197,8 +204,8 @@ def markdown(results):
         total = sum(r["classes"].values()) or 1.0
         cells = ["%.1f (%.0f%%)" % (r["classes"][c], 100 * r["classes"][c] / total)
                  if r["classes"].get(c) else "—" for c in present]
-        side = {"ours": "ours", "ours_before": "ours before"}.get(
-            r["side"], "torch " + r["side"])
+        side = (r["side"].replace("_", " ") if r["side"] in OUR_SIDES
+                else "torch " + r["side"])
         lines.append("| " + " | ".join([r["model"], str(r["batch"]), str(r["length"]), side,
                                         "%.1f" % (1e3 * r["seconds"]), "%.1f" % total]
                                        + cells) + " |")
@@ -213,8 +220,9 @@ def main(argv=None):
     parser.add_argument("--lengths", default="32,128,384")
     parser.add_argument("--sides", default="ours,eager,sdpa",
                         help="ours, ours_before (our forward as before issue 45: "
-                             "LayerNorms op by op, attention over the whole batch), eager "
-                             "(torch, eager attention), sdpa (torch SDPA)")
+                             "LayerNorms op by op), ours_by_row (the attention one batch "
+                             "row at a time, opt-in), eager (torch, eager attention), sdpa "
+                             "(torch SDPA)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="timed forwards per side (fewer for the big shapes)")
     parser.add_argument("--output", default="profile_ops.json")

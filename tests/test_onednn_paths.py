@@ -1,6 +1,6 @@
 """The inference forward's forms for a CPU with oneDNN (issue 45): the oneDNN LayerNorm
-(fused_elementwise) and attention one batch row at a time (attention.attend_by_example)
-give the outputs of the plain forward within 1e-5, on a tiny and a MiniLM-shaped model,
+(fused_elementwise, on by default) and attention one batch row at a time
+(attention.attend_by_example, an opt-in) give the outputs of the plain forward within 1e-5, on a tiny and a MiniLM-shaped model,
 with the same variables and checkpoints; a SavedModel is traced without them."""
 import numpy as np
 import pytest
@@ -31,8 +31,9 @@ def _inputs(batch=3, length=136, vocab=128):
 
 def _forward(model, cpu_forms):
     """A traced forward (all layers, pooled output) with the CPU forms on or off."""
+    layer_norm_was = fused_elementwise.onednn_layer_norm_enabled()
     fused_elementwise.set_onednn_layer_norm(cpu_forms)
-    attention.set_attention_by_example(cpu_forms)
+    by_row_was = attention.set_attention_by_example(cpu_forms)
     try:
         spec = tf.TensorSpec([None, None], tf.int32)
 
@@ -42,8 +43,8 @@ def _forward(model, cpu_forms):
         forward = tf.function(forward, input_signature=[spec] * 3)
         forward.get_concrete_function()
     finally:
-        fused_elementwise.set_onednn_layer_norm(True)
-        attention.set_attention_by_example(True)
+        fused_elementwise.set_onednn_layer_norm(layer_norm_was)
+        attention.set_attention_by_example(by_row_was)
     return forward
 
 
@@ -88,25 +89,39 @@ def test_onednn_layer_norm_is_the_graph_the_rewrite_fuses_and_only_outside_train
         np.testing.assert_allclose(got, want, atol=2e-6)
 
 
+def _has_loop(function, *args):
+    graph = tf.function(function).get_concrete_function(*args).graph
+    return bool({"While", "StatelessWhile"} & {op.type for op in graph.get_operations()})
+
+
 def test_attention_by_example_equals_the_batch_and_saved_models_trace_without_it():
     rng = np.random.RandomState(3)
     q, k, v = (tf.constant(rng.randn(3, 4, 130, 8).astype(np.float32)) for _ in range(3))
     keep = (np.arange(130)[None, :] < np.array([130, 70, 5])[:, None]).astype(np.int32)
     ids = np.where(keep, 1 + (np.arange(130)[None, :] >= 40), 0)  # two packed instances
-    for mask in (attention.create_attention_mask(tf.constant(keep)),
-                 attention.create_attention_mask(tf.constant(keep), instance_ids=ids)):
-        want = attention.attend(q, k, v, mask)
-        np.testing.assert_allclose(attention.attend_by_example(q, k, v, mask), want, atol=1e-6)
-        spec = tf.TensorSpec([None, 4, None, 8])
-        unknown = tf.function(attention.inference_attend,
-                              input_signature=[spec] * 3 + [tf.TensorSpec(None)])
-        np.testing.assert_allclose(unknown(q, k, v, mask), want, atol=1e-6)
-    # Under --enable_xla (static shapes) the row loop compiles too.
-    compiled = tf.function(attention.inference_attend, jit_compile=True)
-    np.testing.assert_allclose(compiled(q, k, v, mask), want, atol=1e-6)
-    with attention.portable_graphs():
-        assert not fused_elementwise.onednn_layer_norm_applies(False)
-        graph = tf.function(attention.inference_attend).get_concrete_function(
-            q, k, v, mask).graph
-        assert "While" not in {op.type for op in graph.get_operations()}
-    assert fused_elementwise.onednn_layer_norm_enabled()
+    mask = attention.create_attention_mask(tf.constant(keep))
+    # Off by default: the whole batch at once.
+    assert not _has_loop(attention.inference_attend, q, k, v, mask)
+    was = attention.set_attention_by_example(True)
+    try:
+        assert was is False
+        if fused_elementwise.onednn_cpu_only():
+            assert _has_loop(attention.inference_attend, q, k, v, mask)
+        for mask in (mask, attention.create_attention_mask(tf.constant(keep),
+                                                           instance_ids=ids)):
+            want = attention.attend(q, k, v, mask)
+            np.testing.assert_allclose(attention.attend_by_example(q, k, v, mask), want,
+                                       atol=1e-6)
+            spec = tf.TensorSpec([None, 4, None, 8])
+            unknown = tf.function(attention.inference_attend,
+                                  input_signature=[spec] * 3 + [tf.TensorSpec(None)])
+            np.testing.assert_allclose(unknown(q, k, v, mask), want, atol=1e-6)
+        # Under --enable_xla (static shapes) the row loop compiles too.
+        compiled = tf.function(attention.inference_attend, jit_compile=True)
+        np.testing.assert_allclose(compiled(q, k, v, mask), want, atol=1e-6)
+        with attention.portable_graphs():
+            assert not fused_elementwise.onednn_layer_norm_applies(False)
+            assert not _has_loop(attention.inference_attend, q, k, v, mask)
+        assert fused_elementwise.onednn_layer_norm_enabled()
+    finally:
+        attention.set_attention_by_example(was)

@@ -70,15 +70,22 @@ def attend(q, k, v, attention_mask, dropout=None):
         return tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
 
 
-# Keys at least this long take attend_by_example outside training (where it applies).
+# Keys at least this long take attend_by_example outside training, when it is on.
 BY_EXAMPLE_MIN_LENGTH = 128
-# Off: inference attends to the whole batch at once (set_attention_by_example).
-_BY_EXAMPLE = {"enabled": True}
+# Off by default: inference attends to the whole batch at once. Measured in wall time
+# on a 2-core AMD EPYC (benchmarks/README.md, "Attention one batch row at a time"), the
+# row loop was slower at 128-256 keys (32 x 128: 16.5 against 10.2 ms a layer) and within
+# 5% either way at 384; a whole SQuAD pass ran 6% faster without it. An opt-in to measure
+# on other CPUs (set_attention_by_example).
+_BY_EXAMPLE = {"enabled": False}
 
 
 def set_attention_by_example(enabled=True):
-    """Turns attend_by_example of inference on (default) or off for graphs traced after."""
+    """Turns attend_by_example of inference on or off (the default) for graphs traced
+    after; returns the previous setting."""
+    was = _BY_EXAMPLE["enabled"]
     _BY_EXAMPLE["enabled"] = bool(enabled)
+    return was
 
 
 @contextlib.contextmanager
@@ -116,10 +123,10 @@ def attend_by_example(q, k, v, attention_mask):
 
 
 def inference_attend(q, k, v, attention_mask):
-    """attend() outside training (no dropout): attend_by_example for keys of
-    BY_EXAMPLE_MIN_LENGTH or more on a CPU with TensorFlow's oneDNN rewrite
-    (fused_elementwise.onednn_cpu_only) unless set_attention_by_example(False), else
-    attend. Shapes and values as attend's."""
+    """attend() outside training (no dropout): with set_attention_by_example(True), on a
+    CPU with TensorFlow's oneDNN rewrite (fused_elementwise.onednn_cpu_only),
+    attend_by_example for keys of BY_EXAMPLE_MIN_LENGTH or more; else attend. Shapes and
+    values as attend's."""
     if (attention_mask is None or attention_mask.shape.rank != 4 or not _BY_EXAMPLE["enabled"]
             or not fused_elementwise.onednn_cpu_only()):
         return attend(q, k, v, attention_mask)
