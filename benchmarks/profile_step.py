@@ -6,11 +6,12 @@ Usage:
   python benchmarks/profile_step.py --what finetuning|predict --task sst-2|mrpc
       [--grouped] [--noskip_padding]
 
-finetuning / predict: ours only, the converted all-MiniLM-L6-v2 on one batch of 32 real
+finetuning / predict: the converted all-MiniLM-L6-v2 on one batch of 32 real
 training examples of the task (a random batch, or with --grouped one of --group_by_length's),
 cut to its bucket length as --trim_padding cuts it: bench_finetuning's training step (model,
 loss, clip + fused AdamWeightDecay) or the classifier's forward pass, with the encoder on
-the real tokens only unless --noskip_padding.
+the real tokens only unless --noskip_padding. With --what finetuning and the peer venv,
+torch's step on the same batch repeated (benchmarks/peer_step.py) is timed too.
 
 Runs a few steps of each side under tf.profiler and prints, per side, the time of the
 TensorFlow ops grouped by op type (MatMul, BatchMatMulV2, Mul, ...), their share of the
@@ -109,7 +110,8 @@ def _sides(what, size, dtype, xla):
 
 
 def _finetuning_side(what, task, grouped, skip_padding):
-    """run(n) of our fine-tuning step or forward pass on one real batch (module docstring)."""
+    """(run(n) of our fine-tuning step or forward pass on one real batch (module
+    docstring), the batch as lists, the task's label count)."""
     import bench_finetuning  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     import optimization  # pylint: disable=import-outside-toplevel
@@ -156,7 +158,24 @@ def _finetuning_side(what, task, grouped, skip_padding):
         for _ in range(n):
             out = step(batch)
         out.numpy()
-    return run
+    return run, {k: v.numpy().tolist() for k, v in batch.items()}, num_labels
+
+
+def time_peer_step(batch, num_labels, steps=10):
+    """torch's training step on `batch` (benchmarks/peer_step.py), printed; or why not."""
+    import json  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    python, why_not = bench_util.peer_python()
+    if python is None:
+        print("torch finetuning not run: %s" % why_not)
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(batch, f)
+    subprocess.run([python, os.path.join(bench_util.BENCH_DIR, "peer_step.py"),
+                    bench_finetuning.minilm_dir(), f.name, str(steps), str(num_labels)],
+                   check=True, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    os.remove(f.name)
 
 
 def main(argv=None):
@@ -176,12 +195,15 @@ def main(argv=None):
     parser.add_argument("--by_name", action="store_true", help="group by op name, not type")
     args = parser.parse_args(argv)
     if args.what in ("finetuning", "predict"):
-        run = _finetuning_side(args.what, args.task, args.grouped, not args.noskip_padding)
+        run, batch, num_labels = _finetuning_side(args.what, args.task, args.grouped,
+                                                  not args.noskip_padding)
         run(2)
         start = time.perf_counter()
         run(10)
         print("ours %s %s: %.1f ms per step (wall, mean of 10)" % (
             args.what, args.task, (time.perf_counter() - start) * 100))
+        if args.what == "finetuning":
+            time_peer_step(batch, num_labels)
         print(format_profile("ours %s %s skip_padding=%s" % (
             args.what, args.task, not args.noskip_padding),
             profile(run, args.steps, args.by_name), args.steps, args.top))

@@ -73,10 +73,10 @@ def attend(q, k, v, attention_mask, dropout=None):
 # Keys at least this long take attend_by_example outside training, when it is on.
 BY_EXAMPLE_MIN_LENGTH = 128
 # Off by default: inference attends to the whole batch at once. Measured in wall time
-# on a 2-core AMD EPYC (benchmarks/README.md, "Attention one batch row at a time"), the
-# row loop was slower at 128-256 keys (32 x 128: 16.5 against 10.2 ms a layer) and within
-# 5% either way at 384; a whole SQuAD pass ran 6% faster without it. An opt-in to measure
-# on other CPUs (set_attention_by_example).
+# on a 2-core AMD EPYC (benchmarks/README.md, "Attention in wall time"), the row loop was
+# slower at 128 keys (32 x 12 heads x 128: 16.8 against 11.6 ms), even at 256, and
+# within 12% either way at 384; a whole SQuAD pass ran 6% faster without it. An opt-in
+# to measure on other CPUs (set_attention_by_example).
 _BY_EXAMPLE = {"enabled": False}
 
 
