@@ -4,14 +4,15 @@ Usage:
   python benchmarks/profile_step.py [--what pretraining|inference] [--size mini]
       [--dtype fp32] [--xla] [--steps 3] [--top 25]
   python benchmarks/profile_step.py --what finetuning|predict --task sst-2|mrpc
-      [--grouped] [--noskip_padding]
+      [--grouped] [--noskip_padding] [--batches 1]
 
-finetuning / predict: the converted all-MiniLM-L6-v2 on one batch of 32 real
-training examples of the task (a random batch, or with --grouped one of --group_by_length's),
+finetuning / predict: the converted all-MiniLM-L6-v2 on --batches batches of 32 real
+training examples of the task (random batches, or with --grouped --group_by_length's),
 cut to its bucket length as --trim_padding cuts it: bench_finetuning's training step (model,
 loss, clip + fused AdamWeightDecay) or the classifier's forward pass, with the encoder on
-the real tokens only unless --noskip_padding. With --what finetuning and the peer venv,
-torch's step on the same batch repeated (benchmarks/peer_step.py) is timed too.
+the real tokens only unless --noskip_padding; the steps cycle over the batches after one
+untimed pass. With --what finetuning and the peer venv, torch's steps on the same batches
+(benchmarks/peer_step.py) are timed the same way.
 
 Runs a few steps of each side under tf.profiler and prints, per side, the time of the
 TensorFlow ops grouped by op type (MatMul, BatchMatMulV2, Mul, ...), their share of the
@@ -109,26 +110,10 @@ def _sides(what, size, dtype, xla):
             inference.build_peer(cfg, dtype, xla, tokens))
 
 
-def _finetuning_side(what, task, grouped, skip_padding):
-    """(run(n) of our fine-tuning step or forward pass on one real batch (module
-    docstring), the batch as lists, the task's label count)."""
-    import bench_finetuning  # pylint: disable=import-outside-toplevel
-    import modeling  # pylint: disable=import-outside-toplevel
-    import optimization  # pylint: disable=import-outside-toplevel
-    import tokenization  # pylint: disable=import-outside-toplevel
+def _padded_batch(examples, rows, lengths):
+    """The examples `rows` as one batch of int32 tensors, cut to their bucket length as
+    --trim_padding cuts a training batch."""
     from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import checkpoints, heads  # pylint: disable=import-outside-toplevel
-    workdir = tempfile.mkdtemp(prefix="bench_profile_run_")
-    config, checkpoint, _ = bench_finetuning.model_setup("minilm", workdir)
-    tokenizer = tokenization.FullTokenizer(os.path.join(
-        bench_finetuning.shared_dir(), "data", "vocab", "uncased_vocab.txt"), True)
-    _, examples, num_labels = bench_finetuning.glue_data_files(workdir, task, "train", 1600,
-                                                               tokenizer)
-    lengths = [len(e["input_ids"]) for e in examples]
-    if grouped:
-        rows = bench_finetuning.grouped_batches(lengths, 1)[0]
-    else:
-        rows = np.random.RandomState(1).permutation(len(examples))[:32].tolist()
     length = input_pipeline.bucket_length(max(lengths[i] for i in rows), 128, 8)
     batch = {"input_ids": [], "input_mask": [], "segment_ids": [], "label_ids": []}
     for i in rows:
@@ -138,9 +123,35 @@ def _finetuning_side(what, task, grouped, skip_padding):
         batch["input_mask"].append([1] * len(e["input_ids"]) + pad)
         batch["segment_ids"].append(e["token_type_ids"] + pad)
         batch["label_ids"].append(e["labels"])
-    batch = {k: tf.constant(v, tf.int32) for k, v in batch.items()}
-    print("%s batch: 32 x %d positions, %d real tokens" % (
-        task, length, int(tf.reduce_sum(batch["input_mask"]))))
+    return {k: tf.constant(v, tf.int32) for k, v in batch.items()}
+
+
+def _finetuning_side(what, task, grouped, skip_padding, count=1):
+    """(run(n): n of our fine-tuning steps or forward passes, cycling over `count` real
+    batches (module docstring); the batches as lists; the task's label count)."""
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    import optimization  # pylint: disable=import-outside-toplevel
+    import tokenization  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import checkpoints, heads  # pylint: disable=import-outside-toplevel
+    workdir = tempfile.mkdtemp(prefix="bench_profile_run_")
+    config, checkpoint, _ = bench_finetuning.model_setup("minilm", workdir)
+    tokenizer = tokenization.FullTokenizer(os.path.join(
+        bench_finetuning.shared_dir(), "data", "vocab", "uncased_vocab.txt"), True)
+    _, examples, num_labels = bench_finetuning.glue_data_files(workdir, task, "train", 1600,
+                                                               tokenizer)
+    lengths = [len(e["input_ids"]) for e in examples]
+    if grouped:
+        chosen = bench_finetuning.grouped_batches(lengths, count)
+    else:
+        order = np.random.RandomState(1).permutation(len(examples))
+        chosen = [order[i * 32:(i + 1) * 32].tolist() for i in range(count)]
+    batches = [_padded_batch(examples, rows, lengths) for rows in chosen]
+    for batch in batches[:3]:
+        print("%s batch: 32 x %d positions, %d real tokens" % (
+            task, batch["input_ids"].shape[1], int(tf.reduce_sum(batch["input_mask"]))))
+    spec = {k: tf.TensorSpec([None, None] if k != "label_ids" else [None], tf.int32)
+            for k in batches[0]}
     model = heads.BertClassifier(config, num_labels)
     model(heads.dummy_features())
     checkpoints.load_checkpoint(model, checkpoint)
@@ -148,21 +159,19 @@ def _finetuning_side(what, task, grouped, skip_padding):
     if what == "finetuning":
         optimizer = optimization.create_optimizer(2e-5, 1000, 100, clip_norm=1.0)
         optimization.create_slots(optimizer, model.trainable_variables)
-        spec = {k: tf.TensorSpec([None, None] if k != "label_ids" else [None], tf.int32)
-                for k in batch}
         step = bench_finetuning.train_step(model, optimizer, spec)
     else:
         step = tf.function(lambda features: model(features, training=False)["logits"])
 
     def run(n):
-        for _ in range(n):
-            out = step(batch)
+        for i in range(n):
+            out = step(batches[i % len(batches)])
         out.numpy()
-    return run, {k: v.numpy().tolist() for k, v in batch.items()}, num_labels
+    return run, [{k: v.numpy().tolist() for k, v in b.items()} for b in batches], num_labels
 
 
-def time_peer_step(batch, num_labels, steps=10):
-    """torch's training step on `batch` (benchmarks/peer_step.py), printed; or why not."""
+def time_peer_step(batches, num_labels, steps=10):
+    """torch's training steps on `batches` (benchmarks/peer_step.py), printed; or why not."""
     import json  # pylint: disable=import-outside-toplevel
     import subprocess  # pylint: disable=import-outside-toplevel
     import bench_finetuning  # pylint: disable=import-outside-toplevel
@@ -171,7 +180,7 @@ def time_peer_step(batch, num_labels, steps=10):
         print("torch finetuning not run: %s" % why_not)
         return
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(batch, f)
+        json.dump(batches, f)
     subprocess.run([python, os.path.join(bench_util.BENCH_DIR, "peer_step.py"),
                     bench_finetuning.minilm_dir(), f.name, str(steps), str(num_labels)],
                    check=True, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
@@ -186,6 +195,9 @@ def main(argv=None):
     parser.add_argument("--task", default="sst-2", choices=["sst-2", "mrpc"])
     parser.add_argument("--grouped", action="store_true")
     parser.add_argument("--noskip_padding", action="store_true")
+    parser.add_argument("--batches", type=int, default=1,
+                        help="finetuning / predict: steps cycle over this many batches "
+                             "(grouped: bench_finetuning's grouped_batches)")
     parser.add_argument("--size", default="mini")
     parser.add_argument("--dtype", default="fp32")
     parser.add_argument("--xla", action="store_true")
@@ -195,15 +207,17 @@ def main(argv=None):
     parser.add_argument("--by_name", action="store_true", help="group by op name, not type")
     args = parser.parse_args(argv)
     if args.what in ("finetuning", "predict"):
-        run, batch, num_labels = _finetuning_side(args.what, args.task, args.grouped,
-                                                  not args.noskip_padding)
-        run(2)
+        run, batches, num_labels = _finetuning_side(args.what, args.task, args.grouped,
+                                                    not args.noskip_padding, args.batches)
+        steps = max(10, 2 * args.batches)
+        run(max(2, args.batches))   # every batch's shapes seen once
         start = time.perf_counter()
-        run(10)
-        print("ours %s %s: %.1f ms per step (wall, mean of 10)" % (
-            args.what, args.task, (time.perf_counter() - start) * 100))
+        run(steps)
+        print("ours %s %s, %d batch(es): %.1f ms per step (wall, mean of %d)" % (
+            args.what, args.task, args.batches, (time.perf_counter() - start) * 1e3 / steps,
+            steps))
         if args.what == "finetuning":
-            time_peer_step(batch, num_labels)
+            time_peer_step(batches, num_labels, steps)
         print(format_profile("ours %s %s skip_padding=%s" % (
             args.what, args.task, not args.noskip_padding),
             profile(run, args.steps, args.by_name), args.steps, args.top))

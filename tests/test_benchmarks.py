@@ -250,3 +250,14 @@ def test_profile_ops_puts_our_ops_in_their_classes():
     classes = profile_ops.classify(totals, forwards=2)
     assert classes["FFN matmuls"] == 2.0 and classes["scores batch-matmul"] == 2.0
     assert set(classes) <= set(profile_ops.CLASSES)
+
+
+def test_bench_attention_times_our_two_forms_and_names_a_bad_shape():
+    import bench_attention  # pylint: disable=import-outside-toplevel
+    result = bench_attention.measure((2, 2, 8, 4), rounds=2, calls=1, peer=None)
+    assert set(result) == {"ours whole batch", "ours by row"}
+    assert all(ms > 0 for ms in result.values())
+    text = bench_attention.table([((2, 2, 8, 4), result)], "not run: no venv")
+    assert "| 2x2x8x4 |" in text and "not run: no venv" in text
+    with pytest.raises(SystemExit, match="'8x12' is not BxNxSxD"):
+        bench_attention.parse_shape("8x12")
