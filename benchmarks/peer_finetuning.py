@@ -80,6 +80,17 @@ def _batches(n, size):
     return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
 
 
+def train_step(model, optimizer, batch):
+    """One fine-tuning step on `batch` (with labels): loss, backward, clip to norm 1.0,
+    AdamW, gradients cleared; returns the loss."""
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss)
+
+
 def run_train(spec, job, collate):
     """Times the peer's fine-tuning steps of one job; returns its counts and seconds."""
     model = _model(spec, transformers.BertForSequenceClassification,
@@ -89,13 +100,8 @@ def run_train(spec, job, collate):
     examples, batches = job["examples"], job["batches"]
 
     def step(indexes):
-        batch = _on_device(collate(_inputs(examples, indexes, True)))
-        loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return float(loss)
+        return train_step(model, optimizer,
+                          _on_device(collate(_inputs(examples, indexes, True))))
 
     for indexes in batches[:job["warmup"]]:
         step(indexes)

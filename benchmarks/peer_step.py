@@ -6,7 +6,7 @@ the same batches (run in the peer venv).
 BATCHES.json: a list of {"input_ids", "segment_ids", "input_mask", "label_ids"} as
 profile_step.py built them (each padded to its bucket length); torch gets each cut to its
 longest row, as DataCollatorWithPadding pads. The step is bench_finetuning's peer step
-(peer_finetuning.run_train): BertForSequenceClassification in train mode, loss, backward,
+(peer_finetuning.train_step): BertForSequenceClassification in train mode, loss, backward,
 clip to norm 1.0, AdamW, zero_grad. After one untimed pass over the batches (at least two
 steps), STEPS steps cycling over them are timed; prints their mean ms on a line starting
 "torch finetuning".
@@ -17,6 +17,8 @@ import time
 
 import torch
 import transformers
+
+import peer_finetuning
 
 
 def _cut(rows):
@@ -40,12 +42,7 @@ def main(argv):
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01)
 
     def step(batch):
-        loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return float(loss)
+        return peer_finetuning.train_step(model, optimizer, batch)
 
     for i in range(max(2, len(batches))):
         step(batches[i % len(batches)])
