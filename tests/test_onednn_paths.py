@@ -1,7 +1,8 @@
 """The inference forward's forms for a CPU with oneDNN (issue 45): the oneDNN LayerNorm
 (fused_elementwise, on by default) and attention one batch row at a time
-(attention.attend_by_example, an opt-in) give the outputs of the plain forward within 1e-5, on a tiny and a MiniLM-shaped model,
-with the same variables and checkpoints; a SavedModel is traced without them."""
+(attention.attend_by_example, an opt-in) give the outputs of the plain forward within 1e-5,
+on a tiny and a MiniLM-shaped model, with the same variables and checkpoints; a SavedModel
+is traced without them."""
 import numpy as np
 import pytest
 import tensorflow as tf
