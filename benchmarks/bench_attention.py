@@ -19,8 +19,6 @@ says why it is empty.
 """
 import argparse
 import json
-import os
-import subprocess
 import time
 
 import bench_util
@@ -64,27 +62,6 @@ def our_sides(shape):
             out.numpy()
         sides[name] = run
     return sides
-
-
-class Peer:
-    """The torch SDPA process (benchmarks/peer_attention.py)."""
-
-    def __init__(self, python, threads):
-        script = os.path.join(bench_util.BENCH_DIR, "peer_attention.py")
-        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
-        self.proc = subprocess.Popen([python, script, str(threads)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env)
-
-    def ask(self, **command):
-        """Sends one command; its answer (RuntimeError if the peer died)."""
-        return bench_util.ask_peer(self.proc, "peer_attention.py", command)
-
-    def close(self):
-        """Ends the peer process."""
-        if self.proc.poll() is None:
-            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
 
 
 def measure(shape, rounds, calls, peer):
@@ -135,7 +112,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     shapes = [parse_shape(s) for s in bench_util.csv_list(args.shapes)]
     python, why_not = bench_util.peer_python()
-    peer = Peer(python, args.threads) if python else None
+    peer = (bench_util.PeerProcess(python, "peer_attention.py", [args.threads],
+                                   {"OMP_NUM_THREADS": str(args.threads)})
+            if python else None)
     results = []
     try:
         for shape in shapes:

@@ -26,7 +26,6 @@ The largest |difference| of our vectors from the peer's is printed too.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -81,32 +80,19 @@ def saved_model_encoder(export_dir, signature="embed", batch_size=BATCH_SIZE):
     return encode
 
 
-class PeerEncoder(object):
+class PeerEncoder(bench_util.PeerProcess):
     """benchmarks/peer_embeddings.py kept running in the peer venv (see its docstring)."""
 
     def __init__(self, python, model_dir, sentences, workdir):
         path = os.path.join(workdir, "peer_sentences.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(sentences, f)
-        script = os.path.join(bench_util.BENCH_DIR, "peer_embeddings.py")
-        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", TOKENIZERS_PARALLELISM="false")
-        self.proc = subprocess.Popen([python, script, model_dir, path], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env)
-
-    def ask(self, **command):
-        """Sends one command; returns its answer (RuntimeError if the peer died)."""
-        return bench_util.ask_peer(self.proc, "peer_embeddings.py", command)
+        super().__init__(python, "peer_embeddings.py", [model_dir, path],
+                         {"TOKENIZERS_PARALLELISM": "false"})
 
     def encode(self, output=None, batch_size=BATCH_SIZE):
         """Seconds of one encode of all sentences (vectors saved to `output` if given)."""
         return self.ask(op="encode", batch_size=batch_size, output=output)["seconds"]
-
-    def close(self):
-        """Ends the peer process."""
-        if self.proc.poll() is None:
-            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
 
 
 def _timed(function):

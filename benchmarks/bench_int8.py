@@ -97,28 +97,6 @@ def _timed(function):
     return time.perf_counter() - start
 
 
-class _Peer(object):
-    """benchmarks/peer_int8.py kept running in the peer venv."""
-
-    def __init__(self, python, model, ids_path, threads):
-        script = os.path.join(bench_util.BENCH_DIR, "peer_int8.py")
-        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
-        self.proc = subprocess.Popen([python, script, model, ids_path, str(threads)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
-
-    def ask(self, **command):
-        """Sends one command; its answer (RuntimeError if the peer died)."""
-        return bench_util.ask_peer(self.proc, "peer_int8.py", command)
-
-    def close(self):
-        """Ends the peer process."""
-        if self.proc.poll() is None:
-            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-
-
 def _sides(export_dir, features, threads):
     """{name: function(batch) -> seconds} of our fp32 SavedModel and LiteRT variants."""
     from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
@@ -199,7 +177,9 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print):
                            bench_util.synthetic_tokens(max(BATCHES), SEQ_LENGTH, 30522)))
             ids_path = os.path.join(workdir, size + "_ids.npz")
             np.savez(ids_path, **ids)
-            peer = _Peer(python, peer_model, ids_path, threads) if python else None
+            peer = (bench_util.PeerProcess(python, "peer_int8.py", [peer_model, ids_path, threads],
+                                            {"OMP_NUM_THREADS": str(threads)})
+                    if python else None)
             try:
                 if peer:
                     log("peer: %s" % peer.ask(op="info"))

@@ -503,13 +503,39 @@ def save_rows(path, rows):
             json.dump(rows, f, indent=1)
 
 
-def ask_peer(proc, script, command):
-    """Sends one JSON command line to a peer process; returns its answer, the first
-    stdout line starting "@@ " (RuntimeError naming `script` if the peer ended)."""
-    import json  # pylint: disable=import-outside-toplevel
-    proc.stdin.write(json.dumps(command) + "\n")
-    proc.stdin.flush()
-    for line in proc.stdout:
-        if line.startswith("@@ "):
-            return json.loads(line[3:])
-    raise RuntimeError("the peer (%s) ended without answering" % script)
+class PeerProcess(object):
+    """A peer script kept running in the peer venv, answering one JSON command per stdin
+    line with one stdout line starting "@@ " (peer_int8.py, peer_embeddings.py,
+    peer_attention.py).
+
+    python: the peer venv's python; script: the file name in benchmarks/; args: its
+    command-line arguments; env: extra environment variables (OMP_WAIT_POLICY=PASSIVE
+    always, so its idle OpenMP threads do not spin while our side is timed).
+    """
+
+    def __init__(self, python, script, args, env=None):
+        import subprocess  # pylint: disable=import-outside-toplevel
+        self.script = script
+        environment = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", **(env or {}))
+        self.proc = subprocess.Popen([python, os.path.join(BENCH_DIR, script)]
+                                     + [str(a) for a in args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=environment)
+
+    def ask(self, **command):
+        """Sends one command; returns its answer (RuntimeError naming the script if the
+        peer ended without answering)."""
+        import json  # pylint: disable=import-outside-toplevel
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("@@ "):
+                return json.loads(line[3:])
+        raise RuntimeError("the peer (%s) ended without answering" % self.script)
+
+    def close(self):
+        """Ends the peer process."""
+        import json  # pylint: disable=import-outside-toplevel
+        if self.proc.poll() is None:
+            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
