@@ -1,10 +1,7 @@
-"""Converts a HuggingFace-format BERT directory into a Google-style BERT checkpoint.
+"""Converts BERT between HuggingFace's folder format and ours, either way.
 
-Input (--hf_dir): config.json, the weights (model.safetensors, a sharded
-model.safetensors.index.json, or pytorch_model.bin[.index.json], the last two
-only when torch is importable) and vocab.txt.
-
-Output (--output_dir):
+--direction=from_hf (the default): a HuggingFace BERT folder (--hf_dir: config.json,
+model.safetensors or pytorch_model.bin, vocab.txt) becomes, in --output_dir:
   bert_model.ckpt.{index,data-*} + checkpoint  TF1 variable names, like Google's
                                                released checkpoints;
   bert_config.json                             the reference's config keys (plus
@@ -13,677 +10,113 @@ Output (--output_dir):
   tf2/bert_model.*  (with --write_tf2)         a tf.train.Checkpoint(model=BertModel);
   sentence_embedding.json                      only for a sentence-transformers folder
                                                (modules.json): its pooling, normalisation,
-                                               max_seq_length and casing (pooling.py).
+                                               max_seq_length and casing.
 
-Parameter names are accepted with or without the `bert.` prefix and with either
-LayerNorm naming (`weight`/`bias` or the older `gamma`/`beta`). PyTorch linear
-layers store their matrix as [out, in]; TF1 dense kernels are [in, out], so
-every dense weight is transposed on the way. The output layers that TF1 keeps
-as `output_weights` ([units, H]: next-sentence, classifier, SQuAD) are stored
-as they come.
+--direction=to_hf: a model folder of ours (--init_checkpoint: a training run's
+--output_dir or its best/, a converted model, a Google TF1 release folder) becomes a
+folder that transformers' Auto classes load with no code of ours: config.json (with
+`architectures` for the head, the label words, `problem_type`), model.safetensors,
+vocab.txt and the tokenizer files (same ids as our tokenizer, model_max_length = the
+folder's max_seq_length); a sentence-embedding model also gets the sentence-transformers
+layout, and a --crf tagger its transition matrix in crf_transitions.json. The head comes
+from what the checkpoint holds (--model_type overrides):
 
-Activations: HuggingFace's "gelu" is the exact erf GELU and becomes
-"gelu_exact" in bert_config.json; its tanh approximations ("gelu_new",
-"gelu_pytorch_tanh", "gelu_fast") become "gelu", which is what the reference
-means by "gelu".
+  pretraining      BertForPreTraining           (masked LM + next sentence)
+  classifier       BertForSequenceClassification (multi-label, regression included)
+  tagger           BertForTokenClassification
+  squad            BertForQuestionAnswering
+  multiple_choice  BertForMultipleChoice
+  encoder          BertModel (with the pooler)
+
+The machinery is bert_tf2/convert/huggingface.py (names, transposes, activations and
+heads both ways); this face keeps the flags.
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
-import json
-import os
-import re
 
 from absl import flags
-from absl import logging
-import numpy as np
-import tensorflow as tf
+import tensorflow as tf  # noqa: F401  pylint: disable=unused-import
 
-import modeling
-from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
-from bert_tf2.tasks import pooling
-from bert_tf2.trainer import checkpoints
+from bert_tf2.convert import huggingface
 
-_REQUIRED_FLAGS = ("hf_dir", "output_dir")
-
-# HuggingFace activation name -> the name our modeling.get_activation knows.
-_ACTIVATION_MAP = {
-    "gelu": "gelu_exact",
-    "gelu_new": "gelu",
-    "gelu_pytorch_tanh": "gelu",
-    "gelu_fast": "gelu",
-    "relu": "relu",
-    "tanh": "tanh",
-    "linear": "linear",
-}
-
-# config.json values of HuggingFace's BertConfig for keys a file may leave out.
-_HF_DEFAULTS = {
-    "vocab_size": 30522,
-    "hidden_size": 768,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "intermediate_size": 3072,
-    "hidden_act": "gelu",
-    "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1,
-    "max_position_embeddings": 512,
-    "type_vocab_size": 2,
-    "initializer_range": 0.02,
-    "layer_norm_eps": 1e-12,
-}
-
-_INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-             "intermediate_size", "max_position_embeddings", "type_vocab_size")
-_FLOAT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range",
-               "layer_norm_eps")
-
-# Buffers PyTorch BERT saves next to its parameters; not weights.
-_BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
-
-_SAFETENSORS = "model.safetensors"
-_SAFETENSORS_INDEX = "model.safetensors.index.json"
-_TORCH_BIN = "pytorch_model.bin"
-_TORCH_BIN_INDEX = "pytorch_model.bin.index.json"
-
-# What a conversion manages in --output_dir: the files it writes, and the settings file it
-# writes only for some models (never left from an earlier conversion of another model).
-_OUTPUTS = ("bert_model.ckpt.*", "checkpoint", "bert_config.json", "vocab.txt",
-            pooling.SETTINGS_FILE, "tf2/*")
+# The converter's functions, importable from here as before.
+convert = huggingface.convert
+convert_config = huggingface.convert_config
+convert_weights = huggingface.convert_weights
+read_hf_weights = huggingface.read_hf_weights
+tf1_name_for = huggingface.tf1_name_for
+hf_key_for = huggingface.hf_key_for
+strip_prefix = huggingface.strip_prefix
+expected_shapes = huggingface.expected_shapes
+write_tf2_checkpoint = huggingface.write_tf2_checkpoint
+export_to_hf = huggingface.export_to_hf
 
 
 def define_flags(fv):
     """Registers convert_hf_checkpoint's flags on the FlagValues `fv`."""
+    flags.DEFINE_enum(
+        "direction", "from_hf", ["from_hf", "to_hf"],
+        "from_hf: --hf_dir (a HuggingFace folder) -> --output_dir (our checkpoint, "
+        "bert_config.json, vocab.txt). to_hf: --init_checkpoint (a model folder of ours) -> "
+        "--output_dir (a folder transformers' Auto classes load).", flag_values=fv)
     flags.DEFINE_string(
         "hf_dir", None,
-        "HuggingFace BERT directory: config.json, model.safetensors (or "
+        "--direction=from_hf: HuggingFace BERT directory: config.json, model.safetensors (or "
         "pytorch_model.bin, which needs torch) and vocab.txt.", flag_values=fv)
     flags.DEFINE_string(
         "output_dir", None,
-        "Where to write bert_model.ckpt, bert_config.json and vocab.txt.", flag_values=fv)
+        "Where to write: bert_model.ckpt, bert_config.json and vocab.txt (from_hf); "
+        "config.json, model.safetensors and the tokenizer files (to_hf).", flag_values=fv)
     flags.DEFINE_bool(
         "write_tf2", False,
-        "Also write a TF2 checkpoint (tf.train.Checkpoint(model=BertModel)) under "
-        "output_dir/tf2/.", flag_values=fv)
+        "--direction=from_hf: also write a TF2 checkpoint (tf.train.Checkpoint(model="
+        "BertModel)) under output_dir/tf2/.", flag_values=fv)
+    flags.DEFINE_string(
+        "init_checkpoint", None,
+        "--direction=to_hf: the model folder (or a checkpoint in one) to write in "
+        "HuggingFace's format: a training run's output folder or best/, a converted "
+        "model, a Google TF1 release (bert_config.json and vocab.txt beside it).",
+        flag_values=fv)
+    flags.DEFINE_enum(
+        "model_type", None, list(huggingface.HF_HEADS),
+        "--direction=to_hf: the head to write (default: the one the checkpoint holds; "
+        "encoder writes BertModel, whatever head the checkpoint has).", flag_values=fv)
+    flags.DEFINE_string(
+        "labels_file", None,
+        "--direction=to_hf: the label list of a classifier or tagger whose folder has no "
+        "label_list.txt.", flag_values=fv)
 
 
 Settings = settings_lib.settings_class(define_flags, __name__)
 
-
-# ---------------------------------------------------------------------------
-# config.json -> bert_config.json
-# ---------------------------------------------------------------------------
-
-def _read_json(path):
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            text = f.read()
-    except (tf.errors.NotFoundError, OSError) as e:
-        raise ValueError("cannot read %s: %s" % (path, e)) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
-    if not isinstance(data, dict):
-        raise ValueError("%s must hold a JSON object" % path)
-    return data
-
-
-def convert_config(hf_config, source="config.json"):
-    """HuggingFace BertConfig dict -> bert_config.json dict (ValueError if unsupported).
-
-    `source` names the file in error messages.
-    """
-    model_type = hf_config.get("model_type", "bert")
-    if model_type != "bert":
-        raise ValueError("%s: model_type %r is not supported (only \"bert\")"
-                         % (source, model_type))
-    position_type = hf_config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-        raise ValueError("%s: position_embedding_type %r is not supported (only \"absolute\", "
-                         "the learned position table of BERT)" % (source, position_type))
-    for key in ("is_decoder", "add_cross_attention"):
-        if hf_config.get(key):
-            raise ValueError("%s: %s=true is not supported (BERT is an encoder without "
-                             "cross-attention)" % (source, key))
-
-    out = {}
-    for key, default in _HF_DEFAULTS.items():
-        if key in hf_config and hf_config[key] is not None:
-            out[key] = hf_config[key]
-        else:
-            logging.info("%s has no %s; using HuggingFace's default %r", source, key, default)
-            out[key] = default
-    for key in _INT_KEYS:
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError("%s: %s must be a positive integer, got %r" % (source, key, value))
-    for key in _FLOAT_KEYS:
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError("%s: %s must be a non-negative number, got %r"
-                             % (source, key, value))
-        out[key] = float(value)
-
-    act = out["hidden_act"]
-    if not isinstance(act, str) or act.lower() not in _ACTIVATION_MAP:
-        raise ValueError("%s: hidden_act %r is not supported (supported: %s)"
-                         % (source, act, ", ".join(sorted(_ACTIVATION_MAP))))
-    out["hidden_act"] = _ACTIVATION_MAP[act.lower()]
-    if act.lower() != out["hidden_act"]:
-        logging.info("hidden_act %r (HuggingFace) -> %r (bert_config.json)", act,
-                     out["hidden_act"])
-
-    config = modeling.BertConfig.from_dict(out)
-    try:
-        config.validate()
-    except ValueError as e:
-        raise ValueError("%s: %s" % (source, e)) from None
-    return out
-
-
-# ---------------------------------------------------------------------------
-# Parameter names
-# ---------------------------------------------------------------------------
-
-_LAYER_RE = re.compile(r"^encoder\.layer\.(\d+)\.(.+)$")
-
-# Scopes inside one transformer layer: HuggingFace module path -> TF1 scope.
-_LAYER_SCOPES = {
-    "attention.self.query": "attention/self/query",
-    "attention.self.key": "attention/self/key",
-    "attention.self.value": "attention/self/value",
-    "attention.output.dense": "attention/output/dense",
-    "attention.output.LayerNorm": "attention/output/LayerNorm",
-    "intermediate.dense": "intermediate/dense",
-    "output.dense": "output/dense",
-    "output.LayerNorm": "output/LayerNorm",
-}
-
-# Scopes outside the layers (keys after dropping `bert.`) -> TF1 scope.
-_OTHER_SCOPES = {
-    "embeddings.LayerNorm": "bert/embeddings/LayerNorm",
-    "pooler.dense": "bert/pooler/dense",
-    "cls.predictions.transform.dense": "cls/predictions/transform/dense",
-    "cls.predictions.transform.LayerNorm": "cls/predictions/transform/LayerNorm",
-}
-
-# Whole keys with a fixed TF1 name (no transpose).
-_FIXED_NAMES = {
-    "embeddings.word_embeddings.weight": "bert/embeddings/word_embeddings",
-    "embeddings.position_embeddings.weight": "bert/embeddings/position_embeddings",
-    "embeddings.token_type_embeddings.weight": "bert/embeddings/token_type_embeddings",
-    "cls.predictions.bias": "cls/predictions/output_bias",
-    "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
-    "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
-    # run_classifier's and run_squad's output layers ([units, H] in TF1 as in PyTorch).
-    "classifier.weight": "output_weights",
-    "classifier.bias": "output_bias",
-    "qa_outputs.weight": "cls/squad/output_weights",
-    "qa_outputs.bias": "cls/squad/output_bias",
-}
-
-# Handled separately: tied to other weights in both frameworks.
-_DECODER_WEIGHT = "cls.predictions.decoder.weight"
-_DECODER_BIAS = "cls.predictions.decoder.bias"
-
-
-def strip_prefix(key):
-    """Drops the `bert.` prefix HuggingFace's task models put on encoder weights."""
-    return key[len("bert."):] if key.startswith("bert.") else key
-
-
-def _param_name(scope, param):
-    """(TF1 name, transpose) for parameter `param` of a dense or LayerNorm scope."""
-    if scope.endswith("LayerNorm"):
-        if param in ("weight", "gamma"):
-            return scope + "/gamma", False
-        if param in ("bias", "beta"):
-            return scope + "/beta", False
-        return None
-    if param == "weight":
-        return scope + "/kernel", True
-    if param == "bias":
-        return scope + "/bias", False
-    return None
-
-
-def tf1_name_for(key):
-    """(TF1 name, transpose) for a HuggingFace parameter name, or None if unknown."""
-    key = strip_prefix(key)
-    if key in _FIXED_NAMES:
-        return _FIXED_NAMES[key], False
-    module, _, param = key.rpartition(".")
-    match = _LAYER_RE.match(module)
-    if match:
-        layer, inner = match.group(1), match.group(2)
-        if inner in _LAYER_SCOPES:
-            scope = "bert/encoder/layer_%d/%s" % (int(layer), _LAYER_SCOPES[inner])
-            return _param_name(scope, param)
-        return None
-    if module in _OTHER_SCOPES:
-        return _param_name(_OTHER_SCOPES[module], param)
-    return None
-
-
-def hf_key_for(name):
-    """The HuggingFace key (no `bert.` prefix, weight/bias naming) of an encoder TF1 name."""
-    for key, tf1 in _FIXED_NAMES.items():
-        if tf1 == name:
-            return key
-    scope, _, param = name.rpartition("/")
-    param = {"kernel": "weight", "gamma": "weight", "beta": "bias"}.get(param, param)
-    match = re.match(r"^bert/encoder/layer_(\d+)/(.+)$", scope)
-    if match:
-        for hf, tf1 in _LAYER_SCOPES.items():
-            if tf1 == match.group(2):
-                return "encoder.layer.%s.%s.%s" % (match.group(1), hf, param)
-    for hf, tf1 in _OTHER_SCOPES.items():
-        if tf1 == scope:
-            return "%s.%s" % (hf, param)
-    return name
-
-
-def expected_shapes(config):
-    """TF1 name -> shape of every encoder weight (embeddings, layers, pooler)."""
-    h, i = config["hidden_size"], config["intermediate_size"]
-    shapes = {
-        "bert/embeddings/word_embeddings": [config["vocab_size"], h],
-        "bert/embeddings/position_embeddings": [config["max_position_embeddings"], h],
-        "bert/embeddings/token_type_embeddings": [config["type_vocab_size"], h],
-        "bert/embeddings/LayerNorm/gamma": [h],
-        "bert/embeddings/LayerNorm/beta": [h],
-    }
-    for n in range(config["num_hidden_layers"]):
-        prefix = "bert/encoder/layer_%d/" % n
-        for scope in ("attention/self/query", "attention/self/key", "attention/self/value",
-                      "attention/output/dense"):
-            shapes[prefix + scope + "/kernel"] = [h, h]
-            shapes[prefix + scope + "/bias"] = [h]
-        shapes[prefix + "intermediate/dense/kernel"] = [h, i]
-        shapes[prefix + "intermediate/dense/bias"] = [i]
-        shapes[prefix + "output/dense/kernel"] = [i, h]
-        shapes[prefix + "output/dense/bias"] = [h]
-        for scope in ("attention/output/LayerNorm", "output/LayerNorm"):
-            shapes[prefix + scope + "/gamma"] = [h]
-            shapes[prefix + scope + "/beta"] = [h]
-    return shapes
-
-
-_POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
-
-
-def _optional_shapes(config):
-    """TF1 name -> shape of the pooler and the pretraining/SQuAD heads."""
-    h = config["hidden_size"]
-    return {
-        "bert/pooler/dense/kernel": [h, h],
-        "bert/pooler/dense/bias": [h],
-        "cls/predictions/transform/dense/kernel": [h, h],
-        "cls/predictions/transform/dense/bias": [h],
-        "cls/predictions/transform/LayerNorm/gamma": [h],
-        "cls/predictions/transform/LayerNorm/beta": [h],
-        "cls/predictions/output_bias": [config["vocab_size"]],
-        "cls/seq_relationship/output_weights": [2, h],
-        "cls/seq_relationship/output_bias": [2],
-        "cls/squad/output_weights": [2, h],
-        "cls/squad/output_bias": [2],
-    }
-
-
-# ---------------------------------------------------------------------------
-# Reading the weights
-# ---------------------------------------------------------------------------
-
-def _to_float32(value, path, key):
-    value = np.asarray(value)
-    if not np.issubdtype(value.dtype, np.floating):
-        raise ValueError("%s: tensor %s has dtype %s, expected floating point"
-                         % (path, key, value.dtype))
-    return value.astype(np.float32)
-
-
-def _read_safetensors(path):
-    """{key: np.ndarray} of one .safetensors file (bfloat16 becomes float32)."""
-    try:
-        import safetensors
-        from safetensors import safe_open
-    except ImportError:
-        raise ValueError("%s: reading .safetensors files needs the `safetensors` package "
-                         "(pip install safetensors)" % path) from None
-    format_error = getattr(safetensors, "SafetensorError", RuntimeError)
-    tensors = {}
-    try:
-        with safe_open(path, framework="np") as f:
-            keys = list(f.keys())
-            bf16 = [k for k in keys if f.get_slice(k).get_dtype() == "BF16"]
-            for key in keys:
-                if key not in bf16:
-                    tensors[key] = f.get_tensor(key)
-        if bf16:
-            # numpy has no bfloat16: let TensorFlow decode those tensors.
-            with safe_open(path, framework="tf") as f:
-                for key in bf16:
-                    tensors[key] = tf.cast(f.get_tensor(key), tf.float32).numpy()
-    except (format_error, OSError, RuntimeError, TypeError) as e:
-        raise ValueError("cannot read safetensors file %s: %s" % (path, e)) from None
-    return tensors
-
-
-def _read_torch_bin(path):
-    """{key: np.ndarray} of a pytorch_model.bin (needs torch)."""
-    try:
-        import torch
-    except ImportError:
-        raise ValueError(
-            "%s is a PyTorch pickle and reading it needs torch, which is not installed: "
-            "install torch (a CPU build is enough) or provide model.safetensors instead"
-            % path) from None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many kinds for a bad file
-        raise ValueError("cannot read PyTorch weights %s: %s" % (path, e)) from None
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"],
-                                                                          dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ValueError("%s does not hold a state dict (got %s)" % (path, type(state).__name__))
-    tensors = {}
-    for key, value in state.items():
-        if not hasattr(value, "detach"):
-            continue
-        value = value.detach().cpu()
-        if value.is_floating_point():
-            value = value.float()
-        tensors[key] = value.numpy()
-    return tensors
-
-
-def _read_sharded(index_path, read_one):
-    index = _read_json(index_path)
-    weight_map = index.get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise ValueError("%s has no weight_map" % index_path)
-    folder = os.path.dirname(index_path)
-    tensors = {}
-    for shard in sorted(set(weight_map.values())):
-        shard_path = os.path.join(folder, shard)
-        if not tf.io.gfile.exists(shard_path):
-            raise ValueError("%s names shard %s, which does not exist" % (index_path, shard))
-        tensors.update(read_one(shard_path))
-    return tensors
-
-
-def read_hf_weights(hf_dir):
-    """(path of the weights, {key: array}) from the first weight format found in hf_dir."""
-    candidates = (
-        (_SAFETENSORS, _read_safetensors),
-        (_SAFETENSORS_INDEX, lambda p: _read_sharded(p, _read_safetensors)),
-        (_TORCH_BIN, _read_torch_bin),
-        (_TORCH_BIN_INDEX, lambda p: _read_sharded(p, _read_torch_bin)),
-    )
-    for name, reader in candidates:
-        path = os.path.join(hf_dir, name)
-        if tf.io.gfile.exists(path):
-            logging.info("Reading weights from %s", path)
-            return path, reader(path)
-    raise ValueError("%s holds no weights: expected one of %s"
-                     % (hf_dir, ", ".join(name for name, _ in candidates)))
-
-
-# ---------------------------------------------------------------------------
-# Conversion
-# ---------------------------------------------------------------------------
-
-def convert_weights(hf_tensors, config, source="weights"):
-    """HuggingFace {key: array} -> {TF1 name: float32 array}.
-
-    Missing encoder weights and shape mismatches are ValueErrors naming `source`
-    and the key; a missing pooler or missing pretraining heads and unknown keys
-    are logged.
-    """
-    out, origin, found = _map_tensors(hf_tensors, source)
-    if found["decoder_bias"] is not None:
-        key, bias = found["decoder_bias"]
-        if "cls/predictions/output_bias" not in out:
-            out["cls/predictions/output_bias"] = bias
-            origin["cls/predictions/output_bias"] = key
-        elif not np.array_equal(out["cls/predictions/output_bias"], bias):
-            logging.warning("%s differs from cls.predictions.bias; keeping the latter (BERT's "
-                            "masked-LM head has one output bias)", key)
-    _check_shapes(out, origin, hf_tensors, config, source)
-    if found["decoder_weight"] is not None:
-        key, weight = found["decoder_weight"]
-        table = out["bert/embeddings/word_embeddings"]
-        if weight.shape != table.shape or not np.array_equal(weight, table):
-            logging.warning("%s is not tied to the word embeddings; BERT's masked-LM head uses "
-                            "the word embeddings, so it is dropped", key)
-    _log_what_is_missing(out, config, source, found, hf_tensors)
-    return out
-
-
-def _map_tensors(hf_tensors, source):
-    """Every tensor under its TF1 name (transposed where TF1 stores the transpose).
-
-    Returns (out, origin: TF1 name -> HF key, found: the decoder weight and bias set
-    aside, and the unknown keys and buffers).
-    """
-    out, origin = {}, {}
-    found = {"unknown": [], "buffers": [], "decoder_weight": None, "decoder_bias": None}
-    for key in sorted(hf_tensors):
-        value = hf_tensors[key]
-        short = strip_prefix(key)
-        if short.endswith(_BUFFER_SUFFIXES):
-            found["buffers"].append(key)
-            continue
-        if short in (_DECODER_WEIGHT, _DECODER_BIAS):
-            which = "decoder_weight" if short == _DECODER_WEIGHT else "decoder_bias"
-            found[which] = (key, _to_float32(value, source, key))
-            continue
-        target = tf1_name_for(key)
-        if target is None:
-            found["unknown"].append(key)
-            continue
-        name, transpose = target
-        if name in out:
-            raise ValueError("%s: %s and %s both map to %s" % (source, origin[name], key, name))
-        value = _to_float32(value, source, key)
-        if transpose:
-            if value.ndim != 2:
-                raise ValueError("%s: %s has shape %s, expected a matrix"
-                                 % (source, key, list(value.shape)))
-            value = value.T
-        out[name] = np.ascontiguousarray(value)
-        origin[name] = key
-    return out, origin, found
-
-
-def _check_shapes(out, origin, hf_tensors, config, source):
-    """Every weight has the shape config.json implies; every encoder weight is there."""
-    shapes = expected_shapes(config)
-    shapes.update(_optional_shapes(config))
-    for name, value in out.items():
-        want = shapes.get(name)
-        if want is not None and list(value.shape) != want:
-            raise ValueError(
-                "%s: %s has shape %s (as %s) but config.json implies %s"
-                % (source, origin[name], list(hf_tensors[origin[name]].shape), name, want))
-    missing = [name for name in expected_shapes(config) if name not in out]
-    if missing:
-        raise ValueError("%s lacks %d encoder weight(s) the config implies, e.g. %s "
-                         "(is num_hidden_layers right? is this a BERT model?)"
-                         % (source, len(missing),
-                            ", ".join("%s (-> %s)" % (hf_key_for(n), n) for n in missing[:5])))
-    layer_keys = [n for n in out if n.startswith("bert/encoder/layer_")]
-    extra = sorted({int(n.split("/")[2][len("layer_"):]) for n in layer_keys}
-                   - set(range(config["num_hidden_layers"])))
-    if extra:
-        raise ValueError("%s has weights for encoder layer(s) %s but config.json says "
-                         "num_hidden_layers=%d" % (source, extra, config["num_hidden_layers"]))
-
-
-def _log_what_is_missing(out, config, source, found, hf_tensors):
-    """Logs the pooler and heads the weights lack, and what was skipped."""
-    for name in _POOLER_NAMES:
-        if name not in out:
-            logging.warning("No pooler weight %s in %s: the pooler keeps its random "
-                            "initialisation when loaded", name, source)
-    heads = {
-        "masked-LM head (cls/predictions)": [n for n in _optional_shapes(config)
-                                             if n.startswith("cls/predictions/")],
-        "next-sentence head (cls/seq_relationship)": [
-            "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"],
-    }
-    for head, names in heads.items():
-        have = [n for n in names if n in out]
-        if not have:
-            logging.info("No %s in %s (fine for fine-tuning and feature extraction)",
-                         head, source)
-        elif len(have) < len(names):
-            logging.warning("Incomplete %s in %s: missing %s", head, source,
-                            ", ".join(n for n in names if n not in out))
-    if found["buffers"]:
-        logging.info("Skipped %d buffer(s) that are not weights: %s", len(found["buffers"]),
-                     ", ".join(found["buffers"]))
-    for key in found["unknown"]:
-        logging.warning("Unknown key in %s, not converted: %s %s", source, key,
-                        list(np.shape(hf_tensors[key])))
-    logging.info("Converted %d tensors (%d unknown keys skipped)", len(out),
-                 len(found["unknown"]))
-
-
-def _copy_vocab(hf_dir, output_dir, config):
-    src = os.path.join(hf_dir, "vocab.txt")
-    dst = os.path.join(output_dir, "vocab.txt")
-    tf.io.gfile.copy(src, dst, overwrite=True)
-    with tf.io.gfile.GFile(src, "rb") as f:
-        lines = fileutil.split_lines(f.read().decode("utf-8"))  # as load_vocab reads it
-    if lines and not lines[-1].strip():
-        lines = lines[:-1]
-    if len(lines) > config["vocab_size"]:
-        logging.warning("%s has %d entries but vocab_size is %d: ids past %d cannot be "
-                        "embedded", src, len(lines), config["vocab_size"],
-                        config["vocab_size"] - 1)
-    elif len(lines) < config["vocab_size"]:
-        logging.info("%s has %d entries, fewer than vocab_size %d (padded embedding table)",
-                     src, len(lines), config["vocab_size"])
-    return dst
-
-
-def _log_casing(hf_dir):
-    """tokenizer_config.json's do_lower_case (logged), None when it does not say."""
-    path = os.path.join(hf_dir, "tokenizer_config.json")
-    if not tf.io.gfile.exists(path):
-        return None
-    try:
-        lower = _read_json(path).get("do_lower_case")
-    except ValueError:
-        return None
-    if isinstance(lower, bool):
-        logging.info("tokenizer_config.json: do_lower_case=%s; pass --do_lower_case=%s to the "
-                     "BERT tools", lower, lower)
-        return lower
-    return None
-
-
-def _write_sentence_settings(hf_dir, output_dir, settings, config):
-    """Records a sentence-transformers model's pooling beside the checkpoint (or nothing)."""
-    if settings is None:
-        return None
-    if settings.get("max_seq_length", 0) > config["max_position_embeddings"]:
-        raise ValueError("%s: max_seq_length %d is longer than the model's %d positions"
-                         % (os.path.join(hf_dir, "sentence_bert_config.json"),
-                            settings["max_seq_length"], config["max_position_embeddings"]))
-    path = pooling.write_settings(output_dir, settings)
-    logging.info("sentence-transformers model: wrote %s (%s); extract_features.py and "
-                 "export_saved_model.py use it as their defaults", path,
-                 json.dumps(settings, sort_keys=True))
-    return path
-
-
-def write_tf2_checkpoint(config_dict, tf1_prefix, output_dir):
-    """Builds a BertModel, loads `tf1_prefix` into it and writes output_dir/bert_model."""
-    config = modeling.BertConfig.from_dict(config_dict)
-    model = modeling.BertModel(config)
-    ids = np.zeros([1, 2], np.int32)
-    model(ids, np.ones_like(ids), ids)
-    result = checkpoints.load_checkpoint(model, tf1_prefix)
-    if result.not_in_checkpoint:
-        logging.warning("TF2 checkpoint: %d variable(s) keep their random initialisation: %s",
-                        len(result.not_in_checkpoint), ", ".join(result.not_in_checkpoint))
-    tf.io.gfile.makedirs(output_dir)
-    prefix = tf.train.Checkpoint(model=model).write(os.path.join(output_dir, "bert_model"))
-    with tf.io.gfile.GFile(os.path.join(output_dir, "checkpoint"), "w") as f:
-        name = os.path.basename(prefix)
-        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' % (name, name))
-    return prefix
-
-
-_TOOL = "convert_hf_checkpoint"
-
-
-def convert(hf_dir, output_dir, write_tf2=False):
-    """Converts `hf_dir`; returns {"checkpoint", "config", "vocab", "tf2", "names",
-    "sentence_embedding" (path or None)}.
-
-    output_dir: a new folder, or one an earlier conversion wrote (its files are replaced,
-    none is left over); a folder holding such files of another origin is refused.
-    """
-    if not tf.io.gfile.isdir(hf_dir):
-        raise ValueError("--hf_dir %s is not a directory" % hf_dir)
-    config_path = os.path.join(hf_dir, "config.json")
-    if not tf.io.gfile.exists(config_path):
-        raise ValueError("%s not found (a HuggingFace model directory has config.json)"
-                         % config_path)
-    config = convert_config(_read_json(config_path), source=config_path)
-    if not tf.io.gfile.exists(os.path.join(hf_dir, "vocab.txt")):
-        raise ValueError("%s not found: the WordPiece vocabulary is needed by every BERT tool"
-                         % os.path.join(hf_dir, "vocab.txt"))
-    sentence_settings = pooling.sentence_transformers_settings(
-        hf_dir, tokenizer_lower_case=_log_casing(hf_dir))
-    weights_path, hf_tensors = read_hf_weights(hf_dir)
-    tensors = convert_weights(hf_tensors, config, source=weights_path)
-    del hf_tensors
-
-    with fileutil.owned_outputs(output_dir, _TOOL, _OUTPUTS):
-        written = _write_folder(hf_dir, output_dir, config, tensors, sentence_settings,
-                                write_tf2)
-    return dict(written, names=sorted(tensors))
-
-
-def _write_folder(hf_dir, output_dir, config, tensors, sentence_settings, write_tf2):
-    """Writes the converted folder; returns the paths convert() returns."""
-    vocab_path = _copy_vocab(hf_dir, output_dir, config)
-    settings_path = _write_sentence_settings(hf_dir, output_dir, sentence_settings, config)
-    config_out = os.path.join(output_dir, "bert_config.json")
-    with tf.io.gfile.GFile(config_out, "w") as f:
-        f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    prefix = checkpoints.write_tf1_checkpoint(tensors, os.path.join(output_dir,
-                                                                    "bert_model.ckpt"))
-    logging.info("Wrote %s (%d tensors), %s and %s", prefix, len(tensors), config_out,
-                 vocab_path)
-    tf2_prefix = None
-    if write_tf2:
-        tf2_prefix = write_tf2_checkpoint(config, prefix, os.path.join(output_dir, "tf2"))
-        _write_sentence_settings(hf_dir, os.path.dirname(tf2_prefix), sentence_settings,
-                                 config)
-        logging.info("Wrote TF2 checkpoint %s", tf2_prefix)
-    return {"checkpoint": prefix, "config": config_out, "vocab": vocab_path,
-            "tf2": tf2_prefix, "sentence_embedding": settings_path}
+# Flags that only one direction reads: given with the other, a one-line error.
+_ONLY = {"from_hf": ("hf_dir", "write_tf2"),
+         "to_hf": ("init_checkpoint", "model_type", "labels_file")}
 
 
 def run(settings):
-    """Converts the --hf_dir model as the settings say.
+    """Converts as the settings say.
 
     Args:
       settings: a Settings, or convert_hf_checkpoint's parsed flags.
     Returns:
-      a settings.Result: output_dir, and outputs {"checkpoint": the TF1 prefix,
-      "bert_config_file", "vocab_file", and where written "tf2_checkpoint" and
-      "sentence_embedding": the paths convert() returns}.
+      a settings.Result: output_dir, and outputs — from_hf: {"checkpoint": the TF1
+      prefix, "bert_config_file", "vocab_file", and where written "tf2_checkpoint" and
+      "sentence_embedding"}; to_hf: {"config", "weights", "vocab", ... every file
+      written, by what it is}.
     """
     settings = Settings.of(settings)
-    settings.require(*_REQUIRED_FLAGS)
+    other = "to_hf" if settings.direction == "from_hf" else "from_hf"
+    settings.refuse_unused([(name, "with --direction=%s" % settings.direction)
+                            for name in _ONLY[other]])
+    if settings.direction == "to_hf":
+        settings.require("init_checkpoint", "output_dir")
+        outputs = export_to_hf(settings.init_checkpoint, settings.output_dir,
+                               model_type=settings.model_type,
+                               labels_file=settings.labels_file)
+        return settings_lib.Result(output_dir=settings.output_dir, outputs=outputs)
+    settings.require("hf_dir", "output_dir")
     written = convert(settings.hf_dir, settings.output_dir, write_tf2=settings.write_tf2)
     outputs = {"checkpoint": written["checkpoint"], "bert_config_file": written["config"],
                "vocab_file": written["vocab"], "tf2_checkpoint": written["tf2"],

@@ -68,6 +68,8 @@ _NOT_RUN_HERE = {
     "from bert_tf2 import startup; startup.quiet()": "needs an exported MRPC SavedModel",
     "from bert_tf2.export.litert_predictor import LiteRTPredictor":
         "run by tests/test_litert.py on its tiny export",
+    "from transformers import pipeline": "needs torch + transformers (the peer venv): "
+                                         "tests/test_hf_export.py loads every head there",
 }
 
 

@@ -149,6 +149,34 @@ def write_settings(folder, settings):
     return path
 
 
+def write_sentence_transformers(folder, settings, hidden_size, max_seq_length):
+    """Writes the sentence-transformers modules of `settings` (a sentence_embedding.json
+    dict whose layers are [-1]) into `folder`, beside a BertModel: modules.json (Transformer,
+    Pooling, and Normalize when settings normalize), 1_Pooling/config.json and
+    sentence_bert_config.json. The casing stays the tokenizer's (its own files).
+    Returns {what: name inside folder}, the inverse of sentence_transformers_settings."""
+    if list(settings.get("layers", [-1])) != [-1]:
+        raise ValueError("sentence-transformers pools the last layer only, not layers %s"
+                         % (settings["layers"],))
+    modules = [{"idx": 0, "name": "0", "path": "", "type": _ST_TRANSFORMER},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": _ST_POOLING}]
+    if settings.get("normalize"):
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": _ST_NORMALIZE})
+    pooling_config = {key: settings["pooling"] == mode for key, mode in _ST_MODES.items()}
+    pooling_config["word_embedding_dimension"] = int(hidden_size)
+    files = {"modules": ("modules.json", modules),
+             "pooling_config": (os.path.join("1_Pooling", "config.json"), pooling_config),
+             "sentence_bert_config": ("sentence_bert_config.json", {
+                 "max_seq_length": int(settings.get("max_seq_length", max_seq_length)),
+                 "do_lower_case": False})}
+    for name, value in files.values():
+        path = os.path.join(folder, name)
+        tf.io.gfile.makedirs(os.path.dirname(path))
+        with fileutil.atomic_open(path, "w") as f:
+            f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    return {what: name for what, (name, _) in files.items()}
+
+
 def sentence_transformers_settings(model_dir, tokenizer_lower_case=None):
     """The settings a sentence-transformers folder defines, or None when it is not one.
 

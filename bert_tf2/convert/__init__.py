@@ -1,0 +1,1 @@
+"""Model formats of other projects, both ways (HuggingFace)."""

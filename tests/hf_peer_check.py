@@ -1,0 +1,70 @@
+"""Loads HuggingFace folders written by `convert_hf_checkpoint.py --direction=to_hf` the way a
+torch user would, and prints what they compute (run in the peer venv of `make bench`, which has
+torch, transformers and sentence-transformers; nothing of bert-tf2 is imported here).
+
+Usage: python hf_peer_check.py REQUEST.json OUTPUT.json
+REQUEST: {"folders": [{"dir", "head", "texts", "pairs" (optional), "choices" (optional)}]}
+OUTPUT: per folder {"class", "ids" (the tokenizer's input ids per text), "outputs" {name: list},
+"labels" (config's id2label), "sentence" (SentenceTransformer vectors, when asked)}.
+"""
+import json
+import sys
+
+import torch
+import transformers
+
+_AUTO = {
+    "pretraining": transformers.AutoModelForPreTraining,
+    "classifier": transformers.AutoModelForSequenceClassification,
+    "tagger": transformers.AutoModelForTokenClassification,
+    "squad": transformers.AutoModelForQuestionAnswering,
+    "multiple_choice": transformers.AutoModelForMultipleChoice,
+    "encoder": transformers.AutoModel,
+}
+
+
+def _run(folder):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder["dir"])
+    model = _AUTO[folder["head"]].from_pretrained(folder["dir"]).eval()
+    texts = folder["texts"]
+    pairs = folder.get("pairs")
+    result = {"class": type(model).__name__, "tokenizer": type(tokenizer).__name__,
+              "labels": model.config.id2label, "max_length": tokenizer.model_max_length}
+    if folder["head"] == "multiple_choice":
+        first = [c[0] for c in folder["choices"] for _ in c[1]]
+        second = [e for c in folder["choices"] for e in c[1]]
+        batch = tokenizer(first, second, padding="max_length", max_length=folder["length"],
+                          return_tensors="pt")
+        shaped = {k: v.reshape(len(folder["choices"]), -1, v.shape[-1]) for k, v in batch.items()}
+        with torch.no_grad():
+            result["outputs"] = {"logits": model(**shaped).logits.tolist()}
+        return result
+    batch = tokenizer(texts, pairs, padding="max_length", max_length=folder["length"],
+                      truncation=True, return_tensors="pt")
+    result["ids"] = batch["input_ids"].tolist()
+    result["segments"] = batch["token_type_ids"].tolist()
+    with torch.no_grad():
+        out = model(**batch)
+    result["outputs"] = {key: value.tolist() for key, value in out.items()
+                         if isinstance(value, torch.Tensor) and key != "hidden_states"}
+    if "seq_relationship_logits" in out:  # ours are log-probabilities
+        result["outputs"]["seq_relationship_logits_log_softmax"] = torch.log_softmax(
+            out["seq_relationship_logits"], -1).tolist()
+    if folder.get("sentence"):
+        from sentence_transformers import SentenceTransformer  # pylint: disable=import-outside-toplevel
+        encoder = SentenceTransformer(folder["dir"], device="cpu")
+        result["sentence"] = encoder.encode(texts, convert_to_numpy=True).tolist()
+    return result
+
+
+def main():
+    with open(sys.argv[1], encoding="utf-8") as f:
+        request = json.load(f)
+    torch.manual_seed(0)
+    results = [_run(folder) for folder in request["folders"]]
+    with open(sys.argv[2], "w", encoding="utf-8") as f:
+        json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main()
