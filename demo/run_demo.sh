@@ -14,6 +14,8 @@
 #   9. run_multiple_choice.py       fine-tune a four-way multiple-choice model on demo/data/choice
 #  10. export_saved_model.py        export the classifier as a SavedModel on raw text, then
 #                                   load it in Python and classify two new sentences
+#  11. convert_hf_checkpoint.py     write the classifier in HuggingFace's format (a folder
+#      --direction=to_hf            transformers' pipeline() loads, in a torch environment)
 #
 # Usage: PY=.venv/bin/python bash demo/run_demo.sh
 # Environment: PY (python to use), DEMO_OUTPUT (default demo_output; wiped first),
@@ -50,7 +52,7 @@ step() {
     STEP_NAME=$2
     STEP_START=$SECONDS
     echo
-    echo "=== [$STEP/10] $STEP_NAME"
+    echo "=== [$STEP/11] $STEP_NAME"
 }
 
 # run LOG_NAME CMD...: runs one of our scripts, its log kept in $OUT/logs/LOG_NAME.log;
@@ -287,6 +289,15 @@ for text, probs, label in zip(texts, out["probabilities"].numpy(),
                               out["predicted_label"].numpy()):
     print("%-70s label %s  probabilities %s" % (text, label.decode(), probs.round(3)))
 EOF
+
+step 11 "The classifier for transformers (convert_hf_checkpoint.py --direction=to_hf)"
+run convert_hf_checkpoint "$PY" convert_hf_checkpoint.py \
+    --direction=to_hf \
+    --init_checkpoint="$OUT/classifier" \
+    --output_dir="$OUT/classifier_hf"
+echo "$OUT/classifier_hf: $(ls "$OUT/classifier_hf" | grep -v bert_tf2_outputs | tr '\n' ' ')"
+"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); print("architectures %s, id2label %s" % (c["architectures"], c["id2label"]))' "$OUT/classifier_hf/config.json"
+echo "in a torch environment: pipeline(\"text-classification\", model=\"$OUT/classifier_hf\")"
 
 echo "    (step $STEP took $((SECONDS - STEP_START)) s)"
 echo
