@@ -672,6 +672,7 @@ def _write_folder(hf_dir, output_dir, config, tensors, sentence_settings, write_
             "tf2": tf2_prefix, "sentence_embedding": settings_path}
 
 
+@startup.keeps_process_settings
 def run(settings):
     """Converts the --hf_dir model as the settings say.
 
