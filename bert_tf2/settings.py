@@ -28,6 +28,7 @@ python_spelling() rewrites the one message.
 """
 import dataclasses
 import difflib
+import inspect
 import numbers
 import os
 import re
@@ -111,13 +112,13 @@ def check_value(name, parser, default, value):
             if isinstance(path, str):
                 return parser.parse(path)
         elif name in COMMA_FIELDS and isinstance(value, (list, tuple)):
-            return parser.parse(_joined(name, value))
+            return parser.parse(_joined(value))
     except (ValueError, TypeError) as error:
         raise ValueError("%s=%r: %s" % (name, value, _reason(name, parser, error))) from None
     raise ValueError("%s=%r: expected %s" % (name, value, _expected(name, parser)))
 
 
-def _joined(name, items):
+def _joined(items):
     """The comma-separated text of the list `items` of a COMMA_FIELDS field."""
     texts = []
     for item in items:
@@ -416,6 +417,9 @@ def _install_init(cls):
     """The constructor: keyword (and positional) arguments are checked and count as given,
     whatever their value; dataclasses.replace keeps the original's given (see _ORIGIN)."""
     names = [f.name for f in dataclasses.fields(cls)]
+    signature = inspect.signature(cls.__init__)  # the dataclass's: one keyword per field
+    signature = signature.replace(parameters=[
+        p for p in signature.parameters.values() if p.name != _ORIGIN])
 
     def __init__(self, *args, **kwargs):
         if len(args) > len(names):
@@ -436,6 +440,7 @@ def _install_init(cls):
             given = origin._given | set(keys[:keys.index(_ORIGIN)])
         self._set_all(values, given)
 
+    __init__.__signature__ = signature
     cls.__init__ = __init__
 
 
