@@ -341,8 +341,9 @@ def test_a_second_thread_is_refused_while_a_run_is_on(tmp_path, monkeypatch):
     thread.start()
     try:
         assert inside.wait(60)
-        for face, settings in ((rc, rc.Settings(eval_batch_size=0)),
-                               (create_vocab, create_vocab.Settings())):
+        # Every face's run() passes the guard first (eval_batch_size=0: no check before it).
+        for face, settings in [(rc, rc.Settings(eval_batch_size=0))] + [
+                (face, face.Settings()) for face in FACES]:
             with pytest.raises(RuntimeError) as refused:
                 face.run(settings)
             assert str(refused.value) == (
