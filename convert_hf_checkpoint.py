@@ -95,6 +95,7 @@ _ONLY = {"from_hf": ("hf_dir", "write_tf2"),
          "to_hf": ("init_checkpoint", "model_type", "labels_file")}
 
 
+@startup.keeps_process_settings
 def run(settings):
     """Converts as the settings say.
 

@@ -132,6 +132,7 @@ def tf1_to_tf2(input_checkpoint, bert_config, output_prefix, model_type="auto",
     return path, result
 
 
+@startup.keeps_process_settings
 def run(settings):
     """Converts --input_checkpoint in the direction the settings (or its format) say.
 

@@ -722,6 +722,7 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     return count
 
 
+@startup.keeps_process_settings
 def run(settings, beam_args=()):
     """Writes the records the settings describe.
 

@@ -187,6 +187,7 @@ def _check_settings(settings):
                          % (settings.vocab_size, len(reserved_tokens(settings.num_unused))))
 
 
+@startup.keeps_process_settings
 def run(settings):
     """Learns the vocabulary and writes it to --output_file.
 

@@ -298,6 +298,7 @@ check_export_dir = saved_model_dir.check_export_dir
 write_saved_model = saved_model_dir.write_saved_model
 
 
+@startup.keeps_process_settings
 def run(settings):
     """Exports the model the settings describe; returns a settings_lib.Result (the
     export directory and the files written there).

@@ -17,8 +17,21 @@ values it reads, either as plain arguments or as a `part(...)` holding just thos
 fields. A part remembers which fields were given (on the command line, or by
 keyword in Python), so rules such as "a value in the model's folder fills a flag
 the user left out" work the same for both.
+
+Every field is checked when a settings object is made and when a field is assigned
+(check_value): a wrong value is a ValueError naming the field and the value
+(`max_seq_length='abc': expected an integer`), an unknown name a TypeError
+(AttributeError on assignment) with a "did you mean" hint. Assigning a field counts as
+giving it. Errors raised by a face's run() to a Python caller name fields as Python
+does (`max_seq_length=64`), the command line as flags (`--max_seq_length=64`):
+python_spelling() rewrites the one message.
 """
 import dataclasses
+import difflib
+import inspect
+import numbers
+import os
+import re
 import typing
 
 from absl import flags
@@ -51,13 +64,143 @@ def _field_type(flag):
 TRAINING_ONLY = ("group_by_length", "num_accumulation_steps", "gradient_checkpointing",
                  "deterministic_data", "optimizer_type", "fused_optimizer")
 
+# The string flags whose value is a comma-separated list ("a,b"): a list or tuple given
+# for one from Python is joined with commas (tests/test_settings_types.py keeps this set
+# equal to the string flags whose help text says "comma").
+COMMA_FIELDS = frozenset({"input_file", "output_file", "word_boundary_file", "layers",
+                          "litert", "litert_columns", "class_weights"})
+
+
+def check_value(name, parser, default, value):
+    """`value` for the field `name` whose flag has `parser` and `default`, converted as
+    the flag would take it; a ValueError naming the field and the value if it does not fit.
+
+    - None only where the flag's default is None;
+    - a str is read as the flag's text on a command line or in a flag file would be
+      ("3e-5" -> 3e-05, "false" -> False, "32" -> 32): one rule for every kind;
+    - bool fields: True or False (an int, 0 or 1 included, is refused);
+    - integer fields: an int, or a float with no fraction (32.0 -> 32); never a bool;
+    - float fields: an int or a float (never a bool), as a float;
+    - enum fields: one of the choices;
+    - string fields: a str, or an os.PathLike (as its str); the COMMA_FIELDS also a
+      list or tuple (of str, paths or numbers; joined with commas).
+    Bounds a flag declares are checked by its parser.
+    """
+    if value is None:
+        if default is None:
+            return None
+        raise ValueError("%s=None: expected %s (None only where the default is None)"
+                         % (name, _expected(name, parser)))
+    try:
+        if isinstance(value, str):
+            return parser.parse(value)
+        if isinstance(parser, flags.BooleanParser):
+            if isinstance(value, bool):
+                return value
+        elif isinstance(parser, flags.IntegerParser):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                return parser.parse(int(value))
+        elif isinstance(parser, flags.FloatParser):
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                return parser.parse(float(value))
+        elif isinstance(parser, flags.EnumParser):
+            pass  # only a str (above) is one of the choices
+        elif isinstance(value, os.PathLike):
+            path = os.fspath(value)
+            if isinstance(path, str):
+                return parser.parse(path)
+        elif name in COMMA_FIELDS and isinstance(value, (list, tuple)):
+            return parser.parse(_joined(value))
+    except (ValueError, TypeError) as error:
+        raise ValueError("%s=%r: %s" % (name, value, _reason(name, parser, error))) from None
+    raise ValueError("%s=%r: expected %s" % (name, value, _expected(name, parser)))
+
+
+def _joined(items):
+    """The comma-separated text of the list `items` of a COMMA_FIELDS field."""
+    texts = []
+    for item in items:
+        if isinstance(item, os.PathLike):
+            item = os.fspath(item)
+        if isinstance(item, numbers.Real) and not isinstance(item, bool):
+            item = str(item)
+        if not isinstance(item, str):
+            raise ValueError("item %r is not a string, path or number" % (item,))
+        if "," in item:
+            raise ValueError("item %r holds a comma, the separator" % item)
+        texts.append(item)
+    return ",".join(texts)
+
+
+def _expected(name, parser):
+    """What field `name` takes, for an error message."""
+    if isinstance(parser, flags.BooleanParser):
+        return "True or False"
+    if isinstance(parser, flags.IntegerParser):
+        return "an integer"
+    if isinstance(parser, flags.FloatParser):
+        return "a number"
+    if isinstance(parser, flags.EnumParser):
+        return "one of %s" % ", ".join(parser.enum_values)
+    if name in COMMA_FIELDS:
+        return "a string (comma-separated) or a list of strings"
+    return "a string or a path"
+
+
+def _reason(name, parser, error):
+    """The end of the message for a value the flag's parser refused (`error`)."""
+    if isinstance(parser, (flags.IntegerParser, flags.FloatParser)) and " is not " in str(error):
+        return str(error).split(" is not ", 1)[1].join(("expected ", ""))  # out of bounds
+    if isinstance(error, ValueError) and str(error).startswith("item "):
+        return str(error)
+    return "expected %s" % _expected(name, parser)
+
+
+def did_you_mean(name, names):
+    """' (did you mean x?)' for the closest of `names` to the unknown `name`, else ''."""
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return " (did you mean %s?)" % close[0] if close else ""
+
+
+def python_spelling(message, settings):
+    """`message` with the command-line spelling of `settings`' fields rewritten as Python's:
+    `--name=value` -> `name=value`, `--name` -> `name=True` for a bool field (`name`
+    for another), `--noname` -> `name=False`. Other `--` names stay."""
+    def respell(match):
+        word = match.group(1)
+        if word in settings:
+            if match.group(2) or not isinstance(settings.parser(word), flags.BooleanParser):
+                return word + match.group(2)
+            return word + "=True"
+        if word.startswith("no") and word[2:] in settings and not match.group(2) \
+                and isinstance(settings.parser(word[2:]), flags.BooleanParser):
+            return word[2:] + "=False"
+        return match.group(0)
+    return _FLAG_SPELLING.sub(respell, message)
+
+
+# A flag as an error message spells it: --name, --noname, --name=...
+_FLAG_SPELLING = re.compile(r"(?<![\w-])--([A-Za-z_]\w*)(=?)")
+
+
+def respell_error(error, settings):
+    """Rewrites, in place, the message of `error` (its first argument, when a str) with
+    python_spelling(): type, traceback and chain stay."""
+    if error.args and isinstance(error.args[0], str):
+        error.args = (python_spelling(error.args[0], settings),) + error.args[1:]
+
 
 class Settings:
     """What every settings class (a face's, or a part of one) can tell besides its values."""
 
-    # Filled by settings_class: {field name: default}, {field name: help text}.
+    # Filled by settings_class: {field name: default}, {field name: help text},
+    # {field name: its flag's absl parser}; _CHECKED: values are checked (check_value).
     _DEFAULTS = {}
     _HELP = {}
+    _PARSERS = {}
+    _CHECKED = True
 
     @classmethod
     def of(cls, source):
@@ -83,11 +226,56 @@ class Settings:
 
     @classmethod
     def _make(cls, values, given):
-        """An instance of `values` whose user-given fields are `given` (not the keywords)."""
+        """An instance of `values` (checked; the fields absent take their defaults) whose
+        user-given fields are `given`."""
         obj = cls.__new__(cls)
-        object.__setattr__(obj, "_given", frozenset(given))
-        cls.__dataclass_init__(obj, **values)
+        obj._set_all(values, given)
         return obj
+
+    def _set_all(self, values, given):
+        """Sets every field: `values`' (checked), the others' defaults; given = `given`."""
+        for f in dataclasses.fields(self):
+            if f.name in values:
+                value = self._checked(f.name, values[f.name])
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
+            else:
+                value = f.default
+            object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "_given", frozenset(given))
+
+    @classmethod
+    def _checked(cls, name, value):
+        """check_value() of field `name` (as is in a class whose values are not checked)."""
+        if not cls._CHECKED:
+            return value
+        return check_value(name, cls._PARSERS[name], cls._DEFAULTS[name], value)
+
+    @classmethod
+    def _unknown(cls, names):
+        """The message for the field names `names` this class does not have."""
+        return "%s has no field %s" % (cls.__name__, ", ".join(
+            "%s%s" % (name, did_you_mean(name, cls._DEFAULTS)) for name in sorted(names)))
+
+    def __setattr__(self, name, value):
+        """Assigning a field checks the value (check_value) and counts as giving it."""
+        if name not in self._DEFAULTS:
+            raise AttributeError(self._unknown([name]))
+        object.__setattr__(self, name, self._checked(name, value))
+        object.__setattr__(self, "_given", self._given | {name})
+
+    def __delattr__(self, name):
+        raise AttributeError("%s's fields cannot be deleted: %s" % (type(self).__name__, name))
+
+    def __getattr__(self, name):
+        # Only called for a name the object lacks: say which field was meant.
+        if name.startswith("__") or name == "_given":
+            raise AttributeError(name)
+        raise AttributeError(self._unknown([name]))
+
+    def parser(self, name):
+        """The absl parser of field `name`'s flag (None where unknown)."""
+        return self._PARSERS.get(name)
 
     def given(self, name):
         """Whether `name` was set by the user (on the command line, or by keyword)."""
@@ -115,7 +303,8 @@ class Settings:
 
     def replace(self, **values):
         """A copy with `values` set, counted as given by the user (as keyword arguments of
-        the constructor are); `fill` sets values that stay "not given"."""
+        the constructor are); `fill` sets values that stay "not given".
+        dataclasses.replace(settings, ...) does the same."""
         return self.fill(values, given=True)
 
     def with_defaults(self, values):
@@ -127,9 +316,9 @@ class Settings:
     def fill(self, values, given=False):
         """A copy with `values` set; with given=False they stay "not given" (defaults that
         a model's folder supplied, say), with given=True they count as the user's."""
-        unknown = sorted(set(values) - set(self._DEFAULTS))
+        unknown = set(values) - set(self._DEFAULTS)
         if unknown:
-            raise TypeError("%s has no field %s" % (type(self).__name__, ", ".join(unknown)))
+            raise TypeError(self._unknown(unknown))
         current = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         current.update(values)
         return self._make(current, self._given | set(values) if given else self._given)
@@ -183,17 +372,37 @@ class Settings:
 
 _PARTS = {}
 
+# dataclasses.replace(settings, **changes) makes the copy with cls(**every field), which
+# would count every field as given. Each class has this init-only pseudo-field first
+# (dataclasses.fields() leaves it out); replace() fills it, after the changes, with what
+# the instance's attribute of that name returns, the instance itself: so __init__ knows
+# the original and the changes (the keywords before it), and keeps given = the
+# original's given + the changed fields, as Settings.replace does.
+_ORIGIN = "_replaced_from"
+
+
+def _dataclass(name, fields, defaults, texts, parsers, checked=True, base=Settings):
+    """A settings dataclass with `fields` ((name, type, dataclasses.field) triples)."""
+    origin = (_ORIGIN, dataclasses.InitVar[typing.Any],
+              dataclasses.field(default=None, kw_only=True))
+    cls = dataclasses.make_dataclass(name, [origin] + list(fields), bases=(base,))
+    cls._DEFAULTS = defaults
+    cls._HELP = texts
+    cls._PARSERS = parsers
+    cls._CHECKED = checked
+    setattr(cls, _ORIGIN, property(lambda self: self))
+    _install_init(cls)
+    return cls
+
 
 def _part_class(owner, names):
     key = (owner, names)
     if key not in _PARTS:
         fields = [(name, typing.Any, _field_spec(owner._DEFAULTS[name])) for name in names]
-        cls = dataclasses.make_dataclass(owner.__name__ + "Part", fields, bases=(Settings,),
-                                         frozen=False)
-        cls._DEFAULTS = {name: owner._DEFAULTS[name] for name in names}
-        cls._HELP = {name: owner._HELP.get(name, "") for name in names}
-        _install_init(cls)
-        _PARTS[key] = cls
+        _PARTS[key] = _dataclass(
+            owner.__name__ + "Part", fields, {name: owner._DEFAULTS[name] for name in names},
+            {name: owner._HELP.get(name, "") for name in names},
+            {name: owner._PARSERS[name] for name in names}, owner._CHECKED)
     return _PARTS[key]
 
 
@@ -205,16 +414,33 @@ def _field_spec(default):
 
 
 def _install_init(cls):
-    """Keyword arguments of the constructor count as given, whatever their value."""
-    init = cls.__init__
-    cls.__dataclass_init__ = init
+    """The constructor: keyword (and positional) arguments are checked and count as given,
+    whatever their value; dataclasses.replace keeps the original's given (see _ORIGIN)."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    signature = inspect.signature(cls.__init__)  # the dataclass's: one keyword per field
+    signature = signature.replace(parameters=[
+        p for p in signature.parameters.values() if p.name != _ORIGIN])
 
     def __init__(self, *args, **kwargs):
-        names = [f.name for f in dataclasses.fields(self)]
-        object.__setattr__(self, "_given", frozenset(names[:len(args)]) | set(kwargs))
-        init(self, *args, **kwargs)
+        if len(args) > len(names):
+            raise TypeError("%s takes at most %d positional arguments (%d given)"
+                            % (cls.__name__, len(names), len(args)))
+        keys = list(kwargs)
+        origin = kwargs.pop(_ORIGIN, None)
+        values = dict(zip(names, args))
+        twice = sorted(set(values) & set(kwargs))
+        if twice:
+            raise TypeError("%s got several values for %s" % (cls.__name__, ", ".join(twice)))
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise TypeError(cls._unknown(unknown))
+        values.update(kwargs)
+        given = set(values)
+        if isinstance(origin, Settings):  # dataclasses.replace(origin, **changes)
+            given = origin._given | set(keys[:keys.index(_ORIGIN)])
+        self._set_all(values, given)
 
-    __init__.__doc__ = init.__doc__
+    __init__.__signature__ = signature
     cls.__init__ = __init__
 
 
@@ -222,7 +448,8 @@ def settings_class(define_flags, module, name="Settings", doc=None):
     """A dataclass whose fields are the flags `define_flags(fv)` registers.
 
     Same names and defaults as the flags (a list default is copied for each
-    instance); the class docstring lists every field with its help text.
+    instance); the class docstring lists every field with its help text; values are
+    checked by the flags' parsers (check_value).
 
     Args:
       define_flags: the face's function that registers its flags on a FlagValues.
@@ -233,22 +460,20 @@ def settings_class(define_flags, module, name="Settings", doc=None):
     fv = flags.FlagValues()
     define_flags(fv)
     names = [key for key in fv if fv[key].name == key]  # short names are aliases
-    fields, defaults, texts = [], {}, {}
+    fields, defaults, texts, parsers = [], {}, {}, {}
     for key in names:
         flag = fv[key]
         default = flag.default
         defaults[key] = default
         texts[key] = flag.help or ""
+        parsers[key] = flag.parser
         fields.append((key, _field_type(flag), _field_spec(default)))
-    cls = dataclasses.make_dataclass(name, fields, bases=(Settings,))
+    cls = _dataclass(name, fields, defaults, texts, parsers)
     cls.__module__ = module
-    cls._DEFAULTS = defaults
-    cls._HELP = texts
     lines = [doc or "The settings of %s: one field per flag, same name and default." % module,
              "", "Fields:"]
     lines += ["  %s = %r: %s" % (key, defaults[key], texts[key]) for key in names]
     cls.__doc__ = "\n".join(lines)
-    _install_init(cls)
     return cls
 
 
@@ -263,11 +488,11 @@ def _flag_values_class(fv):
     key = ("flag values",) + tuple((name, repr(fv[name].default)) for name in names)
     if key not in _PARTS:
         fields = [(name, typing.Any, _field_spec(fv[name].default)) for name in names]
-        cls = dataclasses.make_dataclass("FlagSettings", fields, bases=(Settings,))
-        cls._DEFAULTS = {name: fv[name].default for name in names}
-        cls._HELP = {name: fv[name].help or "" for name in names}
-        _install_init(cls)
-        _PARTS[key] = cls
+        # Not checked again: absl parsed them (and absl's own flags hold other kinds).
+        _PARTS[key] = _dataclass("FlagSettings", fields,
+                                 {name: fv[name].default for name in names},
+                                 {name: fv[name].help or "" for name in names},
+                                 {name: fv[name].parser for name in names}, checked=False)
     return _PARTS[key]
 
 

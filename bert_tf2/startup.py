@@ -37,6 +37,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
@@ -161,24 +162,75 @@ def initialize_devices():
         sys.stderr.flush()
 
 
+# The run() calls in progress in this process, outermost first: [(thread, face)].
+_RUNS = []
+_RUNS_LOCK = threading.Lock()
+
+
 def keeps_process_settings(run):
-    """Decorator for a face's run(): on return or error, the tf_keras mixed-precision policy
-    and the TensorFloat-32 setting are what they were before (training.configure_precision
-    and extract_features change them), and the output folders the run locked
-    (fileutil.lock_output_dir) are free again, so runs called from Python one after
-    another leave the process as they found it."""
+    """Decorator for every face's run(), the one place each run passes.
+
+    - One run at a time per process: a run() called from another thread while one is in
+      progress is refused at once (RuntimeError, one line): runs share TensorFlow's
+      process-wide precision policy and the per-process output-folder locks. The same
+      thread may nest runs.
+    - On return or error, the tf_keras mixed-precision policy and the TensorFloat-32
+      setting are what they were before (training.configure_precision and
+      extract_features change them), and the output folders the run locked
+      (fileutil.lock_output_dir) are free again, so runs called from Python one after
+      another leave the process as they found it.
+    - Called with a Settings (from Python, not the command line's FlagValues), a
+      ValueError or absl UsageError it raises names the settings' fields as Python
+      does (`max_seq_length=64`, `do_train=True`), not as flags (`--max_seq_length=64`,
+      `--do_train`): settings.respell_error; type and traceback stay.
+    """
     @functools.wraps(run)
     def wrapper(*args, **kwargs):
+        from absl import app  # pylint: disable=import-outside-toplevel
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        import tf_keras  # pylint: disable=import-outside-toplevel
         from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
-        policy = tf_keras.mixed_precision.global_policy()
-        tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
-        locks = fileutil.held_output_locks()
+        from bert_tf2 import settings as settings_lib  # pylint: disable=import-outside-toplevel
+        _enter(run)
         try:
-            return run(*args, **kwargs)
+            settings = args[0] if args else kwargs.get("settings")
+            # tf_keras is imported by the runs that use it: one not imported yet has
+            # its default policy, which None restores.
+            keras = sys.modules.get("tf_keras")
+            policy = keras.mixed_precision.global_policy() if keras else None
+            tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+            locks = fileutil.held_output_locks()
+            try:
+                return run(*args, **kwargs)
+            except (ValueError, app.UsageError) as error:
+                if isinstance(settings, settings_lib.Settings):
+                    settings_lib.respell_error(error, settings)
+                raise
+            finally:
+                fileutil.release_output_locks(keep=locks)
+                keras = sys.modules.get("tf_keras")
+                if keras is not None:
+                    keras.mixed_precision.set_global_policy(policy)
+                tf.config.experimental.enable_tensor_float_32_execution(tf32)
         finally:
-            fileutil.release_output_locks(keep=locks)
-            tf_keras.mixed_precision.set_global_policy(policy)
-            tf.config.experimental.enable_tensor_float_32_execution(tf32)
+            _leave()
     return wrapper
+
+
+def _enter(run):
+    """Records a run() starting in this thread; RuntimeError if another thread's is on."""
+    face = run.__module__
+    if face == "__main__":
+        face = os.path.splitext(os.path.basename(sys.argv[0] or "__main__"))[0]
+    with _RUNS_LOCK:
+        if _RUNS and _RUNS[0][0] is not threading.current_thread():
+            thread, other = _RUNS[0]
+            raise RuntimeError(
+                "another run() is in progress in this process (thread %r, %s): runs share "
+                "TensorFlow's process-wide precision policy; run them one after another, "
+                "or in separate processes" % (thread.name, other))
+        _RUNS.append((threading.current_thread(), face))
+
+
+def _leave():
+    with _RUNS_LOCK:
+        _RUNS.pop()

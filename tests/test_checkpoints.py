@@ -171,13 +171,13 @@ def test_convert_run_with_settings_twice_in_one_process(tmp_path, direction):
 
 
 def test_convert_settings_missing_a_required_field(tmp_path):
-    with pytest.raises(ValueError, match="^--output_dir is required$"):
+    with pytest.raises(ValueError, match="^output_dir is required$"):
         convert_tf1_checkpoint.run(convert_tf1_checkpoint.Settings(
             input_checkpoint=str(tmp_path / "model.ckpt")))
-    with pytest.raises(ValueError, match="^--input_checkpoint is required$"):
+    with pytest.raises(ValueError, match="^input_checkpoint is required$"):
         convert_tf1_checkpoint.run(convert_tf1_checkpoint.Settings(output_dir=str(tmp_path)))
     tf1 = write_tf1(tmp_path, built(heads.BertSquad(tiny_config())))
-    with pytest.raises(ValueError, match="^--bert_config_file is required"):
+    with pytest.raises(ValueError, match="^bert_config_file is required"):
         convert_tf1_checkpoint.run(convert_tf1_checkpoint.Settings(
             input_checkpoint=tf1, output_dir=str(tmp_path / "out")))
 
@@ -450,7 +450,7 @@ def test_evaluating_best_reports_its_step_and_a_gone_latest_writes_nothing(
         os.remove(path)
     before = _snapshot(out)
     for settings in (dict(do_predict=True), dict(do_train=True, num_train_epochs=1.0)):
-        with pytest.raises(ValueError, match=r"^--output_dir=\S+: its state file names the "
+        with pytest.raises(ValueError, match=r"^output_dir=\S+: its state file names the "
                            r"checkpoint model\.ckpt-4, whose files are gone; make \S+ name "
                            r"model\.ckpt-2 \(the newest one left"):
             run_classifier.run(run_classifier.Settings(**settings, **task))

@@ -695,9 +695,9 @@ def test_run_with_settings_twice_in_one_process(tmp_path):
 
 
 def test_settings_missing_a_required_field(tmp_path):
-    with pytest.raises(ValueError, match="^--hf_dir is required$"):
+    with pytest.raises(ValueError, match="^hf_dir is required$"):
         conv.run(conv.Settings(output_dir=str(tmp_path / "out")))
-    with pytest.raises(ValueError, match="^--output_dir is required$"):
+    with pytest.raises(ValueError, match="^output_dir is required$"):
         conv.run(conv.Settings(hf_dir=str(tmp_path)))
     assert not (tmp_path / "out").exists()
 

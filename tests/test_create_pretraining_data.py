@@ -417,11 +417,11 @@ def test_settings_run_twice_without_absl_gives_the_records_of_the_flags(tiny, mo
 
 
 @pytest.mark.parametrize("values, message", [
-    (dict(input_file=None), r"^--input_file is required$"),
-    (dict(vocab_file=""), r"^--vocab_file is required$"),
+    (dict(input_file=None), r"^input_file is required$"),
+    (dict(vocab_file=""), r"^vocab_file is required$"),
     (dict(chinese_word_segmenter="pkuseg", do_whole_word_mask=True),
-     r"^--chinese_word_segmenter=pkuseg is not one of jieba$"),
-    (dict(num_workers=2, runner="DirectRunner"), r"^--num_workers=2 counts local processes"),
+     r"^chinese_word_segmenter='pkuseg': expected one of jieba$"),
+    (dict(num_workers=2, runner="DirectRunner"), r"^num_workers=2 counts local processes"),
 ])
 def test_settings_with_a_bad_value_name_the_flag(tiny, values, message):
     settings = dict(input_file=tiny.inputs[0], output_file=str(tiny.dir / "x.tfrecord"),

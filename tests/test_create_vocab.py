@@ -136,8 +136,8 @@ def test_run_with_settings_twice_in_one_process(tmp_path):
 
 
 def test_settings_missing_a_required_field(tmp_path):
-    with pytest.raises(ValueError, match="^--output_file is required$"):
+    with pytest.raises(ValueError, match="^output_file is required$"):
         create_vocab.run(create_vocab.Settings(input_file=str(tmp_path / "corpus.txt")))
-    with pytest.raises(ValueError, match="^--input_file is required$"):
+    with pytest.raises(ValueError, match="^input_file is required$"):
         create_vocab.run(create_vocab.Settings(output_file=str(tmp_path / "v.txt")))
     assert not (tmp_path / "v.txt").exists()

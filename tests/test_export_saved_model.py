@@ -424,12 +424,12 @@ def test_settings_from_python_are_checked_as_the_flags_are(tiny, tmp_path):
     base = dict(model_type="classifier", task_name="SST-2", bert_config_file=tiny["config_file"],
                 init_checkpoint=str(tiny["root"] / "classifier"), vocab_file=tiny["vocab"],
                 max_seq_length=16, export_dir=str(tmp_path / "out"))
-    for change, message in (({"model_type": "bogus"}, "^--model_type must be one of encoder, "),
-                            ({"serving_dtype": "int8"}, "^--serving_dtype must be one of fp32, "
-                                                        "bf16, fp16, got 'int8'$"),
-                            ({"export_dir": None}, "^--export_dir is required$"),
-                            ({"pooling": "cls"}, "^--pooling=cls has no effect with "
-                                                 "--model_type=classifier$")):
+    for change, message in (({"model_type": "bogus"}, "^model_type='bogus': expected one of encoder, "),
+                            ({"serving_dtype": "int8"}, "^serving_dtype='int8': expected one of "
+                                                        "fp32, bf16, fp16$"),
+                            ({"export_dir": None}, "^export_dir is required$"),
+                            ({"pooling": "cls"}, "^pooling=cls has no effect with "
+                                                 "model_type=classifier$")):
         with pytest.raises(ValueError, match=message):
             esm.run(esm.Settings(**dict(base, **change)))
     assert not os.path.exists(str(tmp_path / "out"))

@@ -198,7 +198,7 @@ def test_run_takes_settings_twice_in_one_process(golden, tmp_path):
 
 
 def test_settings_name_a_missing_setting_by_its_flag():
-    with pytest.raises(ValueError, match="--vocab_file is required"):
+    with pytest.raises(ValueError, match="^vocab_file is required"):
         ef.run(ef.Settings(input_file="i", output_file="o", bert_config_file="c",
                            init_checkpoint="k"))
 

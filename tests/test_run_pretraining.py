@@ -125,7 +125,7 @@ def test_run_takes_settings_twice_in_one_process(shared_dir, tmp_path):
 
 
 def test_settings_name_a_missing_setting_by_its_flag(tmp_path):
-    with pytest.raises(ValueError, match="--input_file is required"):
+    with pytest.raises(ValueError, match="^input_file is required"):
         run_pretraining.run(run_pretraining.Settings(bert_config_file="c", do_eval=True,
                                                      output_dir=str(tmp_path)))
 
