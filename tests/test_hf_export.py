@@ -17,6 +17,7 @@ import tensorflow as tf
 import convert_hf_checkpoint as conv
 import modeling
 import tokenization
+from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
@@ -277,9 +278,13 @@ def test_folder_of_someone_else_is_never_written(tmp_path):
 
 def test_command_line_refuses_the_other_directions_flags(tmp_path):
     folder, _ = _folder(tmp_path, "encoder", _SMALL_VOCAB)
-    with pytest.raises(ValueError, match="--hf_dir=x has no effect with --direction=to_hf"):
+    with pytest.raises(ValueError, match="^hf_dir=x has no effect with direction=to_hf"):
         conv.run(conv.Settings(direction="to_hf", init_checkpoint=str(folder),
                                output_dir=str(tmp_path / "hf"), hf_dir="x"))
+    with pytest.raises(ValueError, match="^--hf_dir=x has no effect with --direction=to_hf"):
+        conv.run(flags_common.parse_flags(conv.define_flags, [
+            "--direction=to_hf", "--init_checkpoint=%s" % folder, "--hf_dir=x",
+            "--output_dir=%s" % (tmp_path / "hf")]))
     result = conv.run(conv.Settings(direction="to_hf", init_checkpoint=str(folder),
                                     output_dir=str(tmp_path / "hf")))
     assert result.outputs["weights"].endswith("model.safetensors")
