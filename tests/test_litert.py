@@ -281,7 +281,7 @@ def crf_export(tiny):
         "--litert=fp32", "--agreement_file=%s" % conll])
     argv = [a if not a.startswith("--init_checkpoint=") else
             "--init_checkpoint=%s" % tiny["crf_tagger"] for a in argv]
-    return export_dir, _export(argv)
+    return export_dir, _export(argv), argv
 
 
 def test_crf_tagger_litert_tags_are_the_saved_models_viterbi(crf_export):
@@ -290,7 +290,7 @@ def test_crf_tagger_litert_tags_are_the_saved_models_viterbi(crf_export):
     report compares with the SavedModel's Viterbi (agreement 1.0 here, and < 1 for
     argmax, which it would warn of)."""
     from bert_tf2.export import litert, litert_data  # pylint: disable=import-outside-toplevel
-    export_dir, result = crf_export
+    export_dir, result, _ = crf_export
     assert os.path.isfile(result.outputs["litert_crf"])
     saved = tf.saved_model.load(str(export_dir))
     out = saved.signatures["serving_default"](text=tf.constant(_CRF_TEXTS))
@@ -394,3 +394,32 @@ def test_the_report_judges_agreement_as_well_as_the_metric():
     assert litert.drop(same_metric) == pytest.approx(10.0)
     assert litert.drop({"agreement": 1.0, "metric_fp32": 80.0, "metric": 77.5}) == 2.5
     assert litert.drop({"agreement": 0.995}) == pytest.approx(0.5)
+
+
+def test_a_converter_error_leaves_the_earlier_litert_export_as_it_was(crf_export,
+                                                                       monkeypatch):
+    """The probe's case: a re-export with --litert that fails in the conversion used to
+    have replaced the SavedModel already, the .tflite files and report gone."""
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    export_dir, _, argv = crf_export
+
+    def listing():
+        found = {}
+        for root, _, names in os.walk(str(export_dir)):
+            for name in names:
+                path = os.path.join(root, name)
+                found[os.path.relpath(path, str(export_dir))] = os.stat(path).st_mtime_ns
+        return found
+
+    before = listing()
+    assert {"model_fp32.tflite", "litert_report.json", "litert_crf.json"} <= set(before)
+    parent = os.listdir(os.path.dirname(str(export_dir)))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("converter error: an op LiteRT has no kernel for")
+
+    monkeypatch.setattr(litert, "convert", broken)
+    with pytest.raises(RuntimeError, match="converter error"):
+        _export(argv)
+    assert listing() == before
+    assert os.listdir(os.path.dirname(str(export_dir))) == parent
