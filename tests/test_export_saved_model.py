@@ -877,14 +877,20 @@ def _earlier_export(folder):
 def test_a_symlinked_export_dir_has_its_target_replaced_and_the_link_kept(tmp_path):
     target, link = tmp_path / "exports" / "v1", tmp_path / "current"
     _earlier_export(target)
+    # A link of the user's inside the export, to a folder of theirs: carried over as a link,
+    # the replaced export removed without following it.
+    write_text(tmp_path / "exports" / "warmup" / "requests", "warm-up records")
+    os.symlink(str(tmp_path / "exports" / "warmup"), str(target / "assets.extra" / "warmup"))
     os.symlink(str(target), str(link))
     assert esm.write_saved_model(_SmallModule(3.0), str(link) + "/", {"a": 2}) == str(link)
     assert os.path.islink(str(link)) and os.readlink(str(link)) == str(target)
+    assert os.path.islink(str(target / "assets.extra" / "warmup"))
+    assert (tmp_path / "exports" / "warmup" / "requests").read_text() == "warm-up records"
     loaded = tf.saved_model.load(str(target))
     assert loaded.signatures["serving_default"](x=tf.constant([2.0]))["y"].numpy() == [6.0]
     assert (target / "notes.txt").read_text() == "how we serve it"
     assert sorted(os.listdir(str(tmp_path))) == ["current", "exports"]
-    assert os.listdir(str(tmp_path / "exports")) == ["v1"]
+    assert sorted(os.listdir(str(tmp_path / "exports"))) == ["v1", "warmup"]
     dangling = tmp_path / "dangling"
     os.symlink(str(tmp_path / "nowhere"), str(dangling))
     with pytest.raises(ValueError, match=r"^--export_dir=.*dangling is a symlink to "

@@ -147,10 +147,12 @@ def write_saved_model(module, export_dir, info, before_rename=None):
         if tf.io.gfile.exists(old) and not tf.io.gfile.exists(export_dir):
             tf.io.gfile.rename(old, export_dir)
         if tf.io.gfile.exists(temp):
-            tf.io.gfile.rmtree(temp)
+            fileutil.remove_tree(temp)
         raise
     if tf.io.gfile.exists(old):
-        tf.io.gfile.rmtree(old)
+        # A symlink of the user's in the earlier export is carried over as a link and
+        # removed here as one: its target is never touched.
+        fileutil.remove_tree(old)
     return named
 
 
@@ -169,19 +171,27 @@ def check_complete(folder, extra=()):
 
 def _carry_over(earlier, new):
     """Copies what an export does not write from the `earlier` export into `new`;
-    returns the files copied (paths relative to the export)."""
+    returns the files copied (paths relative to the export). A symlink (local folders)
+    is copied as a link, never followed."""
     kept = []
-    for folder, _, files in tf.io.gfile.walk(earlier):
+    local = "://" not in earlier
+    walk = os.walk(earlier) if local else tf.io.gfile.walk(earlier)
+    for folder, folders, files in walk:
         relative = os.path.relpath(folder, earlier)
         top = relative.split(os.sep)[0]
         if top in _EXPORT_ENTRIES:
             continue
         if relative != ".":
             tf.io.gfile.makedirs(os.path.join(new, relative))
-        for name in sorted(files):
+        links = [n for n in folders if local and os.path.islink(os.path.join(folder, n))]
+        for name in sorted(files + links):
             path = os.path.normpath(os.path.join(relative, name))
             if path in _EXPORT_ENTRIES or path == os.path.normpath(INFO_FILE):
                 continue
-            tf.io.gfile.copy(os.path.join(folder, name), os.path.join(new, path))
+            source = os.path.join(folder, name)
+            if local and os.path.islink(source):
+                os.symlink(os.readlink(source), os.path.join(new, path))
+            else:
+                tf.io.gfile.copy(source, os.path.join(new, path))
             kept.append(path)
     return kept
