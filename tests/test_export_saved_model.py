@@ -1009,3 +1009,17 @@ def test_sigterm_at_each_stage_of_a_reexport_leaves_the_earlier_one_untouched(tm
     assert done.stderr.count("error: stopped by SIGTERM") == len(stages)
     assert _snapshot(export_dir) == before
     assert sorted(os.listdir(str(tmp_path))) == ["model", "stopped_export.py"]
+
+
+def test_what_a_killed_export_left_is_put_back_or_removed(tmp_path):
+    """SIGKILL between the two renames leaves the earlier export under its .old- name and
+    the new one under .tmp-: the next export puts the earlier one back (its user files
+    carried over) and removes the temporary; another folder's names are not touched."""
+    export_dir = tmp_path / "model"
+    _earlier_export(export_dir)
+    os.rename(str(export_dir), str(tmp_path / "model.old-0123abcd"))
+    write_text(tmp_path / "model.tmp-89abcdef" / "saved_model.pb", "half")
+    write_text(tmp_path / "model2.tmp-89abcdef" / "keep", "another export's")
+    esm.write_saved_model(_SmallModule(3.0), str(export_dir), {"a": 2})
+    assert sorted(os.listdir(str(tmp_path))) == ["model", "model2.tmp-89abcdef"]
+    assert (export_dir / "notes.txt").read_text() == "how we serve it"

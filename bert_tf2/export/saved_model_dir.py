@@ -48,8 +48,6 @@ def resolve_export_dir(export_dir):
         raise ValueError("--export_dir=%s is a symlink to %s, which is not a folder: point it "
                          "at an export (or a missing folder's parent), or remove the link"
                          % (export_dir, target))
-    logging.info("--export_dir=%s is a symlink: the export replaces its target %s (the "
-                 "link is kept)", export_dir, target)
     return target
 
 
@@ -120,8 +118,12 @@ def write_saved_model(module, export_dir, info, before_rename=None):
       export_dir (a symlink's target is replaced, the link kept).
     """
     named = str(export_dir).rstrip("/")
+    _recover(resolve_export_dir(named))
     check_export_dir(named)
     export_dir = resolve_export_dir(named)
+    if export_dir != named:
+        logging.info("--export_dir=%s is a symlink: the export replaces its target %s (the "
+                     "link is kept)", named, export_dir)
     parent = os.path.dirname(export_dir)
     if parent:
         tf.io.gfile.makedirs(parent)
@@ -154,6 +156,26 @@ def write_saved_model(module, export_dir, info, before_rename=None):
         # removed here as one: its target is never touched.
         fileutil.remove_tree(old)
     return named
+
+
+def _recover(export_dir):
+    """What an export killed at once (SIGKILL, a power cut) left beside export_dir: the
+    earlier export it had moved aside is put back if export_dir is missing, and the
+    temporaries of our names (fileutil.temp_name) are removed."""
+    parent = os.path.dirname(export_dir) or "."
+    if not tf.io.gfile.isdir(parent):
+        return
+    # By listing, not glob: a folder name may hold glob's special characters.
+    leftovers = sorted(os.path.join(parent, n.rstrip("/")) for n in tf.io.gfile.listdir(parent)
+                       if fileutil.is_temporary(os.path.join(parent, n)) == export_dir)
+    for path in leftovers:
+        if ".old-" in path[len(export_dir):] and not tf.io.gfile.exists(export_dir):
+            logging.warning("%s: the earlier export a killed export left under a temporary "
+                            "name is put back", export_dir)
+            tf.io.gfile.rename(path, export_dir)
+        elif tf.io.gfile.isdir(path):
+            logging.info("Removing %s, left by a killed export", path)
+            fileutil.remove_tree(path)
 
 
 def check_complete(folder, extra=()):
