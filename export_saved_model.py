@@ -115,6 +115,7 @@ FullTokenizer's ids; tensorflow_text is not needed to export, load or serve).
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import json
+import os
 
 from absl import flags
 from absl import logging
@@ -161,10 +162,13 @@ def define_flags(fv):
                            "saved are the defaults of those flags."})
     flags.DEFINE_string("export_dir", None,
                         "Directory the SavedModel is written to (made if missing). An "
-                        "earlier export there is replaced: what the export wrote, while "
-                        "files added to it (such as TF Serving's "
-                        "assets.extra/tf_serving_warmup_requests) are kept; any other "
-                        "existing file or folder is an error.",
+                        "earlier export there is replaced only once the new one (with "
+                        "--litert's models) is complete, and stays as it was after any "
+                        "failure: what the export wrote is replaced, files added to it "
+                        "(such as TF Serving's assets.extra/tf_serving_warmup_requests) "
+                        "are kept; files of someone else inside its assets/ or variables/, "
+                        "and any other existing file or folder, are an error. A symlink "
+                        "has its target replaced (the link kept).",
                         flag_values=fv)
     flags.DEFINE_string("task_name", None,
                         "--model_type=classifier: a built-in run_classifier task, which "
@@ -244,8 +248,10 @@ def define_litert_flags(fv):
                         "weights and activations, calibrated on --calibration_file): "
                         "model_<variant>.tflite, beside assets/vocab.txt and "
                         "export_info.json, for --model_type=classifier, encoder, tagger and "
-                        "squad; plus litert_report.json, each quantized model's agreement "
-                        "with fp32. Needs the [litert] extra (ai-edge-litert); serve with "
+                        "squad; plus litert_report.json, each model's agreement with the "
+                        "SavedModel (a --crf tagger: also litert_crf.json, its transitions, "
+                        "for Viterbi's tags as the SavedModel's). Needs the [litert] extra "
+                        "(ai-edge-litert); serve with "
                         "bert_tf2.export.litert_predictor.LiteRTPredictor (README: Serving "
                         "int8 on LiteRT).", flag_values=fv)
     flags.DEFINE_string("calibration_file", None,
@@ -254,19 +260,20 @@ def define_litert_flags(fv):
                         "--litert_columns), CoNLL (tagger), SQuAD JSON (squad). int8 "
                         "calibrates its activation ranges on the first "
                         "--calibration_examples; the report compares every variant with "
-                        "fp32 on them.", flag_values=fv)
+                        "the SavedModel on them.", flag_values=fv)
     flags.DEFINE_integer("calibration_examples", 100,
                          "--litert: how many examples of --calibration_file to use.",
                          flag_values=fv)
     flags.DEFINE_string("agreement_file", None,
                         "--litert: dev examples (same formats as --calibration_file; all of "
-                        "them) the report compares every variant with fp32 on: label "
-                        "agreement, |delta| of probabilities / vectors, and the task metric "
-                        "both ways when the file has labels.", flag_values=fv)
+                        "them) the report compares every variant with the SavedModel on: "
+                        "label agreement, |delta| of probabilities / vectors, and the task "
+                        "metric both ways when the file has labels.", flag_values=fv)
     flags.DEFINE_float("max_metric_drop", 1.0,
-                       "--litert: points (task metric, else label agreement in %) a quantized "
-                       "model may lose against fp32 on the --agreement_file examples (else "
-                       "the calibration ones) before a WARNING; an int8 model losing "
+                       "--litert: points (of the task metric, and of label agreement in %) a "
+                       "LiteRT model may lose against the SavedModel on the "
+                       "--agreement_file examples (else the calibration ones) before a "
+                       "WARNING; an int8 model losing "
                        "more is converted again with softmax and LayerNorm in float, then "
                        "also the adds / multiplies, then all but the weight matmuls, then "
                        "that with the int8 layers whose outputs err most (1/8, then 1/4 of "
@@ -316,6 +323,13 @@ def run(settings):
     bert_config, labels, multilabel = _check_settings(settings)
     litert_examples = _litert_examples(settings, labels)
     litert_outputs = {}
+
+    def write_litert(module, folder):
+        # Into the export being written (saved_model_dir.write_saved_model's temporary
+        # folder): its names, which the export checks before it replaces --export_dir.
+        litert_outputs.update(_export_litert(settings, folder, module, litert_examples))
+        return list(litert_outputs.values())
+
     layers = ([int(x) for x in settings.layers.split(",")]
               if settings.model_type == "tagger" and settings.feature_based else None)
     export_dir = export(
@@ -330,10 +344,9 @@ def run(settings):
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
-        after_save=(lambda module, path: litert_outputs.update(
-            _export_litert(settings, path, module, litert_examples)))
-        if settings.litert else None)
-    outputs = dict(exporter.output_files(export_dir), **litert_outputs)
+        after_save=write_litert if settings.litert else None)
+    outputs = dict(exporter.output_files(export_dir), **{
+        name: os.path.join(export_dir, relative) for name, relative in litert_outputs.items()})
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)
 
 
@@ -350,7 +363,7 @@ def _litert_examples(settings, labels):
         if not path:
             return None
         return litert_data.read_file(
-            settings.model_type, settings.flag(flag), path, tokenizer,
+            settings.model_type, "--" + flag, path, tokenizer,
             settings.max_seq_length, limit, labels=labels, columns=columns,
             max_query_length=settings.max_query_length)
 
@@ -358,11 +371,12 @@ def _litert_examples(settings, labels):
             examples("agreement_file", None))
 
 
-def _export_litert(settings, export_dir, module, examples):
-    """--litert: the LiteRT models and their report in export_dir; {name: path}."""
+def _export_litert(settings, folder, module, examples):
+    """--litert: the LiteRT models and their report in `folder` (the export being
+    written); {name: path relative to folder}."""
     calibration, agreement = examples
     written = litert.export(
-        export_dir, module, litert.parse_variants(settings.litert),
+        folder, module, litert.parse_variants(settings.litert),
         calibration=calibration, agreement=agreement, max_metric_drop=settings.max_metric_drop)
     with open(written["report"], encoding="utf-8") as f:
         report = json.load(f)
@@ -370,8 +384,8 @@ def _export_litert(settings, export_dir, module, examples):
         print(line)
     for warning in report["warnings"]:
         logging.warning("\n%s\nWARNING: %s\n%s", "=" * 78, warning, "=" * 78)
-    return {"litert_" + name if name != "report" else "litert_report": path
-            for name, path in written.items()}
+    return {"litert_" + name if name != "report" else "litert_report":
+            os.path.relpath(path, folder) for name, path in written.items()}
 
 
 def _litert_columns(settings):
@@ -407,7 +421,7 @@ def _check_litert(settings, multilabel):
     _litert_columns(settings)
     for flag in ("calibration_file", "agreement_file"):
         if getattr(settings, flag):
-            litert_data.check_file(settings.flag(flag), getattr(settings, flag))
+            litert_data.check_file("--" + flag, getattr(settings, flag))
 
 
 def _crf_tag_scheme(settings, saved):

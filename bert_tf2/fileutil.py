@@ -13,6 +13,7 @@
   `check_distinct`: no output named twice or naming an input, however spelt;
 - `read_text`: a UTF-8 data file whose errors name the file (and line);
 - `temp_name` / `is_temporary`: the names of our temporaries (and leftovers);
+- `remove_tree`: a folder removed without following the symlinks in it;
 - `owned_outputs` (`claim_outputs`, `record_outputs`): a tool replaces only files it
   wrote itself, and leaves none of its earlier files behind.
 
@@ -23,6 +24,7 @@ import json
 import os
 import posixpath
 import re
+import shutil
 import socket
 import stat
 import time
@@ -88,6 +90,18 @@ def _remove(path):
         tf.io.gfile.rmtree(path)
     else:
         tf.io.gfile.remove(path)
+
+
+def remove_tree(path):
+    """Removes the folder `path` and what is in it, never anything through a symlink:
+    a link inside (or `path` itself) is removed as a link, its target left alone
+    (tf.io.gfile.rmtree follows a local link to a folder and empties the target)."""
+    if "://" in path:
+        tf.io.gfile.rmtree(path)
+    elif os.path.islink(path):
+        os.remove(path)
+    else:
+        shutil.rmtree(path)
 
 
 @contextlib.contextmanager

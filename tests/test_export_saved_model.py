@@ -851,3 +851,175 @@ def test_classifier_in_a_fresh_process_equals_run_classifier(golden, shared_dir,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     np.testing.assert_allclose(np.load(str(outdir / "probabilities.npy")),
                                expected[index:index + 1], atol=1e-5)
+
+
+def _snapshot(folder):
+    """{relative path: (inode, mtime, bytes)} of every file under `folder`, and its inode:
+    equal snapshots mean nothing there was replaced, rewritten or removed."""
+    files = {}
+    for root, _, names in os.walk(str(folder)):
+        for name in names:
+            path = os.path.join(root, name)
+            stat = os.stat(path)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, str(folder))] = (stat.st_ino, stat.st_mtime_ns,
+                                                             f.read())
+    return os.stat(str(folder)).st_ino, files
+
+
+def _earlier_export(folder):
+    """An earlier export (y = 2x) with a note of the user's at its top."""
+    esm.write_saved_model(_SmallModule(2.0), str(folder), {"a": 1})
+    write_text(os.path.join(str(folder), "notes.txt"), "how we serve it")
+    return _snapshot(folder)
+
+
+def test_a_symlinked_export_dir_has_its_target_replaced_and_the_link_kept(tmp_path):
+    target, link = tmp_path / "exports" / "v1", tmp_path / "current"
+    _earlier_export(target)
+    # A link of the user's inside the export, to a folder of theirs: carried over as a link,
+    # the replaced export removed without following it.
+    write_text(tmp_path / "exports" / "warmup" / "requests", "warm-up records")
+    os.symlink(str(tmp_path / "exports" / "warmup"), str(target / "assets.extra" / "warmup"))
+    os.symlink(str(target), str(link))
+    assert esm.write_saved_model(_SmallModule(3.0), str(link) + "/", {"a": 2}) == str(link)
+    assert os.path.islink(str(link)) and os.readlink(str(link)) == str(target)
+    assert os.path.islink(str(target / "assets.extra" / "warmup"))
+    assert (tmp_path / "exports" / "warmup" / "requests").read_text() == "warm-up records"
+    loaded = tf.saved_model.load(str(target))
+    assert loaded.signatures["serving_default"](x=tf.constant([2.0]))["y"].numpy() == [6.0]
+    assert (target / "notes.txt").read_text() == "how we serve it"
+    assert sorted(os.listdir(str(tmp_path))) == ["current", "exports"]
+    assert sorted(os.listdir(str(tmp_path / "exports"))) == ["v1", "warmup"]
+    dangling = tmp_path / "dangling"
+    os.symlink(str(tmp_path / "nowhere"), str(dangling))
+    with pytest.raises(ValueError, match=r"^--export_dir=.*dangling is a symlink to "
+                                         r".*nowhere, which is not a folder"):
+        esm.write_saved_model(_SmallModule(3.0), str(dangling), {"a": 2})
+    assert not os.path.exists(str(tmp_path / "nowhere"))
+
+
+def test_files_of_a_users_in_assets_or_variables_are_named_and_nothing_replaced(tmp_path):
+    export_dir = tmp_path / "model"
+    _earlier_export(export_dir)
+    for extra in ("assets/my_labels.txt", "variables/backup/variables.index"):
+        write_text(export_dir / extra, "mine")
+    before = _snapshot(export_dir)
+    with pytest.raises(ValueError) as e:
+        esm.write_saved_model(_SmallModule(3.0), str(export_dir), {"a": 2})
+    message = str(e.value)
+    assert "\n" not in message and ("2 file(s) it did not write: assets/my_labels.txt, "
+                                    "variables/backup/variables.index; move them out"
+                                    in message), message
+    assert _snapshot(export_dir) == before and os.listdir(str(tmp_path)) == ["model"]
+
+
+@pytest.mark.parametrize("failure", ["converter", "disk full", "missing file"])
+def test_a_failed_reexport_leaves_the_earlier_one_untouched(tmp_path, failure):
+    """The stage after the SavedModel (--litert's conversion) fails: a converter error, a
+    full disk, a file it says it wrote but did not; the earlier export is as it was."""
+    export_dir = tmp_path / "model"
+    before = _earlier_export(export_dir)
+
+    def before_rename(folder):
+        write_text(os.path.join(folder, "model_fp32.tflite"), "half a model")
+        if failure == "converter":
+            raise RuntimeError("converter error: op not supported")
+        if failure == "disk full":
+            raise OSError(28, "No space left on device")
+        return ["model_fp32.tflite", "litert_report.json"]
+
+    with pytest.raises((RuntimeError, OSError, ValueError)) as e:
+        esm.write_saved_model(_SmallModule(3.0), str(export_dir), {"a": 2},
+                              before_rename=before_rename)
+    if failure == "missing file":
+        assert "litert_report.json is missing or empty: nothing was replaced" in str(e.value)
+    assert _snapshot(export_dir) == before and os.listdir(str(tmp_path)) == ["model"]
+
+
+_STOPPED_EXPORT = r'''
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from absl import flags
+import tensorflow as tf
+from bert_tf2 import flags_common
+from bert_tf2.export import saved_model_dir
+
+EXPORT_DIR = sys.argv[2]
+STAGE = None
+
+
+class Small(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.value = tf.Variable(3.0)
+        self.serve = tf.function(lambda x: {"y": x * self.value},
+                                 input_signature=[tf.TensorSpec([None], tf.float32)])
+
+    def signatures(self):
+        return {"serving_default": self.serve.get_concrete_function()}
+
+
+def stop_at(stage):
+    if stage == STAGE:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)  # run_cli's handler raises in here
+        sys.exit("not stopped")
+
+
+real_save, real_rename = tf.saved_model.save, tf.io.gfile.rename
+tf.saved_model.save = lambda *a, **k: (real_save(*a, **k), stop_at("save"))
+tf.io.gfile.rename = lambda src, dst, overwrite=False: (
+    real_rename(src, dst, overwrite), stop_at("rename" if ".old-" in dst else None))
+
+
+def before_rename(folder):
+    with open(os.path.join(folder, "model_fp32.tflite"), "w") as f:
+        f.write("converted")
+    stop_at("convert")
+    return ["model_fp32.tflite"]
+
+
+def run(unused_settings):
+    saved_model_dir.write_saved_model(Small(), EXPORT_DIR, {"a": 2}, before_rename)
+
+
+# One process (TensorFlow's start-up is slow), stopped at each stage in turn: run_cli
+# installs its handler again at each run.
+for STAGE in sys.argv[3:]:
+    try:
+        flags_common.run_cli(lambda fv: None, run, ["stopped_export"])
+    except SystemExit as e:
+        print("%s: exit %s" % (STAGE, e.code), flush=True)
+'''
+
+
+def test_sigterm_at_each_stage_of_a_reexport_leaves_the_earlier_one_untouched(tmp_path):
+    """A real SIGTERM (run_cli's handler) while the SavedModel is saved, while the LiteRT
+    files are written, and between the two renames: exit 143, the earlier export as it
+    was, no temporary left."""
+    export_dir = tmp_path / "model"
+    before = _earlier_export(export_dir)
+    script = write_text(tmp_path / "stopped_export.py", _STOPPED_EXPORT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stages = ("save", "convert", "rename")
+    done = subprocess.run([sys.executable, script, root, str(export_dir)] + list(stages),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.stdout.splitlines() == ["%s: exit 143" % s for s in stages], done.stderr[-3000:]
+    assert done.stderr.count("error: stopped by SIGTERM") == len(stages)
+    assert _snapshot(export_dir) == before
+    assert sorted(os.listdir(str(tmp_path))) == ["model", "stopped_export.py"]
+
+
+def test_what_a_killed_export_left_is_put_back_or_removed(tmp_path):
+    """SIGKILL between the two renames leaves the earlier export under its .old- name and
+    the new one under .tmp-: the next export puts the earlier one back (its user files
+    carried over) and removes the temporary; another folder's names are not touched."""
+    export_dir = tmp_path / "model"
+    _earlier_export(export_dir)
+    os.rename(str(export_dir), str(tmp_path / "model.old-0123abcd"))
+    write_text(tmp_path / "model.tmp-89abcdef" / "saved_model.pb", "half")
+    write_text(tmp_path / "model2.tmp-89abcdef" / "keep", "another export's")
+    esm.write_saved_model(_SmallModule(3.0), str(export_dir), {"a": 2})
+    assert sorted(os.listdir(str(tmp_path))) == ["model", "model2.tmp-89abcdef"]
+    assert (export_dir / "notes.txt").read_text() == "how we serve it"

@@ -3,6 +3,7 @@ models, their report, LiteRTPredictor, and the one-line errors."""
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -250,5 +251,180 @@ def test_the_readme_python_example_runs_then_a_plain_export_drops_the_models(tin
     exec(compile(block.replace("/tmp/sst2_export", str(export_dir)), "README.md", "exec"),
          namespace)  # pylint: disable=exec-used
     assert namespace["result"]["label"] in ("0", "1")
-    _export(_argv(tiny, "classifier", export_dir, ["--task_name=SST-2"]))
-    assert not [n for n in os.listdir(str(export_dir)) if "tflite" in n or "litert" in n]
+    # A copy: the module's other tests read the LiteRT files of sst_export.
+    copy = str(tiny["root"] / "sst2_export_copy")
+    shutil.copytree(str(export_dir), copy, symlinks=True)
+    _export(_argv(tiny, "classifier", copy, ["--task_name=SST-2"]))
+    assert not [n for n in os.listdir(copy) if "tflite" in n or "litert" in n]
+    assert os.path.isfile(os.path.join(str(export_dir), "model_fp32.tflite"))
+
+
+# ---------------------------------------------------------------------------
+# A --crf tagger, the predictor's inputs, a tampered export, the report's judge
+# ---------------------------------------------------------------------------
+
+_CRF_TEXTS = ["john lives in paris .", "the cat sat on the mat in paris",
+              "a dog ran fast on the mat", "john sat on a cat .", "who lives in paris ?",
+              "the good dog ran", "paris . john . the cat"]
+
+
+@pytest.fixture(scope="module")
+def crf_export(tiny):
+    """A --crf --crf_tag_scheme=iob2 tagger whose transitions matter (set large, random:
+    Viterbi's tags differ from the logits' argmax), exported with --litert=fp32."""
+    config = modeling.BertConfig.from_dict(_CONFIG)
+    model = heads.BertTagger(config, len(_TAGS), crf=True)
+    model(heads.dummy_features(), training=False)
+    model.crf.transitions.assign(
+        np.random.RandomState(3).normal(0, 6, [len(_TAGS)] * 2).astype(np.float32))
+    tiny["crf_tagger"] = _checkpoint(tiny["root"], "crf_tagger", model)
+    conll = write_text(tiny["root"] / "crf.conll", "\n\n".join(
+        "\n".join("%s O" % w for w in t.split()) for t in _CRF_TEXTS) + "\n")
+    export_dir = tiny["root"] / "crf_export"
+    argv = _argv(tiny, "tagger", export_dir, [
+        "--labels_file=%s" % tiny["tags"], "--crf", "--crf_tag_scheme=iob2",
+        "--litert=fp32", "--agreement_file=%s" % conll])
+    argv = [a if not a.startswith("--init_checkpoint=") else
+            "--init_checkpoint=%s" % tiny["crf_tagger"] for a in argv]
+    return export_dir, _export(argv), argv
+
+
+def test_crf_tagger_litert_tags_are_the_saved_models_viterbi(crf_export):
+    """LiteRT's logits decoded with Viterbi under the export's transitions and IOB2
+    constraints give the SavedModel's tags word for word, where argmax does not; the
+    report compares with the SavedModel's Viterbi (agreement 1.0 here, and < 1 for
+    argmax, which it would warn of)."""
+    from bert_tf2.export import litert, litert_data  # pylint: disable=import-outside-toplevel
+    export_dir, result, _ = crf_export
+    assert os.path.isfile(result.outputs["litert_crf"])
+    saved = tf.saved_model.load(str(export_dir))
+    out = saved.signatures["serving_default"](text=tf.constant(_CRF_TEXTS))
+    predictor = litert_predictor.LiteRTPredictor(str(export_dir), "fp32")
+    got = predictor.predict(_CRF_TEXTS)
+    argmax_differs = 0
+    batch = predictor.batch(_CRF_TEXTS)
+    logits = predictor.run(batch.features)
+    argmax = litert_data.decode("tagger", logits, batch, _TAGS)
+    for row, (text, tagged) in enumerate(zip(_CRF_TEXTS, got)):
+        words = text.split()
+        want = [t.decode() for t in out["word_tags"].numpy()[row][:len(words)]]
+        assert [w for w, _ in tagged] == words
+        assert [t for _, t in tagged] == want, (text, tagged, want)
+        argmax_differs += sum(a != b for a, b in zip(argmax[row], want))
+        previous = "O"
+        for tag in want:  # IOB2: I-PER only after B-PER / I-PER
+            assert tag != "I-PER" or previous in ("B-PER", "I-PER"), want
+            previous = tag
+    assert argmax_differs >= 3, "the transitions should change some tags"
+    with open(result.outputs["litert_report"]) as f:
+        report = json.load(f)
+    fp32 = report["variants"]["fp32"]["results"]["agreement"]
+    assert fp32["agreement"] == 1.0 and not report["warnings"], report
+    assert "SavedModel" in report["reference"] and "Viterbi" in report["reference"]
+    # The comparison itself sees argmax's tags as disagreement (the probe's case).
+    reference = {"logits": logits["logits"], "tag_ids": litert_data.crf_tag_ids(
+        logits["logits"], batch.extra[1], *predictor.crf)}
+    words = sum(len(t.split()) for t in _CRF_TEXTS)
+    plain = litert.compare("tagger", reference, logits, batch, _TAGS, True)
+    assert plain["agreement"] == pytest.approx(1 - argmax_differs / words)
+    assert litert.drop(plain) > 1.0
+    assert predictor.predict([]) == []
+
+
+def test_predictor_inputs_one_text_none_and_pairs_of_another_length(sst_export):
+    predictor = litert_predictor.LiteRTPredictor(str(sst_export[0]), "fp32")
+    one = predictor.predict("good film")
+    assert len(one) == 1 and one == predictor.predict(["good film"])
+    assert predictor.predict([]) == []
+    pair = predictor.predict("good film", "bad films")
+    assert len(pair) == 1 and pair == predictor.predict(["good film"], ["bad films"])
+    for texts, texts_b, words in ((["a", "b"], ["c"], "texts_b has 1 texts but texts 2"),
+                                  (["a"], ["b", "c"], "texts_b has 2 texts but texts 1"),
+                                  (["a", 3], None, r"texts\[1\] is 3, not a str")):
+        with pytest.raises(ValueError, match=words) as e:
+            predictor.predict(texts, texts_b)
+        assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"max_seq_length": "24"}, "field 'max_seq_length' must be an integer >= 3"),
+    ({"max_seq_length": 32}, "field 'max_seq_length' is 32 but .*model_fp32.tflite takes "
+                             "ids of length 24"),
+    ({"labels": None}, "field 'labels' is missing"),
+    ({"labels": "0,1"}, "field 'labels' must be a non-empty list"),
+    ({"do_lower_case": "yes"}, "field 'do_lower_case' must be true or false"),
+    ({"model_type": "multiple_choice"}, "field 'model_type' must be one of"),
+    ("not json", "is not valid JSON"),
+])
+def test_a_tampered_export_info_is_one_line_naming_the_file_and_field(sst_export, tmp_path,
+                                                                      change, words):
+    source = str(sst_export[0])
+    folder = tmp_path / "copy"
+    for name in ("model_fp32.tflite", litert_predictor.VOCAB_FILE, litert_predictor.INFO_FILE):
+        os.makedirs(os.path.dirname(str(folder / name)), exist_ok=True)
+        with open(os.path.join(source, name), "rb") as f, open(str(folder / name), "wb") as g:
+            g.write(f.read())
+    info_path = str(folder / litert_predictor.INFO_FILE)
+    with open(info_path) as f:
+        info = json.load(f)
+    if isinstance(change, dict):
+        for key, value in change.items():
+            if value is None:
+                del info[key]
+            else:
+                info[key] = value
+        write_text(info_path, json.dumps(info))
+    else:
+        write_text(info_path, change)
+    with pytest.raises(ValueError, match=words) as e:
+        litert_predictor.LiteRTPredictor(str(folder), "fp32")
+    message = str(e.value)
+    assert "\n" not in message and message.count("export_info.json") == 1, message
+
+
+def test_calibration_errors_name_the_path_once(tiny, tmp_path):
+    bad = write_text(tmp_path / "labels.tsv", "text\tlabel\nthe cat\t7\n")
+    missing = str(tmp_path / "missing.tsv")
+    for path, words in ((bad, "line 2: label '7' is not one of"), (missing, "does not exist")):
+        with pytest.raises(ValueError, match=words) as e:
+            _export(_argv(tiny, "classifier", tmp_path / "out", [
+                "--task_name=SST-2", "--litert=fp32", "--agreement_file=%s" % path]))
+        message = str(e.value)
+        assert message.startswith("--agreement_file") and message.count(path) == 1, message
+
+
+def test_the_report_judges_agreement_as_well_as_the_metric():
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    same_metric = {"agreement": 0.9, "metric_fp32": 80.0, "metric": 80.0}
+    assert litert.drop(same_metric) == pytest.approx(10.0)
+    assert litert.drop({"agreement": 1.0, "metric_fp32": 80.0, "metric": 77.5}) == 2.5
+    assert litert.drop({"agreement": 0.995}) == pytest.approx(0.5)
+
+
+def test_a_converter_error_leaves_the_earlier_litert_export_as_it_was(crf_export,
+                                                                       monkeypatch):
+    """The probe's case: a re-export with --litert that fails in the conversion used to
+    have replaced the SavedModel already, the .tflite files and report gone."""
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    export_dir, _, argv = crf_export
+
+    def listing():
+        found = {}
+        for root, _, names in os.walk(str(export_dir)):
+            for name in names:
+                path = os.path.join(root, name)
+                found[os.path.relpath(path, str(export_dir))] = os.stat(path).st_mtime_ns
+        return found
+
+    before = listing()
+    assert {"model_fp32.tflite", "litert_report.json", "litert_crf.json"} <= set(before)
+    parent = os.listdir(os.path.dirname(str(export_dir)))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("converter error: an op LiteRT has no kernel for")
+
+    monkeypatch.setattr(litert, "convert", broken)
+    with pytest.raises(RuntimeError, match="converter error"):
+        _export(argv)
+    assert listing() == before
+    assert os.listdir(os.path.dirname(str(export_dir))) == parent

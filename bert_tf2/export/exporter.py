@@ -80,9 +80,12 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       trim_padding, embed_batch_size: see serving.ServingModule (None: its default
         for model_type).
       serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
-      after_save: called as after_save(module, export_dir) once the SavedModel is in
-        place, the serving.ServingModule still loaded (--litert converts it), under
-        attention.portable_graphs as the SavedModel was traced.
+      after_save: called as after_save(module, folder) once the SavedModel is saved in
+        the temporary folder that then replaces export_dir, the serving.ServingModule
+        still loaded (--litert converts it), under attention.portable_graphs as the
+        SavedModel was traced; returns the names (relative to folder) of the files it
+        wrote there, checked before the rename. Its failure leaves an earlier export as
+        it was.
 
     Returns:
       export_dir.
@@ -113,11 +116,18 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 embed_batch_size=embed_batch_size)
             info = export_info(module, bert_config, init_checkpoint, do_lower_case,
                                serving_dtype, labels, long_text_settings)
-            saved_model_dir.write_saved_model(module, export_dir, info)
-            if after_save is not None:
+
+            def before_rename(folder):
+                """The files checked before the rename: the vocabulary, after_save's."""
+                if after_save is None:
+                    return [saved_model_dir.VOCAB_FILE]
                 # LiteRT converts the graph it traces: the portable one, as the SavedModel's.
                 with attention.portable_graphs():
-                    after_save(module, export_dir)
+                    written = list(after_save(module, folder) or ())
+                return [saved_model_dir.VOCAB_FILE] + written
+
+            saved_model_dir.write_saved_model(module, export_dir, info,
+                                              before_rename=before_rename)
     logging.info("Exported the %s model to %s", model_type, export_dir)
     return export_dir
 
@@ -167,5 +177,5 @@ def output_files(export_dir):
     """{what: path} of the files an export writes in `export_dir` (a run's Result.outputs)."""
     export_dir = str(export_dir).rstrip("/")
     return {"saved_model": export_dir + "/saved_model.pb",
-            "vocab": export_dir + "/assets/vocab.txt",
+            "vocab": "%s/%s" % (export_dir, saved_model_dir.VOCAB_FILE),
             "export_info": "%s/%s" % (export_dir, saved_model_dir.INFO_FILE)}

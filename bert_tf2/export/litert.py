@@ -1,5 +1,7 @@
 """LiteRT models of an exported SavedModel: fp32, dynamic-range int8 and full int8, with the
-report of how far each quantized model is from fp32 (export_saved_model.py --litert).
+report of how far each model is from the SavedModel (export_saved_model.py --litert): its
+outputs, and what it predicts (a --crf tagger: its Viterbi tags, which LiteRT's logits are
+decoded into in numpy under the same transitions and tag scheme, litert_predictor.CRF_FILE).
 
 The converted function is the SavedModel's serving_ids signature (input_ids, input_mask,
 segment_ids: int32 [batch, max_seq_length]; the batch axis stays dynamic) reduced to its
@@ -31,6 +33,7 @@ import tensorflow as tf
 from bert_tf2 import fileutil
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
+from bert_tf2.trainer import heads
 
 VARIANTS = litert_predictor.VARIANTS
 REPORT_FILE = litert_predictor.REPORT_FILE
@@ -183,11 +186,15 @@ def _quiet_interpreter():
 
 
 # ---------------------------------------------------------------------------
-# Agreement with fp32
+# Agreement with the SavedModel
 # ---------------------------------------------------------------------------
 
-def compare(model_type, reference, outputs, batch, labels, do_lower_case):
-    """How far `outputs` are from the fp32 `reference` outputs on `batch` (a dict).
+def compare(model_type, reference, outputs, batch, labels, do_lower_case, crf=None):
+    """How far `outputs` are from the SavedModel's `reference` outputs on `batch` (a dict).
+
+    crf: a --crf tagger's (transitions, start_penalty): `outputs` are tagged with Viterbi
+    in numpy (as LiteRTPredictor does), the reference holds the SavedModel's own Viterbi
+    tags ("tag_ids", TensorFlow's).
 
     Keys: agreement (share of examples with the same label / word tag / answer text;
     encoder: the mean cosine), max_abs_delta / mean_abs_delta (probabilities; tagger:
@@ -205,7 +212,7 @@ def compare(model_type, reference, outputs, batch, labels, do_lower_case):
     result = {"examples": _count(model_type, batch),
               "max_abs_delta": float(deltas.max()), "mean_abs_delta": float(deltas.mean())}
     want = litert_data.decode(model_type, reference, batch, labels, do_lower_case)
-    found = litert_data.decode(model_type, outputs, batch, labels, do_lower_case)
+    found = litert_data.decode(model_type, outputs, batch, labels, do_lower_case, crf=crf)
     if model_type == "encoder":
         cosine = np.sum(ref[0] * got[0], -1) / np.maximum(
             np.linalg.norm(ref[0], axis=-1) * np.linalg.norm(got[0], axis=-1), 1e-12)
@@ -267,11 +274,12 @@ def _metric(model_type, found, batch):
 
 
 def drop(result):
-    """Points lost against fp32: by the task metric when there are labels, else by the
-    agreement (100 x (1 - agreement))."""
+    """Points lost against the SavedModel: the larger of the task metric's loss (when
+    there are labels) and the disagreement (100 x (1 - agreement))."""
+    lost = 100.0 * (1.0 - result["agreement"])
     if "metric" in result:
-        return result["metric_fp32"] - result["metric"]
-    return 100.0 * (1.0 - result["agreement"])
+        lost = max(lost, result["metric_fp32"] - result["metric"])
+    return lost
 
 
 # ---------------------------------------------------------------------------
@@ -283,26 +291,33 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
     """Writes model_<variant>.tflite of each variant and litert_report.json into export_dir.
 
     Args:
-      export_dir: a SavedModel folder export_saved_model.py wrote.
-      module: the serving.ServingModule saved there (its fp32 outputs are the reference).
+      export_dir: a SavedModel folder export_saved_model.py wrote (being written: the
+        temporary folder that then replaces --export_dir).
+      module: the serving.ServingModule saved there (its outputs, a --crf tagger's
+        Viterbi tags included, are the reference every variant is compared with).
       variants: names from VARIANTS.
       calibration, agreement: litert_data.Batch of the --calibration_file (needed for
         int8) and --agreement_file examples, or None.
-      max_metric_drop: points a quantized variant may lose against fp32 (on the
+      max_metric_drop: points a variant may lose against the SavedModel (on the
         agreement examples, else the calibration ones) before the report warns (and int8
         tries FALLBACK_RECIPES).
 
     Returns:
-      {variant: path} of the models written, and "report".
+      {variant: path} of the models written, "report", and "crf" (a --crf tagger's
+      litert_predictor.CRF_FILE).
     """
     litert_predictor.check_available()
-    with open(os.path.join(export_dir, litert_predictor.INFO_FILE), encoding="utf-8") as f:
-        info = json.load(f)
+    info = litert_predictor.read_info(export_dir)
     function = ids_function(module, info["model_type"], info["max_seq_length"])
+    crf = module.crf_parameters() if info["model_type"] == "tagger" else None
+    info = dict(info, crf_parameters=crf)
     sets = {name: batch for name, batch in (("calibration", calibration),
                                             ("agreement", agreement)) if batch is not None}
-    reference = {name: _fp32_outputs(function, batch) for name, batch in sets.items()}
+    reference = {name: _saved_model_outputs(function, batch, crf)
+                 for name, batch in sets.items()}
     models, report = {}, {"model_type": info["model_type"], "max_metric_drop": max_metric_drop,
+                          "reference": "the SavedModel (TensorFlow, float32%s)"
+                                       % (", its Viterbi tags" if crf else ""),
                           "variants": {}, "warnings": []}
     for variant in variants:
         blob, entry = _best_variant(function, module, variant, calibration, sets, reference,
@@ -313,23 +328,33 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
         warning = _warning(variant, entry, max_metric_drop)
         if warning:
             report["warnings"].append(warning)
-    return _write(export_dir, models, report)
+    return _write(export_dir, models, report, crf)
 
 
-def _fp32_outputs(function, batch):
-    """The SavedModel's outputs on a batch, 32 rows at a time (numpy)."""
+def _saved_model_outputs(function, batch, crf=None):
+    """The SavedModel's outputs on a batch, 32 rows at a time (numpy); a --crf tagger's
+    (crf: its (transitions, start_penalty)) also "tag_ids", decoded by TensorFlow's
+    Viterbi as the SavedModel's serving_default and run_ner --crf do."""
     parts, size = [], litert_predictor.BATCH_SIZE
     for start in range(0, len(batch.features["input_ids"]), size):
         parts.append(function(**{k: tf.constant(batch.features[k][start:start + size])
                                  for k in litert_data.ID_KEYS}))
-    return {n: np.concatenate([p[n].numpy() for p in parts], axis=0) for n in parts[0]}
+    outputs = {n: np.concatenate([p[n].numpy() for p in parts], axis=0) for n in parts[0]}
+    if crf is not None:
+        features = batch.extra[1]
+        weights = tf.constant([f.label_weights for f in features], tf.float32)
+        starts = tf.constant([f.starts_sentence for f in features], tf.int32)
+        outputs["tag_ids"] = heads.crf_predictions(
+            tf.constant(outputs["logits"]), tf.constant(crf[0]), weights,
+            None if crf[1] is None else tf.constant(crf[1]), starts).numpy()
+    return outputs
 
 
 def _evaluate(blob, sets, reference, info, num_threads):
     """{set name: compare(...)} of a LiteRT model on every example set."""
     run = litert_predictor.ModelRunner(blob, num_threads)
     return {name: compare(info["model_type"], reference[name], run(batch.features), batch,
-                          info.get("labels"), info["do_lower_case"])
+                          info.get("labels"), info["do_lower_case"], info["crf_parameters"])
             for name, batch in sets.items()}
 
 
@@ -382,22 +407,34 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
 
 
 def _warning(variant, entry, max_metric_drop):
-    """The WARNING text of a variant that drops more than max_metric_drop (else None)."""
+    """The WARNING text of a variant (fp32 too) that drops more than max_metric_drop by
+    the metric or by its agreement with the SavedModel (else None)."""
     bad = {name: r for name, r in _judged(entry["results"]).items()
            if drop(r) > max_metric_drop}
-    if not bad or variant == "fp32":
+    if not bad:
         return None
-    parts = ["%s: %s %.2f -> %.2f" % (name, r["metric_name"], r["metric_fp32"], r["metric"])
-             if "metric" in r else "%s: agreement with fp32 %.2f%%" % (name, 100 * r["agreement"])
-             for name, r in bad.items()]
-    return ("LiteRT %s (%s) loses more than --max_metric_drop=%g points against fp32: %s"
-            % (variant, entry["recipe"], max_metric_drop, "; ".join(parts)))
+    parts = []
+    for name, r in bad.items():
+        part = "%s: agreement with the SavedModel %.2f%%" % (name, 100 * r["agreement"])
+        if "metric" in r:
+            part += ", %s %.2f -> %.2f" % (r["metric_name"], r["metric_fp32"], r["metric"])
+        parts.append(part)
+    return ("LiteRT %s (%s) loses more than --max_metric_drop=%g points against the "
+            "SavedModel: %s" % (variant, entry["recipe"], max_metric_drop, "; ".join(parts)))
 
 
-def _write(export_dir, models, report):
-    """Writes the models and the report (each whole or absent; none left after an error)."""
+def _write(export_dir, models, report, crf=None):
+    """Writes the models, a --crf tagger's CRF_FILE and the report (each whole or absent;
+    none left after an error)."""
     written = {}
     try:
+        if crf is not None:
+            path = os.path.join(export_dir, litert_predictor.CRF_FILE)
+            with fileutil.atomic_open(path, "w") as f:
+                # float32 -> float64 -> JSON's shortest repr: read back, the same float32.
+                f.write(json.dumps({"transitions": crf[0].tolist(), "start_penalty": None
+                                    if crf[1] is None else crf[1].tolist()}) + "\n")
+            written["crf"] = path
         for variant, blob in models.items():
             path = os.path.join(export_dir, litert_predictor.model_file(variant))
             with fileutil.atomic_open(path, "wb") as f:
@@ -420,10 +457,10 @@ def summary_lines(report):
     lines = []
     for variant, entry in report["variants"].items():
         for name, r in entry["results"].items():
-            metric = (" %s %.2f (fp32 %.2f)" % (r["metric_name"], r["metric"], r["metric_fp32"])
-                      if "metric" in r else "")
-            lines.append("LiteRT %-12s %-9s %4d examples: agreement %.4f, max |delta| %.4g, "
-                         "mean |delta| %.4g%s [%s, %d bytes]"
+            metric = (" %s %.2f (SavedModel %.2f)"
+                      % (r["metric_name"], r["metric"], r["metric_fp32"]) if "metric" in r else "")
+            lines.append("LiteRT %-12s %-9s %4d examples: agreement with the SavedModel "
+                         "%.4f, max |delta| %.4g, mean |delta| %.4g%s [%s, %d bytes]"
                          % (variant, name, r["examples"], r["agreement"], r["max_abs_delta"],
                             r["mean_abs_delta"], metric, entry["recipe"], entry["bytes"]))
         if not entry["results"]:

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 import tokenization
+from bert_tf2.base import crf as crf_lib
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import ner_data
@@ -52,7 +53,8 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
       model_type: one of MODEL_TYPES; the file is what its runner reads: a TSV / CSV /
         JSONL of texts (classifier, encoder; `columns` = text_a, text_b or None, label),
         CoNLL (tagger), SQuAD JSON (squad).
-      flag: the flag naming the file, for messages ("--calibration_file").
+      flag: the flag naming the file, for messages ("--calibration_file", without its
+        value: the messages name the path once).
       tokenizer: a tokenization.FullTokenizer.
       labels: classifier / tagger: the model's label list ([None]: regression).
 
@@ -75,15 +77,17 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
             return squad_batch(examples, tokenizer, max_seq_length, max_query_length,
                                _kept_articles(articles, examples))
         rows = _text_rows(path, columns)[:limit]
+        if not rows:
+            raise ValueError("%s: no examples" % path)
+        texts_a = [_row_text(row, columns[0]) for row in rows]
+        texts_b = [_row_text(row, columns[1]) for row in rows] if columns[1] else None
+        gold = None
+        if model_type == "classifier" and all(columns[2] in row.fields for row in rows):
+            gold = [_gold_label(row, columns[2], labels) for row in rows]
     except (ValueError, KeyError, TypeError) as e:
-        raise ValueError("%s: %s" % (flag, str(e).strip("'\""))) from None
-    if not rows:
-        raise ValueError("%s=%s: no examples" % (flag, path))
-    texts_a = [_row_text(row, columns[0]) for row in rows]
-    texts_b = [_row_text(row, columns[1]) for row in rows] if columns[1] else None
-    gold = None
-    if model_type == "classifier" and all(columns[2] in row.fields for row in rows):
-        gold = [_gold_label(row, columns[2], labels) for row in rows]
+        # Each message names the file (and line) once; a KeyError's is its key's repr.
+        text = e.args[0] if isinstance(e, KeyError) and e.args else e
+        raise ValueError("%s: %s" % (flag, text)) from None
     return text_batch(texts_a, texts_b, tokenizer, max_seq_length, labels, gold)
 
 
@@ -182,8 +186,31 @@ def _kept_articles(articles, examples):
     return kept
 
 
-def decode(model_type, outputs, batch, labels=None, do_lower_case=True):
+def crf_tag_ids(logits, features, transitions, start_penalty=None):
+    """[N, S] tag ids of a --crf tagger's windows: Viterbi over each window's words (its
+    weighted first pieces, in order) under `transitions` [T, T], `start_penalty` [T]
+    added to the first word of a window that starts its sentence, as run_ner --crf and
+    the SavedModel (heads.crf_predictions) decode; positions without a word: 0."""
+    logits = np.asarray(logits, np.float32)
+    transitions = np.asarray(transitions, np.float32)
+    tag_ids = np.zeros(logits.shape[:2], np.int64)
+    for row, feature in enumerate(features):
+        positions = np.flatnonzero(np.asarray(feature.label_weights) > 0)
+        if not len(positions):
+            continue
+        scores = logits[row, positions]
+        if start_penalty is not None and feature.starts_sentence:
+            scores[0] = scores[0] + np.asarray(start_penalty, np.float32)
+        tag_ids[row, positions] = crf_lib.viterbi_decode(scores, transitions)[0]
+    return tag_ids
+
+
+def decode(model_type, outputs, batch, labels=None, do_lower_case=True, crf=None):
     """Per-example predictions of model outputs ({name: array}) on `batch`.
+
+    crf: a --crf tagger's (transitions, start_penalty): its tags are Viterbi's
+    (crf_tag_ids), not the argmax of the logits; outputs with "tag_ids" [N, S] (decoded
+    elsewhere) give those.
 
     Returns: classifier: class indexes (regression: floats); encoder: the vectors [N, D];
     tagger: per sentence its words' tags; squad: the answer texts, by question id
@@ -197,7 +224,12 @@ def decode(model_type, outputs, batch, labels=None, do_lower_case=True):
         return np.asarray(outputs["sentence_embedding"])
     if model_type == "tagger":
         conll, features = batch.extra
-        tag_ids = np.argmax(outputs["logits"], axis=-1)
+        if "tag_ids" in outputs:
+            tag_ids = outputs["tag_ids"]
+        elif crf is not None:
+            tag_ids = crf_tag_ids(outputs["logits"], features, *crf)
+        else:
+            tag_ids = np.argmax(outputs["logits"], axis=-1)
         return ner_data.sentence_predictions(conll, features, tag_ids, labels)
     examples, features = batch.extra[:2]
     results = squad_results.compact_batch(

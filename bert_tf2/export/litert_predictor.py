@@ -26,6 +26,10 @@ INFO_FILE = "assets.extra/export_info.json"
 VOCAB_FILE = "assets/vocab.txt"
 BATCH_SIZE = 32
 REPORT_FILE = "litert_report.json"
+# A --crf tagger's Viterbi parameters, which its LiteRT models (logits only) need to tag
+# as the SavedModel does: {"transitions": [N][N] (the scheme's forbidden ones included),
+# "start_penalty": [N] or null}.
+CRF_FILE = "litert_crf.json"
 
 
 def model_file(variant):
@@ -35,7 +39,81 @@ def model_file(variant):
 
 def export_files():
     """Every file export_saved_model.py --litert may write in an export folder."""
-    return tuple(model_file(v) for v in VARIANTS) + (REPORT_FILE,)
+    return tuple(model_file(v) for v in VARIANTS) + (REPORT_FILE, CRF_FILE)
+
+
+def _bad_field(path, field, what, value):
+    return ValueError("%s: field %r must be %s, got %s" % (path, field, what,
+                                                           json.dumps(value)[:80]))
+
+
+def _is_int(value, least):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def read_info(export_dir):
+    """The export's assets.extra/export_info.json, its fields checked: a missing or
+    tampered file (not JSON, a field missing or of another type) is one ValueError naming
+    the file and the field."""
+    path = os.path.join(export_dir, INFO_FILE)
+    if not os.path.isfile(path):
+        raise ValueError("%s does not exist: %s is not a folder export_saved_model.py wrote"
+                         % (path, export_dir))
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
+    if not isinstance(info, dict):
+        raise ValueError("%s: expected a JSON object of fields, got %s"
+                         % (path, type(info).__name__))
+    model_type = info.get("model_type")
+    if model_type not in litert_data.MODEL_TYPES:
+        raise _bad_field(path, "model_type", "one of " + ", ".join(litert_data.MODEL_TYPES),
+                         model_type)
+    checks = [("max_seq_length", lambda v: _is_int(v, 3), "an integer >= 3"),
+              ("do_lower_case", lambda v: isinstance(v, bool), "true or false")]
+    if model_type in ("classifier", "tagger"):
+        checks.append(("labels", lambda v: isinstance(v, list) and v and all(
+            x is None or isinstance(x, str) for x in v), "a non-empty list of label names"))
+    if model_type == "tagger":
+        checks.append(("crf", lambda v: v is None or isinstance(v, bool), "true or false"))
+    if model_type == "squad":
+        checks.append(("max_query_length", lambda v: v is None or _is_int(v, 1),
+                       "an integer >= 1"))
+    for field, valid, what in checks:
+        if field not in info and field not in ("crf", "max_query_length"):
+            raise ValueError("%s: field %r is missing" % (path, field))
+        if not valid(info.get(field)):
+            raise _bad_field(path, field, what, info.get(field))
+    return info
+
+
+def read_crf(export_dir, num_labels):
+    """(transitions float32 [N, N], start_penalty float32 [N] or None) of a --crf tagger's
+    CRF_FILE; one ValueError naming the file and field when it is missing or wrong."""
+    path = os.path.join(export_dir, CRF_FILE)
+    if not os.path.isfile(path):
+        raise ValueError("%s does not exist: the export's tagger is a --crf one (%s), "
+                         "whose LiteRT models need its transitions; export it again with "
+                         "--litert" % (path, INFO_FILE))
+    try:
+        with open(path, encoding="utf-8") as f:
+            crf = json.load(f)
+        transitions = np.asarray(crf["transitions"], np.float32)
+        start = crf.get("start_penalty")
+        start = None if start is None else np.asarray(start, np.float32)
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+        raise ValueError("%s: expected {\"transitions\": [[...]], \"start_penalty\": [...] "
+                         "or null}: %s" % (path, str(e).strip("'\""))) from None
+    if transitions.shape != (num_labels, num_labels):
+        raise ValueError("%s: field 'transitions' must be %d x %d (the labels of %s), got "
+                         "shape %s" % (path, num_labels, num_labels, INFO_FILE,
+                                       list(transitions.shape)))
+    if start is not None and start.shape != (num_labels,):
+        raise ValueError("%s: field 'start_penalty' must have %d numbers, got shape %s"
+                         % (path, num_labels, list(start.shape)))
+    return transitions, start
 
 
 def check_available(flag="--litert"):
@@ -61,6 +139,11 @@ class ModelRunner(object):
                   else {"model_path": str(model)})
         self.interpreter = interpreter.Interpreter(num_threads=num_threads, **kwargs)
         self.runner = self.interpreter.get_signature_runner()
+        details = self.runner.get_input_details()
+        # The length the model was converted at (the ids' last axis).
+        self.seq_length = int(details["input_ids"]["shape_signature"][-1])
+        self.output_sizes = {name: int(d["shape_signature"][-1])
+                             for name, d in self.runner.get_output_details().items()}
 
     def __call__(self, features, batch_size=BATCH_SIZE):
         """{output name: array} of the model on {ID_KEYS: int32 [N, S]}."""
@@ -92,46 +175,78 @@ class LiteRTPredictor(object):
         path = os.path.join(export_dir, model_file(variant))
         if not os.path.isfile(path):
             raise ValueError("%s does not exist: export with --litert=%s" % (path, variant))
-        with open(os.path.join(export_dir, INFO_FILE), encoding="utf-8") as f:
-            self.info = json.load(f)
+        self.info = read_info(export_dir)
         self.model_type = self.info["model_type"]
         self.labels = self.info.get("labels")
         self.max_seq_length = self.info["max_seq_length"]
-        self.tokenizer = tokenization.FullTokenizer(os.path.join(export_dir, VOCAB_FILE),
-                                                    self.info["do_lower_case"])
+        # A --crf tagger tags with Viterbi under the SavedModel's transitions and scheme.
+        self.crf = (read_crf(export_dir, len(self.labels))
+                    if self.model_type == "tagger" and self.info.get("crf") else None)
+        vocab = os.path.join(export_dir, VOCAB_FILE)
+        if not os.path.isfile(vocab):
+            raise ValueError("%s does not exist: %s is not a whole export" % (vocab, export_dir))
+        self.tokenizer = tokenization.FullTokenizer(vocab, self.info["do_lower_case"])
         self.run = ModelRunner(path, num_threads)
+        if self.run.seq_length > 0 and self.run.seq_length != self.max_seq_length:
+            raise ValueError("%s: field 'max_seq_length' is %d but %s takes ids of length %d"
+                             % (os.path.join(export_dir, INFO_FILE), self.max_seq_length,
+                                path, self.run.seq_length))
+
+    def _inputs(self, texts, texts_b):
+        """(texts, texts_b or None) as lists; one str is one text; one ValueError for
+        anything else."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if texts_b is not None:
+            texts_b = [texts_b] if isinstance(texts_b, str) else list(texts_b)
+        for name, values in (("texts", texts), ("texts_b", texts_b or [])):
+            for i, value in enumerate(values):
+                if not isinstance(value, str):
+                    raise ValueError("%s[%d] is %r, not a str" % (name, i, value))
+        if self.model_type == "squad" and texts_b is None:
+            raise ValueError("a squad model needs texts_b: the contexts, one per question")
+        if self.model_type == "tagger" and texts_b is not None:
+            raise ValueError("a tagger takes texts only: leave texts_b out")
+        if texts_b is not None and len(texts_b) != len(texts):
+            raise ValueError("texts_b has %d texts but texts %d: give one per text (or "
+                             "leave texts_b out)" % (len(texts_b), len(texts)))
+        return texts, texts_b
 
     def batch(self, texts, texts_b=None):
         """The litert_data.Batch of raw texts (squad: texts = questions, texts_b = contexts)."""
-        texts = list(texts)
+        texts, texts_b = self._inputs(texts, texts_b)
         if self.model_type == "squad":
             return litert_data.squad_batch(
-                litert_data.squad_examples(texts, list(texts_b)), self.tokenizer,
-                self.max_seq_length, self.info.get("max_query_length", 64))
+                litert_data.squad_examples(texts, texts_b), self.tokenizer,
+                self.max_seq_length, self.info.get("max_query_length") or 64)
         if self.model_type == "tagger":
             return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
                                             self.labels)
-        return litert_data.text_batch(texts, None if texts_b is None else list(texts_b),
-                                      self.tokenizer, self.max_seq_length, self.labels)
+        return litert_data.text_batch(texts, texts_b, self.tokenizer, self.max_seq_length,
+                                      self.labels)
 
     def predict(self, texts, texts_b=None):
         """One call from text to results, per text (or pair).
 
         Args:
           texts: classifier / encoder: the first texts; tagger: the texts; squad: the
-            questions.
+            questions. A list (one str is one text).
           texts_b: classifier / encoder: second texts of pairs (optional); squad: the
-            contexts.
+            contexts. As many as texts.
 
         Returns:
           classifier: [{"label", "probabilities": {label: p}}] (regression:
           [{"prediction": x}]); encoder: float32 [N, D] sentence vectors; tagger:
-          [[(word, tag), ...]] per text; squad: [answer text] per question.
+          [[(word, tag), ...]] per text (a --crf tagger: Viterbi's tags, as the
+          SavedModel's); squad: [answer text] per question. No texts: no results.
         """
         batch = self.batch(texts, texts_b)
+        if not len(batch.features["input_ids"]):
+            if self.model_type == "encoder":
+                return np.zeros([0, self.run.output_sizes["sentence_embedding"]], np.float32)
+            return []
         outputs = self.run(batch.features)
         found = litert_data.decode(self.model_type, outputs, batch, self.labels,
-                                   self.info["do_lower_case"])
+                                   self.info["do_lower_case"], crf=self.crf)
         if self.model_type == "classifier":
             if "predictions" in outputs:
                 return [{"prediction": x} for x in found]

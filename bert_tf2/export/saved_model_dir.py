@@ -1,13 +1,18 @@
 """The folder of an exported SavedModel: what an export writes there, and nothing else.
 
-export_saved_model.py saves beside --export_dir and renames into place, so an earlier
-export is replaced only by a complete one; an existing folder that is not one of our
-exports is never touched, and files added to an earlier export (TF Serving's
-assets.extra/tf_serving_warmup_requests, a user's notes) are carried into the new one.
+export_saved_model.py builds the whole export (the SavedModel, export_info.json, --litert's
+models and report) in a temporary folder beside --export_dir, checks it, and only then
+renames it into place: an earlier export is replaced only by a complete one, and stays
+as it was after any failure (a converter error, a full disk, SIGTERM). An existing folder
+that is not one of our exports is never touched; files added to an earlier export (TF
+Serving's assets.extra/tf_serving_warmup_requests, a user's notes at its top) are carried
+into the new one, while files of someone else inside assets/ or variables/ (which an
+export replaces whole) make it refuse, naming them. An --export_dir that is a symlink
+has its target replaced (the link kept), never anything deleted through the link.
 """
+import fnmatch
 import json
 import os
-import uuid
 
 from absl import logging
 import tensorflow as tf
@@ -24,7 +29,26 @@ from bert_tf2.export import litert_predictor
 # drops an earlier export's (they would describe another model).
 _EXPORT_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables",
                    "assets") + litert_predictor.export_files()
-INFO_FILE = "assets.extra/export_info.json"
+INFO_FILE = litert_predictor.INFO_FILE  # assets.extra/export_info.json
+VOCAB_FILE = litert_predictor.VOCAB_FILE  # assets/vocab.txt: the in-graph tokenizer's asset
+# What an export writes inside the folders it replaces whole (assets/, variables/); any
+# other file there is a user's, which a re-export would lose: refused (check_export_dir).
+_WHOLE_FOLDERS = {"assets": ("vocab.txt",),
+                  "variables": ("variables.index", "variables.data-?????-of-?????")}
+
+
+def resolve_export_dir(export_dir):
+    """The folder an export writes: `export_dir`, or the target of a symlink `export_dir`
+    (replaced there, the link kept; a dangling link is one ValueError)."""
+    export_dir = str(export_dir).rstrip("/") or "/"
+    if "://" in export_dir or not os.path.islink(export_dir):
+        return export_dir
+    target = os.path.realpath(export_dir)
+    if not os.path.isdir(target):
+        raise ValueError("--export_dir=%s is a symlink to %s, which is not a folder: point it "
+                         "at an export (or a missing folder's parent), or remove the link"
+                         % (export_dir, target))
+    return target
 
 
 def check_export_dir(export_dir):
@@ -32,38 +56,79 @@ def check_export_dir(export_dir):
 
     Anything else there (a file, a folder of other things such as $HOME/models) is an
     error: an export never deletes what it did not write. An earlier export has what
-    an export writes replaced, and keeps what was added to it (write_saved_model).
+    an export writes replaced, and keeps what was added to it (write_saved_model), but
+    for files inside assets/ or variables/ that an export does not write: those are an
+    error naming them (moved elsewhere, they are kept). A symlink is checked at its
+    target (resolve_export_dir).
     """
+    named = str(export_dir).rstrip("/")
+    export_dir = resolve_export_dir(named)
     if not tf.io.gfile.exists(export_dir):
         return
     if not tf.io.gfile.isdir(export_dir):
-        raise ValueError("--export_dir=%s is a file, not a directory" % export_dir)
+        raise ValueError("--export_dir=%s is a file, not a directory" % named)
     marker = os.path.join(export_dir, INFO_FILE)
     # A killed training's lock file (fileutil.LOCK_FILE) is not an output of anyone's.
     entries = [n for n in tf.io.gfile.listdir(export_dir) if n != fileutil.LOCK_FILE]
     if entries and not tf.io.gfile.exists(marker):
         raise ValueError("--export_dir=%s exists and is not a SavedModel exported by this "
                          "script (no assets.extra/export_info.json): choose another "
-                         "directory; nothing there is replaced" % export_dir)
+                         "directory; nothing there is replaced" % named)
+    foreign = foreign_files(export_dir)
+    if foreign:
+        raise ValueError("--export_dir=%s: an export replaces assets/ and variables/ whole, "
+                         "and they hold %d file(s) it did not write: %s; move them out (e.g. "
+                         "into assets.extra/, which is kept) or choose another directory; "
+                         "nothing was replaced" % (named, len(foreign), ", ".join(
+                             foreign[:5]) + (", ..." if len(foreign) > 5 else "")))
 
 
-def write_saved_model(module, export_dir, info):
-    """Saves `module` beside `export_dir`, then renames it into place.
+def foreign_files(export_dir):
+    """The files (relative paths) inside an export's assets/ and variables/ that an
+    export does not write, sorted."""
+    found = []
+    for top, ours in sorted(_WHOLE_FOLDERS.items()):
+        root = os.path.join(export_dir, top)
+        if not tf.io.gfile.isdir(root):
+            continue
+        for folder, _, files in tf.io.gfile.walk(root):
+            relative = os.path.relpath(folder, export_dir)
+            for name in sorted(files):
+                if relative != top or not any(fnmatch.fnmatchcase(name, p) for p in ours):
+                    found.append(os.path.join(relative, name))
+    return found
 
-    An earlier export in export_dir is replaced only once the new SavedModel is
-    complete (see check_export_dir for what may be replaced), and only what an export
-    writes: the files added to it are copied into the new one. After an error nothing
-    is left behind and the earlier export is untouched.
+
+def write_saved_model(module, export_dir, info, before_rename=None):
+    """Saves `module` in a temporary folder beside `export_dir`, then renames it into place.
+
+    An earlier export in export_dir is replaced only once the new export is complete
+    and checked (see check_export_dir for what may be replaced), and only what an export
+    writes: the files added to it are copied into the new one. After any error
+    (SIGTERM included: run_cli raises it in the main thread) nothing is left behind and
+    the earlier export is untouched.
     INFO_FILE (assets.extra/export_info.json) records how the model was exported.
+
+    Args:
+      before_rename: called as before_rename(folder) with the temporary folder once the
+        SavedModel and INFO_FILE are there (--litert writes its models into it); returns
+        the names (relative to the folder) of the files it wrote, which are checked too.
+
+    Returns:
+      export_dir (a symlink's target is replaced, the link kept).
     """
-    export_dir = export_dir.rstrip("/")
-    check_export_dir(export_dir)
+    named = str(export_dir).rstrip("/")
+    _recover(resolve_export_dir(named))
+    check_export_dir(named)
+    export_dir = resolve_export_dir(named)
+    if export_dir != named:
+        logging.info("--export_dir=%s is a symlink: the export replaces its target %s (the "
+                     "link is kept)", named, export_dir)
     parent = os.path.dirname(export_dir)
     if parent:
         tf.io.gfile.makedirs(parent)
     # Names of this export's own, so that nothing already there is ever removed.
-    tag = uuid.uuid4().hex[:8]
-    temp, old = "%s.tmp-%s" % (export_dir, tag), "%s.old-%s" % (export_dir, tag)
+    temp, old = fileutil.temp_name(export_dir), fileutil.temp_name(export_dir, "old")
     try:
         # Traced here (serving.py): the graph any device runs, not the CPU's forms.
         with attention.portable_graphs():
@@ -71,6 +136,8 @@ def write_saved_model(module, export_dir, info):
         tf.io.gfile.makedirs(os.path.join(temp, os.path.dirname(INFO_FILE)))
         with tf.io.gfile.GFile(os.path.join(temp, INFO_FILE), "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        extra = list(before_rename(temp) or ()) if before_rename is not None else []
+        check_complete(temp, extra)
         if tf.io.gfile.exists(export_dir):
             kept = _carry_over(export_dir, temp)
             tf.io.gfile.rename(export_dir, old)
@@ -79,31 +146,74 @@ def write_saved_model(module, export_dir, info):
                              ", ".join(kept))
         tf.io.gfile.rename(temp, export_dir)
     except BaseException:
-        if tf.io.gfile.exists(temp):
-            tf.io.gfile.rmtree(temp)
         if tf.io.gfile.exists(old) and not tf.io.gfile.exists(export_dir):
             tf.io.gfile.rename(old, export_dir)
+        if tf.io.gfile.exists(temp):
+            fileutil.remove_tree(temp)
         raise
     if tf.io.gfile.exists(old):
-        tf.io.gfile.rmtree(old)
-    return export_dir
+        # A symlink of the user's in the earlier export is carried over as a link and
+        # removed here as one: its target is never touched.
+        fileutil.remove_tree(old)
+    return named
+
+
+def _recover(export_dir):
+    """What an export killed at once (SIGKILL, a power cut) left beside export_dir: the
+    earlier export it had moved aside is put back if export_dir is missing, and the
+    temporaries of our names (fileutil.temp_name) are removed."""
+    parent = os.path.dirname(export_dir) or "."
+    if not tf.io.gfile.isdir(parent):
+        return
+    # By listing, not glob: a folder name may hold glob's special characters.
+    leftovers = sorted(os.path.join(parent, n.rstrip("/")) for n in tf.io.gfile.listdir(parent)
+                       if fileutil.is_temporary(os.path.join(parent, n)) == export_dir)
+    for path in leftovers:
+        if ".old-" in path[len(export_dir):] and not tf.io.gfile.exists(export_dir):
+            logging.warning("%s: the earlier export a killed export left under a temporary "
+                            "name is put back", export_dir)
+            tf.io.gfile.rename(path, export_dir)
+        elif tf.io.gfile.isdir(path):
+            logging.info("Removing %s, left by a killed export", path)
+            fileutil.remove_tree(path)
+
+
+def check_complete(folder, extra=()):
+    """ValueError naming the first file of an export in `folder` that is missing or empty:
+    saved_model.pb, variables/variables.index, INFO_FILE (valid JSON) and the `extra`
+    names (the exporter's: VOCAB_FILE, --litert's files)."""
+    for name in ("saved_model.pb", "variables/variables.index", INFO_FILE) + tuple(extra):
+        path = os.path.join(folder, name)
+        if not tf.io.gfile.exists(path) or tf.io.gfile.stat(path).length == 0:
+            raise ValueError("the export's %s is missing or empty: nothing was replaced"
+                             % name)
+    with tf.io.gfile.GFile(os.path.join(folder, INFO_FILE)) as f:
+        json.loads(f.read())
 
 
 def _carry_over(earlier, new):
     """Copies what an export does not write from the `earlier` export into `new`;
-    returns the files copied (paths relative to the export)."""
+    returns the files copied (paths relative to the export). A symlink (local folders)
+    is copied as a link, never followed."""
     kept = []
-    for folder, _, files in tf.io.gfile.walk(earlier):
+    local = "://" not in earlier
+    walk = os.walk(earlier) if local else tf.io.gfile.walk(earlier)
+    for folder, folders, files in walk:
         relative = os.path.relpath(folder, earlier)
         top = relative.split(os.sep)[0]
         if top in _EXPORT_ENTRIES:
             continue
         if relative != ".":
             tf.io.gfile.makedirs(os.path.join(new, relative))
-        for name in sorted(files):
+        links = [n for n in folders if local and os.path.islink(os.path.join(folder, n))]
+        for name in sorted(files + links):
             path = os.path.normpath(os.path.join(relative, name))
             if path in _EXPORT_ENTRIES or path == os.path.normpath(INFO_FILE):
                 continue
-            tf.io.gfile.copy(os.path.join(folder, name), os.path.join(new, path))
+            source = os.path.join(folder, name)
+            if local and os.path.islink(source):
+                os.symlink(os.readlink(source), os.path.join(new, path))
+            else:
+                tf.io.gfile.copy(source, os.path.join(new, path))
             kept.append(path)
     return kept

@@ -296,6 +296,17 @@ class ServingModule(tf.Module):
 
     # -- model outputs ------------------------------------------------------
 
+    def crf_parameters(self):
+        """A --crf tagger's Viterbi parameters as the signatures decode with them:
+        (transitions float32 [N, N] with the tag scheme's forbidden ones, start_penalty
+        float32 [N] or None); None for every other model."""
+        crf = self._holder.model.crf if self.crf else None
+        if crf is None:
+            return None
+        start = crf.start_penalty
+        return (np.asarray(crf(None), np.float32),
+                None if start is None else np.asarray(start, np.float32))
+
     def run_ids(self, input_ids, input_mask, segment_ids):
         """The model's outputs on packed ids, for tracing into another graph (what
         export/litert.py converts): every position computed (no skip_padding, whose
