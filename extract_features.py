@@ -35,6 +35,7 @@ import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import logs
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
@@ -141,7 +142,7 @@ def read_examples(input_file):
 def _to_features(example, tokens_a, tokens_b, seq_length, tokenizer, log):
     tokens, input_ids, input_mask, type_ids = input_pipeline.pack_pair(
         tokens_a, tokens_b, seq_length, tokenizer)
-    if log:
+    if log and logs.details_shown():
         logging.info("*** Example ***")
         logging.info("unique_id: %s", example.unique_id)
         logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
