@@ -92,8 +92,9 @@ def test_not_a_terminal_gets_a_line_per_interval_and_the_last(verbosity):
     clock, stream = FakeClock(), io.StringIO()
     stage = progress.Stage("train", total=100, every=30.0, stream=stream, clock=clock)
     assert stage.interval is None
-    for step in range(1, 101):
-        clock.now = float(step)
+    # A step a second, the last one at 120 s: it waits for the stage's last line.
+    for step, seconds in [(step, step) for step in range(1, 100)] + [(100, 120)]:
+        clock.now = float(seconds)
         stage.update(step, examples=step * 4, loss=1.0 / step)
     stage.close()
     lines = stream.getvalue().splitlines()
@@ -101,7 +102,7 @@ def test_not_a_terminal_gets_a_line_per_interval_and_the_last(verbosity):
     assert [line.split("  ")[1] for line in lines] == [
         "step 30/100", "step 60/100", "step 90/100", "step 100/100"]
     assert lines[0] == "train  step 30/100  loss 0.0333  4.0 examples/s  ETA 0:01:10"
-    assert lines[-1].endswith("4.0 examples/s  took 0:01:40")
+    assert lines[-1].endswith("  took 0:02:00")
 
 
 def test_a_stage_of_unknown_length_counts_batches(verbosity):
@@ -160,8 +161,9 @@ def test_a_log_record_clears_the_bar_first(verbosity):
             "Saved checkpoint x\n"
         clock.now = 1.05  # within 0.1 s, but a cleared bar is drawn again at once
         stage.update(2, examples=4, loss=0.5)
+        # Less than a second after the first update: the rates count from the start.
         assert tty.getvalue().endswith("\rtrain  [##########..........]  step 2/4  loss 0.5000  "
-                                       "40.0 examples/s  ETA 0:00:01")
+                                       "3.8 examples/s  ETA 0:00:02")
         stage.close()
         assert not handler.filters  # the bar's filter leaves with it
     finally:

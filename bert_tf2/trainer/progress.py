@@ -30,6 +30,9 @@ MODES = ("auto", "bar", "lines", "none")
 REDRAW_SECONDS = 1.0
 _MIN_REDRAW_SECONDS = 0.1
 _BAR_WIDTH = 20
+# Rates measured after the first update need this long a span (outputs of several
+# prediction batches may arrive together).
+_MIN_RATE_SECONDS = 1.0
 
 
 def check_mode(mode):
@@ -128,13 +131,14 @@ class Stage:
         """The display's line at `now` (final: the stage's last line, with the time taken).
 
         The rates are those up to the last update, counted from the first update when
-        there were steps after it (leaving out the start: tracing, compiling), else from
-        the stage's start.
+        at least a second of steps followed it (leaving out the start: tracing,
+        compiling), else from the stage's start.
         """
         now = self._clock() if now is None else now
         at, step, examples, loss, lr = self._last or (now, self.start_step, None, None, None)
         since, base_step, base_examples = self._start, self.start_step, 0
-        if self._first is not None and step > self._first[1]:
+        if self._first is not None and step > self._first[1] and \
+                at - self._first[0] >= _MIN_RATE_SECONDS:
             since, base_step, base_examples = self._first
         seconds = max(at - since, 1e-9)
         rate = None
@@ -177,7 +181,7 @@ def _view(mode, stream, every, name, total, start):
         else:
             mode = "bar"
     if mode == "lines":
-        return _Lines(stream, every, start)
+        return _Lines(stream, every, start, total)
     if notebook:
         return _Notebook(name, total)
     return _Bar(stream)
@@ -200,18 +204,20 @@ def _notebook_shell():
 
 
 class _Lines:
-    """Plain lines: one at most every `every` seconds, and the stage's last one."""
+    """Plain lines: one at most every `every` seconds, and the stage's last one (the
+    stage's last step waits for that)."""
 
     interval = None
 
-    def __init__(self, stream, every, start):
+    def __init__(self, stream, every, start, total):
         self._stream = stream
         self._every = float(every or 0)
         self._printed_at = start
+        self._total = total
 
     def show(self, text, step, now, final):
-        del step
-        if final or (self._every > 0 and now - self._printed_at >= self._every):
+        if final or (self._every > 0 and now - self._printed_at >= self._every
+                     and not (self._total and step >= self._total)):
             self._stream.write(text + "\n")
             self._stream.flush()
             self._printed_at = now
