@@ -39,6 +39,7 @@ from bert_tf2 import logs
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import progress
 
 _REQUIRED_FLAGS = ("input_file", "output_file", "bert_config_file", "init_checkpoint",
                    "vocab_file")
@@ -429,7 +430,8 @@ def _write_features(settings, tokenizer, extractor, layer_indexes):
     chunk_size = settings.batch_size * _BATCHES_PER_CHUNK
     start = time.time()
     written = 0
-    with fileutil.atomic_open(settings.output_file, "w") as writer:
+    with fileutil.atomic_open(settings.output_file, "w") as writer, \
+            progress.Stage("predict") as display:
         for examples in _chunks(iter_examples(settings.input_file), chunk_size):
             features = convert_examples_to_features(examples, settings.max_seq_length,
                                                     tokenizer, first_index=written)
@@ -437,8 +439,10 @@ def _write_features(settings, tokenizer, extractor, layer_indexes):
                                    settings.trim_padding)
             writer.write("".join(line + "\n" for line in lines))
             written += len(features)
-            elapsed = max(time.time() - start, 1e-9)
-            logging.info("Processed %d lines (%.1f lines/s)", written, written / elapsed)
+            display.update(-(-written // settings.batch_size), written)
+            if logs.details_shown():
+                logging.info("Processed %d lines (%.1f lines/s)", written,
+                             written / max(time.time() - start, 1e-9))
     return written
 
 
@@ -449,7 +453,8 @@ def _write_embeddings(settings, tokenizer, extractor):
     start = time.time()
     vectors = []
     written = 0
-    with fileutil.atomic_open(settings.output_file, "wb" if npy else "w") as writer:
+    with fileutil.atomic_open(settings.output_file, "wb" if npy else "w") as writer, \
+            progress.Stage("predict") as display:
         for examples in _chunks(iter_examples(settings.input_file), chunk_size):
             features = convert_examples_to_features(examples, settings.max_seq_length,
                                                     tokenizer, first_index=written)
@@ -461,8 +466,10 @@ def _write_embeddings(settings, tokenizer, extractor):
                 writer.write("".join(embedding_json(f.unique_id, v) + "\n"
                                      for f, v in zip(features, chunk)))
             written += len(features)
-            elapsed = max(time.time() - start, 1e-9)
-            logging.info("Embedded %d lines (%.1f lines/s)", written, written / elapsed)
+            display.update(-(-written // settings.batch_size), written)
+            if logs.details_shown():
+                logging.info("Embedded %d lines (%.1f lines/s)", written,
+                             written / max(time.time() - start, 1e-9))
         if npy:
             np.save(writer, np.concatenate(vectors, axis=0))
     return written

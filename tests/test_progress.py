@@ -336,3 +336,16 @@ def test_a_log_at_info_by_choice_has_the_dumps_and_progress_none_no_display(
     assert any(m.startswith("step 2/2, loss ") for m in messages)
     assert _display_lines(capsys.readouterr().err) == []
     assert logs.details_shown()
+
+
+def test_the_command_lines_implicit_info_leaves_the_details_out(verbosity):
+    verbosity(absl_logging.INFO)
+    try:
+        logs.use_command_line_default(verbosity_given=False)  # absl's app.run made it INFO
+        assert not logs.details_shown()
+        logs.use_command_line_default(verbosity_given=True)   # --verbosity=0
+        assert logs.details_shown()
+        verbosity(absl_logging.WARNING)
+        assert not logs.details_shown()
+    finally:
+        logs.use_command_line_default(True)

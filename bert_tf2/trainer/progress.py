@@ -274,10 +274,12 @@ class _Bar:
 
 
 def _log_handlers():
-    """The handlers a log record of ours reaches: the root logger's and absl's."""
+    """The handlers a log record may reach: the root logger's, absl's and TensorFlow's
+    (Python's last resort when the root has none)."""
     import logging as std_logging  # pylint: disable=import-outside-toplevel
-    found = []
-    for logger in (std_logging.getLogger(), logging.get_absl_logger()):
+    root = std_logging.getLogger()
+    found = [] if root.handlers or std_logging.lastResort is None else [std_logging.lastResort]
+    for logger in (root, logging.get_absl_logger(), std_logging.getLogger("tensorflow")):
         found += [h for h in logger.handlers if h not in found]
     return found
 
