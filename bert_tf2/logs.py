@@ -12,6 +12,8 @@ with ~100 lines per run; they are kept for a log the user chose:
   the whole INFO log, detail lines included, as the reference wrote it;
 - Python by default (WARNING): warnings only, and the progress display.
 """
+import logging as std_logging
+
 from absl import logging
 
 # True while the log is INFO only because absl's app.run raised it (run_cli sets it).
@@ -27,4 +29,5 @@ def use_command_line_default(verbosity_given):
 def details_shown():
     """Whether the reference's detail lines (example dumps, the progress log line) go to
     the log: INFO is on and the user chose it (not the command line's implicit INFO)."""
-    return logging.level_info() and not _IMPLICIT_INFO[0]
+    # The logger's level, not absl's flag: Python's own logging settings count too.
+    return logging.get_absl_logger().isEnabledFor(std_logging.INFO) and not _IMPLICIT_INFO[0]
