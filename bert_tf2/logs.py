@@ -8,8 +8,9 @@ with ~100 lines per run; they are kept for a log the user chose:
 
 - command line, --verbosity not given: INFO without the detail lines (stage headers,
   checkpoints, results); the progress display (trainer/progress.py) shows the steps;
-- command line --verbosity=0 (or -v 0), or Python's `logging.set_verbosity(logging.INFO)`:
-  the whole INFO log, detail lines included, as the reference wrote it;
+- command line --verbosity=0 (or -v 0), or from Python absl's
+  `logging.set_verbosity(logging.INFO)` (or Python's logging set to INFO for the "absl"
+  logger): the whole INFO log, detail lines included, as the reference wrote it;
 - Python by default (WARNING): warnings only, and the progress display.
 """
 import logging as std_logging
