@@ -35,9 +35,11 @@ import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2 import logs
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import progress
 
 _REQUIRED_FLAGS = ("input_file", "output_file", "bert_config_file", "init_checkpoint",
                    "vocab_file")
@@ -141,7 +143,7 @@ def read_examples(input_file):
 def _to_features(example, tokens_a, tokens_b, seq_length, tokenizer, log):
     tokens, input_ids, input_mask, type_ids = input_pipeline.pack_pair(
         tokens_a, tokens_b, seq_length, tokenizer)
-    if log:
+    if log and logs.details_shown():
         logging.info("*** Example ***")
         logging.info("unique_id: %s", example.unique_id)
         logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
@@ -428,7 +430,8 @@ def _write_features(settings, tokenizer, extractor, layer_indexes):
     chunk_size = settings.batch_size * _BATCHES_PER_CHUNK
     start = time.time()
     written = 0
-    with fileutil.atomic_open(settings.output_file, "w") as writer:
+    with fileutil.atomic_open(settings.output_file, "w") as writer, \
+            progress.Stage("predict") as display:
         for examples in _chunks(iter_examples(settings.input_file), chunk_size):
             features = convert_examples_to_features(examples, settings.max_seq_length,
                                                     tokenizer, first_index=written)
@@ -436,8 +439,10 @@ def _write_features(settings, tokenizer, extractor, layer_indexes):
                                    settings.trim_padding)
             writer.write("".join(line + "\n" for line in lines))
             written += len(features)
-            elapsed = max(time.time() - start, 1e-9)
-            logging.info("Processed %d lines (%.1f lines/s)", written, written / elapsed)
+            display.update(-(-written // settings.batch_size), written)
+            if logs.details_shown():
+                logging.info("Processed %d lines (%.1f lines/s)", written,
+                             written / max(time.time() - start, 1e-9))
     return written
 
 
@@ -448,7 +453,8 @@ def _write_embeddings(settings, tokenizer, extractor):
     start = time.time()
     vectors = []
     written = 0
-    with fileutil.atomic_open(settings.output_file, "wb" if npy else "w") as writer:
+    with fileutil.atomic_open(settings.output_file, "wb" if npy else "w") as writer, \
+            progress.Stage("predict") as display:
         for examples in _chunks(iter_examples(settings.input_file), chunk_size):
             features = convert_examples_to_features(examples, settings.max_seq_length,
                                                     tokenizer, first_index=written)
@@ -460,8 +466,10 @@ def _write_embeddings(settings, tokenizer, extractor):
                 writer.write("".join(embedding_json(f.unique_id, v) + "\n"
                                      for f, v in zip(features, chunk)))
             written += len(features)
-            elapsed = max(time.time() - start, 1e-9)
-            logging.info("Embedded %d lines (%.1f lines/s)", written, written / elapsed)
+            display.update(-(-written // settings.batch_size), written)
+            if logs.details_shown():
+                logging.info("Embedded %d lines (%.1f lines/s)", written,
+                             written / max(time.time() - start, 1e-9))
         if npy:
             np.save(writer, np.concatenate(vectors, axis=0))
     return written

@@ -386,7 +386,8 @@ def _eval_metrics(settings, runner, task, eval_file, num_examples):
     columns = {key: [] for key in keys + ("batch_ids",)}
     batches = runner.predict(task.ordered_dataset(eval_file, settings.eval_batch_size,
                                                   runner.trim_padding),
-                             task.predict_fn)
+                             task.predict_fn, stage="eval",
+                             total_steps=_batches(task, num_examples, settings.eval_batch_size))
     for batch_index, out in enumerate(batches):
         for key in keys:
             columns[key].append(np.asarray(out[key]))
@@ -398,6 +399,12 @@ def _eval_metrics(settings, runner, task, eval_file, num_examples):
         raise RuntimeError("evaluated %d examples, expected %d" % (num_real, num_examples))
     return task.metrics(merged["per_example_loss"], merged["label_ids"], merged["outputs"],
                         merged["is_real_example"], merged["batch_ids"])
+
+
+def _batches(task, num_examples, batch_size):
+    """The batches a pass over `num_examples` examples runs (None with --long_text=windows:
+    an example makes one record per window)."""
+    return None if task.long_text.windows else -(-num_examples // batch_size)
 
 
 def _metric_names(task):
@@ -437,7 +444,9 @@ def _predict(settings, runner, task, examples, outputs):
                                    "Batch size = %d" % settings.predict_batch_size])
     batches = runner.predict(task.ordered_dataset(predict_file, settings.predict_batch_size,
                                                   runner.trim_padding),
-                             task.predict_fn)
+                             task.predict_fn, stage="predict",
+                             total_steps=_batches(task, len(examples),
+                                                  settings.predict_batch_size))
     outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
         settings.output_dir, examples, task.output_rows(batches), task.prediction_record)
     logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],

@@ -170,7 +170,8 @@ class _Task(object):
         parts = {}
         batches = runner.predict(input_pipeline.dataset_fn_for(
             [path], self.spec, batch_size, is_training=False,
-            trim_padding=runner.trim_padding), self.predict_fn)
+            trim_padding=runner.trim_padding), self.predict_fn, stage=name,
+            total_steps=-(-count // batch_size))
         for out in batches:
             real = np.asarray(out["is_real_example"]) > 0
             for key in ("probabilities", "per_example_loss", "label_ids"):

@@ -496,7 +496,8 @@ class _Task(object):
         length = self.settings.max_seq_length
         per_token = {"predicted": length, "loss": length, "weights": length}
         predicted, loss, weight = [], 0.0, 0.0
-        for out in runner.predict(dataset_fn, self.predict_fn, sequence_outputs=per_token):
+        for out in runner.predict(dataset_fn, self.predict_fn, sequence_outputs=per_token,
+                                  stage=name, total_steps=-(-len(features) // batch_size)):
             real = np.asarray(out["is_real_example"]) > 0
             predicted.extend(np.asarray(out["predicted"])[real])
             loss += float(np.sum(np.asarray(out["loss"], np.float64)[real]))

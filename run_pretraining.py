@@ -384,7 +384,8 @@ def _evaluate(settings, runner, input_files, spec=None):
     logging.info("  Batch size = %d", settings.eval_batch_size)
     dataset_fn = dataset_fn_for(settings, input_files, is_training=False, spec=spec,
                                 trim_padding=runner.trim_padding)
-    batches = list(runner.predict(dataset_fn, eval_outputs, max_steps=settings.max_eval_steps))
+    batches = list(runner.predict(dataset_fn, eval_outputs, max_steps=settings.max_eval_steps,
+                                  stage="eval"))
     results = compute_eval_metrics(batches)
     results["global_step"] = runner.global_step
     fileutil.write_eval_results(os.path.join(settings.output_dir, "eval_results.txt"), results)

@@ -19,6 +19,8 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import periodic_eval
+from bert_tf2.trainer import progress
+from bert_tf2 import logs
 from bert_tf2 import settings as settings_lib
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
@@ -236,8 +238,17 @@ def define_training_flags(fv, trim_padding=True, trim_padding_help=None):
     flags.DEFINE_float("log_every_seconds", 30.0,
                        "Log a progress line (step, loss, learning rate, examples/s, ETA) "
                        "at least this often, also in the middle of an --iterations_per_loop "
-                       "call (the steps and their numbers stay the same). 0: one line "
-                       "after each call only.", flag_values=fv)
+                       "call (the steps and their numbers stay the same), when the log "
+                       "shows details (--verbosity=0); and the interval of "
+                       "--progress=lines. 0: one line after each call only (lines: the "
+                       "stage's last line only).", flag_values=fv)
+    flags.DEFINE_enum("progress", "auto", list(progress.MODES),
+                      "The progress display of training, evaluation and prediction on "
+                      "stderr (stage, step/total, loss, lr, examples/s, ETA). bar: one "
+                      "line rewritten in place (a widget in a Jupyter notebook); lines: a "
+                      "line every --log_every_seconds and one at the stage's end; none: "
+                      "nothing; auto: bar in a terminal or notebook, else lines (none when "
+                      "--verbosity=0 logs the progress lines).", flag_values=fv)
     define_tpu_flags(fv)
     define_distribution_flags(fv, trim_padding, trim_padding_help)
 
@@ -439,6 +450,9 @@ def run_cli(define_flags, run, argv=None):
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, _on_signal)
+        # absl's app.run made the log INFO unless --verbosity was given: then it leaves
+        # out the reference's detail lines (bert_tf2/logs.py).
+        logs.use_command_line_default(flags.FLAGS["verbosity"].present)
         try:
             check_common(flags.FLAGS)
             run(flags.FLAGS)
@@ -448,6 +462,8 @@ def run_cli(define_flags, run, argv=None):
             if not _STOPPED_BY:
                 raise
             _exit_with(e)  # the signal, wrapped by a library (Beam's workers)
+        finally:
+            logs.use_command_line_default(True)
 
     app.run(main, argv)
 

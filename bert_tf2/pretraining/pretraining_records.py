@@ -25,6 +25,7 @@ import tensorflow as tf
 
 import tokenization
 from bert_tf2 import input_pipeline
+from bert_tf2 import logs
 from bert_tf2.pretraining import word_boundaries
 
 
@@ -369,7 +370,10 @@ def log_files(input_files, output_files):
 
 
 def log_example(tokens, features, feature_order=FEATURE_ORDER):
-    """Logs one example the way the original script does (tokens, then each feature)."""
+    """Logs one example the way the original script does (tokens, then each feature),
+    when the log shows details (logs.details_shown)."""
+    if not logs.details_shown():
+        return
     logging.info("*** Example ***")
     logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
     for name in feature_order:

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 import tokenization
 from bert_tf2 import input_pipeline
+from bert_tf2 import logs
 
 
 # ---------------------------------------------------------------------------
@@ -402,7 +403,7 @@ def _assemble(ex_index, example, tokens_a, tokens_b, label_list, label_map,
         tokens_a, tokens_b, max_seq_length, tokenizer)
 
     label_id = _label_id(example, label_list, label_map)
-    if ex_index < 5:
+    if ex_index < 5 and logs.details_shown():
         logging.info("*** Example ***")
         logging.info("guid: %s", example.guid)
         logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))

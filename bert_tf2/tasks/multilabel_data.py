@@ -30,6 +30,7 @@ import tensorflow as tf
 import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
+from bert_tf2 import logs
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import training
@@ -185,7 +186,7 @@ def write_records(examples, label_list, max_seq_length, tokenizer, path):
         for number, (example, tokens) in enumerate(zip(examples, pieces)):
             tokens, input_ids, input_mask, segment_ids = input_pipeline.pack_pair(
                 tokens, None, max_seq_length, tokenizer)
-            if number < 3:
+            if number < 3 and logs.details_shown():
                 logging.info("*** Example *** guid: %s labels: %s tokens: %s", example.guid,
                              LABEL_SEPARATOR.join(example.label),
                              " ".join(tokenization.printable_text(t) for t in tokens))

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 import tokenization
 from bert_tf2 import input_pipeline
+from bert_tf2 import logs
 
 # First unique id given to a feature (as in the original release, so ids match).
 FIRST_UNIQUE_ID = 1000000000
@@ -280,6 +281,8 @@ def _answer_token_span(example, orig_to_tok, doc_pieces, tokenizer):
 
 
 def _log_feature(feature, is_training, is_impossible):
+    if not logs.details_shown():  # the reference's dump: a log the user chose
+        return
     logging.info("*** Example ***")
     logging.info("unique_id: %s", feature.unique_id)
     logging.info("example_index: %s", feature.example_index)

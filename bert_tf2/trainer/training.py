@@ -36,6 +36,8 @@ from bert_tf2 import input_pipeline
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import predict_outputs
+from bert_tf2.trainer import progress
+from bert_tf2 import logs
 import modeling
 import optimization
 from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
@@ -65,6 +67,8 @@ class RunConfig:
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000
     log_every_seconds: float = 30.0
+    # The progress display (trainer/progress.py): auto, bar, lines or none.
+    progress: str = "auto"
     init_checkpoint: str = None
     optimizer_type: str = "adamw"
     fused_optimizer: bool = True
@@ -99,6 +103,7 @@ class RunConfig:
                 raise ValueError("--%s must be >= 1" % name)
         if self.deterministic_data and self.seed is None:
             raise ValueError("--deterministic_data needs --seed (the shuffling must be fixed)")
+        progress.check_mode(self.progress)
 
 
 # The settings of a runner the trainer reads (a part of them: settings_lib.Settings.part):
@@ -519,19 +524,21 @@ class Runner:
         return train_loop
 
     def _progress_in_loop(self):
-        """progress_after(step metrics, time of the last line) for the training loop.
+        """progress_after(step metrics, time of the last report) for the training loop.
 
         Inside one call of --iterations_per_loop steps, a step ending at least
-        --log_every_seconds after the last line (or the call's start) logs one
-        from the host, so that long calls show progress; the steps and their
-        numbers are untouched (the check reads the clock after each step).
-        0 seconds, or a TPU (whose host loop cannot call Python), gives only the
-        line after each call.
+        --log_every_seconds after the last report (or the call's start) reports to
+        the host (every progress.REDRAW_SECONDS when the display is drawn in place),
+        so that long calls show progress; the steps and their numbers are untouched
+        (the check reads the clock after each step). 0 seconds, or a TPU (whose host
+        loop cannot call Python), gives only the report after each call.
         """
         every = float(self.config.log_every_seconds or 0)
         if every <= 0 or isinstance(self.strategy, (tf.distribute.TPUStrategy,
                                                     tf.distribute.experimental.TPUStrategy)):
             return lambda values, last_line: last_line
+        display = getattr(self, "_display", None)  # None: a loop made outside train()
+        every = min(every, getattr(display, "interval", None) or every)
 
         def progress_after(values, last_line):
             names = sorted(values)
@@ -547,14 +554,29 @@ class Runner:
         return progress_after
 
     def _log_line_in_loop(self, names, step, last_line, now, *values):
-        """The progress line logged from inside a training call; returns its time."""
+        """The progress report from inside a training call: the display, and the log's
+        line once --log_every_seconds have passed since its last one; returns its time."""
         step, last_line, now = int(step), float(last_line), float(now)
         state = self._progress
         rate = (step - state["step"]) / max(now - last_line, 1e-9)
         metrics = {name: float(v) for name, v in zip(names, values)}
-        logging.info(self._progress_text(step, metrics, rate * state["examples_per_step"]))
+        self._show_progress(step, metrics["loss"], float(self.optimizer_learning_rate()))
+        if time.time() - state["logged_at"] >= float(self.config.log_every_seconds):
+            self._log_line(step, metrics, rate * state["examples_per_step"])
         state["step"] = step
         return now
+
+    def _show_progress(self, step, loss, lr):
+        """Updates the training display to `step`."""
+        state = self._progress
+        self._display.update(step, (step - state["start_step"]) * state["examples_per_step"]
+                             or None, loss, lr)
+
+    def _log_line(self, step, metrics, examples_per_second):
+        """The log's progress line of `step`, when the log shows details."""
+        if logs.details_shown():
+            logging.info(self._progress_text(step, metrics, examples_per_second))
+        self._progress.update(logged_step=step, logged_at=time.time())
 
     def _progress_text(self, step, metrics, examples_per_second):
         """"step N/M, loss L, lr R, <metrics>, E examples/s, ETA h:m:s" for the log."""
@@ -606,18 +628,24 @@ class Runner:
         dataset = self._distribute(dataset_fn)
         iterator = iter(dataset)
         self._compile_dropout_masks()
+        self._display = progress.Stage("train", cfg.num_train_steps, cfg.progress,
+                                       cfg.log_every_seconds, start_step=step,
+                                       shown=self.is_chief)
         train_loop = self._make_train_loop(loss_fn)
         writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train")) \
             if self.is_chief else tf.summary.create_noop_writer()
         examples_per_step = (global_batch_size or 0) * cfg.num_accumulation_steps
         self._progress = {"start_time": time.time(), "start_step": step, "step": step,
-                          "examples_per_step": examples_per_step}
+                          "examples_per_step": examples_per_step, "logged_step": step,
+                          "logged_at": time.time()}
         logging.info("Training from step %d to %d", step, cfg.num_train_steps)
         try:
             metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
                                         termination, evaluation)
         except KeyboardInterrupt:
             raise Interrupted(self._interrupted_text()) from None
+        finally:
+            self._display.close()
         writer.flush()
         return metrics
 
@@ -691,11 +719,13 @@ class Runner:
         return resumed
 
     def _log_progress(self, writer, step, loop_start, n, examples_per_step, metrics):
-        """The line and TensorBoard scalars after a call (mean metrics of its steps)."""
+        """The display, the line and TensorBoard scalars after a call (mean metrics of its
+        steps); the log's line when the log shows details (logs.details_shown)."""
         steps_per_sec = n / max(time.time() - loop_start, 1e-9)
         lr = float(self.optimizer_learning_rate())
-        if self._progress["step"] != step:  # else a line of this step came from the loop
-            logging.info(self._progress_text(step, metrics, steps_per_sec * examples_per_step))
+        self._show_progress(step, metrics["loss"], lr)
+        if self._progress["logged_step"] != step:  # else the loop logged this step's line
+            self._log_line(step, metrics, steps_per_sec * examples_per_step)
         self._progress["step"] = step
         with writer.as_default(step=step):
             for k, v in metrics.items():
@@ -736,7 +766,8 @@ class Runner:
         return (self.trim_padding and not self.config.enable_xla
                 and not heads.reads_padding(self.model))
 
-    def predict(self, dataset_fn, predict_fn, max_steps=None, sequence_outputs=None):
+    def predict(self, dataset_fn, predict_fn, max_steps=None, sequence_outputs=None,
+                stage="predict", total_steps=None):
         """Yields dicts of numpy arrays, one per global batch, in input order.
 
         Batches of make_dataset(buckets=True) (examples sorted by length, numbered by
@@ -755,6 +786,8 @@ class Runner:
           sequence_outputs: {output name: length} of outputs with a sequence axis
             (axis 1, e.g. per-token predictions), padded with zeros to `length`
             (max_seq_length), so that trimmed batches give untrimmed shapes.
+          stage, total_steps: the progress display's name of the pass ("eval" or
+            "predict") and its number of batches (None: not known).
         """
         dataset = self._distribute(predict_outputs.whole_input(dataset_fn), autotune=False)
         spec = dataset.element_spec
@@ -764,7 +797,22 @@ class Runner:
         if isinstance(spec, dict) and input_pipeline.EXAMPLE_INDEX in spec:
             batches = predict_outputs.in_input_order(batches)
         # islice stops before running the batch after the last one asked for.
-        yield from itertools.islice(batches, max_steps)
+        yield from self._shown(itertools.islice(batches, max_steps), stage, total_steps)
+
+    def _shown(self, batches, stage, total_steps):
+        """`batches` (dicts of outputs), counted on the progress display of `stage`."""
+        display = progress.Stage(stage, total_steps, self.config.progress,
+                                 self.config.log_every_seconds, shown=self.is_chief)
+        examples = 0
+        try:
+            for number, batch in enumerate(batches, 1):
+                real = batch.get("is_real_example")
+                examples += int(np.sum(np.asarray(real) > 0)) if real is not None else len(
+                    next(iter(batch.values()), ()))
+                display.update(number, examples)
+                yield batch
+        finally:
+            display.close()
 
     def _until_sigterm(self, batches):
         """`batches`, stopped by a SIGTERM during training (an evaluation's predictions):
