@@ -22,6 +22,14 @@ def _find_shared():
 
 SHARED_DIR = _find_shared()
 
+# The project's float32 promise where two paths run other shapes or other kernels (trimmed vs
+# full padding, another batch size, XLA or a graph vs eager, fused vs op by op, oneDNN vs
+# Eigen, TF vs numpy): GEMM blocking and summation order follow the shape and the CPU's ISA
+# (AVX2 / AVX-512 / AMX), so those comparisons use this bound, never a tighter one. A tighter
+# bound (or exact equality) stays only where both sides run the same shapes through the same
+# kernels, with a comment saying so.
+FP32_ATOL = 1e-5
+
 
 @pytest.fixture(scope="session")
 def shared_dir():
@@ -80,5 +88,6 @@ def check_test_predictions(output_dir, ids, labels=None, kind="classification",
             got = np.float32(list(record["probabilities"].values()))
             assert record["label"] == ([l for l, p in zip(labels, row) if p >= threshold]
                                        if kind == "multilabel" else labels[int(np.argmax(row))])
+        # The same float32 numbers in two files (JSON's repr vs the TSV's): only the text differs.
         np.testing.assert_allclose(got, row, atol=1e-7, rtol=0)
     return records
