@@ -49,6 +49,21 @@ def write_text(path, text):
     return path
 
 
+def isa_line():
+    """"CPU ISA: ..." (bert_tf2.machine): float32 rounding of matmuls depends on it."""
+    from bert_tf2 import machine  # pylint: disable=import-outside-toplevel
+    return "CPU ISA: %s" % machine.isa_summary()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """The CPU's instruction sets at the top of the output, even under -q (which hides
+    pytest_report_header's lines); pytest-xdist's workers have no terminal and print none."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(isa_line())
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end test (still run in CI)")
 
