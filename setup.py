@@ -53,6 +53,9 @@ setup(
         # TensorBoard along).
         "scipy>=1.10",
         "tensorboard>=2.20",
+        # TensorFlow 2.20 asks only protobuf>=5.28, but its graph.pbtxt writer (every Estimator
+        # train()) passes float_format=, which protobuf 7 removed: a plain install would get 7.x.
+        "protobuf>=5.28,<7",
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-xdist>=3"],

@@ -37,6 +37,7 @@ for _path in (BENCH_DIR, REPO_ROOT):
 # BFC CPU allocator (unless TF_CPU_ALLOCATOR_USE_BFC says otherwise) for ours and peer
 # alike, and the device listing without the no-GPU cuInit line.
 from bert_tf2 import startup  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf2 import machine  # noqa: E402  pylint: disable=wrong-import-position
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
@@ -395,9 +396,10 @@ def mark_unjudged_bf16(rows, peaks, flags=None):
 
 
 def machine_header(peaks, load=None):
-    """{"date", "cpu", "cpu_vendor", "cores", "fp32_peak", "bf16_peak", "load"} of this run."""
+    """{"date", "cpu", "cpu_vendor", "isa", "cores", "fp32_peak", "bf16_peak", "load"} of
+    this run ("isa": bert_tf2.machine.isa_summary())."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
-            "cpu_vendor": cpu_vendor(), "cores": os.cpu_count(),
+            "cpu_vendor": cpu_vendor(), "isa": machine.isa_summary(), "cores": os.cpu_count(),
             "fp32_peak_gflops": peaks.get("fp32"),
             "bf16_peak_gflops": peaks.get("bf16"),
             "load": load if load is not None else _load_average()}
@@ -411,16 +413,10 @@ def _load_average():
 
 
 def cpu_flags():
-    """bf16/AMX-related CPU flags of this machine (empty on CPUs without them)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return sorted(flag for flag in line.split(":", 1)[1].split()
-                                  if "bf16" in flag or "amx" in flag or flag == "avx512f")
-    except OSError:
-        pass
-    return []
+    """bf16/AMX-related CPU flags of this machine (empty on CPUs without them, or where
+    /proc/cpuinfo gives no flags)."""
+    return sorted(flag for flag in machine.cpu_flags() or ()
+                  if "bf16" in flag or "amx" in flag or flag == "avx512f")
 
 
 # ---------------------------------------------------------------------------

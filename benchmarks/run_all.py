@@ -65,6 +65,7 @@ import traceback
 import bench_util
 from bench_util import tf
 import write_readme
+from bert_tf2.machine import isa_summary
 
 BENCH_DIR = bench_util.BENCH_DIR
 SHARED = os.environ.get("BERT_TF2_SHARED",
@@ -234,14 +235,15 @@ def plan(mode, steps, repeats):
 
 
 def header_line(machine):
-    """The table's header: mode, date, CPU (vendor, model), cores, GEMM libraries, matmul
-    peaks, load."""
+    """The table's header: mode, date, CPU (vendor, model, instruction sets), cores, GEMM
+    libraries, matmul peaks, load."""
     gemm = machine.get("gemm") or {}
-    return ("bert-tf2 benchmarks (%s mode, %.0f s), %s, %s, %d cores; GEMM: ours %s, "
+    return ("bert-tf2 benchmarks (%s mode, %.0f s), %s, %s (ISA: %s), %d cores; GEMM: ours %s, "
             "torch %s; matmul peak fp32 %.1f / bf16 %.1f GFLOP/s, load average %s: ratio = "
             "ours / peer, higher is better" % (
                 machine["mode"], machine["seconds"], machine["date"],
-                write_readme.cpu_name(machine), machine["cores"],
+                write_readme.cpu_name(machine), machine.get("isa") or "unknown",
+                machine["cores"],
                 gemm.get("ours") or "?", gemm.get("peer") or "not run",
                 machine["fp32_peak_gflops"] or 0, machine["bf16_peak_gflops"] or 0,
                 " ".join(str(x) for x in machine["load"] or ["?"])))
@@ -266,6 +268,8 @@ def main(argv=None):
     absl_logging.set_verbosity(absl_logging.WARNING)
     tf.get_logger().setLevel("ERROR")
 
+    # First, what the numbers below depend on: the CPU's instruction sets.
+    print("CPU ISA: %s" % isa_summary(), flush=True)
     mode = "quick" if args.quick else ("full" if args.full else "default")
     only = set(bench_util.csv_list(args.only))
     start = time.time()

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from bert_tf2 import machine
 from conftest import REPO_ROOT
 
 sys.path.insert(1, os.path.join(str(REPO_ROOT), "benchmarks"))
@@ -61,6 +62,19 @@ def test_missing_data_benchmark_is_a_visible_row(monkeypatch):
     assert len(rows) == 1 and rows[0]["ours"] is None
     assert rows[0]["note"].startswith("not run: benchmarks/bench_tokenization.py")
     assert "not run" in bench_util.format_table(rows) and notes
+
+
+def test_the_header_names_the_cpus_instruction_sets():
+    header = bench_util.machine_header({"fp32": 100.0, "bf16": 150.0}, load=[1.5])
+    assert header["isa"] == machine.isa_summary()
+    line = run_all.header_line(dict(header, mode="quick", seconds=12.0, gemm={},
+                                    isa="AVX2 yes, AVX-512 no, VNNI no, AMX no, bf16 no"))
+    assert " (ISA: AVX2 yes, AVX-512 no, VNNI no, AMX no, bf16 no), %d cores;" % (
+        header["cores"]) in line
+    assert "matmul peak fp32 100.0 / bf16 150.0 GFLOP/s, load average 1.5:" in line
+    # bench_util's bf16/AMX flags are the same /proc/cpuinfo line's.
+    assert bench_util.cpu_flags() == sorted(
+        f for f in machine.cpu_flags() or () if "bf16" in f or "amx" in f or f == "avx512f")
 
 
 def test_peers_skipped_on_purpose_say_so(monkeypatch):

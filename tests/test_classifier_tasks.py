@@ -191,6 +191,7 @@ def test_best_folder_alone_predicts_and_exports(csv_run, tmp_path, caplog):
     rc.run(_fv(_common(tmp_path) + alone + ["--task_name=csv", "--output_dir=%s"
                                             % (tmp_path / "flags")]))
     want = _rows(tmp_path / "flags" / "test_results.tsv")
+    # The same checkpoint, settings and batch shapes: only where the settings came from differs.
     np.testing.assert_allclose(_rows(tmp_path / "alone" / "test_results.tsv"), want,
                                atol=1e-6, rtol=0)
     # A flag given wins; contradicting the folder, it is one warning line.

@@ -92,6 +92,7 @@ def test_positions_beyond_the_length_change_nothing():
     clean = _all_values(inputs, transitions, tags, LENGTHS)
     noisy = _all_values(noisy_inputs, transitions, noisy_tags, LENGTHS)
     for name in clean:
+        # The same shapes and kernels; only masked-out values differ.
         np.testing.assert_allclose(noisy[name].numpy(), clean[name].numpy(), rtol=1e-6,
                                    err_msg=name)
 
@@ -135,8 +136,9 @@ def test_graph_mode_names_the_transitions_variable_and_equals_eager():
             graph_values, grad = session.run((values, gradient))
     assert np.all(np.isfinite(grad)) and np.any(grad != 0)
     for name in eager:
-        np.testing.assert_allclose(graph_values[name], eager[name], rtol=1e-6, err_msg=name)
-        np.testing.assert_allclose(traced[name], eager[name], rtol=1e-6, err_msg=name)
+        # A graph vs eager: grappler may fuse, float32's relative bound.
+        np.testing.assert_allclose(graph_values[name], eager[name], rtol=1e-5, err_msg=name)
+        np.testing.assert_allclose(traced[name], eager[name], rtol=1e-5, err_msg=name)
 
 
 def test_gradients_are_finite_and_match_the_marginals():
@@ -171,7 +173,7 @@ def test_decode_and_log_norm_compile_with_xla():
                                rtol=1e-5)
     expected, expected_best = crf.crf_decode(inputs, transitions, LENGTHS)
     np.testing.assert_array_equal(tags.numpy(), expected.numpy())
-    np.testing.assert_allclose(best.numpy(), expected_best.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(best.numpy(), expected_best.numpy(), rtol=1e-5)  # XLA vs not
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import modeling
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
-from conftest import REPO_ROOT
+from conftest import FP32_ATOL, REPO_ROOT
 from bert_tf2.tasks.glue_data import Sst2Processor, eval_metrics
 
 MAX_LEN = 40
@@ -370,10 +370,11 @@ def test_eager_gradients_of_trimmed_batches(tmp_path):
 
     loss_p, grads_p = gradients({k: tf.constant(v) for k, v in batch.items()})
     loss_t, grads_t = gradients(trimmed)
-    np.testing.assert_allclose(loss_t, loss_p, atol=1e-6)
+    # Trimmed vs padded: other shapes, so float32's bound.
+    np.testing.assert_allclose(loss_t, loss_p, atol=FP32_ATOL)
     for gp, gt in zip(grads_p, grads_t):
         np.testing.assert_allclose(tf.convert_to_tensor(gt), tf.convert_to_tensor(gp),
-                                   atol=1e-6)
+                                   atol=FP32_ATOL)
 
     # Pretraining: masked-LM positions inside the real tokens, the loss needs no padding.
     pretrainer = heads.BertPretrainer(tiny_config())

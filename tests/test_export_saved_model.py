@@ -28,6 +28,7 @@ from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import write_text
+from conftest import FP32_ATOL
 
 # Reference-port helpers the tests compare against.
 _TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair
@@ -358,18 +359,19 @@ def test_tiny_classifier_export(tiny):
 
     out = loaded.signatures["serving_default"](text_a=_encoded([a for a, _ in pairs]),
                                                text_b=_encoded([b for _, b in pairs]))
-    np.testing.assert_allclose(out["probabilities"].numpy(), expected, atol=1e-6)
+    # The SavedModel's graph vs the eager model: other kernels, float32's bound.
+    np.testing.assert_allclose(out["probabilities"].numpy(), expected, atol=FP32_ATOL)
     np.testing.assert_allclose(out["logits"].numpy(), logits, atol=1e-5)
     assert out["labels"].numpy().tolist() == [[b"0", b"1"]] * len(pairs)
     assert out["predicted_label"].numpy().tolist() == [
         str(k).encode() for k in expected.argmax(-1)]
     by_ids = loaded.signatures["serving_ids"](**ids)
-    np.testing.assert_allclose(by_ids["probabilities"].numpy(), expected, atol=1e-6)
+    np.testing.assert_allclose(by_ids["probabilities"].numpy(), expected, atol=FP32_ATOL)
     # One text: the serving_text_a signature and method, and an empty text_b agree.
     single = loaded.signatures["serving_text_a"](text_a=_encoded(["the cat", "a dog"]))
     called = loaded.serving_text_a(_encoded(["the cat", "a dog"]))
     paired = loaded.serving_default(_encoded(["the cat", "a dog"]), _encoded(["", ""]))
-    for other in (called, paired):
+    for other in (called, paired):  # the same packed ids through the same graph
         np.testing.assert_allclose(other["probabilities"].numpy(),
                                    single["probabilities"].numpy(), atol=1e-7)
     tokens = loaded.signatures["tokenize"](text=_encoded(["the cats sat", "", "un"]))
@@ -399,7 +401,7 @@ def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(t
         with open(result.outputs["export_info"]) as f:
             assert json.load(f) == want_info
         got = tf.saved_model.load(result.output_dir).signatures["serving_text_a"](text_a=texts)
-        for key in ("probabilities", "logits"):
+        for key in ("probabilities", "logits"):  # the same export, shapes and kernels
             np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6, rtol=0)
         assert got["predicted_label"].numpy().tolist() == want["predicted_label"].numpy().tolist()
     assert os.listdir(str(tmp_path)) == ["from_python"]
@@ -416,6 +418,7 @@ def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(t
         result = esm.run(encoder)
         got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
         want = tf.saved_model.load(str(by_flags)).signatures["embed"](text=texts)
+        # The same export, shapes and kernels.
         np.testing.assert_allclose(got["sentence_embedding"].numpy(),
                                    want["sentence_embedding"].numpy(), atol=1e-6, rtol=0)
 
@@ -451,6 +454,7 @@ def test_export_computes_in_float32_after_a_mixed_precision_run(tiny, tmp_path):
     want = tf.saved_model.load(str(tiny["export_dir"])).signatures["serving_text_a"](
         text_a=texts)
     assert got["logits"].dtype == tf.float32
+    # Both float32 exports of one checkpoint: the same graph, shapes and kernels.
     np.testing.assert_allclose(got["logits"].numpy(), want["logits"].numpy(), atol=1e-6,
                                rtol=0)
 

@@ -1,7 +1,8 @@
 """Evidence for `import bert_tf2.tf1 as tf`: the reference's own files run on TF 2.20.
 
-With BERT_REFERENCE_DIR naming a folder of google-research/bert's .py files (nothing is
-fetched), they are copied and `python -m bert_tf2.compat.move_fork` changes their
+With BERT_REFERENCE_DIR naming a folder of google-research/bert's .py files (by default
+../shared/reference/bert, the files of the commit its COMMIT names; nothing is fetched),
+they are copied and `python -m bert_tf2.compat.move_fork` changes their
 `import tensorflow as tf` line and nothing else. Then, in subprocesses (bert_tf2.tf1 puts its
 process in TF1 graph mode):
 - tests/reference_fork_graph.py: the reference's BertModel on a TF1 checkpoint equals
@@ -17,7 +18,7 @@ process in TF1 graph mode):
   process with the same flags (--do_train left out) on the checkpoint the reference trained,
   give the same eval_results.txt, test_results.tsv, predictions / nbest / null odds, records
   and JSONL features (the tolerances are at each test).
-Without the variable those skip; test_a_tiny_fork_trains_evaluates_and_predicts always runs
+Without either folder those skip; test_a_tiny_fork_trains_evaluates_and_predicts always runs
 (a run_classifier-style fork of tests/tiny_fork_classifier.py, no reference files needed).
 """
 import concurrent.futures
@@ -43,7 +44,7 @@ import tokenization
 from bert_tf2 import flags_common
 from bert_tf2.compat import move_fork
 from bert_tf2.trainer import checkpoints
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, SHARED_DIR
 
 SCRIPT = os.path.join(str(REPO_ROOT), "tests", "reference_fork_graph.py")
 TINY_FORK = os.path.join(str(REPO_ROOT), "tests", "tiny_fork_classifier.py")
@@ -64,10 +65,16 @@ TEXTS = ["Hello, World! UNwant\u00e9d running", "na\u00efve caf\u00e9 --- 3.14 [
 
 
 def _reference_dir():
+    """$BERT_REFERENCE_DIR, else ../shared/reference/bert (the reference's files as published,
+    its COMMIT beside them); skips when neither is there."""
     folder = os.environ.get("BERT_REFERENCE_DIR")
     if not folder:
-        pytest.skip("BERT_REFERENCE_DIR is not set (a folder of google-research/bert's .py "
-                    "files: modeling.py, tokenization.py, optimization.py, the runners)")
+        shared = SHARED_DIR / "reference" / "bert" if SHARED_DIR is not None else None
+        if shared is None or not shared.is_dir():
+            pytest.skip("BERT_REFERENCE_DIR is not set and ../shared/reference/bert is absent "
+                        "(a folder of google-research/bert's .py files: modeling.py, "
+                        "tokenization.py, optimization.py, the runners)")
+        folder = str(shared)
     missing = [m for m in MODULES if not os.path.isfile(os.path.join(folder, m))]
     if missing:
         pytest.fail("BERT_REFERENCE_DIR=%s lacks %s" % (folder, ", ".join(missing)))

@@ -120,6 +120,7 @@ def test_run_takes_settings_twice_in_one_process(shared_dir, tmp_path):
         on_disk = read_results(result.outputs["eval_results"])
         assert sorted(result.metrics) == sorted(on_disk)
         for key, value in on_disk.items():
+            # The same numbers, in memory and as eval_results.txt's text.
             assert np.isclose(float(result.metrics[key]), value, rtol=1e-6), key
         assert on_disk["global_step"] == steps
 
@@ -279,6 +280,7 @@ def test_sigkill_then_restart_equals_an_uninterrupted_run(shared_dir, tmp_path):
     a = checkpoints.CheckpointContents(str(tmp_path / "straight"))
     b = checkpoints.CheckpointContents(str(tmp_path / name))
     assert a.path.endswith("model.ckpt-10") and b.path.endswith("model.ckpt-10")
+    # The same batches, shapes and kernels, resumed from a checkpoint: rounding at most.
     for name in a.model_names():
         np.testing.assert_allclose(b.get(name), a.get(name), atol=1e-6, err_msg=name)
 

@@ -14,6 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf import text_format
 
 from bert_tf2.compat import estimator
 from bert_tf2.compat import tpu
@@ -92,6 +93,43 @@ def test_train_stops_at_the_end_of_the_input(tmp_path):
     assert est.latest_checkpoint().endswith("model.ckpt-3")
 
 
+def test_train_writes_its_graph_files_where_protobuf_refuses_float_format(tmp_path, monkeypatch):
+    # protobuf 7 removed MessageToString's float_format, which TF 2.20's graph.pbtxt writer
+    # passes (issue 53): train() still writes graph.pbtxt and each checkpoint's .meta.
+    original = text_format.MessageToString
+    refused = []
+
+    def protobuf_7(message, **kwargs):
+        if "float_format" in kwargs:
+            refused.append(type(message).__name__)
+            raise TypeError("MessageToString() got an unexpected keyword argument "
+                            "'float_format'")
+        return original(message, **kwargs)
+
+    plain = _estimator(tmp_path / "plain", keep_checkpoint_max=2)
+    plain.train(train_input_fn, steps=4)
+    monkeypatch.setattr(text_format, "MessageToString", protobuf_7)
+    est = _estimator(tmp_path / "protobuf_7", keep_checkpoint_max=2)
+    est.train(train_input_fn, steps=4)
+    assert refused == ["GraphDef"]  # TF's own writer was tried
+    files = set(os.listdir(est.model_dir))
+    assert files - {f for f in files if f.startswith("events.")} == set(
+        os.listdir(plain.model_dir)) - {f for f in os.listdir(plain.model_dir)
+                                        if f.startswith("events.")}
+    assert {"graph.pbtxt", "model.ckpt-0.meta", "model.ckpt-4.meta"} <= files
+    graphs = []
+    for folder in (plain.model_dir, est.model_dir):
+        with open(os.path.join(folder, "graph.pbtxt"), encoding="utf-8") as f:
+            graphs.append(text_format.Parse(f.read(), v1.GraphDef()))
+    assert [n.name for n in graphs[1].node] == [n.name for n in graphs[0].node]
+    assert "w" in {n.name for n in graphs[1].node}
+    meta = v1.MetaGraphDef.FromString(
+        open(os.path.join(est.model_dir, "model.ckpt-4.meta"), "rb").read())
+    assert meta.saver_def.filename_tensor_name and len(meta.graph_def.node) == len(
+        graphs[1].node)
+    np.testing.assert_array_equal(est.get_variable_value("w"), plain.get_variable_value("w"))
+
+
 class _CountingHook(v1.train.SessionRunHook):
     def __init__(self):
         self.runs = 0
@@ -160,7 +198,7 @@ def test_predict_of_one_tensor_and_input_fn_arguments(tmp_path):
 
     est = estimator.Estimator(model_fn, model_dir=str(tmp_path))
     values = list(est.predict(input_fn))      # no checkpoint: initialized, as TF 1.x
-    np.testing.assert_allclose(values, X.sum(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(values, X.sum(axis=1), rtol=1e-6)  # sums of 3: no blocking
     assert seen == [(ModeKeys.PREDICT, str(tmp_path))]
 
 
@@ -246,7 +284,7 @@ def test_tpu_estimator_batch_sizes_metric_fn_and_scaffold_fn(tmp_path):
     # No checkpoint in model_dir yet: prediction initializes, and scaffold_fn's
     # init_from_checkpoint loads TRUE_W.
     items = list(est.predict(_tpu_input_fn(calls, labels=False)))
-    np.testing.assert_allclose([item["y"] for item in items], Y, rtol=1e-6)
+    np.testing.assert_allclose([item["y"] for item in items], Y, rtol=1e-6)  # sums of 3
     results = est.evaluate(_tpu_input_fn(calls))
     assert results["eval_loss"] < 1e-10 and results["eval_mae"] < 1e-6
     assert results["global_step"] == 0

@@ -33,6 +33,7 @@ import warnings
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import text_format
 
 from bert_tf2.compat import contrib
 
@@ -40,9 +41,9 @@ v1 = tf.compat.v1
 # TF 1.x's Estimator logged through tf.logging ("INFO:tensorflow:..."); forks' users read
 # those lines, so ours go the same way.
 logging = v1.logging
-# TF's CheckpointSaverHook writes graph.pbtxt through text_format with float_format, which
-# protobuf 6 warns is deprecated: a line about TensorFlow's own code, in every fork's first
-# training run, that the fork can do nothing about.
+# TF's graph.pbtxt writer calls text_format with float_format, which protobuf 6 warns is
+# deprecated: a line about TensorFlow's own code, in every fork's first training run, that the
+# fork can do nothing about (protobuf 7 refuses it: write_graph_text).
 warnings.filterwarnings("ignore", message="float_format is deprecated for text_format",
                         category=UserWarning)
 
@@ -320,6 +321,51 @@ class _EvalHook(v1.train.SessionRunHook):
         self.values = session.run(self._final_ops)
 
 
+def write_graph_text(graph_def, folder, name="graph.pbtxt"):
+    """Writes `graph_def` as text to folder/name, as TF's tf.io.write_graph does; its path.
+
+    TF 2.20's writer passes float_format='' to protobuf's text_format.MessageToString, an
+    argument protobuf 7 removed (TypeError). There the text is written without it: the same
+    graph, its float attributes printed in float32's shortest form rather than the double's.
+    """
+    try:
+        return tf.io.write_graph(graph_def, folder, name)
+    except TypeError as error:
+        if "float_format" not in str(error):
+            raise
+    tf.io.gfile.makedirs(folder)
+    path = os.path.join(folder, name)
+    temporary = "%s.tmp%d" % (path, os.getpid())
+    with tf.io.gfile.GFile(temporary, "w") as f:
+        f.write(text_format.MessageToString(graph_def))
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+    return path
+
+
+class _GraphTextHook(v1.train.SessionRunHook):
+    """model_dir/graph.pbtxt once the graph is final, as CheckpointSaverHook wrote it."""
+
+    def __init__(self, folder):
+        self._folder = folder
+
+    def after_create_session(self, session, coord):
+        del coord
+        write_graph_text(session.graph.as_graph_def(add_shapes=True), self._folder)
+
+
+class _MetaGraphListener(v1.train.CheckpointSaverListener):
+    """model.ckpt-N.meta beside each checkpoint, as CheckpointSaverHook's Saver wrote it."""
+
+    def __init__(self, folder, scaffold):
+        self._prefix = os.path.join(folder, "model.ckpt")
+        self._scaffold = scaffold
+
+    def after_save(self, session, global_step_value):
+        with session.graph.as_default():
+            self._scaffold.saver.export_meta_graph("%s-%d.meta" % (self._prefix,
+                                                                   global_step_value))
+
+
 def _default_session_config():
     return v1.ConfigProto(allow_soft_placement=True)
 
@@ -484,10 +530,16 @@ class Estimator:
         chief_hooks = list(spec.training_chief_hooks)
         saves = config.save_checkpoints_steps or config.save_checkpoints_secs
         if saves and not any(isinstance(h, v1.train.CheckpointSaverHook) for h in hooks):
+            # TF's hook writes graph.pbtxt through a writer that fails on protobuf 7: ours
+            # write it and the checkpoints' .meta files it would have written.
+            if config.checkpoint_save_graph_def:
+                chief_hooks.append(_GraphTextHook(config.model_dir))
+                saving_listeners = [_MetaGraphListener(config.model_dir, spec.scaffold)] + \
+                    saving_listeners
             chief_hooks.append(v1.train.CheckpointSaverHook(
                 config.model_dir, save_secs=config.save_checkpoints_secs,
                 save_steps=config.save_checkpoints_steps, scaffold=spec.scaffold,
-                listeners=saving_listeners, save_graph_def=config.checkpoint_save_graph_def))
+                listeners=saving_listeners, save_graph_def=False))
         loss = None
         with v1.train.MonitoredTrainingSession(
                 is_chief=True, checkpoint_dir=config.model_dir, scaffold=spec.scaffold,

@@ -4,6 +4,10 @@
 # $BERT_TF2_SMOKE_CACHE, default ~/.cache/bert-tf2-smoke, and made anew when setup.py changes),
 # the project installed into it as a user would (`pip install .`), then tests/smoke/check.py.
 # A version that is not on the machine is skipped with a line saying so.
+# In the first of those venvs, the fork tests (the reference's own scripts and a tiny fork
+# through bert_tf2.tf1 and its Estimator) also run, on the dependencies a plain
+# `pip install .` resolves (protobuf among them) and pytest installed beside them;
+# BERT_TF2_SMOKE_FORK=0 leaves them out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 skip_version=${1:-}
@@ -11,6 +15,7 @@ cache=${BERT_TF2_SMOKE_CACHE:-$HOME/.cache/bert-tf2-smoke}
 shared=${BERT_TF2_SHARED:-$(cd .. && pwd)/shared}
 key=$(sha256sum setup.py | cut -c1-12)
 status=0
+fork_tests=${BERT_TF2_SMOKE_FORK:-1}
 for version in 3.10 3.11 3.12 3.13; do
   [ "$version" = "$skip_version" ] && continue
   # pyenv's own folders first: its shims answer `command -v` for versions it has not selected.
@@ -33,7 +38,8 @@ for version in 3.10 3.11 3.12 3.13; do
     rm -rf "$cache"/py"$version"-*
     "$python" -m venv "$venv"
     if ! { "$venv/bin/python" -m pip install -q --upgrade pip &&
-           "$venv/bin/python" -m pip install -q .; } >"$log" 2>&1; then
+           "$venv/bin/python" -m pip install -q . &&
+           "$venv/bin/python" -m pip install -q pytest; } >"$log" 2>&1; then
       echo "smoke $version: FAILED to install (pip's output: $log)"; status=1; continue
     fi
     touch "$venv/.complete"
@@ -47,6 +53,25 @@ for version in 3.10 3.11 3.12 3.13; do
   else
     echo "smoke $version: FAILED"
     status=1
+  fi
+  if [ "$fork_tests" != 0 ]; then
+    fork_tests=0
+    start=$(date +%s)
+    # (A venv made before this step existed lacks pytest.)
+    "$venv/bin/python" -c 'import pytest' 2>/dev/null ||
+      "$venv/bin/python" -m pip install -q pytest >>"$log" 2>&1
+    protobuf=$("$venv/bin/python" -c 'import google.protobuf as p; print(p.__version__)')
+    # From the repository (its tests and bert_tf2 first on the path), on the venv's packages.
+    if BERT_TF2_SHARED="$shared" TF_CPP_MIN_LOG_LEVEL=2 "$venv/bin/python" -m pytest -q \
+         -p no:cacheprovider tests/test_reference_fork.py tests/test_tf1_estimator.py \
+         tests/test_tf1_namespace.py >"$cache/fork-tests-$version.log" 2>&1; then
+      echo "smoke $version: fork tests on a plain install (protobuf $protobuf): $(tail -n 1 \
+        "$cache/fork-tests-$version.log") ($(( $(date +%s) - start )) s)"
+    else
+      echo "smoke $version: fork tests FAILED on a plain install (protobuf $protobuf; pytest's" \
+        "output: $cache/fork-tests-$version.log)"
+      status=1
+    fi
   fi
 done
 exit $status
