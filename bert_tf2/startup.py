@@ -32,6 +32,7 @@ In your own Python (loading an exported SavedModel, say), `from bert_tf2 import 
 """
 import ctypes
 import functools
+import gc
 import logging
 import os
 import re
@@ -133,11 +134,45 @@ def filter_log_noise():
             logger.addFilter(LogNoiseFilter())
 
 
+class SingleLineFilter(logging.Filter):
+    """On the stderr handler TensorFlow gives its logger: drops a record that the root
+    logger's handlers print as well.
+
+    TensorFlow adds that handler when the root logger has none at its import, and
+    none otherwise ("this prevents double logging"). A handler the root logger gets
+    later (Abseil's: absl.logging calls logging.basicConfig() at its first record
+    outside absl.app, and absl.app installs its own) would print every TensorFlow
+    warning a second time: this filter applies TensorFlow's rule when the record is
+    written instead of at import.
+    """
+
+    def filter(self, record):
+        """False (drop) when a root handler will print the record too."""
+        logger = logging.getLogger("tensorflow")
+        if not logger.propagate:
+            return True
+        return not any(record.levelno >= handler.level for handler in logging.getLogger().handlers)
+
+
+def single_log_lines():
+    """Puts SingleLineFilter on the handlers of TensorFlow's logger (once)."""
+    for handler in logging.getLogger("tensorflow").handlers:
+        if not any(isinstance(f, SingleLineFilter) for f in handler.filters):
+            handler.addFilter(SingleLineFilter())
+
+
+_DEVICES_LISTED = []  # [True] once initialize_devices has listed them in this process
+
+
 def initialize_devices():
     """Lists TensorFlow's devices once, dropping the no-driver cuInit line from stderr."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     _apply_level_to_absl_logging(tf)
     filter_log_noise()
+    single_log_lines()
+    if _DEVICES_LISTED:
+        return
+    _DEVICES_LISTED.append(True)
     try:
         stderr_fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # no real stderr (embedded, captured)
@@ -161,17 +196,34 @@ def initialize_devices():
         sys.stderr.flush()
 
 
+def release_run_memory():
+    """Gives back the memory of a run that has returned: its model, optimizer, traced
+    graphs and datasets (reference cycles, freed by a full garbage collection now rather
+    than at some later one), then glibc's free memory to the system (malloc_trim; a
+    no-op elsewhere). Nothing a later run computes depends on it."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(ctypes.c_size_t(0))
+
+
 def keeps_process_settings(run):
     """Decorator for a face's run(): on return or error, the tf_keras mixed-precision policy
     and the TensorFloat-32 setting are what they were before (training.configure_precision
-    and extract_features change them), and the output folders the run locked
-    (fileutil.lock_output_dir) are free again, so runs called from Python one after
-    another leave the process as they found it."""
+    and extract_features change them), the output folders the run locked
+    (fileutil.lock_output_dir) are free again and the run's memory is released
+    (release_run_memory), so runs called from Python one after another leave the
+    process as they found it. Before the first run, the quiet start-up of the command
+    line (initialize_devices: no cuInit line, each log line once)."""
     @functools.wraps(run)
     def wrapper(*args, **kwargs):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         import tf_keras  # pylint: disable=import-outside-toplevel
         from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
+        initialize_devices()
         policy = tf_keras.mixed_precision.global_policy()
         tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
         locks = fileutil.held_output_locks()
@@ -181,4 +233,5 @@ def keeps_process_settings(run):
             fileutil.release_output_locks(keep=locks)
             tf_keras.mixed_precision.set_global_policy(policy)
             tf.config.experimental.enable_tensor_float_32_execution(tf32)
+            release_run_memory()
     return wrapper
