@@ -40,6 +40,7 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import progress
+from bert_tf2.trainer import training
 
 _REQUIRED_FLAGS = ("input_file", "output_file", "bert_config_file", "init_checkpoint",
                    "vocab_file")
@@ -261,7 +262,8 @@ class FeatureExtractor(object):
         self.seq_length = seq_length
         # Any length up to seq_length: trimmed batches share one graph.
         spec = tf.TensorSpec([None, None], tf.int32)
-        self._encode = tf.function(self._layers, input_signature=[spec, spec, spec])
+        self._encode = training.run_function(self._layers,
+                                             input_signature=[spec, spec, spec])
 
     def _layers(self, input_ids, input_mask, input_type_ids):
         outputs = self.model(input_ids, input_mask, input_type_ids, training=False)

@@ -3,7 +3,7 @@
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
       [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
-              finetuning,packing,embeddings,long_text,int8]
+              finetuning,packing,embeddings,long_text,int8,repeated_runs]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -37,8 +37,11 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            (export_saved_model.py --litert) of all-MiniLM-L6-v2 and a
                            BERT-Base-shaped model vs our fp32 SavedModel and vs torch's
                            quantize_dynamic (the peer venv), batch 1 and 32, seq 128,
-                           2 threads each side (needs the [litert] extra).
-The last seven read ../shared/data and are skipped with a note when it (or their script)
+                           2 threads each side (needs the [litert] extra);
+  repeated_runs            benchmarks/bench_memory.py: the process's RSS over ten
+                           run_classifier.run() calls in one process (tiny model and
+                           all-MiniLM-L6-v2; no peer, no ../shared).
+Seven before it read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
@@ -72,9 +75,16 @@ SHARED = os.environ.get("BERT_TF2_SHARED",
                         os.path.join(bench_util.REPO_ROOT, "..", "shared"))
 
 
+# Groups whose script is not bench_<group>.py ("memory" is the gradient-checkpointing
+# benchmark, memory.py).
+SCRIPTS = {"repeated_runs": "memory"}
+# Groups that read nothing from ../shared.
+WITHOUT_SHARED_DATA = ("repeated_runs",)
+
+
 def _load(name):
-    """benchmarks/bench_<name>.py as a module (None when the file is absent)."""
-    path = os.path.join(BENCH_DIR, "bench_%s.py" % name)
+    """benchmarks/bench_<name>.py (SCRIPTS) as a module (None when the file is absent)."""
+    path = os.path.join(BENCH_DIR, "bench_%s.py" % SCRIPTS.get(name, name))
     if not os.path.isfile(path):
         return None
     spec = importlib.util.spec_from_file_location("bench_" + name, path)
@@ -141,8 +151,8 @@ def run_data_benchmark(name, kwargs, adapter, notes):
     otherwise (or when it fails) one row saying why."""
     module = _load(name)
     if module is None or not hasattr(module, "run"):
-        why = "benchmarks/bench_%s.py (with run()) is absent" % name
-    elif not _shared_data():
+        why = "benchmarks/bench_%s.py (with run()) is absent" % SCRIPTS.get(name, name)
+    elif name not in WITHOUT_SHARED_DATA and not _shared_data():
         why = "%s/data is absent (set BERT_TF2_SHARED)" % SHARED
     else:
         try:
@@ -231,6 +241,8 @@ def plan(mode, steps, repeats):
         ("long_text", dict()) if full else None,
         # Two exports with LiteRT conversions (BERT-Base: a few minutes), then the rows.
         ("int8", dict(repeats=repeats + 2)),
+        # Ten runs of each model in one process: a few minutes.
+        ("repeated_runs", dict(runs=10)),
     ]
 
 
@@ -261,7 +273,7 @@ def main(argv=None):
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
                              "memory, tokenization, create_pretraining_data, finetuning, "
-                             "packing, embeddings, long_text, int8")
+                             "packing, embeddings, long_text, int8, repeated_runs")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -309,7 +321,8 @@ def main(argv=None):
                      "packing": lambda rows: _schema_rows(rows) or [],
                      "embeddings": lambda rows: _schema_rows(rows) or [],
                      "long_text": lambda rows: _schema_rows(rows) or [],
-                     "int8": lambda rows: _schema_rows(rows) or []}
+                     "int8": lambda rows: _schema_rows(rows) or [],
+                     "repeated_runs": lambda rows: _schema_rows(rows) or []}
     for item in plan(mode, args.steps, args.repeats):
         if item is None or (only and item[0] not in only):
             continue

@@ -32,6 +32,7 @@ In your own Python (loading an exported SavedModel, say), `from bert_tf2 import 
 """
 import ctypes
 import functools
+import gc
 import logging
 import os
 import re
@@ -134,11 +135,45 @@ def filter_log_noise():
             logger.addFilter(LogNoiseFilter())
 
 
+class SingleLineFilter(logging.Filter):
+    """On the stderr handler TensorFlow gives its logger: drops a record that the root
+    logger's handlers print as well.
+
+    TensorFlow adds that handler when the root logger has none at its import, and
+    none otherwise ("this prevents double logging"). A handler the root logger gets
+    later (Abseil's: absl.logging calls logging.basicConfig() at its first record
+    outside absl.app, and absl.app installs its own) would print every TensorFlow
+    warning a second time: this filter applies TensorFlow's rule when the record is
+    written instead of at import.
+    """
+
+    def filter(self, record):
+        """False (drop) when a root handler will print the record too."""
+        logger = logging.getLogger("tensorflow")
+        if not logger.propagate:
+            return True
+        return not any(record.levelno >= handler.level for handler in logging.getLogger().handlers)
+
+
+def single_log_lines():
+    """Puts SingleLineFilter on the handlers of TensorFlow's logger (once)."""
+    for handler in logging.getLogger("tensorflow").handlers:
+        if not any(isinstance(f, SingleLineFilter) for f in handler.filters):
+            handler.addFilter(SingleLineFilter())
+
+
+_DEVICES_LISTED = []  # [True] once initialize_devices has listed them in this process
+
+
 def initialize_devices():
     """Lists TensorFlow's devices once, dropping the no-driver cuInit line from stderr."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     _apply_level_to_absl_logging(tf)
     filter_log_noise()
+    single_log_lines()
+    if _DEVICES_LISTED:
+        return
+    _DEVICES_LISTED.append(True)
     try:
         stderr_fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # no real stderr (embedded, captured)
@@ -162,6 +197,20 @@ def initialize_devices():
         sys.stderr.flush()
 
 
+def release_run_memory():
+    """Gives back the memory of a run that has returned: its model, optimizer, traced
+    graphs and datasets (reference cycles, freed by a full garbage collection now rather
+    than at some later one), then glibc's free memory to the system (malloc_trim; a
+    no-op elsewhere). Nothing a later run computes depends on it."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(ctypes.c_size_t(0))
+
+
 # The run() calls in progress in this process, outermost first: [(thread, face)].
 _RUNS = []
 _RUNS_LOCK = threading.Lock()
@@ -178,7 +227,9 @@ def keeps_process_settings(run):
       setting are what they were before (training.configure_precision and
       extract_features change them), and the output folders the run locked
       (fileutil.lock_output_dir) are free again, so runs called from Python one after
-      another leave the process as they found it.
+      another leave the process as they found it; the run's memory is released
+      (release_run_memory). Before the first run, the quiet start-up of the command line
+      (initialize_devices: no cuInit line, each log line once).
     - Called with a Settings (from Python, not the command line's FlagValues), a
       ValueError or absl UsageError it raises names the settings' fields as Python
       does (`max_seq_length=64`, `do_train=True`), not as flags (`--max_seq_length=64`,
@@ -200,6 +251,7 @@ def keeps_process_settings(run):
             tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
             locks = fileutil.held_output_locks()
             try:
+                initialize_devices()
                 return run(*args, **kwargs)
             except (ValueError, app.UsageError) as error:
                 if isinstance(settings, settings_lib.Settings):
@@ -211,6 +263,7 @@ def keeps_process_settings(run):
                 if keras is not None:
                     keras.mixed_precision.set_global_policy(policy)
                 tf.config.experimental.enable_tensor_float_32_execution(tf32)
+                release_run_memory()
         finally:
             _leave()
     return wrapper

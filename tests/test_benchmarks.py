@@ -275,3 +275,28 @@ def test_bench_attention_times_our_two_forms_and_names_a_bad_shape():
     assert "| 2x2x8x4 |" in text and "not run: no venv" in text
     with pytest.raises(SystemExit, match="'8x12' is not BxNxSxD"):
         bench_attention.parse_shape("8x12")
+
+
+def test_repeated_runs_rows_and_group(tmp_path):
+    import bench_memory  # pylint: disable=import-outside-toplevel
+    measured = [(1, 1000.0, 9.0, {"eval_accuracy": 0.5}), (2, 1010.0, 5.0, {"eval_accuracy": 0.5}),
+                (3, 1030.0, 5.0, {"eval_accuracy": 0.5}), (4, 1025.5, 5.0, {"eval_accuracy": 0.5})]
+    rows = bench_memory.rows_of("tiny", measured)
+    assert [(r["measure"], r["ours"]) for r in rows] == [
+        ("RSS after run 1 of 4", 1000.0), ("RSS after run 2 of 4", 1010.0),
+        ("RSS after run 4 of 4", 1025.5), ("RSS growth over runs 3-4 (goal < 100)", 15.5),
+        ("same eval metrics in every run", 1.0)]
+    assert all(set(r) == SCHEMA and r["against"] == "ours" for r in rows)
+    measured[3] = (4, 1025.5, 5.0, {"eval_accuracy": 0.75})
+    assert bench_memory.rows_of("tiny", measured)[-1]["ours"] == 0.0
+    skipped = bench_memory.rows_of("minilm", None)
+    assert skipped[0]["ours"] is None and skipped[0]["note"].startswith("not run")
+    rss = bench_memory.vm_rss_mib()
+    assert rss is None or rss > 10.0
+    # run_all's group: bench_memory.py, without ../shared, in the default plan.
+    assert run_all._load("repeated_runs").rows_of.__doc__ == bench_memory.rows_of.__doc__
+    assert ("repeated_runs", {"runs": 10}) in run_all.plan("default", 1, 1)
+    bench_memory.write_reviews(str(tmp_path))
+    with open(tmp_path / "train.csv", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 17 and lines[1] == '0,"the battery was not good",positive'

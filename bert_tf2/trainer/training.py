@@ -17,11 +17,13 @@ summed across replicas, then clipped to global norm 1.0, then applied.
 import collections
 import contextlib
 import dataclasses
+import functools
 import itertools
 import os
 import signal
 import threading
 import time
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -112,6 +114,19 @@ SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig)) + (
     "use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "distribution_strategy",
     "num_gpus", "train_batch_size", "num_train_epochs", "warmup_proportion",
     "group_by_length") + periodic_eval.SETTINGS
+
+
+def run_function(python_function, **options):
+    """tf.function(python_function, **options) for a function made anew by every run.
+
+    TensorFlow counts the traces of a tf.function by its Python code, so the same
+    inner function made by run after run in one process (a notebook, a search over
+    hyper-parameters) reads as one function retraced in a loop: "5 out of the last 5
+    calls ... triggered tf.function retracing" from the fifth run. Wrapped in a
+    functools.partial, each run's function is counted on its own (the warning still
+    says when one run's function traces again and again); the graph is the same.
+    """
+    return tf.function(functools.partial(python_function), **options)
 
 
 def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
@@ -498,7 +513,7 @@ class Runner:
         if self.config.enable_xla:
             # Only the forward and backward pass is compiled: XLA cannot place the
             # optimizer's update of mirrored variables.
-            gradients_fn = tf.function(gradients_fn, jit_compile=True)
+            gradients_fn = run_function(gradients_fn, jit_compile=True)
 
         def one_step(iterator):
             micro = [next(iterator) for _ in range(n_micro)]
@@ -509,7 +524,6 @@ class Runner:
 
         progress_after = self._progress_in_loop()
 
-        @tf.function
         def train_loop(iterator, num_steps):
             """num_steps optimizer steps in one call; returns the mean metrics."""
             last_line = tf.timestamp()
@@ -521,7 +535,7 @@ class Runner:
                 sums = {k: sums[k] + values[k] for k in sums}
             return {k: v / tf.cast(num_steps, v.dtype) for k, v in sums.items()}
 
-        return train_loop
+        return run_function(train_loop)
 
     def _progress_in_loop(self):
         """progress_after(step metrics, time of the last report) for the training loop.
@@ -540,6 +554,11 @@ class Runner:
         display = getattr(self, "_display", None)  # None: a loop made outside train()
         every = min(every, getattr(display, "interval", None) or every)
 
+        # A py_function's Python callable lives as long as TensorFlow's global default graph
+        # (the outermost graph of every tf.function traced eagerly): it holds the Runner
+        # only weakly, or every run's model and optimizer would stay in memory with it.
+        runner = weakref.ref(self)
+
         def progress_after(values, last_line):
             names = sorted(values)
             with tf.control_dependencies([values[k] for k in names]):
@@ -547,7 +566,7 @@ class Runner:
 
             def log_line():
                 return tf.py_function(
-                    lambda *t: self._log_line_in_loop(names, *t),
+                    lambda *t: _log_line_of(runner, names, *t),
                     [self.optimizer.iterations, last_line, now] + [values[k] for k in names],
                     tf.float64)
             return tf.cond(now - last_line >= every, log_line, lambda: last_line)
@@ -851,7 +870,6 @@ class Runner:
     def _new_predict_step(self, predict_fn, element_spec):
         strategy, model = self.strategy, self.model
 
-        @tf.function(jit_compile=self.config.enable_xla or None)
         def replica_predict(features):
             index = None
             if isinstance(features, dict) and input_pipeline.EXAMPLE_INDEX in features:
@@ -862,11 +880,21 @@ class Runner:
                 out[input_pipeline.EXAMPLE_INDEX] = tf.identity(index)
             return out
 
-        @tf.function(input_signature=[element_spec])
+        replica_predict = run_function(replica_predict, jit_compile=self.config.enable_xla or None)
+
         def step(features):
             return strategy.run(replica_predict, args=(features,))
 
-        return step
+        return run_function(step, input_signature=[element_spec])
+
+
+def _log_line_of(runner, names, step, last_line, now, *values):
+    """Runner._log_line_in_loop of the Runner `runner` (a weakref) refers to; only the
+    time when the Runner is gone (a loop cannot outlive its Runner: never in practice)."""
+    target = runner()
+    if target is None:
+        return float(now)
+    return target._log_line_in_loop(names, step, last_line, now, *values)  # pylint: disable=protected-access
 
 
 class Interrupted(KeyboardInterrupt):
