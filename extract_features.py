@@ -254,6 +254,9 @@ class FeatureExtractor(object):
                                         use_one_hot_embeddings=use_one_hot_embeddings)
         dummy = tf.zeros([1, seq_length], tf.int32)
         self.model(dummy, tf.ones_like(dummy), dummy, training=False)
+        # Every encoder variable must be found (a task checkpoint's head is left aside).
+        checkpoints.check_serves(self.model, init_checkpoint, "--init_checkpoint",
+                                 unused_too=False)
         checkpoints.load_checkpoint(self.model, init_checkpoint)
         modeling.set_skip_padding(self.model, skip_padding)
         self.seq_length = seq_length

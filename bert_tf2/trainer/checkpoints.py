@@ -340,6 +340,44 @@ def missing_variables(model_or_variables, path, flag=None):
     return [name for name in tf1_variable_map(model_or_variables) if name not in keys]
 
 
+# Roots of checkpoint variables a model may leave unused and still be whole: the
+# pre-training heads (a task model fine-tuned from run_pretraining's checkpoint).
+_SPARE_ROOTS = ("cls",)
+
+
+def check_serves(model_or_variables, path, flag=None, unused_too=True):
+    """ValueError (one line) unless the checkpoint at `path` holds every variable of the
+    model: a run that does not train (eval, predict, export, features) would serve a
+    missing one at its random initial value. With `unused_too`, a checkpoint holding
+    variables the model lacks (another head: crf/transitions, a BiLSTM, deeper layers)
+    is refused too, outside the pre-training heads (_SPARE_ROOTS)."""
+    contents = CheckpointContents(path, flag)
+    variables = tf1_variable_map(model_or_variables)
+    missing = [name for name in variables if name not in contents.keys]
+    where = contents.path
+    if flag:
+        where = "%s=%s" % (flag, path) + (
+            "" if same_checkpoint(path, contents.path) else " (%s)" % contents.path)
+    if missing:
+        raise ValueError(
+            "checkpoint %s lacks %d of the model's %d variables (%s%s): they would be served "
+            "at their random initial values; use a checkpoint of this task, head and "
+            "bert_config (num_hidden_layers, ...)"
+            % (where, len(missing), len(variables), ", ".join(missing[:3]),
+               ", ..." if len(missing) > 3 else ""))
+    extra = [name for name in contents.model_names() if name not in variables
+             and name.split("/")[0] not in _SPARE_ROOTS] if unused_too else []
+    if extra:
+        hint = ("a --crf tagger's transitions: pass --crf" if "crf/transitions" in extra
+                else "a model with another head or bert_config")
+        raise ValueError(
+            "checkpoint %s holds %d variable(s) the model lacks (%s%s: %s); the model would "
+            "ignore what they compute"
+            % (where, len(extra), ", ".join(extra[:3]), ", ..." if len(extra) > 3 else "",
+               hint))
+    return contents
+
+
 LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_in_checkpoint", "unused"])
 
 
