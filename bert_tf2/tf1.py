@@ -33,6 +33,7 @@ from bert_tf2.compat import contrib
 __version__ = _tensorflow.__version__
 _V1 = _tensorflow.compat.v1
 _ESTIMATOR = "bert_tf2.compat.estimator"
+_FORK_CHECKPOINTS = "bert_tf2.compat.fork_checkpoints"
 
 # tf_keras's TF1 layers and cells warn once per calling line that they are deprecated; a
 # fork calls them from many lines, and the warning line below already says what runs.
@@ -90,6 +91,11 @@ _OVERRIDES = {
     "keras": _module(contrib.KERAS_V1),
     "nn": lambda: _Overlay(_V1.nn, {"rnn_cell": _module(contrib.LEGACY_RNN_CELLS)}),
     "estimator": lambda: contrib.import_piece(_ESTIMATOR, "tf.estimator"),
+    # list_variables / load_variable / init_from_checkpoint by TF1 name on our TF2
+    # checkpoints too (bert_tf2.compat.fork_checkpoints).
+    "train": lambda: _Overlay(_V1.train, {
+        name: (lambda function=function: function)
+        for name, function in _importlib.import_module(_FORK_CHECKPOINTS).OVERRIDES.items()}),
 }
 
 
