@@ -50,8 +50,8 @@ REPLACEMENTS = {
                            "tf.data.Dataset.bucket_by_sequence_length)",
     "tf.contrib.opt": "tf.train's optimizers or optimization.AdamWeightDecayOptimizer",
     "tf.contrib.predictor": "tf.saved_model.load(export_dir).signatures['serving_default']",
-    "tf.contrib.estimator": "tf.estimator (bert_tf2.tf1); early stopping: our runners' "
-                            "--eval_every_n_steps --early_stopping_patience",
+    "tf.contrib.estimator": "tf.estimator (bert_tf2.tf1); its early-stopping hooks are "
+                            "in tf.contrib.estimator and tf.estimator.experimental",
     "tf.contrib.keras": "tf_keras",
     "tf.contrib.cudnn_rnn": "tf_keras.layers.LSTM / GRU (cuDNN kernels on a GPU)",
     "tf.contrib.image": "tf.image",
@@ -190,6 +190,14 @@ cluster_resolver = Namespace("tf.contrib.cluster_resolver", {},
 
 compiler = Namespace("tf.contrib.compiler", {"jit": Namespace("tf.contrib.compiler.jit", {
     "experimental_jit_scope": tf.compat.v1.xla.experimental.jit_scope})})
+
+# tf.contrib.estimator: the early-stopping hooks (bert_tf2.compat.estimator's); the rest
+# of it answers with a line naming tf.estimator.
+estimator = Namespace("tf.contrib.estimator", {
+    name: lazy(lambda name=name: getattr(import_piece(
+        "bert_tf2.compat.estimator", "tf.contrib.estimator"), name))
+    for name in ("make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
+                 "stop_if_no_increase_hook", "stop_if_no_decrease_hook")})
 
 # Imported on first use: their modules may be absent from a copy of the package.
 _LAZY_MODULES = {"tpu": "bert_tf2.compat.tpu", "crf": "bert_tf2.base.crf"}
