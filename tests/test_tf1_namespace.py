@@ -116,6 +116,7 @@ def test_move_fork_changes_the_import_lines_in_place(tmp_path):
     assert lines == [
         "%s:6: left as it was (change it by hand): from tensorflow.contrib.rnn import "
         "LSTMCell" % model,
+        "%s:7: left as it was (change it by hand): import tensorflow as tfx" % model,
         "%s:8: tf.contrib.slim is not in bert_tf2.tf1 (TensorFlow 2 removed it): use pip "
         "install tf-slim and `import tf_slim as slim`" % model,
         "changed %s" % model]
