@@ -81,6 +81,22 @@ def test_what_tf2_removed_is_one_line_naming_the_replacement(graph):
     assert graph["hasattr_contrib_learn"] is False
 
 
+def test_removed_cells_name_what_to_use_and_tf_app_run_logs_once(graph):
+    cells = graph["removed_cells"]
+    assert cells["contrib.crf.CrfForwardRnnCell"] == (
+        "RemovedSymbolError: tf.contrib.crf.CrfForwardRnnCell is not in bert_tf2.tf1 "
+        "(TensorFlow 2 removed it): use crf_log_norm (tf.contrib.crf), which runs the forward "
+        "algorithm itself")
+    assert cells["contrib.rnn.LayerNormBasicLSTMCell"].startswith(
+        "RemovedSymbolError: tf.contrib.rnn.LayerNormBasicLSTMCell is not in bert_tf2.tf1 "
+        "(TensorFlow 2 removed it): use tf_keras.layers' RNN cells")
+    assert cells["nn.rnn_cell.LayerNormBasicLSTMCell"].startswith(
+        "RemovedSymbolError: tf.nn.rnn_cell.LayerNormBasicLSTMCell is not in bert_tf2.tf1 "
+        "(TensorFlow 2 removed it): use the TF1 cells tf.nn.rnn_cell has (LSTMCell, ")
+    assert graph["crf_decode"] is None
+    assert graph["stderr"].count("logged once under tf.app.run") == 1
+
+
 FORK = (b"import os\n"
         b"import tensorflow as tf\r\n"
         b"  import tensorflow as tf  # indented\n"

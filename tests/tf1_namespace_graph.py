@@ -77,6 +77,10 @@ def main():
         found[lazy] = resolve(lazy)
     found["missing"] = {n: resolve(n) for n in ("foo", "contrib.slim", "contrib.framework",
                                                "contrib.layers.batch_norm")}
+    found["removed_cells"] = {n: resolve(n) for n in (
+        "contrib.crf.CrfForwardRnnCell", "contrib.rnn.LayerNormBasicLSTMCell",
+        "nn.rnn_cell.LayerNormBasicLSTMCell")}
+    found["crf_decode"] = resolve("contrib.crf.crf_decode")
     found["hasattr_contrib_learn"] = hasattr(tf.contrib, "learn")
     found["variables"], found["rnn_output_shape"] = layer_names()
     with open(sys.argv[2], "w", encoding="utf-8") as f:
@@ -84,3 +88,5 @@ def main():
 
 
 main()
+# tf.app.run (absl's, which gives the root logger a handler too): one line per tf.logging call.
+tf.app.run(lambda argv: tf.logging.info("logged once under tf.app.run"))

@@ -345,15 +345,19 @@ def missing_variables(model_or_variables, path, flag=None):
 _SPARE_ROOTS = ("cls",)
 
 
-def check_serves(model_or_variables, path, flag=None, unused_too=True):
+def check_serves(model_or_variables, path, flag=None, unused_too=True, may_lack=None):
     """ValueError (one line) unless the checkpoint at `path` holds every variable of the
     model: a run that does not train (eval, predict, export, features) would serve a
     missing one at its random initial value. With `unused_too`, a checkpoint holding
     variables the model lacks (another head: crf/transitions, a BiLSTM, deeper layers)
-    is refused too, outside the pre-training heads (_SPARE_ROOTS)."""
+    is refused too, outside the pre-training heads (_SPARE_ROOTS). `may_lack`: names
+    whose initial value is not random (default: the model's ZERO_START_VARIABLES)."""
     contents = CheckpointContents(path, flag)
     variables = tf1_variable_map(model_or_variables)
-    missing = [name for name in variables if name not in contents.keys]
+    if may_lack is None:
+        may_lack = getattr(model_or_variables, "ZERO_START_VARIABLES", ())
+    missing = [name for name in variables if name not in contents.keys
+               and name not in may_lack]
     where = contents.path
     if flag:
         where = "%s=%s" % (flag, path) + (
