@@ -166,12 +166,20 @@ def keeps_process_settings(run):
     and the TensorFloat-32 setting are what they were before (training.configure_precision
     and extract_features change them), and the output folders the run locked
     (fileutil.lock_output_dir) are free again, so runs called from Python one after
-    another leave the process as they found it."""
+    another leave the process as they found it. In a process in TF1 graph mode (a fork's
+    `import bert_tf2.tf1`) the run is refused in one line before it touches anything."""
     @functools.wraps(run)
     def wrapper(*args, **kwargs):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         import tf_keras  # pylint: disable=import-outside-toplevel
         from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
+        if not tf.compat.v1.executing_eagerly_outside_functions():
+            raise RuntimeError(
+                "%s.%s: this process runs TensorFlow 1 graph mode (bert_tf2.tf1 was imported, "
+                "or tf.compat.v1.disable_v2_behavior / disable_eager_execution called), and "
+                "bert-tf2's runners need TensorFlow 2's eager mode: run them in a process of "
+                "their own (python %s.py ...); nothing was done"
+                % (run.__module__, run.__name__, run.__module__.rsplit(".", 1)[-1]))
         policy = tf_keras.mixed_precision.global_policy()
         tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
         locks = fileutil.held_output_locks()

@@ -97,6 +97,16 @@ def test_removed_cells_name_what_to_use_and_tf_app_run_logs_once(graph):
     assert graph["stderr"].count("logged once under tf.app.run") == 1
 
 
+def test_a_runner_in_a_graph_mode_process_is_one_line_and_makes_nothing(graph):
+    assert graph["runner_error"] == (
+        "RuntimeError: run_classifier.run: this process runs TensorFlow 1 graph mode "
+        "(bert_tf2.tf1 was imported, or tf.compat.v1.disable_v2_behavior / "
+        "disable_eager_execution called), and bert-tf2's runners need TensorFlow 2's eager "
+        "mode: run them in a process of their own (python run_classifier.py ...); nothing "
+        "was done")
+    assert graph["runner_folder_made"] is False
+
+
 FORK = (b"import os\n"
         b"import tensorflow as tf\r\n"
         b"  import tensorflow as tf  # indented\n"

@@ -82,6 +82,17 @@ def main():
         "nn.rnn_cell.LayerNormBasicLSTMCell")}
     found["crf_decode"] = resolve("contrib.crf.crf_decode")
     found["hasattr_contrib_learn"] = hasattr(tf.contrib, "learn")
+    # A runner called in this (graph-mode) process: one line, no folder made.
+    import os  # pylint: disable=import-outside-toplevel
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    out = os.path.join(os.path.dirname(sys.argv[2]), "runner_out")
+    try:
+        run_classifier.run(run_classifier.Settings(
+            task_name="cola", do_train=True, data_dir=out, output_dir=out))
+        found["runner_error"] = None
+    except Exception as error:  # pylint: disable=broad-except
+        found["runner_error"] = "%s: %s" % (type(error).__name__, error)
+    found["runner_folder_made"] = os.path.exists(out)
     found["variables"], found["rnn_output_shape"] = layer_names()
     with open(sys.argv[2], "w", encoding="utf-8") as f:
         json.dump(found, f)
