@@ -224,8 +224,9 @@ def read(init_checkpoint, output_dir=None):
     saved = fileutil.read_json(path) if path else {}
     if not isinstance(saved, dict):
         raise ValueError("%s: expected a JSON object of settings" % path)
-    if path:
-        check_values(path, saved)
+    if path:  # sentence_embedding.json: only the two values read (its own are pooling's)
+        check_values(path, saved if keys is None else {
+            key: saved[key] for key in keys if key in saved})
         check_files(path, saved)
     for key in keys or saved:
         if key in saved and key != CHECKSUMS_KEY:
