@@ -499,3 +499,21 @@ def test_a_run_that_does_not_train_never_serves_a_variable_the_checkpoint_lacks(
         _runner(str(tmp_path / "out2"), False, init_checkpoint=crf)
     # The whole model: restored.
     assert _runner(str(tmp_path / "out3"), False, init_checkpoint=latest).global_step == 4
+
+
+def test_spare_heads_are_left_unused_but_deeper_layers_are_another_model(trained, tmp_path):
+    contents = checkpoints.CheckpointContents(os.path.join(trained, "model.ckpt-4"))
+    tensors = {n: contents.get(n) for n in contents.model_names()}
+    model = heads.BertClassifier(runner_config(), 2)
+    model(heads.dummy_features())
+    # Another task's head beside the classifier's (a multi-head file): served as before.
+    spare = dict(tensors, **{"cls/squad/output_weights": np.zeros([2, 8], np.float32)})
+    path = checkpoints.write_tf1_checkpoint(spare, str(tmp_path / "spare" / "model.ckpt"))
+    assert checkpoints.check_serves(model, path).path == path
+    # A layer the model does not have: another bert_config.
+    deeper = dict(tensors, **{"bert/encoder/layer_1/output/dense/bias": np.zeros([8], np.float32)})
+    path = checkpoints.write_tf1_checkpoint(deeper, str(tmp_path / "deeper" / "model.ckpt"))
+    with pytest.raises(ValueError, match=r"holds 1 variable\(s\) the model lacks "
+                       r"\(bert/encoder/layer_1/output/dense/bias: a model with another head "
+                       r"or bert_config\)"):
+        checkpoints.check_serves(model, path)

@@ -340,17 +340,20 @@ def missing_variables(model_or_variables, path, flag=None):
     return [name for name in tf1_variable_map(model_or_variables) if name not in keys]
 
 
-# Roots of checkpoint variables a model may leave unused and still be whole: the
-# pre-training heads (a task model fine-tuned from run_pretraining's checkpoint).
-_SPARE_ROOTS = ("cls",)
+# Checkpoint variables the model lacks that say it is another model (refused by a run that
+# does not train): encoder weights (deeper layers, another config), a --crf tagger's
+# transitions, a feature-based tagger's BiLSTM. Other spare variables (the pre-training
+# heads, another task's head beside the right one) are left unused, as the reference's
+# assignment map left them.
+_OTHER_MODEL_PREFIXES = ("bert/", "crf/", "bilstm_")
 
 
 def check_serves(model_or_variables, path, flag=None, unused_too=True, may_lack=None):
     """ValueError (one line) unless the checkpoint at `path` holds every variable of the
     model: a run that does not train (eval, predict, export, features) would serve a
     missing one at its random initial value. With `unused_too`, a checkpoint holding
-    variables the model lacks (another head: crf/transitions, a BiLSTM, deeper layers)
-    is refused too, outside the pre-training heads (_SPARE_ROOTS). `may_lack`: names
+    variables that make it another model (_OTHER_MODEL_PREFIXES: crf/transitions, a
+    BiLSTM, deeper encoder layers) is refused too. `may_lack`: names
     whose initial value is not random (default: the model's ZERO_START_VARIABLES)."""
     contents = CheckpointContents(path, flag)
     variables = tf1_variable_map(model_or_variables)
@@ -370,7 +373,7 @@ def check_serves(model_or_variables, path, flag=None, unused_too=True, may_lack=
             % (where, len(missing), len(variables), ", ".join(missing[:3]),
                ", ..." if len(missing) > 3 else ""))
     extra = [name for name in contents.model_names() if name not in variables
-             and name.split("/")[0] not in _SPARE_ROOTS] if unused_too else []
+             and name.startswith(_OTHER_MODEL_PREFIXES)] if unused_too else []
     if extra:
         hint = ("a --crf tagger's transitions: pass --crf" if "crf/transitions" in extra
                 else "a model with another head or bert_config")
