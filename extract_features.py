@@ -88,6 +88,9 @@ Settings = settings_lib.settings_class(define_flags, __name__)
 # Input
 # ---------------------------------------------------------------------------
 
+# BertModel's pooler: no output of extract_features reads it.
+_POOLER_VARIABLES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
 class InputExample(object):
     """One input line: its 0-based line number and one or two texts."""
 
@@ -257,6 +260,11 @@ class FeatureExtractor(object):
                                         use_one_hot_embeddings=use_one_hot_embeddings)
         dummy = tf.zeros([1, seq_length], tf.int32)
         self.model(dummy, tf.ones_like(dummy), dummy, training=False)
+        # Every encoder variable the features come from must be found (a task checkpoint's
+        # head is left aside; the pooler, which no output reads, may be absent: a converted
+        # model without one).
+        checkpoints.check_serves(self.model, init_checkpoint, "--init_checkpoint",
+                                 unused_too=False, may_lack=_POOLER_VARIABLES)
         checkpoints.load_checkpoint(self.model, init_checkpoint)
         modeling.set_skip_padding(self.model, skip_padding)
         self.seq_length = seq_length

@@ -256,6 +256,8 @@ def _tag_scheme(settings, train, labels, saved):
     if not settings.crf:
         return "none"
     scheme, why = settings.crf_tag_scheme, "given"
+    if not settings.given("crf_tag_scheme") and saved is not None and scheme == saved:
+        why = "the model folder's"  # filled in from the folder, not given
     if scheme == "auto" and train is None:
         scheme, why = saved or "none", "the model folder's" if saved else (
             "the model folder records no tag scheme")

@@ -230,6 +230,8 @@ def keeps_process_settings(run):
       another leave the process as they found it; the run's memory is released
       (release_run_memory). Before the first run, the quiet start-up of the command line
       (initialize_devices: no cuInit line, each log line once).
+    - In a process in TF1 graph mode (a fork's `import bert_tf2.tf1`) the run is refused
+      in one line before it touches anything.
     - Called with a Settings (from Python, not the command line's FlagValues), a
       ValueError or absl UsageError it raises names the settings' fields as Python
       does (`max_seq_length=64`, `do_train=True`), not as flags (`--max_seq_length=64`,
@@ -240,6 +242,13 @@ def keeps_process_settings(run):
         from absl import app  # pylint: disable=import-outside-toplevel
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
+        if not tf.compat.v1.executing_eagerly_outside_functions():
+            raise RuntimeError(
+                "%s.%s: this process runs TensorFlow 1 graph mode (bert_tf2.tf1 was imported, "
+                "or tf.compat.v1.disable_v2_behavior / disable_eager_execution called), and "
+                "bert-tf2's runners need TensorFlow 2's eager mode: run them in a process of "
+                "their own (python %s.py ...); nothing was done"
+                % (_face_name(run), run.__name__, _face_name(run).rsplit(".", 1)[-1]))
         from bert_tf2 import settings as settings_lib  # pylint: disable=import-outside-toplevel
         _enter(run)
         try:
@@ -269,11 +278,17 @@ def keeps_process_settings(run):
     return wrapper
 
 
-def _enter(run):
-    """Records a run() starting in this thread; RuntimeError if another thread's is on."""
+def _face_name(run):
+    """The module name of the face whose run() this is (its script's name under __main__)."""
     face = run.__module__
     if face == "__main__":
         face = os.path.splitext(os.path.basename(sys.argv[0] or "__main__"))[0]
+    return face
+
+
+def _enter(run):
+    """Records a run() starting in this thread; RuntimeError if another thread's is on."""
+    face = _face_name(run)
     with _RUNS_LOCK:
         if _RUNS and _RUNS[0][0] is not threading.current_thread():
             thread, other = _RUNS[0]

@@ -33,6 +33,7 @@ from bert_tf2.compat import contrib
 __version__ = _tensorflow.__version__
 _V1 = _tensorflow.compat.v1
 _ESTIMATOR = "bert_tf2.compat.estimator"
+_FORK_CHECKPOINTS = "bert_tf2.compat.fork_checkpoints"
 
 # tf_keras's TF1 layers and cells warn once per calling line that they are deprecated; a
 # fork calls them from many lines, and the warning line below already says what runs.
@@ -80,6 +81,21 @@ class _Overlay:
         return "<bert_tf2.tf1 %r with %s>" % (self._base, ", ".join(sorted(self._overrides)))
 
 
+def _app_run(main=None, argv=None):
+    """tf.app.run: absl's app.run, each tf.logging line printed once. absl gives the root
+    logger its handler, and the "tensorflow" logger, which has its own since TensorFlow
+    was imported, passed every record on to it too: two lines."""
+    import sys
+    main = main or sys.modules["__main__"].main
+
+    def main_logging_once(args):
+        logger = _logging.getLogger("tensorflow")
+        if logger.handlers and _logging.getLogger().handlers:
+            logger.propagate = False
+        return main(args)
+    return _V1.app.run(main_logging_once, argv)
+
+
 def _module(name):
     return lambda: _importlib.import_module(name)
 
@@ -88,8 +104,16 @@ def _module(name):
 _OVERRIDES = {
     "layers": _module(contrib.LEGACY_LAYERS),
     "keras": _module(contrib.KERAS_V1),
-    "nn": lambda: _Overlay(_V1.nn, {"rnn_cell": _module(contrib.LEGACY_RNN_CELLS)}),
+    # tf.nn.rnn_cell: tf_keras's TF1 cells; a cell it lacks names what to use instead.
+    "nn": lambda: _Overlay(_V1.nn, {"rnn_cell": lambda: contrib.Namespace(
+        "tf.nn.rnn_cell", {}, fallback=_module(contrib.LEGACY_RNN_CELLS))}),
+    "app": lambda: _Overlay(_V1.app, {"run": lambda: _app_run}),
     "estimator": lambda: contrib.import_piece(_ESTIMATOR, "tf.estimator"),
+    # list_variables / load_variable / init_from_checkpoint by TF1 name on our TF2
+    # checkpoints too (bert_tf2.compat.fork_checkpoints).
+    "train": lambda: _Overlay(_V1.train, {
+        name: (lambda function=function: function)
+        for name, function in _importlib.import_module(_FORK_CHECKPOINTS).OVERRIDES.items()}),
 }
 
 

@@ -456,3 +456,64 @@ def test_evaluating_best_reports_its_step_and_a_gone_latest_writes_nothing(
             run_classifier.run(run_classifier.Settings(**settings, **task))
         assert _snapshot(out) == before
     assert not os.path.exists(os.path.join(out, "test_results.tsv"))
+
+
+def _deeper_classifier():
+    config = runner_config()
+    config.num_hidden_layers = 2
+    return heads.BertClassifier(config, 2)
+
+
+def test_a_run_that_does_not_train_never_serves_a_variable_the_checkpoint_lacks(
+        trained, tmp_path):
+    folder = str(tmp_path / "ck")
+    shutil.copytree(trained, folder)
+    latest = os.path.join(folder, "model.ckpt-4")
+    contents = checkpoints.CheckpointContents(latest)
+    pretrained = str(tmp_path / "pretrained" / "bert_model.ckpt")
+    checkpoints.write_tf1_checkpoint({n: contents.get(n) for n in contents.model_names()
+                                      if n.startswith("bert/")}, pretrained)
+    # A pre-trained checkpoint (no head) and no checkpoint in output_dir: refused, one line.
+    with pytest.raises(ValueError, match=r"^checkpoint --init_checkpoint=\S+bert_model\.ckpt "
+                       r"lacks 2 of the model's 25 variables \(output_weights, "
+                       r"output_bias\): they would be served at their random initial "
+                       r"values; [^\n]*$"):
+        _runner(str(tmp_path / "out"), False, init_checkpoint=pretrained)
+    # Training from it keeps the reference's behaviour: the head starts fresh.
+    assert _runner(str(tmp_path / "train"), True, init_checkpoint=pretrained).global_step == 0
+    # Another depth: output_dir's latest lacks layer_1; the named checkpoint likewise.
+    for init in (None, latest):
+        config = training.RunConfig(output_dir=folder, num_train_steps=0, init_checkpoint=init)
+        with pytest.raises(ValueError, match=r"model\.ckpt-4\)? lacks 16 of the model's 41 "
+                           r"variables \(bert/encoder/layer_1/attention/self/query/kernel, .*, "
+                           r"\.\.\.\)"):
+            training.Runner(tf.distribute.get_strategy(), _deeper_classifier, config,
+                            for_training=False)
+    # A checkpoint with another head's variables (a --crf tagger's transitions) is refused.
+    tensors = {n: contents.get(n) for n in contents.model_names()}
+    tensors["crf/transitions"] = np.zeros([2, 2], np.float32)
+    crf = str(tmp_path / "crf" / "model.ckpt")
+    checkpoints.write_tf1_checkpoint(tensors, crf)
+    with pytest.raises(ValueError, match=r"holds 1 variable\(s\) the model lacks "
+                       r"\(crf/transitions: a --crf tagger's transitions: pass --crf\)"):
+        _runner(str(tmp_path / "out2"), False, init_checkpoint=crf)
+    # The whole model: restored.
+    assert _runner(str(tmp_path / "out3"), False, init_checkpoint=latest).global_step == 4
+
+
+def test_spare_heads_are_left_unused_but_deeper_layers_are_another_model(trained, tmp_path):
+    contents = checkpoints.CheckpointContents(os.path.join(trained, "model.ckpt-4"))
+    tensors = {n: contents.get(n) for n in contents.model_names()}
+    model = heads.BertClassifier(runner_config(), 2)
+    model(heads.dummy_features())
+    # Another task's head beside the classifier's (a multi-head file): served as before.
+    spare = dict(tensors, **{"cls/squad/output_weights": np.zeros([2, 8], np.float32)})
+    path = checkpoints.write_tf1_checkpoint(spare, str(tmp_path / "spare" / "model.ckpt"))
+    assert checkpoints.check_serves(model, path).path == path
+    # A layer the model does not have: another bert_config.
+    deeper = dict(tensors, **{"bert/encoder/layer_1/output/dense/bias": np.zeros([8], np.float32)})
+    path = checkpoints.write_tf1_checkpoint(deeper, str(tmp_path / "deeper" / "model.ckpt"))
+    with pytest.raises(ValueError, match=r"holds 1 variable\(s\) the model lacks "
+                       r"\(bert/encoder/layer_1/output/dense/bias: a model with another head "
+                       r"or bert_config\)"):
+        checkpoints.check_serves(model, path)

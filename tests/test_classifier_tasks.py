@@ -2,6 +2,7 @@
 example, from the command line), label_list.txt kept through predict-only runs and the
 export, and every bad input as one error naming the file, line or flag."""
 import csv
+import hashlib
 import io
 import json
 import os
@@ -179,11 +180,14 @@ def test_best_folder_alone_predicts_and_exports(csv_run, tmp_path, caplog):
     for name in ("bert_config.json", "vocab.txt", "model_settings.json", "label_list.txt",
                  "classifier_task.json"):
         assert (best / name).exists(), name
+    recorded = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                for name in ("label_list.txt", "vocab.txt")
+                for data in [(best / name).read_bytes()]}
     assert json.loads((best / "model_settings.json").read_text()) == {
         "runner": "run_classifier", "do_lower_case": True, "max_seq_length": 24,
         "task_name": "csv", "processor": None, "task_type": "classification",
         "text_a_column": "text", "text_b_column": None, "label_column": "label",
-        "threshold": 0.5, "xnli_language": "zh"}
+        "threshold": 0.5, "xnli_language": "zh", "files": recorded}
     # No config, vocab, task, column or length flag: all from best/.
     alone = ["--init_checkpoint=%s" % best, "--data_dir=%s" % csv_run["data"], "--do_predict",
              "--predict_batch_size=16"]

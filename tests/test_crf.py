@@ -261,3 +261,26 @@ def test_decoded_tags_never_break_iob2_even_with_random_logits():
 
     assert len(broken(None)) > 10  # unconstrained, random scores break IOB2 often
     assert broken(heads.crf_constraints(TAGS, "iob2")) == []
+
+
+def test_an_empty_time_axis_and_nan_scores():
+    empty = np.zeros([2, 0, 3], np.float32)
+    transitions = np.ones([3, 3], np.float32)
+    lengths = np.zeros([2], np.int32)
+    tags, best = crf.crf_decode(empty, transitions, lengths)
+    assert tags.shape == (2, 0) and list(best.numpy()) == [0.0, 0.0]
+    log_likelihood, _ = crf.crf_log_likelihood(empty, np.zeros([2, 0], np.int32), lengths,
+                                               transitions)
+    assert list(log_likelihood.numpy()) == [0.0, 0.0]
+    inputs = np.arange(12, dtype=np.float32).reshape(1, 4, 3)
+    # -inf (a mask) is a score; NaN is refused, in the potentials or the transitions.
+    masked = inputs.copy()
+    masked[0, 1, 2] = -np.inf
+    assert crf.crf_decode(masked, transitions, [4])[0].numpy().tolist() == [[2, 1, 2, 2]]
+    for where in ("potentials", "transitions"):
+        bad_inputs, bad_transitions = inputs.copy(), transitions.copy()
+        (bad_inputs[0, 2] if where == "potentials" else bad_transitions[1])[0] = np.nan
+        with pytest.raises(tf.errors.InvalidArgumentError, match="crf: the %s hold NaN" % where):
+            crf.crf_decode(bad_inputs, bad_transitions, [4])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the unary scores hold NaN"):
+        crf.crf_log_norm(np.full([1, 2, 3], np.nan, np.float32), [2], transitions)

@@ -289,3 +289,25 @@ def test_bad_layers_and_sequence_length(golden, tmp_path):
     with pytest.raises(ValueError, match="max_seq_length=129"):
         _run(_golden_argv(golden, input_file, tmp_path / "o.jsonl",
                           ["--max_seq_length=129", "--layers=-1"]))
+
+
+def test_a_checkpoint_lacking_an_encoder_layer_is_refused_a_missing_pooler_is_not(tmp_path):
+    from bert_tf2.trainer import checkpoints
+    config = modeling.BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=16,
+                                 max_position_embeddings=16)
+    model = modeling.BertModel(config)
+    ids = tf.zeros([1, 4], tf.int32)
+    model(ids, tf.ones_like(ids), ids)
+    tensors = {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()
+               if not n.startswith("bert/pooler/")}
+    no_pooler = checkpoints.write_tf1_checkpoint(tensors, str(tmp_path / "a" / "model.ckpt"))
+    extractor = ef.FeatureExtractor(config, no_pooler, [-1], 4)
+    np.testing.assert_array_equal(extractor.model.embedding_table.numpy(),
+                                  tensors["bert/embeddings/word_embeddings"])
+    shallow = checkpoints.write_tf1_checkpoint(
+        {n: v for n, v in tensors.items() if "layer_1/" not in n},
+        str(tmp_path / "b" / "model.ckpt"))
+    with pytest.raises(ValueError, match=r"^checkpoint --init_checkpoint=\S+ lacks 16 of the "
+                       r"model's 39 variables \(bert/encoder/layer_1/"):
+        ef.FeatureExtractor(config, shallow, [-1], 4)

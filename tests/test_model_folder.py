@@ -1,5 +1,7 @@
 """model_folder: what a training run leaves in its output folder, and the one reader."""
+import hashlib
 import json
+import os
 
 import pytest
 
@@ -20,9 +22,11 @@ def test_write_then_read_back_and_resume_rules(tmp_path):
     values = {"do_lower_case": False, "max_seq_length": 32, "task_name": "csv",
               "not_saved": 1}
     model_folder.write(str(out), "run_classifier", config, vocab, values)
+    vocab_bytes = (tmp_path / "in" / "vocab.txt").read_bytes()
     assert json.loads((out / "model_settings.json").read_text()) == {
         "runner": "run_classifier", "do_lower_case": False, "max_seq_length": 32,
-        "task_name": "csv"}
+        "task_name": "csv", "files": {"vocab.txt": {
+            "size": 24, "sha256": hashlib.sha256(vocab_bytes).hexdigest()}}}
     assert (out / "vocab.txt").read_text() == (tmp_path / "in" / "vocab.txt").read_text()
     # Resumed: the same content (a JSON config spelt otherwise too) is kept.
     write_text(tmp_path / "in" / "config.json", '{ "hidden_size" : 16 }\n')
@@ -66,3 +70,66 @@ def test_folders_without_the_files_give_nothing(tmp_path):
         *model_folder.SETTINGS), "run_classifier") == {}
     for name in ("bert_config.json", "vocab.txt", "model_settings.json", "classifier_task.json"):
         assert name in fileutil.SETTINGS_FILES
+
+
+def _read(out):
+    return model_folder.read(str(out))[0]
+
+
+def test_vocab_and_label_files_are_checked_against_the_training_run(tmp_path):
+    config, vocab = _files(tmp_path)
+    out = tmp_path / "out"
+    write_text(out / "label_list.txt", "neg\npos\n")
+    model_folder.write(str(out), "run_classifier", config, vocab, {"max_seq_length": 32})
+    saved = json.loads((out / "model_settings.json").read_text())
+    assert saved["files"]["label_list.txt"] == {
+        "size": 8, "sha256": hashlib.sha256(b"neg\npos\n").hexdigest()}
+    assert _read(out)["vocab_file"] == str(out / "vocab.txt")
+    # The labels reordered: every name would be swapped.
+    write_text(out / "label_list.txt", "pos\nneg\n")
+    with pytest.raises(ValueError, match=r"^\S+/out/label_list\.txt is not the file the "
+                       r"model in \S+/out was trained with \(8 bytes, sha256 \w+\.\.\., "
+                       r"recorded in model_settings\.json: 8 bytes, sha256 \w+\.\.\.\): "
+                       r"another label order gives other ids or names; [^\n]*$"):
+        _read(out)
+    write_text(out / "label_list.txt", "neg\npos\n")
+    # Another vocabulary (one more word) put in the folder.
+    write_text(out / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
+    with pytest.raises(ValueError, match=r"out/vocab\.txt is not the file .*\(28 bytes.*"
+                       r"24 bytes.*another vocabulary"):
+        _read(out)
+    # A folder written before checksums were recorded keeps loading.
+    del saved["files"]
+    write_text(out / "model_settings.json", json.dumps(saved))
+    assert _read(out)["max_seq_length"] == 32
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"max_seq_length": "32"}, r"'max_seq_length' is \"32\", expected an integer"),
+    ({"max_seq_length": True}, r"'max_seq_length' is true, expected an integer"),
+    ({"do_lower_case": "false"}, r"'do_lower_case' is \"false\", expected true/false"),
+    ({"runner": "run_ner", "crf": 1}, r"'crf' is 1, expected true/false"),
+    ({"runner": "run_classifier", "crf": True},
+     r"crf is a setting of another runner than its \"runner\" run_classifier"),
+    ({"runner": "run_tagger"}, r"\"runner\" is \"run_tagger\", expected one of"),
+    ({"runner": "run_ner", "files": ["vocab.txt"]}, r"'files' must map file names"),
+])
+def test_every_value_read_from_the_folder_is_type_checked(tmp_path, values, message):
+    write_text(tmp_path / "model_settings.json", json.dumps(values))
+    with pytest.raises(ValueError, match="^" + os.path.join(str(tmp_path), "model_settings.json")
+                       .replace(".", r"\.") + ": " + message):
+        _read(tmp_path)
+    # sentence_embedding.json (a converted model) likewise.
+    if "max_seq_length" in values:
+        os.remove(str(tmp_path / "model_settings.json"))
+        write_text(tmp_path / "sentence_embedding.json", json.dumps(dict(
+            values, layers=[-1], pooling="mean")))  # pooling's own keys: not ours to check
+        with pytest.raises(ValueError, match="sentence_embedding.json: 'max_seq_length'"):
+            _read(tmp_path)
+
+
+def test_a_converted_models_sentence_embedding_json_reads_with_its_own_keys(tmp_path):
+    write_text(tmp_path / "sentence_embedding.json", json.dumps(
+        {"pooling": "mean", "layers": [-1], "normalize": True, "max_seq_length": 128,
+         "do_lower_case": True}))
+    assert _read(tmp_path) == {"max_seq_length": 128, "do_lower_case": True}

@@ -390,7 +390,7 @@ def _brute_force_tags(logits, transitions):
 
 
 @pytest.mark.slow
-def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path):
+def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path, absl_records):
     data = tmp_path / "data"
     write(data / "train.txt", IOB2)
     write(data / "dev.txt", IOB2)
@@ -402,6 +402,11 @@ def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path):
     saved = json.loads((out / "model_settings.json").read_text())
     # An IOB2 training file: --crf_tag_scheme=auto chose iob2.
     assert saved["crf"] is True and saved["crf_tag_scheme"] == "iob2"
+    # A later run takes --crf and the scheme from the folder, and says where it came from.
+    absl_records.clear()
+    run(tmp_path, data, tmp_path / "again", "--do_predict", "--init_checkpoint=%s" % out)
+    assert "--crf tag scheme: iob2 (the model folder's)" in [
+        r.getMessage() for r in absl_records.records]
     contents = checkpoints.CheckpointContents(str(out))
     transitions = contents.get("crf/transitions")
     # --crf_learning_rate's default, 100 x --learning_rate: the transitions have moved.

@@ -317,3 +317,54 @@ def test_the_same_cycle_with_eager_disabled(tmp_path):
                             cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok 3")
+
+
+def _stops(hook):
+    return hook._should_stop()  # the predicate TF 1.15's hook asks after a step
+
+
+def test_early_stopping_rules_read_the_evaluations(tmp_path):
+    est = _estimator(tmp_path)
+    for step, acc in ((1, 0.5), (2, 0.625), (4, 0.625), (5, 0.5625)):
+        estimator._write_summaries(est.eval_dir(), {"global_step": step, "acc": acc})
+    exp = estimator.experimental
+    assert list(estimator.read_eval_metrics(est.eval_dir())) == [1, 2, 4, 5]
+    # Highest at step 2 (step 4 only ties it): 5 - 2 = 3 steps without an increase.
+    assert _stops(exp.stop_if_no_increase_hook(est, "acc", 3)) is True
+    assert _stops(exp.stop_if_no_increase_hook(est, "acc", 4)) is False
+    # From min_steps=3 on the best is step 4: 1 step.
+    assert _stops(exp.stop_if_no_increase_hook(est, "acc", 3, min_steps=3)) is False
+    # Lowest at step 1: step 4 is 3 steps after it.
+    assert _stops(exp.stop_if_no_decrease_hook(est, "acc", 3)) is True
+    assert _stops(exp.stop_if_no_decrease_hook(est, "acc", 3, min_steps=2)) is False
+    # Thresholds are strict (values a float32 summary holds exactly).
+    assert _stops(exp.stop_if_higher_hook(est, "acc", 0.6)) is True
+    assert _stops(exp.stop_if_higher_hook(est, "acc", 0.625)) is False
+    assert _stops(exp.stop_if_higher_hook(est, "acc", 0.6, min_steps=5)) is False
+    assert _stops(exp.stop_if_lower_hook(est, "acc", 0.5)) is False
+    assert _stops(exp.stop_if_lower_hook(est, "acc", 0.51)) is True
+    # tf.contrib.estimator's are the same functions.
+    from bert_tf2.compat import contrib
+    assert contrib.estimator.stop_if_no_decrease_hook is exp.stop_if_no_decrease_hook
+    with pytest.raises(ValueError, match=r"has no metric 'f1' \(it has acc\)"):
+        _stops(exp.stop_if_higher_hook(est, "f1", 0.5))
+    with pytest.raises(ValueError, match="give exactly one of run_every_secs=60"):
+        exp.stop_if_higher_hook(est, "acc", 0.5, run_every_steps=2)
+
+
+def test_a_hook_that_sees_no_improvement_stops_train_and_evaluate(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    est = estimator.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"lr": 0.0},
+                              config=estimator.RunConfig(tf_random_seed=7,
+                                                         save_checkpoints_steps=4))
+    hook = estimator.experimental.stop_if_no_decrease_hook(
+        est, "mae", 8, run_every_secs=None, run_every_steps=1)
+    result, _ = estimator.train_and_evaluate(
+        est, estimator.TrainSpec(train_input_fn, max_steps=100, hooks=[hook]),
+        estimator.EvalSpec(lambda: _dataset(4), steps=None, throttle_secs=0))
+    # lr 0: the same mae at steps 4, 8, 12; the hook runs after the step that saved 12 (it
+    # fetched the step before it, 11, as TF's did) and stops there: 12 - 4 >= 8.
+    assert re.findall(r"Saving dict for global step (\d+)", caplog.text) == ["4", "8", "12"]
+    assert "No decrease in metric 'mae' for 8 steps (at least 8): early stopping" in caplog.text
+    assert "Requesting early stopping at global step 11" in caplog.text
+    assert result["global_step"] == 12

@@ -81,6 +81,32 @@ def test_what_tf2_removed_is_one_line_naming_the_replacement(graph):
     assert graph["hasattr_contrib_learn"] is False
 
 
+def test_removed_cells_name_what_to_use_and_tf_app_run_logs_once(graph):
+    cells = graph["removed_cells"]
+    assert cells["contrib.crf.CrfForwardRnnCell"] == (
+        "RemovedSymbolError: tf.contrib.crf.CrfForwardRnnCell is not in bert_tf2.tf1 "
+        "(TensorFlow 2 removed it): use crf_log_norm (tf.contrib.crf), which runs the forward "
+        "algorithm itself")
+    assert cells["contrib.rnn.LayerNormBasicLSTMCell"].startswith(
+        "RemovedSymbolError: tf.contrib.rnn.LayerNormBasicLSTMCell is not in bert_tf2.tf1 "
+        "(TensorFlow 2 removed it): use tf_keras.layers' RNN cells")
+    assert cells["nn.rnn_cell.LayerNormBasicLSTMCell"].startswith(
+        "RemovedSymbolError: tf.nn.rnn_cell.LayerNormBasicLSTMCell is not in bert_tf2.tf1 "
+        "(TensorFlow 2 removed it): use the TF1 cells tf.nn.rnn_cell has (LSTMCell, ")
+    assert graph["crf_decode"] is None
+    assert graph["stderr"].count("logged once under tf.app.run") == 1
+
+
+def test_a_runner_in_a_graph_mode_process_is_one_line_and_makes_nothing(graph):
+    assert graph["runner_error"] == (
+        "RuntimeError: run_classifier.run: this process runs TensorFlow 1 graph mode "
+        "(bert_tf2.tf1 was imported, or tf.compat.v1.disable_v2_behavior / "
+        "disable_eager_execution called), and bert-tf2's runners need TensorFlow 2's eager "
+        "mode: run them in a process of their own (python run_classifier.py ...); nothing "
+        "was done")
+    assert graph["runner_folder_made"] is False
+
+
 FORK = (b"import os\n"
         b"import tensorflow as tf\r\n"
         b"  import tensorflow as tf  # indented\n"
@@ -116,6 +142,7 @@ def test_move_fork_changes_the_import_lines_in_place(tmp_path):
     assert lines == [
         "%s:6: left as it was (change it by hand): from tensorflow.contrib.rnn import "
         "LSTMCell" % model,
+        "%s:7: left as it was (change it by hand): import tensorflow as tfx" % model,
         "%s:8: tf.contrib.slim is not in bert_tf2.tf1 (TensorFlow 2 removed it): use pip "
         "install tf-slim and `import tf_slim as slim`" % model,
         "changed %s" % model]

@@ -77,10 +77,27 @@ def main():
         found[lazy] = resolve(lazy)
     found["missing"] = {n: resolve(n) for n in ("foo", "contrib.slim", "contrib.framework",
                                                "contrib.layers.batch_norm")}
+    found["removed_cells"] = {n: resolve(n) for n in (
+        "contrib.crf.CrfForwardRnnCell", "contrib.rnn.LayerNormBasicLSTMCell",
+        "nn.rnn_cell.LayerNormBasicLSTMCell")}
+    found["crf_decode"] = resolve("contrib.crf.crf_decode")
     found["hasattr_contrib_learn"] = hasattr(tf.contrib, "learn")
+    # A runner called in this (graph-mode) process: one line, no folder made.
+    import os  # pylint: disable=import-outside-toplevel
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    out = os.path.join(os.path.dirname(sys.argv[2]), "runner_out")
+    try:
+        run_classifier.run(run_classifier.Settings(
+            task_name="cola", do_train=True, data_dir=out, output_dir=out))
+        found["runner_error"] = None
+    except Exception as error:  # pylint: disable=broad-except
+        found["runner_error"] = "%s: %s" % (type(error).__name__, error)
+    found["runner_folder_made"] = os.path.exists(out)
     found["variables"], found["rnn_output_shape"] = layer_names()
     with open(sys.argv[2], "w", encoding="utf-8") as f:
         json.dump(found, f)
 
 
 main()
+# tf.app.run (absl's, which gives the root logger a handler too): one line per tf.logging call.
+tf.app.run(lambda argv: tf.logging.info("logged once under tf.app.run"))

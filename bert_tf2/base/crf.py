@@ -10,7 +10,9 @@ algorithm in log space; the best sequence comes from Viterbi with back-pointers.
 run as one tf.scan / tf.foldl over time (graph mode, eager, tf.function, XLA), never a
 Python loop over steps. Positions at or beyond a sequence's length add nothing; a
 sequence of length 0 scores 0 and has log Z = 0, and crf_decode still tags its first
-position (the argmax of its first unary scores), as TensorFlow 1.15 did.
+position (the argmax of its first unary scores), as TensorFlow 1.15 did. An empty time
+axis (T = 0) gives [B, 0] tags, scores 0 and log Z 0. NaN scores (unary or transitions)
+are an InvalidArgumentError: decoded, they would look like tags.
 
 Shapes: B = batch size, T = the longest sequence (the time axis), N = number of tags.
 bert_tf2.tf1's tf.contrib.crf is this module; run_ner --crf decodes with crf_decode.
@@ -25,9 +27,24 @@ def _lengths(sequence_lengths):
 
 
 def _time_major(inputs):
-    """[B, T, N] -> [T, B, N], and the time indexes 0 .. T-1 beside it."""
+    """[B, T, N] -> [T', B, N], and the time indexes 0 .. T'-1 beside it. An empty time
+    axis (T = 0: every length 0) gets one step of zeros (T' = 1), which a length of 0
+    never reads: the scans need a first step."""
     steps = tf.transpose(inputs, [1, 0, 2])
+    missing = tf.maximum(1 - tf.shape(steps)[0], 0)
+    steps = tf.pad(steps, [[0, missing], [0, 0], [0, 0]])
     return steps, tf.range(tf.shape(steps)[0])
+
+
+def _no_nan(values, what):
+    """`values`, checked: NaN scores are an InvalidArgumentError naming `what` (a NaN
+    would decode to tags that look valid). -inf and +inf stay allowed (masks)."""
+    if not values.dtype.is_floating:
+        return values
+    finite_or_nan = tf.where(tf.math.is_inf(values), tf.zeros_like(values), values)
+    checked = tf.debugging.check_numerics(
+        finite_or_nan, "bert_tf2 crf: %s hold NaN (the model's outputs diverged)" % what)
+    return tf.where(tf.math.is_inf(values), values, checked)
 
 
 def crf_unary_score(tag_indices, sequence_lengths, inputs):
@@ -98,8 +115,8 @@ def crf_log_norm(inputs, sequence_lengths, transition_params):
     Returns:
       [B] log partition values (0 for a sequence of length 0).
     """
-    inputs = tf.convert_to_tensor(inputs)
-    transitions = tf.cast(transition_params, inputs.dtype)
+    inputs = _no_nan(tf.convert_to_tensor(inputs), "the unary scores")
+    transitions = _no_nan(tf.cast(transition_params, inputs.dtype), "the transitions")
     lengths = _lengths(sequence_lengths)
     steps, times = _time_major(inputs)
 
@@ -151,8 +168,8 @@ def crf_decode(potentials, transition_params, sequence_length):
       (decode_tags [B, T] int32, 0 beyond each length (a length-0 sequence's first
       tag is still its argmax), best_score [B] in potentials' dtype).
     """
-    potentials = tf.convert_to_tensor(potentials)
-    transitions = tf.cast(transition_params, potentials.dtype)
+    potentials = _no_nan(tf.convert_to_tensor(potentials), "the potentials")
+    transitions = _no_nan(tf.cast(transition_params, potentials.dtype), "the transitions")
     lengths = _lengths(sequence_length)
     steps, times = _time_major(potentials)
     identity = tf.broadcast_to(tf.range(tf.shape(steps)[2]), tf.shape(steps[0]))
@@ -179,7 +196,8 @@ def crf_decode(potentials, transition_params, sequence_length):
     pointers = tf.concat([backs[1:], identity[tf.newaxis]], axis=0)[::-1]
     walked = tf.scan(lambda tag, back: tf.gather(back, tag[:, tf.newaxis], batch_dims=1)[:, 0],
                      pointers, initializer=best_tag)
-    tags = tf.transpose(walked[::-1])
+    # [:, :T]: the step an empty time axis was given is not a position.
+    tags = tf.transpose(walked[::-1])[:, :tf.shape(potentials)[1]]
     tags = tags * tf.sequence_mask(tf.maximum(lengths, 1), tf.shape(tags)[1], dtype=tf.int32)
     return tags, tf.reduce_max(last, axis=1)
 

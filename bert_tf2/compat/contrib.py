@@ -50,8 +50,8 @@ REPLACEMENTS = {
                            "tf.data.Dataset.bucket_by_sequence_length)",
     "tf.contrib.opt": "tf.train's optimizers or optimization.AdamWeightDecayOptimizer",
     "tf.contrib.predictor": "tf.saved_model.load(export_dir).signatures['serving_default']",
-    "tf.contrib.estimator": "tf.estimator (bert_tf2.tf1); early stopping: our runners' "
-                            "--eval_every_n_steps --early_stopping_patience",
+    "tf.contrib.estimator": "tf.estimator (bert_tf2.tf1); its early-stopping hooks are "
+                            "in tf.contrib.estimator and tf.estimator.experimental",
     "tf.contrib.keras": "tf_keras",
     "tf.contrib.cudnn_rnn": "tf_keras.layers.LSTM / GRU (cuDNN kernels on a GPU)",
     "tf.contrib.image": "tf.image",
@@ -73,7 +73,18 @@ REPLACEMENTS = {
     "tf.contrib.metrics": "tf.metrics (tf.compat.v1.metrics)",
     "tf.contrib.tpu": "bert_tf2.compat.tpu, which this copy of bert-tf2 lacks; on a TPU, "
                       "bert-tf2's runners (run_classifier.py ... --use_tpu)",
-    "tf.contrib.crf": "bert_tf2.base.crf, which this copy of bert-tf2 lacks",
+    "tf.contrib.crf.CrfForwardRnnCell": "crf_log_norm (tf.contrib.crf), which runs the "
+                                        "forward algorithm itself",
+    "tf.contrib.crf.CrfDecodeForwardRnnCell": "crf_decode (tf.contrib.crf), which runs "
+                                              "Viterbi itself",
+    "tf.contrib.crf.CrfDecodeBackwardRnnCell": "crf_decode (tf.contrib.crf), which runs "
+                                               "Viterbi itself",
+    "tf.contrib.crf": "bert_tf2.base.crf's functions (crf_log_likelihood, crf_log_norm, "
+                      "crf_sequence_score, crf_unary_score, crf_binary_score, crf_decode, "
+                      "viterbi_decode)",
+    "tf.nn.rnn_cell": "the TF1 cells tf.nn.rnn_cell has (LSTMCell, GRUCell, BasicLSTMCell, "
+                      "BasicRNNCell, MultiRNNCell, DropoutWrapper, ...) or tf_keras.layers' "
+                      "RNN cells",
     "tf.estimator": "bert_tf2.compat.estimator, which this copy of bert-tf2 lacks",
 }
 
@@ -191,8 +202,21 @@ cluster_resolver = Namespace("tf.contrib.cluster_resolver", {},
 compiler = Namespace("tf.contrib.compiler", {"jit": Namespace("tf.contrib.compiler.jit", {
     "experimental_jit_scope": tf.compat.v1.xla.experimental.jit_scope})})
 
+# tf.contrib.estimator: the early-stopping hooks (bert_tf2.compat.estimator's); the rest
+# of it answers with a line naming tf.estimator.
+estimator = Namespace("tf.contrib.estimator", {
+    name: lazy(lambda name=name: getattr(import_piece(
+        "bert_tf2.compat.estimator", "tf.contrib.estimator"), name))
+    for name in ("make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
+                 "stop_if_no_increase_hook", "stop_if_no_decrease_hook")})
+
+# tf.contrib.crf: bert_tf2.base.crf (imported on first use); a name it lacks (the removed
+# CRF RNN cells) answers with what to use instead, not a bare AttributeError.
+crf = Namespace("tf.contrib.crf", {},
+                fallback=lambda: import_piece("bert_tf2.base.crf", "tf.contrib.crf"))
+
 # Imported on first use: their modules may be absent from a copy of the package.
-_LAZY_MODULES = {"tpu": "bert_tf2.compat.tpu", "crf": "bert_tf2.base.crf"}
+_LAZY_MODULES = {"tpu": "bert_tf2.compat.tpu"}
 
 
 def __getattr__(name):

@@ -20,12 +20,16 @@ MonitoredSession with TF's own checkpoint, logging, step-counter and summary hoo
 
 `train_and_evaluate` trains and evaluates after checkpoint saves (throttle_secs apart) and at
 the end, as TF 1.x did in one process. Not here: distribution strategies in RunConfig,
-SavedModel export and the early-stopping hooks (refused in one
-line naming what to use instead).
+SavedModel export (refused in one line naming what to use instead). The early-stopping
+hooks of TF 1.15 (experimental.stop_if_higher_hook / lower / no_increase / no_decrease,
+make_early_stopping_hook; tf.contrib.estimator's too) read the evaluations' summaries in
+eval_dir() as TF's did and stop the training they are passed to.
 """
 import collections
 import functools
 import inspect
+import itertools
+import operator
 import os
 import tempfile
 import time
@@ -715,6 +719,9 @@ def _batch_rows(name, value):
     return value
 
 
+_SUMMARY_FILES = itertools.count()
+
+
 def _write_summaries(folder, results):
     """Writes an evaluation's scalar results as summaries at its global step."""
     summary = v1.Summary()
@@ -724,7 +731,9 @@ def _write_summaries(folder, results):
             summary.value.add(tag=key, simple_value=float(value))
     # FileWriter is graph-mode only; a graph of its own keeps the caller's mode untouched.
     with tf.Graph().as_default():
-        writer = v1.summary.FileWriter(folder)
+        # A file of its own per evaluation: two in one second would share a name.
+        writer = v1.summary.FileWriter(folder, filename_suffix=".%d.%d" % (
+            int(results[GLOBAL_STEP]), next(_SUMMARY_FILES)))
         try:
             writer.add_summary(summary, int(results[GLOBAL_STEP]))
         finally:
@@ -797,6 +806,178 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
         listener.result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps,
                                              hooks=eval_spec.hooks, name=eval_spec.name)
     return listener.result, []
+
+
+# ---------------------------------------------------------------------------
+# Early stopping (tf.estimator.experimental.stop_if_* of TF 1.15, tf.contrib.estimator's)
+# ---------------------------------------------------------------------------
+
+def read_eval_metrics(eval_dir):
+    """{step: {tag: value}} of the scalar summaries in `eval_dir`'s event files (what the
+    evaluations wrote), by increasing step; {} when there are none."""
+    from tensorflow.core.util import event_pb2
+    by_step = collections.defaultdict(dict)
+    for path in sorted(v1.gfile.Glob(os.path.join(eval_dir, "events.out.tfevents*"))):
+        for record in _records(path):
+            event = event_pb2.Event.FromString(record)
+            if not event.HasField("summary"):
+                continue
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    by_step[event.step][value.tag] = value.simple_value
+    return collections.OrderedDict(sorted(by_step.items()))
+
+
+def _records(path):
+    """The records of a TFRecord file (an event file): each a little-endian uint64 length,
+    a 4-byte CRC of it, the data and a 4-byte CRC of the data; a cut last record is left
+    out (an evaluation still writing it)."""
+    with v1.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    position = 0
+    while position + 12 <= len(data):
+        length = int.from_bytes(data[position:position + 8], "little")
+        start = position + 12
+        if start + length + 4 > len(data):
+            break
+        yield data[start:start + length]
+        position = start + length + 4
+
+
+class _StopOnPredicateHook(v1.train.SessionRunHook):
+    """Asks `should_stop_fn` every run_every_secs seconds or run_every_steps steps (after
+    a training step), and stops the training when it answers True."""
+
+    def __init__(self, should_stop_fn, run_every_secs, run_every_steps):
+        if not callable(should_stop_fn):
+            raise TypeError("make_early_stopping_hook: should_stop_fn must be callable")
+        if (run_every_secs is None) == (run_every_steps is None):
+            raise ValueError(
+                "early stopping hook: give exactly one of run_every_secs=%r and "
+                "run_every_steps=%r (pass run_every_secs=None with run_every_steps)"
+                % (run_every_secs, run_every_steps))
+        self._should_stop = should_stop_fn
+        self._timer = v1.train.SecondOrStepTimer(every_secs=run_every_secs,
+                                                 every_steps=run_every_steps)
+        self._step = None
+
+    def begin(self):
+        self._step = v1.train.get_global_step()
+
+    def before_run(self, run_context):
+        del run_context
+        return v1.train.SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        step = run_values.results
+        if not self._timer.should_trigger_for_step(step):
+            return
+        self._timer.update_last_triggered_step(step)
+        if self._should_stop():
+            logging.info("Requesting early stopping at global step %d", step)
+            run_context.request_stop()
+
+
+def make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,
+                             run_every_steps=None):
+    """A training hook that stops when `should_stop_fn()` returns True (TF 1.15's)."""
+    if not isinstance(estimator, Estimator):
+        raise TypeError("make_early_stopping_hook: estimator must be an Estimator, not %s"
+                        % type(estimator).__name__)
+    return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
+
+
+def _metric_of(metrics, metric_name, step, eval_dir):
+    if metric_name not in metrics:
+        raise ValueError("early stopping: the evaluation at step %d in %s has no metric %r "
+                         "(it has %s)" % (step, eval_dir, metric_name,
+                                          ", ".join(sorted(metrics)) or "none"))
+    return metrics[metric_name]
+
+
+def _threshold_hook(estimator, metric_name, threshold, eval_dir, min_steps, run_every_secs,
+                    run_every_steps, higher_is_better):
+    eval_dir = eval_dir or estimator.eval_dir()
+    better = operator.gt if higher_is_better else operator.lt
+    side = "greater" if higher_is_better else "less"
+
+    def crossed():
+        for step, metrics in read_eval_metrics(eval_dir).items():
+            if step < min_steps:
+                continue
+            value = _metric_of(metrics, metric_name, step, eval_dir)
+            if better(value, threshold):
+                logging.info("At step %s, metric %r has value %s, %s than the threshold %s "
+                             "for early stopping", step, metric_name, value, side, threshold)
+                return True
+        return False
+    return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
+
+
+def _no_improvement_hook(estimator, metric_name, max_steps, eval_dir, min_steps,
+                         run_every_secs, run_every_steps, higher_is_better):
+    eval_dir = eval_dir or estimator.eval_dir()
+    better = operator.gt if higher_is_better else operator.lt
+    change = "increase" if higher_is_better else "decrease"
+
+    def stalled():
+        best, best_step = None, None
+        for step, metrics in read_eval_metrics(eval_dir).items():
+            if step < min_steps:
+                continue
+            value = _metric_of(metrics, metric_name, step, eval_dir)
+            if best is None or better(value, best):
+                best, best_step = value, step
+            if step - best_step >= max_steps:
+                logging.info("No %s in metric %r for %d steps (at least %s): early stopping",
+                             change, metric_name, step - best_step, max_steps)
+                return True
+        return False
+    return make_early_stopping_hook(estimator, stalled, run_every_secs, run_every_steps)
+
+
+def stop_if_higher_hook(estimator, metric_name, threshold, eval_dir=None, min_steps=0,
+                        run_every_secs=60, run_every_steps=None):
+    """Stops training once an evaluation (at step >= min_steps) has metric > threshold."""
+    return _threshold_hook(estimator, metric_name, threshold, eval_dir, min_steps,
+                           run_every_secs, run_every_steps, higher_is_better=True)
+
+
+def stop_if_lower_hook(estimator, metric_name, threshold, eval_dir=None, min_steps=0,
+                       run_every_secs=60, run_every_steps=None):
+    """Stops training once an evaluation (at step >= min_steps) has metric < threshold."""
+    return _threshold_hook(estimator, metric_name, threshold, eval_dir, min_steps,
+                           run_every_secs, run_every_steps, higher_is_better=False)
+
+
+def stop_if_no_increase_hook(estimator, metric_name, max_steps_without_increase,
+                             eval_dir=None, min_steps=0, run_every_secs=60,
+                             run_every_steps=None):
+    """Stops training once an evaluation is max_steps_without_increase steps or more after
+    the one with the highest metric (evaluations before min_steps ignored)."""
+    return _no_improvement_hook(estimator, metric_name, max_steps_without_increase, eval_dir,
+                                min_steps, run_every_secs, run_every_steps,
+                                higher_is_better=True)
+
+
+def stop_if_no_decrease_hook(estimator, metric_name, max_steps_without_decrease,
+                             eval_dir=None, min_steps=0, run_every_secs=60,
+                             run_every_steps=None):
+    """Stops training once an evaluation is max_steps_without_decrease steps or more after
+    the one with the lowest metric (evaluations before min_steps ignored)."""
+    return _no_improvement_hook(estimator, metric_name, max_steps_without_decrease, eval_dir,
+                                min_steps, run_every_secs, run_every_steps,
+                                higher_is_better=False)
+
+
+EARLY_STOPPING = {"make_early_stopping_hook": make_early_stopping_hook,
+                  "stop_if_higher_hook": stop_if_higher_hook,
+                  "stop_if_lower_hook": stop_if_lower_hook,
+                  "stop_if_no_increase_hook": stop_if_no_increase_hook,
+                  "stop_if_no_decrease_hook": stop_if_no_decrease_hook}
+# tf.estimator.experimental: the early-stopping hooks (TF 1.15's other experimental names
+# answer with a line naming them).
+experimental = contrib.Namespace("tf.estimator.experimental", EARLY_STOPPING)
 
 
 # A name this module lacks: one line naming it and what to use instead.

@@ -35,6 +35,8 @@ def load_weights(model, init_checkpoint, model_type):
             "checkpoint of a fine-tuned %s model?)"
             % (init_checkpoint, len(result.not_in_checkpoint), model_type,
                ", ".join(result.not_in_checkpoint[:3]), model_type))
+    if model_type != "encoder":  # an encoder is served from any task's checkpoint
+        checkpoints.check_serves(model, init_checkpoint)  # another head's variables
     return result
 
 

@@ -340,6 +340,51 @@ def missing_variables(model_or_variables, path, flag=None):
     return [name for name in tf1_variable_map(model_or_variables) if name not in keys]
 
 
+# Checkpoint variables the model lacks that say it is another model (refused by a run that
+# does not train): encoder weights (deeper layers, another config), a --crf tagger's
+# transitions, a feature-based tagger's BiLSTM. Other spare variables (the pre-training
+# heads, another task's head beside the right one) are left unused, as the reference's
+# assignment map left them.
+_OTHER_MODEL_PREFIXES = ("bert/", "crf/", "bilstm_")
+
+
+def check_serves(model_or_variables, path, flag=None, unused_too=True, may_lack=None):
+    """ValueError (one line) unless the checkpoint at `path` holds every variable of the
+    model: a run that does not train (eval, predict, export, features) would serve a
+    missing one at its random initial value. With `unused_too`, a checkpoint holding
+    variables that make it another model (_OTHER_MODEL_PREFIXES: crf/transitions, a
+    BiLSTM, deeper encoder layers) is refused too. `may_lack`: names
+    whose initial value is not random (default: the model's ZERO_START_VARIABLES)."""
+    contents = CheckpointContents(path, flag)
+    variables = tf1_variable_map(model_or_variables)
+    if may_lack is None:
+        may_lack = getattr(model_or_variables, "ZERO_START_VARIABLES", ())
+    missing = [name for name in variables if name not in contents.keys
+               and name not in may_lack]
+    where = contents.path
+    if flag:
+        where = "%s=%s" % (flag, path) + (
+            "" if same_checkpoint(path, contents.path) else " (%s)" % contents.path)
+    if missing:
+        raise ValueError(
+            "checkpoint %s lacks %d of the model's %d variables (%s%s): they would be served "
+            "at their random initial values; use a checkpoint of this task, head and "
+            "bert_config (num_hidden_layers, ...)"
+            % (where, len(missing), len(variables), ", ".join(missing[:3]),
+               ", ..." if len(missing) > 3 else ""))
+    extra = [name for name in contents.model_names() if name not in variables
+             and name.startswith(_OTHER_MODEL_PREFIXES)] if unused_too else []
+    if extra:
+        hint = ("a --crf tagger's transitions: pass --crf" if "crf/transitions" in extra
+                else "a model with another head or bert_config")
+        raise ValueError(
+            "checkpoint %s holds %d variable(s) the model lacks (%s%s: %s); the model would "
+            "ignore what they compute"
+            % (where, len(extra), ", ".join(extra[:3]), ", ..." if len(extra) > 3 else "",
+               hint))
+    return contents
+
+
 LoadResult = collections.namedtuple("LoadResult", ["loaded", "not_in_checkpoint", "unused"])
 
 

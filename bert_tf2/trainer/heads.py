@@ -311,6 +311,11 @@ class BertTagger(tf_keras.Model):
     crf_penalties: crf_constraints(labels, scheme) (None: no constraints).
     """
 
+    # Variables a run that does not train may take at their initial value when the
+    # checkpoint lacks them (checkpoints.check_serves): the CRF's transitions start at
+    # zero, not at random (--crf over a softmax tagger's checkpoint; run_ner warns).
+    ZERO_START_VARIABLES = ("crf/transitions",)
+
     def __init__(self, config, num_labels, use_one_hot_embeddings=False, feature_layers=None,
                  lstm_units=768, crf=False, crf_penalties=None, name="bert_tagger", **kwargs):
         super().__init__(name=name, **kwargs)

@@ -17,6 +17,7 @@ or a converted model folder with bert_config.json + vocab.txt), as {setting: val
 warning line when it contradicts the folder. Folders without these files give nothing
 (the flags as before).
 """
+import hashlib
 import json
 import os
 
@@ -46,6 +47,24 @@ TASK_SETTINGS = {
 MODEL_TYPES = {"run_classifier": "classifier", "run_ner": "tagger",
                "run_multiple_choice": "multiple_choice", "run_squad": "squad",
                "run_pretraining": "encoder"}
+
+# The type of every value model_settings.json / sentence_embedding.json may hold (None:
+# the setting was not given); read() refuses another type, naming the file.
+_BOOL, _INT, _NUMBER, _TEXT = (bool,), (int,), (int, float), (str,)
+VALUE_TYPES = {
+    "runner": _TEXT, "do_lower_case": _BOOL, "max_seq_length": _INT,
+    "task_name": _TEXT, "processor": _TEXT, "task_type": _TEXT, "text_a_column": _TEXT,
+    "text_b_column": _TEXT, "label_column": _TEXT, "threshold": _NUMBER,
+    "xnli_language": _TEXT, "doc_stride": _INT, "document_context": _BOOL,
+    "feature_based": _BOOL, "layers": _TEXT, "lstm_units": _INT, "crf": _BOOL,
+    "crf_tag_scheme": _TEXT, "max_query_length": _INT, "version_2_with_negative": _BOOL,
+    "max_predictions_per_seq": _INT,
+}
+# The folder's files whose content decides what a prediction means (the ids of the words,
+# the name of each output): their size and sha256 are recorded at training time under
+# this key of model_settings.json, and a changed file is refused when the folder is read.
+CHECKSUMS_KEY = "files"
+CHECKED_FILES = (VOCAB_FILE, fileutil.LABEL_LIST_FILE)
 
 # The settings defaults() reads (a part of a face's settings: the fields it has).
 SETTINGS = tuple(sorted({"init_checkpoint", "output_dir", "do_train", "model_type",
@@ -79,8 +98,75 @@ def write(output_dir, runner, bert_config_file, vocab_file, values):
     saved = {"runner": runner}
     saved.update({name: value for name, value in values.items()
                   if name in ("do_lower_case", "max_seq_length") + TASK_SETTINGS[runner]})
+    saved[CHECKSUMS_KEY] = {name: file_checksum(os.path.join(folder, name))
+                            for name in CHECKED_FILES
+                            if tf.io.gfile.exists(os.path.join(folder, name))}
     with fileutil.atomic_open(os.path.join(folder, SETTINGS_FILE), "w") as f:
         f.write(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+
+
+def file_checksum(path):
+    """{"size": bytes, "sha256": hex digest} of the file at `path`."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def check_files(settings_path, saved):
+    """ValueError (one line naming the file) when a file CHECKED_FILES names beside
+    `settings_path` is not the one the model was trained with (model_settings.json's
+    CHECKSUMS_KEY); a folder written before checksums were recorded is not checked."""
+    recorded = saved.get(CHECKSUMS_KEY)
+    if recorded is None:
+        return
+    folder = os.path.dirname(settings_path)
+    if not isinstance(recorded, dict):
+        raise ValueError("%s: %r must map file names to {\"size\", \"sha256\"}, not %s"
+                         % (settings_path, CHECKSUMS_KEY, json.dumps(recorded)))
+    for name, want in sorted(recorded.items()):
+        path = os.path.join(folder, name)
+        if name not in CHECKED_FILES or not tf.io.gfile.exists(path):
+            continue  # a missing file is named by the code that needs it
+        if not (isinstance(want, dict) and set(want) == {"size", "sha256"}):
+            raise ValueError("%s: %r entry of %s must be {\"size\", \"sha256\"}, not %s"
+                             % (settings_path, CHECKSUMS_KEY, name, json.dumps(want)))
+        have = file_checksum(path)
+        if have != want:
+            raise ValueError(
+                "%s is not the file the model in %s was trained with (%d bytes, sha256 %s..., "
+                "recorded in %s: %s bytes, sha256 %s...): another %s gives other ids or names; "
+                "put the training run's file back" % (
+                    path, folder, have["size"], have["sha256"][:12],
+                    os.path.basename(settings_path), want["size"], str(want["sha256"])[:12],
+                    "vocabulary" if name == VOCAB_FILE else "label order"))
+
+
+def check_values(path, saved):
+    """ValueError (one line naming the file and the setting) when a value of a model
+    folder's settings file has another type than the setting (VALUE_TYPES) or contradicts
+    the others (a setting of another runner, an unknown runner)."""
+    for key, value in sorted(saved.items()):
+        types = VALUE_TYPES.get(key)
+        if types is None or value is None:
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise ValueError("%s: %r is %s, expected %s" % (
+                path, key, json.dumps(value),
+                " or ".join({bool: "true/false", int: "an integer", float: "a number",
+                             str: "a string"}[t] for t in types)))
+    runner = saved.get("runner")
+    if runner is None:
+        return
+    if runner not in TASK_SETTINGS:
+        raise ValueError("%s: \"runner\" is %s, expected one of %s"
+                         % (path, json.dumps(runner), ", ".join(sorted(TASK_SETTINGS))))
+    theirs = sorted(key for key in saved if key in VALUE_TYPES and key not in (
+        ("runner", "do_lower_case", "max_seq_length") + TASK_SETTINGS[runner]))
+    if theirs:
+        raise ValueError("%s: %s %s of another runner than its \"runner\" %s: the file "
+                         "contradicts itself" % (path, ", ".join(theirs),
+                                                 "is a setting" if len(theirs) == 1 else
+                                                 "are settings", runner))
 
 
 def _copy_once(source, target, flag):
@@ -138,8 +224,12 @@ def read(init_checkpoint, output_dir=None):
     saved = fileutil.read_json(path) if path else {}
     if not isinstance(saved, dict):
         raise ValueError("%s: expected a JSON object of settings" % path)
+    if path:  # sentence_embedding.json: only the two values read (its own are pooling's)
+        check_values(path, saved if keys is None else {
+            key: saved[key] for key in keys if key in saved})
+        check_files(path, saved)
     for key in keys or saved:
-        if key in saved:
+        if key in saved and key != CHECKSUMS_KEY:
             found[key], sources[key] = saved[key], path
     return found, sources
 

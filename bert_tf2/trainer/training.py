@@ -362,6 +362,8 @@ class Runner:
     def _load_init(self, prefix):
         """Loads --init_checkpoint (TF1 or TF2, by name); its step is reported by a run
         that does not train (eval_results.txt's global_step), training counts from 0."""
+        if self.optimizer is None:  # nothing will train a variable it lacks
+            checkpoints.check_serves(self.model, prefix, "--init_checkpoint")
         with self.strategy.scope():
             checkpoints.load_checkpoint(self.model, prefix, flag="--init_checkpoint")
         self._restored_step = checkpoints.checkpoint_step(prefix)
@@ -382,6 +384,8 @@ class Runner:
                 "task, head or bert_config): use a new --output_dir. Details: %s"
                 % (out, latest, str(e).splitlines()[0])) from None
         status.expect_partial()
+        if self.optimizer is None:  # nothing will train a variable it lacks
+            checkpoints.check_serves(self.model, latest)
         self._restored_step = self._step_of(latest)
         self.restored_from = latest
         logging.info("Restored %s (step %d)", latest, self._restored_step)
