@@ -58,6 +58,10 @@ class Settings:
     # Filled by settings_class: {field name: default}, {field name: help text}.
     _DEFAULTS = {}
     _HELP = {}
+    # {field name: what else it takes from Python}: fields a Python caller may set to a
+    # value no flag can hold (run_classifier's data_dir: a dict of tables). Set by the
+    # face on its own class; a type check of the fields must let these through.
+    PYTHON_VALUES = {}
 
     @classmethod
     def of(cls, source):

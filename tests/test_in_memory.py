@@ -1,0 +1,175 @@
+"""Data and predictions in memory: data_dir as a dict of tables, predict() of a folder."""
+import json
+import os
+
+import pytest
+
+import run_classifier as rc
+from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import file_data
+from conftest import write_text
+
+_WORDS = ["good", "bad", "fine", "awful", "great", "dull", "film", "plot", "very", "not"]
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS
+_CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
+           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+           "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02}
+
+
+def _rows(count, offset, labels=True):
+    rows = []
+    for i in range(count):
+        words = [_WORDS[(i * 3 + offset + k) % len(_WORDS)] for k in range(1 + i % 4)]
+        row = {"text": " ".join(words)}
+        if labels:
+            row["label"] = ("pos", "neg")[(i + offset) % 2]
+        rows.append(row)
+    return rows
+
+
+_TABLES = {"train": _rows(12, 0), "dev": _rows(5, 1), "test": _rows(5, 2, labels=False)}
+
+
+def _columns(rows):
+    return {key: [r[key] for r in rows] for key in rows[0]}
+
+
+def _settings(root, data_dir, out, **extra):
+    values = dict(task_name="jsonl", data_dir=data_dir,
+                  vocab_file=write_text(root / "vocab.txt", "".join(t + "\n" for t in _VOCAB)),
+                  bert_config_file=write_text(root / "config.json", json.dumps(_CONFIG)),
+                  output_dir=str(out), max_seq_length=16, train_batch_size=4,
+                  num_train_epochs=1.0, learning_rate=1e-3, eval_batch_size=4,
+                  predict_batch_size=4, seed=1)
+    values.update(extra)
+    return rc.Settings(**values)
+
+
+def _read(path):
+    with open(str(path), encoding="utf-8") as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------------------
+# The tables read as the files
+# ---------------------------------------------------------------------------
+
+def test_tables_give_the_examples_of_the_same_rows_in_a_file(tmp_path):
+    rows = [{"id": 7, "text": "good film", "pair": "x", "label": 1},
+            {"text": "bad", "pair": "", "label": "neg"}]
+    write_text(tmp_path / "train.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    columns = file_data.Columns("text", "pair", "label")
+    expected = file_data.FileProcessor("jsonl", columns).get_train_examples(str(tmp_path))
+    as_dict = {"id": [7, None], "text": ["good film", "bad"], "pair": ["x", ""],
+               "label": [1, "neg"]}
+    for table in (rows, as_dict, tuple(rows)):
+        processor = file_data.FileProcessor("csv", columns)
+        got = processor.get_train_examples({"train": table})
+        assert [vars(e) for e in got] == [vars(e) for e in expected]
+        assert [e.guid for e in got] == [7, "train-1"]
+        assert processor.get_labels() == ["1", "neg"]  # the number 1 as JSON writes it
+
+
+def test_a_dataframe_is_read_by_its_columns(tmp_path):
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    frame = pd.DataFrame({"text": ["good", "bad film"], "label": np.array([1, 0])})
+    processor = file_data.FileProcessor("jsonl", file_data.Columns("text", None, "label"))
+    got = processor.get_train_examples({"train": frame})
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in got] == [
+        ("train-0", "good", None, "1"), ("train-1", "bad film", None, "0")]
+    assert data_tables.native(np.int64(3)) == 3 and type(data_tables.native(np.int64(3))) is int
+
+
+@pytest.mark.parametrize("data_dir, message", [
+    ({"train": [{"text": "a", "label": "x"}, {"txt": "b", "label": "y"}]},
+     r"data_dir\['train'\] row 1: no column 'text' \(--text_a_column.*'txt', 'label'"),
+    ({"train": {"text": ["a", "b"], "label": ["x"]}},
+     r"data_dir\['train'\]: column 'text' has 2 values, column 'label' has 1"),
+    ({"train": [{"text": "a", "label": "x"}], "validation": []},
+     r"data_dir: unknown split 'validation'; the splits are 'train', 'dev', 'test'"),
+    ({"train": [{"text": "a", "label": "x"}, {"text": 3.5, "label": "y"}]},
+     r"data_dir\['train'\] row 1: 'text' is 3.5, not a text"),
+    ({"train": [{"text": "a", "label": "x"}, ["b", "y"]]},
+     r"data_dir\['train'\] row 1 is a list; expected a dict"),
+    ({"train": "train.csv"}, r"data_dir\['train'\] is a str; expected a pandas DataFrame"),
+    ({"test": []}, r"data_dir has no 'train' table \(--do_train needs it\)"),
+    (["train"], r"data_dir is a list; expected a folder path or \(from Python\) a dict"),
+])
+def test_a_bad_table_is_one_error_naming_it_and_nothing_is_written(tmp_path, data_dir,
+                                                                    message):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=message):
+        rc.run(_settings(tmp_path, data_dir, out, do_train=True))
+    assert not out.exists()
+
+
+def test_tables_are_for_the_file_tasks_only(tmp_path):
+    with pytest.raises(ValueError, match="data_dir as a dict of tables is read by "
+                                         "--task_name=csv, tsv and jsonl only, not "
+                                         "--task_name=mrpc"):
+        rc.run(_settings(tmp_path, {"train": []}, tmp_path / "out", task_name="mrpc",
+                         do_train=True))
+    assert not (tmp_path / "out").exists()
+
+
+def test_texts_of_checks_the_predict_arguments():
+    assert data_tables.texts_of("one text") == (["one text"], None)
+    assert data_tables.texts_of(("a", "b"), ["c", "d"]) == (["a", "b"], ["c", "d"])
+    assert data_tables.texts_of([]) == ([], None)
+    with pytest.raises(ValueError, match="texts_b has 1 texts, texts has 2: one second text"):
+        data_tables.texts_of(["a", "b"], ["c"])
+    with pytest.raises(ValueError, match=r"texts\[1\] is a int, not a str"):
+        data_tables.texts_of(["a", 1])
+    with pytest.raises(ValueError, match="texts is a int; expected a str or a list of str"):
+        data_tables.texts_of(5)
+
+
+# ---------------------------------------------------------------------------
+# A table run and a file run: the same numbers; predict() of the folder: do_predict's
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("in_memory")
+    files = root / "files"
+    for split, rows in _TABLES.items():
+        write_text(files / ("%s.jsonl" % split), "".join(json.dumps(r) + "\n" for r in rows))
+    actions = dict(do_train=True, do_eval=True, do_predict=True)
+    rc.run(_settings(root, str(files), root / "file_run", **actions))
+    tables = {"train": _TABLES["train"], "dev": _columns(_TABLES["dev"]),
+              "test": _TABLES["test"]}
+    result = rc.run(_settings(root, tables, root / "table_run", **actions))
+    return {"root": root, "file_run": root / "file_run", "table_run": root / "table_run",
+            "result": result}
+
+
+@pytest.mark.slow
+def test_a_table_run_writes_what_the_file_run_writes(runs):
+    for name in ("eval_results.txt", "test_results.tsv", "test_predictions.jsonl",
+                 "label_list.txt"):
+        assert _read(runs["table_run"] / name) == _read(runs["file_run"] / name), name
+    assert runs["result"].metrics["global_step"] == 3  # int(12 / 4 * 1.0)
+    assert len(_read(runs["table_run"] / "test_results.tsv").splitlines()) == 5
+
+
+@pytest.mark.slow
+def test_predict_of_the_folder_is_what_do_predict_wrote(runs):
+    folder = str(runs["table_run"])
+    written = [json.loads(line) for line in
+               _read(runs["table_run"] / "test_predictions.jsonl").splitlines()]
+    expected = [{"label": r["label"], "probabilities": r["probabilities"]} for r in written]
+    texts = [r["text"] for r in _TABLES["test"]]
+    before = sorted(os.listdir(folder))
+    predictor = rc.Predictor(folder, batch_size=2)  # other batches: the same numbers
+    try:
+        assert predictor.predict(texts) == expected
+        assert predictor.predict(texts[3]) == expected[3:4]  # a str: one text
+        assert predictor.predict([]) == []
+        with pytest.raises(ValueError, match="texts_b has 1 texts, texts has 2"):
+            predictor.predict(texts[:2], ["x"])
+    finally:
+        predictor.close()
+    assert rc.predict(folder, texts[:2]) == expected[:2]
+    assert sorted(os.listdir(folder)) == before  # predict() writes nothing in the folder
