@@ -23,7 +23,6 @@ rows flagged is_real_example = 0, which never reach a metric or an output line.
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 import os
-import tempfile
 
 from absl import flags
 from absl import logging
@@ -473,6 +472,9 @@ def _output_rows(settings, runner, task, examples):
 # From Python: predictions of a trained folder, no data file
 # ---------------------------------------------------------------------------
 
+_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
+
+
 class Predictor(object):
     """A trained model folder loaded once, predicting texts in memory.
 
@@ -497,9 +499,10 @@ class Predictor(object):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        self._tmp = tempfile.TemporaryDirectory(prefix="run_classifier_predict_")
-        settings = _folder_settings(str(model_folder), self._tmp.name, dict(
-            settings, do_predict=True, predict_batch_size=batch_size))
+        self._folder = _PredictFolder(Settings, "run_classifier", model_folder, dict(
+            settings, data_dir=str(model_folder), do_predict=True,
+            predict_batch_size=batch_size))
+        settings = self._folder.settings
         processor, bert_config, long_texts = _check_settings(settings)
         task_settings = settings.part(*classifier_tasks.SETTINGS)
         classifier_tasks.check_labels(task_settings, processor)
@@ -527,20 +530,7 @@ class Predictor(object):
 
     def close(self):
         """Removes the temporary folder (the model stays loaded)."""
-        self._tmp.cleanup()
-
-
-def _folder_settings(folder, output_dir, values):
-    """The Settings of predictions from a trained folder into output_dir (a temporary
-    one): the folder's own config, vocab, length and task filled in."""
-    settings = Settings(init_checkpoint=folder, output_dir=output_dir, data_dir=folder,
-                        **values)
-    settings = settings.with_defaults(model_folder.defaults(
-        settings.part(*model_folder.SETTINGS), "run_classifier"))
-    if not settings.task_name:
-        raise ValueError("%s holds no model_settings.json of a run_classifier training run "
-                         "(the task is not known)" % folder)
-    return settings
+        self._folder.close()
 
 
 def predict(model_folder, texts, texts_b=None, batch_size=32, **settings):

@@ -173,3 +173,89 @@ def test_predict_of_the_folder_is_what_do_predict_wrote(runs):
         predictor.close()
     assert rc.predict(folder, texts[:2]) == expected[:2]
     assert sorted(os.listdir(folder)) == before  # predict() writes nothing in the folder
+
+
+# ---------------------------------------------------------------------------
+# run_ner: sentences in memory, predict() of a folder
+# ---------------------------------------------------------------------------
+
+def _sentences(conll_text):
+    """The (word, tag) pairs of each sentence of a two-column CoNLL text."""
+    return [[tuple(line.split()) for line in block.splitlines()]
+            for block in conll_text.strip().split("\n\n")]
+
+
+def test_sentences_in_memory_are_the_file_of_the_same_lines(tmp_path):
+    from bert_tf2.tasks import ner_data  # pylint: disable=import-outside-toplevel
+    from test_ner_data import IOB2  # pylint: disable=import-outside-toplevel
+    path = write_text(tmp_path / "train.txt", IOB2)
+    from_file = ner_data.read_conll(path)
+    in_memory = ner_data.conll_of_sentences(_sentences(IOB2), "data_dir['train']")
+    assert in_memory.sentences == from_file.sentences
+    assert in_memory.lines == from_file.lines[:len(in_memory.lines)]
+    words = ner_data.conll_of_sentences([["John", "lives"], "in  Paris ."], "s",
+                                        require_tags=False)
+    assert [s.words for s in words.sentences] == [["John", "lives"], ["in", "Paris", "."]]
+    assert not words.has_tags and words.lines == ["John", "lives", "", "in", "Paris", "."]
+    for sentences, message in [
+            ([[("John", "B-PER"), ("Smith",)]], r"sentence 0 word 1 is \('Smith',\); "
+                                                r"expected a \(word, tag\) pair"),
+            ([[("John", "B-PER")], [("New York", "B-LOC")]],
+             r"sentence 1 word 0: the word 'New York' is not one word"),
+            ([[("John", 3)]], r"sentence 0 word 0: the tag 3 is not one word"),
+            ([[]], r"sentence 0 is \[\]; expected a non-empty list"),
+            ("John B-PER", r"data_dir\['train'\] is a str; expected a list of sentences")]:
+        with pytest.raises(ValueError, match=message):
+            ner_data.conll_of_sentences(sentences, "data_dir['train']")
+
+
+@pytest.fixture(scope="module")
+def ner_runs(tmp_path_factory):
+    import run_ner  # pylint: disable=import-outside-toplevel
+    from test_ner_data import IOB2, VOCAB  # pylint: disable=import-outside-toplevel
+    root = tmp_path_factory.mktemp("ner_in_memory")
+    config = dict(_CONFIG, vocab_size=len(VOCAB))
+    common = dict(vocab_file=write_text(root / "vocab.txt", "\n".join(VOCAB) + "\n"),
+                  bert_config_file=write_text(root / "config.json", json.dumps(config)),
+                  max_seq_length=16, doc_stride=8, train_batch_size=4, eval_batch_size=3,
+                  predict_batch_size=3, learning_rate=3e-3, seed=1, crf=True)
+    sentences = _sentences(IOB2)
+    words = [[w for w, _ in s] for s in sentences]
+    tables = {"train": sentences, "dev": sentences, "test": words}
+    rc_out = root / "tables"
+    run_ner.run(run_ner.Settings(data_dir=tables, output_dir=str(rc_out), do_train=True,
+                                 do_eval=True, do_predict=True, num_train_epochs=10.0,
+                                 **common))
+    files = root / "files"
+    write_text(files / "dev.txt", IOB2)
+    write_text(files / "test.txt", "\n\n".join("\n".join(s) for s in words) + "\n")
+    run_ner.run(run_ner.Settings(data_dir=str(files), output_dir=str(root / "file_eval"),
+                                 init_checkpoint=str(rc_out), do_eval=True, do_predict=True,
+                                 **common))
+    return {"module": run_ner, "tables": rc_out, "file_eval": root / "file_eval",
+            "words": words}
+
+
+@pytest.mark.slow
+def test_ner_tables_and_files_give_the_same_results(ner_runs):
+    # The file run evaluates the table run's checkpoint: the same step, the same numbers.
+    for name in ("eval_results.txt", "eval_predictions.txt", "test_predictions.txt"):
+        assert _read(ner_runs["tables"] / name) == _read(ner_runs["file_eval"] / name), name
+
+
+@pytest.mark.slow
+def test_ner_predict_is_what_do_predict_wrote_with_the_crf(ner_runs):
+    run_ner = ner_runs["module"]
+    blocks = _read(ner_runs["tables"] / "test_predictions.txt").strip().split("\n\n")
+    expected = [[tuple(line.split()) for line in block.splitlines()] for block in blocks]
+    words = ner_runs["words"]
+    tagger = run_ner.Predictor(str(ner_runs["tables"]), batch_size=2)
+    try:
+        assert tagger.predict(words) == expected
+        assert tagger.predict([" ".join(words[1])]) == expected[1:2]  # a str: split at blanks
+        assert tagger.predict([]) == []
+        with pytest.raises(ValueError, match="sentences is a str; expected a list"):
+            tagger.predict("John lives in Paris")
+    finally:
+        tagger.close()
+    assert run_ner.predict(str(ner_runs["tables"]), words[:1]) == expected[:1]
