@@ -118,7 +118,7 @@ def test_texts_of_checks_the_predict_arguments():
     assert data_tables.texts_of("one text") == (["one text"], None)
     assert data_tables.texts_of(("a", "b"), ["c", "d"]) == (["a", "b"], ["c", "d"])
     assert data_tables.texts_of([]) == ([], None)
-    with pytest.raises(ValueError, match="texts_b has 1 texts, texts has 2: one second text"):
+    with pytest.raises(ValueError, match="texts_b has 1 texts, texts has 2: as many"):
         data_tables.texts_of(["a", "b"], ["c"])
     with pytest.raises(ValueError, match=r"texts\[1\] is a int, not a str"):
         data_tables.texts_of(["a", 1])
@@ -259,3 +259,98 @@ def test_ner_predict_is_what_do_predict_wrote_with_the_crf(ner_runs):
     finally:
         tagger.close()
     assert run_ner.predict(str(ner_runs["tables"]), words[:1]) == expected[:1]
+
+
+# ---------------------------------------------------------------------------
+# run_squad: SQuAD dicts in memory, predict() of a folder
+# ---------------------------------------------------------------------------
+
+_CONTEXTS = ["the man went to the store and bought a gallon of milk .",
+             "john smith was the leader of the japanese electronics industry .",
+             "steve bought a house in japan in 1895 ."]
+_QUESTIONS = [("what did the man buy ?", "a gallon of milk", 0),
+              ("who was the leader ?", "john smith", 1),
+              ("what did steve buy ?", "a house", 2),
+              ("where did the man go ?", "the store", 0)]
+
+
+def _squad():
+    """A SQuAD object: one paragraph per question, the ids "0", "1", ..."""
+    data = []
+    for i, (question, answer, c) in enumerate(_QUESTIONS):
+        context = _CONTEXTS[c]
+        data.append({"title": str(i), "paragraphs": [{"context": context, "qas": [{
+            "id": str(i), "question": question,
+            "answers": [{"text": answer, "answer_start": context.index(answer)}]}]}]})
+    return {"version": "1.1", "data": data}
+
+
+@pytest.fixture(scope="module")
+def squad_runs(tmp_path_factory):
+    import run_squad  # pylint: disable=import-outside-toplevel
+    from test_run_squad import WORDS  # pylint: disable=import-outside-toplevel
+    root = tmp_path_factory.mktemp("squad_in_memory")
+    config = dict(_CONFIG, vocab_size=len(WORDS))
+    common = dict(vocab_file=write_text(root / "vocab.txt", "\n".join(WORDS) + "\n"),
+                  bert_config_file=write_text(root / "config.json", json.dumps(config)),
+                  max_seq_length=32, doc_stride=8, max_query_length=12, train_batch_size=2,
+                  predict_batch_size=3, learning_rate=3e-3, seed=1, n_best_size=5)
+    run_squad.run(run_squad.Settings(train_file=_squad(), predict_file=_squad(),
+                                     output_dir=str(root / "dicts"), do_train=True,
+                                     do_predict=True, num_train_epochs=4.0, **common))
+    path = write_text(root / "dev.json", json.dumps(_squad()))
+    run_squad.run(run_squad.Settings(predict_file=path, output_dir=str(root / "file"),
+                                     init_checkpoint=str(root / "dicts"), do_predict=True,
+                                     **common))
+    return {"module": run_squad, "dicts": root / "dicts", "file": root / "file"}
+
+
+def test_a_bad_squad_dict_is_one_error_naming_the_setting(tmp_path):
+    import run_squad  # pylint: disable=import-outside-toplevel
+    settings = dict(vocab_file=write_text(tmp_path / "v.txt", "\n".join(_VOCAB) + "\n"),
+                    bert_config_file=write_text(tmp_path / "c.json", json.dumps(_CONFIG)),
+                    output_dir=str(tmp_path / "out"), do_predict=True, max_seq_length=32,
+                    doc_stride=8, max_query_length=12)
+    for predict_file, message in [
+            ({"version": "1.1"}, r"--predict_file \(a dict\) is not SQuAD json: it has no "
+                                 r"\"data\" list at the top \(keys: 'version'\)"),
+            ({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": "1"}]}]}]},
+             r"--predict_file \(a dict\), question 1: missing key 'question'"),
+            (["data"], r"--predict_file is a list; expected a SQuAD json file")]:
+        with pytest.raises(ValueError, match=message):
+            run_squad.run(run_squad.Settings(predict_file=predict_file, **settings))
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_squad_dicts_and_files_give_the_same_answers(squad_runs):
+    for name in ("predictions.json", "nbest_predictions.json", "eval_results.txt"):
+        assert _read(squad_runs["dicts"] / name) == _read(squad_runs["file"] / name), name
+
+
+@pytest.mark.slow
+def test_squad_predict_is_what_do_predict_wrote(squad_runs):
+    run_squad = squad_runs["module"]
+    with open(str(squad_runs["dicts"] / "predictions.json")) as f:
+        answers = json.load(f)
+    with open(str(squad_runs["dicts"] / "nbest_predictions.json")) as f:
+        nbest = json.load(f)
+    questions = [q for q, _, _ in _QUESTIONS]
+    contexts = [_CONTEXTS[c] for _, _, c in _QUESTIONS]
+    # n_best_size is no setting of the folder: given as the runs had it.
+    reader = run_squad.Predictor(str(squad_runs["dicts"]), batch_size=2, n_best_size=5)
+    try:
+        got = reader.predict(questions, contexts)
+        assert [g["text"] for g in got] == [answers[str(i)] for i in range(len(questions))]
+        assert [g["nbest"] for g in got] == [nbest[str(i)] for i in range(len(questions))]
+        for g in got:
+            assert g["probability"] == next(e["probability"] for e in g["nbest"]
+                                            if e["text"] == g["text"])
+        assert reader.predict(questions[1], contexts[1]) == got[1:2]
+        assert reader.predict([], []) == []
+        with pytest.raises(ValueError, match="contexts has 1 texts, questions has 2"):
+            reader.predict(questions[:2], contexts[:1])
+    finally:
+        reader.close()
+    assert run_squad.predict(str(squad_runs["dicts"]), questions[:1], contexts[:1],
+                             n_best_size=5) == got[:1]

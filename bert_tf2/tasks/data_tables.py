@@ -107,13 +107,13 @@ def native(value):
     return value
 
 
-def texts_of(texts, texts_b=None, what="texts"):
+def texts_of(texts, texts_b=None, names=("texts", "texts_b")):
     """(texts, texts_b or None) as lists for a predict() call: a str is one text; every
-    item a str; texts_b as long as texts. ValueError naming the argument else."""
+    item a str; texts_b as long as texts. ValueError naming the argument (`names`) else."""
     texts = [texts] if isinstance(texts, str) else texts
     texts_b = [texts_b] if isinstance(texts_b, str) else texts_b
     checked = []
-    for argument, values in ((what, texts), ("texts_b", texts_b)):
+    for argument, values in zip(names, (texts, texts_b)):
         if values is None:
             checked.append(None)
             continue
@@ -129,6 +129,6 @@ def texts_of(texts, texts_b=None, what="texts"):
         checked.append(values)
     texts, texts_b = checked
     if texts_b is not None and len(texts_b) != len(texts):
-        raise ValueError("texts_b has %d texts, %s has %d: one second text per text"
-                         % (len(texts_b), what, len(texts)))
+        raise ValueError("%s has %d texts, %s has %d: as many" % (
+            names[1], len(texts_b), names[0], len(texts)))
     return texts, texts_b
