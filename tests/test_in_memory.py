@@ -354,3 +354,85 @@ def test_squad_predict_is_what_do_predict_wrote(squad_runs):
         reader.close()
     assert run_squad.predict(str(squad_runs["dicts"]), questions[:1], contexts[:1],
                              n_best_size=5) == got[:1]
+
+
+# ---------------------------------------------------------------------------
+# run_multiple_choice: questions in memory, predict() of a folder
+# ---------------------------------------------------------------------------
+
+def _choices(count, offset, labels=True):
+    rows = []
+    for i in range(count):
+        endings = [" ".join(_WORDS[(i + offset + k + j) % len(_WORDS)] for j in range(2))
+                   for k in range(3)]
+        row = {"context": _WORDS[(i * 7 + offset) % len(_WORDS)] + " film", "endings": endings,
+               "question": "very" if i % 2 else ""}  # "" as a missing question
+        if labels:
+            row["label"] = (i + offset) % 3
+        rows.append(row)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def choice_runs(tmp_path_factory):
+    import run_multiple_choice  # pylint: disable=import-outside-toplevel
+    root = tmp_path_factory.mktemp("choice_in_memory")
+    common = dict(task_name="jsonl",
+                  vocab_file=write_text(root / "vocab.txt", "".join(t + "\n" for t in _VOCAB)),
+                  bert_config_file=write_text(root / "config.json", json.dumps(_CONFIG)),
+                  max_seq_length=12, train_batch_size=4, eval_batch_size=3,
+                  predict_batch_size=3, learning_rate=1e-3, seed=1)
+    tables = {"train": _choices(8, 0), "dev": _columns(_choices(4, 1)),
+              "test": _choices(5, 2, labels=False)}
+    run_multiple_choice.run(run_multiple_choice.Settings(
+        data_dir=tables, output_dir=str(root / "tables"), do_train=True, do_eval=True,
+        do_predict=True, num_train_epochs=1.0, **common))
+    files = root / "files"
+    for split in ("dev", "test"):
+        rows = _choices(4, 1) if split == "dev" else tables["test"]
+        write_text(files / ("%s.jsonl" % split), "".join(json.dumps(r) + "\n" for r in rows))
+    run_multiple_choice.run(run_multiple_choice.Settings(
+        data_dir=str(files), output_dir=str(root / "files_run"),
+        init_checkpoint=str(root / "tables"), do_eval=True, do_predict=True, **common))
+    return {"module": run_multiple_choice, "tables": root / "tables",
+            "files_run": root / "files_run", "test": tables["test"]}
+
+
+def test_bad_multiple_choice_tables_name_the_row(tmp_path):
+    import run_multiple_choice  # pylint: disable=import-outside-toplevel
+    settings = dict(task_name="jsonl", vocab_file=write_text(tmp_path / "v.txt", "\n".join(
+        _VOCAB) + "\n"), bert_config_file=write_text(tmp_path / "c.json", json.dumps(_CONFIG)),
+                    output_dir=str(tmp_path / "out"), do_train=True, max_seq_length=12)
+    for data_dir, message in [
+            ({"train": [{"context": "a", "endings": ["b", "c"], "label": 0},
+                        {"context": "a", "endings": ["b"], "label": 0}]},
+             r"data_dir\['train'\] row 1: \"endings\" must be a list of two or more"),
+            ({"train": [{"context": "a", "endings": ["b", "c"], "label": 2}]},
+             r"data_dir\['train'\] row 0: label 2 is not a choice index in \[0, 2\)"),
+            ({"dev": []}, r"data_dir has no 'train' table \(--do_train needs it\)")]:
+        with pytest.raises(ValueError, match=message):
+            run_multiple_choice.run(run_multiple_choice.Settings(data_dir=data_dir, **settings))
+        assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="read by --task_name=jsonl only, not --task_name=swag"):
+        run_multiple_choice.run(run_multiple_choice.Settings(
+            data_dir={"train": []}, **dict(settings, task_name="swag")))
+
+
+@pytest.mark.slow
+def test_multiple_choice_tables_files_and_predict_agree(choice_runs):
+    for name in ("eval_results.txt", "test_results.tsv", "test_predictions.jsonl"):
+        assert _read(choice_runs["tables"] / name) == _read(choice_runs["files_run"] / name)
+    written = [json.loads(line) for line in
+               _read(choice_runs["tables"] / "test_predictions.jsonl").splitlines()]
+    questions = choice_runs["test"]
+    expected = [{"label": r["label"], "probabilities": r["probabilities"],
+                 "ending": q["endings"][r["label"]]} for r, q in zip(written, questions)]
+    module = choice_runs["module"]
+    chooser = module.Predictor(str(choice_runs["tables"]), batch_size=2)
+    try:
+        assert chooser.predict(questions) == expected
+        assert chooser.predict(questions[2]) == expected[2:3]  # a dict: one question
+        assert chooser.predict([]) == []
+    finally:
+        chooser.close()
+    assert module.predict(str(choice_runs["tables"]), questions[:2]) == expected[:2]
