@@ -45,6 +45,7 @@ from bert_tf2.base import tf1_variables
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import file_data
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import prediction_files
@@ -487,7 +488,7 @@ class Predictor(object):
         what the run left there (model_folder.py: config, vocab, length, task, labels,
         long_text.json).
       batch_size: the predict batch size (--predict_batch_size).
-      **settings: other Settings fields (e.g. use_xla, dtype); those of the folder are
+      **settings: other Settings fields (e.g. enable_xla, dtype); those of the folder are
         its own.
 
     predict() gives what do_predict writes to test_predictions.jsonl for the same
@@ -520,13 +521,29 @@ class Predictor(object):
     def predict(self, texts, texts_b=None):
         """One result per text (or pair: texts_b, as many); a str is one text."""
         texts, texts_b = data_tables.texts_of(texts, texts_b)
+        self._check_pairs(texts_b is not None)
         if not texts:
             return []
         examples = [InputExample("predict-%d" % i, a, (texts_b[i] if texts_b else None) or None,
                                  self._placeholder) for i, a in enumerate(texts)]
-        rows = _output_rows(self.settings, self.runner, self.task, examples)
+        rows = list(_output_rows(self.settings, self.runner, self.task, examples))
+        if len(rows) != len(examples):
+            raise RuntimeError("predicted %d texts, expected %d" % (len(rows), len(examples)))
         return [prediction_files.result(self.task.prediction_record(e.guid, row))
                 for e, row in zip(examples, rows)]
+
+    def _check_pairs(self, has_pairs):
+        """A file task's model read pairs (text_b_column) or single texts: texts_b must
+        be given for the one and not for the other (the built-in tasks are not checked)."""
+        if not isinstance(self.processor, file_data.FileProcessor):
+            return
+        column = self.processor.columns.text_b
+        if has_pairs and not column:
+            raise ValueError("texts_b: the model of %s was trained on single texts (no "
+                             "--text_b_column)" % self.settings.init_checkpoint)
+        if column and not has_pairs:
+            raise ValueError("the model of %s was trained on pairs (--text_b_column=%s): "
+                             "pass texts_b" % (self.settings.init_checkpoint, column))
 
     def close(self):
         """Removes the temporary folder (the model stays loaded)."""

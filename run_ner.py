@@ -616,7 +616,7 @@ class Predictor(object):
     Args:
       model_folder: a run_ner training run's --output_dir (or its best/).
       batch_size: the predict batch size (--predict_batch_size).
-      **settings: other Settings fields (e.g. use_xla); the folder's task settings
+      **settings: other Settings fields (e.g. enable_xla); the folder's task settings
         (--crf, its tag scheme, --doc_stride, ...) are its own.
 
     predict(sentences): each sentence a list of words, or a str split at blanks; returns

@@ -169,6 +169,9 @@ def test_predict_of_the_folder_is_what_do_predict_wrote(runs):
         assert predictor.predict([]) == []
         with pytest.raises(ValueError, match="texts_b has 1 texts, texts has 2"):
             predictor.predict(texts[:2], ["x"])
+        with pytest.raises(ValueError, match="texts_b: the model of .* was trained on single "
+                                             "texts"):
+            predictor.predict(texts[:1], ["x"])
     finally:
         predictor.close()
     assert rc.predict(folder, texts[:2]) == expected[:2]
