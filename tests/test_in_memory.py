@@ -114,6 +114,16 @@ def test_tables_are_for_the_file_tasks_only(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_predictor_needs_a_training_folder_of_its_runner(tmp_path):
+    with pytest.raises(ValueError, match="is not the output folder of a run_classifier "
+                                         "training run \\(its model_settings.json is "
+                                         "missing\\)"):
+        rc.Predictor(str(tmp_path))
+    write_text(tmp_path / "model_settings.json", json.dumps({"runner": "run_ner"}))
+    with pytest.raises(ValueError, match="its model_settings.json names run_ner"):
+        rc.predict(str(tmp_path), ["a text"])
+
+
 def test_texts_of_checks_the_predict_arguments():
     assert data_tables.texts_of("one text") == (["one text"], None)
     assert data_tables.texts_of(("a", "b"), ["c", "d"]) == (["a", "b"], ["c", "d"])
