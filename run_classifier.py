@@ -12,6 +12,11 @@ files (--task_name=csv, tsv, jsonl; file_data.py) and your own DataProcessor
 classifier_task.json for later runs and the export (classifier_tasks.py); --do_predict
 also writes test_predictions.jsonl beside test_results.tsv (prediction_files.py).
 
+From Python: Settings(data_dir=...) also takes, for --task_name=csv/tsv/jsonl, a dict of
+tables {"train": t, "dev": t, "test": t} (DataFrame, list of dicts or dict of columns;
+data_tables.py); predict(model_folder, texts, texts_b=None) and Predictor(model_folder)
+return do_predict's predictions of texts in memory, from a trained output folder.
+
 Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
 """
@@ -39,6 +44,8 @@ import tokenization
 from bert_tf2.base import tf1_variables
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import classifier_tasks
+from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import file_data
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import prediction_files
@@ -63,7 +70,9 @@ def define_flags(fv):
     """Registers the classifier runner's flags on the FlagValues `fv`."""
     flags.DEFINE_string(
         "data_dir", None,
-        "Directory holding the task's data files (.tsv for the GLUE tasks).",
+        "Directory holding the task's data files (.tsv for the GLUE tasks). From Python "
+        "(Settings), --task_name=csv/tsv/jsonl also takes a dict of tables {'train': t, "
+        "'dev': t, 'test': t} (data_tables.py).",
         flag_values=fv)
     flags.DEFINE_string("task_name", None, "Name of the task to fine-tune on (case-insensitive): "
                         "a GLUE task, csv / tsv / jsonl (your files), multilabel, or any name "
@@ -86,6 +95,7 @@ def define_flags(fv):
 
 # One field per flag above: run(Settings(task_name="mrpc", ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
+Settings.PYTHON_VALUES = {"data_dir": data_tables.PYTHON_VALUE}
 
 
 # ---------------------------------------------------------------------------
@@ -194,17 +204,19 @@ def run(settings):
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_classifier"))
     processor, bert_config, long_texts = _check_settings(settings)
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    # Read (and so check) every data file the run needs before any work starts.
+    task_settings = settings.part(*classifier_tasks.SETTINGS)
+    # Read (and so check) every data file or table the run needs before any work starts,
+    # and before the output folder is made (a bad table leaves no empty folder).
     data_dir = settings.data_dir
-    source = "--task_name=%s data in --data_dir=%s" % (settings.task_name, data_dir)
+    classifier_tasks.check_data_dir(task_settings, processor, data_dir)
+    source = "--task_name=%s data in %s" % (settings.task_name, data_tables.describe(data_dir))
     train_examples = processor.get_train_examples(data_dir) if settings.do_train else None
     eval_examples = processor.get_dev_examples(data_dir) if settings.do_eval else None
     if settings.do_eval and not eval_examples:
         raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
     predict_examples = processor.get_test_examples(data_dir) if settings.do_predict else None
-    task_settings = settings.part(*classifier_tasks.SETTINGS)
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     classifier_tasks.check_labels(task_settings, processor)  # against a saved label_list.txt
     positive = classifier_tasks.positive_index(task_settings, processor)  # --positive_label
     weights = class_weights.from_settings(
@@ -212,10 +224,7 @@ def run(settings):
         [e.label for e in train_examples or ()],
         unsupported="a regression task" if processor.is_regression else
         "a multi-label task" if processor.is_multilabel else None)
-    task = (multilabel_data.MultiLabelTask(processor, tokenizer, settings.max_seq_length,
-                                           long_texts)
-            if processor.is_multilabel else _Task(processor, tokenizer, settings.max_seq_length,
-                                                  long_texts, weights, positive))
+    task = _make_task(settings, processor, tokenizer, long_texts, weights, positive)
     # The names the evaluations will report: a wrong --best_metric stops the run here.
     metric_names = _metric_names(task)
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), metric_names)
@@ -230,10 +239,8 @@ def run(settings):
         num_train_steps, num_warmup_steps = training.epoch_steps(num_train, trainer)
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
-    runner = training.make_runner(
-        trainer, lambda: create_model(bert_config, len(processor.get_labels()),
-                                      settings.use_tpu),
-        num_train_steps, num_warmup_steps)
+    runner = training.make_runner(trainer, _model_fn(settings, bert_config, processor),
+                                  num_train_steps, num_warmup_steps)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
         if not long_texts.windows:
@@ -259,6 +266,18 @@ def run(settings):
     result.global_step = runner.global_step
     result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
     return result
+
+
+def _make_task(settings, processor, tokenizer, long_texts, weights=None, positive=1):
+    """The task object (_Task, or multilabel_data.MultiLabelTask) of run and Predictor."""
+    if processor.is_multilabel:
+        return multilabel_data.MultiLabelTask(processor, tokenizer, settings.max_seq_length,
+                                              long_texts)
+    return _Task(processor, tokenizer, settings.max_seq_length, long_texts, weights, positive)
+
+
+def _model_fn(settings, bert_config, processor):
+    return lambda: create_model(bert_config, len(processor.get_labels()), settings.use_tpu)
 
 
 def _check_settings(settings):
@@ -438,19 +457,115 @@ def _dev_evaluation(settings, task, examples, metric_names):
 def _predict(settings, runner, task, examples, outputs):
     """Writes predict.tf_record, test_results.tsv (one line per test example) and
     test_predictions.jsonl (prediction_files); their paths go into `outputs`."""
-    predict_file = os.path.join(settings.output_dir, "predict.tf_record")
-    task.write_features(examples, predict_file)
     training.log_stage("predict", ["Num examples = %d" % len(examples),
                                    "Batch size = %d" % settings.predict_batch_size])
+    outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
+        settings.output_dir, examples, _output_rows(settings, runner, task, examples),
+        task.prediction_record)
+    logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],
+                 outputs["test_predictions"])
+
+
+def _output_rows(settings, runner, task, examples):
+    """The model's output rows of `examples` (through output_dir/predict.tf_record)."""
+    predict_file = os.path.join(settings.output_dir, "predict.tf_record")
+    task.write_features(examples, predict_file)
     batches = runner.predict(task.ordered_dataset(predict_file, settings.predict_batch_size,
                                                   runner.trim_padding),
                              task.predict_fn, stage="predict",
                              total_steps=_batches(task, len(examples),
                                                   settings.predict_batch_size))
-    outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
-        settings.output_dir, examples, task.output_rows(batches), task.prediction_record)
-    logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],
-                 outputs["test_predictions"])
+    return task.output_rows(batches)
+
+
+# ---------------------------------------------------------------------------
+# From Python: predictions of a trained folder, no data file
+# ---------------------------------------------------------------------------
+
+_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
+
+
+class Predictor(object):
+    """A trained model folder loaded once, predicting texts in memory.
+
+        predictor = run_classifier.Predictor("/tmp/sst2_output")
+        predictor.predict(["a great film", "dull"])
+        # -> [{"label": "1", "probabilities": {"0": 0.03, "1": 0.97}}, ...]
+
+    Args:
+      model_folder: a training run's --output_dir (or its best/): its checkpoint and
+        what the run left there (model_folder.py: config, vocab, length, task, labels,
+        long_text.json).
+      batch_size: the predict batch size (--predict_batch_size).
+      **settings: other Settings fields (e.g. enable_xla, dtype); those of the folder are
+        its own.
+
+    predict() gives what do_predict writes to test_predictions.jsonl for the same
+    texts, without the "id" (prediction_files.result): {"label", "probabilities"};
+    multi-label: "label" the list of labels at or over the threshold; regression:
+    {"prediction": x}. The features pass through a record file in a temporary folder
+    of the predictor's own (removed by close(), or when the predictor is collected),
+    the same pipeline as do_predict.
+    """
+
+    def __init__(self, model_folder, batch_size=32, **settings):
+        self._folder = _PredictFolder(Settings, "run_classifier", model_folder, dict(
+            settings, data_dir=str(model_folder), do_predict=True,
+            predict_batch_size=batch_size))
+        settings = self._folder.settings
+        processor, bert_config, long_texts = _check_settings(settings)
+        task_settings = settings.part(*classifier_tasks.SETTINGS)
+        classifier_tasks.check_labels(task_settings, processor)
+        tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+        self.settings = settings
+        self.processor = processor
+        self.task = _make_task(settings, processor, tokenizer, long_texts, None,
+                               classifier_tasks.positive_index(task_settings, processor))
+        self.runner = training.make_runner(settings.part(*training.SETTINGS),
+                                           _model_fn(settings, bert_config, processor))
+        labels = processor.get_labels()
+        self._placeholder = (() if processor.is_multilabel else
+                             "0" if processor.is_regression else labels[0])
+
+    def predict(self, texts, texts_b=None):
+        """One result per text (or pair: texts_b, as many); a str is one text."""
+        texts, texts_b = data_tables.texts_of(texts, texts_b)
+        self._check_pairs(texts_b is not None)
+        if not texts:
+            return []
+        examples = [InputExample("predict-%d" % i, a, (texts_b[i] if texts_b else None) or None,
+                                 self._placeholder) for i, a in enumerate(texts)]
+        rows = list(_output_rows(self.settings, self.runner, self.task, examples))
+        if len(rows) != len(examples):
+            raise RuntimeError("predicted %d texts, expected %d" % (len(rows), len(examples)))
+        return [prediction_files.result(self.task.prediction_record(e.guid, row))
+                for e, row in zip(examples, rows)]
+
+    def _check_pairs(self, has_pairs):
+        """A file task's model read pairs (text_b_column) or single texts: texts_b must
+        be given for the one and not for the other (the built-in tasks are not checked)."""
+        if not isinstance(self.processor, file_data.FileProcessor):
+            return
+        column = self.processor.columns.text_b
+        if has_pairs and not column:
+            raise ValueError("texts_b: the model of %s was trained on single texts (no "
+                             "--text_b_column)" % self.settings.init_checkpoint)
+        if column and not has_pairs:
+            raise ValueError("the model of %s was trained on pairs (--text_b_column=%s): "
+                             "pass texts_b" % (self.settings.init_checkpoint, column))
+
+    def close(self):
+        """Removes the temporary folder (the model stays loaded)."""
+        self._folder.close()
+
+
+def predict(model_folder, texts, texts_b=None, batch_size=32, **settings):
+    """Predictor(model_folder, batch_size, **settings).predict(texts, texts_b): one call."""
+    predictor = Predictor(model_folder, batch_size, **settings)
+    try:
+        return predictor.predict(texts, texts_b)
+    finally:
+        predictor.close()
 
 
 def main():

@@ -13,6 +13,10 @@ with run_classifier.py's habits:
        (the C probabilities of each test example, like run_classifier's) and
        test_predictions.jsonl ({"id", "label": the likeliest choice, "probabilities"}).
 
+From Python: Settings(task_name="jsonl", data_dir={"train": rows, ...}) with rows as the
+jsonl lines' objects (a list of dicts, a dict of columns, a DataFrame), and
+predict(model_folder, questions) / Predictor(model_folder) choosing endings in memory.
+
   python run_multiple_choice.py --task_name=swag --data_dir=$SWAG_DIR \
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_train --do_eval --max_seq_length=128 \
@@ -31,6 +35,7 @@ from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
+from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import multiple_choice_data
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import heads
@@ -44,7 +49,9 @@ _REQUIRED_FLAGS = ("data_dir", "task_name", "vocab_file", "bert_config_file", "o
 def define_flags(fv):
     """Registers run_multiple_choice's flags on the FlagValues `fv`."""
     flags.DEFINE_string("data_dir", None, "Folder with the task's files (see the module "
-                        "docstring).", flag_values=fv)
+                        "docstring). From Python (Settings), --task_name=jsonl also takes a "
+                        "dict of tables {'train': t, 'dev': t, 'test': t} of its lines' "
+                        "fields.", flag_values=fv)
     flags.DEFINE_string("task_name", None, "swag (SWAG's CSV) or jsonl (JSON lines).",
                         flag_values=fv)
     flags.DEFINE_string("output_dir", None, "Where checkpoints, feature files and results "
@@ -56,6 +63,7 @@ def define_flags(fv):
 
 # One field per flag above: run(Settings(task_name="swag", ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
+Settings.PYTHON_VALUES = {"data_dir": data_tables.PYTHON_VALUE + ", rows as jsonl lines"}
 
 
 @startup.keeps_process_settings
@@ -71,21 +79,26 @@ def run(settings):
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_multiple_choice"))
     bert_config = _check_settings(settings)
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    # Every split the run needs is read (and so checked) before any work starts.
+    # Every split the run needs is read (and so checked) before any work starts, and
+    # before the output folder is made.
     data_dir = settings.data_dir
+    wanted = {name: "--do_%s" % flag for name, flag in (
+        ("train", "train"), ("dev", "eval"), ("test", "predict"))
+        if getattr(settings, "do_" + flag)}
+    data_tables.check_splits(data_dir, wanted)
     splits = {name: multiple_choice_data.read_examples(settings.task_name, data_dir, name)
-              for name, wanted in (("train", settings.do_train), ("dev", settings.do_eval),
-                                   ("test", settings.do_predict)) if wanted}
+              for name in wanted}
     num_choices = {len(examples[0].choices) for examples in splits.values()}
     if len(num_choices) != 1:
-        raise ValueError("the splits of --data_dir=%s have different numbers of choices: %s"
-                         % (data_dir, sorted(num_choices)))
+        raise ValueError("the splits of %s have different numbers of choices: %s"
+                         % (data_tables.describe(data_dir), sorted(num_choices)))
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     task = _Task(settings.output_dir, settings.max_seq_length, tokenizer, num_choices.pop())
     trainer = settings.part(*training.SETTINGS)
     num_train_steps, num_warmup_steps = (training.epoch_steps(
-        len(splits["train"]), trainer, "training questions in --data_dir=%s" % data_dir)
+        len(splits["train"]), trainer, "training questions in %s"
+        % data_tables.describe(data_dir))
         if settings.do_train else (0, 0))
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
@@ -229,6 +242,78 @@ def _predict(settings, runner, task, examples, outputs):
     logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],
                  outputs["test_predictions"])
     outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
+
+
+# ---------------------------------------------------------------------------
+# From Python: answers of a trained folder, no data file
+# ---------------------------------------------------------------------------
+
+_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
+
+
+class Predictor(object):
+    """A trained run_multiple_choice folder loaded once, choosing endings in memory.
+
+        chooser = run_multiple_choice.Predictor("/tmp/swag")
+        chooser.predict([{"context": "She opened the door.",
+                          "endings": ["She walked in.", "The door ate her."]}])
+        # -> [{"label": 0, "ending": "She walked in.", "probabilities": [0.91, 0.09]}]
+
+    Args:
+      model_folder: a run_multiple_choice training run's --output_dir (or its best/).
+      batch_size: the predict batch size (--predict_batch_size).
+      **settings: other Settings fields.
+
+    predict(questions): each question a dict as a line of --task_name=jsonl holds
+    ({"context", "question" (optional), "endings"}; a "label" is not used); per question
+    test_predictions.jsonl's record without its id ({"label": the likeliest choice's
+    index, "probabilities": one per choice}) and "ending": that ending. Every question
+    of one call has as many endings (as in one jsonl file).
+    """
+
+    def __init__(self, model_folder, batch_size=8, **settings):
+        self._folder = _PredictFolder(Settings, "run_multiple_choice", model_folder, dict(
+            settings, do_predict=True, predict_batch_size=batch_size,
+            data_dir=str(model_folder)))  # (never read: predict() has the data)
+        self.settings = self._folder.settings
+        bert_config = _check_settings(self.settings)
+        self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
+                                                     self.settings.do_lower_case)
+        self.runner = training.make_runner(
+            self.settings.part(*training.SETTINGS),
+            lambda: heads.BertMultipleChoice(bert_config, self.settings.use_tpu))
+
+    def predict(self, questions):
+        """A result per question (a dict, or a list of them); [] for []."""
+        if isinstance(questions, dict):
+            questions = [questions]
+        questions = [dict(q, label=None) if isinstance(q, dict) else q for q in questions]
+        if not questions:
+            return []
+        examples = multiple_choice_data.examples_of_records(
+            enumerate(questions), "questions", is_test=True)
+        task = _Task(self.settings.output_dir, self.settings.max_seq_length, self.tokenizer,
+                     len(examples[0].choices))
+        out = task.outputs(self.runner, examples, "predict", self.settings.predict_batch_size)
+        results = []
+        for question, row in zip(questions, np.asarray(out["probabilities"], np.float32)):
+            found = prediction_files.result(prediction_files.choice_record(None, row))
+            found["ending"] = list(question["endings"])[found["label"]]
+            results.append(found)
+        return results
+
+    def close(self):
+        """Removes the temporary folder (the model stays loaded)."""
+        self._folder.close()
+
+
+def predict(model_folder, questions, batch_size=8, **settings):
+    """Predictor(model_folder, batch_size, **settings).predict(questions): one call."""
+    predictor = Predictor(model_folder, batch_size, **settings)
+    try:
+        return predictor.predict(questions)
+    finally:
+        predictor.close()
 
 
 def main():

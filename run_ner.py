@@ -22,6 +22,10 @@ The label list comes from the training file ("O" first, the other tags sorted) o
 any, are not used. Every word gets a tag; a word with no WordPiece (a control
 character) gets "O".
 
+From Python: Settings(data_dir={"train": sentences, "dev": ..., "test": ...}) with each
+sentence a list of (word, tag) pairs, and predict(model_folder, sentences) / Predictor
+(model_folder) tagging sentences (lists of words, or str) of a trained folder in memory.
+
   python run_ner.py --data_dir=$CONLL_DIR --vocab_file=$BERT_DIR/vocab.txt \
     --bert_config_file=$BERT_DIR/bert_config.json --init_checkpoint=$BERT_DIR/bert_model.ckpt \
     --do_lower_case=False --do_train --do_eval --do_predict --max_seq_length=128 \
@@ -40,6 +44,7 @@ from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
+from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_metrics
 from bert_tf2.trainer import checkpoints
@@ -75,7 +80,9 @@ def define_flags(fv):
         """A string flag on fv."""
         flags.DEFINE_string(name, default, help_text, flag_values=fv)
 
-    string("data_dir", None, "Folder with train.txt, dev.txt and test.txt (CoNLL layout).")
+    string("data_dir", None, "Folder with train.txt, dev.txt and test.txt (CoNLL layout). "
+           "From Python (Settings) also a dict {'train': sentences, 'dev': ..., 'test': ...}, "
+           "each sentence a list of (word, tag) pairs.")
     string("train_file", None, "Training file (default: data_dir/train.txt).")
     string("eval_file", None, "Evaluation file (default: data_dir/dev.txt).")
     string("predict_file", None, "File to tag (default: data_dir/test.txt); may be "
@@ -133,6 +140,8 @@ def define_flags(fv):
 
 # One field per flag above: run(Settings(data_dir=..., do_train=True, ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
+Settings.PYTHON_VALUES = {"data_dir": "a dict of splits {'train', 'dev', 'test'} of sentences, "
+                                      "each a list of (word, tag) pairs"}
 
 
 # ---------------------------------------------------------------------------
@@ -152,10 +161,11 @@ def run(settings):
     folder = model_folder.defaults(settings.part(*model_folder.SETTINGS), "run_ner")
     settings = settings.with_defaults(folder)
     bert_config = _check_settings(settings)
+    # Every file (or table) the run needs is read, and so checked, before any work starts
+    # and before the output folder is made.
+    train, evaluation, prediction, labels = _read_data(settings)
     fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    # Every file the run needs is read (and so checked) before any work starts.
-    train, evaluation, prediction, labels = _read_data(settings)
     settings = settings.fill({"crf_tag_scheme": _tag_scheme(
         settings, train, labels, folder.get("crf_tag_scheme"))})
     # The names the evaluations will report: a wrong --best_metric stops the run here.
@@ -358,6 +368,22 @@ def _path(settings, split):
     return os.path.join(settings.data_dir, name)
 
 
+# The data_dir table (data_tables' split name) of each step.
+_TABLES = {"train": "train", "eval": "dev", "predict": "test"}
+
+
+def _conll(settings, split, require_tags=True):
+    """The ConllFile of a step: its file flag, else data_dir's table (a dict from Python:
+    {"train": sentences, ...}, ner_data.conll_of_sentences), else data_dir's file."""
+    flag = _SPLITS[split][0]
+    if not getattr(settings, flag) and data_tables.is_tables(settings.data_dir):
+        key = _TABLES[split]
+        data_tables.check_splits(settings.data_dir, {key: "--do_%s" % split})
+        return ner_data.conll_of_sentences(settings.data_dir[key], data_tables.name(key),
+                                           require_tags)
+    return ner_data.read_conll(_path(settings, split), require_tags=require_tags)
+
+
 def _read_data(settings):
     """Reads the files of the do_* steps and the label list; checks the tags.
 
@@ -366,16 +392,17 @@ def _read_data(settings):
       not asked for; the prediction file's tags, if it has any, are not used)
       and the label list.
     """
-    train = ner_data.read_conll(_path(settings, "train")) if settings.do_train else None
+    if settings.data_dir is not None:
+        data_tables.check_splits(settings.data_dir, {})
+    train = _conll(settings, "train") if settings.do_train else None
     labels = _labels(settings, train)
     evaluation = None
     if settings.do_eval:
-        evaluation = ner_data.read_conll(_path(settings, "eval"))
+        evaluation = _conll(settings, "eval")
         ner_data.check_tags(evaluation, labels)
     prediction = None
     if settings.do_predict:
-        prediction = ner_data.drop_tags(
-            ner_data.read_conll(_path(settings, "predict"), require_tags=False))
+        prediction = ner_data.drop_tags(_conll(settings, "predict", require_tags=False))
     return train, evaluation, prediction, labels
 
 
@@ -573,6 +600,74 @@ def _predict(settings, runner, task, conll_file, outputs):
     logging.info("Wrote the tags of %d sentences to %s", len(tags), path)
     outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
     outputs["test_predictions"] = path
+
+
+# ---------------------------------------------------------------------------
+# From Python: tags of a trained folder, no data file
+# ---------------------------------------------------------------------------
+
+_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
+
+
+class Predictor(object):
+    """A trained run_ner folder loaded once, tagging sentences in memory.
+
+        tagger = run_ner.Predictor("/tmp/ner")
+        tagger.predict(["John lives in Berlin"])
+        # -> [[("John", "B-PER"), ("lives", "O"), ("in", "O"), ("Berlin", "B-LOC")]]
+
+    Args:
+      model_folder: a run_ner training run's --output_dir (or its best/).
+      batch_size: the predict batch size (--predict_batch_size).
+      **settings: other Settings fields (e.g. enable_xla); the folder's task settings
+        (--crf, its tag scheme, --doc_stride, ...) are its own.
+
+    predict(sentences): each sentence a list of words, or a str split at blanks; returns
+    per sentence [(word, tag), ...], the tags do_predict writes (test_predictions.txt's
+    last column; --crf: Viterbi's), the sentences one document as a file's without
+    -DOCSTART-. Its record file goes to a temporary folder of its own (close()).
+    """
+
+    def __init__(self, model_folder, batch_size=32, **settings):
+        self._folder = _PredictFolder(Settings, "run_ner", model_folder, dict(
+            settings, do_predict=True, predict_batch_size=batch_size))
+        settings = self._folder.settings
+        bert_config = _check_settings(settings)
+        labels = _labels(settings, None)
+        settings = settings.fill({"crf_tag_scheme": _tag_scheme(
+            settings, None, labels, self._folder.defaults.get("crf_tag_scheme"))})
+        self.settings = settings
+        self.task = _Task(settings.part(*_TASK_SETTINGS), labels, flags_common.load_tokenizer(
+            settings.vocab_file, settings.do_lower_case))
+        self.runner = training.make_runner(settings.part(*training.SETTINGS),
+                                           lambda: self.task.model(bert_config))
+
+    def predict(self, sentences):
+        """[(word, tag), ...] per sentence (a list of words, or a str); [] for []."""
+        if isinstance(sentences, str):
+            raise ValueError("sentences is a str; expected a list of sentences (each a str "
+                             "or a list of words): [%r]" % sentences[:40])
+        if not list(sentences):
+            return []
+        conll = ner_data.conll_of_sentences(list(sentences), "sentences", require_tags=False)
+        if conll.has_tags:
+            raise ValueError("sentences: give words, not (word, tag) pairs")
+        tags, _, _ = self.task.tag(self.runner, conll, "predict",
+                                   self.settings.predict_batch_size)
+        return [list(zip(s.words, t)) for s, t in zip(conll.sentences, tags)]
+
+    def close(self):
+        """Removes the temporary folder (the model stays loaded)."""
+        self._folder.close()
+
+
+def predict(model_folder, sentences, batch_size=32, **settings):
+    """Predictor(model_folder, batch_size, **settings).predict(sentences): one call."""
+    predictor = Predictor(model_folder, batch_size, **settings)
+    try:
+        return predictor.predict(sentences)
+    finally:
+        predictor.close()
 
 
 def main():

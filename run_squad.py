@@ -13,6 +13,10 @@ The run, top to bottom (see `run`):
 
 Feature conversion and post-processing follow the original BERT release exactly, so
 the files it writes are the ones the original code writes for the same logits.
+
+From Python: train_file / predict_file also take a SQuAD json's parsed object, and
+predict(model_folder, questions, contexts) / Predictor(model_folder) answer questions
+in memory from a trained folder (text, probability, n-best as do_predict's files).
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
@@ -29,6 +33,8 @@ from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
+from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
@@ -95,8 +101,10 @@ def define_flags(fv):
                           "window); shorter inputs are padded."})
     string("output_dir", None,
            "Where checkpoints, feature files and predictions are written.")
-    string("train_file", None, "SQuAD json to train on, e.g. train-v1.1.json.")
-    string("predict_file", None, "SQuAD json to predict, e.g. dev-v1.1.json.")
+    string("train_file", None, "SQuAD json to train on, e.g. train-v1.1.json (from Python "
+           "also its parsed object, {'data': [...]}).")
+    string("predict_file", None, "SQuAD json to predict, e.g. dev-v1.1.json (from Python "
+           "also its parsed object, {'data': [...]}).")
     integer("doc_stride", 128,
             "How far apart the windows over a document too long for one input start.")
     integer("max_query_length", 64,
@@ -135,6 +143,8 @@ def define_flags(fv):
 
 # One field per flag above: run(Settings(vocab_file=..., do_predict=True, ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
+Settings.PYTHON_VALUES = {name: "a SQuAD json's parsed object {'data': [articles]}"
+                          for name in ("train_file", "predict_file")}
 
 
 def validate_flags_or_throw(settings, bert_config):
@@ -301,7 +311,8 @@ def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
     """
     num_train_steps, num_warmup_steps = training.epoch_steps(
         len(train_examples), settings.part(*training.SETTINGS),
-        "training examples in --train_file=%s" % settings.train_file)
+        "training examples in --train_file=%s"
+        % squad_data.source_name(settings.train_file, "train_file"))
 
     # Shuffled once here so that the small shuffle buffer of the input pipeline suffices.
     random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
@@ -394,7 +405,7 @@ def _dev_evaluation(settings, tokenizer, eval_examples, articles):
         return None, None
     if not eval_examples or not has_gold_answers(articles, settings.version_2_with_negative):
         raise ValueError("--eval_every_n_steps needs questions with answers in "
-                         "--predict_file=%s (the EM/F1 it evaluates)" % settings.predict_file)
+                         "--predict_file=%s (the EM/F1 it evaluates)" % _predict_source(settings))
     names = squad_results.metric_names(articles, settings.version_2_with_negative)
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), names)
     written = _write_eval(settings, eval_examples, tokenizer)
@@ -414,11 +425,11 @@ def _evaluate(settings, articles, squad_predictions):
     """Official EM/F1 of the predictions into eval_results.txt, when gold answers exist."""
     if not squad_predictions.predictions:
         logging.warning("--predict_file=%s has no questions: EM/F1 not computed",
-                        settings.predict_file)
+                        _predict_source(settings))
         return None
     if not has_gold_answers(articles, settings.version_2_with_negative):
         logging.info("Not every question of %s has answers: EM/F1 not computed",
-                     settings.predict_file)
+                     _predict_source(settings))
         return None
     results = evaluate_predictions(articles, squad_predictions,
                                    settings.version_2_with_negative)
@@ -446,15 +457,18 @@ def run(settings):
     # Both files are read before anything long runs, so bad input fails early.
     train_examples = eval_examples = eval_articles = None
     if settings.do_train:
-        train_examples = read_squad_examples(
-            settings.train_file, is_training=True,
-            version_2_with_negative=settings.version_2_with_negative)
+        train_examples = examples_from_articles(
+            squad_data.load_squad(settings.train_file, "train_file"), is_training=True,
+            version_2_with_negative=settings.version_2_with_negative,
+            source=squad_data.source_name(settings.train_file, "train_file"))
     if settings.do_predict:
-        eval_articles = load_squad_json(settings.predict_file)
+        eval_articles = squad_data.load_squad(settings.predict_file, "predict_file")
         eval_examples = examples_from_articles(
             eval_articles, is_training=False,
             version_2_with_negative=settings.version_2_with_negative,
-            source=settings.predict_file)
+            source=_predict_source(settings))
+    # Made once the data is read: bad data leaves no empty folder.
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
 
     result = settings_lib.Result(output_dir=settings.output_dir)
     runner = None
@@ -493,14 +507,18 @@ def _predict_and_score(settings, runner, articles, examples, tokenizer, result):
 
 
 def _check_settings(settings):
-    """Checks the settings and the output folder before any work; returns the BertConfig."""
+    """Checks the settings before any work; returns the BertConfig."""
     settings.require("vocab_file", "bert_config_file", "output_dir")
     bert_config = modeling.BertConfig.from_json_file(settings.bert_config_file)
     validate_flags_or_throw(settings, bert_config)
     periodic_eval.check_settings(settings.part(*periodic_eval.SETTINGS, "do_predict"),
                                  dev_data="--do_predict")
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
     return bert_config
+
+
+def _predict_source(settings):
+    """--predict_file's name in messages (its path, or "--predict_file (a dict)")."""
+    return squad_data.source_name(settings.predict_file, "predict_file")
 
 
 def _answer_files(settings):
@@ -536,6 +554,78 @@ def _rethreshold(settings, squad_predictions, metrics):
     write_json(apply_null_threshold(squad_predictions.best_non_null,
                                      squad_predictions.null_odds, threshold), path)
     return path
+
+
+# ---------------------------------------------------------------------------
+# From Python: answers of a trained folder, no SQuAD file
+# ---------------------------------------------------------------------------
+
+_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
+
+
+class Predictor(object):
+    """A trained run_squad folder loaded once, answering questions in memory.
+
+        reader = run_squad.Predictor("/tmp/squad_base")
+        reader.predict(["Who wrote it?"], ["It was written by Ann Lee in 1990."])
+        # -> [{"text": "Ann Lee", "probability": 0.93, "nbest": [...]}]
+
+    Args:
+      model_folder: a run_squad training run's --output_dir (or its best/).
+      batch_size: the predict batch size (--predict_batch_size).
+      **settings: other Settings fields (n_best_size, max_answer_length,
+        null_score_diff_threshold, ...); the folder's doc_stride, max_query_length and
+        version_2_with_negative are its own.
+
+    predict(questions, contexts): one question per context (a str: one of each); per
+    question {"text": predictions.json's answer ("" = no answer, SQuAD 2.0),
+    "probability": that text's in the n-best, "nbest": nbest_predictions.json's list}, as
+    do_predict computes them for a SQuAD json of those paragraphs and questions.
+    """
+
+    def __init__(self, model_folder, batch_size=8, **settings):
+        self._folder = _PredictFolder(Settings, "run_squad", model_folder, dict(
+            settings, do_predict=True, predict_batch_size=batch_size,
+            predict_file=str(model_folder)))  # (never read: predict() has the data)
+        self.settings = self._folder.settings
+        bert_config = _check_settings(self.settings)
+        self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
+                                                     self.settings.do_lower_case)
+        self.runner = _make_runner(self.settings, bert_config)
+
+    def predict(self, questions, contexts):
+        """An answer per (question, context) pair; [] for []."""
+        questions, contexts = data_tables.texts_of(questions, contexts,
+                                                   ("questions", "contexts"))
+        if contexts is None:
+            raise ValueError("contexts is missing: one context per question")
+        if not questions:
+            return []
+        settings = self.settings
+        articles = [{"paragraphs": [{"context": c, "qas": [{"id": str(i), "question": q}]}]}
+                    for i, (q, c) in enumerate(zip(questions, contexts))]
+        examples = examples_from_articles(articles, is_training=False,
+                                          version_2_with_negative=settings.version_2_with_negative,
+                                          source="questions")
+        summaries, results = _predict(settings, self.runner, examples, self.tokenizer)
+        found = compute_predictions(examples, summaries, results, settings.n_best_size,
+                                    settings.max_answer_length, settings.do_lower_case,
+                                    settings.version_2_with_negative,
+                                    settings.null_score_diff_threshold, settings.verbose_logging)
+        return [squad_results.answer_of(found, e.qas_id) for e in examples]
+
+    def close(self):
+        """Removes the temporary folder (the model stays loaded)."""
+        self._folder.close()
+
+
+def predict(model_folder, questions, contexts, batch_size=8, **settings):
+    """Predictor(model_folder, batch_size, **settings).predict(questions, contexts)."""
+    predictor = Predictor(model_folder, batch_size, **settings)
+    try:
+        return predictor.predict(questions, contexts)
+    finally:
+        predictor.close()
 
 
 def main():

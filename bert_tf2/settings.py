@@ -201,6 +201,11 @@ class Settings:
     _HELP = {}
     _PARSERS = {}
     _CHECKED = True
+    # {field name: what else it takes from Python}: fields a Python caller may set to a
+    # value no flag can hold (run_classifier's data_dir: a dict of tables). Set by the
+    # face on its own class; check_value lets a dict through for these (the face's
+    # reader checks its contents, naming the field).
+    PYTHON_VALUES = {}
 
     @classmethod
     def of(cls, source):
@@ -247,7 +252,7 @@ class Settings:
     @classmethod
     def _checked(cls, name, value):
         """check_value() of field `name` (as is in a class whose values are not checked)."""
-        if not cls._CHECKED:
+        if not cls._CHECKED or (name in cls.PYTHON_VALUES and isinstance(value, dict)):
             return value
         return check_value(name, cls._PARSERS[name], cls._DEFAULTS[name], value)
 
@@ -403,6 +408,8 @@ def _part_class(owner, names):
             owner.__name__ + "Part", fields, {name: owner._DEFAULTS[name] for name in names},
             {name: owner._HELP.get(name, "") for name in names},
             {name: owner._PARSERS[name] for name in names}, owner._CHECKED)
+        _PARTS[key].PYTHON_VALUES = {name: what for name, what in owner.PYTHON_VALUES.items()
+                                     if name in names}
     return _PARTS[key]
 
 

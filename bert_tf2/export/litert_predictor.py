@@ -20,6 +20,7 @@ import numpy as np
 
 import tokenization
 from bert_tf2.export import litert_data
+from bert_tf2.tasks import prediction_files
 
 VARIANTS = ("fp32", "dynamic_int8", "int8")
 INFO_FILE = "assets.extra/export_info.json"
@@ -247,12 +248,12 @@ class LiteRTPredictor(object):
         outputs = self.run(batch.features)
         found = litert_data.decode(self.model_type, outputs, batch, self.labels,
                                    self.info["do_lower_case"], crf=self.crf)
-        if self.model_type == "classifier":
+        if self.model_type == "classifier":  # the shapes of run_classifier.predict
             if "predictions" in outputs:
-                return [{"prediction": x} for x in found]
-            return [{"label": self.labels[k],
-                     "probabilities": dict(zip(self.labels, (float(p) for p in row)))}
-                    for k, row in zip(found, outputs["probabilities"])]
+                return [prediction_files.result(prediction_files.regression_record(None, x))
+                        for x in found]
+            return [prediction_files.result(prediction_files.classification_record(
+                None, row, self.labels)) for row in outputs["probabilities"]]
         if self.model_type == "tagger":
             conll = batch.extra[0]
             return [list(zip(s.words, tags)) for s, tags in zip(conll.sentences, found)]

@@ -23,6 +23,7 @@ from absl import flags
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import multilabel_data
@@ -111,6 +112,18 @@ def processor_of(task):
         if not hasattr(processor, "threshold"):
             processor.threshold = task.threshold
     return processor
+
+
+def check_data_dir(task, processor, data_dir):
+    """data_dir is a folder path or, for --task_name=csv / tsv / jsonl from Python, a dict
+    of tables holding the splits the do_* settings read (data_tables); ValueError else."""
+    needed = {split: "--%s" % flag for split, flag in (
+        ("train", "do_train"), ("dev", "do_eval"), ("test", "do_predict"))
+        if getattr(task, flag)}
+    data_tables.check_splits(data_dir, needed)
+    if data_tables.is_tables(data_dir) and not isinstance(processor, file_data.FileProcessor):
+        raise ValueError("data_dir as a dict of tables is read by --task_name=csv, tsv and "
+                         "jsonl only, not %s (give it a folder)" % _owner(task))
 
 
 def positive_index(task, processor):

@@ -30,6 +30,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf2 import fileutil
+from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import multilabel_data
 
@@ -67,14 +68,18 @@ Columns = collections.namedtuple("Columns", "text_a text_b label")
 class Row(object):
     """One record of a data file: its fields by column name, and where it starts."""
 
-    def __init__(self, fields, path, line, last_line=None):
+    def __init__(self, fields, path, line, last_line=None, unit="line"):
         self.fields = fields
         self.path = path
         self.line = line
         self.last_line = line if last_line is None else last_line
+        self.unit = unit  # "row" for a table in memory (data_tables): its row index
 
     def where(self):
-        """"file, line N" (or "lines N-M" for a CSV record spanning lines)."""
+        """"file, line N" (or "lines N-M" for a CSV record spanning lines); a table in
+        memory: "data_dir['train'] row N"."""
+        if self.unit != "line":
+            return "%s %s %d" % (self.path, self.unit, self.line)
         if self.last_line != self.line:
             return "%s, lines %d-%d" % (self.path, self.line, self.last_line)
         return "%s, line %d" % (self.path, self.line)
@@ -187,14 +192,40 @@ def read_jsonl(path, wanted, optional=()):
 _READERS = {"csv": read_csv, "tsv": read_tsv, "jsonl": read_jsonl}
 
 
+def read_table(data_dir, split, wanted, optional=()):
+    """The rows of the table data_dir[split] (data_tables), read as read_jsonl reads
+    objects: the `wanted` columns in every row."""
+    where = data_tables.name(split)
+    rows = []
+    for index, record in data_tables.records(data_dir, split):
+        row = Row(None, where, index, unit="row")
+        missing = [name for name in wanted if name not in record]
+        if missing:
+            raise ValueError("%s: no column %r (%s); the row's columns are %s"
+                             % (row.where(), missing[0], _COLUMN_FLAGS,
+                                ", ".join(repr(k) for k in record)))
+        row.fields = {name: record[name] for name in list(wanted) + list(optional)
+                      if name in record}
+        rows.append(row)
+    return rows
+
+
 # ---------------------------------------------------------------------------
 # Cells -> texts and labels
 # ---------------------------------------------------------------------------
 
+def _shown(value):
+    """A cell's value for a message: its JSON, else (a table in memory) its repr()."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _text(row, column):
     value = row.fields[column]
     if not isinstance(value, str):
-        raise ValueError("%s: %r is %s, not a text" % (row.where(), column, json.dumps(value)))
+        raise ValueError("%s: %r is %s, not a text" % (row.where(), column, _shown(value)))
     return value
 
 
@@ -203,7 +234,7 @@ def _label_text(row, column):
     value = row.fields[column]
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError("%s: %r is %s, not a label (a string or a number)"
-                         % (row.where(), column, json.dumps(value)))
+                         % (row.where(), column, _shown(value)))
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -212,9 +243,9 @@ def _label_set(row, column):
     value = row.fields[column]
     if isinstance(value, str):
         return multilabel_data.parse_label_cell(value)
-    if not isinstance(value, list):
+    if not isinstance(value, (list, tuple)):
         raise ValueError("%s: %r is %s; expected a list of labels or a string \"a,b\""
-                         % (row.where(), column, json.dumps(value)))
+                         % (row.where(), column, _shown(value)))
     names = set()
     for item in value:
         name = _label_text(Row({column: item}, row.path, row.line), column).strip()
@@ -296,7 +327,7 @@ class FileProcessor(glue_data.DataProcessor):
     def get_train_examples(self, data_dir):
         """The examples of train.<format>; without a given list, its labels become the list."""
         path = self.path(data_dir, "train")
-        examples = self._examples(path, "train")
+        examples = self._examples(data_dir, "train")
         if not examples:
             raise ValueError("%s: no examples" % path)
         found = {l for e in examples for l in (e.label if self.is_multilabel else [e.label])}
@@ -311,22 +342,30 @@ class FileProcessor(glue_data.DataProcessor):
 
     def get_dev_examples(self, data_dir):
         """The examples of dev.<format> (every label must be in the label list)."""
-        return self._examples(self.path(data_dir, "dev"), "dev")
+        return self._examples(data_dir, "dev")
 
     def get_test_examples(self, data_dir):
         """The examples of test.<format>, placeholder labels (a label column is ignored)."""
-        return self._examples(self.path(data_dir, "test"), "test")
+        return self._examples(data_dir, "test")
 
     def path(self, data_dir, split):
-        """data_dir/<split>.<format>."""
+        """data_dir/<split>.<format>; for a dict of tables (data_tables) data_dir['split']."""
+        if data_tables.is_tables(data_dir):
+            return data_tables.name(split)
         return os.path.join(data_dir, "%s.%s" % (split, self.file_format))
 
-    def _examples(self, path, split):
+    def _examples(self, data_dir, split):
         c = self.columns
         texts = [c.text_a] + ([c.text_b] if c.text_b else [])
         wanted, optional = (texts, [c.label]) if split == "test" else (texts + [c.label], [])
+        optional = optional + list(ID_COLUMNS)
+        if data_tables.is_tables(data_dir):
+            data_tables.check_splits(data_dir, {split: "its examples"})
+            rows = read_table(data_dir, split, wanted, optional)
+        else:
+            rows = _READERS[self.file_format](self.path(data_dir, split), wanted, optional)
         examples, unknown = [], []
-        for row in _READERS[self.file_format](path, wanted, optional + list(ID_COLUMNS)):
+        for row in rows:
             text_b = _text(row, c.text_b) if c.text_b else None
             if split == "test":
                 label = self._placeholder()

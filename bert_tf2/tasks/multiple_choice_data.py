@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import data_tables
 
 # One question: its id, context, the second segment of every choice and the label.
 Example = collections.namedtuple("Example", "guid context choices label")
@@ -89,16 +90,33 @@ def read_swag(path, is_test=False):
 
 def read_jsonl(path, is_test=False):
     """JSON-lines multiple-choice examples (a fixed number of choices per file)."""
+    def records():
+        for number, line in enumerate(fileutil.split_lines(fileutil.read_text(path)), 1):
+            if not line.strip():
+                continue
+            where = "%s, line %d" % (path, number)
+            try:
+                yield where, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError("%s: not valid JSON (%s)" % (where, e.msg)) from None
+    return _examples(records(), path, is_test)
+
+
+def examples_of_records(records, name, is_test=False):
+    """The examples of in-memory records, each a dict as a JSON line of read_jsonl holds
+    ({"context", "question" (optional), "endings", "label", "id" (optional)}); `name`
+    ("data_dir['train']") and the row's index name a bad one."""
+    return _examples((("%s row %d" % (name, index), record) for index, record in records),
+                     name, is_test)
+
+
+def _examples(records, source, is_test):
+    """Examples of (where, record) pairs: the rules of read_jsonl's lines."""
     examples, num_choices = [], None
-    for number, line in enumerate(fileutil.split_lines(fileutil.read_text(path)), 1):
-        if not line.strip():
-            continue
-        where = "%s, line %d" % (path, number)
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError("%s: not valid JSON (%s)" % (where, e.msg)) from None
+    for where, record in records:
         endings = record.get("endings") if isinstance(record, dict) else None
+        if isinstance(endings, tuple):
+            endings = list(endings)
         if not isinstance(endings, list) or len(endings) < 2 or not all(
                 isinstance(e, str) and e.strip() for e in endings):
             raise ValueError("%s: \"endings\" must be a list of two or more non-empty strings"
@@ -120,7 +138,7 @@ def read_jsonl(path, is_test=False):
         examples.append(Example(_id(record.get("id"), len(examples)), record["context"],
                                 [("%s %s" % (question, e)).strip() for e in endings], label))
     if not examples:
-        raise ValueError("%s: no examples" % path)
+        raise ValueError("%s: no examples" % source)
     return examples
 
 
@@ -129,6 +147,13 @@ def read_examples(task_name, data_dir, split):
     task = task_name.lower()
     if task not in TASKS:
         raise ValueError("unknown --task_name %r; known: %s" % (task_name, ", ".join(TASKS)))
+    if data_tables.is_tables(data_dir):  # from Python: {"train": records, ...}
+        if task != "jsonl":
+            raise ValueError("data_dir as a dict of tables is read by --task_name=jsonl "
+                             "only, not --task_name=%s" % task_name)
+        data_tables.check_splits(data_dir, {split: "its examples"})
+        return examples_of_records(data_tables.records(data_dir, split),
+                                   data_tables.name(split), is_test=split == "test")
     files, read = (_SWAG_FILES, read_swag) if task == "swag" else (_JSONL_FILES, read_jsonl)
     examples = read(os.path.join(data_dir, files[split]), is_test=split == "test")
     if not examples:

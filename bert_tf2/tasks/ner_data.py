@@ -110,6 +110,65 @@ def read_conll(path, require_tags=True):
     return ConllFile(path, lines, sentences, has_tags)
 
 
+def conll_of_sentences(sentences, where, require_tags=True):
+    """A ConllFile of sentences in memory (run_ner's data_dir as a dict, its predict()).
+
+    Args:
+      sentences: a list of sentences, each a list of (word, tag) pairs, or (where tags
+        are not required) of words; a str sentence is split at blanks (words only).
+      where: how messages name them ("data_dir['train']").
+      require_tags: every word must carry its tag (training, evaluation).
+
+    The file's lines are those a CoNLL file of the same sentences has ("word tag", a blank
+    line between sentences; one document), so what is written of them (predictions) is
+    that file's. ValueError naming `where`, the sentence and the word (0-based) for a
+    word that is not one non-blank str without blanks, a tag neither, or a mix of tagged
+    and untagged words.
+    """
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)):
+        raise ValueError("%s is a %s; expected a list of sentences (each a list of (word, "
+                         "tag) pairs)" % (where, type(sentences).__name__))
+    lines, parsed, tagged = [], [], set()
+    for number, sentence in enumerate(sentences):
+        at = "%s sentence %d" % (where, number)
+        if isinstance(sentence, str) and not require_tags:
+            sentence = _cells(sentence)
+        if not isinstance(sentence, (list, tuple)) or not sentence:
+            raise ValueError("%s is %s; expected a non-empty list of %s" % (
+                at, repr(sentence) if isinstance(sentence, (str, list, tuple)) else
+                "a %s" % type(sentence).__name__,
+                "(word, tag) pairs" if require_tags else "words or (word, tag) pairs"))
+        words, tags, indexes = [], [], []
+        for index, token in enumerate(sentence):
+            cells = [token] if isinstance(token, str) else token
+            if not isinstance(cells, (list, tuple)) or len(cells) not in (1, 2) or (
+                    require_tags and len(cells) != 2):
+                raise ValueError("%s word %d is %r; expected a (word, tag) pair%s"
+                                 % (at, index, token, "" if require_tags else " or a word"))
+            for cell, what in zip(cells, ("word", "tag")):
+                if not isinstance(cell, str) or _cells(cell) != [cell] or "\n" in cell or (
+                        cell == DOCSTART):
+                    raise ValueError("%s word %d: the %s %r is not one word (a non-empty "
+                                     "str without blanks, not %s)"
+                                     % (at, index, what, cell, DOCSTART))
+            tagged.add(len(cells) == 2)
+            if len(tagged) > 1:
+                raise ValueError("%s word %d: some words have a tag and others do not"
+                                 % (at, index))
+            indexes.append(len(lines))
+            lines.append(" ".join(cells))
+            words.append(cells[0])
+            tags.append(cells[1] if len(cells) == 2 else None)
+        lines.append("")
+        parsed.append(Sentence(words, tags, indexes, 0))
+    if not parsed:
+        raise ValueError("%s has no sentences" % where)
+    has_tags = tagged == {True}
+    if not has_tags:
+        parsed = [s._replace(tags=None) for s in parsed]
+    return ConllFile(where, lines[:-1], parsed, has_tags)
+
+
 def _cells(line):
     """The columns of a line ([] for a blank one)."""
     stripped = line.strip(_BLANKS)

@@ -88,6 +88,15 @@ def choice_record(guid, row):
     return {"id": guid, "label": int(np.argmax(np.float32(values))), "probabilities": values}
 
 
+def result(record):
+    """What a predict() from Python returns for one input: its test_predictions.jsonl
+    record without the "id"; a regression score as {"prediction": x}."""
+    found = {key: value for key, value in record.items() if key != "id"}
+    if "probabilities" not in found:
+        return {"prediction": found["label"]}
+    return found
+
+
 def write(output_dir, examples, rows, record, what="examples"):
     """Writes test_results.tsv and test_predictions.jsonl in `output_dir`.
 

@@ -11,6 +11,7 @@ What run_squad.py feeds the model, importable without the runner:
 Conversion follows the reference exactly, so the features are the reference's.
 """
 import collections
+import collections.abc
 import json
 
 from absl import logging
@@ -115,6 +116,28 @@ def split_paragraph(text):
             in_word = True
         char_to_word.append(len(words) - 1)
     return words, char_to_word
+
+
+def source_name(source, flag):
+    """How messages name a SQuAD source: its path, or "--predict_file (a dict)" for the
+    parsed json object given from Python."""
+    if isinstance(source, collections.abc.Mapping):
+        return "--%s (a dict)" % flag
+    return str(source)
+
+
+def load_squad(source, flag):
+    """The articles of a SQuAD source: a json file's path, or (from Python) its parsed
+    object {"data": [articles]}; ValueError naming `flag` for another type or shape."""
+    if isinstance(source, collections.abc.Mapping):
+        if not isinstance(source.get("data"), list):
+            raise ValueError("--%s (a dict) is not SQuAD json: it has no \"data\" list at the "
+                             "top (keys: %s)" % (flag, ", ".join(repr(k) for k in source)))
+        return source["data"]
+    if not isinstance(source, (str, bytes)) and not hasattr(source, "__fspath__"):
+        raise ValueError("--%s is a %s; expected a SQuAD json file or (from Python) its "
+                         "parsed object {\"data\": [...]}" % (flag, type(source).__name__))
+    return load_squad_json(str(source))
 
 
 def load_squad_json(input_file):

@@ -347,6 +347,16 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size,
     return SquadPredictions(predictions, all_nbest, null_odds, best_non_null)
 
 
+def answer_of(predictions, qas_id):
+    """run_squad.predict()'s result of one question of SquadPredictions: {"text": its
+    predictions.json answer, "probability": that text's in its n-best (None when absent),
+    "nbest": its nbest_predictions.json list}."""
+    text = predictions.predictions[qas_id]
+    nbest = [dict(entry) for entry in predictions.nbest[qas_id]]
+    probability = next((e["probability"] for e in nbest if e["text"] == text), None)
+    return {"text": text, "probability": probability, "nbest": nbest}
+
+
 def write_json(obj, path):
     """Writes `obj` as the original does (indent=4, trailing newline), atomically."""
     text = json.dumps(obj, indent=4) + "\n"

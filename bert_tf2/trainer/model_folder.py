@@ -20,6 +20,7 @@ warning line when it contradicts the folder. Folders without these files give no
 import hashlib
 import json
 import os
+import tempfile
 
 from absl import logging
 import tensorflow as tf
@@ -283,3 +284,40 @@ def _contradicts(key, given, saved):
         except (OSError, tf.errors.OpError):
             return True  # the run's own check names a missing file
     return given != saved
+
+
+# ---------------------------------------------------------------------------
+# Predictions from Python (the runners' Predictor)
+# ---------------------------------------------------------------------------
+
+class PredictFolder(object):
+    """The settings of predictions from a trained folder, and a temporary output folder
+    of their own (the runner's record files go there, never into the model's folder).
+
+    Args:
+      settings_class: the face's Settings.
+      runner: the face's runner name (a key of TASK_SETTINGS).
+      folder: a training run's output folder (or its best/).
+      values: other settings fields (do_predict, the batch size, ...).
+
+    `settings`: the face's Settings, init_checkpoint = folder, output_dir = the temporary
+    folder, the folder's config, vocab, length and task settings filled in; `defaults`:
+    those the folder gave (defaults()).
+    """
+
+    def __init__(self, settings_class, runner, folder, values):
+        folder = str(folder)
+        found, _ = read(folder)
+        if found.get("runner") != runner:
+            raise ValueError("%s is not the output folder of a %s training run (its %s %s)"
+                             % (folder, runner, SETTINGS_FILE,
+                                "names %s" % found["runner"] if found.get("runner")
+                                else "is missing"))
+        self._tmp = tempfile.TemporaryDirectory(prefix="%s_predict_" % runner)
+        settings = settings_class(init_checkpoint=folder, output_dir=self._tmp.name, **values)
+        self.defaults = defaults(settings.part(*SETTINGS), runner)  # what the folder gave
+        self.settings = settings.with_defaults(self.defaults)
+
+    def close(self):
+        """Removes the temporary folder."""
+        self._tmp.cleanup()
