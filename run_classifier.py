@@ -47,6 +47,7 @@ from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
+from bert_tf2.trainer import training_record
 
 # The reference's name, for code that imported it from run_classifier.
 _truncate_seq_pair = input_pipeline.truncate_seq_pair
@@ -233,7 +234,9 @@ def run(settings):
     runner = training.make_runner(
         trainer, lambda: create_model(bert_config, len(processor.get_labels()),
                                       settings.use_tpu),
-        num_train_steps, num_warmup_steps)
+        num_train_steps, num_warmup_steps,
+        record=training_record.of(settings.part(*training_record.SETTINGS), train_examples)
+        if settings.do_train else None)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
         if not long_texts.windows:
@@ -256,8 +259,7 @@ def run(settings):
         result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
     if settings.do_predict:
         _predict(settings, runner, task, predict_examples, result.outputs)
-    result.global_step = runner.global_step
-    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
 

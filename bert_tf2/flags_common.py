@@ -19,6 +19,7 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import periodic_eval
+from bert_tf2.trainer import training_record
 from bert_tf2 import settings as settings_lib
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
@@ -238,6 +239,7 @@ def define_training_flags(fv, trim_padding=True, trim_padding_help=None):
                        "at least this often, also in the middle of an --iterations_per_loop "
                        "call (the steps and their numbers stay the same). 0: one line "
                        "after each call only.", flag_values=fv)
+    training_record.define_flags(fv)  # --existing_checkpoint
     define_tpu_flags(fv)
     define_distribution_flags(fv, trim_padding, trim_padding_help)
 
@@ -441,6 +443,7 @@ def run_cli(define_flags, run, argv=None):
                 signal.signal(signum, _on_signal)
         try:
             check_common(flags.FLAGS)
+            training_record.command_line_default(flags.FLAGS)
             run(flags.FLAGS)
         except (ValueError, OSError, tf.errors.OpError, KeyboardInterrupt) as e:
             _exit_with(e)
@@ -477,4 +480,5 @@ def parse_flags(define_flags, argv):
     define_flags(fv)
     fv(["prog"] + list(argv))
     check_common(fv)
+    training_record.command_line_default(fv)  # a command line's defaults
     return fv
