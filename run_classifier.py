@@ -243,7 +243,7 @@ def run(settings):
             task.write_features(train_examples, train_file)
         # For the later runs and the export (not for truncate in a new folder).
         long_text.write_settings(settings.output_dir, long_texts)
-        classifier_tasks.save_task(task_settings, processor)  # label_list.txt, task json
+        classifier_tasks.save_task(task_settings, processor, positive)  # labels, task json
         model_folder.write(settings.output_dir, "run_classifier", settings.bert_config_file,
                            settings.vocab_file, dict(
                                settings.part(*model_folder.SETTINGS).values(),

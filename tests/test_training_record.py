@@ -12,11 +12,9 @@ import run_classifier
 from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
 from bert_tf2.trainer import periodic_eval
-from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record
 from conftest import write_text
-from test_training import (absl_records, classifier_loss, dataset_fn_of,  # noqa: F401
-                           features, make_runner)
+from test_training import absl_records  # noqa: F401
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "a", "dog", "."]
 _CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
@@ -48,7 +46,8 @@ def _warnings(records):
     return [r.getMessage() for r in records.records if r.levelname == "WARNING"]
 
 
-def test_python_default_refuses_other_settings_and_resumes_the_same(tmp_path, absl_records):
+def test_a_run_records_resumes_the_same_refuses_continues_and_restarts(tmp_path,
+                                                                        absl_records):
     out = tmp_path / "out"
     first = _run(tmp_path)
     assert (first.steps_trained, first.global_step) == (2, 2)
@@ -58,11 +57,20 @@ def test_python_default_refuses_other_settings_and_resumes_the_same(tmp_path, ab
     assert saved["learning_rate"] == 5e-5 and saved["train_batch_size"] == 4
     assert saved["max_seq_length"] == 16 and saved["task_name"] == "sst-2"
     assert saved["num_train_epochs"] == 1.0 and saved["seed"] == 1
+    assert saved["train_data"] == training_record.examples_fingerprint(
+        run_classifier.Sst2Processor().get_train_examples(str(tmp_path / "sst")))
     assert saved["train_data"].startswith("8 examples, sha256 ")
     assert saved["bert_config_file"] == training_record.file_fingerprint(
         [str(tmp_path / "bert_config.json")])
     assert "data_dir" not in saved  # the data by content, not by place
     assert "trained 2 steps (global step 2)" in _warnings(absl_records)
+    # TensorBoard: real scalars (EventAccumulator.Scalars), one per step.
+    events = event_accumulator.EventAccumulator(str(out / "train"))
+    events.Reload()
+    assert {"loss", "learning_rate"} <= set(events.Tags()["scalars"])
+    assert [e.step for e in events.Scalars("loss")] == [1, 2]
+    # 10% warm-up of 2 steps is 0 steps: linear decay, 5e-5 * (1 - 1/2) after step 1.
+    assert events.Scalars("learning_rate")[0].value == pytest.approx(2.5e-5)
 
     absl_records.clear()
     again = _run(tmp_path)  # the same settings: silently at its last step
@@ -70,121 +78,121 @@ def test_python_default_refuses_other_settings_and_resumes_the_same(tmp_path, ab
     assert _warnings(absl_records) == [
         "trained 0 steps: --output_dir=%s already at step 2" % out]
 
+    # A Settings from Python refuses other settings by default.
     with pytest.raises(ValueError) as refused:
         _run(tmp_path, learning_rate=1e-4, train_batch_size=2)
-    assert "\n" not in str(refused.value)
     assert str(refused.value) == (
         "--output_dir=%s holds a checkpoint (step 2) trained with other settings: "
         "learning_rate 5e-05 -> 0.0001, train_batch_size 4 -> 2; use a new --output_dir, "
         "--existing_checkpoint=restart to start over, or --existing_checkpoint=continue to "
         "go on from it" % out)
-    # Other training data is another model too.
-    write_text(tmp_path / "sst" / "train.tsv", "sentence\tlabel\n" + "a dog .\t0\n" * 8)
-    with pytest.raises(ValueError, match=r"train_data \"8 examples, sha256 [0-9a-f]{16}\" -> "
-                                         r"\"8 examples, sha256 [0-9a-f]{16}\""):
-        _run(tmp_path)
 
-
-def test_continue_warns_and_restart_removes_only_the_training_files(tmp_path, absl_records):
-    out = tmp_path / "out"
-    _run(tmp_path)
+    # The command line continues as the reference did, with one line.
+    values = _files(tmp_path)
+    argv = ["--%s=%s" % (k, v) for k, v in values.items() if k != "do_train"] + [
+        "--do_train", "--learning_rate=1e-4"]
+    fv = flags_common.parse_flags(run_classifier.define_flags, argv)
+    assert fv.existing_checkpoint == "continue"
+    assert run_classifier.Settings().existing_checkpoint is None  # Python: refuse
     absl_records.clear()
-    # continue: the reference's way, one line naming the difference; nothing to train.
-    result = _run(tmp_path, learning_rate=1e-4, existing_checkpoint="continue")
+    result = run_classifier.run(fv)
     assert (result.steps_trained, result.global_step) == (0, 2)
     assert _warnings(absl_records) == [
         "--output_dir=%s was trained with other settings (learning_rate 5e-05 -> 0.0001): "
         "continuing from its checkpoint at step 2, 0 steps to train "
         "(--existing_checkpoint=restart starts over)" % out,
         "trained 0 steps: --output_dir=%s already at step 2" % out]
-    # More epochs under continue: trained, and the record keeps both runs.
-    result = _run(tmp_path, num_train_epochs=2.0, existing_checkpoint="continue")
-    assert (result.steps_trained, result.global_step) == (2, 4)
-    runs = json.loads((out / training_record.RECORD_FILE).read_text())["runs"]
-    assert [(r["from_step"], r["settings"]["num_train_epochs"]) for r in runs] == [
-        (0, 1.0), (2, 2.0)]
-    assert _run(tmp_path, num_train_epochs=2.0).steps_trained == 0  # the last run's: same
+    assert len(training_record.read(out)["runs"]) == 1  # nothing trained with them
 
-    # restart: the user's file and the run's other outputs stay.
+    # restart: the user's files and the run's other outputs stay.
     write_text(out / "notes.txt", "mine\n")
     write_text(out / "model.ckpt-notes.txt", "mine too\n")
+    write_text(tmp_path / "sst" / "train.tsv", "sentence\tlabel\n" + "a dog .\t0\n" * 8)
     absl_records.clear()
     result = _run(tmp_path, learning_rate=1e-4, existing_checkpoint="restart")
     assert (result.steps_trained, result.global_step) == (2, 2)
     assert (out / "notes.txt").read_text() == "mine\n"
     assert (out / "model.ckpt-notes.txt").read_text() == "mine too\n"
     assert (out / "label_list.txt").exists() and (out / "bert_config.json").exists()
-    assert not (out / "model.ckpt-4.index").exists()
-    assert sorted(p.name for p in out.glob("model.ckpt-*.index")) == [
-        "model.ckpt-1.index", "model.ckpt-2.index"]
-    runs = json.loads((out / training_record.RECORD_FILE).read_text())["runs"]
+    runs = training_record.read(out)["runs"]
     assert len(runs) == 1 and runs[0]["settings"]["learning_rate"] == 1e-4
-    assert any(w.startswith("--output_dir=%s was trained with other settings (learning_rate "
-                            "5e-05 -> 0.0001, num_train_epochs 2.0 -> 1.0): "
-                            "--existing_checkpoint=restart removed its " % out)
-               for w in _warnings(absl_records))
-
-
-def test_command_line_default_continues_as_the_reference(tmp_path, absl_records):
-    values = _files(tmp_path)
-    argv = ["--%s=%s" % (k, v) for k, v in values.items() if k != "do_train"] + ["--do_train"]
-    fv = flags_common.parse_flags(run_classifier.define_flags, argv)
-    assert fv.existing_checkpoint == "continue"
-    assert run_classifier.Settings().existing_checkpoint is None  # Python: refuse
-    assert run_classifier.run(fv).steps_trained == 2
-    absl_records.clear()
-    fv = flags_common.parse_flags(run_classifier.define_flags, argv + ["--learning_rate=1e-4"])
-    result = run_classifier.run(fv)
-    assert (result.steps_trained, result.global_step) == (0, 2)
-    assert "continuing from its checkpoint at step 2" in _warnings(absl_records)[0]
-
-
-def test_a_folder_without_a_record_continues_with_a_note(tmp_path, absl_records):
-    out = tmp_path / "out"
-    _run(tmp_path)
-    os.remove(out / training_record.RECORD_FILE)  # as an earlier version left it
-    absl_records.clear()
-    result = _run(tmp_path, learning_rate=1e-4)  # even under the Python default
-    assert (result.steps_trained, result.global_step) == (0, 2)
-    assert _warnings(absl_records)[0] == (
-        "--output_dir=%s has no training_record.json (trained by an earlier version): "
-        "continuing from its checkpoint at step 2" % out)
-    with pytest.raises(ValueError, match="has a checkpoint but no training_record.json"):
-        _run(tmp_path, learning_rate=1e-4, existing_checkpoint="restart")
-    assert (out / "model.ckpt-2.index").exists()
-
-
-def test_an_interrupted_run_resumes_silently_with_the_same_settings(tmp_path, monkeypatch,
-                                                                    absl_records):
-    values = {"learning_rate": 0.01, "train_data": "8 examples, sha256 0123"}
-
-    def runner():
-        return make_runner(tmp_path, "run", num_train_steps=4, save_checkpoints_steps=2,
-                           iterations_per_loop=1, record=dict(values))
-    first = runner()
-    log_progress = first._log_progress
-
-    def ctrl_c(writer, step, *args):
-        log_progress(writer, step, *args)
-        if step == 3:
-            raise KeyboardInterrupt
-    monkeypatch.setattr(first, "_log_progress", ctrl_c)
-    with pytest.raises(training.Interrupted):
-        first.train(dataset_fn_of(features(8), 4), classifier_loss)
-    absl_records.clear()
-    second = runner()  # the Python default (refuse): the same settings resume
-    assert second.global_step == 2
-    second.train(dataset_fn_of(features(8), 4), classifier_loss)
-    assert (second.steps_trained, second.global_step) == (2, 4)
-    assert _warnings(absl_records) == ["trained 2 steps (global step 4)"]
-    runs = training_record.read(tmp_path / "run")["runs"]
-    assert runs == [{"from_step": 0, "settings": values}]
-    # TensorBoard: real scalars (EventAccumulator.Scalars), one per step of both calls.
-    events = event_accumulator.EventAccumulator(str(tmp_path / "run" / "train"))
+    warning = _warnings(absl_records)[0]
+    assert warning.startswith("--output_dir=%s was trained with other settings (learning_rate "
+                              "5e-05 -> 0.0001, train_data \"8 examples, sha256 " % out)
+    # 2 checkpoints (index + data), the state file, the record, train/'s event file
+    assert warning.endswith("--existing_checkpoint=restart removed its 7 training files; "
+                            "training from step 0")
+    events = event_accumulator.EventAccumulator(str(out / "train"))
     events.Reload()
-    assert {"loss", "learning_rate"} <= set(events.Tags()["scalars"])
-    assert [e.step for e in events.Scalars("loss")] == [1, 2, 3, 3, 4]
-    assert events.Scalars("learning_rate")[0].value == pytest.approx(0.01 * 3 / 4)
+    assert [e.step for e in events.Scalars("loss")] == [1, 2]  # the new run's only
+
+
+def _fake_folder(folder, values):
+    """A folder as training leaves it (files of the right names), with `values` recorded."""
+    for name in ("model.ckpt-2.index", "model.ckpt-2.data-00000-of-00001", "checkpoint",
+                 "eval_history.jsonl", "best/model.ckpt-1.index", "best/best.json",
+                 "best/label_list.txt", "train/events.out.tfevents.1.host",
+                 "eval/events.out.tfevents.2.host", "train.tf_record", "label_list.txt",
+                 "bert_config.json", "notes.txt", "best/notes.txt", "train/mine.txt",
+                 "model.ckpt-2.index.bak"):
+        write_text(os.path.join(folder, name), name)
+    if values is not None:
+        training_record.write(folder, values, 0)
+
+
+def test_decisions_of_each_mode(tmp_path, absl_records):
+    old = {"learning_rate": 5e-5, "train_data": "8 examples, sha256 01", "seed": None}
+    new = dict(old, learning_rate=1e-4, train_batch_size=8)  # a setting only one has: not
+    folder = str(tmp_path / "f")
+    _fake_folder(folder, old)
+    for mode in training_record.MODES:  # the same settings: resume, the record as it is
+        decision = training_record.decide(folder, dict(old), mode, 2, 4)
+        assert (decision.restart, decision.append) == (False, False)
+    assert _warnings(absl_records) == []
+    with pytest.raises(ValueError, match=r"^--output_dir=\S+ holds a checkpoint \(step 2\) "
+                                         r"trained with other settings: learning_rate 5e-05 -> "
+                                         r"0.0001; use a new --output_dir"):
+        training_record.decide(folder, new, "refuse", 2, 4)
+    decision = training_record.decide(folder, new, "continue", 2, 5)
+    assert (decision.restart, decision.append) == (False, True)
+    assert "continuing from its checkpoint at step 2, 3 steps to train" in \
+        _warnings(absl_records)[-1]
+    training_record.write(folder, new, 2, decision.record)
+    assert [r["from_step"] for r in training_record.read(folder)["runs"]] == [0, 2]
+    assert training_record.decide(folder, dict(new), "refuse", 5, 5).append is False
+
+    decision = training_record.decide(folder, old, "restart", 5, 5)
+    assert (decision.restart, decision.record) == (True, None)
+    left = sorted(os.path.relpath(os.path.join(d, f), folder)
+                  for d, _, files in os.walk(folder) for f in files)
+    assert left == ["bert_config.json", "best/notes.txt", "label_list.txt",
+                    "model.ckpt-2.index.bak", "notes.txt", "train.tf_record",
+                    "train/mine.txt"]
+    assert not os.path.exists(os.path.join(folder, "eval"))  # emptied: removed
+
+    # No record (an earlier version's folder): continue with a note, whatever the mode
+    # but restart, which cannot tell the tool's files from others.
+    bare = str(tmp_path / "bare")
+    _fake_folder(bare, None)
+    absl_records.clear()
+    for mode in ("continue", "refuse"):
+        decision = training_record.decide(bare, new, mode, 2, 4)
+        assert (decision.restart, decision.append) == (False, False)
+    assert _warnings(absl_records) == [
+        "--output_dir=%s has no training_record.json (trained by an earlier version): "
+        "continuing from its checkpoint at step 2" % bare] * 2
+    with pytest.raises(ValueError, match="has a checkpoint but no training_record.json"):
+        training_record.decide(bare, new, "restart", 2, 4)
+    assert os.path.exists(os.path.join(bare, "model.ckpt-2.index"))
+
+
+def test_fingerprints_follow_the_content():
+    a = [run_classifier.InputExample("train-0", "a dog .", None, "0")]
+    b = [run_classifier.InputExample("train-0", "a dog .", None, "1")]
+    assert training_record.examples_fingerprint(a) == training_record.examples_fingerprint(
+        [run_classifier.InputExample("train-0", "a dog .", None, "0")])
+    assert training_record.examples_fingerprint(a) != training_record.examples_fingerprint(b)
+    assert training_record.examples_fingerprint(a).startswith("1 examples, sha256 ")
 
 
 def test_result_has_the_history_the_best_and_plain_json_values(tmp_path):
