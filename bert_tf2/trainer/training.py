@@ -347,7 +347,7 @@ class Runner:
         if latest and self.optimizer is not None and cfg.record is not None:
             self.decision = training_record.decide(
                 cfg.output_dir, cfg.record, training_record.mode_of(cfg.existing_checkpoint),
-                self._step_of(latest), cfg.num_train_steps)
+                self._step_of(latest), cfg.num_train_steps, remove=self.is_chief)
             if self.decision.restart:
                 latest = None
         if latest:

@@ -74,9 +74,10 @@ _EVENTS = re.compile(r"events\.out\.tfevents\..*")
 _BEST_FILES = fileutil.SETTINGS_FILES + ("best.json", fileutil.CONFIG_FILE,
                                          fileutil.VOCAB_FILE, fileutil.MODEL_SETTINGS_FILE)
 
-# Data files up to this size are hashed whole; larger ones by size, head and tail.
-_WHOLE_FILE_BYTES = 1 << 28
-_BLOCK = 1 << 24
+# Data files up to this size are hashed whole; larger ones (pre-training shards, read
+# at every start) by their size, first and last MB.
+_WHOLE_FILE_BYTES = 1 << 24
+_BLOCK = 1 << 20
 
 
 def define_flags(fv):
@@ -153,7 +154,7 @@ def examples_fingerprint(examples):
 
 def file_fingerprint(paths):
     """"<bytes> bytes, sha256 <16 hex digits>" of the files' contents, in order (a file
-    over 256 MB: its size, first and last 16 MB)."""
+    over 16 MB: its size, first and last MB)."""
     digest = hashlib.sha256()
     total = 0
     for path in paths:
@@ -162,8 +163,7 @@ def file_fingerprint(paths):
         digest.update(b"%d\0" % size)
         with tf.io.gfile.GFile(path, "rb") as f:
             if size <= _WHOLE_FILE_BYTES:
-                for block in iter(lambda: f.read(_BLOCK), b""):
-                    digest.update(block)
+                digest.update(f.read())
             else:
                 digest.update(f.read(_BLOCK))
                 f.seek(size - _BLOCK)
@@ -227,9 +227,10 @@ class Decision:
         self.append = append
 
 
-def decide(output_dir, values, mode, step, last_step):
+def decide(output_dir, values, mode, step, last_step, remove=True):
     """The Decision of a training run whose settings are `values`, in a folder whose
-    latest checkpoint is at `step`; `last_step`: the step the run trains to."""
+    latest checkpoint is at `step`; `last_step`: the step the run trains to. remove=False
+    (a worker that is not the chief): a restart leaves the removal to the chief."""
     folder = str(output_dir)
     record = read(folder)
     flag = "--%s" % FLAG
@@ -251,7 +252,7 @@ def decide(output_dir, values, mode, step, last_step):
                          "settings: %s; use a new --output_dir, %s=restart to start over, "
                          "or %s=continue to go on from it" % (folder, step, text, flag, flag))
     if mode == RESTART:
-        removed = remove_training_files(folder)
+        removed = remove_training_files(folder) if remove else 0
         logging.warning("--output_dir=%s was trained with other settings (%s): %s=restart "
                         "removed its %d training files; training from step 0",
                         folder, text, flag, removed)
