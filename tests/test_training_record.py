@@ -186,6 +186,21 @@ def test_decisions_of_each_mode(tmp_path, absl_records):
     assert os.path.exists(os.path.join(bare, "model.ckpt-2.index"))
 
 
+def test_recorded_values_are_json_whatever_the_caller_passed(tmp_path):
+    import pathlib
+    config = write_text(tmp_path / "bert_config.json", json.dumps(_CONFIG))
+    part = run_classifier.Settings(
+        task_name="sst-2", bert_config_file=pathlib.Path(config), learning_rate=np.float32(0.5),
+        init_checkpoint=tmp_path / "init").part(*training_record.SETTINGS)
+    values = training_record.of(part, files=[pathlib.Path(config)])
+    assert json.loads(json.dumps(values)) == values
+    assert values["init_checkpoint"] == str(tmp_path / "init")
+    assert values["learning_rate"] == 0.5 and type(values["learning_rate"]) is float
+    assert values["bert_config_file"] == values["train_data"] == \
+        training_record.file_fingerprint([config])
+    assert values["bert_config_file"].startswith("%d bytes, sha256 " % len(json.dumps(_CONFIG)))
+
+
 def test_fingerprints_follow_the_content():
     a = [run_classifier.InputExample("train-0", "a dog .", None, "0")]
     b = [run_classifier.InputExample("train-0", "a dog .", None, "1")]

@@ -121,7 +121,7 @@ def of(part, examples=None, files=None):
             continue
         value = getattr(part, name)
         if name in _FILE_SETTINGS and value:
-            value = file_fingerprint([value])
+            value = file_fingerprint([os.fspath(value)])
         elif name in _DATA_SETTINGS:
             continue  # the data's content below, not where it is
         values[name] = _plain(value)
@@ -133,9 +133,16 @@ def of(part, examples=None, files=None):
 
 
 def _plain(value):
-    if isinstance(value, tuple):
-        return list(value)
-    return value
+    """`value` as JSON keeps it: paths as str, tuples as lists, numpy scalars as numbers."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "__fspath__"):
+        return os.fspath(value)
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
 
 
 def examples_fingerprint(examples):
@@ -157,7 +164,7 @@ def file_fingerprint(paths):
     over 16 MB: its size, first and last MB)."""
     digest = hashlib.sha256()
     total = 0
-    for path in paths:
+    for path in map(os.fspath, paths):
         size = tf.io.gfile.stat(path).length
         total += size
         digest.update(b"%d\0" % size)
