@@ -54,6 +54,7 @@ from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
+from bert_tf2.trainer import training_record
 
 # The reference's name, for code that imported it from run_classifier.
 _truncate_seq_pair = input_pipeline.truncate_seq_pair
@@ -239,15 +240,17 @@ def run(settings):
         num_train_steps, num_warmup_steps = training.epoch_steps(num_train, trainer)
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
-    runner = training.make_runner(trainer, _model_fn(settings, bert_config, processor),
-                                  num_train_steps, num_warmup_steps)
+    runner = training.make_runner(
+        trainer, _model_fn(settings, bert_config, processor), num_train_steps, num_warmup_steps,
+        record=training_record.of(settings.part(*training_record.SETTINGS), train_examples)
+        if settings.do_train else None)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
         if not long_texts.windows:
             task.write_features(train_examples, train_file)
         # For the later runs and the export (not for truncate in a new folder).
         long_text.write_settings(settings.output_dir, long_texts)
-        classifier_tasks.save_task(task_settings, processor)  # label_list.txt, task json
+        classifier_tasks.save_task(task_settings, processor, positive)  # labels, task json
         model_folder.write(settings.output_dir, "run_classifier", settings.bert_config_file,
                            settings.vocab_file, dict(
                                settings.part(*model_folder.SETTINGS).values(),
@@ -263,8 +266,7 @@ def run(settings):
         result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
     if settings.do_predict:
         _predict(settings, runner, task, predict_examples, result.outputs)
-    result.global_step = runner.global_step
-    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
 

@@ -42,6 +42,7 @@ from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
+from bert_tf2.trainer import training_record
 
 _REQUIRED_FLAGS = ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
 
@@ -104,7 +105,9 @@ def run(settings):
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.make_runner(
         trainer, lambda: heads.BertMultipleChoice(bert_config, settings.use_tpu),
-        num_train_steps, num_warmup_steps)
+        num_train_steps, num_warmup_steps,
+        record=training_record.of(settings.part(*training_record.SETTINGS), splits["train"])
+        if settings.do_train else None)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:
         model_folder.write(settings.output_dir, "run_multiple_choice", settings.bert_config_file,
@@ -119,8 +122,7 @@ def run(settings):
         result.metrics = _evaluate(settings, runner, task, splits["dev"], result.outputs)
     if settings.do_predict:
         _predict(settings, runner, task, splits["test"], result.outputs)
-    result.global_step = runner.global_step
-    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
 

@@ -53,6 +53,7 @@ from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
+from bert_tf2.trainer import training_record
 
 _SPLITS = {"train": ("train_file", "train.txt"), "eval": ("eval_file", "dev.txt"),
            "predict": ("predict_file", "test.txt")}
@@ -187,7 +188,9 @@ def run(settings):
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.make_runner(
         trainer, lambda: task.model(bert_config),
-        num_train_steps, num_warmup_steps, _crf_rates(settings))
+        num_train_steps, num_warmup_steps, _crf_rates(settings),
+        record=training_record.of(settings.part(*training_record.SETTINGS), train.sentences)
+        if train else None)
     if settings.crf:
         _warn_without_transitions(runner.restored_from)
     result = settings_lib.Result(output_dir=settings.output_dir)
@@ -204,8 +207,7 @@ def run(settings):
         result.metrics = _evaluate(settings, runner, task, evaluation, result.outputs)
     if settings.do_predict:
         _predict(settings, runner, task, prediction, result.outputs)
-    result.global_step = runner.global_step
-    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
 

@@ -29,6 +29,7 @@ from bert_tf2.pretraining import pretraining_records
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import training
+from bert_tf2.trainer import training_record
 
 
 def define_flags(fv):
@@ -296,7 +297,9 @@ def run(settings):
     training.set_seed(settings.seed)
     training.configure_precision(settings.dtype)
     strategy = training.get_strategy(trainer)
-    config = training.RunConfig.from_settings(trainer)
+    config = training.RunConfig.from_settings(trainer, record=training_record.of(
+        settings.part(*training_record.SETTINGS), files=input_files)
+        if settings.do_train else None)
     runner = training.Runner(strategy, lambda: heads.BertPretrainer(bert_config), config,
                              for_training=settings.do_train)
     result = settings_lib.Result(output_dir=settings.output_dir)
@@ -309,7 +312,7 @@ def run(settings):
     if settings.do_eval:
         result.metrics = _evaluate(settings, runner, input_files, spec)
         result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
-    result.global_step = runner.global_step
+    result.update(training.outcome(runner))  # global step, steps trained
     return result
 
 

@@ -55,6 +55,7 @@ from bert_tf2.tasks.squad_results import (  # noqa: F401  pylint: disable=unused
 import tokenization
 from bert_tf2.base import tf1_variables
 from bert_tf2.trainer import training
+from bert_tf2.trainer import training_record
 
 # The reference's names of four helpers.
 _improve_answer_span = improve_answer_span
@@ -331,19 +332,22 @@ def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
     dataset_fn = input_pipeline.dataset_fn_for([train_file], spec, settings.train_batch_size,
                                                is_training=True, seed=settings.seed)
 
-    runner = _make_runner(settings, bert_config, num_train_steps, num_warmup_steps)
+    runner = _make_runner(settings, bert_config, num_train_steps, num_warmup_steps,
+                          training_record.of(settings.part(*training_record.SETTINGS),
+                                             train_examples))
     runner.train(dataset_fn, _loss_fn, global_batch_size=settings.train_batch_size,
                  evaluation=periodic_eval.from_settings(
                      settings.part(*periodic_eval.SETTINGS), *dev))
     return runner
 
 
-def _make_runner(settings, bert_config, num_train_steps=0, num_warmup_steps=0):
-    """The Runner of a BertSquad (restoring output_dir's checkpoint or init_checkpoint)."""
+def _make_runner(settings, bert_config, num_train_steps=0, num_warmup_steps=0, record=None):
+    """The Runner of a BertSquad (restoring output_dir's checkpoint or init_checkpoint);
+    `record`: a training run's training_record.of values."""
     return training.make_runner(
         settings.part(*training.SETTINGS),
         lambda: heads.BertSquad(bert_config, use_one_hot_embeddings=settings.use_tpu),
-        num_train_steps, num_warmup_steps)
+        num_train_steps, num_warmup_steps, record=record)
 
 
 def _write_eval(settings, eval_examples, tokenizer):
@@ -484,8 +488,7 @@ def run(settings):
         if runner is None:
             runner = _make_runner(settings, bert_config)
         _predict_and_score(settings, runner, eval_articles, eval_examples, tokenizer, result)
-    result.global_step = runner.global_step
-    result.best_checkpoint = periodic_eval.best_checkpoint(settings.output_dir)
+    result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
 

@@ -21,6 +21,7 @@ from bert_tf2.tasks import pooling
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import progress
 from bert_tf2 import logs
+from bert_tf2.trainer import training_record
 from bert_tf2 import settings as settings_lib
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
@@ -249,6 +250,7 @@ def define_training_flags(fv, trim_padding=True, trim_padding_help=None):
                       "line every --log_every_seconds and one at the stage's end; none: "
                       "nothing; auto: bar in a terminal or notebook, else lines (none when "
                       "--verbosity=0 logs the progress lines).", flag_values=fv)
+    training_record.define_flags(fv)  # --existing_checkpoint
     define_tpu_flags(fv)
     define_distribution_flags(fv, trim_padding, trim_padding_help)
 
@@ -455,6 +457,7 @@ def run_cli(define_flags, run, argv=None):
         logs.use_command_line_default(flags.FLAGS["verbosity"].present)
         try:
             check_common(flags.FLAGS)
+            training_record.command_line_default(flags.FLAGS)
             run(flags.FLAGS)
         except (ValueError, OSError, tf.errors.OpError, KeyboardInterrupt) as e:
             _exit_with(e)
@@ -493,4 +496,5 @@ def parse_flags(define_flags, argv):
     define_flags(fv)
     fv(["prog"] + list(argv))
     check_common(fv)
+    training_record.command_line_default(fv)  # a command line's defaults
     return fv

@@ -36,6 +36,7 @@ import typing
 
 from absl import flags
 from absl import logging
+import numpy as np
 
 # absl's parsers by the Python type of the values they give.
 _PARSER_TYPES = (
@@ -62,7 +63,8 @@ def _field_type(flag):
 # Settings of ours that only training reads (the reference's own, such as
 # --learning_rate, stay quiet without --do_train, as they were).
 TRAINING_ONLY = ("group_by_length", "num_accumulation_steps", "gradient_checkpointing",
-                 "deterministic_data", "optimizer_type", "fused_optimizer")
+                 "deterministic_data", "optimizer_type", "fused_optimizer",
+                 "existing_checkpoint")
 
 # The string flags whose value is a comma-separated list ("a,b"): a list or tuple given
 # for one from Python is joined with commas (tests/test_settings_types.py keeps this set
@@ -509,13 +511,64 @@ class Result:
 
     output_dir: the folder written (None for a face that writes files, not a folder).
     metrics: the evaluation's values ({} when nothing was evaluated), as in
-      eval_results.txt (global_step included).
+      eval_results.txt (global_step included), as Python floats and ints.
     outputs: {what: path} of every result file written (predictions, records, ...).
     best_checkpoint: the best/ checkpoint of evaluation during training, if kept.
     global_step: the model's step after the run (None when no model was run).
+    steps_trained: the optimizer steps this call trained (0 when the folder was already
+      at its last step, or the run did not train).
+    eval_history: the evaluations during training (--eval_every_n_steps), oldest first:
+      [{"global_step": N, metric: value, ...}]; [] without.
+    best_metric: {"metric", "value", "global_step"} of best/ (--best_metric), else None.
+
+    Every value is a plain Python one (no numpy): `to_dict()` gives what json.dumps takes.
     """
     output_dir: typing.Optional[str] = None
     metrics: dict = dataclasses.field(default_factory=dict)
     outputs: dict = dataclasses.field(default_factory=dict)
     best_checkpoint: typing.Optional[str] = None
     global_step: typing.Optional[int] = None
+    steps_trained: int = 0
+    eval_history: list = dataclasses.field(default_factory=list)
+    best_metric: typing.Optional[dict] = None
+
+    def __setattr__(self, name, value):
+        # numpy values (the metrics are float32) become Python ones as they are set.
+        object.__setattr__(self, name, plain(value))
+
+    def update(self, values):
+        """Sets the fields of `values` ({field: value}); another name is a TypeError."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise TypeError("Result has no field %s" % ", ".join(unknown))
+        for name, value in values.items():
+            setattr(self, name, value)
+        return self
+
+    def to_dict(self):
+        """{field: value} of plain JSON values (paths as str): json.dumps(result.to_dict())."""
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def plain(value):
+    """`value` with numpy scalars and arrays as Python numbers and lists, paths as str,
+    tuples as lists, in dicts and lists too."""
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, (str, int, float, bool)) and k is not None
+                else k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.floating):  # as eval_results.txt prints it: float32 0.6671585
+        return float(str(value)) if value.dtype.itemsize < 8 else float(value)
+    if isinstance(value, (np.integer, np.bool_)):
+        return value.item()
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if hasattr(value, "__fspath__"):
+        return str(value.__fspath__())
+    if hasattr(value, "tolist"):  # numpy scalars and arrays (np.float32 -> float)
+        return plain(value.tolist())
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value

@@ -10,6 +10,7 @@ import pytest
 import run_classifier as rc
 from bert_tf2 import flags_common
 from bert_tf2.tasks import classifier_tasks
+from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
 from bert_tf2.trainer import periodic_eval
 from conftest import write_text
@@ -151,6 +152,81 @@ def test_bad_positive_label():
     with pytest.raises(ValueError, match=r"\(regression task\)"):
         classifier_tasks.positive_index(_task_part(positive_label="1"),
                                         glue_data.StsbProcessor())
+
+
+def _own_data(tmp_path, labels, given=None):
+    """A tsv task whose train.tsv names `labels` in this order (each twice)."""
+    rows = "".join("the cat\t%s\n" % label for label in labels + labels)
+    write_text(tmp_path / "data" / "train.tsv", "text\tlabel\n" + rows)
+    processor = file_data.FileProcessor("tsv", file_data.Columns("text", None, "label"),
+                                        labels=given)
+    processor.get_train_examples(str(tmp_path / "data"))
+    return processor
+
+
+def _own_part(tmp_path, **given):
+    settings = rc.Settings(task_name="tsv", data_dir="d", vocab_file="v",
+                           bert_config_file="c", output_dir=str(tmp_path / "out"),
+                           do_train=True, **given)
+    return settings.part(*classifier_tasks.SETTINGS)
+
+
+@pytest.mark.parametrize("order, positive", [
+    (["pos", "neg"], "neg"),       # no positive name: the second label train names
+    (["neg", "pos"], "pos"),
+    (["Yes", "No"], "Yes"),        # a positive name wins, any case
+    (["1", "0"], "1"),
+    (["positive", "negative"], "positive"),
+    (["true", "false"], "true"),
+])
+def test_own_data_positive_label_default(tmp_path, order, positive):
+    processor = _own_data(tmp_path, order)
+    names = processor.get_labels()
+    assert names == sorted(order)  # the label ids stay the sorted list's
+    assert classifier_tasks.positive_index(_own_part(tmp_path), processor) == \
+        names.index(positive)
+    # --positive_label still decides; a GLUE task keeps the second label.
+    assert classifier_tasks.positive_index(_own_part(tmp_path, positive_label=names[0]),
+                                           processor) == 0
+    # The training run saves its choice: a run that does not train reports the same.
+    os.makedirs(str(tmp_path / "out"))
+    classifier_tasks.save_task(_own_part(tmp_path), processor, names.index(positive))
+    saved = json.loads((tmp_path / "out" / classifier_tasks.TASK_FILE).read_text())
+    assert saved == {"task_name": "tsv", "task_type": "classification",
+                     "positive_label": positive}
+    evaluation = file_data.FileProcessor("tsv", file_data.Columns("text", None, "label"),
+                                         labels=names)  # label_list.txt's: no file order
+    part = _own_part(tmp_path).replace(do_train=False)
+    assert classifier_tasks.positive_index(part, evaluation) == names.index(positive)
+
+
+def test_own_data_positive_label_of_a_labels_file_and_of_an_old_folder(tmp_path):
+    # --labels_file: its order is the file order (and the label ids).
+    processor = _own_data(tmp_path, ["a", "b"], given=["b", "a"])
+    part = _own_part(tmp_path, labels_file="labels.txt")
+    assert classifier_tasks.positive_index(part, processor) == 1  # "a"
+    # A folder saved before the choice was kept: the name, else label_list.txt's second.
+    write_text(tmp_path / "out" / classifier_tasks.TASK_FILE,
+               json.dumps({"task_name": "tsv", "task_type": "classification"}))
+    part = _own_part(tmp_path).replace(do_train=False)
+    for names, positive in ((["neg", "pos"], 1), (["Positive", "negative"], 0)):
+        processor = file_data.FileProcessor("tsv", file_data.Columns("text", None, "label"),
+                                            labels=names)
+        assert classifier_tasks.positive_index(part, processor) == positive
+
+
+def test_own_data_binary_task_reports_mcc():
+    labels, predictions = [1, 1, 0, 0, 1], [1, 0, 1, 0, 1]
+    processor = file_data.FileProcessor("tsv", file_data.Columns("text", None, "label"),
+                                        labels=["neg", "pos"])
+    got = _eval(processor, labels, predictions)
+    # tp 2, tn 1, fp 1, fn 1: (2 - 1) / sqrt(3 * 3 * 2 * 2) = 1/6
+    assert got["eval_mcc"] == pytest.approx(1 / 6, abs=1e-6)
+    assert got["eval_mcc"] == _eval(processor, labels, predictions, positive=0)["eval_mcc"]
+    three = file_data.FileProcessor("tsv", file_data.Columns("text", None, "label"),
+                                    labels=["a", "b", "c"])
+    assert "eval_mcc" not in _eval(three, [0, 1, 2], [0, 1, 1])
+    assert "eval_mcc" not in _eval(glue_data.MrpcProcessor(), labels, predictions)
 
 
 # ---------------------------------------------------------------------------

@@ -110,10 +110,17 @@ def test_run_takes_settings_twice_in_one_process(shared_dir, tmp_path):
     values.update(bert_config_file=no_dropout_config(shared_dir, tmp_path), do_train=True,
                   do_eval=True, max_eval_steps=1)
     for steps in (2, 4):  # the second run continues from the first's checkpoint
+        # (another --num_train_steps: from Python, continued only when told so)
         settings = run_pretraining.Settings(num_train_steps=steps, **values)
+        if steps == 4:
+            with pytest.raises(ValueError, match=r"trained with other settings: "
+                                                 r"num_train_steps 2 -> 4; use a new"):
+                run_pretraining.run(settings)
+            settings = settings.replace(existing_checkpoint="continue")
         result = run_pretraining.run(settings)
         assert settings.num_train_steps == steps  # the caller's settings are not changed
         assert result.output_dir == values["output_dir"] and result.global_step == steps
+        assert result.steps_trained == 2 and result.eval_history == []
         assert sorted(result.outputs) == ["checkpoint", "eval_results"]
         assert result.outputs["checkpoint"].endswith("model.ckpt-%d" % steps)
         assert os.path.exists(result.outputs["checkpoint"] + ".index")

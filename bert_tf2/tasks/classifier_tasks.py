@@ -126,16 +126,22 @@ def check_data_dir(task, processor, data_dir):
                          "jsonl only, not %s (give it a folder)" % _owner(task))
 
 
-def positive_index(task, processor):
-    """The index of --positive_label in the processor's labels (default 1, the second),
-    for a classification task of 2 labels; None for the others, which refuse the flag.
+# The names of a positive label (case-insensitive), in the order they are looked for.
+POSITIVE_NAMES = ("1", "true", "yes", "positive")
 
-    Needs the label list: call it once the training data is read.
+
+def positive_index(task, processor):
+    """The index of --positive_label in the processor's labels, for a classification task
+    of 2 labels; None for the others, which refuse the flag.
+
+    Default: the second label (1 of MRPC / QQP) of a GLUE or --processor task; for your
+    own data (csv / tsv / jsonl) default_positive's. Needs the label list: call it once
+    the training data is read.
     """
     names = None if processor.is_multilabel else label_names(processor)
     binary = names is not None and len(names) == 2
     if task.positive_label is None:
-        return 1 if binary else None
+        return default_positive(task, processor, names) if binary else None
     if not binary:
         raise ValueError("--positive_label=%s is read by classification tasks of 2 labels "
                          "only, not %s (%s)" % (task.positive_label, _owner(task), (
@@ -145,6 +151,32 @@ def positive_index(task, processor):
         raise ValueError("--positive_label=%s is not a label of %s; its labels: %s"
                          % (task.positive_label, _owner(task), ", ".join(names)))
     return names.index(task.positive_label)
+
+
+def default_positive(task, processor, names):
+    """The index in `names` (2 labels) of the positive label the metrics of own data
+    (file_data.FileProcessor) report when --positive_label is not given.
+
+    The label named as in POSITIVE_NAMES (1, true, yes, positive; any case) when there is
+    one, else the second label in file order: --labels_file's, or the order in which the
+    training file first names them (the label ids stay label_list.txt's, sorted). A run
+    that does not train reads the choice its training run saved in classifier_task.json;
+    a folder saved before it was kept: the name, else the second of label_list.txt.
+    Other tasks: 1 (the second label).
+    """
+    if not isinstance(processor, file_data.FileProcessor):
+        return 1
+    order = list(names) if task.labels_file else processor.train_label_order
+    if not order:
+        saved = read_task_file(saved_file(task, TASK_FILE)).get("positive_label")
+        if saved in names:
+            return names.index(saved)
+        order = list(names)
+    lowered = [str(name).lower() for name in order]
+    for wanted in POSITIVE_NAMES:
+        if wanted in lowered:
+            return names.index(order[lowered.index(wanted)])
+    return names.index(order[1])
 
 
 def _data_file_processor(task, file_format):
@@ -263,8 +295,10 @@ def _new_dir(task):
     return ": use a new --output_dir" if task.do_train else ""
 
 
-def save_task(task, processor):
-    """A training run's label_list.txt (not for regression) and classifier_task.json."""
+def save_task(task, processor, positive=None):
+    """A training run's label_list.txt (not for regression) and classifier_task.json
+    (with "positive_label", the name of the label index `positive`, for own data of 2
+    labels: the runs that do not train report the same label's metrics)."""
     names = label_names(processor)
     folder = str(task.output_dir).rstrip("/")
     if names is not None:
@@ -273,6 +307,8 @@ def save_task(task, processor):
         settings = {"task_name": task.task_name, "task_type": task_type(processor)}
         if task.processor:
             settings["processor"] = task.processor
+        if positive is not None and isinstance(processor, file_data.FileProcessor):
+            settings["positive_label"] = names[positive]
         f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
 

@@ -313,6 +313,8 @@ class FileProcessor(glue_data.DataProcessor):
         if self.is_regression:
             labels = [None]
         self._labels = None if labels is None else list(labels)
+        # The labels in the order train.<format> first names them (once it is read).
+        self.train_label_order = None
         if columns.text_b and columns.text_b == columns.text_a:
             logging.warning("--text_b_column=%s is also --text_a_column: every example's "
                             "pair is the same text twice", columns.text_b)
@@ -338,7 +340,17 @@ class FileProcessor(glue_data.DataProcessor):
                 raise ValueError("%s: no example has a label, so the label list is empty "
                                  "(give it with --labels_file)" % path)
             self._labels = sorted(found)
+        if not self.is_regression and not self.is_multilabel:
+            self.train_label_order = [label for label in dict.fromkeys(
+                e.label for e in examples) if label in self._labels]
         return examples
+
+    @property
+    def task_metrics(self):
+        """The extra metrics of eval_results.txt (glue_data.eval_metrics): eval_mcc for a
+        classification task of 2 labels."""
+        binary = not (self.is_regression or self.is_multilabel) and len(self._labels or ()) == 2
+        return ("mcc",) if binary else ()
 
     def get_dev_examples(self, data_dir):
         """The examples of dev.<format> (every label must be in the label list)."""

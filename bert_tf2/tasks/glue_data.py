@@ -678,7 +678,8 @@ def eval_metrics(processor, per_example_loss, label_ids, outputs, is_real_exampl
     labels = np.asarray(label_ids)[real]
     outputs = np.asarray(outputs)[real]
     result = loss_metrics(per_example_loss, is_real_example, batch_ids)
-    wanted = _TASK_METRICS.get(type(processor), ())
+    # The GLUE task's, else what the processor asks for (own data: MCC of 2 labels).
+    wanted = _TASK_METRICS.get(type(processor)) or tuple(getattr(processor, "task_metrics", ()))
     if processor.is_regression:  # STS-B's metrics, for every regression task
         pearson, spearman = _correlations(labels.astype(np.float64),
                                           outputs.astype(np.float64))

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import summaries
 
 HISTORY_FILE = "eval_history.jsonl"
 BEST_DIR = "best"
@@ -94,6 +95,19 @@ def check_settings(evaluation, dev_data="--do_eval"):
 def best_checkpoint(output_dir):
     """The checkpoint prefix kept in `output_dir`/best/, or None when there is none."""
     return tf.train.latest_checkpoint(os.path.join(str(output_dir), BEST_DIR))
+
+
+def best_record(output_dir):
+    """{"metric", "value", "global_step"} of `output_dir`/best/best.json, None without."""
+    path = os.path.join(str(output_dir), BEST_DIR, BEST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    best = fileutil.read_json(path)
+    try:
+        return {"metric": str(best["metric"]), "value": float(best["value"]),
+                "global_step": int(best["global_step"])}
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("%s is not a best.json of this program" % path) from None
 
 
 LOWER, HIGHER = "lower", "higher"
@@ -373,9 +387,7 @@ class PeriodicEval:
         self.history.append(record)
         if self._runner.is_chief:
             write_history(self._path(HISTORY_FILE), self.history)
-            with self._writer.as_default(step=step):
-                for name, value in values.items():
-                    tf.summary.scalar(name, value)
+            summaries.write_scalars(self._writer, step, values)
             self._writer.flush()
         logging.info("Evaluation at step %d (%.1f s): %s%s", step, seconds,
                      ", ".join("%s %.6g" % kv for kv in sorted(values.items())),

@@ -40,6 +40,8 @@ from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import predict_outputs
 from bert_tf2.trainer import progress
 from bert_tf2 import logs
+from bert_tf2.trainer import summaries
+from bert_tf2.trainer import training_record
 import modeling
 import optimization
 from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
@@ -85,6 +87,11 @@ class RunConfig:
     trim_padding: bool = False
     # {regex: factor}: variables of a learning rate of their own (run_ner --crf_learning_rate).
     learning_rate_multipliers: dict = None
+    # What defines the model being trained (training_record.of), compared with the record
+    # a checkpoint in output_dir was trained with; None: no comparison (a bare Runner).
+    record: dict = None
+    # --existing_checkpoint: continue / refuse / restart (None: refuse, a Python caller's).
+    existing_checkpoint: str = None
 
     @classmethod
     def from_settings(cls, trainer, **values):
@@ -130,7 +137,7 @@ def run_function(python_function, **options):
 
 
 def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
-                learning_rate_multipliers=None):
+                learning_rate_multipliers=None, record=None):
     """The Runner of a fine-tuning run; `trainer`: the part of its settings in SETTINGS.
 
     Seeds (--seed), builds the strategy and precision policy, fills the RunConfig
@@ -138,7 +145,8 @@ def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
     and builds `model_fn()` under the strategy, restoring output_dir's latest
     checkpoint or else --init_checkpoint. An optimizer is made when num_train_steps
     is set; learning_rate_multipliers ({regex: factor}, None: none) give the variables
-    whose names match a rate of their own (optimization.keras_optimizer).
+    whose names match a rate of their own (optimization.keras_optimizer). `record`:
+    the run's training_record.of(...) values, checked against output_dir's record.
     """
     set_seed(trainer.seed)
     strategy = get_strategy(trainer)
@@ -147,7 +155,7 @@ def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
         trainer, output_dir=trainer.output_dir, learning_rate=trainer.learning_rate,
         num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
         init_checkpoint=trainer.init_checkpoint,
-        learning_rate_multipliers=learning_rate_multipliers)
+        learning_rate_multipliers=learning_rate_multipliers, record=record)
     return Runner(strategy, model_fn, cfg, for_training=num_train_steps > 0)
 
 
@@ -188,6 +196,18 @@ def epoch_steps(num_examples, trainer, what="training examples"):
             accumulation * trainer.train_batch_size)
         steps = 1
     return steps, int(steps * trainer.warmup_proportion)
+
+
+def outcome(runner):
+    """The Result fields of a run's model (settings_lib.Result.update): global_step,
+    steps_trained, eval_history (output_dir's eval_history.jsonl), best_checkpoint and
+    best_metric (output_dir/best/)."""
+    folder = runner.config.output_dir
+    return {"global_step": runner.global_step, "steps_trained": runner.steps_trained,
+            "eval_history": periodic_eval.read_history(
+                os.path.join(folder, periodic_eval.HISTORY_FILE)),
+            "best_checkpoint": periodic_eval.best_checkpoint(folder),
+            "best_metric": periodic_eval.best_record(folder)}
 
 
 _STAGE_TITLES = {"eval": "evaluation", "predict": "prediction"}
@@ -282,6 +302,7 @@ class Runner:
             if self.skip_padding:
                 modeling.set_skip_padding(self.model)
             self.optimizer = None
+            self.steps_trained = 0  # by the last train() call
             if for_training:
                 self.optimizer = optimization.create_optimizer(
                     config.learning_rate, max(config.num_train_steps or 0, 1),
@@ -326,6 +347,8 @@ class Runner:
         """
         cfg, init = self.config, self.config.init_checkpoint
         self.restored_from = None  # the checkpoint restored (a prefix), None: none
+        # A new folder, or a checkpoint set aside: training writes a new record.
+        self.decision = training_record.Decision()
         if init and self.optimizer is None:
             named = checkpoints.resolve_checkpoint(init, "--init_checkpoint")
             latest = checkpoints.latest_checkpoint(cfg.output_dir, strict=False)
@@ -341,6 +364,12 @@ class Runner:
                              "checkpoint of --output_dir %s (%s), as the reference did", init,
                              len(lacking), lacking[0], cfg.output_dir, latest)
         latest = checkpoints.latest_checkpoint(cfg.output_dir)
+        if latest and self.optimizer is not None and cfg.record is not None:
+            self.decision = training_record.decide(
+                cfg.output_dir, cfg.record, training_record.mode_of(cfg.existing_checkpoint),
+                self._step_of(latest), cfg.num_train_steps, remove=self.is_chief)
+            if self.decision.restart:
+                latest = None
         if latest:
             if init and self.optimizer is not None and not checkpoints.names_checkpoint(
                     init, latest):
@@ -629,15 +658,26 @@ class Runner:
         """
         if self.optimizer is None:
             raise ValueError("this Runner was built without an optimizer")
+        start = self.global_step
         with _TerminationWatch() as termination:
             self._termination = termination  # read between prediction batches too
             try:
                 if evaluation is not None and evaluation.start(self, self.config.num_train_steps):
-                    return {}
-                return self._train(dataset_fn, loss_fn, global_batch_size, evaluation,
-                                   termination)
+                    metrics = {}
+                    why = "early stopping ended the training before"
+                else:
+                    metrics = self._train(dataset_fn, loss_fn, global_batch_size, evaluation,
+                                          termination)
+                    why = "--output_dir=%s already" % self.config.output_dir
             finally:
                 self._termination = None
+        self.steps_trained = self.global_step - start
+        if self.steps_trained:
+            logging.warning("trained %d steps (global step %d)", self.steps_trained,
+                            self.global_step)
+        else:
+            logging.warning("trained 0 steps: %s at step %d", why, self.global_step)
+        return metrics
 
     def _train(self, dataset_fn, loss_fn, global_batch_size, evaluation, termination):
         """Runner.train after the evaluations' start, under the SIGTERM watch."""
@@ -662,6 +702,8 @@ class Runner:
                           "examples_per_step": examples_per_step, "logged_step": step,
                           "logged_at": time.time()}
         logging.info("Training from step %d to %d", step, cfg.num_train_steps)
+        if cfg.record is not None and self.decision.append and self.is_chief:
+            training_record.write(cfg.output_dir, cfg.record, step, self.decision.record)
         try:
             metrics = self._train_loops(train_loop, iterator, writer, examples_per_step,
                                         termination, evaluation)
@@ -750,12 +792,10 @@ class Runner:
         if self._progress["logged_step"] != step:  # else the loop logged this step's line
             self._log_line(step, metrics, steps_per_sec * examples_per_step)
         self._progress["step"] = step
-        with writer.as_default(step=step):
-            for k, v in metrics.items():
-                tf.summary.scalar(k, v)
-            tf.summary.scalar("learning_rate", lr)
-            if examples_per_step:
-                tf.summary.scalar("examples_per_second", steps_per_sec * examples_per_step)
+        scalars = dict(metrics, learning_rate=lr)
+        if examples_per_step:
+            scalars["examples_per_second"] = steps_per_sec * examples_per_step
+        summaries.write_scalars(writer, step, scalars)
 
     def optimizer_learning_rate(self):
         """Learning rate the next update will use."""

@@ -1,0 +1,294 @@
+"""One meaning per output folder: what its checkpoints were trained with.
+
+A training run leaves output_dir/training_record.json beside its checkpoints when it
+starts training: the settings that define the trained model (SETTINGS, those of them the
+runner has), the content fingerprints of --bert_config_file and --vocab_file, and a
+fingerprint of the training data (its examples, or the bytes of its files). A later
+training run into the same folder compares its own with the record's last run
+(`Decision`, from training.Runner._restore):
+
+- the same settings: it resumes silently (an interrupted run goes on);
+- other settings: --existing_checkpoint says what happens.
+    continue  resume the checkpoint anyway, as the reference's Estimator did (it trains 0
+              steps when the folder is already at its last step); one WARNING line names
+              the settings that differ (old -> new) and the steps left; the record
+              appends this run's settings;
+    refuse    a ValueError naming them and the two ways out;
+    restart   remove what training wrote there (RESTART_FILES: checkpoints, the state
+              file, the record, eval_history.jsonl, best/, TensorBoard events) and train
+              from step 0; nothing else is touched, and only in a folder whose record
+              says this tool trained it.
+  Unset, it is `continue` on the command line (the reference's behaviour; run_cli and
+  flags_common.parse_flags fill it) and `refuse` for a Settings a Python caller passes,
+  so that a search over settings never reads an old folder's numbers as its own.
+- a folder without a record (an earlier version's): it resumes, with one line saying so.
+"""
+import hashlib
+import json
+import os
+import re
+
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from bert_tf2 import fileutil
+from bert_tf2.trainer import checkpoints
+
+RECORD_FILE = "training_record.json"
+FLAG = "existing_checkpoint"
+CONTINUE, REFUSE, RESTART = "continue", "refuse", "restart"
+MODES = (CONTINUE, REFUSE, RESTART)
+COMMAND_LINE_MODE = CONTINUE   # the reference's way
+PYTHON_MODE = REFUSE           # a Settings from Python that leaves the field unset
+
+# The settings that define a trained model, compared between runs: the one list. A
+# runner records those of them it has (settings_lib.Settings.part keeps those).
+SETTINGS = (
+    # the optimisation
+    "learning_rate", "num_train_epochs", "num_train_steps", "num_warmup_steps",
+    "train_batch_size", "warmup_proportion", "num_accumulation_steps", "optimizer_type",
+    "seed", "class_weights", "crf_learning_rate",
+    # the model and its inputs
+    "init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
+    "max_predictions_per_seq", "doc_stride", "max_query_length", "version_2_with_negative",
+    "long_text", "head_tokens", "window_pooling",
+    # the task
+    "task_name", "processor", "task_type", "labels_file", "text_a_column", "text_b_column",
+    "label_column", "xnli_language", "crf", "crf_tag_scheme", "lstm_units", "layers",
+    "feature_based", "document_context", "input_file", "train_file", "data_dir")
+# Settings recorded by the content of the file they name, not by the name.
+_FILE_SETTINGS = ("bert_config_file", "vocab_file", "labels_file")
+# Where the data come from: a path whose data are fingerprinted as "train_data".
+_DATA_SETTINGS = ("input_file", "train_file", "data_dir")
+
+# What training writes in output_dir, all that --existing_checkpoint=restart removes.
+RESTART_FILES = (
+    re.compile(r"%s-\d+\.(index|data-\d+-of-\d+)$" % re.escape(checkpoints.CHECKPOINT_NAME)),
+    re.compile(r"checkpoint$"),
+    re.compile(re.escape(RECORD_FILE) + "$"),
+    re.compile(r"eval_history\.jsonl$"),
+)
+_RESTART_FOLDERS = ("best", "train", "eval")  # best/, TensorBoard's train/ and eval/
+_EVENTS = re.compile(r"events\.out\.tfevents\..*")
+_BEST_FILES = fileutil.SETTINGS_FILES + ("best.json", fileutil.CONFIG_FILE,
+                                         fileutil.VOCAB_FILE, fileutil.MODEL_SETTINGS_FILE)
+
+# Data files up to this size are hashed whole; larger ones (pre-training shards, read
+# at every start) by their size, first and last MB.
+_WHOLE_FILE_BYTES = 1 << 24
+_BLOCK = 1 << 20
+
+
+def define_flags(fv):
+    """--existing_checkpoint (every training runner, via flags_common.define_training_flags)."""
+    flags.DEFINE_enum(
+        FLAG, None, list(MODES),
+        "A training run into an --output_dir whose checkpoint was trained with other "
+        "settings (%s there: learning rate, epochs, batch size, data, model, task...): "
+        "continue = go on from its checkpoint as the reference did, with one warning line "
+        "naming the differences (a finished folder trains 0 steps); refuse = stop with "
+        "that line; restart = remove the files training wrote there (checkpoints, %s, "
+        "eval history, best/, TensorBoard events) and train from step 0. The same "
+        "settings always resume (an interrupted run). Default: continue on the command "
+        "line; refuse for a Settings passed from Python." % (RECORD_FILE, RECORD_FILE),
+        flag_values=fv)
+
+
+def command_line_default(fv):
+    """Sets --existing_checkpoint to the command line's default (continue) on parsed
+    flags `fv` that leave it unset (run_cli, flags_common.parse_flags)."""
+    if FLAG in fv and fv[FLAG].value is None:
+        fv[FLAG].value = COMMAND_LINE_MODE
+
+
+def mode_of(value):
+    """The mode a setting's value means: None (a Python caller's unset field) is refuse."""
+    return PYTHON_MODE if value is None else value
+
+
+# ---------------------------------------------------------------------------
+# The values
+# ---------------------------------------------------------------------------
+
+def of(part, examples=None, files=None):
+    """{setting: value} a training run records: `part`'s fields (settings.part(*SETTINGS)),
+    files by their content, and "train_data", the fingerprint of `examples` (the
+    training examples the run read) or else of the `files` it reads."""
+    values = {}
+    for name in SETTINGS:
+        if name not in part:
+            continue
+        value = getattr(part, name)
+        if name in _FILE_SETTINGS and value:
+            value = file_fingerprint([os.fspath(value)])
+        elif name in _DATA_SETTINGS:
+            continue  # the data's content below, not where it is
+        values[name] = _plain(value)
+    if examples is not None:
+        values["train_data"] = examples_fingerprint(examples)
+    elif files:
+        values["train_data"] = file_fingerprint(files)
+    return values
+
+
+def _plain(value):
+    """`value` as JSON keeps it: paths as str, tuples as lists, numpy scalars as numbers."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "__fspath__"):
+        return os.fspath(value)
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def examples_fingerprint(examples):
+    """"<N> examples, sha256 <16 hex digits>" of the examples' fields, in order."""
+    digest = hashlib.sha256()
+    count = 0
+    for example in examples:
+        fields = vars(example) if hasattr(example, "__dict__") else example
+        if isinstance(fields, dict):
+            fields = sorted(fields.items())
+        digest.update(repr(fields).encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+        count += 1
+    return "%d examples, sha256 %s" % (count, digest.hexdigest()[:16])
+
+
+def file_fingerprint(paths):
+    """"<bytes> bytes, sha256 <16 hex digits>" of the files' contents, in order (a file
+    over 16 MB: its size, first and last MB)."""
+    digest = hashlib.sha256()
+    total = 0
+    for path in map(os.fspath, paths):
+        size = tf.io.gfile.stat(path).length
+        total += size
+        digest.update(b"%d\0" % size)
+        with tf.io.gfile.GFile(path, "rb") as f:
+            if size <= _WHOLE_FILE_BYTES:
+                digest.update(f.read())
+            else:
+                digest.update(f.read(_BLOCK))
+                f.seek(size - _BLOCK)
+                digest.update(f.read(_BLOCK))
+    return "%d bytes, sha256 %s" % (total, digest.hexdigest()[:16])
+
+
+# ---------------------------------------------------------------------------
+# The record file
+# ---------------------------------------------------------------------------
+
+def read(output_dir):
+    """The record of `output_dir` ({"runs": [{"from_step", "settings"}, ...]}), None
+    when there is none."""
+    path = os.path.join(str(output_dir), RECORD_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    record = fileutil.read_json(path)
+    runs = record.get("runs") if isinstance(record, dict) else None
+    if not runs or not all(isinstance(r, dict) and isinstance(r.get("settings"), dict)
+                           for r in runs):
+        raise ValueError("%s is not a training record of this program: remove it (the "
+                         "folder is then read as one trained by an earlier version)" % path)
+    return record
+
+
+def write(output_dir, values, step, record=None):
+    """Writes the record: `record`'s runs (None: none) and this one, from `step`."""
+    runs = list(record["runs"]) if record else []
+    runs.append({"from_step": int(step), "settings": values})
+    with fileutil.atomic_open(os.path.join(str(output_dir), RECORD_FILE), "w") as f:
+        f.write(json.dumps({"runs": runs}, indent=2, sort_keys=True) + "\n")
+
+
+def differences(old, new):
+    """[(name, old value, new value)] of the settings recorded in both that differ."""
+    return [(name, old[name], new[name]) for name in sorted(set(old) & set(new))
+            if old[name] != new[name]]
+
+
+def _differences_text(diffs):
+    return ", ".join("%s %s -> %s" % (name, json.dumps(a), json.dumps(b))
+                     for name, a, b in diffs)
+
+
+# ---------------------------------------------------------------------------
+# The decision of a training run that finds a checkpoint
+# ---------------------------------------------------------------------------
+
+class Decision:
+    """What a training run does with the checkpoint it found in output_dir.
+
+    restart: True when the folder was emptied of training's files (train from 0).
+    record: the folder's record, to which `written` appends this run (None: a new one).
+    append: whether this run's settings become a new entry of the record.
+    """
+
+    def __init__(self, restart=False, record=None, append=True):
+        self.restart = restart
+        self.record = record
+        self.append = append
+
+
+def decide(output_dir, values, mode, step, last_step, remove=True):
+    """The Decision of a training run whose settings are `values`, in a folder whose
+    latest checkpoint is at `step`; `last_step`: the step the run trains to. remove=False
+    (a worker that is not the chief): a restart leaves the removal to the chief."""
+    folder = str(output_dir)
+    record = read(folder)
+    flag = "--%s" % FLAG
+    if record is None:
+        if mode == RESTART:
+            raise ValueError("--output_dir=%s has a checkpoint but no %s, so which files "
+                             "training wrote there is unknown: %s=restart removes none; "
+                             "use a new --output_dir or remove its checkpoints yourself"
+                             % (folder, RECORD_FILE, flag))
+        logging.warning("--output_dir=%s has no %s (trained by an earlier version): "
+                        "continuing from its checkpoint at step %d", folder, RECORD_FILE, step)
+        return Decision(record=None, append=False)
+    diffs = differences(record["runs"][-1]["settings"], values)
+    if not diffs:
+        return Decision(record=record, append=False)
+    text = _differences_text(diffs)
+    if mode == REFUSE:
+        raise ValueError("--output_dir=%s holds a checkpoint (step %d) trained with other "
+                         "settings: %s; use a new --output_dir, %s=restart to start over, "
+                         "or %s=continue to go on from it" % (folder, step, text, flag, flag))
+    if mode == RESTART:
+        removed = remove_training_files(folder) if remove else 0
+        logging.warning("--output_dir=%s was trained with other settings (%s): %s=restart "
+                        "removed its %d training files; training from step 0",
+                        folder, text, flag, removed)
+        return Decision(restart=True, record=None)
+    logging.warning("--output_dir=%s was trained with other settings (%s): continuing from "
+                    "its checkpoint at step %d, %d steps to train (%s=restart starts over)",
+                    folder, text, step, max(last_step - step, 0), flag)
+    return Decision(record=record)
+
+
+def remove_training_files(folder):
+    """Removes what training wrote in `folder` (RESTART_FILES, and in best/, train/, eval/
+    their files of ours); a folder left empty goes too. Returns the files removed."""
+    removed = 0
+    for name in sorted(tf.io.gfile.listdir(folder)):
+        path = os.path.join(folder, name)
+        if not tf.io.gfile.isdir(path) and any(p.match(name) for p in RESTART_FILES):
+            tf.io.gfile.remove(path)
+            removed += 1
+    for sub in _RESTART_FOLDERS:
+        path = os.path.join(folder, sub)
+        if not tf.io.gfile.isdir(path):
+            continue
+        for name in sorted(tf.io.gfile.listdir(path)):
+            ours = (_EVENTS.match(name) if sub != "best" else
+                    name in _BEST_FILES or any(p.match(name) for p in RESTART_FILES))
+            if ours and not tf.io.gfile.isdir(os.path.join(path, name)):
+                tf.io.gfile.remove(os.path.join(path, name))
+                removed += 1
+        if not tf.io.gfile.listdir(path):
+            tf.io.gfile.rmtree(path)
+    return removed
