@@ -178,14 +178,7 @@ def read_jsonl(path, wanted, optional=()):
         if not isinstance(record, dict):
             raise ValueError("%s: expected a JSON object ({...}), found %s"
                              % (row.where(), type(record).__name__))
-        missing = [name for name in wanted if name not in record]
-        if missing:
-            raise ValueError("%s: no key %r (%s); the object's keys are %s"
-                             % (row.where(), missing[0], _COLUMN_FLAGS,
-                                ", ".join(repr(k) for k in record)))
-        row.fields = {name: record[name] for name in list(wanted) + list(optional)
-                      if name in record}
-        rows.append(row)
+        rows.append(_with_fields(row, record, wanted, optional, "key", "object's keys"))
     return rows
 
 
@@ -198,16 +191,22 @@ def read_table(data_dir, split, wanted, optional=()):
     where = data_tables.name(split)
     rows = []
     for index, record in data_tables.records(data_dir, split):
-        row = Row(None, where, index, unit="row")
-        missing = [name for name in wanted if name not in record]
-        if missing:
-            raise ValueError("%s: no column %r (%s); the row's columns are %s"
-                             % (row.where(), missing[0], _COLUMN_FLAGS,
-                                ", ".join(repr(k) for k in record)))
-        row.fields = {name: record[name] for name in list(wanted) + list(optional)
-                      if name in record}
-        rows.append(row)
+        rows.append(_with_fields(Row(None, where, index, unit="row"), record, wanted,
+                                 optional, "column", "row's columns"))
     return rows
+
+
+def _with_fields(row, record, wanted, optional, kind, keys):
+    """`row` with the fields of the dict `record`: every `wanted` one (else a ValueError
+    naming the row and the first missing `kind`), and the `optional` ones it has."""
+    missing = [name for name in wanted if name not in record]
+    if missing:
+        raise ValueError("%s: no %s %r (%s); the %s are %s"
+                         % (row.where(), kind, missing[0], _COLUMN_FLAGS, keys,
+                            ", ".join(repr(k) for k in record)))
+    row.fields = {name: record[name] for name in list(wanted) + list(optional)
+                  if name in record}
+    return row
 
 
 # ---------------------------------------------------------------------------
