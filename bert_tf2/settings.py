@@ -256,7 +256,12 @@ class Settings:
         """check_value() of field `name` (as is in a class whose values are not checked)."""
         if not cls._CHECKED or (name in cls.PYTHON_VALUES and isinstance(value, dict)):
             return value
-        return check_value(name, cls._PARSERS[name], cls._DEFAULTS[name], value)
+        try:
+            return check_value(name, cls._PARSERS[name], cls._DEFAULTS[name], value)
+        except ValueError as error:
+            if name not in cls.PYTHON_VALUES:
+                raise
+            raise ValueError("%s, or (from Python) %s" % (error, cls.PYTHON_VALUES[name])) from None
 
     @classmethod
     def _unknown(cls, names):

@@ -84,7 +84,7 @@ def test_a_dataframe_is_read_by_its_columns(tmp_path):
 
 @pytest.mark.parametrize("data_dir, message", [
     ({"train": [{"text": "a", "label": "x"}, {"txt": "b", "label": "y"}]},
-     r"data_dir\['train'\] row 1: no column 'text' \(--text_a_column.*'txt', 'label'"),
+     r"data_dir\['train'\] row 1: no column 'text' \(text_a_column.*'txt', 'label'"),
     ({"train": {"text": ["a", "b"], "label": ["x"]}},
      r"data_dir\['train'\]: column 'text' has 2 values, column 'label' has 1"),
     ({"train": [{"text": "a", "label": "x"}], "validation": []},
@@ -94,8 +94,9 @@ def test_a_dataframe_is_read_by_its_columns(tmp_path):
     ({"train": [{"text": "a", "label": "x"}, ["b", "y"]]},
      r"data_dir\['train'\] row 1 is a list; expected a dict"),
     ({"train": "train.csv"}, r"data_dir\['train'\] is a str; expected a pandas DataFrame"),
-    ({"test": []}, r"data_dir has no 'train' table \(--do_train needs it\)"),
-    (["train"], r"data_dir is a list; expected a folder path or \(from Python\) a dict"),
+    ({"test": []}, r"data_dir has no 'train' table \(do_train=True needs it\)"),
+    (["train"], r"data_dir=\['train'\]: expected a string or a path, or \(from Python\) a "
+              r"dict of splits"),
 ])
 def test_a_bad_table_is_one_error_naming_it_and_nothing_is_written(tmp_path, data_dir,
                                                                     message):
@@ -107,8 +108,8 @@ def test_a_bad_table_is_one_error_naming_it_and_nothing_is_written(tmp_path, dat
 
 def test_tables_are_for_the_file_tasks_only(tmp_path):
     with pytest.raises(ValueError, match="data_dir as a dict of tables is read by "
-                                         "--task_name=csv, tsv and jsonl only, not "
-                                         "--task_name=mrpc"):
+                                         "task_name=csv, tsv and jsonl only, not "
+                                         "task_name=mrpc"):
         rc.run(_settings(tmp_path, {"train": []}, tmp_path / "out", task_name="mrpc",
                          do_train=True))
     assert not (tmp_path / "out").exists()
@@ -325,11 +326,12 @@ def test_a_bad_squad_dict_is_one_error_naming_the_setting(tmp_path):
                     output_dir=str(tmp_path / "out"), do_predict=True, max_seq_length=32,
                     doc_stride=8, max_query_length=12)
     for predict_file, message in [
-            ({"version": "1.1"}, r"--predict_file \(a dict\) is not SQuAD json: it has no "
+            ({"version": "1.1"}, r"predict_file \(a dict\) is not SQuAD json: it has no "
                                  r"\"data\" list at the top \(keys: 'version'\)"),
             ({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": "1"}]}]}]},
-             r"--predict_file \(a dict\), question 1: missing key 'question'"),
-            (["data"], r"--predict_file is a list; expected a SQuAD json file")]:
+             r"predict_file \(a dict\), question 1: missing key 'question'"),
+            (["data"], r"predict_file=\['data'\]: expected a string or a path, or \(from Python\) "
+                        r"a SQuAD json's parsed object")]:
         with pytest.raises(ValueError, match=message):
             run_squad.run(run_squad.Settings(predict_file=predict_file, **settings))
         assert not (tmp_path / "out").exists()
@@ -422,11 +424,11 @@ def test_bad_multiple_choice_tables_name_the_row(tmp_path):
              r"data_dir\['train'\] row 1: \"endings\" must be a list of two or more"),
             ({"train": [{"context": "a", "endings": ["b", "c"], "label": 2}]},
              r"data_dir\['train'\] row 0: label 2 is not a choice index in \[0, 2\)"),
-            ({"dev": []}, r"data_dir has no 'train' table \(--do_train needs it\)")]:
+            ({"dev": []}, r"data_dir has no 'train' table \(do_train=True needs it\)")]:
         with pytest.raises(ValueError, match=message):
             run_multiple_choice.run(run_multiple_choice.Settings(data_dir=data_dir, **settings))
         assert not (tmp_path / "out").exists()
-    with pytest.raises(ValueError, match="read by --task_name=jsonl only, not --task_name=swag"):
+    with pytest.raises(ValueError, match="read by task_name=jsonl only, not task_name=swag"):
         run_multiple_choice.run(run_multiple_choice.Settings(
             data_dir={"train": []}, **dict(settings, task_name="swag")))
 

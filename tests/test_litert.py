@@ -428,3 +428,26 @@ def test_a_converter_error_leaves_the_earlier_litert_export_as_it_was(crf_export
         _export(argv)
     assert listing() == before
     assert os.listdir(os.path.dirname(str(export_dir))) == parent
+
+
+def test_another_vocabulary_in_the_export_is_refused(sst_export, tmp_path):
+    """export_info.json records the vocabulary's sha256: a vocab.txt swapped in later (the
+    same tokens in another order: other ids for every word) is one line, not other ids."""
+    source = str(sst_export[0])
+    folder = tmp_path / "copy"
+    for name in ("model_fp32.tflite", litert_predictor.VOCAB_FILE, litert_predictor.INFO_FILE):
+        os.makedirs(os.path.dirname(str(folder / name)), exist_ok=True)
+        with open(os.path.join(source, name), "rb") as f, open(str(folder / name), "wb") as g:
+            g.write(f.read())
+    with open(os.path.join(source, litert_predictor.INFO_FILE)) as f:
+        assert set(json.load(f)["vocab"]) == {"size", "sha256"}
+    litert_predictor.LiteRTPredictor(str(folder), "fp32")  # as exported: loads
+    vocab = str(folder / litert_predictor.VOCAB_FILE)
+    with open(vocab, encoding="utf-8") as f:
+        tokens = f.read().split("\n")
+    tokens[5], tokens[6] = tokens[6], tokens[5]
+    write_text(vocab, "\n".join(tokens))
+    with pytest.raises(ValueError, match=r"vocab\.txt is not the vocabulary this model was "
+                                         r"exported with") as e:
+        litert_predictor.LiteRTPredictor(str(folder), "fp32")
+    assert "\n" not in str(e.value)

@@ -92,8 +92,8 @@ def fork_folder(tmp_path_factory):
     """A copy of the reference's modules that move_fork's command line moved to bert_tf2.tf1."""
     reference = _reference_dir()
     folder = str(tmp_path_factory.mktemp("fork"))
-    for name in MODULES:
-        shutil.copy(os.path.join(reference, name), folder)
+    for name in MODULES:  # the contents only: ../shared's files are read-only, a fork's are not
+        shutil.copyfile(os.path.join(reference, name), os.path.join(folder, name))
     proc = subprocess.run([sys.executable, "-m", "bert_tf2.compat.move_fork", folder],
                           cwd=str(REPO_ROOT), env=_env(), capture_output=True, text=True,
                           timeout=300, check=False)

@@ -81,10 +81,10 @@ def test_a_run_records_resumes_the_same_refuses_continues_and_restarts(tmp_path,
     # A Settings from Python refuses other settings by default.
     with pytest.raises(ValueError) as refused:
         _run(tmp_path, learning_rate=1e-4, train_batch_size=2)
-    assert str(refused.value) == (
-        "--output_dir=%s holds a checkpoint (step 2) trained with other settings: "
-        "learning_rate 5e-05 -> 0.0001, train_batch_size 4 -> 2; use a new --output_dir, "
-        "--existing_checkpoint=restart to start over, or --existing_checkpoint=continue to "
+    assert str(refused.value) == (  # named as a Python caller names fields
+        "output_dir=%s holds a checkpoint (step 2) trained with other settings: "
+        "learning_rate 5e-05 -> 0.0001, train_batch_size 4 -> 2; use a new output_dir, "
+        "existing_checkpoint=restart to start over, or existing_checkpoint=continue to "
         "go on from it" % out)
 
     # The command line continues as the reference did, with one line.

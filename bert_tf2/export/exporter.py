@@ -4,6 +4,7 @@ save the SavedModel with its export_info.json (export_saved_model.py's machinery
 Everything here takes plain values; export_saved_model.py turns its flags into them.
 """
 import contextlib
+import os
 import tempfile
 import unicodedata
 
@@ -17,6 +18,7 @@ from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import model_folder
 
 # --serving_dtype -> the Keras policy the served model is built under.
 SERVING_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -118,6 +120,10 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 embed_batch_size=embed_batch_size)
             info = export_info(module, bert_config, init_checkpoint, do_lower_case,
                                serving_dtype, labels, long_text_settings)
+            # The vocabulary the graph's table reads (assets/vocab.txt), for the readers of
+            # the export that tokenize outside the graph (LiteRTPredictor): another file
+            # there would give other ids.
+            info["vocab"] = model_folder.file_checksum(os.path.join(asset_dir, "vocab.txt"))
 
             def before_rename(folder):
                 """The files checked before the rename: the vocabulary, after_save's."""

@@ -12,6 +12,7 @@ imported only when a predictor or runner is made.
     predictor.predict(["a great film", "dull"])
     # -> [{"label": "1", "probabilities": {"0": 0.03, "1": 0.97}}, ...]
 """
+import hashlib
 import importlib.util
 import json
 import os
@@ -88,6 +89,21 @@ def read_info(export_dir):
         if not valid(info.get(field)):
             raise _bad_field(path, field, what, info.get(field))
     return info
+
+
+def _check_vocab(vocab, recorded, info_path):
+    """ValueError when `vocab` is not the file the export was made with (the size and
+    sha256 export_info.json records; exports made before it recorded them: not checked)."""
+    if recorded is None:
+        return
+    if not (isinstance(recorded, dict) and isinstance(recorded.get("sha256"), str)):
+        raise _bad_field(info_path, "vocab", '{"size": bytes, "sha256": hex digest}', recorded)
+    with open(vocab, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if digest != recorded["sha256"]:
+        raise ValueError("%s is not the vocabulary this model was exported with (its sha256 "
+                         "differs from the one %s records): its token ids would not be the "
+                         "model's; export the model again" % (vocab, info_path))
 
 
 def read_crf(export_dir, num_labels):
@@ -186,6 +202,7 @@ class LiteRTPredictor(object):
         vocab = os.path.join(export_dir, VOCAB_FILE)
         if not os.path.isfile(vocab):
             raise ValueError("%s does not exist: %s is not a whole export" % (vocab, export_dir))
+        _check_vocab(vocab, self.info.get("vocab"), os.path.join(export_dir, INFO_FILE))
         self.tokenizer = tokenization.FullTokenizer(vocab, self.info["do_lower_case"])
         self.run = ModelRunner(path, num_threads)
         if self.run.seq_length > 0 and self.run.seq_length != self.max_seq_length:
