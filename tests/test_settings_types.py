@@ -63,9 +63,14 @@ FACES = [create_pretraining_data, create_vocab, convert_hf_checkpoint, convert_t
     (rc.Settings, "dtype", "BF16", "dtype='BF16': expected one of fp32, fp16, bf16"),
     (rc.Settings, "dtype", 16, "dtype=16: expected one of fp32, fp16, bf16"),
     # str / path
-    (rc.Settings, "data_dir", 3, "data_dir=3: expected a string or a path"),
-    (rc.Settings, "data_dir", b"/data", "data_dir=b'/data': expected a string or a path"),
-    (rc.Settings, "data_dir", ["a", "b"], "data_dir=['a', 'b']: expected a string or a path"),
+    # data_dir also takes a dict of tables from Python (Settings.PYTHON_VALUES): said too.
+    (rc.Settings, "data_dir", 3, "data_dir=3: expected a string or a path, or (from Python) "
+     + rc.Settings.PYTHON_VALUES["data_dir"]),
+    (rc.Settings, "data_dir", b"/data", "data_dir=b'/data': expected a string or a path, or "
+     "(from Python) " + rc.Settings.PYTHON_VALUES["data_dir"]),
+    (rc.Settings, "data_dir", ["a", "b"], "data_dir=['a', 'b']: expected a string or a path, "
+     "or (from Python) " + rc.Settings.PYTHON_VALUES["data_dir"]),
+    (rc.Settings, "output_dir", ["a"], "output_dir=['a']: expected a string or a path"),
     (rc.Settings, "task_name", True, "task_name=True: expected a string or a path"),
     (rc.Settings, "label_column", None,
      "label_column=None: expected a string or a path (None only where the default is None)"),
