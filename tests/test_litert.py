@@ -346,6 +346,15 @@ def test_predictor_inputs_one_text_none_and_pairs_of_another_length(sst_export):
         assert "\n" not in str(e.value)
 
 
+def _fp32_copy(source, folder):
+    """A copy of what LiteRTPredictor(..., "fp32") reads of the export `source`."""
+    for name in ("model_fp32.tflite", litert_predictor.VOCAB_FILE, litert_predictor.INFO_FILE):
+        os.makedirs(os.path.dirname(str(folder / name)), exist_ok=True)
+        with open(os.path.join(source, name), "rb") as f, open(str(folder / name), "wb") as g:
+            g.write(f.read())
+    return folder
+
+
 @pytest.mark.parametrize("change, words", [
     ({"max_seq_length": "24"}, "field 'max_seq_length' must be an integer >= 3"),
     ({"max_seq_length": 32}, "field 'max_seq_length' is 32 but .*model_fp32.tflite takes "
@@ -359,11 +368,7 @@ def test_predictor_inputs_one_text_none_and_pairs_of_another_length(sst_export):
 def test_a_tampered_export_info_is_one_line_naming_the_file_and_field(sst_export, tmp_path,
                                                                       change, words):
     source = str(sst_export[0])
-    folder = tmp_path / "copy"
-    for name in ("model_fp32.tflite", litert_predictor.VOCAB_FILE, litert_predictor.INFO_FILE):
-        os.makedirs(os.path.dirname(str(folder / name)), exist_ok=True)
-        with open(os.path.join(source, name), "rb") as f, open(str(folder / name), "wb") as g:
-            g.write(f.read())
+    folder = _fp32_copy(source, tmp_path / "copy")
     info_path = str(folder / litert_predictor.INFO_FILE)
     with open(info_path) as f:
         info = json.load(f)
@@ -434,11 +439,7 @@ def test_another_vocabulary_in_the_export_is_refused(sst_export, tmp_path):
     """export_info.json records the vocabulary's sha256: a vocab.txt swapped in later (the
     same tokens in another order: other ids for every word) is one line, not other ids."""
     source = str(sst_export[0])
-    folder = tmp_path / "copy"
-    for name in ("model_fp32.tflite", litert_predictor.VOCAB_FILE, litert_predictor.INFO_FILE):
-        os.makedirs(os.path.dirname(str(folder / name)), exist_ok=True)
-        with open(os.path.join(source, name), "rb") as f, open(str(folder / name), "wb") as g:
-            g.write(f.read())
+    folder = _fp32_copy(source, tmp_path / "copy")
     with open(os.path.join(source, litert_predictor.INFO_FILE)) as f:
         assert set(json.load(f)["vocab"]) == {"size", "sha256"}
     litert_predictor.LiteRTPredictor(str(folder), "fp32")  # as exported: loads
