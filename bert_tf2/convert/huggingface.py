@@ -531,14 +531,19 @@ def _log_what_is_missing(out, config, source, found, hf_tensors):
                  len(found["unknown"]))
 
 
+def read_vocab_tokens(path):
+    """The tokens of a vocab.txt as tokenization.load_vocab reads them (each line stripped;
+    a last empty line is no token): the import counts them, the export writes them."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        lines = [line.strip() for line in fileutil.split_lines(f.read().decode("utf-8"))]
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def _copy_vocab(hf_dir, output_dir, config):
     src = os.path.join(hf_dir, "vocab.txt")
     dst = os.path.join(output_dir, "vocab.txt")
     tf.io.gfile.copy(src, dst, overwrite=True)
-    with tf.io.gfile.GFile(src, "rb") as f:
-        lines = fileutil.split_lines(f.read().decode("utf-8"))  # as load_vocab reads it
-    if lines and not lines[-1].strip():
-        lines = lines[:-1]
+    lines = read_vocab_tokens(src)
     if len(lines) > config["vocab_size"]:
         logging.warning("%s has %d entries but vocab_size is %d: ids past %d cannot be "
                         "embedded", src, len(lines), config["vocab_size"],
@@ -797,12 +802,6 @@ def _write_json(path, value):
         f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
-def _read_vocab_lines(path):
-    with tf.io.gfile.GFile(path, "rb") as f:
-        lines = [line.strip() for line in fileutil.split_lines(f.read().decode("utf-8"))]
-    return lines[:-1] if lines and not lines[-1] else lines
-
-
 class HfExport(object):
     """What export_to_hf writes, resolved from the model folder before anything is written.
 
@@ -885,7 +884,7 @@ class HfExport(object):
                                             len(labels)))
         self.head = head
         self.vocab_file = found["vocab_file"]
-        self.vocab = _read_vocab_lines(self.vocab_file)
+        self.vocab = read_vocab_tokens(self.vocab_file)
         pad = self.vocab.index("[PAD]") if "[PAD]" in self.vocab else 0
         self.config = hf_config_of(config, head, labels, problem_type, pad)
         if problem_type == "regression":
