@@ -1,6 +1,7 @@
 """README.md and every docs/ page: each command line of a root script parses with that
-script's flags, and each Python block is run (here or by the test named beside it) or listed
-with the reason it is not (a renamed or removed flag on any page fails here)."""
+script's flags, the fork tool's lines run on a tiny fork, and each Python block is run (here
+or by the test named beside it) or listed with the reason it is not (a renamed or removed flag
+on any page fails here)."""
 import importlib
 import re
 import shlex
@@ -49,6 +50,15 @@ def _commands(pages=None):
                 yield page, line_number, words[1][:-3], words[2:]
 
 
+def _module_commands():
+    """(page, line, module, args) of each `python -m <module> ...` command line."""
+    for page, block_line, block in _blocks("bash"):
+        for line_number, command in _command_lines(block, block_line):
+            words = shlex.split(command, comments=True)
+            if words[:2] == ["python", "-m"] and len(words) > 2:
+                yield page, line_number, words[2], words[3:]
+
+
 def _with_placeholders(args):
     """$VARIABLES become a placeholder folder; `...` (the page's "and the rest") goes."""
     return [re.sub(r"\$\{?(\w+)\}?", r"/tmp/readme_\1", arg) for arg in args if arg != "..."]
@@ -89,6 +99,27 @@ def test_every_command_line_parses(page, line_number, script, args):
         pytest.importorskip("apache_beam")
         args = beam.split_args(["prog"] + args, module.define_flags)[0][1:]
     flags_common.parse_flags(module.define_flags, args)
+
+
+_MODULE_COMMANDS = list(_module_commands())
+
+
+def test_the_fork_tool_commands_run_on_a_fork(tmp_path):
+    # `python -m bert_tf2.compat.move_fork my_fork/ [--dry_run]` (README.md, fork.md), run on
+    # a one-file fork: the dry run names the file and leaves it, the other changes its import.
+    assert len(_MODULE_COMMANDS) >= 2
+    move_fork = importlib.import_module("bert_tf2.compat.move_fork")
+    for page, line_number, module, args in _MODULE_COMMANDS:
+        assert module == "bert_tf2.compat.move_fork", \
+            "%s:%d: python -m %s: no test runs it" % (page, line_number, module)
+        fork = tmp_path / ("%s_%d" % (page.replace("/", "_"), line_number))
+        fork.mkdir()
+        (fork / "run_fork.py").write_text("import tensorflow as tf\n", encoding="utf-8")
+        assert args[0] == "my_fork/"
+        assert move_fork.main([str(fork)] + args[1:]) == 0
+        expected = ("import tensorflow as tf\n" if "--dry_run" in args
+                    else "import bert_tf2.tf1 as tf\n")
+        assert (fork / "run_fork.py").read_text(encoding="utf-8") == expected, (page, args)
 
 
 # The Python blocks, by their first line: run here, or why not.
