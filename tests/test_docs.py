@@ -5,6 +5,8 @@ which checks the pages' own links; nothing builds the README, hence the link tes
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 import unicodedata
 
 import pytest
@@ -121,3 +123,15 @@ def test_a_flag_page_splits_the_references_flags_from_ours(shared_dir):
     assert "`--long_text`" not in theirs
     # A script the reference does not have: every flag is new, in one table.
     assert "every flag here is new" in _tool().page("run_ner", str(reference))
+
+
+def test_the_site_builds_strictly(tmp_path):
+    # What `make docs` runs (make test runs it first); here too for a bare pytest run.
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("pymdownx")
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+                            "--site-dir", str(tmp_path / "site")], cwd=str(REPO_ROOT),
+                           capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr[-2000:]
+    own_data = (tmp_path / "site" / "own-data.html").read_text(encoding="utf-8")
+    assert "FolderProcessor" in own_data  # README.md's block, included by its snippet
