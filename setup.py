@@ -70,6 +70,10 @@ setup(
         # export_saved_model.py --litert and bert_tf2.export.litert_predictor: LiteRT's
         # interpreter (conversion is TensorFlow's own tf.lite.TFLiteConverter).
         "litert": ["ai-edge-litert>=2.0"],
+        # The documentation site (mkdocs.yml, `make docs`): MkDocs' own theme, and
+        # pymdown-extensions for its snippets (the benchmarks page includes
+        # benchmarks/README.md instead of a copy).
+        "docs": ["mkdocs>=1.6,<2", "pymdown-extensions>=10.0,<11"],
     },
     entry_points={
         "console_scripts": ["%s=%s:main" % (cmd, mod) for cmd, mod in SCRIPTS.items()],

@@ -38,6 +38,7 @@ for _path in (BENCH_DIR, REPO_ROOT):
 # alike, and the device listing without the no-GPU cuInit line.
 from bert_tf2 import startup  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf2 import machine  # noqa: E402  pylint: disable=wrong-import-position
+from bench_format import format_number  # noqa: E402  pylint: disable=wrong-import-position
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
@@ -436,13 +437,7 @@ def row(measure, config, ours, peer, unit, against="peer"):
 
 
 def _fmt(value):
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-2):
-            return "%.3g" % value
-        return "%.3f" % value if abs(value) < 10 else "%.1f" % value
-    return str(value)
+    return format_number(value, missing="-")
 
 
 def format_table(rows):

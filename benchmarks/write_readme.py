@@ -19,6 +19,8 @@ import json
 import os
 import sys
 
+from bench_format import format_number
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
 # bench_util's notes, repeated: this script runs without importing TensorFlow.
@@ -27,13 +29,7 @@ BF16_NOT_JUDGED_NOTE = "bf16 not judged on this CPU"
 
 
 def _fmt(value):
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-2):
-            return "%.3g" % value
-        return "%.3f" % value if abs(value) < 10 else "%.1f" % value
-    return str(value)
+    return format_number(value, missing="—")
 
 
 def _groups(rows):

@@ -1,5 +1,7 @@
-"""README.md: every command line of a root script parses with that script's flags, and its
-runnable Python blocks run (a renamed or removed flag in the README fails here)."""
+"""README.md and every docs/ page: each command line of a root script parses with that
+script's flags, the fork tool's lines run on a tiny fork, and each Python block is run (here
+or by the test named beside it) or listed with the reason it is not (a renamed or removed flag
+on any page fails here)."""
 import importlib
 import re
 import shlex
@@ -9,46 +11,86 @@ import pytest
 from bert_tf2 import flags_common
 from conftest import REPO_ROOT
 
-_README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+# README first, then the site's pages in path order (docs/tools/ is code, not a page).
+_PAGES = ["README.md"] + sorted(
+    str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "docs").rglob("*.md")
+    if "tools" not in p.relative_to(REPO_ROOT / "docs").parts)
+_TEXT = {page: (REPO_ROOT / page).read_text(encoding="utf-8") for page in _PAGES}
 _ROOT_SCRIPTS = {p.stem for p in REPO_ROOT.glob("*.py")} - {"setup"}
 
 
-def _blocks(language):
-    """(line number, text) of every ```language block of the README."""
-    for match in re.finditer(r"^```%s\n(.*?)^```" % language, _README, flags=re.M | re.S):
-        yield _README.count("\n", 0, match.start()) + 1, match.group(1)
+def _blocks(language, pages=None):
+    """(page, line number, text) of every ```language block of the pages (all by default)."""
+    for page in pages or _PAGES:
+        text = _TEXT[page]
+        for match in re.finditer(r"^```%s\n(.*?)^```" % language, text, flags=re.M | re.S):
+            yield page, text.count("\n", 0, match.start()) + 1, match.group(1)
 
 
-def _commands():
-    """(README line, script, args) of each `python <root script>.py ...` command line."""
-    for line_number, block in _blocks("bash"):
-        for command in block.replace("\\\n", " ").splitlines():
+def _command_lines(block, first_line):
+    """(line number, command) of a bash block: a line ending in a backslash goes on."""
+    start, parts = None, []
+    for offset, line in enumerate(block.splitlines()):
+        start = first_line + 1 + offset if start is None else start
+        if line.endswith("\\"):
+            parts.append(line[:-1])
+            continue
+        yield start, " ".join(parts + [line])
+        start, parts = None, []
+
+
+def _commands(pages=None):
+    """(page, line, script, args) of each `python <root script>.py ...` command line."""
+    for page, block_line, block in _blocks("bash", pages):
+        for line_number, command in _command_lines(block, block_line):
             words = shlex.split(command, comments=True)
             if len(words) < 2 or words[0] != "python" or not words[1].endswith(".py"):
                 continue
             if words[1][:-3] in _ROOT_SCRIPTS:
-                yield line_number, words[1][:-3], words[2:]
+                yield page, line_number, words[1][:-3], words[2:]
+
+
+def _module_commands():
+    """(page, line, module, args) of each `python -m <module> ...` command line."""
+    for page, block_line, block in _blocks("bash"):
+        for line_number, command in _command_lines(block, block_line):
+            words = shlex.split(command, comments=True)
+            if words[:2] == ["python", "-m"] and len(words) > 2:
+                yield page, line_number, words[2], words[3:]
 
 
 def _with_placeholders(args):
-    """$VARIABLES become a placeholder folder; `...` (the README's "and the rest") goes."""
+    """$VARIABLES become a placeholder folder; `...` (the page's "and the rest") goes."""
     return [re.sub(r"\$\{?(\w+)\}?", r"/tmp/readme_\1", arg) for arg in args if arg != "..."]
 
 
 _COMMANDS = list(_commands())
+_ALL_SCRIPTS = {"run_classifier", "run_squad", "run_pretraining", "create_pretraining_data",
+                "extract_features", "run_ner", "run_multiple_choice", "export_saved_model",
+                "convert_tf1_checkpoint", "convert_hf_checkpoint", "create_vocab"}
 
 
-def test_the_readme_has_commands_of_most_scripts():
+def test_the_pages_have_commands_of_every_script():
     assert len(_COMMANDS) >= 25
-    assert {"run_classifier", "run_squad", "run_pretraining", "create_pretraining_data",
-            "extract_features", "run_ner", "run_multiple_choice", "export_saved_model",
-            "convert_tf1_checkpoint", "convert_hf_checkpoint", "create_vocab"} <= \
-        {script for _, script, _ in _COMMANDS}
+    assert _ALL_SCRIPTS <= {script for _, _, script, _ in _COMMANDS}
+    # The front door: one example per job of the brief (multiple choice and the TF1
+    # converter and create_vocab live on their pages).
+    in_readme = {script for page, _, script, _ in _COMMANDS if page == "README.md"}
+    assert _ALL_SCRIPTS - {"convert_tf1_checkpoint", "create_vocab", "run_multiple_choice"} \
+        <= in_readme
 
 
-@pytest.mark.parametrize("line_number,script,args", _COMMANDS,
-                         ids=["README.md:%d:%s" % (n, s) for n, s, _ in _COMMANDS])
-def test_every_readme_command_line_parses(line_number, script, args):
+def test_each_command_is_named_by_its_own_page_line():
+    # The ids below name the line a command starts on: README.md's first command is on the
+    # line after its block's opening fence, and no two commands share a line.
+    assert len({(p, n) for p, n, _, _ in _COMMANDS}) == len(_COMMANDS)
+    text = _TEXT[_COMMANDS[0][0]].splitlines()
+    assert text[_COMMANDS[0][1] - 1].startswith("python %s.py" % _COMMANDS[0][2])
+
+
+@pytest.mark.parametrize("page,line_number,script,args", _COMMANDS,
+                         ids=["%s:%d:%s" % (p, n, s) for p, n, s, _ in _COMMANDS])
+def test_every_command_line_parses(page, line_number, script, args):
     module = importlib.import_module(script)
     args = _with_placeholders(args)
     if any(arg.startswith("--runner") for arg in args):
@@ -57,6 +99,27 @@ def test_every_readme_command_line_parses(line_number, script, args):
         pytest.importorskip("apache_beam")
         args = beam.split_args(["prog"] + args, module.define_flags)[0][1:]
     flags_common.parse_flags(module.define_flags, args)
+
+
+_MODULE_COMMANDS = list(_module_commands())
+
+
+def test_the_fork_tool_commands_run_on_a_fork(tmp_path):
+    # `python -m bert_tf2.compat.move_fork my_fork/ [--dry_run]` (README.md, fork.md), run on
+    # a one-file fork: the dry run names the file and leaves it, the other changes its import.
+    assert len(_MODULE_COMMANDS) >= 2
+    move_fork = importlib.import_module("bert_tf2.compat.move_fork")
+    for page, line_number, module, args in _MODULE_COMMANDS:
+        assert module == "bert_tf2.compat.move_fork", \
+            "%s:%d: python -m %s: no test runs it" % (page, line_number, module)
+        fork = tmp_path / ("%s_%d" % (page.replace("/", "_"), line_number))
+        fork.mkdir()
+        (fork / "run_fork.py").write_text("import tensorflow as tf\n", encoding="utf-8")
+        assert args[0] == "my_fork/"
+        assert move_fork.main([str(fork)] + args[1:]) == 0
+        expected = ("import tensorflow as tf\n" if "--dry_run" in args
+                    else "import bert_tf2.tf1 as tf\n")
+        assert (fork / "run_fork.py").read_text(encoding="utf-8") == expected, (page, args)
 
 
 # The Python blocks, by their first line: run here, or why not.
@@ -75,17 +138,34 @@ _NOT_RUN_HERE = {
 }
 
 
+# Pages whose Python blocks sketch the code's shape for contributors (not for running).
+_SKETCHES = {"docs/CONTRACTS.md"}
+
+
 def test_every_python_block_is_run_or_listed():
-    for line_number, block in _blocks("python"):
+    pages = [page for page in _PAGES if page not in _SKETCHES]
+    for page, line_number, block in _blocks("python", pages):
         first = block.lstrip().splitlines()[0]
         if first.startswith('"""my_tasks.py'):
             continue
         assert any(first.startswith(key) for key in _NOT_RUN_HERE), \
-            "README.md:%d: a Python block neither run nor listed: %s" % (line_number, first)
+            "%s:%d: a Python block neither run nor listed: %s" % (page, line_number, first)
+
+
+def test_the_blocks_other_tests_run_are_in_the_readme():
+    # tests/test_settings.py, test_litert.py and test_classifier_tasks.py read them there;
+    # the docs pages include them from there (--8<-- "README.md:name"), never a copy.
+    firsts = [b.lstrip().splitlines()[0] for _, _, b in _blocks("python", ["README.md"])]
+    for first in ("import run_classifier", '"""my_tasks.py',
+                  "from bert_tf2.export.litert_predictor import LiteRTPredictor"):
+        assert sum(f.startswith(first) for f in firsts) == 1, first
+        assert not [(p, n) for p, n, b in _blocks("python", _PAGES[1:])
+                    if b.lstrip().startswith(first)], "%s: copied on a docs page" % first
 
 
 def test_the_processor_file_example_loads_as_a_processor(tmp_path):
-    (block,) = [b for _, b in _blocks("python") if b.startswith('"""my_tasks.py')]
+    (block,) = [b for _, _, b in _blocks("python", ["README.md"])
+                if b.startswith('"""my_tasks.py')]
     namespace = {"__name__": "my_tasks"}
     exec(compile(block, "README.md:my_tasks.py", "exec"), namespace)  # pylint: disable=exec-used
     run_classifier = importlib.import_module("run_classifier")
