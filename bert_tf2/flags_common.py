@@ -150,6 +150,17 @@ def check_fine_tuning(checks, required, check_task=None):
     return load_bert_config(checks.bert_config_file, checks.max_seq_length)
 
 
+def define_flag_table(fv, rows):
+    """Registers one flag per row of `rows` on `fv`: (kind, name, default, help) with kind
+    "string", "integer", "float" or "bool", or ("enum", name, default, help, choices)."""
+    for kind, name, default, help_text, *choices in rows:
+        define = getattr(flags, "DEFINE_" + kind)
+        if choices:
+            define(name, default, list(choices[0]), help_text, flag_values=fv)
+        else:
+            define(name, default, help_text, flag_values=fv)
+
+
 def define_pooling_flags(fv):
     """--pooling and --normalize: one vector per input (pooling.py)."""
     flags.DEFINE_enum(
