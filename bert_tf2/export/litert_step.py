@@ -59,13 +59,49 @@ _FLAGS = (
 )
 
 
+def check(settings, multilabel, long_texts):
+    """--litert's checks before any work: variants, model type, the extra, files."""
+    if not settings.litert:
+        return
+    variants = litert.parse_variants(settings.litert)
+    if settings.model_type not in litert_data.MODEL_TYPES:
+        raise ValueError("--litert: --model_type=%s is not supported (%s are)"
+                         % (settings.model_type, ", ".join(litert_data.MODEL_TYPES)))
+    if multilabel or long_texts:
+        raise ValueError("--litert: multi-label classifiers and --long_text=head_tail / "
+                         "windows are not supported (truncate only)")
+    if settings.serving_dtype != "fp32":
+        raise ValueError("--litert converts the float32 model (its int8 variants quantize "
+                         "it): leave %s out" % settings.flag("serving_dtype"))
+    litert_predictor.check_available()
+    if "int8" in variants and not settings.calibration_file:
+        raise ValueError("--litert=int8 needs --calibration_file (examples to calibrate "
+                         "the activation ranges on)")
+    if settings.calibration_examples < 1:
+        raise ValueError("%s must be >= 1" % settings.flag("calibration_examples"))
+    parse_columns(settings)
+    for flag in ("calibration_file", "agreement_file"):
+        if getattr(settings, flag):
+            litert_data.check_file("--" + flag, getattr(settings, flag))
+
+
+def parse_columns(settings):
+    """--litert_columns as (text_a, text_b or None, label or None)."""
+    parts = [p.strip() for p in settings.litert_columns.split(",")]
+    if len(parts) > 3 or not parts[0]:
+        raise ValueError("%s: expected text_a[,text_b[,label]] column names"
+                         % settings.flag("litert_columns"))
+    parts += [""] * (3 - len(parts))
+    return tuple(p or None for p in parts)
+
+
 def read_examples(settings, labels):
     """--litert: (calibration, agreement) litert_data.Batch of the files (None where not
     given), read before any work so that a bad file costs nothing."""
     if not settings.litert:
         return None, None
     tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
-    columns = columns(settings)
+    columns = parse_columns(settings)
 
     def examples(flag, limit):
         path = getattr(settings, flag)
@@ -95,40 +131,3 @@ def export(settings, folder, module, examples):
         logging.warning("\n%s\nWARNING: %s\n%s", "=" * 78, warning, "=" * 78)
     return {"litert_" + name if name != "report" else "litert_report":
             os.path.relpath(path, folder) for name, path in written.items()}
-
-
-def columns(settings):
-    """--litert_columns as (text_a, text_b or None, label or None)."""
-    parts = [p.strip() for p in settings.litert_columns.split(",")]
-    if len(parts) > 3 or not parts[0]:
-        raise ValueError("%s: expected text_a[,text_b[,label]] column names"
-                         % settings.flag("litert_columns"))
-    parts += [""] * (3 - len(parts))
-    return tuple(p or None for p in parts)
-
-
-def check(settings, multilabel, long_texts):
-    """--litert's checks before any work: variants, model type, the extra, files."""
-    if not settings.litert:
-        return
-    variants = litert.parse_variants(settings.litert)
-    if settings.model_type not in litert_data.MODEL_TYPES:
-        raise ValueError("--litert: --model_type=%s is not supported (%s are)"
-                         % (settings.model_type, ", ".join(litert_data.MODEL_TYPES)))
-    if multilabel or long_texts:
-        raise ValueError("--litert: multi-label classifiers and --long_text=head_tail / "
-                         "windows are not supported (truncate only)")
-    if settings.serving_dtype != "fp32":
-        raise ValueError("--litert converts the float32 model (its int8 variants quantize "
-                         "it): leave %s out" % settings.flag("serving_dtype"))
-    litert_predictor.check_available()
-    if "int8" in variants and not settings.calibration_file:
-        raise ValueError("--litert=int8 needs --calibration_file (examples to calibrate "
-                         "the activation ranges on)")
-    if settings.calibration_examples < 1:
-        raise ValueError("%s must be >= 1" % settings.flag("calibration_examples"))
-    columns(settings)
-    for flag in ("calibration_file", "agreement_file"):
-        if getattr(settings, flag):
-            litert_data.check_file("--" + flag, getattr(settings, flag))
-
