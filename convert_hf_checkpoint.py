@@ -33,7 +33,6 @@ heads both ways); this face keeps the flags.
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 
-from absl import flags
 import tensorflow as tf  # noqa: F401  pylint: disable=unused-import
 
 from bert_tf2 import flags_common
@@ -41,51 +40,42 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2.convert import huggingface
 
 # The converter's functions, importable from here as before.
-convert = huggingface.convert
-convert_config = huggingface.convert_config
-convert_weights = huggingface.convert_weights
-read_hf_weights = huggingface.read_hf_weights
-tf1_name_for = huggingface.tf1_name_for
-hf_key_for = huggingface.hf_key_for
-strip_prefix = huggingface.strip_prefix
-expected_shapes = huggingface.expected_shapes
-write_tf2_checkpoint = huggingface.write_tf2_checkpoint
-export_to_hf = huggingface.export_to_hf
+from bert_tf2.convert.huggingface import (  # noqa: F401
+    convert, convert_config, convert_weights, expected_shapes, export_to_hf, hf_key_for,
+    read_hf_weights, strip_prefix, tf1_name_for, write_tf2_checkpoint)
 
 
 def define_flags(fv):
     """Registers convert_hf_checkpoint's flags on the FlagValues `fv`."""
-    flags.DEFINE_enum(
-        "direction", "from_hf", ["from_hf", "to_hf"],
-        "from_hf: --hf_dir (a HuggingFace folder) -> --output_dir (our checkpoint, "
-        "bert_config.json, vocab.txt). to_hf: --init_checkpoint (a model folder of ours) -> "
-        "--output_dir (a folder transformers' Auto classes load).", flag_values=fv)
-    flags.DEFINE_string(
-        "hf_dir", None,
-        "--direction=from_hf: HuggingFace BERT directory: config.json, model.safetensors (or "
-        "pytorch_model.bin, which needs torch) and vocab.txt.", flag_values=fv)
-    flags.DEFINE_string(
-        "output_dir", None,
-        "Where to write: bert_model.ckpt, bert_config.json and vocab.txt (from_hf); "
-        "config.json, model.safetensors and the tokenizer files (to_hf).", flag_values=fv)
-    flags.DEFINE_bool(
-        "write_tf2", False,
-        "--direction=from_hf: also write a TF2 checkpoint (tf.train.Checkpoint(model="
-        "BertModel)) under output_dir/tf2/.", flag_values=fv)
-    flags.DEFINE_string(
-        "init_checkpoint", None,
-        "--direction=to_hf: the model folder (or a checkpoint in one) to write in "
-        "HuggingFace's format: a training run's output folder or best/, a converted "
-        "model, a Google TF1 release (bert_config.json and vocab.txt beside it).",
-        flag_values=fv)
-    flags.DEFINE_enum(
-        "model_type", None, list(huggingface.HF_HEADS),
-        "--direction=to_hf: the head to write (default: the one the checkpoint holds; "
-        "encoder writes BertModel, whatever head the checkpoint has).", flag_values=fv)
-    flags.DEFINE_string(
-        "labels_file", None,
-        "--direction=to_hf: the label list of a classifier or tagger whose folder has no "
-        "label_list.txt.", flag_values=fv)
+    flags_common.define_flag_table(fv, _FLAGS)
+
+
+# (kind, name, default, help[, choices]), as flags_common.define_flag_table reads them.
+_FLAGS = (
+    ("enum", "direction", "from_hf",
+     "from_hf: --hf_dir (a HuggingFace folder) -> --output_dir (our checkpoint, "
+     "bert_config.json, vocab.txt). to_hf: --init_checkpoint (a model folder of ours) -> "
+     "--output_dir (a folder transformers' Auto classes load).", ("from_hf", "to_hf")),
+    ("string", "hf_dir", None,
+     "--direction=from_hf: HuggingFace BERT directory: config.json, model.safetensors (or "
+     "pytorch_model.bin, which needs torch) and vocab.txt."),
+    ("string", "output_dir", None,
+     "Where to write: bert_model.ckpt, bert_config.json and vocab.txt (from_hf); "
+     "config.json, model.safetensors and the tokenizer files (to_hf)."),
+    ("bool", "write_tf2", False,
+     "--direction=from_hf: also write a TF2 checkpoint (tf.train.Checkpoint(model="
+     "BertModel)) under output_dir/tf2/."),
+    ("string", "init_checkpoint", None,
+     "--direction=to_hf: the model folder (or a checkpoint in one) to write in "
+     "HuggingFace's format: a training run's output folder or best/, a converted "
+     "model, a Google TF1 release (bert_config.json and vocab.txt beside it)."),
+    ("enum", "model_type", None,
+     "--direction=to_hf: the head to write (default: the one the checkpoint holds; "
+     "encoder writes BertModel, whatever head the checkpoint has).", huggingface.HF_HEADS),
+    ("string", "labels_file", None,
+     "--direction=to_hf: the label list of a classifier or tagger whose folder has no "
+     "label_list.txt."),
+)
 
 
 Settings = settings_lib.settings_class(define_flags, __name__)

@@ -114,19 +114,19 @@ In-graph tokenization: see tokenization_graph.py (core TensorFlow ops, exactly
 FullTokenizer's ids; tensorflow_text is not needed to export, load or serve).
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
-import json
 import os
 
 from absl import flags
-from absl import logging
 import tensorflow as tf
 
 import tokenization
 from bert_tf2.export import exporter
-from bert_tf2.export import litert
-from bert_tf2.export import litert_data
-from bert_tf2.export import litert_predictor
-from bert_tf2.export import saved_model_dir
+from bert_tf2.export import litert_step
+# The export with plain values, and the SavedModel folder (an export replaces only an earlier
+# export, and keeps what was added to it); their names stay importable from here.
+from bert_tf2.export.exporter import export, load_weights  # noqa: F401
+from bert_tf2.export.saved_model_dir import (  # noqa: F401
+    INFO_FILE, check_export_dir, write_saved_model)
 from bert_tf2.export import serving
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
@@ -144,10 +144,6 @@ _REQUIRED_FLAGS = ("model_type", "bert_config_file", "init_checkpoint", "vocab_f
                    "export_dir")
 
 
-# ---------------------------------------------------------------------------
-# Flags
-# ---------------------------------------------------------------------------
-
 def define_flags(fv):
     """Registers the exporter's flags on the FlagValues `fv`."""
     flags.DEFINE_enum("model_type", None, list(MODEL_TYPES),
@@ -160,149 +156,83 @@ def define_flags(fv):
                            "is used). A training run's output folder (or its best/) is the "
                            "model: the config, vocab, length, case and task settings it "
                            "saved are the defaults of those flags."})
-    flags.DEFINE_string("export_dir", None,
-                        "Directory the SavedModel is written to (made if missing). An "
-                        "earlier export there is replaced only once the new one (with "
-                        "--litert's models) is complete, and stays as it was after any "
-                        "failure: what the export wrote is replaced, files added to it "
-                        "(such as TF Serving's assets.extra/tf_serving_warmup_requests) "
-                        "are kept; files of someone else inside its assets/ or variables/, "
-                        "and any other existing file or folder, are an error. A symlink "
-                        "has its target replaced (the link kept).",
-                        flag_values=fv)
-    flags.DEFINE_string("task_name", None,
-                        "--model_type=classifier: a built-in run_classifier task, which "
-                        "fixes the labels, or multilabel (default: the task the training "
-                        "run left in classifier_task.json and label_list.txt beside "
-                        "--init_checkpoint; any other name is free).", flag_values=fv)
-    flags.DEFINE_string("xnli_language", "zh", "Language of --task_name=xnli.",
-                        flag_values=fv)
+    flags_common.define_flag_table(fv, _EXPORT_FLAGS)
     # --model_type=classifier: run_classifier's --long_text and its flags (default: the
     # long_text.json the run left beside --init_checkpoint, else truncate).
     long_text.define_flags(fv)
-    flags.DEFINE_string("labels_file", None,
-                        "--model_type=tagger or classifier: the label list, in output "
-                        "order (default: label_list.txt beside --init_checkpoint, as "
-                        "run_ner and run_classifier write it in their --output_dir).",
-                        flag_values=fv)
     multilabel_data.define_flags(fv)  # --threshold
-    flags.DEFINE_bool("feature_based", False, "--model_type=tagger: a run_ner "
-                      "--feature_based model (give its --layers and --lstm_units too).",
-                      flag_values=fv)
-    flags.DEFINE_string("layers", "-1,-2,-3,-4", "--feature_based: run_ner's --layers; "
-                        "--model_type=encoder: the layers of sentence_embedding.",
-                        flag_values=fv)
     flags_common.define_pooling_flags(fv)
-    flags.DEFINE_integer("lstm_units", 768, "--feature_based: run_ner's --lstm_units.",
-                         flag_values=fv)
-    flags.DEFINE_bool("crf", False, "--model_type=tagger: a run_ner --crf model: word_tags "
-                      "are the Viterbi tags of its CRF (default: the model folder's "
-                      "model_settings.json; a folder without the key: softmax).",
-                      flag_values=fv)
-    flags.DEFINE_enum("crf_tag_scheme", "auto", heads.TAG_SCHEMES, "--crf: run_ner's "
-                      "--crf_tag_scheme, the tag sequences Viterbi never decodes (iob2: "
-                      "I-X only after B-X or I-X, never first). auto: the model folder's "
-                      "model_settings.json (a folder without the key: none).",
-                      flag_values=fv)
-    flags.DEFINE_integer("max_query_length", 64,
-                         "--model_type=squad: questions are cut to this many tokens.",
-                         flag_values=fv)
-    flags.DEFINE_integer("max_answer_length", 30,
-                         "--model_type=squad: longest answer, in tokens.", flag_values=fv)
-    flags.DEFINE_integer("n_best_size", 20,
-                         "--model_type=squad: how many best start and end positions the "
-                         "answer is chosen from.", flag_values=fv)
-    flags.DEFINE_bool("trim_padding", None,
-                      "Pack each request to its longest row, rounded up to a multiple of "
-                      "16 (as the runners' evaluation batches), instead of "
-                      "--max_seq_length: the same outputs with less work. Default: on for "
-                      "--model_type=classifier, tagger and multiple_choice, off for squad "
-                      "(--trim_padding there: start/end logits [B, bucket] and answers "
-                      "ranking real positions only, as run_squad --trim_padding). "
-                      "--notrim_padding: every request at --max_seq_length. The encoder's "
-                      "serving_default always runs at --max_seq_length, its embed always "
-                      "trimmed.", flag_values=fv)
-    flags.DEFINE_enum("serving_dtype", "fp32", list(SERVING_POLICIES),
-                      "Precision the served model computes in. fp32 (default): the "
-                      "checkpoint's float32 numbers, as the command-line tools give them. "
-                      "bf16 / fp16: Keras mixed precision, as the runners' --dtype: the "
-                      "weights stay float32 in the SavedModel, matmuls and the layers "
-                      "around them run in bf16 / fp16, LayerNorm, softmax and every "
-                      "output in float32; faster where the hardware has bf16 / fp16 "
-                      "units (CPUs with AMX or avx512_bf16, GPUs, TPUs), outputs close "
-                      "to fp32's but not equal (README: Serve it). Input and output "
-                      "signatures are the same.", flag_values=fv)
-    flags.DEFINE_integer("embed_batch_size", 32,
-                         "--model_type=encoder: the embed signature sorts a request's texts "
-                         "by length and runs them this many at a time, each batch at its "
-                         "longest text (sentence vectors in the request's order).",
-                         flag_values=fv)
-    define_litert_flags(fv)
+    flags_common.define_flag_table(fv, _MODEL_TYPE_FLAGS)
+    litert_step.define_flags(fv)
 
 
-def define_litert_flags(fv):
-    """--litert and the flags of its calibration and agreement report."""
-    flags.DEFINE_string("litert", None,
-                        "Also write LiteRT models into --export_dir, a comma-separated "
-                        "list of fp32 (float), dynamic_int8 (int8 weights) and int8 (int8 "
-                        "weights and activations, calibrated on --calibration_file): "
-                        "model_<variant>.tflite, beside assets/vocab.txt and "
-                        "export_info.json, for --model_type=classifier, encoder, tagger and "
-                        "squad; plus litert_report.json, each model's agreement with the "
-                        "SavedModel (a --crf tagger: also litert_crf.json, its transitions, "
-                        "for Viterbi's tags as the SavedModel's). Needs the [litert] extra "
-                        "(ai-edge-litert); serve with "
-                        "bert_tf2.export.litert_predictor.LiteRTPredictor (README: Serving "
-                        "int8 on LiteRT).", flag_values=fv)
-    flags.DEFINE_string("calibration_file", None,
-                        "--litert: examples of the model's inputs, in the format its runner "
-                        "reads: a .tsv/.csv/.jsonl of texts (classifier, encoder; columns: "
-                        "--litert_columns), CoNLL (tagger), SQuAD JSON (squad). int8 "
-                        "calibrates its activation ranges on the first "
-                        "--calibration_examples; the report compares every variant with "
-                        "the SavedModel on them.", flag_values=fv)
-    flags.DEFINE_integer("calibration_examples", 100,
-                         "--litert: how many examples of --calibration_file to use.",
-                         flag_values=fv)
-    flags.DEFINE_string("agreement_file", None,
-                        "--litert: dev examples (same formats as --calibration_file; all of "
-                        "them) the report compares every variant with the SavedModel on: "
-                        "label agreement, |delta| of probabilities / vectors, and the task "
-                        "metric both ways when the file has labels.", flag_values=fv)
-    flags.DEFINE_float("max_metric_drop", 1.0,
-                       "--litert: points (of the task metric, and of label agreement in %) a "
-                       "LiteRT model may lose against the SavedModel on the "
-                       "--agreement_file examples (else the calibration ones) before a "
-                       "WARNING; an int8 model losing "
-                       "more is converted again with softmax and LayerNorm in float, then "
-                       "also the adds / multiplies, then all but the weight matmuls, then "
-                       "that with the int8 layers whose outputs err most (1/8, then 1/4 of "
-                       "them) in float too: the first within the bound (else the best) is "
-                       "kept, "
-                       "litert_report.json names it.", flag_values=fv)
-    flags.DEFINE_string("litert_columns", "text,,label",
-                        "--litert, classifier / encoder files: the columns (header names or "
-                        "JSON keys) of text_a, text_b (empty: single texts) and the label, "
-                        "comma-separated; e.g. '#1 String,#2 String,Quality' for GLUE MRPC.",
-                        flag_values=fv)
+# (kind, name, default, help[, choices]): where the export goes and what task it serves.
+_EXPORT_FLAGS = (
+    ("string", "export_dir", None,
+     "Directory the SavedModel is written to (made if missing). An earlier export there is "
+     "replaced only once the new one (with --litert's models) is complete, and stays as it "
+     "was after any failure: what the export wrote is replaced, files added to it (such as "
+     "TF Serving's assets.extra/tf_serving_warmup_requests) are kept; files of someone else "
+     "inside its assets/ or variables/, and any other existing file or folder, are an "
+     "error. A symlink has its target replaced (the link kept)."),
+    ("string", "task_name", None,
+     "--model_type=classifier: a built-in run_classifier task, which fixes the labels, or "
+     "multilabel (default: the task the training run left in classifier_task.json and "
+     "label_list.txt beside --init_checkpoint; any other name is free)."),
+    ("string", "xnli_language", "zh", "Language of --task_name=xnli."),
+    ("string", "labels_file", None,
+     "--model_type=tagger or classifier: the label list, in output order (default: "
+     "label_list.txt beside --init_checkpoint, as run_ner and run_classifier write it in "
+     "their --output_dir)."),
+)
+
+# The flags of one --model_type each (a tagger's, a squad model's, the encoder's), and how
+# every request is served.
+_MODEL_TYPE_FLAGS = (
+    ("bool", "feature_based", False, "--model_type=tagger: a run_ner --feature_based model "
+     "(give its --layers and --lstm_units too)."),
+    ("string", "layers", "-1,-2,-3,-4", "--feature_based: run_ner's --layers; "
+     "--model_type=encoder: the layers of sentence_embedding."),
+    ("integer", "lstm_units", 768, "--feature_based: run_ner's --lstm_units."),
+    ("bool", "crf", False,
+     "--model_type=tagger: a run_ner --crf model: word_tags are the Viterbi tags of its CRF "
+     "(default: the model folder's model_settings.json; a folder without the key: softmax)."),
+    ("enum", "crf_tag_scheme", "auto",
+     "--crf: run_ner's --crf_tag_scheme, the tag sequences Viterbi never decodes (iob2: I-X "
+     "only after B-X or I-X, never first). auto: the model folder's model_settings.json (a "
+     "folder without the key: none).", heads.TAG_SCHEMES),
+    ("integer", "max_query_length", 64,
+     "--model_type=squad: questions are cut to this many tokens."),
+    ("integer", "max_answer_length", 30, "--model_type=squad: longest answer, in tokens."),
+    ("integer", "n_best_size", 20,
+     "--model_type=squad: how many best start and end positions the answer is chosen from."),
+    ("bool", "trim_padding", None,
+     "Pack each request to its longest row, rounded up to a multiple of 16 (as the runners' "
+     "evaluation batches), instead of --max_seq_length: the same outputs with less work. "
+     "Default: on for --model_type=classifier, tagger and multiple_choice, off for squad "
+     "(--trim_padding there: start/end logits [B, bucket] and answers ranking real positions "
+     "only, as run_squad --trim_padding). --notrim_padding: every request at "
+     "--max_seq_length. The encoder's serving_default always runs at --max_seq_length, its "
+     "embed always trimmed."),
+    ("enum", "serving_dtype", "fp32",
+     "Precision the served model computes in. fp32 (default): the checkpoint's float32 "
+     "numbers, as the command-line tools give them. bf16 / fp16: Keras mixed precision, as "
+     "the runners' --dtype: the weights stay float32 in the SavedModel, matmuls and the "
+     "layers around them run in bf16 / fp16, LayerNorm, softmax and every output in "
+     "float32; faster where the hardware has bf16 / fp16 units (CPUs with AMX or "
+     "avx512_bf16, GPUs, TPUs), outputs close to fp32's but not equal (README: Serve it). "
+     "Input and output signatures are the same.", SERVING_POLICIES),
+    ("integer", "embed_batch_size", 32,
+     "--model_type=encoder: the embed signature sorts a request's texts by length and runs "
+     "them this many at a time, each batch at its longest text (sentence vectors in the "
+     "request's order)."),
+)
 
 
 # One field per flag above: run(Settings(model_type="encoder", ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
 
 
-# ---------------------------------------------------------------------------
-# Export
-# ---------------------------------------------------------------------------
-
-# The export with plain values (bert_tf2/export/exporter.py), and the SavedModel folder
-# (saved_model_dir.py: an export replaces only an earlier export, and keeps what was
-# added to it); their names stay importable from here.
-export = exporter.export
-load_weights = exporter.load_weights
-INFO_FILE = saved_model_dir.INFO_FILE
-check_export_dir = saved_model_dir.check_export_dir
-write_saved_model = saved_model_dir.write_saved_model
 
 
 @startup.keeps_process_settings
@@ -321,13 +251,13 @@ def run(settings):
     settings.require(*_REQUIRED_FLAGS)
     saved = flags_common.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel = _check_settings(settings)
-    litert_examples = _litert_examples(settings, labels)
+    litert_examples = litert_step.read_examples(settings, labels)
     litert_outputs = {}
 
     def write_litert(module, folder):
         # Into the export being written (saved_model_dir.write_saved_model's temporary
         # folder): its names, which the export checks before it replaces --export_dir.
-        litert_outputs.update(_export_litert(settings, folder, module, litert_examples))
+        litert_outputs.update(litert_step.export(settings, folder, module, litert_examples))
         return list(litert_outputs.values())
 
     layers = ([int(x) for x in settings.layers.split(",")]
@@ -348,109 +278,6 @@ def run(settings):
     outputs = dict(exporter.output_files(export_dir), **{
         name: os.path.join(export_dir, relative) for name, relative in litert_outputs.items()})
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)
-
-
-def _litert_examples(settings, labels):
-    """--litert: (calibration, agreement) litert_data.Batch of the files (None where not
-    given), read before any work so that a bad file costs nothing."""
-    if not settings.litert:
-        return None, None
-    tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
-    columns = _litert_columns(settings)
-
-    def examples(flag, limit):
-        path = getattr(settings, flag)
-        if not path:
-            return None
-        return litert_data.read_file(
-            settings.model_type, "--" + flag, path, tokenizer,
-            settings.max_seq_length, limit, labels=labels, columns=columns,
-            max_query_length=settings.max_query_length)
-
-    return (examples("calibration_file", settings.calibration_examples),
-            examples("agreement_file", None))
-
-
-def _export_litert(settings, folder, module, examples):
-    """--litert: the LiteRT models and their report in `folder` (the export being
-    written); {name: path relative to folder}."""
-    calibration, agreement = examples
-    written = litert.export(
-        folder, module, litert.parse_variants(settings.litert),
-        calibration=calibration, agreement=agreement, max_metric_drop=settings.max_metric_drop)
-    with open(written["report"], encoding="utf-8") as f:
-        report = json.load(f)
-    for line in litert.summary_lines(report):
-        print(line)
-    for warning in report["warnings"]:
-        logging.warning("\n%s\nWARNING: %s\n%s", "=" * 78, warning, "=" * 78)
-    return {"litert_" + name if name != "report" else "litert_report":
-            os.path.relpath(path, folder) for name, path in written.items()}
-
-
-def _litert_columns(settings):
-    """--litert_columns as (text_a, text_b or None, label or None)."""
-    parts = [p.strip() for p in settings.litert_columns.split(",")]
-    if len(parts) > 3 or not parts[0]:
-        raise ValueError("%s: expected text_a[,text_b[,label]] column names"
-                         % settings.flag("litert_columns"))
-    parts += [""] * (3 - len(parts))
-    return tuple(p or None for p in parts)
-
-
-def _check_litert(settings, multilabel):
-    """--litert's checks before any work: variants, model type, the extra, files."""
-    if not settings.litert:
-        return
-    variants = litert.parse_variants(settings.litert)
-    if settings.model_type not in litert_data.MODEL_TYPES:
-        raise ValueError("--litert: --model_type=%s is not supported (%s are)"
-                         % (settings.model_type, ", ".join(litert_data.MODEL_TYPES)))
-    if multilabel or _long_text(settings) is not None:
-        raise ValueError("--litert: multi-label classifiers and --long_text=head_tail / "
-                         "windows are not supported (truncate only)")
-    if settings.serving_dtype != "fp32":
-        raise ValueError("--litert converts the float32 model (its int8 variants quantize "
-                         "it): leave %s out" % settings.flag("serving_dtype"))
-    litert_predictor.check_available()
-    if "int8" in variants and not settings.calibration_file:
-        raise ValueError("--litert=int8 needs --calibration_file (examples to calibrate "
-                         "the activation ranges on)")
-    if settings.calibration_examples < 1:
-        raise ValueError("%s must be >= 1" % settings.flag("calibration_examples"))
-    _litert_columns(settings)
-    for flag in ("calibration_file", "agreement_file"):
-        if getattr(settings, flag):
-            litert_data.check_file("--" + flag, getattr(settings, flag))
-
-
-def _crf_tag_scheme(settings, saved):
-    """--crf_tag_scheme of a --crf tagger: given, else (auto) the folder's `saved`, else
-    none."""
-    if not (settings.model_type == "tagger" and settings.crf):
-        return "none"
-    if settings.crf_tag_scheme == "auto":
-        return saved if saved in heads.TAG_SCHEMES[1:] else "none"
-    return settings.crf_tag_scheme
-
-
-def _long_text(settings):
-    """A classifier's long_text.LongText (settings, else long_text.json), None for truncate."""
-    if settings.model_type != "classifier" or multilabel_data.is_multilabel(settings.task_name):
-        return None
-    result = long_text.from_settings(settings.part(*long_text.SETTINGS),
-                                     settings.max_seq_length)
-    return None if result.mode == "truncate" else result
-
-
-def _pooling_spec(settings, saved, bert_config):
-    """The encoder's sentence_embedding: settings, else sentence_embedding.json (`saved`),
-    else mean."""
-    if settings.model_type != "encoder":
-        return None
-    mode = settings.pooling or saved.get("pooling", "mean")
-    return flags_common.pooling_spec(settings.part("layers", "normalize"), saved, mode,
-                                     bert_config.num_hidden_layers)
 
 
 def _check_settings(settings):
@@ -478,7 +305,7 @@ def _check_settings(settings):
     if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
     settings.refuse_unused(unused_flags(settings, multilabel))
-    _check_litert(settings, multilabel)
+    litert_step.check(settings, multilabel, _long_text(settings) is not None)
     if settings.model_type == "classifier" and not multilabel:
         # As run_classifier: another mode's flags warned (one command line for every mode).
         settings.refuse_unused(long_text.unused_flags(long_text.from_settings(
@@ -509,10 +336,6 @@ _FLAGS_OF_TYPE = {
     "multiple_choice": (),
 }
 
-_LITERT_FLAGS = ("calibration_file", "calibration_examples", "agreement_file",
-                 "max_metric_drop", "litert_columns")
-
-
 def unused_flags(settings, multilabel=False):
     """(flag, why) pairs of the flags this export would not read (refused when given);
     `settings`: a Settings; `multilabel`: the classifier to export is a multi-label one."""
@@ -531,11 +354,40 @@ def unused_flags(settings, multilabel=False):
         if name in read and not used:
             pairs.append((name, why))
     if not settings.litert:
-        pairs += [(name, "without --litert") for name in _LITERT_FLAGS]
+        pairs += [(name, "without --litert") for name in litert_step.FLAGS_OF_LITERT]
     if classifier and multilabel:
         pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
                   for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]
     return list(dict(pairs).items())
+
+
+def _crf_tag_scheme(settings, saved):
+    """--crf_tag_scheme of a --crf tagger: given, else (auto) the folder's `saved`, else
+    none."""
+    if not (settings.model_type == "tagger" and settings.crf):
+        return "none"
+    if settings.crf_tag_scheme == "auto":
+        return saved if saved in heads.TAG_SCHEMES[1:] else "none"
+    return settings.crf_tag_scheme
+
+
+def _long_text(settings):
+    """A classifier's long_text.LongText (settings, else long_text.json), None for truncate."""
+    if settings.model_type != "classifier" or multilabel_data.is_multilabel(settings.task_name):
+        return None
+    result = long_text.from_settings(settings.part(*long_text.SETTINGS),
+                                     settings.max_seq_length)
+    return None if result.mode == "truncate" else result
+
+
+def _pooling_spec(settings, saved, bert_config):
+    """The encoder's sentence_embedding: settings, else sentence_embedding.json (`saved`),
+    else mean."""
+    if settings.model_type != "encoder":
+        return None
+    mode = settings.pooling or saved.get("pooling", "mean")
+    return flags_common.pooling_spec(settings.part("layers", "normalize"), saved, mode,
+                                     bert_config.num_hidden_layers)
 
 
 def main():

@@ -23,6 +23,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf2.base import dropout_masks
+from bert_tf2.base import json_files
 from bert_tf2.base import tf1_variables
 # The tf_keras layers BertModel is built from live in bert_tf2/encoder/, with the
 # reference's gelu, get_activation, create_initializer, get_shape_list and assert_rank
@@ -80,17 +81,7 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, json_file):
         """Reads bert_config.json (clear errors for a missing or malformed file)."""
-        try:
-            with tf.io.gfile.GFile(json_file, "r") as reader:
-                text = reader.read()
-        except (tf.errors.NotFoundError, OSError) as e:
-            raise ValueError("cannot read BERT config file %s: %s" % (json_file, e)) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError("BERT config file %s is not valid JSON: %s" % (json_file, e)) from None
-        if not isinstance(data, dict):
-            raise ValueError("BERT config file %s must hold a JSON object" % json_file)
+        data = json_files.read_json_object(json_file, "BERT config file ")
         config = cls.from_dict(data)
         # The reference fills missing keys with its defaults; say so, and say it
         # again in any error a defaulted value causes (see validate).
@@ -186,6 +177,12 @@ def _assert_at_most(values, limit, scope, message):
         return tf.debugging.assert_less_equal(values, limit, message=message)
 
 
+def _reference_attribute(key, shape):
+    """A BertModel property for the reference's output attribute `key` ([shape]: as its
+    get_* method); AttributeError when absent, so hasattr() and getattr(..., default) work."""
+    return property(lambda self: self._reference_output(key, AttributeError),  # pylint: disable=protected-access
+                    doc="%s: as get_%s() (the reference's attribute)." % (shape, key))
+
 class BertModel(tf_keras.layers.Layer):
     """The BERT encoder: embeddings, transformer layers and pooler.
 
@@ -259,19 +256,10 @@ class BertModel(tf_keras.layers.Layer):
     # The reference also sets its outputs as attributes (bert-as-service reads
     # model.all_encoder_layers). Properties rather than attributes: Keras would
     # track an assigned list, and the layer's checkpoint must stay as it is.
-    # AttributeError when absent, so hasattr() and getattr(..., default) work.
-    pooled_output = property(
-        lambda self: self._reference_output("pooled_output", AttributeError),
-        doc="[B, H]: as get_pooled_output() (the reference's attribute).")
-    sequence_output = property(
-        lambda self: self._reference_output("sequence_output", AttributeError),
-        doc="[B, S, H]: as get_sequence_output() (the reference's attribute).")
-    all_encoder_layers = property(
-        lambda self: self._reference_output("all_encoder_layers", AttributeError),
-        doc="List of [B, S, H]: as get_all_encoder_layers() (the reference's attribute).")
-    embedding_output = property(
-        lambda self: self._reference_output("embedding_output", AttributeError),
-        doc="[B, S, H]: as get_embedding_output() (the reference's attribute).")
+    pooled_output = _reference_attribute("pooled_output", "[B, H]")
+    sequence_output = _reference_attribute("sequence_output", "[B, S, H]")
+    all_encoder_layers = _reference_attribute("all_encoder_layers", "List of [B, S, H]")
+    embedding_output = _reference_attribute("embedding_output", "[B, S, H]")
 
     def get_pooled_output(self):
         """[B, H]: the pooler's output (reference API)."""

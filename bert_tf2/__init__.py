@@ -7,6 +7,7 @@ Sub-packages by concern (the reference's own module names stay at the top level)
   tasks/        task data importable without a runner (GLUE-style, multi-label, long documents,
                 SQuAD, NER, multiple choice, sentence pooling)
   pretraining/  create_pretraining_data's corpus reader, random draws, records, shards, Beam
+  optim/        optimization.py's TF2 optimizers: schedule, AdamWeightDecay, LAMB, the Keras bridge
   export/       the SavedModel module and the in-graph tokenizer
 and, shared by all of them: startup (import first), fileutil (files in and out),
 flags_common (the flag groups of every script) and input_pipeline (TFRecords and tf.data).

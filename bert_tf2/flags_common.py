@@ -99,28 +99,24 @@ def define_fine_tuning_flags(fv, unit="examples"):
     predict_batch_size 8, learning_rate 5e-5, num_train_epochs 3.0,
     warmup_proportion 0.1. `unit` says what a batch counts (examples, windows...).
     """
-    for name, help_text in (("do_train", "Fine-tune on the training set."),
-                            ("do_eval", "Evaluate on the dev set."),
-                            ("do_predict", "Write predictions for the test set.")):
-        flags.DEFINE_bool(name, False, help_text, flag_values=fv)
-    for name, default in (("train_batch_size", 32), ("eval_batch_size", 8),
-                          ("predict_batch_size", 8)):
-        flags.DEFINE_integer(name, default, "Global %s (%s)." % (name.replace("_", " "), unit),
-                             flag_values=fv)
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of the optimizer.",
-                       flag_values=fv)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Number of passes over the training %s."
-                       % unit, flag_values=fv)
-    flags.DEFINE_float("warmup_proportion", 0.1,
-                       "Fraction of the training steps over which the learning rate rises "
-                       "linearly from 0 (0.1 = the first 10%).", flag_values=fv)
-    flags.DEFINE_bool("group_by_length", False,
-                      "Training batches of %s of similar length (each epoch shuffled, cut "
-                      "into windows of 50 batches sorted by length, the batches of a "
-                      "window shuffled; a window never spans two epochs): with trimmed "
-                      "batches less padding to compute. The same steps; each epoch holds "
-                      "every one of its %s once but for the N mod batch size left out at "
-                      "random. Default: the reference's order." % (unit, unit), flag_values=fv)
+    modes = (("do_train", "Fine-tune on the training set."),
+             ("do_eval", "Evaluate on the dev set."),
+             ("do_predict", "Write predictions for the test set."))
+    batches = (("train_batch_size", 32), ("eval_batch_size", 8), ("predict_batch_size", 8))
+    define_flag_table(fv, [("bool", name, False, text) for name, text in modes] + [
+        ("integer", name, default, "Global %s (%s)." % (name.replace("_", " "), unit))
+        for name, default in batches] + [
+        ("float", "learning_rate", 5e-5, "Peak learning rate of the optimizer."),
+        ("float", "num_train_epochs", 3.0, "Number of passes over the training %s." % unit),
+        ("float", "warmup_proportion", 0.1,
+         "Fraction of the training steps over which the learning rate rises linearly from 0 "
+         "(0.1 = the first 10%)."),
+        ("bool", "group_by_length", False,
+         "Training batches of %s of similar length (each epoch shuffled, cut into windows of "
+         "50 batches sorted by length, the batches of a window shuffled; a window never spans "
+         "two epochs): with trimmed batches less padding to compute. The same steps; each "
+         "epoch holds every one of its %s once but for the N mod batch size left out at "
+         "random. Default: the reference's order." % (unit, unit))])
     periodic_eval.define_flags(fv)
 
 
@@ -148,6 +144,17 @@ def check_fine_tuning(checks, required, check_task=None):
         check_task()
     periodic_eval.check_settings(checks)
     return load_bert_config(checks.bert_config_file, checks.max_seq_length)
+
+
+def define_flag_table(fv, rows):
+    """Registers one flag per row of `rows` on `fv`: (kind, name, default, help) with kind
+    "string", "integer", "float" or "bool", or ("enum", name, default, help, choices)."""
+    for kind, name, default, help_text, *choices in rows:
+        define = getattr(flags, "DEFINE_" + kind)
+        if choices:
+            define(name, default, list(choices[0]), help_text, flag_values=fv)
+        else:
+            define(name, default, help_text, flag_values=fv)
 
 
 def define_pooling_flags(fv):

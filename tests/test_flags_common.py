@@ -30,6 +30,21 @@ def test_require_names_the_first_missing_flag():
         settings.require("tpu_name", "tpu_zone", "gcp_project")
 
 
+_TABLE = (("string", "name_a", "x", "A string."), ("integer", "count", 3, "An int."),
+          ("float", "rate", 0.5, "A float."), ("bool", "flag_b", False, "A bool."),
+          ("enum", "mode", "up", "An enum.", ("up", "down")))
+
+
+def test_a_flag_table_defines_each_kind_with_its_default_help_and_choices():
+    fv = flags_common.parse_flags(lambda fv: flags_common.define_flag_table(fv, _TABLE),
+                                  ["--count=7", "--noflag_b", "--mode=down", "--rate=2"])
+    assert (fv.name_a, fv.count, fv.rate, fv.flag_b, fv.mode) == ("x", 7, 2.0, False, "down")
+    assert [fv[name].help for name in ("name_a", "mode")] == ["A string.", "<up|down>: An enum."]
+    assert fv["mode"].parser.enum_values == ["up", "down"]
+    with pytest.raises(flags.IllegalFlagValueError):
+        fv["mode"].parse("sideways")
+
+
 # The flags of each reference script (google-research/bert), which its --help showed.
 _REFERENCE_FLAGS = {
     "run_classifier": "data_dir bert_config_file task_name vocab_file output_dir init_checkpoint "

@@ -1,7 +1,7 @@
 """The fused optimizer update: every variable of a device updated by XLA in a few
 computations, the global-norm clip folded in.
 
-optimization.AdamWeightDecay and optimization.LAMB derive from FusedOptimizer and
+AdamWeightDecay and LAMB (bert_tf2/optim/) derive from FusedOptimizer and
 give it their per-variable rule; with fused=False (and under strategies it does not
 cover) the update runs variable by variable, op by op, as the TF1 code did. The
 new values are assigned to the same variables and slots either way, so checkpoints

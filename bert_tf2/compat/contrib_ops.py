@@ -168,26 +168,25 @@ def _checked_scale(scale, name):
 
 def l2_regularizer(scale, scope=None):
     """tf.contrib.layers.l2_regularizer: weights -> scale * sum(weights ** 2) / 2."""
-    scale = _checked_scale(scale, "l2_regularizer")
-    if scale == 0.0:
-        return lambda _: None
-
-    def regularize(weights):
-        with tf.name_scope(scope or "l2_regularizer"):
-            return tf.multiply(tf.cast(scale, weights.dtype.base_dtype), tf.nn.l2_loss(weights))
-    return regularize
+    return _regularizer(scale, scope, "l2_regularizer", tf.nn.l2_loss)
 
 
 def l1_regularizer(scale, scope=None):
     """tf.contrib.layers.l1_regularizer: weights -> scale * sum(|weights|)."""
-    scale = _checked_scale(scale, "l1_regularizer")
+    return _regularizer(scale, scope, "l1_regularizer",
+                        lambda weights: tf.reduce_sum(tf.abs(weights)))
+
+
+def _regularizer(scale, scope, name, penalty):
+    """weights -> scale * penalty(weights) under the name scope `scope` (else `name`);
+    None for every weight when scale is 0."""
+    scale = _checked_scale(scale, name)
     if scale == 0.0:
         return lambda _: None
 
     def regularize(weights):
-        with tf.name_scope(scope or "l1_regularizer"):
-            return tf.multiply(tf.cast(scale, weights.dtype.base_dtype),
-                               tf.reduce_sum(tf.abs(weights)))
+        with tf.name_scope(scope or name):
+            return tf.multiply(tf.cast(scale, weights.dtype.base_dtype), penalty(weights))
     return regularize
 
 

@@ -408,26 +408,14 @@ class Estimator:
         return self._model_fn
 
     def params_for_mode(self, mode):
-        """The params input_fn and model_fn get in one mode (the Estimator's own, copied).
-
-        Args:
-          mode: a ModeKeys value.
-
-        Returns:
-          A dict.
-        """
+        """The params (a dict) input_fn and model_fn get in `mode`, a ModeKeys value: the
+        Estimator's own, copied."""
         del mode
         return self.params
 
     def spec_of(self, model_fn_result):
-        """The EstimatorSpec a model_fn's result stands for (checked).
-
-        Args:
-          model_fn_result: what model_fn returned.
-
-        Returns:
-          An EstimatorSpec.
-        """
+        """The EstimatorSpec that `model_fn_result`, what model_fn returned, stands for
+        (checked)."""
         if not isinstance(model_fn_result, EstimatorSpec):
             raise ValueError("model_fn returned %s, not an EstimatorSpec"
                              % type(model_fn_result).__name__)
@@ -844,7 +832,21 @@ def _records(path):
         position = start + length + 4
 
 
-class _StopOnPredicateHook(v1.train.SessionRunHook):
+class GlobalStepHook(v1.train.SessionRunHook):
+    """A hook that fetches the global step with every training step: after_run finds it
+    in run_values.results (its value before that step's update)."""
+
+    _global_step = None
+
+    def begin(self):
+        self._global_step = v1.train.get_global_step()
+
+    def before_run(self, run_context):
+        del run_context
+        return v1.train.SessionRunArgs(self._global_step)
+
+
+class _StopOnPredicateHook(GlobalStepHook):
     """Asks `should_stop_fn` every run_every_secs seconds or run_every_steps steps (after
     a training step), and stops the training when it answers True."""
 
@@ -859,14 +861,6 @@ class _StopOnPredicateHook(v1.train.SessionRunHook):
         self._should_stop = should_stop_fn
         self._timer = v1.train.SecondOrStepTimer(every_secs=run_every_secs,
                                                  every_steps=run_every_steps)
-        self._step = None
-
-    def begin(self):
-        self._step = v1.train.get_global_step()
-
-    def before_run(self, run_context):
-        del run_context
-        return v1.train.SessionRunArgs(self._step)
 
     def after_run(self, run_context, run_values):
         step = run_values.results

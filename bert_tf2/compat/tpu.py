@@ -148,19 +148,12 @@ class _HostCallHook(v1.train.SessionRunHook):
         return v1.train.SessionRunArgs(self._ops)
 
 
-class _ExamplesPerSecondHook(v1.train.SessionRunHook):
+class _ExamplesPerSecondHook(estimator_lib.GlobalStepHook):
     """Logs "examples/sec: N" beside global_step/sec, as TPUEstimator did."""
 
     def __init__(self, batch_size, every_n_steps):
         self._batch_size = batch_size
         self._timer = v1.train.SecondOrStepTimer(every_steps=every_n_steps)
-
-    def begin(self):
-        self._global_step = v1.train.get_global_step()
-
-    def before_run(self, run_context):
-        del run_context
-        return v1.train.SessionRunArgs(self._global_step)
 
     def after_run(self, run_context, run_values):
         del run_context

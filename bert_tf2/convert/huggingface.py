@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
@@ -92,21 +93,6 @@ _OUTPUTS = ("bert_model.ckpt.*", "checkpoint", "bert_config.json", "vocab.txt",
 # ---------------------------------------------------------------------------
 # config.json -> bert_config.json
 # ---------------------------------------------------------------------------
-
-def _read_json(path):
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            text = f.read()
-    except (tf.errors.NotFoundError, OSError) as e:
-        raise ValueError("cannot read %s: %s" % (path, e)) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError("%s is not valid JSON: %s" % (path, e)) from None
-    if not isinstance(data, dict):
-        raise ValueError("%s must hold a JSON object" % path)
-    return data
-
 
 def convert_config(hf_config, source="config.json"):
     """HuggingFace BertConfig dict -> bert_config.json dict (ValueError if unsupported).
@@ -379,7 +365,7 @@ def _read_torch_bin(path):
 
 
 def _read_sharded(index_path, read_one):
-    index = _read_json(index_path)
+    index = read_json_object(index_path)
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise ValueError("%s has no weight_map" % index_path)
@@ -560,7 +546,7 @@ def _log_casing(hf_dir):
     if not tf.io.gfile.exists(path):
         return None
     try:
-        lower = _read_json(path).get("do_lower_case")
+        lower = read_json_object(path).get("do_lower_case")
     except ValueError:
         return None
     if isinstance(lower, bool):
@@ -619,7 +605,7 @@ def convert(hf_dir, output_dir, write_tf2=False):
     if not tf.io.gfile.exists(config_path):
         raise ValueError("%s not found (a HuggingFace model directory has config.json)"
                          % config_path)
-    config = convert_config(_read_json(config_path), source=config_path)
+    config = convert_config(read_json_object(config_path), source=config_path)
     if not tf.io.gfile.exists(os.path.join(hf_dir, "vocab.txt")):
         raise ValueError("%s not found: the WordPiece vocabulary is needed by every BERT tool"
                          % os.path.join(hf_dir, "vocab.txt"))
@@ -818,7 +804,7 @@ class HfExport(object):
             if key not in found:
                 raise ValueError("--init_checkpoint=%s has no %s beside it (a model folder "
                                  "holds bert_config.json and vocab.txt)" % (init_checkpoint, name))
-        config = _read_json(found["bert_config_file"])
+        config = read_json_object(found["bert_config_file"])
         names = contents.model_names()
         held = head_of(names)
         self.notes = []
@@ -836,47 +822,9 @@ class HfExport(object):
         labels, problem_type = None, None
         self.crf = None
         if head == "classifier":
-            task = _Namespace(task_name=found.get("task_name"), labels_file=labels_file,
-                              xnli_language=found.get("xnli_language") or "zh",
-                              init_checkpoint=init_checkpoint,
-                              threshold=found.get("threshold", 0.5))
-            labels, multilabel = classifier_tasks.export_task(task)
-            regression = labels == [None]
-            problem_type = ("regression" if regression else "multi_label_classification"
-                            if multilabel else "single_label_classification")
-            if regression:
-                labels = None
-            mode = long_text.read_settings(checkpoints.file_beside(
-                init_checkpoint, long_text.SETTINGS_FILE)).get("mode", "truncate")
-            if mode == "windows":
-                raise ValueError("--init_checkpoint=%s was trained with --long_text=windows "
-                                 "(one prediction pooled over a text's windows), which "
-                                 "BertForSequenceClassification cannot express: serve it with "
-                                 "export_saved_model.py" % init_checkpoint)
-            if mode == "head_tail":
-                self.notes.append("--long_text=head_tail: HuggingFace's tokenizer truncates "
-                                  "the end of a long text instead of keeping its head and tail")
-            if multilabel:
-                self.notes.append("multi-label: a label applies where its sigmoid is >= %s "
-                                  "(transformers' pipeline needs function_to_apply='sigmoid' "
-                                  "and that threshold)" % task.threshold)
+            labels, problem_type = self._classifier_labels(found, init_checkpoint, labels_file)
         elif head == "tagger":
-            path = labels_file or checkpoints.file_beside(init_checkpoint,
-                                                          ner_data.LABELS_FILE_NAME)
-            if not path:
-                raise ValueError("--init_checkpoint=%s holds a tagger but no %s beside it: "
-                                 "pass --labels_file" % (init_checkpoint,
-                                                         ner_data.LABELS_FILE_NAME))
-            labels = ner_data.read_labels(path)
-            if "crf/transitions" in names:
-                scheme = found.get("crf_tag_scheme") or "none"
-                if scheme not in heads.TAG_SCHEMES[1:]:
-                    scheme = "none"
-                self.crf = _crf_record(contents.get("crf/transitions"), labels, scheme,
-                                       heads.crf_constraints(labels, scheme))
-                self.notes.append("--crf tagger: transformers decodes by argmax, which can "
-                                  "differ from our Viterbi; %s holds the transitions"
-                                  % CRF_FILE)
+            labels = self._tagger_labels(found, init_checkpoint, labels_file, contents)
         width = {"classifier": "output_weights", "tagger": "tagger/output_weights"}.get(head)
         if width and labels is not None and contents.shapes[width][0] != len(labels):
             raise ValueError("checkpoint %s: %s has %d rows but the model's label list has "
@@ -899,6 +847,56 @@ class HfExport(object):
         self.max_seq_length = int(found.get("max_seq_length") or config["max_position_embeddings"])
         self.sentence = self._sentence_settings(init_checkpoint, head)
         self.tensors = hf_tensors_of(contents, config, head)
+
+    def _classifier_labels(self, found, init_checkpoint, labels_file):
+        """(labels or None for regression, HF's problem_type) of a classifier's folder;
+        refuses --long_text=windows, notes head_tail and multi-label."""
+        task = _Namespace(task_name=found.get("task_name"), labels_file=labels_file,
+                          xnli_language=found.get("xnli_language") or "zh",
+                          init_checkpoint=init_checkpoint,
+                          threshold=found.get("threshold", 0.5))
+        labels, multilabel = classifier_tasks.export_task(task)
+        regression = labels == [None]
+        problem_type = ("regression" if regression else "multi_label_classification"
+                        if multilabel else "single_label_classification")
+        if regression:
+            labels = None
+        mode = long_text.read_settings(checkpoints.file_beside(
+            init_checkpoint, long_text.SETTINGS_FILE)).get("mode", "truncate")
+        if mode == "windows":
+            raise ValueError("--init_checkpoint=%s was trained with --long_text=windows "
+                             "(one prediction pooled over a text's windows), which "
+                             "BertForSequenceClassification cannot express: serve it with "
+                             "export_saved_model.py" % init_checkpoint)
+        if mode == "head_tail":
+            self.notes.append("--long_text=head_tail: HuggingFace's tokenizer truncates "
+                              "the end of a long text instead of keeping its head and tail")
+        if multilabel:
+            self.notes.append("multi-label: a label applies where its sigmoid is >= %s "
+                              "(transformers' pipeline needs function_to_apply='sigmoid' "
+                              "and that threshold)" % task.threshold)
+        return labels, problem_type
+
+    def _tagger_labels(self, found, init_checkpoint, labels_file, contents):
+        """A tagger's labels (--labels_file, else its folder's); a --crf tagger's
+        transitions go to self.crf."""
+        path = labels_file or checkpoints.file_beside(init_checkpoint,
+                                                      ner_data.LABELS_FILE_NAME)
+        if not path:
+            raise ValueError("--init_checkpoint=%s holds a tagger but no %s beside it: "
+                             "pass --labels_file" % (init_checkpoint,
+                                                     ner_data.LABELS_FILE_NAME))
+        labels = ner_data.read_labels(path)
+        if "crf/transitions" in contents.model_names():
+            scheme = found.get("crf_tag_scheme") or "none"
+            if scheme not in heads.TAG_SCHEMES[1:]:
+                scheme = "none"
+            self.crf = _crf_record(contents.get("crf/transitions"), labels, scheme,
+                                   heads.crf_constraints(labels, scheme))
+            self.notes.append("--crf tagger: transformers decodes by argmax, which can "
+                              "differ from our Viterbi; %s holds the transitions"
+                              % CRF_FILE)
+        return labels
 
     def _sentence_settings(self, init_checkpoint, head):
         """The sentence_embedding.json settings when they can be written as

@@ -32,7 +32,9 @@ from absl import logging
 
 from bert_tf2.base import dropout_masks
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import distribution
+# The strategy and precision of a run (distribution.py), under the names runners call.
+from bert_tf2.trainer.distribution import (  # noqa: F401
+    configure_precision, get_strategy, global_sum, is_chief, num_replicas, set_seed)
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import heads
@@ -47,14 +49,6 @@ import optimization
 from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
 
 CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
-
-# The strategy and precision of a run (distribution.py), under the names runners call.
-get_strategy = distribution.get_strategy
-configure_precision = distribution.configure_precision
-set_seed = distribution.set_seed
-is_chief = distribution.is_chief
-global_sum = distribution.global_sum
-num_replicas = distribution.num_replicas
 
 
 # ---------------------------------------------------------------------------
