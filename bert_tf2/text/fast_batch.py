@@ -60,8 +60,9 @@ _WORD, _SPACE, _SPLIT = 0, 1, 2  # how a character behaves when words are cut
 _TABLES = None
 
 # How the batch path cuts its work (FastBatchTokenizer.rows): parts of about this
-# many characters of text, and at most this many parts waiting.
-_PART_CHARS = 1 << 18
+# many characters of text (tests lower it to run many parts on the worker threads),
+# and at most this many parts waiting.
+PART_CHARS = 1 << 18
 _IN_FLIGHT = 4
 
 
@@ -325,7 +326,7 @@ class FastBatchTokenizer(object):
         """The list of tokens (or of ids) of every text of `chunks` (an iterable of
         lists of str), in order.
 
-        The texts are cut into parts of about _PART_CHARS characters. TensorFlow's work
+        The texts are cut into parts of about PART_CHARS characters. TensorFlow's work
         on a part runs on one of two worker threads (its kernel runs without Python's
         lock, and so do the numpy steps next to it) while this thread prepares the next
         parts and turns finished ones into lists: the Python and the C++ halves of the
@@ -336,9 +337,9 @@ class FastBatchTokenizer(object):
         result, pending, workers = [], collections.deque(), None
         try:
             with _garbage_collection_paused():
-                for part in _parts(chunks, _PART_CHARS):
+                for part in _parts(chunks, PART_CHARS):
                     prepared = self._prepare_part(part)
-                    if workers is None and (pending or sum(map(len, part)) >= _PART_CHARS):
+                    if workers is None and (pending or sum(map(len, part)) >= PART_CHARS):
                         workers = concurrent.futures.ThreadPoolExecutor(
                             2, thread_name_prefix="fast_batch")
                     pending.append((part, prepared, self._submit(workers, prepared)))
