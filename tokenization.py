@@ -585,10 +585,12 @@ def _unicode_chunks(texts, chunk_size):
     """Yields lists of at most `chunk_size` texts of the iterable `texts`, as str."""
     texts = iter(texts)
     while True:
-        chunk = [text if isinstance(text, str) else convert_to_unicode(text)
-                 for text in itertools.islice(texts, chunk_size)]
+        chunk = list(itertools.islice(texts, chunk_size))
         if not chunk:
             return
+        if set(map(type, chunk)) != {str}:  # else no per-text Python call at all
+            chunk = [text if isinstance(text, str) else convert_to_unicode(text)
+                     for text in chunk]
         yield chunk
 
 

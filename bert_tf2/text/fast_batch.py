@@ -317,6 +317,7 @@ class FastBatchTokenizer(object):
             self.problem = str(error)
             return
         self._token_array = np.array(tf_vocab, dtype=object)
+        self._id_array = np.array(list(range(len(tf_vocab))), dtype=object)
         self._is_suffix = np.array([t.startswith("##") for t in tf_vocab])
         self._piece_chars = np.array([len(t) - 2 * t.startswith("##") for t in tf_vocab])
         # The fewest pieces a word over max_chars characters can have.
@@ -376,9 +377,12 @@ class FastBatchTokenizer(object):
         if None in prepared:
             exact_rows = set(exact_rows).union(
                 row for row, ready in enumerate(prepared) if ready is None)
-        values = (self._token_array[flat] if as_tokens else flat).tolist()
+        # Taking from an array of ready Python objects (the tokens, or the ids as ints)
+        # shares them instead of making a new int per id: half the time of tolist().
+        values = self._np.take(self._token_array if as_tokens else self._id_array,
+                               flat).tolist()
         bounds = splits.tolist()
-        result = [values[start:end] for start, end in zip(bounds, bounds[1:])]
+        result = list(map(values.__getitem__, map(slice, bounds, bounds[1:])))
         for row in exact_rows:
             tokens = self._exact.tokenize(texts[row])
             result[row] = tokens if as_tokens else self._exact.convert_tokens_to_ids(tokens)
