@@ -344,7 +344,7 @@ class FastBatchTokenizer(object):
                         workers = concurrent.futures.ThreadPoolExecutor(
                             2, thread_name_prefix="fast_batch")
                     pending.append((part, prepared, self._submit(workers, prepared)))
-                    while len(pending) > _IN_FLIGHT or (pending and pending[0][2].done()):
+                    while len(pending) > _IN_FLIGHT or (pending and pending[0][2][1].done()):
                         result += self._finish(*pending.popleft(), as_tokens)
                 while pending:
                     result += self._finish(*pending.popleft(), as_tokens)
@@ -354,13 +354,18 @@ class FastBatchTokenizer(object):
         return result
 
     def _submit(self, workers, prepared):
-        """Starts tokenizing `prepared` (None for exact-path rows) on `workers`, or at once."""
-        payload = [b"" if ready is None else ready for ready in prepared]
+        """Starts tokenizing `prepared` (None for exact-path rows) on `workers`, or at once.
+
+        Returns (the bytes handed over, a future of _tokenize's result).
+        """
+        payload = prepared
+        if None in prepared:
+            payload = [b"" if ready is None else ready for ready in prepared]
         if workers is None:
             done = concurrent.futures.Future()
             done.set_result(self._tokenize(payload))
-            return done
-        return workers.submit(self._tokenize, payload)
+            return payload, done
+        return payload, workers.submit(self._tokenize, payload)
 
     def _tokenize(self, payload):
         """(flat ids, row splits, rows with too long words) for a list of UTF-8 bytes;
@@ -371,9 +376,17 @@ class FastBatchTokenizer(object):
             flat, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
         return flat, splits, self._rows_with_long_words(flat, splits)
 
-    def _finish(self, texts, prepared, future, as_tokens):
-        """The rows of one part, once its TensorFlow work is done."""
-        flat, splits, exact_rows = future.result()
+    def _finish(self, texts, prepared, submitted, as_tokens):
+        """The rows of one part, once its TensorFlow work is done.
+
+        A part no worker has started yet is tokenized here rather than waited for:
+        this thread would only sit idle until a worker got to it.
+        """
+        payload, future = submitted
+        if future.cancel():
+            flat, splits, exact_rows = self._tokenize(payload)
+        else:
+            flat, splits, exact_rows = future.result()
         if None in prepared:
             exact_rows = set(exact_rows).union(
                 row for row, ready in enumerate(prepared) if ready is None)
