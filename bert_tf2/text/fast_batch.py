@@ -50,6 +50,7 @@ import concurrent.futures
 import contextlib
 import gc
 import itertools
+import operator
 import re
 import sys
 import unicodedata
@@ -404,12 +405,18 @@ class FastBatchTokenizer(object):
     def _prepare_part(self, texts):
         """The bytes FastWordpieceTokenizer should split for each of `texts` (see
         _prepare_unicode), or None for a text that must take the exact path."""
-        is_ascii = list(map(str.isascii, texts))
-        if all(is_ascii):
+        others = list(itertools.compress(range(len(texts)),
+                                         map(operator.not_, map(str.isascii, texts))))
+        if not others:
             return self._prepare_ascii(texts)
-        ascii_done = iter(self._prepare_ascii([t for t, a in zip(texts, is_ascii) if a]))
-        return [next(ascii_done) if a else self._prepare_unicode(t)
-                for t, a in zip(texts, is_ascii)]
+        # The others join the ASCII batch as empty strings, then get their own result.
+        ascii_only = list(texts)
+        for row in others:
+            ascii_only[row] = ""
+        prepared = self._prepare_ascii(ascii_only)
+        for row in others:
+            prepared[row] = self._prepare_unicode(texts[row])
+        return prepared
 
     def _prepare_ascii(self, texts):
         """What the reference's character-level steps make of ASCII texts, in three C
