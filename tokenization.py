@@ -536,19 +536,15 @@ class FullTokenizer(object):
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive, got %r" % (chunk_size,))
         fast = self._fast_path()
+        chunks = _unicode_chunks(texts, chunk_size)
+        if fast is not None:
+            return fast.rows(chunks, as_tokens)
         result = []
-        texts = iter(texts)
-        while True:
-            chunk = [text if isinstance(text, str) else convert_to_unicode(text)
-                     for text in itertools.islice(texts, chunk_size)]
-            if not chunk:
-                return result
-            if fast is not None:
-                result.extend(fast.rows(chunk, as_tokens))
-            else:
-                for text in chunk:
-                    tokens = self.tokenize(text)
-                    result.append(tokens if as_tokens else self.convert_tokens_to_ids(tokens))
+        for chunk in chunks:
+            for text in chunk:
+                tokens = self.tokenize(text)
+                result.append(tokens if as_tokens else self.convert_tokens_to_ids(tokens))
+        return result
 
     def _fast_path(self):
         """The tensorflow_text machinery, built on first use; None if it can't be used.
@@ -583,6 +579,19 @@ class FullTokenizer(object):
                 or type(self.basic_tokenizer) is not BasicTokenizer
                 or type(self.wordpiece_tokenizer) is not WordpieceTokenizer
                 or self.wordpiece_tokenizer.vocab is not self.vocab)
+
+
+def _unicode_chunks(texts, chunk_size):
+    """Yields lists of at most `chunk_size` texts of the iterable `texts`, as str."""
+    texts = iter(texts)
+    while True:
+        chunk = list(itertools.islice(texts, chunk_size))
+        if not chunk:
+            return
+        if set(map(type, chunk)) != {str}:  # else no per-text Python call at all
+            chunk = [text if isinstance(text, str) else convert_to_unicode(text)
+                     for text in chunk]
+        yield chunk
 
 
 # What _is_plain looks for on an instance: the names its class defines.

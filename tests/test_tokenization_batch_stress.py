@@ -1,0 +1,161 @@
+"""The batch path's shortcuts under stress: ids equal to the exact path and the reference's.
+
+The batch path (bert_tf2/text/fast_batch.py) prepares the ASCII texts of a part in one
+go (joined by U+0080), hands parts to two worker threads, and puts exact-path rows back
+in place inside a part. These tests aim texts at each of those: ASCII next to U+0080 and
+controls, mixed parts, empty strings, words at the 200-character limit, CJK, accents
+in both casings, whitespace variants; with parts small enough that every test runs
+many of them on the worker threads. Then the reference's own tokenization.py
+(google-research/bert, from ../shared) is compared on the same texts and on the
+benchmark's CJK / accented corpus.
+"""
+
+import os
+import random
+import sys
+
+import pytest
+
+import tokenization
+from bert_tf2.text import fast_batch
+from test_tokenization import ADVERSARIAL, assert_batch_matches_exact
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
+import bench_tokenization  # noqa: E402  pylint: disable=wrong-import-position
+
+FAST_PATH_TEXTS = [
+    "", "", "plain ascii text.", "", "CamelCase ASCII, with PUNCTUATION!?",
+    "tabs\tand\nnew lines\r\nand\x0bvertical\x0cfeeds\x1c\x1d\x1e\x1fseparators",
+    "ascii \x00nul \x7fdel \x1besc \x08bs \x01soh", "\x80 the first Latin-1 control",
+    "u\x80v and \x85next-line \x9f", "\x80", "\x80\x80 \x80", "a\x80", "\u0080\u00a0\u00ad",
+    "caf\u00e9 CAF\u00c9 na\u00efve \u00c5ngstr\u00f6m Beyonc\u00e9 S\u00e3o Paulo",
+    "\u00c9COLE \u00e9cole e\u0301cole E\u0301COLE \u00df STRASSE Stra\u00dfe",
+    "ASCII then \u4e2d\u6587 then ASCII", "\u4e2d\u6587\u3002\uff0c\u201c\u5f15\u53f7\u201d",
+    "x" * 199, "y" * 200, "z" * 201, "\u00e9" * 200, "\u00c9" * 201, "w" * 100 + "\u00e9" * 101,
+    "\u4e2d" * 250, "ab" * 150, "   ", "\t\n\r", "\u3000\u00a0 \u2003\u2028\u2029",
+    "!" * 300, "a-b_c.d,e;f:g/h\\i|j~k`l^m$n", "\u0130stanbul \u03a3\u03a3\u03a3 \u1e9e",
+    "soft\u00adhyphen zero\u200bwidth \ufeffbom \ufffdreplacement",
+    "mixed \U0001f600 emoji and \ud55c\uad6d\uc5b4 Hangul",
+]
+
+# What random texts are drawn from: weighted toward ASCII words, with every class the
+# batch path treats apart (deleted, whitespace, punctuation, CJK, combining, cased).
+_PIECES = (["the", "The", "THE", "running", "unwanted", "Hello", "x", "42", "3.14"] * 6 +
+           [" ", " ", " ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2003",
+            ",", ".", "!", "?", "'", "\"", "(", ")", "-", "$", "^", "`", "\u00bf", "\u2014",
+            "\x00", "\x7f", "\x80", "\x85", "\x1b", "\u00ad", "\u200b", "\ufeff", "\ufffd",
+            "\u00e9", "\u00c9", "e\u0301", "\u00df", "\u03a3", "\u03c2", "\u0130", "\u1e9e",
+            "\u4e2d", "\u6587", "\u3002", "\ud55c", "\u30ab", "\U00020000", "\U0001f600",
+            "\u00bd", "\u2026", "\ufb01", "\u0915\u094d\u0937", "\u0645\u0631"])
+
+
+def stress_texts(count, seed):
+    """`count` random texts of 0 to ~60 pieces, some with a word past 200 characters."""
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 60)))
+        if rng.random() < 0.03:
+            text += " " + rng.choice("ab\u00e9\u4e2d") * rng.randint(195, 205)
+        texts.append(text)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def batch_support():
+    pytest.importorskip("tensorflow_text", reason="the batch path needs tensorflow_text")
+    return True
+
+
+@pytest.fixture
+def small_parts(monkeypatch):
+    """Parts of ~64 characters: every batch call runs many parts on the worker threads."""
+    monkeypatch.setattr(fast_batch, "PART_CHARS", 64)
+
+
+@pytest.fixture(scope="module")
+def uncased_vocab(request):
+    path = request.getfixturevalue("shared_dir") / "data" / "vocab" / "uncased_vocab.txt"
+    if not path.is_file():
+        pytest.skip("%s not found" % path)
+    return str(path)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_fast_path_texts_on_worker_threads(batch_support, uncased_vocab, small_parts, lower):
+    del batch_support, small_parts
+    tokenizer = tokenization.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    texts = FAST_PATH_TEXTS + ADVERSARIAL + FAST_PATH_TEXTS[::-1]
+    assert_batch_matches_exact(tokenizer, texts, chunk_size=37)
+    assert_batch_matches_exact(tokenizer, texts)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_random_stress_texts(batch_support, uncased_vocab, small_parts, lower):
+    del batch_support, small_parts
+    tokenizer = tokenization.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    texts = stress_texts(3000, seed=55 + lower)
+    assert sum(len(t) > 200 for t in texts) > 50  # some words past the limit
+    assert_batch_matches_exact(tokenizer, texts, chunk_size=500)
+
+
+def test_default_parts_start_the_worker_threads(batch_support, uncased_vocab, monkeypatch):
+    """Without lowering PART_CHARS: a batch over 3 parts runs on the two workers."""
+    del batch_support
+    started = []
+    real = fast_batch.concurrent.futures.ThreadPoolExecutor
+
+    class Counting(real):
+        def submit(self, *args, **kwargs):  # pylint: disable=arguments-differ
+            started.append(1)
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(fast_batch.concurrent.futures, "ThreadPoolExecutor", Counting)
+    tokenizer = tokenization.FullTokenizer(uncased_vocab, do_lower_case=True)
+    texts = stress_texts(4000, seed=7) + ["Plain ASCII text, repeated. " * 40] * 800
+    assert sum(map(len, texts)) > 3 * fast_batch.PART_CHARS
+    assert_batch_matches_exact(tokenizer, texts)
+    assert len(started) >= 6  # 3+ parts for each of the two batch calls
+    started.clear()
+    assert tokenizer.convert_batch_to_ids(["one small call"]) == [
+        tokenizer.convert_tokens_to_ids(tokenizer.tokenize("one small call"))]
+    assert not started  # a lone small part runs on the calling thread
+
+
+@pytest.fixture(scope="module")
+def reference():
+    module = bench_tokenization.reference_module(os.path.join(
+        bench_tokenization.SHARED, "reference", "bert", "tokenization.py"))
+    if module is None:
+        pytest.skip("the reference's tokenization.py is not in ../shared/reference/bert")
+    return module
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_batch_equals_the_reference_module(batch_support, uncased_vocab, reference,
+                                           small_parts, lower):
+    """google-research/bert's FullTokenizer itself, on the stress texts."""
+    del batch_support, small_parts
+    texts = FAST_PATH_TEXTS + ADVERSARIAL + stress_texts(1500, seed=3)
+    theirs = reference.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    ours = tokenization.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    expected = [theirs.convert_tokens_to_ids(theirs.tokenize(text)) for text in texts]
+    assert ours.convert_batch_to_ids(texts) == expected
+    assert ours.tokenize_batch(texts) == [theirs.convert_ids_to_tokens(ids) for ids in expected]
+
+
+def test_cjk_accented_corpus_equals_the_reference(batch_support, shared_dir, reference):
+    """The benchmark's CJK / accented corpus (a slice), Chinese vocabulary, lower-cased."""
+    del batch_support
+    vocab = shared_dir / "data" / "vocab" / "chinese_vocab.txt"
+    squad = shared_dir / "data" / "squad" / "dev-v1.1.json"
+    if not (vocab.is_file() and squad.is_file()):
+        pytest.skip("the Chinese vocabulary or SQuAD dev is not in ../shared")
+    texts = bench_tokenization.cjk_accented_texts(str(squad), str(vocab), count=800)
+    assert len({t for t in texts}) == 800 and all(not t.isascii() for t in texts)
+    theirs = reference.FullTokenizer(str(vocab), do_lower_case=True)
+    ours = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
+    expected = [theirs.convert_tokens_to_ids(theirs.tokenize(text)) for text in texts]
+    assert ours.convert_batch_to_ids(texts, chunk_size=300) == expected
+    assert sum(map(len, expected)) > 50000
