@@ -487,7 +487,7 @@ def _output_rows(settings, runner, task, examples):
 _PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
 
 
-class Predictor(object):
+class Predictor(model_folder.FolderPredictor):
     """A trained model folder loaded once, predicting texts in memory.
 
         predictor = run_classifier.Predictor("/tmp/sst2_output")
@@ -511,10 +511,10 @@ class Predictor(object):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        self._folder = _PredictFolder(Settings, "run_classifier", model_folder, dict(
+        self.folder = _PredictFolder(Settings, "run_classifier", model_folder, dict(
             settings, data_dir=str(model_folder), do_predict=True,
             predict_batch_size=batch_size))
-        settings = self._folder.settings
+        settings = self.folder.settings
         processor, bert_config, long_texts = _check_settings(settings)
         task_settings = settings.part(*classifier_tasks.SETTINGS)
         classifier_tasks.check_labels(task_settings, processor)
@@ -556,18 +556,10 @@ class Predictor(object):
             raise ValueError("the model of %s was trained on pairs (--text_b_column=%s): "
                              "pass texts_b" % (self.settings.init_checkpoint, column))
 
-    def close(self):
-        """Removes the temporary folder (the model stays loaded)."""
-        self._folder.close()
-
 
 def predict(model_folder, texts, texts_b=None, batch_size=32, **settings):
     """Predictor(model_folder, batch_size, **settings).predict(texts, texts_b): one call."""
-    predictor = Predictor(model_folder, batch_size, **settings)
-    try:
-        return predictor.predict(texts, texts_b)
-    finally:
-        predictor.close()
+    return Predictor.once(model_folder, batch_size, settings, texts, texts_b)
 
 
 def main():

@@ -611,7 +611,7 @@ def _predict(settings, runner, task, conll_file, outputs):
 _PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
 
 
-class Predictor(object):
+class Predictor(model_folder.FolderPredictor):
     """A trained run_ner folder loaded once, tagging sentences in memory.
 
         tagger = run_ner.Predictor("/tmp/ner")
@@ -631,13 +631,13 @@ class Predictor(object):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        self._folder = _PredictFolder(Settings, "run_ner", model_folder, dict(
+        self.folder = _PredictFolder(Settings, "run_ner", model_folder, dict(
             settings, do_predict=True, predict_batch_size=batch_size))
-        settings = self._folder.settings
+        settings = self.folder.settings
         bert_config = _check_settings(settings)
         labels = _labels(settings, None)
         settings = settings.fill({"crf_tag_scheme": _tag_scheme(
-            settings, None, labels, self._folder.defaults.get("crf_tag_scheme"))})
+            settings, None, labels, self.folder.defaults.get("crf_tag_scheme"))})
         self.settings = settings
         self.task = _Task(settings.part(*_TASK_SETTINGS), labels, flags_common.load_tokenizer(
             settings.vocab_file, settings.do_lower_case))
@@ -658,18 +658,10 @@ class Predictor(object):
                                    self.settings.predict_batch_size)
         return [list(zip(s.words, t)) for s, t in zip(conll.sentences, tags)]
 
-    def close(self):
-        """Removes the temporary folder (the model stays loaded)."""
-        self._folder.close()
-
 
 def predict(model_folder, sentences, batch_size=32, **settings):
     """Predictor(model_folder, batch_size, **settings).predict(sentences): one call."""
-    predictor = Predictor(model_folder, batch_size, **settings)
-    try:
-        return predictor.predict(sentences)
-    finally:
-        predictor.close()
+    return Predictor.once(model_folder, batch_size, settings, sentences)
 
 
 def main():

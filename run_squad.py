@@ -566,7 +566,7 @@ def _rethreshold(settings, squad_predictions, metrics):
 _PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
 
 
-class Predictor(object):
+class Predictor(model_folder.FolderPredictor):
     """A trained run_squad folder loaded once, answering questions in memory.
 
         reader = run_squad.Predictor("/tmp/squad_base")
@@ -587,10 +587,10 @@ class Predictor(object):
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
-        self._folder = _PredictFolder(Settings, "run_squad", model_folder, dict(
+        self.folder = _PredictFolder(Settings, "run_squad", model_folder, dict(
             settings, do_predict=True, predict_batch_size=batch_size,
             predict_file=str(model_folder)))  # (never read: predict() has the data)
-        self.settings = self._folder.settings
+        self.settings = self.folder.settings
         bert_config = _check_settings(self.settings)
         self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
                                                      self.settings.do_lower_case)
@@ -617,18 +617,10 @@ class Predictor(object):
                                     settings.null_score_diff_threshold, settings.verbose_logging)
         return [squad_results.answer_of(found, e.qas_id) for e in examples]
 
-    def close(self):
-        """Removes the temporary folder (the model stays loaded)."""
-        self._folder.close()
-
 
 def predict(model_folder, questions, contexts, batch_size=8, **settings):
     """Predictor(model_folder, batch_size, **settings).predict(questions, contexts)."""
-    predictor = Predictor(model_folder, batch_size, **settings)
-    try:
-        return predictor.predict(questions, contexts)
-    finally:
-        predictor.close()
+    return Predictor.once(model_folder, batch_size, settings, questions, contexts)
 
 
 def main():

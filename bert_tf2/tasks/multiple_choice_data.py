@@ -21,11 +21,13 @@ import csv
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import data_tables
+from bert_tf2.trainer import training
 
 # One question: its id, context, the second segment of every choice and the label.
 Example = collections.namedtuple("Example", "guid context choices label")
@@ -192,3 +194,59 @@ def write_features(examples, path, max_seq_length, tokenizer):
                 "label_ids": input_pipeline.int_feature([example.label or 0]),
             })
     return writer.num_written
+
+
+class MultipleChoiceTask(object):
+    """What the train / evaluate / predict steps share: features, loss and outputs."""
+
+    def __init__(self, output_dir, max_seq_length, tokenizer, num_choices):
+        self.output_dir = output_dir
+        self.max_seq_length = max_seq_length
+        self.tokenizer = tokenizer
+        self.num_choices = num_choices
+        self.spec = record_spec(num_choices, max_seq_length)
+
+    def write(self, examples, name):
+        """Writes output_dir/`name`.tf_record; returns its path."""
+        path = os.path.join(self.output_dir, name + ".tf_record")
+        write_features(examples, path, self.max_seq_length, self.tokenizer)
+        return path
+
+    @staticmethod
+    def loss_fn(model, features, is_training):
+        """Mean cross-entropy over this replica's questions (see training.Runner.train)."""
+        logits = model(features, training=is_training)["logits"]
+        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=features["label_ids"], logits=logits)
+        return tf.reduce_mean(per_example), {}
+
+    @staticmethod
+    def predict_fn(model, features):
+        """Choice probabilities and the per-question loss."""
+        logits = model(features, training=False)["logits"]
+        return {"probabilities": tf.nn.softmax(logits, axis=-1),
+                "per_example_loss": tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=features["label_ids"], logits=logits),
+                "label_ids": features["label_ids"],
+                "is_real_example": features["is_real_example"]}
+
+    def outputs(self, runner, examples, name, batch_size, path=None):
+        """Writes `name`.tf_record (unless `path`, written before, is given); the
+        predict_fn outputs of its real rows, in order."""
+        path = path or self.write(examples, name)
+        training.log_stage(name, ["Num questions = %d" % len(examples)])
+        count = len(examples)
+        parts = {}
+        batches = runner.predict(input_pipeline.dataset_fn_for(
+            [path], self.spec, batch_size, is_training=False,
+            trim_padding=runner.trim_padding), self.predict_fn, stage=name,
+            total_steps=-(-count // batch_size))
+        for out in batches:
+            real = np.asarray(out["is_real_example"]) > 0
+            for key in ("probabilities", "per_example_loss", "label_ids"):
+                parts.setdefault(key, []).append(np.asarray(out[key])[real])
+        merged = {key: np.concatenate(value) for key, value in parts.items()}
+        if len(merged.get("label_ids", ())) != count:
+            raise RuntimeError("predicted %d questions, expected %d"
+                               % (len(merged.get("label_ids", ())), count))
+        return merged

@@ -321,3 +321,23 @@ class PredictFolder(object):
     def close(self):
         """Removes the temporary folder."""
         self._tmp.cleanup()
+
+
+class FolderPredictor(object):
+    """What the faces' Predictor classes share: a PredictFolder in `self.folder`, and
+    close() removing its temporary folder; once() for the faces' predict() functions."""
+
+    folder = None  # the PredictFolder the subclass's __init__ makes
+
+    def close(self):
+        """Removes the temporary folder (the model stays loaded)."""
+        self.folder.close()
+
+    @classmethod
+    def once(cls, model_folder, batch_size, settings, *inputs):
+        """cls(model_folder, batch_size, **settings).predict(*inputs), closed after."""
+        predictor = cls(model_folder, batch_size, **settings)
+        try:
+            return predictor.predict(*inputs)
+        finally:
+            predictor.close()
