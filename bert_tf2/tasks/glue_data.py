@@ -158,15 +158,10 @@ class DataProcessor(object):
         return "0" if self.is_regression else self.get_labels()[0]
 
 
-class _Columns(object):
-    """Where one split's fields sit in its TSV file (column indexes; None = absent)."""
-
-    def __init__(self, file_name, text_a, text_b=None, label=None, header=True):
-        self.file_name = file_name
-        self.text_a = text_a
-        self.text_b = text_b
-        self.label = label
-        self.header = header
+# Where one split's fields sit in its TSV file (column indexes; None = absent) and
+# whether the file starts with a header line.
+_Columns = collections.namedtuple("_Columns", "file_name text_a text_b label header",
+                                  defaults=(None, None, True))
 
 
 class _TsvTaskProcessor(DataProcessor):
