@@ -64,7 +64,7 @@ def token_loss(logits, label_ids, label_weights, weights=None):
     label_weights = tf.cast(label_weights, per_token.dtype)
     denominator = training.global_sum(tf.reduce_sum(label_weights)) + 1e-5
     if weights is not None:
-        label_weights = label_weights * class_weights.oflabels_of(weights, label_ids)
+        label_weights = label_weights * class_weights.of_labels(weights, label_ids)
     return tf.reduce_sum(per_token * label_weights) / denominator * training.num_replicas()
 
 
@@ -105,7 +105,7 @@ def tag_scheme(settings, train, labels, saved):
         scheme, why = saved or "none", "the model folder's" if saved else (
             "the model folder records no tag scheme")
     elif scheme == "auto":
-        scheme, why = ner_data.autotag_scheme(train, labels)
+        scheme, why = ner_data.auto_tag_scheme(train, labels)
     if scheme == "iob2" and train is not None and ner_data.iob2_break(train):
         _, changed, left = ner_data.to_iob2(train, labels)
         if left:
@@ -245,7 +245,7 @@ def labels_of(settings, train):
     beside --init_checkpoint)."""
     saved = os.path.join(settings.output_dir, ner_data.LABELS_FILE_NAME)
     if settings.labels_file:
-        labels = ner_data.readlabels_of(settings.labels_file)
+        labels = ner_data.read_labels(settings.labels_file)
         if train is not None:
             ner_data.check_tags(train, labels)
         return labels
@@ -254,15 +254,15 @@ def labels_of(settings, train):
         path = checkpoints.settings_file(ner_data.LABELS_FILE_NAME, settings.init_checkpoint,
                                          settings.output_dir)
         if path:
-            return ner_data.readlabels_of(path)
+            return ner_data.read_labels(path)
     if train is not None:
         labels = ner_data.labels_from(train)
         # Resuming keeps the label ids of the checkpoints in output_dir.
-        if tf.io.gfile.exists(saved) and ner_data.readlabels_of(saved) != labels:
+        if tf.io.gfile.exists(saved) and ner_data.read_labels(saved) != labels:
             raise ValueError("--output_dir=%s holds the %s of other tags (%s) than %s's (%s): "
                              "use a new --output_dir" % (
                                  settings.output_dir, ner_data.LABELS_FILE_NAME,
-                                 " ".join(ner_data.readlabels_of(saved)), train.path,
+                                 " ".join(ner_data.read_labels(saved)), train.path,
                                  " ".join(labels)))
         return labels
     raise ValueError("no label list: pass --labels_file, or --do_train, or an "
