@@ -451,9 +451,6 @@ def _output_rows(settings, runner, task, examples):
 # From Python: predictions of a trained folder, no data file
 # ---------------------------------------------------------------------------
 
-_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
-
-
 class Predictor(model_folder.FolderPredictor):
     """A trained model folder loaded once, predicting texts in memory.
 
@@ -478,14 +475,12 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        self.folder = _PredictFolder(Settings, "run_classifier", model_folder, dict(
+        super().__init__(Settings, "run_classifier", model_folder, dict(
             settings, data_dir=str(model_folder), do_predict=True,
             predict_batch_size=batch_size))
-        settings = self.folder.settings
+        settings = self.settings
         plan = classifier_run.resolve_folder(settings)
-        processor = plan.processor
-        self.settings = settings
-        self.processor = processor
+        self.processor = processor = plan.processor
         self.task = _make_task(settings, plan)
         self.runner = training.make_runner(settings.part(*training.SETTINGS),
                                            _model_fn(settings, plan))

@@ -192,9 +192,6 @@ def _predict(settings, runner, task, examples, outputs):
 # From Python: answers of a trained folder, no data file
 # ---------------------------------------------------------------------------
 
-_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
-
-
 class Predictor(model_folder.FolderPredictor):
     """A trained run_multiple_choice folder loaded once, choosing endings in memory.
 
@@ -216,10 +213,9 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
-        self.folder = _PredictFolder(Settings, "run_multiple_choice", model_folder, dict(
+        super().__init__(Settings, "run_multiple_choice", model_folder, dict(
             settings, do_predict=True, predict_batch_size=batch_size,
             data_dir=str(model_folder)))  # (never read: predict() has the data)
-        self.settings = self.folder.settings
         bert_config = _check_settings(self.settings)
         self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
                                                      self.settings.do_lower_case)

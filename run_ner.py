@@ -231,9 +231,6 @@ def _predict(settings, runner, task, conll_file, outputs):
 # From Python: tags of a trained folder, no data file
 # ---------------------------------------------------------------------------
 
-_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
-
-
 class Predictor(model_folder.FolderPredictor):
     """A trained run_ner folder loaded once, tagging sentences in memory.
 
@@ -254,7 +251,7 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        self.folder = _PredictFolder(Settings, "run_ner", model_folder, dict(
+        super().__init__(Settings, "run_ner", model_folder, dict(
             settings, do_predict=True, predict_batch_size=batch_size))
         plan = ner_task.resolve_folder(self.folder.settings,
                                        self.folder.defaults.get("crf_tag_scheme"))

@@ -441,9 +441,6 @@ def _rethreshold(settings, squad_predictions, metrics):
 # From Python: answers of a trained folder, no SQuAD file
 # ---------------------------------------------------------------------------
 
-_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
-
-
 class Predictor(model_folder.FolderPredictor):
     """A trained run_squad folder loaded once, answering questions in memory.
 
@@ -465,10 +462,9 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
-        self.folder = _PredictFolder(Settings, "run_squad", model_folder, dict(
+        super().__init__(Settings, "run_squad", model_folder, dict(
             settings, do_predict=True, predict_batch_size=batch_size,
             predict_file=str(model_folder)))  # (never read: predict() has the data)
-        self.settings = self.folder.settings
         bert_config = _check_settings(self.settings)
         self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
                                                      self.settings.do_lower_case)

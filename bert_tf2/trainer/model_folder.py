@@ -324,10 +324,13 @@ class PredictFolder(object):
 
 
 class FolderPredictor(object):
-    """What the faces' Predictor classes share: a PredictFolder in `self.folder`, and
-    close() removing its temporary folder; once() for the faces' predict() functions."""
+    """What the faces' Predictor classes share: their PredictFolder (`folder`) and its
+    settings (`settings`), close() removing its temporary folder, and once() for the
+    faces' predict() functions. Arguments: those of PredictFolder."""
 
-    folder = None  # the PredictFolder the subclass's __init__ makes
+    def __init__(self, settings_class, runner, folder, values):
+        self.folder = PredictFolder(settings_class, runner, folder, values)
+        self.settings = self.folder.settings
 
     def close(self):
         """Removes the temporary folder (the model stays loaded)."""
