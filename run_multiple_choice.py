@@ -78,27 +78,12 @@ def run(settings):
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_multiple_choice"))
     bert_config = _check_settings(settings)
-    # Every split the run needs is read (and so checked) before any work starts, and
-    # before the output folder is made.
-    data_dir = settings.data_dir
-    wanted = {name: "--do_%s" % flag for name, flag in (
-        ("train", "train"), ("dev", "eval"), ("test", "predict"))
-        if getattr(settings, "do_" + flag)}
-    data_tables.check_splits(data_dir, wanted)
-    splits = {name: multiple_choice_data.read_examples(settings.task_name, data_dir, name)
-              for name in wanted}
-    num_choices = {len(examples[0].choices) for examples in splits.values()}
-    if len(num_choices) != 1:
-        raise ValueError("the splits of %s have different numbers of choices: %s"
-                         % (data_tables.describe(data_dir), sorted(num_choices)))
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    task = multiple_choice_data.MultipleChoiceTask(settings.output_dir, settings.max_seq_length,
-                                                   tokenizer, num_choices.pop())
+    # The splits, the output folder and the vocabulary: read and checked once.
+    plan = multiple_choice_data.resolve(settings)
+    splits, task = plan.splits, plan.task
     trainer = settings.part(*training.SETTINGS)
     num_train_steps, num_warmup_steps = (training.epoch_steps(
-        len(splits["train"]), trainer, "training questions in %s"
-        % data_tables.describe(data_dir))
+        len(splits["train"]), trainer, "training questions in %s" % plan.source)
         if settings.do_train else (0, 0))
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.

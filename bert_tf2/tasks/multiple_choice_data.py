@@ -18,6 +18,7 @@ reference's pair truncation; an example's features are [num_choices, max_seq_len
 """
 import collections
 import csv
+import dataclasses
 import json
 import os
 
@@ -25,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import data_tables
 from bert_tf2.trainer import training
@@ -250,3 +252,31 @@ class MultipleChoiceTask(object):
             raise RuntimeError("predicted %d questions, expected %d"
                                % (len(merged.get("label_ids", ())), count))
         return merged
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleChoiceRun:
+    """A run_multiple_choice run's data, resolved once before any work (resolve)."""
+    splits: dict  # {"train" / "dev" / "test": Examples} of the do_* steps
+    task: MultipleChoiceTask  # features, loss and outputs (the tokenizer, the choices)
+    source: str  # the data in messages (data_tables.describe)
+
+
+def resolve(settings):
+    """Reads every split the do_* steps need (and so checks it) before any work, and
+    before the output folder is made; then makes it and reads the vocabulary."""
+    data_dir = settings.data_dir
+    wanted = {name: "--do_%s" % flag for name, flag in (
+        ("train", "train"), ("dev", "eval"), ("test", "predict"))
+        if getattr(settings, "do_" + flag)}
+    data_tables.check_splits(data_dir, wanted)
+    splits = {name: read_examples(settings.task_name, data_dir, name) for name in wanted}
+    num_choices = {len(examples[0].choices) for examples in splits.values()}
+    if len(num_choices) != 1:
+        raise ValueError("the splits of %s have different numbers of choices: %s"
+                         % (data_tables.describe(data_dir), sorted(num_choices)))
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    return MultipleChoiceRun(splits, MultipleChoiceTask(
+        settings.output_dir, settings.max_seq_length, tokenizer, num_choices.pop()),
+        data_tables.describe(data_dir))
