@@ -475,9 +475,8 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        super().__init__(Settings, "run_classifier", model_folder, dict(
-            settings, data_dir=str(model_folder), do_predict=True,
-            predict_batch_size=batch_size))
+        super().__init__(Settings, "run_classifier", model_folder, batch_size, settings,
+                         data="data_dir")
         settings = self.settings
         plan = classifier_run.resolve_folder(settings)
         self.processor = processor = plan.processor

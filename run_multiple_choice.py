@@ -198,9 +198,8 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
-        super().__init__(Settings, "run_multiple_choice", model_folder, dict(
-            settings, do_predict=True, predict_batch_size=batch_size,
-            data_dir=str(model_folder)))  # (never read: predict() has the data)
+        super().__init__(Settings, "run_multiple_choice", model_folder, batch_size, settings,
+                         data="data_dir")
         bert_config = _check_settings(self.settings)
         self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
                                                      self.settings.do_lower_case)

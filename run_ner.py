@@ -251,8 +251,7 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        super().__init__(Settings, "run_ner", model_folder, dict(
-            settings, do_predict=True, predict_batch_size=batch_size))
+        super().__init__(Settings, "run_ner", model_folder, batch_size, settings)
         plan = ner_task.resolve_folder(self.folder.settings,
                                        self.folder.defaults.get("crf_tag_scheme"))
         self.settings, self.task = plan.settings, plan.task

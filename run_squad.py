@@ -462,9 +462,8 @@ class Predictor(model_folder.FolderPredictor):
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
-        super().__init__(Settings, "run_squad", model_folder, dict(
-            settings, do_predict=True, predict_batch_size=batch_size,
-            predict_file=str(model_folder)))  # (never read: predict() has the data)
+        super().__init__(Settings, "run_squad", model_folder, batch_size, settings,
+                         data="predict_file")
         bert_config = _check_settings(self.settings)
         self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
                                                      self.settings.do_lower_case)
