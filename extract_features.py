@@ -37,6 +37,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
 from bert_tf2 import settings as settings_lib
+from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import progress
@@ -148,12 +149,8 @@ def _to_features(example, tokens_a, tokens_b, seq_length, tokenizer, log):
     tokens, input_ids, input_mask, type_ids = input_pipeline.pack_pair(
         tokens_a, tokens_b, seq_length, tokenizer)
     if log and logs.details_shown():
-        logging.info("*** Example ***")
-        logging.info("unique_id: %s", example.unique_id)
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-        logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
-        logging.info("input_type_ids: %s", " ".join(str(x) for x in type_ids))
+        glue_data.log_packed(("unique_id", example.unique_id), tokens, input_ids, input_mask,
+                             ("input_type_ids", type_ids))
     return InputFeatures(example.unique_id, tokens, input_ids, input_mask, type_ids)
 
 

@@ -43,6 +43,7 @@ import modeling
 import tokenization
 from bert_tf2.base import tf1_variables
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import classifier_run
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import file_data
@@ -63,9 +64,6 @@ _truncate_seq_pair = input_pipeline.truncate_seq_pair
 # ---------------------------------------------------------------------------
 # Flags
 # ---------------------------------------------------------------------------
-
-_REQUIRED_FLAGS = ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir")
-
 
 def define_flags(fv):
     """Registers the classifier runner's flags on the FlagValues `fv`."""
@@ -204,28 +202,10 @@ def run(settings):
     # The model folder's config, vocab and task settings fill what the user left out.
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_classifier"))
-    processor, bert_config, long_texts = _check_settings(settings)
-    task_settings = settings.part(*classifier_tasks.SETTINGS)
-    # Read (and so check) every data file or table the run needs before any work starts,
-    # and before the output folder is made (a bad table leaves no empty folder).
-    data_dir = settings.data_dir
-    classifier_tasks.check_data_dir(task_settings, processor, data_dir)
-    source = "--task_name=%s data in %s" % (settings.task_name, data_tables.describe(data_dir))
-    train_examples = processor.get_train_examples(data_dir) if settings.do_train else None
-    eval_examples = processor.get_dev_examples(data_dir) if settings.do_eval else None
-    if settings.do_eval and not eval_examples:
-        raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
-    predict_examples = processor.get_test_examples(data_dir) if settings.do_predict else None
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    classifier_tasks.check_labels(task_settings, processor)  # against a saved label_list.txt
-    positive = classifier_tasks.positive_index(task_settings, processor)  # --positive_label
-    weights = class_weights.from_settings(
-        settings.class_weights, settings.do_train, processor.get_labels(),
-        [e.label for e in train_examples or ()],
-        unsupported="a regression task" if processor.is_regression else
-        "a multi-label task" if processor.is_multilabel else None)
-    task = _make_task(settings, processor, tokenizer, long_texts, weights, positive)
+    # The model, the task, its data and labels: checked and read once, before any work.
+    plan = classifier_run.resolve(settings)
+    train_examples, long_texts = plan.train_examples, plan.long_texts
+    task = _make_task(settings, plan)
     # The names the evaluations will report: a wrong --best_metric stops the run here.
     metric_names = _metric_names(task)
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), metric_names)
@@ -233,7 +213,7 @@ def run(settings):
     train_file = os.path.join(settings.output_dir, "train.tf_record")
     num_train = len(train_examples) if settings.do_train else 0
     num_train_steps, num_warmup_steps = (
-        training.epoch_steps(num_train, trainer, "training examples (%s)" % source)
+        training.epoch_steps(num_train, trainer, "training examples (%s)" % plan.source)
         if settings.do_train else (0, 0))
     if settings.do_train and long_texts.windows:  # an epoch: every window of every example
         num_train = task.write_features(train_examples, train_file)
@@ -241,7 +221,7 @@ def run(settings):
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.make_runner(
-        trainer, _model_fn(settings, bert_config, processor), num_train_steps, num_warmup_steps,
+        trainer, _model_fn(settings, plan), num_train_steps, num_warmup_steps,
         record=training_record.of(settings.part(*training_record.SETTINGS), train_examples)
         if settings.do_train else None)
     result = settings_lib.Result(output_dir=settings.output_dir)
@@ -250,53 +230,40 @@ def run(settings):
             task.write_features(train_examples, train_file)
         # For the later runs and the export (not for truncate in a new folder).
         long_text.write_settings(settings.output_dir, long_texts)
-        classifier_tasks.save_task(task_settings, processor, positive)  # labels, task json
+        classifier_tasks.save_task(settings.part(*classifier_tasks.SETTINGS), plan.processor,
+                                   plan.positive)  # label_list.txt, classifier_task.json
         model_folder.write(settings.output_dir, "run_classifier", settings.bert_config_file,
                            settings.vocab_file, dict(
                                settings.part(*model_folder.SETTINGS).values(),
-                               task_type=classifier_tasks.task_type(processor)))
+                               task_type=classifier_tasks.task_type(plan.processor)))
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if long_texts.windows else []),
                            num_train,
-                           *_dev_evaluation(settings, task, eval_examples, metric_names))
+                           *_dev_evaluation(settings, task, plan.eval_examples, metric_names))
         result.outputs["train_records"] = train_file
     if settings.do_eval:
-        result.metrics = _evaluate(settings, runner, task, eval_examples)
+        result.metrics = _evaluate(settings, runner, task, plan.eval_examples)
         result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
     if settings.do_predict:
-        _predict(settings, runner, task, predict_examples, result.outputs)
+        _predict(settings, runner, task, plan.predict_examples, result.outputs)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
 
-def _make_task(settings, processor, tokenizer, long_texts, weights=None, positive=1):
-    """The task object (_Task, or multilabel_data.MultiLabelTask) of run and Predictor."""
-    if processor.is_multilabel:
-        return multilabel_data.MultiLabelTask(processor, tokenizer, settings.max_seq_length,
-                                              long_texts)
-    return _Task(processor, tokenizer, settings.max_seq_length, long_texts, weights, positive)
+def _make_task(settings, plan):
+    """The task object (_Task, or multilabel_data.MultiLabelTask) of run and Predictor;
+    `plan`: the run's classifier_run.ClassifierRun."""
+    if plan.processor.is_multilabel:
+        return multilabel_data.MultiLabelTask(plan.processor, plan.tokenizer,
+                                              settings.max_seq_length, plan.long_texts)
+    return _Task(plan.processor, plan.tokenizer, settings.max_seq_length, plan.long_texts,
+                 plan.class_weights, plan.positive)
 
 
-def _model_fn(settings, bert_config, processor):
-    return lambda: create_model(bert_config, len(processor.get_labels()), settings.use_tpu)
-
-
-def _check_settings(settings):
-    """Checks the settings before any work; returns (processor, bert_config, long_text)."""
-    task_settings = settings.part(*classifier_tasks.SETTINGS)
-    checks = settings.part(*flags_common.FINE_TUNING_CHECKS + _REQUIRED_FLAGS)
-    bert_config = flags_common.check_fine_tuning(checks, _REQUIRED_FLAGS)
-    # The long_text.json a training run left in --output_dir (or beside --init_checkpoint)
-    # gives the defaults: evaluation and prediction read the text as training did.
-    long_texts = long_text.from_settings(settings.part(*long_text.SETTINGS),
-                                         settings.max_seq_length)
-    processor = classifier_tasks.processor_of(task_settings)  # --threshold checked there
-    # Warned, not refused: one command line may serve every mode or task of a sweep.
-    settings.refuse_unused(long_text.unused_flags(long_texts) + (
-        [] if settings.task_name.lower() == "xnli" else
-        [("xnli_language", "without --task_name=xnli")]), warn_only=True)
-    return processor, bert_config, long_texts
+def _model_fn(settings, plan):
+    return lambda: create_model(plan.bert_config, len(plan.processor.get_labels()),
+                                settings.use_tpu)
 
 
 class _Task(object):
@@ -484,10 +451,7 @@ def _output_rows(settings, runner, task, examples):
 # From Python: predictions of a trained folder, no data file
 # ---------------------------------------------------------------------------
 
-_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
-
-
-class Predictor(object):
+class Predictor(model_folder.FolderPredictor):
     """A trained model folder loaded once, predicting texts in memory.
 
         predictor = run_classifier.Predictor("/tmp/sst2_output")
@@ -511,20 +475,14 @@ class Predictor(object):
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
-        self._folder = _PredictFolder(Settings, "run_classifier", model_folder, dict(
-            settings, data_dir=str(model_folder), do_predict=True,
-            predict_batch_size=batch_size))
-        settings = self._folder.settings
-        processor, bert_config, long_texts = _check_settings(settings)
-        task_settings = settings.part(*classifier_tasks.SETTINGS)
-        classifier_tasks.check_labels(task_settings, processor)
-        tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-        self.settings = settings
-        self.processor = processor
-        self.task = _make_task(settings, processor, tokenizer, long_texts, None,
-                               classifier_tasks.positive_index(task_settings, processor))
+        super().__init__(Settings, "run_classifier", model_folder, batch_size, settings,
+                         data="data_dir")
+        settings = self.settings
+        plan = classifier_run.resolve_folder(settings)
+        self.processor = processor = plan.processor
+        self.task = _make_task(settings, plan)
         self.runner = training.make_runner(settings.part(*training.SETTINGS),
-                                           _model_fn(settings, bert_config, processor))
+                                           _model_fn(settings, plan))
         labels = processor.get_labels()
         self._placeholder = (() if processor.is_multilabel else
                              "0" if processor.is_regression else labels[0])
@@ -556,18 +514,10 @@ class Predictor(object):
             raise ValueError("the model of %s was trained on pairs (--text_b_column=%s): "
                              "pass texts_b" % (self.settings.init_checkpoint, column))
 
-    def close(self):
-        """Removes the temporary folder (the model stays loaded)."""
-        self._folder.close()
-
 
 def predict(model_folder, texts, texts_b=None, batch_size=32, **settings):
     """Predictor(model_folder, batch_size, **settings).predict(texts, texts_b): one call."""
-    predictor = Predictor(model_folder, batch_size, **settings)
-    try:
-        return predictor.predict(texts, texts_b)
-    finally:
-        predictor.close()
+    return Predictor.once(model_folder, batch_size, settings, texts, texts_b)
 
 
 def main():

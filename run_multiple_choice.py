@@ -28,12 +28,10 @@ import os
 from absl import flags
 from absl import logging
 import numpy as np
-import tensorflow as tf
 
 import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
-from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import multiple_choice_data
@@ -80,26 +78,12 @@ def run(settings):
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_multiple_choice"))
     bert_config = _check_settings(settings)
-    # Every split the run needs is read (and so checked) before any work starts, and
-    # before the output folder is made.
-    data_dir = settings.data_dir
-    wanted = {name: "--do_%s" % flag for name, flag in (
-        ("train", "train"), ("dev", "eval"), ("test", "predict"))
-        if getattr(settings, "do_" + flag)}
-    data_tables.check_splits(data_dir, wanted)
-    splits = {name: multiple_choice_data.read_examples(settings.task_name, data_dir, name)
-              for name in wanted}
-    num_choices = {len(examples[0].choices) for examples in splits.values()}
-    if len(num_choices) != 1:
-        raise ValueError("the splits of %s have different numbers of choices: %s"
-                         % (data_tables.describe(data_dir), sorted(num_choices)))
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    task = _Task(settings.output_dir, settings.max_seq_length, tokenizer, num_choices.pop())
+    # The splits, the output folder and the vocabulary: read and checked once.
+    plan = multiple_choice_data.resolve(settings)
+    splits, task = plan.splits, plan.task
     trainer = settings.part(*training.SETTINGS)
     num_train_steps, num_warmup_steps = (training.epoch_steps(
-        len(splits["train"]), trainer, "training questions in %s"
-        % data_tables.describe(data_dir))
+        len(splits["train"]), trainer, "training questions in %s" % plan.source)
         if settings.do_train else (0, 0))
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
@@ -139,63 +123,6 @@ def _check_settings(settings):
         check_task)
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), _metric_names())
     return bert_config
-
-
-class _Task(object):
-    """What the train / evaluate / predict steps share: features, loss and outputs."""
-
-    def __init__(self, output_dir, max_seq_length, tokenizer, num_choices):
-        self.output_dir = output_dir
-        self.max_seq_length = max_seq_length
-        self.tokenizer = tokenizer
-        self.num_choices = num_choices
-        self.spec = multiple_choice_data.record_spec(num_choices, max_seq_length)
-
-    def write(self, examples, name):
-        """Writes output_dir/`name`.tf_record; returns its path."""
-        path = os.path.join(self.output_dir, name + ".tf_record")
-        multiple_choice_data.write_features(examples, path, self.max_seq_length,
-                                            self.tokenizer)
-        return path
-
-    @staticmethod
-    def loss_fn(model, features, is_training):
-        """Mean cross-entropy over this replica's questions (see training.Runner.train)."""
-        logits = model(features, training=is_training)["logits"]
-        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=features["label_ids"], logits=logits)
-        return tf.reduce_mean(per_example), {}
-
-    @staticmethod
-    def predict_fn(model, features):
-        """Choice probabilities and the per-question loss."""
-        logits = model(features, training=False)["logits"]
-        return {"probabilities": tf.nn.softmax(logits, axis=-1),
-                "per_example_loss": tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels=features["label_ids"], logits=logits),
-                "label_ids": features["label_ids"],
-                "is_real_example": features["is_real_example"]}
-
-    def outputs(self, runner, examples, name, batch_size, path=None):
-        """Writes `name`.tf_record (unless `path`, written before, is given); the
-        predict_fn outputs of its real rows, in order."""
-        path = path or self.write(examples, name)
-        training.log_stage(name, ["Num questions = %d" % len(examples)])
-        count = len(examples)
-        parts = {}
-        batches = runner.predict(input_pipeline.dataset_fn_for(
-            [path], self.spec, batch_size, is_training=False,
-            trim_padding=runner.trim_padding), self.predict_fn, stage=name,
-            total_steps=-(-count // batch_size))
-        for out in batches:
-            real = np.asarray(out["is_real_example"]) > 0
-            for key in ("probabilities", "per_example_loss", "label_ids"):
-                parts.setdefault(key, []).append(np.asarray(out[key])[real])
-        merged = {key: np.concatenate(value) for key, value in parts.items()}
-        if len(merged.get("label_ids", ())) != count:
-            raise RuntimeError("predicted %d questions, expected %d"
-                               % (len(merged.get("label_ids", ())), count))
-        return merged
 
 
 def _evaluate(settings, runner, task, examples, outputs):
@@ -250,10 +177,7 @@ def _predict(settings, runner, task, examples, outputs):
 # From Python: answers of a trained folder, no data file
 # ---------------------------------------------------------------------------
 
-_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
-
-
-class Predictor(object):
+class Predictor(model_folder.FolderPredictor):
     """A trained run_multiple_choice folder loaded once, choosing endings in memory.
 
         chooser = run_multiple_choice.Predictor("/tmp/swag")
@@ -274,10 +198,8 @@ class Predictor(object):
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
-        self._folder = _PredictFolder(Settings, "run_multiple_choice", model_folder, dict(
-            settings, do_predict=True, predict_batch_size=batch_size,
-            data_dir=str(model_folder)))  # (never read: predict() has the data)
-        self.settings = self._folder.settings
+        super().__init__(Settings, "run_multiple_choice", model_folder, batch_size, settings,
+                         data="data_dir")
         bert_config = _check_settings(self.settings)
         self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
                                                      self.settings.do_lower_case)
@@ -294,8 +216,9 @@ class Predictor(object):
             return []
         examples = multiple_choice_data.examples_of_records(
             enumerate(questions), "questions", is_test=True)
-        task = _Task(self.settings.output_dir, self.settings.max_seq_length, self.tokenizer,
-                     len(examples[0].choices))
+        task = multiple_choice_data.MultipleChoiceTask(
+            self.settings.output_dir, self.settings.max_seq_length, self.tokenizer,
+            len(examples[0].choices))
         out = task.outputs(self.runner, examples, "predict", self.settings.predict_batch_size)
         results = []
         for question, row in zip(questions, np.asarray(out["probabilities"], np.float32)):
@@ -304,18 +227,10 @@ class Predictor(object):
             results.append(found)
         return results
 
-    def close(self):
-        """Removes the temporary folder (the model stays loaded)."""
-        self._folder.close()
-
 
 def predict(model_folder, questions, batch_size=8, **settings):
     """Predictor(model_folder, batch_size, **settings).predict(questions): one call."""
-    predictor = Predictor(model_folder, batch_size, **settings)
-    try:
-        return predictor.predict(questions)
-    finally:
-        predictor.close()
+    return Predictor.once(model_folder, batch_size, settings, questions)
 
 
 def main():

@@ -19,13 +19,12 @@ predict(model_folder, questions, contexts) / Predictor(model_folder) answer ques
 in memory from a trained folder (text, probability, n-best as do_predict's files).
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
+import dataclasses
 import os
 import random
-import time
 
 from absl import flags
 from absl import logging
-import numpy as np
 import tensorflow as tf
 
 import modeling
@@ -36,6 +35,7 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
+from bert_tf2.tasks import squad_task
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
@@ -65,9 +65,6 @@ _compute_softmax = compute_softmax
 
 # Seed of the shuffle applied to the training examples before their features are written.
 _TRAIN_SHUFFLE_SEED = 12345
-
-# Seconds between two progress lines while predicting.
-_PROGRESS_EVERY_S = 10.0
 
 _TRIM_PADDING_HELP = (
     "Predict in batches of windows of similar length, each cut to its longest window "
@@ -242,68 +239,13 @@ def _loss_fn(model, features, training):
     return loss, {}
 
 
-def _predict_fn(model, features):
-    outputs = model(features, training=False)
-    return {
-        "unique_ids": features["unique_ids"],
-        "is_real_example": features["is_real_example"],
-        "start_logits": tf.cast(outputs["start_logits"], tf.float32),
-        "end_logits": tf.cast(outputs["end_logits"], tf.float32),
-    }
-
-
-def top_positions_fn(n_best_size, skip_padding=True):
-    """predict_fn of trimmed batches: each window's n-best real positions, in the graph.
-
-    Fixed-size outputs ([B, n_best_size] and the [CLS] logits), so that batches cut
-    to different lengths join without padding their logits back. No padding position
-    is read, so the encoder may run on the real tokens only (skip_padding: BertSquad's,
-    not under XLA, whose shapes must be static).
-    """
-    def predict_fn(model, features):
-        outputs = model(features, training=False, skip_padding=skip_padding)
-        result = {"unique_ids": features["unique_ids"],
-                  "is_real_example": features["is_real_example"]}
-        for side in ("start", "end"):
-            logits = tf.cast(outputs[side + "_logits"], tf.float32)
-            result[side + "_index"], result[side + "_values"] = (
-                squad_results.top_real_positions(logits, features["input_mask"],
-                                                 n_best_size))
-            result[side + "_null"] = logits[:, 0]
-        return result
-    return predict_fn
-
-
-def _compact_results(batch, n_best_size, trimmed):
-    """The CompactResults of one predicted batch's real windows."""
-    real = np.asarray(batch["is_real_example"]).astype(bool)
-    column = {name: np.asarray(value)[real] for name, value in batch.items()}
-    if not trimmed:
-        return compact_batch(column["unique_ids"], column["start_logits"],
-                             column["end_logits"], n_best_size)
-    return squad_results.compact_top(
-        column["unique_ids"], column["start_index"], column["start_values"],
-        column["end_index"], column["end_values"], column["start_null"], column["end_null"])
+# The predict_fn of trimmed batches (squad_task), importable from here as before.
+top_positions_fn = squad_task.top_positions_fn
 
 
 # ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
-
-def _write_features(path, examples, tokenizer, settings, is_training, keep=None):
-    """Converts `examples` into a TFRecord file; returns the number of features."""
-    with FeatureWriter(path, is_training=is_training) as writer:
-        def output(feature):
-            writer.process_feature(feature)
-            if keep is not None:
-                keep.append(summarize_feature(feature))
-
-        convert_examples_to_features(
-            examples=examples, tokenizer=tokenizer, max_seq_length=settings.max_seq_length,
-            doc_stride=settings.doc_stride, max_query_length=settings.max_query_length,
-            is_training=is_training, output_fn=output)
-    return writer.num_features
-
 
 def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
     """Writes train.tf_record and fine-tunes on it; returns the Runner.
@@ -318,8 +260,8 @@ def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
     # Shuffled once here so that the small shuffle buffer of the input pipeline suffices.
     random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
     train_file = os.path.join(settings.output_dir, "train.tf_record")
-    num_features = _write_features(train_file, train_examples, tokenizer, settings,
-                                   is_training=True)
+    num_features = squad_task.write_features(train_file, train_examples, tokenizer,
+                                             settings, is_training=True)
 
     logging.info("***** Running training *****")
     logging.info("  Num orig examples = %d", len(train_examples))
@@ -350,54 +292,6 @@ def _make_runner(settings, bert_config, num_train_steps=0, num_warmup_steps=0, r
         num_train_steps, num_warmup_steps, record=record)
 
 
-def _write_eval(settings, eval_examples, tokenizer):
-    """Writes eval.tf_record; returns (feature summaries, number of features)."""
-    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
-    summaries = []
-    num_features = _write_features(eval_file, eval_examples, tokenizer, settings,
-                                   is_training=False, keep=summaries)
-
-    logging.info("***** Running predictions *****")
-    logging.info("  Num orig examples = %d", len(eval_examples))
-    logging.info("  Num split examples = %d", num_features)
-    logging.info("  Batch size = %d", settings.predict_batch_size)
-    return summaries, num_features
-
-
-def _predict(settings, runner, eval_examples, tokenizer, written=None):
-    """Runs the model over the eval features (written now, or `written`: _write_eval's
-    result); returns (summaries, compact results)."""
-    summaries, num_features = written or _write_eval(settings, eval_examples, tokenizer)
-    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
-    trimmed = runner.trim_padding
-    if trimmed:
-        logging.info("  Trimmed batches (--trim_padding): n-best among real positions")
-    spec = input_pipeline.squad_features(settings.max_seq_length, is_training=False)
-
-    dataset_fn = input_pipeline.dataset_fn_for(
-        [eval_file], spec, settings.predict_batch_size, is_training=False,
-        trim_padding=trimmed,
-        bucket_width=None if settings.enable_xla else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH)
-    predict_fn = (top_positions_fn(settings.n_best_size, skip_padding=not settings.enable_xla)
-                  if trimmed else _predict_fn)
-
-    results = []
-    started = last_report = time.time()
-    for batch in runner.predict(dataset_fn, predict_fn):
-        results.extend(_compact_results(batch, settings.n_best_size, trimmed))
-        now = time.time()
-        if now - last_report >= _PROGRESS_EVERY_S or len(results) == num_features:
-            last_report = now
-            done = summaries[len(results) - 1].example_index + 1 if results else 0
-            logging.info("Predicted %d/%d features, %d/%d examples, %.1f examples/s",
-                         len(results), num_features, done, len(eval_examples),
-                         done / max(now - started, 1e-9))
-    if len(results) != num_features:
-        raise ValueError("the model returned %d results for %d features" %
-                         (len(results), num_features))
-    return summaries, results
-
-
 def _dev_evaluation(settings, tokenizer, eval_examples, articles):
     """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
 
@@ -409,13 +303,15 @@ def _dev_evaluation(settings, tokenizer, eval_examples, articles):
         return None, None
     if not eval_examples or not has_gold_answers(articles, settings.version_2_with_negative):
         raise ValueError("--eval_every_n_steps needs questions with answers in "
-                         "--predict_file=%s (the EM/F1 it evaluates)" % _predict_source(settings))
+                         "--predict_file=%s (the EM/F1 it evaluates)"
+                         % squad_task.predict_source(settings))
     names = squad_results.metric_names(articles, settings.version_2_with_negative)
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), names)
-    written = _write_eval(settings, eval_examples, tokenizer)
+    written = squad_task.write_eval(settings, eval_examples, tokenizer)
 
     def evaluate(runner):
-        summaries, results = _predict(settings, runner, eval_examples, tokenizer, written)
+        summaries, results = squad_task.predict(settings, runner, eval_examples, tokenizer,
+                                                written)
         predictions = compute_predictions(
             eval_examples, summaries, results, settings.n_best_size,
             settings.max_answer_length, settings.do_lower_case,
@@ -429,11 +325,11 @@ def _evaluate(settings, articles, squad_predictions):
     """Official EM/F1 of the predictions into eval_results.txt, when gold answers exist."""
     if not squad_predictions.predictions:
         logging.warning("--predict_file=%s has no questions: EM/F1 not computed",
-                        _predict_source(settings))
+                        squad_task.predict_source(settings))
         return None
     if not has_gold_answers(articles, settings.version_2_with_negative):
         logging.info("Not every question of %s has answers: EM/F1 not computed",
-                     _predict_source(settings))
+                     squad_task.predict_source(settings))
         return None
     results = evaluate_predictions(articles, squad_predictions,
                                    settings.version_2_with_negative)
@@ -457,37 +353,24 @@ def run(settings):
     settings = settings.with_defaults(model_folder.defaults(
         settings.part(*model_folder.SETTINGS), "run_squad"))
     bert_config = _check_settings(settings)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    # Both files are read before anything long runs, so bad input fails early.
-    train_examples = eval_examples = eval_articles = None
-    if settings.do_train:
-        train_examples = examples_from_articles(
-            squad_data.load_squad(settings.train_file, "train_file"), is_training=True,
-            version_2_with_negative=settings.version_2_with_negative,
-            source=squad_data.source_name(settings.train_file, "train_file"))
-    if settings.do_predict:
-        eval_articles = squad_data.load_squad(settings.predict_file, "predict_file")
-        eval_examples = examples_from_articles(
-            eval_articles, is_training=False,
-            version_2_with_negative=settings.version_2_with_negative,
-            source=_predict_source(settings))
-    # Made once the data is read: bad data leaves no empty folder.
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-
+    # The vocabulary and both files, read once before any work.
+    plan = squad_task.resolve(settings, bert_config)
     result = settings_lib.Result(output_dir=settings.output_dir)
     runner = None
     if settings.do_train:
         # Checks --best_metric against the metric names before any file is written.
-        dev = _dev_evaluation(settings, tokenizer, eval_examples, eval_articles)
+        dev = _dev_evaluation(settings, plan.tokenizer, plan.eval_examples,
+                              plan.eval_articles)
         model_folder.write(settings.output_dir, "run_squad", settings.bert_config_file,
                            settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
-        runner = _train(settings, bert_config, tokenizer, train_examples, dev)
-        del train_examples
+        runner = _train(settings, plan.bert_config, plan.tokenizer, plan.train_examples, dev)
+        plan = dataclasses.replace(plan, train_examples=None)  # their memory back
         result.outputs["train_records"] = os.path.join(settings.output_dir, "train.tf_record")
     if settings.do_predict:
         if runner is None:
-            runner = _make_runner(settings, bert_config)
-        _predict_and_score(settings, runner, eval_articles, eval_examples, tokenizer, result)
+            runner = _make_runner(settings, plan.bert_config)
+        _predict_and_score(settings, runner, plan.eval_articles, plan.eval_examples,
+                           plan.tokenizer, result)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
@@ -519,11 +402,6 @@ def _check_settings(settings):
     return bert_config
 
 
-def _predict_source(settings):
-    """--predict_file's name in messages (its path, or "--predict_file (a dict)")."""
-    return squad_data.source_name(settings.predict_file, "predict_file")
-
-
 def _answer_files(settings):
     """{name: path} of the answer files of --do_predict (null_odds.json: SQuAD 2.0 only)."""
     names = ("predictions", "nbest_predictions") + (
@@ -533,7 +411,7 @@ def _answer_files(settings):
 
 def _write_answers(settings, runner, eval_examples, tokenizer, files):
     """Predicts the eval features and writes the answer files `files` (_answer_files)."""
-    summaries, results = _predict(settings, runner, eval_examples, tokenizer)
+    summaries, results = squad_task.predict(settings, runner, eval_examples, tokenizer)
     return write_predictions(
         eval_examples, summaries, results, settings.n_best_size, settings.max_answer_length,
         settings.do_lower_case, files["predictions"], files["nbest_predictions"],
@@ -563,10 +441,7 @@ def _rethreshold(settings, squad_predictions, metrics):
 # From Python: answers of a trained folder, no SQuAD file
 # ---------------------------------------------------------------------------
 
-_PredictFolder = model_folder.PredictFolder  # Predictor's argument hides the module
-
-
-class Predictor(object):
+class Predictor(model_folder.FolderPredictor):
     """A trained run_squad folder loaded once, answering questions in memory.
 
         reader = run_squad.Predictor("/tmp/squad_base")
@@ -587,10 +462,8 @@ class Predictor(object):
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
-        self._folder = _PredictFolder(Settings, "run_squad", model_folder, dict(
-            settings, do_predict=True, predict_batch_size=batch_size,
-            predict_file=str(model_folder)))  # (never read: predict() has the data)
-        self.settings = self._folder.settings
+        super().__init__(Settings, "run_squad", model_folder, batch_size, settings,
+                         data="predict_file")
         bert_config = _check_settings(self.settings)
         self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
                                                      self.settings.do_lower_case)
@@ -610,25 +483,18 @@ class Predictor(object):
         examples = examples_from_articles(articles, is_training=False,
                                           version_2_with_negative=settings.version_2_with_negative,
                                           source="questions")
-        summaries, results = _predict(settings, self.runner, examples, self.tokenizer)
+        summaries, results = squad_task.predict(settings, self.runner, examples,
+                                                self.tokenizer)
         found = compute_predictions(examples, summaries, results, settings.n_best_size,
                                     settings.max_answer_length, settings.do_lower_case,
                                     settings.version_2_with_negative,
                                     settings.null_score_diff_threshold, settings.verbose_logging)
         return [squad_results.answer_of(found, e.qas_id) for e in examples]
 
-    def close(self):
-        """Removes the temporary folder (the model stays loaded)."""
-        self._folder.close()
-
 
 def predict(model_folder, questions, contexts, batch_size=8, **settings):
     """Predictor(model_folder, batch_size, **settings).predict(questions, contexts)."""
-    predictor = Predictor(model_folder, batch_size, **settings)
-    try:
-        return predictor.predict(questions, contexts)
-    finally:
-        predictor.close()
+    return Predictor.once(model_folder, batch_size, settings, questions, contexts)
 
 
 def main():

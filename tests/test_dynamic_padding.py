@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import modeling
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import multiple_choice_data
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
 from conftest import FP32_ATOL, REPO_ROOT
@@ -217,13 +218,9 @@ def test_buckets_group_by_length_and_number_the_examples(tmp_path):
 # Prediction: bucketed == padded, in input order
 # ---------------------------------------------------------------------------
 
-def classifier_predict(model, features):
-    logits = model(features, training=False)["logits"]
-    return {"probabilities": tf.nn.softmax(logits, axis=-1),
-            "per_example_loss": tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=features["label_ids"], logits=logits),
-            "label_ids": features["label_ids"],
-            "is_real_example": features["is_real_example"]}
+# The probabilities, loss and labels of a softmax head's logits: the multiple-choice
+# task's predict_fn serves a classifier's logits as well.
+classifier_predict = multiple_choice_data.MultipleChoiceTask.predict_fn
 
 
 def predict_both(runner, path, spec, batch_size, predict_fn, window, **kwargs):

@@ -27,6 +27,8 @@ import run_squad
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import classifier_run
+from bert_tf2.tasks import ner_task
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import training
 from conftest import write_text
@@ -508,10 +510,11 @@ def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, cap
          ["--use_tpu has no effect here: extract_features runs on the local devices "
           "(CPU/GPU)"]),
     ]
+    checks = {run_classifier: classifier_run.check, run_ner: ner_task.check_settings}
     for (module, argv), warnings in cases:
         caplog.clear()
-        module._check_settings(module.Settings.of(
-            flags_common.parse_flags(module.define_flags, argv)))
+        check = checks[module] if module in checks else module._check_settings
+        check(module.Settings.of(flags_common.parse_flags(module.define_flags, argv)))
         warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert warned == warnings
 

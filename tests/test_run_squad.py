@@ -13,6 +13,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
+from bert_tf2.tasks import squad_task
 
 # A vocabulary small enough to know every WordPiece split by heart.
 WORDS = [
@@ -831,13 +832,13 @@ def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, 
     runner = run_squad._make_runner(settings, modeling.BertConfig.from_json_file(
         fv.bert_config_file))
     examples = run_squad.read_squad_examples(str(dev), is_training=False)
-    summaries, trimmed = run_squad._predict(settings, runner, examples,
-                                            flags_common.load_tokenizer(fv.vocab_file,
-                                                                        fv.do_lower_case))
+    summaries, trimmed = squad_task.predict(settings, runner, examples,
+                                             flags_common.load_tokenizer(fv.vocab_file,
+                                                                         fv.do_lower_case))
     dataset_fn = input_pipeline.dataset_fn_for(
         [str(out / "eval.tf_record")], input_pipeline.squad_features(96, False), 4,
         is_training=False)
-    full = [b for b in runner.predict(dataset_fn, run_squad._predict_fn)]
+    full = [b for b in runner.predict(dataset_fn, squad_task.predict_fn)]
     starts = np.concatenate([b["start_logits"] for b in full])[:len(summaries)]
     ends = np.concatenate([b["end_logits"] for b in full])[:len(summaries)]
     lengths = np.array([len(s.tokens) for s in summaries])

@@ -158,15 +158,10 @@ class DataProcessor(object):
         return "0" if self.is_regression else self.get_labels()[0]
 
 
-class _Columns(object):
-    """Where one split's fields sit in its TSV file (column indexes; None = absent)."""
-
-    def __init__(self, file_name, text_a, text_b=None, label=None, header=True):
-        self.file_name = file_name
-        self.text_a = text_a
-        self.text_b = text_b
-        self.label = label
-        self.header = header
+# Where one split's fields sit in its TSV file (column indexes; None = absent) and
+# whether the file starts with a header line.
+_Columns = collections.namedtuple("_Columns", "file_name text_a text_b label header",
+                                  defaults=(None, None, True))
 
 
 class _TsvTaskProcessor(DataProcessor):
@@ -404,17 +399,27 @@ def _assemble(ex_index, example, tokens_a, tokens_b, label_list, label_map,
 
     label_id = _label_id(example, label_list, label_map)
     if ex_index < 5 and logs.details_shown():
-        logging.info("*** Example ***")
-        logging.info("guid: %s", example.guid)
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-        logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
-        logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
+        log_packed(("guid", example.guid), tokens, input_ids, input_mask,
+                   ("segment_ids", segment_ids))
         if _is_regression(label_list):
             logging.info("label: %s (value = %s)", example.label, label_id)
         else:
             logging.info("label: %s (id = %d)", example.label, label_id)
     return InputFeatures(input_ids, input_mask, segment_ids, label_id, is_real_example=True)
+
+
+def log_packed(name_id, tokens, input_ids, input_mask, name_types):
+    """The reference's "*** Example ***" lines of one packed sequence.
+
+    name_id: (its name, the example's id), e.g. ("guid", ...); name_types: (its name,
+    the segment ids), e.g. ("segment_ids", ...): the names the reference's script logs.
+    """
+    logging.info("*** Example ***")
+    logging.info("%s: %s", name_id[0], name_id[1])
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+    logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+    logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+    logging.info("%s: %s", name_types[0], " ".join(str(x) for x in name_types[1]))
 
 
 def _label_map(label_list):

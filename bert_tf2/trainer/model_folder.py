@@ -321,3 +321,34 @@ class PredictFolder(object):
     def close(self):
         """Removes the temporary folder."""
         self._tmp.cleanup()
+
+
+class FolderPredictor(object):
+    """What the faces' Predictor classes share: their PredictFolder (`folder`) and its
+    settings (`settings`), close() removing its temporary folder, and once() for the
+    faces' predict() functions.
+
+    Args: settings_class, runner, folder: PredictFolder's; batch_size: the predict batch
+    size; values: other settings fields; data: the name of the data setting the face's
+    checks require and predict() never reads (data_dir, predict_file; None: none), set
+    to the folder.
+    """
+
+    def __init__(self, settings_class, runner, folder, batch_size, values, data=None):
+        values = dict(values, do_predict=True, predict_batch_size=batch_size,
+                      **({data: str(folder)} if data else {}))
+        self.folder = PredictFolder(settings_class, runner, folder, values)
+        self.settings = self.folder.settings
+
+    def close(self):
+        """Removes the temporary folder (the model stays loaded)."""
+        self.folder.close()
+
+    @classmethod
+    def once(cls, model_folder, batch_size, settings, *inputs):
+        """cls(model_folder, batch_size, **settings).predict(*inputs), closed after."""
+        predictor = cls(model_folder, batch_size, **settings)
+        try:
+            return predictor.predict(*inputs)
+        finally:
+            predictor.close()

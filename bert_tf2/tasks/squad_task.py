@@ -1,0 +1,168 @@
+"""run_squad's data, resolved once, and its prediction pass over eval.tf_record.
+
+resolve(settings, bert_config) reads the vocabulary and both SQuAD files before anything
+long runs (bad input fails early), then makes the output folder: a SquadRun (frozen)
+that run_squad's train / predict steps read. write_features / write_eval write the
+feature files; predict runs a model over eval.tf_record into CompactResults (full
+logits, or --trim_padding's n-best real positions: top_positions_fn).
+"""
+import dataclasses
+import os
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf2 import fileutil
+from bert_tf2 import flags_common
+from bert_tf2 import input_pipeline
+from bert_tf2.tasks import squad_data
+from bert_tf2.tasks import squad_results
+
+# Seconds between two progress lines while predicting.
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadRun:
+    """A run_squad run's data, resolved once before any work (resolve)."""
+    bert_config: object
+    tokenizer: object
+    train_examples: object = None  # SquadExamples of --train_file (None without do_train)
+    eval_examples: object = None  # of --predict_file (None without do_predict)
+    eval_articles: object = None  # --predict_file's articles (gold answers for EM/F1)
+
+
+def resolve(settings, bert_config):
+    """Reads the vocabulary and the files of the do_* steps (both before anything long
+    runs, so bad input fails early), then makes the output folder (bad data leaves no
+    empty folder). Returns a SquadRun."""
+    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    train_examples = eval_examples = eval_articles = None
+    if settings.do_train:
+        train_examples = squad_data.examples_from_articles(
+            squad_data.load_squad(settings.train_file, "train_file"), is_training=True,
+            version_2_with_negative=settings.version_2_with_negative,
+            source=squad_data.source_name(settings.train_file, "train_file"))
+    if settings.do_predict:
+        eval_articles = squad_data.load_squad(settings.predict_file, "predict_file")
+        eval_examples = squad_data.examples_from_articles(
+            eval_articles, is_training=False,
+            version_2_with_negative=settings.version_2_with_negative,
+            source=predict_source(settings))
+    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
+    return SquadRun(bert_config, tokenizer, train_examples, eval_examples, eval_articles)
+
+
+def predict_source(settings):
+    """--predict_file's name in messages (its path, or "--predict_file (a dict)")."""
+    return squad_data.source_name(settings.predict_file, "predict_file")
+
+
+def write_features(path, examples, tokenizer, settings, is_training, keep=None):
+    """Converts `examples` into a TFRecord file; returns the number of features."""
+    with squad_data.FeatureWriter(path, is_training=is_training) as writer:
+        def output(feature):
+            writer.process_feature(feature)
+            if keep is not None:
+                keep.append(squad_results.summarize_feature(feature))
+
+        squad_data.convert_examples_to_features(
+            examples=examples, tokenizer=tokenizer, max_seq_length=settings.max_seq_length,
+            doc_stride=settings.doc_stride, max_query_length=settings.max_query_length,
+            is_training=is_training, output_fn=output)
+    return writer.num_features
+
+
+def write_eval(settings, eval_examples, tokenizer):
+    """Writes eval.tf_record; returns (feature summaries, number of features)."""
+    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
+    summaries = []
+    num_features = write_features(eval_file, eval_examples, tokenizer, settings,
+                                   is_training=False, keep=summaries)
+
+    logging.info("***** Running predictions *****")
+    logging.info("  Num orig examples = %d", len(eval_examples))
+    logging.info("  Num split examples = %d", num_features)
+    logging.info("  Batch size = %d", settings.predict_batch_size)
+    return summaries, num_features
+
+
+def predict(settings, runner, eval_examples, tokenizer, written=None):
+    """Runs the model over the eval features (written now, or `written`: write_eval's
+    result); returns (summaries, compact results)."""
+    summaries, num_features = written or write_eval(settings, eval_examples, tokenizer)
+    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
+    trimmed = runner.trim_padding
+    if trimmed:
+        logging.info("  Trimmed batches (--trim_padding): n-best among real positions")
+    spec = input_pipeline.squad_features(settings.max_seq_length, is_training=False)
+
+    dataset_fn = input_pipeline.dataset_fn_for(
+        [eval_file], spec, settings.predict_batch_size, is_training=False,
+        trim_padding=trimmed,
+        bucket_width=None if settings.enable_xla else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH)
+    batch_fn = (top_positions_fn(settings.n_best_size, skip_padding=not settings.enable_xla)
+                if trimmed else predict_fn)
+
+    results = []
+    started = last_report = time.time()
+    for batch in runner.predict(dataset_fn, batch_fn):
+        results.extend(compact_results(batch, settings.n_best_size, trimmed))
+        now = time.time()
+        if now - last_report >= PROGRESS_EVERY_S or len(results) == num_features:
+            last_report = now
+            done = summaries[len(results) - 1].example_index + 1 if results else 0
+            logging.info("Predicted %d/%d features, %d/%d examples, %.1f examples/s",
+                         len(results), num_features, done, len(eval_examples),
+                         done / max(now - started, 1e-9))
+    if len(results) != num_features:
+        raise ValueError("the model returned %d results for %d features" %
+                         (len(results), num_features))
+    return summaries, results
+
+
+def predict_fn(model, features):
+    """The start and end logits (float32) of a batch's windows, with their ids."""
+    outputs = model(features, training=False)
+    return {
+        "unique_ids": features["unique_ids"],
+        "is_real_example": features["is_real_example"],
+        "start_logits": tf.cast(outputs["start_logits"], tf.float32),
+        "end_logits": tf.cast(outputs["end_logits"], tf.float32),
+    }
+
+
+def top_positions_fn(n_best_size, skip_padding=True):
+    """predict_fn of trimmed batches: each window's n-best real positions, in the graph.
+
+    Fixed-size outputs ([B, n_best_size] and the [CLS] logits), so that batches cut
+    to different lengths join without padding their logits back. No padding position
+    is read, so the encoder may run on the real tokens only (skip_padding: BertSquad's,
+    not under XLA, whose shapes must be static).
+    """
+    def predict_fn(model, features):
+        outputs = model(features, training=False, skip_padding=skip_padding)
+        result = {"unique_ids": features["unique_ids"],
+                  "is_real_example": features["is_real_example"]}
+        for side in ("start", "end"):
+            logits = tf.cast(outputs[side + "_logits"], tf.float32)
+            result[side + "_index"], result[side + "_values"] = (
+                squad_results.top_real_positions(logits, features["input_mask"],
+                                                 n_best_size))
+            result[side + "_null"] = logits[:, 0]
+        return result
+    return predict_fn
+
+
+def compact_results(batch, n_best_size, trimmed):
+    """The CompactResults of one predicted batch's real windows."""
+    real = np.asarray(batch["is_real_example"]).astype(bool)
+    column = {name: np.asarray(value)[real] for name, value in batch.items()}
+    if not trimmed:
+        return squad_results.compact_batch(column["unique_ids"], column["start_logits"],
+                                           column["end_logits"], n_best_size)
+    return squad_results.compact_top(
+        column["unique_ids"], column["start_index"], column["start_values"],
+        column["end_index"], column["end_values"], column["start_null"], column["end_null"])
