@@ -18,21 +18,24 @@ from bert_tf2.pretraining import pretraining_generator
 from bert_tf2.pretraining import pretraining_options
 from bert_tf2.pretraining import pretraining_records
 from bert_tf2.pretraining import pretraining_shards
+from bert_tf2.pretraining import record_store
 
 
 def generate_records(documents, options, encoder, rng, progress=None, counter=None,
-                      stats=None):
+                     stats=None, store=None):
     """All examples of `documents` (shuffled), as serialized records; draws from `rng`.
 
     documents: as read by pretraining_corpus.read_encoded_documents with this encoder's
       varints.
     counter: optional callable(new_documents, records_so_far), every 1000 documents.
     stats: optional dict of counts; gets "instances" and "masked_tokens" added.
+    store: None (a list is returned), or a record_store.RecordStore that takes the
+      records (an iterable over them, shuffled, is returned).
     """
     generator = pretraining_generator.Generator(options, encoder.symbols,
                                                 pretraining_draws.draws_for(rng))
     encode = encoder.encode
-    records = []
+    records = [] if store is None else store
     masked = 0
     total_documents = len(documents) * options.dupe_factor
     reported = [0]
@@ -53,12 +56,15 @@ def generate_records(documents, options, encoder, rng, progress=None, counter=No
         counter(total_documents - reported[0], len(records))
     if stats is not None:
         pretraining_corpus.add_counts(stats, instances=len(records), masked_tokens=masked)
-    generator.draws.shuffle(records)
-    return records
+    if store is None:
+        generator.draws.shuffle(records)
+        return records
+    return store.shuffled(generator.draws.shuffle)
 
 
 def write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer,
-                          stats, packer=None):
+                         stats, packer=None):
+    """The default mode (--num_workers=1): the reference's records; returns the count."""
     encoder = pretraining_records.encoder_for(options, tokenizer.vocab)
     documents = pretraining_corpus.read_encoded_documents(
         input_files, tokenizer, use_fast_tokenizer, encoder.varints, stats, stage="reading",
@@ -67,8 +73,8 @@ def write_single_process(input_files, output_files, tokenizer, options, use_fast
         raise pretraining_corpus.no_documents_error(input_files)
     logging.info("Read %d documents", len(documents))
     records = generate_records(documents, options, encoder, random.Random(options.random_seed),
-                                progress=pretraining_corpus.Progress("creating instances"),
-                                stats=stats)
+                               progress=pretraining_corpus.Progress("creating instances"),
+                               stats=stats, store=record_store.RecordStore())
     del documents
     count = pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
     if packer is not None:
