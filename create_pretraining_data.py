@@ -61,6 +61,7 @@ room for it and fewer than --max_instances_per_row instances. run_pretraining.py
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 import functools
+import gc
 import importlib
 import random
 import sys
@@ -370,8 +371,10 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         return _write_reference_style(input_files, output_files, tokenizer, options,
                                       use_fast_tokenizer, packer)
     else:
-        count = pretraining_pipeline.write_single_process(
-            input_files, output_files, tokenizer, options, use_fast_tokenizer, stats, packer)
+        with pretraining_pipeline.collector_skips_existing_objects():
+            count = pretraining_pipeline.write_single_process(
+                input_files, output_files, tokenizer, options, use_fast_tokenizer, stats,
+                packer)
     logging.info("%s", pretraining_corpus.summary_line(stats, options.max_seq_length))
     return count
 
@@ -455,6 +458,8 @@ def _beam_module():
 
 def main():
     """Console entry point."""
+    # The objects of the imports live as long as the process: no collection need walk them.
+    gc.freeze()
     argv, beam_args = sys.argv, []
     if any(a == "--runner" or a.startswith("--runner=") for a in argv[1:]):
         try:

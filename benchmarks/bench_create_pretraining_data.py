@@ -26,7 +26,7 @@ Modes, all with the default flags (max_seq_length 128, 20 predictions, uncased):
              bert), its `import tensorflow as tf` line moved to bert_tf2.tf1 by
              bert_tf2.compat.move_fork and nothing else, on the first --reference_mb MB
              as one file, alternating with our script on the same file and flags (each
-             in its own process; main() / run() timed, not the imports). Its records
+             in its own process; main() timed, not the imports). Its records
              are compared with ours byte for byte once re-serialized deterministically
              (the reference writes each Example's map in a per-process hash order).
   scaling    our script (default mode) on one file of each --scaling_mb size, in its own
@@ -151,7 +151,8 @@ def _prefix_files(paths, directory, max_mb, name="prefix.txt"):
     return [prefix], size / 1e6
 
 
-# Runs one script's main() (the reference's) or run() (ours) in a fresh process and prints
+# Runs one script's main() in a fresh process (its command line: the reference's after
+# its flags are parsed, as absl's app.run does; ours parses its own) and prints
 # {"seconds", "cpu_seconds", "rss_mb", "import_rss_mb"} as JSON: argv = folder kind flags...
 _CHILD = """
 import json, resource, sys, time
@@ -162,9 +163,13 @@ if kind == "ours":
 import create_pretraining_data as script
 from absl import flags
 if kind == "ours":
-    from bert_tf2 import flags_common
-    settings = flags_common.parse_flags(script.define_flags, argv)
-    work = lambda: script.run(settings)
+    def work():
+        sys.argv = argv
+        try:
+            script.main()
+        except SystemExit as e:
+            if e.code:
+                raise
 else:
     flags.FLAGS(argv)
     work = lambda: script.main(None)
