@@ -136,7 +136,8 @@ CLS, SEP, MASK = "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (CLS, SEP, MASK)
 
 
-class Symbols(object):
+class Symbols(collections.namedtuple(
+        "Symbols", "cls sep mask replacements is_continuation starts_word")):
     """What create_pretraining_data's algorithm knows about the token values it handles.
 
     The same code runs on WordPiece strings (the reference's functions) and, in the
@@ -151,14 +152,7 @@ class Symbols(object):
       is_continuation: callable, True for "##..." WordPieces.
       starts_word: callable, its negation.
     """
-
-    def __init__(self, cls, sep, mask, replacements, is_continuation, starts_word):
-        self.cls = cls
-        self.sep = sep
-        self.mask = mask
-        self.replacements = replacements
-        self.is_continuation = is_continuation
-        self.starts_word = starts_word
+    __slots__ = ()
 
     @classmethod
     def for_strings(cls_, vocab_words):
