@@ -122,7 +122,8 @@ class Generator(object):
             candidates = list(range(1, start_b - 1))
             candidates += range(start_b, len(tokens) - 1)
             if self.options.do_whole_word_mask:
-                candidates, word = self._group_words(tokens, candidates)
+                candidates, word = self._group_words(
+                    itertools.chain(tokens_a, tokens_b), candidates)
         positions, labels = self._mask_in_place(tokens, candidates, word)
         return (tokens, start_b, positions, labels, is_random_next), unused
 
@@ -188,14 +189,15 @@ class Generator(object):
                 tokens[position] = replacements[draws.randint(0, len(replacements) - 1)]
         return positions, labels
 
-    def _group_words(self, tokens, positions):
+    def _group_words(self, maskable, positions):
         """Whole words of `positions` (all maskable, in order), for _mask_in_place.
 
-        A "##" piece joins the word before it, as in _candidate_groups. Returns
-        (list of word numbers, function: word number -> its positions); only the
-        words the masking looks at are ever built.
+        maskable: the tokens at `positions`, in order. A "##" piece joins the word
+        before it, as in _candidate_groups. Returns (list of word numbers, function:
+        word number -> its positions); only the words the masking looks at are ever
+        built.
         """
-        flags = map(self.symbols.starts_word, map(tokens.__getitem__, positions))
+        flags = map(self.symbols.starts_word, maskable)
         starts = list(itertools.compress(range(len(positions)), flags))
         if not starts or starts[0]:
             starts.insert(0, 0)  # a leading "##" piece has nothing to join
