@@ -116,8 +116,9 @@ def test_golden_records(shared_dir, tmp_path, monkeypatch, batch, spill):
     if spill:
         store_class = record_store.RecordStore
 
-        def small_store(spill_bytes=1000):
-            stores.append(store_class(spill_bytes))
+        def small_store(spill_bytes=None, directory=None):
+            del spill_bytes  # the default's 128 MiB: 1000 bytes here
+            stores.append(store_class(1000, directory))
             return stores[-1]
         monkeypatch.setattr(record_store, "RecordStore", small_store)
     golden, flags_json, args = _golden_flags(shared_dir)
@@ -132,7 +133,10 @@ def test_golden_records(shared_dir, tmp_path, monkeypatch, batch, spill):
     # Our encoder writes what SerializeToString(deterministic=True) writes: the
     # stored golden file (re-serialized that way) is matched byte for byte.
     assert _raw_records(out) == _raw_records(str(golden / "sample.tfrecord"))
-    assert [s.spilled for s in stores] == ([True] if spill else [])
+    # The temporary file goes beside the output (and is gone).
+    assert [(s.spilled, s.directory) for s in stores] == (
+        [(True, str(tmp_path))] if spill else [])
+    assert os.listdir(str(tmp_path)) == ["out.tfrecord"]
 
 
 def test_record_store_gives_the_order_of_a_shuffled_list():

@@ -96,7 +96,9 @@ def write_single_process(input_files, output_files, tokenizer, options, use_fast
     logging.info("Read %d documents", len(documents))
     records = generate_records(documents, options, encoder, random.Random(options.random_seed),
                                progress=pretraining_corpus.Progress("creating instances"),
-                               stats=stats, store=record_store.RecordStore())
+                               stats=stats,
+                               store=record_store.RecordStore(
+                                   directory=record_store.local_folder(output_files[0])))
     del documents
     count = pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
     if packer is not None:

@@ -2,7 +2,8 @@
 
 The reference holds every instance of the corpus in memory to shuffle them before
 writing. `RecordStore` keeps the serialized records in memory up to `spill_bytes`,
-then moves them to an anonymous temporary file (removed when closed) and keeps only
+then moves them to an anonymous temporary file (removed when closed; beside the
+output when that is a local folder, as the records will be) and keeps only
 each record's end offset. `shuffled(shuffle)` gives the records in the order
 `shuffle(records)` would leave a list of them in: it shuffles the record numbers
 instead, which draws exactly the same random numbers (a shuffle's draws depend on
@@ -12,6 +13,14 @@ import array
 import os
 import tempfile
 
+
+def local_folder(path):
+    """The folder of a local file path (None for a URL such as gs://...)."""
+    if "://" in path:
+        return None
+    return os.path.dirname(os.path.abspath(path))
+
+
 # Records kept in memory before the store moves them to its temporary file.
 SPILL_BYTES = 128 << 20
 
@@ -19,8 +28,9 @@ SPILL_BYTES = 128 << 20
 class RecordStore(object):
     """A list-like sink of serialized records (append, len), then one shuffled pass."""
 
-    def __init__(self, spill_bytes=SPILL_BYTES):
+    def __init__(self, spill_bytes=SPILL_BYTES, directory=None):
         self.spill_bytes = spill_bytes
+        self.directory = directory  # of the temporary file (None: the system's)
         self._records = []  # in memory, not yet in the file
         self._buffered = 0
         self._file = None
@@ -42,7 +52,8 @@ class RecordStore(object):
 
     def _spill(self):
         if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="create_pretraining_data_")
+            self._file = tempfile.TemporaryFile(prefix="create_pretraining_data_",
+                                                dir=self.directory)
         end = self._ends[-1] if self._ends else 0
         for record in self._records:
             end += len(record)
