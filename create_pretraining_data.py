@@ -61,7 +61,6 @@ room for it and fewer than --max_instances_per_row instances. run_pretraining.py
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import collections
 import functools
-import gc
 import importlib
 import random
 import sys
@@ -459,7 +458,7 @@ def _beam_module():
 def main():
     """Console entry point."""
     # The objects of the imports live as long as the process: no collection need walk them.
-    gc.freeze()
+    pretraining_pipeline.freeze_for_process()
     argv, beam_args = sys.argv, []
     if any(a == "--runner" or a.startswith("--runner=") for a in argv[1:]):
         try:

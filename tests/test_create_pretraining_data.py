@@ -1,6 +1,7 @@
 """Tests for create_pretraining_data.py: golden records, masking rules, workers, errors."""
 
 import collections
+import gc
 import json
 import os
 import random
@@ -18,6 +19,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_draws
+from bert_tf2.pretraining import pretraining_pipeline
 from bert_tf2.pretraining import record_store
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -153,6 +155,29 @@ def test_record_store_gives_the_order_of_a_shuffled_list():
         theirs.shuffle(expected)
         assert list(store.shuffled(ours.shuffle)) == expected
         assert ours.getstate() == theirs.getstate()
+
+
+def test_collector_pause_leaves_the_process_as_it_found_it(monkeypatch):
+    """A run from Python freezes the objects that exist and unfreezes them after; objects
+    the caller froze stay frozen; after freeze_for_process (main()) they stay frozen."""
+    monkeypatch.setattr(pretraining_pipeline, "_PROCESS_FROZEN", [False])
+    gc.unfreeze()
+    try:
+        with pretraining_pipeline.collector_skips_existing_objects():
+            assert gc.get_freeze_count() > 1000
+        assert gc.get_freeze_count() == 0
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        with pretraining_pipeline.collector_skips_existing_objects():
+            pass
+        assert gc.get_freeze_count() == frozen
+        gc.unfreeze()
+        pretraining_pipeline.freeze_for_process()
+        with pretraining_pipeline.collector_skips_existing_objects():
+            pass
+        assert gc.get_freeze_count() > 1000
+    finally:
+        gc.unfreeze()
 
 
 def test_golden_records_plain_python_path(shared_dir, tmp_path):

@@ -23,6 +23,17 @@ from bert_tf2.pretraining import pretraining_shards
 from bert_tf2.pretraining import record_store
 
 
+# True once freeze_for_process() ran: the objects of the process stay frozen.
+_PROCESS_FROZEN = [False]
+
+
+def freeze_for_process():
+    """For a command line's process, which ends after its run: moves every object that
+    exists now out of the garbage collector's sight for good (gc.freeze)."""
+    gc.freeze()
+    _PROCESS_FROZEN[0] = True
+
+
 @contextlib.contextmanager
 def collector_skips_existing_objects():
     """Within: the garbage collector leaves the objects that existed before alone.
@@ -30,17 +41,19 @@ def collector_skips_existing_objects():
     A run allocates millions of small objects (token lists, records), which triggers
     many collections, and each full one would walk TensorFlow's few hundred thousand
     objects again (a third of a 1 MB run's time). gc.freeze() moves those out of its
-    sight for the run; they go back on exit. Objects frozen already (by the caller)
-    stay as they are.
+    sight for the run; they go back on exit, unless freeze_for_process() froze the
+    process's objects for good (then they stay frozen). Objects a Python caller froze
+    itself stay as they are (gc.get_freeze_count walks them: only asked then).
     """
-    if gc.get_freeze_count():
+    if not _PROCESS_FROZEN[0] and gc.get_freeze_count():
         yield
         return
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if not _PROCESS_FROZEN[0]:
+            gc.unfreeze()
 
 
 def generate_records(documents, options, encoder, rng, progress=None, counter=None,
