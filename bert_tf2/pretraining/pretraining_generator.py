@@ -115,16 +115,16 @@ class Generator(object):
         tokens += tokens_b
         tokens.append(symbols.sep)
         start_b = len(tokens_a) + 2
-        candidates = word = None
+        candidates = words = None
         if clean or not (symbols.cls in tokens_a or symbols.sep in tokens_a or
                          symbols.cls in tokens_b or symbols.sep in tokens_b):
             # [CLS] and [SEP] are only where they were just put.
             candidates = list(range(1, start_b - 1))
             candidates += range(start_b, len(tokens) - 1)
             if self.options.do_whole_word_mask:
-                candidates, word = self._group_words(
+                candidates, words = self._group_words(
                     itertools.chain(tokens_a, tokens_b), candidates)
-        positions, labels = self._mask_in_place(tokens, candidates, word)
+        positions, labels = self._mask_in_place(tokens, candidates, words)
         return (tokens, start_b, positions, labels, is_random_next), unused
 
     def _random_segment(self, segment, documents, doc_index, target_length):
@@ -149,12 +149,13 @@ class Generator(object):
         positions, labels = self._mask_in_place(masked, None)
         return masked, positions, labels
 
-    def _mask_in_place(self, tokens, candidates, word=None):
+    def _mask_in_place(self, tokens, candidates, words=None):
         """Masks `tokens` in place; returns (sorted positions, original tokens there).
 
         candidates: the maskable positions (lists of positions with whole word
-        masking; or word numbers, whose positions `word(number)` gives) when the
-        caller knows them; found from the tokens when None.
+        masking; or word numbers, with `words` = (positions, starts): word w is
+        positions[starts[w]:starts[w + 1]]) when the caller knows them; found from
+        the tokens when None.
         """
         symbols, draws = self.symbols, self.draws
         if candidates is None:
@@ -163,13 +164,13 @@ class Generator(object):
         n = len(tokens)
         budget = self._budgets[n] if n < len(self._budgets) else self._budget(n)
 
-        if self.options.do_whole_word_mask:
+        if words is not None:
+            chosen = _chosen_words(candidates, words, budget)
+        elif self.options.do_whole_word_mask:
             chosen = []
             for group in candidates:
                 if len(chosen) >= budget:
                     break
-                if word is not None:
-                    group = word(group)
                 # A word that does not fit in what is left is skipped whole.
                 if len(chosen) + len(group) <= budget:
                     chosen += group
@@ -193,19 +194,16 @@ class Generator(object):
         """Whole words of `positions` (all maskable, in order), for _mask_in_place.
 
         maskable: the tokens at `positions`, in order. A "##" piece joins the word
-        before it, as in _candidate_groups. Returns (list of word numbers, function:
-        word number -> its positions); only the words the masking looks at are ever
-        built.
+        before it, as in _candidate_groups. Returns (list of word numbers, (positions,
+        starts)): word w is positions[starts[w]:starts[w + 1]], built only for the
+        words the masking looks at.
         """
         flags = map(self.symbols.starts_word, maskable)
         starts = list(itertools.compress(range(len(positions)), flags))
         if not starts or starts[0]:
             starts.insert(0, 0)  # a leading "##" piece has nothing to join
         starts.append(len(positions))
-
-        def word(number):
-            return positions[starts[number]:starts[number + 1]]
-        return list(range(len(starts) - 1)), word
+        return list(range(len(starts) - 1)), (positions, starts)
 
     def _candidate_groups(self, tokens):
         """Maskable positions: one per token, or lists of positions per whole word."""
@@ -222,6 +220,23 @@ class Generator(object):
             else:
                 groups.append([i])
         return groups
+
+
+def _chosen_words(numbers, words, budget):
+    """The positions of the words `numbers` (shuffled) masks, in that order: words are
+    taken while fewer than `budget` positions are; one that does not fit in what is
+    left is skipped whole. words: (positions, starts) as _group_words gives."""
+    positions, starts = words
+    chosen = []
+    count = 0
+    for number in numbers:
+        if count >= budget:
+            break
+        begin, end = starts[number], starts[number + 1]
+        if count + end - begin <= budget:
+            chosen += positions[begin:end]
+            count += end - begin
+    return chosen
 
 
 def truncate_pair(tokens_a, tokens_b, max_num_tokens, random_value):
