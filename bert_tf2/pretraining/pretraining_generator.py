@@ -122,8 +122,7 @@ class Generator(object):
             candidates = list(range(1, start_b - 1))
             candidates += range(start_b, len(tokens) - 1)
             if self.options.do_whole_word_mask:
-                candidates, words = self._group_words(
-                    itertools.chain(tokens_a, tokens_b), candidates)
+                candidates, words = self._group_words(tokens_a + tokens_b, candidates)
         positions, labels = self._mask_in_place(tokens, candidates, words)
         return (tokens, start_b, positions, labels, is_random_next), unused
 
