@@ -25,7 +25,8 @@ Modes, all with the default flags (max_seq_length 128, 20 predictions, uncased):
   reference  google-research/bert's create_pretraining_data.py itself (../shared/reference/
              bert), its `import tensorflow as tf` line moved to bert_tf2.tf1 by
              bert_tf2.compat.move_fork and nothing else, on the first --reference_mb MB
-             as one file, alternating with our script on the same file and flags (each
+             as one file, alternating with our script on the same file and flags (the
+             scripts' defaults: dupe_factor 10 whatever --dupe_factor says; each
              in its own process; main() timed, not the imports). Its records
              are compared with ours byte for byte once re-serialized deterministically
              (the reference writes each Example's map in a per-process hash order).
@@ -333,10 +334,11 @@ def _median_run(runs):
 
 def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_factor=10,
         num_workers=2, num_files=8, repeats=2, reference_mb=None, reference_repeats=1,
-        scaling_mb=None):
+        scaling_mb=None, reference_dupe_factor=10):
     """Measures the modes; returns one dict per mode (see the module docstring).
 
-    reference_mb: the reference script's input (None: 1 MB, at most max_mb; 0: not run);
+    reference_mb: the reference script's input (None: 1 MB, at most max_mb; 0: not run),
+      run with the script's default flags (reference_dupe_factor: its dupe_factor, 10);
     scaling_mb: the sizes of the scaling rows (None: 1 and 10 MB, or max_mb when smaller).
 
     The baseline and the default mode are first timed on the same prefix, in
@@ -378,9 +380,10 @@ def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_fa
             rows.append(_measure("--num_workers=%d, %d files" % (num_workers, len(files)),
                                  files, corpus_mb, out, vocab, options,
                                  num_workers=num_workers))
-        extra = reference_rows(shared, vocab, workdir, files,
-                               min(1.0, max_mb) if reference_mb is None else reference_mb,
-                               dupe_factor, reference_repeats) if reference_mb != 0 else []
+        if reference_mb is None:
+            reference_mb = min(1.0, max_mb)
+        extra = reference_rows(shared, vocab, workdir, files, reference_mb, reference_dupe_factor,
+                               reference_repeats) if reference_mb else []
         if scaling_mb is None:
             scaling_mb = (1.0, 10.0) if max_mb >= 1 else (max_mb,)
         extra += scaling_rows(shared, vocab, workdir, scaling_mb, dupe_factor)
