@@ -24,11 +24,15 @@ with a one-line error instead of a traceback or an empty output. Settings the
 reference quietly caps (more masked tokens asked for than --max_predictions_per_seq
 holds) run with its records and a warning.
 
-This file keeps the algorithm (documents -> instances -> masks) and the flags;
-its neighbours hold the rest: pretraining_options.py the generation settings,
-pretraining_corpus.py reads the text files, pretraining_draws.py the random
-draws, pretraining_records.py encodes, packs and writes the records (packed rows:
-see pretraining_records.packed_features). From Python, without flags:
+This file keeps the flags, the reference's functions under their names and the
+entry points, in the reference's order; bert_tf2/pretraining/ holds the rest:
+pretraining_generator.py the algorithm (documents -> instances -> masks) on any
+token values, pretraining_pipeline.py the fast default mode and the per-file
+functions, pretraining_options.py the generation settings, pretraining_corpus.py
+reads the text files, pretraining_draws.py the random draws,
+pretraining_records.py encodes, packs and writes the records (packed rows: see
+pretraining_records.packed_features), pretraining_shards.py / pretraining_beam.py
+the per-file modes, word_boundaries.py Chinese whole words. From Python, without flags:
 
     result = create_pretraining_data.run(create_pretraining_data.Settings(
         input_file="corpus.txt", output_file="out.tfrecord", vocab_file="vocab.txt"))
@@ -58,7 +62,6 @@ from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (
 import collections
 import functools
 import importlib
-import itertools
 import random
 import sys
 
@@ -73,73 +76,64 @@ from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_draws
+from bert_tf2.pretraining import pretraining_generator
 from bert_tf2.pretraining import pretraining_options
+from bert_tf2.pretraining import pretraining_pipeline
 from bert_tf2.pretraining import pretraining_records
 from bert_tf2.pretraining import pretraining_shards
 from bert_tf2.pretraining import word_boundaries
 
+
 # -- Flags --
+
+# (kind, name, default, help): the reference's flags first, then this port's.
+_FLAGS = (
+    ("string", "input_file", None, "Input text file(s): comma-separated, each may be a glob."),
+    ("string", "output_file", None,
+     "Output TFRecord file(s), comma-separated; records are dealt round-robin over them."),
+    ("string", "vocab_file", None, "The vocabulary file the BERT model was trained on."),
+    ("bool", "do_lower_case", True,
+     "Lower-case the input text: True for uncased models, False for cased ones."),
+    ("bool", "do_whole_word_mask", False,
+     "Mask all WordPieces of a word together instead of masking WordPieces independently."),
+    ("integer", "max_seq_length", 128, "Maximum sequence length."),
+    ("integer", "max_predictions_per_seq", 20,
+     "Maximum number of masked LM predictions per sequence (caps round(length * "
+     "masked_lm_prob), as in the reference)."),
+    ("integer", "random_seed", 12345, "Random seed for data generation."),
+    ("integer", "dupe_factor", 10,
+     "Number of passes over the input, each with different masks and pairings."),
+    ("float", "masked_lm_prob", 0.15, "Masked LM probability."),
+    ("float", "short_seq_prob", 0.1,
+     "Probability of aiming at a sequence shorter than the maximum length."),
+    ("integer", "num_workers", 1,
+     "Worker processes. 1 (default) reproduces the original BERT output exactly. N > 1: the "
+     "per-file mode on N processes, this one and N - 1 workers (each file a shard with its own "
+     "seed and next sentences from within it): deterministic, a different sample than 1 "
+     "worker."),
+    ("bool", "pack_sequences", False,
+     "Pack several instances (the same ones as without it) into each row of --max_seq_length "
+     "tokens, for run_pretraining.py --packed_sequences: for long rows (512) of short "
+     "documents, where most of a row is otherwise padding."),
+    ("integer", "max_instances_per_row", 4,
+     "With --pack_sequences: at most this many instances per row (a row has "
+     "max_predictions_per_seq * this masked-LM slots); 4 fits 512-token rows."),
+    ("integer", "num_output_shards", 0,
+     "N > 0: --output_file is a prefix; the records go to N files PREFIX-00000-of-0000N, ..."),
+    ("string", "runner", None,
+     "Apache Beam runner (DirectRunner, DataflowRunner, ...) for the per-file mode (the "
+     "records of --num_workers=N); Beam's own options (--project, --direct_num_workers, ...) "
+     "go to Beam, any other unknown flag is an error. Needs the beam extra."),
+    ("integer", "max_input_file_mb", 64,
+     "With --runner: the largest input file (MB) one worker takes (it holds ~3 x dupe_factor "
+     "bytes per byte of its file)."),
+)
+
 
 def define_flags(fv):
     """Registers the flags of this script on `fv` (names and defaults as in BERT)."""
-    flags.DEFINE_string("input_file", None,
-                        "Input text file(s): comma-separated, each may be a glob.",
-                        flag_values=fv)
-    flags.DEFINE_string("output_file", None,
-                        "Output TFRecord file(s), comma-separated; records are dealt "
-                        "round-robin over them.", flag_values=fv)
-    flags.DEFINE_string("vocab_file", None,
-                        "The vocabulary file the BERT model was trained on.",
-                        flag_values=fv)
-    flags.DEFINE_bool("do_lower_case", True,
-                      "Lower-case the input text: True for uncased models, False for "
-                      "cased ones.", flag_values=fv)
-    flags.DEFINE_bool("do_whole_word_mask", False,
-                      "Mask all WordPieces of a word together instead of masking "
-                      "WordPieces independently.", flag_values=fv)
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.",
-                         flag_values=fv)
-    flags.DEFINE_integer("max_predictions_per_seq", 20,
-                         "Maximum number of masked LM predictions per sequence (caps "
-                         "round(length * masked_lm_prob), as in the reference).",
-                         flag_values=fv)
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.",
-                         flag_values=fv)
-    flags.DEFINE_integer("dupe_factor", 10,
-                         "Number of passes over the input, each with different masks "
-                         "and pairings.", flag_values=fv)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=fv)
-    flags.DEFINE_float("short_seq_prob", 0.1,
-                       "Probability of aiming at a sequence shorter than the maximum "
-                       "length.", flag_values=fv)
-    flags.DEFINE_integer(
-        "num_workers", 1,
-        "Worker processes. 1 (default) reproduces the original BERT output exactly. "
-        "N > 1: the per-file mode on N processes, this one and N - 1 workers (each file a "
-        "shard with its own seed and next sentences from within it): deterministic, a "
-        "different sample than 1 worker.",
-        flag_values=fv)
-    flags.DEFINE_bool(
-        "pack_sequences", False,
-        "Pack several instances (the same ones as without it) into each row of "
-        "--max_seq_length tokens, for run_pretraining.py --packed_sequences: for long rows "
-        "(512) of short documents, where most of a row is otherwise padding.", flag_values=fv)
-    flags.DEFINE_integer(
-        "max_instances_per_row", 4,
-        "With --pack_sequences: at most this many instances per row (a row has "
-        "max_predictions_per_seq * this masked-LM slots); 4 fits 512-token rows.",
-        flag_values=fv)
-    flags.DEFINE_integer("num_output_shards", 0,
-                         "N > 0: --output_file is a prefix; the records go to N files "
-                         "PREFIX-00000-of-0000N, ...", flag_values=fv)
-    flags.DEFINE_string("runner", None,
-                        "Apache Beam runner (DirectRunner, DataflowRunner, ...) for the "
-                        "per-file mode (the records of --num_workers=N); Beam's own options "
-                        "(--project, --direct_num_workers, ...) go to Beam, any other unknown "
-                        "flag is an error. Needs the beam extra.", flag_values=fv)
-    flags.DEFINE_integer("max_input_file_mb", 64,
-                         "With --runner: the largest input file (MB) one worker takes (it "
-                         "holds ~3 x dupe_factor bytes per byte of its file).", flag_values=fv)
+    for kind, name, default, help_text in _FLAGS:
+        getattr(flags, "DEFINE_" + kind)(name, default, help_text, flag_values=fv)
     word_boundaries.define_flags(fv)  # Chinese whole-word masking (word_boundaries.py)
 
 
@@ -161,251 +155,7 @@ def options_of(settings):
                                                        settings.word_boundary_file))
 
 
-# -- The algorithm, on tokens of any kind (strings, or ids for speed) --
-
-class _Generator(object):
-    """Builds the examples of documents, drawing from one random source.
-
-    An example is a tuple (tokens, num_segment_a, positions, labels, is_random_next)
-    where tokens = [CLS] A [SEP] B [SEP] after masking, num_segment_a counts the
-    tokens with segment id 0 (len(A) + 2), positions are the masked positions in
-    increasing order and labels the original tokens there.
-    """
-
-    def __init__(self, options, symbols, draws):
-        self.options = options
-        self.symbols = symbols
-        self.draws = draws
-        self.max_num_tokens = options.max_seq_length - 3
-        # Masked positions wanted for each sequence length (capped by the slots).
-        self._budgets = [self._budget(n) for n in range(options.max_seq_length + 1)]
-
-    def _budget(self, length):
-        return min(self.options.max_predictions_per_seq,
-                   max(1, int(round(length * self.options.masked_lm_prob))))
-
-    # -- the whole corpus ----------------------------------------------------
-
-    def corpus_examples(self, documents, on_document=None):
-        """Shuffles `documents` in place, then yields the examples of every pass.
-
-        on_document: called as on_document(num_done) every 1000 documents.
-        """
-        self.draws.shuffle(documents)
-        cls, sep = self.symbols.cls, self.symbols.sep
-        # Text from the tokenizer never holds [CLS]/[SEP] (brackets are split off
-        # as punctuation), so usually the maskable positions need no search.
-        clean = not any(cls in sentence or sep in sentence
-                        for document in documents for sentence in document)
-        done = 0
-        for _ in range(self.options.dupe_factor):
-            for doc_index in range(len(documents)):
-                for example in self.document_examples(documents, doc_index, clean):
-                    yield example
-                done += 1
-                if on_document is not None and done % 1000 == 0:
-                    on_document(done)
-
-    # -- one document -------------------------------------------------------
-
-    def document_examples(self, documents, doc_index, clean=False):
-        """The examples of documents[doc_index]; B segments may come from any document.
-
-        clean: the documents are known to hold no [CLS]/[SEP] token.
-        """
-        draws = self.draws
-        document = documents[doc_index]
-        target_length = self.max_num_tokens
-        # Now and then aim at a shorter sequence, so that pretraining also sees
-        # the short inputs of fine-tuning.
-        if draws.random() < self.options.short_seq_prob:
-            target_length = draws.randint(2, self.max_num_tokens)
-
-        examples = []
-        chunk = []
-        chunk_length = 0
-        i = 0
-        last = len(document) - 1
-        while i <= last:
-            chunk.append(document[i])
-            chunk_length += len(document[i])
-            if i == last or chunk_length >= target_length:
-                example, unused = self._example_from_chunk(
-                    chunk, documents, doc_index, target_length, clean)
-                examples.append(example)
-                # Sentences of the chunk that a random B replaced are revisited.
-                i -= unused
-                chunk = []
-                chunk_length = 0
-            i += 1
-        return examples
-
-    def _example_from_chunk(self, chunk, documents, doc_index, target_length, clean):
-        """Splits `chunk` into A and a real or random B; returns (example, unused)."""
-        draws = self.draws
-        split = draws.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-        tokens_a = []
-        for sentence in chunk[:split]:
-            tokens_a += sentence
-        unused = 0
-        tokens_b = []
-        if len(chunk) == 1 or draws.random() < 0.5:
-            is_random_next = True
-            self._random_segment(tokens_b, documents, doc_index, target_length - len(tokens_a))
-            unused = len(chunk) - split
-        else:
-            is_random_next = False
-            for sentence in chunk[split:]:
-                tokens_b += sentence
-        _truncate_pair(tokens_a, tokens_b, self.max_num_tokens, draws.random)
-        if not tokens_a or not tokens_b:
-            raise AssertionError("a segment became empty while truncating")
-
-        symbols = self.symbols
-        tokens = [symbols.cls]
-        tokens += tokens_a
-        tokens.append(symbols.sep)
-        tokens += tokens_b
-        tokens.append(symbols.sep)
-        start_b = len(tokens_a) + 2
-        candidates = word = None
-        if clean or not (symbols.cls in tokens_a or symbols.sep in tokens_a or
-                         symbols.cls in tokens_b or symbols.sep in tokens_b):
-            # [CLS] and [SEP] are only where they were just put.
-            candidates = list(range(1, start_b - 1))
-            candidates += range(start_b, len(tokens) - 1)
-            if self.options.do_whole_word_mask:
-                candidates, word = self._group_words(tokens, candidates)
-        positions, labels = self._mask_in_place(tokens, candidates, word)
-        return (tokens, start_b, positions, labels, is_random_next), unused
-
-    def _random_segment(self, segment, documents, doc_index, target_length):
-        """Appends sentences of a random other document, from a random start, to `segment`."""
-        draws = self.draws
-        # Up to 10 tries to avoid the current document; a tiny corpus may fail.
-        for _ in range(10):
-            other = draws.randint(0, len(documents) - 1)
-            if other != doc_index:
-                break
-        document = documents[other]
-        for sentence in document[draws.randint(0, len(document) - 1):]:
-            segment += sentence
-            if len(segment) >= target_length:
-                break
-
-    # -- masking ------------------------------------------------------------
-
-    def mask(self, tokens):
-        """Returns (masked copy of `tokens`, sorted masked positions, original labels)."""
-        masked = list(tokens)
-        positions, labels = self._mask_in_place(masked, None)
-        return masked, positions, labels
-
-    def _mask_in_place(self, tokens, candidates, word=None):
-        """Masks `tokens` in place; returns (sorted positions, original tokens there).
-
-        candidates: the maskable positions (lists of positions with whole word
-        masking; or word numbers, whose positions `word(number)` gives) when the
-        caller knows them; found from the tokens when None.
-        """
-        symbols, draws = self.symbols, self.draws
-        if candidates is None:
-            candidates = self._candidate_groups(tokens)
-        draws.shuffle(candidates)
-        n = len(tokens)
-        budget = self._budgets[n] if n < len(self._budgets) else self._budget(n)
-
-        if self.options.do_whole_word_mask:
-            chosen = []
-            for group in candidates:
-                if len(chosen) >= budget:
-                    break
-                if word is not None:
-                    group = word(group)
-                # A word that does not fit in what is left is skipped whole.
-                if len(chosen) + len(group) <= budget:
-                    chosen += group
-        else:
-            chosen = candidates[:budget]
-
-        positions = sorted(chosen)
-        labels = [tokens[p] for p in positions]
-        random_value = draws.random
-        mask_value = symbols.mask
-        replacements = symbols.replacements
-        for position in chosen:
-            # 80% [MASK], 10% unchanged, 10% a random vocabulary entry.
-            if random_value() < 0.8:
-                tokens[position] = mask_value
-            elif random_value() >= 0.5:
-                tokens[position] = replacements[draws.randint(0, len(replacements) - 1)]
-        return positions, labels
-
-    def _group_words(self, tokens, positions):
-        """Whole words of `positions` (all maskable, in order), for _mask_in_place.
-
-        A "##" piece joins the word before it, as in _candidate_groups. Returns
-        (list of word numbers, function: word number -> its positions); only the
-        words the masking looks at are ever built.
-        """
-        flags = map(self.symbols.starts_word, map(tokens.__getitem__, positions))
-        starts = list(itertools.compress(range(len(positions)), flags))
-        if not starts or starts[0]:
-            starts.insert(0, 0)  # a leading "##" piece has nothing to join
-        starts.append(len(positions))
-
-        def word(number):
-            return positions[starts[number]:starts[number + 1]]
-        return list(range(len(starts) - 1)), word
-
-    def _candidate_groups(self, tokens):
-        """Maskable positions: one per token, or lists of positions per whole word."""
-        cls, sep = self.symbols.cls, self.symbols.sep
-        if not self.options.do_whole_word_mask:
-            return [i for i, token in enumerate(tokens) if token != cls and token != sep]
-        is_continuation = self.symbols.is_continuation
-        groups = []
-        for i, token in enumerate(tokens):
-            if token == cls or token == sep:
-                continue
-            if groups and is_continuation(token):
-                groups[-1].append(i)
-            else:
-                groups.append([i])
-        return groups
-
-
-def _truncate_pair(tokens_a, tokens_b, max_num_tokens, random_value):
-    """Cuts tokens from the longer list (random end) until both fit in max_num_tokens.
-
-    One token goes per step, from `tokens_b` on a tie, from the front when
-    random_value() < 0.5 else from the back. The steps are counted first and the
-    lists cut once at the end (same result as cutting step by step).
-    """
-    len_a, len_b = len(tokens_a), len(tokens_b)
-    front_a = back_a = front_b = back_b = 0
-    for _ in range(len_a + len_b - max_num_tokens):
-        if len_a > len_b:
-            len_a -= 1
-            if random_value() < 0.5:
-                front_a += 1
-            else:
-                back_a += 1
-        else:
-            len_b -= 1
-            if random_value() < 0.5:
-                front_b += 1
-            else:
-                back_b += 1
-    if front_a or back_a:
-        del tokens_a[len(tokens_a) - back_a:]
-        del tokens_a[:front_a]
-    if front_b or back_b:
-        del tokens_b[len(tokens_b) - back_b:]
-        del tokens_b[:front_b]
-
-
-# -- Public API with the original names --
+# -- The reference's functions, under its names --
 
 class TrainingInstance(object):
     """One example: a sentence pair with its masks, as WordPiece strings."""
@@ -429,34 +179,55 @@ class TrainingInstance(object):
     __repr__ = __str__
 
 
-MaskedLmInstance = collections.namedtuple("MaskedLmInstance", ["index", "label"])
+def write_instance_to_example_files(instances, tokenizer, max_seq_length,
+                                    max_predictions_per_seq, output_files):
+    """Writes `TrainingInstance`s round-robin to `output_files`; returns the count.
 
-
-def _instance(example):
-    tokens, num_segment_a, positions, labels, is_random_next = example
-    segment_ids = [0] * num_segment_a + [1] * (len(tokens) - num_segment_a)
-    return TrainingInstance(tokens=tokens, segment_ids=segment_ids,
-                            masked_lm_positions=positions, masked_lm_labels=labels,
-                            is_random_next=is_random_next)
-
-
-def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.15,
-                      max_predictions_per_seq=20, vocab_words=(), rng=None,
-                      do_whole_word_mask=False, dupe_factor=1):
-    options = PretrainingOptions(
-        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
-        masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
-        dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask, random_seed=None)
-    return _Generator(options, pretraining_records.Symbols.for_strings(vocab_words), pretraining_draws.Draws(rng))
-
-
-def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-    """Truncates two token lists in place until their total length is <= max_num_tokens.
-
-    Each step removes one token from the longer list (from `tokens_b` on a tie),
-    from the front or the back with equal probability (one `rng.random()` draw).
+    Builds each tf.train.Example with the protobuf API (the records equal those
+    of the fast pipeline). Logs the first examples and the total.
     """
-    _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng.random)
+    return pretraining_records.write_instances(instances, tokenizer, max_seq_length,
+                                               max_predictions_per_seq, output_files)
+
+
+# The reference's tf.train.Feature helpers, under its names.
+create_int_feature, create_float_feature = input_pipeline.int_feature, input_pipeline.float_feature
+
+
+def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor,
+                              short_seq_prob, masked_lm_prob, max_predictions_per_seq, rng,
+                              do_whole_word_mask=False, use_fast_tokenizer=True):
+    """Reads, tokenizes and turns `input_files` into shuffled `TrainingInstance`s.
+
+    This is the plain-Python form of the pipeline (WordPiece strings, the random
+    module's own methods); `write_pretraining_data` gives the same records faster.
+    use_fast_tokenizer=False tokenizes line by line with the exact pure-Python
+    tokenizer (same tokens, slower).
+    """
+    documents = pretraining_corpus.read_tokenized(input_files, tokenizer, use_fast_tokenizer)
+    generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
+                                  max_predictions_per_seq, list(tokenizer.vocab.keys()), rng,
+                                  do_whole_word_mask, dupe_factor)
+    instances = [_instance(e) for e in generator.corpus_examples(documents)]
+    rng.shuffle(instances)
+    return instances
+
+
+def create_instances_from_document(all_documents, document_index, max_seq_length,
+                                   short_seq_prob, masked_lm_prob, max_predictions_per_seq,
+                                   vocab_words, rng, do_whole_word_mask=False):
+    """Creates the `TrainingInstance`s of all_documents[document_index].
+
+    all_documents: list of documents, each a list of sentences, each a list of
+    WordPiece strings; random B segments are drawn from all of them.
+    """
+    generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
+                                  max_predictions_per_seq, vocab_words, rng,
+                                  do_whole_word_mask)
+    return [_instance(e) for e in generator.document_examples(all_documents, document_index)]
+
+
+MaskedLmInstance = collections.namedtuple("MaskedLmInstance", ["index", "label"])
 
 
 def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq,
@@ -479,110 +250,40 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
     return generator.mask(tokens)
 
 
-def create_instances_from_document(all_documents, document_index, max_seq_length,
-                                   short_seq_prob, masked_lm_prob, max_predictions_per_seq,
-                                   vocab_words, rng, do_whole_word_mask=False):
-    """Creates the `TrainingInstance`s of all_documents[document_index].
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """Truncates two token lists in place until their total length is <= max_num_tokens.
 
-    all_documents: list of documents, each a list of sentences, each a list of
-    WordPiece strings; random B segments are drawn from all of them.
+    Each step removes one token from the longer list (from `tokens_b` on a tie),
+    from the front or the back with equal probability (one `rng.random()` draw).
     """
-    generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
-                                  max_predictions_per_seq, vocab_words, rng,
-                                  do_whole_word_mask)
-    return [_instance(e) for e in generator.document_examples(all_documents, document_index)]
+    pretraining_generator.truncate_pair(tokens_a, tokens_b, max_num_tokens, rng.random)
 
 
-def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor,
-                              short_seq_prob, masked_lm_prob, max_predictions_per_seq, rng,
-                              do_whole_word_mask=False, use_fast_tokenizer=True):
-    """Reads, tokenizes and turns `input_files` into shuffled `TrainingInstance`s.
-
-    This is the plain-Python form of the pipeline (WordPiece strings, the random
-    module's own methods); `write_pretraining_data` gives the same records faster.
-    use_fast_tokenizer=False tokenizes line by line with the exact pure-Python
-    tokenizer (same tokens, slower).
-    """
-    documents = pretraining_corpus.read_tokenized(input_files, tokenizer, use_fast_tokenizer)
-    generator = _string_generator(max_seq_length, short_seq_prob, masked_lm_prob,
-                                  max_predictions_per_seq, list(tokenizer.vocab.keys()), rng,
-                                  do_whole_word_mask, dupe_factor)
-    instances = [_instance(e) for e in generator.corpus_examples(documents)]
-    rng.shuffle(instances)
-    return instances
+def _instance(example):
+    tokens, num_segment_a, positions, labels, is_random_next = example
+    segment_ids = [0] * num_segment_a + [1] * (len(tokens) - num_segment_a)
+    return TrainingInstance(tokens=tokens, segment_ids=segment_ids,
+                            masked_lm_positions=positions, masked_lm_labels=labels,
+                            is_random_next=is_random_next)
 
 
-def write_instance_to_example_files(instances, tokenizer, max_seq_length,
-                                    max_predictions_per_seq, output_files):
-    """Writes `TrainingInstance`s round-robin to `output_files`; returns the count.
-
-    Builds each tf.train.Example with the protobuf API (the records equal those
-    of the fast pipeline). Logs the first examples and the total.
-    """
-    return pretraining_records.write_instances(instances, tokenizer, max_seq_length,
-                                               max_predictions_per_seq, output_files)
+def _string_generator(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.15,
+                      max_predictions_per_seq=20, vocab_words=(), rng=None,
+                      do_whole_word_mask=False, dupe_factor=1):
+    options = PretrainingOptions(
+        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+        masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
+        dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask, random_seed=None)
+    return pretraining_generator.Generator(
+        options, pretraining_records.Symbols.for_strings(vocab_words),
+        pretraining_draws.Draws(rng))
 
 
 # Kept importable here: the reader is the one every mode of this script uses.
 read_documents = pretraining_corpus.read_documents
 
 
-# -- The fast pipeline --
-
-def _generate_records(documents, options, encoder, rng, progress=None, counter=None,
-                      stats=None):
-    """All examples of `documents` (shuffled), as serialized records; draws from `rng`.
-
-    documents: as read by pretraining_corpus.read_encoded_documents with this encoder's
-      varints.
-    counter: optional callable(new_documents, records_so_far), every 1000 documents.
-    stats: optional dict of counts; gets "instances" and "masked_tokens" added.
-    """
-    generator = _Generator(options, encoder.symbols, pretraining_draws.draws_for(rng))
-    encode = encoder.encode
-    records = []
-    masked = 0
-    total_documents = len(documents) * options.dupe_factor
-    reported = [0]
-
-    def on_document(done):
-        if progress is not None:
-            progress.report(done, len(records))
-        if counter is not None:
-            counter(done - reported[0], len(records))
-            reported[0] = done
-
-    for example in generator.corpus_examples(documents, on_document):
-        masked += len(example[2])
-        records.append(encode(*example))
-    if progress is not None:
-        progress.report(total_documents, len(records), force=True)
-    if counter is not None:
-        counter(total_documents - reported[0], len(records))
-    if stats is not None:
-        pretraining_corpus.add_counts(stats, instances=len(records), masked_tokens=masked)
-    generator.draws.shuffle(records)
-    return records
-
-
-def _write_single_process(input_files, output_files, tokenizer, options, use_fast_tokenizer,
-                          stats, packer=None):
-    encoder = pretraining_records.encoder_for(options, tokenizer.vocab)
-    documents = pretraining_corpus.read_encoded_documents(
-        input_files, tokenizer, use_fast_tokenizer, encoder.varints, stats, stage="reading",
-        segmentation=options.word_segmentation)
-    if not documents:
-        raise pretraining_corpus.no_documents_error(input_files)
-    logging.info("Read %d documents", len(documents))
-    records = _generate_records(documents, options, encoder, random.Random(options.random_seed),
-                                progress=pretraining_corpus.Progress("creating instances"),
-                                stats=stats)
-    del documents
-    count = pretraining_records.write_output(records, output_files, tokenizer.vocab, packer)
-    if packer is not None:
-        pretraining_corpus.add_counts(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
-    return count
-
+# -- Entry points --
 
 def _write_reference_style(input_files, output_files, tokenizer, options, use_fast_tokenizer,
                            packer=None):
@@ -606,55 +307,11 @@ def _write_reference_style(input_files, output_files, tokenizer, options, use_fa
 
 # -- Per-file mode: one shard per input file (pretraining_shards.py, pretraining_beam.py) --
 
+# The per-file functions both parallel modes run (pretraining_pipeline.py), kept importable here.
 shard_seed = pretraining_shards.shard_seed
+shard_worker_state = pretraining_pipeline.shard_worker_state
+shard_records = pretraining_pipeline.shard_records
 
-
-def shard_worker_state(options, corpus_bytes, open_file, vocab_file, do_lower_case,
-                       use_fast_tokenizer, max_instances_per_row=None):
-    """What a worker of the per-file mode keeps: tokenizer, options, record encoder.
-
-    options: PretrainingOptions (or its fields); corpus_bytes: the size of all input
-    files (the worker's tokenizer serves many); open_file: callable(path) -> binary
-    file (None: GFile); max_instances_per_row: pack each file's instances (None: no
-    packing).
-    """
-    options = PretrainingOptions(*options)
-    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
-    return dict(tokenizer=tokenizer, options=options, use_fast=use_fast_tokenizer,
-                corpus_bytes=corpus_bytes,
-                encoder=pretraining_records.encoder_for(options, tokenizer.vocab),
-                per_row=max_instances_per_row,
-                open_file=open_file or pretraining_corpus.gfile_open)
-
-
-def shard_records(state, file_index, path, counter):
-    """(shuffled records, stats) of one input file under its shard seed.
-
-    The records are packed rows (packed in their shuffled order) when the state
-    packs. stats counts files, bytes, documents, instances, masked_tokens (and
-    rows, row_tokens when packing).
-    """
-    options, encoder = state["options"], state["encoder"]
-    stats = {}
-    words = options.word_segmentation and options.word_segmentation.for_file(file_index)
-    documents = pretraining_corpus.read_encoded_documents(
-        [path], state["tokenizer"], state["use_fast"], encoder.varints, stats,
-        open_file=state["open_file"], batch_bytes=state["corpus_bytes"], segmentation=words)
-    records = []
-    if documents:
-        rng = random.Random(shard_seed(options.random_seed, file_index))
-        records = _generate_records(documents, options, encoder, rng, counter=counter,
-                                    stats=stats)
-    del documents
-    if state["per_row"]:
-        packer = pretraining_records.InstancePacker(
-            options.max_seq_length, options.max_predictions_per_seq, state["per_row"])
-        records = list(packer.pack_records(records))
-        pretraining_corpus.add_counts(stats, rows=packer.num_rows, row_tokens=packer.num_tokens)
-    return records, stats
-
-
-# -- Entry points --
 
 def write_pretraining_data(input_files, output_files, vocab_file, options, do_lower_case=True,
                            num_workers=1, use_fast_tokenizer=True, fast=True, stats=None,
@@ -702,12 +359,9 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     # shard_worker_state's arguments after (options, corpus_bytes, open_file).
     worker_args = (vocab_file, do_lower_case, use_fast_tokenizer, per_row)
     if beam is not None:
-        # Workers find the per-file functions by their module's name, also when this
-        # file runs as __main__.
-        module = importlib.import_module("create_pretraining_data")
         count = _beam_module().write_beam(input_files, output_files, options,
-                                          module.shard_worker_state, worker_args,
-                                          module.shard_records, beam, stats)
+                                          shard_worker_state, worker_args, shard_records,
+                                          beam, stats)
     elif num_workers > 1:
         count = pretraining_shards.write_sharded(
             input_files, output_files, num_workers, options, shard_worker_state, worker_args,
@@ -716,8 +370,10 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         return _write_reference_style(input_files, output_files, tokenizer, options,
                                       use_fast_tokenizer, packer)
     else:
-        count = _write_single_process(input_files, output_files, tokenizer, options,
-                                      use_fast_tokenizer, stats, packer)
+        with pretraining_pipeline.collector_skips_existing_objects():
+            count = pretraining_pipeline.write_single_process(
+                input_files, output_files, tokenizer, options, use_fast_tokenizer, stats,
+                packer)
     logging.info("%s", pretraining_corpus.summary_line(stats, options.max_seq_length))
     return count
 
@@ -785,8 +441,6 @@ def _check_mode_settings(settings):
 
 
 BeamSettings = collections.namedtuple("BeamSettings", "runner args max_file_mb")
-# The reference's tf.train.Feature helpers, under its names.
-create_int_feature, create_float_feature = input_pipeline.int_feature, input_pipeline.float_feature
 
 
 def _beam_module():
@@ -803,6 +457,8 @@ def _beam_module():
 
 def main():
     """Console entry point."""
+    # The objects of the imports live as long as the process: no collection need walk them.
+    pretraining_pipeline.freeze_for_process()
     argv, beam_args = sys.argv, []
     if any(a == "--runner" or a.startswith("--runner=") for a in argv[1:]):
         try:

@@ -22,6 +22,16 @@ Modes, all with the default flags (max_seq_length 128, 20 predictions, uncased):
              encoding; the same records as the baseline. Timed on the same prefix,
              alternating with the baseline, and on the whole corpus.
   workers=N  --num_workers=N: one shard per file in N processes (a different sample).
+  reference  google-research/bert's create_pretraining_data.py itself (../shared/reference/
+             bert), its `import tensorflow as tf` line moved to bert_tf2.tf1 by
+             bert_tf2.compat.move_fork and nothing else, on the first --reference_mb MB
+             as one file, alternating with our script on the same file and flags (the
+             scripts' defaults: dupe_factor 10 whatever --dupe_factor says; each
+             in its own process; main() timed, not the imports). Its records
+             are compared with ours byte for byte once re-serialized deterministically
+             (the reference writes each Example's map in a per-process hash order).
+  scaling    our script (default mode) on one file of each --scaling_mb size, in its own
+             process: instances/s and peak RSS (and its growth over the imports).
 Times include reading, tokenizing, generating and writing, not TensorFlow's import
 (the workers' start is included). "speedup" compares instances/s with the baseline's;
 "CPU s" adds the workers' CPU time to the main process's, which tells the work
@@ -34,6 +44,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,7 +134,7 @@ def build_corpus(directory, shared=DEFAULT_SHARED, max_mb=20.0, num_files=8):
     return paths
 
 
-def _prefix_files(paths, directory, max_mb):
+def _prefix_files(paths, directory, max_mb, name="prefix.txt"):
     """The first max_mb MB of the corpus (whole documents), as one file."""
     target = int(max_mb * 1e6)
     out, size = [], 0
@@ -135,10 +146,172 @@ def _prefix_files(paths, directory, max_mb):
                 if document.strip():
                     out.append(document + "\n\n")
                     size += len(out[-1].encode("utf-8"))
-    prefix = os.path.join(directory, "prefix.txt")
+    prefix = os.path.join(directory, name)
     with open(prefix, "w", encoding="utf-8") as f:
         f.write("".join(out))
     return [prefix], size / 1e6
+
+
+# Runs one script's main() in a fresh process (its command line: the reference's after
+# its flags are parsed, as absl's app.run does; ours parses its own) and prints
+# {"seconds", "cpu_seconds", "rss_mb", "import_rss_mb"} as JSON: argv = folder kind flags...
+_CHILD = """
+import json, resource, sys, time
+folder, kind, argv = sys.argv[1], sys.argv[2], ["create_pretraining_data.py"] + sys.argv[3:]
+sys.path.insert(0, folder)
+if kind == "ours":
+    from bert_tf2 import startup
+import create_pretraining_data as script
+from absl import flags
+if kind == "ours":
+    def work():
+        sys.argv = argv
+        try:
+            script.main()
+        except SystemExit as e:
+            if e.code:
+                raise
+else:
+    flags.FLAGS(argv)
+    work = lambda: script.main(None)
+peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+imported = peak()
+start, cpu = time.perf_counter(), time.process_time()
+work()
+print(json.dumps(dict(seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu,
+                      rss_mb=peak(), import_rss_mb=imported)))
+"""
+
+
+def reference_fork(shared, directory):
+    """A copy of the reference's create_pretraining_data.py and tokenization.py whose
+    `import tensorflow as tf` move_fork changed (the project's way to run the
+    reference's files); None when ../shared/reference/bert is absent."""
+    reference = os.path.join(shared, "reference", "bert")
+    if not os.path.isfile(os.path.join(reference, "create_pretraining_data.py")):
+        return None
+    folder = os.path.join(directory, "reference_fork")
+    os.makedirs(folder)
+    for name in ("create_pretraining_data.py", "tokenization.py"):
+        shutil.copyfile(os.path.join(reference, name), os.path.join(folder, name))
+    subprocess.run([sys.executable, "-m", "bert_tf2.compat.move_fork", folder], check=True,
+                   cwd=REPO_ROOT, env=_child_env(), capture_output=True)
+    return folder
+
+
+def _child_env():
+    path = os.pathsep.join([REPO_ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _script_flags(input_file, output_file, vocab, dupe_factor):
+    return ["--input_file=" + input_file, "--output_file=" + output_file,
+            "--vocab_file=" + vocab, "--do_lower_case=True", "--max_seq_length=128",
+            "--max_predictions_per_seq=20", "--masked_lm_prob=0.15", "--short_seq_prob=0.1",
+            "--random_seed=12345", "--dupe_factor=%d" % dupe_factor]
+
+
+def run_script(kind, folder, flag_list):
+    """One process running the reference's script ("reference") or ours ("ours")."""
+    proc = subprocess.run([sys.executable, "-c", _CHILD, folder, kind] + flag_list,
+                          env=_child_env(), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError("%s create_pretraining_data failed: %s" % (kind, proc.stderr[-2000:]))
+    return json.loads(proc.stdout.strip().split("\n")[-1])
+
+
+def canonical_records(path):
+    """The records of a TFRecord file, each re-serialized deterministically."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return [tf.train.Example.FromString(r).SerializeToString(deterministic=True)
+            for r in tf.data.TFRecordDataset(path).as_numpy_iterator()]
+
+
+def reference_rows(shared, vocab, workdir, files, megabytes, dupe_factor, repeats=1):
+    """The reference's script vs ours on the first `megabytes` MB (one file), alternating
+    (ABBA...): rows with instances/s (wall and CPU) and the byte comparison."""
+    fork = reference_fork(shared, workdir)
+    if fork is None:
+        return []
+    [prefix], size = _prefix_files(files, workdir, megabytes, "reference_input.txt")
+    outputs = {kind: os.path.join(workdir, kind + ".tfrecord") for kind in ("reference", "ours")}
+    folders = {"reference": fork, "ours": REPO_ROOT}
+    runs = {"reference": [], "ours": []}
+    for r in range(repeats):
+        for kind in (("reference", "ours") if r % 2 == 0 else ("ours", "reference")):
+            runs[kind].append(run_script(kind, folders[kind], _script_flags(
+                prefix, outputs[kind], vocab, dupe_factor)))
+    theirs, ours = (canonical_records(outputs[k]) for k in ("reference", "ours"))
+    with open(outputs["ours"], "rb") as f:
+        raw_ours = f.read()
+    identical = theirs == ours and raw_ours == _framed(
+        theirs, os.path.join(workdir, "reference_canonical.tfrecord"))
+    note = "records %s: %d reference, %d ours (compared re-serialized deterministically, and " \
+           "our file byte for byte with theirs so framed); load average %s" % (
+               "identical" if identical else "DIFFER", len(theirs), len(ours),
+               " / ".join("%.2f" % x for x in os.getloadavg()))
+    rows = []
+    for unit, key in (("instances/s", "seconds"), ("instances/CPU s", "cpu_seconds")):
+        speed = {k: len(theirs) / statistics.median(r[key] for r in runs[k]) for k in runs}
+        rows.append(dict(
+            measure="create_pretraining_data vs the reference's script",
+            config="reference create_pretraining_data.py, %.1f MB, dupe_factor=%d, %s" % (
+                size, dupe_factor, unit), ours=speed["ours"], peer=speed["reference"],
+            unit=unit, ratio=speed["ours"] / speed["reference"], note=note,
+            mode="vs reference script (%s)" % unit, input_mb=size, instances=len(ours),
+            seconds=statistics.median(r["seconds"] for r in runs["ours"]),
+            cpu_seconds=statistics.median(r["cpu_seconds"] for r in runs["ours"]),
+            reference_seconds=statistics.median(r[key] for r in runs["reference"])))
+    return rows
+
+
+def _framed(records, path):
+    """The bytes of a TFRecord file of `records` as TFRecordWriter writes it."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def scaling_rows(shared, vocab, workdir, sizes, dupe_factor):
+    """Our script on one file of each size (MB): instances/s and peak RSS, each in its
+    own process; the peer column is the smallest size's instances/s."""
+    rows = []
+    for megabytes in sizes:
+        folder = os.path.join(workdir, "scaling_%g" % megabytes)
+        os.makedirs(folder)
+        [path] = build_corpus(folder, shared, megabytes, 1)
+        out = os.path.join(folder, "out.tfrecord")
+        result = run_script("ours", REPO_ROOT, _script_flags(path, out, vocab, dupe_factor))
+        count = _count_records(out)
+        os.remove(out)
+        rows.append(dict(mode="scaling, default, %g MB, 1 file" % megabytes,
+                         input_mb=os.path.getsize(path) / 1e6, instances=count,
+                         seconds=result["seconds"], cpu_seconds=result["cpu_seconds"],
+                         rss_mb=result["rss_mb"], import_rss_mb=result["import_rss_mb"]))
+    base = rows[0]["instances"] / rows[0]["seconds"] if rows else None
+    for row in rows:
+        speed = row["instances"] / row["seconds"]
+        row.update(measure="create_pretraining_data scaling (ours)",
+                   config="%s, dupe_factor=%d" % (row["mode"], dupe_factor), ours=speed,
+                   peer=base, unit="instances/s", ratio=speed / base, against="ours",
+                   note="peak RSS %.0f MB (%.0f MB over the imports)" % (
+                       row["rss_mb"], row["rss_mb"] - row["import_rss_mb"]))
+    return rows
+
+
+def _count_records(path):
+    """The number of records of a TFRecord file (reads the length fields only)."""
+    count = 0
+    with open(path, "rb") as f:
+        while True:
+            header = f.read(12)
+            if len(header) < 12:
+                return count
+            f.seek(int.from_bytes(header[:8], "little") + 4, 1)
+            count += 1
 
 
 def _measure(name, inputs, megabytes, output, vocab, options, **kwargs):
@@ -160,8 +333,13 @@ def _median_run(runs):
 
 
 def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_factor=10,
-        num_workers=2, num_files=8, repeats=2):
+        num_workers=2, num_files=8, repeats=2, reference_mb=None, reference_repeats=1,
+        scaling_mb=None, reference_dupe_factor=10):
     """Measures the modes; returns one dict per mode (see the module docstring).
+
+    reference_mb: the reference script's input (None: 1 MB, at most max_mb; 0: not run),
+      run with the script's default flags (reference_dupe_factor: its dupe_factor, 10);
+    scaling_mb: the sizes of the scaling rows (None: 1 and 10 MB, or max_mb when smaller).
 
     The baseline and the default mode are first timed on the same prefix, in
     alternation (ABBA...), `repeats` times each, so that a change of machine load
@@ -202,6 +380,13 @@ def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_fa
             rows.append(_measure("--num_workers=%d, %d files" % (num_workers, len(files)),
                                  files, corpus_mb, out, vocab, options,
                                  num_workers=num_workers))
+        if reference_mb is None:
+            reference_mb = min(1.0, max_mb)
+        extra = reference_rows(shared, vocab, workdir, files, reference_mb, reference_dupe_factor,
+                               reference_repeats) if reference_mb else []
+        if scaling_mb is None:
+            scaling_mb = (1.0, 10.0) if max_mb >= 1 else (max_mb,)
+        extra += scaling_rows(shared, vocab, workdir, scaling_mb, dupe_factor)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -214,7 +399,7 @@ def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_fa
                    config="%s, dupe_factor=%d" % (row["mode"], dupe_factor),
                    ours=row["instances_per_s"], peer=base, unit="instances/s",
                    ratio=row["speedup"])
-    return rows
+    return rows + extra
 
 
 def format_table(rows):
@@ -242,12 +427,24 @@ def main(argv=None):
     parser.add_argument("--num_files", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2,
                         help="timed runs of the baseline and of the default mode on the prefix")
+    parser.add_argument("--reference_mb", type=float, default=None,
+                        help="input of the reference script's rows (default 1; 0: skip)")
+    parser.add_argument("--reference_repeats", type=int, default=1)
+    parser.add_argument("--scaling_mb", default=None,
+                        help="comma-separated sizes of the scaling rows (default 1,10)")
     args = parser.parse_args(argv)
+    scaling = ([float(s) for s in args.scaling_mb.split(",")] if args.scaling_mb else None)
     rows = run(args.shared, args.vocab, args.max_mb, args.baseline_mb, args.dupe_factor,
-               args.num_workers, args.num_files, args.repeats)
+               args.num_workers, args.num_files, args.repeats, args.reference_mb,
+               args.reference_repeats, scaling)
     print("create_pretraining_data throughput (dupe_factor=%d, cpus=%s)"
           % (args.dupe_factor, os.cpu_count()))
-    print(format_table(rows))
+    print(format_table([r for r in rows if "speedup" in r]))
+    for row in rows:
+        if "speedup" not in row:
+            print("%-44s %8.2f MB  ours %9.0f  peer %9.0f %-15s %6.2fx  %s" % (
+                row["mode"], row["input_mb"], row["ours"], row["peer"], row["unit"],
+                row["ratio"], row.get("note", "")))
     return rows
 
 

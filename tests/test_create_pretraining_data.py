@@ -1,6 +1,7 @@
 """Tests for create_pretraining_data.py: golden records, masking rules, workers, errors."""
 
 import collections
+import gc
 import json
 import os
 import random
@@ -18,6 +19,8 @@ from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_draws
+from bert_tf2.pretraining import pretraining_pipeline
+from bert_tf2.pretraining import record_store
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "red", "house", "run",
@@ -105,10 +108,21 @@ def batch_tokenizer(monkeypatch):
     monkeypatch.setattr(pretraining_corpus, "FAST_TOKENIZER_MIN_BYTES", 0)
 
 
-@pytest.mark.parametrize("batch", [True, False], ids=["batch_tokenizer", "exact_tokenizer"])
-def test_golden_records(shared_dir, tmp_path, monkeypatch, batch):
-    """Both tokenizer paths; the batch one is used for large inputs only by default."""
+@pytest.mark.parametrize("batch,spill", [(True, False), (False, False), (True, True)],
+                         ids=["batch_tokenizer", "exact_tokenizer", "records_spilled_to_disk"])
+def test_golden_records(shared_dir, tmp_path, monkeypatch, batch, spill):
+    """Both tokenizer paths; the batch one is used for large inputs only by default.
+    spill: the records go through record_store's temporary file (from the 2nd record on)."""
     monkeypatch.setattr(pretraining_corpus, "FAST_TOKENIZER_MIN_BYTES", 0 if batch else 1 << 62)
+    stores = []
+    if spill:
+        store_class = record_store.RecordStore
+
+        def small_store(spill_bytes=None, directory=None):
+            del spill_bytes  # the default's 128 MiB: 1000 bytes here
+            stores.append(store_class(1000, directory))
+            return stores[-1]
+        monkeypatch.setattr(record_store, "RecordStore", small_store)
     golden, flags_json, args = _golden_flags(shared_dir)
     vocab = str(shared_dir / "data" / "vocab" / "uncased_vocab.txt")
     out = str(tmp_path / "out.tfrecord")
@@ -121,6 +135,49 @@ def test_golden_records(shared_dir, tmp_path, monkeypatch, batch):
     # Our encoder writes what SerializeToString(deterministic=True) writes: the
     # stored golden file (re-serialized that way) is matched byte for byte.
     assert _raw_records(out) == _raw_records(str(golden / "sample.tfrecord"))
+    # The temporary file goes beside the output (and is gone).
+    assert [(s.spilled, s.directory) for s in stores] == (
+        [(True, str(tmp_path))] if spill else [])
+    assert os.listdir(str(tmp_path)) == ["out.tfrecord"]
+
+
+def test_record_store_gives_the_order_of_a_shuffled_list():
+    """In memory or spilled at any point, the store yields what shuffling the list yields,
+    and leaves the generator where shuffling the list leaves it."""
+    rng = random.Random(5)
+    records = [bytes(rng.randrange(256) for _ in range(rng.randint(0, 40))) for _ in range(300)]
+    for spill_bytes in (1, 7, 500, 1 << 30):
+        store = record_store.RecordStore(spill_bytes)
+        for record in records:
+            store.append(record)
+        assert len(store) == 300 and store.spilled == (spill_bytes < 1 << 30)
+        expected, theirs, ours = list(records), random.Random(11), random.Random(11)
+        theirs.shuffle(expected)
+        assert list(store.shuffled(ours.shuffle)) == expected
+        assert ours.getstate() == theirs.getstate()
+
+
+def test_collector_pause_leaves_the_process_as_it_found_it(monkeypatch):
+    """A run from Python freezes the objects that exist and unfreezes them after; objects
+    the caller froze stay frozen; after freeze_for_process (main()) they stay frozen."""
+    monkeypatch.setattr(pretraining_pipeline, "_PROCESS_FROZEN", [False])
+    gc.unfreeze()
+    try:
+        with pretraining_pipeline.collector_skips_existing_objects():
+            assert gc.get_freeze_count() > 1000
+        assert gc.get_freeze_count() == 0
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        with pretraining_pipeline.collector_skips_existing_objects():
+            pass
+        assert gc.get_freeze_count() == frozen
+        gc.unfreeze()
+        pretraining_pipeline.freeze_for_process()
+        with pretraining_pipeline.collector_skips_existing_objects():
+            pass
+        assert gc.get_freeze_count() > 1000
+    finally:
+        gc.unfreeze()
 
 
 def test_golden_records_plain_python_path(shared_dir, tmp_path):

@@ -10,6 +10,14 @@ from bert_tf2.pretraining import pretraining_records
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
 
 
+def test_varint_table_is_varint_of_each_number():
+    for size in (0, 1, 127, 128, 129, 16383, 16384, 16385, 30522, 300001):
+        table = pretraining_records.varint_table(size)
+        assert len(table) == size
+        assert table == [pretraining_records.varint(i) for i in range(size)], size
+    assert pretraining_records.varint_table(300001)[300000] == bytes((0xE0, 0xA7, 0x12))
+
+
 def test_encoder_equals_protobuf_serialization():
     vocab = collections.OrderedDict((t, i) for i, t in enumerate(_VOCAB))
     vocab["big_id"] = 300000
