@@ -106,3 +106,61 @@ def check_test_predictions(output_dir, ids, labels=None, kind="classification",
         # The same float32 numbers in two files (JSON's repr vs the TSV's): only the text differs.
         np.testing.assert_allclose(got, row, atol=1e-7, rtol=0)
     return records
+
+
+# Hang guards, never speed bounds: a wait or a child process that takes longer than this is
+# hung, on any CPU (an AVX2 machine under `make test`'s load runs a step several times slower
+# than an idle AVX-512 one). A test that needs "after X happened" waits for X itself.
+HANG_GUARD_SECONDS = 1200
+
+
+def wait_until(condition, proc=None, what="the condition", timeout=HANG_GUARD_SECONDS):
+    """Polls `condition()` until it is true; fails if `proc` (a Popen) ended first (with
+    the end of its stderr when it was piped) or after `timeout` seconds (a hang guard)."""
+    import time  # pylint: disable=import-outside-toplevel
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise AssertionError("the process ended (%s) before %s: %s"
+                                 % (proc.returncode, what, err[-3000:]))
+        assert time.monotonic() < deadline, "hung: no %s after %d s" % (what, timeout)
+        time.sleep(0.1)
+
+
+class StderrLines:
+    """Reads a Popen's piped (text) stderr in a thread, so that a test can wait for a line
+    the process prints (an event, whatever the CPU's speed) and still read all of it."""
+
+    def __init__(self, proc):
+        import threading  # pylint: disable=import-outside-toplevel
+        self.proc, self.lines = proc, []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            with self._lock:
+                self.lines.append(line)
+
+    def wait_for(self, pattern, what=None):
+        """Waits until a line matches the regular expression `pattern`; returns the match."""
+        import re  # pylint: disable=import-outside-toplevel
+        found = []
+
+        def seen():
+            with self._lock:
+                found[:] = [m for m in map(re.compile(pattern).search, self.lines) if m][:1]
+            if not found and not self._thread.is_alive():
+                raise AssertionError("the process ended (%s) before a line matching %r: %s"
+                                     % (self.proc.wait(), pattern, self.text()[-3000:]))
+            return bool(found)
+        wait_until(seen, what=what or "a line matching %r" % pattern)
+        return found[0]
+
+    def text(self):
+        """All of stderr once the process has ended (waits for it, a hang guard)."""
+        self.proc.wait(timeout=HANG_GUARD_SECONDS)
+        self._thread.join(HANG_GUARD_SECONDS)
+        return "".join(self.lines)
