@@ -22,6 +22,7 @@ from bert_tf2 import flags_common
 from conftest import REPO_ROOT
 from conftest import check_test_predictions
 from conftest import write_text
+from conftest import HANG_GUARD_SECONDS
 
 _SENTIMENT = {"positive": ["great", "excellent", "love"],
               "negative": ["awful", "broken", "hate"],
@@ -263,7 +264,8 @@ def test_readme_processor_from_the_command_line(tmp_path):
                "--data_dir=reviews", "--output_dir=out", "--notrim_padding"] + (
                    _common(tmp_path) + _TRAIN_FLAGS)
     done = subprocess.run(command, cwd=str(tmp_path), capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          timeout=HANG_GUARD_SECONDS,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "eval_accuracy = " in done.stderr
     result = _eval_results(out / "eval_results.txt")

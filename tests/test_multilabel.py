@@ -19,6 +19,7 @@ from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import multilabel_data as ml
 from conftest import check_test_predictions
 from conftest import write_text
+from conftest import HANG_GUARD_SECONDS
 
 _TRIGGERS = ["red", "green", "blue", "gold"]
 _FILLER = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "fast", "it", "is", "big"]
@@ -328,7 +329,7 @@ def test_served_probabilities_equal_test_results(trained, tmp_path):
     output = str(tmp_path / "served.json")
     subprocess.run([sys.executable, "-c", _SERVE, str(export_dir), inputs, output], check=True,
                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=str(tmp_path),
-                   timeout=300)
+                   timeout=HANG_GUARD_SECONDS)
     with open(output, encoding="utf-8") as f:
         served = json.load(f)
     want = _probabilities(trained["out"] / "test_results.tsv")

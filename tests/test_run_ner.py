@@ -17,6 +17,7 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 from test_ner_data import IOB1, IOB2, VOCAB, write
 from test_training import absl_records  # noqa: F401  (a fixture)
 
@@ -217,7 +218,7 @@ def test_command_line_error_is_one_line_and_exit_1(tmp_path):
     write(data / "train.txt", "John B-PER\n\nMary B-PER\nSmith\n")
     argv = flag_list(tmp_path, data, tmp_path / "out", "--do_train")
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "run_ner.py")] + argv,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last == "error: %s, line 4: 'Smith' has one column; expected the word first and " \
@@ -276,7 +277,7 @@ _MIRRORED_LOSS = textwrap.dedent("""
 def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_path):
     script = write(tmp_path / "mirrored_loss.py", _MIRRORED_LOSS)
     proc = subprocess.run([sys.executable, script, str(REPO_ROOT)], capture_output=True,
-                          text=True, timeout=300, check=True)
+                          text=True, timeout=HANG_GUARD_SECONDS, check=True)
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(got["replicas"]) == 2
     # training.Runner scales each replica's loss by 1 / replicas and sums the gradients.
