@@ -47,14 +47,20 @@ def run(tmp_path, data_dir, out, *extra):
         run_ner.define_flags, flag_list(tmp_path, data_dir, out, *extra)))
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One tiny run trained, evaluated and tagged; (tmp_path, data, out, eval results)."""
-    tmp_path = tmp_path_factory.mktemp("ner")
+def write_splits(tmp_path):
+    """data/train.txt and dev.txt (IOB2) and test.txt (its words alone); returns data/."""
     data = tmp_path / "data"
     write(data / "train.txt", IOB2)
     write(data / "dev.txt", IOB2)
     write(data / "test.txt", WORDS_ONLY)
+    return data
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run trained, evaluated and tagged; (tmp_path, data, out, eval results)."""
+    tmp_path = tmp_path_factory.mktemp("ner")
+    data = write_splits(tmp_path)
     out = tmp_path / "out"
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
                  "--num_train_epochs=40")
@@ -309,10 +315,7 @@ def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_pa
 
 @pytest.mark.slow
 def test_eval_during_training_and_class_weights(tmp_path, absl_records):
-    data = tmp_path / "data"
-    write(data / "train.txt", IOB2)
-    write(data / "dev.txt", IOB2)
-    write(data / "test.txt", WORDS_ONLY)
+    data = write_splits(tmp_path)
     out = tmp_path / "out"
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=16",
                  "--eval_every_n_steps=4", "--best_metric=eval_f1", "--class_weights=balanced")
@@ -345,10 +348,7 @@ def test_eval_during_training_and_class_weights(tmp_path, absl_records):
 @pytest.mark.slow
 def test_run_of_settings_twice_in_one_process(tmp_path):
     # Python's way in: run(Settings(...)), no absl parsing; twice, nothing left behind.
-    data = tmp_path / "data"
-    write(data / "train.txt", IOB2)
-    write(data / "dev.txt", IOB2)
-    write(data / "test.txt", WORDS_ONLY)
+    data = write_splits(tmp_path)
     config = write(tmp_path / "bert_config.json", json.dumps(TINY))
     vocab = write(tmp_path / "vocab.txt", "\n".join(VOCAB) + "\n")
     settings = run_ner.Settings(
@@ -392,10 +392,7 @@ def _brute_force_tags(logits, transitions):
 
 @pytest.mark.slow
 def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path, absl_records):
-    data = tmp_path / "data"
-    write(data / "train.txt", IOB2)
-    write(data / "dev.txt", IOB2)
-    write(data / "test.txt", WORDS_ONLY)
+    data = write_splits(tmp_path)
     out = tmp_path / "out"
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
                  "--num_train_epochs=40", "--crf")
