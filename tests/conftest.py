@@ -164,3 +164,16 @@ class StderrLines:
         self.proc.wait(timeout=HANG_GUARD_SECONDS)
         self._thread.join(HANG_GUARD_SECONDS)
         return "".join(self.lines)
+
+
+def read_eval_results(path):
+    """eval_results.txt's "key = value" lines as a dict of strings."""
+    with open(str(path), encoding="utf-8") as f:
+        return dict(line.rstrip("\n").split(" = ", 1) for line in f)
+
+
+def read_tsv_floats(path):
+    """A test_results.tsv (tab-separated numbers, a row per line) as a float64 array."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    with open(str(path), encoding="utf-8") as f:
+        return np.array([[float(x) for x in line.rstrip("\n").split("\t")] for line in f])
