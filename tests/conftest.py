@@ -66,6 +66,10 @@ def pytest_sessionstart(session):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end test (still run in CI)")
+    # pytest-xdist's controller: hand the files out in the workers' collection order (see
+    # pytest_collection_modifyitems), not sorted by their number of tests.
+    if getattr(config.option, "loadscopereorder", False) and _file_seconds():
+        config.option.loadscopereorder = False
 
 
 def check_test_predictions(output_dir, ids, labels=None, kind="classification",
@@ -177,3 +181,35 @@ def read_tsv_floats(path):
     import numpy as np  # pylint: disable=import-outside-toplevel
     with open(str(path), encoding="utf-8") as f:
         return np.array([[float(x) for x in line.rstrip("\n").split("\t")] for line in f])
+
+
+# pytest-xdist's --dist loadfile hands out whole files; by default the files with the most
+# tests go first, and the slow files with few tests (a notebook, a forked reference, two
+# worker processes) come last, one worker finishing them while the other waits. With the
+# files' seconds measured in a full run (file_seconds.json, refreshed by file_seconds.py
+# from a --junitxml report) the longest go first and the short ones fill the end.
+FILE_SECONDS = pathlib.Path(__file__).with_name("file_seconds.json")
+
+
+def _file_seconds():
+    import json  # pylint: disable=import-outside-toplevel
+    try:
+        with open(str(FILE_SECONDS), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist, the files in the order of their measured seconds, longest first
+    (a file not measured yet: as long as the median one); the tests of a file in their
+    order. A run without workers keeps pytest's order."""
+    seconds = _file_seconds() if os.environ.get("PYTEST_XDIST_WORKER") else {}
+    if not seconds:
+        return
+    median = sorted(seconds.values())[len(seconds) // 2]
+    first_seen = {}
+    for item in items:
+        first_seen.setdefault(item.nodeid.split("::")[0], len(first_seen))
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], median),
+                                 first_seen[item.nodeid.split("::")[0]]))

@@ -333,15 +333,20 @@ def test_bad_input_in_worker_processes_is_one_line(corpus, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
 
 
+def _start_on_big_files(corpus, tmp_path, copies, *extra):
+    """big-0.txt and big-1.txt (`copies` times a corpus each) and the command line started
+    on them (a Popen, its stderr piped)."""
+    for i in range(2):
+        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * copies)
+    return subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path, *extra),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def test_sigterm_removes_the_temporary_folder(corpus, tmp_path):
     # Enough text that the pipeline runs ~8 s past the temporary folder's creation
     # (x50 left 2.5 s on an idle machine, and under make test's load a run once
     # ended before the signal).
-    for i in range(2):
-        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * 400)
-    proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path,
-                                     "--dupe_factor=50", *IN_MEMORY),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = _start_on_big_files(corpus, tmp_path, 400, "--dupe_factor=50", *IN_MEMORY)
     wait_until(lambda: [p for p in tmp_path.iterdir() if ".beam-tmp-" in p.name], proc,
                what="the temporary folder")
     time.sleep(1)
@@ -405,11 +410,7 @@ def _worker_processes(pid):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
 def test_a_worker_process_killed_is_one_line(corpus, tmp_path):
-    for i in range(2):
-        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * 200)
-    proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path,
-                                     "--dupe_factor=20", *PROCESSES),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = _start_on_big_files(corpus, tmp_path, 200, "--dupe_factor=20", *PROCESSES)
     wait_until(lambda: _worker_processes(proc.pid), proc, what="a Beam worker process")
     # The workers at work: one killed while it starts leaves Beam waiting for ever for
     # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly). A loaded
