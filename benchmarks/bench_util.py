@@ -20,6 +20,7 @@ Achieved FLOP/s = FLOPs of one step / measured seconds per step; its fraction of
 machine's fp32 matmul peak (the best of several large square tf.matmul calls) says how
 much of the hardware the model uses.
 """
+import argparse
 import gc
 import os
 import statistics
@@ -273,16 +274,23 @@ def tf_gemm_library():
     return "%s%s" % (version, " (%s)" % "; ".join(details) if details else "")
 
 
+def _peer_stdout(python, code):
+    """What `python -c code` (the peer venv's) prints; None if it cannot run or fails."""
+    try:
+        return subprocess.run([python, "-c", code], capture_output=True, text=True,
+                              timeout=300, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def peer_gemm_library(python):
     """What torch's matmuls run on in the peer venv: its BLAS (MKL / OpenBLAS), oneDNN
     version and CPU capability, from torch.__config__.show()."""
     code = ("import torch\n"
             "for line in torch.__config__.show().splitlines():\n"
             "    print(line.strip(' -'))\n")
-    try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                             timeout=300, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = _peer_stdout(python, code)
+    if out is None:
         return "unknown"
     parts = []
     for line in out.splitlines():
@@ -321,10 +329,8 @@ def peer_versions(python):
             "for n in ('torch', 'transformers', 'sentence-transformers'):\n"
             "    try: print(n, m.version(n))\n"
             "    except m.PackageNotFoundError: pass\n")
-    try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                             timeout=120, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = _peer_stdout(python, code)
+    if out is None:
         return where
     versions = ", ".join(line.strip() for line in out.splitlines() if line.strip())
     return "%s (%s)" % (where, versions) if versions else where
@@ -466,6 +472,36 @@ def sweep(configurations, measure, log=print):
         if log:
             log(format_table(new))
         rows.extend(new)
+    return rows
+
+
+def model_sweep(measure, sizes, dtypes, xla, count, repeats, quick=False, log=print):
+    """sweep() of measure(size, dtype, use_xla, count, repeats, peak_size=...) over every
+    (size, dtype, xla) combination, the peak a 2048^3 matmul. quick: the "tiny" model in
+    fp32 without XLA, count 1 x 2 repeats and a 256^3 peak (a smoke test)."""
+    peak_size = 2048
+    if quick:
+        sizes, dtypes, xla, count, repeats, peak_size = ("tiny",), ("fp32",), (False,), 1, 2, 256
+    return sweep([(size, dtype, use_xla, count, repeats)
+                  for size in sizes for dtype in dtypes for use_xla in xla],
+                 lambda *c: measure(*c, peak_size=peak_size), log)
+
+
+def model_sweep_main(description, run, argv, sizes, xla, count_flag, count_help):
+    """The command line of a model_sweep benchmark: --sizes, --dtypes, --xla, --<count_flag>,
+    --repeats, --quick; prints the table of run(...)'s rows and returns them."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sizes", default=sizes, help="of: tiny, mini, base")
+    parser.add_argument("--dtypes", default="fp32,bf16")
+    parser.add_argument("--xla", default=xla, help="off, on or off,on")
+    parser.add_argument("--" + count_flag, type=int, default=count_help[0], help=count_help[1])
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
+    parser.add_argument("--quick", action="store_true", help="tiny model smoke test")
+    args = parser.parse_args(argv)
+    rows = run(csv_list(args.sizes), csv_list(args.dtypes),
+               tuple(x == "on" for x in csv_list(args.xla)), getattr(args, count_flag),
+               args.repeats, quick=args.quick, log=None)
+    print(format_table(rows))
     return rows
 
 

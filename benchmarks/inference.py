@@ -16,7 +16,6 @@ one 2048^3 fp32 tf.matmul (the peak under the same load). The table gives median
 sequences/s and the model FLOP/s as a fraction of that peak (formula: bench_util's
 docstring).
 """
-import argparse
 
 import bench_util
 from bench_util import tf
@@ -115,29 +114,14 @@ def run(sizes=("base",), dtypes=("fp32", "bf16"), xla=(False,), batches=2, repea
 
     quick: the "tiny" model in fp32 without XLA, 1 batch x 2 repeats (a smoke test).
     """
-    peak_size = 2048
-    if quick:
-        sizes, dtypes, xla, batches, repeats, peak_size = ("tiny",), ("fp32",), (False,), 1, 2, 256
-    return bench_util.sweep([(size, dtype, use_xla, batches, repeats)
-                             for size in sizes for dtype in dtypes for use_xla in xla],
-                            lambda *c: measure(*c, peak_size=peak_size), log)
+    return bench_util.model_sweep(measure, sizes, dtypes, xla, batches, repeats, quick, log)
 
 
 def main(argv=None):
     """Runs the inference benchmark over the sizes, dtypes and XLA settings asked for."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="base", help="of: tiny, mini, base")
-    parser.add_argument("--dtypes", default="fp32,bf16")
-    parser.add_argument("--xla", default="off", help="off, on or off,on")
-    parser.add_argument("--batches", type=int, default=2, help="forward passes per timed call")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
-    parser.add_argument("--quick", action="store_true", help="tiny model smoke test")
-    args = parser.parse_args(argv)
-    csv = bench_util.csv_list
-    rows = run(csv(args.sizes), csv(args.dtypes), tuple(x == "on" for x in csv(args.xla)),
-               args.batches, args.repeats, quick=args.quick, log=None)
-    print(bench_util.format_table(rows))
-    return rows
+    return bench_util.model_sweep_main(
+        __doc__.split("\n")[0], run, argv, sizes="base", xla="off", count_flag="batches",
+        count_help=(2, "forward passes per timed call"))
 
 
 if __name__ == "__main__":

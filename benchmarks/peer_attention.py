@@ -12,17 +12,13 @@ eighth of every row's keys masked), the mask additive as transformers builds it 
 float32 minimum on masked keys), the output transposed to [B, S, N, D] and made
 contiguous as BertSelfAttention does.
 """
-import json
 import sys
 import time
 
 import numpy as np
 import torch
 
-
-def _answer(payload):
-    sys.stdout.write("@@ " + json.dumps(payload) + "\n")
-    sys.stdout.flush()
+import peer_protocol
 
 
 def _inputs(shape):
@@ -39,23 +35,21 @@ def main(argv):
     """Serves the commands of the module docstring until "quit" or end of input."""
     torch.set_num_threads(int(argv[1]))
     cache = {}
-    for line in sys.stdin:
-        command = json.loads(line)
-        if command["op"] == "quit":
-            break
-        if command["op"] == "info":
-            _answer({"torch": torch.__version__, "threads": torch.get_num_threads()})
-            continue
+
+    def attend(command):
         shape = tuple(command["shape"])
         if shape not in cache:
-            cache = {shape: _inputs(shape)}
+            cache.clear()
+            cache[shape] = _inputs(shape)
         q, k, v, mask = cache[shape]
         with torch.inference_mode():
             start = time.perf_counter()
             for _ in range(command["calls"]):
                 out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
                 out.transpose(1, 2).contiguous()
-            _answer({"seconds": time.perf_counter() - start})
+            return {"seconds": time.perf_counter() - start}
+    peer_protocol.serve(lambda: {"torch": torch.__version__,
+                                 "threads": torch.get_num_threads()}, attend)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,7 @@ import sentence_transformers
 import torch
 import transformers
 
-
-def _answer(payload):
-    sys.stdout.write("@@ " + json.dumps(payload) + "\n")
-    sys.stdout.flush()
+import peer_protocol
 
 
 def main(argv):
@@ -39,23 +36,20 @@ def main(argv):
     if threads:
         torch.set_num_threads(int(threads))
     model = sentence_transformers.SentenceTransformer(model_dir, device="cpu")
-    for line in sys.stdin:
-        command = json.loads(line)
-        if command["op"] == "quit":
-            break
-        if command["op"] == "info":
-            _answer({"torch": torch.__version__, "transformers": transformers.__version__,
-                     "sentence_transformers": sentence_transformers.__version__,
-                     "threads": torch.get_num_threads(),
-                     "max_seq_length": model.max_seq_length})
-            continue
+
+    def encode(command):
         start = time.perf_counter()
         vectors = model.encode(sentences, batch_size=command.get("batch_size", 32),
                                convert_to_numpy=True, show_progress_bar=False)
         seconds = time.perf_counter() - start
         if command.get("output"):
             np.save(command["output"], np.asarray(vectors, np.float32))
-        _answer({"seconds": seconds})
+        return {"seconds": seconds}
+    peer_protocol.serve(lambda: {"torch": torch.__version__,
+                                 "transformers": transformers.__version__,
+                                 "sentence_transformers": sentence_transformers.__version__,
+                                 "threads": torch.get_num_threads(),
+                                 "max_seq_length": model.max_seq_length}, encode)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ stdin line, one answer per stdout line prefixed "@@ ":
   {"op": "run", "batch": B}      -> {"seconds": one forward pass of B rows}
   {"op": "quit"}
 """
-import json
 import sys
 import time
 
@@ -21,10 +20,7 @@ import numpy as np
 import torch
 import transformers
 
-
-def _answer(payload):
-    sys.stdout.write("@@ " + json.dumps(payload) + "\n")
-    sys.stdout.flush()
+import peer_protocol
 
 
 def _model(spec):
@@ -49,19 +45,15 @@ def main(argv):
                "token_type_ids": torch.from_numpy(data["segment_ids"].astype(np.int64))}
     model = torch.ao.quantization.quantize_dynamic(_model(spec), {torch.nn.Linear},
                                                    dtype=torch.qint8)
-    for line in sys.stdin:
-        command = json.loads(line)
-        if command["op"] == "quit":
-            break
-        if command["op"] == "info":
-            _answer({"torch": torch.__version__, "transformers": transformers.__version__,
-                     "threads": torch.get_num_threads()})
-            continue
+    def forward(command):
         batch = {k: v[:command["batch"]] for k, v in tensors.items()}
         with torch.inference_mode():
             start = time.perf_counter()
             model(**batch)
-            _answer({"seconds": time.perf_counter() - start})
+            return {"seconds": time.perf_counter() - start}
+    peer_protocol.serve(lambda: {"torch": torch.__version__,
+                                 "transformers": transformers.__version__,
+                                 "threads": torch.get_num_threads()}, forward)
 
 
 if __name__ == "__main__":

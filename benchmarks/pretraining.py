@@ -24,11 +24,10 @@ traces and compiles. The calls of ours and of the peer alternate with two yardst
 The table gives median sequences/s, and the model FLOP/s (formula: bench_util's
 docstring) as a fraction of that peak.
 """
-import argparse
 import dataclasses
 import tempfile
 
-import bench_util  # sets up sys.path; pylint: disable=unused-import
+import bench_util  # sets up sys.path
 from bench_util import np, tf
 
 SEQ_LENGTH = 128
@@ -183,30 +182,14 @@ def run(sizes=("mini", "base"), dtypes=("fp32", "bf16"), xla=(False, True), step
 
     quick: the "tiny" model, one dtype and XLA off, 1 step x 2 repeats (a smoke test).
     """
-    peak_size = 2048
-    if quick:
-        sizes, dtypes, xla, steps, repeats, peak_size = ("tiny",), ("fp32",), (False,), 1, 2, 256
-    return bench_util.sweep([(size, dtype, use_xla, steps, repeats)
-                             for size in sizes for dtype in dtypes for use_xla in xla],
-                            lambda *c: measure(*c, peak_size=peak_size), log)
+    return bench_util.model_sweep(measure, sizes, dtypes, xla, steps, repeats, quick, log)
 
 
 def main(argv=None):
     """Runs the pretraining-step benchmark over the sizes, dtypes and XLA settings asked for."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="mini,base", help="of: tiny, mini, base")
-    parser.add_argument("--dtypes", default="fp32,bf16")
-    parser.add_argument("--xla", default="off,on")
-    parser.add_argument("--steps", type=int, default=3, help="optimizer steps per timed call")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls of each side")
-    parser.add_argument("--quick", action="store_true", help="tiny model smoke test")
-    args = parser.parse_args(argv)
-    csv = bench_util.csv_list
-    rows = run(csv(args.sizes), csv(args.dtypes), tuple(x == "on" for x in csv(args.xla)),
-               args.steps, args.repeats,
-               quick=args.quick, log=None)
-    print(bench_util.format_table(rows))
-    return rows
+    return bench_util.model_sweep_main(
+        __doc__.split("\n")[0], run, argv, sizes="mini,base", xla="off,on", count_flag="steps",
+        count_help=(3, "optimizer steps per timed call"))
 
 
 if __name__ == "__main__":

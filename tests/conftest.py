@@ -66,6 +66,10 @@ def pytest_sessionstart(session):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end test (still run in CI)")
+    # pytest-xdist's controller: hand the files out in the workers' collection order (see
+    # pytest_collection_modifyitems), not sorted by their number of tests.
+    if getattr(config.option, "loadscopereorder", False) and _file_seconds():
+        config.option.loadscopereorder = False
 
 
 def check_test_predictions(output_dir, ids, labels=None, kind="classification",
@@ -106,3 +110,106 @@ def check_test_predictions(output_dir, ids, labels=None, kind="classification",
         # The same float32 numbers in two files (JSON's repr vs the TSV's): only the text differs.
         np.testing.assert_allclose(got, row, atol=1e-7, rtol=0)
     return records
+
+
+# Hang guards, never speed bounds: a wait or a child process that takes longer than this is
+# hung, on any CPU (an AVX2 machine under `make test`'s load runs a step several times slower
+# than an idle AVX-512 one). A test that needs "after X happened" waits for X itself.
+HANG_GUARD_SECONDS = 1200
+
+
+def wait_until(condition, proc=None, what="the condition", timeout=HANG_GUARD_SECONDS):
+    """Polls `condition()` until it is true; fails if `proc` (a Popen) ended first (with
+    the end of its stderr when it was piped) or after `timeout` seconds (a hang guard)."""
+    import time  # pylint: disable=import-outside-toplevel
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise AssertionError("the process ended (%s) before %s: %s"
+                                 % (proc.returncode, what, err[-3000:]))
+        assert time.monotonic() < deadline, "hung: no %s after %d s" % (what, timeout)
+        time.sleep(0.1)
+
+
+class StderrLines:
+    """Reads a Popen's piped (text) stderr in a thread, so that a test can wait for a line
+    the process prints (an event, whatever the CPU's speed) and still read all of it."""
+
+    def __init__(self, proc):
+        import threading  # pylint: disable=import-outside-toplevel
+        self.proc, self.lines = proc, []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            with self._lock:
+                self.lines.append(line)
+
+    def wait_for(self, pattern, what=None):
+        """Waits until a line matches the regular expression `pattern`; returns the match."""
+        import re  # pylint: disable=import-outside-toplevel
+        found = []
+
+        def seen():
+            with self._lock:
+                found[:] = [m for m in map(re.compile(pattern).search, self.lines) if m][:1]
+            if not found and not self._thread.is_alive():
+                raise AssertionError("the process ended (%s) before a line matching %r: %s"
+                                     % (self.proc.wait(), pattern, self.text()[-3000:]))
+            return bool(found)
+        wait_until(seen, what=what or "a line matching %r" % pattern)
+        return found[0]
+
+    def text(self):
+        """All of stderr once the process has ended (waits for it, a hang guard)."""
+        self.proc.wait(timeout=HANG_GUARD_SECONDS)
+        self._thread.join(HANG_GUARD_SECONDS)
+        return "".join(self.lines)
+
+
+def read_eval_results(path):
+    """eval_results.txt's "key = value" lines as a dict of strings."""
+    with open(str(path), encoding="utf-8") as f:
+        return dict(line.rstrip("\n").split(" = ", 1) for line in f)
+
+
+def read_tsv_floats(path):
+    """A test_results.tsv (tab-separated numbers, a row per line) as a float64 array."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    with open(str(path), encoding="utf-8") as f:
+        return np.array([[float(x) for x in line.rstrip("\n").split("\t")] for line in f])
+
+
+# pytest-xdist's --dist loadfile hands out whole files; by default the files with the most
+# tests go first, and the slow files with few tests (a notebook, a forked reference, two
+# worker processes) come last, one worker finishing them while the other waits. With the
+# files' seconds measured in a full run (file_seconds.json, refreshed by file_seconds.py
+# from a --junitxml report) the longest go first and the short ones fill the end.
+FILE_SECONDS = pathlib.Path(__file__).with_name("file_seconds.json")
+
+
+def _file_seconds():
+    import json  # pylint: disable=import-outside-toplevel
+    try:
+        with open(str(FILE_SECONDS), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist, the files in the order of their measured seconds, longest first
+    (a file not measured yet: as long as the median one); the tests of a file in their
+    order. A run without workers keeps pytest's order."""
+    seconds = _file_seconds() if os.environ.get("PYTEST_XDIST_WORKER") else {}
+    if not seconds:
+        return
+    median = sorted(seconds.values())[len(seconds) // 2]
+    first_seen = {}
+    for item in items:
+        first_seen.setdefault(item.nodeid.split("::")[0], len(first_seen))
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], median),
+                                 first_seen[item.nodeid.split("::")[0]]))

@@ -22,6 +22,8 @@ from bert_tf2 import flags_common
 from conftest import REPO_ROOT
 from conftest import check_test_predictions
 from conftest import write_text
+from conftest import HANG_GUARD_SECONDS
+from conftest import read_eval_results, read_tsv_floats
 
 _SENTIMENT = {"positive": ["great", "excellent", "love"],
               "negative": ["awful", "broken", "hate"],
@@ -75,16 +77,6 @@ def _fv(argv):
     return flags_common.parse_flags(rc.define_flags, argv)
 
 
-def _eval_results(path):
-    with open(str(path)) as f:
-        return dict(line.rstrip("\n").split(" = ", 1) for line in f)
-
-
-def _rows(path):
-    with open(str(path)) as f:
-        return np.array([[float(x) for x in line.rstrip("\n").split("\t")] for line in f])
-
-
 def _export(root, init_checkpoint, export_dir, **config):
     esm.run(flags_common.parse_flags(esm.define_flags, _common(root, **config) + [
         "--model_type=classifier", "--init_checkpoint=%s" % init_checkpoint,
@@ -125,14 +117,14 @@ def test_csv_word_labels_train_evaluate_and_predict(csv_run):
     assert (out / "label_list.txt").read_text() == "negative\nneutral\npositive\n"
     assert json.loads((out / "classifier_task.json").read_text()) == {
         "task_name": "csv", "task_type": "classification"}
-    result = _eval_results(out / "eval_results.txt")
+    result = read_eval_results(out / "eval_results.txt")
     print("csv task, 3 word labels: eval_accuracy = %s (chance 0.33)" % result["eval_accuracy"])
     assert set(result) == {"eval_accuracy", "eval_loss", "global_step", "loss", "eval_macro_f1",
                            "eval_weighted_f1", "eval_f1_negative", "eval_f1_neutral",
                            "eval_f1_positive"}
     assert result["global_step"] == "48"  # int(96 / 16 * 8)
     assert float(result["eval_accuracy"]) >= 0.9
-    probabilities = _rows(out / "test_results.tsv")
+    probabilities = read_tsv_floats(out / "test_results.tsv")
     assert probabilities.shape == (15, 3)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
     truth = [_LABELS.index(label) for _, label in csv_run["splits"]["test"]]
@@ -146,7 +138,7 @@ def test_export_from_the_output_dir_alone_serves_the_word_labels(csv_run, tmp_pa
     model = _export(tmp_path, csv_run["out"], tmp_path / "model")
     texts = [text for text, _ in csv_run["splits"]["test"]]
     out = model.signatures["serving_text_a"](text_a=tf.constant(texts))
-    want = _rows(csv_run["out"] / "test_results.tsv")
+    want = read_tsv_floats(csv_run["out"] / "test_results.tsv")
     np.testing.assert_allclose(out["probabilities"].numpy(), want, atol=1e-5, rtol=0)
     assert out["labels"].numpy()[0].tolist() == [l.encode() for l in _LABELS]
     assert [l.decode() for l in out["predicted_label"].numpy()] == [
@@ -159,8 +151,9 @@ def test_predict_only_run_takes_the_labels_beside_the_checkpoint(csv_run, tmp_pa
                                 "--init_checkpoint=%s" % csv_run["out"], "--do_predict",
                                 "--predict_batch_size=16"]
     rc.run(_fv(argv + ["--output_dir=%s" % (tmp_path / "again")]))
-    np.testing.assert_allclose(_rows(tmp_path / "again" / "test_results.tsv"),
-                               _rows(csv_run["out"] / "test_results.tsv"), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(read_tsv_floats(tmp_path / "again" / "test_results.tsv"),
+                               read_tsv_floats(csv_run["out"] / "test_results.tsv"),
+                               atol=1e-5, rtol=0)
     labels_file = write_text(tmp_path / "other.txt", "positive\nneutral\nnegative\n")
     with pytest.raises(ValueError, match=r"label_list.txt lists the labels negative, neutral, "
                                          r"positive; --task_name=csv has positive, neutral, "
@@ -194,9 +187,9 @@ def test_best_folder_alone_predicts_and_exports(csv_run, tmp_path, caplog):
     rc.run(_fv(alone + ["--output_dir=%s" % (tmp_path / "alone")]))
     rc.run(_fv(_common(tmp_path) + alone + ["--task_name=csv", "--output_dir=%s"
                                             % (tmp_path / "flags")]))
-    want = _rows(tmp_path / "flags" / "test_results.tsv")
+    want = read_tsv_floats(tmp_path / "flags" / "test_results.tsv")
     # The same checkpoint, settings and batch shapes: only where the settings came from differs.
-    np.testing.assert_allclose(_rows(tmp_path / "alone" / "test_results.tsv"), want,
+    np.testing.assert_allclose(read_tsv_floats(tmp_path / "alone" / "test_results.tsv"), want,
                                atol=1e-6, rtol=0)
     # A flag given wins; contradicting the folder, it is one warning line.
     caplog.clear()
@@ -229,7 +222,7 @@ def test_folder_of_an_earlier_version_works_with_the_flags(csv_run, tmp_path):
     with pytest.raises(ValueError, match=r"--task_name is required"):
         rc.run(_fv(argv))
     rc.run(_fv(_common(tmp_path) + argv + ["--task_name=csv"]))
-    assert _rows(tmp_path / "out" / "test_results.tsv").shape == (15, 3)
+    assert read_tsv_floats(tmp_path / "out" / "test_results.tsv").shape == (15, 3)
 
 
 # ---------------------------------------------------------------------------
@@ -263,10 +256,11 @@ def test_readme_processor_from_the_command_line(tmp_path):
                "--data_dir=reviews", "--output_dir=out", "--notrim_padding"] + (
                    _common(tmp_path) + _TRAIN_FLAGS)
     done = subprocess.run(command, cwd=str(tmp_path), capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          timeout=HANG_GUARD_SECONDS,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "eval_accuracy = " in done.stderr
-    result = _eval_results(out / "eval_results.txt")
+    result = read_eval_results(out / "eval_results.txt")
     print("plugged-in FolderProcessor: eval_accuracy = %s (chance 0.5)"
           % result["eval_accuracy"])
     assert float(result["eval_accuracy"]) >= 0.9
@@ -274,7 +268,7 @@ def test_readme_processor_from_the_command_line(tmp_path):
     # The export needs no --task_name and no --processor: the labels come from out/.
     model = _export(tmp_path, out, tmp_path / "model")
     served = model.serving_text_a(tf.constant(tests))
-    want = _rows(out / "test_results.tsv")
+    want = read_tsv_floats(out / "test_results.tsv")
     np.testing.assert_allclose(served["probabilities"].numpy(), want, atol=1e-5, rtol=0)
     assert [l.decode() for l in served["predicted_label"].numpy()] == [
         ["neg", "pos"][k] for k in want.argmax(axis=1)]
@@ -307,7 +301,7 @@ def test_regression_and_multilabel_files_train_and_export(tmp_path, task, task_t
         "--train_batch_size=8", "--num_train_epochs=1", "--eval_batch_size=16",
         "--predict_batch_size=16", "--notrim_padding", "--eval_every_n_steps=2",
         "--best_metric=eval_loss"]))
-    result = _eval_results(out / "eval_results.txt")
+    result = read_eval_results(out / "eval_results.txt")
     assert json.loads((out / "classifier_task.json").read_text())["task_type"] == task_type
     # best/ (its one evaluation: the last step) exports with --init_checkpoint alone:
     # the kind of head (sigmoids for multilabel) comes from its files.
@@ -315,7 +309,7 @@ def test_regression_and_multilabel_files_train_and_export(tmp_path, task, task_t
         "--init_checkpoint=%s" % (out / "best"), "--export_dir=%s" % (tmp_path / "model")]))
     model = tf.saved_model.load(str(tmp_path / "model"))
     served = model.serving_text_a(tf.constant([t for t, _ in rows]))
-    want = _rows(out / "test_results.tsv")
+    want = read_tsv_floats(out / "test_results.tsv")
     if task_type == "regression":
         assert {"eval_pearson", "eval_spearman"} <= set(result)
         assert not (out / "label_list.txt").exists()

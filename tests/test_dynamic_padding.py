@@ -16,6 +16,7 @@ from bert_tf2.tasks import multiple_choice_data
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
 from conftest import FP32_ATOL, REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 from bert_tf2.tasks.glue_data import Sst2Processor, eval_metrics
 
 MAX_LEN = 40
@@ -514,7 +515,7 @@ def test_mirrored_two_replicas(tmp_path):
     script.write_text(MIRRORED_SCRIPT)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, str(script), str(REPO_ROOT), str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=env)
+                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     line = [x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1]
     report = json.loads(line[len("RESULT"):])

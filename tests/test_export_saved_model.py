@@ -29,6 +29,7 @@ from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import write_text
 from conftest import FP32_ATOL
+from conftest import HANG_GUARD_SECONDS
 
 # Reference-port helpers the tests compare against.
 _TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair
@@ -834,7 +835,7 @@ def test_classifier_in_a_fresh_process_equals_run_classifier(golden, shared_dir,
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
     subprocess.run([sys.executable, "-c", _LOAD_AND_PREDICT, str(export_dir), pairs_file,
                     str(tmp_path / "probabilities.npy")],
-                   check=True, cwd=str(tmp_path), env=env, timeout=300)
+                   check=True, cwd=str(tmp_path), env=env, timeout=HANG_GUARD_SECONDS)
     got = np.load(str(tmp_path / "probabilities.npy"))
     np.testing.assert_allclose(got, expected, atol=1e-5)
     # Fine-tuning moved the head: the export is of the trained weights, not the golden ones.
@@ -851,7 +852,7 @@ def test_classifier_in_a_fresh_process_equals_run_classifier(golden, shared_dir,
     subprocess.run([saved_model_cli, "run", "--dir", str(export_dir), "--tag_set", "serve",
                     "--signature_def", "serving_default", "--outdir", str(outdir),
                     "--input_exprs", "text_a=[%r];text_b=[%r]" % (first.text_a, first.text_b)],
-                   check=True, cwd=str(tmp_path), env=env, timeout=300,
+                   check=True, cwd=str(tmp_path), env=env, timeout=HANG_GUARD_SECONDS,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     np.testing.assert_allclose(np.load(str(outdir / "probabilities.npy")),
                                expected[index:index + 1], atol=1e-5)
@@ -1008,7 +1009,7 @@ def test_sigterm_at_each_stage_of_a_reexport_leaves_the_earlier_one_untouched(tm
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     stages = ("save", "convert", "rename")
     done = subprocess.run([sys.executable, script, root, str(export_dir)] + list(stages),
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, check=False)
     assert done.stdout.splitlines() == ["%s: exit 143" % s for s in stages], done.stderr[-3000:]
     assert done.stderr.count("error: stopped by SIGTERM") == len(stages)
     assert _snapshot(export_dir) == before

@@ -16,6 +16,7 @@ import run_multiple_choice
 import run_ner
 from bert_tf2 import flags_common
 from conftest import write_text
+from conftest import HANG_GUARD_SECONDS
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "lives", "in",
           "paris", "works", "for", "acme", "corp", "and", "mary", "visited", "berlin", ".",
@@ -51,7 +52,7 @@ def _serve(tmp_path, export_dir, inputs):
     output = str(tmp_path / "served.json")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     subprocess.run([sys.executable, "-c", _SERVE, str(export_dir), inputs_file, output],
-                   check=True, env=env, cwd=str(tmp_path), timeout=300)
+                   check=True, env=env, cwd=str(tmp_path), timeout=HANG_GUARD_SECONDS)
     with open(output, encoding="utf-8") as f:
         return json.load(f)
 

@@ -10,6 +10,7 @@ from absl import flags
 
 from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
+from conftest import HANG_GUARD_SECONDS, wait_until
 
 
 def _define(fv):
@@ -110,7 +111,7 @@ def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
     command = ("import sys; sys.argv[0] = 'bert-run-classifier'; "
                "import run_classifier; run_classifier.main()")
     out = subprocess.run([sys.executable, "-c", command, "--help"],
-                         capture_output=True, text=True, timeout=120, cwd=repo)
+                         capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, cwd=repo)
     first_line = importlib.import_module("run_classifier").__doc__.splitlines()[0]
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith(first_line)
@@ -127,7 +128,7 @@ def test_help_exits_0_and_prints_the_flags(module_name, asked):
     # runs run_classifier's --help, and every face's help flags are checked below in-process.
     repo = pathlib.Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, module_name + ".py", asked], capture_output=True,
-                         text=True, timeout=120, cwd=repo)
+                         text=True, timeout=HANG_GUARD_SECONDS, cwd=repo)
     assert out.returncode == 0, out.stderr[-2000:]
     fv, _ = _short_help(module_name)
     for name in fv:
@@ -155,7 +156,7 @@ def test_ctrl_c_is_one_line_and_exit_code_130():
                "to resume from out/model.ckpt-5')\n"
                "flags_common.run_cli(lambda fv: None, run)\n")
     out = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True,
-                         timeout=120, cwd=repo)
+                         timeout=HANG_GUARD_SECONDS, cwd=repo)
     assert out.returncode == 130
     assert out.stderr.strip().splitlines()[-1:] == [
         "interrupted at step 7; rerun the same command to resume from out/model.ckpt-5"]
@@ -221,19 +222,16 @@ def _runner(*args, **kwargs):
 
 def test_run_cli_one_line_for_tensorflow_errors_and_signals(tmp_path):
     import signal
-    import time
     blocker = tmp_path / "a_file"
     blocker.write_text("keep")
     proc = _runner("--output_file=%s/x.txt" % blocker)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
     assert (proc.returncode, err) == (1, "error: %s/x.txt; Not a directory\n" % blocker)
     # SIGTERM as Ctrl-C: the block's temporary file is removed, one line, 128 + 15.
     proc = _runner("--output_file=%s/y.txt" % tmp_path, "--wait")
-    deadline = time.time() + 120
-    while not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]:
-        assert proc.poll() is None and time.time() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: [p for p in tmp_path.iterdir() if ".tmp-" in p.name], proc,
+               what="the block's temporary file")
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
     assert (proc.returncode, err) == (143, "error: stopped by SIGTERM\n")
     assert [p.name for p in tmp_path.iterdir()] == ["a_file"]

@@ -10,6 +10,7 @@ import pytest
 
 from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 from test_training import classifier_loss, dataset_fn_of, features, make_runner
 
 SCRIPT = os.path.join(str(REPO_ROOT), "tests", "fork_checkpoint_graph.py")
@@ -24,7 +25,7 @@ def fork_run(tmp_path_factory):
     assert checkpoints.is_tf2_checkpoint(latest)
     out = str(folder / "found.json")
     proc = subprocess.run([sys.executable, SCRIPT, str(REPO_ROOT), latest, out],
-                          capture_output=True, text=True, timeout=300, check=False,
+                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, check=False,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out, encoding="utf-8") as f:

@@ -24,6 +24,7 @@ import tensorflow as tf
 import tf_keras
 
 import optimization
+from conftest import HANG_GUARD_SECONDS
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPS = float(np.finfo(np.float32).eps)
@@ -341,7 +342,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 def test_fused_update_under_mirrored_strategy_with_loss_scaling(kind):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, REPO_ROOT, kind],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=env, timeout=HANG_GUARD_SECONDS)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr[-4000:]
     result = json.loads(lines[-1][len("RESULT"):])

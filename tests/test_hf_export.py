@@ -22,6 +22,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import REPO_ROOT, write_text
+from conftest import HANG_GUARD_SECONDS
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -378,7 +379,7 @@ def test_transformers_loads_every_head_with_our_numbers(tmp_path, shared_dir):
     request_file = write_text(tmp_path / "request.json", json.dumps({"folders": request}))
     out_file = str(tmp_path / "peer.json")
     subprocess.run([peer, os.path.join(str(REPO_ROOT), "tests", "hf_peer_check.py"),
-                    request_file, out_file], check=True, timeout=600,
+                    request_file, out_file], check=True, timeout=HANG_GUARD_SECONDS,
                    env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
     with open(out_file, encoding="utf-8") as f:
         theirs = dict(zip([e["head"] for e in request], json.load(f)))

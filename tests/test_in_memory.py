@@ -51,6 +51,20 @@ def _read(path):
         return f.read()
 
 
+def _tiny_model(root, words):
+    """vocab.txt of `words` and the tiny config (its vocab_size theirs) in `root`: the
+    two settings naming them."""
+    config = dict(_CONFIG, vocab_size=len(words))
+    return dict(vocab_file=write_text(root / "vocab.txt", "".join(w + "\n" for w in words)),
+                bert_config_file=write_text(root / "config.json", json.dumps(config)))
+
+
+def _assert_same_files(folder, other, names):
+    """Each of `names` holds the same text in `folder` and in `other`."""
+    for name in names:
+        assert _read(folder / name) == _read(other / name), name
+
+
 # ---------------------------------------------------------------------------
 # The tables read as the files
 # ---------------------------------------------------------------------------
@@ -158,9 +172,8 @@ def runs(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_table_run_writes_what_the_file_run_writes(runs):
-    for name in ("eval_results.txt", "test_results.tsv", "test_predictions.jsonl",
-                 "label_list.txt"):
-        assert _read(runs["table_run"] / name) == _read(runs["file_run"] / name), name
+    _assert_same_files(runs["table_run"], runs["file_run"], (
+        "eval_results.txt", "test_results.tsv", "test_predictions.jsonl", "label_list.txt"))
     assert runs["result"].metrics["global_step"] == 3  # int(12 / 4 * 1.0)
     assert len(_read(runs["table_run"] / "test_results.tsv").splitlines()) == 5
 
@@ -228,11 +241,9 @@ def ner_runs(tmp_path_factory):
     import run_ner  # pylint: disable=import-outside-toplevel
     from test_ner_data import IOB2, VOCAB  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("ner_in_memory")
-    config = dict(_CONFIG, vocab_size=len(VOCAB))
-    common = dict(vocab_file=write_text(root / "vocab.txt", "\n".join(VOCAB) + "\n"),
-                  bert_config_file=write_text(root / "config.json", json.dumps(config)),
-                  max_seq_length=16, doc_stride=8, train_batch_size=4, eval_batch_size=3,
-                  predict_batch_size=3, learning_rate=3e-3, seed=1, crf=True)
+    common = dict(_tiny_model(root, VOCAB), max_seq_length=16, doc_stride=8,
+                  train_batch_size=4, eval_batch_size=3, predict_batch_size=3,
+                  learning_rate=3e-3, seed=1, crf=True)
     sentences = _sentences(IOB2)
     words = [[w for w, _ in s] for s in sentences]
     tables = {"train": sentences, "dev": sentences, "test": words}
@@ -253,8 +264,8 @@ def ner_runs(tmp_path_factory):
 @pytest.mark.slow
 def test_ner_tables_and_files_give_the_same_results(ner_runs):
     # The file run evaluates the table run's checkpoint: the same step, the same numbers.
-    for name in ("eval_results.txt", "eval_predictions.txt", "test_predictions.txt"):
-        assert _read(ner_runs["tables"] / name) == _read(ner_runs["file_eval"] / name), name
+    _assert_same_files(ner_runs["tables"], ner_runs["file_eval"], (
+        "eval_results.txt", "eval_predictions.txt", "test_predictions.txt"))
 
 
 @pytest.mark.slow
@@ -304,11 +315,9 @@ def squad_runs(tmp_path_factory):
     import run_squad  # pylint: disable=import-outside-toplevel
     from test_run_squad import WORDS  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("squad_in_memory")
-    config = dict(_CONFIG, vocab_size=len(WORDS))
-    common = dict(vocab_file=write_text(root / "vocab.txt", "\n".join(WORDS) + "\n"),
-                  bert_config_file=write_text(root / "config.json", json.dumps(config)),
-                  max_seq_length=32, doc_stride=8, max_query_length=12, train_batch_size=2,
-                  predict_batch_size=3, learning_rate=3e-3, seed=1, n_best_size=5)
+    common = dict(_tiny_model(root, WORDS), max_seq_length=32, doc_stride=8,
+                  max_query_length=12, train_batch_size=2, predict_batch_size=3,
+                  learning_rate=3e-3, seed=1, n_best_size=5)
     run_squad.run(run_squad.Settings(train_file=_squad(), predict_file=_squad(),
                                      output_dir=str(root / "dicts"), do_train=True,
                                      do_predict=True, num_train_epochs=4.0, **common))
@@ -339,8 +348,8 @@ def test_a_bad_squad_dict_is_one_error_naming_the_setting(tmp_path):
 
 @pytest.mark.slow
 def test_squad_dicts_and_files_give_the_same_answers(squad_runs):
-    for name in ("predictions.json", "nbest_predictions.json", "eval_results.txt"):
-        assert _read(squad_runs["dicts"] / name) == _read(squad_runs["file"] / name), name
+    _assert_same_files(squad_runs["dicts"], squad_runs["file"], (
+        "predictions.json", "nbest_predictions.json", "eval_results.txt"))
 
 
 @pytest.mark.slow
@@ -392,11 +401,9 @@ def _choices(count, offset, labels=True):
 def choice_runs(tmp_path_factory):
     import run_multiple_choice  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("choice_in_memory")
-    common = dict(task_name="jsonl",
-                  vocab_file=write_text(root / "vocab.txt", "".join(t + "\n" for t in _VOCAB)),
-                  bert_config_file=write_text(root / "config.json", json.dumps(_CONFIG)),
-                  max_seq_length=12, train_batch_size=4, eval_batch_size=3,
-                  predict_batch_size=3, learning_rate=1e-3, seed=1)
+    common = dict(_tiny_model(root, _VOCAB), task_name="jsonl", max_seq_length=12,
+                  train_batch_size=4, eval_batch_size=3, predict_batch_size=3,
+                  learning_rate=1e-3, seed=1)
     tables = {"train": _choices(8, 0), "dev": _columns(_choices(4, 1)),
               "test": _choices(5, 2, labels=False)}
     run_multiple_choice.run(run_multiple_choice.Settings(
@@ -435,8 +442,8 @@ def test_bad_multiple_choice_tables_name_the_row(tmp_path):
 
 @pytest.mark.slow
 def test_multiple_choice_tables_files_and_predict_agree(choice_runs):
-    for name in ("eval_results.txt", "test_results.tsv", "test_predictions.jsonl"):
-        assert _read(choice_runs["tables"] / name) == _read(choice_runs["files_run"] / name)
+    _assert_same_files(choice_runs["tables"], choice_runs["files_run"], (
+        "eval_results.txt", "test_results.tsv", "test_predictions.jsonl"))
     written = [json.loads(line) for line in
                _read(choice_runs["tables"] / "test_predictions.jsonl").splitlines()]
     questions = choice_runs["test"]

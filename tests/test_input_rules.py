@@ -64,32 +64,30 @@ def files(tmp_path):
     return f
 
 
+def _model_flags(files, out, max_seq_length=16):
+    """The vocabulary, config, output folder and length flags every fine-tuner here takes."""
+    return ["--vocab_file=%s" % files["vocab"], "--bert_config_file=%s" % files["config"],
+            "--output_dir=%s" % out, "--max_seq_length=%d" % max_seq_length]
+
+
 def _classifier(files, out, *extra):
-    return run_classifier, ["--task_name=sst-2", "--data_dir=%s" % files["glue"],
-                            "--vocab_file=%s" % files["vocab"],
-                            "--bert_config_file=%s" % files["config"],
-                            "--output_dir=%s" % out, "--max_seq_length=16"] + list(extra)
+    return run_classifier, ["--task_name=sst-2", "--data_dir=%s" % files["glue"]] + (
+        _model_flags(files, out) + list(extra))
 
 
 def _ner(files, out, *extra):
-    return run_ner, ["--data_dir=%s" % files["ner"], "--vocab_file=%s" % files["vocab"],
-                     "--bert_config_file=%s" % files["config"], "--output_dir=%s" % out,
-                     "--max_seq_length=16"] + list(extra)
+    return run_ner, ["--data_dir=%s" % files["ner"]] + _model_flags(files, out) + list(extra)
 
 
 def _multiple_choice(files, out, *extra):
-    return run_multiple_choice, ["--task_name=jsonl", "--data_dir=%s" % files["swag"],
-                                 "--vocab_file=%s" % files["vocab"],
-                                 "--bert_config_file=%s" % files["config"],
-                                 "--output_dir=%s" % out, "--max_seq_length=16"] + list(extra)
+    return run_multiple_choice, ["--task_name=jsonl", "--data_dir=%s" % files["swag"]] + (
+        _model_flags(files, out) + list(extra))
 
 
 def _squad(files, out, *extra):
     return run_squad, ["--train_file=%s" % files["squad"], "--predict_file=%s" % files["squad"],
-                       "--vocab_file=%s" % files["vocab"],
-                       "--bert_config_file=%s" % files["config"], "--output_dir=%s" % out,
-                       "--max_seq_length=24", "--max_query_length=4", "--doc_stride=8"] + list(
-                           extra)
+                       "--max_query_length=4", "--doc_stride=8"] + (
+                           _model_flags(files, out, max_seq_length=24) + list(extra))
 
 
 _FINE_TUNERS = {"run_classifier": _classifier, "run_ner": _ner,

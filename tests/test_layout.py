@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 
 REFERENCE = ["modeling", "tokenization", "optimization", "create_pretraining_data",
              "run_pretraining", "run_classifier", "run_squad", "extract_features"]
@@ -70,7 +71,8 @@ def test_a_users_own_module_beside_their_script_changes_nothing(tmp_path):
         (tmp_path / (name + ".py")).write_text("raise SystemExit('user %s.py imported')\n" % name)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     out = subprocess.run([sys.executable, "-c", "import run_classifier, export_saved_model"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=HANG_GUARD_SECONDS)
     assert out.returncode == 0, out.stderr[-2000:]
 
 
@@ -111,7 +113,7 @@ def _run_users_script(folder, pythonpath, ours):
         (folder / (name + ".py")).write_text("USER = %r\n" % name)
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
     out = subprocess.run([sys.executable, "-c", _USERS_SCRIPT, str(ours)], cwd=folder,
-                         env=env, capture_output=True, text=True, timeout=300)
+                         env=env, capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
@@ -131,7 +133,7 @@ def test_from_bert_import_gives_ours_beside_a_users_files_when_installed(tmp_pat
     installed = tmp_path / "site"
     out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                           "--no-build-isolation", "--target", str(installed), str(source)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
     assert out.returncode == 0, out.stderr[-3000:]
     user = tmp_path / "user"
     user.mkdir()

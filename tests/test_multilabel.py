@@ -19,6 +19,8 @@ from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import multilabel_data as ml
 from conftest import check_test_predictions
 from conftest import write_text
+from conftest import HANG_GUARD_SECONDS
+from conftest import read_eval_results, read_tsv_floats
 
 _TRIGGERS = ["red", "green", "blue", "gold"]
 _FILLER = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "fast", "it", "is", "big"]
@@ -238,20 +240,10 @@ def trained(tmp_path_factory):
     return {"root": root, "data": data, "out": out, "splits": splits}
 
 
-def _eval_results(path):
-    with open(str(path)) as f:
-        return dict(line.rstrip("\n").split(" = ", 1) for line in f)
-
-
-def _probabilities(path):
-    with open(str(path)) as f:
-        return np.array([[float(x) for x in line.rstrip("\n").split("\t")] for line in f])
-
-
 @pytest.mark.slow
 def test_tiny_model_learns_which_triggers_occur(trained):
     out = trained["out"]
-    result = _eval_results(out / "eval_results.txt")
+    result = read_eval_results(out / "eval_results.txt")
     labels = sorted(_LABEL_OF.values())
     assert (out / "label_list.txt").read_text() == "".join(l + "\n" for l in labels)
     assert set(result) == {"eval_loss", "loss", "global_step", "eval_subset_accuracy"} | {
@@ -264,7 +256,7 @@ def test_tiny_model_learns_which_triggers_occur(trained):
     assert baseline < 0.6
     assert float(result["eval_micro_f1"]) > 0.9
     # test_results.tsv: one line per test example, one probability per label, label order.
-    probabilities = _probabilities(out / "test_results.tsv")
+    probabilities = read_tsv_floats(out / "test_results.tsv")
     assert probabilities.shape == (37, 4)  # 37 = 2 batches of 16 + 5 (padding rows dropped)
     truth = np.array([[l in labels_ for l in labels] for _, labels_ in trained["splits"]["test"]])
     assert np.mean((probabilities >= 0.5) == truth) > 0.9
@@ -288,16 +280,16 @@ def test_eval_again_from_the_checkpoint_trimmed_or_not(trained, tmp_path):
             "--output_dir=%s" % out, "--init_checkpoint=%s" % trained["out"], "--do_eval",
             "--do_predict", "--max_seq_length=16", "--eval_batch_size=16",
             "--predict_batch_size=16"] + extra))
-        results[name] = (_eval_results(out / "eval_results.txt"),
-                         _probabilities(out / "test_results.tsv"))
+        results[name] = (read_eval_results(out / "eval_results.txt"),
+                         read_tsv_floats(out / "test_results.tsv"))
         assert not (out / "label_list.txt").exists()  # only training runs write it
-    trained_result = _eval_results(trained["out"] / "eval_results.txt")
+    trained_result = read_eval_results(trained["out"] / "eval_results.txt")
     for name in ("trim", "notrim"):
         got, probabilities = results[name]
         for key, value in trained_result.items():
             assert float(got[key]) == pytest.approx(float(value), abs=1e-5), (name, key)
         np.testing.assert_allclose(probabilities,
-                                   _probabilities(trained["out"] / "test_results.tsv"),
+                                   read_tsv_floats(trained["out"] / "test_results.tsv"),
                                    atol=1e-5, rtol=0)
     np.testing.assert_allclose(results["bf16"][1], results["trim"][1], atol=0.05, rtol=0)
     assert float(results["bf16"][0]["eval_micro_f1"]) > 0.9
@@ -328,10 +320,10 @@ def test_served_probabilities_equal_test_results(trained, tmp_path):
     output = str(tmp_path / "served.json")
     subprocess.run([sys.executable, "-c", _SERVE, str(export_dir), inputs, output], check=True,
                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=str(tmp_path),
-                   timeout=300)
+                   timeout=HANG_GUARD_SECONDS)
     with open(output, encoding="utf-8") as f:
         served = json.load(f)
-    want = _probabilities(trained["out"] / "test_results.tsv")
+    want = read_tsv_floats(trained["out"] / "test_results.tsv")
     np.testing.assert_allclose(np.array(served["probabilities"]), want, atol=1e-5, rtol=0)
     labels = sorted(_LABEL_OF.values())
     assert served["labels"][0] == labels

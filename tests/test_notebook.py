@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 
 NOTEBOOK = REPO_ROOT / "demo" / "notebook.ipynb"
 
@@ -29,7 +30,7 @@ def test_the_notebook_trains_evaluates_and_predicts(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=900, check=False)
+                          timeout=HANG_GUARD_SECONDS, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout.splitlines()
     # The evaluation's values, then one line per test row: label, text, probability.

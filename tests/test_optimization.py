@@ -16,6 +16,7 @@ import tf_keras
 
 import optimization
 from conftest import FP32_ATOL
+from conftest import HANG_GUARD_SECONDS
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -549,7 +550,7 @@ def test_mirrored_strategy_two_cpus(fused):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
                CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, REPO_ROOT, str(int(fused))],
-                          capture_output=True, text=True, env=env, timeout=240)
+                          capture_output=True, text=True, env=env, timeout=HANG_GUARD_SECONDS)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr[-4000:]
     result = json.loads(lines[-1][len("RESULT"):])

@@ -5,14 +5,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 import run_classifier
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
-from conftest import write_text
+from conftest import wait_until, write_text
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "a", "dog", "."]
@@ -37,12 +36,9 @@ def _run(argv):
     return run_classifier.run(flags_common.parse_flags(run_classifier.define_flags, argv))
 
 
-def _wait_for_lock(proc, lock_file, timeout=120):
-    deadline = time.time() + timeout
-    while not (os.path.exists(lock_file) and "pid" in open(lock_file).read()):
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        assert time.time() < deadline
-        time.sleep(0.1)
+def _wait_for_lock(proc, lock_file):
+    wait_until(lambda: os.path.exists(lock_file) and "pid" in open(lock_file).read(), proc,
+               what="the lock file")
 
 
 def test_second_training_refused_and_a_killed_run_leaves_no_stale_lock(tmp_path):

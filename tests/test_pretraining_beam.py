@@ -27,6 +27,7 @@ import run_pretraining  # pylint: disable=wrong-import-position
 import bert_tf2.pretraining  # pylint: disable=wrong-import-position
 from bert_tf2 import flags_common  # pylint: disable=wrong-import-position
 from bert_tf2.pretraining import pretraining_beam  # pylint: disable=wrong-import-position
+from conftest import HANG_GUARD_SECONDS, wait_until  # pylint: disable=wrong-import-position
 
 SEQ, PREDS = 32, 5
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "on",
@@ -322,7 +323,7 @@ def test_bad_input_in_worker_processes_is_one_line(corpus, tmp_path):
     (tmp_path / "a.txt").write_text(_corpus(1))
     (tmp_path / "b.txt").write_bytes("the cat\n\nsat on\nthe mat caf\xe9\n".encode("latin-1"))
     proc = subprocess.run(_command(corpus, tmp_path, "%s/*.txt" % tmp_path, *PROCESSES),
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and "bad input" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines()
@@ -332,23 +333,25 @@ def test_bad_input_in_worker_processes_is_one_line(corpus, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
 
 
+def _start_on_big_files(corpus, tmp_path, copies, *extra):
+    """big-0.txt and big-1.txt (`copies` times a corpus each) and the command line started
+    on them (a Popen, its stderr piped)."""
+    for i in range(2):
+        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * copies)
+    return subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path, *extra),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def test_sigterm_removes_the_temporary_folder(corpus, tmp_path):
     # Enough text that the pipeline runs ~8 s past the temporary folder's creation
     # (x50 left 2.5 s on an idle machine, and under make test's load a run once
     # ended before the signal).
-    for i in range(2):
-        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * 400)
-    proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path,
-                                     "--dupe_factor=50", *IN_MEMORY),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 600
-    while not [p for p in tmp_path.iterdir() if ".beam-tmp-" in p.name]:
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        assert time.time() < deadline
-        time.sleep(0.1)
+    proc = _start_on_big_files(corpus, tmp_path, 400, "--dupe_factor=50", *IN_MEMORY)
+    wait_until(lambda: [p for p in tmp_path.iterdir() if ".beam-tmp-" in p.name], proc,
+               what="the temporary folder")
     time.sleep(1)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=300)
+    _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
     assert proc.returncode == 143, err[-3000:]
     assert err.splitlines()[-1] == "error: stopped by SIGTERM" and "Traceback" not in err
     assert sorted(os.listdir(tmp_path)) == ["big-0.txt", "big-1.txt"]
@@ -407,32 +410,22 @@ def _worker_processes(pid):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
 def test_a_worker_process_killed_is_one_line(corpus, tmp_path):
-    for i in range(2):
-        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * 200)
-    proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path,
-                                     "--dupe_factor=20", *PROCESSES),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while not _worker_processes(proc.pid):
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        assert time.time() < deadline
-        time.sleep(0.1)
+    proc = _start_on_big_files(corpus, tmp_path, 200, "--dupe_factor=20", *PROCESSES)
+    wait_until(lambda: _worker_processes(proc.pid), proc, what="a Beam worker process")
     # The workers at work: one killed while it starts leaves Beam waiting for ever for
     # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly). A loaded
     # machine can take longer than a fixed wait to start one, so wait for a worker that has
     # spent its start-up's CPU time (its imports: about 2 s) as well.
     time.sleep(5)
-    while _cpu_seconds(_worker_processes(proc.pid)[-1]) < 4:
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        assert time.time() < deadline
-        time.sleep(0.2)
+    wait_until(lambda: _cpu_seconds(_worker_processes(proc.pid)[-1]) >= 4, proc,
+               what="a worker with 4 s of CPU time")
     os.kill(_worker_processes(proc.pid)[-1], signal.SIGKILL)
     try:
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
     except subprocess.TimeoutExpired:
         proc.terminate()  # its own clean-up
         pytest.fail("the run hung after its worker was killed: %s"
-                    % proc.communicate(timeout=120)[1][-3000:])
+                    % proc.communicate(timeout=HANG_GUARD_SECONDS)[1][-3000:])
     assert proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err and "Exception in thread" not in err, err[-3000:]
     assert err.splitlines()[-1].startswith(

@@ -26,6 +26,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import FP32_ATOL
+from conftest import HANG_GUARD_SECONDS
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRAPH_SCRIPT = os.path.join(REPO_ROOT, "tests", "reference_api_graph.py")
@@ -41,7 +42,8 @@ def graph(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("graph") / "results.npz")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, GRAPH_SCRIPT, REPO_ROOT, golden, out],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
+                          capture_output=True, text=True, env=env,
+                          timeout=HANG_GUARD_SECONDS, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = dict(np.load(out, allow_pickle=True))
     results["golden_dir"] = golden

@@ -45,6 +45,7 @@ from bert_tf2 import flags_common
 from bert_tf2.compat import move_fork
 from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT, SHARED_DIR
+from conftest import HANG_GUARD_SECONDS
 
 SCRIPT = os.path.join(str(REPO_ROOT), "tests", "reference_fork_graph.py")
 TINY_FORK = os.path.join(str(REPO_ROOT), "tests", "tiny_fork_classifier.py")
@@ -96,7 +97,7 @@ def fork_folder(tmp_path_factory):
         shutil.copyfile(os.path.join(reference, name), os.path.join(folder, name))
     proc = subprocess.run([sys.executable, "-m", "bert_tf2.compat.move_fork", folder],
                           cwd=str(REPO_ROOT), env=_env(), capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=HANG_GUARD_SECONDS, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in MODULES:
         assert "changed %s" % os.path.join(folder, name) in proc.stdout, (name, proc.stdout)
@@ -120,7 +121,8 @@ def fork(fork_folder, shared_dir, reference_runs):  # pylint: disable=unused-arg
     out = os.path.join(folder, "results.npz")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, SCRIPT, str(REPO_ROOT), folder, checkpoint,
-                           vocab, out], capture_output=True, text=True, env=env, timeout=600,
+                           vocab, out], capture_output=True, text=True, env=env,
+                           timeout=HANG_GUARD_SECONDS,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = dict(np.load(out))
@@ -269,7 +271,7 @@ def _run_fork(fork_folder, script, flags, out):
     # (as TF 1.x did), left in `out`.
     proc = subprocess.run([sys.executable, os.path.join(fork_folder, script)] + _args(flags),
                           cwd=out, env=dict(_env(), TMPDIR=out), capture_output=True,
-                          text=True, timeout=900, check=False)
+                          text=True, timeout=HANG_GUARD_SECONDS, check=False)
     assert proc.returncode == 0, "%s: %s" % (script, proc.stderr[-3000:])
     assert proc.stderr.count(ONCE) == 1, proc.stderr[-3000:]
     return proc.stderr
@@ -514,7 +516,7 @@ def test_a_tiny_fork_trains_evaluates_and_predicts(tmp_path):
     out = str(tmp_path / "out")
     proc = subprocess.run([sys.executable, str(folder / "tiny_fork.py"), "--output_dir=" + out],
                           cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=HANG_GUARD_SECONDS, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count(ONCE) == 1
     # protobuf's notice about the float_format TF's graph.pbtxt writer passes (nothing a fork

@@ -11,6 +11,7 @@ import tensorflow as tf
 from bert_tf2 import startup
 from bert_tf2.trainer import training
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 
 # Two runs of the same Settings in one fresh Python process (benchmarks/bench_memory.py's
 # task and tiny model), then one TensorFlow warning; the metrics, predictions and the
@@ -46,7 +47,8 @@ def test_two_runs_in_one_process_same_numbers_memory_freed_quiet(tmp_path):
     code = code.replace("import bench_memory  #", "sys.modules['bench_util'] = type(sys)("
                         "'bench_util'); import bench_memory  #")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=str(REPO_ROOT),
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
+                          capture_output=True, text=True, env=env,
+                          timeout=HANG_GUARD_SECONDS, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(next(line[3:] for line in proc.stdout.splitlines()
                           if line.startswith("@@ ")))

@@ -139,6 +139,17 @@ def test_choices_run_as_one_batch_equal_each_choice_alone():
                                    atol=1e-5)
 
 
+def _swag_splits(tmp_path, train, val, test=None):
+    """swag/train.csv, val.csv and test.csv (when `test`) of that many synthetic examples
+    (seeds 1, 2 and 3); returns swag/."""
+    data = tmp_path / "swag"
+    write_text(data / "train.csv", _swag_csv(_synthetic(train, 1)))
+    write_text(data / "val.csv", _swag_csv(_synthetic(val, 2)))
+    if test is not None:
+        write_text(data / "test.csv", _swag_csv(_synthetic(test, 3), test=True))
+    return data
+
+
 def _flags(tmp_path, data, out, *extra):
     config = write_text(tmp_path / "bert_config.json", json.dumps(_TINY))
     vocab = write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n")
@@ -151,10 +162,7 @@ def _flags(tmp_path, data, out, *extra):
 
 @pytest.mark.slow
 def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
-    data = tmp_path / "swag"
-    write_text(data / "train.csv", _swag_csv(_synthetic(96, 1)))
-    write_text(data / "val.csv", _swag_csv(_synthetic(40, 2)))
-    write_text(data / "test.csv", _swag_csv(_synthetic(13, 3), test=True))
+    data = _swag_splits(tmp_path, 96, 40, 13)
     result = run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "out", "--do_train",
                                             "--do_eval", "--do_predict",
                                             "--num_train_epochs=25")).metrics
@@ -172,10 +180,7 @@ def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
 
 @pytest.mark.slow
 def test_trimmed_and_full_padding_write_the_same_files(tmp_path):
-    data = tmp_path / "swag"
-    write_text(data / "train.csv", _swag_csv(_synthetic(16, 1)))
-    write_text(data / "val.csv", _swag_csv(_synthetic(12, 2)))
-    write_text(data / "test.csv", _swag_csv(_synthetic(7, 3), test=True))
+    data = _swag_splits(tmp_path, 16, 12, 7)
     run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "trained", "--do_train",
                                    "--num_train_epochs=1"))
     ckpt = tf.train.latest_checkpoint(str(tmp_path / "trained"))
@@ -208,9 +213,7 @@ def test_run_errors(tmp_path):
 
 @pytest.mark.slow
 def test_eval_during_training_writes_the_history_of_eval_results(tmp_path):
-    data = tmp_path / "swag"
-    write_text(data / "train.csv", _swag_csv(_synthetic(16, 1)))
-    write_text(data / "val.csv", _swag_csv(_synthetic(12, 2)))
+    data = _swag_splits(tmp_path, 16, 12)
     out = tmp_path / "out"
     result = run_multiple_choice.run(_flags(
         tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=2",
@@ -228,10 +231,7 @@ def test_eval_during_training_writes_the_history_of_eval_results(tmp_path):
 @pytest.mark.slow
 def test_run_of_settings_twice_in_one_process(tmp_path):
     # Python's way in: run(Settings(...)), no absl parsing; twice, nothing left behind.
-    data = tmp_path / "swag"
-    write_text(data / "train.csv", _swag_csv(_synthetic(16, 1)))
-    write_text(data / "val.csv", _swag_csv(_synthetic(12, 2)))
-    write_text(data / "test.csv", _swag_csv(_synthetic(7, 3), test=True))
+    data = _swag_splits(tmp_path, 16, 12, 7)
     settings = run_multiple_choice.Settings(
         task_name="swag", data_dir=str(data),
         vocab_file=write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),

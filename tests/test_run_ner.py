@@ -17,6 +17,7 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 from test_ner_data import IOB1, IOB2, VOCAB, write
 from test_training import absl_records  # noqa: F401  (a fixture)
 
@@ -46,14 +47,20 @@ def run(tmp_path, data_dir, out, *extra):
         run_ner.define_flags, flag_list(tmp_path, data_dir, out, *extra)))
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One tiny run trained, evaluated and tagged; (tmp_path, data, out, eval results)."""
-    tmp_path = tmp_path_factory.mktemp("ner")
+def write_splits(tmp_path):
+    """data/train.txt and dev.txt (IOB2) and test.txt (its words alone); returns data/."""
     data = tmp_path / "data"
     write(data / "train.txt", IOB2)
     write(data / "dev.txt", IOB2)
     write(data / "test.txt", WORDS_ONLY)
+    return data
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run trained, evaluated and tagged; (tmp_path, data, out, eval results)."""
+    tmp_path = tmp_path_factory.mktemp("ner")
+    data = write_splits(tmp_path)
     out = tmp_path / "out"
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
                  "--num_train_epochs=40")
@@ -217,7 +224,7 @@ def test_command_line_error_is_one_line_and_exit_1(tmp_path):
     write(data / "train.txt", "John B-PER\n\nMary B-PER\nSmith\n")
     argv = flag_list(tmp_path, data, tmp_path / "out", "--do_train")
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "run_ner.py")] + argv,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last == "error: %s, line 4: 'Smith' has one column; expected the word first and " \
@@ -276,7 +283,7 @@ _MIRRORED_LOSS = textwrap.dedent("""
 def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_path):
     script = write(tmp_path / "mirrored_loss.py", _MIRRORED_LOSS)
     proc = subprocess.run([sys.executable, script, str(REPO_ROOT)], capture_output=True,
-                          text=True, timeout=300, check=True)
+                          text=True, timeout=HANG_GUARD_SECONDS, check=True)
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(got["replicas"]) == 2
     # training.Runner scales each replica's loss by 1 / replicas and sums the gradients.
@@ -308,10 +315,7 @@ def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_pa
 
 @pytest.mark.slow
 def test_eval_during_training_and_class_weights(tmp_path, absl_records):
-    data = tmp_path / "data"
-    write(data / "train.txt", IOB2)
-    write(data / "dev.txt", IOB2)
-    write(data / "test.txt", WORDS_ONLY)
+    data = write_splits(tmp_path)
     out = tmp_path / "out"
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=16",
                  "--eval_every_n_steps=4", "--best_metric=eval_f1", "--class_weights=balanced")
@@ -344,10 +348,7 @@ def test_eval_during_training_and_class_weights(tmp_path, absl_records):
 @pytest.mark.slow
 def test_run_of_settings_twice_in_one_process(tmp_path):
     # Python's way in: run(Settings(...)), no absl parsing; twice, nothing left behind.
-    data = tmp_path / "data"
-    write(data / "train.txt", IOB2)
-    write(data / "dev.txt", IOB2)
-    write(data / "test.txt", WORDS_ONLY)
+    data = write_splits(tmp_path)
     config = write(tmp_path / "bert_config.json", json.dumps(TINY))
     vocab = write(tmp_path / "vocab.txt", "\n".join(VOCAB) + "\n")
     settings = run_ner.Settings(
@@ -391,10 +392,7 @@ def _brute_force_tags(logits, transitions):
 
 @pytest.mark.slow
 def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path, absl_records):
-    data = tmp_path / "data"
-    write(data / "train.txt", IOB2)
-    write(data / "dev.txt", IOB2)
-    write(data / "test.txt", WORDS_ONLY)
+    data = write_splits(tmp_path)
     out = tmp_path / "out"
     result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
                  "--num_train_epochs=40", "--crf")

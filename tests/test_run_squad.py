@@ -674,13 +674,20 @@ def read_results(path):
         return dict(line.strip().split(" = ") for line in f)
 
 
-@pytest.mark.slow
-def test_train_then_predict_squad_v1(shared_dir, dev_articles, tmp_path):
+def one_paragraph_each(dev_articles, tmp_path):
+    """The first two paragraphs of the dev set's first article; train.json holds the first
+    (its first answers), dev.json the second. Returns (paragraphs, train, dev)."""
     paragraphs = dev_articles[0]["paragraphs"][:2]
     train = tmp_path / "train.json"
     train.write_text(json.dumps({"data": first_answers([{"paragraphs": paragraphs[:1]}])}))
     dev = tmp_path / "dev.json"
     dev.write_text(json.dumps({"data": [{"paragraphs": paragraphs[1:2]}]}))
+    return paragraphs, train, dev
+
+
+@pytest.mark.slow
+def test_train_then_predict_squad_v1(shared_dir, dev_articles, tmp_path):
+    paragraphs, train, dev = one_paragraph_each(dev_articles, tmp_path)
     out = tmp_path / "out"
     metrics = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
                                       "--train_file=%s" % train,
@@ -720,11 +727,7 @@ def run_settings(shared_dir, out, **extra):
 def test_run_with_settings_returns_what_it_wrote(shared_dir, dev_articles, tmp_path):
     """run(Settings(...)) twice in one process, training then predicting from that folder:
     each Result names the files it wrote and holds their numbers, as the command line's."""
-    paragraphs = dev_articles[0]["paragraphs"][:2]
-    train = tmp_path / "train.json"
-    train.write_text(json.dumps({"data": first_answers([{"paragraphs": paragraphs[:1]}])}))
-    dev = tmp_path / "dev.json"
-    dev.write_text(json.dumps({"data": [{"paragraphs": paragraphs[1:2]}]}))
+    _, train, dev = one_paragraph_each(dev_articles, tmp_path)
     out = tmp_path / "settings"
     trained = run_squad.run(run_settings(shared_dir, out, do_train=True, train_file=str(train)))
     assert trained.output_dir == str(out) and trained.metrics == {}
@@ -874,11 +877,7 @@ def test_loss_is_the_mean_of_start_and_end_cross_entropies():
 
 @pytest.mark.slow
 def test_eval_during_training_scores_the_predict_file(shared_dir, dev_articles, tmp_path):
-    paragraphs = dev_articles[0]["paragraphs"][:2]
-    train = tmp_path / "train.json"
-    train.write_text(json.dumps({"data": first_answers([{"paragraphs": paragraphs[:1]}])}))
-    dev = tmp_path / "dev.json"
-    dev.write_text(json.dumps({"data": [{"paragraphs": paragraphs[1:2]}]}))
+    _, train, dev = one_paragraph_each(dev_articles, tmp_path)
     out = tmp_path / "out"
     result = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
                                      "--train_file=%s" % train, "--predict_file=%s" % dev,

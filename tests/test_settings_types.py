@@ -28,7 +28,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
 from bert_tf2 import startup
 from bert_tf2.trainer import model_folder
-from conftest import write_text
+from conftest import HANG_GUARD_SECONDS, write_text
 
 FACES = [create_pretraining_data, create_vocab, convert_hf_checkpoint, convert_tf1_checkpoint,
          export_saved_model, extract_features, rc, run_multiple_choice, run_ner,
@@ -328,7 +328,7 @@ def test_a_second_thread_is_refused_while_a_run_is_on(tmp_path, monkeypatch):
     def counting_slowly(files, do_lower_case):
         del files, do_lower_case
         inside.set()
-        assert release.wait(60)
+        assert release.wait(HANG_GUARD_SECONDS)
         return {}  # no words: the run ends with an error, nothing written
 
     monkeypatch.setattr(create_vocab, "count_words", counting_slowly)
@@ -345,7 +345,7 @@ def test_a_second_thread_is_refused_while_a_run_is_on(tmp_path, monkeypatch):
     thread = threading.Thread(target=first, name="vocab-thread")
     thread.start()
     try:
-        assert inside.wait(60)
+        assert inside.wait(HANG_GUARD_SECONDS)
         # Every face's run() passes the guard first (eval_batch_size=0: no check before it).
         for face, settings in [(rc, rc.Settings(eval_batch_size=0))] + [
                 (face, face.Settings()) for face in FACES]:
@@ -357,7 +357,7 @@ def test_a_second_thread_is_refused_while_a_run_is_on(tmp_path, monkeypatch):
                 "them one after another, or in separate processes")
     finally:
         release.set()
-        thread.join(60)
+        thread.join(HANG_GUARD_SECONDS)
     assert outcome == ["input_file: no text in %s" % corpus]
     # Once it ended, this thread runs (and gets its own error).
     with pytest.raises(ValueError, match="^eval_batch_size=0 must be >= 1$"):

@@ -7,6 +7,7 @@ import sys
 
 from bert_tf2 import startup
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 
 
 def _run_script(args, env_extra=None):
@@ -14,7 +15,8 @@ def _run_script(args, env_extra=None):
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, str(REPO_ROOT / "convert_tf1_checkpoint.py")] + args,
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
+                          capture_output=True, text=True, env=env,
+                          timeout=HANG_GUARD_SECONDS, check=False)
 
 
 def test_cuinit_line_is_noise_only_without_a_driver():
@@ -77,7 +79,7 @@ def test_training_prints_no_tensorflow_notices(tmp_path):
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     result = subprocess.run([sys.executable, "-c", _TINY_TRAINING % str(tmp_path / "out")],
-                            capture_output=True, text=True, env=env, timeout=300,
+                            capture_output=True, text=True, env=env, timeout=HANG_GUARD_SECONDS,
                             cwd=str(REPO_ROOT), check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2"]
@@ -124,7 +126,7 @@ def test_a_tiny_exports_log_has_no_line_of_a_thousand_characters(shared_dir, tmp
          "--init_checkpoint=%s" % (golden / "bert_model.ckpt"),
          "--vocab_file=%s" % (golden / "vocab.txt"), "--max_seq_length=16",
          "--export_dir=%s" % (tmp_path / "export")],
-        capture_output=True, text=True, timeout=300, check=False)
+        capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Exported the encoder model" in result.stderr
     lines = result.stderr.splitlines()

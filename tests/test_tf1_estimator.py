@@ -19,6 +19,7 @@ from google.protobuf import text_format
 from bert_tf2.compat import estimator
 from bert_tf2.compat import tpu
 from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_SECONDS
 
 v1 = tf.compat.v1
 ModeKeys = estimator.ModeKeys
@@ -314,7 +315,8 @@ print("ok", results["global_step"])
 
 def test_the_same_cycle_with_eager_disabled(tmp_path):
     result = subprocess.run([sys.executable, "-c", _GRAPH_MODE_CYCLE % str(tmp_path)],
-                            cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=120)
+                            cwd=str(REPO_ROOT), capture_output=True, text=True,
+                            timeout=HANG_GUARD_SECONDS)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok 3")
 

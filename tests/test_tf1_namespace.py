@@ -12,6 +12,7 @@ import pytest
 
 from bert_tf2.compat import move_fork
 from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS
 
 SCRIPT = os.path.join(str(REPO_ROOT), "tests", "tf1_namespace_graph.py")
 
@@ -22,7 +23,7 @@ def graph(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("tf1") / "found.json")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, SCRIPT, str(REPO_ROOT), out], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)
+                          text=True, env=env, timeout=HANG_GUARD_SECONDS, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out, encoding="utf-8") as f:
         found = json.load(f)

@@ -12,6 +12,7 @@ from bert_tf2 import flags_common
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import training
 from conftest import FP32_ATOL
+from conftest import HANG_GUARD_SECONDS
 
 
 def tiny_config():
@@ -252,7 +253,7 @@ def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
     env.pop("TF_CONFIG", None)
     single = subprocess.run([sys.executable, job, str(REPO_ROOT), str(tmp_path / "single"), prefix,
                              str(tmp_path / "single.npz")], env=env, capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=HANG_GUARD_SECONDS)
     assert single.returncode == 0, single.stderr[-3000:]
     workers = ["127.0.0.1:%d" % p for p in _free_ports(2)]
     procs = []
@@ -263,7 +264,7 @@ def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
              str(tmp_path / ("worker%d.npz" % i))],
             env=dict(env, TF_CONFIG=json.dumps(tf_config)), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True))
-    outputs = [p.communicate(timeout=300) for p in procs]
+    outputs = [p.communicate(timeout=HANG_GUARD_SECONDS) for p in procs]
     failed = ["worker %d (exit %s):\n%s" % (i, p.returncode, err[-3000:])
               for i, (p, (_, err)) in enumerate(zip(procs, outputs)) if p.returncode != 0]
     assert not failed, "\n\n".join(failed)

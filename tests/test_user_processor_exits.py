@@ -10,6 +10,7 @@ import pytest
 
 from bert_tf2.tasks import user_processor
 from conftest import write_text
+from conftest import HANG_GUARD_SECONDS
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,7 +33,7 @@ def test_sys_exit_at_import_is_one_line_and_exit_1(tmp_path):
          "--processor=%s:P" % plugin, "--task_name=mine", "--data_dir=%s" % tmp_path,
          "--vocab_file=" + vocab, "--bert_config_file=" + config, "--do_train",
          "--output_dir=%s" % (tmp_path / "out"), "--max_seq_length=16"],
-        cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=HANG_GUARD_SECONDS,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 1, done.stderr[-2000:]
     assert done.stderr == (

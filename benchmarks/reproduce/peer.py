@@ -145,6 +145,20 @@ def _batch_order(num_examples, batch_size, num_steps, seed, order="permutation")
     return [stream[i * batch_size:(i + 1) * batch_size] for i in range(num_steps)]
 
 
+def _fine_tune(model, head, tensors, num_examples, hp, args, describe=None):
+    """Initialises `head`, then trains `model` for the epochs of `hp` (its batch size,
+    learning rate and warmup proportion) over `num_examples`; describe(steps, warmup),
+    when given, is the line logged before. Returns (steps, warmup, seconds, last loss)."""
+    _init_head(head, args.optimizer)
+    steps = common.num_train_steps(num_examples, hp["train_batch_size"], hp["num_train_epochs"])
+    warmup = common.num_warmup_steps(steps, hp["warmup_proportion"])
+    if describe:
+        common.log(describe(steps, warmup))
+    train_s, last_loss = _train(model, tensors, hp["train_batch_size"], steps, warmup,
+                                hp["learning_rate"], args.seed, args.optimizer, args.data_order)
+    return steps, warmup, train_s, last_loss
+
+
 def _train(model, tensors, batch_size, num_steps, num_warmup, learning_rate, seed, kind,
            order):
     """Runs num_steps optimizer steps; returns (seconds, last loss)."""
@@ -246,14 +260,10 @@ def run_glue(args):
         args.model_dir, num_labels=num_labels,
         problem_type="regression" if task.labels is None else "single_label_classification",
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, classifier_dropout=0.1)
-    _init_head(model.classifier, args.optimizer)
-    steps = common.num_train_steps(len(train), hp["train_batch_size"], hp["num_train_epochs"])
-    warmup = common.num_warmup_steps(steps, hp["warmup_proportion"])
-    common.log("peer %s seed %d: %d train / %d dev examples, %d steps (%d warmup)"
-               % (task.name, args.seed, len(train), len(dev), steps, warmup))
-    train_s, last_loss = _train(model, train_t, hp["train_batch_size"], steps, warmup,
-                                hp["learning_rate"], args.seed, args.optimizer,
-                                args.data_order)
+    steps, warmup, train_s, last_loss = _fine_tune(
+        model, model.classifier, train_t, len(train), hp, args,
+        lambda steps, warmup: "peer %s seed %d: %d train / %d dev examples, %d steps (%d "
+        "warmup)" % (task.name, args.seed, len(train), len(dev), steps, warmup))
 
     model.eval()
     eval_start = time.time()
@@ -502,16 +512,11 @@ def run_squad(args):
     eval_t = {k: torch.tensor([f[k] for f in eval_f]) for k in keys}
     model = BertForQuestionAnswering.from_pretrained(
         args.model_dir, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    _init_head(model.qa_outputs, args.optimizer)
-    steps = common.num_train_steps(len(train_ex), cfg["train_batch_size"],
-                                   cfg["num_train_epochs"])
-    warmup = common.num_warmup_steps(steps, cfg["warmup_proportion"])
-    common.log("peer squad seed %d: %d train questions (%d windows), %d eval questions "
-               "(%d windows), %d steps (%d warmup)" % (args.seed, len(train_ex), len(train_f),
-                                                       len(eval_ex), len(eval_f), steps, warmup))
-    train_s, last_loss = _train(model, train_t, cfg["train_batch_size"], steps, warmup,
-                                cfg["learning_rate"], args.seed, args.optimizer,
-                                args.data_order)
+    steps, warmup, train_s, last_loss = _fine_tune(
+        model, model.qa_outputs, train_t, len(train_ex), cfg, args,
+        lambda steps, warmup: "peer squad seed %d: %d train questions (%d windows), %d eval "
+        "questions (%d windows), %d steps (%d warmup)" % (
+            args.seed, len(train_ex), len(train_f), len(eval_ex), len(eval_f), steps, warmup))
     model.eval()
     eval_start = time.time()
     starts, ends = [], []
@@ -589,12 +594,8 @@ def run_ner(args):
     model = BertForTokenClassification.from_pretrained(
         args.model_dir, num_labels=len(labels), hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1, classifier_dropout=0.1)
-    _init_head(model.classifier, args.optimizer)
-    steps = common.num_train_steps(len(train), cfg["train_batch_size"], cfg["num_train_epochs"])
-    warmup = common.num_warmup_steps(steps, cfg["warmup_proportion"])
-    train_s, last_loss = _train(model, train_t, cfg["train_batch_size"], steps, warmup,
-                                cfg["learning_rate"], args.seed, args.optimizer,
-                                args.data_order)
+    steps, _, train_s, last_loss = _fine_tune(model, model.classifier, train_t, len(train),
+                                              cfg, args)
     model.eval()
     eval_start = time.time()
     predicted = []
