@@ -61,7 +61,7 @@ def draw_keep_shaped(size, seed, rate, shape):
     product is count), in one program: the same bits, but XLA computes only the `count`
     draws it keeps (the slice goes through the elementwise ThreeFry) and writes no
     [size] mask. On 2 cores, [4, 12, 128, 128] (a 2^20 class): the draw and dropout's
-    select 1.45 -> 1.14 ms; [512, 768]: 0.95 -> 0.80 ms (benchmarks/README.md)."""
+    select 1.45 -> 1.14 ms; [512, 768]: 0.95 -> 0.80 ms (medians, load ~5)."""
     count = int(np.prod(shape, dtype=np.int64))
     return tf.reshape(_draw_keep(size, seed, rate)[:count], shape)
 
