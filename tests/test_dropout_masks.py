@@ -104,3 +104,22 @@ def test_compiling_the_size_classes_first_changes_no_mask():
     np.testing.assert_array_equal(step(x, tf.constant([4, 2])).numpy(), before)
     np.testing.assert_array_equal(dropout_masks.dropout(x, 0.3, tf.constant([4, 2])).numpy(),
                                   before)
+
+
+@tf.function(jit_compile=True)
+def _whole_class(size, seed, rate):
+    """The whole size class's mask, as dropout drew it before issue 55."""
+    return tf.random.stateless_uniform(tf.reshape(size, [1]), seed, alg="threefry") >= rate
+
+
+def test_the_shaped_draw_is_the_size_class_draw_cut():
+    # Static shapes draw inside one program only the units they keep: same bits as
+    # drawing the whole size class and cutting it.
+    seed, rate = tf.constant([5, 6]), tf.constant(0.1)
+    for shape in ((4, 12, 128, 128), (512, 768), (3, 5), (65536,)):
+        count = int(np.prod(shape))
+        size = tf.constant(dropout_masks.size_class(count), tf.int64)
+        shaped = dropout_masks.draw_keep_shaped(size, seed, rate, shape).numpy()
+        whole = _whole_class(size, seed, rate).numpy()
+        assert shaped.shape == shape
+        np.testing.assert_array_equal(shaped.reshape(-1), whole[:count])

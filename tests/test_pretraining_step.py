@@ -1,0 +1,99 @@
+"""The pretraining step's numbers do not depend on how its dropout masks are drawn.
+
+A few training steps of a small BertPretrainer (run_pretraining's loss, clip to global
+norm 1.0, fused AdamWeightDecay, dropout 0.1 with step seeds) on the path the step
+takes now, against the same steps with the masks drawn as before issue 55 (the whole
+ThreeFry size class drawn, then cut outside the program). Losses and every variable
+after each step agree to 1e-6 (relative to the largest value); the masks' bits are the
+same, so here they agree exactly.
+"""
+import numpy as np
+import tensorflow as tf
+
+import modeling
+import optimization
+import run_pretraining
+from bert_tf2.base import dropout_masks
+from bert_tf2.trainer import heads
+
+BATCH, SEQ, PREDICTIONS, VOCAB = 4, 64, 8, 1000
+_SHAPED_DRAW = dropout_masks.draw_keep_shaped  # the test swaps the module's for a while
+
+
+def _config():
+    return modeling.BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=256,
+                               max_position_embeddings=SEQ, type_vocab_size=2)
+
+
+def _batch():
+    rng = np.random.RandomState(5)
+    mask = np.ones([BATCH, SEQ], np.int32)
+    mask[1, 40:] = 0
+    positions = np.sort(rng.choice(np.arange(1, 40), [BATCH, PREDICTIONS]), axis=1)
+    return {
+        "input_ids": tf.constant(rng.randint(1, VOCAB, [BATCH, SEQ]) * mask, tf.int32),
+        "input_mask": tf.constant(mask), "segment_ids": tf.constant((np.arange(SEQ) >= 30)
+                                                                    * mask, tf.int32),
+        "masked_lm_positions": tf.constant(positions, tf.int32),
+        "masked_lm_ids": tf.constant(rng.randint(1, VOCAB, [BATCH, PREDICTIONS]), tf.int32),
+        "masked_lm_weights": tf.constant(np.ones([BATCH, PREDICTIONS]), tf.float32),
+        "next_sentence_labels": tf.constant([[0], [1], [1], [0]], tf.int32),
+    }
+
+
+def _draw_before_issue_55(size, seed, rate, shape):
+    """The masks as drawn before: the whole size class, then cut and reshaped."""
+    keep = _SHAPED_DRAW(size, seed, rate, (int(tf.get_static_value(size)),))
+    return tf.reshape(keep[:int(np.prod(shape))], shape)
+
+
+def _train(steps):
+    """(loss of each step, every variable after the last) of `steps` seeded steps from
+    the same initial weights (drawn from numpy's RNG, not TensorFlow's)."""
+    model = heads.BertPretrainer(_config())
+    model(heads.dummy_features())
+    rng = np.random.RandomState(11)
+    for variable in model.trainable_variables:
+        variable.assign(rng.normal(0.0, 0.02, variable.shape).astype(np.float32))
+    optimizer = optimization.create_optimizer(1e-3, 100, 2, clip_norm=1.0)
+    batch = _batch()
+
+    @tf.function
+    def step(number):
+        with dropout_masks.step_seeds(tf.stack([7, number])):
+            with tf.GradientTape() as tape:
+                loss, _ = run_pretraining.pretraining_loss(model, batch, True)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    losses = [float(step(tf.constant(i))) for i in range(steps)]
+    return losses, [v.numpy() for v in model.trainable_variables]
+
+
+def test_the_step_is_today_s_step(monkeypatch):
+    losses, variables = _train(3)
+    monkeypatch.setattr(dropout_masks, "draw_keep_shaped", _draw_before_issue_55)
+    want_losses, want_variables = _train(3)
+    assert len(set(losses)) == 3  # the steps changed the model
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-6, atol=0)
+    assert len(variables) == len(want_variables) > 30
+    for got, want in zip(variables, want_variables):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+    # The dropout is on: another seed's masks move the losses well past the tolerance.
+    moved = max(abs(a - b) for a, b in zip(losses, _train_other_seed()))
+    assert moved > 5 * 1e-6 * max(losses), moved
+
+
+def _train_other_seed():
+    """Losses of the same steps with dropout seeds 8 instead of 7."""
+    real = dropout_masks.step_seeds
+
+    def shifted(seed):
+        return real(seed + tf.constant([1, 0]))
+    dropout_masks.step_seeds = shifted
+    try:
+        return _train(3)[0]
+    finally:
+        dropout_masks.step_seeds = real
