@@ -235,7 +235,7 @@ def run(settings):
         model_folder.write(settings.output_dir, "run_classifier", settings.bert_config_file,
                            settings.vocab_file, dict(
                                settings.part(*model_folder.SETTINGS).values(),
-                               task_type=classifier_tasks.task_type(plan.processor)))
+                               task_type=plan.task_type))
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if long_texts.windows else []),

@@ -1,4 +1,5 @@
 """checkpoints.py and convert_tf1_checkpoint.py: TF1/TF2 loading by name, conversion."""
+import dataclasses
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import fileutil
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
+from bert_tf2.trainer import restore_plan
 from bert_tf2.trainer import training
 from conftest import write_text
 from test_training import (absl_records, classifier_loss, dataset_fn_of,  # noqa: F401
@@ -403,6 +405,36 @@ def test_the_named_checkpoint_is_the_one_evaluated(trained, tmp_path, absl_recor
     assert any(m.startswith("Resuming from %s/model.ckpt-4, the latest checkpoint of "
                             "--output_dir %s, not --init_checkpoint=%s" % (folder, folder, older))
                for m in (r.getMessage() for r in absl_records.records))
+
+
+def test_the_restore_plan_names_one_checkpoint_and_loads_nothing(trained, tmp_path):
+    folder = str(tmp_path / "ck")
+    shutil.copytree(trained, folder)
+    older, latest = os.path.join(folder, "model.ckpt-2"), os.path.join(folder, "model.ckpt-4")
+    model = built(heads.BertClassifier(runner_config(), 2))
+    weights = [v.numpy() for v in model.variables]
+    config = training.RunConfig(output_dir=folder, init_checkpoint=older)
+    # A run that does not train: the named checkpoint, whole; a training run: the latest,
+    # and what to do if its files turn out damaged (the older one left).
+    named = restore_plan.plan(model, config, training=False)
+    assert (named.source, named.prefix, named.advice) == (restore_plan.INIT, older, None)
+    resumed = restore_plan.plan(model, config, training=True)
+    assert (resumed.source, resumed.prefix) == (restore_plan.LATEST, latest)
+    assert resumed.advice == ("make %s name model.ckpt-2 (the newest one left; a run that "
+                              "does not train can take --init_checkpoint=%s), or use a new "
+                              "--output_dir" % (os.path.join(folder, "checkpoint"), older))
+    # An empty folder and no --init_checkpoint: nothing to restore, a new record.
+    empty = restore_plan.plan(model, training.RunConfig(output_dir=str(tmp_path / "new")),
+                              training=True)
+    assert (empty.source, empty.prefix, empty.decision.record, empty.decision.restart) == (
+        None, None, None, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        empty.prefix = latest
+    # Planning read the checkpoints; it loaded none of them into the model.
+    for before, variable in zip(weights, model.variables):
+        np.testing.assert_array_equal(before, variable.numpy())
+    assert [checkpoints.step_in_name(p) for p in (latest, "x/bert_model.ckpt", "a-b")] == [
+        4, 0, 0]
 
 
 _WORDS = ["good", "great", "bad", "awful", "the", "screen", "is", "very"]

@@ -27,6 +27,7 @@ class ClassifierRun:
     bert_config: object  # the model: modeling.BertConfig
     tokenizer: object  # tokenization.FullTokenizer of --vocab_file, checked
     processor: object  # the task: its DataProcessor (labels, type, columns)
+    task_type: str  # classifier_tasks.task_type: classification, regression or multilabel
     long_texts: object  # long_text.LongText: --long_text and its flags
     positive: int  # --positive_label's index (tasks of two labels)
     class_weights: object = None  # --class_weights (None: the reference's loss)
@@ -62,6 +63,7 @@ def resolve(settings):
     # and before the output folder is made (a bad table leaves no empty folder).
     data_dir = settings.data_dir
     classifier_tasks.check_data_dir(task_settings, processor, data_dir)
+    kind = classifier_tasks.task_type(processor)
     source = "--task_name=%s data in %s" % (settings.task_name, data_tables.describe(data_dir))
     train_examples = processor.get_train_examples(data_dir) if settings.do_train else None
     eval_examples = processor.get_dev_examples(data_dir) if settings.do_eval else None
@@ -77,7 +79,7 @@ def resolve(settings):
         [e.label for e in train_examples or ()],
         unsupported="a regression task" if processor.is_regression else
         "a multi-label task" if processor.is_multilabel else None)
-    return ClassifierRun(bert_config, tokenizer, processor, long_texts, positive, weights,
+    return ClassifierRun(bert_config, tokenizer, processor, kind, long_texts, positive, weights,
                          source, train_examples, eval_examples, predict_examples)
 
 
@@ -87,6 +89,7 @@ def resolve_folder(settings):
     bert_config, long_texts, processor = check(settings)
     task_settings = settings.part(*classifier_tasks.SETTINGS)
     classifier_tasks.check_labels(task_settings, processor)
+    kind = classifier_tasks.task_type(processor)
     tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    return ClassifierRun(bert_config, tokenizer, processor, long_texts,
+    return ClassifierRun(bert_config, tokenizer, processor, kind, long_texts,
                          classifier_tasks.positive_index(task_settings, processor))

@@ -88,9 +88,8 @@ def processor_of(task):
         raise ValueError("--labels_file is read by %s only (the labels of %s are its own)"
                          % (_LABELS_TASKS, owner))
     if task.processor:
-        processor = user_processor.load_processor(task.processor)
-        _check_methods(task, processor)
-        user_processor.call(processor, task.processor, "get_labels")  # fails here, not later
+        processor = user_processor.load_checked(task.processor, [
+            flag for flag in ("do_train", "do_eval", "do_predict") if getattr(task, flag)])
     elif files or multilabel:
         processor = _data_file_processor(task, name.lower() if files else None)
     elif name.lower() in glue_data.PROCESSORS:
@@ -210,17 +209,6 @@ def _owner(task):
     return "--task_name=%s" % task.task_name
 
 
-def _check_methods(task, processor):
-    """A plugged-in processor defines what the do_* flags will call."""
-    needed = [("get_labels", None), ("get_train_examples", "do_train"),
-              ("get_dev_examples", "do_eval"), ("get_test_examples", "do_predict")]
-    for method, flag in needed:
-        if (flag is None or getattr(task, flag)) and (
-                getattr(type(processor), method) is getattr(glue_data.DataProcessor, method)):
-            raise ValueError("--processor=%s does not define %s%s" % (
-                task.processor, method, "" if flag is None else " (needed by --%s)" % flag))
-
-
 # ---------------------------------------------------------------------------
 # The files a training run leaves
 # ---------------------------------------------------------------------------
@@ -299,12 +287,12 @@ def save_task(task, processor, positive=None):
     """A training run's label_list.txt (not for regression) and classifier_task.json
     (with "positive_label", the name of the label index `positive`, for own data of 2
     labels: the runs that do not train report the same label's metrics)."""
-    names = label_names(processor)
+    names, kind = label_names(processor), task_type(processor)
     folder = str(task.output_dir).rstrip("/")
     if names is not None:
         fileutil.write_label_list("%s/%s" % (folder, LABELS_FILE), names)
     with fileutil.atomic_open("%s/%s" % (folder, TASK_FILE), "w") as f:
-        settings = {"task_name": task.task_name, "task_type": task_type(processor)}
+        settings = {"task_name": task.task_name, "task_type": kind}
         if task.processor:
             settings["processor"] = task.processor
         if positive is not None and isinstance(processor, file_data.FileProcessor):

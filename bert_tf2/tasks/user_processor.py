@@ -53,8 +53,25 @@ def load_processor(spec):
     return processor
 
 
-# The processor methods a run calls; a SystemExit from one becomes a ValueError.
-_METHODS = ("get_train_examples", "get_dev_examples", "get_test_examples", "get_labels")
+# The processor methods a run calls, each with the do_* setting that calls it (None: every
+# run); a SystemExit from one becomes a ValueError.
+_CALLED_BY = (("get_labels", None), ("get_train_examples", "do_train"),
+              ("get_dev_examples", "do_eval"), ("get_test_examples", "do_predict"))
+_METHODS = tuple(method for method, _ in _CALLED_BY)
+
+
+def load_checked(spec, asked):
+    """load_processor(spec), checked before any work: it defines every method the run's
+    do_* settings will call (`asked`: those set, e.g. ["do_train"]), and its get_labels()
+    is called once (a failure there is reported now, not later)."""
+    processor = load_processor(spec)
+    for method, setting in _CALLED_BY:
+        if (setting is None or setting in asked) and (
+                getattr(type(processor), method) is getattr(glue_data.DataProcessor, method)):
+            raise ValueError("%s=%s does not define %s%s" % (
+                FLAG, spec, method, "" if setting is None else " (needed by --%s)" % setting))
+    call(processor, spec, "get_labels")
+    return processor
 
 
 def _no_exit(spec, method, own_file):

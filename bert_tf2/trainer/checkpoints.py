@@ -86,6 +86,11 @@ def _step_order(prefix):
     return int(match.group(1)) if match else -1
 
 
+def step_in_name(prefix):
+    """The step a checkpoint's name ends with (model.ckpt-N: N), 0 when it names none."""
+    return max(_step_order(str(prefix)), 0)
+
+
 def _own_checkpoints(directory):
     """The prefixes of the model.ckpt-N checkpoints in `directory` (an .index present),
     oldest first."""
@@ -295,8 +300,7 @@ def checkpoint_step(path):
     contents = CheckpointContents(path)
     if "global_step" in contents.keys:
         return int(contents.get("global_step"))
-    match = re.search(r"-(\d+)$", contents.path)
-    return int(match.group(1)) if match else 0
+    return step_in_name(contents.path)
 
 
 def file_beside(checkpoint, name):

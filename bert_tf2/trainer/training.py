@@ -5,10 +5,10 @@ What TPUEstimator did for the reference scripts, in TF2:
   mirrored GPUs, several workers, one device);
 - `Runner` builds a model under the strategy, restores the latest checkpoint of
   output_dir (weights, optimizer slots, step) or else loads --init_checkpoint
-  (TF1 or TF2), runs `iterations_per_loop` steps per tf.function call, saves a
-  checkpoint every `save_checkpoints_steps`, logs progress (from inside the
-  call every `log_every_seconds`, and after each call) and TensorBoard
-  scalars, and runs prediction loops whose outputs come back in input order.
+  (TF1 or TF2), as restore_plan.plan resolved it; runs `iterations_per_loop`
+  steps per tf.function call, saves a checkpoint every `save_checkpoints_steps`,
+  logs progress (from inside the call every `log_every_seconds`, and after each
+  call) and TensorBoard scalars, and runs prediction loops whose outputs come back in input order.
 
 Gradient semantics are the single-device reference's for any number of
 replicas: each replica's loss is divided by the replica count, gradients are
@@ -41,6 +41,7 @@ from bert_tf2.trainer import heads
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import predict_outputs
 from bert_tf2.trainer import progress
+from bert_tf2.trainer import restore_plan
 from bert_tf2 import logs
 from bert_tf2.trainer import summaries
 from bert_tf2.trainer import training_record
@@ -328,97 +329,36 @@ class Runner:
     # -- checkpoints ---------------------------------------------------------
 
     def _restore(self):
-        """Restores what the run starts from: the one place of the rule.
-
-        A run that does not train uses the checkpoint --init_checkpoint names (a prefix,
-        or a folder's latest) when it holds the whole model, else output_dir's latest
-        (as the reference did for a pre-trained --init_checkpoint, which lacks the task
-        head). A training run resumes output_dir's latest checkpoint before loading
-        --init_checkpoint, as TPUEstimator did. A line names both when they differ. A
-        checkpoint that cannot be read is a ValueError raised before anything is
-        written: never a random model, an older checkpoint, or a run from step 0 over a
-        folder's checkpoints or history.
-        """
-        cfg, init = self.config, self.config.init_checkpoint
-        self.restored_from = None  # the checkpoint restored (a prefix), None: none
-        # A new folder, or a checkpoint set aside: training writes a new record.
-        self.decision = training_record.Decision()
-        if init and self.optimizer is None:
-            named = checkpoints.resolve_checkpoint(init, "--init_checkpoint")
-            latest = checkpoints.latest_checkpoint(cfg.output_dir, strict=False)
-            lacking = checkpoints.missing_variables(self.model, named, "--init_checkpoint")
-            if not lacking and (latest is None or not checkpoints.same_checkpoint(named, latest)):
-                if latest is not None:
-                    logging.info("Using --init_checkpoint=%s (%s), not the latest checkpoint "
-                                 "of --output_dir %s (%s)", init, named, cfg.output_dir, latest)
-                return self._load_init(named)
-            if lacking and latest is not None:
-                logging.info("--init_checkpoint=%s lacks %d of the model's variables (%s...: a "
-                             "pre-trained model without the task head): using the latest "
-                             "checkpoint of --output_dir %s (%s), as the reference did", init,
-                             len(lacking), lacking[0], cfg.output_dir, latest)
-        latest = checkpoints.latest_checkpoint(cfg.output_dir)
-        if latest and self.optimizer is not None and cfg.record is not None:
-            self.decision = training_record.decide(
-                cfg.output_dir, cfg.record, training_record.mode_of(cfg.existing_checkpoint),
-                self._step_of(latest), cfg.num_train_steps, remove=self.is_chief)
-            if self.decision.restart:
-                latest = None
-        if latest:
-            if init and self.optimizer is not None and not checkpoints.names_checkpoint(
-                    init, latest):
-                logging.info("Resuming from %s, the latest checkpoint of --output_dir %s, not "
-                             "--init_checkpoint=%s (a training run resumes its output_dir, as "
-                             "TPUEstimator did)", latest, cfg.output_dir, init)
-            return self._restore_latest(latest)
-        if self.optimizer is not None or not init:  # it would replace them from nothing
-            checkpoints.refuse_orphans(cfg.output_dir, (periodic_eval.HISTORY_FILE,
-                                                        periodic_eval.BEST_DIR))
-        if init:
-            return self._load_init(checkpoints.resolve_checkpoint(init, "--init_checkpoint"))
+        """Restores what the run starts from, as restore_plan.plan resolved it (the rule
+        and every check that may refuse the run are there): --init_checkpoint loaded by
+        name (its step is reported by a run that does not train, eval_results.txt's
+        global_step; training counts from 0), or output_dir's latest checkpoint restored
+        whole (weights, optimizer slots, step)."""
+        plan = restore_plan.plan(self.model, self.config, training=self.optimizer is not None,
+                                 remove=self.is_chief)
+        self.decision = plan.decision
+        self.restored_from = plan.prefix  # the checkpoint restored (a prefix), None: none
         self._restored_step = 0
-        if self.optimizer is None:
-            logging.warning(
-                "No checkpoint in --output_dir=%s and no --init_checkpoint: evaluating "
-                "and predicting with a randomly initialised model", cfg.output_dir)
-
-    def _load_init(self, prefix):
-        """Loads --init_checkpoint (TF1 or TF2, by name); its step is reported by a run
-        that does not train (eval_results.txt's global_step), training counts from 0."""
-        if self.optimizer is None:  # nothing will train a variable it lacks
-            checkpoints.check_serves(self.model, prefix, "--init_checkpoint")
-        with self.strategy.scope():
-            checkpoints.load_checkpoint(self.model, prefix, flag="--init_checkpoint")
-        self._restored_step = checkpoints.checkpoint_step(prefix)
-        self.restored_from = prefix
-
-    def _restore_latest(self, latest):
-        """Restores weights, optimizer slots and step of output_dir's latest checkpoint."""
-        out = self.config.output_dir
-        advice = checkpoints.state_file_advice(out, latest)
-        checkpoints.open_reader(latest, advice)
-        try:
-            status = self.checkpoint.restore(latest)
-        except (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
-            raise checkpoints.unreadable(latest, e, advice) from None
-        except (ValueError, tf.errors.OpError) as e:
-            raise ValueError(
-                "--output_dir=%s holds the checkpoint %s of a different model (another "
-                "task, head or bert_config): use a new --output_dir. Details: %s"
-                % (out, latest, str(e).splitlines()[0])) from None
-        status.expect_partial()
-        if self.optimizer is None:  # nothing will train a variable it lacks
-            checkpoints.check_serves(self.model, latest)
-        self._restored_step = self._step_of(latest)
-        self.restored_from = latest
-        logging.info("Restored %s (step %d)", latest, self._restored_step)
-
-    @staticmethod
-    def _step_of(path):
-        try:
-            return int(path.rsplit("-", 1)[-1])
-        except ValueError:
-            return 0
+        if plan.source == restore_plan.INIT:
+            with self.strategy.scope():
+                checkpoints.load_checkpoint(self.model, plan.prefix, flag=restore_plan.INIT_FLAG)
+            self._restored_step = checkpoints.checkpoint_step(plan.prefix)
+        elif plan.source == restore_plan.LATEST:
+            latest = plan.prefix
+            try:
+                status = self.checkpoint.restore(latest)
+            except (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+                raise checkpoints.unreadable(latest, e, plan.advice) from None
+            except (ValueError, tf.errors.OpError) as e:
+                raise ValueError(
+                    "--output_dir=%s holds the checkpoint %s of a different model (another "
+                    "task, head or bert_config): use a new --output_dir. Details: %s"
+                    % (self.config.output_dir, latest, str(e).splitlines()[0])) from None
+            status.expect_partial()
+            if self.optimizer is None:  # nothing will train a variable it lacks
+                checkpoints.check_serves(self.model, latest)
+            self._restored_step = checkpoints.step_in_name(latest)
+            logging.info("Restored %s (step %d)", latest, self._restored_step)
 
     @property
     def global_step(self):

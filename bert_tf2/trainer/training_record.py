@@ -5,7 +5,7 @@ starts training: the settings that define the trained model (SETTINGS, those of 
 runner has), the content fingerprints of --bert_config_file and --vocab_file, and a
 fingerprint of the training data (its examples, or the bytes of its files). A later
 training run into the same folder compares its own with the record's last run
-(`Decision`, from training.Runner._restore):
+(`Decision`, from restore_plan.plan):
 
 - the same settings: it resumes silently (an interrupted run goes on);
 - other settings: --existing_checkpoint says what happens.
