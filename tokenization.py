@@ -167,32 +167,14 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
 # Character classes used by the basic tokenizer.
 # ---------------------------------------------------------------------------
 
-# Which code points are CJK ideographs (each a word of its own) and which ASCII
-# characters are punctuation: bert_tf2/text/characters.py, shared with the batch path.
+# The character classes, in bert_tf2/text/characters.py (shared with the batch path):
+# which code points are CJK ideographs (each a word of its own); whitespace (space, tab,
+# newline, CR, category Zs); control (Cc, Cf, but not tab/newline/CR); punctuation
+# (non-alphanumeric printable ASCII, categories P*).
 is_chinese_char = characters.is_chinese_char
-_ASCII_SPACES = frozenset(" \t\n\r")
-
-
-def is_whitespace(char):
-    """True for space, tab, newline, carriage return and Unicode category Zs."""
-    if char in _ASCII_SPACES:
-        return True
-    return unicodedata.category(char) == "Zs"
-
-
-def is_control(char):
-    """True for categories Cc and Cf, except tab/newline/CR (those are whitespace)."""
-    if char in _ASCII_SPACES:  # the space itself is not Cc/Cf anyway
-        return False
-    return unicodedata.category(char) in ("Cc", "Cf")
-
-
-def is_punctuation(char):
-    """True for non-alphanumeric printable ASCII and for Unicode categories P*."""
-    if char in characters.ASCII_PUNCTUATION:
-        return True
-    return unicodedata.category(char).startswith("P")
-
+is_whitespace = characters.is_whitespace
+is_control = characters.is_control
+is_punctuation = characters.is_punctuation
 
 # The reference's module-level names of the character classes.
 _is_whitespace = is_whitespace
