@@ -17,8 +17,6 @@ Two ways to tokenize live here:
   FastBertTokenizer is not exact (20 more tokens than the reference on SQuAD dev).
 """
 import collections
-import itertools
-import logging
 import os
 import re
 import unicodedata
@@ -387,43 +385,10 @@ class FullTokenizer(object):
     def _batch(self, texts, chunk_size, as_tokens):
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive, got %r" % (chunk_size,))
-        fast = self._fast_path()
-        chunks = _unicode_chunks(texts, chunk_size)
-        if fast is not None:
-            return fast.rows(chunks, as_tokens)
-        result = []
-        for chunk in chunks:
-            for text in chunk:
-                tokens = self.tokenize(text)
-                result.append(tokens if as_tokens else self.convert_tokens_to_ids(tokens))
-        return result
-
-    def _fast_path(self):
-        """The tensorflow_text machinery, built on first use; None if it can't be used.
-
-        Without tensorflow_text, with a vocabulary TensorFlow cannot mirror, or while
-        TensorFlow builds a graph (fast_batch.building_graph), the batch methods fall
-        back to the exact path (same output, slower) and say so once. A tokenizer whose parts
-        were replaced or overridden (a subclass's tokenize, another basic or WordPiece
-        tokenizer) takes the exact path too: the fast path only knows the stock rules.
-        """
-        if self._customized():
-            return None
-        if fast_batch.building_graph():
-            if not getattr(self, "_graph_warned", False):
-                self._graph_warned = True
-                logging.getLogger(__name__).warning(
-                    "Batch tokenization falls back to the pure-Python path while TensorFlow "
-                    "builds a graph (TF1 graph mode or tf.Graph().as_default()): its results "
-                    "cannot be read there.")
-            return None
-        if getattr(self, "_fast", None) is None:
-            fast, reason = fast_batch.build(self)
-            if reason is not None:
-                logging.getLogger(__name__).warning(
-                    "Batch tokenization falls back to the pure-Python path: %s.", reason)
-            self._fast = fast or False  # False: tried, and take the exact path from now on
-        return self._fast or None
+        if not isinstance(getattr(self, "_fast", None), fast_batch.BatchPath):  # first use
+            self._fast = fast_batch.BatchPath()
+        chunks = fast_batch.unicode_chunks(texts, chunk_size, convert_to_unicode)
+        return self._fast.rows(self, chunks, as_tokens, stock=not self._customized())
 
     def _customized(self):
         """True when tokenize() is not this class's stock pipeline on self.vocab."""
@@ -431,17 +396,3 @@ class FullTokenizer(object):
                 or type(self.basic_tokenizer) is not BasicTokenizer
                 or type(self.wordpiece_tokenizer) is not WordpieceTokenizer
                 or self.wordpiece_tokenizer.vocab is not self.vocab)
-
-
-def _unicode_chunks(texts, chunk_size):
-    """Yields lists of at most `chunk_size` texts of the iterable `texts`, as str."""
-    texts = iter(texts)
-    while True:
-        chunk = list(itertools.islice(texts, chunk_size))
-        if not chunk:
-            return
-        if set(map(type, chunk)) != {str}:  # else no per-text Python call at all
-            chunk = [text if isinstance(text, str) else convert_to_unicode(text)
-                     for text in chunk]
-        yield chunk
-
