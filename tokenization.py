@@ -6,8 +6,9 @@ Two ways to tokenize live here:
   (cleanup, CJK splitting, optional lower-casing with accent stripping, punctuation
   splitting) and then `WordpieceTokenizer` (greedy longest-match-first). It defines
   correct output. It remembers the tokens of every whitespace-separated piece of text
-  it has seen, so repeated words cost a dict lookup, and takes shortcuts for ASCII.
-  Importing this module never imports TensorFlow.
+  it has seen, so repeated words cost a dict lookup, and takes shortcuts for ASCII
+  (both in bert_tf2/text/exact_shortcuts.py). Importing this module never imports
+  TensorFlow.
 
 * The batch path, `FullTokenizer.tokenize_batch` / `FullTokenizer.convert_batch_to_ids`:
   many texts at a time through tensorflow_text's C++ FastWordpieceTokenizer, with the
@@ -16,13 +17,12 @@ Two ways to tokenize live here:
   FastBertTokenizer is not exact (20 more tokens than the reference on SQuAD dev).
 """
 import collections
-import itertools
-import logging
 import os
 import re
 import unicodedata
 
 from bert_tf2.text import characters
+from bert_tf2.text import exact_shortcuts
 from bert_tf2.text import fast_batch
 
 # ---------------------------------------------------------------------------
@@ -167,105 +167,19 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
 # Character classes used by the basic tokenizer.
 # ---------------------------------------------------------------------------
 
-# Which code points are CJK ideographs (each a word of its own) and which ASCII
-# characters are punctuation: bert_tf2/text/characters.py, shared with the batch path.
+# The character classes, in bert_tf2/text/characters.py (shared with the batch path):
+# which code points are CJK ideographs (each a word of its own); whitespace (space, tab,
+# newline, CR, category Zs); control (Cc, Cf, but not tab/newline/CR); punctuation
+# (non-alphanumeric printable ASCII, categories P*).
 is_chinese_char = characters.is_chinese_char
-_ASCII_SPACES = frozenset(" \t\n\r")
-
-
-def is_whitespace(char):
-    """True for space, tab, newline, carriage return and Unicode category Zs."""
-    if char in _ASCII_SPACES:
-        return True
-    return unicodedata.category(char) == "Zs"
-
-
-def is_control(char):
-    """True for categories Cc and Cf, except tab/newline/CR (those are whitespace)."""
-    if char in _ASCII_SPACES:  # the space itself is not Cc/Cf anyway
-        return False
-    return unicodedata.category(char) in ("Cc", "Cf")
-
-
-def is_punctuation(char):
-    """True for non-alphanumeric printable ASCII and for Unicode categories P*."""
-    if char in characters.ASCII_PUNCTUATION:
-        return True
-    return unicodedata.category(char).startswith("P")
-
+is_whitespace = characters.is_whitespace
+is_control = characters.is_control
+is_punctuation = characters.is_punctuation
 
 # The reference's module-level names of the character classes.
 _is_whitespace = is_whitespace
 _is_control = is_control
 _is_punctuation = is_punctuation
-
-
-# ---------------------------------------------------------------------------
-# Per-character tables for the exact path.
-# ---------------------------------------------------------------------------
-
-
-def _cleaned(cp):
-    """What _clean_text makes of code point `cp`: None (deleted), " " or itself."""
-    char = chr(cp)
-    if cp == 0 or cp == 0xFFFD or is_control(char):
-        return None
-    if is_whitespace(char):
-        return " "
-    return cp  # an int maps to that code point, i.e. the character is kept
-
-
-def _spaced_if_chinese(cp):
-    """What _tokenize_chinese_chars makes of `cp`: " c " for a CJK ideograph, else itself."""
-    return " %s " % chr(cp) if is_chinese_char(cp) else cp
-
-
-# str.translate tables of the two per-character steps, filled in as characters are seen.
-_CLEAN_MAP = characters.CharacterMap(_cleaned)
-_CHINESE_MAP = characters.CharacterMap(_spaced_if_chinese)
-
-# The ASCII characters _clean_text deletes: C0 controls and DEL, but not tab,
-# newline and CR (which become spaces).
-_ASCII_DELETED = "".join(char for char in map(chr, range(128)) if _cleaned(ord(char)) is None)
-_ASCII_DELETED_RE = re.compile("[%s]" % re.escape(_ASCII_DELETED))
-_ASCII_PUNCTUATION_CLASS = "".join(sorted(characters.ASCII_PUNCTUATION))
-# A punctuation character alone, or a run of anything else: on ASCII text without
-# whitespace this is exactly what _run_split_on_punc cuts.
-_ASCII_SPLIT_RE = re.compile("[%s]|[^%s]+" % ((re.escape(_ASCII_PUNCTUATION_CLASS),) * 2))
-# The same, where runs also stop at whitespace: on cleaned ASCII text (whose only
-# whitespace left is space, tab, newline and CR) this gives BasicTokenizer's words.
-_ASCII_WORDS_RE = re.compile("[%s]|[^%s \t\n\r]+" % (
-    (re.escape(_ASCII_PUNCTUATION_CLASS),) * 2))
-
-# The whitespace characters _clean_text deletes instead of turning into spaces:
-# \x0b, \x0c, \x1c-\x1f and \x85, all Cc. Category Cc lies within Latin-1 and is
-# closed to new characters, and no Cf character is whitespace to str.split (a test
-# checks every code point), so scanning Latin-1 finds them all.
-_DELETED_SPACES = "".join(
-    char for char in map(chr, range(256)) if char.isspace() and _cleaned(ord(char)) is None)
-_DELETED_SPACES_RE = re.compile("[%s]" % re.escape(_DELETED_SPACES))
-
-
-def _is_plain(tokenizer, cls):
-    """True when `tokenizer` is a `cls` itself, with no method replaced on the instance.
-
-    Only then may the exact path take its shortcuts, which know the stock steps alone.
-    """
-    return type(tokenizer) is cls and vars(tokenizer).keys().isdisjoint(_CLASS_NAMES[cls])
-
-
-def _ascii_words(text, do_lower_case):
-    """BasicTokenizer's words of ASCII `text`, in one pass of C code.
-
-    ASCII has no ideographs and nothing for NFD to decompose or strip, and lower()
-    works character by character, so the steps reduce to deleting controls,
-    lower-casing the whole text and cutting at whitespace and punctuation.
-    """
-    if _ASCII_DELETED_RE.search(text) is not None:
-        text = _ASCII_DELETED_RE.sub("", text)
-    if do_lower_case:
-        text = text.lower()
-    return _ASCII_WORDS_RE.findall(text)
 
 
 # ---------------------------------------------------------------------------
@@ -288,9 +202,9 @@ class BasicTokenizer(object):
     def tokenize(self, text):
         """Returns the list of words and punctuation marks of `text` (str or bytes)."""
         text = convert_to_unicode(text)
-        if text.isascii() and _is_plain(self, BasicTokenizer):
+        if text.isascii() and exact_shortcuts.is_plain(self, BasicTokenizer):
             # Most text. (A subclass may override a step: it takes the route below.)
-            return _ascii_words(text, self.do_lower_case)
+            return exact_shortcuts.ascii_words(text, self.do_lower_case)
         text = self._clean_text(text)
         text = self._tokenize_chinese_chars(text)
         words = []
@@ -305,7 +219,7 @@ class BasicTokenizer(object):
     @staticmethod
     def _clean_text(text):
         """Removes invalid/control characters; maps every whitespace character to " "."""
-        return text.translate(_CLEAN_MAP)
+        return text.translate(exact_shortcuts.CLEAN_MAP)
 
     def _tokenize_chinese_chars(self, text):
         """Puts a space on both sides of every CJK ideograph (per _is_chinese_char)."""
@@ -315,7 +229,7 @@ class BasicTokenizer(object):
             return "".join(" %s " % char if is_cjk(ord(char)) else char for char in text)
         if text.isascii():  # every ideograph lies above U+3400
             return text
-        return text.translate(_CHINESE_MAP)
+        return text.translate(exact_shortcuts.CHINESE_MAP)
 
     def _is_chinese_char(self, cp):
         """True when code point `cp` is a CJK ideograph (the reference's method)."""
@@ -338,7 +252,7 @@ class BasicTokenizer(object):
         Returns the pieces in order; every punctuation character is a piece of its own.
         """
         if text.isascii():
-            return _ASCII_SPLIT_RE.findall(text)
+            return exact_shortcuts.ASCII_SPLIT_RE.findall(text)
         pieces = []
         current = []
         for char in text:
@@ -411,86 +325,22 @@ class FullTokenizer(object):
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
         self._fast = None
 
-    # Entries a cache of tokenize() holds before it is emptied and starts over: this
-    # bounds its memory on an endless stream of new words, and is far more than the
-    # distinct pieces of SQuAD dev (47k).
-    _CACHE_LIMIT = 200000
-
     def tokenize(self, text):
         """Returns the WordPiece tokens of one text (str or bytes)."""
         basic = self.basic_tokenizer
         wordpiece = self.wordpiece_tokenizer
-        if not (_is_plain(basic, BasicTokenizer) and _is_plain(wordpiece, WordpieceTokenizer)):
+        if not (exact_shortcuts.is_plain(basic, BasicTokenizer)
+                and exact_shortcuts.is_plain(wordpiece, WordpieceTokenizer)):
             # Replaced or customized parts: run them as they are, without caches.
             tokens = []
             for word in basic.tokenize(text):
                 tokens.extend(wordpiece.tokenize(word))
             return tokens
-
-        # The tokens of a text are those of its whitespace-separated pieces, one after
-        # the other: every step before the split (deleting characters, turning
-        # whitespace into spaces, isolating CJK ideographs) acts on one character at a
-        # time and never joins two pieces, and every step after it (including the
-        # final re-split on whitespace) acts within a piece. Only the whitespace
-        # characters that _clean_text deletes would join pieces, so they go first. The
-        # tokens of a piece then depend on the piece and the settings alone, and
-        # repeated pieces (most of any text) cost one dict lookup.
-        pieces_cache, words_cache = self._caches(basic, wordpiece)
-        text = convert_to_unicode(text)
-        if _DELETED_SPACES_RE.search(text) is not None:
-            text = _DELETED_SPACES_RE.sub("", text)
-        tokens = []
-        cached = pieces_cache.get
-        for piece in text.split():
-            found = cached(piece)
-            if found is None:
-                found = self._tokenize_piece(piece, basic, wordpiece, pieces_cache, words_cache)
-            tokens += found
-        return tokens
-
-    def _caches(self, basic, wordpiece):
-        """The (pieces, words) caches of tokenize(), new ones if a setting changed.
-
-        The cached tokens hold for one lower-casing, vocabulary, unknown token and word
-        length limit. A vocabulary is recognized by its identity and size: a new dict,
-        or entries added to or deleted from the old one, start fresh caches. (An edit
-        that keeps the size, deleting one entry and adding another, goes unnoticed;
-        assign a new dict for that.) The ids do not matter here, only which entries exist.
-        """
-        vocab = wordpiece.vocab
-        settings = (bool(basic.do_lower_case), len(vocab), wordpiece.unk_token,
-                    wordpiece.max_input_chars_per_word)
-        state = getattr(self, "_cache_state", None)
-        if state is None or state[0] is not vocab or state[1] != settings:
-            state = (vocab, settings, {}, {})
-            self._cache_state = state
-        return state[2], state[3]
-
-    def _tokenize_piece(self, piece, basic, wordpiece, pieces_cache, words_cache):
-        """Tokens of one whitespace-free piece of text (a tuple), remembered in the caches.
-
-        Different pieces share words ("word", "word," and "(word"), so the WordPiece
-        split of each word is remembered too.
-        """
-        found = []
-        if piece.isascii():
-            words = _ascii_words(piece, basic.do_lower_case)
-        else:
-            words = basic.tokenize(piece)
-        for word in words:
-            word_pieces = words_cache.get(word)
-            if word_pieces is None:
-                # A word holds no whitespace, so this is wordpiece.tokenize(word).
-                word_pieces = tuple(wordpiece._split_word(word))
-                if len(words_cache) >= self._CACHE_LIMIT:
-                    words_cache.clear()
-                words_cache[word] = word_pieces
-            found += word_pieces
-        found = tuple(found)
-        if len(pieces_cache) >= self._CACHE_LIMIT:
-            pieces_cache.clear()
-        pieces_cache[piece] = found
-        return found
+        # The stock parts: tokens remembered by piece of text (exact_shortcuts.TokenCache).
+        cache = getattr(self, "_cache_state", None)
+        if cache is None or not cache.fits(basic, wordpiece):
+            cache = self._cache_state = exact_shortcuts.TokenCache(basic, wordpiece)
+        return cache.tokenize(convert_to_unicode(text), basic, wordpiece._split_word)
 
     def __getstate__(self):
         # Pickles and copies (e.g. for worker processes) leave the caches behind.
@@ -535,43 +385,10 @@ class FullTokenizer(object):
     def _batch(self, texts, chunk_size, as_tokens):
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive, got %r" % (chunk_size,))
-        fast = self._fast_path()
-        chunks = _unicode_chunks(texts, chunk_size)
-        if fast is not None:
-            return fast.rows(chunks, as_tokens)
-        result = []
-        for chunk in chunks:
-            for text in chunk:
-                tokens = self.tokenize(text)
-                result.append(tokens if as_tokens else self.convert_tokens_to_ids(tokens))
-        return result
-
-    def _fast_path(self):
-        """The tensorflow_text machinery, built on first use; None if it can't be used.
-
-        Without tensorflow_text, with a vocabulary TensorFlow cannot mirror, or while
-        TensorFlow builds a graph (fast_batch.building_graph), the batch methods fall
-        back to the exact path (same output, slower) and say so once. A tokenizer whose parts
-        were replaced or overridden (a subclass's tokenize, another basic or WordPiece
-        tokenizer) takes the exact path too: the fast path only knows the stock rules.
-        """
-        if self._customized():
-            return None
-        if fast_batch.building_graph():
-            if not getattr(self, "_graph_warned", False):
-                self._graph_warned = True
-                logging.getLogger(__name__).warning(
-                    "Batch tokenization falls back to the pure-Python path while TensorFlow "
-                    "builds a graph (TF1 graph mode or tf.Graph().as_default()): its results "
-                    "cannot be read there.")
-            return None
-        if getattr(self, "_fast", None) is None:
-            fast, reason = fast_batch.build(self)
-            if reason is not None:
-                logging.getLogger(__name__).warning(
-                    "Batch tokenization falls back to the pure-Python path: %s.", reason)
-            self._fast = fast or False  # False: tried, and take the exact path from now on
-        return self._fast or None
+        if not isinstance(getattr(self, "_fast", None), fast_batch.BatchPath):  # first use
+            self._fast = fast_batch.BatchPath()
+        chunks = fast_batch.unicode_chunks(texts, chunk_size, convert_to_unicode)
+        return self._fast.rows(self, chunks, as_tokens, stock=not self._customized())
 
     def _customized(self):
         """True when tokenize() is not this class's stock pipeline on self.vocab."""
@@ -579,20 +396,3 @@ class FullTokenizer(object):
                 or type(self.basic_tokenizer) is not BasicTokenizer
                 or type(self.wordpiece_tokenizer) is not WordpieceTokenizer
                 or self.wordpiece_tokenizer.vocab is not self.vocab)
-
-
-def _unicode_chunks(texts, chunk_size):
-    """Yields lists of at most `chunk_size` texts of the iterable `texts`, as str."""
-    texts = iter(texts)
-    while True:
-        chunk = list(itertools.islice(texts, chunk_size))
-        if not chunk:
-            return
-        if set(map(type, chunk)) != {str}:  # else no per-text Python call at all
-            chunk = [text if isinstance(text, str) else convert_to_unicode(text)
-                     for text in chunk]
-        yield chunk
-
-
-# What _is_plain looks for on an instance: the names its class defines.
-_CLASS_NAMES = {cls: frozenset(vars(cls)) for cls in (BasicTokenizer, WordpieceTokenizer)}

@@ -14,6 +14,7 @@ import pytest
 
 import tokenization
 from bert_tf2.text import characters
+from bert_tf2.text import exact_shortcuts
 from bert_tf2.text import fast_batch
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
@@ -513,7 +514,7 @@ def test_deleted_whitespace_is_all_in_latin1():
     found = "".join(chr(cp) for cp in range(0x110000)
                     if chr(cp).isspace() and _oracle_clean(chr(cp)) == "")
     assert found == "\x0b\x0c\x1c\x1d\x1e\x1f\x85"
-    assert tokenization._DELETED_SPACES == found
+    assert exact_shortcuts.DELETED_SPACES == found
 
 
 def test_exact_path_caches_follow_the_settings(oracle_vocab):
@@ -560,14 +561,22 @@ def test_exact_path_honours_methods_replaced_on_instances(oracle_vocab):
     assert tokenizer.tokenize("a,b c") == ["a", ",", "b", "c"]
 
 
-def test_exact_path_caches_are_bounded(oracle_vocab):
+def test_exact_path_caches_are_bounded(oracle_vocab, monkeypatch):
+    monkeypatch.setattr(exact_shortcuts, "CACHE_LIMIT", 5)
+    made = []
+
+    class Recorded(exact_shortcuts.TokenCache):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(exact_shortcuts, "TokenCache", Recorded)
     tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
-    tokenizer._CACHE_LIMIT = 5
     texts = random_texts(300, seed=7)
     assert [tokenizer.tokenize(t) for t in texts] == [
         oracle_full(t, True, tokenizer.vocab) for t in texts]
-    pieces, words = tokenizer._caches(tokenizer.basic_tokenizer, tokenizer.wordpiece_tokenizer)
-    assert 0 < len(pieces) <= 5 and 0 < len(words) <= 5
+    assert len(made) == 1 and made[0].limit == 5
+    assert 0 < len(made[0].pieces) <= 5 and 0 < len(made[0].words) <= 5
 
 
 def test_tokenizer_pickles_without_its_caches(oracle_vocab):

@@ -1,2 +1,3 @@
-"""What tokenization.py stands on: the code point tables both of its paths share (characters)
-and the batch path on tensorflow_text's FastWordpieceTokenizer (fast_batch)."""
+"""What tokenization.py stands on: the code point tables both of its paths share (characters),
+the exact path's shortcuts and caches (exact_shortcuts) and the batch path on tensorflow_text's
+FastWordpieceTokenizer (fast_batch)."""

@@ -1,8 +1,10 @@
 """Code point tables shared by tokenization.py's exact path and its batch path.
 
-Which blocks count as CJK ideographs, which ASCII characters count as punctuation, and a
-str.translate table that fills itself in as characters are seen. Imports no TensorFlow.
+Which blocks count as CJK ideographs, which ASCII characters count as punctuation, the
+reference's whitespace / control / punctuation classes, and a str.translate table that
+fills itself in as characters are seen. Imports no TensorFlow.
 """
+import unicodedata
 
 # Code point blocks treated as "Chinese characters": each one becomes a word of
 # its own. (Hangul, kana and other CJK-adjacent scripts are not in the list.)
@@ -33,6 +35,30 @@ def is_chinese_char(cp):
         if low <= cp <= high:
             return True
     return False
+
+
+_ASCII_SPACES = frozenset(" \t\n\r")
+
+
+def is_whitespace(char):
+    """True for space, tab, newline, carriage return and Unicode category Zs."""
+    if char in _ASCII_SPACES:
+        return True
+    return unicodedata.category(char) == "Zs"
+
+
+def is_control(char):
+    """True for categories Cc and Cf, except tab/newline/CR (those are whitespace)."""
+    if char in _ASCII_SPACES:  # the space itself is not Cc/Cf anyway
+        return False
+    return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def is_punctuation(char):
+    """True for non-alphanumeric printable ASCII and for Unicode categories P*."""
+    if char in ASCII_PUNCTUATION:
+        return True
+    return unicodedata.category(char).startswith("P")
 
 
 class CharacterMap(dict):

@@ -1,8 +1,10 @@
 """tokenization.FullTokenizer's batch path: many texts at a time on tensorflow_text.
 
-`FullTokenizer.tokenize_batch` / `convert_batch_to_ids` hand chunks of texts to a
+`FullTokenizer.tokenize_batch` / `convert_batch_to_ids` hand chunks of texts
+(`unicode_chunks`) to the tokenizer's `BatchPath`, which passes them to a
 `FastBatchTokenizer` (made by `build`), whose output equals `FullTokenizer.tokenize`
-on every text. TensorFlow, tensorflow_text and numpy are imported on first use.
+on every text, or else tokenizes them one by one on the exact path. TensorFlow,
+tensorflow_text and numpy are imported on first use.
 
 Why not tensorflow_text's FastBertTokenizer as it is? Measured on SQuAD v1.1 dev
 (contexts and questions, uncased vocab), it gives 462,759 tokens where the reference
@@ -50,6 +52,7 @@ import concurrent.futures
 import contextlib
 import gc
 import itertools
+import logging
 import operator
 import re
 import sys
@@ -59,6 +62,8 @@ from bert_tf2.text import characters
 
 _WORD, _SPACE, _SPLIT = 0, 1, 2  # how a character behaves when words are cut
 _TABLES = None
+# Batch calls that fall back to the exact path say so under tokenization's name.
+_LOG = logging.getLogger("tokenization")
 
 # How the batch path cuts its work (FastBatchTokenizer.rows): parts of about this
 # many characters of text (tests lower it to run many parts on the worker threads),
@@ -81,6 +86,66 @@ def build(full_tokenizer):
     if fast.problem is not None:
         return None, fast.problem
     return fast, None
+
+
+class BatchPath(object):
+    """A FullTokenizer's batch calls: on a FastBatchTokenizer built on first use, or per text.
+
+    Without tensorflow_text, with a vocabulary TensorFlow cannot mirror, or while
+    TensorFlow builds a graph (building_graph), the rows come from the exact path (same
+    output, slower), and a warning says so once. So do they for a tokenizer that is not
+    `stock` (a subclass's tokenize, another basic or WordPiece tokenizer): the fast path
+    only knows the stock rules.
+    """
+
+    def __init__(self):
+        self.fast = None  # the FastBatchTokenizer; False once it could not be built
+        self.graph_warned = False
+
+    def rows(self, full_tokenizer, chunks, as_tokens, stock):
+        """The tokens (or ids) of every text of `chunks` (an iterable of lists of str)."""
+        fast = self.fast_tokenizer(full_tokenizer) if stock else None
+        if fast is not None:
+            return fast.rows(chunks, as_tokens)
+        result = []
+        for chunk in chunks:
+            for text in chunk:
+                tokens = full_tokenizer.tokenize(text)
+                result.append(tokens if as_tokens else full_tokenizer.convert_tokens_to_ids(tokens))
+        return result
+
+    def fast_tokenizer(self, full_tokenizer):
+        """The FastBatchTokenizer of a stock `full_tokenizer`, or None if it can't be used."""
+        if building_graph():
+            if not self.graph_warned:
+                self.graph_warned = True
+                _LOG.warning(
+                    "Batch tokenization falls back to the pure-Python path while TensorFlow "
+                    "builds a graph (TF1 graph mode or tf.Graph().as_default()): its results "
+                    "cannot be read there.")
+            return None
+        if self.fast is None:
+            fast, reason = build(full_tokenizer)
+            if reason is not None:
+                _LOG.warning("Batch tokenization falls back to the pure-Python path: %s.", reason)
+            self.fast = fast or False  # False: tried, and take the exact path from now on
+        return self.fast or None
+
+
+def unicode_chunks(texts, chunk_size, to_unicode):
+    """Yields lists of at most `chunk_size` texts of the iterable `texts`, as str.
+
+    to_unicode: what makes a str of a text that is not one (tokenization's
+    convert_to_unicode: this module never imports tokenization).
+    """
+    texts = iter(texts)
+    while True:
+        chunk = list(itertools.islice(texts, chunk_size))
+        if not chunk:
+            return
+        if set(map(type, chunk)) != {str}:  # else no per-text Python call at all
+            chunk = [text if isinstance(text, str) else to_unicode(text) for text in chunk]
+        yield chunk
 
 
 class _CharSet(object):
