@@ -12,12 +12,17 @@ def test_size_classes_are_powers_of_two_that_cover_the_count():
               (1 << 24) + 1, (1 << 25) - 1, 50_331_649, (1 << 30) - 3, (1 << 30) + 1]
     counts += list(range(100_000, 4_000_000, 7919))
     graph = tf.function(dropout_masks.size_class)
+    # Compiled by XLA, inside a step of --enable_xla: the same sizes, and a constant.
+    compiled = tf.function(lambda c: tf.zeros(dropout_masks.size_class(c) // 65536),
+                           jit_compile=True)
     for count in counts:
         size = dropout_masks.size_class(count)
         assert size >= count and size >= 65536 and size & (size - 1) == 0, count
         assert size < 2 * count or size == 65536 or count > 1 << 24, count
         # The graph version (dynamic shapes) picks the very same size.
         assert int(graph(tf.constant(count))) == size, count
+        if count < 1 << 26:
+            assert compiled(tf.constant(count)).shape == [size // 65536], count
     # About 500 different batch sizes up to 4M units: six programs.
     assert len({dropout_masks.size_class(c) for c in range(100_000, 4_000_000, 7919)}) == 6
 

@@ -39,14 +39,22 @@ _SMALLEST_CLASS = 1 << 16
 def size_class(count):
     """The number of uniforms drawn for `count` units: a power of two >= count, at
     least 65,536 (an int for an int; an int64 tensor for an int32 tensor). Both
-    forms take 2 ** (1 + the float32 exponent of count - 1), so they agree."""
+    take the smallest power of two above float32(count - 1), so they agree; the
+    tensor form is compares and a sum, which XLA evaluates while compiling a step
+    (the draw's length must be a constant of the program: --enable_xla on trimmed
+    batches, whose lengths the trace does not know)."""
     if isinstance(count, int):
         exponent = int(np.frexp(np.float32(max(count - 1, 1)))[1])
         return max(_SMALLEST_CLASS, 1 << exponent)
     below = tf.cast(tf.maximum(count - 1, 1), tf.float32)
-    exponent = tf.bitwise.right_shift(tf.bitcast(below, tf.int32), 23) - 126
-    size = tf.bitwise.left_shift(tf.constant(1, tf.int64), tf.cast(exponent, tf.int64))
-    return tf.maximum(size, _SMALLEST_CLASS)
+    bounds = tf.constant(_CLASS_BOUNDS, tf.float32)
+    doublings = tf.reduce_sum(tf.cast(bounds <= below, tf.int64))
+    return tf.bitwise.left_shift(tf.constant(_SMALLEST_CLASS, tf.int64), doublings)
+
+
+# The float32 powers of two from the smallest class up: count c's class is
+# _SMALLEST_CLASS * 2 ** (how many of them are <= float32(c - 1)).
+_CLASS_BOUNDS = [2.0 ** k for k in range(16, 63)]
 
 
 @tf.function(jit_compile=True)
