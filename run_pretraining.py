@@ -299,7 +299,7 @@ def run(settings):
     strategy = training.get_strategy(trainer)
     config = training.RunConfig.from_settings(trainer, record=training_record.of(
         settings.part(*training_record.SETTINGS), files=input_files)
-        if settings.do_train else None)
+        if settings.do_train else None, autograph=False)
     runner = training.Runner(strategy, lambda: heads.BertPretrainer(bert_config), config,
                              for_training=settings.do_train)
     result = settings_lib.Result(output_dir=settings.output_dir)

@@ -120,6 +120,41 @@ def test_fused_optimizer_steps_like_the_op_by_op_one_and_resumes(tmp_path, optim
                 again.optimizer.get_slot(w, slot).numpy())
 
 
+def test_autograph_off_traces_the_same_step_and_refuses_python_control_flow(tmp_path):
+    # The faces' runners trace without AutoGraph (RunConfig.autograph=False): the same
+    # loss and update. A Python caller's loss that branches in Python on a tensor needs
+    # AutoGraph, a Runner's default; without it the trace says so instead of running.
+    data = features(8, seed=3)
+    converted = make_runner(tmp_path, "converted", num_train_steps=2)
+    as_written = make_runner(tmp_path, "as_written", init_from=converted, num_train_steps=2,
+                             autograph=False)
+    m1 = converted.train(dataset_fn_of(data, 4), classifier_loss)
+    m2 = as_written.train(dataset_fn_of(data, 4), classifier_loss)
+    assert m1["loss"] == m2["loss"]
+    for a, b in zip(first_moments(converted), first_moments(as_written)):
+        np.testing.assert_array_equal(a, b)
+
+    def branching_loss(model, feats, is_training):
+        loss, metrics = classifier_loss(model, feats, is_training)
+        if loss > 100.0:  # a Python `if` on a tensor: AutoGraph makes it a tf.cond
+            loss = loss / 2.0
+        return loss, metrics
+    converted = make_runner(tmp_path, "branching", num_train_steps=1)
+    assert np.isfinite(converted.train(dataset_fn_of(data, 4), branching_loss)["loss"])
+    as_written = make_runner(tmp_path, "branching_off", num_train_steps=1, autograph=False)
+    with pytest.raises(Exception, match="(?i)python bool|autograph"):
+        as_written.train(dataset_fn_of(data, 4), branching_loss)
+
+
+def test_the_faces_runners_trace_without_autograph(tmp_path):
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    fv = flags_common.parse_flags(run_classifier.define_flags,
+                                  ["--output_dir=%s" % (tmp_path / "out")])
+    runner = training.make_runner(fv, lambda: heads.BertClassifier(tiny_config(), 2))
+    assert runner.config.autograph is False
+    assert training.RunConfig(output_dir="x").autograph is True  # a Python caller's Runner
+
+
 def test_xla_step_gives_the_same_loss_and_update(tmp_path):
     data = features(8, seed=3)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
