@@ -5,6 +5,7 @@ word masking, packed rows), the same whatever the DirectRunner's workers, readab
 run_pretraining.py; bad input stops the run with one line and leaves no file.
 """
 import collections
+import contextlib
 import glob
 import json
 import os
@@ -14,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import tensorflow as tf
@@ -333,25 +333,39 @@ def test_bad_input_in_worker_processes_is_one_line(corpus, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
 
 
-def _start_on_big_files(corpus, tmp_path, copies, *extra):
-    """big-0.txt and big-1.txt (`copies` times a corpus each) and the command line started
-    on them (a Popen, its stderr piped)."""
-    for i in range(2):
-        (tmp_path / ("big-%d.txt" % i)).write_text(_corpus(i) * copies)
-    return subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path, *extra),
+@contextlib.contextmanager
+def _started_on_a_held_pipe(corpus, tmp_path, *extra):
+    """The command line started on big-0.txt (a small corpus) and big-1.txt, a named pipe
+    that the test opens for writing and never writes to: the run cannot end before the
+    test acts on it, whatever the machine's speed. Yields the Popen (stderr piped) once
+    the run reads the pipe."""
+    (tmp_path / "big-0.txt").write_text(_corpus(0) * 20)
+    pipe = tmp_path / "big-1.txt"
+    os.mkfifo(pipe)
+    proc = subprocess.Popen(_command(corpus, tmp_path, "%s/big-*.txt" % tmp_path, *extra),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    writer = []
+    opener = threading.Thread(target=lambda: writer.append(open(pipe, "w")), daemon=True)
+    opener.start()
+    try:
+        wait_until(lambda: writer, proc, what="the run reading the named pipe")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        if not writer:  # a reader of our own lets the opening thread go
+            os.close(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))
+            opener.join(HANG_GUARD_SECONDS)
+        for f in writer:
+            f.close()
 
 
 def test_sigterm_removes_the_temporary_folder(corpus, tmp_path):
-    # Enough text that the pipeline runs ~8 s past the temporary folder's creation
-    # (x50 left 2.5 s on an idle machine, and under make test's load a run once
-    # ended before the signal).
-    proc = _start_on_big_files(corpus, tmp_path, 400, "--dupe_factor=50", *IN_MEMORY)
-    wait_until(lambda: [p for p in tmp_path.iterdir() if ".beam-tmp-" in p.name], proc,
-               what="the temporary folder")
-    time.sleep(1)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
+    with _started_on_a_held_pipe(corpus, tmp_path, *IN_MEMORY) as proc:
+        assert [p for p in tmp_path.iterdir() if ".beam-tmp-" in p.name]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
     assert proc.returncode == 143, err[-3000:]
     assert err.splitlines()[-1] == "error: stopped by SIGTERM" and "Traceback" not in err
     assert sorted(os.listdir(tmp_path)) == ["big-0.txt", "big-1.txt"]
@@ -373,16 +387,6 @@ def test_a_killed_worker_is_one_line():
     assert "ended before" in str(pretraining_beam._worker_lost(
         RuntimeError("Channel closed prematurely."), []))
     assert pretraining_beam._worker_lost(RuntimeError("a bug"), []) is None
-
-
-def _cpu_seconds(pid):
-    """CPU time (user + system) process `pid` has used so far, from /proc; 0 once it is gone."""
-    try:
-        with open("/proc/%s/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _worker_processes(pid):
@@ -408,24 +412,36 @@ def _worker_processes(pid):
     return found
 
 
+def _holders(pids, path):
+    """The processes of `pids` with `path` open."""
+    found = []
+    for pid in pids:
+        for fd in glob.glob("/proc/%d/fd/*" % pid):
+            try:
+                if os.readlink(fd) == str(path):
+                    found.append(pid)
+                    break
+            except OSError:
+                continue
+    return found
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
 def test_a_worker_process_killed_is_one_line(corpus, tmp_path):
-    proc = _start_on_big_files(corpus, tmp_path, 200, "--dupe_factor=20", *PROCESSES)
-    wait_until(lambda: _worker_processes(proc.pid), proc, what="a Beam worker process")
-    # The workers at work: one killed while it starts leaves Beam waiting for ever for
-    # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly). A loaded
-    # machine can take longer than a fixed wait to start one, so wait for a worker that has
-    # spent its start-up's CPU time (its imports: about 2 s) as well.
-    time.sleep(5)
-    wait_until(lambda: _cpu_seconds(_worker_processes(proc.pid)[-1]) >= 4, proc,
-               what="a worker with 4 s of CPU time")
-    os.kill(_worker_processes(proc.pid)[-1], signal.SIGKILL)
-    try:
-        _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.terminate()  # its own clean-up
-        pytest.fail("the run hung after its worker was killed: %s"
-                    % proc.communicate(timeout=HANG_GUARD_SECONDS)[1][-3000:])
+    # The worker reading the held pipe is at work (past its start-up, inside the
+    # pipeline). One killed while it starts would instead leave Beam waiting for ever for
+    # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly).
+    pipe = tmp_path / "big-1.txt"
+    with _started_on_a_held_pipe(corpus, tmp_path, *PROCESSES) as proc:
+        wait_until(lambda: _holders(_worker_processes(proc.pid), pipe), proc,
+                   what="the worker that holds the named pipe")
+        os.kill(_holders(_worker_processes(proc.pid), pipe)[0], signal.SIGKILL)
+        try:
+            _, err = proc.communicate(timeout=HANG_GUARD_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # its own clean-up
+            pytest.fail("the run hung after its worker was killed: %s"
+                        % proc.communicate(timeout=HANG_GUARD_SECONDS)[1][-3000:])
     assert proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err and "Exception in thread" not in err, err[-3000:]
     assert err.splitlines()[-1].startswith(
