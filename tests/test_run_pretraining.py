@@ -12,7 +12,7 @@ import run_pretraining
 from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
-from conftest import HANG_GUARD_SECONDS, REPO_ROOT, StderrLines, wait_until
+from conftest import HANG_GUARD_SECONDS, REPO_ROOT, StderrLines
 
 
 def run_flags(**values):
@@ -250,29 +250,30 @@ def _cli(shared_dir, tmp_path, name, **extra):
         "--%s=%s" % kv for kv in values.items()]
 
 
-def _wait_for(path, proc):
-    wait_until(path.exists, proc, what=str(path))
-
-
 @pytest.mark.slow
 def test_sigkill_then_restart_equals_an_uninterrupted_run(shared_dir, tmp_path):
     import random
+    import re
     import signal
-    import time
     args = dict(num_train_steps=10, save_checkpoints_steps=2, iterations_per_loop=1,
-                deterministic_data=True)
+                deterministic_data=True, progress="lines", log_every_seconds=1e-3)
     subprocess.run(_cli(shared_dir, tmp_path, "straight", **args), check=True,
                    capture_output=True, timeout=HANG_GUARD_SECONDS)
-    # The kill must land before the run ends; on a fast idle machine the last steps can
-    # finish within the random delay, so try again (shorter delay) in a fresh folder.
-    for attempt in range(4):
+    # Killed as soon as a random step's progress line is written (read as it comes, no
+    # polling): the kill lands within the next step or checkpoint save, never after the
+    # run's last two steps, whatever the CPU's speed. (Should the run still have ended,
+    # a fresh folder tries an earlier step.)
+    for attempt in range(3):
         name = "killed%d" % attempt
         proc = subprocess.Popen(_cli(shared_dir, tmp_path, name, **args),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        _wait_for(tmp_path / name / "model.ckpt-4.index", proc)
-        time.sleep(random.uniform(0, 1.0) / (attempt + 1))
+        line = re.compile(r"^train  step %d/10  " % random.randint(4, 8 - 2 * attempt))
+        for text in proc.stderr:
+            if line.search(text):
+                break
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        proc.stderr.close()
         interrupted_at = checkpoints.CheckpointContents(str(tmp_path / name)).path
         if not interrupted_at.endswith("-10"):
             break
