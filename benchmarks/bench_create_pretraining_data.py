@@ -470,11 +470,12 @@ def main(argv=None):
     print("create_pretraining_data throughput (dupe_factor=%d, cpus=%s)"
           % (args.dupe_factor, os.cpu_count()))
     print(format_table([r for r in rows if "speedup" in r]))
-    for row in rows:
-        if "speedup" not in row:
-            print("%-44s %8.2f MB  ours %9.0f  peer %9.0f %-15s %6.2fx  %s" % (
-                row["mode"], row["input_mb"], row["ours"], row["peer"], row["unit"],
-                row["ratio"], row.get("note", "")))
+    others = [row for row in rows if "speedup" not in row]
+    width = max([44] + [len(row["mode"]) for row in others])
+    for row in others:
+        print("%-*s %8.2f MB  ours %9.0f  peer %9.0f %-15s %6.2fx  %s" % (
+            width, row["mode"], row["input_mb"], row["ours"], row["peer"], row["unit"],
+            row["ratio"], row.get("note", "")))
     return rows
 
 
