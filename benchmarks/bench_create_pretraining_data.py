@@ -3,6 +3,7 @@
 Usage:
   python benchmarks/bench_create_pretraining_data.py [--max_mb 20] [--baseline_mb 2]
       [--dupe_factor 10] [--num_workers 2] [--repeats 2] [--shared DIR] [--vocab PATH]
+      [--reference_mb 1] [--reference_repeats 1] [--reference_modes default,wwm]
 
 A corpus of at least --max_mb MB is assembled in a temporary directory from the
 text under ../shared/data: SQuAD v1.1 dev contexts (one document per paragraph,
@@ -30,6 +31,8 @@ Modes, all with the default flags (max_seq_length 128, 20 predictions, uncased):
              in its own process; main() timed, not the imports). Its records
              are compared with ours byte for byte once re-serialized deterministically
              (the reference writes each Example's map in a per-process hash order).
+             One pair of rows per --reference_modes entry: "default" (the flags
+             above) and "wwm" (the same with --do_whole_word_mask=True).
   scaling    our script (default mode) on one file of each --scaling_mb size, in its own
              process: instances/s and peak RSS (and its growth over the imports).
 Times include reading, tokenizing, generating and writing, not TensorFlow's import
@@ -204,11 +207,16 @@ def _child_env():
     return dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
 
 
-def _script_flags(input_file, output_file, vocab, dupe_factor):
+def _script_flags(input_file, output_file, vocab, dupe_factor, whole_word_mask=False):
     return ["--input_file=" + input_file, "--output_file=" + output_file,
             "--vocab_file=" + vocab, "--do_lower_case=True", "--max_seq_length=128",
             "--max_predictions_per_seq=20", "--masked_lm_prob=0.15", "--short_seq_prob=0.1",
-            "--random_seed=12345", "--dupe_factor=%d" % dupe_factor]
+            "--random_seed=12345", "--dupe_factor=%d" % dupe_factor,
+            "--do_whole_word_mask=%s" % whole_word_mask]
+
+
+# The reference rows' modes: name -> (--do_whole_word_mask, what the rows' labels add).
+REFERENCE_MODES = {"default": (False, ""), "wwm": (True, ", --do_whole_word_mask")}
 
 
 def run_script(kind, folder, flag_list):
@@ -227,20 +235,32 @@ def canonical_records(path):
             for r in tf.data.TFRecordDataset(path).as_numpy_iterator()]
 
 
-def reference_rows(shared, vocab, workdir, files, megabytes, dupe_factor, repeats=1):
+def reference_rows(shared, vocab, workdir, files, megabytes, dupe_factor, repeats=1,
+                   modes=("default",)):
     """The reference's script vs ours on the first `megabytes` MB (one file), alternating
-    (ABBA...): rows with instances/s (wall and CPU) and the byte comparison."""
+    (ABBA...): rows with instances/s (wall and CPU) and the byte comparison, one pair
+    per mode of `modes` (names of REFERENCE_MODES)."""
     fork = reference_fork(shared, workdir)
     if fork is None:
         return []
     [prefix], size = _prefix_files(files, workdir, megabytes, "reference_input.txt")
-    outputs = {kind: os.path.join(workdir, kind + ".tfrecord") for kind in ("reference", "ours")}
+    rows = []
+    for mode in modes:
+        rows += _reference_mode_rows(fork, vocab, workdir, prefix, size, dupe_factor, repeats,
+                                     mode)
+    return rows
+
+
+def _reference_mode_rows(fork, vocab, workdir, prefix, size, dupe_factor, repeats, mode):
+    whole_word_mask, label = REFERENCE_MODES[mode]
+    outputs = {kind: os.path.join(workdir, "%s_%s.tfrecord" % (kind, mode))
+               for kind in ("reference", "ours")}
     folders = {"reference": fork, "ours": REPO_ROOT}
     runs = {"reference": [], "ours": []}
     for r in range(repeats):
         for kind in (("reference", "ours") if r % 2 == 0 else ("ours", "reference")):
             runs[kind].append(run_script(kind, folders[kind], _script_flags(
-                prefix, outputs[kind], vocab, dupe_factor)))
+                prefix, outputs[kind], vocab, dupe_factor, whole_word_mask)))
     theirs, ours = (canonical_records(outputs[k]) for k in ("reference", "ours"))
     with open(outputs["ours"], "rb") as f:
         raw_ours = f.read()
@@ -255,10 +275,11 @@ def reference_rows(shared, vocab, workdir, files, megabytes, dupe_factor, repeat
         speed = {k: len(theirs) / statistics.median(r[key] for r in runs[k]) for k in runs}
         rows.append(dict(
             measure="create_pretraining_data vs the reference's script",
-            config="reference create_pretraining_data.py, %.1f MB, dupe_factor=%d, %s" % (
-                size, dupe_factor, unit), ours=speed["ours"], peer=speed["reference"],
+            config="reference create_pretraining_data.py, %.1f MB, dupe_factor=%d%s, %s" % (
+                size, dupe_factor, label, unit), ours=speed["ours"], peer=speed["reference"],
             unit=unit, ratio=speed["ours"] / speed["reference"], note=note,
-            mode="vs reference script (%s)" % unit, input_mb=size, instances=len(ours),
+            mode="vs reference script%s (%s)" % (label, unit), input_mb=size,
+            instances=len(ours),
             seconds=statistics.median(r["seconds"] for r in runs["ours"]),
             cpu_seconds=statistics.median(r["cpu_seconds"] for r in runs["ours"]),
             reference_seconds=statistics.median(r[key] for r in runs["reference"])))
@@ -334,11 +355,12 @@ def _median_run(runs):
 
 def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_factor=10,
         num_workers=2, num_files=8, repeats=2, reference_mb=None, reference_repeats=1,
-        scaling_mb=None, reference_dupe_factor=10):
+        scaling_mb=None, reference_dupe_factor=10, reference_modes=("default", "wwm")):
     """Measures the modes; returns one dict per mode (see the module docstring).
 
     reference_mb: the reference script's input (None: 1 MB, at most max_mb; 0: not run),
       run with the script's default flags (reference_dupe_factor: its dupe_factor, 10);
+    reference_modes: the reference rows' modes (REFERENCE_MODES: "default", "wwm");
     scaling_mb: the sizes of the scaling rows (None: 1 and 10 MB, or max_mb when smaller).
 
     The baseline and the default mode are first timed on the same prefix, in
@@ -383,7 +405,7 @@ def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_fa
         if reference_mb is None:
             reference_mb = min(1.0, max_mb)
         extra = reference_rows(shared, vocab, workdir, files, reference_mb, reference_dupe_factor,
-                               reference_repeats) if reference_mb else []
+                               reference_repeats, reference_modes) if reference_mb else []
         if scaling_mb is None:
             scaling_mb = (1.0, 10.0) if max_mb >= 1 else (max_mb,)
         extra += scaling_rows(shared, vocab, workdir, scaling_mb, dupe_factor)
@@ -430,21 +452,30 @@ def main(argv=None):
     parser.add_argument("--reference_mb", type=float, default=None,
                         help="input of the reference script's rows (default 1; 0: skip)")
     parser.add_argument("--reference_repeats", type=int, default=1)
+    parser.add_argument("--reference_modes", default="default,wwm",
+                        help="comma-separated reference row modes: default (the scripts' "
+                             "flags), wwm (with --do_whole_word_mask=True)")
     parser.add_argument("--scaling_mb", default=None,
                         help="comma-separated sizes of the scaling rows (default 1,10)")
     args = parser.parse_args(argv)
     scaling = ([float(s) for s in args.scaling_mb.split(",")] if args.scaling_mb else None)
+    modes = [m.strip() for m in args.reference_modes.split(",") if m.strip()]
+    unknown = sorted(set(modes) - set(REFERENCE_MODES))
+    if unknown:
+        parser.error("--reference_modes: unknown %s (known: %s)"
+                     % (", ".join(unknown), ", ".join(REFERENCE_MODES)))
     rows = run(args.shared, args.vocab, args.max_mb, args.baseline_mb, args.dupe_factor,
                args.num_workers, args.num_files, args.repeats, args.reference_mb,
-               args.reference_repeats, scaling)
+               args.reference_repeats, scaling, reference_modes=modes)
     print("create_pretraining_data throughput (dupe_factor=%d, cpus=%s)"
           % (args.dupe_factor, os.cpu_count()))
     print(format_table([r for r in rows if "speedup" in r]))
-    for row in rows:
-        if "speedup" not in row:
-            print("%-44s %8.2f MB  ours %9.0f  peer %9.0f %-15s %6.2fx  %s" % (
-                row["mode"], row["input_mb"], row["ours"], row["peer"], row["unit"],
-                row["ratio"], row.get("note", "")))
+    others = [row for row in rows if "speedup" not in row]
+    width = max([44] + [len(row["mode"]) for row in others])
+    for row in others:
+        print("%-*s %8.2f MB  ours %9.0f  peer %9.0f %-15s %6.2fx  %s" % (
+            width, row["mode"], row["input_mb"], row["ours"], row["peer"], row["unit"],
+            row["ratio"], row.get("note", "")))
     return rows
 
 

@@ -707,6 +707,39 @@ def test_capped_masking_runs_with_the_reference_records(tiny, whole_word, worker
     assert max(sum(r["masked_lm_weights"]) for r in got) == 10
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_whole_word_mask_at_cut_segment_ends_is_the_reference_rule(tiny, fast):
+    """Truncation leaves "##" pieces at the segments' starts: one leading A starts a word,
+    one leading B joins A's last word across the [SEP] (the reference's rule); the word
+    starts worked out per sentence follow the cuts."""
+    rng = random.Random(5)
+    words = ["unbreakable", "playing", "played", "stop", "cat"]
+    documents = ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
+                           for _ in range(rng.randint(1, 5))) for _ in range(12)]
+    path = _write(tiny.dir / "pieces.txt", "\n\n".join(documents) + "\n")
+    opts = dict(max_seq_length=16, max_predictions_per_seq=5, masked_lm_prob=0.3,
+                short_seq_prob=0.2, dupe_factor=3, do_whole_word_mask=True, random_seed=3)
+    out = str(tiny.dir / "pieces.tfrecord")
+    cpd.write_pretraining_data([path], [out], tiny.vocab, cpd.PretrainingOptions(**opts),
+                               fast=fast, use_fast_tokenizer=fast)
+    got = _features(out)
+    tokenizer = tokenization.FullTokenizer(tiny.vocab)
+    assert got == _rule_records([path], tokenizer, opts)
+    inv_vocab = {i: t for t, i in tokenizer.vocab.items()}
+    leading_a = leading_b = 0
+    for record in got:
+        ids = list(record["input_ids"])
+        for position, label, weight in zip(record["masked_lm_positions"],
+                                           record["masked_lm_ids"],
+                                           record["masked_lm_weights"]):
+            if weight:
+                ids[position] = label
+        start_b = record["segment_ids"].index(1)
+        leading_a += inv_vocab[ids[1]].startswith("##")
+        leading_b += inv_vocab[ids[start_b]].startswith("##")
+    assert leading_a > 5 and leading_b > 5
+
+
 @pytest.mark.parametrize("whole_word", [False, True])
 def test_create_instances_from_document_is_the_reference_rule(tiny, whole_word):
     """The reference's per-document function (public API) follows the rule written out."""

@@ -44,10 +44,18 @@ class Generator(object):
         # as punctuation), so usually the maskable positions need no search.
         clean = not any(cls in sentence or sep in sentence
                         for document in documents for sentence in document)
+        # Whole-word masking: whether each token starts a word, worked out once per
+        # sentence rather than in every example that holds it (a byte per token).
+        word_starts = None
+        if clean and self.options.do_whole_word_mask:
+            starts_word = self.symbols.starts_word
+            word_starts = [[bytes(map(starts_word, sentence)) for sentence in document]
+                           for document in documents]
         done = 0
         for _ in range(self.options.dupe_factor):
             for doc_index in range(len(documents)):
-                for example in self.document_examples(documents, doc_index, clean):
+                for example in self.document_examples(documents, doc_index, clean,
+                                                      word_starts):
                     yield example
                 done += 1
                 if on_document is not None and done % 1000 == 0:
@@ -55,10 +63,12 @@ class Generator(object):
 
     # -- one document -------------------------------------------------------
 
-    def document_examples(self, documents, doc_index, clean=False):
+    def document_examples(self, documents, doc_index, clean=False, word_starts=None):
         """The examples of documents[doc_index]; B segments may come from any document.
 
         clean: the documents are known to hold no [CLS]/[SEP] token.
+        word_starts: None, or (clean documents, whole-word masking) per sentence of
+          each document, bytes with 1 where symbols.starts_word(token), else 0.
         """
         draws = self.draws
         document = documents[doc_index]
@@ -78,7 +88,8 @@ class Generator(object):
             chunk_length += len(document[i])
             if i == last or chunk_length >= target_length:
                 example, unused = self._example_from_chunk(
-                    chunk, documents, doc_index, target_length, clean)
+                    chunk, documents, doc_index, target_length, clean, word_starts,
+                    i + 1 - len(chunk))
                 examples.append(example)
                 # Sentences of the chunk that a random B replaced are revisited.
                 i -= unused
@@ -87,8 +98,12 @@ class Generator(object):
             i += 1
         return examples
 
-    def _example_from_chunk(self, chunk, documents, doc_index, target_length, clean):
-        """Splits `chunk` into A and a real or random B; returns (example, unused)."""
+    def _example_from_chunk(self, chunk, documents, doc_index, target_length, clean,
+                            word_starts=None, first=0):
+        """Splits `chunk` into A and a real or random B; returns (example, unused).
+
+        chunk: the sentences documents[doc_index][first:first + len(chunk)].
+        """
         draws = self.draws
         split = draws.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
         tokens_a = []
@@ -98,13 +113,15 @@ class Generator(object):
         tokens_b = []
         if len(chunk) == 1 or draws.random() < 0.5:
             is_random_next = True
-            self._random_segment(tokens_b, documents, doc_index, target_length - len(tokens_a))
+            source_b = self._random_segment(tokens_b, documents, doc_index,
+                                            target_length - len(tokens_a))
             unused = len(chunk) - split
         else:
             is_random_next = False
             for sentence in chunk[split:]:
                 tokens_b += sentence
-        truncate_pair(tokens_a, tokens_b, self.max_num_tokens, draws.random)
+            source_b = doc_index, first + split, len(chunk) - split
+        cuts = truncate_pair(tokens_a, tokens_b, self.max_num_tokens, draws.random)
         if not tokens_a or not tokens_b:
             raise AssertionError("a segment became empty while truncating")
 
@@ -119,15 +136,32 @@ class Generator(object):
         if clean or not (symbols.cls in tokens_a or symbols.sep in tokens_a or
                          symbols.cls in tokens_b or symbols.sep in tokens_b):
             # [CLS] and [SEP] are only where they were just put.
-            candidates = list(range(1, start_b - 1))
-            candidates += range(start_b, len(tokens) - 1)
             if self.options.do_whole_word_mask:
-                candidates, words = self._group_words(tokens_a + tokens_b, candidates)
+                flags = bytearray(1)
+                if word_starts is None:
+                    flags += bytes(map(symbols.starts_word, tokens_a))
+                    flags.append(0)
+                    flags += bytes(map(symbols.starts_word, tokens_b))
+                else:
+                    _add_flags(flags, word_starts[doc_index][first:first + split], cuts[0],
+                               cuts[1])
+                    flags.append(0)
+                    document_b, first_b, count_b = source_b
+                    _add_flags(flags, word_starts[document_b][first_b:first_b + count_b],
+                               cuts[2], cuts[3])
+                flags.append(1)
+                candidates, words = _word_starts(flags, start_b - 1)
+            else:
+                candidates = list(range(1, start_b - 1))
+                candidates += range(start_b, len(tokens) - 1)
         positions, labels = self._mask_in_place(tokens, candidates, words)
         return (tokens, start_b, positions, labels, is_random_next), unused
 
     def _random_segment(self, segment, documents, doc_index, target_length):
-        """Appends sentences of a random other document, from a random start, to `segment`."""
+        """Appends sentences of a random other document, from a random start, to `segment`.
+
+        Returns (its document number, the first sentence, the number of sentences).
+        """
         draws = self.draws
         # Up to 10 tries to avoid the current document; a tiny corpus may fail.
         for _ in range(10):
@@ -135,10 +169,14 @@ class Generator(object):
             if other != doc_index:
                 break
         document = documents[other]
-        for sentence in document[draws.randint(0, len(document) - 1):]:
+        start = draws.randint(0, len(document) - 1)
+        count = 0
+        for sentence in document[start:]:
             segment += sentence
+            count += 1
             if len(segment) >= target_length:
                 break
+        return other, start, count
 
     # -- masking ------------------------------------------------------------
 
@@ -152,9 +190,8 @@ class Generator(object):
         """Masks `tokens` in place; returns (sorted positions, original tokens there).
 
         candidates: the maskable positions (lists of positions with whole word
-        masking; or word numbers, with `words` = (positions, starts): word w is
-        positions[starts[w]:starts[w + 1]]) when the caller knows them; found from
-        the tokens when None.
+        masking; or the words' first positions, with `words` as _word_starts gives)
+        when the caller knows them; found from the tokens when None.
         """
         symbols, draws = self.symbols, self.draws
         if candidates is None:
@@ -189,21 +226,6 @@ class Generator(object):
                 tokens[position] = replacements[draws.randint(0, len(replacements) - 1)]
         return positions, labels
 
-    def _group_words(self, maskable, positions):
-        """Whole words of `positions` (all maskable, in order), for _mask_in_place.
-
-        maskable: the tokens at `positions`, in order. A "##" piece joins the word
-        before it, as in _candidate_groups. Returns (list of word numbers, (positions,
-        starts)): word w is positions[starts[w]:starts[w + 1]], built only for the
-        words the masking looks at.
-        """
-        flags = map(self.symbols.starts_word, maskable)
-        starts = list(itertools.compress(range(len(positions)), flags))
-        if not starts or starts[0]:
-            starts.insert(0, 0)  # a leading "##" piece has nothing to join
-        starts.append(len(positions))
-        return list(range(len(starts) - 1)), (positions, starts)
-
     def _candidate_groups(self, tokens):
         """Maskable positions: one per token, or lists of positions per whole word."""
         cls, sep = self.symbols.cls, self.symbols.sep
@@ -221,20 +243,55 @@ class Generator(object):
         return groups
 
 
-def _chosen_words(numbers, words, budget):
-    """The positions of the words `numbers` (shuffled) masks, in that order: words are
-    taken while fewer than `budget` positions are; one that does not fit in what is
-    left is skipped whole. words: (positions, starts) as _group_words gives."""
-    positions, starts = words
+def _add_flags(flags, sentence_flags, front, back):
+    """Appends the flags of a segment's sentences to `flags`, less the `front` and
+    `back` ones its truncation cut."""
+    mark = len(flags)
+    for sentence in sentence_flags:
+        flags += sentence
+    if front or back:
+        del flags[len(flags) - back:]
+        del flags[mark:mark + front]
+
+
+def _word_starts(flags, sep):
+    """The whole words of [CLS] A [SEP] B [SEP], for _mask_in_place and _chosen_words.
+
+    flags: a bytearray, per position 1 where a word starts: 0 at [CLS], at the [SEP]
+    between the segments (position `sep`) and at "##" pieces, 1 at the last [SEP]
+    (where every word ends); 1 is set at position 1 (a leading "##" piece has no
+    word to join). A "##" piece joins the word before it, as in _candidate_groups,
+    also the first piece of B (the word then spans the [SEP]).
+    Returns (the first position of every word, in order; (flags, sep)).
+    """
+    flags[1] = 1
+    return list(itertools.compress(range(len(flags) - 1), flags)), (flags, sep)
+
+
+def _chosen_words(starts, words, budget):
+    """The positions the words starting at `starts` (shuffled) mask, in that order:
+    words are taken while fewer than `budget` positions are; one that does not fit in
+    what is left is skipped whole. words: (flags, sep) as _word_starts gives."""
+    flags, sep = words
     chosen = []
     count = 0
-    for number in numbers:
+    for start in starts:
         if count >= budget:
             break
-        begin, end = starts[number], starts[number + 1]
-        if count + end - begin <= budget:
-            chosen += positions[begin:end]
-            count += end - begin
+        if flags[start + 1]:
+            # A word of one token (most words): it always fits.
+            chosen.append(start)
+            count += 1
+            continue
+        word = [start]
+        end = start + 1
+        while not flags[end]:
+            if end != sep:
+                word.append(end)
+            end += 1
+        if count + len(word) <= budget:
+            chosen += word
+            count += len(word)
     return chosen
 
 
@@ -244,6 +301,8 @@ def truncate_pair(tokens_a, tokens_b, max_num_tokens, random_value):
     One token goes per step, from `tokens_b` on a tie, from the front when
     random_value() < 0.5 else from the back. The steps are counted first and the
     lists cut once at the end (same result as cutting step by step).
+
+    Returns (front_a, back_a, front_b, back_b): how many tokens went from each end.
     """
     len_a, len_b = len(tokens_a), len(tokens_b)
     front_a = back_a = front_b = back_b = 0
@@ -266,3 +325,4 @@ def truncate_pair(tokens_a, tokens_b, max_num_tokens, random_value):
     if front_b or back_b:
         del tokens_b[len(tokens_b) - back_b:]
         del tokens_b[:front_b]
+    return front_a, back_a, front_b, back_b
