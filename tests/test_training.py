@@ -153,6 +153,8 @@ def test_the_faces_runners_trace_without_autograph(tmp_path):
     runner = training.make_runner(fv, lambda: heads.BertClassifier(tiny_config(), 2))
     assert runner.config.autograph is False
     assert training.RunConfig(output_dir="x").autograph is True  # a Python caller's Runner
+    with pytest.raises(ValueError, match="RunConfig.autograph must be True or False, got 'no'"):
+        training.RunConfig(output_dir="x", autograph="no").validate()
 
 
 def test_xla_step_gives_the_same_loss_and_update(tmp_path):

@@ -112,6 +112,9 @@ class RunConfig:
         if self.deterministic_data and self.seed is None:
             raise ValueError("--deterministic_data needs --seed (the shuffling must be fixed)")
         progress.check_mode(self.progress)
+        if not isinstance(self.autograph, bool):
+            raise ValueError("RunConfig.autograph must be True or False, got %r"
+                             % (self.autograph,))
 
 
 # The settings of a runner the trainer reads (a part of them: settings_lib.Settings.part):
