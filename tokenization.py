@@ -343,9 +343,10 @@ class FullTokenizer(object):
         return cache.tokenize(convert_to_unicode(text), basic, wordpiece._split_word)
 
     def __getstate__(self):
-        # Pickles and copies (e.g. for worker processes) leave the caches behind.
+        # Copies (worker processes) leave caches and the batch path's TF objects behind.
         state = self.__dict__.copy()
         state.pop("_cache_state", None)
+        state["_fast"] = None
         return state
 
     def convert_tokens_to_ids(self, tokens):

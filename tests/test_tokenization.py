@@ -590,6 +590,17 @@ def test_tokenizer_pickles_without_its_caches(oracle_vocab):
     assert [copy.deepcopy(tokenizer).tokenize(t) for t in texts] == expected
 
 
+def test_tokenizer_pickles_after_its_batch_path_ran(oracle_vocab):
+    # The batch path holds TensorFlow objects, which do not pickle: a copy builds its own.
+    tokenizer = tokenization.FullTokenizer(oracle_vocab, do_lower_case=True)
+    texts = TRICKY[3:20]
+    expected = tokenizer.convert_batch_to_ids(texts)
+    assert expected == [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in texts]
+    for copied in (pickle.loads(pickle.dumps(tokenizer)), copy.deepcopy(tokenizer)):
+        assert copied.convert_batch_to_ids(texts) == expected
+    assert tokenizer.convert_batch_to_ids(texts) == expected  # the original's path is kept
+
+
 # ---------------------------------------------------------------------------
 # The batch path: identical to the exact path.
 # ---------------------------------------------------------------------------
