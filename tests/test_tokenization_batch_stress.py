@@ -159,3 +159,37 @@ def test_cjk_accented_corpus_equals_the_reference(batch_support, shared_dir, ref
     expected = [theirs.convert_tokens_to_ids(theirs.tokenize(text)) for text in texts]
     assert ours.convert_batch_to_ids(texts, chunk_size=300) == expected
     assert sum(map(len, expected)) > 50000
+
+
+# Non-ASCII texts of a part are prepared joined by U+E000 (FastBatchTokenizer's
+# _prepare_joined): texts whose result depends on what lies at their ends if the ends
+# were not a boundary (a final capital sigma, a capital sigma next to a cased letter
+# of the next text, marks at a text's start), texts that must be prepared alone
+# (deleted characters, lone surrogates), and texts holding the joiner itself.
+JOIN_BOUNDARY_TEXTS = [
+    "\u039f\u0394\u039f\u03a3", "\u0391\u0392\u0393 \u00e9",  # final sigma, then a cased start
+    "\u00e9\u03a3", "\u0301\u0301\u03c3\u03a3\u0301", "\u0300x\u0399\u03a3",
+    "\u03a3\u00c9", "\u00c9\u03a3", "\u0130\u03a3\u0307", "\u00df\u03a3",
+    "private \ue000 joiner \u00e9", "\ue000", "\u03a3\ue000\u03a3", "\u00e9",
+    "zero\u200bwidth \u00c9\u03a3", "\u03a3 lone \ud800 surrogate", "\u4e2d\u03a3",
+    "\u03a3", "", "\u00e9\u00e9", "\u0345\u03a3\u0345", "\u1f88\u03a3",
+]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_joined_preparation_keeps_each_text_apart(batch_support, uncased_vocab, reference,
+                                                 lower):
+    del batch_support
+    # Every pair, in both orders, side by side in one part: each text's ends are next
+    # to every other kind of end.
+    texts = [text for first in JOIN_BOUNDARY_TEXTS for second in JOIN_BOUNDARY_TEXTS
+             for text in (first, second)]
+    ours = tokenization.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    assert_batch_matches_exact(ours, texts)
+    theirs = reference.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    checked = [text for text in texts if "\ud800" not in text]  # theirs fails on it
+    assert ours.convert_batch_to_ids(checked) == [
+        theirs.convert_tokens_to_ids(theirs.tokenize(text)) for text in checked]
+    # The same pairs without the texts that must be prepared alone: all joined.
+    joined = [t for t in texts if not any(c in t for c in "\ue000\u200b\ud800")]
+    assert_batch_matches_exact(ours, joined)

@@ -34,10 +34,12 @@ differences, which SQuAD happens not to contain:
 
 What this path does instead: it never uses the TensorFlow normalizer. The reference's
 per-word steps are replayed in Python with whole-string C routines (a regex deletes
-NUL/U+FFFD/Cc/Cf, str.lower(), unicodedata.normalize("NFD"), a regex deletes Mn). That
-equals the per-word version because words are separated by whitespace, which is neither
-cased, case-ignorable nor combining, so neither the final-sigma rule of str.lower() nor
-NFD reordering can look across it, and the deletions happen first in both.
+NUL/U+FFFD/Cc/Cf, str.lower(), unicodedata.normalize("NFD"), a regex deletes Mn), on all
+the non-ASCII texts of a part at once, joined by a private-use character. That equals the
+per-word version because words are separated by whitespace and texts by the joiner,
+neither of which is cased, case-ignorable nor combining, so neither the final-sigma rule
+of str.lower() nor NFD reordering can look across them, and the deletions happen first
+in both.
 FastWordpieceTokenizer then splits on whitespace, punctuation and CJK ideographs and runs
 WordPiece; its character classes are probed once per process against Python's. Texts
 that still could differ are handed to the exact path: texts with a character the two
@@ -70,6 +72,8 @@ _LOG = logging.getLogger("tokenization")
 # and at most this many parts waiting.
 PART_CHARS = 1 << 18
 _IN_FLIGHT = 4
+# What FastBatchTokenizer._prepare_joined puts between texts (U+E000, private use).
+_JOINER = "\ue000"
 
 
 def build(full_tokenizer):
@@ -183,6 +187,11 @@ class _CharSet(object):
             if self._is_member(match.group()):
                 return True
         return False
+
+    def positions(self, text):
+        """The index in `text` of every member, in order."""
+        return [match.start() for match in self._candidates.finditer(text)
+                if self._is_member(match.group())]
 
     def delete(self, text):
         """Returns `text` without its members."""
@@ -367,6 +376,7 @@ class FastBatchTokenizer(object):
         self._marks = tables.marks
         self._unsafe = tables.unsafe_lower if self._lower else tables.unsafe_cased
         self._attention = tables.attention_lower if self._lower else tables.attention_cased
+        self._joinable = not self._attention.search(_JOINER)
 
         tf_vocab, self.problem = _vocab_for_tf(full_tokenizer.vocab, wordpiece.unk_token, tables)
         if self.problem:
@@ -469,7 +479,8 @@ class FastBatchTokenizer(object):
 
     def _prepare_part(self, texts):
         """The bytes FastWordpieceTokenizer should split for each of `texts` (see
-        _prepare_unicode), or None for a text that must take the exact path."""
+        _prepare_unicode), or None for a text that must take the exact path: the ASCII
+        texts in one go, the others in another (_prepare_joined)."""
         others = list(itertools.compress(range(len(texts)),
                                          map(operator.not_, map(str.isascii, texts))))
         if not others:
@@ -479,8 +490,8 @@ class FastBatchTokenizer(object):
         for row in others:
             ascii_only[row] = ""
         prepared = self._prepare_ascii(ascii_only)
-        for row in others:
-            prepared[row] = self._prepare_unicode(texts[row])
+        for row, ready in zip(others, self._prepare_joined([texts[row] for row in others])):
+            prepared[row] = ready
         return prepared
 
     def _prepare_ascii(self, texts):
@@ -495,6 +506,39 @@ class FastBatchTokenizer(object):
             return []
         joined = "\x80".join(texts).encode("latin-1")
         return joined.translate(self._ascii_table, self._ascii_dropped).split(b"\x80")
+
+    def _prepare_joined(self, texts):
+        """_prepare_unicode of each of `texts` (none all ASCII), in a few whole-string
+        calls on all of them.
+
+        The texts are joined by _JOINER, a private-use character: every step keeps it
+        and nothing turns into it, and like whitespace it is neither cased,
+        case-ignorable nor combining, so str.lower()'s final-sigma rule and NFD's
+        reordering stop at it as they stop at the ends of a text. Texts that hold a
+        character of the attention set (deletions first, or the exact path) are
+        prepared one by one; so are all of them if a text holds the joiner itself, or
+        if this process's TensorFlow classifies the joiner unlike the reference.
+        """
+        joined = _JOINER.join(texts)
+        if (len(texts) < 2 or not self._joinable
+                or joined.count(_JOINER) != len(texts) - 1):
+            return list(map(self._prepare_unicode, texts))
+        alone = ()
+        hits = self._attention.positions(joined)
+        if hits:
+            starts = list(itertools.accumulate((len(text) + 1 for text in texts[:-1]),
+                                               initial=0))
+            alone = sorted({bisect.bisect_right(starts, hit) - 1 for hit in hits})
+            kept = list(texts)
+            for row in alone:
+                kept[row] = ""
+            joined = _JOINER.join(kept)
+        if self._lower:
+            joined = self._marks.delete(unicodedata.normalize("NFD", joined.lower()))
+        prepared = joined.encode("utf-8").split(_JOINER.encode("utf-8"))
+        for row in alone:
+            prepared[row] = self._prepare_unicode(texts[row])
+        return prepared
 
     def _prepare_unicode(self, text):
         """Applies the reference's character-level steps to `text` (not all ASCII).
