@@ -3,7 +3,7 @@
 Usage:
   python benchmarks/bench_create_pretraining_data.py [--max_mb 20] [--baseline_mb 2]
       [--dupe_factor 10] [--num_workers 2] [--repeats 2] [--shared DIR] [--vocab PATH]
-      [--reference_mb 1] [--reference_repeats 1] [--reference_modes default,wwm]
+      [--reference_mb 1] [--reference_repeats 1] [--reference_modes default,wwm,zh_wwm]
 
 A corpus of at least --max_mb MB is assembled in a temporary directory from the
 text under ../shared/data: SQuAD v1.1 dev contexts (one document per paragraph,
@@ -32,7 +32,11 @@ Modes, all with the default flags (max_seq_length 128, 20 predictions, uncased):
              are compared with ours byte for byte once re-serialized deterministically
              (the reference writes each Example's map in a per-process hash order).
              One pair of rows per --reference_modes entry: "default" (the flags
-             above) and "wwm" (the same with --do_whole_word_mask=True).
+             above), "wwm" (the same with --do_whole_word_mask=True) and "zh_wwm":
+             synthetic Chinese text (chinese_corpus) on the Chinese vocabulary with
+             --do_whole_word_mask, ours also reading the words' boundaries
+             (--word_boundary_file; the reference has no such flag and masks single
+             characters, so these records differ by design).
   scaling    our script (default mode) on one file of each --scaling_mb size, in its own
              process: instances/s and peak RSS (and its growth over the imports).
 Times include reading, tokenizing, generating and writing, not TensorFlow's import
@@ -42,6 +46,7 @@ done apart from how many cores were free.
 """
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -215,8 +220,57 @@ def _script_flags(input_file, output_file, vocab, dupe_factor, whole_word_mask=F
             "--do_whole_word_mask=%s" % whole_word_mask]
 
 
-# The reference rows' modes: name -> (--do_whole_word_mask, what the rows' labels add).
-REFERENCE_MODES = {"default": (False, ""), "wwm": (True, ", --do_whole_word_mask")}
+# The reference rows' modes: name -> (--do_whole_word_mask, what the rows' labels add,
+# Chinese corpus). "zh_wwm" runs both scripts on Chinese text with --do_whole_word_mask,
+# ours also given the text's words (--word_boundary_file), which the reference cannot take:
+# it masks every character as a word of its own, so the records differ by design.
+REFERENCE_MODES = {"default": (False, "", False), "wwm": (True, ", --do_whole_word_mask", False),
+                   "zh_wwm": (True, ", Chinese, --do_whole_word_mask (ours: "
+                              "+ --word_boundary_file)", True)}
+
+
+def chinese_corpus(directory, chinese_vocab, megabytes, seed=20261125):
+    """About `megabytes` MB of synthetic Chinese documents and their word boundary file.
+
+    Words of one to four characters drawn from the Chinese vocabulary's single CJK
+    characters (Zipf-weighted, so words repeat as in text), sentences of 4 to 30 words
+    closed by Chinese punctuation, one sentence per line, documents of 2 to 20 lines;
+    now and then an English word or a number between spaces. The boundary file has the
+    same lines with a space between words (what --word_boundary_file reads).
+
+    Returns:
+      (input path, boundary path, size in MB).
+    """
+    import random  # pylint: disable=import-outside-toplevel
+
+    with open(chinese_vocab, encoding="utf-8") as f:
+        entries = [line.strip() for line in f]
+    hanzi = [t for t in entries if len(t) == 1 and "\u4e00" <= t <= "\u9fff"]
+    weights = list(itertools.accumulate(1.0 / (rank + 10) for rank in range(len(hanzi))))
+    rng = random.Random(seed)
+    lexicon = ["".join(rng.choices(hanzi, cum_weights=weights, k=rng.choice((1, 2, 2, 3, 4))))
+               for _ in range(20000)]
+    lexicon_weights = list(itertools.accumulate(1.0 / (rank + 5) for rank in range(len(lexicon))))
+    others = ["model", "BERT", "data", "2019", "GPU", "playing", "ok"]
+    text, bounds, size = [], [], 0
+    while size < megabytes * 1e6:
+        for _ in range(rng.randint(2, 20)):
+            words = rng.choices(lexicon, cum_weights=lexicon_weights, k=rng.randint(4, 30))
+            if rng.random() < 0.2:
+                words.insert(rng.randrange(len(words)), rng.choice(others))
+            words.append(rng.choice("\u3002\uff01\uff1f"))
+            line = " ".join("".join(" %s " % w if w.isascii() else w for w in words).split())
+            text.append(line + "\n")
+            bounds.append(" ".join(words) + "\n")
+            size += len(text[-1].encode("utf-8"))
+        text.append("\n")
+        bounds.append("\n")
+    paths = []
+    for name, lines in (("chinese_input.txt", text), ("chinese_input.seg", bounds)):
+        paths.append(os.path.join(directory, name))
+        with open(paths[-1], "w", encoding="utf-8") as f:
+            f.write("".join(lines))
+    return paths[0], paths[1], size / 1e6
 
 
 def run_script(kind, folder, flag_list):
@@ -244,35 +298,49 @@ def reference_rows(shared, vocab, workdir, files, megabytes, dupe_factor, repeat
     if fork is None:
         return []
     [prefix], size = _prefix_files(files, workdir, megabytes, "reference_input.txt")
+    chinese_vocab = os.path.join(shared, "data", "vocab", "chinese_vocab.txt")
     rows = []
     for mode in modes:
-        rows += _reference_mode_rows(fork, vocab, workdir, prefix, size, dupe_factor, repeats,
-                                     mode)
+        if not REFERENCE_MODES[mode][2]:
+            rows += _reference_mode_rows(fork, vocab, workdir, prefix, size, dupe_factor,
+                                         repeats, mode)
+        elif os.path.isfile(chinese_vocab):
+            text, bounds, text_mb = chinese_corpus(workdir, chinese_vocab, megabytes)
+            rows += _reference_mode_rows(fork, chinese_vocab, workdir, text, text_mb,
+                                         dupe_factor, repeats, mode, bounds)
     return rows
 
 
-def _reference_mode_rows(fork, vocab, workdir, prefix, size, dupe_factor, repeats, mode):
-    whole_word_mask, label = REFERENCE_MODES[mode]
+def _reference_mode_rows(fork, vocab, workdir, prefix, size, dupe_factor, repeats, mode,
+                         boundary_file=None):
+    whole_word_mask, label, _ = REFERENCE_MODES[mode]
     outputs = {kind: os.path.join(workdir, "%s_%s.tfrecord" % (kind, mode))
                for kind in ("reference", "ours")}
     folders = {"reference": fork, "ours": REPO_ROOT}
+    extra = {"reference": [], "ours": ["--word_boundary_file=" + boundary_file]
+             if boundary_file else []}
     runs = {"reference": [], "ours": []}
     for r in range(repeats):
         for kind in (("reference", "ours") if r % 2 == 0 else ("ours", "reference")):
             runs[kind].append(run_script(kind, folders[kind], _script_flags(
-                prefix, outputs[kind], vocab, dupe_factor, whole_word_mask)))
-    theirs, ours = (canonical_records(outputs[k]) for k in ("reference", "ours"))
-    with open(outputs["ours"], "rb") as f:
-        raw_ours = f.read()
-    identical = theirs == ours and raw_ours == _framed(
-        theirs, os.path.join(workdir, "reference_canonical.tfrecord"))
-    note = "records %s: %d reference, %d ours (compared re-serialized deterministically, and " \
-           "our file byte for byte with theirs so framed); load average %s" % (
-               "identical" if identical else "DIFFER", len(theirs), len(ours),
-               " / ".join("%.2f" % x for x in os.getloadavg()))
+                prefix, outputs[kind], vocab, dupe_factor, whole_word_mask) + extra[kind]))
+    records = {k: canonical_records(outputs[k]) for k in ("reference", "ours")}
+    theirs, ours = records["reference"], records["ours"]
+    if boundary_file:
+        compared = ("differ by design (ours masks the boundary file's words, the reference "
+                    "each character)")
+    else:
+        with open(outputs["ours"], "rb") as f:
+            raw_ours = f.read()
+        identical = theirs == ours and raw_ours == _framed(
+            theirs, os.path.join(workdir, "reference_canonical.tfrecord"))
+        compared = "%s (compared re-serialized deterministically, and our file byte for " \
+                   "byte with theirs so framed)" % ("identical" if identical else "DIFFER")
+    note = "records %s: %d reference, %d ours; load average %s" % (
+        compared, len(theirs), len(ours), " / ".join("%.2f" % x for x in os.getloadavg()))
     rows = []
     for unit, key in (("instances/s", "seconds"), ("instances/CPU s", "cpu_seconds")):
-        speed = {k: len(theirs) / statistics.median(r[key] for r in runs[k]) for k in runs}
+        speed = {k: len(records[k]) / statistics.median(r[key] for r in runs[k]) for k in runs}
         rows.append(dict(
             measure="create_pretraining_data vs the reference's script",
             config="reference create_pretraining_data.py, %.1f MB, dupe_factor=%d%s, %s" % (
@@ -355,12 +423,13 @@ def _median_run(runs):
 
 def run(shared=DEFAULT_SHARED, vocab=None, max_mb=20.0, baseline_mb=2.0, dupe_factor=10,
         num_workers=2, num_files=8, repeats=2, reference_mb=None, reference_repeats=1,
-        scaling_mb=None, reference_dupe_factor=10, reference_modes=("default", "wwm")):
+        scaling_mb=None, reference_dupe_factor=10, reference_modes=tuple(REFERENCE_MODES)):
     """Measures the modes; returns one dict per mode (see the module docstring).
 
     reference_mb: the reference script's input (None: 1 MB, at most max_mb; 0: not run),
       run with the script's default flags (reference_dupe_factor: its dupe_factor, 10);
-    reference_modes: the reference rows' modes (REFERENCE_MODES: "default", "wwm");
+    reference_modes: the reference rows' modes (REFERENCE_MODES: "default", "wwm",
+      "zh_wwm"; the last on ../shared's Chinese vocabulary, skipped without it);
     scaling_mb: the sizes of the scaling rows (None: 1 and 10 MB, or max_mb when smaller).
 
     The baseline and the default mode are first timed on the same prefix, in
@@ -452,9 +521,10 @@ def main(argv=None):
     parser.add_argument("--reference_mb", type=float, default=None,
                         help="input of the reference script's rows (default 1; 0: skip)")
     parser.add_argument("--reference_repeats", type=int, default=1)
-    parser.add_argument("--reference_modes", default="default,wwm",
+    parser.add_argument("--reference_modes", default=",".join(REFERENCE_MODES),
                         help="comma-separated reference row modes: default (the scripts' "
-                             "flags), wwm (with --do_whole_word_mask=True)")
+                             "flags), wwm (with --do_whole_word_mask=True), zh_wwm (Chinese "
+                             "text, --do_whole_word_mask, ours with the words' boundaries)")
     parser.add_argument("--scaling_mb", default=None,
                         help="comma-separated sizes of the scaling rows (default 1,10)")
     args = parser.parse_args(argv)

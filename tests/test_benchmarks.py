@@ -300,3 +300,22 @@ def test_repeated_runs_rows_and_group(tmp_path):
     with open(tmp_path / "train.csv", encoding="utf-8") as f:
         lines = f.read().splitlines()
     assert len(lines) == 17 and lines[1] == '0,"the battery was not good",positive'
+
+
+def test_chinese_corpus_and_its_boundary_file_agree(shared_dir, tmp_path):
+    """bench_create_pretraining_data's zh_wwm input: what --word_boundary_file accepts."""
+    vocab = shared_dir / "data" / "vocab" / "chinese_vocab.txt"
+    if not vocab.is_file():
+        pytest.skip("%s not found" % vocab)
+    import bench_create_pretraining_data  # pylint: disable=import-outside-toplevel
+    text, bounds, size = bench_create_pretraining_data.chinese_corpus(
+        str(tmp_path), str(vocab), 0.05)
+    assert 0.05 <= size < 0.06
+    with open(text, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    with open(bounds, encoding="utf-8") as f:
+        words = f.read().split("\n")
+    assert len(lines) == len(words) and lines.count("") > 20  # many documents
+    for line, spaced in zip(lines, words):
+        assert "".join(line.split()) == "".join(spaced.split())
+    assert sum(len(w) > 1 for line in words for w in line.split()) > 1000  # real words
