@@ -162,15 +162,28 @@ class Ours:
         self.bert_config, self.checkpoint, self.workdir = bert_config, checkpoint, workdir
 
     def _runner(self, name, model_fn, trim):
+        """A predicting Runner: the encoder from the checkpoint, the task head at its
+        seeded initial values (the same in every run: only speed is read here).
+
+        The Runner itself refuses to predict from a checkpoint that lacks the head
+        (checkpoints.check_serves), so it starts from nothing and the encoder's
+        weights are loaded into its model afterwards, as train() loads them.
+        """
+        from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
         from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
-        training.set_seed(1)   # the same task head (not in the checkpoint) in every run
+        training.set_seed(1)
         # trim_padding as the runners' --trim_padding sets it (Runner.skip_padding).
         config = training.RunConfig(output_dir=os.path.join(self.workdir, name),
-                                    init_checkpoint=self.checkpoint, trim_padding=trim)
+                                    init_checkpoint=None, trim_padding=trim)
         # The strategy run_classifier / run_ner / extract_features pick on a machine
         # without GPUs (training.get_strategy): one device, the host's CPU.
-        return training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"), model_fn, config,
-                               for_training=False)
+        runner = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"), model_fn, config,
+                                 for_training=False)
+        if self.checkpoint:
+            loaded = checkpoints.load_checkpoint(runner.model, self.checkpoint, log=False)
+            if not any(n.startswith("bert/encoder/") for n in loaded.loaded):
+                raise ValueError("%s holds no encoder weights of this model" % self.checkpoint)
+        return runner
 
     def train(self, path, num_labels, steps, trim, grouped=False):
         """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones);

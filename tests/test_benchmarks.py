@@ -2,6 +2,7 @@
 import os
 import sys
 
+import numpy as np
 import pytest
 
 from bert_tf2 import machine
@@ -319,3 +320,24 @@ def test_chinese_corpus_and_its_boundary_file_agree(shared_dir, tmp_path):
     for line, spaced in zip(lines, words):
         assert "".join(line.split()) == "".join(spaced.split())
     assert sum(len(w) > 1 for line in words for w in line.split()) > 1000  # real words
+
+
+def test_finetuning_bench_predicts_from_an_encoder_checkpoint(tmp_path):
+    """bench_finetuning's predicting Runner starts from a checkpoint without the task
+    head (a converted pre-trained model): the encoder's weights are the checkpoint's."""
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import checkpoints, heads  # pylint: disable=import-outside-toplevel
+    config = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=32)
+    donor = heads.BertClassifier(config, 2)
+    donor(heads.dummy_features())
+    encoder = {name: var.numpy() for name, var in
+               checkpoints.tf1_variable_map(donor).items() if name.startswith("bert/")}
+    prefix = checkpoints.write_tf1_checkpoint(encoder, str(tmp_path / "pre" / "bert_model.ckpt"))
+    ours = bench_finetuning.Ours(config, prefix, str(tmp_path))
+    runner = ours._runner("tiny", lambda: heads.BertClassifier(config, 2), True)  # pylint: disable=protected-access
+    served = checkpoints.tf1_variable_map(runner.model)
+    assert set(encoder) < set(served)
+    for name, value in encoder.items():
+        np.testing.assert_array_equal(served[name].numpy(), value)
