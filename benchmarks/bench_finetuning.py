@@ -177,8 +177,14 @@ class Ours:
                                     init_checkpoint=None, trim_padding=trim)
         # The strategy run_classifier / run_ner / extract_features pick on a machine
         # without GPUs (training.get_strategy): one device, the host's CPU.
-        runner = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"), model_fn, config,
-                                 for_training=False)
+        from absl import logging  # pylint: disable=import-outside-toplevel
+        verbosity = logging.get_verbosity()
+        logging.set_verbosity(logging.ERROR)  # its "randomly initialised model" warning
+        try:
+            runner = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"), model_fn,
+                                     config, for_training=False)
+        finally:
+            logging.set_verbosity(verbosity)
         if self.checkpoint:
             loaded = checkpoints.load_checkpoint(runner.model, self.checkpoint, log=False)
             if not any(n.startswith("bert/encoder/") for n in loaded.loaded):
