@@ -193,3 +193,30 @@ def test_joined_preparation_keeps_each_text_apart(batch_support, uncased_vocab, 
     # The same pairs without the texts that must be prepared alone: all joined.
     joined = [t for t in texts if not any(c in t for c in "\ue000\u200b\ud800")]
     assert_batch_matches_exact(ours, joined)
+
+
+# The exact path cuts pieces holding CJK ideographs into runs and ideographs and
+# remembers those (exact_shortcuts.TokenCache.tokenize_ideographs): texts aimed at the
+# edges of the parts (marks, sigma, controls, punctuation and long runs next to
+# ideographs; compatibility and astral ideographs, which NFD may change).
+IDEOGRAPH_TEXTS = [
+    "\u4e2d\u6587", "\u4e2d\u0301\u6587", "\u039f\u03a3\u4e2d\u03a3", "\u4e2d\u03a3\u039f",
+    "\u00c9\u4e2d\u00e9", "e\u4e2d\u0301e", "\u4e2d\u200b\u6587\u00ad\u5b57", "\u4e2d\x00\u6587",
+    "\u4e2d,\u6587!", "\u3002\u4e2d\u3001", "\uf900\uf901\ufa0e\u8c48", "\U00020000\U0002a6df",
+    "\U0002f800\u4e2d\U0002fa1d", "x" * 199 + "\u4e2d" + "y" * 201 + "\u6587" + "\u00e9" * 200,
+    "\u4e2dunwanted\u6587running\u5b57", "\u4e2dABC\u00c5ngstr\u00f6m\u6587",
+    "\u4e00\u9fff\u3400\u4dbf\u4dc0\u3000\u4e2d", "\u1100\u4e2d\uac00", "\u4e2d\ufffd\u6587",
+    "\u0130\u4e2d\u0130", "\u4e2d\u1e9e\u6587\u00df", "\u4e2d\U0001f600\u6587",
+]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_exact_path_on_ideographs_equals_the_reference(uncased_vocab, reference, lower):
+    rng = random.Random(11 + lower)
+    texts = IDEOGRAPH_TEXTS + [" ".join(rng.sample(IDEOGRAPH_TEXTS, 4)) for _ in range(60)] + [
+        "".join(rng.sample(IDEOGRAPH_TEXTS, 3)) for _ in range(60)]
+    theirs = reference.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    expected = [theirs.tokenize(text) for text in texts]
+    ours = tokenization.FullTokenizer(uncased_vocab, do_lower_case=lower)
+    for _ in range(2):  # remembered parts the second time
+        assert [ours.tokenize(text) for text in texts] == expected

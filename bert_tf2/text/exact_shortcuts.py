@@ -57,6 +57,12 @@ DELETED_SPACES = "".join(
 DELETED_SPACES_RE = re.compile("[%s]" % re.escape(DELETED_SPACES))
 
 
+# Every CJK ideograph (characters.CJK_RANGES) as a captured group: splitting a piece of
+# text with it gives the runs between ideographs and the ideographs, in turn.
+IDEOGRAPH_SPLIT_RE = re.compile("([%s])" % "".join(
+    "\\U%08x-\\U%08x" % (low, high) for low, high in characters.CJK_RANGES))
+
+
 def ascii_words(text, do_lower_case):
     """BasicTokenizer's words of ASCII `text`, in one pass of C code.
 
@@ -105,6 +111,7 @@ class TokenCache(object):
     acts within a piece. Only the whitespace characters that _clean_text deletes would
     join pieces, so they go first. The tokens of a piece then depend on the piece and
     the settings alone, and repeated pieces (most of any text) cost one dict lookup.
+    A piece holding CJK ideographs is remembered by its parts instead (tokenize_ideographs).
 
     The cached tokens hold for one lower-casing, vocabulary, unknown token and word
     length limit (`fits`). A vocabulary is recognized by its identity and size: a new
@@ -145,9 +152,32 @@ class TokenCache(object):
         for piece in text.split():
             found = cached(piece)
             if found is None:
-                found = self.tokenize_piece(piece, basic, split_word)
+                if piece.isascii() or IDEOGRAPH_SPLIT_RE.search(piece) is None:
+                    found = self.tokenize_piece(piece, basic, split_word)
+                else:
+                    found = self.tokenize_ideographs(piece, basic, split_word)
             tokens += found
         return tokens
+
+    def tokenize_ideographs(self, piece, basic, split_word):
+        """Tokens of a piece holding CJK ideographs, from those of its parts.
+
+        The reference puts spaces around every ideograph before any step that looks at
+        more than one character (the cleanup before it deletes or keeps characters one
+        by one, and never an ideograph), so the tokens of the piece are those of its
+        runs between ideographs and of each ideograph, in turn. The parts are what is
+        remembered: Chinese text has few spaces, so its pieces are long and rarely seen
+        twice, while its ideographs and the runs between them repeat.
+        """
+        found = []
+        cached = self.pieces.get
+        for part in IDEOGRAPH_SPLIT_RE.split(piece):
+            if part:
+                part_tokens = cached(part)
+                if part_tokens is None:
+                    part_tokens = self.tokenize_piece(part, basic, split_word)
+                found += part_tokens
+        return found
 
     def tokenize_piece(self, piece, basic, split_word):
         """Tokens of one whitespace-free piece of text (a tuple), remembered.
