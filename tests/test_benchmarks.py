@@ -1,5 +1,6 @@
 """The benchmark scripts work (tiny models, no timing assertions) and count FLOPs right."""
 import os
+import re
 import sys
 
 import numpy as np
@@ -341,3 +342,14 @@ def test_finetuning_bench_predicts_from_an_encoder_checkpoint(tmp_path):
     assert set(encoder) < set(served)
     for name, value in encoder.items():
         np.testing.assert_array_equal(served[name].numpy(), value)
+
+
+@pytest.mark.slow
+def test_step_parts_times_the_step_with_and_without_the_update(capsys):
+    """benchmarks/step_parts.py: both variants run, each in its own process, and are
+    reported."""
+    import step_parts  # pylint: disable=import-outside-toplevel
+    step_parts.main(["--size", "tiny", "--batch_size", "2", "--rounds", "1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert re.search(r"tiny b2 s128 fp32: step [\d.]+ ms, without the update [\d.]+ ms", out)
+    assert "fraction x" in out
