@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The `make demo` pipeline: every stage of BERT, end to end, on a tiny model and
-# the bundled demo data, in a few minutes on a CPU. Every script runs but the two
-# checkpoint converters, which need downloaded weights.
+# the bundled demo data, in a few minutes on a CPU. Every script runs but
+# convert_tf1_checkpoint.py, which needs Google's downloaded weights.
 #
 #   1. create_vocab.py              learn a WordPiece vocabulary from demo/data/corpus.txt
 #   2. bert_config.json             a 2-layer, 64-wide model
