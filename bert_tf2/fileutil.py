@@ -13,7 +13,8 @@
   `check_distinct`: no output named twice or naming an input, however spelt;
 - `read_text`: a UTF-8 data file whose errors name the file (and line);
 - `temp_name` / `is_temporary`: the names of our temporaries (and leftovers);
-- `remove_tree`: a folder removed without following the symlinks in it;
+- `remove`: the one way a file or folder is removed, never through a symlink;
+- `replace_folder` / `recover_folder`: a folder replaced whole by one built beside it;
 - `owned_outputs` (`claim_outputs`, `record_outputs`): a tool replaces only files it
   wrote itself, and leaves none of its earlier files behind.
 
@@ -79,29 +80,80 @@ def save_checkpoint(manager, number):
         after = set(tf.io.gfile.listdir(folder)) if tf.io.gfile.isdir(folder) else set()
         for name in sorted(n for n in after - before if mine.search(n)):
             try:
-                _remove(os.path.join(folder, name))
+                remove(os.path.join(folder, name))
             except (OSError, tf.errors.OpError):
                 pass  # the save's own error is the one to report
         raise
 
 
-def _remove(path):
-    if tf.io.gfile.isdir(path):
-        tf.io.gfile.rmtree(path)
-    else:
-        tf.io.gfile.remove(path)
-
-
-def remove_tree(path):
-    """Removes the folder `path` and what is in it, never anything through a symlink:
-    a link inside (or `path` itself) is removed as a link, its target left alone
-    (tf.io.gfile.rmtree follows a local link to a folder and empties the target)."""
+def remove(path):
+    """Removes `path`: a file, a symbolic link, or a folder with all it holds; nothing
+    when nothing is there. Never anything through a link: a link (`path` itself, or
+    one inside the folder) is removed as a link and its target is left as it is
+    (tf.io.gfile.rmtree follows a local link to a folder and empties the target).
+    Every removal of the project goes through here. Other file systems (gs://, ...)
+    have no links: tf.io.gfile removes there."""
+    path = str(path)
     if "://" in path:
-        tf.io.gfile.rmtree(path)
-    elif os.path.islink(path):
-        os.remove(path)
-    else:
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+        elif tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    elif os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def links_in(paths):
+    """The local paths among `paths` that are symbolic links (a removal never goes
+    through one: see remove), in order."""
+    return [str(p) for p in paths if "://" not in str(p) and os.path.islink(str(p))]
+
+
+def replace_folder(temp, target):
+    """Puts the complete folder `temp` in the place of `target` (a folder, or nothing
+    there): `target` goes aside under temp_name(target, "old"), `temp` is renamed to
+    `target`, and the earlier folder is removed (a symlink inside it as a link). An error
+    before the new folder is in place puts the earlier one back and removes `temp`; a
+    kill between the two renames leaves it under its .old name, which recover_folder
+    puts back."""
+    temp, target = str(temp).rstrip("/"), str(target).rstrip("/")
+    old = temp_name(target, "old")
+    try:
+        if tf.io.gfile.exists(target) or os.path.lexists(target):
+            tf.io.gfile.rename(target, old)
+        tf.io.gfile.rename(temp, target)
+    except BaseException:
+        if tf.io.gfile.exists(old) and not tf.io.gfile.exists(target):
+            tf.io.gfile.rename(old, target)
+        remove(temp)
+        raise
+    remove(old)
+
+
+def recover_folder(target):
+    """Undoes what a kill left beside the folder `target` (replace_folder's temporaries):
+    an earlier folder under its .old name is put back when `target` is missing; the
+    other temporaries of `target` (an unfinished new folder, an .old one no longer
+    needed) are removed."""
+    target = str(target).rstrip("/")
+    parent = os.path.dirname(target) or "."
+    target = os.path.join(parent, os.path.basename(target))
+    if not tf.io.gfile.isdir(parent):
+        return
+    # By listing, not glob: a folder's name may hold glob's special characters.
+    for name in sorted(n.rstrip("/") for n in tf.io.gfile.listdir(parent)):
+        path = os.path.join(parent, name)
+        if is_temporary(path) != target:
+            continue
+        if path.startswith(target + ".old-") and not tf.io.gfile.exists(target):
+            logging.warning("%s: the folder a kill left under the temporary name %s is put "
+                            "back", target, path)
+            tf.io.gfile.rename(path, target)
+        else:
+            logging.info("Removing %s, left by a killed run", path)
+            remove(path)
 
 
 @contextlib.contextmanager
@@ -124,8 +176,7 @@ def atomic_open(path, mode="w"):
                 empty.write(b"" if "b" in mode else "")
         tf.io.gfile.rename(temp, path, overwrite=True)
     except BaseException:
-        if tf.io.gfile.exists(temp):
-            tf.io.gfile.remove(temp)
+        remove(temp)
         raise
 
 
@@ -318,7 +369,7 @@ def release_output_locks(keep=()):
         f = _LOCKS.pop(folder)
         try:
             # Removed while still locked: a run that opened it meanwhile locks anew.
-            os.remove(os.path.join(folder, LOCK_FILE))
+            remove(os.path.join(folder, LOCK_FILE))
         except OSError:
             pass
         f.close()
@@ -333,7 +384,7 @@ def _make_writable_folder(folder, flag, value):
         probe = os.path.join(folder, ".write_test_%s" % uuid.uuid4().hex)
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("ok")
-        tf.io.gfile.remove(probe)
+        remove(probe)
     except (tf.errors.OpError, OSError) as e:
         raise ValueError("%s=%s is not writable: %s" % (flag, value, e)) from None
 
@@ -437,7 +488,7 @@ def _remove_leftovers(outputs, candidates):
         if is_temporary(path) is not None:
             logging.warning("Removing %s, left by an interrupted run that wrote %s", path,
                             is_temporary(path))
-            _remove(path)
+            remove(path)
 
 
 def _canonical(path):
@@ -603,13 +654,35 @@ def claim_outputs(folder, tool, patterns, flag="--output_dir"):
     What `tool` manages there is `patterns`: the files it writes and the settings
     files it may write (sentence_embedding.json, ...). A file matching them that
     `tool` did not write (by the folder's OUTPUTS_RECORD) is an error naming `flag`,
-    raised before anything is written: a checkpoint, config or vocabulary of
-    someone else is never replaced. The files `tool` wrote there in an earlier run
-    are removed, so none of them outlives this run (a settings file that no longer
-    applies would describe another model). Until record_outputs, the record counts
-    every match of `patterns` as the tool's (a run that fails half-way).
+    raised before anything is written (check_outputs): a checkpoint, config or
+    vocabulary of someone else is never replaced. The files `tool` wrote there in an
+    earlier run are removed, so none of them outlives this run (a settings file that no
+    longer applies would describe another model). Until record_outputs, the record
+    counts every match of `patterns` as the tool's (a run that fails half-way).
     """
     prepare_output_dir(folder, flag)
+    record, entry, ours = _claim(folder, tool, patterns, flag)
+    record[tool] = {"files": [], "pending": sorted(set(patterns) | set(entry.get("pending", [])))}
+    _write_record(folder, record)
+    for path in sorted(ours.values()):
+        if not tf.io.gfile.isdir(path) or os.path.islink(path):
+            remove(path)
+        parent = os.path.dirname(path)
+        if os.path.normpath(parent) != os.path.normpath(folder) and \
+                tf.io.gfile.isdir(parent) and not tf.io.gfile.listdir(parent):
+            remove(parent)  # a sub-folder (tf2/) that only held our files
+
+
+def check_outputs(folder, tool, patterns, flag="--output_dir"):
+    """claim_outputs' check alone, nothing written or removed: a file in `folder`
+    matching `patterns` that `tool` did not write is a ValueError naming `flag`."""
+    if tf.io.gfile.isdir(folder):
+        _claim(folder, tool, patterns, flag)
+
+
+def _claim(folder, tool, patterns, flag):
+    """(the folder's record, `tool`'s entry, {name: path} of its files there); a
+    ValueError when a file matching `patterns` is not the tool's."""
     record = _read_record(folder)
     entry = record.get(tool) or {}
     ours = {name: os.path.join(folder, name) for name in entry.get("files", [])}
@@ -620,15 +693,7 @@ def claim_outputs(folder, tool, patterns, flag="--output_dir"):
                          "(nothing there is replaced)"
                          % (flag, folder, ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3
                                                                      else ""), tool))
-    record[tool] = {"files": [], "pending": sorted(set(patterns) | set(entry.get("pending", [])))}
-    _write_record(folder, record)
-    for path in sorted(ours.values()):
-        if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
-            tf.io.gfile.remove(path)
-        parent = os.path.dirname(path)
-        if os.path.normpath(parent) != os.path.normpath(folder) and \
-                tf.io.gfile.isdir(parent) and not tf.io.gfile.listdir(parent):
-            tf.io.gfile.rmtree(parent)  # a sub-folder (tf2/) that only held our files
+    return record, entry, ours
 
 
 def record_outputs(folder, tool, patterns):

@@ -70,8 +70,8 @@ class RecordWriter:
         for path, temp in zip(self.output_files, self._temps):
             if exc_type is None:
                 tf.io.gfile.rename(temp, path, overwrite=True)
-            elif tf.io.gfile.exists(temp):
-                tf.io.gfile.remove(temp)
+            else:
+                fileutil.remove(temp)
         return False
 
 

@@ -271,8 +271,7 @@ def move_fork(folder, dry_run=False, report=print):
             os.chmod(temp, stat.S_IMODE(os.lstat(path).st_mode))
     except OSError as error:
         for temp in temps:
-            if os.path.exists(temp):
-                os.remove(temp)
+            fileutil.remove(temp)
         raise OSError("move_fork: writing %s failed (%s): no file was changed"
                       % (temps[-1] if temps else folder, error)) from None
     for (path, _), temp in zip(planned, temps):

@@ -26,7 +26,6 @@ bert_config.json); its tanh approximations ("gelu_new", "gelu_pytorch_tanh",
 import json
 import os
 import re
-import shutil
 import tempfile
 
 from absl import logging
@@ -87,7 +86,8 @@ _TORCH_BIN_INDEX = "pytorch_model.bin.index.json"
 # What a conversion manages in --output_dir: the files it writes, and the settings file it
 # writes only for some models (never left from an earlier conversion of another model).
 _OUTPUTS = ("bert_model.ckpt.*", "checkpoint", "bert_config.json", "vocab.txt",
-            pooling.SETTINGS_FILE, "tf2/*")
+            pooling.SETTINGS_FILE, "tf2/*", fileutil.LABEL_LIST_FILE,
+            classifier_tasks.TASK_FILE, fileutil.MODEL_SETTINGS_FILE)
 
 
 # ---------------------------------------------------------------------------
@@ -605,7 +605,8 @@ def convert(hf_dir, output_dir, write_tf2=False):
     if not tf.io.gfile.exists(config_path):
         raise ValueError("%s not found (a HuggingFace model directory has config.json)"
                          % config_path)
-    config = convert_config(read_json_object(config_path), source=config_path)
+    hf_config = read_json_object(config_path)
+    config = convert_config(hf_config, source=config_path)
     if not tf.io.gfile.exists(os.path.join(hf_dir, "vocab.txt")):
         raise ValueError("%s not found: the WordPiece vocabulary is needed by every BERT tool"
                          % os.path.join(hf_dir, "vocab.txt"))
@@ -614,11 +615,102 @@ def convert(hf_dir, output_dir, write_tf2=False):
     weights_path, hf_tensors = read_hf_weights(hf_dir)
     tensors = convert_weights(hf_tensors, config, source=weights_path)
     del hf_tensors
+    task = _task_of(hf_config, config_path, hf_dir, config, tensors)
 
     with fileutil.owned_outputs(output_dir, _TOOL, _OUTPUTS):
         written = _write_folder(hf_dir, output_dir, config, tensors, sentence_settings,
                                 write_tf2)
+        if task is not None:
+            _write_task(output_dir, task)
     return dict(written, names=sorted(tensors))
+
+
+class _HfTask(object):
+    """What a fine-tuned HuggingFace folder says of its task, kept in our model folder so
+    that it goes back the same way (export_to_hf): runner ("run_classifier" or
+    "run_ner"), labels (config.json's id2label in id order; None for regression),
+    task_type (a classifier's), and values (model_settings.json: do_lower_case and
+    max_seq_length, tokenizer_config.json's casing and model_max_length)."""
+
+    def __init__(self, runner, labels, task_type, values):
+        self.runner, self.labels, self.task_type, self.values = runner, labels, task_type, values
+
+
+def _task_of(hf_config, config_path, hf_dir, config, tensors):
+    """The _HfTask of a BertForSequenceClassification or BertForTokenClassification
+    folder (a tagger's head renamed to tagger/ in `tensors`), None for the others (a
+    pre-trained model gets no model_settings.json: its length would become the default
+    of the runs that use it)."""
+    architectures = hf_config.get("architectures") or [None]
+    head = {"BertForSequenceClassification": "classifier",
+            "BertForTokenClassification": "tagger"}.get(architectures[0])
+    if head is None or "output_weights" not in tensors:
+        return None
+    if head == "tagger":
+        for name in ("output_weights", "output_bias"):
+            if name in tensors:
+                tensors["tagger/" + name] = tensors.pop(name)
+    rows = int(tensors.get("output_weights", tensors.get("tagger/output_weights")).shape[0])
+    problem = hf_config.get("problem_type")
+    task_type = None
+    if head == "classifier":
+        task_type = ("regression" if problem == "regression" or (problem is None and rows == 1)
+                     else "multilabel" if problem == "multi_label_classification"
+                     else "classification")
+    labels = None if task_type == "regression" else _labels_of(hf_config, rows, config_path)
+    values = {}
+    lower = _log_casing(hf_dir)
+    if lower is not None:
+        values["do_lower_case"] = lower
+    length = _model_max_length(hf_dir)
+    if length is not None and length <= config["max_position_embeddings"]:
+        values["max_seq_length"] = length
+    if task_type:
+        values["task_type"] = task_type
+    return _HfTask("run_classifier" if head == "classifier" else "run_ner", labels,
+                   task_type, values)
+
+
+def _labels_of(hf_config, rows, source):
+    """config.json's id2label as a list in id order, when it names the `rows` outputs
+    0..rows-1 (else None, with a line: the export then needs --labels_file)."""
+    id2label = hf_config.get("id2label")
+    try:
+        labels = {int(key): str(value) for key, value in (id2label or {}).items()}
+    except (AttributeError, TypeError, ValueError):
+        labels = {}
+    if sorted(labels) != list(range(rows)) or len(set(labels.values())) != rows:
+        logging.warning("%s: id2label does not name the head's %d outputs 0..%d by distinct "
+                        "labels: no %s written (pass --labels_file to export it)",
+                        source, rows, rows - 1, fileutil.LABEL_LIST_FILE)
+        return None
+    return [labels[i] for i in range(rows)]
+
+
+def _model_max_length(hf_dir):
+    """tokenizer_config.json's model_max_length when it is a length (transformers writes
+    a huge number for "no limit"), else None."""
+    path = os.path.join(hf_dir, "tokenizer_config.json")
+    if not tf.io.gfile.exists(path):
+        return None
+    try:
+        value = read_json_object(path).get("model_max_length")
+    except ValueError:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 20:
+        return value
+    return None
+
+
+def _write_task(output_dir, task):
+    """label_list.txt, classifier_task.json (a classifier) and model_settings.json."""
+    if task.labels:
+        fileutil.write_label_list(os.path.join(output_dir, fileutil.LABEL_LIST_FILE),
+                                  task.labels)
+    if task.task_type:
+        with fileutil.atomic_open(os.path.join(output_dir, classifier_tasks.TASK_FILE)) as f:
+            f.write(json.dumps({"task_type": task.task_type}, indent=2) + "\n")
+    model_folder.write(output_dir, task.runner, None, None, task.values)
 
 
 def _write_folder(hf_dir, output_dir, config, tensors, sentence_settings, write_tf2):
@@ -940,39 +1032,77 @@ def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None)
     """Writes the model folder `init_checkpoint` as a HuggingFace folder in `output_dir`.
 
     The head is the checkpoint's (`model_type` may ask for "encoder", or name the head
-    it holds); everything is resolved and checked before a file is written, the folder
-    is built aside and moved in with model.safetensors last, and `output_dir` must be
-    new or a folder this export wrote before (its earlier files are replaced).
-    Returns {what: path} of the files written.
+    it holds); everything is resolved and checked before a file is written.
+    `output_dir` must be new or a folder this export wrote before (anything else there
+    is refused, nothing changed). The new folder is built whole beside it
+    (OUTPUT_DIR.tmp-XXXXXXXX) and renamed into its place (fileutil.replace_folder): a
+    stop at any moment leaves the earlier export or the new one, never a mix; a kill
+    between the two renames leaves the earlier one as OUTPUT_DIR.old-XXXXXXXX, which the
+    next export puts back first. An `output_dir` that is a symlink has its target
+    replaced, the link kept. Returns {what: path} of the files written.
     """
     export = HfExport(init_checkpoint, model_type, labels_file)
-    _refuse_other_files(output_dir)
+    target = _export_target(output_dir)
+    fileutil.recover_folder(target)
+    _refuse_other_files(target, output_dir)
+    fileutil.check_outputs(target, _HF_TOOL, _HF_OUTPUTS)
     for note in export.notes:
         logging.warning("%s", note)
+    parent = os.path.dirname(target)
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    temp = fileutil.temp_name(target)
+    try:
+        written = _build_hf_folder(export, temp)
+        fileutil.record_outputs(temp, _HF_TOOL, _HF_OUTPUTS)
+    except BaseException:
+        fileutil.remove(temp)
+        raise
+    fileutil.replace_folder(temp, target)
+    logging.info("Wrote %s (%s) to %s", HF_HEADS[export.head], export.head, output_dir)
+    return {what: os.path.join(str(output_dir), name) for what, name in written.items()}
+
+
+def _export_target(output_dir):
+    """The folder the export replaces: `output_dir`, or the target of a symlink
+    `output_dir` (the link kept); a link to something else than a folder is refused."""
+    output_dir = str(output_dir).rstrip("/") or "/"
+    if "://" in output_dir or not os.path.islink(output_dir):
+        return output_dir
+    target = os.path.realpath(output_dir)
+    if not os.path.isdir(target):
+        raise ValueError("--output_dir=%s is a symlink to %s, which is not a folder: point it "
+                         "at a folder, or remove the link" % (output_dir, target))
+    logging.info("--output_dir=%s is a symlink: the export replaces its target %s (the link "
+                 "is kept)", output_dir, target)
+    return target
+
+
+def _build_hf_folder(export, folder):
+    """Writes every file of `export` into the new `folder` (beside the target; on another
+    file system by way of a local scratch folder); returns {what: name inside it}."""
+    if "://" not in folder:
+        return _write_hf_files(export, folder)
     scratch = tempfile.mkdtemp(prefix="bert_tf2_hf_")
     try:
         written = _write_hf_files(export, scratch)
-        with fileutil.owned_outputs(output_dir, _HF_TOOL, _HF_OUTPUTS):
-            outputs = {}
-            # The weights last: a folder stopped before them does not load as a model.
-            for what, name in sorted(written.items(), key=lambda kv: kv[1] == "model.safetensors"):
-                target = os.path.join(output_dir, name)
-                tf.io.gfile.makedirs(os.path.dirname(target))
-                tf.io.gfile.copy(os.path.join(scratch, name), target, overwrite=True)
-                outputs[what] = target
+        for name in written.values():
+            target = os.path.join(folder, name)
+            tf.io.gfile.makedirs(os.path.dirname(target))
+            tf.io.gfile.copy(os.path.join(scratch, name), target, overwrite=True)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    logging.info("Wrote %s (%s) to %s", HF_HEADS[export.head], export.head, output_dir)
-    return outputs
+        fileutil.remove(scratch)
+    return written
 
 
-def _refuse_other_files(output_dir):
-    """A ValueError when `output_dir` holds anything but what an export writes there (a
-    file of that name it did not write is claim_outputs' refusal)."""
-    if not tf.io.gfile.isdir(output_dir):
+def _refuse_other_files(folder, output_dir):
+    """A ValueError when `folder` (--output_dir, or its target) holds anything but what an
+    export writes there (a file of that name it did not write is check_outputs'
+    refusal)."""
+    if not tf.io.gfile.isdir(folder):
         return
     ours = {pattern.split("/")[0] for pattern in _HF_OUTPUTS} | {fileutil.OUTPUTS_RECORD}
-    other = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(output_dir)
+    other = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(folder)
                    if name.rstrip("/") not in ours)
     if other:
         raise ValueError("--output_dir=%s holds %s, which the HuggingFace export does not "
@@ -986,6 +1116,7 @@ def _write_hf_files(export, folder):
     written = {"config": "config.json", "weights": "model.safetensors", "vocab": "vocab.txt",
                "tokenizer_config": "tokenizer_config.json",
                "special_tokens_map": "special_tokens_map.json"}
+    os.makedirs(folder, exist_ok=True)
     _write_json(os.path.join(folder, "config.json"), export.config)
     with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("".join(token + "\n" for token in export.vocab))

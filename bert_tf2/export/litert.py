@@ -446,8 +446,7 @@ def _write(export_dir, models, report, crf=None):
         written["report"] = path
     except BaseException:
         for path in written.values():
-            if os.path.exists(path):
-                os.remove(path)
+            fileutil.remove(path)
         raise
     return written
 

@@ -149,12 +149,12 @@ def write_saved_model(module, export_dir, info, before_rename=None):
         if tf.io.gfile.exists(old) and not tf.io.gfile.exists(export_dir):
             tf.io.gfile.rename(old, export_dir)
         if tf.io.gfile.exists(temp):
-            fileutil.remove_tree(temp)
+            fileutil.remove(temp)
         raise
     if tf.io.gfile.exists(old):
         # A symlink of the user's in the earlier export is carried over as a link and
         # removed here as one: its target is never touched.
-        fileutil.remove_tree(old)
+        fileutil.remove(old)
     return named
 
 
@@ -175,7 +175,7 @@ def _recover(export_dir):
             tf.io.gfile.rename(path, export_dir)
         elif tf.io.gfile.isdir(path):
             logging.info("Removing %s, left by a killed export", path)
-            fileutil.remove_tree(path)
+            fileutil.remove(path)
 
 
 def check_complete(folder, extra=()):

@@ -425,8 +425,7 @@ def run_pipeline(files, output_files, setup, setup_args, make_records, random_se
     finally:
         # Also on Ctrl-C and SIGTERM (flags_common.run_cli); after a SIGKILL, the next
         # run's fileutil.output_files removes it.
-        if tf.io.gfile.exists(temp_dir):
-            tf.io.gfile.rmtree(temp_dir)
+        fileutil.remove(temp_dir)
 
 
 _LOG_LEVEL_OPTION = "--default_sdk_harness_log_level"

@@ -388,8 +388,7 @@ def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
             num_records=sum(r[3] for r in results), worker_cpu_s=worker_cpu_s,
             num_files=len(results))
     finally:
-        if tf.io.gfile.exists(temp_dir):
-            tf.io.gfile.rmtree(temp_dir)
+        fileutil.remove(temp_dir)
 
 
 def write_sharded(input_files, output_files, num_workers, options, setup, worker_args,

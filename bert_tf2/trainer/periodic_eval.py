@@ -456,8 +456,8 @@ class PeriodicEval:
         if tf.io.gfile.exists(folder):
             tf.io.gfile.rename(folder, replaced)
         tf.io.gfile.rename(staging, folder)
-        if tf.io.gfile.exists(replaced):
-            tf.io.gfile.rmtree(replaced)
+        # A best/ that was a symlink went aside as the link: removed as one, its target kept.
+        fileutil.remove(replaced)
         self.best = best
         logging.info("New best %s %.6g at step %d: %s", self.metric, value, step,
                      os.path.join(folder, os.path.basename(path)))
@@ -479,7 +479,7 @@ class PeriodicEval:
                                 "name is put back", folder)
                 tf.io.gfile.rename(path, folder)
             else:
-                tf.io.gfile.rmtree(path)
+                fileutil.remove(path)
 
 
 def _numbers(metrics):

@@ -70,7 +70,8 @@ def plan(model, config, training, remove=True):
     if latest and training and config.record is not None:
         decision = training_record.decide(
             out, config.record, training_record.mode_of(config.existing_checkpoint),
-            checkpoints.step_in_name(latest), config.num_train_steps, remove=remove)
+            checkpoints.step_in_name(latest), config.num_train_steps, remove=remove,
+            init_checkpoint=init)
         if decision.restart:
             latest = None
     if latest:

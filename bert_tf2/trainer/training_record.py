@@ -17,7 +17,9 @@ training run into the same folder compares its own with the record's last run
     restart   remove what training wrote there (RESTART_FILES: checkpoints, the state
               file, the record, eval_history.jsonl, best/, TensorBoard events) and train
               from step 0; nothing else is touched, and only in a folder whose record
-              says this tool trained it.
+              says this tool trained it. Planned whole first (plan_restart): a symbolic
+              link among those files or folders, a file in best/ training did not write,
+              or an --init_checkpoint among them is a ValueError, and nothing is removed.
   Unset, it is `continue` on the command line (the reference's behaviour; run_cli and
   flags_common.parse_flags fill it) and `refuse` for a Settings a Python caller passes,
   so that a search over settings never reads an old folder's numbers as its own.
@@ -234,10 +236,12 @@ class Decision:
         self.append = append
 
 
-def decide(output_dir, values, mode, step, last_step, remove=True):
+def decide(output_dir, values, mode, step, last_step, remove=True, init_checkpoint=None):
     """The Decision of a training run whose settings are `values`, in a folder whose
     latest checkpoint is at `step`; `last_step`: the step the run trains to. remove=False
-    (a worker that is not the chief): a restart leaves the removal to the chief."""
+    (a worker that is not the chief): a restart leaves the removal to the chief (the
+    checks are made on every worker). `init_checkpoint`: what the run would start from
+    after a restart, never removed by it (plan_restart)."""
     folder = str(output_dir)
     record = read(folder)
     flag = "--%s" % FLAG
@@ -259,7 +263,8 @@ def decide(output_dir, values, mode, step, last_step, remove=True):
                          "settings: %s; use a new --output_dir, %s=restart to start over, "
                          "or %s=continue to go on from it" % (folder, step, text, flag, flag))
     if mode == RESTART:
-        removed = remove_training_files(folder) if remove else 0
+        restart = plan_restart(folder, init_checkpoint)  # every check, before any removal
+        removed = restart.remove() if remove else 0
         logging.warning("--output_dir=%s was trained with other settings (%s): %s=restart "
                         "removed its %d training files; training from step 0",
                         folder, text, flag, removed)
@@ -270,25 +275,93 @@ def decide(output_dir, values, mode, step, last_step, remove=True):
     return Decision(record=record)
 
 
-def remove_training_files(folder):
-    """Removes what training wrote in `folder` (RESTART_FILES, and in best/, train/, eval/
-    their files of ours); a folder left empty goes too. Returns the files removed."""
-    removed = 0
+class RestartPlan:
+    """What --existing_checkpoint=restart removes from an output folder, checked whole
+    before anything is removed (plan_restart): `files`, then the `folders` (best/,
+    train/, eval/) that hold nothing else."""
+
+    def __init__(self, files, folders):
+        self.files = files
+        self.folders = folders
+
+    def remove(self):
+        """Removes the plan's files, then its folders left empty; returns the number of
+        files removed."""
+        for path in self.files:
+            fileutil.remove(path)
+        for path in self.folders:
+            if tf.io.gfile.isdir(path) and not tf.io.gfile.listdir(path):
+                fileutil.remove(path)
+        return len(self.files)
+
+
+def plan_restart(folder, init_checkpoint=None):
+    """The RestartPlan of `folder`: what training wrote there (RESTART_FILES at its top;
+    in best/ our files, in train/ and eval/ the TensorBoard events), or a ValueError
+    before anything is removed:
+
+    - a symbolic link among them (a file, or best/, train/, eval/ itself): a restart
+      removes only files the run wrote, and a link goes to files it may not have;
+    - a file in best/ training did not write: best/ would stay, and a run with no
+      checkpoint refuses a folder holding a best/ (checkpoints.refuse_orphans);
+    - `init_checkpoint` (a prefix or a folder) naming a checkpoint the restart would
+      remove (OUT/best, OUT/model.ckpt-N): a restart never removes what it starts
+      from.
+    Files of others at the top, and in train/ and eval/, stay (their folder with them).
+    """
+    flag = "--%s=restart" % FLAG
+    files, folders, links = [], [], []
     for name in sorted(tf.io.gfile.listdir(folder)):
-        path = os.path.join(folder, name)
-        if not tf.io.gfile.isdir(path) and any(p.match(name) for p in RESTART_FILES):
-            tf.io.gfile.remove(path)
-            removed += 1
+        path = os.path.join(folder, name.rstrip("/"))
+        if any(p.match(name.rstrip("/")) for p in RESTART_FILES):
+            (links if fileutil.links_in([path]) else files).append(path)
     for sub in _RESTART_FOLDERS:
         path = os.path.join(folder, sub)
+        if fileutil.links_in([path]):
+            links.append(path)
+            continue
         if not tf.io.gfile.isdir(path):
             continue
-        for name in sorted(tf.io.gfile.listdir(path)):
+        foreign = []
+        for name in sorted(n.rstrip("/") for n in tf.io.gfile.listdir(path)):
+            inner = os.path.join(path, name)
             ours = (_EVENTS.match(name) if sub != "best" else
                     name in _BEST_FILES or any(p.match(name) for p in RESTART_FILES))
-            if ours and not tf.io.gfile.isdir(os.path.join(path, name)):
-                tf.io.gfile.remove(os.path.join(path, name))
-                removed += 1
-        if not tf.io.gfile.listdir(path):
-            tf.io.gfile.rmtree(path)
-    return removed
+            if not ours or (tf.io.gfile.isdir(inner) and not fileutil.links_in([inner])):
+                foreign.append(name)
+            elif fileutil.links_in([inner]):
+                links.append(inner)
+            else:
+                files.append(inner)
+        if sub == "best" and foreign:
+            raise ValueError(
+                "%s: --output_dir=%s holds %s in best/, which training did not write; "
+                "move it out of best/ (a best/ left behind would stop the new run), or use "
+                "a new --output_dir; nothing was removed"
+                % (flag, folder, ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")))
+        folders.append(path)
+    if links:
+        raise ValueError(
+            "%s: --output_dir=%s: %s is a symbolic link (to %s); a restart removes only files "
+            "training wrote, never a link or what it points to: remove the link (or its "
+            "files) yourself, or use a new --output_dir; nothing was removed"
+            % (flag, folder, links[0], os.path.realpath(links[0])))
+    if init_checkpoint:
+        prefix = checkpoints.resolve_checkpoint(init_checkpoint, "--init_checkpoint")
+        removed = {os.path.realpath(p) for p in files}
+        if os.path.realpath(prefix + ".index") in removed:
+            named = init_checkpoint if checkpoints.same_checkpoint(init_checkpoint, prefix) \
+                else "%s (%s)" % (init_checkpoint, prefix)
+            raise ValueError(
+                "%s would remove --init_checkpoint=%s, the checkpoint the run starts from: "
+                "copy it out of --output_dir=%s first (a model folder: with its "
+                "bert_config.json and vocab.txt), or use a new --output_dir; nothing was "
+                "removed" % (flag, named, folder))
+    return RestartPlan(files, folders)
+
+
+def remove_training_files(folder, init_checkpoint=None):
+    """Removes what training wrote in `folder` (plan_restart: checked whole first, a
+    ValueError removing nothing); a folder left empty goes too. Returns the number of
+    files removed."""
+    return plan_restart(folder, init_checkpoint).remove()
