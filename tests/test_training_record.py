@@ -104,6 +104,32 @@ def test_a_run_records_resumes_the_same_refuses_continues_and_restarts(tmp_path,
         "trained 0 steps: --output_dir=%s already at step 2" % out]
     assert len(training_record.read(out)["runs"]) == 1  # nothing trained with them
 
+    # restart plans before it removes: a refusal leaves the folder as it was.
+    def tree():
+        return {os.path.relpath(os.path.join(d, f), out): open(os.path.join(d, f), "rb").read()
+                for d, _, files in os.walk(out) for f in files}
+    before = tree()
+    with pytest.raises(ValueError, match="^existing_checkpoint=restart would remove "
+                                         "init_checkpoint=%s, the checkpoint the run starts "
+                                         "from" % (out / "model.ckpt-2")):
+        _run(tmp_path, learning_rate=1e-4, existing_checkpoint="restart",
+             init_checkpoint=str(out / "model.ckpt-2"))
+    assert tree() == before
+    shared = tmp_path / "shared"  # train/ linked to a TensorBoard folder shared with others
+    os.rename(out / "train", shared)
+    write_text(shared / "events.out.tfevents.9.other", "another run's")
+    os.symlink(shared, out / "train")
+    before = tree()  # the link not followed
+    shared_before = {n: (shared / n).read_bytes() for n in os.listdir(shared)}
+    with pytest.raises(ValueError, match="^existing_checkpoint=restart: output_dir=%s: %s is a "
+                                         "symbolic link" % (out, out / "train")):
+        _run(tmp_path, learning_rate=1e-4, existing_checkpoint="restart")
+    assert tree() == before
+    assert {n: (shared / n).read_bytes() for n in os.listdir(shared)} == shared_before
+    os.remove(out / "train")
+    os.rename(shared, out / "train")
+    os.remove(out / "train" / "events.out.tfevents.9.other")
+
     # restart: the user's files and the run's other outputs stay.
     write_text(out / "notes.txt", "mine\n")
     write_text(out / "model.ckpt-notes.txt", "mine too\n")
@@ -161,13 +187,21 @@ def test_decisions_of_each_mode(tmp_path, absl_records):
     assert [r["from_step"] for r in training_record.read(folder)["runs"]] == [0, 2]
     assert training_record.decide(folder, dict(new), "refuse", 5, 5).append is False
 
+    # A file of the user's in best/ would outlive the restart and stop the new run:
+    # refused before anything is removed.
+    with pytest.raises(ValueError, match="holds notes.txt in best/, which training did not "
+                                         "write; .* nothing was removed$"):
+        training_record.decide(folder, old, "restart", 5, 5)
+    assert os.path.exists(os.path.join(folder, "best", "model.ckpt-1.index"))
+    os.remove(os.path.join(folder, "best", "notes.txt"))
     decision = training_record.decide(folder, old, "restart", 5, 5)
     assert (decision.restart, decision.record) == (True, None)
     left = sorted(os.path.relpath(os.path.join(d, f), folder)
                   for d, _, files in os.walk(folder) for f in files)
-    assert left == ["bert_config.json", "best/notes.txt", "label_list.txt",
+    assert left == ["bert_config.json", "label_list.txt",
                     "model.ckpt-2.index.bak", "notes.txt", "train.tf_record",
                     "train/mine.txt"]
+    assert not os.path.exists(os.path.join(folder, "best"))
     assert not os.path.exists(os.path.join(folder, "eval"))  # emptied: removed
 
     # No record (an earlier version's folder): continue with a note, whatever the mode
