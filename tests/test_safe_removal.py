@@ -289,3 +289,24 @@ def test_hf_ours_hf_keeps_labels_and_model_max_length(tmp_path, head):
     assert sorted(a) == sorted(b)
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_restart_does_not_compare_the_folders_labels(tmp_path):
+    """--existing_checkpoint=restart starts over: other labels than the folder's are
+    this run's (a resumed or continued run keeps refusing them)."""
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import classifier_tasks  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
+    write_text(tmp_path / "o" / "label_list.txt", "negative\npositive\n")
+
+    def part(**given):
+        return run_classifier.Settings(
+            task_name="mrpc", data_dir="d", vocab_file="v", bert_config_file="c",
+            output_dir=str(tmp_path / "o"), do_train=True, **given).part(
+                *classifier_tasks.SETTINGS)
+    for mode in (None, "continue", "refuse"):
+        with pytest.raises(ValueError, match="lists the labels negative, positive"):
+            classifier_tasks.check_labels(part(existing_checkpoint=mode),
+                                          glue_data.MrpcProcessor())
+    classifier_tasks.check_labels(part(existing_checkpoint="restart"),
+                                  glue_data.MrpcProcessor())

@@ -29,6 +29,7 @@ from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import user_processor
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import training_record
 
 LABELS_FILE = fileutil.LABEL_LIST_FILE
 TASK_FILE = "classifier_task.json"
@@ -39,7 +40,7 @@ _LABELS_TASKS = "--task_name=csv, tsv, jsonl and multilabel"
 # export_saved_model's settings: settings_lib.Settings.part).
 SETTINGS = ("task_name", "processor", "labels_file", "task_type", "threshold", "positive_label",
             "xnli_language", "long_text", "do_train", "do_eval", "do_predict", "output_dir",
-            "init_checkpoint") + _COLUMN_FLAGS
+            "init_checkpoint", "existing_checkpoint") + _COLUMN_FLAGS
 
 
 def define_flags(fv):
@@ -263,9 +264,12 @@ def label_names(processor):
 
 def check_labels(task, processor):
     """The labels and type of this run agree with those saved in --output_dir (and,
-    for a run that does not train, beside --init_checkpoint)."""
+    for a run that does not train, beside --init_checkpoint); not compared for a
+    training run that starts over (training_record.starts_over)."""
     names = label_names(processor)
     kind = task_type(processor)
+    if training_record.starts_over(task):
+        return
     path = saved_file(task, TASK_FILE)
     saved_kind = read_task_file(path).get("task_type", kind)
     if saved_kind != kind:

@@ -25,6 +25,7 @@ from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
+from bert_tf2.trainer import training_record
 
 _SPLITS = {"train": ("train_file", "train.txt"), "eval": ("eval_file", "dev.txt"),
            "predict": ("predict_file", "test.txt")}
@@ -257,8 +258,9 @@ def labels_of(settings, train):
             return ner_data.read_labels(path)
     if train is not None:
         labels = ner_data.labels_from(train)
-        # Resuming keeps the label ids of the checkpoints in output_dir.
-        if tf.io.gfile.exists(saved) and ner_data.read_labels(saved) != labels:
+        # Resuming keeps the label ids of the checkpoints in output_dir (a restart: its own).
+        if tf.io.gfile.exists(saved) and not training_record.starts_over(settings) and \
+                ner_data.read_labels(saved) != labels:
             raise ValueError("--output_dir=%s holds the %s of other tags (%s) than %s's (%s): "
                              "use a new --output_dir" % (
                                  settings.output_dir, ner_data.LABELS_FILE_NAME,

@@ -109,6 +109,15 @@ def mode_of(value):
     return PYTHON_MODE if value is None else value
 
 
+def starts_over(settings):
+    """Whether `settings` (a face's, or a part of them) are a training run with
+    --existing_checkpoint=restart: the labels an earlier run left in the folder are not
+    compared with this run's (the restart removes its checkpoints first, and a refused
+    restart leaves the folder as it was, its labels included)."""
+    return bool(getattr(settings, "do_train", False)) and \
+        getattr(settings, FLAG, None) == RESTART
+
+
 # ---------------------------------------------------------------------------
 # The values
 # ---------------------------------------------------------------------------
