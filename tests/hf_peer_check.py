@@ -3,7 +3,8 @@ torch user would, and prints what they compute (run in the peer venv of `make be
 torch, transformers and sentence-transformers; nothing of bert-tf2 is imported here).
 
 Usage: python hf_peer_check.py REQUEST.json OUTPUT.json
-REQUEST: {"folders": [{"dir", "head", "texts", "pairs" (optional), "choices" (optional)}]}
+REQUEST: {"folders": [{"dir", "head", "texts", "pairs" (optional), "choices" (optional)}]};
+a folder with "pipeline" ({"task", "make", "call"}) gives {"pipeline": its results} instead.
 OUTPUT: per folder {"class", "ids" (the tokenizer's input ids per text), "outputs" {name: list},
 "labels" (config's id2label), "sentence" (SentenceTransformer vectors, when asked)}.
 """
@@ -23,7 +24,20 @@ _AUTO = {
 }
 
 
+def _pipeline(folder):
+    """transformers' pipeline as docs/huggingface.md writes it: {"task", "make" (its
+    arguments), "call" (those of the call)} -> its results for the texts."""
+    asked = folder["pipeline"]
+    run = transformers.pipeline(asked["task"], model=folder["dir"], **asked.get("make", {}))
+    results = run(folder["texts"], **asked.get("call", {}))
+    return [[{k: (float(v) if k == "score" else v) for k, v in e.items() if k != "start" and
+              k != "end"} for e in r] if isinstance(r, list) else
+            {k: (float(v) if k == "score" else v) for k, v in r.items()} for r in results]
+
+
 def _run(folder):
+    if folder.get("pipeline"):
+        return {"pipeline": _pipeline(folder)}
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder["dir"])
     model = _AUTO[folder["head"]].from_pretrained(folder["dir"]).eval()
     texts = folder["texts"]

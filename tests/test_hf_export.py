@@ -397,6 +397,77 @@ def test_transformers_loads_every_head_with_our_numbers(tmp_path, shared_dir):
                                atol=1e-5, rtol=0)
 
 
+def _hf_groups(word_labels):
+    """The entities transformers' token-classification pipeline makes of labelled words
+    (its grouping: a B- tag or another type starts an entity; "O" left out), as
+    (type, words joined by spaces)."""
+    groups = []
+    for word, label in word_labels:
+        bi, kind = (label[0], label[2:]) if label[:2] in ("B-", "I-") else ("I", label)
+        if groups and groups[-1][0] == kind and bi != "B":
+            groups[-1][1].append(word)
+        else:
+            groups.append((kind, [word]))
+    return [(kind, " ".join(words)) for kind, words in groups if kind != "O"]
+
+
+@pytest.mark.slow
+def test_pipeline_as_the_page_says_gives_our_labels(tmp_path, shared_dir):
+    """docs/huggingface.md: pipeline(...)(texts, truncation=True) and
+    aggregation_strategy="first" give our numbers (texts longer than max_seq_length,
+    words of several pieces)."""
+    peer = peer_python()
+    vocab_file = shared_dir / "data" / "vocab" / "uncased_vocab.txt"
+    vocab = [line.rstrip("\n") for line in open(vocab_file, encoding="utf-8")]
+    tokenizer = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+    length = 16
+    long_texts = ["the quick brown fox jumps over the lazy dog and runs far away into the "
+                  "dark forest where nobody lives any more", "a good film",
+                  "john lives in paris and works in london for a big company called acme"]
+    short_texts = ["unaffable tokenization hyperparameters", "johnson lives in kaohsiung",
+                   "john lives in paris"]
+    request, ours = [], {}
+    for head, texts, pipeline in (
+            ("classifier", long_texts, {"task": "text-classification",
+                                        "call": {"truncation": True}}),
+            ("tagger", short_texts, {"task": "token-classification",
+                                     "make": {"aggregation_strategy": "first"}})):
+        folder, model = _folder(tmp_path, head, vocab, extra={"max_seq_length": length})
+        _export(folder, tmp_path / ("hf_" + head))
+        labels = (folder / "label_list.txt").read_text().split()
+        request.append({"dir": str(tmp_path / ("hf_" + head)), "texts": texts,
+                        "pipeline": pipeline})
+        rows, firsts = [], []
+        for text in texts:
+            pieces = [tokenizer.tokenize(word) for word in text.split()]
+            firsts.append(np.cumsum([1] + [len(p) for p in pieces])[:-1])
+            tokens = ["[CLS]"] + [t for p in pieces for t in p][:length - 2] + ["[SEP]"]
+            assert head == "classifier" or len(tokens) < length  # a tagger's words all fit
+            ids = tokenizer.convert_tokens_to_ids(tokens)
+            pad = length - len(ids)
+            rows.append((ids + [0] * pad, [1] * len(ids) + [0] * pad, [0] * length))
+        logits = model(_features(rows), training=False)["logits"].numpy()
+        if head == "classifier":
+            probs = tf.nn.softmax(logits).numpy()
+            ours[head] = [(labels[int(p.argmax())], float(p.max())) for p in probs]
+        else:
+            ours[head] = [_hf_groups([(word, labels[int(logits[i][j].argmax())])
+                                      for word, j in zip(text.split(), firsts[i])])
+                          for i, text in enumerate(texts)]
+    assert any(len(tokenizer.tokenize(t)) > length - 2 for t in long_texts)
+    request_file = write_text(tmp_path / "request.json", json.dumps({"folders": request}))
+    out_file = str(tmp_path / "peer.json")
+    subprocess.run([peer, os.path.join(str(REPO_ROOT), "tests", "hf_peer_check.py"),
+                    request_file, out_file], check=True, timeout=HANG_GUARD_SECONDS,
+                   env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
+    with open(out_file, encoding="utf-8") as f:
+        classified, tagged = [r["pipeline"] for r in json.load(f)]
+    assert [r["label"] for r in classified] == [label for label, _ in ours["classifier"]]
+    np.testing.assert_allclose([r["score"] for r in classified],
+                               [score for _, score in ours["classifier"]], atol=1e-5, rtol=0)
+    assert [[(e["entity_group"], e["word"]) for e in r] for r in tagged] == ours["tagger"]
+
+
 def _our_outputs(head, model, features):
     """Our model's outputs under the names transformers gives them."""
     if head == "encoder":
