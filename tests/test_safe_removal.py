@@ -310,3 +310,19 @@ def test_restart_does_not_compare_the_folders_labels(tmp_path):
                                           glue_data.MrpcProcessor())
     classifier_tasks.check_labels(part(existing_checkpoint="restart"),
                                   glue_data.MrpcProcessor())
+
+
+def test_restart_does_not_compare_a_taggers_labels(tmp_path):
+    import run_ner  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import ner_task  # pylint: disable=import-outside-toplevel
+    write_text(tmp_path / "o" / "label_list.txt", "B-X\nO\n")
+    train = write_text(tmp_path / "train.txt", "John B-PER\nlives O\n\n")
+
+    def labels(**given):
+        return ner_task.labels_of(run_ner.Settings(
+            train_file=train, vocab_file="v", bert_config_file="c",
+            output_dir=str(tmp_path / "o"), do_train=True, **given), ner_task.ner_data.read_conll(
+                train))
+    with pytest.raises(ValueError, match="holds the label_list.txt of other tags"):
+        labels(existing_checkpoint="continue")
+    assert sorted(labels(existing_checkpoint="restart")) == ["B-PER", "O"]
