@@ -326,3 +326,19 @@ def test_restart_does_not_compare_a_taggers_labels(tmp_path):
     with pytest.raises(ValueError, match="holds the label_list.txt of other tags"):
         labels(existing_checkpoint="continue")
     assert sorted(labels(existing_checkpoint="restart")) == ["B-PER", "O"]
+
+
+def test_restart_with_another_vocab_replaces_the_folders_copy(tmp_path):
+    """model_folder.write refuses a folder's vocab.txt of other content: a restart with
+    another --vocab_file removes the copy (after its checks), not leaving a folder
+    without checkpoints that every later run refuses."""
+    folder = tmp_path / "out"
+    _folder_of_ours(folder)
+    write_text(folder / "vocab.txt", "[PAD]\nold\n")
+    new_vocab = write_text(tmp_path / "vocab.txt", "[PAD]\nnew\n")
+    same = dict(_NEW, vocab_file=training_record.file_fingerprint([str(folder / "vocab.txt")]))
+    plan = training_record.plan_restart(str(folder), values=same)
+    assert str(folder / "vocab.txt") not in plan.files
+    other = dict(_NEW, vocab_file=training_record.file_fingerprint([new_vocab]))
+    training_record.decide(str(folder), other, "restart", 2, 4)
+    assert not (folder / "vocab.txt").exists() and (folder / "bert_config.json").exists()

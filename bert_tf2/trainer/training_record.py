@@ -272,7 +272,7 @@ def decide(output_dir, values, mode, step, last_step, remove=True, init_checkpoi
                          "settings: %s; use a new --output_dir, %s=restart to start over, "
                          "or %s=continue to go on from it" % (folder, step, text, flag, flag))
     if mode == RESTART:
-        restart = plan_restart(folder, init_checkpoint)  # every check, before any removal
+        restart = plan_restart(folder, init_checkpoint, values)  # every check first
         removed = restart.remove() if remove else 0
         logging.warning("--output_dir=%s was trained with other settings (%s): %s=restart "
                         "removed its %d training files; training from step 0",
@@ -304,7 +304,12 @@ class RestartPlan:
         return len(self.files)
 
 
-def plan_restart(folder, init_checkpoint=None):
+# The copies of the run's files a training run leaves (model_folder.write), by the setting
+# whose content fingerprint the record holds: a restart with another file replaces them.
+_COPIED_FILES = {"bert_config_file": fileutil.CONFIG_FILE, "vocab_file": fileutil.VOCAB_FILE}
+
+
+def plan_restart(folder, init_checkpoint=None, values=None):
     """The RestartPlan of `folder`: what training wrote there (RESTART_FILES at its top;
     in best/ our files, in train/ and eval/ the TensorBoard events), or a ValueError
     before anything is removed:
@@ -317,12 +322,20 @@ def plan_restart(folder, init_checkpoint=None):
       remove (OUT/best, OUT/model.ckpt-N): a restart never removes what it starts
       from.
     Files of others at the top, and in train/ and eval/, stay (their folder with them).
+    `values` (the new run's record): the folder's copy of --bert_config_file or
+    --vocab_file is among the files when the new run's has other content (the run
+    copies its own there, and refuses a copy of another).
     """
     flag = "--%s=restart" % FLAG
     files, folders, links = [], [], []
     for name in sorted(tf.io.gfile.listdir(folder)):
         path = os.path.join(folder, name.rstrip("/"))
         if any(p.match(name.rstrip("/")) for p in RESTART_FILES):
+            (links if fileutil.links_in([path]) else files).append(path)
+    for key, name in sorted(_COPIED_FILES.items()):
+        path = os.path.join(folder, name)
+        if (values or {}).get(key) and tf.io.gfile.exists(path) and \
+                file_fingerprint([path]) != values[key]:
             (links if fileutil.links_in([path]) else files).append(path)
     for sub in _RESTART_FOLDERS:
         path = os.path.join(folder, sub)
@@ -369,8 +382,8 @@ def plan_restart(folder, init_checkpoint=None):
     return RestartPlan(files, folders)
 
 
-def remove_training_files(folder, init_checkpoint=None):
+def remove_training_files(folder, init_checkpoint=None, values=None):
     """Removes what training wrote in `folder` (plan_restart: checked whole first, a
     ValueError removing nothing); a folder left empty goes too. Returns the number of
     files removed."""
-    return plan_restart(folder, init_checkpoint).remove()
+    return plan_restart(folder, init_checkpoint, values).remove()
