@@ -169,6 +169,8 @@ def _window_counts(vocab, words_per_sentence):
 def test_every_door_tags_every_word_as_do_predict(doors, data):
     """do_predict == predict == SavedModel == LiteRT fp32, word by word, in one batch of
     mixed lengths with empty and blank texts."""
+    with open(os.path.join(doors["export"], "assets.extra", "export_info.json")) as f:
+        assert json.load(f)["doc_stride"] == _STRIDE  # the folder's, for LiteRT too
     counts = _window_counts(data["vocab"], _WORDS)
     assert 2 in counts and 3 in counts, counts  # the long sentences need 2 and 3 windows
     want = _file_predictions(os.path.join(doors["folder"], "test_predictions.txt"))
@@ -197,6 +199,19 @@ def test_the_word_rule_splits_at_ascii_blanks_only():
     conll = ner_data.conll_of_sentences(["all-rounder (Reuters)\nU.S.", " "], "s",
                                         require_tags=False)
     assert [s.words for s in conll.sentences] == [["all-rounder", "(Reuters)", "U.S."], []]
+
+
+def test_a_wrong_doc_stride_in_export_info_is_one_line(tmp_path):
+    from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
+    info = {"model_type": "tagger", "max_seq_length": 16, "do_lower_case": True,
+            "labels": ["O"], "doc_stride": 0}
+    write_text(tmp_path / "assets.extra" / "export_info.json", json.dumps(info))
+    with pytest.raises(ValueError, match=r"export_info.json: field 'doc_stride' must be an "
+                                         r"integer >= 1, got 0"):
+        litert_predictor.read_info(str(tmp_path))
+    del info["doc_stride"]  # an export made before it was recorded: run_ner's default
+    write_text(tmp_path / "assets.extra" / "export_info.json", json.dumps(info))
+    assert "doc_stride" not in litert_predictor.read_info(str(tmp_path))
 
 
 @pytest.mark.slow
