@@ -139,25 +139,22 @@ def folder(tmp_path_factory):
     run_squad.run(run_squad.Settings(
         vocab_file=vocab, bert_config_file=config, output_dir=str(out), do_train=True,
         train_file=train, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
-        version_2_with_negative=True, train_batch_size=4, num_train_epochs=2.0,
+        version_2_with_negative=True, train_batch_size=4, num_train_epochs=1.0,
         learning_rate=1e-3, seed=3))
-    result = {"root": root, "out": out, "questions": questions, "contexts": contexts,
-              "threshold": {"v1": 0.0, "probe": 0.0}}
-    # SQuAD 2.0's threshold: amid the model's null odds (in their widest gap near the
-    # middle, far from every one), so that both kinds of answer occur.
-    _predictions_json(result, "probe")
-    with open(root / "predict_probe" / "null_odds.json", encoding="utf-8") as f:
-        odds = sorted(json.load(f).values())
+    return {"root": root, "out": out, "questions": questions, "contexts": contexts}
+
+
+def _threshold(null_odds):
+    """A SQuAD 2.0 threshold amid the model's null odds (in their widest gap near the
+    middle, far from every one), so that both kinds of answer occur."""
+    odds = sorted(null_odds)
     middle = len(odds) // 2
-    gaps = [(odds[i + 1] - odds[i], i) for i in range(middle - 3, middle + 3)]
-    _, i = max(gaps)
-    result["threshold"]["v2"] = (odds[i] + odds[i + 1]) / 2
-    return result
+    _, i = max((odds[i + 1] - odds[i], i) for i in range(middle - 3, middle + 3))
+    return float((odds[i] + odds[i + 1]) / 2)
 
 
-def _predictions_json(folder, version):
+def _predictions_json(folder, version, threshold):
     """run_squad.py --do_predict's answers of the pairs: {qid: (text, score)}."""
-    threshold = folder["threshold"][version]
     out = folder["root"] / ("predict_" + version)
     articles = [{"title": "dev", "paragraphs": [
         {"context": c, "qas": [{"id": str(i), "question": q}]}
@@ -181,31 +178,45 @@ def _score_of(nbest, text):
     return entry["start_logit"] + entry["end_logit"]
 
 
-@pytest.fixture(scope="module", params=["v2", "v1"])
-def doors(request, folder):
-    """The answers of every door for SQuAD 2.0 (the folder's) and 1.1 rules."""
-    version = request.param
+def _door_answers(folder, version, threshold):
+    """The answers of the SavedModel (exported now; a 2.0 export with LiteRT fp32 too),
+    run_squad.predict() and predictions.json."""
     export_dir = folder["root"] / ("export_" + version)
-    argv = ["--init_checkpoint=%s" % folder["out"], "--export_dir=%s" % export_dir,
-            "--litert=fp32"]
+    argv = ["--init_checkpoint=%s" % folder["out"], "--export_dir=%s" % export_dir]
     if version == "v1":  # the folder's SQuAD 2.0, overridden
         argv.append("--noversion_2_with_negative")
-    else:
-        argv.append("--null_score_diff_threshold=%r" % folder["threshold"][version])
+    else:  # the folder's
+        argv += ["--null_score_diff_threshold=%r" % threshold, "--litert=fp32"]
     esm.run(flags_common.parse_flags(esm.define_flags, argv))
     questions, contexts = folder["questions"], folder["contexts"]
-    loaded = tf.saved_model.load(str(export_dir))
+    loaded = tf.saved_model.load(str(export_dir))  # held while its function runs
     saved = loaded.answer(tf.constant(questions), tf.constant(contexts))
-    litert = litert_predictor.LiteRTPredictor(str(export_dir), "fp32").answers(
-        questions, contexts)
-    python = run_squad.predict(str(folder["out"]), questions, contexts,
-                               version_2_with_negative=version == "v2",
-                               null_score_diff_threshold=folder["threshold"][version])
     with open(export_dir / "assets.extra" / "export_info.json", encoding="utf-8") as f:
         info = json.load(f)
-    return {"version": version, "files": _predictions_json(folder, version),
-            "saved": saved, "litert": litert, "python": python, "info": info,
-            "loaded": loaded, "export_dir": export_dir}
+    python = run_squad.predict(str(folder["out"]), questions, contexts,
+                               version_2_with_negative=version == "v2",
+                               null_score_diff_threshold=threshold)
+    return {"files": _predictions_json(folder, version, threshold), "threshold": threshold,
+            "saved": {k: v.numpy() for k, v in saved.items()}, "python": python,
+            "info": info, "export_dir": export_dir}
+
+
+@pytest.fixture(scope="module")
+def doors(folder):
+    """{"v1", "v2": every door's answers under SQuAD 1.1 rules, and the folder's 2.0}.
+
+    The 2.0 threshold comes from the 1.1 export's null odds (the same numbers). One LiteRT
+    model (the 2.0 export's) serves both: its 1.1 answers are LiteRTPredictor's decoding
+    under the rules the 1.1 export recorded.
+    """
+    v1 = _door_answers(folder, "v1", 0.0)
+    v2 = _door_answers(folder, "v2", _threshold(v1["saved"]["null_odds"]))
+    litert = litert_predictor.LiteRTPredictor(str(v2["export_dir"]), "fp32")
+    questions, contexts = folder["questions"], folder["contexts"]
+    v2["litert"] = litert.answers(questions, contexts)
+    litert.squad_rules = litert_predictor.squad_rules(v1["info"])
+    v1["litert"] = litert.answers(questions, contexts)
+    return {"v1": v1, "v2": v2}
 
 
 def _windows(folder):
@@ -225,22 +236,26 @@ def test_the_cases_cover_what_they_claim(folder):
     assert max(counts) >= 6 and counts.count(0) == 3
 
 
-def test_export_records_the_folders_settings(folder, doors):
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_export_records_the_folders_settings(doors, version):
+    doors = dict(doors[version], version=version)
     info = doors["info"]
     assert info["doc_stride"] == STRIDE and info["max_query_length"] == QUERY  # the folder's
     assert info["version_2_with_negative"] == (doors["version"] == "v2")
-    assert info["null_score_diff_threshold"] == folder["threshold"][doors["version"]]
+    assert info["null_score_diff_threshold"] == doors["threshold"]
     assert (info["n_best_size"], info["max_answer_length"]) == (20, 30)
 
 
-def test_every_door_answers_as_predictions_json(folder, doors):
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_every_door_answers_as_predictions_json(folder, doors, version):
+    doors = dict(doors[version], version=version)
     files, saved = doors["files"], doors["saved"]
     assert len(files) == len(folder["questions"])
     counts = _windows(folder)
-    np.testing.assert_array_equal(saved["num_windows"].numpy(), counts)
+    np.testing.assert_array_equal(saved["num_windows"], counts)
     mismatches = []
     for i, (want, want_score) in enumerate(files[str(i)] for i in range(len(files))):
-        got = {"saved": (saved["answer"][i].numpy().decode("utf-8"), float(saved["score"][i])),
+        got = {"saved": (saved["answer"][i].decode("utf-8"), float(saved["score"][i])),
                "litert": (doors["litert"][i]["text"],
                           _score_of(doors["litert"][i]["nbest"], doors["litert"][i]["text"])),
                "python": (doors["python"][i]["text"],
@@ -259,16 +274,18 @@ def test_every_door_answers_as_predictions_json(folder, doors):
         assert 0 < texts.count("") < len(texts)  # both kinds: the null rule is exercised
 
 
-def test_null_odds_and_positions(folder, doors):
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_null_odds_and_positions(folder, doors, version):
     """null_odds is null_odds.json's (SQuAD 2.0); positions point into the chosen window."""
+    doors = dict(doors[version], version=version)
     saved = doors["saved"]
     if doors["version"] == "v2":
         with open(folder["root"] / "predict_v2" / "null_odds.json", encoding="utf-8") as f:
             odds = json.load(f)
-        np.testing.assert_allclose(saved["null_odds"].numpy(),
+        np.testing.assert_allclose(saved["null_odds"],
                                    [odds[str(i)] for i in range(len(odds))], atol=1e-4)
-    start, end = saved["start_position"].numpy(), saved["end_position"].numpy()
-    window, count = saved["window"].numpy(), saved["num_windows"].numpy()
+    start, end = saved["start_position"], saved["end_position"]
+    window, count = saved["window"], saved["num_windows"]
     found = start >= 0
     assert ((window >= 0) == found).all() and (window[found] < count[found]).all()
     assert (end[found] >= start[found]).all() and (end[found] - start[found] < 30).all()

@@ -192,7 +192,7 @@ def best_span(start_logits, end_logits, len_a, len_b, window, num_rows, rules):
     scores = (tf.cast(start_values, tf.float64)[:, :, tf.newaxis]
               + tf.cast(end_values, tf.float64)[:, tf.newaxis, :])
     # Every candidate in run_squad's order: window, start rank, end rank.
-    pairs = tf.cast(k * k, tf.int64)
+    pairs = tf.maximum(tf.cast(k * k, tf.int64), 1)  # 0 only without any window
     flat_valid = tf.reshape(valid, [-1])
     flat_scores = tf.where(flat_valid, tf.reshape(scores, [-1]), -np.inf)
     candidate_row = tf.repeat(window["row"], pairs)
@@ -204,7 +204,7 @@ def best_span(start_logits, end_logits, len_a, len_b, window, num_rows, rules):
                                           num_rows)
     found = choice < big
     chosen_window = tf.where(found, choice // pairs, 0)
-    k64 = tf.cast(k, tf.int64)
+    k64 = tf.maximum(tf.cast(k, tf.int64), 1)
     chosen = chosen_window * k64
 
     def pick(values, rank, default):
