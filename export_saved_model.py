@@ -324,6 +324,11 @@ def _check_settings(settings):
     squad_rules = _squad_rules(settings)
     if squad_rules is not None:
         squad_rules.check(settings.max_seq_length)
+        if settings.trim_padding and settings.litert:
+            raise ValueError(
+                "--trim_padding with --litert: the squad head's LiteRT door ranks every "
+                "position of a window (run_squad without --trim_padding), its answer() would "
+                "rank the real ones only; export one of the two without the other")
     if not tf.io.gfile.exists(settings.vocab_file):
         raise ValueError("--vocab_file %s does not exist" % settings.vocab_file)
     check_export_dir(settings.export_dir.rstrip("/"))

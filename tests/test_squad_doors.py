@@ -297,3 +297,15 @@ def test_rules_refuse_what_answer_cannot_do():
         serving_squad.SquadRules(doc_stride=0).check(SEQ)
     with pytest.raises(ValueError, match="must be greater than max_query_length"):
         serving_squad.SquadRules(max_query_length=SEQ - 3).check(SEQ)
+
+
+def test_trimmed_answers_with_litert_are_refused(folder):
+    """LiteRT's answers rank padding positions as run_squad's default; a --trim_padding
+    answer() ranks real ones only: the two together are refused before any work."""
+    export_dir = folder["root"] / "refused"
+    with pytest.raises(ValueError, match="^--trim_padding with --litert: the squad head's "
+                                         "LiteRT door ranks every position"):
+        esm.run(flags_common.parse_flags(esm.define_flags, [
+            "--init_checkpoint=%s" % folder["out"], "--export_dir=%s" % export_dir,
+            "--trim_padding", "--litert=fp32"]))
+    assert not export_dir.exists()
