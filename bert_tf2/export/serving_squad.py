@@ -113,7 +113,8 @@ def windows(num_pieces, question_length, max_seq_length, doc_stride):
 
     Returns:
       dict of int64 [W]: row (the question), index (the window's index in its row),
-      start, length (pieces of the context).
+      start, length (pieces of the context); and count int64 [B], the windows of each row
+      (0 for a context of no piece).
     """
     room = max_seq_length - 3 - question_length
     stride = tf.minimum(tf.constant(doc_stride, tf.int64), room)
