@@ -80,11 +80,12 @@ def read_info(export_dir):
             x is None or isinstance(x, str) for x in v), "a non-empty list of label names"))
     if model_type == "tagger":
         checks.append(("crf", lambda v: v is None or isinstance(v, bool), "true or false"))
+        checks.append(("doc_stride", lambda v: v is None or _is_int(v, 1), "an integer >= 1"))
     if model_type == "squad":
         checks.append(("max_query_length", lambda v: v is None or _is_int(v, 1),
                        "an integer >= 1"))
     for field, valid, what in checks:
-        if field not in info and field not in ("crf", "max_query_length"):
+        if field not in info and field not in ("crf", "max_query_length", "doc_stride"):
             raise ValueError("%s: field %r is missing" % (path, field))
         if not valid(info.get(field)):
             raise _bad_field(path, field, what, info.get(field))
@@ -237,8 +238,9 @@ class LiteRTPredictor(object):
                 litert_data.squad_examples(texts, texts_b), self.tokenizer,
                 self.max_seq_length, self.info.get("max_query_length") or 64)
         if self.model_type == "tagger":
+            # run_ner's windows; an export made before doc_stride was recorded: its default.
             return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
-                                            self.labels)
+                                            self.labels, self.info.get("doc_stride"))
         return litert_data.text_batch(texts, texts_b, self.tokenizer, self.max_seq_length,
                                       self.labels)
 
@@ -254,8 +256,11 @@ class LiteRTPredictor(object):
         Returns:
           classifier: [{"label", "probabilities": {label: p}}] (regression:
           [{"prediction": x}]); encoder: float32 [N, D] sentence vectors; tagger:
-          [[(word, tag), ...]] per text (a --crf tagger: Viterbi's tags, as the
-          SavedModel's); squad: [answer text] per question. No texts: no results.
+          [[(word, tag), ...]] per text, each text one sentence split into words at
+          blanks (ner_data.split_words, the SavedModel's and run_ner.predict's words) and
+          windowed as run_ner --doc_stride (export_info.json's doc_stride) does (a --crf
+          tagger: Viterbi's tags, as the SavedModel's); squad: [answer text] per
+          question. No texts: no results.
         """
         batch = self.batch(texts, texts_b)
         if not len(batch.features["input_ids"]):

@@ -110,7 +110,8 @@ def read_examples(settings, labels):
         return litert_data.read_file(
             settings.model_type, "--" + flag, path, tokenizer,
             settings.max_seq_length, limit, labels=labels, columns=columns,
-            max_query_length=settings.max_query_length)
+            max_query_length=settings.max_query_length,
+            doc_stride=settings.doc_stride if settings.model_type == "tagger" else None)
 
     return (examples("calibration_file", settings.calibration_examples),
             examples("agreement_file", None))
