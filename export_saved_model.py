@@ -68,13 +68,17 @@ take and give S positions.
     the --window_pooling of the windows' logits, one row per input (serving_ids takes
     packed windows and pools nothing).
 
-  --model_type=tagger (a run_ner model; one window of S - 2 pieces)
-    serving_default(text: string [B]) -> per word (BasicTokenizer's words, the way
-        run_ner reads the words of a CoNLL line; padded to the longest text):
-        word_tags [B, W] (run_ner's tag: the prediction at the word's first piece; "O"
-        for words past the window; a --crf model: the Viterbi tags of the window's
-        words, as run_ner --crf predicts), word_start, word_end [B, W] (character range in
-        the text), num_words [B]; and the entities, read from the tags with conlleval's
+  --model_type=tagger (a run_ner model; each text one sentence, tagged as run_ner
+  --do_predict tags it: serving_tagger.py)
+    serving_default(text: string [B]) -> per word (ner_data.split_words' words: split at
+        the six ASCII blanks only, as run_ner reads a CoNLL file's words and splits a str
+        in predict(); padded to the longest text; an empty or blank text has none):
+        word_tags [B, W] (run_ner's tag: the prediction at the word's first piece, in the
+        window where it has the most context: a sentence of more than S - 2 pieces is cut
+        into windows --doc_stride apart, the folder's (recorded in export_info.json); "O"
+        for a word without pieces; a --crf model: the Viterbi tags of each window's words,
+        as run_ner --crf predicts), word_start, word_end [B, W] (character range in the
+        text), num_words [B]; and the entities, read from the tags with conlleval's
         rules: entity_type, entity_text, entity_start, entity_end [B, E], num_entities.
 
   --model_type=multiple_choice (a run_multiple_choice model)
@@ -285,7 +289,8 @@ def run(settings):
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
-        after_save=write_litert if settings.litert else None)
+        after_save=write_litert if settings.litert else None,
+        doc_stride=settings.doc_stride if settings.model_type == "tagger" else None)
     outputs = dict(exporter.output_files(export_dir), **{
         name: os.path.join(export_dir, relative) for name, relative in litert_outputs.items()})
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)
@@ -344,7 +349,7 @@ _FLAGS_OF_TYPE = {
     "squad": ("max_query_length", "max_answer_length", "n_best_size", "doc_stride",
               "version_2_with_negative", "null_score_diff_threshold"),
     "tagger": ("labels_file", "feature_based", "layers", "lstm_units", "crf",
-               "crf_tag_scheme"),
+               "crf_tag_scheme", "doc_stride"),
     "multiple_choice": (),
 }
 

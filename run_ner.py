@@ -75,7 +75,7 @@ def define_flags(fv):
                                 "tags, saved as output_dir/label_list.txt).")
     string("output_dir", None, "Where checkpoints, feature files and results are written.")
     flags_common.define_model_flags(fv)
-    flags.DEFINE_integer("doc_stride", 128, "A sentence longer than one sequence "
+    flags.DEFINE_integer("doc_stride", ner_data.DEFAULT_DOC_STRIDE, "A sentence longer than one sequence "
                          "(--max_seq_length WordPieces with [CLS] and [SEP]) is cut into "
                          "windows whose starts are this many WordPieces apart; each word is "
                          "predicted from the window where it has the most context.",

@@ -10,7 +10,6 @@ import os
 
 import numpy as np
 
-import tokenization
 from bert_tf2.base import crf as crf_lib
 from bert_tf2.export import serving_squad
 from bert_tf2.tasks import file_data
@@ -43,7 +42,7 @@ def check_file(flag, path):
 
 
 def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=None,
-              columns=("text", None, "label"), squad_rules=None):
+              columns=("text", None, "label"), doc_stride=None, squad_rules=None):
     """The first `limit` examples of a data file as a Batch.
 
     Args:
@@ -54,6 +53,7 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
         value: the messages name the path once).
       tokenizer: a tokenization.FullTokenizer.
       labels: classifier / tagger: the model's label list ([None]: regression).
+      doc_stride: tagger: run_ner's --doc_stride, its windows (None: run_ner's default).
       squad_rules: squad: the export's serving_squad.SquadRules (None: run_squad's
         defaults).
 
@@ -67,7 +67,7 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
             conll = conll._replace(sentences=conll.sentences[:limit])
             if conll.has_tags:
                 ner_data.check_tags(conll, labels)
-            return _tagger_batch(conll, tokenizer, max_seq_length, labels)
+            return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
         if model_type == "squad":
             articles = squad_data.load_squad_json(path)
             examples = squad_data.examples_from_articles(articles, False)[:limit]
@@ -136,20 +136,21 @@ def text_batch(texts_a, texts_b, tokenizer, max_seq_length, labels=None, gold=No
     return Batch(_stack(features), gold, None)
 
 
-def tagger_batch(texts, tokenizer, max_seq_length, labels):
-    """A Batch of raw texts for a tagger: each text's words are BasicTokenizer's (case
-    kept), then featurized as run_ner does a CoNLL sentence."""
-    splitter = tokenization.BasicTokenizer(do_lower_case=False)
-    sentences = [ner_data.Sentence(splitter.tokenize(t), None, [i], 0)
-                 for i, t in enumerate(texts)]
-    conll = ner_data.ConllFile("<texts>", list(texts), sentences, False)
-    return _tagger_batch(conll, tokenizer, max_seq_length, labels)
+def tagger_batch(texts, tokenizer, max_seq_length, labels, doc_stride=None):
+    """A Batch of raw texts for a tagger: each text one sentence whose words are
+    ner_data.split_words' (the word rule of every door), featurized as run_ner does."""
+    texts = list(texts)
+    conll = (ner_data.conll_of_sentences(texts, "texts", require_tags=False) if texts
+             else ner_data.ConllFile("texts", [], [], False))
+    return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
 
 
-def _tagger_batch(conll, tokenizer, max_seq_length, labels):
-    """run_ner's features of a ConllFile (windows of a long sentence: half-overlapping)."""
-    features = ner_data.convert_file(conll, labels, max_seq_length,
-                                     max(1, (max_seq_length - 2) // 2), tokenizer)
+def _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride=None):
+    """run_ner's features of a ConllFile: its windows, --doc_stride apart (None: run_ner's
+    default), each sentence its own document (no --document_context)."""
+    features = ner_data.convert_file(
+        conll, labels, max_seq_length,
+        ner_data.DEFAULT_DOC_STRIDE if doc_stride is None else doc_stride, tokenizer)
     gold = [list(s.tags) for s in conll.sentences] if conll.has_tags else None
     return Batch(_stack(features), gold, (conll, features))
 

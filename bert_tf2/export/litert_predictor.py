@@ -82,6 +82,7 @@ def read_info(export_dir):
             x is None or isinstance(x, str) for x in v), "a non-empty list of label names"))
     if model_type == "tagger":
         checks.append(("crf", lambda v: v is None or isinstance(v, bool), "true or false"))
+        checks.append(("doc_stride", lambda v: v is None or _is_int(v, 1), "an integer >= 1"))
     if model_type == "squad":
         # run_squad's prediction settings (exports before they were recorded: its defaults)
         checks += [(name, lambda v: v is None or _is_int(v, 1), "an integer >= 1")
@@ -258,8 +259,9 @@ class LiteRTPredictor(object):
                 litert_data.squad_examples(texts, texts_b), self.tokenizer,
                 self.max_seq_length, self.squad_rules)
         if self.model_type == "tagger":
+            # run_ner's windows; an export made before doc_stride was recorded: its default.
             return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
-                                            self.labels)
+                                            self.labels, self.info.get("doc_stride"))
         return litert_data.text_batch(texts, texts_b, self.tokenizer, self.max_seq_length,
                                       self.labels)
 
@@ -275,9 +277,11 @@ class LiteRTPredictor(object):
         Returns:
           classifier: [{"label", "probabilities": {label: p}}] (regression:
           [{"prediction": x}]); encoder: float32 [N, D] sentence vectors; tagger:
-          [[(word, tag), ...]] per text (a --crf tagger: Viterbi's tags, as the
-          SavedModel's); squad: [answer text] per question (answers() adds the scores).
-          No texts: no results.
+          [[(word, tag), ...]] per text, each text one sentence split into words at
+          blanks (ner_data.split_words, the SavedModel's and run_ner.predict's words) and
+          windowed as run_ner --doc_stride (export_info.json's doc_stride) does (a --crf
+          tagger: Viterbi's tags, as the SavedModel's); squad: [answer text] per
+          question (answers() adds the scores). No texts: no results.
         """
         batch = self.batch(texts, texts_b)
         if self.model_type == "squad":

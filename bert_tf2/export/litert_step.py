@@ -111,6 +111,7 @@ def read_examples(settings, labels):
         return litert_data.read_file(
             settings.model_type, "--" + flag, path, tokenizer,
             settings.max_seq_length, limit, labels=labels, columns=columns,
+            doc_stride=settings.doc_stride if settings.model_type == "tagger" else None,
             squad_rules=serving_squad.rules_of(settings.part(*serving_squad.SETTINGS))
             if settings.model_type == "squad" else None)
 
