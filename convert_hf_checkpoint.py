@@ -58,7 +58,7 @@ _FLAGS = (
      "--output_dir (a folder transformers' Auto classes load).", ("from_hf", "to_hf")),
     ("string", "hf_dir", None,
      "--direction=from_hf: HuggingFace BERT directory: config.json, model.safetensors (or "
-     "pytorch_model.bin, which needs torch) and vocab.txt."),
+     "pytorch_model.bin, read without torch) and vocab.txt."),
     ("string", "output_dir", None,
      "Where to write: bert_model.ckpt, bert_config.json and vocab.txt (from_hf); "
      "config.json, model.safetensors and the tokenizer files (to_hf)."),

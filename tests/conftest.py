@@ -40,6 +40,30 @@ def shared_dir():
     return SHARED_DIR
 
 
+# `make test` sets BERT_TF2_REQUIRE_DOORS=1 (and builds the torch peer venv first): a test that
+# compares a door with its peer (the HF export in transformers, a pytorch_model.bin written by
+# torch) then fails instead of skipping when the peer is missing; a plain `pytest` may skip.
+REQUIRE_DOORS = os.environ.get("BERT_TF2_REQUIRE_DOORS") == "1"
+
+
+def door_peer_missing(reason):
+    """Skips the test with `reason`, or fails it under `make test` (BERT_TF2_REQUIRE_DOORS=1)."""
+    if REQUIRE_DOORS:
+        pytest.fail("make test runs every door's comparison, but %s" % reason)
+    pytest.skip(reason)
+
+
+def peer_python():
+    """The torch peer venv's python ($BERT_TF2_PEER_PYTHON, else .venv-reproduce beside the
+    repo, which `make peer-venv` makes): transformers, torch, sentence-transformers."""
+    path = os.environ.get("BERT_TF2_PEER_PYTHON") or os.path.join(
+        str(REPO_ROOT), ".venv-reproduce", "bin", "python")
+    if not os.path.exists(path):
+        door_peer_missing("no torch peer venv at %s (`make peer-venv` makes it; "
+                          "$BERT_TF2_PEER_PYTHON names another)" % path)
+    return path
+
+
 def write_text(path, text):
     """Writes `text` (UTF-8, as given) to `path`, making its folder; returns the path as str."""
     path = str(path)

@@ -11,7 +11,9 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ import tokenization
 from bert_tf2 import flags_common
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
+from conftest import HANG_GUARD_SECONDS, peer_python
 
 
 # ---------------------------------------------------------------------------
@@ -498,32 +501,83 @@ def test_missing_files_and_flags(tmp_path):
         conv.convert(str(hf_dir), str(tmp_path / "out"))
 
 
-def test_pytorch_bin_without_torch_is_a_clear_error(tmp_path):
-    if importlib.util.find_spec("torch") is not None:
-        pytest.skip("torch is installed")
-    hf_dir = tmp_path / "hf"
-    hf_dir.mkdir()
-    (hf_dir / "config.json").write_text(json.dumps(TINY_CONFIG))
-    (hf_dir / "pytorch_model.bin").write_bytes(b"not read")
-    (hf_dir / "vocab.txt").write_text("[PAD]\n")
-    with pytest.raises(ValueError, match=r"pytorch_model\.bin.*needs torch"):
-        conv.convert(str(hf_dir), str(tmp_path / "out"))
+def _torch_save(tmp_path, arrays, path, dtype="float32", parameters=False):
+    """Writes {name: array} with the peer venv's torch.save (as transformers writes a
+    pytorch_model.bin: an OrderedDict of tensors), as `dtype`."""
+    source = tmp_path / "arrays.npz"
+    np.savez(str(source), **arrays)
+    script = (
+        "import collections, sys, numpy as np, torch\n"
+        "arrays = np.load(sys.argv[1])\n"
+        "state = collections.OrderedDict()\n"
+        "for key in arrays.files:\n"
+        "    value = torch.from_numpy(arrays[key])\n"
+        "    if value.is_floating_point():\n"
+        "        value = value.to(getattr(torch, sys.argv[3]))\n"
+        "    state[key] = torch.nn.Parameter(value, requires_grad=False) if sys.argv[4] == '1' "
+        "and value.is_floating_point() else value\n"
+        "torch.save(state, sys.argv[2])\n")
+    subprocess.run([peer_python(), "-c", script, str(source), str(path), dtype,
+                    "1" if parameters else "0"], check=True, timeout=HANG_GUARD_SECONDS)
 
 
-def test_pytorch_bin_with_torch(tmp_path):
-    torch = pytest.importorskip("torch")
+@pytest.mark.parametrize("dtype,parameters", [("float32", False), ("bfloat16", True),
+                                              ("float16", False)])
+def test_pytorch_bin_is_read_without_torch(tmp_path, dtype, parameters):
+    # The file is torch's own (written in the peer venv); reading it here needs no torch.
     weights = tiny_hf_weights(TINY_CONFIG, seed=3)
     hf_dir = tmp_path / "hf"
     hf_dir.mkdir()
     (hf_dir / "config.json").write_text(json.dumps(TINY_CONFIG))
     (hf_dir / "vocab.txt").write_text("\n".join("t%d" % n for n in range(40)) + "\n")
-    torch.save({k: torch.from_numpy(v) for k, v in stored_names(weights).items()},
-               str(hf_dir / "pytorch_model.bin"))
+    stored = stored_names(weights)
+    stored["bert.embeddings.position_ids"] = np.arange(16, dtype=np.int64)[None, :]
+    _torch_save(tmp_path, stored, hf_dir / "pytorch_model.bin", dtype, parameters)
     result = conv.convert(str(hf_dir), str(tmp_path / "out"))
     contents = checkpoints.CheckpointContents(result["checkpoint"])
     for name, value in _expected_tf1(weights).items():
-        np.testing.assert_array_equal(contents.get(name), value.astype(np.float32),
-                                      err_msg=name)
+        want = value.astype(np.float32)
+        if dtype != "float32":  # what torch's rounding to that type keeps
+            want = tf.cast(tf.cast(want, getattr(tf, dtype)), tf.float32).numpy()
+        np.testing.assert_array_equal(contents.get(name), want, err_msg=name)
+
+
+def test_torch_pickle_reads_views_and_scalars(tmp_path):
+    # A transposed view, a view into another tensor's storage and a scalar, as torch lays them.
+    script = (
+        "import collections, sys, torch\n"
+        "a = torch.arange(12, dtype=torch.float32).reshape(3, 4)\n"
+        "torch.save(collections.OrderedDict(t=a.t(), row=a[1], col=a[:, 2], s=torch.tensor(2.5),"
+        " i=torch.tensor([7, -8], dtype=torch.int32), e=torch.zeros(0, 3)), sys.argv[1])\n")
+    path = tmp_path / "views.bin"
+    subprocess.run([peer_python(), "-c", script, str(path)], check=True,
+                   timeout=HANG_GUARD_SECONDS)
+    from bert_tf2.convert import torch_pickle  # pylint: disable=import-outside-toplevel
+    state = torch_pickle.load(str(path))
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(state["t"], a.T)
+    np.testing.assert_array_equal(state["row"], a[1])
+    np.testing.assert_array_equal(state["col"], a[:, 2])
+    assert state["s"].shape == () and float(state["s"]) == 2.5
+    assert state["i"].dtype == np.int32 and state["i"].tolist() == [7, -8]
+    assert state["e"].shape == (0, 3)
+
+
+def test_pytorch_bin_that_is_not_a_file_of_tensors_is_one_line(tmp_path):
+    import pickle  # pylint: disable=import-outside-toplevel
+    import zipfile  # pylint: disable=import-outside-toplevel
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "config.json").write_text(json.dumps(TINY_CONFIG))
+    (hf_dir / "vocab.txt").write_text("[PAD]\n")
+    (hf_dir / "pytorch_model.bin").write_bytes(b"\x80\x02}q\x00.")  # a legacy (not zip) pickle
+    with pytest.raises(ValueError, match=r"pytorch_model\.bin is not a zip-format PyTorch file"):
+        conv.convert(str(hf_dir), str(tmp_path / "out"))
+    # A pickle naming a callable a file of tensors does not need is refused, not run.
+    with zipfile.ZipFile(str(hf_dir / "pytorch_model.bin"), "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({"x": os.getcwd}, protocol=2))
+    with pytest.raises(ValueError, match=r"cannot read PyTorch weights .*posix.getcwd"):
+        conv.convert(str(hf_dir), str(tmp_path / "out"))
 
 
 # ---------------------------------------------------------------------------

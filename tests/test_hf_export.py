@@ -21,7 +21,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
-from conftest import REPO_ROOT, write_text
+from conftest import REPO_ROOT, peer_python, write_text
 from conftest import HANG_GUARD_SECONDS
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -295,15 +295,6 @@ def test_command_line_refuses_the_other_directions_flags(tmp_path):
 # transformers loads them and computes our numbers (the peer venv)
 # ---------------------------------------------------------------------------
 
-def _peer_python():
-    path = os.environ.get("BERT_TF2_PEER_PYTHON") or os.path.join(
-        str(REPO_ROOT), ".venv-reproduce", "bin", "python")
-    if not os.path.exists(path):
-        pytest.skip("no torch peer venv at %s (`make peer-venv` makes it; "
-                    "$BERT_TF2_PEER_PYTHON names another)" % path)
-    return path
-
-
 _LENGTH = 40
 
 
@@ -333,7 +324,7 @@ def _features(rows):
 
 @pytest.mark.slow
 def test_transformers_loads_every_head_with_our_numbers(tmp_path, shared_dir):
-    peer = _peer_python()
+    peer = peer_python()
     vocab = [line.rstrip("\n") for line in open(
         shared_dir / "data" / "vocab" / "uncased_vocab.txt", encoding="utf-8")]
     tokenizer = tokenization.FullTokenizer(str(shared_dir / "data" / "vocab" /

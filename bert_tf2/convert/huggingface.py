@@ -3,8 +3,8 @@
 Both directions of convert_hf_checkpoint.py live here (the face keeps its flags).
 
 From HuggingFace (`convert`): config.json, the weights (model.safetensors, a sharded
-model.safetensors.index.json, or pytorch_model.bin[.index.json], the last two only
-when torch is importable) and vocab.txt become a TF1-named checkpoint
+model.safetensors.index.json, or pytorch_model.bin[.index.json], which torch_pickle reads
+without torch) and vocab.txt become a TF1-named checkpoint
 (bert_model.ckpt), bert_config.json and vocab.txt, plus sentence_embedding.json for a
 sentence-transformers folder and, on request, a TF2 checkpoint under tf2/.
 
@@ -36,6 +36,7 @@ import tensorflow as tf
 import modeling
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
+from bert_tf2.convert import torch_pickle
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import ner_data
@@ -336,18 +337,11 @@ def _read_safetensors(path):
 
 
 def _read_torch_bin(path):
-    """{key: np.ndarray} of a pytorch_model.bin (needs torch)."""
-    try:
-        import torch
-    except ImportError:
-        raise ValueError(
-            "%s is a PyTorch pickle and reading it needs torch, which is not installed: "
-            "install torch (a CPU build is enough) or provide model.safetensors instead"
-            % path) from None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many kinds for a bad file
-        raise ValueError("cannot read PyTorch weights %s: %s" % (path, e)) from None
+    """{key: np.ndarray} of a pytorch_model.bin (read without torch: torch_pickle)."""
+    def read_bytes(name):
+        with tf.io.gfile.GFile(name, "rb") as f:
+            return f.read()
+    state = torch_pickle.load(path, read_bytes)
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"],
                                                                           dict):
         state = state["state_dict"]
@@ -355,12 +349,11 @@ def _read_torch_bin(path):
         raise ValueError("%s does not hold a state dict (got %s)" % (path, type(state).__name__))
     tensors = {}
     for key, value in state.items():
-        if not hasattr(value, "detach"):
+        if not isinstance(value, np.ndarray):
             continue
-        value = value.detach().cpu()
-        if value.is_floating_point():
-            value = value.float()
-        tensors[key] = value.numpy()
+        if np.issubdtype(value.dtype, np.floating):
+            value = value.astype(np.float32)
+        tensors[key] = value
     return tensors
 
 

@@ -3,8 +3,8 @@
 `ServingModule` wraps a model and a tokenization_graph.InGraphTokenizer into a
 tf.Module whose signatures take raw strings (see export_saved_model.py for the
 signatures and their outputs): the reference's [CLS] A [SEP] B [SEP] packing in
-the graph (`pack_inputs`), and for SQuAD the reference's n-best span rules over
-one window (`best_spans`).
+the graph (`pack_inputs`); SQuAD's answer() is run_squad's windows and n-best rules
+(serving_squad.py), `best_spans` the same rules over one window.
 """
 import numpy as np
 import tensorflow as tf
@@ -12,10 +12,10 @@ import tensorflow as tf
 import modeling
 from bert_tf2 import input_pipeline
 from bert_tf2.export import serving_tagger
+from bert_tf2.export import serving_squad
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import pooling
-from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import heads
 
 MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
@@ -103,7 +103,9 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None,
 # ---------------------------------------------------------------------------
 
 def best_spans(start_logits, end_logits, len_a, len_b, n_best_size, max_answer_length):
-    """The reference's best span of one window per row, in the graph.
+    """The reference's best span of one window per row, in the graph (every context
+    position counting as its max context: a question of one window; answer() itself
+    uses serving_squad.best_span over all windows).
 
     Candidates: the n_best_size best start and end positions (over the whole window,
     ties to the lower position, as sorted() does), pairs with both positions in the
@@ -215,7 +217,7 @@ class ServingModule(tf.Module):
     def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
                  max_query_length=64, max_answer_length=30, n_best_size=20,
                  pooling_spec=None, threshold=None, long_text=None, trim_padding=None,
-                 embed_batch_size=32, doc_stride=None):
+                 embed_batch_size=32, doc_stride=None, squad_rules=None):
         super().__init__(name="bert_serving")
         self.threshold = threshold  # set: a multi-label classifier (sigmoid outputs)
         self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
@@ -225,9 +227,19 @@ class ServingModule(tf.Module):
         self.max_seq_length = max_seq_length
         self.labels = None if labels is None else tuple(str(label) for label in labels)
         self.regression = labels is not None and list(labels) == [None]
-        self.max_query_length = max_query_length
-        self.max_answer_length = max_answer_length
-        self.n_best_size = n_best_size
+        # SQuAD: run_squad's prediction settings (squad_rules, a serving_squad.SquadRules,
+        # else these three with run_squad's other defaults).
+        if squad_rules is None:
+            squad_rules = serving_squad.SquadRules(
+                max_query_length=max_query_length, max_answer_length=max_answer_length,
+                n_best_size=n_best_size)
+        self.squad_rules = squad_rules
+        self.max_query_length = squad_rules.max_query_length
+        self.max_answer_length = squad_rules.max_answer_length
+        self.n_best_size = squad_rules.n_best_size
+        if model_type == "squad":
+            squad_rules.check(max_seq_length)
+            self.squad_tokens = serving_squad.token_table(tokenizer)  # id -> piece
         self.crf = getattr(model, "crf", None) is not None  # a run_ner --crf tagger
         # Its tag scheme: constrained transitions and starts (crf_tag_scheme iob2).
         self.crf_tag_scheme = "iob2" if self.crf and model.crf.start_penalty is not None else (
@@ -477,43 +489,12 @@ class ServingModule(tf.Module):
         return outputs
 
     def _answer(self, question, context):
-        features, span_starts, span_limits = self._squad_features(question, context)
-        outputs = self._forward(features)
-        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
-        if self.trim_padding:  # the rows' own padding must not rank either
-            start_logits, end_logits = [
-                squad_results.real_position_logits(x, features["input_mask"])
-                for x in (start_logits, end_logits)]
-        start, end, score, found = best_spans(
-            start_logits, end_logits, features["len_a"],
-            features["len_b"], self.n_best_size, self.max_answer_length)
-        # Token positions -> indexes of context tokens -> character ranges.
-        offset = tf.cast(features["len_a"], tf.int32) + 2
-        token_starts = span_starts.row_starts()
-        num_spans = tf.size(span_starts.flat_values, out_type=tf.int64)
-
-        def char_at(spans, position):
-            # Rows without an answer read the 0 appended at the end.
-            index = token_starts + tf.cast(position - offset, tf.int64)
-            index = tf.where(found, index, num_spans)
-            return tf.gather(tf.concat([spans.flat_values, [0]], axis=0), index)
-
-        char_start = char_at(span_starts, start)
-        char_limit = char_at(span_limits, end)
-        decoded = tf.strings.unicode_decode(context, "UTF-8", errors="ignore")
-        chars = tf.gather(decoded.flat_values,
-                          tf.ragged.range(decoded.row_starts() + char_start,
-                                          decoded.row_starts() + char_limit))
-        text = tf.strings.unicode_encode(chars, "UTF-8")
-        text = tf.strings.regex_replace(text, "[ \t\r\n\\x{202F}]+", " ")
-        text = tf.strings.regex_replace(text, "^ | $", "")
-        return {
-            "answer": text,
-            "score": score,
-            "start_position": start,
-            "end_position": end,
-            "null_score": outputs["start_logits"][:, 0] + outputs["end_logits"][:, 0],
-        }
+        """run_squad's answer over every window of the context (serving_squad.answer)."""
+        def pack(ids_a, ids_b, max_length_a):
+            return self._pack_ids(ids_a, ids_b, self._bucket_width, max_length_a=max_length_a)
+        return serving_squad.answer(question, context, self.tokenizer, self.squad_tokens,
+                                    self.squad_rules, self.max_seq_length, pack,
+                                    self._forward, self.trim_padding)
 
     # -- tagging (run_ner) ---------------------------------------------------
 
