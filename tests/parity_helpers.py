@@ -731,7 +731,7 @@ def matrix_lines():
     lines = ["parity matrix (do_predict vs each door; '=' same, 'refused' both refuse, "
              "a number: inputs that differ)"]
     for head in HEADS:
-        doors = [d for d in DOORS if (head, d, KINDS[0]) in MATRIX]
+        doors = [d for d in DOORS if any((head, d, k) in MATRIX for k in KINDS)]
         if not doors:
             continue
         lines.append("%-16s" % head + "".join(("%" + str(width) + "s ") % k for k in KINDS))
