@@ -12,7 +12,6 @@ import pytest
 import run_classifier as rc
 import run_ner
 from bert_tf2 import flags_common
-from bert_tf2.tasks import predict_inputs
 from conftest import HANG_GUARD_SECONDS
 from test_in_memory import _rows, _sentences, _settings, _tiny_model
 from test_ner_data import IOB2, VOCAB as NER_VOCAB
@@ -81,6 +80,10 @@ def test_the_classifier_reads_frames_series_tuples_and_arrays(classifier):
         assert predictor.predict(*arguments) == expected, name
     frame = pd.DataFrame({"review": texts[:3], "extra": extras[:3]})
     assert rc.predict(classifier["folder"], frame, batch_size=3) == expected[:3]
+    # A frame of one column is the texts: this model reads pairs.
+    with pytest.raises(ValueError, match=r"^the model of .* was trained on pairs "
+                                         r"\(--text_b_column=extra\): pass texts_b$"):
+        predictor.predict(pd.DataFrame({"review": texts}))
 
 
 @pytest.mark.parametrize("texts, texts_b, message", [
@@ -99,8 +102,6 @@ def test_the_classifier_reads_frames_series_tuples_and_arrays(classifier):
     (pd.DataFrame({"text": ["good"], "label": ["pos"]}), None,
      r"^texts is a DataFrame with the columns 'text', 'label'; expected the column 'review' "
      r"\(and 'extra'\), or the column 'text_a' \(and 'text_b'\), or a frame of one column$"),
-    (pd.DataFrame({"review": ["good"]}), None,
-     r"^the model of .* was trained on pairs \(--text_b_column=extra\): pass texts_b$"),
 ])
 def test_the_classifier_refuses_other_shapes_in_one_line(classifier, texts, texts_b, message):
     with pytest.raises(ValueError, match=message) as refused:
@@ -122,10 +123,11 @@ def test_the_tagger_reads_frames_series_tuples_and_arrays(tagger):
     }
     for name, sentences in shapes.items():
         assert predictor.predict(sentences) == expected, name
+    with pytest.raises(ValueError, match=r"^sentences is a str; expected a list of sentences"):
+        predictor.predict("John lives")  # one sentence or a list of words? Said instead.
 
 
 @pytest.mark.parametrize("sentences, message", [
-    ("John lives", r"^sentences is a str; expected a list of sentences"),
     ({"John": "B-PER"}, r"^sentences is a dict; expected a list \(or tuple\) of sentences"),
     ({"John lives"}, r"^sentences is a set; .*a set has no order"),
     (None, r"^sentences is None; expected a list"),
@@ -141,6 +143,7 @@ def test_the_tagger_refuses_other_shapes_in_one_line(tagger, sentences, message)
 
 
 def test_pandas_is_told_by_its_type_never_imported():
+    from bert_tf2.tasks import predict_inputs  # pylint: disable=import-outside-toplevel
     # A DataFrame's iteration yields its column names: it is never taken as a list.
     assert predict_inputs.is_frame(pd.DataFrame({"review": ["a"]}))
     assert not predict_inputs.is_frame(pd.Series(["a"])) and not predict_inputs.is_frame([])
