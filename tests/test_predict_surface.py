@@ -17,7 +17,25 @@ from test_in_memory import _rows, _sentences, _settings, _tiny_model
 from test_ner_data import IOB2, VOCAB as NER_VOCAB
 from test_training import absl_records  # noqa: F401  pylint: disable=unused-import
 
-pd = pytest.importorskip("pandas")
+try:
+    import pandas as pd
+except ImportError:  # pandas is optional: its shapes are not tested then
+    pd = None
+needs_pandas = pytest.mark.skipif(pd is None, reason="pandas is not installed")
+
+
+def _frame(columns):
+    """A DataFrame of `columns` made when a test runs (a table's entry stays plain)."""
+    return lambda: pd.DataFrame(columns)
+
+
+def _made(value):
+    """`value`, or what it makes (a _frame), the test skipped without pandas."""
+    if callable(value):
+        if pd is None:
+            pytest.skip("pandas is not installed")
+        return value()
+    return value
 
 # The classifier is trained on pairs from the columns "review" and "extra".
 _COLUMNS = dict(text_a_column="review", text_b_column="extra")
@@ -59,6 +77,7 @@ def tagger(tmp_path_factory):
 # The shapes users hold: the same predictions as the list
 # ---------------------------------------------------------------------------
 
+@needs_pandas
 def test_the_classifier_reads_frames_series_tuples_and_arrays(classifier):
     predictor = classifier["predictor"]
     texts, extras = _pairs(7, 3)
@@ -94,21 +113,22 @@ def test_the_classifier_reads_frames_series_tuples_and_arrays(classifier):
     (None, None, r"^texts is None; expected a list \(or tuple\) of str"),
     (3, None, r"^texts is an int; expected a list"),
     (["good"], 7, r"^texts_b is an int; expected a list"),
-    (["good"], pd.DataFrame({"extra": ["x"]}),
+    (["good"], _frame({"extra": ["x"]}),
      r"^texts_b is a DataFrame; expected a list \(or tuple\) of str, a pandas Series \(one "
      r"column of a frame\) or a numpy array of str$"),
-    (pd.DataFrame({"review": ["good"], "extra": ["x"]}), ["x"],
+    (_frame({"review": ["good"], "extra": ["x"]}), ["x"],
      r"^texts_b is given beside the DataFrame texts; give it as a column of the frame$"),
-    (pd.DataFrame({"text": ["good"], "label": ["pos"]}), None,
+    (_frame({"text": ["good"], "label": ["pos"]}), None,
      r"^texts is a DataFrame with the columns 'text', 'label'; expected the column 'review' "
      r"\(and 'extra'\), or the column 'text_a' \(and 'text_b'\), or a frame of one column$"),
 ])
 def test_the_classifier_refuses_other_shapes_in_one_line(classifier, texts, texts_b, message):
     with pytest.raises(ValueError, match=message) as refused:
-        classifier["predictor"].predict(texts, texts_b)
+        classifier["predictor"].predict(_made(texts), _made(texts_b))
     assert "\n" not in str(refused.value)
 
 
+@needs_pandas
 def test_the_tagger_reads_frames_series_tuples_and_arrays(tagger):
     predictor = tagger["predictor"]
     words = [[w for w, _ in s] for s in _sentences(IOB2)]
@@ -132,16 +152,17 @@ def test_the_tagger_reads_frames_series_tuples_and_arrays(tagger):
     ({"John lives"}, r"^sentences is a set; .*a set has no order"),
     (None, r"^sentences is None; expected a list"),
     (5, r"^sentences is an int; expected a list"),
-    (pd.DataFrame({"a": ["x"], "b": ["y"]}),
+    (_frame({"a": ["x"], "b": ["y"]}),
      r"^sentences is a DataFrame with the columns 'a', 'b'; expected the column 'tokens', "
      r"or a frame of one column$"),
 ])
 def test_the_tagger_refuses_other_shapes_in_one_line(tagger, sentences, message):
     with pytest.raises(ValueError, match=message) as refused:
-        tagger["predictor"].predict(sentences)
+        tagger["predictor"].predict(_made(sentences))
     assert "\n" not in str(refused.value)
 
 
+@needs_pandas
 def test_pandas_is_told_by_its_type_never_imported():
     from bert_tf2.tasks import predict_inputs  # pylint: disable=import-outside-toplevel
     # A DataFrame's iteration yields its column names: it is never taken as a list.
