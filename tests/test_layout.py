@@ -16,7 +16,7 @@ REFERENCE = ["modeling", "tokenization", "optimization", "create_pretraining_dat
              "run_pretraining", "run_classifier", "run_squad", "extract_features"]
 RUNNERS = {"create_pretraining_data", "run_pretraining", "run_classifier", "run_squad",
            "extract_features", "run_ner", "run_multiple_choice", "convert_tf1_checkpoint",
-           "convert_hf_checkpoint", "export_saved_model", "create_vocab"}
+           "convert_hf_checkpoint", "convert_keras_hub", "export_saved_model", "create_vocab"}
 
 
 def _setup_modules():
