@@ -295,6 +295,7 @@ def test_round_trip_preset_ours_preset_is_bit_for_bit(exported, tmp_path, head):
         np.testing.assert_array_equal(first[key], second[key], err_msg=key)
 
 
+@pytest.mark.slow
 @needs_keras_hub
 def test_the_converted_preset_folder_trains_with_run_classifier(exported, tmp_path):
     import run_classifier  # pylint: disable=import-outside-toplevel
@@ -311,8 +312,7 @@ def test_the_converted_preset_folder_trains_with_run_classifier(exported, tmp_pa
         init_checkpoint=str(ours / "bert_model.ckpt"), output_dir=str(tmp_path / "run"),
         max_seq_length=16, do_train=True, do_eval=True, train_batch_size=4,
         num_train_epochs=1.0))
-    assert "eval_accuracy" in json.dumps(result.metrics if hasattr(result, "metrics")
-                                         else result.outputs) or result.output_dir
+    assert result.global_step == 2 and "eval_accuracy" in result.metrics
 
 
 # ---------------------------------------------------------------------------
