@@ -164,7 +164,9 @@ def define_flags(fv):
     flags_common.define_flag_table(fv, _EXPORT_FLAGS)
     # --model_type=classifier: run_classifier's --long_text and its flags (default: the
     # long_text.json the run left beside --init_checkpoint, else truncate).
-    long_text.define_flags(fv)
+    long_text.define_flags(fv, doc_stride_also=(
+        "--model_type=tagger / squad: run_ner's / run_squad's windows over a long sentence or "
+        "context, pieces apart (default: the model folder's --doc_stride, else 128)."))
     multilabel_data.define_flags(fv)  # --threshold
     flags_common.define_pooling_flags(fv)
     flags_common.define_flag_table(fv, _MODEL_TYPE_FLAGS)
