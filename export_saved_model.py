@@ -68,13 +68,17 @@ take and give S positions.
     the --window_pooling of the windows' logits, one row per input (serving_ids takes
     packed windows and pools nothing).
 
-  --model_type=tagger (a run_ner model; one window of S - 2 pieces)
-    serving_default(text: string [B]) -> per word (BasicTokenizer's words, the way
-        run_ner reads the words of a CoNLL line; padded to the longest text):
-        word_tags [B, W] (run_ner's tag: the prediction at the word's first piece; "O"
-        for words past the window; a --crf model: the Viterbi tags of the window's
-        words, as run_ner --crf predicts), word_start, word_end [B, W] (character range in
-        the text), num_words [B]; and the entities, read from the tags with conlleval's
+  --model_type=tagger (a run_ner model; each text one sentence, tagged as run_ner
+  --do_predict tags it: serving_tagger.py)
+    serving_default(text: string [B]) -> per word (ner_data.split_words' words: split at
+        the six ASCII blanks only, as run_ner reads a CoNLL file's words and splits a str
+        in predict(); padded to the longest text; an empty or blank text has none):
+        word_tags [B, W] (run_ner's tag: the prediction at the word's first piece, in the
+        window where it has the most context: a sentence of more than S - 2 pieces is cut
+        into windows --doc_stride apart, the folder's (recorded in export_info.json); "O"
+        for a word without pieces; a --crf model: the Viterbi tags of each window's words,
+        as run_ner --crf predicts), word_start, word_end [B, W] (character range in the
+        text), num_words [B]; and the entities, read from the tags with conlleval's
         rules: entity_type, entity_text, entity_start, entity_end [B, E], num_entities.
 
   --model_type=multiple_choice (a run_multiple_choice model)
@@ -82,33 +86,33 @@ take and give S positions.
         logits [B, C], predicted_choice [B]; each choice is [CLS] context [SEP] ending
         [SEP] (put SWAG's sent2 or a question in front of each ending).
 
-  --model_type=squad (one window: the reference's first window only)
+  --model_type=squad
+    answer(question, context: string [B]) -> answer [B] string (run_squad's
+        predictions.json answer over every window of the context), score [B] (start +
+        end logit of that answer's n-best entry), start_logit, end_logit [B], start_position,
+        end_position [B] (the best span's positions in its window; -1 when there is no
+        valid span), window [B] (that window's index), num_windows [B], null_score [B]
+        (the lowest [CLS] start + end over the windows), null_odds [B] (null_odds.json's);
     serving_default(question, context: string [B]) -> start_logits, end_logits [B, S],
-        input_ids, input_mask, segment_ids [B, S];
-    answer(question, context: string [B]) -> answer [B] string, score [B]
-        (start + end logit), start_position, end_position [B] (token positions in the
-        input; -1 when there is no valid span), null_score [B] (logits of [CLS]).
+        input_ids, input_mask, segment_ids [B, S] of the first window only.
 
 From Python, the restored object has each signature as a method too:
 `m = tf.saved_model.load(dir); m.serving_default(text_a, text_b)`,
 `m.serving_text_a(text_a)`, `m.answer(question, context)`, ... (positional
 arguments, no signature wrapper).
 
-SQuAD in one window. The input is [CLS] question [SEP] context [SEP] with the
-question cut to --max_query_length tokens and the context to the room left
-(S - len(question) - 3 tokens), which is the reference's first document window.
-Contexts longer than that need run_squad.py's sliding windows (--doc_stride); the
-rest of such a context is not seen. `answer` applies the reference's n-best rules to
-that window: the --n_best_size best start and end positions (ties: lower position
-first), pairs with both ends inside the context, start <= end and at most
---max_answer_length tokens, the best sum of logits (ties: the reference's order).
-The answer text is cut from the original context: from the first character of the
-start piece to the character before the next one that survives normalization after
-the end piece, runs of the reference's whitespace (space, tab, CR, LF, U+202F)
-squeezed to one space and the ends stripped. This is run_squad's answer whenever its
-get_final_text succeeds; where that fails (the original words do not align with
-their normalized form) run_squad returns the whole original words, this the
-covered characters only.
+SQuAD. `answer` is run_squad.py --do_predict in the graph (serving_squad.py): the
+context in windows --doc_stride apart, each [CLS] question [SEP] window [SEP] with the
+question cut to --max_query_length, all windows through the model in one batch; per window
+the --n_best_size best start and end positions, spans inside the window's context that
+start where the window gives that piece the most context, at most --max_answer_length
+pieces; the best sum of logits over all windows (ties: run_squad's order); with
+--version_2_with_negative "" when the null score minus that span's score is above
+--null_score_diff_threshold; the text mapped back to the context by get_final_text's rule.
+--doc_stride, --max_query_length and --version_2_with_negative default to the model folder's
+(model_settings.json, as run_squad trained), --n_best_size, --max_answer_length and
+--null_score_diff_threshold to run_squad's defaults; export_info.json records all six.
+`serving_default` stays one window (the reference's first), for callers that want logits.
 
 In-graph tokenization: see tokenization_graph.py (core TensorFlow ops, exactly
 FullTokenizer's ids; tensorflow_text is not needed to export, load or serve).
@@ -128,6 +132,7 @@ from bert_tf2.export.exporter import export, load_weights  # noqa: F401
 from bert_tf2.export.saved_model_dir import (  # noqa: F401
     INFO_FILE, check_export_dir, write_saved_model)
 from bert_tf2.export import serving
+from bert_tf2.export import serving_squad
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
@@ -159,7 +164,9 @@ def define_flags(fv):
     flags_common.define_flag_table(fv, _EXPORT_FLAGS)
     # --model_type=classifier: run_classifier's --long_text and its flags (default: the
     # long_text.json the run left beside --init_checkpoint, else truncate).
-    long_text.define_flags(fv)
+    long_text.define_flags(fv, doc_stride_also=(
+        "--model_type=tagger / squad: run_ner's / run_squad's windows over a long sentence or "
+        "context, pieces apart (default: the model folder's --doc_stride, else 128)."))
     multilabel_data.define_flags(fv)  # --threshold
     flags_common.define_pooling_flags(fv)
     flags_common.define_flag_table(fv, _MODEL_TYPE_FLAGS)
@@ -202,10 +209,19 @@ _MODEL_TYPE_FLAGS = (
      "only after B-X or I-X, never first). auto: the model folder's model_settings.json (a "
      "folder without the key: none).", heads.TAG_SCHEMES),
     ("integer", "max_query_length", 64,
-     "--model_type=squad: questions are cut to this many tokens."),
+     "--model_type=squad: questions are cut to this many tokens (default: the model "
+     "folder's, as run_squad trained it; else 64)."),
     ("integer", "max_answer_length", 30, "--model_type=squad: longest answer, in tokens."),
     ("integer", "n_best_size", 20,
-     "--model_type=squad: how many best start and end positions the answer is chosen from."),
+     "--model_type=squad: how many best start and end positions per window the answer is "
+     "chosen from (run_squad's --n_best_size)."),
+    ("bool", "version_2_with_negative", False,
+     "--model_type=squad: SQuAD 2.0 answers: \"\" when the null score minus the best span's "
+     "is above --null_score_diff_threshold (default: the model folder's, as run_squad "
+     "trained it)."),
+    ("float", "null_score_diff_threshold", 0.0,
+     "--model_type=squad --version_2_with_negative: run_squad's threshold of the null "
+     "answer."),
     ("bool", "trim_padding", None,
      "Pack each request to its longest row, rounded up to a multiple of 16 (as the runners' "
      "evaluation batches), instead of --max_seq_length: the same outputs with less work. "
@@ -267,6 +283,7 @@ def run(settings):
         settings.do_lower_case, settings.max_seq_length, settings.export_dir, labels=labels,
         max_query_length=settings.max_query_length,
         max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size,
+        squad_rules=_squad_rules(settings),
         feature_layers=layers, lstm_units=settings.lstm_units,
         crf=settings.model_type == "tagger" and settings.crf,
         crf_tag_scheme=_crf_tag_scheme(settings, folder.get("crf_tag_scheme")),
@@ -274,7 +291,8 @@ def run(settings):
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
-        after_save=write_litert if settings.litert else None)
+        after_save=write_litert if settings.litert else None,
+        doc_stride=settings.doc_stride if settings.model_type == "tagger" else None)
     outputs = dict(exporter.output_files(export_dir), **{
         name: os.path.join(export_dir, relative) for name, relative in litert_outputs.items()})
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)
@@ -310,14 +328,14 @@ def _check_settings(settings):
         # As run_classifier: another mode's flags warned (one command line for every mode).
         settings.refuse_unused(long_text.unused_flags(long_text.from_settings(
             settings.part(*long_text.SETTINGS), settings.max_seq_length)), warn_only=True)
-    if settings.model_type == "squad":
-        for name in ("max_query_length", "max_answer_length", "n_best_size"):
-            if getattr(settings, name) < 1:
-                raise ValueError("--%s must be at least 1" % name)
-        if settings.max_seq_length <= settings.max_query_length + 3:
+    squad_rules = _squad_rules(settings)
+    if squad_rules is not None:
+        squad_rules.check(settings.max_seq_length)
+        if settings.trim_padding and settings.litert:
             raise ValueError(
-                "The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
-                % (settings.max_seq_length, settings.max_query_length))
+                "--trim_padding with --litert: the squad head's LiteRT door ranks every "
+                "position of a window (run_squad without --trim_padding), its answer() would "
+                "rank the real ones only; export one of the two without the other")
     if not tf.io.gfile.exists(settings.vocab_file):
         raise ValueError("--vocab_file %s does not exist" % settings.vocab_file)
     check_export_dir(settings.export_dir.rstrip("/"))
@@ -330,9 +348,10 @@ _FLAGS_OF_TYPE = {
     "encoder": ("layers", "pooling", "normalize"),
     "classifier": ("task_name", "xnli_language", "labels_file", "threshold", "long_text",
                    "head_tokens", "doc_stride", "window_pooling"),
-    "squad": ("max_query_length", "max_answer_length", "n_best_size"),
+    "squad": ("max_query_length", "max_answer_length", "n_best_size", "doc_stride",
+              "version_2_with_negative", "null_score_diff_threshold"),
     "tagger": ("labels_file", "feature_based", "layers", "lstm_units", "crf",
-               "crf_tag_scheme"),
+               "crf_tag_scheme", "doc_stride"),
     "multiple_choice": (),
 }
 
@@ -350,7 +369,9 @@ def unused_flags(settings, multilabel=False):
              "without --task_name=xnli"),
             ("layers", model_type != "tagger" or settings.feature_based,
              "without --feature_based"),
-            ("lstm_units", settings.feature_based, "without --feature_based")):
+            ("lstm_units", settings.feature_based, "without --feature_based"),
+            ("null_score_diff_threshold", settings.version_2_with_negative,
+             "without --version_2_with_negative")):
         if name in read and not used:
             pairs.append((name, why))
     if not settings.litert:
@@ -359,6 +380,14 @@ def unused_flags(settings, multilabel=False):
         pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
                   for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]
     return list(dict(pairs).items())
+
+
+def _squad_rules(settings):
+    """--model_type=squad: run_squad's prediction settings (serving_squad.SquadRules):
+    given, else the model folder's (filled in by run()), else run_squad's defaults."""
+    if settings.model_type != "squad":
+        return None
+    return serving_squad.rules_of(settings.part(*serving_squad.SETTINGS))
 
 
 def _crf_tag_scheme(settings, saved):

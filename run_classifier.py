@@ -49,6 +49,7 @@ from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
+from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
@@ -471,7 +472,8 @@ class Predictor(model_folder.FolderPredictor):
     multi-label: "label" the list of labels at or over the threshold; regression:
     {"prediction": x}. The features pass through a record file in a temporary folder
     of the predictor's own (removed by close(), or when the predictor is collected),
-    the same pipeline as do_predict.
+    the same pipeline as do_predict. One predictor may serve several threads: their
+    calls run one at a time, each with its own answers.
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
@@ -487,9 +489,17 @@ class Predictor(model_folder.FolderPredictor):
         self._placeholder = (() if processor.is_multilabel else
                              "0" if processor.is_regression else labels[0])
 
+    @model_folder.one_at_a_time
     def predict(self, texts, texts_b=None):
-        """One result per text (or pair: texts_b, as many); a str is one text."""
-        texts, texts_b = data_tables.texts_of(texts, texts_b)
+        """One result per text (or pair: texts_b, as many); a str is one text.
+
+        texts (and texts_b) may be a list or tuple of str, a pandas Series or a numpy
+        array of str; texts may be a pandas DataFrame (texts_b then None) whose columns
+        are those the model was trained on (text_a_column, text_b_column), or text_a
+        and text_b, or a frame of one column (predict_inputs).
+        """
+        texts, texts_b = data_tables.texts_of(*predict_inputs.text_pairs(
+            texts, texts_b, ("texts", "texts_b"), self._frame_columns()))
         self._check_pairs(texts_b is not None)
         if not texts:
             return []
@@ -500,6 +510,14 @@ class Predictor(model_folder.FolderPredictor):
             raise RuntimeError("predicted %d texts, expected %d" % (len(rows), len(examples)))
         return [prediction_files.result(self.task.prediction_record(e.guid, row))
                 for e, row in zip(examples, rows)]
+
+    def _frame_columns(self):
+        """The columns predict() reads of a DataFrame, tried in order: the folder's
+        (a file task: text_a_column, text_b_column), then text_a, text_b."""
+        names = [("text_a", "text_b")]
+        if isinstance(self.processor, file_data.FileProcessor):
+            names.insert(0, (self.processor.columns.text_a, self.processor.columns.text_b))
+        return names
 
     def _check_pairs(self, has_pairs):
         """A file task's model read pairs (text_b_column) or single texts: texts_b must

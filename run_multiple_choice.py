@@ -35,6 +35,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import multiple_choice_data
+from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
@@ -194,7 +195,10 @@ class Predictor(model_folder.FolderPredictor):
     ({"context", "question" (optional), "endings"}; a "label" is not used); per question
     test_predictions.jsonl's record without its id ({"label": the likeliest choice's
     index, "probabilities": one per choice}) and "ending": that ending. Every question
-    of one call has as many endings (as in one jsonl file).
+    of one call has as many endings (as in one jsonl file). questions may also be a
+    tuple, a pandas Series or a numpy array of such dicts, or a pandas DataFrame whose
+    rows are (columns "context", "endings", optionally "question"). One predictor may
+    serve several threads: their calls run one at a time.
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
@@ -207,10 +211,15 @@ class Predictor(model_folder.FolderPredictor):
             self.settings.part(*training.SETTINGS),
             lambda: heads.BertMultipleChoice(bert_config, self.settings.use_tpu))
 
+    @model_folder.one_at_a_time
     def predict(self, questions):
         """A result per question (a dict, or a list of them); [] for []."""
         if isinstance(questions, dict):
             questions = [questions]
+        elif predict_inputs.is_frame(questions):
+            questions = predict_inputs.frame_records(questions, "questions")
+        else:
+            questions = predict_inputs.items(questions, "questions", "question dicts")
         questions = [dict(q, label=None) if isinstance(q, dict) else q for q in questions]
         if not questions:
             return []

@@ -43,6 +43,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_task
+from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import model_folder
@@ -75,7 +76,7 @@ def define_flags(fv):
                                 "tags, saved as output_dir/label_list.txt).")
     string("output_dir", None, "Where checkpoints, feature files and results are written.")
     flags_common.define_model_flags(fv)
-    flags.DEFINE_integer("doc_stride", 128, "A sentence longer than one sequence "
+    flags.DEFINE_integer("doc_stride", ner_data.DEFAULT_DOC_STRIDE, "A sentence longer than one sequence "
                          "(--max_seq_length WordPieces with [CLS] and [SEP]) is cut into "
                          "windows whose starts are this many WordPieces apart; each word is "
                          "predicted from the window where it has the most context.",
@@ -247,7 +248,8 @@ class Predictor(model_folder.FolderPredictor):
     predict(sentences): each sentence a list of words, or a str split at blanks; returns
     per sentence [(word, tag), ...], the tags do_predict writes (test_predictions.txt's
     last column; --crf: Viterbi's), the sentences one document as a file's without
-    -DOCSTART-. Its record file goes to a temporary folder of its own (close()).
+    -DOCSTART-. Its record file goes to a temporary folder of its own (close()). One
+    predictor may serve several threads: their calls run one at a time.
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
@@ -258,14 +260,23 @@ class Predictor(model_folder.FolderPredictor):
         self.runner = training.make_runner(self.settings.part(*training.SETTINGS),
                                            lambda: self.task.model(plan.bert_config))
 
+    @model_folder.one_at_a_time
     def predict(self, sentences):
-        """[(word, tag), ...] per sentence (a list of words, or a str); [] for []."""
+        """[(word, tag), ...] per sentence (a list of words, or a str); [] for [].
+
+        sentences: a list or tuple, a pandas Series or a numpy array of sentences, or a
+        pandas DataFrame of one column of them (or a "tokens" column), each sentence a
+        str or a list (numpy array) of words (predict_inputs).
+        """
         if isinstance(sentences, str):
             raise ValueError("sentences is a str; expected a list of sentences (each a str "
                              "or a list of words): [%r]" % sentences[:40])
-        if not list(sentences):
+        if predict_inputs.is_frame(sentences):
+            sentences, = predict_inputs.frame_columns(sentences, "sentences", [("tokens",)])
+        sentences = predict_inputs.items(sentences, "sentences", "sentences")
+        if not sentences:
             return []
-        conll = ner_data.conll_of_sentences(list(sentences), "sentences", require_tags=False)
+        conll = ner_data.conll_of_sentences(sentences, "sentences", require_tags=False)
         if conll.has_tags:
             raise ValueError("sentences: give words, not (word, tag) pairs")
         tags, _, _ = self.task.tag(self.runner, conll, "predict",

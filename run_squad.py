@@ -33,6 +33,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
 from bert_tf2.tasks import squad_task
@@ -459,6 +460,10 @@ class Predictor(model_folder.FolderPredictor):
     question {"text": predictions.json's answer ("" = no answer, SQuAD 2.0),
     "probability": that text's in the n-best, "nbest": nbest_predictions.json's list}, as
     do_predict computes them for a SQuAD json of those paragraphs and questions.
+    questions and contexts may be lists or tuples of str, pandas Series or numpy arrays of
+    str; questions may be a pandas DataFrame of the columns "question" and "context"
+    (a SQuAD table's; contexts then None). One predictor may serve several threads: their
+    calls run one at a time.
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
@@ -469,12 +474,15 @@ class Predictor(model_folder.FolderPredictor):
                                                      self.settings.do_lower_case)
         self.runner = _make_runner(self.settings, bert_config)
 
-    def predict(self, questions, contexts):
+    @model_folder.one_at_a_time
+    def predict(self, questions, contexts=None):
         """An answer per (question, context) pair; [] for []."""
-        questions, contexts = data_tables.texts_of(questions, contexts,
-                                                   ("questions", "contexts"))
+        names = ("questions", "contexts")
+        questions, contexts = data_tables.texts_of(*predict_inputs.text_pairs(
+            questions, contexts, names, [("question", "context")]), names=names)
         if contexts is None:
-            raise ValueError("contexts is missing: one context per question")
+            raise ValueError("contexts is missing: one context per question (or a DataFrame "
+                             "of the columns question and context)")
         if not questions:
             return []
         settings = self.settings
@@ -492,7 +500,7 @@ class Predictor(model_folder.FolderPredictor):
         return [squad_results.answer_of(found, e.qas_id) for e in examples]
 
 
-def predict(model_folder, questions, contexts, batch_size=8, **settings):
+def predict(model_folder, questions, contexts=None, batch_size=8, **settings):
     """Predictor(model_folder, batch_size, **settings).predict(questions, contexts)."""
     return Predictor.once(model_folder, batch_size, settings, questions, contexts)
 

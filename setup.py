@@ -7,7 +7,8 @@ from setuptools import find_packages, setup
 MODULES = [
     "modeling", "tokenization", "optimization", "create_pretraining_data", "run_pretraining",
     "run_classifier", "run_squad", "extract_features", "run_ner", "run_multiple_choice",
-    "convert_tf1_checkpoint", "convert_hf_checkpoint", "export_saved_model", "create_vocab",
+    "convert_tf1_checkpoint", "convert_hf_checkpoint", "convert_keras_hub", "export_saved_model",
+    "create_vocab",
 ]
 
 SCRIPTS = {
@@ -20,6 +21,7 @@ SCRIPTS = {
     "bert-extract-features": "extract_features",
     "bert-convert-tf1-checkpoint": "convert_tf1_checkpoint",
     "bert-convert-hf-checkpoint": "convert_hf_checkpoint",
+    "bert-convert-keras-hub": "convert_keras_hub",
     "bert-export-saved-model": "export_saved_model",
     "bert-create-vocab": "create_vocab",
 }
@@ -61,6 +63,9 @@ setup(
         "test": ["pytest>=8", "pytest-xdist>=3"],
         "bench": ["tokenizers>=0.19"],
         "hf": ["safetensors>=0.4"],
+        # convert_keras_hub.py (keras-hub presets both ways); imported only by that face.
+        # keras-hub 0.32.0 resolves with tensorflow 2.20 and the keras 3 TensorFlow brings.
+        "keras-hub": ["keras-hub==0.32.0"],
         # Resolves with tensorflow 2.20 / tf-models-official 2.20 (checked with pip check):
         # apache-beam 2.77.0 with protobuf 6.33.6 (Beam needs < 7), pyarrow 25.0.1
         # (Beam needs < 26), numpy 2.4 (Beam needs < 2.5).

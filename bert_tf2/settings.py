@@ -19,7 +19,9 @@ keyword in Python), so rules such as "a value in the model's folder fills a flag
 the user left out" work the same for both.
 
 Every field is checked when a settings object is made and when a field is assigned
-(check_value): a wrong value is a ValueError naming the field and the value
+(check_value, then the ranges of Settings.range_error: batch sizes >= 1, no nan, the
+training settings' ranges with do_train; check_common checks the same of the command
+line's flags): a wrong value is a ValueError naming the field and the value
 (`max_seq_length='abc': expected an integer`), an unknown name a TypeError
 (AttributeError on assignment) with a "did you mean" hint. Assigning a field counts as
 giving it. Errors raised by a face's run() to a Python caller name fields as Python
@@ -29,6 +31,7 @@ python_spelling() rewrites the one message.
 import dataclasses
 import difflib
 import inspect
+import math
 import numbers
 import os
 import re
@@ -72,6 +75,25 @@ TRAINING_ONLY = ("group_by_length", "num_accumulation_steps", "gradient_checkpoi
 COMMA_FIELDS = frozenset({"input_file", "output_file", "word_boundary_file", "layers",
                           "litert", "litert_columns", "class_weights"})
 
+# The ranges of the training settings, checked when do_train is set (without it the
+# reference never reads them, whatever their value): {field: (test, what it must be)}.
+# The reference's Estimator refuses a plan of no steps (epochs <= 0) and int() of an
+# infinite epoch count; a learning rate of 0 it trains with (the weights stay), so it is
+# taken; a warmup over 1 it takes too (warned by check_common: the rate never peaks).
+TRAINING_RANGES = {
+    "num_train_epochs": (lambda value: value > 0, "> 0"),
+    "learning_rate": (lambda value: value >= 0, ">= 0"),
+    "warmup_proportion": (lambda value: value >= 0, ">= 0"),
+    "num_accumulation_steps": (lambda value: value >= 1, ">= 1"),
+}
+# Float training settings that must be finite (with do_train, as above).
+FINITE_TRAINING = ("num_train_epochs", "learning_rate", "warmup_proportion")
+
+
+def _is_batch_size(name):
+    """Whether field `name` is a batch size (batch_size, *_batch_size)."""
+    return name == "batch_size" or name.endswith("_batch_size")
+
 
 def check_value(name, parser, default, value):
     """`value` for the field `name` whose flag has `parser` and `default`, converted as
@@ -86,7 +108,8 @@ def check_value(name, parser, default, value):
     - enum fields: one of the choices;
     - string fields: a str, or an os.PathLike (as its str); the COMMA_FIELDS also a
       list or tuple (of str, paths or numbers; joined with commas).
-    Bounds a flag declares are checked by its parser.
+    Bounds a flag declares are checked by its parser; the ranges that depend on other
+    fields (Settings.range_error) once the whole object is set.
     """
     if value is None:
         if default is None:
@@ -250,6 +273,16 @@ class Settings:
                 value = f.default
             object.__setattr__(self, f.name, value)
         object.__setattr__(self, "_given", frozenset(given))
+        self._check_ranges()
+
+    def _check_ranges(self):
+        """A checked class's range_error(), raised as a ValueError naming the field as
+        Python does (num_train_epochs=inf ...)."""
+        if not self._CHECKED:
+            return
+        error = self.range_error()
+        if error:
+            raise ValueError(python_spelling(error, self))
 
     @classmethod
     def _checked(cls, name, value):
@@ -273,8 +306,15 @@ class Settings:
         """Assigning a field checks the value (check_value) and counts as giving it."""
         if name not in self._DEFAULTS:
             raise AttributeError(self._unknown([name]))
+        before, given = getattr(self, name), self._given
         object.__setattr__(self, name, self._checked(name, value))
         object.__setattr__(self, "_given", self._given | {name})
+        try:
+            self._check_ranges()
+        except ValueError:  # the object keeps its valid values
+            object.__setattr__(self, name, before)
+            object.__setattr__(self, "_given", given)
+            raise
 
     def __delattr__(self, name):
         raise AttributeError("%s's fields cannot be deleted: %s" % (type(self).__name__, name))
@@ -348,17 +388,48 @@ class Settings:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def check_common(self):
-        """Rules for every face's settings: batch sizes (fields named batch_size or
-        *_batch_size) >= 1 (the reference crashes on 0 deep inside TensorFlow), and
-        the training-only settings given without do_train warned."""
-        for name in sorted(self._DEFAULTS):
-            if name == "batch_size" or name.endswith("_batch_size"):
-                value = getattr(self, name)
-                if value is not None and value < 1:
-                    raise ValueError("--%s=%d must be >= 1" % (name, value))
+        """Rules for every face's settings: the ranges of range_error() (batch sizes
+        >= 1, no nan, the training settings' ranges with do_train); a warmup over 1
+        with do_train warned; the training-only settings given without do_train warned."""
+        error = self.range_error()
+        if error:
+            raise ValueError(error)
+        if "do_train" in self and self.do_train and "warmup_proportion" in self and (
+                self.warmup_proportion > 1):
+            logging.warning("%s is over 1: the learning rate rises over every step and never "
+                            "reaches --learning_rate (as in the reference)",
+                            self.flag("warmup_proportion"))
         if "do_train" in self and not self.do_train:
             self.refuse_unused([(name, "without --do_train") for name in TRAINING_ONLY
                                 if name in self], warn_only=True)
+
+    def range_error(self):
+        """The message (flags spelt as on a command line) of the first field out of its
+        range, else None: a batch size (batch_size, *_batch_size) < 1 (the reference's
+        TPUEstimator refuses one too); a number field that is nan; with do_train, a
+        TRAINING_RANGES field out of its range or a FINITE_TRAINING one infinite (without
+        do_train these are not read: any value, nan too, is left alone).
+        Checked when a checked Settings is made or assigned, and by check_common (the
+        command line's flags, run())."""
+        training = "do_train" in self and self.do_train
+        for name in sorted(self._DEFAULTS):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or (
+                    name in TRAINING_RANGES and not training):
+                continue
+            if math.isnan(value):
+                return "%s is not a number" % self.flag(name)
+            if _is_batch_size(name) and value < 1:
+                return "%s must be >= 1" % self.flag(name)
+            if name not in TRAINING_RANGES:
+                continue
+            if name in FINITE_TRAINING and math.isinf(value):
+                return "%s must be a finite number %s" % (self.flag(name),
+                                                           TRAINING_RANGES[name][1])
+            test, bound = TRAINING_RANGES[name]
+            if not test(value):
+                return "%s must be %s" % (self.flag(name), bound)
+        return None
 
     def require(self, *names):
         """ValueError naming the first of the fields `names` left unset or empty."""

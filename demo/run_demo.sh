@@ -16,6 +16,9 @@
 #                                   load it in Python and classify two new sentences
 #  11. convert_hf_checkpoint.py     write the classifier in HuggingFace's format (a folder
 #      --direction=to_hf            transformers' pipeline() loads, in a torch environment)
+#  12. convert_keras_hub.py         write the classifier as a keras-hub preset and classify two
+#      --direction=to_keras_hub     sentences with keras_hub's BertTextClassifier.from_preset
+#                                   (only when keras-hub, the [keras-hub] extra, is installed)
 #
 # Usage: PY=.venv/bin/python bash demo/run_demo.sh
 # Environment: PY (python to use), DEMO_OUTPUT (default demo_output; wiped first),
@@ -52,7 +55,7 @@ step() {
     STEP_NAME=$2
     STEP_START=$SECONDS
     echo
-    echo "=== [$STEP/11] $STEP_NAME"
+    echo "=== [$STEP/12] $STEP_NAME"
 }
 
 # run LOG_NAME CMD...: runs one of our scripts, its log kept in $OUT/logs/LOG_NAME.log;
@@ -298,6 +301,30 @@ run convert_hf_checkpoint "$PY" convert_hf_checkpoint.py \
 echo "$OUT/classifier_hf: $(ls "$OUT/classifier_hf" | grep -v bert_tf2_outputs | tr '\n' ' ')"
 "$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); print("architectures %s, id2label %s" % (c["architectures"], c["id2label"]))' "$OUT/classifier_hf/config.json"
 echo "in a torch environment: pipeline(\"text-classification\", model=\"$OUT/classifier_hf\")"
+
+if "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("keras_hub") is None)'; then
+    step 12 "The classifier for keras-hub (convert_keras_hub.py), loaded by keras_hub itself"
+    run convert_keras_hub "$PY" convert_keras_hub.py \
+        --direction=to_keras_hub \
+        --init_checkpoint="$OUT/classifier" \
+        --output_dir="$OUT/classifier_keras_hub"
+    echo "+ $PY (keras_hub.models.BertTextClassifier.from_preset($OUT/classifier_keras_hub))"
+    "$PY" - "$OUT/classifier_keras_hub" <<'EOF'
+import sys
+
+from bert_tf2 import startup; startup.quiet()  # before tensorflow: no start-up noise
+import keras_hub
+
+classifier = keras_hub.models.BertTextClassifier.from_preset(sys.argv[1])
+labels = open(sys.argv[1] + "/label_list.txt", encoding="utf-8").read().split()
+texts = ["Honestly, the bread from the bakery was superb; it made my whole week.",
+         "Honestly, the soup was cold and awful; I regret going at all."]
+for text, probs in zip(texts, classifier.predict(texts, verbose=0)):
+    print("%-70s label %s  probabilities %s" % (text, labels[probs.argmax()], probs.round(3)))
+EOF
+else
+    echo "(step 12, convert_keras_hub.py, skipped: keras-hub is not installed; pip install '.[keras-hub]')"
+fi
 
 echo "    (step $STEP took $((SECONDS - STEP_START)) s)"
 echo

@@ -237,3 +237,33 @@ def pytest_collection_modifyitems(items):
         first_seen.setdefault(item.nodeid.split("::")[0], len(first_seen))
     items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], median),
                                  first_seen[item.nodeid.split("::")[0]]))
+
+
+# The parity matrix of tests/test_parity_matrix.py (heads x doors x inputs), printed after
+# the run's results even under -q. A pytest-xdist worker hands its lines to the controller
+# (workeroutput), which prints them.
+def _parity_lines():
+    helpers = sys.modules.get("parity_helpers")
+    return helpers.matrix_lines() if helpers is not None else []
+
+
+def pytest_sessionfinish(session):
+    lines = _parity_lines()
+    if lines and hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["parity_matrix"] = "\n".join(lines)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # pylint: disable=unused-argument
+    text = getattr(node, "workeroutput", {}).get("parity_matrix")
+    if text:
+        node.config.stash.setdefault(_PARITY_KEY, []).extend(text.split("\n"))
+
+
+_PARITY_KEY = pytest.StashKey()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    lines = config.stash.get(_PARITY_KEY, []) + _parity_lines()
+    for line in lines:
+        terminalreporter.write_line(line)

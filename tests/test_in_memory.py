@@ -372,12 +372,33 @@ def test_squad_predict_is_what_do_predict_wrote(squad_runs):
                                             if e["text"] == g["text"])
         assert reader.predict(questions[1], contexts[1]) == got[1:2]
         assert reader.predict([], []) == []
+        _assert_squad_shapes(reader, questions, contexts, got)
         with pytest.raises(ValueError, match="contexts has 1 texts, questions has 2"):
             reader.predict(questions[:2], contexts[:1])
     finally:
         reader.close()
     assert run_squad.predict(str(squad_runs["dicts"]), questions[:1], contexts[:1],
                              n_best_size=5) == got[:1]
+
+
+def _assert_squad_shapes(reader, questions, contexts, got):
+    """A SQuAD table's DataFrame (question, context), Series and arrays give the answers
+    of the lists; other shapes are one line."""
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    frame = pd.DataFrame({"id": range(len(questions)), "question": questions,
+                          "context": contexts})
+    assert reader.predict(frame) == got
+    assert reader.predict(pd.Series(questions), np.array(contexts)) == got
+    for arguments, message in [
+            ((None, contexts), r"^questions is None; expected a list \(or tuple\) of str"),
+            ((set(questions), contexts), r"^questions is a set; .*a set has no order"),
+            ((questions, {"c": contexts}), r"^contexts is a dict; expected a list"),
+            ((frame, contexts), r"^contexts is given beside the DataFrame questions"),
+            ((frame[["id", "question"]],), r"^contexts is missing: one context per question"),
+            ((questions,), r"^contexts is missing: one context per question")]:
+        with pytest.raises(ValueError, match=message):
+            reader.predict(*arguments)
 
 
 # ---------------------------------------------------------------------------
@@ -455,6 +476,19 @@ def test_multiple_choice_tables_files_and_predict_agree(choice_runs):
         assert chooser.predict(questions) == expected
         assert chooser.predict(questions[2]) == expected[2:3]  # a dict: one question
         assert chooser.predict([]) == []
+        pd = pytest.importorskip("pandas")
+        assert questions[0]["question"] == ""  # as a missing one: a frame's NaN cell too
+        frame = pd.DataFrame([{k: v for k, v in questions[0].items() if k != "question"}]
+                             + questions[1:])
+        assert chooser.predict(frame) == expected
+        assert chooser.predict(tuple(questions)) == chooser.predict(pd.Series(questions)) \
+            == expected
+        for bad, message in [(None, r"^questions is None; expected a list \(or tuple\) of "
+                                    r"question dicts"),
+                             ("a question", r"^questions is a str; expected a list"),
+                             (3, r"^questions is an int; expected a list")]:
+            with pytest.raises(ValueError, match=message):
+                chooser.predict(bad)
     finally:
         chooser.close()
     assert module.predict(str(choice_runs["tables"]), questions[:2]) == expected[:2]

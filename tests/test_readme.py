@@ -135,6 +135,8 @@ _NOT_RUN_HERE = {
         "run by tests/test_litert.py on its tiny export",
     "from transformers import pipeline": "needs torch + transformers (the peer venv): "
                                          "tests/test_hf_export.py loads every head there",
+    "import keras_hub": "needs the [keras-hub] extra and a converted folder: "
+                        "tests/test_keras_hub.py loads every preset kind with keras-hub",
 }
 
 

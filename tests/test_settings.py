@@ -65,9 +65,10 @@ def test_given_means_named_by_the_user():
 
 
 def test_settings_are_checked_and_copied_by_run():
-    # A Python caller reads the fields' names (the command line: --eval_batch_size=0).
+    # A Python caller reads the fields' names (the command line: --eval_batch_size=0), as
+    # soon as the Settings is made.
     with pytest.raises(ValueError, match=r"^eval_batch_size=0 must be >= 1$"):
-        run_classifier.run(run_classifier.Settings(eval_batch_size=0))
+        run_classifier.Settings(eval_batch_size=0)
     with pytest.raises(ValueError, match=r"^data_dir is required$"):
         run_classifier.run(run_classifier.Settings(task_name="mrpc"))
     mine = run_classifier.Settings(task_name="mrpc")

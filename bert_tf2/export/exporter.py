@@ -68,7 +68,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            max_answer_length=30, n_best_size=20, feature_layers=None, lstm_units=768,
            crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None,
            long_text_settings=None, trim_padding=None, embed_batch_size=32,
-           serving_dtype="fp32", after_save=None):
+           serving_dtype="fp32", after_save=None, doc_stride=None,
+           squad_rules=None):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -84,6 +85,9 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       trim_padding, embed_batch_size: see serving.ServingModule (None: its default
         for model_type).
       serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
+      doc_stride: tagger: run_ner's --doc_stride, its windows (None: run_ner's default).
+      squad_rules: squad: a serving_squad.SquadRules (None: max_query_length,
+        max_answer_length, n_best_size and run_squad's other defaults).
       after_save: called as after_save(module, folder) once the SavedModel is saved in
         the temporary folder that then replaces export_dir, the serving.ServingModule
         still loaded (--litert converts it), under attention.portable_graphs as the
@@ -117,7 +121,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 max_query_length=max_query_length, max_answer_length=max_answer_length,
                 n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold,
                 long_text=long_text_settings, trim_padding=trim_padding,
-                embed_batch_size=embed_batch_size)
+                embed_batch_size=embed_batch_size, doc_stride=doc_stride,
+                squad_rules=squad_rules)
             info = export_info(module, bert_config, init_checkpoint, do_lower_case,
                                serving_dtype, labels, long_text_settings)
             # The vocabulary the graph's table reads (assets/vocab.txt), for the readers of
@@ -166,6 +171,7 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
     if module.model_type == "tagger":
         info["crf"] = module.crf
         info["crf_tag_scheme"] = module.crf_tag_scheme
+        info["doc_stride"] = module.doc_stride  # its windows, LiteRTPredictor's too
     if labels is not None:
         info["labels"] = [None if label is None else str(label) for label in labels]
     if module.threshold is not None:
@@ -176,8 +182,7 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
     if long_text_settings is not None:
         info["long_text"] = long_text_settings.to_dict()
     if module.model_type == "squad":
-        info.update(max_query_length=module.max_query_length,
-                    max_answer_length=module.max_answer_length, n_best_size=module.n_best_size)
+        info.update(module.squad_rules.to_dict())
     return info
 
 

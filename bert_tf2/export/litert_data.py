@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-import tokenization
 from bert_tf2.base import crf as crf_lib
+from bert_tf2.export import serving_squad
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import ner_data
@@ -20,15 +20,11 @@ from bert_tf2.tasks import squad_results
 
 MODEL_TYPES = ("classifier", "encoder", "tagger", "squad")
 ID_KEYS = ("input_ids", "input_mask", "segment_ids")
-# run_squad's defaults: the windows of a long context, the n-best of its answer.
-SQUAD_DOC_STRIDE = 128
-SQUAD_N_BEST = 20
-SQUAD_MAX_ANSWER = 30
 _TEXT_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 # features: {ID_KEYS: int32 [N, S]}; gold: per-example labels (None: the file has none);
 # extra: what decoding needs (tagger: (ConllFile, features); squad: (examples, features,
-# articles or None)).
+# articles or None, serving_squad.SquadRules)).
 Batch = collections.namedtuple("Batch", "features gold extra")
 
 
@@ -46,7 +42,7 @@ def check_file(flag, path):
 
 
 def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=None,
-              columns=("text", None, "label"), max_query_length=64):
+              columns=("text", None, "label"), doc_stride=None, squad_rules=None):
     """The first `limit` examples of a data file as a Batch.
 
     Args:
@@ -57,6 +53,9 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
         value: the messages name the path once).
       tokenizer: a tokenization.FullTokenizer.
       labels: classifier / tagger: the model's label list ([None]: regression).
+      doc_stride: tagger: run_ner's --doc_stride, its windows (None: run_ner's default).
+      squad_rules: squad: the export's serving_squad.SquadRules (None: run_squad's
+        defaults).
 
     Returns:
       a Batch; ValueError (one line naming the file and line) on a bad file.
@@ -68,13 +67,14 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
             conll = conll._replace(sentences=conll.sentences[:limit])
             if conll.has_tags:
                 ner_data.check_tags(conll, labels)
-            return _tagger_batch(conll, tokenizer, max_seq_length, labels)
+            return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
         if model_type == "squad":
             articles = squad_data.load_squad_json(path)
             examples = squad_data.examples_from_articles(articles, False)[:limit]
             if not examples:
                 raise ValueError("%s: no questions" % path)
-            return squad_batch(examples, tokenizer, max_seq_length, max_query_length,
+            return squad_batch(examples, tokenizer, max_seq_length,
+                               squad_rules or serving_squad.SquadRules(),
                                _kept_articles(articles, examples))
         rows = _text_rows(path, columns)[:limit]
         if not rows:
@@ -136,37 +136,42 @@ def text_batch(texts_a, texts_b, tokenizer, max_seq_length, labels=None, gold=No
     return Batch(_stack(features), gold, None)
 
 
-def tagger_batch(texts, tokenizer, max_seq_length, labels):
-    """A Batch of raw texts for a tagger: each text's words are BasicTokenizer's (case
-    kept), then featurized as run_ner does a CoNLL sentence."""
-    splitter = tokenization.BasicTokenizer(do_lower_case=False)
-    sentences = [ner_data.Sentence(splitter.tokenize(t), None, [i], 0)
-                 for i, t in enumerate(texts)]
-    conll = ner_data.ConllFile("<texts>", list(texts), sentences, False)
-    return _tagger_batch(conll, tokenizer, max_seq_length, labels)
+def tagger_batch(texts, tokenizer, max_seq_length, labels, doc_stride=None):
+    """A Batch of raw texts for a tagger: each text one sentence whose words are
+    ner_data.split_words' (the word rule of every door), featurized as run_ner does."""
+    texts = list(texts)
+    conll = (ner_data.conll_of_sentences(texts, "texts", require_tags=False) if texts
+             else ner_data.ConllFile("texts", [], [], False))
+    return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
 
 
-def _tagger_batch(conll, tokenizer, max_seq_length, labels):
-    """run_ner's features of a ConllFile (windows of a long sentence: half-overlapping)."""
-    features = ner_data.convert_file(conll, labels, max_seq_length,
-                                     max(1, (max_seq_length - 2) // 2), tokenizer)
+def _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride=None):
+    """run_ner's features of a ConllFile: its windows, --doc_stride apart (None: run_ner's
+    default), each sentence its own document (no --document_context)."""
+    features = ner_data.convert_file(
+        conll, labels, max_seq_length,
+        ner_data.DEFAULT_DOC_STRIDE if doc_stride is None else doc_stride, tokenizer)
     gold = [list(s.tags) for s in conll.sentences] if conll.has_tags else None
     return Batch(_stack(features), gold, (conll, features))
 
 
 def squad_examples(questions, contexts):
-    """SquadExamples of raw (question, context) pairs (contexts split as SQuAD's)."""
-    return [squad_data.SquadExample(str(i), q, squad_data.split_paragraph(c)[0])
-            for i, (q, c) in enumerate(zip(questions, contexts))]
+    """SquadExamples of raw (question, context) pairs, as run_squad.Predictor reads them."""
+    return squad_data.pair_examples(questions, contexts)
 
 
-def squad_batch(examples, tokenizer, max_seq_length, max_query_length, articles=None):
-    """A Batch of SquadExamples: run_squad's windows (doc_stride 128)."""
+def squad_batch(examples, tokenizer, max_seq_length, rules, articles=None):
+    """A Batch of SquadExamples: run_squad's windows under `rules` (a
+    serving_squad.SquadRules: doc_stride, max_query_length; decode() applies the rest)."""
     features = []
     squad_data.convert_examples_to_features(
-        examples, tokenizer, max_seq_length, min(SQUAD_DOC_STRIDE, max_seq_length),
-        max_query_length, False, features.append)
-    return Batch(_stack(features), articles, (examples, features))
+        examples, tokenizer, max_seq_length, rules.doc_stride, rules.max_query_length, False,
+        features.append)
+    if features:
+        stacked = _stack(features)
+    else:  # contexts without a piece have no window: no model input at all
+        stacked = {key: np.zeros([0, max_seq_length], np.int32) for key in ID_KEYS}
+    return Batch(stacked, articles, (examples, features, rules))
 
 
 def _kept_articles(articles, examples):
@@ -231,9 +236,13 @@ def decode(model_type, outputs, batch, labels=None, do_lower_case=True, crf=None
         else:
             tag_ids = np.argmax(outputs["logits"], axis=-1)
         return ner_data.sentence_predictions(conll, features, tag_ids, labels)
-    examples, features = batch.extra[:2]
-    results = squad_results.compact_batch(
-        [f.unique_id for f in features], outputs["start_logits"], outputs["end_logits"],
-        SQUAD_N_BEST)
+    examples, features, rules = batch.extra
+    if features:
+        results = squad_results.compact_batch(
+            [f.unique_id for f in features], outputs["start_logits"], outputs["end_logits"],
+            rules.n_best_size)
+    else:
+        results = []
     return squad_results.compute_predictions(
-        examples, features, results, SQUAD_N_BEST, SQUAD_MAX_ANSWER, do_lower_case)
+        examples, features, results, rules.n_best_size, rules.max_answer_length,
+        do_lower_case, rules.version_2_with_negative, rules.null_score_diff_threshold)

@@ -21,6 +21,8 @@ import numpy as np
 
 import tokenization
 from bert_tf2.export import litert_data
+from bert_tf2.export import serving_squad
+from bert_tf2.tasks import squad_results
 from bert_tf2.tasks import prediction_files
 
 VARIANTS = ("fp32", "dynamic_int8", "int8")
@@ -80,15 +82,34 @@ def read_info(export_dir):
             x is None or isinstance(x, str) for x in v), "a non-empty list of label names"))
     if model_type == "tagger":
         checks.append(("crf", lambda v: v is None or isinstance(v, bool), "true or false"))
+        checks.append(("doc_stride", lambda v: v is None or _is_int(v, 1), "an integer >= 1"))
     if model_type == "squad":
-        checks.append(("max_query_length", lambda v: v is None or _is_int(v, 1),
-                       "an integer >= 1"))
+        # run_squad's prediction settings (exports before they were recorded: its defaults)
+        checks += [(name, lambda v: v is None or _is_int(v, 1), "an integer >= 1")
+                   for name in ("max_query_length", "doc_stride", "n_best_size",
+                                "max_answer_length")]
+        checks += [("version_2_with_negative", lambda v: v is None or isinstance(v, bool),
+                    "true or false"),
+                   ("null_score_diff_threshold", lambda v: v is None or (
+                       isinstance(v, (int, float)) and not isinstance(v, bool)), "a number")]
     for field, valid, what in checks:
-        if field not in info and field not in ("crf", "max_query_length"):
+        if field not in info and field not in _OPTIONAL_FIELDS:
             raise ValueError("%s: field %r is missing" % (path, field))
         if not valid(info.get(field)):
             raise _bad_field(path, field, what, info.get(field))
     return info
+
+
+# Fields of export_info.json that older exports lack (their readers take the defaults).
+_OPTIONAL_FIELDS = ("crf",) + serving_squad.SETTINGS
+
+
+def squad_rules(info):
+    """The serving_squad.SquadRules an export recorded (run_squad's defaults where absent)."""
+    defaults = serving_squad.SquadRules()
+    return serving_squad.SquadRules(**{
+        name: getattr(defaults, name) if info.get(name) is None else info[name]
+        for name in serving_squad.SETTINGS})
 
 
 def _check_vocab(vocab, recorded, info_path):
@@ -196,6 +217,7 @@ class LiteRTPredictor(object):
         self.model_type = self.info["model_type"]
         self.labels = self.info.get("labels")
         self.max_seq_length = self.info["max_seq_length"]
+        self.squad_rules = squad_rules(self.info) if self.model_type == "squad" else None
         # A --crf tagger tags with Viterbi under the SavedModel's transitions and scheme.
         self.crf = (read_crf(export_dir, len(self.labels))
                     if self.model_type == "tagger" and self.info.get("crf") else None)
@@ -235,10 +257,11 @@ class LiteRTPredictor(object):
         if self.model_type == "squad":
             return litert_data.squad_batch(
                 litert_data.squad_examples(texts, texts_b), self.tokenizer,
-                self.max_seq_length, self.info.get("max_query_length") or 64)
+                self.max_seq_length, self.squad_rules)
         if self.model_type == "tagger":
+            # run_ner's windows; an export made before doc_stride was recorded: its default.
             return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
-                                            self.labels)
+                                            self.labels, self.info.get("doc_stride"))
         return litert_data.text_batch(texts, texts_b, self.tokenizer, self.max_seq_length,
                                       self.labels)
 
@@ -254,10 +277,16 @@ class LiteRTPredictor(object):
         Returns:
           classifier: [{"label", "probabilities": {label: p}}] (regression:
           [{"prediction": x}]); encoder: float32 [N, D] sentence vectors; tagger:
-          [[(word, tag), ...]] per text (a --crf tagger: Viterbi's tags, as the
-          SavedModel's); squad: [answer text] per question. No texts: no results.
+          [[(word, tag), ...]] per text, each text one sentence split into words at
+          blanks (ner_data.split_words, the SavedModel's and run_ner.predict's words) and
+          windowed as run_ner --doc_stride (export_info.json's doc_stride) does (a --crf
+          tagger: Viterbi's tags, as the SavedModel's); squad: [answer text] per
+          question (answers() adds the scores). No texts: no results.
         """
         batch = self.batch(texts, texts_b)
+        if self.model_type == "squad":
+            found = self._squad_predictions(batch)
+            return [found.predictions[e.qas_id] for e in batch.extra[0]]
         if not len(batch.features["input_ids"]):
             if self.model_type == "encoder":
                 return np.zeros([0, self.run.output_sizes["sentence_embedding"]], np.float32)
@@ -274,6 +303,22 @@ class LiteRTPredictor(object):
         if self.model_type == "tagger":
             conll = batch.extra[0]
             return [list(zip(s.words, tags)) for s, tags in zip(conll.sentences, found)]
-        if self.model_type == "squad":
-            return [found.predictions[e.qas_id] for e in batch.extra[0]]
         return found
+
+    def _squad_predictions(self, batch):
+        """squad_results.SquadPredictions of a squad Batch (questions whose context has no
+        piece have no window, and answer as run_squad's do)."""
+        outputs = self.run(batch.features) if len(batch.features["input_ids"]) else {}
+        return litert_data.decode("squad", outputs, batch, self.labels,
+                                  self.info["do_lower_case"])
+
+    def answers(self, questions, contexts):
+        """A squad model's answers with their scores: per question run_squad.predict()'s
+        {"text", "probability", "nbest"} (squad_results.answer_of), under the export's
+        doc_stride, n_best_size, max_answer_length and SQuAD 2.0 rule."""
+        if self.model_type != "squad":
+            raise ValueError("answers() is for a squad model; this export is a %s: use "
+                             "predict()" % self.model_type)
+        batch = self.batch(questions, contexts)
+        found = self._squad_predictions(batch)
+        return [squad_results.answer_of(found, e.qas_id) for e in batch.extra[0]]

@@ -10,6 +10,7 @@ from bert_tf2 import flags_common
 from bert_tf2.export import litert
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
+from bert_tf2.export import serving_squad
 
 # The flags only --litert reads (refused without it).
 FLAGS_OF_LITERT = ("calibration_file", "calibration_examples", "agreement_file",
@@ -110,7 +111,9 @@ def read_examples(settings, labels):
         return litert_data.read_file(
             settings.model_type, "--" + flag, path, tokenizer,
             settings.max_seq_length, limit, labels=labels, columns=columns,
-            max_query_length=settings.max_query_length)
+            doc_stride=settings.doc_stride if settings.model_type == "tagger" else None,
+            squad_rules=serving_squad.rules_of(settings.part(*serving_squad.SETTINGS))
+            if settings.model_type == "squad" else None)
 
     return (examples("calibration_file", settings.calibration_examples),
             examples("agreement_file", None))

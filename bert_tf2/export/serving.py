@@ -3,18 +3,19 @@
 `ServingModule` wraps a model and a tokenization_graph.InGraphTokenizer into a
 tf.Module whose signatures take raw strings (see export_saved_model.py for the
 signatures and their outputs): the reference's [CLS] A [SEP] B [SEP] packing in
-the graph (`pack_inputs`), and for SQuAD the reference's n-best span rules over
-one window (`best_spans`).
+the graph (`pack_inputs`); SQuAD's answer() is run_squad's windows and n-best rules
+(serving_squad.py), `best_spans` the same rules over one window.
 """
 import numpy as np
 import tensorflow as tf
 
 import modeling
 from bert_tf2 import input_pipeline
+from bert_tf2.export import serving_tagger
+from bert_tf2.export import serving_squad
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import pooling
-from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import heads
 
 MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
@@ -102,7 +103,9 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None,
 # ---------------------------------------------------------------------------
 
 def best_spans(start_logits, end_logits, len_a, len_b, n_best_size, max_answer_length):
-    """The reference's best span of one window per row, in the graph.
+    """The reference's best span of one window per row, in the graph (every context
+    position counting as its max context: a question of one window; answer() itself
+    uses serving_squad.best_span over all windows).
 
     Candidates: the n_best_size best start and end positions (over the whole window,
     ties to the lower position, as sorted() does), pairs with both positions in the
@@ -207,13 +210,14 @@ class ServingModule(tf.Module):
     real positions only (squad_results.real_position_logits). The encoder's
     serving_default keeps max_seq_length (its outputs are per position); its embed
     always runs texts sorted by length in batches of at most embed_batch_size rows,
-    each at its longest text.
+    each at its longest text. doc_stride: a tagger's windows, run_ner's --doc_stride
+    (serving_tagger; None: run_ner's default).
     """
 
     def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
                  max_query_length=64, max_answer_length=30, n_best_size=20,
                  pooling_spec=None, threshold=None, long_text=None, trim_padding=None,
-                 embed_batch_size=32):
+                 embed_batch_size=32, doc_stride=None, squad_rules=None):
         super().__init__(name="bert_serving")
         self.threshold = threshold  # set: a multi-label classifier (sigmoid outputs)
         self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
@@ -223,13 +227,25 @@ class ServingModule(tf.Module):
         self.max_seq_length = max_seq_length
         self.labels = None if labels is None else tuple(str(label) for label in labels)
         self.regression = labels is not None and list(labels) == [None]
-        self.max_query_length = max_query_length
-        self.max_answer_length = max_answer_length
-        self.n_best_size = n_best_size
+        # SQuAD: run_squad's prediction settings (squad_rules, a serving_squad.SquadRules,
+        # else these three with run_squad's other defaults).
+        if squad_rules is None:
+            squad_rules = serving_squad.SquadRules(
+                max_query_length=max_query_length, max_answer_length=max_answer_length,
+                n_best_size=n_best_size)
+        self.squad_rules = squad_rules
+        self.max_query_length = squad_rules.max_query_length
+        self.max_answer_length = squad_rules.max_answer_length
+        self.n_best_size = squad_rules.n_best_size
+        if model_type == "squad":
+            squad_rules.check(max_seq_length)
+            self.squad_tokens = serving_squad.token_table(tokenizer)  # id -> piece
         self.crf = getattr(model, "crf", None) is not None  # a run_ner --crf tagger
         # Its tag scheme: constrained transitions and starts (crf_tag_scheme iob2).
         self.crf_tag_scheme = "iob2" if self.crf and model.crf.start_penalty is not None else (
             "none")
+        # A tagger's windows: run_ner's --doc_stride (None: its default).
+        self.doc_stride = serving_tagger.check_doc_stride(doc_stride)
         if trim_padding is None:
             trim_padding = default_trim_padding(model_type)
         self.trim_padding = bool(trim_padding)
@@ -473,64 +489,29 @@ class ServingModule(tf.Module):
         return outputs
 
     def _answer(self, question, context):
-        features, span_starts, span_limits = self._squad_features(question, context)
-        outputs = self._forward(features)
-        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
-        if self.trim_padding:  # the rows' own padding must not rank either
-            start_logits, end_logits = [
-                squad_results.real_position_logits(x, features["input_mask"])
-                for x in (start_logits, end_logits)]
-        start, end, score, found = best_spans(
-            start_logits, end_logits, features["len_a"],
-            features["len_b"], self.n_best_size, self.max_answer_length)
-        # Token positions -> indexes of context tokens -> character ranges.
-        offset = tf.cast(features["len_a"], tf.int32) + 2
-        token_starts = span_starts.row_starts()
-        num_spans = tf.size(span_starts.flat_values, out_type=tf.int64)
-
-        def char_at(spans, position):
-            # Rows without an answer read the 0 appended at the end.
-            index = token_starts + tf.cast(position - offset, tf.int64)
-            index = tf.where(found, index, num_spans)
-            return tf.gather(tf.concat([spans.flat_values, [0]], axis=0), index)
-
-        char_start = char_at(span_starts, start)
-        char_limit = char_at(span_limits, end)
-        decoded = tf.strings.unicode_decode(context, "UTF-8", errors="ignore")
-        chars = tf.gather(decoded.flat_values,
-                          tf.ragged.range(decoded.row_starts() + char_start,
-                                          decoded.row_starts() + char_limit))
-        text = tf.strings.unicode_encode(chars, "UTF-8")
-        text = tf.strings.regex_replace(text, "[ \t\r\n\\x{202F}]+", " ")
-        text = tf.strings.regex_replace(text, "^ | $", "")
-        return {
-            "answer": text,
-            "score": score,
-            "start_position": start,
-            "end_position": end,
-            "null_score": outputs["start_logits"][:, 0] + outputs["end_logits"][:, 0],
-        }
+        """run_squad's answer over every window of the context (serving_squad.answer)."""
+        def pack(ids_a, ids_b, max_length_a):
+            return self._pack_ids(ids_a, ids_b, self._bucket_width, max_length_a=max_length_a)
+        return serving_squad.answer(question, context, self.tokenizer, self.squad_tokens,
+                                    self.squad_rules, self.max_seq_length, pack,
+                                    self._forward, self.trim_padding)
 
     # -- tagging (run_ner) ---------------------------------------------------
 
     def _tag(self, text):
-        """Per word its tag, and the entities: what run_ner predicts, on raw text."""
-        words = self.tokenizer.tokenize_words(text)
-        ids = words["ids"]
+        """Per word its tag, and the entities: what run_ner predicts, on raw text
+        (serving_tagger: its words, windows and Viterbi)."""
+        words = serving_tagger.split_words(text)
+        windowed = serving_tagger.windows(words, self.tokenizer.tokenize(words["strings"]),
+                                          self.max_seq_length, self.doc_stride)
+        ids = windowed["ids"]
         empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids.dtype),
                                                  tf.zeros_like(ids.row_lengths()))
-        features = self._pack_ids(ids, empty, self._bucket_width)
-        logits = self._forward(features)["logits"]
-        crf = self._holder.model.crf
-        if crf is None:
-            predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        else:
-            # run_ner --crf: Viterbi over the words' first pieces, as its predictions.
-            # One window per text: every chain starts its sentence.
-            weights = first_piece_weights(words, tf.shape(logits)[:2], self.max_seq_length)
-            predicted = heads.crf_predictions(logits, crf(logits), weights, crf.start_penalty)
-        tag_ids = word_tag_ids(words, predicted, self.max_seq_length)
-        return tagged_outputs(text, words, tag_ids, self.labels)
+        logits = self._forward(self._pack_ids(ids, empty, self._bucket_width))["logits"]
+        tag_ids = serving_tagger.word_tag_ids(
+            logits, windowed, tf.size(words["strings"], out_type=tf.int64),
+            self._holder.model.crf)
+        return serving_tagger.tagged_outputs(text, words, tag_ids, self.labels)
 
     # -- multiple choice ----------------------------------------------------
 
@@ -544,112 +525,3 @@ class ServingModule(tf.Module):
         logits = tf.reshape(self._forward(features)["logits"], [-1, num_choices])
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
                 "predicted_choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
-
-
-def word_tag_ids(words, predicted, seq_length):
-    """The label id of every word: the prediction at its first piece (run_ner's rule).
-
-    Words whose first piece falls outside the one window (seq_length - 2 pieces) get
-    -1. Returns a RaggedTensor [B, (words)] int32.
-    """
-    rows, positions, word_index = _first_pieces(words, seq_length)
-    picked = tf.gather_nd(predicted, tf.stack([rows, positions], axis=1))
-    num_words = tf.size(words["word_start"].flat_values, out_type=tf.int64)
-    tag_ids = tf.tensor_scatter_nd_update(
-        tf.fill([num_words], -1), word_index[:, tf.newaxis], picked)
-    return words["word_start"].with_flat_values(tag_ids)
-
-
-def first_piece_weights(words, shape, seq_length):
-    """[B, L] float32: 1.0 at the packed position of each word's first piece in the
-    window (run_ner's label_weights), 0 elsewhere; `shape` is [B, L]."""
-    rows, positions, _ = _first_pieces(words, seq_length)
-    return tf.scatter_nd(tf.stack([rows, positions], axis=1),
-                         tf.ones(tf.shape(rows), tf.float32), tf.cast(shape, tf.int64))
-
-
-def _first_pieces(words, seq_length):
-    """Of every word whose first piece is in the window: (its text's row, that piece's
-    position in the packed row ([CLS] first), the word's index among all words)."""
-    piece_word = words["piece_word"]
-    position = tf.ragged.range(piece_word.row_lengths())  # within the text
-    flat_word = piece_word.flat_values
-    flat_position = position.flat_values
-    first = tf.logical_or(tf.equal(flat_position, 0),
-                          tf.not_equal(flat_word, tf.concat([[-1], flat_word[:-1]], 0)))
-    text_of_piece = piece_word.value_rowids()
-    word_index = tf.gather(words["word_start"].row_starts(), text_of_piece) + flat_word
-    inside = first & (flat_position < seq_length - 2)
-    return (tf.boolean_mask(text_of_piece, inside), tf.boolean_mask(flat_position, inside) + 1,
-            tf.boolean_mask(word_index, inside))
-
-
-def _label_tables(labels):
-    """Per label id: conlleval's prefix code (0 O, 1 B, 2 I, 3 E, 4 S) and type name."""
-    prefixes, types = [], []
-    for label in labels:
-        prefix, dash, kind = label.partition("-")
-        if label == "O":
-            prefixes.append(0)
-            types.append("")
-        elif not dash:
-            prefixes.append(2)
-            types.append(label)
-        else:
-            prefixes.append({"B": 1, "I": 2, "E": 3, "S": 4}.get(prefix, 2))
-            types.append(kind)
-    return prefixes + [0], types + [""]  # id -1 (outside the window) reads as "O"
-
-
-def tagged_outputs(text, words, tag_ids, labels):
-    """Dense outputs of the tagger: word tags and spans, entities and their text.
-
-    Entities follow conlleval's chunk rules (ner_metrics.py): a word starts one when
-    its tag is B-/S-, or follows O, E- or S-, or changes the type; it goes on over
-    the words that do not.
-    """
-    prefixes, types = _label_tables(labels)
-    flat = tag_ids.flat_values
-    lookup = tf.where(flat < 0, len(labels), flat)
-    prefix = tf.gather(tf.constant(prefixes), lookup)
-    kind = tf.gather(tf.constant(types), lookup)
-    first_of_text = tf.equal(tf.ragged.range(tag_ids.row_lengths()).flat_values, 0)
-    previous_prefix = tf.where(first_of_text, 0, tf.concat([[0], prefix[:-1]], 0))
-    previous_kind = tf.where(first_of_text, "", tf.concat([[""], kind[:-1]], 0))
-    inside = prefix > 0
-    starts = inside & ((prefix == 1) | (prefix == 4) | (previous_prefix == 0) |
-                       (previous_prefix >= 3) | tf.not_equal(kind, previous_kind))
-    entity_of_word = tf.cumsum(tf.cast(starts, tf.int64)) - 1
-    word_ids = tf.range(tf.size(flat, out_type=tf.int64))
-    start_word = tf.boolean_mask(word_ids, starts)
-    num_entities = tf.size(start_word, out_type=tf.int64)
-    end_word = tf.math.unsorted_segment_max(tf.boolean_mask(word_ids, inside),
-                                            tf.boolean_mask(entity_of_word, inside),
-                                            num_entities)
-    entity_start = tf.gather(words["word_start"].flat_values, start_word)
-    entity_limit = tf.gather(words["word_limit"].flat_values, end_word)
-    entity_text_row = tf.gather(tag_ids.value_rowids(), start_word)
-    decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
-    row_start = tf.gather(decoded.row_starts(), entity_text_row)
-    chars = tf.gather(decoded.flat_values, tf.ragged.range(row_start + entity_start,
-                                                           row_start + entity_limit))
-    num_texts = tag_ids.nrows()
-
-    def by_text(values, default):
-        return tf.RaggedTensor.from_value_rowids(values, entity_text_row, nrows=num_texts,
-                                                 validate=False).to_tensor(default)
-    tag_names = tf.gather(tf.constant(list(labels) + ["O"]), lookup)
-    return {
-        "word_tags": tag_ids.with_flat_values(tag_names).to_tensor(""),
-        "word_start": words["word_start"].to_tensor(-1),
-        "word_end": words["word_limit"].to_tensor(-1),
-        "num_words": tf.cast(tag_ids.row_lengths(), tf.int32),
-        "entity_type": by_text(tf.gather(kind, start_word), ""),
-        "entity_text": by_text(tf.strings.unicode_encode(chars, "UTF-8"), ""),
-        "entity_start": by_text(entity_start, tf.constant(-1, tf.int64)),
-        "entity_end": by_text(entity_limit, tf.constant(-1, tf.int64)),
-        "num_entities": tf.cast(tf.math.bincount(tf.cast(entity_text_row, tf.int32),
-                                                 minlength=tf.cast(num_texts, tf.int32),
-                                                 maxlength=tf.cast(num_texts, tf.int32)),
-                                tf.int32),
-    }

@@ -278,8 +278,7 @@ class InGraphTokenizer(tf.Module):
         spec = [tf.TensorSpec([None], tf.string)]
         self._functions = Untracked(
             tokenize=tf.function(self._tokenize_flat, input_signature=spec, autograph=False),
-            spans=tf.function(self._spans_flat, input_signature=spec, autograph=False),
-            words=tf.function(self._words_flat, input_signature=spec, autograph=False))
+            spans=tf.function(self._spans_flat, input_signature=spec, autograph=False))
 
         # Saved once as variables (constants would be copied into every signature).
         tables = character_tables()
@@ -537,40 +536,6 @@ class InGraphTokenizer(tf.Module):
             tf.convert_to_tensor(texts, tf.string))
         ids = tf.RaggedTensor.from_row_splits(values, splits, validate=False)
         return ids, ids.with_flat_values(starts), ids.with_flat_values(limits)
-
-    def tokenize_words(self, texts):
-        """The pieces of every text with the word each belongs to, and the words' spans.
-
-        Returns:
-          dict of RaggedTensors: "ids" [B, (tokens)] int32 (tokenize's ids);
-          "piece_word" [B, (tokens)] int64, the index (within its text) of the
-          BasicTokenizer word a piece belongs to; "word_start", "word_limit"
-          [B, (words)] int64, each word's range of characters in its text (code
-          points after dropping invalid UTF-8, as tokenize_with_spans counts them).
-          A word with no piece (an empty word cannot occur) is still listed.
-        """
-        ids, splits, piece_word, word_start, word_limit, word_splits = self._functions.words(
-            tf.convert_to_tensor(texts, tf.string))
-        pieces = tf.RaggedTensor.from_row_splits(ids, splits, validate=False)
-        words = tf.RaggedTensor.from_row_splits(word_start, word_splits, validate=False)
-        return {"ids": pieces, "piece_word": pieces.with_flat_values(piece_word),
-                "word_start": words, "word_limit": words.with_flat_values(word_limit)}
-
-    def _words_flat(self, texts):
-        p = self._pieces(texts)
-        words_of_text = tf.RaggedTensor.from_value_rowids(
-            tf.range(tf.size(p["word_rows"], out_type=tf.int64)), p["word_rows"],
-            nrows=p["num_texts"], validate=False)
-        first_word_of_text = tf.gather(words_of_text.row_starts(),
-                                       tf.gather(p["word_rows"], p["piece_word"]))
-        stream, sources = p["word_char_stream"], p["sources"]
-        chars = p["words"]
-        start = tf.gather(sources, tf.gather(stream, chars.row_starts()))
-        limit = tf.gather(sources, tf.gather(stream, chars.row_limits() - 1)) + 1
-        text_start = tf.gather(p["decoded"].row_starts(), p["word_rows"])
-        ids = p["ids"]
-        return (ids.flat_values, ids.row_splits, p["piece_word"] - first_word_of_text,
-                start - text_start, limit - text_start, words_of_text.row_splits)
 
     def _tokenize_flat(self, texts):
         ids = self._pieces(texts)["ids"]

@@ -41,8 +41,10 @@ _FLAG_NAMES = {"mode": "long_text", "head_tokens": "head_tokens", "doc_stride": 
 _WARNINGS_SHOWN = 5
 
 
-def define_flags(fv):
-    """Registers --long_text, --head_tokens, --doc_stride and --window_pooling on `fv`."""
+def define_flags(fv, doc_stride_also=""):
+    """Registers --long_text, --head_tokens, --doc_stride and --window_pooling on `fv`;
+    `doc_stride_also`: a sentence on what else reads --doc_stride there (export_saved_model's
+    tagger and squad)."""
     flags.DEFINE_string(
         "long_text", "truncate",
         "How a text_a longer than max_seq_length is fed: truncate (the reference: its "
@@ -57,7 +59,8 @@ def define_flags(fv):
     flags.DEFINE_integer(
         "doc_stride", None,
         "--long_text=windows: pieces between the starts of two windows, as run_squad's "
-        "--doc_stride (default: half of max_seq_length - 2).", flag_values=fv)
+        "--doc_stride (default: half of max_seq_length - 2)." + (
+            " " + doc_stride_also if doc_stride_also else ""), flag_values=fv)
     flags.DEFINE_string(
         "window_pooling", "mean",
         "--long_text=windows: how an example's window logits become one: mean or max "

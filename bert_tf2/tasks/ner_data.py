@@ -11,6 +11,10 @@ The label list is the training file's tags, "O" first, the others sorted; it is
 saved as output_dir/label_list.txt (LABELS_FILE_NAME) and read back by runs that
 do not train.
 
+A text to tag (run_ner.predict on a str, the exported tagger, LiteRT) is one sentence
+whose words are split by the word rule of split_words: at the ASCII blanks a CoNLL file's
+words cannot hold (WORD_BLANKS), and nowhere else.
+
 Features follow BERT's recipe for tagging: every word is WordPiece-tokenized
 with the reference's FullTokenizer, the first piece of a word carries the word's
 label and the rest, [CLS], [SEP] and the padding carry none (weight 0). No word
@@ -36,12 +40,23 @@ from bert_tf2 import input_pipeline
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
 LABELS_FILE_NAME = fileutil.LABEL_LIST_FILE
+# run_ner's --doc_stride default: the windows of a model folder that does not say.
+DEFAULT_DOC_STRIDE = 128
 
 # Columns are split on ASCII blanks only, and lines on "\n" only (as conlleval does):
 # Python's own split() and splitlines() also break on characters such as U+0085 or
 # U+2028, which a word may contain.
 _BLANKS = " \t\r\f\v"
 _COLUMN_SPLIT = re.compile("[%s]+" % _BLANKS)
+
+# The word rule of every door of a tagger (run_ner's files, predict() on a str, the
+# SavedModel's serving_default, LiteRT): a text's words are its runs of characters other
+# than these six ASCII blanks, the characters a CoNLL file's word can never hold (its
+# columns end at _BLANKS, its lines at "\n"). Everything else, punctuation, U+00A0 or
+# U+2028 included, stays inside its word; FullTokenizer may then cut a word into several
+# WordPieces, whose first carries the word's tag.
+WORD_BLANKS = _BLANKS + "\n"
+_WORD_SPLIT = re.compile("[%s]+" % WORD_BLANKS)
 
 # One sentence of a file: its words and tags (tags None without a tag column),
 # the 0-based indexes of its lines in the file, and its document number.
@@ -115,15 +130,16 @@ def conll_of_sentences(sentences, where, require_tags=True):
 
     Args:
       sentences: a list of sentences, each a list of (word, tag) pairs, or (where tags
-        are not required) of words; a str sentence is split at blanks (words only).
+        are not required) of words; a str sentence is split by the word rule
+        (split_words; words only, none in an empty or blank str: no line, no tag).
       where: how messages name them ("data_dir['train']").
       require_tags: every word must carry its tag (training, evaluation).
 
     The file's lines are those a CoNLL file of the same sentences has ("word tag", a blank
     line between sentences; one document), so what is written of them (predictions) is
     that file's. ValueError naming `where`, the sentence and the word (0-based) for a
-    word that is not one non-blank str without blanks, a tag neither, or a mix of tagged
-    and untagged words.
+    word that is not one non-blank str without blanks (WORD_BLANKS), a tag neither, or a
+    mix of tagged and untagged words.
     """
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)):
         raise ValueError("%s is a %s; expected a list of sentences (each a list of (word, "
@@ -131,9 +147,10 @@ def conll_of_sentences(sentences, where, require_tags=True):
     lines, parsed, tagged = [], [], set()
     for number, sentence in enumerate(sentences):
         at = "%s sentence %d" % (where, number)
-        if isinstance(sentence, str) and not require_tags:
-            sentence = _cells(sentence)
-        if not isinstance(sentence, (list, tuple)) or not sentence:
+        text = isinstance(sentence, str) and not require_tags
+        if text:  # a text to tag: its words by the word rule, none for a blank one
+            sentence = split_words(sentence)
+        if not isinstance(sentence, (list, tuple)) or not (sentence or text):
             raise ValueError("%s is %s; expected a non-empty list of %s" % (
                 at, repr(sentence) if isinstance(sentence, (str, list, tuple)) else
                 "a %s" % type(sentence).__name__,
@@ -146,7 +163,9 @@ def conll_of_sentences(sentences, where, require_tags=True):
                 raise ValueError("%s word %d is %r; expected a (word, tag) pair%s"
                                  % (at, index, token, "" if require_tags else " or a word"))
             for cell, what in zip(cells, ("word", "tag")):
-                if not isinstance(cell, str) or _cells(cell) != [cell] or "\n" in cell or (
+                if text:  # the word rule's words are words (a text's "-DOCSTART-" too)
+                    break
+                if not isinstance(cell, str) or split_words(cell) != [cell] or (
                         cell == DOCSTART):
                     raise ValueError("%s word %d: the %s %r is not one word (a non-empty "
                                      "str without blanks, not %s)"
@@ -167,6 +186,12 @@ def conll_of_sentences(sentences, where, require_tags=True):
     if not has_tags:
         parsed = [s._replace(tags=None) for s in parsed]
     return ConllFile(where, lines[:-1], parsed, has_tags)
+
+
+def split_words(text):
+    """The words of a text by the word rule (WORD_BLANKS): [] for an empty or blank one."""
+    stripped = text.strip(WORD_BLANKS)
+    return _WORD_SPLIT.split(stripped) if stripped else []
 
 
 def _cells(line):

@@ -240,6 +240,14 @@ def _add_training_answer(example, qa, context, char_to_word, version_2_with_nega
     return True
 
 
+def pair_examples(questions, contexts):
+    """Prediction SquadExamples of (question, context) pairs given from Python: one SQuAD
+    paragraph each, question ids "0", "1", ... in order."""
+    articles = [{"paragraphs": [{"context": c, "qas": [{"id": str(i), "question": q}]}]}
+                for i, (q, c) in enumerate(zip(questions, contexts))]
+    return examples_from_articles(articles, is_training=False, source="questions")
+
+
 def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     """Reads a SQuAD json file into a list of SquadExample."""
     return examples_from_articles(load_squad_json(input_file), is_training,

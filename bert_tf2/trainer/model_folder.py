@@ -17,10 +17,13 @@ or a converted model folder with bert_config.json + vocab.txt), as {setting: val
 warning line when it contradicts the folder. Folders without these files give nothing
 (the flags as before).
 """
+import functools
 import hashlib
 import json
+import numbers
 import os
 import tempfile
+import threading
 
 from absl import logging
 import tensorflow as tf
@@ -314,9 +317,14 @@ class PredictFolder(object):
                                 "names %s" % found["runner"] if found.get("runner")
                                 else "is missing"))
         self._tmp = tempfile.TemporaryDirectory(prefix="%s_predict_" % runner)
-        settings = settings_class(init_checkpoint=folder, output_dir=self._tmp.name, **values)
-        self.defaults = defaults(settings.part(*SETTINGS), runner)  # what the folder gave
-        self.settings = settings.with_defaults(self.defaults)
+        try:
+            settings = settings_class(init_checkpoint=folder, output_dir=self._tmp.name,
+                                      **values)
+            self.defaults = defaults(settings.part(*SETTINGS), runner)  # what the folder gave
+            self.settings = settings.with_defaults(self.defaults)
+        except BaseException:
+            self._tmp.cleanup()  # a refused setting leaves no folder behind
+            raise
 
     def close(self):
         """Removes the temporary folder."""
@@ -325,18 +333,26 @@ class PredictFolder(object):
 
 class FolderPredictor(object):
     """What the faces' Predictor classes share: their PredictFolder (`folder`) and its
-    settings (`settings`), close() removing its temporary folder, and once() for the
-    faces' predict() functions.
+    settings (`settings`), close() removing its temporary folder, one_at_a_time for
+    their predict(), and once() for the faces' predict() functions.
 
     Args: settings_class, runner, folder: PredictFolder's; batch_size: the predict batch
-    size; values: other settings fields; data: the name of the data setting the face's
-    checks require and predict() never reads (data_dir, predict_file; None: none), set
-    to the folder.
+    size (an integer >= 1, checked before anything is read or made); values: other
+    settings fields (progress: "none" unless given: a call shows no progress display);
+    data: the name of the data setting the face's checks require and predict() never
+    reads (data_dir, predict_file; None: none), set to the folder.
+
+    One predictor may be shared by threads (a web server's): its predict() calls run one
+    at a time (one_at_a_time), since they share its temporary folder's record file and
+    its model; each call gets the answers of its own inputs.
     """
 
     def __init__(self, settings_class, runner, folder, batch_size, values, data=None):
+        self._lock = threading.Lock()
+        check_batch_size(batch_size)
         values = dict(values, do_predict=True, predict_batch_size=batch_size,
                       **({data: str(folder)} if data else {}))
+        values.setdefault("progress", "none")
         self.folder = PredictFolder(settings_class, runner, folder, values)
         self.settings = self.folder.settings
 
@@ -352,3 +368,21 @@ class FolderPredictor(object):
             return predictor.predict(*inputs)
         finally:
             predictor.close()
+
+
+def one_at_a_time(method):
+    """A FolderPredictor method whose calls on one predictor run one after another (a
+    lock of the predictor's own): calls from several threads each get their own results,
+    never another call's (they would share the record file and the model's state)."""
+    @functools.wraps(method)
+    def serialized(self, *args, **kwargs):
+        with self._lock:  # pylint: disable=protected-access
+            return method(self, *args, **kwargs)
+    return serialized
+
+
+def check_batch_size(batch_size):
+    """ValueError (one line naming the argument) unless `batch_size` is an int >= 1."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or (
+            batch_size < 1):
+        raise ValueError("batch_size=%r: expected an integer >= 1" % (batch_size,))

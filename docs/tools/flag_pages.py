@@ -32,6 +32,7 @@ SCRIPTS = {
     "export_saved_model": ("serving.md", "Serve it"),
     "convert_tf1_checkpoint": ("checkpoints.md", "Checkpoints"),
     "convert_hf_checkpoint": ("huggingface.md", "HuggingFace and vocabularies"),
+    "convert_keras_hub": ("keras-hub.md", "keras-hub presets"),
     "create_vocab": ("huggingface.md", "HuggingFace and vocabularies"),
 }
 _DEFINE = re.compile(r"flags\.DEFINE_\w+\(\s*[\"'](\w+)[\"']")

@@ -1,0 +1,508 @@
+"""keras-hub BERT presets <-> our model folders, both ways (convert_keras_hub.py's work).
+
+To keras-hub (`export_to_keras_hub`): a model folder of ours (a run's --output_dir or its
+best/, a converted model, a Google TF1 release, a run_pretraining checkpoint) becomes a
+folder that keras_hub's `from_preset` reads: an encoder as `BertBackbone`, a classifier
+as `BertTextClassifier` (softmax / sigmoid / no activation for single-label, multi-label,
+regression), a pretraining checkpoint as `BertMaskedLM`. keras-hub writes the files
+itself (`save_to_preset`), so they are the files it reads; our `label_list.txt` and
+`classifier_task.json` go beside them.
+
+From keras-hub (`import_from_keras_hub`): a preset folder a `save_to_preset` wrote (a
+backbone, a text classifier or a masked LM) becomes bert_model.ckpt (TF1 names),
+bert_config.json and vocab.txt, as convert_hf_checkpoint.py --direction=from_hf writes.
+
+keras-hub and Keras 3 are imported only inside these functions: the rest of bert-tf2
+(tf_keras, Keras 2) never loads them. Every weight is moved as it is, only reshaped
+(keras-hub's attention kernels are [hidden, heads, head size]); the one transpose is a
+classifier's output layer, which TF1 stores as [labels, hidden].
+
+What keras-hub's BERT fixes and we check: its encoder uses the tanh GELU and LayerNorm
+epsilon 1e-12 (the reference's `"gelu"`); a model with another activation or epsilon
+(`"gelu_exact"` after a HuggingFace conversion) is refused. Its masked-LM head uses the
+exact erf GELU and epsilon 1e-5, which it does not let a preset change: the masked-LM
+logits differ from ours (logged, measured in docs/keras-hub.md); the next-sentence head
+has no place in BertMaskedLM and is left out.
+"""
+import json
+import os
+import shutil
+import tempfile
+import types
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+import modeling
+from bert_tf2 import fileutil
+from bert_tf2.base.json_files import read_json_object
+from bert_tf2.convert import huggingface
+from bert_tf2.tasks import classifier_tasks
+from bert_tf2.tasks import long_text
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import model_folder
+
+EXTRA_HINT = "pip install 'bert-tf2[keras-hub]'"
+
+# Our head (huggingface.head_of) -> the keras-hub class its preset loads as.
+KERAS_HUB_CLASSES = {"encoder": "BertBackbone", "classifier": "BertTextClassifier",
+                     "pretraining": "BertMaskedLM"}
+
+# The TF1 scopes inside bert/encoder/layer_N (the names huggingface.expected_shapes lists)
+# -> the attribute path of that part in keras-hub's TransformerEncoder.
+_ENCODER_LAYER_PARTS = {
+    "attention/self/query": "_self_attention_layer._query_dense",
+    "attention/self/key": "_self_attention_layer._key_dense",
+    "attention/self/value": "_self_attention_layer._value_dense",
+    "attention/output/dense": "_self_attention_layer._output_dense",
+    "attention/output/LayerNorm": "_self_attention_layer_norm",
+    "intermediate/dense": "_feedforward_intermediate_dense",
+    "output/dense": "_feedforward_output_dense",
+    "output/LayerNorm": "_feedforward_layer_norm",
+}
+# TF1 names outside the layers -> (keras-hub layer of the backbone, its weight).
+_BACKBONE_WEIGHTS = {
+    "bert/embeddings/word_embeddings": ("token_embedding", "embeddings"),
+    "bert/embeddings/position_embeddings": ("position_embedding", "position_embeddings"),
+    "bert/embeddings/token_type_embeddings": ("segment_embedding", "embeddings"),
+    "bert/embeddings/LayerNorm/gamma": ("embeddings_layer_norm", "gamma"),
+    "bert/embeddings/LayerNorm/beta": ("embeddings_layer_norm", "beta"),
+    "bert/pooler/dense/kernel": ("pooled_dense", "kernel"),
+    "bert/pooler/dense/bias": ("pooled_dense", "bias"),
+}
+# TF1 name of a head -> (attribute path in the keras-hub task, its weight).
+_HEAD_WEIGHTS = {
+    "classifier": {"output_weights": ("output_dense", "kernel"),
+                   "output_bias": ("output_dense", "bias")},
+    "pretraining": {
+        "cls/predictions/transform/dense/kernel": ("masked_lm_head._intermediate_dense",
+                                                   "kernel"),
+        "cls/predictions/transform/dense/bias": ("masked_lm_head._intermediate_dense", "bias"),
+        "cls/predictions/transform/LayerNorm/gamma": (
+            "masked_lm_head._intermediate_layer_norm", "gamma"),
+        "cls/predictions/transform/LayerNorm/beta": (
+            "masked_lm_head._intermediate_layer_norm", "beta"),
+        "cls/predictions/output_bias": ("masked_lm_head", "_bias"),
+    },
+    "encoder": {},
+}
+# Stored [units, hidden] in TF1, [hidden, units] in Keras.
+_TRANSPOSED = ("output_weights",)
+
+# Files of ours a classifier's preset carries beside keras-hub's (and gives back).
+_CLASSIFIER_FILES = (fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE)
+
+_PRESET_TOOL = "convert_keras_hub --direction=to_keras_hub"
+_PRESET_OUTPUTS = ("config.json", "model.weights.h5", "task.json", "task.weights.h5",
+                   "tokenizer.json", "preprocessor.json", "metadata.json", "assets/*",
+                   fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE)
+_FOLDER_TOOL = "convert_keras_hub --direction=from_keras_hub"
+_FOLDER_OUTPUTS = ("bert_model.ckpt.*", "checkpoint", "bert_config.json", "vocab.txt",
+                   fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE)
+
+
+def import_keras_hub():
+    """The keras_hub module; a ValueError naming the extra when it is not installed."""
+    try:
+        import keras_hub  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ValueError("convert_keras_hub.py needs keras-hub (%s): %s"
+                         % (EXTRA_HINT, e)) from None
+    return keras_hub
+
+
+def _attribute(obj, path):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def weight_table(task, head, num_layers):
+    """{TF1 name: the keras-hub variable holding it} of a keras-hub BERT model.
+
+    `task` is the BertBackbone itself (head "encoder") or the task model around it.
+    """
+    backbone = task if head == "encoder" else task.backbone
+    table = {}
+    for name, (layer, weight) in _BACKBONE_WEIGHTS.items():
+        table[name] = getattr(backbone.get_layer(layer), weight)
+    for n in range(num_layers):
+        encoder_layer = backbone.get_layer("transformer_layer_%d" % n)
+        for scope, path in _ENCODER_LAYER_PARTS.items():
+            part = _attribute(encoder_layer, path)
+            for weight in (("gamma", "beta") if scope.endswith("LayerNorm")
+                           else ("kernel", "bias")):
+                table["bert/encoder/layer_%d/%s/%s" % (n, scope, weight)] = getattr(part,
+                                                                                    weight)
+    for name, (path, weight) in _HEAD_WEIGHTS[head].items():
+        table[name] = getattr(_attribute(task, path), weight)
+    return table
+
+
+def tf1_names(config, head):
+    """Every TF1 name a `head` model of bert_config.json dict `config` moves, in order:
+    huggingface.expected_shapes' encoder names, the pooler's, then the head's."""
+    names = list(huggingface.expected_shapes(config))
+    names += [name for name in _BACKBONE_WEIGHTS if name not in names]
+    return names + list(_HEAD_WEIGHTS[head])
+
+
+def _to_keras(name, value, variable):
+    value = np.asarray(value, np.float32)
+    if name in _TRANSPOSED:
+        value = value.T
+    return value.reshape(tuple(variable.shape))
+
+
+def _from_keras(name, variable, shape):
+    value = np.asarray(variable.numpy(), np.float32)
+    if name in _TRANSPOSED:
+        return np.ascontiguousarray(value.T)
+    return value.reshape(shape)
+
+
+# ---------------------------------------------------------------------------
+# Ours -> keras-hub
+# ---------------------------------------------------------------------------
+
+class PresetExport(object):
+    """What export_to_keras_hub writes, resolved and checked before anything is written.
+
+    head, config (bert_config.json), tensors ({TF1 name: array}), vocab (tokens),
+    do_lower_case, max_seq_length, labels (a classifier's, None for regression),
+    activation (a classifier's output activation), files ({name: path} of ours to copy),
+    notes (one line each: what keras-hub does differently).
+    """
+
+    def __init__(self, init_checkpoint):
+        contents = checkpoints.CheckpointContents(init_checkpoint, "--init_checkpoint")
+        found, _ = model_folder.read(init_checkpoint)
+        for key, name in (("bert_config_file", "bert_config.json"), ("vocab_file", "vocab.txt")):
+            if key not in found:
+                raise ValueError("--init_checkpoint=%s has no %s beside it (a model folder "
+                                 "holds bert_config.json and vocab.txt)" % (init_checkpoint, name))
+        self.config = read_json_object(found["bert_config_file"])
+        names = contents.model_names()
+        self.head = huggingface.head_of(names)
+        if any(name.startswith("bilstm_") for name in names):
+            self.head = "feature-based tagger"
+        if self.head not in KERAS_HUB_CLASSES:
+            raise ValueError("--init_checkpoint=%s holds a %s head, which keras-hub has no BERT "
+                             "class for (it has BertBackbone, BertTextClassifier and "
+                             "BertMaskedLM): serve it with export_saved_model.py"
+                             % (init_checkpoint, self.head))
+        self._check_numerics(found["bert_config_file"])
+        self.notes = []
+        self.labels, self.activation, self.files = None, None, {}
+        if self.head == "classifier":
+            self._classifier(found, init_checkpoint)
+        if self.head == "pretraining":
+            self.notes.append("keras-hub's BertMaskedLM computes its masked-LM transform with "
+                              "the exact erf GELU and LayerNorm epsilon 1e-5 (ours: tanh GELU, "
+                              "1e-12) and has no next-sentence head: its logits differ slightly "
+                              "from ours and cls/seq_relationship is not written")
+        self.vocab = huggingface.read_vocab_tokens(found["vocab_file"])
+        self.do_lower_case = found.get("do_lower_case")
+        if self.do_lower_case is None:
+            self.do_lower_case = True
+            self.notes.append("the folder does not say its casing: lower-casing (the "
+                              "reference's --do_lower_case default)")
+        self.max_seq_length = int(found.get("max_seq_length")
+                                  or self.config["max_position_embeddings"])
+        self.tensors = self._tensors(contents)
+
+    def _check_numerics(self, config_path):
+        act = self.config.get("hidden_act", "gelu")
+        eps = float(self.config.get("layer_norm_eps", 1e-12))
+        if act != "gelu":
+            raise ValueError("%s: hidden_act %r: keras-hub's BertBackbone always uses the tanh "
+                             "GELU (our \"gelu\"), so its outputs would differ from this "
+                             "model's; not written" % (config_path, act))
+        if eps != 1e-12:
+            raise ValueError("%s: layer_norm_eps %r: keras-hub's BertBackbone always uses "
+                             "1e-12; not written" % (config_path, eps))
+
+    def _classifier(self, found, init_checkpoint):
+        task = types.SimpleNamespace(task_name=found.get("task_name"), labels_file=None,
+                                     xnli_language=found.get("xnli_language") or "zh",
+                                     init_checkpoint=init_checkpoint,
+                                     threshold=found.get("threshold", 0.5))
+        labels, multilabel = classifier_tasks.export_task(task)
+        mode = long_text.read_settings(checkpoints.file_beside(
+            init_checkpoint, long_text.SETTINGS_FILE)).get("mode", "truncate")
+        if mode == "windows":
+            raise ValueError("--init_checkpoint=%s was trained with --long_text=windows (one "
+                             "prediction pooled over a text's windows), which keras-hub's "
+                             "BertTextClassifier cannot express: serve it with "
+                             "export_saved_model.py" % init_checkpoint)
+        if mode == "head_tail":
+            self.notes.append("--long_text=head_tail: keras-hub's preprocessor cuts the end "
+                              "of a long text instead of keeping its head and tail")
+        if labels == [None]:
+            self.labels, self.activation = None, None
+        else:
+            self.labels = labels
+            self.activation = "sigmoid" if multilabel else "softmax"
+            if multilabel:
+                self.notes.append("multi-label: the preset gives sigmoid scores; a label "
+                                  "applies where its score is >= %s" % task.threshold)
+        for name in _CLASSIFIER_FILES:
+            path = checkpoints.file_beside(init_checkpoint, name)
+            if path:
+                self.files[name] = path
+
+    def _tensors(self, contents):
+        shapes = dict(huggingface.expected_shapes(self.config))
+        held = set(contents.model_names())
+        out = {}
+        for name in tf1_names(self.config, self.head):
+            if name not in held:
+                raise ValueError("checkpoint %s lacks %s, a weight of keras-hub's %s"
+                                 % (contents.path, name, KERAS_HUB_CLASSES[self.head]))
+            value = np.asarray(contents.get(name), np.float32)
+            if name in shapes and list(value.shape) != list(shapes[name]):
+                raise ValueError("checkpoint %s: %s has shape %s, bert_config.json says %s"
+                                 % (contents.path, name, list(value.shape), shapes[name]))
+            out[name] = value
+        if self.labels is not None and out["output_weights"].shape[0] != len(self.labels):
+            raise ValueError("checkpoint %s: output_weights has %d rows but the model's label "
+                             "list has %d labels" % (contents.path,
+                                                     out["output_weights"].shape[0],
+                                                     len(self.labels)))
+        return out
+
+    def num_classes(self):
+        return int(self.tensors["output_weights"].shape[0])
+
+
+def backbone_config(config):
+    """bert_config.json dict -> BertBackbone's constructor arguments."""
+    return {"vocabulary_size": int(config["vocab_size"]),
+            "num_layers": int(config["num_hidden_layers"]),
+            "num_heads": int(config["num_attention_heads"]),
+            "hidden_dim": int(config["hidden_size"]),
+            "intermediate_dim": int(config["intermediate_size"]),
+            "dropout": float(config.get("hidden_dropout_prob", 0.1)),
+            "max_sequence_length": int(config["max_position_embeddings"]),
+            "num_segments": int(config["type_vocab_size"])}
+
+
+def build_keras_hub_model(export):
+    """The keras-hub model of a PresetExport, its weights set from ours."""
+    keras_hub = import_keras_hub()
+    models = keras_hub.models
+    backbone = models.BertBackbone(**backbone_config(export.config))
+    # The reference strips accents exactly when it lower-cases; keras-hub's WordPiece
+    # tokenizer keeps them unless told (strip_accents is saved in tokenizer.json).
+    tokenizer = models.BertTokenizer(vocabulary=list(export.vocab),
+                                     lowercase=bool(export.do_lower_case),
+                                     strip_accents=bool(export.do_lower_case))
+    if export.head == "classifier":
+        preprocessor = models.BertTextClassifierPreprocessor(
+            tokenizer, sequence_length=export.max_seq_length)
+        model = models.BertTextClassifier(backbone, export.num_classes(),
+                                          preprocessor=preprocessor,
+                                          activation=export.activation)
+    elif export.head == "pretraining":
+        preprocessor = models.BertMaskedLMPreprocessor(
+            tokenizer, sequence_length=export.max_seq_length)
+        model = models.BertMaskedLM(backbone, preprocessor=preprocessor)
+    else:
+        model = backbone
+    table = weight_table(model, export.head, int(export.config["num_hidden_layers"]))
+    for name, variable in table.items():
+        variable.assign(_to_keras(name, export.tensors[name], variable))
+    return model, tokenizer
+
+
+def export_to_keras_hub(init_checkpoint, output_dir):
+    """Writes the model folder `init_checkpoint` as a keras-hub preset in `output_dir`.
+
+    Everything is resolved and checked first; keras-hub's save_to_preset writes the
+    preset aside and it is moved in. `output_dir` must be new or a folder this export
+    wrote before. Returns {file name: path} of the files written.
+    """
+    export = PresetExport(init_checkpoint)
+    _refuse_other_files(output_dir, _PRESET_OUTPUTS, "keras-hub export")
+    for note in export.notes:
+        logging.warning("%s", note)
+    model, tokenizer = build_keras_hub_model(export)
+    scratch = tempfile.mkdtemp(prefix="bert_tf2_keras_hub_")
+    try:
+        if export.head == "encoder":
+            model.save_to_preset(scratch)
+            tokenizer.save_to_preset(scratch)
+        else:
+            model.save_to_preset(scratch)
+        for name, path in export.files.items():
+            tf.io.gfile.copy(path, os.path.join(scratch, name), overwrite=True)
+        outputs = _move_in(scratch, output_dir, _PRESET_TOOL, _PRESET_OUTPUTS)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    logging.info("Wrote a keras-hub %s preset (%s) to %s", KERAS_HUB_CLASSES[export.head],
+                 export.head, output_dir)
+    return outputs
+
+
+def _files_of(folder):
+    out = []
+    for root, _, files in os.walk(folder):
+        out += [os.path.relpath(os.path.join(root, name), folder) for name in files]
+    return sorted(out)
+
+
+def _move_in(scratch, output_dir, tool, patterns):
+    """Copies every file of `scratch` into `output_dir` (the weights last); {name: path}."""
+    written = _files_of(scratch)
+    with fileutil.owned_outputs(output_dir, tool, patterns):
+        outputs = {}
+        for name in sorted(written, key=lambda n: (n.endswith(".h5") or ".ckpt." in n, n)):
+            target = os.path.join(output_dir, name)
+            tf.io.gfile.makedirs(os.path.dirname(target))
+            tf.io.gfile.copy(os.path.join(scratch, name), target, overwrite=True)
+            outputs[name] = target
+    return outputs
+
+
+def _refuse_other_files(output_dir, patterns, what):
+    """A ValueError when `output_dir` holds anything the conversion does not write."""
+    if not tf.io.gfile.isdir(output_dir):
+        return
+    ours = {pattern.split("/")[0] for pattern in patterns} | {fileutil.OUTPUTS_RECORD}
+    other = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(output_dir)
+                   if name.rstrip("/") not in ours and not name.startswith("bert_model.ckpt."))
+    if other:
+        raise ValueError("--output_dir=%s holds %s, which the %s does not write: choose a "
+                         "new or empty folder (nothing there is changed)"
+                         % (output_dir, ", ".join(other[:3]) + (", ..." if len(other) > 3
+                                                               else ""), what))
+
+
+# ---------------------------------------------------------------------------
+# keras-hub -> ours
+# ---------------------------------------------------------------------------
+
+def _preset_json(preset_dir, name, required=True):
+    path = os.path.join(preset_dir, name)
+    if not tf.io.gfile.exists(path):
+        if required:
+            raise ValueError("--preset_dir=%s has no %s (a keras-hub preset folder holds "
+                             "config.json, model.weights.h5 and tokenizer.json)"
+                             % (preset_dir, name))
+        return None
+    return read_json_object(path)
+
+
+def _class_name(record, path):
+    name = record.get("class_name") if isinstance(record, dict) else None
+    if not isinstance(name, str):
+        raise ValueError("%s: no class_name" % path)
+    return name
+
+
+def read_preset(preset_dir):
+    """(head, bert_config.json dict, vocab tokens, lowercase) of a keras-hub BERT preset;
+    a ValueError naming the file for anything else."""
+    if not tf.io.gfile.isdir(preset_dir):
+        raise ValueError("--preset_dir=%s is not a directory" % preset_dir)
+    config_path = os.path.join(preset_dir, "config.json")
+    record = _preset_json(preset_dir, "config.json")
+    if _class_name(record, config_path) != "BertBackbone":
+        raise ValueError("%s: class_name %r; only keras-hub's BertBackbone (a BERT preset) is "
+                         "converted" % (config_path, record.get("class_name")))
+    task = _preset_json(preset_dir, "task.json", required=False)
+    head = "encoder"
+    if task is not None:
+        task_class = _class_name(task, os.path.join(preset_dir, "task.json"))
+        heads = {cls: head for head, cls in KERAS_HUB_CLASSES.items()}
+        if task_class not in heads or task_class == "BertBackbone":
+            raise ValueError("%s: class_name %r has no model of ours (converted: %s)"
+                             % (os.path.join(preset_dir, "task.json"), task_class,
+                                ", ".join(sorted(KERAS_HUB_CLASSES.values()))))
+        head = heads[task_class]
+    values = record.get("config") or {}
+    try:
+        config = {"vocab_size": int(values["vocabulary_size"]),
+                  "hidden_size": int(values["hidden_dim"]),
+                  "num_hidden_layers": int(values["num_layers"]),
+                  "num_attention_heads": int(values["num_heads"]),
+                  "intermediate_size": int(values["intermediate_dim"]),
+                  "hidden_act": "gelu",
+                  "hidden_dropout_prob": float(values.get("dropout", 0.1)),
+                  "attention_probs_dropout_prob": float(values.get("dropout", 0.1)),
+                  "max_position_embeddings": int(values["max_sequence_length"]),
+                  "type_vocab_size": int(values.get("num_segments", 2)),
+                  "initializer_range": 0.02,
+                  "layer_norm_eps": 1e-12}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError("%s: the BertBackbone config lacks or mistypes %s"
+                         % (config_path, e)) from None
+    try:
+        modeling.BertConfig.from_dict(config).validate()
+    except ValueError as e:
+        raise ValueError("%s: %s" % (config_path, e)) from None
+    vocab_path = os.path.join(preset_dir, "assets", "tokenizer", "vocabulary.txt")
+    if not tf.io.gfile.exists(vocab_path):
+        raise ValueError("%s not found: the preset's WordPiece vocabulary" % vocab_path)
+    tokenizer = _preset_json(preset_dir, "tokenizer.json", required=False) or {}
+    lowercase = (tokenizer.get("config") or {}).get("lowercase")
+    return head, config, huggingface.read_vocab_tokens(vocab_path), lowercase
+
+
+def load_preset_tensors(preset_dir, head, config):
+    """{TF1 name: float32 array} of the preset's weights, loaded by keras-hub."""
+    keras_hub = import_keras_hub()
+    if head == "encoder":
+        model = keras_hub.models.BertBackbone.from_preset(preset_dir)
+    else:
+        cls = getattr(keras_hub.models, KERAS_HUB_CLASSES[head])
+        model = cls.from_preset(preset_dir, preprocessor=None)
+    table = weight_table(model, head, config["num_hidden_layers"])
+    shapes = dict(huggingface.expected_shapes(config))
+    h = config["hidden_size"]
+    shapes.update({"bert/pooler/dense/kernel": [h, h], "bert/pooler/dense/bias": [h]})
+    out = {}
+    for name, variable in table.items():
+        shape = shapes.get(name, [int(d) for d in variable.shape])
+        if name in _TRANSPOSED:
+            shape = shape[::-1]
+        out[name] = _from_keras(name, variable, shape)
+    return out
+
+
+def import_from_keras_hub(preset_dir, output_dir):
+    """Converts the keras-hub preset `preset_dir` into a model folder of ours in
+    `output_dir`; returns {"checkpoint", "config", "vocab", and "labels"/"task" when
+    the preset carries them}."""
+    head, config, vocab, lowercase = read_preset(preset_dir)
+    if len(vocab) != config["vocab_size"]:
+        logging.warning("%s: %d tokens for vocabulary_size %d", preset_dir, len(vocab),
+                        config["vocab_size"])
+    tensors = load_preset_tensors(preset_dir, head, config)
+    if lowercase is not None:
+        logging.info("the preset's tokenizer lowercases: %s; pass --do_lower_case=%s to "
+                     "the BERT tools", lowercase, lowercase)
+    scratch = tempfile.mkdtemp(prefix="bert_tf2_keras_hub_")
+    try:
+        with open(os.path.join(scratch, "bert_config.json"), "w", encoding="utf-8") as f:
+            f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        with open(os.path.join(scratch, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(token + "\n" for token in vocab))
+        checkpoints.write_tf1_checkpoint(tensors, os.path.join(scratch, "bert_model.ckpt"))
+        for name in _CLASSIFIER_FILES:
+            path = os.path.join(preset_dir, name)
+            if head == "classifier" and tf.io.gfile.exists(path):
+                tf.io.gfile.copy(path, os.path.join(scratch, name), overwrite=True)
+        _refuse_other_files(output_dir, _FOLDER_OUTPUTS, "keras-hub import")
+        written = _move_in(scratch, output_dir, _FOLDER_TOOL, _FOLDER_OUTPUTS)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    outputs = {"checkpoint": os.path.join(output_dir, "bert_model.ckpt"),
+               "config": written["bert_config.json"], "vocab": written["vocab.txt"]}
+    for key, name in (("labels", fileutil.LABEL_LIST_FILE), ("task", classifier_tasks.TASK_FILE)):
+        if name in written:
+            outputs[key] = written[name]
+    logging.info("Wrote %s (%s, %d tensors) to %s", outputs["checkpoint"], head, len(tensors),
+                 output_dir)
+    return outputs

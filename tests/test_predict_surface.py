@@ -1,0 +1,298 @@
+"""predict() / Predictor from Python: the shapes users hold (lists, tuples, pandas Series
+and DataFrames, numpy arrays), one line for any other, one Predictor shared by threads,
+no progress display unless asked; and the ranges of the settings, checked when a
+Settings is made (and on the command line) before any folder exists."""
+import math
+import tempfile
+import threading
+
+import numpy as np
+import pytest
+
+import run_classifier as rc
+import run_ner
+from bert_tf2 import flags_common
+from conftest import HANG_GUARD_SECONDS
+from test_in_memory import _rows, _sentences, _settings, _tiny_model
+from test_ner_data import IOB2, VOCAB as NER_VOCAB
+from test_training import absl_records  # noqa: F401  pylint: disable=unused-import
+
+try:
+    import pandas as pd
+except ImportError:  # pandas is optional: its shapes are not tested then
+    pd = None
+needs_pandas = pytest.mark.skipif(pd is None, reason="pandas is not installed")
+
+
+def _frame(columns):
+    """A DataFrame of `columns` made when a test runs (a table's entry stays plain)."""
+    return lambda: pd.DataFrame(columns)
+
+
+def _made(value):
+    """`value`, or what it makes (a _frame), the test skipped without pandas."""
+    if callable(value):
+        if pd is None:
+            pytest.skip("pandas is not installed")
+        return value()
+    return value
+
+# The classifier is trained on pairs from the columns "review" and "extra".
+_COLUMNS = dict(text_a_column="review", text_b_column="extra")
+
+
+def _pairs(count, offset):
+    """(reviews, extras) of `count` rows of test_in_memory's texts."""
+    rows = _rows(count, offset, labels=False)
+    return [r["text"] for r in rows], [rows[(i + 1) % count]["text"] for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predict_surface")
+    texts, extras = _pairs(12, 0)
+    train = [{"review": t, "extra": e, "label": r["label"]}
+             for t, e, r in zip(texts, extras, _rows(12, 0))]
+    out = root / "classifier"
+    rc.run(_settings(root, {"train": train}, out, do_train=True, **_COLUMNS))
+    predictor = rc.Predictor(str(out), batch_size=3)
+    yield {"folder": str(out), "predictor": predictor}
+    predictor.close()
+
+
+@pytest.fixture(scope="module")
+def tagger(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predict_surface_ner")
+    out = root / "ner"
+    run_ner.run(run_ner.Settings(
+        data_dir={"train": _sentences(IOB2)}, output_dir=str(out), do_train=True,
+        num_train_epochs=2.0, max_seq_length=16, doc_stride=8, train_batch_size=2,
+        learning_rate=3e-3, seed=1, **_tiny_model(root, NER_VOCAB)))
+    predictor = run_ner.Predictor(str(out), batch_size=2)
+    yield {"folder": str(out), "predictor": predictor}
+    predictor.close()
+
+
+# ---------------------------------------------------------------------------
+# The shapes users hold: the same predictions as the list
+# ---------------------------------------------------------------------------
+
+@needs_pandas
+def test_the_classifier_reads_frames_series_tuples_and_arrays(classifier):
+    predictor = classifier["predictor"]
+    texts, extras = _pairs(7, 3)
+    expected = predictor.predict(texts, extras)
+    assert len(expected) == 7
+    labels = ["pos"] * 7
+    shapes = {
+        "the folder's columns": (pd.DataFrame({"review": texts, "extra": extras,
+                                               "label": labels}),),
+        "text_a / text_b": (pd.DataFrame({"text_b": extras, "text_a": texts}),),
+        "Series": (pd.Series(texts), pd.Series(extras, index=range(10, 17))),
+        "tuple": (tuple(texts), tuple(extras)),
+        "numpy": (np.array(texts), np.array(extras, dtype=object)),
+        "generator": ((t for t in texts), iter(extras)),
+        "a frame's columns": (pd.DataFrame({"review": texts})["review"],
+                              pd.DataFrame({"extra": extras})["extra"]),
+    }
+    for name, arguments in shapes.items():
+        assert predictor.predict(*arguments) == expected, name
+    frame = pd.DataFrame({"review": texts[:3], "extra": extras[:3]})
+    assert rc.predict(classifier["folder"], frame, batch_size=3) == expected[:3]
+    # A frame of one column is the texts: this model reads pairs.
+    with pytest.raises(ValueError, match=r"^the model of .* was trained on pairs "
+                                         r"\(--text_b_column=extra\): pass texts_b$"):
+        predictor.predict(pd.DataFrame({"review": texts}))
+
+
+@pytest.mark.parametrize("texts, texts_b, message", [
+    ({"review": ["good"]}, None, r"^texts is a dict; expected a list \(or tuple\) of str, a "
+                                 r"pandas Series or DataFrame, or a numpy array of str$"),
+    ({"good", "bad"}, ["x", "y"], r"^texts is a set; .* \(a set has no order: the answers "
+                                  r"could not follow the inputs\)$"),
+    (None, None, r"^texts is None; expected a list \(or tuple\) of str"),
+    (3, None, r"^texts is an int; expected a list"),
+    (["good"], 7, r"^texts_b is an int; expected a list"),
+    (["good"], _frame({"extra": ["x"]}),
+     r"^texts_b is a DataFrame; expected a list \(or tuple\) of str, a pandas Series \(one "
+     r"column of a frame\) or a numpy array of str$"),
+    (_frame({"review": ["good"], "extra": ["x"]}), ["x"],
+     r"^texts_b is given beside the DataFrame texts; give it as a column of the frame$"),
+    (_frame({"text": ["good"], "label": ["pos"]}), None,
+     r"^texts is a DataFrame with the columns 'text', 'label'; expected the column 'review' "
+     r"\(and 'extra'\), or the column 'text_a' \(and 'text_b'\), or a frame of one column$"),
+])
+def test_the_classifier_refuses_other_shapes_in_one_line(classifier, texts, texts_b, message):
+    with pytest.raises(ValueError, match=message) as refused:
+        classifier["predictor"].predict(_made(texts), _made(texts_b))
+    assert "\n" not in str(refused.value)
+
+
+@needs_pandas
+def test_the_tagger_reads_frames_series_tuples_and_arrays(tagger):
+    predictor = tagger["predictor"]
+    words = [[w for w, _ in s] for s in _sentences(IOB2)]
+    expected = predictor.predict(words)
+    arrays = [np.array(s) for s in words]
+    shapes = {
+        "one column": pd.DataFrame({"sentence": arrays}),
+        "tokens": pd.DataFrame({"id": range(len(words)), "tokens": arrays}),
+        "Series": pd.Series(arrays),
+        "tuple": tuple(tuple(s) for s in words),
+        "strings": np.array([" ".join(s) for s in words]),
+    }
+    for name, sentences in shapes.items():
+        assert predictor.predict(sentences) == expected, name
+    with pytest.raises(ValueError, match=r"^sentences is a str; expected a list of sentences"):
+        predictor.predict("John lives")  # one sentence or a list of words? Said instead.
+
+
+@pytest.mark.parametrize("sentences, message", [
+    ({"John": "B-PER"}, r"^sentences is a dict; expected a list \(or tuple\) of sentences"),
+    ({"John lives"}, r"^sentences is a set; .*a set has no order"),
+    (None, r"^sentences is None; expected a list"),
+    (5, r"^sentences is an int; expected a list"),
+    (_frame({"a": ["x"], "b": ["y"]}),
+     r"^sentences is a DataFrame with the columns 'a', 'b'; expected the column 'tokens', "
+     r"or a frame of one column$"),
+])
+def test_the_tagger_refuses_other_shapes_in_one_line(tagger, sentences, message):
+    with pytest.raises(ValueError, match=message) as refused:
+        tagger["predictor"].predict(_made(sentences))
+    assert "\n" not in str(refused.value)
+
+
+@needs_pandas
+def test_pandas_is_told_by_its_type_never_imported():
+    from bert_tf2.tasks import predict_inputs  # pylint: disable=import-outside-toplevel
+    # A DataFrame's iteration yields its column names: it is never taken as a list.
+    assert predict_inputs.is_frame(pd.DataFrame({"review": ["a"]}))
+    assert not predict_inputs.is_frame(pd.Series(["a"])) and not predict_inputs.is_frame([])
+    source = open(predict_inputs.__file__, encoding="utf-8").read()
+    assert "import pandas" not in source
+
+
+# ---------------------------------------------------------------------------
+# One Predictor, many threads
+# ---------------------------------------------------------------------------
+
+def _threads_get_their_own(predict, lists):
+    """Calls predict(lists[i % 2]) from 6 threads at once; each result is what a call of
+    that list alone gives."""
+    alone = [predict(items) for items in lists]
+    results, start = {}, threading.Barrier(6)
+
+    def call(index):
+        start.wait(HANG_GUARD_SECONDS)
+        try:
+            results[index] = predict(lists[index % 2])
+        except Exception as error:  # pylint: disable=broad-except
+            results[index] = error
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_GUARD_SECONDS)
+    assert {i: results.get(i) for i in range(6)} == {i: alone[i % 2] for i in range(6)}
+
+
+def test_one_classifier_predictor_serves_threads(classifier):
+    first, second = _pairs(20, 1), _pairs(13, 4)
+    _threads_get_their_own(lambda pair: classifier["predictor"].predict(*pair),
+                           [first, second])
+
+
+def test_one_tagger_serves_threads(tagger):
+    words = [[w for w, _ in s] for s in _sentences(IOB2)]
+    _threads_get_their_own(tagger["predictor"].predict,
+                           [words * 4, list(reversed(words)) * 3])
+
+
+# ---------------------------------------------------------------------------
+# Arguments: checked before anything is made; no progress display unless asked
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch_size", [0, -1, True, 2.5, "8"])
+def test_a_bad_batch_size_is_one_line_and_makes_no_folder(classifier, tmp_path, monkeypatch,
+                                                          batch_size):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    texts, extras = _pairs(2, 0)
+    with pytest.raises(ValueError, match=r"^batch_size=%s: expected an integer >= 1$"
+                       % repr(batch_size).replace(".", r"\.")):
+        rc.predict(classifier["folder"], texts, extras, batch_size=batch_size)
+    with pytest.raises(ValueError, match=r"^batch_size="):
+        run_ner.Predictor(str(tmp_path / "never_read"), batch_size=batch_size)
+    assert list(tmp_path.iterdir()) == []  # no temporary folder made
+
+
+def test_a_predictor_shows_no_progress_unless_asked(classifier, capfd):
+    texts, extras = _pairs(4, 2)
+    capfd.readouterr()
+    classifier["predictor"].predict(texts, extras)
+    assert "predict" not in capfd.readouterr().err
+    shown = rc.Predictor(classifier["folder"], batch_size=2, progress="lines")
+    try:
+        shown.predict(texts, extras)
+    finally:
+        shown.close()
+    assert "predict  batch 2/2" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(num_train_epochs=math.inf), r"^num_train_epochs=inf must be a finite number > 0$"),
+    (dict(num_train_epochs=math.nan), r"^num_train_epochs=nan is not a number$"),
+    (dict(num_train_epochs="inf"), r"^num_train_epochs=inf must be a finite number > 0$"),
+    (dict(num_train_epochs=0.0), r"^num_train_epochs=0\.0 must be > 0$"),
+    (dict(num_train_epochs=-1), r"^num_train_epochs=-1\.0 must be > 0$"),
+    (dict(learning_rate=-1e-5), r"^learning_rate=-1e-05 must be >= 0$"),
+    (dict(learning_rate=math.inf), r"^learning_rate=inf must be a finite number >= 0$"),
+    (dict(warmup_proportion=-0.1), r"^warmup_proportion=-0\.1 must be >= 0$"),
+    (dict(warmup_proportion=math.nan), r"^warmup_proportion=nan is not a number$"),
+    (dict(train_batch_size=-3), r"^train_batch_size=-3 must be >= 1$"),
+    (dict(predict_batch_size=0), r"^predict_batch_size=0 must be >= 1$"),
+    (dict(num_accumulation_steps=0), r"^num_accumulation_steps=0 must be >= 1$"),
+    (dict(threshold=math.nan), r"^threshold=nan is not a number$"),
+])
+def test_a_setting_out_of_range_is_refused_when_made_and_on_the_command_line(
+        tmp_path, values, message):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=message):
+        rc.Settings(do_train=True, output_dir=str(out), **values)
+    made = rc.Settings(output_dir=str(out), do_train=True)
+    name, value = next(iter(values.items()))
+    with pytest.raises(ValueError, match=message):
+        setattr(made, name, value)
+    assert getattr(made, name) == rc.Settings().default(name) and not made.given(name)
+    flag = "--%s=%s" % (name, value)
+    with pytest.raises(ValueError, match=message.replace("^", "^--")):
+        flags_common.parse_flags(rc.define_flags, ["--do_train", "--output_dir=%s" % out,
+                                                   flag])
+    assert not out.exists()
+
+
+def test_what_the_reference_takes_is_taken(absl_records):  # noqa: F811  pylint: disable=redefined-outer-name
+    # A fraction of an epoch, a learning rate of 0, a warmup over 1 (warned), and without
+    # do_train the training settings are not read at all.
+    for values in (dict(do_train=True, num_train_epochs=0.5),
+                   dict(do_train=True, learning_rate=0.0),
+                   dict(do_train=False, num_train_epochs=0.0, learning_rate=math.nan,
+                        warmup_proportion=-1.0)):
+        rc.Settings(**values).check_common()
+    absl_records.clear()
+    rc.Settings(do_train=True, warmup_proportion=2.0).check_common()
+    assert [r.getMessage() for r in absl_records.records if "warmup" in r.getMessage()] == [
+        "--warmup_proportion=2.0 is over 1: the learning rate rises over every step and "
+        "never reaches --learning_rate (as in the reference)"]
+    fv = flags_common.parse_flags(rc.define_flags, ["--num_train_epochs=0", "--do_predict"])
+    assert fv.num_train_epochs == 0.0
+
+
+def test_a_training_run_of_infinite_epochs_leaves_no_folder(tmp_path):
+    out = tmp_path / "out"
+    texts, extras = _pairs(4, 0)
+    train = [{"review": t, "extra": e, "label": "pos"} for t, e in zip(texts, extras)]
+    with pytest.raises(ValueError, match="num_train_epochs=inf must be a finite number"):
+        rc.run(_settings(tmp_path, {"train": train}, out, do_train=True,
+                         num_train_epochs=math.inf, **_COLUMNS))
+    assert not out.exists()
