@@ -26,7 +26,6 @@ has no place in BertMaskedLM and is left out.
 """
 import json
 import os
-import shutil
 import tempfile
 import types
 
@@ -339,7 +338,7 @@ def export_to_keras_hub(init_checkpoint, output_dir):
             tf.io.gfile.copy(path, os.path.join(scratch, name), overwrite=True)
         outputs = _move_in(scratch, output_dir, _PRESET_TOOL, _PRESET_OUTPUTS)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        fileutil.remove(scratch)
     logging.info("Wrote a keras-hub %s preset (%s) to %s", KERAS_HUB_CLASSES[export.head],
                  export.head, output_dir)
     return outputs
@@ -497,7 +496,7 @@ def import_from_keras_hub(preset_dir, output_dir):
         _refuse_other_files(output_dir, _FOLDER_OUTPUTS, "keras-hub import")
         written = _move_in(scratch, output_dir, _FOLDER_TOOL, _FOLDER_OUTPUTS)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        fileutil.remove(scratch)
     outputs = {"checkpoint": os.path.join(output_dir, "bert_model.ckpt"),
                "config": written["bert_config.json"], "vocab": written["vocab.txt"]}
     for key, name in (("labels", fileutil.LABEL_LIST_FILE), ("task", classifier_tasks.TASK_FILE)):
