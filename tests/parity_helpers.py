@@ -452,6 +452,14 @@ class Tagger(Head):
         message = "a CoNLL file cannot hold a sentence without words"
         return {"empty": message, "whitespace": message}
 
+    def build(self):
+        """do_predict's answers; a text without words (which a CoNLL file cannot hold) has
+        nothing to tag: [] (the word rule of docs/ner.md, every door's answer)."""
+        reference = super().build()
+        for kind in self.refused_by_do_predict():
+            reference[kind] = [[] for _ in self.kinds[kind]]
+        return reference
+
     def train(self):
         import run_ner  # pylint: disable=import-outside-toplevel
         # Names every third word, and enough steps to learn them: a tagger that says "O"
