@@ -167,6 +167,13 @@ def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
     whose names match a rate of their own (optimization.keras_optimizer). `record`:
     the run's training_record.of(...) values, checked against output_dir's record.
     """
+    warmup = getattr(trainer, "warmup_proportion", None)
+    if num_train_steps and (num_warmup_steps > num_train_steps or (warmup or 0) > 1):
+        # The reference takes it too: a warning, and the run goes on.
+        logging.warning("--warmup_proportion=%s: the warmup (%d steps) is longer than the "
+                        "training (%d steps); the learning rate never reaches "
+                        "--learning_rate=%s", warmup, num_warmup_steps, num_train_steps,
+                        trainer.learning_rate)
     set_seed(trainer.seed)
     strategy = get_strategy(trainer)
     configure_precision(getattr(trainer, "dtype", None))
