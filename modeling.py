@@ -387,17 +387,24 @@ def reshape_from_matrix(output_tensor, orig_shape_list):
 
 def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     """(assignment_map, initialized_variable_names) for tf.train.init_from_checkpoint:
-    every variable of `tvars` whose name (without ":0") the checkpoint holds."""
+    every variable of `tvars` whose name (without ":0") the checkpoint holds.
+
+    A TF1 checkpoint holds the names themselves; a TF2 one of ours (model.ckpt-N of a
+    run_classifier output folder) holds them under object-based keys: the map then goes
+    from those keys to the names, so TensorFlow's own tf.compat.v1.train.init_from_checkpoint
+    (and bert_tf2.tf1's) loads it as a TF1 checkpoint would be loaded.
+    """
+    from bert_tf2.compat import fork_checkpoints  # pylint: disable=import-outside-toplevel
     names = collections.OrderedDict()
     for var in tvars:
         names[re.sub(r":\d+$", "", var.name)] = var
     assignment_map = collections.OrderedDict()
     initialized = {}
-    for ckpt_name, _ in tf.train.list_variables(init_checkpoint):
-        if ckpt_name in names:
-            assignment_map[ckpt_name] = ckpt_name
-            initialized[ckpt_name] = 1
-            initialized[ckpt_name + ":0"] = 1
+    for name, key in fork_checkpoints.stored_names(init_checkpoint):
+        if name in names:
+            assignment_map[key] = name
+            initialized[name] = 1
+            initialized[name + ":0"] = 1
     return assignment_map, initialized
 
 

@@ -444,6 +444,9 @@ def run_cli(define_flags, run, argv=None):
     stop the run the same way (exit codes 130 and 143), after the usual clean-up of
     temporary files; training's Ctrl-C line says where a rerun resumes. --help,
     --helpshort and --helpfull print the script's help and exit with status 0.
+    A stderr that takes no more text (`2>&1 | head -1`, `2>/dev/full`) stops nothing:
+    the progress display and the log handlers turn off (logs.stream_lost) and the run
+    trains, saves, evaluates and predicts as it would have, exit 0.
     """
     define_key_flags(define_flags, flags.FLAGS, sys.argv[0])
     help_flags_exit_zero()
@@ -462,6 +465,7 @@ def run_cli(define_flags, run, argv=None):
         # absl's app.run made the log INFO unless --verbosity was given: then it leaves
         # out the reference's detail lines (bert_tf2/logs.py).
         logs.use_command_line_default(flags.FLAGS["verbosity"].present)
+        logs.watch_handlers()
         try:
             check_common(flags.FLAGS)
             training_record.command_line_default(flags.FLAGS)
@@ -489,9 +493,10 @@ def _exit_with(error):
     """
     logging.debug("the error in full:", exc_info=error)
     line, code = error_line(error)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    print(line, file=sys.stderr, flush=True)
+    # A lost stdout or stderr (a closed pipe, a full device) takes the line nowhere; the
+    # exit code still says it.
+    logs.write(sys.stdout, "")
+    logs.write(sys.stderr, line + "\n")
     if _STOPPED_BY:
         sys.exit(code)
     os._exit(code)

@@ -13,7 +13,9 @@ with ~100 lines per run; they are kept for a log the user chose:
   logger): the whole INFO log, detail lines included, as the reference wrote it;
 - Python by default (WARNING): warnings only, and the progress display.
 """
+import io
 import logging as std_logging
+import sys
 
 from absl import logging
 
@@ -32,3 +34,94 @@ def details_shown():
     the log: INFO is on and the user chose it (not the command line's implicit INFO)."""
     # The logger's level, not absl's flag: Python's own logging settings count too.
     return logging.get_absl_logger().isEnabledFor(std_logging.INFO) and not _IMPLICIT_INFO[0]
+
+
+# ---------------------------------------------------------------------------
+# A log stream that is gone: a closed pipe, a full device, a closed file
+# ---------------------------------------------------------------------------
+
+# The errors of writing to a stream that no longer takes text: OSError (a broken pipe,
+# no space left) and ValueError (a closed file).
+STREAM_ERRORS = (OSError, ValueError)
+
+
+class _Nowhere(io.TextIOBase):
+    """A text stream that takes every write and keeps nothing (what replaces a lost one)."""
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        return len(text)
+
+
+NOWHERE = _Nowhere()
+
+
+def write(stream, text):
+    """Writes `text` to `stream` and flushes it; True if it went, else (the stream is lost)
+    False, after stream_lost(stream): the caller stops writing there."""
+    try:
+        stream.write(text)
+        stream.flush()
+        return True
+    except STREAM_ERRORS:
+        stream_lost(stream)
+        return False
+
+
+def _handlers():
+    """The handlers a log record may reach (the root logger's, absl's, TensorFlow's and
+    Python's last resort), absl's own as the stream handler inside it."""
+    found = [std_logging.lastResort] if std_logging.lastResort is not None else []
+    for logger in (std_logging.getLogger(), logging.get_absl_logger(),
+                   std_logging.getLogger("tensorflow")):
+        found += logger.handlers
+    return [getattr(h, "python_handler", h) for h in found]
+
+
+def stream_lost(stream):
+    """Turns off what writes to `stream`, which took no more text (progress.py's displays
+    and run_cli find out): every log handler writing to it writes nowhere from now on,
+    and so does sys.stderr when it is that stream (absl's handler, print(file=sys.stderr)
+    and Python's flush at exit use it). The run itself goes on: its files are its result.
+
+    Nothing says so: the stream was the place to say it. Idempotent.
+    """
+    if stream is None or stream is NOWHERE:
+        return
+    for handler in _handlers():
+        if getattr(handler, "stream", None) is stream:
+            handler.acquire()
+            try:  # not setStream: it flushes the lost stream first
+                handler.stream = NOWHERE
+            except AttributeError:  # Python's last resort: sys.stderr, replaced below
+                pass
+            finally:
+                handler.release()
+    if sys.stderr is stream:
+        sys.stderr = NOWHERE
+    if sys.stdout is stream:
+        sys.stdout = NOWHERE
+
+
+def watch_handlers():
+    """Makes a log handler that fails to write (absl's, the root logger's) check its stream:
+    one that no longer takes text is stream_lost, and the handler writes nowhere from then
+    on (instead of Python's "--- Logging error ---" on every record). Other errors are
+    reported as before. For the command line's own process (flags_common.run_cli)."""
+    for handler in _handlers():
+        if getattr(handler, "stream", None) is None or getattr(
+                handler.handleError, "watches_stream", False):
+            continue
+        handler.handleError = _stream_checking(handler, handler.handleError)
+
+
+def _stream_checking(handler, report):
+    def handle_error(record):
+        stream = handler.stream
+        if stream is not NOWHERE and not write(stream, ""):
+            return  # lost: write() turned it off
+        report(record)
+    handle_error.watches_stream = True
+    return handle_error

@@ -12,18 +12,11 @@ import sys
 sys.path.insert(0, sys.argv[1])
 
 import bert_tf2.tf1 as tf  # noqa: E402
+import modeling  # noqa: E402
+import tensorflow  # noqa: E402
+from bert import modeling as bert_modeling  # noqa: E402
 
 CKPT, OUT = sys.argv[2], sys.argv[3]
-
-
-def fork_assignment_map(tvars, init_checkpoint):
-    """What the reference's function does: every listed name that is a graph variable's."""
-    graph_names = {var.name.split(":")[0] for var in tvars}
-    mapping = {}
-    for name, _ in tf.train.list_variables(init_checkpoint):
-        if name in graph_names:
-            mapping[name] = name
-    return mapping
 
 
 def build(listed):
@@ -45,11 +38,21 @@ listed = tf.train.list_variables(CKPT)
 found["listed"] = [name for name, _ in listed]
 with tf.Graph().as_default():
     build(listed)
-    mapping = fork_assignment_map(tf.trainable_variables(), CKPT)
+    # The module's own function, both ways a fork imports it.
+    mapping, initialized = modeling.get_assignment_map_from_checkpoint(
+        tf.trainable_variables(), CKPT)
+    assert (mapping, initialized) == bert_modeling.get_assignment_map_from_checkpoint(
+        tf.trainable_variables(), CKPT)
     found["mapped"] = len(mapping)
+    found["initialized"] = sorted(initialized)
     found["graph"] = len(tf.global_variables())
     tf.train.init_from_checkpoint(CKPT, mapping)
     found["by_name"] = values()
+with tf.Graph().as_default():  # TensorFlow's own init_from_checkpoint takes the map too
+    build(listed)
+    own, _ = modeling.get_assignment_map_from_checkpoint(tf.trainable_variables(), CKPT)
+    tensorflow.compat.v1.train.init_from_checkpoint(CKPT, own)
+    found["by_tensorflow"] = values()
 with tf.Graph().as_default():  # a scope entry, as forks write {"bert/": "bert/"}
     build([(n, s) for n, s in listed if n.startswith("bert/")])
     tf.train.init_from_checkpoint(CKPT, {"bert/": "bert/"})

@@ -182,3 +182,115 @@ def test_test_labels_outside_the_list_are_warned(tmp_path, caplog, kind, test_te
         assert not warnings
     else:
         assert len(warnings) == 1 and re.search(expected, warnings[0]), warnings
+
+
+# ---------------------------------------------------------------------------
+# A missing label is never a class; ids stay ints; a table's columns are distinct
+# ---------------------------------------------------------------------------
+
+def _missing_cells():
+    """(name, a DataFrame label column of 3 rows whose second is missing) of each kind."""
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    return [("nan", ["positive", np.nan, "negative"]),
+            ("none", pd.Series(["positive", None, "negative"], dtype=object)),
+            ("pd.NA", pd.array(["positive", pd.NA, "negative"], dtype="string")),
+            ("int with nan", [1, np.nan, 0]),
+            ("Int64 NA", pd.array([1, None, 0], dtype="Int64"))]
+
+
+_NO_LABEL = (r"^data_dir\['%s'\] row 2 \(from 1\): column 'label' holds no label "
+             r"\(None / NaN / NA / null\); every train and dev row needs one$")
+
+
+@pytest.mark.parametrize("split", ["train", "dev"])
+def test_a_missing_label_in_a_table_is_one_error_not_a_class(split):
+    pd = pytest.importorskip("pandas")
+    good = pd.DataFrame({"text": ["a", "b"], "label": ["positive", "negative"]})
+    for kind, labels in _missing_cells():
+        frame = pd.DataFrame({"text": ["a", "b", "c"], "label": labels})
+        processor = file_data.FileProcessor("csv", _COLUMNS, labels=(
+            ["0", "1", "negative", "positive"] if split == "dev" else None))
+        with pytest.raises(ValueError, match=_NO_LABEL % split):
+            getattr(processor, "get_%s_examples" % split)({"train": good, split: frame})
+        # a list of dicts says the same
+        rows = [{"text": "a", "label": "positive"}, {"text": "b", "label": frame["label"][1]}]
+        with pytest.raises(ValueError, match=_NO_LABEL % split):
+            getattr(processor, "get_%s_examples" % split)({split: rows})
+        assert kind
+
+
+def test_a_missing_label_in_a_multilabel_list_or_a_jsonl_file_is_refused(tmp_path):
+    nan = float("nan")
+    multilabel = file_data.FileProcessor("jsonl", _COLUMNS, "multilabel")
+    for cell in (["a", nan], ["a", None], nan, None):
+        with pytest.raises(ValueError, match=_NO_LABEL % "train"):
+            multilabel.get_train_examples({"train": [{"text": "x", "label": ["b"]},
+                                                     {"text": "y", "label": cell}]})
+    for label in ("NaN", "null", '["a", NaN]'):
+        write_text(tmp_path / "train.jsonl", '{"text": "x", "label": "a"}\n'
+                   '{"text": "y", "label": %s}\n' % label)
+        kind = "multilabel" if label.startswith("[") else "classification"
+        with pytest.raises(ValueError, match=r"train.jsonl, line 2: column 'label' holds no "
+                                             r"label \(None / NaN / NA / null\)"):
+            file_data.FileProcessor("jsonl", _COLUMNS, kind).get_train_examples(str(tmp_path))
+
+
+def test_a_test_tables_missing_labels_and_ids_are_its_defaults(tmp_path, caplog):
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    frame = pd.DataFrame({"id": [7, np.nan, 9], "text": ["a", "b", "c"],
+                          "label": [np.nan, np.nan, np.nan]})
+    processor = file_data.FileProcessor("jsonl", _COLUMNS, labels=["neg", "pos"])
+    with caplog.at_level(logging.WARNING):
+        got = processor.get_test_examples({"test": frame})
+    assert [e.guid for e in got] == [7, "test-1", 9]
+    assert [type(e.guid) for e in got] == [int, str, int]  # not 7.0 / NaN
+    assert "not in the label list" not in caplog.text  # no label: not a label "NaN"
+    write_text(tmp_path / "test.jsonl", '{"id": NaN, "text": "a"}\n{"id": 3, "text": "b"}\n')
+    assert [e.guid for e in processor.get_test_examples(str(tmp_path))] == ["test-0", 3]
+
+
+def test_an_int_label_column_stays_ints(caplog):
+    """pandas makes a column of ints with a missing cell floats: the labels are still 1
+    and 0 (test labels are only checked against the list: no 1.0 / 0.0 warned)."""
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    processor = file_data.FileProcessor("jsonl", _COLUMNS, labels=["0", "1"])
+    frame = pd.DataFrame({"text": ["a", "b", "c"], "label": [1, np.nan, 0]})
+    assert frame["label"].dtype.kind == "f"
+    with caplog.at_level(logging.WARNING):
+        processor.get_test_examples({"test": frame})
+    assert "not in the label list" not in caplog.text
+
+
+def test_a_table_with_a_repeated_column_name_is_refused():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([["a", "x", "y"], ["b", "y", "y"]], columns=["text", "label", "label"])
+    with pytest.raises(ValueError, match=r"^data_dir\['train'\]: the column 'label' appears "
+                                         r"2 times"):
+        file_data.FileProcessor("jsonl", _COLUMNS).get_train_examples({"train": frame})
+
+
+def test_one_label_class_is_warned_and_read(caplog):
+    processor = file_data.FileProcessor("jsonl", _COLUMNS)
+    with caplog.at_level(logging.WARNING):
+        got = processor.get_train_examples({"train": [{"text": "a", "label": "x"},
+                                                      {"text": "b", "label": "x"}]})
+    assert len(got) == 2 and processor.get_labels() == ["x"]
+    assert "every example has the label 'x': the model learns one class" in caplog.text
+
+
+def test_a_warmup_longer_than_training_is_warned(caplog):
+    import types  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
+    trainer = types.SimpleNamespace(warmup_proportion=1.5, learning_rate=5e-5)
+    with caplog.at_level(logging.WARNING):
+        training.warn_long_warmup(trainer, 10, 15)
+    assert "--warmup_proportion=1.5: the warmup (15 steps) is longer than the training " \
+           "(10 steps)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        training.warn_long_warmup(types.SimpleNamespace(warmup_proportion=0.1,
+                                                        learning_rate=5e-5), 10, 1)
+    assert caplog.text == ""

@@ -41,10 +41,12 @@ def test_every_variable_is_mapped_and_loaded_by_name(fork_run):
     # Listed like a TF1 checkpoint: model weights, Adam slots and the step.
     assert "output_weights" in found["listed"] and "global_step" in found["listed"]
     assert "bert/pooler/dense/kernel/adam_m" in found["listed"]
-    assert found["by_name"].keys() == want.keys()
-    for name, total in want.items():
-        assert total > 0
-        assert found["by_name"][name] == pytest.approx(total, rel=1e-6), name
+    assert found["initialized"] == sorted(list(want) + [n + ":0" for n in want])
+    for loaded in ("by_name", "by_tensorflow"):
+        assert found[loaded].keys() == want.keys()
+        for name, total in want.items():
+            assert total > 0
+            assert found[loaded][name] == pytest.approx(total, rel=1e-6), (loaded, name)
     assert found["load_variable"] == pytest.approx(want["output_weights"], rel=1e-6)
 
 

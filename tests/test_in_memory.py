@@ -98,15 +98,15 @@ def test_a_dataframe_is_read_by_its_columns(tmp_path):
 
 @pytest.mark.parametrize("data_dir, message", [
     ({"train": [{"text": "a", "label": "x"}, {"txt": "b", "label": "y"}]},
-     r"data_dir\['train'\] row 1: no column 'text' \(text_a_column.*'txt', 'label'"),
+     r"data_dir\['train'\] row 2 \(from 1\): no column 'text' \(text_a_column.*'txt', 'label'"),
     ({"train": {"text": ["a", "b"], "label": ["x"]}},
      r"data_dir\['train'\]: column 'text' has 2 values, column 'label' has 1"),
     ({"train": [{"text": "a", "label": "x"}], "validation": []},
      r"data_dir: unknown split 'validation'; the splits are 'train', 'dev', 'test'"),
     ({"train": [{"text": "a", "label": "x"}, {"text": 3.5, "label": "y"}]},
-     r"data_dir\['train'\] row 1: 'text' is 3.5, not a text"),
+     r"data_dir\['train'\] row 2 \(from 1\): 'text' is 3.5, not a text"),
     ({"train": [{"text": "a", "label": "x"}, ["b", "y"]]},
-     r"data_dir\['train'\] row 1 is a list; expected a dict"),
+     r"data_dir\['train'\] row 2 \(from 1\) is a list; expected a dict"),
     ({"train": "train.csv"}, r"data_dir\['train'\] is a str; expected a pandas DataFrame"),
     ({"test": []}, r"data_dir has no 'train' table \(do_train=True needs it\)"),
     (["train"], r"data_dir=\['train'\]: expected a string or a path, or \(from Python\) a "
@@ -449,9 +449,11 @@ def test_bad_multiple_choice_tables_name_the_row(tmp_path):
     for data_dir, message in [
             ({"train": [{"context": "a", "endings": ["b", "c"], "label": 0},
                         {"context": "a", "endings": ["b"], "label": 0}]},
-             r"data_dir\['train'\] row 1: \"endings\" must be a list of two or more"),
+             r"data_dir\['train'\] row 2 \(from 1\): \"endings\" must be a list of two or more"),
             ({"train": [{"context": "a", "endings": ["b", "c"], "label": 2}]},
-             r"data_dir\['train'\] row 0: label 2 is not a choice index in \[0, 2\)"),
+             r"data_dir\['train'\] row 1 \(from 1\): label 2 is not a choice index in \[0, 2\)"),
+            ({"train": [{"context": "a", "endings": ["b", "c"], "label": True}]},
+             r"data_dir\['train'\] row 1 \(from 1\): label True is a bool, not a choice "),
             ({"dev": []}, r"data_dir has no 'train' table \(do_train=True needs it\)")]:
         with pytest.raises(ValueError, match=message):
             run_multiple_choice.run(run_multiple_choice.Settings(data_dir=data_dir, **settings))

@@ -75,3 +75,10 @@ def test_a_wrong_count_leaves_neither_file(tmp_path, count):
         pf.write(str(tmp_path), _examples(["a", "b"]), rows,
                  lambda guid, row: pf.classification_record(guid, row, ["0", "1"]))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_line_is_valid_json_nan_as_null():
+    line = pf.json_line(pf.classification_record(
+        3, [float("nan"), 0.5], ["a", "b"]))
+    assert json.loads(line) == {"id": 3, "label": "a", "probabilities": {"a": None, "b": 0.5}}
+    assert "NaN" not in line

@@ -351,3 +351,76 @@ def test_the_command_lines_implicit_info_leaves_the_details_out(verbosity):
         assert not logs.details_shown()
     finally:
         logs.use_command_line_default(True)
+
+
+def _run_classifier(folder, task, mode, stderr):
+    """run_classifier.py on `task` with --progress=`mode`, its stdout and stderr `stderr`
+    (a file descriptor); the exit code."""
+    argv = [sys.executable, str(REPO_ROOT / "run_classifier.py"), "--seed=1",
+            "--output_dir=%s" % (folder / "out"), "--progress=%s" % mode]
+    argv += ["--%s=%s" % (k, v) for k, v in task.items()]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(argv, stdout=stderr, stderr=stderr, env=env, cwd=str(folder),
+                          timeout=HANG_GUARD_SECONDS, check=False).returncode
+
+
+@pytest.fixture(scope="module")
+def normal_run(tmp_path_factory):
+    """The tiny task and the folder of a run whose stderr is a file that takes it all."""
+    folder = tmp_path_factory.mktemp("normal")
+    task = _tiny_classifier_task(folder)
+    with open(str(folder / "stderr.txt"), "w") as log:
+        assert _run_classifier(folder, task, "lines", log.fileno()) == 0
+    return task, folder / "out"
+
+
+# (auto is lines off a terminal; none writes only the log: test_a_display_whose_stream...)
+@pytest.mark.parametrize("mode, stream", [("bar", "full"), ("lines", "closed pipe")])
+def test_a_lost_log_stream_stops_nothing(tmp_path, normal_run, mode, stream):
+    """stderr on a full device or a pipe nobody reads: the run trains, saves, evaluates
+    and predicts as the normal run did (same files), exit 0."""
+    task, normal = normal_run
+    if stream == "full":
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full")
+        with open("/dev/full", "w") as full:
+            code = _run_classifier(tmp_path, task, mode, full.fileno())
+    else:
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # every write: a broken pipe
+        try:
+            code = _run_classifier(tmp_path, task, mode, write_end)
+        finally:
+            os.close(write_end)
+    assert code == 0
+    out = tmp_path / "out"
+    assert (out / "model.ckpt-2.index").exists()
+    for name in ("test_results.tsv", "test_predictions.jsonl", "eval_results.txt",
+                 "label_list.txt"):
+        assert (out / name).read_text() == (normal / name).read_text(), name
+
+
+def test_a_display_whose_stream_fails_turns_off_and_the_log_with_it(verbosity):
+    verbosity(absl_logging.WARNING)
+
+    class Full(Terminal):
+        writes = 0
+
+        def write(self, text):
+            Full.writes += 1
+            raise OSError(28, "No space left on device")
+
+    for mode in ("bar", "lines"):
+        stream = Full()
+        handler = logging.StreamHandler(stream)
+        absl_logging.get_absl_logger().addHandler(handler)
+        try:
+            with progress.Stage("train", 3, mode, every=0, stream=stream,
+                                clock=FakeClock()) as stage:
+                for step in (1, 2, 3):
+                    stage.update(step, loss=0.5)
+            absl_logging.warning("a record after the loss")
+            assert Full.writes == 1 and handler.stream is logs.NOWHERE
+        finally:
+            absl_logging.get_absl_logger().removeHandler(handler)
+        Full.writes = 0

@@ -301,7 +301,7 @@ def save_task(task, processor, positive=None):
             settings["processor"] = task.processor
         if positive is not None and isinstance(processor, file_data.FileProcessor):
             settings["positive_label"] = names[positive]
-        f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        f.write(json.dumps(settings, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 # ---------------------------------------------------------------------------

@@ -9,10 +9,15 @@ instead of a folder, each table one of
 The rows are read as a JSON-lines file's objects are (file_data): same columns, same
 types of values, same examples. The command line stays a path.
 
-Every error is one ValueError naming the setting, the split and the row, e.g.
-"data_dir['train'] row 3: ...", raised before the run writes anything.
+Every error is one ValueError naming the setting, the split and the row, counted from 1
+as a person counts them (the first row is row 1), e.g. "data_dir['train'] row 3 (from 1):
+...", raised before the run writes anything. A missing cell (None, NaN, pandas' NA or
+NaT) reads as JSON's null: no label, no text, no id; a DataFrame's column of ints that
+pandas made floats to hold a missing cell gives its ints back; a DataFrame whose column
+names repeat is refused (pandas would keep one of them).
 """
 import collections.abc
+import math
 
 SETTING = "data_dir"
 SPLITS = ("train", "dev", "test")
@@ -58,14 +63,19 @@ def check_splits(data_dir, needed, setting=SETTING):
             raise ValueError("%s has no %r table (%s needs it)" % (setting, split, why))
 
 
+def row_name(where, index):
+    """How messages name the row of 0-based `index`: "data_dir['train'] row 3 (from 1)"."""
+    return "%s row %d (from 1)" % (where, index + 1)
+
+
 def records(data_dir, split, setting=SETTING):
-    """[(index, {column: value})] of the rows of data_dir[split], values as Python's own
-    (a numpy scalar becomes its int / float / str)."""
+    """[(index, {column: value})] of the rows of data_dir[split] (index from 0), values as
+    Python's own (a numpy scalar becomes its int / float / str; a missing cell None)."""
     table = data_dir[split]
     where = name(split, setting)
     if hasattr(table, "to_dict") and hasattr(table, "columns") and not isinstance(
             table, collections.abc.Mapping):  # a DataFrame: its columns, in order
-        table = table.to_dict("list")
+        table = _frame_columns(table, where)
     if isinstance(table, collections.abc.Mapping):
         return list(enumerate(_column_rows(table, where)))
     if isinstance(table, (str, bytes)) or not isinstance(table, collections.abc.Sequence):
@@ -74,8 +84,8 @@ def records(data_dir, split, setting=SETTING):
     rows = []
     for index, row in enumerate(table):
         if not isinstance(row, collections.abc.Mapping):
-            raise ValueError("%s row %d is a %s; expected a dict {column: value}"
-                             % (where, index, type(row).__name__))
+            raise ValueError("%s is a %s; expected a dict {column: value}"
+                             % (row_name(where, index), type(row).__name__))
         rows.append((index, {key: native(value) for key, value in row.items()}))
     return rows
 
@@ -99,12 +109,47 @@ def _column_rows(columns, where):
             for i in range(lengths[names[0]] if names else 0)]
 
 
+def _frame_columns(frame, where):
+    """{column: [values]} of a DataFrame; ValueError for a column name that repeats."""
+    names = list(frame.columns)
+    repeated = [c for c in dict.fromkeys(names) if names.count(c) > 1]
+    if repeated:
+        raise ValueError("%s: the column %r appears %d times (a table's column names are "
+                         "distinct; pandas would read only the last)"
+                         % (where, repeated[0], names.count(repeated[0])))
+    columns = {}
+    for column in names:
+        values = [native(v) for v in frame[column].tolist()]
+        if getattr(frame[column].dtype, "kind", None) == "f":
+            values = _ints_if_made_floats(values)
+        columns[column] = values
+    return columns
+
+
+def _ints_if_made_floats(values):
+    """A float column holding a missing cell and only whole numbers besides: pandas'
+    column of ints (it turns ints to floats to hold NaN), so ints again; others as given."""
+    found = [v for v in values if v is not None]
+    if len(found) == len(values) or not all(
+            isinstance(v, float) and v.is_integer() for v in found):
+        return values
+    return [None if v is None else int(v) for v in values]
+
+
+def is_missing(value):
+    """True for a missing cell: None, a float NaN, pandas' NA or NaT (pandas not imported)."""
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return True
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
 def native(value):
-    """A numpy scalar (a DataFrame's cell) as the Python value it holds; others as given."""
+    """A numpy scalar (a DataFrame's cell) as the Python value it holds, a missing cell
+    (is_missing) as None; others as given."""
     if not isinstance(value, (str, bytes)) and getattr(value, "shape", None) == () and (
             hasattr(value, "item")):
-        return value.item()
-    return value
+        value = value.item()
+    return None if is_missing(value) else value
 
 
 def texts_of(texts, texts_b=None, names=("texts", "texts_b")):

@@ -79,7 +79,7 @@ class Row(object):
         """"file, line N" (or "lines N-M" for a CSV record spanning lines); a table in
         memory: "data_dir['train'] row N"."""
         if self.unit != "line":
-            return "%s %s %d" % (self.path, self.unit, self.line)
+            return data_tables.row_name(self.path, self.line)
         if self.last_line != self.line:
             return "%s, lines %d-%d" % (self.path, self.line, self.last_line)
         return "%s, line %d" % (self.path, self.line)
@@ -228,9 +228,21 @@ def _text(row, column):
     return value
 
 
+def _missing_label(row, column, value):
+    """ValueError for a label cell that holds none (None / NaN / NA): never a class "NaN"."""
+    del value
+    raise ValueError("%s: column %r holds no label (None / NaN / NA / null); every train "
+                     "and dev row needs one" % (row.where(), column))
+
+
 def _label_text(row, column):
     """A single label as written: a string, or the text of a JSON number."""
     value = row.fields[column]
+    if data_tables.is_missing(value):
+        _missing_label(row, column, value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("%s: %r is %r, not a label (a string or a finite number)"
+                         % (row.where(), column, value))
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError("%s: %r is %s, not a label (a string or a number)"
                          % (row.where(), column, _shown(value)))
@@ -240,6 +252,8 @@ def _label_text(row, column):
 def _label_set(row, column):
     """A multi-label cell: "a,b" (blanks dropped), or a JSON list of names."""
     value = row.fields[column]
+    if data_tables.is_missing(value):
+        _missing_label(row, column, value)
     if isinstance(value, str):
         return multilabel_data.parse_label_cell(value)
     if not isinstance(value, (list, tuple)):
@@ -247,7 +261,8 @@ def _label_set(row, column):
                          % (row.where(), column, _shown(value)))
     names = set()
     for item in value:
-        name = _label_text(Row({column: item}, row.path, row.line), column).strip()
+        name = _label_text(Row({column: item}, row.path, row.line, row.last_line, row.unit),
+                           column).strip()
         if multilabel_data.LABEL_SEPARATOR in name:
             raise ValueError("%s: label %r holds %r, which a label may not hold"
                              % (row.where(), name, multilabel_data.LABEL_SEPARATOR))
@@ -258,12 +273,13 @@ def _label_set(row, column):
 def _example_id(row, split, index):
     """The row's id column (ID_COLUMNS, the first there) as written, else "<split>-<index>".
 
-    A string or a JSON number is kept; an empty cell, null or a JSON list / object
+    A string or a JSON number is kept; an empty cell, null, NaN or a JSON list / object
     gives the default (files that worked before the id rule still do).
     """
     for column in ID_COLUMNS:
         value = row.fields.get(column)
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (
+                isinstance(value, float) and not math.isfinite(value)):
             continue
         if not isinstance(value, str) or value.strip():
             return value
@@ -339,6 +355,10 @@ class FileProcessor(glue_data.DataProcessor):
                 raise ValueError("%s: no example has a label, so the label list is empty "
                                  "(give it with --labels_file)" % path)
             self._labels = sorted(found)
+        if not self.is_regression and not self.is_multilabel and len(found) == 1:
+            logging.warning("%s: every example has the label %r: the model learns one class "
+                            "(it predicts %r for any text)", path, next(iter(found)),
+                            next(iter(found)))
         if not self.is_regression and not self.is_multilabel:
             self.train_label_order = [label for label in dict.fromkeys(
                 e.label for e in examples) if label in self._labels]

@@ -20,6 +20,7 @@ import collections
 import csv
 import dataclasses
 import json
+import math
 import os
 
 import numpy as np
@@ -40,7 +41,11 @@ TASKS = ("swag", "jsonl")
 
 
 def _label(value, num_choices, where):
-    """A label cell or JSON value as a choice index; ValueError naming `where` if not one."""
+    """A label cell or JSON value as a choice index; ValueError naming `where` if not one
+    (True / False too: a label is a choice's index, not a yes / no)."""
+    if isinstance(value, bool):
+        raise ValueError("%s: label %r is a bool, not a choice index (an integer in [0, %d))"
+                         % (where, value, num_choices))
     try:
         label = int(value)
     except (TypeError, ValueError):
@@ -54,8 +59,9 @@ def _label(value, num_choices, where):
 
 
 def _id(value, index):
-    """A JSON line's "id" as written (a string or number), else str() of it or the index."""
-    if value is None:
+    """A JSON line's "id" as written (a string or number), else str() of it or the index
+    (missing: None, NaN, NA)."""
+    if data_tables.is_missing(value) or isinstance(value, float) and not math.isfinite(value):
         return str(index)
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return value
@@ -110,7 +116,7 @@ def examples_of_records(records, name, is_test=False):
     """The examples of in-memory records, each a dict as a JSON line of read_jsonl holds
     ({"context", "question" (optional), "endings", "label", "id" (optional)}); `name`
     ("data_dir['train']") and the row's index name a bad one."""
-    return _examples((("%s row %d" % (name, index), record) for index, record in records),
+    return _examples(((data_tables.row_name(name, index), record) for index, record in records),
                      name, is_test)
 
 

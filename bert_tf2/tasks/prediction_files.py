@@ -13,6 +13,7 @@ written atomically, and both or neither when the count of rows is not the count 
 examples.
 """
 import json
+import math
 import os
 
 import numpy as np
@@ -32,13 +33,26 @@ def results_line(row):
 _LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
+def _valid(value):
+    """`value` with every NaN or infinity (a model gone wrong) as null: JSON has none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _valid(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_valid(v) for v in value]
+    return value
+
+
 def json_line(record):
-    """One JSON line; characters kept as they are unless UTF-8 cannot hold them (escaped)."""
-    line = json.dumps(record, ensure_ascii=False)
+    """One JSON line (valid JSON: a NaN or infinity is null); characters kept as they are
+    unless UTF-8 cannot hold them (escaped)."""
+    record = _valid(record)
+    line = json.dumps(record, ensure_ascii=False, allow_nan=False)
     try:
         line.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate in a label or id: \u escapes round-trip
-        line = json.dumps(record)
+        line = json.dumps(record, allow_nan=False)
     for char, escape in _LINE_BREAKS.items():  # only inside strings: escaping keeps the JSON
         line = line.replace(char, escape)
     return line + "\n"

@@ -216,10 +216,12 @@ class _Lines:
         self._total = total
 
     def show(self, text, step, now, final):
+        if self._stream is None:  # lost: a closed pipe, a full device
+            return
         if final or (self._every > 0 and now - self._printed_at >= self._every
                      and not (self._total and step >= self._total)):
-            self._stream.write(text + "\n")
-            self._stream.flush()
+            if not logs.write(self._stream, text + "\n"):
+                self._stream = None
             self._printed_at = now
 
     def close(self):
@@ -245,23 +247,30 @@ class _Bar:
 
     def show(self, text, step, now, final):
         del step
-        if not final and self._drawn_at is not None and \
+        if self._stream is None or not final and self._drawn_at is not None and \
                 now - self._drawn_at < _MIN_REDRAW_SECONDS:
             return
         width = _DRAWN.get(id(self._stream), 0)
-        self._stream.write("\r" + text + " " * max(width - len(text), 0)
-                           + ("\n" if final else ""))
-        self._stream.flush()
-        _DRAWN[id(self._stream)] = 0 if final else len(text)
+        self._draw("\r" + text + " " * max(width - len(text), 0) + ("\n" if final else ""),
+                   0 if final else len(text))
         self._drawn_at = now
 
     def clear(self):
         """Blanks the drawn line; the next update draws it again."""
         width = _DRAWN.pop(id(self._stream), 0)
-        if width:
-            self._stream.write("\r" + " " * width + "\r")
-            self._stream.flush()
+        if width and self._stream is not None:
+            self._draw("\r" + " " * width + "\r", 0)
         self._drawn_at = None
+
+    def _draw(self, text, width):
+        """Writes `text`, a line now `width` wide; a lost stream turns the bar off (and,
+        through logs.stream_lost, the log handlers writing there)."""
+        if logs.write(self._stream, text):
+            _DRAWN[id(self._stream)] = width
+            return
+        _DRAWN.pop(id(self._stream), None)
+        self._stream = None
+        self.close()
 
     def _clear_for_record(self, record):
         del record
@@ -271,6 +280,7 @@ class _Bar:
     def close(self):
         for handler in self._handlers:
             handler.removeFilter(self._clear_for_record)
+        self._handlers = []
 
 
 def _log_handlers():
