@@ -279,18 +279,3 @@ def test_one_label_class_is_warned_and_read(caplog):
                                                       {"text": "b", "label": "x"}]})
     assert len(got) == 2 and processor.get_labels() == ["x"]
     assert "every example has the label 'x': the model learns one class" in caplog.text
-
-
-def test_a_warmup_longer_than_training_is_warned(caplog):
-    import types  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
-    trainer = types.SimpleNamespace(warmup_proportion=1.5, learning_rate=5e-5)
-    with caplog.at_level(logging.WARNING):
-        training.warn_long_warmup(trainer, 10, 15)
-    assert "--warmup_proportion=1.5: the warmup (15 steps) is longer than the training " \
-           "(10 steps)" in caplog.text
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        training.warn_long_warmup(types.SimpleNamespace(warmup_proportion=0.1,
-                                                        learning_rate=5e-5), 10, 1)
-    assert caplog.text == ""

@@ -155,17 +155,6 @@ def step_function(python_function, autograph):
     return tf.autograph.experimental.do_not_convert(python_function)
 
 
-def warn_long_warmup(trainer, num_train_steps, num_warmup_steps):
-    """A warning line when the warmup outlasts the training (--warmup_proportion over 1):
-    the reference takes it, so the run goes on; the rate never reaches its peak."""
-    warmup = getattr(trainer, "warmup_proportion", None)
-    if num_train_steps and (num_warmup_steps > num_train_steps or (warmup or 0) > 1):
-        logging.warning("--warmup_proportion=%s: the warmup (%d steps) is longer than the "
-                        "training (%d steps); the learning rate never reaches "
-                        "--learning_rate=%s", warmup, num_warmup_steps, num_train_steps,
-                        trainer.learning_rate)
-
-
 def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
                 learning_rate_multipliers=None, record=None):
     """The Runner of a fine-tuning run; `trainer`: the part of its settings in SETTINGS.
@@ -178,7 +167,6 @@ def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
     whose names match a rate of their own (optimization.keras_optimizer). `record`:
     the run's training_record.of(...) values, checked against output_dir's record.
     """
-    warn_long_warmup(trainer, num_train_steps, num_warmup_steps)
     set_seed(trainer.seed)
     strategy = get_strategy(trainer)
     configure_precision(getattr(trainer, "dtype", None))
