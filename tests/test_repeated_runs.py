@@ -64,6 +64,16 @@ def test_two_runs_in_one_process_same_numbers_memory_freed_quiet(tmp_path):
     assert "retracing" not in proc.stderr
     if not startup._has_nvidia_driver():  # pylint: disable=protected-access
         assert "cuInit" not in proc.stderr, proc.stderr
+    # predict() first thing in a fresh process (a notebook's or a server's): as quiet.
+    code = ("import run_classifier, sys; "
+            "print('@@', run_classifier.predict(sys.argv[1], ['a fine film'])[0]['label'])")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run01")],
+                          cwd=str(REPO_ROOT), capture_output=True, text=True, env=env,
+                          timeout=HANG_GUARD_SECONDS, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "@@ " in proc.stdout
+    if not startup._has_nvidia_driver():  # pylint: disable=protected-access
+        assert "cuInit" not in proc.stderr, proc.stderr
 
 
 def test_a_function_made_by_every_run_is_not_a_retracing_loop(caplog):

@@ -29,6 +29,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
 
 CONFIG_FILE = fileutil.CONFIG_FILE
@@ -350,6 +351,7 @@ class FolderPredictor(object):
     def __init__(self, settings_class, runner, folder, batch_size, values, data=None):
         self._lock = threading.Lock()
         check_batch_size(batch_size)
+        startup.initialize_devices()  # as quiet as a run(): no no-GPU cuInit line
         values = dict(values, do_predict=True, predict_batch_size=batch_size,
                       **({data: str(folder)} if data else {}))
         values.setdefault("progress", "none")

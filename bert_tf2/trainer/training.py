@@ -634,7 +634,7 @@ class Runner:
                 self._termination = None
         self.steps_trained = self.global_step - start
         if self.steps_trained:
-            logging.warning("trained %d steps (global step %d)", self.steps_trained,
+            logging.info("trained %d steps (global step %d)", self.steps_trained,
                             self.global_step)
         else:
             logging.warning("trained 0 steps: %s at step %d", why, self.global_step)
