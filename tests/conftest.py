@@ -64,6 +64,34 @@ def peer_python():
     return path
 
 
+def pack_as_reference(tokenizer, length, a, b=None):
+    """(ids, mask, segments) of [CLS] a [SEP] (b [SEP]) of `length`, cut as the reference
+    cuts (truncate_seq_pair for a pair, the first length - 2 pieces of one text)."""
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    first = tokenizer.tokenize(a)
+    second = tokenizer.tokenize(b) if b is not None else []
+    if b is not None:
+        input_pipeline.truncate_seq_pair(first, second, length - 3)
+    else:
+        first = first[:length - 2]
+    tokens = ["[CLS]"] + first + ["[SEP]"]
+    segments = [0] * len(tokens)
+    if b is not None:
+        tokens += second + ["[SEP]"]
+        segments += [1] * (len(second) + 1)
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    pad = length - len(ids)
+    return ids + [0] * pad, [1] * len(ids) + [0] * pad, segments + [0] * pad
+
+
+def features_of_rows(rows):
+    """{input_ids, input_mask, segment_ids} int32 arrays of pack_as_reference rows."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    return {"input_ids": np.array([r[0] for r in rows], np.int32),
+            "input_mask": np.array([r[1] for r in rows], np.int32),
+            "segment_ids": np.array([r[2] for r in rows], np.int32)}
+
+
 def write_text(path, text):
     """Writes `text` (UTF-8, as given) to `path`, making its folder; returns the path as str."""
     path = str(path)

@@ -18,10 +18,10 @@ import convert_hf_checkpoint as conv
 import modeling
 import tokenization
 from bert_tf2 import flags_common
-from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import REPO_ROOT, peer_python, write_text
+from conftest import features_of_rows, pack_as_reference
 from conftest import HANG_GUARD_SECONDS
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -299,27 +299,11 @@ _LENGTH = 40
 
 
 def _ids(tokenizer, a, b=None):
-    """(ids, mask, segments) of [CLS] a [SEP] (b [SEP]) cut as the reference cuts."""
-    first = tokenizer.tokenize(a)
-    second = tokenizer.tokenize(b) if b is not None else []
-    if b is not None:
-        input_pipeline.truncate_seq_pair(first, second, _LENGTH - 3)
-    else:
-        first = first[:_LENGTH - 2]
-    tokens = ["[CLS]"] + first + ["[SEP]"]
-    segments = [0] * len(tokens)
-    if b is not None:
-        tokens += second + ["[SEP]"]
-        segments += [1] * (len(second) + 1)
-    ids = tokenizer.convert_tokens_to_ids(tokens)
-    pad = _LENGTH - len(ids)
-    return ids + [0] * pad, [1] * len(ids) + [0] * pad, segments + [0] * pad
+    return pack_as_reference(tokenizer, _LENGTH, a, b)
 
 
 def _features(rows):
-    return {"input_ids": np.array([r[0] for r in rows], np.int32),
-            "input_mask": np.array([r[1] for r in rows], np.int32),
-            "segment_ids": np.array([r[2] for r in rows], np.int32)}
+    return features_of_rows(rows)
 
 
 @pytest.mark.slow

@@ -946,16 +946,11 @@ class HfExport(object):
                         if multilabel else "single_label_classification")
         if regression:
             labels = None
-        mode = long_text.read_settings(checkpoints.file_beside(
-            init_checkpoint, long_text.SETTINGS_FILE)).get("mode", "truncate")
-        if mode == "windows":
-            raise ValueError("--init_checkpoint=%s was trained with --long_text=windows "
-                             "(one prediction pooled over a text's windows), which "
-                             "BertForSequenceClassification cannot express: serve it with "
-                             "export_saved_model.py" % init_checkpoint)
-        if mode == "head_tail":
-            self.notes.append("--long_text=head_tail: HuggingFace's tokenizer truncates "
-                              "the end of a long text instead of keeping its head and tail")
+        _, note = long_text.mode_for_door(init_checkpoint, "BertForSequenceClassification",
+                                          "HuggingFace's tokenizer truncates the end of a "
+                                          "long text")
+        if note:
+            self.notes.append(note)
         if multilabel:
             self.notes.append("multi-label: a label applies where its sigmoid is >= %s "
                               "(transformers' pipeline needs function_to_apply='sigmoid' "

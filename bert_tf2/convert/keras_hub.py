@@ -228,16 +228,11 @@ class PresetExport(object):
                                      init_checkpoint=init_checkpoint,
                                      threshold=found.get("threshold", 0.5))
         labels, multilabel = classifier_tasks.export_task(task)
-        mode = long_text.read_settings(checkpoints.file_beside(
-            init_checkpoint, long_text.SETTINGS_FILE)).get("mode", "truncate")
-        if mode == "windows":
-            raise ValueError("--init_checkpoint=%s was trained with --long_text=windows (one "
-                             "prediction pooled over a text's windows), which keras-hub's "
-                             "BertTextClassifier cannot express: serve it with "
-                             "export_saved_model.py" % init_checkpoint)
-        if mode == "head_tail":
-            self.notes.append("--long_text=head_tail: keras-hub's preprocessor cuts the end "
-                              "of a long text instead of keeping its head and tail")
+        _, note = long_text.mode_for_door(init_checkpoint, "keras-hub's BertTextClassifier",
+                                          "keras-hub's preprocessor cuts the end of a long "
+                                          "text")
+        if note:
+            self.notes.append(note)
         if labels == [None]:
             self.labels, self.activation = None, None
         else:

@@ -298,6 +298,24 @@ def write_settings(folder, long_text):
 _SETTING_TYPES = {"mode": str, "pooling": str, "head_tokens": int, "doc_stride": int}
 
 
+def mode_for_door(init_checkpoint, model_class, door_truncates):
+    """The --long_text mode of the run_classifier folder of `init_checkpoint` for a door that
+    holds one text per input (a HuggingFace / keras-hub export): ValueError for windows, which
+    `model_class` cannot express; (mode, note) with a note for head_tail, which
+    `door_truncates` (what the door's tokenizer does instead) says, else None."""
+    mode = read_settings(checkpoints.file_beside(init_checkpoint, SETTINGS_FILE)).get(
+        "mode", "truncate")
+    if mode == "windows":
+        raise ValueError("--init_checkpoint=%s was trained with --long_text=windows (one "
+                         "prediction pooled over a text's windows), which %s cannot express: "
+                         "serve it with export_saved_model.py" % (init_checkpoint, model_class))
+    note = None
+    if mode == "head_tail":
+        note = ("--long_text=head_tail: %s instead of keeping its head and tail"
+                % door_truncates)
+    return mode, note
+
+
 def read_settings(path):
     """The dict of a SETTINGS_FILE ({} for None); ValueError naming a broken file."""
     if not path:
