@@ -19,8 +19,8 @@ import tempfile
 REFERENCE = ["modeling", "tokenization", "optimization", "create_pretraining_data",
              "run_pretraining", "run_classifier", "run_squad", "extract_features"]
 TOP_LEVEL = set(REFERENCE) | {"run_ner", "run_multiple_choice", "convert_tf1_checkpoint",
-                              "convert_hf_checkpoint", "export_saved_model", "create_vocab",
-                              "bert", "bert_tf2"}
+                              "convert_hf_checkpoint", "convert_keras_hub", "export_saved_model",
+                              "create_vocab", "bert", "bert_tf2"}
 SENTENCES = ["all work and no play", "makes jack a dull boy", "jack and no play",
              "a dull boy makes work", "no work", "all play makes jack", "a boy and jack",
              "dull work and play"]
