@@ -448,17 +448,19 @@ class Tagger(Head):
     name, runner, model_type, hf_head = "tagger", "run_ner", "tagger", "tagger"
     crf = False
 
-    def refused_by_do_predict(self):
-        message = "a CoNLL file cannot hold a sentence without words"
-        return {"empty": message, "whitespace": message}
+    def reference_items(self):
+        """do_predict's test set: the texts with words (a CoNLL file cannot hold a sentence
+        without words; U+3000 is a word there, as in every door's word rule)."""
+        return [(kind, item) for kind, item in super().reference_items() if conll_words(item)]
 
     def build(self):
-        """do_predict's answers; a text without words (which a CoNLL file cannot hold) has
-        nothing to tag: [] (the word rule of docs/ner.md, every door's answer)."""
-        reference = super().build()
-        for kind in self.refused_by_do_predict():
-            reference[kind] = [[] for _ in self.kinds[kind]]
-        return reference
+        """do_predict's answers; a text without words has nothing to tag: [] (the word rule
+        of docs/ner.md, every door's answer)."""
+        answers = iter(self.train())
+        self.reference = {kind: [next(answers) if conll_words(item) else []
+                                 for item in self.kinds[kind]] for kind in KINDS}
+        assert next(answers, None) is None, self.name
+        return self.reference
 
     def train(self):
         import run_ner  # pylint: disable=import-outside-toplevel

@@ -133,7 +133,7 @@ def test_single_label_task_rejects_an_empty_label(tmp_path):
 @pytest.mark.parametrize("extra,message", [
     (["--threshold=0"], r"--threshold=0.0 must be between 0 and 1"),
     (["--threshold=1.5"], r"--threshold=1.5 must be between 0 and 1"),
-    (["--threshold=nan"], r"--threshold=nan must be between 0 and 1"),
+    (["--threshold=nan"], r"--threshold=nan is not a number"),  # every field's nan rule
 ])
 def test_threshold_outside_zero_one(tmp_path, extra, message):
     argv = _common(tmp_path) + ["--task_name=multilabel", "--data_dir=%s" % tmp_path,

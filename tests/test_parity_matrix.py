@@ -23,7 +23,7 @@ import parity_helpers as ph
 # deleted here). Every other cell equals do_predict; the SavedModel's and LiteRT's tagger
 # and SQuAD cells listed here before the windows moved into those doors are gone.
 _HF_TAGGER = ("transformers sees one window (truncation): the words past it get no tag; a "
-              "word without WordPieces (U+200B, U+200D alone) gets none either, do_predict "
+              "word without WordPieces (U+200B, U+200D, U+3000 alone) gets none either, do_predict "
               "tags it")
 _HF_CRF = _HF_TAGGER + "; and it decodes by argmax, not Viterbi (convert_hf_checkpoint notes it)"
 _HF_HEAD_TAIL = ("--long_text=head_tail: transformers' tokenizer truncates (head only), "
@@ -37,11 +37,13 @@ KNOWN_DIFFERENT = {
     ("tagger", "hf", "two_windows"): _HF_TAGGER,
     ("tagger", "hf", "three_windows"): _HF_TAGGER,
     ("tagger", "hf", "unicode"): _HF_TAGGER,
+    ("tagger", "hf", "whitespace"): _HF_TAGGER,
     ("tagger", "hf", "mixed"): _HF_TAGGER,
     ("tagger", "hf", "duplicates"): _HF_TAGGER,
     ("tagger_crf", "hf", "two_windows"): _HF_CRF,
     ("tagger_crf", "hf", "three_windows"): _HF_CRF,
     ("tagger_crf", "hf", "unicode"): _HF_CRF,
+    ("tagger_crf", "hf", "whitespace"): _HF_CRF,
     ("tagger_crf", "hf", "mixed"): _HF_CRF,
     ("tagger_crf", "hf", "duplicates"): _HF_CRF,
 }

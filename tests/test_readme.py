@@ -129,8 +129,9 @@ _NOT_RUN_HERE = {
     "import run_classifier": "run as written by tests/test_settings.py",
     "from extract_features import SentenceEncoder": "needs a converted model and scikit-learn",
     "from bert_tf2 import startup; startup.quiet()": "needs an exported MRPC SavedModel",
-    "import pandas as pd": "needs parquet files and a trained folder; its calls (tables of "
-                           "each kind, predict) run in tests/test_in_memory.py",
+    "import pandas as pd": "needs parquet / csv files and a trained folder; its calls (tables "
+                           "of each kind, predict) run in tests/test_in_memory.py and "
+                           "tests/test_predict_surface.py",
     "from bert_tf2.export.litert_predictor import LiteRTPredictor":
         "run by tests/test_litert.py on its tiny export",
     "from transformers import pipeline": "needs torch + transformers (the peer venv): "
