@@ -873,6 +873,19 @@ def _write_json(path, value):
         f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
+def read_model_folder(init_checkpoint):
+    """(CheckpointContents, the folder's files {setting: path}, bert_config.json's dict) of
+    a model folder an export reads; ValueError naming --init_checkpoint when the folder lacks
+    bert_config.json or vocab.txt."""
+    contents = checkpoints.CheckpointContents(init_checkpoint, "--init_checkpoint")
+    found, _ = model_folder.read(init_checkpoint)
+    for key, name in (("bert_config_file", "bert_config.json"), ("vocab_file", "vocab.txt")):
+        if key not in found:
+            raise ValueError("--init_checkpoint=%s has no %s beside it (a model folder "
+                             "holds bert_config.json and vocab.txt)" % (init_checkpoint, name))
+    return contents, found, read_json_object(found["bert_config_file"])
+
+
 class HfExport(object):
     """What export_to_hf writes, resolved from the model folder before anything is written.
 
@@ -883,13 +896,7 @@ class HfExport(object):
     """
 
     def __init__(self, init_checkpoint, model_type=None, labels_file=None):
-        contents = checkpoints.CheckpointContents(init_checkpoint, "--init_checkpoint")
-        found, _ = model_folder.read(init_checkpoint)
-        for key, name in (("bert_config_file", "bert_config.json"), ("vocab_file", "vocab.txt")):
-            if key not in found:
-                raise ValueError("--init_checkpoint=%s has no %s beside it (a model folder "
-                                 "holds bert_config.json and vocab.txt)" % (init_checkpoint, name))
-        config = read_json_object(found["bert_config_file"])
+        contents, found, config = read_model_folder(init_checkpoint)
         names = contents.model_names()
         held = head_of(names)
         self.notes = []

@@ -40,7 +40,6 @@ from bert_tf2.convert import huggingface
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import model_folder
 
 EXTRA_HINT = "pip install 'bert-tf2[keras-hub]'"
 
@@ -175,13 +174,7 @@ class PresetExport(object):
     """
 
     def __init__(self, init_checkpoint):
-        contents = checkpoints.CheckpointContents(init_checkpoint, "--init_checkpoint")
-        found, _ = model_folder.read(init_checkpoint)
-        for key, name in (("bert_config_file", "bert_config.json"), ("vocab_file", "vocab.txt")):
-            if key not in found:
-                raise ValueError("--init_checkpoint=%s has no %s beside it (a model folder "
-                                 "holds bert_config.json and vocab.txt)" % (init_checkpoint, name))
-        self.config = read_json_object(found["bert_config_file"])
+        contents, found, self.config = huggingface.read_model_folder(init_checkpoint)
         names = contents.model_names()
         self.head = huggingface.head_of(names)
         if any(name.startswith("bilstm_") for name in names):
