@@ -64,6 +64,33 @@ def peer_python():
     return path
 
 
+def random_head_model(head, config, num_labels=None, crf=False, seed=7):
+    """Our Keras model of `head` (pretraining, classifier, tagger, squad, multiple_choice,
+    else the encoder) for the bert_config dict `config`, random weights under `seed`, its
+    variables built; a --crf tagger's transitions random too (so they matter)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    bert_config = modeling.BertConfig.from_dict(config)
+    tf.random.set_seed(seed)
+    builders = {"pretraining": lambda: heads.BertPretrainer(bert_config),
+                "classifier": lambda: heads.BertClassifier(bert_config, num_labels),
+                "tagger": lambda: heads.BertTagger(bert_config, num_labels, crf=crf),
+                "squad": lambda: heads.BertSquad(bert_config),
+                "multiple_choice": lambda: heads.BertMultipleChoice(bert_config)}
+    if head not in builders:
+        model = modeling.BertModel(bert_config)
+        ids = np.zeros([1, 2], np.int32)
+        model(ids, np.ones_like(ids), ids)
+        return model
+    model = builders[head]()
+    model(heads.dummy_features(), training=False)
+    if crf:
+        model.crf.transitions.assign(tf.random.normal(model.crf.transitions.shape, stddev=2.0))
+    return model
+
+
 def pack_as_reference(tokenizer, length, a, b=None):
     """(ids, mask, segments) of [CLS] a [SEP] (b [SEP]) of `length`, cut as the reference
     cuts (truncate_seq_pair for a pair, the first length - 2 pieces of one text)."""

@@ -15,13 +15,12 @@ import pytest
 import tensorflow as tf
 
 import convert_hf_checkpoint as conv
-import modeling
 import tokenization
 from bert_tf2 import flags_common
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import heads
 from conftest import REPO_ROOT, peer_python, write_text
-from conftest import features_of_rows, pack_as_reference
+from conftest import features_of_rows, pack_as_reference, random_head_model
 from conftest import HANG_GUARD_SECONDS
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -40,27 +39,7 @@ def _config(vocab_size):
 
 def _model(head, config, num_labels=None, crf=False):
     """(our Keras model with random weights, its variables built)."""
-    bert_config = modeling.BertConfig.from_dict(config)
-    tf.random.set_seed(7)
-    if head == "pretraining":
-        model = heads.BertPretrainer(bert_config)
-    elif head == "classifier":
-        model = heads.BertClassifier(bert_config, num_labels)
-    elif head == "tagger":
-        model = heads.BertTagger(bert_config, num_labels, crf=crf)
-    elif head == "squad":
-        model = heads.BertSquad(bert_config)
-    elif head == "multiple_choice":
-        model = heads.BertMultipleChoice(bert_config)
-    else:
-        model = modeling.BertModel(bert_config)
-        ids = np.zeros([1, 2], np.int32)
-        model(ids, np.ones_like(ids), ids)
-        return model
-    model(heads.dummy_features(), training=False)
-    if crf:  # transitions that matter
-        model.crf.transitions.assign(tf.random.normal(model.crf.transitions.shape, stddev=2.0))
-    return model
+    return random_head_model(head, config, num_labels, crf=crf, seed=7)
 
 
 def _folder(tmp_path, head, vocab, name=None, kind="classification", crf=False, extra=None):

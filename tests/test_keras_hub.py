@@ -21,9 +21,8 @@ import convert_keras_hub as conv
 import modeling
 import tokenization
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
 from conftest import FP32_ATOL, REPO_ROOT, REQUIRE_DOORS, door_peer_missing, write_text
-from conftest import features_of_rows, pack_as_reference
+from conftest import features_of_rows, pack_as_reference, random_head_model
 from conftest import HANG_GUARD_SECONDS
 
 # Under `make test` (REQUIRE_DOORS) a missing keras-hub fails these tests instead of skipping.
@@ -55,23 +54,7 @@ def _config(vocab_size, act="gelu"):
 
 
 def _model(head, config, num_labels=None):
-    bert_config = modeling.BertConfig.from_dict(config)
-    tf.random.set_seed(11)
-    if head == "pretraining":
-        model = heads.BertPretrainer(bert_config)
-    elif head == "classifier":
-        model = heads.BertClassifier(bert_config, num_labels)
-    elif head == "tagger":
-        model = heads.BertTagger(bert_config, num_labels)
-    elif head == "squad":
-        model = heads.BertSquad(bert_config)
-    else:
-        model = modeling.BertModel(bert_config)
-        ids = np.zeros([1, 2], np.int32)
-        model(ids, np.ones_like(ids), ids)
-        return model
-    model(heads.dummy_features(), training=False)
-    return model
+    return random_head_model(head, config, num_labels, seed=11)
 
 
 def _folder(root, head, vocab, name=None, act="gelu", do_lower_case=True):
