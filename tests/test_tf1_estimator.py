@@ -370,3 +370,55 @@ def test_a_hook_that_sees_no_improvement_stops_train_and_evaluate(tmp_path, capl
     assert "No decrease in metric 'mae' for 8 steps (at least 8): early stopping" in caplog.text
     assert "Requesting early stopping at global step 11" in caplog.text
     assert result["global_step"] == 12
+
+
+
+def _runs_before(first, op):
+    """Whether graph op `first` is among `op`'s inputs or control inputs, transitively."""
+    stack, visited = [op], set()
+    while stack:
+        current = stack.pop()
+        if current is first:
+            return True
+        if current.name in visited:
+            continue
+        visited.add(current.name)
+        stack.extend(t.op for t in current.inputs)
+        stack.extend(current.control_inputs)
+    return False
+
+
+class _StepsSeen(estimator.GlobalStepHook):
+    """Records the step each training run fetched, and the graph's step increments."""
+
+    def __init__(self):
+        self.seen = []
+        self.increments = []
+        self.read = None
+
+    def begin(self):
+        super().begin()
+        step = v1.train.get_global_step()
+        self.read = self._global_step   # the tensor each run fetches
+        self.increments = [op for op in tf.compat.v1.get_default_graph().get_operations()
+                           if op.type == "AssignAddVariableOp" and op.inputs[0] is step.handle]
+
+    def after_run(self, run_context, run_values):
+        self.seen.append(int(run_values.results))
+
+
+def test_a_hook_sees_each_steps_value_before_its_update(tmp_path):
+    # A bare read of the step variable in the training run races with the step's own
+    # increment (a loaded CI machine saw a step twice, and an early-stopping hook missed
+    # the evaluation it had to see): the graph orders the read first, as TF 1.x's did.
+    est = estimator.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"lr": 0.0},
+                              config=estimator.RunConfig(tf_random_seed=7,
+                                                         save_checkpoints_steps=None,
+                                                         save_checkpoints_secs=None))
+    seen = _StepsSeen()
+    est.train(train_input_fn, max_steps=50, hooks=[seen])
+    assert seen.seen == list(range(50))
+    assert seen.increments   # the optimizer's global_step += 1
+    # A variable fetched reads it wherever the run schedules the read: a tensor ordered first.
+    assert isinstance(seen.read, tf.Tensor)
+    assert all(_runs_before(seen.read.op, op) for op in seen.increments)

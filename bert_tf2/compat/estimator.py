@@ -448,13 +448,18 @@ class Estimator:
         """Builds one mode's graph in the default graph; returns (spec, input hooks)."""
         if self._config.tf_random_seed is not None:
             v1.set_random_seed(self._config.tf_random_seed)
-        v1.train.get_or_create_global_step()
+        global_step = v1.train.get_or_create_global_step()
         params = self.params_for_mode(mode)
         features, labels, hooks = call_input_fn(input_fn, mode, params, self._config)
         if mode == ModeKeys.PREDICT:
             labels = None   # predict's input_fn may yield labels; model_fn never sees them
-        spec = self.spec_of(call_model_fn(self._model_fn, features, labels, mode, params,
-                                          self._config))
+        # Training: every op of model_fn (the step's increment too) runs after the step is
+        # read, so a hook fetching global_step_read() sees the value before this step's
+        # update on every run (as TF 1.x's Estimator); a bare variable read races with it.
+        after = [global_step_read(global_step)] if mode == ModeKeys.TRAIN else []
+        with tf.control_dependencies(after):
+            spec = self.spec_of(call_model_fn(self._model_fn, features, labels, mode, params,
+                                              self._config))
         if spec.mode != mode:
             raise ValueError("model_fn returned a spec of mode %r when called with mode %r"
                              % (spec.mode, mode))
@@ -832,6 +837,29 @@ def _records(path):
         position = start + length + 4
 
 
+# TF 1.x's graph collection of the global step's read (its StopAtStepHook fetches it too).
+_GLOBAL_STEP_READ = "global_step_read_op_cache"
+
+
+def global_step_read(global_step):
+    """The graph's copy of the global step that a training step reads before its update.
+
+    Made once per graph and kept in TF 1.x's collection; before the variable is initialized
+    (the init run) it gives the initial value.
+    """
+    made = v1.get_collection(_GLOBAL_STEP_READ)
+    if made:
+        return made[0]
+    graph = global_step.graph
+    with graph.as_default(), graph.name_scope(None), \
+            graph.name_scope(global_step.op.name + "/"):
+        value = tf.cond(v1.is_variable_initialized(global_step), global_step.read_value,
+                        lambda: global_step.initial_value)
+        read = value + 0
+    v1.add_to_collection(_GLOBAL_STEP_READ, read)
+    return read
+
+
 class GlobalStepHook(v1.train.SessionRunHook):
     """A hook that fetches the global step with every training step: after_run finds it
     in run_values.results (its value before that step's update)."""
@@ -839,7 +867,7 @@ class GlobalStepHook(v1.train.SessionRunHook):
     _global_step = None
 
     def begin(self):
-        self._global_step = v1.train.get_global_step()
+        self._global_step = global_step_read(v1.train.get_global_step())
 
     def before_run(self, run_context):
         del run_context
