@@ -8,6 +8,7 @@ longest row, on rows of very different lengths and on a batch of one.
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 import modeling
 from bert_tf2 import input_pipeline
@@ -39,13 +40,35 @@ def golden(shared_dir, tmp_path_factory):
 
 def _modules(golden, model_type, labels=None, **kwargs):
     """(full length, trimmed) ServingModules of one model: golden encoder, seeded head."""
-    tf.random.set_seed(7)
+    # Python's, numpy's and TensorFlow's seeds: tf_keras draws an unseeded initializer's
+    # seed from Python's random, so TF's alone left the head to the tests run before.
+    tf_keras.utils.set_random_seed(7)
     model = serving.build_model(model_type, golden["config"],
                                 None if labels is None else len(labels))
     checkpoints.load_checkpoint(model, golden["checkpoint"])
+    if model_type == "tagger":
+        _vary_tags(model, golden["config"].vocab_size)
     return [serving.ServingModule(model_type, model, golden["tokenizer"], SEQ_LENGTH,
                                   labels=labels, trim_padding=trim, **kwargs)
             for trim in (False, True)]
+
+
+def _vary_tags(model, vocab_size):
+    """Gives the tagger a head whose argmax differs between pieces.
+
+    The random encoder's outputs share a large common part, so a random head tags every
+    piece alike (one tag, and the comparison sees nothing); a wide random kernel with the
+    bias that centres each tag's logit over random pieces spreads the tags.
+    """
+    rows = np.random.RandomState(7)
+    ids = tf.constant(rows.randint(1000, vocab_size, (4, 32)), tf.int32)
+    inputs = {"input_ids": ids, "input_mask": tf.ones_like(ids),
+              "segment_ids": tf.zeros_like(ids)}
+    weights = {w.name.split("/", 1)[1]: w for w in model.weights if "tagger/output" in w.name}
+    kernel = weights["tagger/output_weights:0"]
+    kernel.assign(rows.normal(0.0, 1.0, kernel.shape).astype(np.float32))
+    logits = model(inputs, training=False)["logits"]
+    weights["tagger/output_bias:0"].assign(-tf.reduce_mean(logits, axis=[0, 1]))
 
 
 def _text(values):
