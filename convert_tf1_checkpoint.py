@@ -12,7 +12,6 @@ tools written for Google's checkpoints can read it.
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 import os
 
-import numpy as np
 import tensorflow as tf
 from absl import flags
 from absl import logging
@@ -22,10 +21,10 @@ import optimization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
+from bert_tf2.export import head_types
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
 
-MODEL_TYPES = ("auto", "pretraining", "classifier", "squad", "encoder")
+MODEL_TYPES = ("auto",) + head_types.TF1
 _TOOL = "convert_tf1_checkpoint"
 
 
@@ -56,34 +55,21 @@ Settings = settings_lib.settings_class(define_flags, __name__)
 
 def detect_model_type(contents):
     """Which task model a checkpoint holds, from its variable names."""
-    names = set(contents.model_names())
-    if any(n.startswith("cls/predictions/") for n in names):
-        return "pretraining"
-    if "output_weights" in names:
-        return "classifier"
-    if "cls/squad/output_weights" in names:
-        return "squad"
-    return "encoder"
+    return head_types.detect_tf1(set(contents.model_names())).name
 
 
 def build_model(model_type, bert_config, contents):
     """A built model of `model_type` whose heads fit the checkpoint's shapes."""
-    if model_type == "pretraining":
-        model = heads.BertPretrainer(bert_config)
-    elif model_type == "classifier":
-        if "output_weights" not in contents.shapes:
-            raise ValueError("--model_type=classifier but the checkpoint has no output_weights")
-        model = heads.BertClassifier(bert_config, contents.shapes["output_weights"][0])
-    elif model_type == "squad":
-        model = heads.BertSquad(bert_config)
-    elif model_type == "encoder":
-        model = modeling.BertModel(bert_config)
-        model(np.zeros([1, 2], np.int32))
-        return model
-    else:
+    head = head_types.find(model_type)
+    if head is None or head.tf1_rank is None:
         raise ValueError("unknown --model_type=%s" % model_type)
-    model(heads.dummy_features())
-    return model
+    num_labels = None
+    if head.class_labels:
+        if head.tf1_marker not in contents.shapes:
+            raise ValueError("--model_type=%s but the checkpoint has no %s"
+                             % (model_type, head.tf1_marker))
+        num_labels = contents.shapes[head.tf1_marker][0]
+    return head.build(bert_config, num_labels=num_labels)
 
 
 def load_optimizer_state(model, contents):

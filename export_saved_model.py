@@ -125,6 +125,7 @@ import tensorflow as tf
 
 import tokenization
 from bert_tf2.export import exporter
+from bert_tf2.export import head_types
 from bert_tf2.export import litert_step
 # The export with plain values, and the SavedModel folder (an export replaces only an earlier
 # export, and keeps what was added to it); their names stay importable from here.
@@ -276,8 +277,9 @@ def run(settings):
         litert_outputs.update(litert_step.export(settings, folder, module, litert_examples))
         return list(litert_outputs.values())
 
+    head = head_types.get(settings.model_type)
     layers = ([int(x) for x in settings.layers.split(",")]
-              if settings.model_type == "tagger" and settings.feature_based else None)
+              if head.word_tags and settings.feature_based else None)
     export_dir = export(
         settings.model_type, bert_config, settings.init_checkpoint, settings.vocab_file,
         settings.do_lower_case, settings.max_seq_length, settings.export_dir, labels=labels,
@@ -285,14 +287,14 @@ def run(settings):
         max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size,
         squad_rules=_squad_rules(settings),
         feature_layers=layers, lstm_units=settings.lstm_units,
-        crf=settings.model_type == "tagger" and settings.crf,
+        crf=head.word_tags and settings.crf,
         crf_tag_scheme=_crf_tag_scheme(settings, folder.get("crf_tag_scheme")),
         pooling_spec=_pooling_spec(settings, saved, bert_config),
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
         after_save=write_litert if settings.litert else None,
-        doc_stride=settings.doc_stride if settings.model_type == "tagger" else None)
+        doc_stride=settings.doc_stride if head.word_tags else None)
     outputs = dict(exporter.output_files(export_dir), **{
         name: os.path.join(export_dir, relative) for name, relative in litert_outputs.items()})
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)
@@ -310,10 +312,11 @@ def _check_settings(settings):
             raise ValueError("--%s must be one of %s, got %r"
                              % (name, ", ".join(choices), getattr(settings, name)))
     labels, multilabel = None, False
-    if settings.model_type == "classifier":
+    head = head_types.get(settings.model_type)
+    if head.class_labels:
         labels, multilabel = classifier_tasks.export_task(
             settings.part(*classifier_tasks.SETTINGS))
-    elif settings.model_type == "tagger":
+    elif head.word_tags:
         labels = exporter.tagger_labels(settings.labels_file, settings.init_checkpoint)
     tokenization.validate_case_matches_checkpoint(settings.do_lower_case,
                                                   settings.init_checkpoint)
@@ -324,7 +327,7 @@ def _check_settings(settings):
         raise ValueError("--max_seq_length must be at least 3")
     settings.refuse_unused(unused_flags(settings, multilabel))
     litert_step.check(settings, multilabel, _long_text(settings) is not None)
-    if settings.model_type == "classifier" and not multilabel:
+    if head.long_text and not multilabel:
         # As run_classifier: another mode's flags warned (one command line for every mode).
         settings.refuse_unused(long_text.unused_flags(long_text.from_settings(
             settings.part(*long_text.SETTINGS), settings.max_seq_length)), warn_only=True)
@@ -344,16 +347,7 @@ def _check_settings(settings):
 
 
 # The flags each --model_type reads (beyond the model flags and --export_dir).
-_FLAGS_OF_TYPE = {
-    "encoder": ("layers", "pooling", "normalize"),
-    "classifier": ("task_name", "xnli_language", "labels_file", "threshold", "long_text",
-                   "head_tokens", "doc_stride", "window_pooling"),
-    "squad": ("max_query_length", "max_answer_length", "n_best_size", "doc_stride",
-              "version_2_with_negative", "null_score_diff_threshold"),
-    "tagger": ("labels_file", "feature_based", "layers", "lstm_units", "crf",
-               "crf_tag_scheme", "doc_stride"),
-    "multiple_choice": (),
-}
+_FLAGS_OF_TYPE = {name: head_types.find(name).flags for name in MODEL_TYPES}
 
 def unused_flags(settings, multilabel=False):
     """(flag, why) pairs of the flags this export would not read (refused when given);
@@ -362,12 +356,12 @@ def unused_flags(settings, multilabel=False):
     read = set(_FLAGS_OF_TYPE[model_type])
     pairs = [(name, "with --model_type=%s" % model_type)
              for names in _FLAGS_OF_TYPE.values() for name in names if name not in read]
-    classifier = model_type == "classifier"
+    head = head_types.get(model_type)
     for name, used, why in (
             ("threshold", multilabel, "without a multi-label classifier"),
             ("xnli_language", (settings.task_name or "").lower() == "xnli",
              "without --task_name=xnli"),
-            ("layers", model_type != "tagger" or settings.feature_based,
+            ("layers", not head.word_tags or settings.feature_based,
              "without --feature_based"),
             ("lstm_units", settings.feature_based, "without --feature_based"),
             ("null_score_diff_threshold", settings.version_2_with_negative,
@@ -376,7 +370,7 @@ def unused_flags(settings, multilabel=False):
             pairs.append((name, why))
     if not settings.litert:
         pairs += [(name, "without --litert") for name in litert_step.FLAGS_OF_LITERT]
-    if classifier and multilabel:
+    if head.class_labels and multilabel:
         pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
                   for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]
     return list(dict(pairs).items())
@@ -385,7 +379,7 @@ def unused_flags(settings, multilabel=False):
 def _squad_rules(settings):
     """--model_type=squad: run_squad's prediction settings (serving_squad.SquadRules):
     given, else the model folder's (filled in by run()), else run_squad's defaults."""
-    if settings.model_type != "squad":
+    if not head_types.get(settings.model_type).answer_spans:
         return None
     return serving_squad.rules_of(settings.part(*serving_squad.SETTINGS))
 
@@ -393,7 +387,7 @@ def _squad_rules(settings):
 def _crf_tag_scheme(settings, saved):
     """--crf_tag_scheme of a --crf tagger: given, else (auto) the folder's `saved`, else
     none."""
-    if not (settings.model_type == "tagger" and settings.crf):
+    if not (head_types.get(settings.model_type).word_tags and settings.crf):
         return "none"
     if settings.crf_tag_scheme == "auto":
         return saved if saved in heads.TAG_SCHEMES[1:] else "none"
@@ -402,7 +396,8 @@ def _crf_tag_scheme(settings, saved):
 
 def _long_text(settings):
     """A classifier's long_text.LongText (settings, else long_text.json), None for truncate."""
-    if settings.model_type != "classifier" or multilabel_data.is_multilabel(settings.task_name):
+    if (not head_types.get(settings.model_type).long_text
+            or multilabel_data.is_multilabel(settings.task_name)):
         return None
     result = long_text.from_settings(settings.part(*long_text.SETTINGS),
                                      settings.max_seq_length)
@@ -412,7 +407,7 @@ def _long_text(settings):
 def _pooling_spec(settings, saved, bert_config):
     """The encoder's sentence_embedding: settings, else sentence_embedding.json (`saved`),
     else mean."""
-    if settings.model_type != "encoder":
+    if not head_types.get(settings.model_type).sentence_embedding:
         return None
     mode = settings.pooling or saved.get("pooling", "mean")
     return flags_common.pooling_spec(settings.part("layers", "normalize"), saved, mode,

@@ -15,6 +15,7 @@ import subprocess
 
 import numpy as np
 
+from bert_tf2.export import head_types
 from conftest import FP32_ATOL, HANG_GUARD_SECONDS, REPO_ROOT, SHARED_DIR, write_text
 
 # ---------------------------------------------------------------------------
@@ -188,7 +189,12 @@ class Head(object):
     name = None
     runner = None           # the runner module's name
     model_type = None       # export_saved_model --model_type
-    litert = True           # whether --litert=fp32 exports it
+    registry_head = None    # its head in its head_types entry's `heads`
+
+    @property
+    def litert(self):
+        """Whether --litert=fp32 exports it (its head_types entry says)."""
+        return head_types.find(self.model_type).carries_litert(self.registry_head)
 
     def __init__(self, root, files):
         self.root, self.files = root / self.name, files
@@ -358,6 +364,7 @@ _LABELS = ("neg", "neutral", "pos")
 
 class Classifier(Head):
     name, runner, model_type = "classifier", "run_classifier", "classifier"
+    registry_head = "classifier"
     hf_head = "classifier"
     task_type = "classification"
     extra = {}
@@ -402,7 +409,8 @@ class Classifier(Head):
 
 
 class Multilabel(Classifier):
-    name, task_type, litert, hf_head = "multilabel", "multilabel", False, "multilabel"
+    name, task_type, hf_head = "multilabel", "multilabel", "multilabel"
+    registry_head = "multi-label classifier"
 
     def label_of(self, text, index):
         return [name for name, word in (("neg", "bad"), ("neutral", "the"), ("pos", "good"))
@@ -411,18 +419,19 @@ class Multilabel(Classifier):
 
 class Regression(Classifier):
     name, task_type, hf_head = "regression", "regression", "regression"
+    registry_head = "regression"
 
     def label_of(self, text, index):
         return float(len(text.split()) % 5)
 
 
 class LongWindows(Classifier):
-    name, litert = "long_windows", False
+    name, registry_head = "long_windows", "long-text classifier"
     extra = {"long_text": "windows", "doc_stride": DOC_STRIDE}
 
 
 class LongHeadTail(Classifier):
-    name, litert = "long_head_tail", False
+    name, registry_head = "long_head_tail", "long-text classifier"
     extra = {"long_text": "head_tail", "head_tokens": 10}
 
 
@@ -446,6 +455,7 @@ def _read_tagged(path):
 
 class Tagger(Head):
     name, runner, model_type, hf_head = "tagger", "run_ner", "tagger", "tagger"
+    registry_head = "tagger softmax"
     crf = False
 
     def reference_items(self):
@@ -501,7 +511,7 @@ class Tagger(Head):
 
 
 class TaggerCrf(Tagger):
-    name, crf = "tagger_crf", True
+    name, crf, registry_head = "tagger_crf", True, "tagger crf"
 
 
 # -- run_squad: v1 and v2 -----------------------------------------------------------
@@ -527,6 +537,7 @@ def squad_json(questions, contexts, answers=None, impossible=None):
 
 class Squad(Head):
     name, runner, model_type = "squad_v1", "run_squad", "squad"
+    registry_head = "squad v1.1"
     v2 = False
 
     def make_kinds(self):
@@ -582,7 +593,7 @@ class Squad(Head):
 
 
 class SquadV2(Squad):
-    name, v2 = "squad_v2", True
+    name, v2, registry_head = "squad_v2", True, "squad v2.0"
 
 
 # -- run_multiple_choice --------------------------------------------------------------
@@ -591,8 +602,8 @@ _ENDINGS = ["went to paris .", "bought milk .", "was very good ."]
 
 
 class MultipleChoice(Head):
-    name, runner, model_type, litert = ("multiple_choice", "run_multiple_choice",
-                                        "multiple_choice", False)
+    name, runner, model_type = "multiple_choice", "run_multiple_choice", "multiple_choice"
+    registry_head = "multiple choice"
     hf_head = "multiple_choice"
 
     def make_kinds(self):
@@ -628,6 +639,7 @@ class MultipleChoice(Head):
 
 class Encoder(Head):
     name, runner, model_type, hf_head = "encoder", "extract_features", "encoder", "encoder"
+    registry_head = "sentence embedding"
 
     def __init__(self, root, files, classifier_folder):
         super().__init__(root, files)

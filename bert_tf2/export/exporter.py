@@ -12,6 +12,7 @@ from absl import logging
 import tf_keras
 
 from bert_tf2.encoder import attention
+from bert_tf2.export import head_types
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
@@ -37,7 +38,8 @@ def load_weights(model, init_checkpoint, model_type):
             "checkpoint of a fine-tuned %s model?)"
             % (init_checkpoint, len(result.not_in_checkpoint), model_type,
                ", ".join(result.not_in_checkpoint[:3]), model_type))
-    if model_type != "encoder":  # an encoder is served from any task's checkpoint
+    entry = head_types.find(model_type)
+    if entry is None or entry.checks_head:  # an encoder is served from any task's checkpoint
         checkpoints.check_serves(model, init_checkpoint)  # another head's variables
     return result
 
@@ -168,7 +170,7 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         "trim_padding": module.trim_padding,
         "serving_dtype": serving_dtype,
     }
-    if module.model_type == "tagger":
+    if module.head.word_tags:
         info["crf"] = module.crf
         info["crf_tag_scheme"] = module.crf_tag_scheme
         info["doc_stride"] = module.doc_stride  # its windows, LiteRTPredictor's too
@@ -181,7 +183,7 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         info["embed_batch_size"] = module.embed_batch_size
     if long_text_settings is not None:
         info["long_text"] = long_text_settings.to_dict()
-    if module.model_type == "squad":
+    if module.head.answer_spans:
         info.update(module.squad_rules.to_dict())
     return info
 

@@ -31,17 +31,13 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
 from bert_tf2.trainer import heads
 
 VARIANTS = litert_predictor.VARIANTS
 REPORT_FILE = litert_predictor.REPORT_FILE
-# The numeric outputs of serving_ids each LiteRT model keeps, by model type.
-_OUTPUTS = {"classifier": ("probabilities", "logits", "predictions"),
-            "encoder": ("sentence_embedding",),
-            "tagger": ("logits",),
-            "squad": ("start_logits", "end_logits")}
 # Full int8 tried again with these TFLite ops in float, in order, when it drops too much:
 # softmax and LayerNorm's statistics first, then also the adds and multiplies (the
 # attention mask's -10000 shares its int8 range with the scores, the residual stream
@@ -74,7 +70,8 @@ def ids_function(module, model_type, max_seq_length):
 
     def ids(input_ids, input_mask, segment_ids):
         out = module.run_ids(input_ids, input_mask, segment_ids)
-        return {name: out[name] for name in _OUTPUTS[model_type] if name in out}
+        return {name: out[name] for name in head_types.find(model_type).litert_outputs
+                if name in out}
 
     return tf.function(ids, input_signature=specs, autograph=False).get_concrete_function()
 
@@ -201,28 +198,27 @@ def compare(model_type, reference, outputs, batch, labels, do_lower_case, crf=No
     per-position tag probabilities; encoder: vectors; squad: logits), and, when the
     batch has gold labels, metric (accuracy, word accuracy, SQuAD F1; in %) for both.
     """
-    key = {"classifier": "predictions" if "predictions" in reference else "probabilities",
-           "encoder": "sentence_embedding", "tagger": "logits", "squad": "start_logits"}
-    names = [key[model_type]] + (["end_logits"] if model_type == "squad" else [])
+    head = head_types.find(model_type)
+    names = [n for n in head.litert_compared if n in reference]
     ref = [np.asarray(reference[n], np.float64) for n in names]
     got = [np.asarray(outputs[n], np.float64) for n in names]
-    if model_type == "tagger":
+    if head.word_tags:
         ref, got = [_softmax(x) for x in ref], [_softmax(x) for x in got]
     deltas = np.concatenate([np.abs(a - b).ravel() for a, b in zip(ref, got)])
-    result = {"examples": _count(model_type, batch),
+    result = {"examples": _count(head, batch),
               "max_abs_delta": float(deltas.max()), "mean_abs_delta": float(deltas.mean())}
     want = litert_data.decode(model_type, reference, batch, labels, do_lower_case)
     found = litert_data.decode(model_type, outputs, batch, labels, do_lower_case, crf=crf)
-    if model_type == "encoder":
+    if head.sentence_embedding:
         cosine = np.sum(ref[0] * got[0], -1) / np.maximum(
             np.linalg.norm(ref[0], axis=-1) * np.linalg.norm(got[0], axis=-1), 1e-12)
         result.update(agreement=float(cosine.mean()), min_cosine=float(cosine.min()))
         return result
-    result["agreement"] = _agreement(model_type, want, found)
+    result["agreement"] = _agreement(head, want, found)
     if batch.gold is not None:
-        result["metric_name"], result["metric_fp32"] = _metric(model_type, want, batch)
-        result["metric"] = _metric(model_type, found, batch)[1]
-        if model_type == "classifier" and labels and len(labels) == 2:
+        result["metric_name"], result["metric_fp32"] = _metric(head, want, batch)
+        result["metric"] = _metric(head, found, batch)[1]
+        if head.class_labels and labels and len(labels) == 2:
             result["f1_fp32"], result["f1"] = _f1(want, batch.gold), _f1(found, batch.gold)
     return result
 
@@ -239,19 +235,19 @@ def _softmax(logits):
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
-def _count(model_type, batch):
-    if model_type == "tagger":
+def _count(head, batch):
+    if head.word_tags:
         return len(batch.extra[0].sentences)
-    if model_type == "squad":
+    if head.answer_spans:
         return len(batch.extra[0])
     return len(batch.features["input_ids"])
 
 
-def _agreement(model_type, want, found):
+def _agreement(head, want, found):
     """The share of equal predictions (classifier labels, word tags, answer texts)."""
-    if model_type == "tagger":
+    if head.word_tags:
         pairs = [(a, b) for x, y in zip(want, found) for a, b in zip(x, y)]
-    elif model_type == "squad":
+    elif head.answer_spans:
         pairs = [(want.predictions[k], found.predictions[k]) for k in want.predictions]
     elif want and isinstance(want[0], float):  # regression: within 0.1 of each other
         return float(np.mean(np.abs(np.subtract(want, found)) < 0.1))
@@ -260,12 +256,12 @@ def _agreement(model_type, want, found):
     return float(np.mean([a == b for a, b in pairs])) if pairs else 1.0
 
 
-def _metric(model_type, found, batch):
+def _metric(head, found, batch):
     """(name, value in %) of predictions against the batch's gold labels."""
-    if model_type == "squad":
+    if head.answer_spans:
         from bert_tf2.tasks import squad_results  # pylint: disable=import-outside-toplevel
         return "f1", float(squad_results.evaluate_predictions(batch.gold, found, False)["f1"])
-    if model_type == "tagger":
+    if head.word_tags:
         pairs = [(a, b) for x, y in zip(found, batch.gold) for a, b in zip(x, y)]
         return "word_accuracy", 100.0 * float(np.mean([a == b for a, b in pairs]))
     if found and isinstance(found[0], float):
@@ -309,7 +305,7 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
     litert_predictor.check_available()
     info = litert_predictor.read_info(export_dir)
     function = ids_function(module, info["model_type"], info["max_seq_length"])
-    crf = module.crf_parameters() if info["model_type"] == "tagger" else None
+    crf = module.crf_parameters() if head_types.find(info["model_type"]).word_tags else None
     info = dict(info, crf_parameters=crf)
     sets = {name: batch for name, batch in (("calibration", calibration),
                                             ("agreement", agreement)) if batch is not None}

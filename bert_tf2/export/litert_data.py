@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from bert_tf2.base import crf as crf_lib
+from bert_tf2.export import head_types
 from bert_tf2.export import serving_squad
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
@@ -18,7 +19,7 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
 
-MODEL_TYPES = ("classifier", "encoder", "tagger", "squad")
+MODEL_TYPES = head_types.LITERT
 ID_KEYS = ("input_ids", "input_mask", "segment_ids")
 _TEXT_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
@@ -61,14 +62,15 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
       a Batch; ValueError (one line naming the file and line) on a bad file.
     """
     check_file(flag, path)
+    head = head_types.find(model_type)
     try:
-        if model_type == "tagger":
+        if head.word_tags:
             conll = ner_data.read_conll(path, require_tags=False)
             conll = conll._replace(sentences=conll.sentences[:limit])
             if conll.has_tags:
                 ner_data.check_tags(conll, labels)
             return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
-        if model_type == "squad":
+        if head.answer_spans:
             articles = squad_data.load_squad_json(path)
             examples = squad_data.examples_from_articles(articles, False)[:limit]
             if not examples:
@@ -82,7 +84,7 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
         texts_a = [_row_text(row, columns[0]) for row in rows]
         texts_b = [_row_text(row, columns[1]) for row in rows] if columns[1] else None
         gold = None
-        if model_type == "classifier" and all(columns[2] in row.fields for row in rows):
+        if head.class_labels and all(columns[2] in row.fields for row in rows):
             gold = [_gold_label(row, columns[2], labels) for row in rows]
     except (ValueError, KeyError, TypeError) as e:
         # Each message names the file (and line) once; a KeyError's is its key's repr.
@@ -221,13 +223,14 @@ def decode(model_type, outputs, batch, labels=None, do_lower_case=True, crf=None
     tagger: per sentence its words' tags; squad: the answer texts, by question id
     (run_squad's n-best rules over every window).
     """
-    if model_type == "classifier":
+    head = head_types.find(model_type)
+    if head.class_labels:
         if "predictions" in outputs:
             return [float(x) for x in outputs["predictions"]]
         return [int(x) for x in np.argmax(outputs["probabilities"], axis=-1)]
-    if model_type == "encoder":
+    if head.sentence_embedding:
         return np.asarray(outputs["sentence_embedding"])
-    if model_type == "tagger":
+    if head.word_tags:
         conll, features = batch.extra
         if "tag_ids" in outputs:
             tag_ids = outputs["tag_ids"]

@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 import tokenization
+from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import serving_squad
 from bert_tf2.tasks import squad_results
@@ -77,13 +78,14 @@ def read_info(export_dir):
                          model_type)
     checks = [("max_seq_length", lambda v: _is_int(v, 3), "an integer >= 3"),
               ("do_lower_case", lambda v: isinstance(v, bool), "true or false")]
-    if model_type in ("classifier", "tagger"):
+    head = head_types.find(model_type)
+    if head.labels:
         checks.append(("labels", lambda v: isinstance(v, list) and v and all(
             x is None or isinstance(x, str) for x in v), "a non-empty list of label names"))
-    if model_type == "tagger":
+    if head.word_tags:
         checks.append(("crf", lambda v: v is None or isinstance(v, bool), "true or false"))
         checks.append(("doc_stride", lambda v: v is None or _is_int(v, 1), "an integer >= 1"))
-    if model_type == "squad":
+    if head.answer_spans:
         # run_squad's prediction settings (exports before they were recorded: its defaults)
         checks += [(name, lambda v: v is None or _is_int(v, 1), "an integer >= 1")
                    for name in ("max_query_length", "doc_stride", "n_best_size",
@@ -215,12 +217,13 @@ class LiteRTPredictor(object):
             raise ValueError("%s does not exist: export with --litert=%s" % (path, variant))
         self.info = read_info(export_dir)
         self.model_type = self.info["model_type"]
+        self.head = head_types.find(self.model_type)
         self.labels = self.info.get("labels")
         self.max_seq_length = self.info["max_seq_length"]
-        self.squad_rules = squad_rules(self.info) if self.model_type == "squad" else None
+        self.squad_rules = squad_rules(self.info) if self.head.answer_spans else None
         # A --crf tagger tags with Viterbi under the SavedModel's transitions and scheme.
         self.crf = (read_crf(export_dir, len(self.labels))
-                    if self.model_type == "tagger" and self.info.get("crf") else None)
+                    if self.head.word_tags and self.info.get("crf") else None)
         vocab = os.path.join(export_dir, VOCAB_FILE)
         if not os.path.isfile(vocab):
             raise ValueError("%s does not exist: %s is not a whole export" % (vocab, export_dir))
@@ -242,9 +245,9 @@ class LiteRTPredictor(object):
             for i, value in enumerate(values):
                 if not isinstance(value, str):
                     raise ValueError("%s[%d] is %r, not a str" % (name, i, value))
-        if self.model_type == "squad" and texts_b is None:
+        if self.head.answer_spans and texts_b is None:
             raise ValueError("a squad model needs texts_b: the contexts, one per question")
-        if self.model_type == "tagger" and texts_b is not None:
+        if self.head.word_tags and texts_b is not None:
             raise ValueError("a tagger takes texts only: leave texts_b out")
         if texts_b is not None and len(texts_b) != len(texts):
             raise ValueError("texts_b has %d texts but texts %d: give one per text (or "
@@ -254,11 +257,11 @@ class LiteRTPredictor(object):
     def batch(self, texts, texts_b=None):
         """The litert_data.Batch of raw texts (squad: texts = questions, texts_b = contexts)."""
         texts, texts_b = self._inputs(texts, texts_b)
-        if self.model_type == "squad":
+        if self.head.answer_spans:
             return litert_data.squad_batch(
                 litert_data.squad_examples(texts, texts_b), self.tokenizer,
                 self.max_seq_length, self.squad_rules)
-        if self.model_type == "tagger":
+        if self.head.word_tags:
             # run_ner's windows; an export made before doc_stride was recorded: its default.
             return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
                                             self.labels, self.info.get("doc_stride"))
@@ -284,23 +287,23 @@ class LiteRTPredictor(object):
           question (answers() adds the scores). No texts: no results.
         """
         batch = self.batch(texts, texts_b)
-        if self.model_type == "squad":
+        if self.head.answer_spans:
             found = self._squad_predictions(batch)
             return [found.predictions[e.qas_id] for e in batch.extra[0]]
         if not len(batch.features["input_ids"]):
-            if self.model_type == "encoder":
+            if self.head.sentence_embedding:
                 return np.zeros([0, self.run.output_sizes["sentence_embedding"]], np.float32)
             return []
         outputs = self.run(batch.features)
         found = litert_data.decode(self.model_type, outputs, batch, self.labels,
                                    self.info["do_lower_case"], crf=self.crf)
-        if self.model_type == "classifier":  # the shapes of run_classifier.predict
+        if self.head.class_labels:  # the shapes of run_classifier.predict
             if "predictions" in outputs:
                 return [prediction_files.result(prediction_files.regression_record(None, x))
                         for x in found]
             return [prediction_files.result(prediction_files.classification_record(
                 None, row, self.labels)) for row in outputs["probabilities"]]
-        if self.model_type == "tagger":
+        if self.head.word_tags:
             conll = batch.extra[0]
             return [list(zip(s.words, tags)) for s, tags in zip(conll.sentences, found)]
         return found
@@ -316,7 +319,7 @@ class LiteRTPredictor(object):
         """A squad model's answers with their scores: per question run_squad.predict()'s
         {"text", "probability", "nbest"} (squad_results.answer_of), under the export's
         doc_stride, n_best_size, max_answer_length and SQuAD 2.0 rule."""
-        if self.model_type != "squad":
+        if not self.head.answer_spans:
             raise ValueError("answers() is for a squad model; this export is a %s: use "
                              "predict()" % self.model_type)
         batch = self.batch(questions, contexts)

@@ -7,6 +7,7 @@ from absl import logging
 
 import tokenization
 from bert_tf2 import flags_common
+from bert_tf2.export import head_types
 from bert_tf2.export import litert
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
@@ -103,6 +104,7 @@ def read_examples(settings, labels):
         return None, None
     tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
     columns = parse_columns(settings)
+    head = head_types.find(settings.model_type)
 
     def examples(flag, limit):
         path = getattr(settings, flag)
@@ -111,9 +113,9 @@ def read_examples(settings, labels):
         return litert_data.read_file(
             settings.model_type, "--" + flag, path, tokenizer,
             settings.max_seq_length, limit, labels=labels, columns=columns,
-            doc_stride=settings.doc_stride if settings.model_type == "tagger" else None,
+            doc_stride=settings.doc_stride if head.word_tags else None,
             squad_rules=serving_squad.rules_of(settings.part(*serving_squad.SETTINGS))
-            if settings.model_type == "squad" else None)
+            if head.answer_spans else None)
 
     return (examples("calibration_file", settings.calibration_examples),
             examples("agreement_file", None))

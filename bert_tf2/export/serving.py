@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import modeling
 from bert_tf2 import input_pipeline
+from bert_tf2.export import head_types
 from bert_tf2.export import serving_tagger
 from bert_tf2.export import serving_squad
 from bert_tf2.export import tokenization_graph
@@ -18,7 +19,7 @@ from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import heads
 
-MODEL_TYPES = ("encoder", "classifier", "squad", "tagger", "multiple_choice")
+MODEL_TYPES = head_types.SERVED
 
 
 # ---------------------------------------------------------------------------
@@ -159,35 +160,11 @@ def build_model(model_type, bert_config, num_labels=None, feature_layers=None, l
     crf: one trained with run_ner --crf (its tags are Viterbi's), crf_penalties its
     tag scheme's (heads.crf_constraints; None: none).
     """
-    if model_type == "encoder":
-        model = modeling.BertModel(bert_config)
-        dummy = heads.dummy_features()
-        model(dummy["input_ids"], dummy["input_mask"], dummy["segment_ids"])
-        return model
-    if model_type == "classifier":
-        model = heads.BertClassifier(bert_config, num_labels)
-    elif model_type == "squad":
-        model = heads.BertSquad(bert_config)
-    elif model_type == "tagger":
-        model = heads.BertTagger(bert_config, num_labels, feature_layers=feature_layers,
-                                 lstm_units=lstm_units, crf=crf, crf_penalties=crf_penalties)
-    elif model_type == "multiple_choice":
-        model = heads.BertMultipleChoice(bert_config)
-    else:
-        raise ValueError("--model_type must be one of %s, got %r"
-                         % (", ".join(MODEL_TYPES), model_type))
-    model(heads.dummy_features(), training=False)
-    return model
+    return head_types.get(model_type).build(
+        bert_config, num_labels=num_labels, feature_layers=feature_layers,
+        lstm_units=lstm_units, crf=crf, crf_penalties=crf_penalties)
 
 
-# Outputs with a position axis, per model type: {name: axis}. The full-length paths
-# keep S there (static shapes in their SignatureDefs, as before trimmed requests).
-_SEQUENCE_AXES = {
-    "encoder": {"sequence_output": 1, "encoder_layers": 2, "input_ids": 1, "input_mask": 1,
-                "segment_ids": 1},
-    "squad": {"start_logits": 1, "end_logits": 1},
-    "tagger": {"logits": 1},
-}
 _ID_KEYS = ("input_ids", "input_mask", "segment_ids")
 
 
@@ -197,7 +174,7 @@ def default_trim_padding(model_type):
     A SQuAD window's n-best ranks padding positions too (as run_squad does by
     default), so trimming could change an answer: it is asked for explicitly.
     """
-    return model_type != "squad"
+    return head_types.get(model_type).trims_by_default
 
 
 class ServingModule(tf.Module):
@@ -222,6 +199,7 @@ class ServingModule(tf.Module):
         self.threshold = threshold  # set: a multi-label classifier (sigmoid outputs)
         self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
         self.model_type = model_type
+        self.head = head_types.get(model_type)
         self.tokenizer = tokenizer
         self.model_variables = list(model.variables)
         self.max_seq_length = max_seq_length
@@ -237,7 +215,7 @@ class ServingModule(tf.Module):
         self.max_query_length = squad_rules.max_query_length
         self.max_answer_length = squad_rules.max_answer_length
         self.n_best_size = squad_rules.n_best_size
-        if model_type == "squad":
+        if self.head.answer_spans:
             squad_rules.check(max_seq_length)
             self.squad_tokens = serving_squad.token_table(tokenizer)  # id -> piece
         self.crf = getattr(model, "crf", None) is not None  # a run_ner --crf tagger
@@ -280,13 +258,14 @@ class ServingModule(tf.Module):
         # Given to tf.saved_model.save as tf.functions, not concrete functions: traced
         # once, inside the save (a trace made before it would be made again there).
         signatures = {"serving_ids": self.serving_ids, "tokenize": self.tokenize}
-        if self.model_type == "tagger":
+        signature = self.head.signature
+        if signature == "words":
             self.serving_default = function(self._tag, text("text"))
-        elif self.model_type == "multiple_choice":
+        elif signature == "choices":
             self.serving_default = function(
                 self._choose, text("context"),
                 tf.TensorSpec([None, None], tf.string, name="endings"))
-        elif self.model_type == "squad":
+        elif signature == "squad":
             pair = [text("question"), text("context")]
             self.serving_default = function(self._serve_squad, *pair)
             self.answer = signatures["answer"] = function(self._answer, *pair)
@@ -306,7 +285,7 @@ class ServingModule(tf.Module):
     @property
     def _bucket_width(self):
         """Packing of the text signatures: a bucket width, or None for max_seq_length."""
-        if self.trim_padding and self.model_type != "encoder":
+        if self.trim_padding and not self.head.full_length_text:
             return input_pipeline.DEFAULT_BUCKET_WIDTH
         return None
 
@@ -342,35 +321,46 @@ class ServingModule(tf.Module):
                                     "segment_ids": segment_ids})
 
     def _model_outputs(self, features):
-        model = self._holder.model
-        if self.model_type == "encoder":
-            out = model(features["input_ids"], features["input_mask"],
-                        features["segment_ids"], training=False)
-            outputs = {} if self.pooling_spec is None else {
-                "sentence_embedding": self._pool(out, features["input_mask"])}
-            return dict(outputs, **{
-                "pooled_output": tf.cast(out["pooled_output"], tf.float32),
-                "sequence_output": tf.cast(out["sequence_output"], tf.float32),
-                "encoder_layers": tf.stack(
-                    [tf.cast(x, tf.float32) for x in out["all_encoder_layers"]], axis=1),
-                "input_ids": features["input_ids"],
-                "input_mask": features["input_mask"],
-                "segment_ids": features["segment_ids"],
-            })
-        if self.model_type == "multiple_choice":
-            # [B x C, S] rows: one batch through BERT, a score per row.
-            pooled = model.bert(features["input_ids"], features["input_mask"],
-                                features["segment_ids"], training=False)["pooled_output"]
-            return {"logits": tf.cast(model.scorer(pooled), tf.float32)[:, 0]}
-        if self.model_type == "squad":
-            # Its logits at every position of the request are outputs: no skip_padding.
-            out = model(features, training=False)
-            return {"start_logits": tf.cast(out["start_logits"], tf.float32),
-                    "end_logits": tf.cast(out["end_logits"], tf.float32)}
+        return self._OUTPUTS[self.head.outputs](self, self._holder.model, features)
+
+    def _encoder_outputs(self, model, features):
+        out = model(features["input_ids"], features["input_mask"],
+                    features["segment_ids"], training=False)
+        outputs = {} if self.pooling_spec is None else {
+            "sentence_embedding": self._pool(out, features["input_mask"])}
+        return dict(outputs, **{
+            "pooled_output": tf.cast(out["pooled_output"], tf.float32),
+            "sequence_output": tf.cast(out["sequence_output"], tf.float32),
+            "encoder_layers": tf.stack(
+                [tf.cast(x, tf.float32) for x in out["all_encoder_layers"]], axis=1),
+            "input_ids": features["input_ids"],
+            "input_mask": features["input_mask"],
+            "segment_ids": features["segment_ids"],
+        })
+
+    def _choice_outputs(self, model, features):
+        # [B x C, S] rows: one batch through BERT, a score per row.
+        pooled = model.bert(features["input_ids"], features["input_mask"],
+                            features["segment_ids"], training=False)["pooled_output"]
+        return {"logits": tf.cast(model.scorer(pooled), tf.float32)[:, 0]}
+
+    def _squad_outputs(self, model, features):
+        # Its logits at every position of the request are outputs: no skip_padding.
         out = model(features, training=False)
-        if self.model_type == "tagger":
-            return {"logits": tf.cast(out["logits"], tf.float32)}
-        return self._classifier_outputs(tf.cast(out["logits"], tf.float32))
+        return {"start_logits": tf.cast(out["start_logits"], tf.float32),
+                "end_logits": tf.cast(out["end_logits"], tf.float32)}
+
+    def _tagger_outputs(self, model, features):
+        return {"logits": tf.cast(model(features, training=False)["logits"], tf.float32)}
+
+    def _classifier_model_outputs(self, model, features):
+        return self._classifier_outputs(
+            tf.cast(model(features, training=False)["logits"], tf.float32))
+
+    # The model's outputs, by its head_types entry's `outputs`.
+    _OUTPUTS = {"encoder": _encoder_outputs, "multiple_choice": _choice_outputs,
+                "squad": _squad_outputs, "tagger": _tagger_outputs,
+                "classifier": _classifier_model_outputs}
 
     def _classifier_outputs(self, logits):
         if self.regression:
@@ -430,7 +420,7 @@ class ServingModule(tf.Module):
         outputs = self._holder.run_model(*[features[k] for k in _ID_KEYS])
         if features["input_ids"].shape[1] != self.max_seq_length:
             return outputs
-        for name, axis in _SEQUENCE_AXES.get(self.model_type, {}).items():
+        for name, axis in self.head.sequence_axes.items():
             shape = [None] * outputs[name].shape.rank
             shape[axis] = self.max_seq_length
             outputs[name] = tf.ensure_shape(outputs[name], shape)
@@ -463,7 +453,7 @@ class ServingModule(tf.Module):
 
     def _serve_pair(self, text_a, text_b):
         long_text = self._holder.long_text
-        if long_text is None or self.model_type != "classifier":
+        if long_text is None or not self.head.long_text:
             return self._forward(self._pack(text_a, text_b, bucket_width=self._bucket_width))
         features, rows = self._pack(text_a, text_b, long_text.graph_windows,
                                     bucket_width=self._bucket_width)

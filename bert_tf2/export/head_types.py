@@ -1,0 +1,217 @@
+"""One entry per model type a model folder or a door can hold: what each door needs.
+
+The doors (export_saved_model's SavedModel and its serving module, the LiteRT step and
+LiteRTPredictor, convert_tf1_checkpoint) look a model type up here and read its entry,
+instead of comparing type names: how it is built, its TF1 variables, its serving
+signature and outputs, whether LiteRT carries it, the per-head post-processing it needs
+(a tagger's word windows and Viterbi, SQuAD's windows and n-best). A head's own door code
+stays in its module (serving_tagger, serving_squad, tasks/ner_data, tasks/squad_results);
+its entry says which of those apply. Adding a model type is one entry here, its task
+module and its runner.
+
+This module imports nothing of the project at load time (LiteRTPredictor reads it without
+TensorFlow); the builders import the models when called.
+"""
+import dataclasses
+import types
+from typing import Callable, Optional, Tuple
+
+
+def _build_encoder(bert_config, **unused):
+    import modeling  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    model = modeling.BertModel(bert_config)
+    dummy = heads.dummy_features()
+    model(dummy["input_ids"], dummy["input_mask"], dummy["segment_ids"])
+    return model
+
+
+def _head_builder(class_name, *keys):
+    """A builder of trainer.heads.`class_name`, given the keyword arguments `keys`
+    (num_labels first, positionally, when it is one of them)."""
+    def build(bert_config, **kwargs):
+        from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+        given = {key: kwargs.get(key) for key in keys if key != "num_labels"}
+        args = (kwargs.get("num_labels"),) if "num_labels" in keys else ()
+        model = getattr(heads, class_name)(bert_config, *args, **given)
+        model(heads.dummy_features(), training=False)
+        return model
+    build.__name__ = "build_" + class_name
+    return build
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelType:
+    """A model type (export_saved_model / convert_tf1_checkpoint --model_type, a model
+    folder's type) and what each door does with it.
+
+    Fields:
+      name: the --model_type value (export_info.json's model_type).
+      runner: the runner whose model folders hold it (None: the encoder, any folder's).
+      heads: the head types of it the project trains (documentation and tests).
+      build: bert_config, num_labels=..., feature_layers=..., ... -> its built Keras model.
+      serves: export_saved_model exports it (a SavedModel of raw strings).
+      tf1_rank: convert_tf1_checkpoint converts it; --model_type=auto tries the types in
+        this order (None: not converted).
+      tf1_marker: the TF1 variable name that shows a checkpoint holds this head ("x/": a
+        variable under x/); None: any checkpoint (the encoder).
+      litert_rank: LiteRT carries it (--litert, LiteRTPredictor), listed in this order;
+        None: refused.
+      litert_refused: its heads LiteRT refuses all the same (litert_step.check says so).
+      signature: which inputs serving_default takes: "pair" (text_a, text_b; also
+        serving_text_a), "words" (text: serving_tagger's words and windows), "choices"
+        (context, endings), "squad" (question, context; also answer).
+      outputs: which outputs the model gives ServingModule (its _OUTPUTS table).
+      sequence_axes: outputs with a position axis, {name: axis} (static S at full length).
+      trims_by_default: its requests are packed to their longest row by default (SQuAD:
+        no, its n-best ranks padding positions as run_squad does).
+      full_length_text: its text signatures pack to max_seq_length (the encoder's
+        per-position outputs).
+      long_text: --long_text head_tail / windows apply.
+      checks_head: an export refuses a checkpoint of another head (the encoder is served
+        from any task's checkpoint).
+      labels: its export holds a label list (classifier labels, tagger tags).
+      class_labels: a classifier: its answers are labels (or regression values), gold
+        labels come from a text file's label column.
+      sentence_embedding: the encoder: its sentence_embedding output (--pooling); its
+        LiteRT answers are these vectors, compared by cosine.
+      litert_outputs: the numeric serving_ids outputs its LiteRT models keep.
+      litert_compared: of those, the ones the LiteRT report compares (those present).
+      word_tags: a tagger: word windows (--doc_stride), Viterbi (--crf), CoNLL files.
+      answer_spans: SQuAD: question / context windows, n-best answer rules, SQuAD JSON.
+      flags: export_saved_model flags only this type (among the types) reads.
+      served_as: the type its folders are exported as (run_pretraining's: the encoder).
+    """
+    name: str
+    runner: Optional[str]
+    heads: Tuple[str, ...]
+    build: Optional[Callable] = None
+    serves: bool = True
+    tf1_rank: Optional[int] = None
+    tf1_marker: Optional[str] = None
+    litert_rank: Optional[int] = None
+    litert_refused: Tuple[str, ...] = ()
+    signature: str = "pair"
+    outputs: str = ""
+    sequence_axes: types.MappingProxyType = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({}))
+    trims_by_default: bool = True
+    full_length_text: bool = False
+    long_text: bool = False
+    checks_head: bool = True
+    labels: bool = False
+    class_labels: bool = False
+    sentence_embedding: bool = False
+    litert_outputs: Tuple[str, ...] = ()
+    litert_compared: Tuple[str, ...] = ()
+    word_tags: bool = False
+    answer_spans: bool = False
+    flags: Tuple[str, ...] = ()
+    served_as: Optional[str] = None
+
+    @property
+    def litert(self):
+        """Whether LiteRT carries it."""
+        return self.litert_rank is not None
+
+    def carries_litert(self, head):
+        """Whether --litert exports its head `head` (one of `heads`)."""
+        if head not in self.heads:
+            raise ValueError("%s has no head %r (its heads: %s)"
+                             % (self.name, head, ", ".join(self.heads)))
+        return self.litert and head not in self.litert_refused
+
+    def holds_tf1(self, names):
+        """Whether a TF1 checkpoint with variables `names` (a set) holds this head."""
+        marker = self.tf1_marker
+        if marker is None:
+            return True
+        if marker.endswith("/"):
+            return any(n.startswith(marker) for n in names)
+        return marker in names
+
+
+def _axes(**axes):
+    return types.MappingProxyType(axes)
+
+
+# In export_saved_model --model_type's order (its flag and messages list them so).
+ENTRIES = (
+    ModelType(
+        "encoder", None, ("encoder", "sentence embedding"), build=_build_encoder,
+        tf1_rank=3, litert_rank=1, outputs="encoder", full_length_text=True,
+        checks_head=False, sentence_embedding=True, litert_outputs=("sentence_embedding",),
+        litert_compared=("sentence_embedding",),
+        sequence_axes=_axes(sequence_output=1, encoder_layers=2, input_ids=1, input_mask=1,
+                            segment_ids=1),
+        flags=("layers", "pooling", "normalize")),
+    ModelType(
+        "classifier", "run_classifier",
+        ("classifier", "multi-label classifier", "regression", "long-text classifier"),
+        build=_head_builder("BertClassifier", "num_labels"), tf1_rank=1,
+        tf1_marker="output_weights", litert_rank=0,
+        litert_refused=("multi-label classifier", "long-text classifier"),
+        outputs="classifier", long_text=True, labels=True, class_labels=True,
+        litert_outputs=("probabilities", "logits", "predictions"),
+        litert_compared=("predictions", "probabilities"),
+        flags=("task_name", "xnli_language", "labels_file", "threshold", "long_text",
+               "head_tokens", "doc_stride", "window_pooling")),
+    ModelType(
+        "squad", "run_squad", ("squad v1.1", "squad v2.0"),
+        build=_head_builder("BertSquad"), tf1_rank=2, tf1_marker="cls/squad/output_weights",
+        litert_rank=3, signature="squad", outputs="squad",
+        sequence_axes=_axes(start_logits=1, end_logits=1), trims_by_default=False,
+        answer_spans=True, litert_outputs=("start_logits", "end_logits"),
+        litert_compared=("start_logits", "end_logits"),
+        flags=("max_query_length", "max_answer_length", "n_best_size", "doc_stride",
+               "version_2_with_negative", "null_score_diff_threshold")),
+    ModelType(
+        "tagger", "run_ner", ("tagger softmax", "tagger crf", "tagger bilstm"),
+        build=_head_builder("BertTagger", "num_labels", "feature_layers", "lstm_units",
+                            "crf", "crf_penalties"),
+        litert_rank=2, signature="words", outputs="tagger", sequence_axes=_axes(logits=1),
+        labels=True, word_tags=True, litert_outputs=("logits",), litert_compared=("logits",),
+        flags=("labels_file", "feature_based", "layers", "lstm_units", "crf",
+               "crf_tag_scheme", "doc_stride")),
+    ModelType(
+        "multiple_choice", "run_multiple_choice", ("multiple choice",),
+        build=_head_builder("BertMultipleChoice"), signature="choices",
+        outputs="multiple_choice"),
+    ModelType(
+        "pretraining", "run_pretraining", ("pretraining",),
+        build=_head_builder("BertPretrainer"), serves=False, tf1_rank=0,
+        tf1_marker="cls/predictions/", served_as="encoder"),
+)
+
+_BY_NAME = {entry.name: entry for entry in ENTRIES}
+
+# The --model_type values of each door, in the order their flags and messages list them.
+SERVED = tuple(entry.name for entry in ENTRIES if entry.serves)
+LITERT = tuple(entry.name for entry in sorted(
+    (e for e in ENTRIES if e.litert), key=lambda e: e.litert_rank))
+TF1 = tuple(entry.name for entry in sorted(
+    (e for e in ENTRIES if e.tf1_rank is not None), key=lambda e: e.tf1_rank))
+
+
+def find(name):
+    """The entry of model type `name`, or None."""
+    return _BY_NAME.get(name)
+
+
+def get(name, choices=SERVED, flag="--model_type"):
+    """The entry of `name`, one of `choices`; else ValueError naming the flag and them."""
+    if name not in choices:
+        raise ValueError("%s must be one of %s, got %r" % (flag, ", ".join(choices), name))
+    return _BY_NAME[name]
+
+
+def of_runner(runner):
+    """The model type of a model folder its `runner` wrote (run_pretraining: the
+    encoder), or None."""
+    entry = next((e for e in ENTRIES if e.runner == runner), None)
+    return _BY_NAME[entry.served_as] if entry and entry.served_as else entry
+
+
+def detect_tf1(names):
+    """The first convertible type (TF1's order) whose head the TF1 variable `names` hold."""
+    return next(_BY_NAME[name] for name in TF1 if _BY_NAME[name].holds_tf1(names))

@@ -1,0 +1,81 @@
+"""The head registry (bert_tf2/export/head_types.py): one entry per model type, read by the
+doors instead of comparisons of type names."""
+import re
+
+import pytest
+
+import convert_tf1_checkpoint
+import export_saved_model
+import parity_helpers
+from bert_tf2.export import head_types
+from bert_tf2.export import litert_data
+from bert_tf2.trainer import model_folder
+from conftest import REPO_ROOT
+
+# The comparisons of a model type with a name the tree may keep (issue 62: at most 10).
+MAX_COMPARISONS = 10
+
+
+def _comparisons():
+    found = []
+    paths = list(REPO_ROOT.glob("*.py")) + list((REPO_ROOT / "bert_tf2").rglob("*.py"))
+    for path in sorted(paths):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"model_type\s*[!=]=", line):
+                found.append("%s:%d" % (path.relative_to(REPO_ROOT), number))
+    return found
+
+
+def test_the_doors_look_the_type_up_instead_of_comparing_names():
+    found = _comparisons()
+    assert len(found) <= MAX_COMPARISONS, found
+
+
+def test_every_type_a_model_folder_holds_has_an_entry():
+    for runner, model_type in model_folder.MODEL_TYPES.items():
+        entry = head_types.of_runner(runner)
+        assert entry is not None and entry.name == model_type, runner
+        assert entry.serves and entry.build is not None
+    assert head_types.of_runner("create_vocab") is None
+
+
+def test_each_door_lists_the_registry_types():
+    assert export_saved_model.MODEL_TYPES == head_types.SERVED == (
+        "encoder", "classifier", "squad", "tagger", "multiple_choice")
+    assert litert_data.MODEL_TYPES == head_types.LITERT == (
+        "classifier", "encoder", "tagger", "squad")
+    assert convert_tf1_checkpoint.MODEL_TYPES == ("auto",) + head_types.TF1
+    assert set(export_saved_model._FLAGS_OF_TYPE) == set(head_types.SERVED)
+
+
+@pytest.mark.parametrize("name", parity_helpers.HEADS)
+def test_the_parity_heads_are_registry_heads(name):
+    cls = parity_helpers._CLASSES.get(name, parity_helpers.Encoder)
+    entry = head_types.find(cls.model_type)
+    assert cls.registry_head in entry.heads
+    # The matrix's LiteRT door: exported, or refused at export, as the entry says.
+    expected = {"multilabel": False, "long_windows": False, "long_head_tail": False,
+                "multiple_choice": False}.get(name, True)
+    assert entry.carries_litert(cls.registry_head) is expected
+
+
+def test_a_head_the_type_does_not_have_is_refused():
+    with pytest.raises(ValueError, match="classifier has no head 'tagger crf'"):
+        head_types.find("classifier").carries_litert("tagger crf")
+
+
+def test_get_names_the_flag_and_the_choices():
+    with pytest.raises(ValueError, match=r"^--model_type must be one of encoder, classifier, "
+                                         r"squad, tagger, multiple_choice, got 'pretraining'$"):
+        head_types.get("pretraining")
+
+
+def test_tf1_detection_in_the_converters_order():
+    def detect(*names):
+        return head_types.detect_tf1(set(names)).name
+
+    assert detect("cls/predictions/output_bias", "output_weights") == "pretraining"
+    assert detect("output_weights", "cls/squad/output_weights") == "classifier"
+    assert detect("cls/squad/output_weights", "bert/pooler/dense/kernel") == "squad"
+    assert detect("bert/pooler/dense/kernel") == "encoder"
+    assert detect("cls/predictions") == "encoder"  # a variable, not one under it
