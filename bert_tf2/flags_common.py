@@ -240,6 +240,14 @@ def define_training_flags(fv, trim_padding=True, trim_padding_help=None):
     """
     flags.DEFINE_integer("save_checkpoints_steps", 1000,
                          "How often to save the model checkpoint.", flag_values=fv)
+    flags.DEFINE_integer("keep_checkpoint_max", 5,
+                         "How many of the most recent checkpoints (output_dir/model.ckpt-N) "
+                         "to keep; an older one is deleted when a new one is written (TF1 "
+                         "RunConfig's keep_checkpoint_max). 0: keep every one (TF1's 0 or "
+                         "None). Each holds the weights and the optimizer's slots (Adam: 3x "
+                         "the weights); the fine-tuning runners' --keep_best_only keeps only "
+                         "best/ at the end.",
+                         flag_values=fv)
     flags.DEFINE_integer("iterations_per_loop", 1000,
                          "How many steps to run inside one tf.function call (one host loop).",
                          flag_values=fv)

@@ -67,7 +67,7 @@ def _field_type(flag):
 # --learning_rate, stay quiet without --do_train, as they were).
 TRAINING_ONLY = ("group_by_length", "num_accumulation_steps", "gradient_checkpointing",
                  "deterministic_data", "optimizer_type", "fused_optimizer",
-                 "existing_checkpoint")
+                 "existing_checkpoint", "keep_checkpoint_max", "keep_best_only")
 
 # The string flags whose value is a comma-separated list ("a,b"): a list or tuple given
 # for one from Python is joined with commas (tests/test_settings_types.py keeps this set
@@ -85,6 +85,7 @@ TRAINING_RANGES = {
     "learning_rate": (lambda value: value >= 0, ">= 0"),
     "warmup_proportion": (lambda value: value >= 0, ">= 0"),
     "num_accumulation_steps": (lambda value: value >= 1, ">= 1"),
+    "keep_checkpoint_max": (lambda value: value >= 0, ">= 0 (0: keep every checkpoint)"),
 }
 # Float training settings that must be finite (with do_train, as above).
 FINITE_TRAINING = ("num_train_epochs", "learning_rate", "warmup_proportion")

@@ -424,3 +424,49 @@ def test_a_display_whose_stream_fails_turns_off_and_the_log_with_it(verbosity):
         finally:
             absl_logging.get_absl_logger().removeHandler(handler)
         Full.writes = 0
+
+
+def test_a_notebook_widget_keeps_the_last_line_as_its_text(monkeypatch):
+    # A saved notebook (nbviewer, GitHub, no kernel) shows an output's text/plain, not the
+    # widget: that text is the stage's last line, and the widget view stays in the output.
+    shown = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            shown.append(("update", dict(obj), raw))
+
+    def show(obj, raw=False, display_id=False):
+        shown.append(("display", dict(obj) if isinstance(obj, dict) else obj, raw))
+        return Handle() if display_id else None
+
+    class Widget:
+        def __init__(self, *args, **kwargs):
+            self.model_id = "m%d" % len(made)
+            made.append(self)
+            self.__dict__.update(kwargs)
+
+    made = []
+    display = types.ModuleType("IPython.display")
+    display.display = show
+    ipython = types.ModuleType("IPython")
+    ipython.display = display
+    ipython.get_ipython = lambda: types.SimpleNamespace(kernel=object())
+    widgets = types.ModuleType("ipywidgets")
+    widgets.IntProgress = widgets.Label = widgets.HBox = Widget
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    monkeypatch.setitem(sys.modules, "ipywidgets", widgets)
+    clock = FakeClock()
+    stage = progress.Stage("eval", total=2, stream=io.StringIO(), clock=clock)
+    clock.now = 1.0
+    stage.update(1, examples=8)
+    clock.now = 2.0
+    stage.update(2, examples=16)
+    stage.close()
+    view = {"application/vnd.jupyter.widget-view+json": {
+        "version_major": 2, "version_minor": 0, "model_id": made[-1].model_id}}
+    assert shown[0] == ("display", dict(view, **{"text/plain": "eval"}), True)
+    last = "eval  batch 2/2  8.0 examples/s  took 0:00:02"
+    assert shown[-1] == ("update", dict(view, **{"text/plain": last}), True)
+    assert made[1].value == last  # the live label shows it too
+    assert made[0].value == 2 and made[0].bar_style == "success"

@@ -14,6 +14,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf2 import fileutil
+
 # First path components that TF1 BERT checkpoints use at the top level, and those of
 # the task heads the reference never had (run_ner's tagger, its feature-based
 # BiLSTM and --crf transitions, run_multiple_choice's scorer).
@@ -464,12 +466,45 @@ def write_tf1_checkpoint(tensors, prefix):
     return prefix
 
 
-def write_state_file(prefix):
-    """Points the directory's `checkpoint` file at `prefix` (for latest_checkpoint)."""
+def write_state_file(prefix, kept=None):
+    """Points the directory's `checkpoint` file at `prefix` (for latest_checkpoint);
+    `kept`: the checkpoints it lists, oldest first (default: `prefix` alone)."""
     directory, basename = os.path.split(prefix)
-    with tf.io.gfile.GFile(os.path.join(directory or ".", "checkpoint"), "w") as f:
-        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
-                % (basename, basename))
+    names = [os.path.basename(str(p)) for p in (kept or [prefix])]
+    with tf.io.gfile.GFile(os.path.join(directory or ".", STATE_FILE), "w") as f:
+        f.write('model_checkpoint_path: "%s"\n' % basename + "".join(
+            'all_model_checkpoint_paths: "%s"\n' % name for name in names))
+
+
+def checkpoint_files(prefix):
+    """The files of the checkpoint `prefix`: its .index and .data-* files that exist."""
+    directory, basename = os.path.split(str(prefix))
+    directory = directory or "."
+    if not tf.io.gfile.isdir(directory):
+        return []
+    return [os.path.join(directory, name) for name in sorted(tf.io.gfile.listdir(directory))
+            if name == basename + ".index" or name.startswith(basename + ".data-")]
+
+
+def remove_checkpoints(directory, prefixes):
+    """Removes the checkpoints `prefixes` of `directory` (their files, through
+    fileutil.remove) and rewrites its state file: it names the newest checkpoint left
+    in its list, or is removed when none is left. Returns the number of files removed."""
+    gone = {os.path.basename(str(p)) for p in prefixes}
+    removed = 0
+    for prefix in prefixes:
+        for path in checkpoint_files(prefix):
+            fileutil.remove(path)
+            removed += 1
+    state = tf.train.get_checkpoint_state(str(directory))
+    if state is not None:
+        left = [p for p in state.all_model_checkpoint_paths
+                if os.path.basename(p) not in gone and tf.io.gfile.exists(p + ".index")]
+        if left:
+            write_state_file(os.path.join(str(directory), os.path.basename(left[-1])), left)
+        else:
+            fileutil.remove(os.path.join(str(directory), STATE_FILE))
+    return removed
 
 
 def tf2_to_tf1(tf2_path, tf1_prefix, include_optimizer=False):

@@ -53,12 +53,21 @@ def define_flags(fv):
         "early_stopping_patience", None,
         "With --eval_every_n_steps: stop training after this many evaluations in a row "
         "without an improvement of --best_metric.", flag_values=fv)
+    flags.DEFINE_bool(
+        "keep_best_only", False,
+        "With --best_metric (or --early_stopping_patience): once training has ended, "
+        "delete the checkpoints model.ckpt-N this run wrote in output_dir (weights and "
+        "optimizer slots), so that output_dir/%s (weights only) is the run's one "
+        "checkpoint: the disk of a hyper-parameter search's trial. Evaluation and "
+        "prediction in the same run use the trained model; later runs take "
+        "--init_checkpoint=output_dir/%s. A run stopped before its end (Ctrl-C, SIGTERM) "
+        "or that kept no best keeps its checkpoints." % (BEST_DIR, BEST_DIR), flag_values=fv)
 
 
 # The settings this module reads (a part of a runner's settings: settings_lib.Settings.part);
 # check_settings also reads do_train and the setting that gives the dev data.
-SETTINGS = ("eval_every_n_steps", "best_metric", "early_stopping_patience", "do_train",
-            "do_eval")
+SETTINGS = ("eval_every_n_steps", "best_metric", "early_stopping_patience", "keep_best_only",
+            "do_train", "do_eval")
 
 
 def check_settings(evaluation, dev_data="--do_eval"):
@@ -72,11 +81,15 @@ def check_settings(evaluation, dev_data="--do_eval"):
         return
     every = evaluation.eval_every_n_steps
     if every is None:
-        for name in ("best_metric", "early_stopping_patience"):
-            if getattr(evaluation, name) is not None:
+        for name in ("best_metric", "early_stopping_patience", "keep_best_only"):
+            if getattr(evaluation, name, None) not in (None, False):
                 raise ValueError("--%s needs --eval_every_n_steps (the evaluations it "
                                  "compares)" % name)
         return
+    if getattr(evaluation, "keep_best_only", False) and evaluation.best_metric is None and \
+            evaluation.early_stopping_patience is None:
+        raise ValueError("--keep_best_only needs --best_metric (or --early_stopping_patience): "
+                         "without one no %s/ checkpoint is kept" % BEST_DIR)
     if every < 1:
         raise ValueError("--eval_every_n_steps=%d must be >= 1" % every)
     if not evaluation.do_train:

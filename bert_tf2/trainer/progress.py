@@ -6,7 +6,8 @@ shows its count and the time so far. Where (`--progress`, on stderr):
 
 - bar: in a terminal one line, rewritten with "\\r" (a log record clears it first, and the
   next update draws it again); in a Jupyter notebook an ipywidgets bar when ipywidgets is
-  installed, else a text output updated in place (IPython's display_id);
+  installed (with the stage's last line as its text, what a saved notebook shows), else a
+  text output updated in place (IPython's display_id);
 - lines: a plain line at most every --log_every_seconds, and the stage's last line (CI,
   a log file: a long run writes a line per interval, never one per step);
 - none: nothing;
@@ -294,8 +295,22 @@ def _log_handlers():
     return found
 
 
+# The MIME type of a live widget's view in a notebook's output (ipywidgets 7 and 8).
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _widget_view(widget):
+    """The output data of `widget` without its text: the view a live kernel draws."""
+    return {_WIDGET_VIEW: {"version_major": 2, "version_minor": 0,
+                           "model_id": widget.model_id}}
+
+
 class _Notebook:
-    """A Jupyter display updated in place: an ipywidgets bar and label, else text."""
+    """A Jupyter display updated in place: an ipywidgets bar and label, else text.
+
+    The widget's output also carries a text/plain line, the stage's last one once it
+    ends: what a saved notebook shows where no kernel draws the widget (nbviewer,
+    GitHub, a closed kernel), instead of the widget's repr."""
 
     interval = REDRAW_SECONDS
 
@@ -312,7 +327,9 @@ class _Notebook:
         self._bar = ipywidgets.IntProgress(min=0, max=max(total or 1, 1), value=0,
                                            description=name)
         self._label = ipywidgets.Label(value="")
-        display.display(ipywidgets.HBox([self._bar, self._label]))
+        self._view = _widget_view(ipywidgets.HBox([self._bar, self._label]))
+        self._handle = display.display(dict(self._view, **{"text/plain": name}), raw=True,
+                                       display_id=True)
 
     def show(self, text, step, now, final):
         if not final and self._drawn_at is not None and \
@@ -327,6 +344,9 @@ class _Notebook:
             self._bar.value = self._bar.max
             self._bar.bar_style = "success"
         self._label.value = text
+        if final and self._handle is not None:
+            # The same widget, its text fallback now the last line (the view stays live).
+            self._handle.update(dict(self._view, **{"text/plain": text}), raw=True)
 
     def close(self):
         pass

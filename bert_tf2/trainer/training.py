@@ -74,7 +74,11 @@ class RunConfig:
     num_accumulation_steps: int = 1
     enable_xla: bool = False
     dtype: str = "fp32"
+    # TF1 RunConfig's: the most recent checkpoints kept; 0 or None: every one.
     keep_checkpoint_max: int = 5
+    # periodic_eval's --keep_best_only: the run's own checkpoints removed once training has
+    # ended, when best/ holds one.
+    keep_best_only: bool = False
     deterministic_data: bool = False
     seed: int = None
     gradient_checkpointing: bool = False
@@ -109,6 +113,10 @@ class RunConfig:
         for name in ("save_checkpoints_steps", "iterations_per_loop", "num_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ValueError("--%s must be >= 1" % name)
+        keep = self.keep_checkpoint_max
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+            raise ValueError("--keep_checkpoint_max=%s must be an integer >= 0 (0: keep every "
+                             "checkpoint)" % (keep,))
         if self.deterministic_data and self.seed is None:
             raise ValueError("--deterministic_data needs --seed (the shuffling must be fixed)")
         progress.check_mode(self.progress)
@@ -346,8 +354,9 @@ class Runner:
         directory = config.output_dir if self.is_chief else os.path.join(
             config.output_dir, ".worker_%d" % strategy.cluster_resolver.task_id)
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep=config.keep_checkpoint_max,
+            self.checkpoint, directory, max_to_keep=config.keep_checkpoint_max or None,
             checkpoint_name=CHECKPOINT_NAME)
+        self.saved = []  # the checkpoints this Runner wrote, oldest first
         self._restore()
 
     # -- checkpoints ---------------------------------------------------------
@@ -394,8 +403,26 @@ class Runner:
     def save(self):
         """Writes a checkpoint of the current step; returns its path."""
         path = fileutil.save_checkpoint(self.manager, self.global_step)
+        self.saved.append(path)
         logging.info("Saved checkpoint %s", path)
         return path
+
+    def _keep_best_only(self):
+        """--keep_best_only at the end of training: removes the checkpoints this run wrote
+        (those the manager still keeps), leaving best/; none when best/ holds nothing."""
+        directory = self.manager.directory
+        if periodic_eval.best_checkpoint(directory) is None:
+            logging.warning("--keep_best_only: %s holds no best checkpoint (no evaluation "
+                            "improved on --best_metric), so the run's checkpoints stay",
+                            os.path.join(directory, periodic_eval.BEST_DIR))
+            return
+        kept = {os.path.basename(p) for p in self.manager.checkpoints}
+        mine = [p for p in self.saved if os.path.basename(p) in kept]
+        if not mine:
+            return
+        checkpoints.remove_checkpoints(directory, mine)
+        logging.info("--keep_best_only: removed %d checkpoint(s) of this run; the model is "
+                     "in %s", len(mine), periodic_eval.best_checkpoint(directory))
 
     def _distribute(self, dataset_fn, autotune=True):
         """The dataset of `dataset_fn` as the strategy's steps read it.
@@ -632,6 +659,8 @@ class Runner:
                     why = "--output_dir=%s already" % self.config.output_dir
             finally:
                 self._termination = None
+        if self.config.keep_best_only and evaluation is not None:
+            self._keep_best_only()
         self.steps_trained = self.global_step - start
         if self.steps_trained:
             logging.info("trained %d steps (global step %d)", self.steps_trained,

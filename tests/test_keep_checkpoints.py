@@ -1,0 +1,133 @@
+"""--keep_checkpoint_max (TF1 RunConfig's) and --keep_best_only: what a run leaves on disk."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import run_classifier
+from bert_tf2 import flags_common
+from bert_tf2.trainer import periodic_eval
+from bert_tf2.trainer import training
+from test_training import classifier_loss, dataset_fn_of, features, make_runner
+
+
+def _indexes(folder):
+    return sorted((n for n in os.listdir(folder) if n.endswith(".index")),
+                  key=lambda n: int(n.split("-")[1].split(".")[0]))
+
+
+def _train(runner, evaluation=None):
+    runner.train(dataset_fn_of(features(8), 4), classifier_loss, evaluation=evaluation)
+
+
+class _Accuracy:
+    """evaluate(runner) with a scripted accuracy per step; raises at `stop_at` (a kill)."""
+
+    def __init__(self, accuracy, stop_at=None):
+        self.accuracy = accuracy
+        self.stop_at = stop_at
+
+    def __call__(self, runner):
+        step = runner.global_step
+        if step == self.stop_at:
+            raise KeyboardInterrupt()
+        return {"eval_accuracy": np.float32(self.accuracy.get(step, 0.5)),
+                "eval_loss": np.float32(1.0), "global_step": step}
+
+
+def _evaluation(accuracy, stop_at=None):
+    return periodic_eval.PeriodicEval(_Accuracy(accuracy, stop_at), 2, "eval_accuracy", None,
+                                      ["eval_accuracy", "eval_loss"])
+
+
+@pytest.mark.parametrize("keep,left", [(2, ["model.ckpt-4.index", "model.ckpt-5.index"]),
+                                       (0, ["model.ckpt-%d.index" % s for s in range(1, 6)]),
+                                       (None, ["model.ckpt-%d.index" % s for s in range(1, 6)])])
+def test_keep_checkpoint_max_keeps_the_most_recent(tmp_path, keep, left):
+    runner = make_runner(tmp_path, "run", num_train_steps=5, save_checkpoints_steps=1,
+                         iterations_per_loop=1, keep_checkpoint_max=keep)
+    _train(runner)
+    assert _indexes(tmp_path / "run") == left
+    # The latest is restored by a rerun (a resumed run finds its step).
+    assert make_runner(tmp_path, "run", num_train_steps=5).global_step == 5
+
+
+def test_a_negative_keep_checkpoint_max_is_one_line(tmp_path):
+    with pytest.raises(ValueError, match=r"^--keep_checkpoint_max=-1 must be an integer >= 0"):
+        make_runner(tmp_path, "run", keep_checkpoint_max=-1)
+    with pytest.raises(ValueError, match=r"keep_checkpoint_max=-1 must be >= 0"):
+        run_classifier.Settings(do_train=True, keep_checkpoint_max=-1)
+    with pytest.raises(ValueError, match=r"^--keep_checkpoint_max=-2 must be >= 0"):
+        flags_common.parse_flags(run_classifier.define_flags, ["--keep_checkpoint_max=-2",
+                                                               "--do_train"])
+
+
+def test_the_flag_and_the_setting_reach_the_run_config():
+    fv = flags_common.parse_flags(run_classifier.define_flags, ["--keep_checkpoint_max=2",
+                                                                "--keep_best_only"])
+    settings = run_classifier.Settings.of(fv)
+    assert (settings.keep_checkpoint_max, settings.keep_best_only) == (2, True)
+    assert run_classifier.Settings().keep_checkpoint_max == 5  # TF1 RunConfig's default
+    config = training.RunConfig.from_settings(
+        run_classifier.Settings(keep_checkpoint_max=0, keep_best_only=True).part(
+            *training.SETTINGS), output_dir="x")
+    assert (config.keep_checkpoint_max, config.keep_best_only) == (0, True)
+
+
+def test_keep_best_only_needs_a_best():
+    with pytest.raises(ValueError, match=r"^--keep_best_only needs --eval_every_n_steps"):
+        periodic_eval.check_settings(run_classifier.Settings(
+            do_train=True, do_eval=True, keep_best_only=True).part(*periodic_eval.SETTINGS))
+    part = run_classifier.Settings(do_train=True, do_eval=True, eval_every_n_steps=2,
+                                   keep_best_only=True).part(*periodic_eval.SETTINGS)
+    with pytest.raises(ValueError, match=r"^--keep_best_only needs --best_metric"):
+        periodic_eval.check_settings(part)
+    periodic_eval.check_settings(part.replace(best_metric="eval_accuracy"))
+    periodic_eval.check_settings(part.replace(early_stopping_patience=2))
+
+
+def test_keep_best_only_leaves_best_and_no_optimizer_slots(tmp_path):
+    runner = make_runner(tmp_path, "run", num_train_steps=8, keep_best_only=True,
+                         keep_checkpoint_max=0)
+    _train(runner, _evaluation({2: 0.5, 4: 0.9, 6: 0.6, 8: 0.7}))
+    folder = tmp_path / "run"
+    assert _indexes(folder) == []
+    assert not [n for n in os.listdir(folder) if n.startswith("model.ckpt")]
+    assert not (folder / "checkpoint").exists()  # no state file naming what is gone
+    assert _indexes(folder / "best") == ["model.ckpt-4.index"]
+    names = [name for name, _ in tf.train.list_variables(str(folder / "best" / "model.ckpt-4"))]
+    assert names and not [n for n in names if "optimizer" in n]
+    assert runner.global_step == 8  # the trained model stays in memory for eval / predict
+    # A rerun in the folder is refused in one line (its history and best/ have no
+    # checkpoint to resume), never a silent start from step 0.
+    with pytest.raises(ValueError, match="no checkpoint to restore"):
+        make_runner(tmp_path, "run", num_train_steps=8)
+
+
+def test_keep_best_only_keeps_what_a_stopped_run_resumes_from(tmp_path):
+    folder = tmp_path / "run"
+    first = make_runner(tmp_path, "run", num_train_steps=8, keep_best_only=True,
+                        keep_checkpoint_max=0)
+    with pytest.raises(KeyboardInterrupt):
+        _train(first, _evaluation({2: 0.5, 4: 0.9}, stop_at=6))
+    # Stopped: every checkpoint stays, the run resumes from step 6.
+    assert _indexes(folder) == ["model.ckpt-2.index", "model.ckpt-4.index",
+                                "model.ckpt-6.index"]
+    resumed = make_runner(tmp_path, "run", num_train_steps=8, keep_best_only=True,
+                          keep_checkpoint_max=0)
+    assert resumed.global_step == 6
+    _train(resumed, _evaluation({6: 0.6, 8: 0.95}))
+    # The resumed run removes its own checkpoint (step 8) only: the first run's stay,
+    # and the state file names the newest of them.
+    assert _indexes(folder) == ["model.ckpt-2.index", "model.ckpt-4.index",
+                                "model.ckpt-6.index"]
+    assert tf.train.latest_checkpoint(str(folder)).endswith("model.ckpt-6")
+    assert _indexes(folder / "best") == ["model.ckpt-8.index"]
+
+
+def test_keep_best_only_without_a_best_keeps_the_checkpoints(tmp_path, caplog):
+    runner = make_runner(tmp_path, "run", num_train_steps=4, keep_best_only=True)
+    _train(runner, _evaluation({2: float("nan"), 4: float("nan")}))
+    assert _indexes(tmp_path / "run") == ["model.ckpt-2.index", "model.ckpt-4.index"]
+    assert not (tmp_path / "run" / "best").exists()
