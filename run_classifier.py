@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 # The task data lives in glue_data; the reference's names stay importable from here.
 from bert_tf2.tasks.glue_data import (  # noqa: F401  pylint: disable=unused-import
@@ -540,7 +541,7 @@ def predict(model_folder, texts, texts_b=None, batch_size=32, **settings):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

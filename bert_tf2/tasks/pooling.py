@@ -27,6 +27,7 @@ import os
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.trainer import checkpoints
 
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
 SETTINGS_FILE = "sentence_embedding.json"
@@ -221,3 +222,30 @@ def sentence_transformers_settings(model_dir, tokenizer_lower_case=None):
     elif tokenizer_lower_case is not None:
         settings["do_lower_case"] = bool(tokenizer_lower_case)
     return settings
+
+
+def model_folder_settings(init_checkpoint, output_dir=None):
+    """The sentence_embedding.json of --init_checkpoint's model ({} when none), found by
+    checkpoints.settings_file.
+
+    Its max_seq_length and do_lower_case are the defaults of those settings: pass it
+    to the face's `settings.with_defaults(...)`, so values the user gave win.
+    """
+    return read_settings(checkpoints.settings_file(
+        SETTINGS_FILE, init_checkpoint, output_dir))
+
+
+def chosen_spec(chosen, saved, mode, num_hidden_layers):
+    """The PoolingSpec of `mode` with the settings' layers / normalize or `saved`'s.
+
+    `chosen`: settings with layers and normalize; `saved`: model_folder_settings().
+    layers counts only when given (its default is the per-token output's); else the
+    saved layers, else the last layer.
+    """
+    if chosen.given("layers"):
+        layers = parse_layers(chosen.layers, num_hidden_layers)
+    else:
+        layers = parse_layers(",".join(str(x) for x in saved.get("layers", [-1])),
+                              num_hidden_layers, flag="layers of %s" % SETTINGS_FILE)
+    normalize = chosen.normalize if chosen.given("normalize") else saved.get("normalize", False)
+    return PoolingSpec(mode, layers, normalize)

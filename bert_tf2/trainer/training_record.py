@@ -20,7 +20,7 @@ training run into the same folder compares its own with the record's last run
               says this tool trained it. Planned whole first (plan_restart): a symbolic
               link among those files or folders, a file in best/ training did not write,
               or an --init_checkpoint among them is a ValueError, and nothing is removed.
-  Unset, it is `continue` on the command line (the reference's behaviour; run_cli and
+  Unset, it is `continue` on the command line (the reference's behaviour; cli.run_cli and
   flags_common.parse_flags fill it) and `refuse` for a Settings a Python caller passes,
   so that a search over settings never reads an old folder's numbers as its own.
 - a folder without a record (an earlier version's): it resumes, with one line saying so.
@@ -128,7 +128,7 @@ def define_flags(fv):
 
 def command_line_default(fv):
     """Sets --existing_checkpoint to the command line's default (continue) on parsed
-    flags `fv` that leave it unset (run_cli, flags_common.parse_flags)."""
+    flags `fv` that leave it unset (cli.run_cli, flags_common.parse_flags)."""
     if FLAG in fv and fv[FLAG].value is None:
         fv[FLAG].value = COMMAND_LINE_MODE
 
