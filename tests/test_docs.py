@@ -177,3 +177,8 @@ def test_the_layout_page_has_one_row_per_module():
               if p.name != "__init__.py"}
     assert sorted(set(rows) & files) == sorted(files), sorted(files - set(rows))
     assert len(rows) == len(set(rows))
+
+
+def test_the_contracts_page_stays_short():
+    # The floors and the rules across modules; each module's own contracts are its docstring.
+    assert len((DOCS / "CONTRACTS.md").read_text(encoding="utf-8").splitlines()) <= 300

@@ -20,6 +20,19 @@ read by extract_features.py and export_saved_model.py as their defaults):
 
   {"pooling": "mean", "normalize": true, "layers": [-1], "max_seq_length": 256,
    "do_lower_case": true}
+
+Contracts with the other modules (bert_tf2/tasks/pooling.py):
+pool(layers, input_mask, mode, normalize=False) -> [B, D] float32: the one pooling rule
+(cls, mean, max, mean_sqrt_len over input_mask's tokens; a list of [B,S,H] layers is
+concatenated first); used by extract_features.FeatureExtractor(pooling_spec=...),
+serving.ServingModule (encoder: `sentence_embedding`, `embed`) and the tests.
+PoolingSpec(mode, layers, normalize); read_settings(path) (None -> {}; the path from
+checkpoints.settings_file; keys and types checked) / write_settings(folder, dict) of
+`sentence_embedding.json`; sentence_transformers_settings(hf_dir, tokenizer_lower_case)
+(convert_hf_checkpoint) and its inverse write_sentence_transformers(folder, settings,
+hidden_size, max_seq_length) (the HF export). Python API:
+extract_features.SentenceEncoder(model_dir, ...).encode(texts) -> [N, D];
+extract_features.embed_features(features, extractor, batch_size) -> [N, D].
 """
 import json
 import os

@@ -14,6 +14,77 @@ What TPUEstimator did for the reference scripts, in TF2:
 Gradient semantics are the single-device reference's for any number of
 replicas: each replica's loss is divided by the replica count, gradients are
 summed across replicas, then clipped to global norm 1.0, then applied.
+
+Contracts with the other modules (bert_tf2/trainer/training.py):
+```python
+trainer = settings.part(*training.SETTINGS)       # what the trainer reads of a runner's
+settings runner = training.make_runner(trainer, model_fn, num_train_steps, num_warmup_steps)
+num_train_steps, num_warmup_steps = training.epoch_steps(num_examples, trainer, what)  #
+accumulation-aware training.fine_tune(trainer, runner, record_file, spec, loss_fn, ["Num
+examples = 10"], 10)
+                                                  # the fine-tuning runners' training (10: records in
+                                                  # the file): header, --train_batch_size, --seed,
+                                                  # trimmed batches, --group_by_length;
+                                                  # + evaluate, metric_names: periodic_eval
+training.log_stage("eval", ["Num examples = 10"])  # "***** Running evaluation *****" +
+lines trainer = settings.part(*training.SETTINGS)      # the runner's settings the trainer
+reads strategy = training.get_strategy(trainer)        # from
+--use_tpu/--distribution_strategy/--num_gpus training.configure_precision(settings.dtype)
+# --dtype, before building models cfg = training.RunConfig.from_settings(trainer,
+output_dir=..., learning_rate=...,
+                                       num_train_steps=..., num_warmup_steps=...,
+                                       init_checkpoint=...)
+                                                  # RunConfig.autograph: True (default) lets AutoGraph
+                                                  # rewrite the step's Python; the faces' runners
+                                                  # (make_runner, run_pretraining) set False: their
+                                                  # models need no rewrite, ~1.7 s less tracing a run
+runner = training.Runner(strategy, model_fn, cfg) # builds model_fn() under the strategy
+scope, restores the
+                                                  # latest checkpoint in output_dir, else init_checkpoint
+                                                  # (without an optimizer: a whole init_checkpoint first)
+runner.train(dataset_fn, loss_fn, evaluation=None) # (Ctrl-C: training.Interrupted, one line
+                                                  # naming the step and the checkpoint a rerun resumes from)
+                                                  # dataset_fn(input_context) -> tf.data of per-replica
+                                                  # batches; loss_fn(model, features, is_training) ->
+                                                  # (called positionally; scalar loss = mean over this replica's batch, dict of
+                                                  # scalar metrics to log); evaluation: a
+                                                  # periodic_eval.PeriodicEval or None
+for out in runner.predict(dataset_fn, predict_fn,   # predict_fn(model, features) -> dict of
+[B,...] tensors
+                          sequence_outputs=None,   # {name: max_seq_length} of per-token outputs (trimmed
+                          stage="predict",         # the progress display's name: "eval" or "predict"
+                          total_steps=None):       # its batches when known (None: a count, no ETA)
+    ...                                           # batches padded back); out: numpy arrays of one GLOBAL
+                                                  # batch, in input order (bucketed batches regrouped)
+runner.trim_padding                               # --trim_padding, False under a
+TPUStrategy runner.skip_padding                               # trim_padding, no XLA, and a
+model that reads no padding
+                                                  # output (heads.reads_padding false): its encoder runs on
+                                                  # the real tokens only (modeling.set_skip_padding)
+runner.global_step                                # int: optimizer steps, or the restored
+checkpoint's step step = training.run_function(fn, **tf_function_options)  # tf.function of
+a function each run makes anew
+                                                  # (its traces counted for this object alone: no
+                                                  # retracing warning over repeated runs)
+```
+Progress: a report after every train-loop call, and from inside the call (tf.timestamp after
+each step, a py_function when --log_every_seconds have passed, or progress.REDRAW_SECONDS
+when the display is drawn in place; not on TPUs): the steps and their numbers do not change.
+A report updates the stage's display (trainer/progress.py: `progress.Stage(name, total,
+mode, every)`, `update(step, examples, loss, lr)`, `close()`; RunConfig.progress =
+--progress) and logs the line `step N/M, loss ...` at most every --log_every_seconds when
+`logs.details_shown()`. Logs (bert_tf2/logs.py, at the bottom floor): the reference's detail
+lines (the "*** Example ***" dumps of every data module, the training progress line) are
+logged only when `logs.details_shown()`: INFO by the user's choice (--verbosity given, or
+logging.set_verbosity(INFO) from Python), not the INFO absl's app.run sets by default
+(run_cli tells it with `logs.use_command_line_default(FLAGS["verbosity"].present)`). A new
+per-example or per-step log line goes behind it too. A single CPU device (OneDeviceStrategy)
+reads its dataset as it is, not through tf.distribute's multi-device iterator; every other
+strategy through it. The optimizer (optimization.create_optimizer(...,
+fused=--fused_optimizer, clip_norm=1.0)) clips to global norm 1.0 inside apply_gradients;
+optimization.create_slots(optimizer, variables) builds its slots before a checkpoint
+restore. Evaluation = predict + numpy metrics in the runner (exact, order-preserving,
+padding rows carry is_real_example = 0 via make_dataset(pad_final_batch=True)).
 """
 import contextlib
 import dataclasses
