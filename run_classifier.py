@@ -271,15 +271,15 @@ def _model_fn(settings, plan):
 class _Task(object):
     """What the train / evaluate / predict steps share: data, features and the loss."""
 
-    def __init__(self, processor, tokenizer, max_seq_length, settings, weights=None,
+    def __init__(self, processor, tokenizer, max_seq_length, long_texts, weights=None,
                  positive=1):
         self.processor = processor
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()
         self.regression = processor.is_regression
-        self.long_text = settings  # long_text.LongText: --long_text and its flags
-        self.spec = settings.record_spec(record_spec(max_seq_length, self.regression))
+        self.long_text = long_texts  # long_text.LongText: --long_text and its flags
+        self.spec = long_texts.record_spec(record_spec(max_seq_length, self.regression))
         self.class_weights = weights  # --class_weights (None: the reference's loss)
         self.positive = positive  # --positive_label's index (tasks of 2 labels)
 

@@ -278,9 +278,9 @@ class MultiLabelTask(object):
 
     regression = False
 
-    def __init__(self, processor, tokenizer, max_seq_length, settings):
+    def __init__(self, processor, tokenizer, max_seq_length, long_texts):
         self.processor = processor
-        self.long_text = settings  # truncate (processor_of refuses the others)
+        self.long_text = long_texts  # truncate (processor_of refuses the others)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()
