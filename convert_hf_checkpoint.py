@@ -35,7 +35,7 @@ from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (
 
 import tensorflow as tf  # noqa: F401  pylint: disable=unused-import
 
-from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 from bert_tf2.convert import huggingface
 
@@ -47,10 +47,10 @@ from bert_tf2.convert.huggingface import (  # noqa: F401
 
 def define_flags(fv):
     """Registers convert_hf_checkpoint's flags on the FlagValues `fv`."""
-    flags_common.define_flag_table(fv, _FLAGS)
+    settings_lib.define_flag_table(fv, _FLAGS)
 
 
-# (kind, name, default, help[, choices]), as flags_common.define_flag_table reads them.
+# (kind, name, default, help[, choices]), as settings_lib.define_flag_table reads them.
 _FLAGS = (
     ("enum", "direction", "from_hf",
      "from_hf: --hf_dir (a HuggingFace folder) -> --output_dir (our checkpoint, "
@@ -119,7 +119,7 @@ def run(settings):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -25,17 +25,17 @@ from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (
 
 import tensorflow as tf  # noqa: F401  pylint: disable=unused-import
 
-from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 from bert_tf2.convert import keras_hub
 
 
 def define_flags(fv):
     """Registers convert_keras_hub's flags on the FlagValues `fv`."""
-    flags_common.define_flag_table(fv, _FLAGS)
+    settings_lib.define_flag_table(fv, _FLAGS)
 
 
-# (kind, name, default, help[, choices]), as flags_common.define_flag_table reads them.
+# (kind, name, default, help[, choices]), as settings_lib.define_flag_table reads them.
 _FLAGS = (
     ("enum", "direction", "to_keras_hub",
      "to_keras_hub: --init_checkpoint (a model folder of ours) -> --output_dir (a keras-hub "
@@ -90,7 +90,7 @@ def run(settings):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

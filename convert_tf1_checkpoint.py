@@ -19,7 +19,7 @@ from absl import logging
 import modeling
 import optimization
 from bert_tf2 import fileutil
-from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 from bert_tf2.export import head_types
 from bert_tf2.trainer import checkpoints
@@ -167,7 +167,7 @@ def _result(output_dir, prefix):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

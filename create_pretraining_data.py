@@ -71,7 +71,8 @@ import tensorflow as tf
 
 import tokenization
 from bert_tf2 import fileutil
-from bert_tf2 import flags_common
+from bert_tf2 import cli
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.pretraining import pretraining_corpus
@@ -350,8 +351,8 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
         packer = pretraining_records.InstancePacker(
             options.max_seq_length, options.max_predictions_per_seq, max_instances_per_row)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
-    flags_common.check_vocab_tokens(tokenizer.vocab, vocab_file,
-                                    pretraining_records.SPECIAL_TOKENS)
+    loaders.check_vocab_tokens(tokenizer.vocab, vocab_file,
+                               pretraining_records.SPECIAL_TOKENS)
     pretraining_records.log_files(input_files, output_files)
     stats = {} if stats is None else stats
     stats["worker_cpu_s"] = 0.0
@@ -465,7 +466,7 @@ def main():
             argv, beam_args = _beam_module().split_args(argv, define_flags)
         except ValueError as e:
             sys.exit("error: %s" % e)
-    flags_common.run_cli(define_flags, functools.partial(run, beam_args=beam_args), argv)
+    cli.run_cli(define_flags, functools.partial(run, beam_args=beam_args), argv)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from absl import logging
 
 import tokenization
 from bert_tf2 import fileutil
-from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -220,7 +220,7 @@ def run(settings):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -136,6 +136,9 @@ from bert_tf2.export import serving
 from bert_tf2.export import serving_squad
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
+from bert_tf2 import loaders
+from bert_tf2.tasks import pooling
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
@@ -162,7 +165,7 @@ def define_flags(fv):
                            "is used). A training run's output folder (or its best/) is the "
                            "model: the config, vocab, length, case and task settings it "
                            "saved are the defaults of those flags."})
-    flags_common.define_flag_table(fv, _EXPORT_FLAGS)
+    settings_lib.define_flag_table(fv, _EXPORT_FLAGS)
     # --model_type=classifier: run_classifier's --long_text and its flags (default: the
     # long_text.json the run left beside --init_checkpoint, else truncate).
     long_text.define_flags(fv, doc_stride_also=(
@@ -170,7 +173,7 @@ def define_flags(fv):
         "context, pieces apart (default: the model folder's --doc_stride, else 128)."))
     multilabel_data.define_flags(fv)  # --threshold
     flags_common.define_pooling_flags(fv)
-    flags_common.define_flag_table(fv, _MODEL_TYPE_FLAGS)
+    settings_lib.define_flag_table(fv, _MODEL_TYPE_FLAGS)
     litert_step.define_flags(fv)
 
 
@@ -266,7 +269,7 @@ def run(settings):
     folder = model_folder.defaults(settings.part(*model_folder.SETTINGS))
     settings = settings.with_defaults(folder)
     settings.require(*_REQUIRED_FLAGS)
-    saved = flags_common.model_folder_settings(settings.init_checkpoint)  # pooling
+    saved = pooling.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel = _check_settings(settings)
     litert_examples = litert_step.read_examples(settings, labels)
     litert_outputs = {}
@@ -320,8 +323,8 @@ def _check_settings(settings):
         labels = exporter.tagger_labels(settings.labels_file, settings.init_checkpoint)
     tokenization.validate_case_matches_checkpoint(settings.do_lower_case,
                                                   settings.init_checkpoint)
-    bert_config = flags_common.load_bert_config(settings.bert_config_file,
-                                                settings.max_seq_length)
+    bert_config = loaders.load_bert_config(settings.bert_config_file,
+                                           settings.max_seq_length)
     bert_config.validate()
     if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
@@ -410,13 +413,13 @@ def _pooling_spec(settings, saved, bert_config):
     if not head_types.get(settings.model_type).sentence_embedding:
         return None
     mode = settings.pooling or saved.get("pooling", "mean")
-    return flags_common.pooling_spec(settings.part("layers", "normalize"), saved, mode,
-                                     bert_config.num_hidden_layers)
+    return pooling.chosen_spec(settings.part("layers", "normalize"), saved, mode,
+                               bert_config.num_hidden_layers)
 
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

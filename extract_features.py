@@ -34,6 +34,8 @@ import modeling
 import tokenization
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
 from bert_tf2 import settings as settings_lib
@@ -371,7 +373,7 @@ def run(settings):
     """
     settings = Settings.of(settings)
     settings, bert_config, layer_indexes, spec = _check_settings(settings)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Full float32 matmuls (no TF32 on recent GPUs): the values are written with
     # 6 decimals and should be those of the original float32 model.
     tf.config.experimental.enable_tensor_float_32_execution(False)
@@ -402,11 +404,11 @@ def _check_settings(settings):
     settings.refuse_unused([(name, "here: extract_features runs on the local devices (CPU/GPU)")
                             for name in ("use_tpu", "master", "num_tpu_cores")], warn_only=True)
     fileutil.check_output_file(settings.output_file, "--output_file")
-    saved = flags_common.model_folder_settings(settings.init_checkpoint)
+    saved = pooling.model_folder_settings(settings.init_checkpoint)
     settings = settings.with_defaults({k: saved[k] for k in ("max_seq_length", "do_lower_case")
                                        if k in saved})
-    bert_config = flags_common.load_bert_config(settings.bert_config_file,
-                                                settings.max_seq_length)
+    bert_config = loaders.load_bert_config(settings.bert_config_file,
+                                           settings.max_seq_length)
     mode = settings.pooling
     if mode is None and settings.output_format == "npy":
         mode = saved.get("pooling")
@@ -420,8 +422,8 @@ def _check_settings(settings):
                          "written as the model computes it")])
         layers, spec = parse_layers(settings.layers, bert_config.num_hidden_layers), None
     else:
-        spec = flags_common.pooling_spec(settings.part("layers", "normalize"), saved, mode,
-                                         bert_config.num_hidden_layers)
+        spec = pooling.chosen_spec(settings.part("layers", "normalize"), saved, mode,
+                                   bert_config.num_hidden_layers)
         layers = spec.layers
     fileutil.check_utf8(settings.input_file, "--input_file")
     if spec is not None and tf.io.gfile.stat(settings.input_file).length == 0:
@@ -531,7 +533,7 @@ def _feature_lines(features, extractor, layer_indexes, batch_size, trim_padding)
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,88 @@ functions); the tf_keras layers BertModel is built from are in bert_tf2/encoder/
 
 Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
 N = attention heads, P = masked positions per sequence, V = vocabulary size.
+
+Contracts with the other modules (modeling.py):
+- modeling.py holds BertConfig, BertModel, set_skip_padding and the reference's graph-style
+  functions; the tf_keras layers it is built from are in bert_tf2/encoder/ (layers.py: gelu,
+  get_activation, create_initializer, get_shape_list, assert_rank, LayerNorm, Dropout, the
+  dense blocks, Embeddings; attention.py: create_attention_mask, attend, SelfAttention,
+  Attention; transformer.py: TransformerLayer, Encoder, set_gradient_checkpointing), which
+  never imports modeling. modeling re-exports each of their public names: `modeling.X` is
+  the same object.
+- BertConfig(vocab_size, hidden_size=768, ...)
+  .from_dict/.from_json_file/.to_dict/.to_json_string
+- BertModel(config, use_one_hot_embeddings=False, name="bert"): tf_keras Layer;
+  call(input_ids, input_mask=None, token_type_ids=None, training=False) -> dict with
+  "pooled_output" [B,H], "sequence_output" [B,S,H], "all_encoder_layers" list of [B,S,H],
+  "embedding_output" [B,S,H]; `.embedding_table` the word embedding variable [V,H].
+- The reference's graph-style API on the same layers: BertModel(config, is_training,
+  input_ids, input_mask=None, token_type_ids=None, use_one_hot_embeddings=False, scope=None)
+  runs the layer at once (get_pooled_output / get_sequence_output / get_all_encoder_layers /
+  get_embedding_output / get_embedding_table, and the same outputs as the properties
+  pooled_output, sequence_output, all_encoder_layers, embedding_output: AttributeError on
+  the TF2 layer, nothing assigned, so the layer's checkpoint is unchanged);
+  get_activation(activation_string); embedding_lookup, embedding_postprocessor,
+  attention_layer, transformer_model, layer_norm, dropout,
+  create_attention_mask_from_input_mask, get_shape_list, reshape_*_matrix, assert_rank,
+  get_assignment_map_from_checkpoint. In tf.compat.v1 graph mode, tf1_variables.py's
+  tf1_variable_scope(scope, default_name) / run_in_tf1_scope(layer, scope, default_name, x,
+  ...) make tf_keras layers create their variables through get_variable under the
+  reference's names. attend(q, k, v, additive_mask, dropout) is the one attention formula
+  (SelfAttention and attention_layer); lookup(table, ids, one_hot) the one embedding lookup.
+- set_skip_padding(model, enabled=True) -> number of BertModels (the attribute
+  `skip_padding`; a call's `skip_padding=` argument overrides it): the encoder's dense
+  layers, LayerNorms and dropouts run on the real tokens (input_mask 1) only, the attention
+  on [B, S] with zeros elsewhere; real tokens' outputs equal the padded computation's within
+  1e-5 (values and gradients), every output but the embeddings is zero at padding positions.
+  At inference (training False) a batch whose real tokens fill at least
+  modeling.DENSE_REAL_FRACTION (7/8) of its positions runs every position instead (tf.cond
+  per batch): its padding positions carry the padded computation's values. Data-dependent
+  shapes: not under XLA or on TPUs. Off by default; heads.reads_padding(model) says which
+  task models may use it (not BertSquad's logits, not BertPretrainer).
+- GELU and LayerNorm of training steps (bert_tf2/base/fused_elementwise.py): the reference's
+  "gelu" (modeling.gelu, tanh form) is applied by DenseBlock / heads.Transform through
+  modeling.dense_and_activation + apply_activation (the Dense layer itself has no
+  activation), and modeling.LayerNorm calls fused_elementwise.layer_norm (float32 inside,
+  the input's dtype out). With training true and activations whose shape is fully known at
+  trace time with at least fused_elementwise.MIN_ELEMENTS (65,536) elements, each is one
+  jit-compiled forward program and one backward program (tf.custom_gradient; the analytic
+  derivative, float32 inside, 16-bit inputs rounded once at the end); otherwise (inference,
+  trimmed batches' unknown shapes, small tensors) the very ops of before (inference's matmul
+  + bias + GELU stays one oneDNN kernel). Values within float32 rounding of the ops path,
+  gradients within 1e-5 relative (tests/test_fused_elementwise.py).
+- LayerNorm outside training (training known false at trace time) on a CPU with TensorFlow's
+  oneDNN rewrite (x86-64, TF_ENABLE_ONEDNN_OPTS not 0, no GPU or TPU visible:
+  fused_elementwise.onednn_layer_norm_applies): written as the training-mode
+  FusedBatchNormV3 subgraph grappler's remapper turns into one _MklLayerNorm kernel
+  (`_layer_norm_onednn`, epsilon as given through the raw op); every other case the ops.
+  `fused_elementwise.set_onednn_layer_norm(False)` keeps the ops for graphs traced after it.
+  Outputs within 1e-5 of the ops path on a tiny and a MiniLM-shaped model, the same
+  variables and checkpoints (tests/test_onednn_paths.py).
+- Inference attention (attention.inference_attend): the whole batch at once (attend) by
+  default; `attention.set_attention_by_example(True)` (returns the previous setting) makes
+  graphs traced after it attend one batch row at a time (attend_by_example, a tf.map_fn) for
+  keys of BY_EXAMPLE_MIN_LENGTH or more on such a CPU, same values within 1e-6; off by
+  default because it was not faster in wall time (benchmarks/bench_attention.py).
+  portable_graphs turns both CPU forms off. Profiles tell the attention's steps apart by its
+  name scopes (attention_mask, scores, softmax, context; benchmarks/profile_ops.py); the
+  scale and the mask add already run as post-ops of the scores' oneDNN batch-matmul.
+- Dropout (bert_tf2/base/dropout_masks.py): every dropout of the model and the heads
+  (modeling.Dropout, a tf_keras Dropout) and modeling.dropout go through
+  dropout_masks.dropout(x, rate, seed=None): tf.nn.dropout's rule and ops (keep where a
+  float32 uniform >= rate; kept units x * (1 / (1 - rate)) in x's dtype, the others 0; one
+  select, its gradient the same select; for static shapes of at least 65,536 units the
+  multiply and select are one XLA pass each way, fused_elementwise.keep_and_scale, bit for
+  bit), the uniforms drawn by a jit-compiled ThreeFry stateless_uniform for
+  size_class(count) units (a power of two >= count, at least 65,536: a handful of XLA
+  programs per run) and cut to count (static shapes: cut inside the program,
+  draw_keep_shaped, which then computes only the count it keeps; same bits,
+  tests/test_dropout_masks.py and test_pretraining_step.py). The same size and seed give the
+  same mask (gradient checkpointing's recomputation relies on it); without a seed each call
+  takes a fresh [2] int32 seed from a stateful op (repeatable under tf.random.set_seed).
+  Only the random stream differs from tf.nn.dropout's. compile_size_classes(device,
+  largest=4M units) compiles those programs ahead; training.Runner calls it before its first
+  step when batches are trimmed on CPU devices (not under XLA).
 """
 import collections
 import copy

@@ -26,6 +26,30 @@ is checked over 100 steps in tests/test_optimization.py); ``fused=False`` runs t
 op by op, per variable, bit for bit.
 
 Only ``tf_keras`` (Keras 2) is used, never ``tf.keras``.
+
+Contracts with the other modules (optimization.py / bert_tf2/optim/ /
+bert_tf2/base/fused_update.py):
+- optimization.py holds the reference's API in its order: create_optimizer(loss, init_lr,
+  num_train_steps, num_warmup_steps, use_tpu) -> the reference's train op (=
+  create_train_op; graph mode) and AdamWeightDecayOptimizer (tf.compat.v1);
+  create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw", ...)
+  -> tf_keras optimizer (= keras_optimizer). It re-exports the TF2 half from
+  bert_tf2/optim/: schedule.py (WarmupPolynomialDecay), adamw.py (AdamWeightDecay,
+  adam_update, per_variable_hlo), lamb.py (LAMB), keras_bridge.py (keras_optimizer,
+  clip_gradients, create_slots, OPTIMIZER_TYPES), args.py (argument checks,
+  DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, the name rules). Class names, Keras registered names
+  ("bert_tf2>AdamWeightDecay", ...), optimizer names and slot names are those of before.
+- AdamWeightDecay and LAMB derive from fused_update.FusedOptimizer (the XLA update of a
+  device's variables, clip folded in); their per-variable rules stay beside them
+  (adam_update, lamb_update). fused_step assigns the two moment slots inside the XLA
+  computation (resource handles, shapes static) and returns the new parameters, which the
+  caller assigns: values within a few ulp of the per-variable path's, bit for bit those of
+  the earlier return-everything form.
+- learning_rate_multipliers={regex: factor} (FusedOptimizer, so AdamWeightDecay and the
+  fused LAMB; keras_optimizer passes it): a variable whose name (":0" removed) matches the
+  first regex updates with lr_t x factor, fused and per-variable paths alike
+  (`scaled_rate`); the rules' arithmetic is untouched, so every other variable's values are
+  bit for bit those without it.
 """
 
 import tensorflow as tf

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 # The task data lives in glue_data; the reference's names stay importable from here.
 from bert_tf2.tasks.glue_data import (  # noqa: F401  pylint: disable=unused-import
@@ -270,15 +271,15 @@ def _model_fn(settings, plan):
 class _Task(object):
     """What the train / evaluate / predict steps share: data, features and the loss."""
 
-    def __init__(self, processor, tokenizer, max_seq_length, settings, weights=None,
+    def __init__(self, processor, tokenizer, max_seq_length, long_texts, weights=None,
                  positive=1):
         self.processor = processor
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()
         self.regression = processor.is_regression
-        self.long_text = settings  # long_text.LongText: --long_text and its flags
-        self.spec = settings.record_spec(record_spec(max_seq_length, self.regression))
+        self.long_text = long_texts  # long_text.LongText: --long_text and its flags
+        self.spec = long_texts.record_spec(record_spec(max_seq_length, self.regression))
         self.class_weights = weights  # --class_weights (None: the reference's loss)
         self.positive = positive  # --positive_label's index (tasks of 2 labels)
 
@@ -540,7 +541,7 @@ def predict(model_folder, texts, texts_b=None, batch_size=32, **settings):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import numpy as np
 import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
+from bert_tf2 import loaders
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import multiple_choice_data
@@ -119,9 +121,9 @@ def _check_settings(settings):
             raise ValueError("unknown --task_name %r; known: %s"
                              % (settings.task_name, ", ".join(multiple_choice_data.TASKS)))
 
-    bert_config = flags_common.check_fine_tuning(
-        settings.part(*flags_common.FINE_TUNING_CHECKS + _REQUIRED_FLAGS), _REQUIRED_FLAGS,
-        check_task)
+    bert_config = loaders.check_fine_tuning(
+   settings.part(*loaders.FINE_TUNING_CHECKS + _REQUIRED_FLAGS), _REQUIRED_FLAGS,
+   check_task)
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), _metric_names())
     return bert_config
 
@@ -205,8 +207,8 @@ class Predictor(model_folder.FolderPredictor):
         super().__init__(Settings, "run_multiple_choice", model_folder, batch_size, settings,
                          data="data_dir")
         bert_config = _check_settings(self.settings)
-        self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
-                                                     self.settings.do_lower_case)
+        self.tokenizer = loaders.load_tokenizer(self.settings.vocab_file,
+                                                self.settings.do_lower_case)
         self.runner = training.make_runner(
             self.settings.part(*training.SETTINGS),
             lambda: heads.BertMultipleChoice(bert_config, self.settings.use_tpu))
@@ -244,7 +246,7 @@ def predict(model_folder, questions, batch_size=8, **settings):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from absl import logging
 import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_task
@@ -291,7 +292,7 @@ def predict(model_folder, sentences, batch_size=32, **settings):
 
 def main():
     """Command-line entry point: flags from sys.argv, errors as one line and exit 1."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import modeling
 from bert_tf2.base import tf1_variables
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.pretraining import pretraining_records
@@ -324,8 +326,8 @@ def _check_settings(settings):
     if settings.do_train and settings.num_train_steps < 1:
         raise ValueError("--num_train_steps=%d: nothing would be trained (must be >= 1)"
                          % settings.num_train_steps)
-    bert_config = flags_common.load_bert_config(settings.bert_config_file,
-                                                settings.max_seq_length)
+    bert_config = loaders.load_bert_config(settings.bert_config_file,
+                                           settings.max_seq_length)
     input_files = fileutil.expand_input_files(settings.input_file)
     spec = feature_spec(settings, check_packing(input_files[0], settings.packed_sequences))
     seq_flag = "--max_seq_length=%d" % settings.max_seq_length
@@ -397,7 +399,7 @@ def _evaluate(settings, runner, input_files, spec=None):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ import tensorflow as tf
 import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import cli
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import data_tables
@@ -470,8 +472,8 @@ class Predictor(model_folder.FolderPredictor):
         super().__init__(Settings, "run_squad", model_folder, batch_size, settings,
                          data="predict_file")
         bert_config = _check_settings(self.settings)
-        self.tokenizer = flags_common.load_tokenizer(self.settings.vocab_file,
-                                                     self.settings.do_lower_case)
+        self.tokenizer = loaders.load_tokenizer(self.settings.vocab_file,
+                                                self.settings.do_lower_case)
         self.runner = _make_runner(self.settings, bert_config)
 
     @model_folder.one_at_a_time
@@ -507,7 +509,7 @@ def predict(model_folder, questions, contexts=None, batch_size=8, **settings):
 
 def main():
     """Console entry point."""
-    flags_common.run_cli(define_flags, run)
+    cli.run_cli(define_flags, run)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,32 @@ Two ways to tokenize live here:
   same output as the exact path. TensorFlow is imported on first use. Its machinery is
   in bert_tf2/text/fast_batch.py, which also tells why tensorflow_text's ready-made
   FastBertTokenizer is not exact (20 more tokens than the reference on SQuAD dev).
+
+Contracts with the other modules (tokenization.py (+ bert_tf2/text/characters.py,
+exact_shortcuts.py, fast_batch.py)):
+Imports no TensorFlow at module level (nor do bert_tf2/text's modules, which never import
+tokenization: characters holds the CJK blocks, ASCII punctuation, the whitespace / control /
+punctuation classes and the self-filling translate table; exact_shortcuts the exact path's
+translate tables, ASCII regexes, `is_plain` and `TokenCache`; fast_batch the batch path on
+FastWordpieceTokenizer). The batch path (tokenize_batch / convert_batch_to_ids) equals
+tokenize() on every text; `fast_batch.BatchPath` (the tokenizer's `_fast`, made on first
+use) decides when it may use tensorflow_text (`fast_batch.build`) and otherwise runs
+tokenize() per text: a FullTokenizer subclass overriding tokenize, another basic / WordPiece
+tokenizer class, or TensorFlow building a graph (TF1 mode, tf.Graph().as_default()) take the
+exact path; its TF ops run under tf.init_scope (eager while a tf.function traces).
+`FastBatchTokenizer.rows(chunks, as_tokens)` cuts a batch call's texts into parts of about
+`fast_batch.PART_CHARS` characters and runs FastWordpieceTokenizer on two worker threads it
+starts and joins within the call (none for a lone small part), at most 4 parts in flight;
+the cyclic GC is paused for the call; results come back in input order, ids as Python ints.
+Its ids equal the reference's own tokenization.py on the stress texts and the bench's
+corpora (tests/test_tokenization_batch_stress.py, benchmarks/bench_tokenization.py).
+FullTokenizer.tokenize caches the tokens of each whitespace-separated piece (and each word's
+WordPiece split) in an `exact_shortcuts.TokenCache` (its `_cache_state`), at most 200k
+entries each (`exact_shortcuts.CACHE_LIMIT`), for a stock BasicTokenizer and
+WordpieceTokenizer with no method replaced on the instance (`exact_shortcuts.is_plain`); the
+caches restart when do_lower_case, the vocab (its identity or size), unk_token or
+max_input_chars_per_word change, and are not pickled. Its ids equal a plain
+re-implementation of the reference's steps (tests/test_tokenization.py).
 """
 import collections
 import os

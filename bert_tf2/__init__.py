@@ -10,7 +10,9 @@ Sub-packages by concern (the reference's own module names stay at the top level)
   optim/        optimization.py's TF2 optimizers: schedule, AdamWeightDecay, LAMB, the Keras bridge
   export/       the SavedModel module and the in-graph tokenizer
 and, shared by all of them: startup (import first), fileutil (files in and out),
-flags_common (the flag groups of every script) and input_pipeline (TFRecords and tf.data).
+cli (the process around a command line run), flags_common (the flag groups of every
+script), loaders (the BertConfig and tokenizer a run loads) and input_pipeline (TFRecords
+and tf.data).
 Importing this package imports nothing else, so `from bert_tf2 import startup` stays the
 cheap first import of every script.
 """

@@ -19,6 +19,28 @@
   wrote itself, and leaves none of its earlier files behind.
 
 Local paths and every filesystem tf.io.gfile knows (gs://, ...) alike.
+
+Contracts with the other modules (bert_tf2/fileutil.py):
+atomic_open(path, mode), write_eval_results(path, results), write_label_list(path, labels) /
+read_label_list(path, forbidden="") (LABEL_LIST_FILE), prepare_output_dir(path, flag),
+check_output_file(path, flag) (kind only, no side effect), prepare_output_file(path, flag,
+inputs=()) (kind, not one of the (flag, path) inputs, folder made and probed: call it last
+in a writer's checks, before the work), make_parent_folder(path, flag) (--export_dir),
+same_file(a, b), check_utf8(path, flag), read_text(path), expand_input_files(patterns) (our
+temporaries skipped). output_files(value, num_shards, flag), check_distinct(outputs, flag,
+inputs=(), input_flag). Temporaries: temp_name(path, kind) -> PATH.KIND-<8 hex> (kind tmp:
+atomic_open; shards: pretraining_shards; beam-tmp: pretraining_beam), is_temporary(path) ->
+the output it stands for or None, without_temp_names(message) (also TF's checkpoint
+PREFIX_temp/part-... names); save_checkpoint(manager, number) (a failed save leaves
+nothing). remove(path): the one removal of the package (every deleting site calls it): a
+file, a link (as a link) or a folder, never anything through a symlink (tf.io.gfile.rmtree
+empties a linked folder's target); replace_folder(temp, target) / recover_folder(target): a
+folder replaced whole by one built beside it, a kill between its two renames undone by the
+next run. A tool writing into a folder the user names (the converters): `with
+owned_outputs(folder, tool, patterns):` (globs inside the folder: what it writes and the
+settings files it may write) refuses a matching file the tool did not record writing
+(OUTPUTS_RECORD = bert_tf2_outputs.json, {tool: {"files": [...]}}) before anything is
+written, removes the tool's earlier files, and records the new ones on success.
 """
 import contextlib
 import json

@@ -3,6 +3,29 @@
 Every runner writes its features with `RecordWriter` and reads them back with
 `make_dataset`; the feature names and dtypes are those of the reference's files,
 so records written by the reference can be read here and the other way round.
+
+Contracts with the other modules (bert_tf2/input_pipeline.py):
+RecordWriter(output_files) (+ int_feature / float_feature), pretraining_features /
+classifier_features / squad_features specs, make_dataset(...), pack_pair /
+truncate_seq_pair, doc_spans / check_is_max_context (windows), check_record_lengths.
+make_dataset reads records through _record_stream (files, sharding, the reference's repeat
+and shuffles) and batches them; drop_remainder=False (no padding, no grouping) keeps a last
+partial batch (run_squad.input_fn_builder's predict input). in_memory_input_fn(columns,
+is_training, drop_remainder) is the reference's in-memory input_fn(params) (run_classifier /
+extract_features.input_fn_builder). Padding trim (--trim_padding): dataset_fn_for(files,
+spec, batch_size, is_training, seed=None, trim_padding=False, bucket_width=None: 8 training,
+16 otherwise) -> dataset_fn; training batches keep the reference's examples and order, each
+cut by trim_batch to bucket_length(longest) (positions named by POSITION_FEATURES kept);
+eval/predict batches are length-sorted within windows and carry EXAMPLE_INDEX, which
+Runner.predict uses to give the outputs back in the input order's batches. In-memory batches
+(extract_features): length_sorted_batches(lengths, batch_size) + bucket_length.
+Length-grouped training (--group_by_length): dataset_fn_for(..., group_by_length=True) /
+make_dataset(group_by_length=True): each pass over the files shuffled whole (up to
+GROUP_SHUFFLE_BUFFER records), made into batches by length_grouped_batches(d, batch_size,
+seed, group=GROUP_WINDOW): the pass's last N mod batch_size records left out, windows of
+group x batch_size examples sorted by length (the last window of a pass shorter), cut into
+full batches, the batches of a window shuffled; then the next pass (windows never span two
+epochs). Every epoch holds each example once but for those N mod batch_size; same steps.
 """
 import collections
 import os

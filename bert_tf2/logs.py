@@ -24,7 +24,7 @@ _IMPLICIT_INFO = [False]
 
 
 def use_command_line_default(verbosity_given):
-    """Notes whether --verbosity was on the command line (flags_common.run_cli): without it
+    """Notes whether --verbosity was on the command line (cli.run_cli): without it
     the detail lines stay out of absl's implicit INFO log."""
     _IMPLICIT_INFO[0] = not verbosity_given
 
@@ -109,7 +109,7 @@ def watch_handlers():
     """Makes a log handler that fails to write (absl's, the root logger's) check its stream:
     one that no longer takes text is stream_lost, and the handler writes nowhere from then
     on (instead of Python's "--- Logging error ---" on every record). Other errors are
-    reported as before. For the command line's own process (flags_common.run_cli)."""
+    reported as before. For the command line's own process (cli.run_cli)."""
     for handler in _handlers():
         if getattr(handler, "stream", None) is None or getattr(
                 handler.handleError, "watches_stream", False):

@@ -649,3 +649,14 @@ def plain(value):
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value
+
+
+def define_flag_table(fv, rows):
+    """Registers one flag per row of `rows` on `fv`: (kind, name, default, help) with kind
+    "string", "integer", "float" or "bool", or ("enum", name, default, help, choices)."""
+    for kind, name, default, help_text, *choices in rows:
+        define = getattr(flags, "DEFINE_" + kind)
+        if choices:
+            define(name, default, list(choices[0]), help_text, flag_values=fv)
+        else:
+            define(name, default, help_text, flag_values=fv)

@@ -15,6 +15,35 @@ what to use instead. Graph mode is process-wide: import this only in a fork's ow
 never beside TF2 code (bert-tf2's runners) in one.
 Every name below starts with "_" (or is one of the overrides): a module-level name here is
 an attribute of `tf` in the fork.
+
+Contracts with the other modules (bert_tf2/tf1.py and bert_tf2/compat/ (`import bert_tf2.tf1
+as tf` for forks)):
+tf1.py is the module a fork imports as `tf`: importing it runs `disable_v2_behavior()` once
+(skipped when the process already runs TF1; one warning line when it did), and its module
+`__getattr__` answers `tf.X` from `_OVERRIDES` (layers, keras, nn with rnn_cell: tf_keras's
+TF1 API at `contrib.KERAS_V1`; estimator: bert_tf2.compat.estimator on first use) or
+tf.compat.v1, keeping each answer in the module's globals. Every other top-level name of
+tf1.py starts with "_": a module-level name there is an attribute of the fork's `tf`.
+`tf.contrib` is compat/contrib.py: `Namespace` objects (data, layers, rnn, metrics,
+cluster_resolver, compiler) whose members are contrib_ops' functions or TensorFlow's own, a
+`fallback` module for names that moved there (contrib.data -> tf.data.experimental), and a
+module `__getattr__` for tpu / crf (bert_tf2.compat.tpu, bert_tf2.base.crf, imported on
+first use through `import_piece`). contrib_ops keeps TF 1.15's signatures, variable names
+and arithmetic (layer_norm's default begin_norm_axis=1, epsilon 1e-12). Tests: graph mode is
+process-wide, so bert_tf2.tf1 is imported only in subprocesses
+(tests/tf1_namespace_graph.py, tests/reference_fork_graph.py) and test_layout's in-process
+import skips it; contrib_ops runs in-process inside `tf.Graph().as_default()`. `python -m
+bert_tf2.compat.move_fork DIR [--dry_run]` rewrites `import tensorflow as tf` and `from
+tensorflow.contrib import ...` statements (found by tokenize: never inside a string; bytes,
+line endings and modes kept), names every other TensorFlow import (compat.v1,
+tensorflow.python.* with the public name) and every removed contrib module or
+`tf.contrib.x.y` use, skips with a line venvs (pyvenv.cfg), site-/dist-packages, vendored
+tensorflow/bert_tf2, build/, dist/, symlinks, hard links, non-regular files (never opened)
+and read-only files; writes every new file to a `fileutil.temp_name` first and `os.replace`s
+them only when all were written (any write failing: temporaries removed, nothing changed),
+`changed` said after. tf1's `app.run` keeps the "tensorflow" logger from passing records to
+absl's root handler (one line per tf.logging call). `startup.keeps_process_settings` refuses
+a runner in a graph-mode process in one line before it makes anything.
 """
 import importlib as _importlib
 import logging as _logging

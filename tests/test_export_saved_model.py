@@ -947,7 +947,7 @@ import os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
 from absl import flags
 import tensorflow as tf
-from bert_tf2 import flags_common
+from bert_tf2 import cli
 from bert_tf2.export import saved_model_dir
 
 EXPORT_DIR = sys.argv[2]
@@ -993,7 +993,7 @@ def run(unused_settings):
 # installs its handler again at each run.
 for STAGE in sys.argv[3:]:
     try:
-        flags_common.run_cli(lambda fv: None, run, ["stopped_export"])
+        cli.run_cli(lambda fv: None, run, ["stopped_export"])
     except SystemExit as e:
         print("%s: exit %s" % (STAGE, e.code), flush=True)
 '''

@@ -216,18 +216,18 @@ def full_disk(tmp_path):
 
 def test_a_full_disk_leaves_no_partial_output(full_disk):
     import tensorflow as tf
-    from bert_tf2 import flags_common
+    from bert_tf2 import cli
     with pytest.raises(tf.errors.OpError) as raised:
         with fileutil.atomic_open(str(full_disk / "a.txt")) as f:
             for _ in range(20):
                 f.write("x" * 10000)
-    assert flags_common.error_line(raised.value) == (
+    assert cli.error_line(raised.value) == (
         "error: %s; No space left on device" % (full_disk / "a.txt"), 1)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(tf.zeros([50000]))),
                                          str(full_disk / "out"), max_to_keep=1,
                                          checkpoint_name="model.ckpt")
     with pytest.raises(tf.errors.OpError) as raised:
         fileutil.save_checkpoint(manager, 7)
-    assert flags_common.error_line(raised.value) == (
+    assert cli.error_line(raised.value) == (
         "error: %s; No space left on device" % (full_disk / "out" / "model.ckpt-7"), 1)
     assert os.listdir(full_disk) == ["out"] and os.listdir(full_disk / "out") == []

@@ -9,6 +9,8 @@ import pytest
 from absl import flags
 
 from bert_tf2 import flags_common
+from bert_tf2 import cli
+from bert_tf2 import loaders
 from bert_tf2 import settings as settings_lib
 from conftest import HANG_GUARD_SECONDS, wait_until
 
@@ -37,7 +39,7 @@ _TABLE = (("string", "name_a", "x", "A string."), ("integer", "count", 3, "An in
 
 
 def test_a_flag_table_defines_each_kind_with_its_default_help_and_choices():
-    fv = flags_common.parse_flags(lambda fv: flags_common.define_flag_table(fv, _TABLE),
+    fv = flags_common.parse_flags(lambda fv: settings_lib.define_flag_table(fv, _TABLE),
                                   ["--count=7", "--noflag_b", "--mode=down", "--rate=2"])
     assert (fv.name_a, fv.count, fv.rate, fv.flag_b, fv.mode) == ("x", 7, 2.0, False, "down")
     assert [fv[name].help for name in ("name_a", "mode")] == ["A string.", "<up|down>: An enum."]
@@ -85,7 +87,7 @@ def _short_help(module_name):
     """What --help lists for the script: the key flags of the main module."""
     module = importlib.import_module(module_name)
     fv = flags.FlagValues()
-    flags_common.define_key_flags(module.define_flags, fv, "prog.py")
+    cli.define_key_flags(module.define_flags, fv, "prog.py")
     return fv, fv.module_help("prog.py")
 
 
@@ -140,7 +142,7 @@ def test_help_exits_0_and_prints_the_flags(module_name, asked):
 def test_every_scripts_help_flags_exit_0(module_name, asked, capsys):
     # run_cli's help flags, on the script's own flags in this process (usage goes to stdout).
     fv, _ = _short_help(module_name)
-    flags_common.help_flags_exit_zero(fv)
+    cli.help_flags_exit_zero(fv)
     with pytest.raises(SystemExit) as stopped:
         fv(["prog", asked])
     assert stopped.value.code == 0
@@ -150,11 +152,11 @@ def test_every_scripts_help_flags_exit_0(module_name, asked, capsys):
 def test_ctrl_c_is_one_line_and_exit_code_130():
     # What run_cli prints of training.Interrupted (a KeyboardInterrupt): its text alone.
     repo = pathlib.Path(__file__).resolve().parents[1]
-    command = ("from bert_tf2 import flags_common\n"
+    command = ("from bert_tf2 import cli\n"
                "def run(fv):\n"
                "    raise KeyboardInterrupt('interrupted at step 7; rerun the same command "
                "to resume from out/model.ckpt-5')\n"
-               "flags_common.run_cli(lambda fv: None, run)\n")
+               "cli.run_cli(lambda fv: None, run)\n")
     out = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True,
                          timeout=HANG_GUARD_SECONDS, cwd=repo)
     assert out.returncode == 130
@@ -169,26 +171,26 @@ def test_error_line_of_tensorflow_file_errors():
         tf.io.gfile.GFile("/nonexistent-dir/x.tfrecord.tmp-0a1b2c3d", "w").write("x")
     except tf.errors.OpError as e:
         error = e
-    assert flags_common.error_line(error) == (
+    assert cli.error_line(error) == (
         "error: /nonexistent-dir/x.tfrecord; No such file or directory", 1)
-    assert flags_common.error_line(ValueError("--x=1 is bad\nmore")) == ("error: --x=1 is bad", 1)
+    assert cli.error_line(ValueError("--x=1 is bad\nmore")) == ("error: --x=1 is bad", 1)
     # An eager op's error (a checkpoint saved onto a full disk): no op names, the
     # checkpoint's own name for TensorFlow's temporary.
     saved = tf.errors.ResourceExhaustedError(None, None, (
         "{{function_node __wrapped__SaveV2_dtypes_3_device_/job:localhost/replica:0/task:0/"
         "device:CPU:0}} out/model.ckpt-5_temp/part-00000-of-00001.data-00000-of-00001."
         "tempstate15396942205611381082; No space left on device [Op:SaveV2]"))
-    assert flags_common.error_line(saved) == (
+    assert cli.error_line(saved) == (
         "error: out/model.ckpt-5; No space left on device", 1)
     written = tf.errors.ResourceExhaustedError(None, None, (
         "{{function_node __wrapped__WriteFile_device_/job:localhost/replica:0/task:0/device:"
         "CPU:0}} out/x.bin.tmp-0a1b2c3d; No space left on device [Op:WriteFile] name: w"))
-    assert flags_common.error_line(written) == ("error: out/x.bin; No space left on device", 1)
+    assert cli.error_line(written) == ("error: out/x.bin; No space left on device", 1)
 
 
 def test_vocab_tokens_name_the_flag_and_file():
     with pytest.raises(ValueError, match=r"^--vocab_file=v\.txt has no \[MASK\] / \[SEP\] token$"):
-        flags_common.check_vocab_tokens({"[CLS]": 0}, "v.txt", ("[CLS]", "[MASK]", "[SEP]"))
+        loaders.check_vocab_tokens({"[CLS]": 0}, "v.txt", ("[CLS]", "[MASK]", "[SEP]"))
 
 
 # A runner whose run() fails with TensorFlow's error, or writes a file and waits.
@@ -196,7 +198,7 @@ _RUNNER = """
 import sys, time
 from absl import flags
 import tensorflow as tf
-from bert_tf2 import fileutil, flags_common
+from bert_tf2 import cli, fileutil
 
 def define_flags(fv):
     flags.DEFINE_string("output_file", None, "out", flag_values=fv)
@@ -209,7 +211,7 @@ def run(fv):
         while fv.wait:
             time.sleep(0.1)
 
-flags_common.run_cli(define_flags, run)
+cli.run_cli(define_flags, run)
 """
 
 

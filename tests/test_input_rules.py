@@ -1,7 +1,7 @@
 """The input-handling contract, one test per rule over every runner it applies to.
 
 What the reference runs, we run; what it crashes on or silently corrupts ends with
-one ValueError naming the file, line or flag (flags_common.run_cli prints it as one
+one ValueError naming the file, line or flag (cli.run_cli prints it as one
 line, exit code 1), and no output is left half-written. Each rule is enforced in one
 place, named in the test's docstring.
 """
@@ -26,6 +26,7 @@ import run_pretraining
 import run_squad
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import classifier_run
 from bert_tf2.tasks import ner_task
@@ -260,7 +261,7 @@ def test_non_finite_regression_labels(tmp_path, value):
 
 # ---------------------------------------------------------------------------
 # Rule: what would crash deep inside TensorFlow or the feature code is named up front:
-# a vocabulary without BERT's tokens (flags_common.load_tokenizer), a sequence
+# a vocabulary without BERT's tokens (loaders.load_tokenizer), a sequence
 # too short for [CLS] A [SEP] B [SEP] (input_pipeline.pack_pair), records written with
 # other lengths (input_pipeline.check_record_lengths).
 # ---------------------------------------------------------------------------
@@ -275,7 +276,7 @@ def test_vocab_without_special_tokens(files, tmp_path, runner):
 
 
 def test_sequences_too_short_for_a_pair(files, tmp_path):
-    tokenizer = flags_common.load_tokenizer(files["vocab"], True)
+    tokenizer = loaders.load_tokenizer(files["vocab"], True)
     for length in (0, 2):
         with pytest.raises(ValueError, match="--max_seq_length=%d is too short" % length):
             input_pipeline.pack_pair(["the"], ["cat"], length, tokenizer)
@@ -519,7 +520,7 @@ def test_flags_another_step_mode_or_device_reads_are_warned(files, tmp_path, cap
 
 # ---------------------------------------------------------------------------
 # Rule: the evaluation-during-training flags are checked before any work
-# (periodic_eval.check_settings, via flags_common.check_fine_tuning; run_squad's own
+# (periodic_eval.check_settings, via loaders.check_fine_tuning; run_squad's own
 # _check_settings), a --best_metric the run does not report before training where its
 # metrics are known (periodic_eval.check_metric).
 # ---------------------------------------------------------------------------

@@ -140,3 +140,87 @@ def test_from_bert_import_gives_ours_beside_a_users_files_when_installed(tmp_pat
     user = tmp_path / "user"
     user.mkdir()
     _run_users_script(user, installed, installed)
+
+
+# The floors of docs/CONTRACTS.md, from the top: a module imports its own floor or below.
+# A package module (or sub-package, "name/") in no floor is a test failure: place it.
+FLOORS = (
+    ("tf1", "compat/"),
+    ("cli",),
+    ("flags_common",),
+    ("export/", "convert/"),
+    ("tasks/", "pretraining/"),
+    ("loaders",),
+    ("trainer/", "input_pipeline"),
+    ("modeling", "optimization", "tokenization"),
+    ("encoder/", "optim/"),
+    ("base/", "text/", "startup", "machine", "fileutil", "logs", "settings", "root_modules"),
+)
+_FLOOR_OF = {name: level for level, names in enumerate(FLOORS) for name in names}
+# The upward imports there are, each with its reason; none may be added without one.
+UPWARD = {
+    ("modeling.py", "bert_tf2.compat.fork_checkpoints"):
+        "the reference's get_assignment_map_from_checkpoint, inside the function: a fork's "
+        "graph reads our TF2 checkpoints by their TF1 names",
+}
+
+
+def _floor_name(module):
+    """The FLOORS name of an imported module ("bert_tf2.tasks.pooling" -> "tasks/"), or None
+    when it is not the package's nor a reference module it stands under."""
+    parts = module.split(".")
+    if parts[0] in ("modeling", "optimization", "tokenization"):
+        return parts[0]
+    if parts[0] != "bert_tf2" or len(parts) < 2:
+        return None
+    sub = REPO_ROOT / "bert_tf2" / parts[1]
+    return parts[1] + "/" if sub.is_dir() else parts[1]
+
+
+def _package_modules():
+    """(floor name, path) of every package module and of the reference modules above it."""
+    for path in sorted((REPO_ROOT / "bert_tf2").rglob("*.py")):
+        if path.stem != "__init__":
+            yield _floor_name(".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)), path
+    for name in ("modeling", "optimization", "tokenization"):
+        yield name, REPO_ROOT / (name + ".py")
+
+
+def test_every_package_module_has_a_floor():
+    unplaced = sorted({name for name, _ in _package_modules()} - set(_FLOOR_OF))
+    assert not unplaced, "not in tests/test_layout.FLOORS (and docs/CONTRACTS.md): %s" % unplaced
+
+
+def test_no_import_runs_up_the_floors():
+    upward = []
+    for name, path in _package_modules():
+        for imported in _imports(path):
+            target = _floor_name(imported)
+            where = str(path.relative_to(REPO_ROOT))
+            excepted = any(w == where and (m == imported or m.startswith(imported + "."))
+                           for w, m in UPWARD)
+            if target in _FLOOR_OF and _FLOOR_OF[target] < _FLOOR_OF[name] and not excepted:
+                upward.append("%s imports %s" % (where, imported))
+    assert not upward, upward
+
+
+def test_the_flag_groups_and_the_process_wrapper_stay_above_tasks_and_export():
+    # The loaders tasks/ and export/ use live in bert_tf2/loaders.py, below them.
+    for sub in ("tasks", "export", "convert", "pretraining", "trainer"):
+        for path in (REPO_ROOT / "bert_tf2" / sub).rglob("*.py"):
+            above = {m for m in _imports(path)
+                     if m in ("bert_tf2.flags_common", "bert_tf2.cli")}
+            assert not above, "%s imports %s" % (path.relative_to(REPO_ROOT), sorted(above))
+
+
+# A module a newcomer reads whole stays under MAX_LINES; the ones still over it, by name.
+MAX_LINES = 900
+OVER_MAX_LINES = {"bert_tf2/convert/huggingface.py"}
+
+
+def test_no_module_is_over_the_line_limit():
+    paths = list(REPO_ROOT.glob("*.py")) + list((REPO_ROOT / "bert_tf2").rglob("*.py"))
+    sizes = {str(p.relative_to(REPO_ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in paths}
+    over = sorted(name for name, lines in sizes.items() if lines > MAX_LINES)
+    assert over == sorted(OVER_MAX_LINES), {name: sizes[name] for name in over}

@@ -17,6 +17,7 @@ import export_saved_model
 import extract_features
 import modeling
 from bert_tf2 import flags_common
+from bert_tf2 import loaders
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
 
@@ -100,7 +101,7 @@ def _run(argv):
 
 def _reference(root, mode, layers, normalize, seq_length=12):
     """The numpy rule over extract_features' per-token outputs at full length."""
-    tokenizer = flags_common.load_tokenizer(str(root / "vocab.txt"), do_lower_case=True)
+    tokenizer = loaders.load_tokenizer(str(root / "vocab.txt"), do_lower_case=True)
     features = extract_features.convert_examples_to_features(
         extract_features.read_examples(str(root / "input.txt")), seq_length, tokenizer)
     extractor = extract_features.FeatureExtractor(

@@ -10,6 +10,7 @@ import modeling
 import run_squad
 import tokenization
 from bert_tf2 import flags_common
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
@@ -836,8 +837,8 @@ def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, 
         fv.bert_config_file))
     examples = run_squad.read_squad_examples(str(dev), is_training=False)
     summaries, trimmed = squad_task.predict(settings, runner, examples,
-                                             flags_common.load_tokenizer(fv.vocab_file,
-                                                                         fv.do_lower_case))
+                                             loaders.load_tokenizer(fv.vocab_file,
+                                                                    fv.do_lower_case))
     dataset_fn = input_pipeline.dataset_fn_for(
         [str(out / "eval.tf_record")], input_pipeline.squad_features(96, False), 4,
         is_training=False)

@@ -16,6 +16,20 @@ are an InvalidArgumentError: decoded, they would look like tags.
 
 Shapes: B = batch size, T = the longest sequence (the time axis), N = number of tags.
 bert_tf2.tf1's tf.contrib.crf is this module; run_ner --crf decodes with crf_decode.
+
+Contracts with the other modules (bert_tf2/base/crf.py (linear-chain CRF; bert_tf2.tf1's
+tf.contrib.crf)):
+TF 1.15's tf.contrib.crf signatures and values: crf_sequence_score(inputs, tag_indices,
+sequence_lengths, transition_params), crf_log_norm(inputs, sequence_lengths,
+transition_params), crf_log_likelihood(inputs, tag_indices, sequence_lengths,
+transition_params=None) -> (ll, params) (None: tf.compat.v1.get_variable("transitions", [N,
+N]) in the caller's variable scope), crf_unary_score(tag_indices, sequence_lengths, inputs),
+crf_binary_score(tag_indices, sequence_lengths, transition_params), crf_decode(potentials,
+transition_params, sequence_length) -> (tags int32 [B,T], 0 beyond the length, best_score
+[B]), viterbi_decode(score, params) (numpy) -> (list of tags, score). Length 0: scores and
+log Z 0, crf_decode tags position 0 by its argmax. One tf.foldl / tf.scan over time (graph,
+eager, tf.function, XLA); imports TensorFlow only. tests/test_crf.py checks every function
+against enumerating every tag sequence.
 """
 import numpy as np
 import tensorflow as tf

@@ -6,7 +6,7 @@ import os
 from absl import logging
 
 import tokenization
-from bert_tf2 import flags_common
+from bert_tf2 import settings as settings_lib
 from bert_tf2.export import head_types
 from bert_tf2.export import litert
 from bert_tf2.export import litert_data
@@ -20,10 +20,10 @@ FLAGS_OF_LITERT = ("calibration_file", "calibration_examples", "agreement_file",
 
 def define_flags(fv):
     """--litert and the flags of its calibration and agreement report."""
-    flags_common.define_flag_table(fv, _FLAGS)
+    settings_lib.define_flag_table(fv, _FLAGS)
 
 
-# (kind, name, default, help), as flags_common.define_flag_table reads them.
+# (kind, name, default, help), as settings_lib.define_flag_table reads them.
 _FLAGS = (
     ("string", "litert", None,
      "Also write LiteRT models into --export_dir, a comma-separated list of fp32 (float), "

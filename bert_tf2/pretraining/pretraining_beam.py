@@ -423,7 +423,7 @@ def run_pipeline(files, output_files, setup, setup_args, make_records, random_se
         _finish(output_files, shards)
         return sum(count for _, count in shards.values())
     finally:
-        # Also on Ctrl-C and SIGTERM (flags_common.run_cli); after a SIGKILL, the next
+        # Also on Ctrl-C and SIGTERM (cli.run_cli); after a SIGKILL, the next
         # run's fileutil.output_files removes it.
         fileutil.remove(temp_dir)
 

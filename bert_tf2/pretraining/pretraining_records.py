@@ -172,7 +172,7 @@ class Symbols(collections.namedtuple(
     @classmethod
     def for_encoded(cls_, vocab, varints, joined=False):
         """Symbols of varint ids (varints[i]: id i); joined: word_boundaries' marks too."""
-        # The caller checks first, naming --vocab_file (flags_common.check_vocab_tokens).
+        # The caller checks first, naming --vocab_file (loaders.check_vocab_tokens).
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
             raise ValueError("the vocabulary has no %s token" % " / ".join(missing))

@@ -1,7 +1,7 @@
 """run_classifier's concerns, resolved once near the top of a run, into one plain object.
 
 resolve(settings) checks and reads, in the order the errors come: the model's
-settings (flags_common.check_fine_tuning: the BertConfig, casing), --long_text and its
+settings (loaders.check_fine_tuning: the BertConfig, casing), --long_text and its
 flags, the task (classifier_tasks.processor_of), every data file or table the run needs
 (read now, before the output folder is made: a bad table leaves no empty folder), then
 makes the output folder, reads the vocabulary, checks the labels against a saved
@@ -12,7 +12,7 @@ for a trained folder's Predictor (no data files, no output folder made).
 import dataclasses
 
 from bert_tf2 import fileutil
-from bert_tf2 import flags_common
+from bert_tf2 import loaders
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import long_text
@@ -40,8 +40,8 @@ class ClassifierRun:
 def check(settings):
     """The model's, --long_text's and the task's settings checked before any work;
     returns (bert_config, long_texts, processor)."""
-    bert_config = flags_common.check_fine_tuning(
-        settings.part(*flags_common.FINE_TUNING_CHECKS + REQUIRED_FLAGS), REQUIRED_FLAGS)
+    bert_config = loaders.check_fine_tuning(
+   settings.part(*loaders.FINE_TUNING_CHECKS + REQUIRED_FLAGS), REQUIRED_FLAGS)
     # The long_text.json a training run left in --output_dir (or beside --init_checkpoint)
     # gives the defaults: evaluation and prediction read the text as training did.
     long_texts = long_text.from_settings(settings.part(*long_text.SETTINGS),
@@ -71,7 +71,7 @@ def resolve(settings):
         raise ValueError("--do_eval: the dev set of the %s has no examples" % source)
     predict_examples = processor.get_test_examples(data_dir) if settings.do_predict else None
     fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     classifier_tasks.check_labels(task_settings, processor)  # against a saved label_list.txt
     positive = classifier_tasks.positive_index(task_settings, processor)  # --positive_label
     weights = class_weights.from_settings(
@@ -90,6 +90,6 @@ def resolve_folder(settings):
     task_settings = settings.part(*classifier_tasks.SETTINGS)
     classifier_tasks.check_labels(task_settings, processor)
     kind = classifier_tasks.task_type(processor)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     return ClassifierRun(bert_config, tokenizer, processor, kind, long_texts,
                          classifier_tasks.positive_index(task_settings, processor))

@@ -15,6 +15,39 @@ built-in or plugged-in processor's labels against them (check_labels);
 export_saved_model takes the labels and the kind of head from there (export_task), so a
 model exports with --init_checkpoint alone. Output dirs written before these files
 existed still work with a built-in --task_name.
+
+Contracts with the other modules (bert_tf2/tasks/classifier_tasks.py, file_data.py,
+user_processor.py (run_classifier: your own task)):
+run_classifier calls four functions: `classifier_tasks.define_flags(fv)` (--processor,
+--labels_file, file_data's --text_a_column / --text_b_column / --label_column / --task_type,
+multilabel's --threshold), `processor_of(part)` (the DataProcessor; every task flag checked;
+a file or multilabel task that does not train gets --labels_file or the saved list) and,
+once the data files are read, `check_labels(fv, processor)`, then `save_task(fv, processor)`
+in a training run.
+- `task_type(processor)`: classification, regression (`is_regression`, get_labels() ==
+  [None]) or multilabel (`is_multilabel`); `label_names(processor)`: the labels as distinct
+  text, None for regression.
+- A training run writes output_dir/label_list.txt (not for regression) and
+  classifier_task.json (`{"task_name", "task_type"}`, + "processor"); runs that do not train
+  read them from output_dir, else beside --init_checkpoint (`saved_file`). Output dirs
+  without them still work with a built-in --task_name.
+- `export_task(task) -> (labels, multilabel)` (`task`: the export's
+  `settings.part(*SETTINGS)`): export_saved_model's classifier head; labels [None] for
+  regression.
+- file_data: one reader per format, `read_csv` / `read_tsv` / `read_jsonl(path, wanted,
+  optional=()) -> [Row]` (Row.fields by column name, Row.where() "file, line N");
+  `FileProcessor( file_format, Columns(text_a, text_b, label), task_type, labels=None,
+  threshold)` takes its label list from train (sorted) unless given;
+  DataProcessor._checked_label checks single labels. An example's guid is its row's `id`
+  column (else `guid`; `ID_COLUMNS`, no flag) as written (a JSON number stays a number),
+  else "<split>-<index>" (an empty cell, null or list too).
+- user_processor: `load_processor(spec)` imports the file (its folder appended to sys.path,
+  never replacing a loaded module) or module, checks the class is a glue_data.DataProcessor
+  subclass, makes it with no arguments; `error_line(error, own_file)` is "file, line N:
+  Type: message" at the user's own frame. `load_checked(spec, asked)` (from
+  `classifier_tasks.processor_of`) is the one place a run gets its processor: loaded,
+  checked to define every get_* method its do_* settings (`asked`) will call, and its
+  get_labels() called once, in that order.
 """
 import json
 import os

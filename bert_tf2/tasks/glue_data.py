@@ -11,6 +11,18 @@ SavedModel exporter takes its label lists from here):
   GLUE metric: F1, Matthews correlation, Pearson/Spearman), plus for every
   classification task the precision / recall / F1 of a binary task's positive class,
   or a multi-class task's macro, weighted and per-class F1.
+
+Contracts with the other modules (bert_tf2/tasks/glue_data.py (run_classifier's tasks)):
+Processors as the reference's: get_*_examples(data_dir) =
+`self._create_examples(self._read_tsv(path), set_type)`, so subclasses overriding either, or
+calling them on their own files, work. _TsvTaskProcessor subclasses declare LABELS, TRAIN /
+DEV / TEST column layouts (_Columns) and SET_NAMES; `_create_examples` picks the layout from
+set_type (SET_NAMES[2] = "test": placeholder labels) and checks labels against get_labels(),
+errors naming file and line (TsvRow). XnliProcessor._create_examples: "train" the multinli
+layout, otherwise xnli.dev's rows of its language. Metrics: `eval_metrics(processor, ...,
+positive=1)`; `binary_metrics(labels, predictions, positive)`, `multiclass_metrics(labels,
+predictions, label_list)`, `ratio(n, d)` (0/0 = 0: the one zero-division rule,
+multilabel_data's too), `metric_key(label)` / `class_f1_names(labels)`.
 """
 import collections
 import csv

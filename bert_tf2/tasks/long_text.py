@@ -19,6 +19,25 @@ truncate in every mode.
 pools run_classifier's features, its graph side (`graph_windows`, `graph_pool`) does
 the same inside the exported SavedModel (serving.ServingModule), so served
 probabilities equal test_results.tsv.
+
+Contracts with the other modules (bert_tf2/tasks/long_text.py (run_classifier --long_text)):
+define_flags(fv) (--long_text, --head_tokens, --doc_stride, --window_pooling; run_classifier
+and export_saved_model); from_settings(part, max_seq_length) -> LongText(mode, head_tokens,
+doc_stride, pooling), checked (ValueError naming the flag, or the file and key of a saved
+value), defaults filled for max_seq_length; a flag not given takes the value of the
+long_text.json that checkpoints.settings_file finds (fv's output_dir if it has one, else
+beside init_checkpoint). unused_flags(lt) -> (flag, why) of the other modes' flags (warned).
+LongText.split(example, tokens_a, tokens_b, max_seq_length) -> [(tokens_a, tokens_b)] that
+input_pipeline.pack_pair packs without cutting (truncate: the tokens untouched); text_b
+keeps input_pipeline.truncated_pair_lengths' share. glue_data._iter_features /
+file_based_convert_examples_to_features take it as split= (and index_feature=DOCUMENT_INDEX
+for windows: each record's example index). record_spec(spec) adds DOCUMENT_INDEX (windows);
+pool_columns(columns of window rows) -> (pooled logits, real rows per example); pool(logits,
+sorted rows) is the one pooling rule (segment mean / max), used by graph_pool too.
+graph_windows(ids_a, ids_b, S) is split on RaggedTensors for
+serving.ServingModule(long_text=...) (classifier only; serving_ids unpooled).
+write_settings(output_dir, lt) (not for truncate, unless a file is there: it is rewritten) /
+read_settings(path) (keys and value types checked).
 """
 import collections
 import json

@@ -19,6 +19,28 @@ over the labels, then over the batch; a label is predicted when its probability 
 least --threshold. The records store the label set as a multi-hot vector shaped
 [1, num_labels]: never [max_seq_length], so trimmed batches never cut it as a
 per-token feature.
+
+Contracts with the other modules (bert_tf2/tasks/multilabel_data.py (run_classifier
+--task_name=multilabel)):
+`processor.is_multilabel` (a DataProcessor attribute, False elsewhere) makes run_classifier
+use `MultiLabelTask` in place of its own task object: the same interface (label_list, spec,
+write_features, loss_fn, predict_fn, ordered_dataset, metrics, output_rows,
+prediction_record), so _evaluate / _predict run unchanged (test_results.tsv: one sigmoid
+probability per label, tab-separated; test_predictions.jsonl:
+prediction_files.multilabel_record). The processor (MultiLabelProcessor for the headerless
+TSV files, file_data.FileProcessor for --task_type=multilabel) carries `threshold`.
+- An example's label is a sorted tuple of names (maybe empty); records hold it as a
+  multi-hot `label_ids` [1, L] (`record_spec(S, L)`): never shaped like input_mask, so
+  trim_batch never cuts it.
+- `compute_loss(logits, label_ids) -> (loss, per-example BCE averaged over labels,
+  probabilities)`; `label_set_metrics(true, predicted, labels)`: eval_micro_/eval_macro_
+  precision/recall/f1, eval_subset_accuracy, eval_f1_label_<name>; every 0/0 = 0 (sklearn's
+  zero_division=0); eval_loss / loss from `glue_data.loss_metrics`.
+- The label list: --labels_file, else train's labels sorted; saved and read back as every
+  classifier's (classifier_tasks); labels hold no "," (`read_labels`).
+- Serving: `ServingModule(..., threshold=t)` (set only for multilabel) returns
+  `serving_outputs(logits, labels, t)`: probabilities, logits, labels, predicted [B, L]
+  bool, predicted_labels [B] (names joined by ",").
 """
 import os
 
@@ -256,9 +278,9 @@ class MultiLabelTask(object):
 
     regression = False
 
-    def __init__(self, processor, tokenizer, max_seq_length, settings):
+    def __init__(self, processor, tokenizer, max_seq_length, long_texts):
         self.processor = processor
-        self.long_text = settings  # truncate (processor_of refuses the others)
+        self.long_text = long_texts  # truncate (processor_of refuses the others)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.label_list = processor.get_labels()

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
-from bert_tf2 import flags_common
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import data_tables
 from bert_tf2.trainer import training
@@ -282,7 +282,7 @@ def resolve(settings):
         raise ValueError("the splits of %s have different numbers of choices: %s"
                          % (data_tables.describe(data_dir), sorted(num_choices)))
     fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     return MultipleChoiceRun(splits, MultipleChoiceTask(
         settings.output_dir, settings.max_seq_length, tokenizer, num_choices.pop()),
         data_tables.describe(data_dir))

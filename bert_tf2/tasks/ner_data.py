@@ -28,6 +28,21 @@ With document context (the BERT paper's CoNLL setting), a sentence that fits in
 one window is surrounded by the pieces of the sentences before and after it in
 the same document, as many as fit, labels only on the sentence itself; a
 sentence cut into windows gets none.
+
+Contracts with the other modules (bert_tf2/tasks/ner_data.py / ner_metrics.py (conlleval)):
+write_predictions(path, conll_file, tags) writes conlleval.pl's layout: columns joined by
+one space, the predicted tag last, every non-blank line (-DOCSTART- lines too, tagged O) as
+wide as the token lines; read_predictions(path) -> (gold, predicted) per sentence,
+ValueError naming the line of another width. ner_metrics.score(gold, predicted) counts as
+conlleval.pl (no flags) does, word by word with a blank line after each sentence (bare tags:
+chunk tags of no type, with a warning); it returns precision/recall/f1/accuracy, the counts
+correct/predicted/gold and per_type. tests/test_ner_metrics.py runs the real conlleval.pl
+when perl and the script ($CONLLEVAL, PATH or ../shared/conlleval.pl) are there; the script
+itself is not in the repo (it carries no license). Feature.starts_sentence (records:
+`starts_sentence` int64 []) is 1 for a sentence's first window, whose chain starts at its
+first word. iob2_break(conll_file) names the first tag breaking IOB2 (FILE, line N: I-X
+after Y / starts a sentence); to_iob2(conll_file, labels) -> (file, changed, left) makes
+those B-X where B-X is a label; auto_tag_scheme(conll_file, labels) -> (scheme, why).
 """
 import collections
 import re

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
-from bert_tf2 import flags_common
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import ner_data
@@ -143,8 +143,8 @@ def warn_without_transitions(path):
 
 def check_settings(settings):
     """Checks the settings before any work; returns the BertConfig."""
-    bert_config = flags_common.check_fine_tuning(
-        settings.part(*flags_common.FINE_TUNING_CHECKS + REQUIRED_FLAGS), REQUIRED_FLAGS)
+    bert_config = loaders.check_fine_tuning(
+   settings.part(*loaders.FINE_TUNING_CHECKS + REQUIRED_FLAGS), REQUIRED_FLAGS)
     if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length=%d is too short: [CLS] word [SEP] needs at least 3"
                          % settings.max_seq_length)
@@ -417,7 +417,7 @@ def resolve(settings, saved_scheme):
     # and before the output folder is made.
     train, evaluation, prediction, labels = read_data(settings)
     fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     settings = settings.fill({"crf_tag_scheme": tag_scheme(settings, train, labels,
                                                            saved_scheme)})
     # The names the evaluations will report: a wrong --best_metric stops the run here.
@@ -438,6 +438,6 @@ def resolve_folder(settings, saved_scheme):
     labels = labels_of(settings, None)
     settings = settings.fill({"crf_tag_scheme": tag_scheme(settings, None, labels,
                                                            saved_scheme)})
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     return NerRun(settings, bert_config, labels,
                   NerTask(settings.part(*TASK_SETTINGS), labels, tokenizer))

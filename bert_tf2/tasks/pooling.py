@@ -20,6 +20,19 @@ read by extract_features.py and export_saved_model.py as their defaults):
 
   {"pooling": "mean", "normalize": true, "layers": [-1], "max_seq_length": 256,
    "do_lower_case": true}
+
+Contracts with the other modules (bert_tf2/tasks/pooling.py):
+pool(layers, input_mask, mode, normalize=False) -> [B, D] float32: the one pooling rule
+(cls, mean, max, mean_sqrt_len over input_mask's tokens; a list of [B,S,H] layers is
+concatenated first); used by extract_features.FeatureExtractor(pooling_spec=...),
+serving.ServingModule (encoder: `sentence_embedding`, `embed`) and the tests.
+PoolingSpec(mode, layers, normalize); read_settings(path) (None -> {}; the path from
+checkpoints.settings_file; keys and types checked) / write_settings(folder, dict) of
+`sentence_embedding.json`; sentence_transformers_settings(hf_dir, tokenizer_lower_case)
+(convert_hf_checkpoint) and its inverse write_sentence_transformers(folder, settings,
+hidden_size, max_seq_length) (the HF export). Python API:
+extract_features.SentenceEncoder(model_dir, ...).encode(texts) -> [N, D];
+extract_features.embed_features(features, extractor, batch_size) -> [N, D].
 """
 import json
 import os
@@ -27,6 +40,7 @@ import os
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.trainer import checkpoints
 
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
 SETTINGS_FILE = "sentence_embedding.json"
@@ -221,3 +235,30 @@ def sentence_transformers_settings(model_dir, tokenizer_lower_case=None):
     elif tokenizer_lower_case is not None:
         settings["do_lower_case"] = bool(tokenizer_lower_case)
     return settings
+
+
+def model_folder_settings(init_checkpoint, output_dir=None):
+    """The sentence_embedding.json of --init_checkpoint's model ({} when none), found by
+    checkpoints.settings_file.
+
+    Its max_seq_length and do_lower_case are the defaults of those settings: pass it
+    to the face's `settings.with_defaults(...)`, so values the user gave win.
+    """
+    return read_settings(checkpoints.settings_file(
+        SETTINGS_FILE, init_checkpoint, output_dir))
+
+
+def chosen_spec(chosen, saved, mode, num_hidden_layers):
+    """The PoolingSpec of `mode` with the settings' layers / normalize or `saved`'s.
+
+    `chosen`: settings with layers and normalize; `saved`: model_folder_settings().
+    layers counts only when given (its default is the per-token output's); else the
+    saved layers, else the last layer.
+    """
+    if chosen.given("layers"):
+        layers = parse_layers(chosen.layers, num_hidden_layers)
+    else:
+        layers = parse_layers(",".join(str(x) for x in saved.get("layers", [-1])),
+                              num_hidden_layers, flag="layers of %s" % SETTINGS_FILE)
+    normalize = chosen.normalize if chosen.given("normalize") else saved.get("normalize", False)
+    return PoolingSpec(mode, layers, normalize)

@@ -11,6 +11,32 @@ choice index and "probabilities" a list, one per choice). Numbers are the float3
 of test_results.tsv written by Python's json (repr of float(value)). Both files are
 written atomically, and both or neither when the count of rows is not the count of
 examples.
+
+Contracts with the other modules (bert_tf2/tasks/prediction_files.py (run_classifier,
+run_multiple_choice: --do_predict's files)):
+`write(output_dir, examples, rows, record, what="examples") -> (test_results.tsv,
+test_predictions.jsonl)`: both written in one pass, each through fileutil.atomic_open, and
+neither when the rows are not one per example (RuntimeError "predicted N examples, expected
+M").
+- test_results.tsv: the reference's, unchanged: one line per example, `str()` of the float32
+  values tab-separated (`results_line(row)`), no ids, no header.
+- test_predictions.jsonl: one JSON object per example, in test order (`json_line`: UTF-8 as
+  written, \\u escapes only for what UTF-8 cannot hold and for U+0085/2028/2029, so any label
+  round-trips and str.splitlines() keeps one line per example). Numbers: float(float32
+  value), the values of test_results.tsv. | task | record | object | |---|---|---| |
+  classification | `classification_record(guid, row, labels)` | `{"id", "label":
+  labels[argmax], "probabilities": {label: p}}` | | multilabel | `multilabel_record(guid,
+  row, labels, threshold)` | `{"id", "label": [labels with p >= threshold], "probabilities":
+  {label: p}}` | | regression | `regression_record(guid, row)` | `{"id", "label": score}` |
+  | multiple choice | `choice_record(guid, row)` | `{"id", "label": argmax choice index,
+  "probabilities": [p per choice]}` | "id" is the example's guid: GLUE "test-N" (MNLI:
+  "test-" + its index column), a csv/tsv/jsonl file's id/guid column, a multiple-choice
+  file's id (SWAG's first column, a JSON line's "id"). An id or label that is not a string
+  or a number (a --processor's own guid) is written as str(); JSON object keys are strings.
+- run_classifier: the task object's `output_rows(batches)` (one row per example, --long_text
+  windows pooled) and `prediction_record(guid, row)`; the Result's outputs["test_results"]
+  and outputs["test_predictions"]. run_multiple_choice: the same two outputs. run_ner writes
+  its own readable test_predictions.txt (ner_data.write_predictions), no jsonl.
 """
 import json
 import math

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
-from bert_tf2 import flags_common
+from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
@@ -38,7 +38,7 @@ def resolve(settings, bert_config):
     """Reads the vocabulary and the files of the do_* steps (both before anything long
     runs, so bad input fails early), then makes the output folder (bad data leaves no
     empty folder). Returns a SquadRun."""
-    tokenizer = flags_common.load_tokenizer(settings.vocab_file, settings.do_lower_case)
+    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     train_examples = eval_examples = eval_articles = None
     if settings.do_train:
         train_examples = squad_data.examples_from_articles(

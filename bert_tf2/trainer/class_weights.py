@@ -8,6 +8,15 @@ Keras' class_weight does: with balanced weights the weights of a training set su
 its size, so the loss keeps its scale. Only the training loss is weighted;
 eval_results.txt's losses and metrics stay unweighted. Without the flag the losses
 are computed exactly as before (no multiplication at all).
+
+Contracts with the other modules (bert_tf2/trainer/class_weights.py):
+define_flags(fv) (--class_weights: run_classifier, run_ner), balanced(labels, train_labels),
+parse(value, labels), from_settings(value, do_train, labels, train_labels, unsupported=None)
+-> float32 [num_labels] or None (off; also without --do_train, with a warning), logged;
+of_labels(weights, label_ids) (gather), weighted_mean(per_example_loss, label_ids, weights).
+The weighted training loss keeps the unweighted denominator (examples; run_ner: labelled
+pieces, so padding and a word's later pieces, weight 0, stay out); eval losses and metrics
+stay unweighted; off = the old expression, untouched.
 """
 import collections
 import math

@@ -8,6 +8,46 @@ through checkpoints.py's one table.
 
 Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
 P = masked positions per sequence, V = vocabulary size, C = choices.
+
+Contracts with the other modules (bert_tf2/trainer/heads.py):
+- BertPretrainer(config), BertClassifier(config, num_labels), BertSquad(config): tf_keras
+  Models with `.bert`; each call(features: dict, training=False) takes the input_pipeline
+  feature dict (input_ids, input_mask, segment_ids, ...): BertPretrainer ->
+  {"masked_lm_log_probs" [B,P,V], "masked_lm_logits" [B,P,V], "next_sentence_log_probs"
+  [B,2],
+                     + bert outputs} (training reads the logits: heads.masked_lm_loss_from_logits)
+BertClassifier -> {"logits" [B,num_labels], "pooled_output"} (dropout 0.1 on pooled output
+when training;
+                    variables `output_weights` [num_labels,H], `output_bias` [num_labels] as the reference)
+BertSquad      -> {"start_logits" [B,S], "end_logits" [B,S]} (variables
+cls/squad/output_weights [2,H],
+                    cls/squad/output_bias [2])
+BertTagger(config, num_labels, feature_layers=None, lstm_units=768, crf=False,
+crf_penalties=None)
+                 -> {"logits" [B,S,num_labels]} (variables tagger/output_weights, tagger/output_bias;
+                    feature-based: bilstm_0/, bilstm_1/ over frozen, concatenated encoder layers;
+                    crf: + "transitions" [N,N], the variable crf/transitions (CrfTransitions:
+                    zeros, float32 under mixed precision) plus crf_penalties' constants, and
+                    with penalties "start_penalty" [N]; the checkpoint holds the learned part)
+- run_ner --crf's chain (one place, used by run_ner and the exported tagger): a window's
+  pieces of label weight > 0 in order (`first_pieces(label_weights)` -> (order, lengths));
+  `crf_negative_log_likelihood(logits, transitions, label_ids, label_weights,
+  start_penalty=None, starts=None)` -> (nll [B], has_words [B]); `crf_predictions(logits,
+  transitions, label_weights, start_penalty=None, starts=None)` -> Viterbi tags [B,S] at the
+  weighted positions (serving builds those weights with `serving.first_piece_weights`; its
+  windows all start their text). start_penalty [N] is added to the first word of the windows
+  whose `starts` [B] is > 0 (None: all). `crf_constraints(labels, scheme)` -> (transitions
+  [N,N], starts [N]) of 0 / FORBIDDEN, or None for "none" (TAG_SCHEMES = auto, iob2, none;
+  `iob2_parts(label)`). BertMultipleChoice(config) -> {"logits" [B,C]} from features of
+  [B,C,S] (variables
+                    multiple_choice/output_weights [1,H], multiple_choice/output_bias [1])
+- The heads themselves (MaskedLMHead, PretrainingHeads, SquadHead, OutputProjection), the
+  losses (masked_lm_loss, masked_lm_loss_from_logits, next_sentence_loss,
+  weighted_next_sentence_loss; masked_lm_loss_from_logits: -log softmax[label] from one
+  softmax with its own gradient, softmax minus one-hot
+  (fused_elementwise.label_softmax_gradient: one XLA pass for static shapes): the sparse
+  cross-entropy kernel's values to float32 rounding) and dummy_features (zero features that
+  build any task model).
 """
 import numpy as np
 import tensorflow as tf

@@ -11,6 +11,34 @@ metric, value, step); --early_stopping_patience=K ends training after K evaluati
 a row without an improvement. A resumed run reads the history and best.json back: no
 step is written twice, the best's score and the evaluations since it are known, and
 an evaluation a kill interrupted (checkpoint written, line not) is run again first.
+
+Contracts with the other modules (bert_tf2/trainer/periodic_eval.py (evaluation during
+training)):
+define_flags(fv) (--eval_every_n_steps, --best_metric, --early_stopping_patience; added by
+flags_common.define_fine_tuning_flags, and by run_squad itself), check_settings(part,
+dev_data), from_settings(part, evaluate, metric_names=None) -> PeriodicEval or None (no
+flag: None, the loop unchanged). A runner hands `training.fine_tune(..., evaluate,
+metric_names)` (run_squad: `runner.train(...,
+evaluation=periodic_eval.from_settings(...))`):
+- `evaluate(runner) -> {metric: value}`: the metrics of its eval_results.txt, computed by
+  the same function as its final --do_eval (classifier `_eval_metrics`, ner `_scores`,
+  multiple choice `_metrics`, squad `compute_predictions` + `evaluate_predictions`), over
+  the dev records written once before training, through `runner.predict` with the task's
+  bound `predict_fn` (so Runner's cached predict step: traced once for the run); nothing
+  written;
+- `metric_names`: the names it reports, when known before training (else None).
+  Runner.train(..., evaluation=e): `e.start(runner, last_step)` reads eval_history.jsonl
+  (records after the restored step dropped) and output_dir/best/best.json (the best's
+  metric, value, step; another metric is an error), counts the evaluations since the best,
+  evaluates the current step if it is due and not in the history (a kill between checkpoint
+  and history line), and returns True when patience already ran out (nothing trained). The
+  loop's calls end at e's steps (multiples of N and the last step); at each, a checkpoint is
+  saved first, then `e.run(step)`: evaluate, history rewritten whole (atomic), TensorBoard
+  scalars in output_dir/eval, on an improvement the model's weights
+  (tf.train.Checkpoint(model=...), model.ckpt-<step>, one kept) with fileutil.SETTINGS_FILES
+  and best.json in output_dir/best; True stops training. Every worker evaluates and saves
+  (non-chief into its scratch folder); only the chief writes files. History values: floats,
+  numpy floats as their str() (eval_results.txt's text).
 """
 import json
 import math

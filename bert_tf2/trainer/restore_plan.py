@@ -14,6 +14,15 @@ prefix, or a folder's latest) when it holds the whole model, else output_dir's l
 A training run resumes output_dir's latest checkpoint before loading --init_checkpoint,
 as TPUEstimator did. A line names both when they differ. Never a random model, an
 older checkpoint, or a run from step 0 over a folder's checkpoints or history.
+
+Contracts with the other modules (bert_tf2/trainer/restore_plan.py):
+plan(model, config, training, remove=True) -> RestorePlan (frozen: source INIT / LATEST /
+None, prefix, decision (training_record.Decision), advice): what a run starts from, resolved
+once before anything is loaded. It makes every check that may refuse the run
+(--init_checkpoint resolved, output_dir's latest, the whole model in the named checkpoint,
+training_record.decide, refuse_orphans, the latest's files readable), in the rule's order,
+and logs the lines naming both checkpoints; training.Runner._restore then only loads what
+the plan names.
 """
 import dataclasses
 

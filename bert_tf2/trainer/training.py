@@ -8,17 +8,86 @@ What TPUEstimator did for the reference scripts, in TF2:
   (TF1 or TF2), as restore_plan.plan resolved it; runs `iterations_per_loop`
   steps per tf.function call, saves a checkpoint every `save_checkpoints_steps`,
   logs progress (from inside the call every `log_every_seconds`, and after each
-  call) and TensorBoard scalars, and runs prediction loops whose outputs come back in input order.
+  call) and TensorBoard scalars, and runs prediction loops whose outputs come back in input order
+  (prediction.py: PredictionLoop, which Runner inherits).
 
 Gradient semantics are the single-device reference's for any number of
 replicas: each replica's loss is divided by the replica count, gradients are
 summed across replicas, then clipped to global norm 1.0, then applied.
+
+Contracts with the other modules (bert_tf2/trainer/training.py):
+```python
+trainer = settings.part(*training.SETTINGS)       # what the trainer reads of a runner's
+settings runner = training.make_runner(trainer, model_fn, num_train_steps, num_warmup_steps)
+num_train_steps, num_warmup_steps = training.epoch_steps(num_examples, trainer, what)  #
+accumulation-aware training.fine_tune(trainer, runner, record_file, spec, loss_fn, ["Num
+examples = 10"], 10)
+                                                  # the fine-tuning runners' training (10: records in
+                                                  # the file): header, --train_batch_size, --seed,
+                                                  # trimmed batches, --group_by_length;
+                                                  # + evaluate, metric_names: periodic_eval
+training.log_stage("eval", ["Num examples = 10"])  # "***** Running evaluation *****" +
+lines trainer = settings.part(*training.SETTINGS)      # the runner's settings the trainer
+reads strategy = training.get_strategy(trainer)        # from
+--use_tpu/--distribution_strategy/--num_gpus training.configure_precision(settings.dtype)
+# --dtype, before building models cfg = training.RunConfig.from_settings(trainer,
+output_dir=..., learning_rate=...,
+                                       num_train_steps=..., num_warmup_steps=...,
+                                       init_checkpoint=...)
+                                                  # RunConfig.autograph: True (default) lets AutoGraph
+                                                  # rewrite the step's Python; the faces' runners
+                                                  # (make_runner, run_pretraining) set False: their
+                                                  # models need no rewrite, ~1.7 s less tracing a run
+runner = training.Runner(strategy, model_fn, cfg) # builds model_fn() under the strategy
+scope, restores the
+                                                  # latest checkpoint in output_dir, else init_checkpoint
+                                                  # (without an optimizer: a whole init_checkpoint first)
+runner.train(dataset_fn, loss_fn, evaluation=None) # (Ctrl-C: training.Interrupted, one line
+                                                  # naming the step and the checkpoint a rerun resumes from)
+                                                  # dataset_fn(input_context) -> tf.data of per-replica
+                                                  # batches; loss_fn(model, features, is_training) ->
+                                                  # (called positionally; scalar loss = mean over this replica's batch, dict of
+                                                  # scalar metrics to log); evaluation: a
+                                                  # periodic_eval.PeriodicEval or None
+for out in runner.predict(dataset_fn, predict_fn,   # predict_fn(model, features) -> dict of
+[B,...] tensors
+                          sequence_outputs=None,   # {name: max_seq_length} of per-token outputs (trimmed
+                          stage="predict",         # the progress display's name: "eval" or "predict"
+                          total_steps=None):       # its batches when known (None: a count, no ETA)
+    ...                                           # batches padded back); out: numpy arrays of one GLOBAL
+                                                  # batch, in input order (bucketed batches regrouped)
+runner.trim_padding                               # --trim_padding, False under a
+TPUStrategy runner.skip_padding                               # trim_padding, no XLA, and a
+model that reads no padding
+                                                  # output (heads.reads_padding false): its encoder runs on
+                                                  # the real tokens only (modeling.set_skip_padding)
+runner.global_step                                # int: optimizer steps, or the restored
+checkpoint's step step = training.run_function(fn, **tf_function_options)  # tf.function of
+a function each run makes anew
+                                                  # (its traces counted for this object alone: no
+                                                  # retracing warning over repeated runs)
+```
+Progress: a report after every train-loop call, and from inside the call (tf.timestamp after
+each step, a py_function when --log_every_seconds have passed, or progress.REDRAW_SECONDS
+when the display is drawn in place; not on TPUs): the steps and their numbers do not change.
+A report updates the stage's display (trainer/progress.py: `progress.Stage(name, total,
+mode, every)`, `update(step, examples, loss, lr)`, `close()`; RunConfig.progress =
+--progress) and logs the line `step N/M, loss ...` at most every --log_every_seconds when
+`logs.details_shown()`. Logs (bert_tf2/logs.py, at the bottom floor): the reference's detail
+lines (the "*** Example ***" dumps of every data module, the training progress line) are
+logged only when `logs.details_shown()`: INFO by the user's choice (--verbosity given, or
+logging.set_verbosity(INFO) from Python), not the INFO absl's app.run sets by default
+(run_cli tells it with `logs.use_command_line_default(FLAGS["verbosity"].present)`). A new
+per-example or per-step log line goes behind it too. A single CPU device (OneDeviceStrategy)
+reads its dataset as it is, not through tf.distribute's multi-device iterator; every other
+strategy through it. The optimizer (optimization.create_optimizer(...,
+fused=--fused_optimizer, clip_norm=1.0)) clips to global norm 1.0 inside apply_gradients;
+optimization.create_slots(optimizer, variables) builds its slots before a checkpoint
+restore. Evaluation = predict + numpy metrics in the runner (exact, order-preserving,
+padding rows carry is_real_example = 0 via make_dataset(pad_final_batch=True)).
 """
-import collections
 import contextlib
 import dataclasses
-import functools
-import itertools
 import os
 import signal
 import threading
@@ -39,7 +108,9 @@ from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import heads
 from bert_tf2.trainer import periodic_eval
-from bert_tf2.trainer import predict_outputs
+from bert_tf2.trainer import prediction
+# The tf.function wrappers of both loops (prediction.py), under the names callers use.
+from bert_tf2.trainer.prediction import run_function, step_function  # noqa: F401
 from bert_tf2.trainer import progress
 from bert_tf2.trainer import restore_plan
 from bert_tf2 import logs
@@ -131,36 +202,6 @@ SETTINGS = tuple(f.name for f in dataclasses.fields(RunConfig)) + (
     "use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "distribution_strategy",
     "num_gpus", "train_batch_size", "num_train_epochs", "warmup_proportion",
     "group_by_length") + periodic_eval.SETTINGS
-
-
-def run_function(python_function, **options):
-    """tf.function(python_function, **options) for a function made anew by every run.
-
-    TensorFlow counts the traces of a tf.function by its Python code, so the same
-    inner function made by run after run in one process (a notebook, a search over
-    hyper-parameters) reads as one function retraced in a loop: "5 out of the last 5
-    calls ... triggered tf.function retracing" from the fifth run. Wrapped in a
-    functools.partial, each run's function is counted on its own (the warning still
-    says when one run's function traces again and again); the graph is the same.
-    """
-    return tf.function(functools.partial(python_function), **options)
-
-
-def step_function(python_function, autograph):
-    """`python_function` as the training or prediction loop calls it: unchanged when
-    `autograph` (AutoGraph then rewrites it and what it calls, as tf.function does),
-    else marked so that AutoGraph leaves it and everything it calls as written.
-
-    AutoGraph reads the source of every Python function a step reaches (the model's
-    layers, the losses, the optimizer: some ninety functions for run_pretraining) to
-    turn `if` and `for` over tensors into graph control flow. The models of the
-    faces use tf.cond / tf.while_loop where they need them, so their graph is the
-    same either way; a Python caller's own model or loss may rely on the rewrite,
-    hence RunConfig.autograph defaults to True.
-    """
-    if autograph:
-        return python_function
-    return tf.autograph.experimental.do_not_convert(python_function)
 
 
 def make_runner(trainer, model_fn, num_train_steps=0, num_warmup_steps=0,
@@ -299,7 +340,7 @@ def fine_tune(trainer, runner, path, spec, loss_fn, counts, num_records, evaluat
 # The runner
 # ---------------------------------------------------------------------------
 
-class Runner:
+class Runner(prediction.PredictionLoop):
     """Owns the model, optimizer and checkpoints of one run under a strategy."""
 
     def __init__(self, strategy, model_fn, config, for_training=True):
@@ -794,134 +835,6 @@ class Runner:
         if callable(lr):
             return lr(opt.iterations)
         return lr
-
-    # -- prediction ----------------------------------------------------------
-
-    @property
-    def trim_padding(self):
-        """Whether input pipelines should trim padding: config.trim_padding, never on TPUs.
-
-        A TPU compiles one program per input shape and wants static shapes, so under
-        a TPUStrategy every batch keeps the full --max_seq_length.
-        """
-        tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
-        return bool(self.config.trim_padding) and not isinstance(self.strategy, tpu)
-
-    @property
-    def skip_padding(self):
-        """Whether the encoder runs on the real tokens only (modeling.set_skip_padding).
-
-        With trimmed batches, for models that never read the outputs at padding
-        positions (heads.reads_padding is False: classifier, tagger, multiple
-        choice), and without XLA (the number of real tokens is a data-dependent
-        shape). The real tokens' outputs stay the padded computation's.
-        """
-        return (self.trim_padding and not self.config.enable_xla
-                and not heads.reads_padding(self.model))
-
-    def predict(self, dataset_fn, predict_fn, max_steps=None, sequence_outputs=None,
-                stage="predict", total_steps=None):
-        """Yields dicts of numpy arrays, one per global batch, in input order.
-
-        Batches of make_dataset(buckets=True) (examples sorted by length, numbered by
-        input_pipeline.EXAMPLE_INDEX) run as they come, and their outputs are
-        regrouped into the batches the same data read in order gives: the same
-        sizes, the same examples in the same rows, the padding rows at the end
-        (every output zero there, so is_real_example = 0). This needs per-example
-        outputs: row i of each output computed from example i alone. Outputs wait
-        only until their batch is complete (at most about one window of them).
-
-        Args:
-          dataset_fn: input_context -> finite tf.data.Dataset of per-replica
-            batches (use make_dataset(pad_final_batch=True) to keep every example).
-          predict_fn: (model, features) -> dict of [B, ...] tensors.
-          max_steps: stop after this many batches.
-          sequence_outputs: {output name: length} of outputs with a sequence axis
-            (axis 1, e.g. per-token predictions), padded with zeros to `length`
-            (max_seq_length), so that trimmed batches give untrimmed shapes.
-          stage, total_steps: the progress display's name of the pass ("eval" or
-            "predict") and its number of batches (None: not known).
-        """
-        dataset = self._distribute(predict_outputs.whole_input(dataset_fn), autotune=False)
-        spec = dataset.element_spec
-        step = self._predict_step(predict_fn, spec)
-        batches = (predict_outputs.join_replicas(self.strategy, step(batch), sequence_outputs)
-                   for batch in self._until_sigterm(dataset))
-        if isinstance(spec, dict) and input_pipeline.EXAMPLE_INDEX in spec:
-            batches = predict_outputs.in_input_order(batches)
-        # islice stops before running the batch after the last one asked for.
-        yield from self._shown(itertools.islice(batches, max_steps), stage, total_steps)
-
-    def _shown(self, batches, stage, total_steps):
-        """`batches` (dicts of outputs), counted on the progress display of `stage`."""
-        display = progress.Stage(stage, total_steps, self.config.progress,
-                                 self.config.log_every_seconds, shown=self.is_chief)
-        examples = 0
-        try:
-            for number, batch in enumerate(batches, 1):
-                real = batch.get("is_real_example")
-                examples += int(np.sum(np.asarray(real) > 0)) if real is not None else len(
-                    next(iter(batch.values()), ()))
-                display.update(number, examples)
-                yield batch
-        finally:
-            display.close()
-
-    def _until_sigterm(self, batches):
-        """`batches`, stopped by a SIGTERM during training (an evaluation's predictions):
-        the step's checkpoint is written before an evaluation, so the run exits as a
-        SIGTERM between training loops does (143), and a rerun evaluates it again."""
-        for batch in batches:
-            watch = getattr(self, "_termination", None)
-            if watch is not None and watch.requested:
-                logging.warning("SIGTERM received: stopping the evaluation at step %d "
-                                "(its checkpoint is written; a rerun evaluates it again)",
-                                self.global_step)
-                raise SystemExit(143)
-            yield batch
-
-    def _predict_step(self, predict_fn, element_spec):
-        """step(global batch) -> per-replica outputs, traced once whatever the lengths.
-
-        The signature is the dataset's element_spec, in which trimmed sequence axes
-        are None: batches of every length share one graph (under XLA, one compiled
-        program per distinct shape, a handful with bucket lengths). The last few
-        steps are kept, so that evaluating again (or predicting with the same
-        predict_fn and features) neither traces nor compiles again.
-        """
-        cache = self.__dict__.setdefault("_predict_steps", collections.OrderedDict())
-        key = (predict_fn, repr(element_spec))
-        try:
-            hash(key)
-        except TypeError:   # an unhashable callable: a step of its own
-            return self._new_predict_step(predict_fn, element_spec)
-        if key not in cache:
-            cache[key] = self._new_predict_step(predict_fn, element_spec)
-            while len(cache) > 4:
-                cache.popitem(last=False)
-        return cache[key]
-
-    def _new_predict_step(self, predict_fn, element_spec):
-        strategy, model = self.strategy, self.model
-
-        def replica_predict(features):
-            index = None
-            if isinstance(features, dict) and input_pipeline.EXAMPLE_INDEX in features:
-                features = dict(features)
-                index = features.pop(input_pipeline.EXAMPLE_INDEX)
-            out = dict(predict_fn(model, features))
-            if index is not None:
-                out[input_pipeline.EXAMPLE_INDEX] = tf.identity(index)
-            return out
-
-        replica_predict = run_function(replica_predict, jit_compile=self.config.enable_xla or None,
-                                       autograph=self.config.autograph)
-
-        def step(features):
-            return strategy.run(replica_predict, args=(features,))
-
-        step = step_function(step, self.config.autograph)
-        return run_function(step, input_signature=[element_spec])
 
 
 def _log_line_of(runner, names, step, last_line, now, *values):

@@ -20,7 +20,7 @@ training run into the same folder compares its own with the record's last run
               says this tool trained it. Planned whole first (plan_restart): a symbolic
               link among those files or folders, a file in best/ training did not write,
               or an --init_checkpoint among them is a ValueError, and nothing is removed.
-  Unset, it is `continue` on the command line (the reference's behaviour; run_cli and
+  Unset, it is `continue` on the command line (the reference's behaviour; cli.run_cli and
   flags_common.parse_flags fill it) and `refuse` for a Settings a Python caller passes,
   so that a search over settings never reads an old folder's numbers as its own.
 - a folder without a record (an earlier version's): it resumes, with one line saying so.
@@ -50,7 +50,7 @@ SETTINGS = (
     # the optimisation
     "learning_rate", "num_train_epochs", "num_train_steps", "num_warmup_steps",
     "train_batch_size", "warmup_proportion", "num_accumulation_steps", "optimizer_type",
-    "seed", "class_weights", "crf_learning_rate",
+    "seed", "class_weights", "crf_learning_rate", "group_by_length",
     # the model and its inputs
     "init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length",
     "max_predictions_per_seq", "doc_stride", "max_query_length", "version_2_with_negative",
@@ -59,6 +59,35 @@ SETTINGS = (
     "task_name", "processor", "task_type", "labels_file", "text_a_column", "text_b_column",
     "label_column", "xnli_language", "crf", "crf_tag_scheme", "lstm_units", "layers",
     "feature_based", "document_context", "input_file", "train_file", "data_dir")
+# Every other flag of a training runner, with why it does not define the trained model:
+# a new flag goes in SETTINGS or here (tests/test_setting_lists.py holds both to the
+# runners' flags).
+_OUTPUT = "output location"
+_RUN = "run control: what this run does, not what a step trains"
+_COMPUTE = "how the same steps are computed (device, precision, kernels, memory)"
+_EVAL = "evaluation or prediction only"
+_PERIODIC = "evaluation during training: when to stop and which checkpoint best/ keeps"
+NOT_RECORDED = {
+    "output_dir": _OUTPUT,
+    "do_train": _RUN, "do_eval": _RUN, "do_predict": _RUN, FLAG: _RUN,
+    "save_checkpoints_steps": _RUN, "iterations_per_loop": _RUN,
+    "log_every_seconds": _RUN, "progress": _RUN,
+    "use_tpu": _COMPUTE, "tpu_name": _COMPUTE, "tpu_zone": _COMPUTE, "gcp_project": _COMPUTE,
+    "master": _COMPUTE, "num_tpu_cores": _COMPUTE, "distribution_strategy": _COMPUTE,
+    "num_gpus": _COMPUTE, "dtype": _COMPUTE, "enable_xla": _COMPUTE,
+    "fused_optimizer": _COMPUTE, "trim_padding": _COMPUTE, "gradient_checkpointing": _COMPUTE,
+    "deterministic_data": "reproducibility: input order and dropout masks drawn from --seed, "
+                          "so an interrupted run resumes where it stopped",
+    "packed_sequences": "follows the data: checked against the records (check_packing), "
+                        "whose content is recorded",
+    "eval_batch_size": _EVAL, "predict_batch_size": _EVAL, "eval_file": _EVAL,
+    "predict_file": _EVAL, "max_eval_steps": _EVAL, "positive_label": _EVAL,
+    "threshold": _EVAL, "max_answer_length": _EVAL, "n_best_size": _EVAL,
+    "null_score_diff_threshold": _EVAL, "rethreshold_predictions": _EVAL,
+    "verbose_logging": _EVAL,
+    "eval_every_n_steps": _PERIODIC, "best_metric": _PERIODIC,
+    "early_stopping_patience": _PERIODIC,
+}
 # Settings recorded by the content of the file they name, not by the name.
 _FILE_SETTINGS = ("bert_config_file", "vocab_file", "labels_file")
 # Where the data come from: a path whose data are fingerprinted as "train_data".
@@ -99,7 +128,7 @@ def define_flags(fv):
 
 def command_line_default(fv):
     """Sets --existing_checkpoint to the command line's default (continue) on parsed
-    flags `fv` that leave it unset (run_cli, flags_common.parse_flags)."""
+    flags `fv` that leave it unset (cli.run_cli, flags_common.parse_flags)."""
     if FLAG in fv and fv[FLAG].value is None:
         fv[FLAG].value = COMMAND_LINE_MODE
 

@@ -1,0 +1,181 @@
+"""The prediction loop of training.Runner, and the tf.function wrappers both its loops use.
+
+`PredictionLoop.predict` runs a model over a finite dataset under the Runner's strategy
+and yields its outputs per global batch in input order (length-sorted batches regrouped,
+replicas joined: predict_outputs.py), counted on the progress display, stopped by a
+SIGTERM that came during training. `trim_padding` / `skip_padding` say how the Runner's
+input pipelines and encoder treat padding. training.Runner inherits it; what the loop reads
+of the Runner: strategy, model, config, is_chief, global_step, _distribute, _termination.
+"""
+import collections
+import functools
+import itertools
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf2 import input_pipeline
+from bert_tf2.trainer import heads
+from bert_tf2.trainer import predict_outputs
+from bert_tf2.trainer import progress
+
+
+def run_function(python_function, **options):
+    """tf.function(python_function, **options) for a function made anew by every run.
+
+    TensorFlow counts the traces of a tf.function by its Python code, so the same
+    inner function made by run after run in one process (a notebook, a search over
+    hyper-parameters) reads as one function retraced in a loop: "5 out of the last 5
+    calls ... triggered tf.function retracing" from the fifth run. Wrapped in a
+    functools.partial, each run's function is counted on its own (the warning still
+    says when one run's function traces again and again); the graph is the same.
+    """
+    return tf.function(functools.partial(python_function), **options)
+
+
+def step_function(python_function, autograph):
+    """`python_function` as the training or prediction loop calls it: unchanged when
+    `autograph` (AutoGraph then rewrites it and what it calls, as tf.function does),
+    else marked so that AutoGraph leaves it and everything it calls as written.
+
+    AutoGraph reads the source of every Python function a step reaches (the model's
+    layers, the losses, the optimizer: some ninety functions for run_pretraining) to
+    turn `if` and `for` over tensors into graph control flow. The models of the
+    faces use tf.cond / tf.while_loop where they need them, so their graph is the
+    same either way; a Python caller's own model or loss may rely on the rewrite,
+    hence RunConfig.autograph defaults to True.
+    """
+    if autograph:
+        return python_function
+    return tf.autograph.experimental.do_not_convert(python_function)
+
+
+class PredictionLoop:
+    """Runner's prediction half (see the module's docstring)."""
+
+    @property
+    def trim_padding(self):
+        """Whether input pipelines should trim padding: config.trim_padding, never on TPUs.
+
+        A TPU compiles one program per input shape and wants static shapes, so under
+        a TPUStrategy every batch keeps the full --max_seq_length.
+        """
+        tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
+        return bool(self.config.trim_padding) and not isinstance(self.strategy, tpu)
+
+    @property
+    def skip_padding(self):
+        """Whether the encoder runs on the real tokens only (modeling.set_skip_padding).
+
+        With trimmed batches, for models that never read the outputs at padding
+        positions (heads.reads_padding is False: classifier, tagger, multiple
+        choice), and without XLA (the number of real tokens is a data-dependent
+        shape). The real tokens' outputs stay the padded computation's.
+        """
+        return (self.trim_padding and not self.config.enable_xla
+                and not heads.reads_padding(self.model))
+
+    def predict(self, dataset_fn, predict_fn, max_steps=None, sequence_outputs=None,
+                stage="predict", total_steps=None):
+        """Yields dicts of numpy arrays, one per global batch, in input order.
+
+        Batches of make_dataset(buckets=True) (examples sorted by length, numbered by
+        input_pipeline.EXAMPLE_INDEX) run as they come, and their outputs are
+        regrouped into the batches the same data read in order gives: the same
+        sizes, the same examples in the same rows, the padding rows at the end
+        (every output zero there, so is_real_example = 0). This needs per-example
+        outputs: row i of each output computed from example i alone. Outputs wait
+        only until their batch is complete (at most about one window of them).
+
+        Args:
+          dataset_fn: input_context -> finite tf.data.Dataset of per-replica
+            batches (use make_dataset(pad_final_batch=True) to keep every example).
+          predict_fn: (model, features) -> dict of [B, ...] tensors.
+          max_steps: stop after this many batches.
+          sequence_outputs: {output name: length} of outputs with a sequence axis
+            (axis 1, e.g. per-token predictions), padded with zeros to `length`
+            (max_seq_length), so that trimmed batches give untrimmed shapes.
+          stage, total_steps: the progress display's name of the pass ("eval" or
+            "predict") and its number of batches (None: not known).
+        """
+        dataset = self._distribute(predict_outputs.whole_input(dataset_fn), autotune=False)
+        spec = dataset.element_spec
+        step = self._predict_step(predict_fn, spec)
+        batches = (predict_outputs.join_replicas(self.strategy, step(batch), sequence_outputs)
+                   for batch in self._until_sigterm(dataset))
+        if isinstance(spec, dict) and input_pipeline.EXAMPLE_INDEX in spec:
+            batches = predict_outputs.in_input_order(batches)
+        # islice stops before running the batch after the last one asked for.
+        yield from self._shown(itertools.islice(batches, max_steps), stage, total_steps)
+
+    def _shown(self, batches, stage, total_steps):
+        """`batches` (dicts of outputs), counted on the progress display of `stage`."""
+        display = progress.Stage(stage, total_steps, self.config.progress,
+                                 self.config.log_every_seconds, shown=self.is_chief)
+        examples = 0
+        try:
+            for number, batch in enumerate(batches, 1):
+                real = batch.get("is_real_example")
+                examples += int(np.sum(np.asarray(real) > 0)) if real is not None else len(
+                    next(iter(batch.values()), ()))
+                display.update(number, examples)
+                yield batch
+        finally:
+            display.close()
+
+    def _until_sigterm(self, batches):
+        """`batches`, stopped by a SIGTERM during training (an evaluation's predictions):
+        the step's checkpoint is written before an evaluation, so the run exits as a
+        SIGTERM between training loops does (143), and a rerun evaluates it again."""
+        for batch in batches:
+            watch = getattr(self, "_termination", None)
+            if watch is not None and watch.requested:
+                logging.warning("SIGTERM received: stopping the evaluation at step %d "
+                                "(its checkpoint is written; a rerun evaluates it again)",
+                                self.global_step)
+                raise SystemExit(143)
+            yield batch
+
+    def _predict_step(self, predict_fn, element_spec):
+        """step(global batch) -> per-replica outputs, traced once whatever the lengths.
+
+        The signature is the dataset's element_spec, in which trimmed sequence axes
+        are None: batches of every length share one graph (under XLA, one compiled
+        program per distinct shape, a handful with bucket lengths). The last few
+        steps are kept, so that evaluating again (or predicting with the same
+        predict_fn and features) neither traces nor compiles again.
+        """
+        cache = self.__dict__.setdefault("_predict_steps", collections.OrderedDict())
+        key = (predict_fn, repr(element_spec))
+        try:
+            hash(key)
+        except TypeError:   # an unhashable callable: a step of its own
+            return self._new_predict_step(predict_fn, element_spec)
+        if key not in cache:
+            cache[key] = self._new_predict_step(predict_fn, element_spec)
+            while len(cache) > 4:
+                cache.popitem(last=False)
+        return cache[key]
+
+    def _new_predict_step(self, predict_fn, element_spec):
+        strategy, model = self.strategy, self.model
+
+        def replica_predict(features):
+            index = None
+            if isinstance(features, dict) and input_pipeline.EXAMPLE_INDEX in features:
+                features = dict(features)
+                index = features.pop(input_pipeline.EXAMPLE_INDEX)
+            out = dict(predict_fn(model, features))
+            if index is not None:
+                out[input_pipeline.EXAMPLE_INDEX] = tf.identity(index)
+            return out
+
+        replica_predict = run_function(replica_predict, jit_compile=self.config.enable_xla or None,
+                                       autograph=self.config.autograph)
+
+        def step(features):
+            return strategy.run(replica_predict, args=(features,))
+
+        step = step_function(step, self.config.autograph)
+        return run_function(step, input_signature=[element_spec])
