@@ -71,6 +71,7 @@ NOT_RECORDED = {
     "output_dir": _OUTPUT,
     "do_train": _RUN, "do_eval": _RUN, "do_predict": _RUN, FLAG: _RUN,
     "save_checkpoints_steps": _RUN, "iterations_per_loop": _RUN,
+    "keep_checkpoint_max": _RUN, "keep_best_only": _RUN,
     "log_every_seconds": _RUN, "progress": _RUN,
     "use_tpu": _COMPUTE, "tpu_name": _COMPUTE, "tpu_zone": _COMPUTE, "gcp_project": _COMPUTE,
     "master": _COMPUTE, "num_tpu_cores": _COMPUTE, "distribution_strategy": _COMPUTE,
