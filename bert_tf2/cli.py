@@ -20,7 +20,6 @@ from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import logs
 from bert_tf2 import startup
-from bert_tf2.trainer import training_record
 
 
 def define_key_flags(define_flags, fv, module_name):
@@ -170,7 +169,7 @@ def run_cli(define_flags, run, argv=None):
         logs.watch_handlers()
         try:
             flags_common.check_common(flags.FLAGS)
-            training_record.command_line_default(flags.FLAGS)
+            flags_common.set_command_line_defaults(flags.FLAGS)
             run(flags.FLAGS)
         except (ValueError, OSError, tf.errors.OpError, KeyboardInterrupt) as e:
             _exit_with(e)

@@ -217,11 +217,19 @@ def check_common(fv):
     settings_lib.of_flag_values(fv).check_common()
 
 
+def set_command_line_defaults(fv):
+    """The command line's own defaults on parsed flags `fv` (cli.run_cli, parse_flags):
+    --existing_checkpoint left unset is continue (a Settings made in Python: refuse)."""
+    flag = training_record.FLAG
+    if flag in fv and fv[flag].value is None:
+        fv[flag].value = training_record.COMMAND_LINE_MODE
+
+
 def parse_flags(define_flags, argv):
     """Test helper: a fresh FlagValues with `define_flags` applied, parsed from argv."""
     fv = flags.FlagValues()
     define_flags(fv)
     fv(["prog"] + list(argv))
     check_common(fv)
-    training_record.command_line_default(fv)  # a command line's defaults
+    set_command_line_defaults(fv)
     return fv

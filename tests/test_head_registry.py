@@ -79,3 +79,16 @@ def test_tf1_detection_in_the_converters_order():
     assert detect("cls/squad/output_weights", "bert/pooler/dense/kernel") == "squad"
     assert detect("bert/pooler/dense/kernel") == "encoder"
     assert detect("cls/predictions") == "encoder"  # a variable, not one under it
+
+
+def test_every_type_names_its_hf_class_and_head_weights():
+    from bert_tf2.convert import huggingface  # pylint: disable=import-outside-toplevel
+    for entry in head_types.ENTRIES:
+        assert entry.hf_class and entry.hf_class.startswith("Bert"), entry.name
+        assert bool(entry.hf_head_keys) is (entry.name != "encoder"), entry.name
+    # The pre-training head's keys follow the converter's rule for cls/ names (both
+    # directions of convert_hf_checkpoint read them).
+    for tf1_name, hf_key in head_types.find("pretraining").hf_head_keys:
+        assert huggingface.hf_key_for(tf1_name) == hf_key
+    assert set(huggingface.HF_HEADS) == {e.name for e in head_types.ENTRIES}
+    assert huggingface.HF_HEADS["tagger"] == "BertForTokenClassification"

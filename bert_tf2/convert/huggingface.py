@@ -36,6 +36,7 @@ import modeling
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2.convert import torch_pickle
+from bert_tf2.export import head_types
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import ner_data
@@ -731,38 +732,17 @@ def _write_folder(hf_dir, output_dir, config, tensors, sentence_settings, write_
 # Ours -> HuggingFace
 # ---------------------------------------------------------------------------
 
-# --model_type of the HF export -> the transformers class written in `architectures`.
-HF_HEADS = {
-    "pretraining": "BertForPreTraining",
-    "classifier": "BertForSequenceClassification",
-    "tagger": "BertForTokenClassification",
-    "squad": "BertForQuestionAnswering",
-    "multiple_choice": "BertForMultipleChoice",
-    "encoder": "BertModel",
-}
+# The heads an export writes (convert_hf_checkpoint --model_type's order) and, from the head
+# registry, the transformers class of each, its head weights (TF1 name -> HF key) beside the
+# encoder's, and the heads whose class has no pooler (add_pooling_layer=False).
+_HF_ORDER = ("pretraining", "classifier", "tagger", "squad", "multiple_choice", "encoder")
+HF_HEADS = {name: head_types.find(name).hf_class for name in _HF_ORDER}
+_HEAD_KEYS = {name: dict(head_types.find(name).hf_head_keys) for name in _HF_ORDER}
+_NO_POOLER = tuple(name for name in _HF_ORDER if not head_types.find(name).hf_pooler)
 
 # Our hidden_act -> HuggingFace's name of the same function.
 _HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
                    "linear": "linear"}
-
-# The head weights (TF1 name -> HF key) of each export, beside the encoder's.
-_HEAD_KEYS = {
-    "pretraining": {name: hf_key_for(name) for name in (
-        "cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
-        "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/beta",
-        "cls/predictions/output_bias", "cls/seq_relationship/output_weights",
-        "cls/seq_relationship/output_bias")},
-    "classifier": {"output_weights": "classifier.weight", "output_bias": "classifier.bias"},
-    "tagger": {"tagger/output_weights": "classifier.weight",
-               "tagger/output_bias": "classifier.bias"},
-    "squad": {"cls/squad/output_weights": "qa_outputs.weight",
-              "cls/squad/output_bias": "qa_outputs.bias"},
-    "multiple_choice": {"multiple_choice/output_weights": "classifier.weight",
-                        "multiple_choice/output_bias": "classifier.bias"},
-    "encoder": {},
-}
-# Heads whose HF class has no pooler (add_pooling_layer=False): the pooler is left out.
-_NO_POOLER = ("tagger", "squad")
 
 # What the export writes (and, on a later export into the same folder, replaces).
 _HF_TOOL = "convert_hf_checkpoint --direction=to_hf"

@@ -3,7 +3,8 @@
 The doors (export_saved_model's SavedModel and its serving module, the LiteRT step and
 LiteRTPredictor, convert_tf1_checkpoint) look a model type up here and read its entry,
 instead of comparing type names: how it is built, its TF1 variables, its serving
-signature and outputs, whether LiteRT carries it, the per-head post-processing it needs
+signature and outputs, whether LiteRT carries it, its HuggingFace class and head
+weights (convert/huggingface.py), the per-head post-processing it needs
 (a tagger's word windows and Viterbi, SQuAD's windows and n-best). A head's own door code
 stays in its module (serving_tagger, serving_squad, tasks/ner_data, tasks/squad_results);
 its entry says which of those apply. Adding a model type is one entry here, its task
@@ -81,6 +82,10 @@ class ModelType:
       answer_spans: SQuAD: question / context windows, n-best answer rules, SQuAD JSON.
       flags: export_saved_model flags only this type (among the types) reads.
       served_as: the type its folders are exported as (run_pretraining's: the encoder).
+      hf_class: the transformers class of its HuggingFace export (config.json's
+        architectures); None: not exported.
+      hf_pooler: that class has the pooler (HF builds the token and span heads without).
+      hf_head_keys: (TF1 variable name, HF state-dict key) of its head's weights.
     """
     name: str
     runner: Optional[str]
@@ -108,6 +113,9 @@ class ModelType:
     answer_spans: bool = False
     flags: Tuple[str, ...] = ()
     served_as: Optional[str] = None
+    hf_class: Optional[str] = None
+    hf_pooler: bool = True
+    hf_head_keys: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def litert(self):
@@ -144,7 +152,7 @@ ENTRIES = (
         litert_compared=("sentence_embedding",),
         sequence_axes=_axes(sequence_output=1, encoder_layers=2, input_ids=1, input_mask=1,
                             segment_ids=1),
-        flags=("layers", "pooling", "normalize")),
+        flags=("layers", "pooling", "normalize"), hf_class="BertModel"),
     ModelType(
         "classifier", "run_classifier",
         ("classifier", "multi-label classifier", "regression", "long-text classifier"),
@@ -155,7 +163,10 @@ ENTRIES = (
         litert_outputs=("probabilities", "logits", "predictions"),
         litert_compared=("predictions", "probabilities"),
         flags=("task_name", "xnli_language", "labels_file", "threshold", "long_text",
-               "head_tokens", "doc_stride", "window_pooling")),
+               "head_tokens", "doc_stride", "window_pooling"),
+        hf_class="BertForSequenceClassification",
+        hf_head_keys=(("output_weights", "classifier.weight"),
+                      ("output_bias", "classifier.bias"))),
     ModelType(
         "squad", "run_squad", ("squad v1.1", "squad v2.0"),
         build=_head_builder("BertSquad"), tf1_rank=2, tf1_marker="cls/squad/output_weights",
@@ -164,7 +175,10 @@ ENTRIES = (
         answer_spans=True, litert_outputs=("start_logits", "end_logits"),
         litert_compared=("start_logits", "end_logits"),
         flags=("max_query_length", "max_answer_length", "n_best_size", "doc_stride",
-               "version_2_with_negative", "null_score_diff_threshold")),
+               "version_2_with_negative", "null_score_diff_threshold"),
+        hf_class="BertForQuestionAnswering", hf_pooler=False,
+        hf_head_keys=(("cls/squad/output_weights", "qa_outputs.weight"),
+                      ("cls/squad/output_bias", "qa_outputs.bias"))),
     ModelType(
         "tagger", "run_ner", ("tagger softmax", "tagger crf", "tagger bilstm"),
         build=_head_builder("BertTagger", "num_labels", "feature_layers", "lstm_units",
@@ -172,15 +186,30 @@ ENTRIES = (
         litert_rank=2, signature="words", outputs="tagger", sequence_axes=_axes(logits=1),
         labels=True, word_tags=True, litert_outputs=("logits",), litert_compared=("logits",),
         flags=("labels_file", "feature_based", "layers", "lstm_units", "crf",
-               "crf_tag_scheme", "doc_stride")),
+               "crf_tag_scheme", "doc_stride"),
+        hf_class="BertForTokenClassification", hf_pooler=False,
+        hf_head_keys=(("tagger/output_weights", "classifier.weight"),
+                      ("tagger/output_bias", "classifier.bias"))),
     ModelType(
         "multiple_choice", "run_multiple_choice", ("multiple choice",),
         build=_head_builder("BertMultipleChoice"), signature="choices",
-        outputs="multiple_choice"),
+        outputs="multiple_choice", hf_class="BertForMultipleChoice",
+        hf_head_keys=(("multiple_choice/output_weights", "classifier.weight"),
+                      ("multiple_choice/output_bias", "classifier.bias"))),
     ModelType(
         "pretraining", "run_pretraining", ("pretraining",),
         build=_head_builder("BertPretrainer"), serves=False, tf1_rank=0,
-        tf1_marker="cls/predictions/", served_as="encoder"),
+        tf1_marker="cls/predictions/", served_as="encoder", hf_class="BertForPreTraining",
+        hf_head_keys=(
+            ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
+            ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
+            ("cls/predictions/transform/LayerNorm/gamma",
+             "cls.predictions.transform.LayerNorm.weight"),
+            ("cls/predictions/transform/LayerNorm/beta",
+             "cls.predictions.transform.LayerNorm.bias"),
+            ("cls/predictions/output_bias", "cls.predictions.bias"),
+            ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
+            ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias"))),
 )
 
 _BY_NAME = {entry.name: entry for entry in ENTRIES}

@@ -127,13 +127,6 @@ def define_flags(fv):
         flag_values=fv)
 
 
-def command_line_default(fv):
-    """Sets --existing_checkpoint to the command line's default (continue) on parsed
-    flags `fv` that leave it unset (cli.run_cli, flags_common.parse_flags)."""
-    if FLAG in fv and fv[FLAG].value is None:
-        fv[FLAG].value = COMMAND_LINE_MODE
-
-
 def mode_of(value):
     """The mode a setting's value means: None (a Python caller's unset field) is refuse."""
     return PYTHON_MODE if value is None else value
