@@ -532,6 +532,8 @@ def _dev_flag(runner):
 @pytest.mark.parametrize("runner", sorted(_FINE_TUNERS))
 @pytest.mark.parametrize("extra, message", [
     (["--early_stopping_patience=2"], r"--early_stopping_patience needs --eval_every_n_steps"),
+    (["--early_stopping_patience=0"], r"--early_stopping_patience needs --eval_every_n_steps"),
+    (["--keep_best_only"], r"--keep_best_only needs --eval_every_n_steps"),
     (["--best_metric=eval_loss"], r"--best_metric needs --eval_every_n_steps"),
     (["--eval_every_n_steps=0"], r"--eval_every_n_steps=0 must be >= 1"),
     (["--eval_every_n_steps=2", "--early_stopping_patience=0"],

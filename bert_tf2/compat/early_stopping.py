@@ -61,16 +61,16 @@ def global_step_read(global_step):
     Made once per graph and kept in TF 1.x's collection; before the variable is initialized
     (the init run) it gives the initial value.
     """
-    made = v1.get_collection(_GLOBAL_STEP_READ)
+    graph = global_step.graph
+    made = graph.get_collection(_GLOBAL_STEP_READ)
     if made:
         return made[0]
-    graph = global_step.graph
     with graph.as_default(), graph.name_scope(None), \
             graph.name_scope(global_step.op.name + "/"):
         value = tf.cond(v1.is_variable_initialized(global_step), global_step.read_value,
                         lambda: global_step.initial_value)
         read = value + 0
-    v1.add_to_collection(_GLOBAL_STEP_READ, read)
+    graph.add_to_collection(_GLOBAL_STEP_READ, read)
     return read
 
 

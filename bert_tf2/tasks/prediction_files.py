@@ -22,17 +22,19 @@ M").
   values tab-separated (`results_line(row)`), no ids, no header.
 - test_predictions.jsonl: one JSON object per example, in test order (`json_line`: UTF-8 as
   written, \\u escapes only for what UTF-8 cannot hold and for U+0085/2028/2029, so any label
-  round-trips and str.splitlines() keeps one line per example). Numbers: float(float32
-  value), the values of test_results.tsv. | task | record | object | |---|---|---| |
-  classification | `classification_record(guid, row, labels)` | `{"id", "label":
-  labels[argmax], "probabilities": {label: p}}` | | multilabel | `multilabel_record(guid,
-  row, labels, threshold)` | `{"id", "label": [labels with p >= threshold], "probabilities":
-  {label: p}}` | | regression | `regression_record(guid, row)` | `{"id", "label": score}` |
-  | multiple choice | `choice_record(guid, row)` | `{"id", "label": argmax choice index,
-  "probabilities": [p per choice]}` | "id" is the example's guid: GLUE "test-N" (MNLI:
-  "test-" + its index column), a csv/tsv/jsonl file's id/guid column, a multiple-choice
-  file's id (SWAG's first column, a JSON line's "id"). An id or label that is not a string
-  or a number (a --processor's own guid) is written as str(); JSON object keys are strings.
+  round-trips and str.splitlines() keeps one line per example). Numbers: float(float32 value),
+  the values of test_results.tsv. One record function per task:
+  - classification: `classification_record(guid, row, labels)` ->
+    `{"id", "label": labels[argmax], "probabilities": {label: p}}`
+  - multilabel: `multilabel_record(guid, row, labels, threshold)` ->
+    `{"id", "label": [labels with p >= threshold], "probabilities": {label: p}}`
+  - regression: `regression_record(guid, row)` -> `{"id", "label": score}`
+  - multiple choice: `choice_record(guid, row)` ->
+    `{"id", "label": argmax choice index, "probabilities": [p per choice]}`
+  "id" is the example's guid: GLUE "test-N" (MNLI: "test-" + its index column), a
+  csv/tsv/jsonl file's id/guid column, a multiple-choice file's id (SWAG's first column, a
+  JSON line's "id"). An id or label that is not a string or a number (a --processor's own
+  guid) is written as str(); JSON object keys are strings.
 - run_classifier: the task object's `output_rows(batches)` (one row per example, --long_text
   windows pooled) and `prediction_record(guid, row)`; the Result's outputs["test_results"]
   and outputs["test_predictions"]. run_multiple_choice: the same two outputs. run_ner writes

@@ -99,7 +99,7 @@ SETTINGS = ("eval_every_n_steps", "best_metric", "early_stopping_patience", "kee
 
 
 def check_settings(evaluation, dev_data="--do_eval"):
-    """Raises ValueError for values of the three settings no run can honour.
+    """Raises ValueError for values of these settings no run can honour.
 
     `evaluation`: a part of the runner's settings holding SETTINGS (and `dev_data`'s field).
     `dev_data` names what gives the run its dev set (run_squad: --do_predict), which
@@ -109,8 +109,10 @@ def check_settings(evaluation, dev_data="--do_eval"):
         return
     every = evaluation.eval_every_n_steps
     if every is None:
-        for name in ("best_metric", "early_stopping_patience", "keep_best_only"):
-            if getattr(evaluation, name, None) not in (None, False):
+        # Unset: None (keep_best_only: False); a patience of 0 is set, and refused here.
+        unset = {"best_metric": None, "early_stopping_patience": None, "keep_best_only": False}
+        for name, default in unset.items():
+            if getattr(evaluation, name, default) is not default:
                 raise ValueError("--%s needs --eval_every_n_steps (the evaluations it "
                                  "compares)" % name)
         return

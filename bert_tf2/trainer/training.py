@@ -17,29 +17,26 @@ summed across replicas, then clipped to global norm 1.0, then applied.
 
 Contracts with the other modules (bert_tf2/trainer/training.py):
 ```python
-trainer = settings.part(*training.SETTINGS)       # what the trainer reads of a runner's
-settings runner = training.make_runner(trainer, model_fn, num_train_steps, num_warmup_steps)
-num_train_steps, num_warmup_steps = training.epoch_steps(num_examples, trainer, what)  #
-accumulation-aware training.fine_tune(trainer, runner, record_file, spec, loss_fn, ["Num
-examples = 10"], 10)
+trainer = settings.part(*training.SETTINGS)       # what the trainer reads of a runner's settings
+runner = training.make_runner(trainer, model_fn, num_train_steps, num_warmup_steps)
+num_train_steps, num_warmup_steps = training.epoch_steps(num_examples, trainer, what)  # accumulation-aware
+training.fine_tune(trainer, runner, record_file, spec, loss_fn, ["Num examples = 10"], 10)
                                                   # the fine-tuning runners' training (10: records in
                                                   # the file): header, --train_batch_size, --seed,
                                                   # trimmed batches, --group_by_length;
                                                   # + evaluate, metric_names: periodic_eval
-training.log_stage("eval", ["Num examples = 10"])  # "***** Running evaluation *****" +
-lines trainer = settings.part(*training.SETTINGS)      # the runner's settings the trainer
-reads strategy = training.get_strategy(trainer)        # from
---use_tpu/--distribution_strategy/--num_gpus training.configure_precision(settings.dtype)
-# --dtype, before building models cfg = training.RunConfig.from_settings(trainer,
-output_dir=..., learning_rate=...,
+training.log_stage("eval", ["Num examples = 10"])  # "***** Running evaluation *****" + lines
+trainer = settings.part(*training.SETTINGS)      # the runner's settings the trainer reads
+strategy = training.get_strategy(trainer)        # from --use_tpu/--distribution_strategy/--num_gpus
+training.configure_precision(settings.dtype)     # --dtype, before building models
+cfg = training.RunConfig.from_settings(trainer, output_dir=..., learning_rate=...,
                                        num_train_steps=..., num_warmup_steps=...,
                                        init_checkpoint=...)
                                                   # RunConfig.autograph: True (default) lets AutoGraph
                                                   # rewrite the step's Python; the faces' runners
                                                   # (make_runner, run_pretraining) set False: their
                                                   # models need no rewrite, ~1.7 s less tracing a run
-runner = training.Runner(strategy, model_fn, cfg) # builds model_fn() under the strategy
-scope, restores the
+runner = training.Runner(strategy, model_fn, cfg) # builds model_fn() under the strategy scope, restores the
                                                   # latest checkpoint in output_dir, else init_checkpoint
                                                   # (without an optimizer: a whole init_checkpoint first)
 runner.train(dataset_fn, loss_fn, evaluation=None) # (Ctrl-C: training.Interrupted, one line
@@ -49,21 +46,18 @@ runner.train(dataset_fn, loss_fn, evaluation=None) # (Ctrl-C: training.Interrupt
                                                   # (called positionally; scalar loss = mean over this replica's batch, dict of
                                                   # scalar metrics to log); evaluation: a
                                                   # periodic_eval.PeriodicEval or None
-for out in runner.predict(dataset_fn, predict_fn,   # predict_fn(model, features) -> dict of
-[B,...] tensors
+for out in runner.predict(dataset_fn, predict_fn,   # predict_fn(model, features) -> dict of [B,...] tensors
                           sequence_outputs=None,   # {name: max_seq_length} of per-token outputs (trimmed
                           stage="predict",         # the progress display's name: "eval" or "predict"
                           total_steps=None):       # its batches when known (None: a count, no ETA)
     ...                                           # batches padded back); out: numpy arrays of one GLOBAL
                                                   # batch, in input order (bucketed batches regrouped)
-runner.trim_padding                               # --trim_padding, False under a
-TPUStrategy runner.skip_padding                               # trim_padding, no XLA, and a
-model that reads no padding
+runner.trim_padding                               # --trim_padding, False under a TPUStrategy
+runner.skip_padding                               # trim_padding, no XLA, and a model that reads no padding
                                                   # output (heads.reads_padding false): its encoder runs on
                                                   # the real tokens only (modeling.set_skip_padding)
-runner.global_step                                # int: optimizer steps, or the restored
-checkpoint's step step = training.run_function(fn, **tf_function_options)  # tf.function of
-a function each run makes anew
+runner.global_step                                # int: optimizer steps, or the restored checkpoint's step
+step = training.run_function(fn, **tf_function_options)  # tf.function of a function each run makes anew
                                                   # (its traces counted for this object alone: no
                                                   # retracing warning over repeated runs)
 ```
