@@ -143,7 +143,7 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 
 MODEL_TYPES = serving.MODEL_TYPES

@@ -1,4 +1,4 @@
-"""The BERT encoder and its task heads in TF2 (tf_keras), with TF1-compatible names.
+"""The BERT encoder in TF2 (tf_keras), with TF1-compatible names (task models: bert_tf2/heads.py).
 
 The arithmetic is that of Google's original BERT: truncated-normal initialisers,
 word + token-type + position embeddings, LayerNorm with epsilon 1e-12, an additive
@@ -7,7 +7,8 @@ the first token. Every variable's name, with the top-level model's name removed,
 is the TF1 variable name (e.g. `bert/encoder/layer_0/attention/self/query/kernel`),
 which is what lets checkpoints.py load Google's checkpoints without a rename table.
 This module holds the reference's API (BertConfig, BertModel and its graph-style
-functions); the tf_keras layers BertModel is built from are in bert_tf2/encoder/.
+functions); the tf_keras layers BertModel is built from are in bert_tf2/encoder/, and the
+task models that put a head on it (classifier, SQuAD, tagger, ...) in bert_tf2/heads.py.
 
 Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
 N = attention heads, P = masked positions per sequence, V = vocabulary size.

@@ -53,7 +53,7 @@ from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training

@@ -46,7 +46,7 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_task
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import class_weights
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record

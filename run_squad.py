@@ -39,7 +39,7 @@ from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
 from bert_tf2.tasks import squad_task
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 # The task data and post-processing live in squad_data / squad_results; every name

@@ -197,7 +197,7 @@ class Ours:
         from bert_tf2.base import dropout_masks  # pylint: disable=import-outside-toplevel
         from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
         from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
-        from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+        from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
         import modeling  # pylint: disable=import-outside-toplevel
         import optimization  # pylint: disable=import-outside-toplevel
         tf.random.set_seed(1)
@@ -315,7 +315,7 @@ def _max_diff(a, b):
 def model_setup(name, workdir):
     """(BertConfig, our checkpoint, peer spec without jobs)."""
     import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     hf_dir = minilm_dir()
     if name == "minilm":
@@ -341,7 +341,7 @@ def model_setup(name, workdir):
 def measure_model(name, workdir, quick, log):
     """Our rows of one model (peer values filled in later) and the peer's jobs."""
     from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     import tokenization  # pylint: disable=import-outside-toplevel
     pick = 1 if quick else 0

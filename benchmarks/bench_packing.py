@@ -126,7 +126,7 @@ def load_batches(path, batch_size, num_batches, packed):
 
 def build_step(cfg):
     """A traced training step (model, loss, clipped AdamWeightDecay) on fresh weights."""
-    from bert_tf2.trainer import heads
+    from bert_tf2 import heads
     import modeling
     import optimization
     import run_pretraining

@@ -29,7 +29,7 @@ MAX_PREDICTIONS = 20
 
 
 def _step(model, features):
-    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
 
     @tf.function
@@ -49,7 +49,7 @@ def _step(model, features):
 
 def measure_in_process(size, seq_length, batch_size, repeats):
     """{"ours"|"peer": {"bytes": step peak bytes, "seconds": [per step]}} for one size."""
-    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     cfg = bench_util.model_config(size)
     ids, mask, segments = bench_util.synthetic_tokens(batch_size, seq_length, cfg["vocab_size"])

@@ -46,7 +46,7 @@ VARIANTS = {
 
 def _variables(cfg):
     """Plain variables with the shapes and names of BertPretrainer's trainable ones."""
-    from bert_tf2.trainer import heads
+    from bert_tf2 import heads
     import modeling
     model = heads.BertPretrainer(modeling.BertConfig(**cfg))
     model(heads.dummy_features())

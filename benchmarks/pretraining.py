@@ -64,7 +64,7 @@ def _repeat(batch):
 
 def build_ours(cfg, dtype, xla, batch, workdir):
     """Returns run(n): n steps of training.Runner's loop; the loss is fetched to sync."""
-    from bert_tf2.trainer import heads
+    from bert_tf2 import heads
     import modeling
     import run_pretraining
     from bert_tf2.trainer import training

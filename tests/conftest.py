@@ -71,7 +71,7 @@ def random_head_model(head, config, num_labels=None, crf=False, seed=7):
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     bert_config = modeling.BertConfig.from_dict(config)
     tf.random.set_seed(seed)
     builders = {"pretraining": lambda: heads.BertPretrainer(bert_config),

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import modeling  # noqa: E402
-from bert_tf2.trainer import heads  # noqa: E402
+from bert_tf2 import heads  # noqa: E402
 from bert_tf2.trainer import training  # noqa: E402
 from test_training import classifier_loss, features, tiny_config  # noqa: E402
 

@@ -9,7 +9,7 @@ import run_ner
 from bert_tf2 import flags_common
 from bert_tf2.tasks import long_text
 from bert_tf2.trainer import class_weights
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from test_training import features, tiny_config
 
 

@@ -24,7 +24,7 @@ import modeling
 import tokenization
 from bert_tf2 import flags_common
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from conftest import HANG_GUARD_SECONDS, peer_python
 
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf2.base import crf
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 
 LENGTHS = np.array([1, 3, 4], np.int32)
 NUM_TAGS = 3

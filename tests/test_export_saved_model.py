@@ -26,7 +26,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from conftest import write_text
 from conftest import FP32_ATOL
 from conftest import HANG_GUARD_SECONDS

@@ -10,7 +10,7 @@ import extract_features as ef
 import modeling
 import tokenization
 from bert_tf2 import flags_common
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from conftest import write_text
 from conftest import FP32_ATOL
 

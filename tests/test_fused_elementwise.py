@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import modeling
 from bert_tf2.base import fused_elementwise
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from conftest import FP32_ATOL
 
 

@@ -130,7 +130,7 @@ def test_op_by_op_is_the_tf1_graph_bit_for_bit_and_fused_is_within_the_bound():
 
 def _bert_mini_variables():
     """Name and initial value of every trainable variable of BERT-Mini's pretrainer."""
-    from bert_tf2.trainer import heads
+    from bert_tf2 import heads
     import modeling
     config = modeling.BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
                                  num_attention_heads=4, intermediate_size=1024)

@@ -152,7 +152,7 @@ FLOORS = (
     ("tasks/", "pretraining/"),
     ("loaders",),
     ("trainer/", "input_pipeline"),
-    ("modeling", "optimization", "tokenization"),
+    ("modeling", "heads", "optimization", "tokenization"),
     ("encoder/", "optim/"),
     ("base/", "text/", "startup", "machine", "fileutil", "logs", "settings", "root_modules"),
 )
@@ -211,6 +211,36 @@ def test_the_flag_groups_and_the_process_wrapper_stay_above_tasks_and_export():
             above = {m for m in _imports(path)
                      if m in ("bert_tf2.flags_common", "bert_tf2.cli")}
             assert not above, "%s imports %s" % (path.relative_to(REPO_ROOT), sorted(above))
+
+
+def _defines(path):
+    """The classes and functions a module's own code defines (top level), by name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.name: node for node in tree.body
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_the_task_models_live_beside_the_encoder_and_the_old_path_only_re_exports():
+    # "Where is the classifier model" is answered by one file name: bert_tf2/heads.py.
+    models = {}
+    for path in list(REPO_ROOT.glob("*.py")) + list((REPO_ROOT / "bert_tf2").rglob("*.py")):
+        for name, node in _defines(path).items():
+            if any(ast.unparse(base) == "tf_keras.Model" for base in getattr(node, "bases", ())):
+                models[name] = str(path.relative_to(REPO_ROOT))
+    assert models and set(models.values()) == {"bert_tf2/heads.py"}, models
+    # bert_tf2/trainer/heads.py keeps a user's old import working and holds no code.
+    old = REPO_ROOT / "bert_tf2" / "trainer" / "heads.py"
+    body = ast.parse(old.read_text(encoding="utf-8")).body
+    assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    assert all(isinstance(node, ast.ImportFrom) and node.module == "bert_tf2.heads"
+               for node in body[1:]), old.read_text(encoding="utf-8")
+    new_home = importlib.import_module("bert_tf2.heads")
+    old_home = importlib.import_module("bert_tf2.trainer.heads")
+    public = [name for name in _defines(REPO_ROOT / "bert_tf2" / "heads.py")
+              if not name.startswith("_")] + ["TAG_SCHEMES", "FORBIDDEN"]
+    missing = [name for name in public if getattr(old_home, name, None) is not
+               getattr(new_home, name)]
+    assert not missing, "bert_tf2.trainer.heads lacks %s" % missing
 
 
 # A module a newcomer reads whole stays under MAX_LINES; the ones still over it, by name.

@@ -10,7 +10,7 @@ import tf_keras
 import modeling
 from bert_tf2.encoder import transformer
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from conftest import FP32_ATOL
 
 

@@ -12,7 +12,7 @@ from bert_tf2 import fileutil
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import periodic_eval
 from conftest import write_text
 from bert_tf2.trainer import training

@@ -14,7 +14,7 @@ import modeling
 import optimization
 import run_pretraining
 from bert_tf2.base import dropout_masks
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 
 BATCH, SEQ, PREDICTIONS, VOCAB = 4, 64, 8, 1000
 _SHAPED_DRAW = dropout_masks.draw_keep_shaped  # the test swaps the module's for a while

@@ -24,7 +24,7 @@ import run_squad
 import tokenization
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from conftest import FP32_ATOL
 from conftest import HANG_GUARD_SECONDS
 

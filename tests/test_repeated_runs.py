@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(%(root)r, "benchmarks"))
 import bench_memory  # (not bench_util: the process starts as a notebook's would)
 import run_classifier
 import tensorflow as tf
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 work = sys.argv[1]
 bench_memory.write_reviews(os.path.join(work, "data"))
 files = bench_memory.tiny_model(os.path.join(work, "model"))

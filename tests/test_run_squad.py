@@ -633,7 +633,7 @@ def test_dev_features_are_consistent(dev_articles, uncased):
 def test_golden_squad_head_loads_into_bert_squad(shared_dir):
     import tensorflow as tf
     from bert_tf2.trainer import checkpoints
-    from bert_tf2.trainer import heads
+    from bert_tf2 import heads
     import modeling
     golden = shared_dir / "golden" / "tf1_tiny"
     config = modeling.BertConfig.from_json_file(str(golden / "bert_config.json"))

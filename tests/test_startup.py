@@ -52,7 +52,7 @@ from bert_tf2 import startup; startup.quiet()
 from absl import logging as absl_logging; absl_logging.set_verbosity(absl_logging.INFO)
 import numpy as np, tensorflow as tf
 import modeling
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import training
 config = modeling.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
                              num_attention_heads=2, intermediate_size=16,

@@ -9,7 +9,7 @@ import tf_keras
 
 import modeling
 from bert_tf2 import flags_common
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import training
 from conftest import FP32_ATOL
 from conftest import HANG_GUARD_SECONDS

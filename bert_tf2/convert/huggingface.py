@@ -42,7 +42,7 @@ from bert_tf2.tasks import long_text
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 
 # HuggingFace activation name -> the name our modeling.get_activation knows.

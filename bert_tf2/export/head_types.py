@@ -20,7 +20,7 @@ from typing import Callable, Optional, Tuple
 
 def _build_encoder(bert_config, **unused):
     import modeling  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     model = modeling.BertModel(bert_config)
     dummy = heads.dummy_features()
     model(dummy["input_ids"], dummy["input_mask"], dummy["segment_ids"])
@@ -28,10 +28,10 @@ def _build_encoder(bert_config, **unused):
 
 
 def _head_builder(class_name, *keys):
-    """A builder of trainer.heads.`class_name`, given the keyword arguments `keys`
+    """A builder of heads.`class_name` (bert_tf2/heads.py), given the keyword arguments `keys`
     (num_labels first, positionally, when it is one of them)."""
     def build(bert_config, **kwargs):
-        from bert_tf2.trainer import heads  # pylint: disable=import-outside-toplevel
+        from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
         given = {key: kwargs.get(key) for key in keys if key != "num_labels"}
         args = (kwargs.get("num_labels"),) if "num_labels" in keys else ()
         model = getattr(heads, class_name)(bert_config, *args, **given)

@@ -34,7 +34,7 @@ from bert_tf2 import fileutil
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 
 VARIANTS = litert_predictor.VARIANTS
 REPORT_FILE = litert_predictor.REPORT_FILE

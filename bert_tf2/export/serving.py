@@ -17,7 +17,7 @@ from bert_tf2.export import serving_squad
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import pooling
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 
 MODEL_TYPES = head_types.SERVED
 

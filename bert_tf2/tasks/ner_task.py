@@ -22,7 +22,7 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_metrics
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import class_weights
-from bert_tf2.trainer import heads
+from bert_tf2 import heads
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record
