@@ -28,8 +28,8 @@ from what the checkpoint holds (--model_type overrides):
   multiple_choice  BertForMultipleChoice
   encoder          BertModel (with the pooler)
 
-The machinery is bert_tf2/convert/huggingface.py (names, transposes, activations and
-heads both ways); this face keeps the flags.
+The machinery is bert_tf2/convert/huggingface.py (the import; the export in hf_export.py,
+names and transposes in hf_names.py); this face keeps the flags.
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 

@@ -133,6 +133,21 @@ def links_in(paths):
     return [str(p) for p in paths if "://" not in str(p) and os.path.islink(str(p))]
 
 
+def folder_behind_link(path, flag, point_at="a folder"):
+    """The folder an output that replaces `path` whole writes into: `path` itself, or, for a
+    local symlink, the folder it points to (replaced there, the link kept). A link to
+    anything but a folder is one ValueError naming `flag`, saying to point it at
+    `point_at` or remove it."""
+    path = str(path).rstrip("/") or "/"
+    if "://" in path or not os.path.islink(path):
+        return path
+    target = os.path.realpath(path)
+    if not os.path.isdir(target):
+        raise ValueError("%s=%s is a symlink to %s, which is not a folder: point it at %s, "
+                         "or remove the link" % (flag, path, target, point_at))
+    return target
+
+
 def replace_folder(temp, target):
     """Puts the complete folder `temp` in the place of `target` (a folder, or nothing
     there): `target` goes aside under temp_name(target, "old"), `temp` is renamed to

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.convert import hf_export
 from bert_tf2.convert import huggingface
 from bert_tf2.trainer import training_record
 from conftest import write_text
@@ -230,7 +231,7 @@ def test_interrupted_re_export_leaves_the_earlier_export_whole(tmp_path, monkeyp
         with monkeypatch.context() as patch:
             wrap = stop_at(k)
             for name in ("_write_json", "_write_safetensors"):
-                patch.setattr(huggingface, name, wrap(getattr(huggingface, name)))
+                patch.setattr(hf_export, name, wrap(getattr(hf_export, name)))
             for name in ("copy", "rename"):
                 patch.setattr(tf.io.gfile, name, wrap(getattr(tf.io.gfile, name)))
             patch.setattr(fileutil, "record_outputs", wrap(fileutil.record_outputs))

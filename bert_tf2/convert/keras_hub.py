@@ -36,18 +36,19 @@ import tensorflow as tf
 import modeling
 from bert_tf2 import fileutil
 from bert_tf2.base.json_files import read_json_object
-from bert_tf2.convert import huggingface
+from bert_tf2.convert import hf_export
+from bert_tf2.convert import hf_names
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.trainer import checkpoints
 
 EXTRA_HINT = "pip install 'bert-tf2[keras-hub]'"
 
-# Our head (huggingface.head_of) -> the keras-hub class its preset loads as.
+# Our head (hf_export.head_of) -> the keras-hub class its preset loads as.
 KERAS_HUB_CLASSES = {"encoder": "BertBackbone", "classifier": "BertTextClassifier",
                      "pretraining": "BertMaskedLM"}
 
-# The TF1 scopes inside bert/encoder/layer_N (the names huggingface.expected_shapes lists)
+# The TF1 scopes inside bert/encoder/layer_N (the names hf_names.expected_shapes lists)
 # -> the attribute path of that part in keras-hub's TransformerEncoder.
 _ENCODER_LAYER_PARTS = {
     "attention/self/query": "_self_attention_layer._query_dense",
@@ -140,8 +141,8 @@ def weight_table(task, head, num_layers):
 
 def tf1_names(config, head):
     """Every TF1 name a `head` model of bert_config.json dict `config` moves, in order:
-    huggingface.expected_shapes' encoder names, the pooler's, then the head's."""
-    names = list(huggingface.expected_shapes(config))
+    hf_names.expected_shapes' encoder names, the pooler's, then the head's."""
+    names = list(hf_names.expected_shapes(config))
     names += [name for name in _BACKBONE_WEIGHTS if name not in names]
     return names + list(_HEAD_WEIGHTS[head])
 
@@ -174,9 +175,9 @@ class PresetExport(object):
     """
 
     def __init__(self, init_checkpoint):
-        contents, found, self.config = huggingface.read_model_folder(init_checkpoint)
+        contents, found, self.config = hf_export.read_model_folder(init_checkpoint)
         names = contents.model_names()
-        self.head = huggingface.head_of(names)
+        self.head = hf_export.head_of(names)
         if any(name.startswith("bilstm_") for name in names):
             self.head = "feature-based tagger"
         if self.head not in KERAS_HUB_CLASSES:
@@ -194,7 +195,7 @@ class PresetExport(object):
                               "the exact erf GELU and LayerNorm epsilon 1e-5 (ours: tanh GELU, "
                               "1e-12) and has no next-sentence head: its logits differ slightly "
                               "from ours and cls/seq_relationship is not written")
-        self.vocab = huggingface.read_vocab_tokens(found["vocab_file"])
+        self.vocab = hf_names.read_vocab_tokens(found["vocab_file"])
         self.do_lower_case = found.get("do_lower_case")
         if self.do_lower_case is None:
             self.do_lower_case = True
@@ -240,7 +241,7 @@ class PresetExport(object):
                 self.files[name] = path
 
     def _tensors(self, contents):
-        shapes = dict(huggingface.expected_shapes(self.config))
+        shapes = dict(hf_names.expected_shapes(self.config))
         held = set(contents.model_names())
         out = {}
         for name in tf1_names(self.config, self.head):
@@ -434,7 +435,7 @@ def read_preset(preset_dir):
         raise ValueError("%s not found: the preset's WordPiece vocabulary" % vocab_path)
     tokenizer = _preset_json(preset_dir, "tokenizer.json", required=False) or {}
     lowercase = (tokenizer.get("config") or {}).get("lowercase")
-    return head, config, huggingface.read_vocab_tokens(vocab_path), lowercase
+    return head, config, hf_names.read_vocab_tokens(vocab_path), lowercase
 
 
 def load_preset_tensors(preset_dir, head, config):
@@ -446,7 +447,7 @@ def load_preset_tensors(preset_dir, head, config):
         cls = getattr(keras_hub.models, KERAS_HUB_CLASSES[head])
         model = cls.from_preset(preset_dir, preprocessor=None)
     table = weight_table(model, head, config["num_hidden_layers"])
-    shapes = dict(huggingface.expected_shapes(config))
+    shapes = dict(hf_names.expected_shapes(config))
     h = config["hidden_size"]
     shapes.update({"bert/pooler/dense/kernel": [h, h], "bert/pooler/dense/bias": [h]})
     out = {}

@@ -4,7 +4,7 @@ The doors (export_saved_model's SavedModel and its serving module, the LiteRT st
 LiteRTPredictor, convert_tf1_checkpoint) look a model type up here and read its entry,
 instead of comparing type names: how it is built, its TF1 variables, its serving
 signature and outputs, whether LiteRT carries it, its HuggingFace class and head
-weights (convert/huggingface.py), the per-head post-processing it needs
+weights (convert/hf_export.py), the per-head post-processing it needs
 (a tagger's word windows and Viterbi, SQuAD's windows and n-best). A head's own door code
 stays in its module (serving_tagger, serving_squad, tasks/ner_data, tasks/squad_results);
 its entry says which of those apply. Adding a model type is one entry here, its task

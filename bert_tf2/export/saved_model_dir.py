@@ -40,15 +40,8 @@ _WHOLE_FOLDERS = {"assets": ("vocab.txt",),
 def resolve_export_dir(export_dir):
     """The folder an export writes: `export_dir`, or the target of a symlink `export_dir`
     (replaced there, the link kept; a dangling link is one ValueError)."""
-    export_dir = str(export_dir).rstrip("/") or "/"
-    if "://" in export_dir or not os.path.islink(export_dir):
-        return export_dir
-    target = os.path.realpath(export_dir)
-    if not os.path.isdir(target):
-        raise ValueError("--export_dir=%s is a symlink to %s, which is not a folder: point it "
-                         "at an export (or a missing folder's parent), or remove the link"
-                         % (export_dir, target))
-    return target
+    return fileutil.folder_behind_link(export_dir, "--export_dir",
+                                       "an export (or a missing folder's parent)")
 
 
 def check_export_dir(export_dir):

@@ -357,6 +357,40 @@ def answer(question, context, tokenizer, tokens, rules, max_seq_length, pack, fo
     Returns:
       the outputs of the answer signature (see export_saved_model.py).
     """
+    num_rows, context_ids, span_starts, window, features = _question_windows(
+        question, context, tokenizer, rules, max_seq_length, pack)
+    outputs = forward(features)
+    start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
+    if trim_padding:
+        start_logits, end_logits = [squad_results.real_position_logits(x, features["input_mask"])
+                                    for x in (start_logits, end_logits)]
+    span = best_span(start_logits, end_logits, features["len_a"], features["len_b"], window,
+                     num_rows, rules)
+    null_score, null_entry = null_scores(outputs["start_logits"], outputs["end_logits"],
+                                         window, num_rows)
+    span_score = span["start_logit"] + span["end_logit"]
+    if rules.version_2_with_negative:
+        # The best non-null answer is the best span, unless n_best_size 1 leaves room for
+        # the null answer alone (ranked after spans of equal score).
+        span = dict(span, found=span["found"] & tf.logical_not(
+            (rules.n_best_size == 1) & (null_entry > span_score)))
+    has_span = span["found"]
+    null_odds = tf.where(has_span, null_score - span["start_logit"] - span["end_logit"],
+                         null_score)
+    text = _span_text(tokenizer, tokens, context, context_ids, span_starts, span)
+    if rules.version_2_with_negative:
+        answered = has_span & tf.logical_not(null_odds > rules.null_score_diff_threshold)
+        text = tf.where(answered, text, "")
+        score = tf.where(answered, span_score, null_entry)
+    else:
+        text = tf.where(has_span, text, NO_SPAN_TEXT)
+        score = tf.where(has_span, span_score, 0.0)
+    return _answer_outputs(span, text, score, window, null_score, null_odds)
+
+
+def _question_windows(question, context, tokenizer, rules, max_seq_length, pack):
+    """The request's windows, packed: (num_rows, the context's pieces [B, (n)], their
+    character starts [B, (n)], windows' dict, the packed features of every window)."""
     num_rows = tf.shape(question, out_type=tf.int64)[0]
     with tf.control_dependencies([tf.debugging.assert_equal(
             tf.shape(context, out_type=tf.int64)[0], num_rows,
@@ -373,43 +407,24 @@ def answer(question, context, tokenizer, tokens, rules, max_seq_length, pack, fo
                                   row_start + window["start"] + window["length"]).flat_values),
         window["length"], validate=False)
     features = pack(tf.gather(question_ids, window["row"]), window_ids, rules.max_query_length)
-    outputs = forward(features)
-    start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
-    if trim_padding:
-        start_logits, end_logits = [squad_results.real_position_logits(x, features["input_mask"])
-                                    for x in (start_logits, end_logits)]
-    span = best_span(start_logits, end_logits, features["len_a"], features["len_b"], window,
-                     num_rows, rules)
-    null_score, null_entry = null_scores(outputs["start_logits"], outputs["end_logits"],
-                                         window, num_rows)
+    return num_rows, context_ids, span_starts, window, features
 
+
+def _span_text(tokenizer, tokens, context, context_ids, span_starts, span):
+    """Each row's answer text of `span` (span_texts over the context's SQuAD words)."""
     decoded = tf.strings.unicode_decode(context, "UTF-8", errors="ignore")
     word_of_char, word_start, word_limit = squad_words(decoded)
     piece_char = tf.gather(decoded.row_starts(), span_starts.value_rowids()) + \
         span_starts.flat_values
     piece_word = tf.gather(word_of_char, piece_char)
-    span_score = span["start_logit"] + span["end_logit"]
-    if rules.version_2_with_negative:
-        # The best non-null answer is the best span, unless n_best_size 1 leaves room for
-        # the null answer alone (ranked after spans of equal score).
-        has_span = span["found"] & tf.logical_not(
-            (rules.n_best_size == 1) & (null_entry > span_score))
-        span = dict(span, found=has_span)
-        null_odds = tf.where(has_span, null_score - span["start_logit"] - span["end_logit"],
-                             null_score)
-        text = span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start,
-                          word_limit, span)
-        answered = has_span & tf.logical_not(null_odds > rules.null_score_diff_threshold)
-        text = tf.where(answered, text, "")
-        score = tf.where(answered, span_score, null_entry)
-    else:
-        has_span = span["found"]
-        null_odds = tf.where(has_span, null_score - span["start_logit"] - span["end_logit"],
-                             null_score)
-        text = span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start,
-                          word_limit, span)
-        text = tf.where(has_span, text, NO_SPAN_TEXT)
-        score = tf.where(has_span, span_score, 0.0)
+    return span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start,
+                      word_limit, span)
+
+
+def _answer_outputs(span, text, score, window, null_score, null_odds):
+    """The answer signature's outputs; a row without a span (span["found"] false) gets
+    -1 positions and window, 0 logits."""
+    has_span = span["found"]
     window_index = _gather_or(window["index"], span["window"], has_span, -1)
     return {
         "answer": text,

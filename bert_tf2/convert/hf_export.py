@@ -1,0 +1,399 @@
+"""Ours -> HuggingFace: a model folder of ours as a folder transformers' Auto classes load.
+
+convert_hf_checkpoint.py --direction=to_hf (bert_tf2/convert/huggingface.py re-exports these
+names; its docstring describes the export's contract). export_to_hf(init_checkpoint,
+output_dir, model_type=None, labels_file=None) -> {what: path}; HfExport resolves the head,
+labels, casing, length and weights before a file is written; head_of names the head a
+checkpoint holds; hf_config_of writes config.json's dict; hf_tensors_of the state dict
+(dense kernels transposed back to PyTorch's [out, in]). The parameter names come from
+hf_names, the head classes and head weights from the head registry (export/head_types.py).
+"""
+import json
+import os
+import tempfile
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf2.base.json_files import read_json_object
+from bert_tf2 import fileutil
+from bert_tf2 import heads
+from bert_tf2.convert import hf_names
+from bert_tf2.export import head_types
+from bert_tf2.tasks import classifier_tasks
+from bert_tf2.tasks import long_text
+from bert_tf2.tasks import ner_data
+from bert_tf2.tasks import pooling
+from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import model_folder
+
+# The heads an export writes (convert_hf_checkpoint --model_type's order) and, from the head
+# registry, the transformers class of each, its head weights (TF1 name -> HF key) beside the
+# encoder's, and the heads whose class has no pooler (add_pooling_layer=False).
+_HF_ORDER = ("pretraining", "classifier", "tagger", "squad", "multiple_choice", "encoder")
+HF_HEADS = {name: head_types.find(name).hf_class for name in _HF_ORDER}
+_HEAD_KEYS = {name: dict(head_types.find(name).hf_head_keys) for name in _HF_ORDER}
+_NO_POOLER = tuple(name for name in _HF_ORDER if not head_types.find(name).hf_pooler)
+
+# Our hidden_act -> HuggingFace's name of the same function.
+_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
+                   "linear": "linear"}
+
+# What the export writes (and, on a later export into the same folder, replaces).
+_HF_TOOL = "convert_hf_checkpoint --direction=to_hf"
+_HF_OUTPUTS = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+               "special_tokens_map.json", "crf_transitions.json", "modules.json",
+               "sentence_bert_config.json", "1_Pooling/*", "2_Normalize/*")
+_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                   "cls_token": "[CLS]", "mask_token": "[MASK]"}
+CRF_FILE = "crf_transitions.json"
+
+
+def head_of(names):
+    """The head a checkpoint's TF1 model names hold (an HF_HEADS key)."""
+    names = set(names)
+    if "tagger/output_weights" in names:
+        return "tagger"
+    for head in ("classifier", "squad", "multiple_choice"):
+        if set(_HEAD_KEYS[head]) <= names:
+            return head
+    if "cls/predictions/output_bias" in names and "cls/seq_relationship/output_weights" in names:
+        return "pretraining"
+    return "encoder"
+
+
+def hf_config_of(config, head, labels=None, problem_type=None, pad_token_id=0):
+    """bert_config.json dict -> HuggingFace's config.json dict for `head`."""
+    act = config.get("hidden_act", "gelu")
+    if not isinstance(act, str) or act.lower() not in _HF_ACTIVATIONS:
+        raise ValueError("bert_config.json: hidden_act %r has no HuggingFace name (known: %s)"
+                         % (act, ", ".join(sorted(_HF_ACTIVATIONS))))
+    out = {"architectures": [HF_HEADS[head]], "model_type": "bert",
+           "hidden_act": _HF_ACTIVATIONS[act.lower()],
+           "layer_norm_eps": float(config.get("layer_norm_eps", 1e-12)),
+           "position_embedding_type": "absolute", "pad_token_id": pad_token_id,
+           "torch_dtype": "float32"}
+    for key in hf_names.INT_KEYS:
+        out[key] = int(config[key])
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"):
+        out[key] = float(config[key])
+    if labels is not None:
+        out["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
+        out["label2id"] = {str(label): i for i, label in enumerate(labels)}
+    if problem_type:
+        out["problem_type"] = problem_type
+    return out
+
+
+def hf_tensors_of(contents, config, head):
+    """{HF key: float32 array} of `head`'s model from a CheckpointContents.
+
+    ValueError naming the checkpoint when an encoder or head weight is missing or has
+    another shape than the config says.
+    """
+    prefix = "" if head == "encoder" else "bert."
+    shapes = dict(hf_names.expected_shapes(config))
+    wanted = {name: prefix + hf_names.hf_key_for(name) for name in shapes}
+    if head not in _NO_POOLER:
+        pooler = hf_names.POOLER_NAMES
+        wanted.update({name: prefix + hf_names.hf_key_for(name) for name in pooler})
+        shapes.update({name: hf_names.optional_shapes(config)[name] for name in pooler})
+    wanted.update(_HEAD_KEYS[head])
+    held = set(contents.model_names())
+    missing = [name for name in wanted if name not in held]
+    if missing:
+        raise ValueError("checkpoint %s lacks %d weight(s) of the %s model (%s), e.g. %s"
+                         % (contents.path, len(missing), head, HF_HEADS[head],
+                            ", ".join(missing[:3])))
+    shapes.update({name: s for name, s in hf_names.optional_shapes(config).items()
+                   if name in wanted})
+    out = {}
+    for name, key in wanted.items():
+        value = np.asarray(contents.get(name), np.float32)
+        if name in shapes and list(value.shape) != list(shapes[name]):
+            raise ValueError("checkpoint %s: %s has shape %s, bert_config.json says %s"
+                             % (contents.path, name, list(value.shape), shapes[name]))
+        transpose = name.endswith("/kernel")  # TF1 dense [in, out] -> torch Linear [out, in]
+        out[key] = np.ascontiguousarray(value.T if transpose else value)
+    if head == "pretraining":  # the decoder's bias is the head's bias in HF's module too
+        out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"].copy()
+    return out
+
+
+def _write_safetensors(tensors, path):
+    try:
+        from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise ValueError("writing %s needs the safetensors package: pip install "
+                         "'bert-tf2[hf]' (or pip install safetensors)" % path) from None
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def _tokenizer_files(folder, vocab_lines, do_lower_case, max_seq_length):
+    """tokenizer_config.json and special_tokens_map.json: transformers' BertTokenizer with
+    our casing and length (its accent rule follows the casing, as the reference's)."""
+    missing = [token for token in _SPECIAL_TOKENS.values() if token not in vocab_lines]
+    if missing:
+        raise ValueError("the vocabulary lacks %s: HuggingFace's BertTokenizer needs them"
+                         % ", ".join(missing))
+    tokenizer = dict(_SPECIAL_TOKENS, tokenizer_class="BertTokenizer",
+                     do_lower_case=bool(do_lower_case), strip_accents=None,
+                     tokenize_chinese_chars=True, model_max_length=int(max_seq_length),
+                     clean_up_tokenization_spaces=False)
+    _write_json(os.path.join(folder, "tokenizer_config.json"), tokenizer)
+    _write_json(os.path.join(folder, "special_tokens_map.json"), dict(_SPECIAL_TOKENS))
+
+
+def _write_json(path, value):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def read_model_folder(init_checkpoint):
+    """(CheckpointContents, the folder's files {setting: path}, bert_config.json's dict) of
+    a model folder an export reads; ValueError naming --init_checkpoint when the folder lacks
+    bert_config.json or vocab.txt."""
+    contents = checkpoints.CheckpointContents(init_checkpoint, "--init_checkpoint")
+    found, _ = model_folder.read(init_checkpoint)
+    for key, name in (("bert_config_file", "bert_config.json"), ("vocab_file", "vocab.txt")):
+        if key not in found:
+            raise ValueError("--init_checkpoint=%s has no %s beside it (a model folder "
+                             "holds bert_config.json and vocab.txt)" % (init_checkpoint, name))
+    return contents, found, read_json_object(found["bert_config_file"])
+
+
+class HfExport(object):
+    """What export_to_hf writes, resolved from the model folder before anything is written.
+
+    head, config (HF's config.json), tensors ({HF key: array}), vocab_file,
+    do_lower_case, max_seq_length, crf (the crf_transitions.json dict or None),
+    sentence (the sentence-transformers settings or None), notes (one line each:
+    what HF does differently).
+    """
+
+    def __init__(self, init_checkpoint, model_type=None, labels_file=None):
+        contents, found, config = read_model_folder(init_checkpoint)
+        names = contents.model_names()
+        held = head_of(names)
+        self.notes = []
+        if any(name.startswith("bilstm_") for name in names):
+            raise ValueError("--init_checkpoint=%s is a feature-based tagger (a BiLSTM over "
+                             "concatenated layers), which no HuggingFace class holds: serve it "
+                             "with export_saved_model.py" % init_checkpoint)
+        head = model_type or held
+        if head != "encoder" and head != held:
+            raise ValueError("--model_type=%s: checkpoint %s holds a %s head, not a %s one"
+                             % (head, contents.path, held, head))
+        if model_type is None and held == "encoder":
+            self.notes.append("%s holds no task head: writing the encoder (BertModel with "
+                              "the pooler)" % contents.path)
+        labels, problem_type = None, None
+        self.crf = None
+        if head == "classifier":
+            labels, problem_type = self._classifier_labels(found, init_checkpoint, labels_file)
+        elif head == "tagger":
+            labels = self._tagger_labels(found, init_checkpoint, labels_file, contents)
+        width = {"classifier": "output_weights", "tagger": "tagger/output_weights"}.get(head)
+        if width and labels is not None and contents.shapes[width][0] != len(labels):
+            raise ValueError("checkpoint %s: %s has %d rows but the model's label list has "
+                             "%d labels" % (contents.path, width, contents.shapes[width][0],
+                                            len(labels)))
+        self.head = head
+        self.vocab_file = found["vocab_file"]
+        self.vocab = hf_names.read_vocab_tokens(self.vocab_file)
+        pad = self.vocab.index("[PAD]") if "[PAD]" in self.vocab else 0
+        self.config = hf_config_of(config, head, labels, problem_type, pad)
+        if problem_type == "regression":
+            self.config["num_labels"] = 1
+        if self.crf:
+            self.config["bert_tf2_crf_file"] = CRF_FILE
+        self.do_lower_case = found.get("do_lower_case")
+        if self.do_lower_case is None:
+            self.do_lower_case = True
+            self.notes.append("the folder does not say its casing: lower-casing (the "
+                              "reference's --do_lower_case default)")
+        self.max_seq_length = int(found.get("max_seq_length") or config["max_position_embeddings"])
+        self.sentence = self._sentence_settings(init_checkpoint, head)
+        self.tensors = hf_tensors_of(contents, config, head)
+
+    def _classifier_labels(self, found, init_checkpoint, labels_file):
+        """(labels or None for regression, HF's problem_type) of a classifier's folder;
+        refuses --long_text=windows, notes head_tail and multi-label."""
+        task = _Namespace(task_name=found.get("task_name"), labels_file=labels_file,
+                          xnli_language=found.get("xnli_language") or "zh",
+                          init_checkpoint=init_checkpoint,
+                          threshold=found.get("threshold", 0.5))
+        labels, multilabel = classifier_tasks.export_task(task)
+        regression = labels == [None]
+        problem_type = ("regression" if regression else "multi_label_classification"
+                        if multilabel else "single_label_classification")
+        if regression:
+            labels = None
+        _, note = long_text.mode_for_door(init_checkpoint, "BertForSequenceClassification",
+                                          "HuggingFace's tokenizer truncates the end of a "
+                                          "long text")
+        if note:
+            self.notes.append(note)
+        if multilabel:
+            self.notes.append("multi-label: a label applies where its sigmoid is >= %s "
+                              "(transformers' pipeline needs function_to_apply='sigmoid' "
+                              "and that threshold)" % task.threshold)
+        return labels, problem_type
+
+    def _tagger_labels(self, found, init_checkpoint, labels_file, contents):
+        """A tagger's labels (--labels_file, else its folder's); a --crf tagger's
+        transitions go to self.crf."""
+        path = labels_file or checkpoints.file_beside(init_checkpoint,
+                                                      ner_data.LABELS_FILE_NAME)
+        if not path:
+            raise ValueError("--init_checkpoint=%s holds a tagger but no %s beside it: "
+                             "pass --labels_file" % (init_checkpoint,
+                                                     ner_data.LABELS_FILE_NAME))
+        labels = ner_data.read_labels(path)
+        if "crf/transitions" in contents.model_names():
+            scheme = found.get("crf_tag_scheme") or "none"
+            if scheme not in heads.TAG_SCHEMES[1:]:
+                scheme = "none"
+            self.crf = _crf_record(contents.get("crf/transitions"), labels, scheme,
+                                   heads.crf_constraints(labels, scheme))
+            self.notes.append("--crf tagger: transformers decodes by argmax, which can "
+                              "differ from our Viterbi; %s holds the transitions"
+                              % CRF_FILE)
+        return labels
+
+    def _sentence_settings(self, init_checkpoint, head):
+        """The sentence_embedding.json settings when they can be written as
+        sentence-transformers modules (None otherwise, with a note why not)."""
+        path = checkpoints.file_beside(init_checkpoint, pooling.SETTINGS_FILE)
+        if head != "encoder" or not path:
+            return None
+        settings = pooling.read_settings(path)
+        if list(settings.get("layers", [-1])) != [-1]:
+            self.notes.append("%s pools layers %s; sentence-transformers' Pooling reads the "
+                              "last layer only: its modules are not written"
+                              % (path, settings["layers"]))
+            return None
+        return settings
+
+
+class _Namespace(object):
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+
+def _crf_record(transitions, labels, scheme, penalties):
+    """crf_transitions.json: the learned transitions and what our Viterbi adds to them."""
+    transitions = np.asarray(transitions, np.float32)
+    record = {"labels": list(labels), "tag_scheme": scheme,
+              "transitions": transitions.tolist(),
+              "about": "transitions[i][j]: the score of tag labels[j] after labels[i]. Our "
+                       "Viterbi decodes each sentence's first word pieces with "
+                       "viterbi_transitions and start_scores (the tag scheme's forbidden "
+                       "moves at -10000); argmax over the logits can differ."}
+    if penalties is None:
+        record["viterbi_transitions"] = transitions.tolist()
+        record["start_scores"] = [0.0] * len(labels)
+    else:
+        record["viterbi_transitions"] = (transitions + penalties[0]).tolist()
+        record["start_scores"] = penalties[1].tolist()
+    return record
+
+
+def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None):
+    """Writes the model folder `init_checkpoint` as a HuggingFace folder in `output_dir`.
+
+    The head is the checkpoint's (`model_type` may ask for "encoder", or name the head
+    it holds); everything is resolved and checked before a file is written.
+    `output_dir` must be new or a folder this export wrote before (anything else there
+    is refused, nothing changed). The new folder is built whole beside it
+    (OUTPUT_DIR.tmp-XXXXXXXX) and renamed into its place (fileutil.replace_folder): a
+    stop at any moment leaves the earlier export or the new one, never a mix; a kill
+    between the two renames leaves the earlier one as OUTPUT_DIR.old-XXXXXXXX, which the
+    next export puts back first. An `output_dir` that is a symlink has its target
+    replaced, the link kept. Returns {what: path} of the files written.
+    """
+    export = HfExport(init_checkpoint, model_type, labels_file)
+    target = _export_target(output_dir)
+    fileutil.recover_folder(target)
+    _refuse_other_files(target, output_dir)
+    fileutil.check_outputs(target, _HF_TOOL, _HF_OUTPUTS)
+    for note in export.notes:
+        logging.warning("%s", note)
+    parent = os.path.dirname(target)
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    temp = fileutil.temp_name(target)
+    try:
+        written = _build_hf_folder(export, temp)
+        fileutil.record_outputs(temp, _HF_TOOL, _HF_OUTPUTS)
+    except BaseException:
+        fileutil.remove(temp)
+        raise
+    fileutil.replace_folder(temp, target)
+    logging.info("Wrote %s (%s) to %s", HF_HEADS[export.head], export.head, output_dir)
+    return {what: os.path.join(str(output_dir), name) for what, name in written.items()}
+
+
+def _export_target(output_dir):
+    """The folder the export replaces: `output_dir`, or the target of a symlink
+    `output_dir` (the link kept); a link to something else than a folder is refused."""
+    target = fileutil.folder_behind_link(output_dir, "--output_dir")
+    if target != (str(output_dir).rstrip("/") or "/"):
+        logging.info("--output_dir=%s is a symlink: the export replaces its target %s (the "
+                     "link is kept)", output_dir, target)
+    return target
+
+
+def _build_hf_folder(export, folder):
+    """Writes every file of `export` into the new `folder` (beside the target; on another
+    file system by way of a local scratch folder); returns {what: name inside it}."""
+    if "://" not in folder:
+        return _write_hf_files(export, folder)
+    scratch = tempfile.mkdtemp(prefix="bert_tf2_hf_")
+    try:
+        written = _write_hf_files(export, scratch)
+        for name in written.values():
+            target = os.path.join(folder, name)
+            tf.io.gfile.makedirs(os.path.dirname(target))
+            tf.io.gfile.copy(os.path.join(scratch, name), target, overwrite=True)
+    finally:
+        fileutil.remove(scratch)
+    return written
+
+
+def _refuse_other_files(folder, output_dir):
+    """A ValueError when `folder` (--output_dir, or its target) holds anything but what an
+    export writes there (a file of that name it did not write is check_outputs'
+    refusal)."""
+    if not tf.io.gfile.isdir(folder):
+        return
+    ours = {pattern.split("/")[0] for pattern in _HF_OUTPUTS} | {fileutil.OUTPUTS_RECORD}
+    other = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(folder)
+                   if name.rstrip("/") not in ours)
+    if other:
+        raise ValueError("--output_dir=%s holds %s, which the HuggingFace export does not "
+                         "write: choose a new or empty folder (nothing there is changed)"
+                         % (output_dir, ", ".join(other[:3]) + (", ..." if len(other) > 3
+                                                               else "")))
+
+
+def _write_hf_files(export, folder):
+    """Writes every file of `export` into `folder`; returns {what: name inside it}."""
+    written = {"config": "config.json", "weights": "model.safetensors", "vocab": "vocab.txt",
+               "tokenizer_config": "tokenizer_config.json",
+               "special_tokens_map": "special_tokens_map.json"}
+    os.makedirs(folder, exist_ok=True)
+    _write_json(os.path.join(folder, "config.json"), export.config)
+    with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(token + "\n" for token in export.vocab))
+    _tokenizer_files(folder, export.vocab, export.do_lower_case, export.max_seq_length)
+    if export.crf:
+        _write_json(os.path.join(folder, CRF_FILE), export.crf)
+        written["crf_transitions"] = CRF_FILE
+    if export.sentence:
+        written.update(pooling.write_sentence_transformers(
+            folder, export.sentence, export.config["hidden_size"], export.max_seq_length))
+    _write_safetensors(export.tensors, os.path.join(folder, "model.safetensors"))
+    return written
