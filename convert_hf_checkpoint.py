@@ -98,9 +98,7 @@ def run(settings):
       written, by what it is}.
     """
     settings = Settings.of(settings)
-    other = "to_hf" if settings.direction == "from_hf" else "from_hf"
-    settings.refuse_unused([(name, "with --direction=%s" % settings.direction)
-                            for name in _ONLY[other]])
+    settings.refuse_other_modes("direction", _ONLY)
     if settings.direction == "to_hf":
         settings.require("init_checkpoint", "output_dir")
         outputs = export_to_hf(settings.init_checkpoint, settings.output_dir,

@@ -73,9 +73,7 @@ def run(settings):
       "vocab_file", and "labels_file" / "task_file" for a classifier that carries them}.
     """
     settings = Settings.of(settings)
-    other = "from_keras_hub" if settings.direction == "to_keras_hub" else "to_keras_hub"
-    settings.refuse_unused([(name, "with --direction=%s" % settings.direction)
-                            for name in _ONLY[other]])
+    settings.refuse_other_modes("direction", _ONLY)
     if settings.direction == "to_keras_hub":
         settings.require("init_checkpoint", "output_dir")
         outputs = keras_hub.export_to_keras_hub(settings.init_checkpoint, settings.output_dir)

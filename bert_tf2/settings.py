@@ -453,6 +453,15 @@ class Settings:
                     raise ValueError(message)
                 logging.warning(message)
 
+    def refuse_other_modes(self, name, only):
+        """refuse_unused for a face with modes: `only` maps each value of the field `name`
+        (a converter's --direction, say) to the fields that mode alone reads; those of the
+        modes not chosen are refused "with --name=value"."""
+        chosen = getattr(self, name)
+        self.refuse_unused([(field, "with %s" % self.flag(name))
+                            for mode, fields in only.items() if mode != chosen
+                            for field in fields])
+
 
 _PARTS = {}
 

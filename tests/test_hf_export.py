@@ -277,6 +277,17 @@ def test_command_line_refuses_the_other_directions_flags(tmp_path):
 _LENGTH = 40
 
 
+def _peer_check(peer, tmp_path, request):
+    """tests/hf_peer_check.py's answers (one per folder of `request`) from the peer venv."""
+    request_file = write_text(tmp_path / "request.json", json.dumps({"folders": request}))
+    out_file = str(tmp_path / "peer.json")
+    subprocess.run([peer, os.path.join(str(REPO_ROOT), "tests", "hf_peer_check.py"),
+                    request_file, out_file], check=True, timeout=HANG_GUARD_SECONDS,
+                   env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
+    with open(out_file, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def _ids(tokenizer, a, b=None):
     return pack_as_reference(tokenizer, _LENGTH, a, b)
 
@@ -330,13 +341,7 @@ def test_transformers_loads_every_head_with_our_numbers(tmp_path, shared_dir):
         features = _features(rows)
         ours[head] = (rows, _our_outputs(head, model, features))
         request.append(entry)
-    request_file = write_text(tmp_path / "request.json", json.dumps({"folders": request}))
-    out_file = str(tmp_path / "peer.json")
-    subprocess.run([peer, os.path.join(str(REPO_ROOT), "tests", "hf_peer_check.py"),
-                    request_file, out_file], check=True, timeout=HANG_GUARD_SECONDS,
-                   env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
-    with open(out_file, encoding="utf-8") as f:
-        theirs = dict(zip([e["head"] for e in request], json.load(f)))
+    theirs = dict(zip([e["head"] for e in request], _peer_check(peer, tmp_path, request)))
     for head, (rows, outputs) in ours.items():
         peer_result = theirs[head]
         assert peer_result["class"] == conv.huggingface.HF_HEADS[head]
@@ -418,13 +423,7 @@ def test_pipeline_as_the_page_says_gives_our_labels(tmp_path, shared_dir):
                                       for word, j in zip(text.split(), firsts[i])])
                           for i, text in enumerate(texts)]
     assert any(len(tokenizer.tokenize(t)) > length - 2 for t in long_texts)
-    request_file = write_text(tmp_path / "request.json", json.dumps({"folders": request}))
-    out_file = str(tmp_path / "peer.json")
-    subprocess.run([peer, os.path.join(str(REPO_ROOT), "tests", "hf_peer_check.py"),
-                    request_file, out_file], check=True, timeout=HANG_GUARD_SECONDS,
-                   env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
-    with open(out_file, encoding="utf-8") as f:
-        classified, tagged = [r["pipeline"] for r in json.load(f)]
+    classified, tagged = [r["pipeline"] for r in _peer_check(peer, tmp_path, request)]
     assert [r["label"] for r in classified] == [label for label, _ in ours["classifier"]]
     np.testing.assert_allclose([r["score"] for r in classified],
                                [score for _, score in ours["classifier"]], atol=1e-5, rtol=0)

@@ -64,6 +64,20 @@ def test_given_means_named_by_the_user():
         assert "no_such_flag" not in part and "do_train" in part
 
 
+def test_a_mode_refuses_the_fields_only_another_mode_reads():
+    only = {"from_hf": ("hf_dir", "write_tf2"), "to_hf": ("init_checkpoint", "labels_file")}
+    settings = convert_hf_checkpoint.Settings(direction="to_hf", init_checkpoint="m",
+                                              hf_dir="x")
+    with pytest.raises(ValueError, match="^--hf_dir=x has no effect with --direction=to_hf$"):
+        settings.refuse_other_modes("direction", only)
+    # The chosen mode's own fields, and another mode's left at their defaults, pass.
+    settings.replace(hf_dir=None).refuse_other_modes("direction", only)
+    convert_hf_checkpoint.Settings(direction="from_hf", hf_dir="x", write_tf2=True,
+                                   labels_file=None).refuse_other_modes("direction", only)
+    with pytest.raises(ValueError, match="^--write_tf2 has no effect with --direction=to_hf"):
+        settings.replace(hf_dir=None, write_tf2=True).refuse_other_modes("direction", only)
+
+
 def test_settings_are_checked_and_copied_by_run():
     # A Python caller reads the fields' names (the command line: --eval_batch_size=0), as
     # soon as the Settings is made.
