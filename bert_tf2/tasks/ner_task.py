@@ -342,11 +342,11 @@ class NerTask(object):
                 "weights": has_words[:, tf.newaxis] * at_first,
                 "is_real_example": features["is_real_example"]}
 
-    def write_features(self, conll_file, path, features=None):
-        """Writes the windows of `conll_file` (`features`: those features() made of it
-        already) to `path`; returns how many."""
+    def write_features(self, examples, path, features=None):
+        """Writes the windows of the ConllFile `examples` (`features`: those features()
+        made of it already) to `path`; returns how many."""
         if features is None:
-            features = self.features(conll_file)
+            features = self.features(examples)
         ner_data.write_features(features, path)
         return len(features)
 
