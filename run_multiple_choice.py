@@ -217,7 +217,7 @@ class Predictor(model_folder.FolderPredictor):
             enumerate(questions), "questions", is_test=True)
         task = multiple_choice_task.MultipleChoiceTask(
             self.settings.output_dir, self.settings.max_seq_length, self.tokenizer,
-            len(examples[0].choices))
+            len(examples[0].choices), self.settings.use_tpu)
         out = task.predictions(self.runner, examples, "predict",
                                self.settings.predict_batch_size)
         results = []

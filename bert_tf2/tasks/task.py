@@ -17,9 +17,10 @@ Where each task lives:
 tests/test_task_protocol.py checks that each of them is a FineTuningTask.
 
 Optional hooks, kept by the tasks that need them (not every task has them):
-- `predictions(runner, examples, stage, batch_size, written=None)`: the model run over
-  the examples' records, in the task's own form (NER: tags per sentence; multiple
-  choice: probability columns; SQuAD: the window results the n-best reads);
+- `predictions(runner, examples, ...)`: the model run over the examples' records, in
+  the task's own form, the `predictions` metrics() reads (NER: tags per sentence, loss
+  and weight; multiple choice: probability columns; SQuAD: the window summaries and
+  results the n-best reads);
 - run_classifier's `evaluated_columns` / `output_rows` / `prediction_record` (the rows
   of test_results.tsv and test_predictions.jsonl) and `ordered_dataset`;
 - `features(examples)` (NER): the windows made before they are written, so that the
