@@ -21,13 +21,11 @@ Eval and predict see every example: the last partial batch is padded with
 rows flagged is_real_example = 0, which never reach a metric or an output line.
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
-import collections
 import os
 
 from absl import flags
 from absl import logging
 import numpy as np
-import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
@@ -45,11 +43,11 @@ import tokenization
 from bert_tf2.base import tf1_variables
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import classifier_run
+from bert_tf2.tasks import classifier_task
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import long_text
-from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
@@ -151,9 +149,9 @@ def create_model(bert_config, *args, **kwargs):
     return _keras_model(bert_config, *args, **kwargs)
 
 
-def _keras_model(bert_config, num_labels, use_one_hot_embeddings=False):
-    return heads.BertClassifier(bert_config, num_labels,
-                                use_one_hot_embeddings=use_one_hot_embeddings)
+# The tf_keras classifier and the loss, run_classifier's names as before.
+_keras_model = classifier_task.classifier_model
+compute_loss = classifier_task.compute_loss
 
 
 def _reference_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
@@ -170,23 +168,6 @@ def _reference_model(bert_config, is_training, input_ids, input_mask, segment_id
                                             None, None, pooled)
     loss, per_example_loss, probabilities = compute_loss(logits, labels, num_labels)
     return loss, per_example_loss, logits, probabilities
-
-
-def compute_loss(logits, label_ids, num_labels, regression=False):
-    """Returns (mean loss, per-example loss, probabilities or predictions).
-
-    Classification: cross-entropy of the softmax; regression: squared error of
-    the single output, whose value is returned as the prediction.
-    """
-    logits = tf.cast(logits, tf.float32)
-    if regression:
-        predictions = logits[:, 0]
-        per_example = tf.square(predictions - tf.cast(label_ids, tf.float32))
-        return tf.reduce_mean(per_example), per_example, predictions
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot = tf.one_hot(label_ids, depth=num_labels, dtype=tf.float32)
-    per_example = -tf.reduce_sum(one_hot * log_probs, axis=-1)
-    return tf.reduce_mean(per_example), per_example, tf.nn.softmax(logits, axis=-1)
 
 
 # ---------------------------------------------------------------------------
@@ -209,7 +190,7 @@ def run(settings):
     train_examples, long_texts = plan.train_examples, plan.long_texts
     task = _make_task(settings, plan)
     # The names the evaluations will report: a wrong --best_metric stops the run here.
-    metric_names = _metric_names(task)
+    metric_names = task.metric_names()
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), metric_names)
     trainer = settings.part(*training.SETTINGS)
     train_file = os.path.join(settings.output_dir, "train.tf_record")
@@ -223,7 +204,7 @@ def run(settings):
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.make_runner(
-        trainer, _model_fn(settings, plan), num_train_steps, num_warmup_steps,
+        trainer, lambda: task.model(plan.bert_config), num_train_steps, num_warmup_steps,
         record=training_record.of(settings.part(*training_record.SETTINGS), train_examples)
         if settings.do_train else None)
     result = settings_lib.Result(output_dir=settings.output_dir)
@@ -254,107 +235,9 @@ def run(settings):
 
 
 def _make_task(settings, plan):
-    """The task object (_Task, or multilabel_data.MultiLabelTask) of run and Predictor;
-    `plan`: the run's classifier_run.ClassifierRun."""
-    if plan.processor.is_multilabel:
-        return multilabel_data.MultiLabelTask(plan.processor, plan.tokenizer,
-                                              settings.max_seq_length, plan.long_texts)
-    return _Task(plan.processor, plan.tokenizer, settings.max_seq_length, plan.long_texts,
-                 plan.class_weights, plan.positive)
-
-
-def _model_fn(settings, plan):
-    return lambda: create_model(plan.bert_config, len(plan.processor.get_labels()),
-                                settings.use_tpu)
-
-
-class _Task(object):
-    """What the train / evaluate / predict steps share: data, features and the loss."""
-
-    def __init__(self, processor, tokenizer, max_seq_length, long_texts, weights=None,
-                 positive=1):
-        self.processor = processor
-        self.tokenizer = tokenizer
-        self.max_seq_length = max_seq_length
-        self.label_list = processor.get_labels()
-        self.regression = processor.is_regression
-        self.long_text = long_texts  # long_text.LongText: --long_text and its flags
-        self.spec = long_texts.record_spec(record_spec(max_seq_length, self.regression))
-        self.class_weights = weights  # --class_weights (None: the reference's loss)
-        self.positive = positive  # --positive_label's index (tasks of 2 labels)
-
-    def write_features(self, examples, path):
-        """Writes the TFRecord file of `examples` to `path`; returns the records written."""
-        windows = self.long_text.windows
-        return file_based_convert_examples_to_features(
-            examples, self.label_list, self.max_seq_length, self.tokenizer, path,
-            split=self.long_text.split, index_feature=long_text.DOCUMENT_INDEX if windows else None)
-
-    def loss_fn(self, model, features, is_training):
-        """The training loss of one replica's batch (see training.Runner.train)."""
-        logits = model(features, training=is_training)["logits"]
-        loss, per_example, _ = compute_loss(logits, features["label_ids"],
-                                            len(self.label_list), self.regression)
-        if self.class_weights is not None:
-            loss = class_weights.weighted_mean(per_example, features["label_ids"],
-                                               self.class_weights)
-        return loss, {}
-
-    def predict_fn(self, model, features):
-        """Per-example loss and outputs (probabilities, or the regression score)."""
-        logits = model(features, training=False)["logits"]
-        _, per_example, outputs = compute_loss(logits, features["label_ids"],
-                                               len(self.label_list), self.regression)
-        out = {"per_example_loss": per_example, "outputs": outputs,
-               "label_ids": features["label_ids"],
-               "is_real_example": features["is_real_example"]}
-        if self.long_text.windows:  # pooled per example afterwards (pooled_columns)
-            out.update(logits=tf.cast(logits, tf.float32),
-                       **{long_text.DOCUMENT_INDEX: features[long_text.DOCUMENT_INDEX]})
-        return out
-
-    def pooled_columns(self, columns):
-        """--long_text=windows: window rows -> one real row per example (outputs, loss)."""
-        if not self.long_text.windows:
-            return columns
-        logits, pooled = self.long_text.pool_columns(columns)
-        _, per_example, outputs = compute_loss(logits, pooled["label_ids"],
-                                               len(self.label_list), self.regression)
-        return dict(pooled, per_example_loss=per_example.numpy(), outputs=outputs.numpy())
-
-    def output_rows(self, batches):
-        """The outputs of the real examples of Runner.predict's batches, in order."""
-        if self.long_text.windows:
-            columns = collections.defaultdict(list)
-            for out in batches:
-                for key, value in out.items():
-                    columns[key].append(np.asarray(value))
-            if not columns:
-                return
-            yield from self.pooled_columns(
-                {key: np.concatenate(parts) for key, parts in columns.items()})["outputs"]
-            return
-        yield from training.real_rows(batches)
-
-    def prediction_record(self, guid, row):
-        """The test_predictions.jsonl object of one example's output row."""
-        if self.regression:
-            return prediction_files.regression_record(guid, row)
-        return prediction_files.classification_record(guid, row, self.label_list)
-
-    def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
-        """The eval_results.txt values (glue_data.eval_metrics)."""
-        return eval_metrics(self.processor, per_example_loss, label_ids, outputs,
-                            is_real_example, batch_ids, positive=self.positive)
-
-    def ordered_dataset(self, path, batch_size, trim_padding=False):
-        """dataset_fn reading `path` once, the last batch padded (not dropped).
-
-        With trim_padding the batches are grouped by length and trimmed;
-        Runner.predict gives their outputs back in input order.
-        """
-        return input_pipeline.dataset_fn_for([path], self.spec, batch_size, is_training=False,
-                                             trim_padding=trim_padding)
+    """The task of run and Predictor (classifier_task.task_of); `plan`: the run's
+    classifier_run.ClassifierRun."""
+    return classifier_task.task_of(plan, settings.max_seq_length, settings.use_tpu)
 
 
 def _evaluate(settings, runner, task, examples):
@@ -363,52 +246,16 @@ def _evaluate(settings, runner, task, examples):
     task.write_features(examples, eval_file)
     training.log_stage("eval", ["Num examples = %d" % len(examples),
                                 "Batch size = %d" % settings.eval_batch_size])
-    result = _eval_metrics(settings, runner, task, eval_file, len(examples))
+    result = _eval_metrics(settings, runner, task, eval_file, examples)
     result["global_step"] = runner.global_step
     fileutil.write_eval_results(os.path.join(settings.output_dir, "eval_results.txt"), result)
     return result
 
 
-def _eval_metrics(settings, runner, task, eval_file, num_examples):
+def _eval_metrics(settings, runner, task, eval_file, examples):
     """The eval_results.txt metrics (but global_step) of the model on `eval_file`."""
-    keys = ("per_example_loss", "outputs", "label_ids", "is_real_example") + (
-        ("logits", long_text.DOCUMENT_INDEX) if task.long_text.windows else ())
-    columns = {key: [] for key in keys + ("batch_ids",)}
-    batches = runner.predict(task.ordered_dataset(eval_file, settings.eval_batch_size,
-                                                  runner.trim_padding),
-                             task.predict_fn, stage="eval",
-                             total_steps=_batches(task, num_examples, settings.eval_batch_size))
-    for batch_index, out in enumerate(batches):
-        for key in keys:
-            columns[key].append(np.asarray(out[key]))
-        columns["batch_ids"].append(np.full(len(out["is_real_example"]), batch_index))
-    merged = task.pooled_columns({key: np.concatenate(parts) if parts else np.zeros([0])
-                                  for key, parts in columns.items()})
-    num_real = int(np.sum(merged["is_real_example"] > 0))
-    if num_real != num_examples:
-        raise RuntimeError("evaluated %d examples, expected %d" % (num_real, num_examples))
-    return task.metrics(merged["per_example_loss"], merged["label_ids"], merged["outputs"],
-                        merged["is_real_example"], merged["batch_ids"])
-
-
-def _batches(task, num_examples, batch_size):
-    """The batches a pass over `num_examples` examples runs (None with --long_text=windows:
-    an example makes one record per window)."""
-    return None if task.long_text.windows else -(-num_examples // batch_size)
-
-
-def _metric_names(task):
-    """The names of the metrics task.metrics reports (on two made-up rows), known
-    before the model loads or a file is written."""
-    rows = np.array([0, 1])
-    if task.processor.is_multilabel:
-        labels = outputs = np.repeat(rows[:, None], len(task.label_list), 1)
-    elif task.processor.is_regression:
-        labels = outputs = rows.astype(np.float32)
-    else:  # (a task of one label: that label twice)
-        labels = rows % len(task.label_list)
-        outputs = np.eye(len(task.label_list))[labels]
-    return sorted(task.metrics(np.zeros(2), labels, outputs, np.ones(2), rows))
+    return task.metrics(examples, task.evaluated_columns(runner, eval_file, len(examples),
+                                                         settings.eval_batch_size))
 
 
 def _dev_evaluation(settings, task, examples, metric_names):
@@ -421,7 +268,7 @@ def _dev_evaluation(settings, task, examples, metric_names):
         return None, None
     eval_file = os.path.join(settings.output_dir, "eval.tf_record")
     task.write_features(examples, eval_file)
-    return (lambda runner: _eval_metrics(settings, runner, task, eval_file, len(examples)),
+    return (lambda runner: _eval_metrics(settings, runner, task, eval_file, examples),
             metric_names)
 
 
@@ -441,12 +288,7 @@ def _output_rows(settings, runner, task, examples):
     """The model's output rows of `examples` (through output_dir/predict.tf_record)."""
     predict_file = os.path.join(settings.output_dir, "predict.tf_record")
     task.write_features(examples, predict_file)
-    batches = runner.predict(task.ordered_dataset(predict_file, settings.predict_batch_size,
-                                                  runner.trim_padding),
-                             task.predict_fn, stage="predict",
-                             total_steps=_batches(task, len(examples),
-                                                  settings.predict_batch_size))
-    return task.output_rows(batches)
+    return task.predicted_rows(runner, predict_file, len(examples), settings.predict_batch_size)
 
 
 # ---------------------------------------------------------------------------
@@ -485,7 +327,7 @@ class Predictor(model_folder.FolderPredictor):
         self.processor = processor = plan.processor
         self.task = _make_task(settings, plan)
         self.runner = training.make_runner(settings.part(*training.SETTINGS),
-                                           _model_fn(settings, plan))
+                                           lambda: self.task.model(plan.bert_config))
         labels = processor.get_labels()
         self._placeholder = (() if processor.is_multilabel else
                              "0" if processor.is_regression else labels[0])

@@ -37,9 +37,9 @@ from bert_tf2 import loaders
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import multiple_choice_data
+from bert_tf2.tasks import multiple_choice_task
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
-from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
@@ -82,7 +82,7 @@ def run(settings):
         settings.part(*model_folder.SETTINGS), "run_multiple_choice"))
     bert_config = _check_settings(settings)
     # The splits, the output folder and the vocabulary: read and checked once.
-    plan = multiple_choice_data.resolve(settings)
+    plan = multiple_choice_task.resolve(settings)
     splits, task = plan.splits, plan.task
     trainer = settings.part(*training.SETTINGS)
     num_train_steps, num_warmup_steps = (training.epoch_steps(
@@ -91,7 +91,7 @@ def run(settings):
 
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.make_runner(
-        trainer, lambda: heads.BertMultipleChoice(bert_config, settings.use_tpu),
+        trainer, lambda: task.model(bert_config),
         num_train_steps, num_warmup_steps,
         record=training_record.of(settings.part(*training_record.SETTINGS), splits["train"])
         if settings.do_train else None)
@@ -124,32 +124,21 @@ def _check_settings(settings):
     bert_config = loaders.check_fine_tuning(
    settings.part(*loaders.FINE_TUNING_CHECKS + _REQUIRED_FLAGS), _REQUIRED_FLAGS,
    check_task)
-    periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), _metric_names())
+    periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS),
+                              multiple_choice_task.metric_names())
     return bert_config
 
 
 def _evaluate(settings, runner, task, examples, outputs):
     """Scores the dev split; writes eval_results.txt (its path and eval.tf_record's added
     to `outputs`); returns eval_results.txt's values."""
-    result = _metrics(task.outputs(runner, examples, "eval", settings.eval_batch_size))
+    result = task.metrics(examples, task.predictions(runner, examples, "eval",
+                                                     settings.eval_batch_size))
     result["global_step"] = runner.global_step
     outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
     outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
     fileutil.write_eval_results(outputs["eval_results"], result)
     return result
-
-
-def _metrics(out):
-    """eval_results.txt's eval_accuracy and eval_loss of task.outputs' columns."""
-    predictions = np.argmax(out["probabilities"], axis=-1)
-    return {"eval_accuracy": np.float32(np.mean(predictions == out["label_ids"])),
-            "eval_loss": np.float32(np.mean(out["per_example_loss"]))}
-
-
-def _metric_names():
-    """The names _metrics reports (of two made-up questions), known before any work."""
-    return sorted(_metrics({"probabilities": np.eye(2), "label_ids": np.arange(2),
-                            "per_example_loss": np.zeros(2)}))
 
 
 def _dev_evaluation(settings, task, examples):
@@ -158,16 +147,15 @@ def _dev_evaluation(settings, task, examples):
     if settings.eval_every_n_steps is None:
         return None, None
     path = task.write(examples, "eval")
-    return (lambda runner: _metrics(task.outputs(runner, examples, "eval",
-                                                 settings.eval_batch_size, path)),
-            _metric_names())
+    return (lambda runner: task.metrics(examples, task.predictions(
+        runner, examples, "eval", settings.eval_batch_size, path)), task.metric_names())
 
 
 def _predict(settings, runner, task, examples, outputs):
     """Writes test_results.tsv (the choice probabilities of each test question) and
     test_predictions.jsonl (prediction_files); their paths and predict.tf_record's go
     into `outputs`."""
-    out = task.outputs(runner, examples, "predict", settings.predict_batch_size)
+    out = task.predictions(runner, examples, "predict", settings.predict_batch_size)
     outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
         settings.output_dir, examples, np.asarray(out["probabilities"], np.float32),
         prediction_files.choice_record, "questions")
@@ -211,7 +199,7 @@ class Predictor(model_folder.FolderPredictor):
                                                 self.settings.do_lower_case)
         self.runner = training.make_runner(
             self.settings.part(*training.SETTINGS),
-            lambda: heads.BertMultipleChoice(bert_config, self.settings.use_tpu))
+            lambda: multiple_choice_task.choice_model(bert_config, self.settings.use_tpu))
 
     @model_folder.one_at_a_time
     def predict(self, questions):
@@ -227,10 +215,11 @@ class Predictor(model_folder.FolderPredictor):
             return []
         examples = multiple_choice_data.examples_of_records(
             enumerate(questions), "questions", is_test=True)
-        task = multiple_choice_data.MultipleChoiceTask(
+        task = multiple_choice_task.MultipleChoiceTask(
             self.settings.output_dir, self.settings.max_seq_length, self.tokenizer,
-            len(examples[0].choices))
-        out = task.outputs(self.runner, examples, "predict", self.settings.predict_batch_size)
+            len(examples[0].choices), self.settings.use_tpu)
+        out = task.predictions(self.runner, examples, "predict",
+                               self.settings.predict_batch_size)
         results = []
         for question, row in zip(questions, np.asarray(out["probabilities"], np.float32)):
             found = prediction_files.result(prediction_files.choice_record(None, row))

@@ -171,7 +171,7 @@ def run(settings):
         model_folder.write(settings.output_dir, "run_ner", settings.bert_config_file,
                            settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
         train_file = os.path.join(settings.output_dir, "train.tf_record")
-        ner_data.write_features(train_features, train_file)
+        task.write_features(train, train_file, train_features)
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num windows = %d" % len(train_features)], len(train_features),
                            *_dev_evaluation(settings, task, plan.evaluation,
@@ -200,9 +200,9 @@ def _evaluate(settings, runner, task, conll_file, outputs):
 
 def _scores(settings, runner, task, conll_file, written=None):
     """(predicted tags, eval_results.txt's metrics but global_step) of the evaluation file."""
-    tags, loss, weight = task.tag(runner, conll_file, "eval", settings.eval_batch_size,
-                                  written)
-    return tags, ner_task.metrics([s.tags for s in conll_file.sentences], tags, loss, weight)
+    predictions = task.predictions(runner, conll_file, "eval", settings.eval_batch_size,
+                                   written)
+    return predictions[0], task.metrics(conll_file, predictions)
 
 
 def _dev_evaluation(settings, task, conll_file, metric_names):
@@ -221,7 +221,7 @@ def _dev_evaluation(settings, task, conll_file, metric_names):
 def _predict(settings, runner, task, conll_file, outputs):
     """Tags the prediction file into test_predictions.txt (its path and
     predict.tf_record's added to `outputs`)."""
-    tags, _, _ = task.tag(runner, conll_file, "predict", settings.predict_batch_size)
+    tags, _, _ = task.predictions(runner, conll_file, "predict", settings.predict_batch_size)
     path = os.path.join(settings.output_dir, "test_predictions.txt")
     ner_data.write_predictions(path, conll_file, tags)
     logging.info("Wrote the tags of %d sentences to %s", len(tags), path)
@@ -280,8 +280,8 @@ class Predictor(model_folder.FolderPredictor):
         conll = ner_data.conll_of_sentences(sentences, "sentences", require_tags=False)
         if conll.has_tags:
             raise ValueError("sentences: give words, not (word, tag) pairs")
-        tags, _, _ = self.task.tag(self.runner, conll, "predict",
-                                   self.settings.predict_batch_size)
+        tags, _, _ = self.task.predictions(self.runner, conll, "predict",
+                                           self.settings.predict_batch_size)
         return [list(zip(s.words, t)) for s, t in zip(conll.sentences, tags)]
 
 

@@ -25,7 +25,6 @@ import random
 
 from absl import flags
 from absl import logging
-import tensorflow as tf
 
 import modeling
 from bert_tf2 import fileutil
@@ -222,24 +221,8 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
     return input_fn
 
 
-def squad_loss(start_logits, end_logits, start_positions, end_positions):
-    """Mean of the start and end cross-entropies over the positions of the sequence."""
-    def cross_entropy(logits, positions):
-        logits = tf.cast(logits, tf.float32)
-        one_hot = tf.one_hot(positions, depth=tf.shape(logits)[-1], dtype=tf.float32)
-        log_probs = tf.nn.log_softmax(logits, axis=-1)
-        return -tf.reduce_mean(tf.reduce_sum(one_hot * log_probs, axis=-1))
-
-    start_loss = cross_entropy(start_logits, start_positions)
-    end_loss = cross_entropy(end_logits, end_positions)
-    return (start_loss + end_loss) / 2.0
-
-
-def _loss_fn(model, features, training):
-    outputs = model(features, training=training)
-    loss = squad_loss(outputs["start_logits"], outputs["end_logits"],
-                      features["start_positions"], features["end_positions"])
-    return loss, {}
+# The loss, importable from here as before (the task: squad_task.SquadTask).
+squad_loss = squad_task.squad_loss
 
 
 # The predict_fn of trimmed batches (squad_task), importable from here as before.
@@ -250,7 +233,7 @@ top_positions_fn = squad_task.top_positions_fn
 # The run
 # ---------------------------------------------------------------------------
 
-def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
+def _train(settings, bert_config, task, train_examples, dev=(None, None)):
     """Writes train.tf_record and fine-tunes on it; returns the Runner.
 
     `dev`: (evaluate, metric names) of --eval_every_n_steps (_dev_evaluation).
@@ -263,8 +246,7 @@ def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
     # Shuffled once here so that the small shuffle buffer of the input pipeline suffices.
     random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
     train_file = os.path.join(settings.output_dir, "train.tf_record")
-    num_features = squad_task.write_features(train_file, train_examples, tokenizer,
-                                             settings, is_training=True)
+    num_features = task.write_features(train_examples, train_file, is_training=True)
 
     logging.info("***** Running training *****")
     logging.info("  Num orig examples = %d", len(train_examples))
@@ -272,15 +254,14 @@ def _train(settings, bert_config, tokenizer, train_examples, dev=(None, None)):
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
 
-    spec = input_pipeline.squad_features(settings.max_seq_length, is_training=True)
-
-    dataset_fn = input_pipeline.dataset_fn_for([train_file], spec, settings.train_batch_size,
-                                               is_training=True, seed=settings.seed)
+    dataset_fn = input_pipeline.dataset_fn_for([train_file], task.spec,
+                                               settings.train_batch_size, is_training=True,
+                                               seed=settings.seed)
 
     runner = _make_runner(settings, bert_config, num_train_steps, num_warmup_steps,
                           training_record.of(settings.part(*training_record.SETTINGS),
                                              train_examples))
-    runner.train(dataset_fn, _loss_fn, global_batch_size=settings.train_batch_size,
+    runner.train(dataset_fn, task.loss_fn, global_batch_size=settings.train_batch_size,
                  evaluation=periodic_eval.from_settings(
                      settings.part(*periodic_eval.SETTINGS), *dev))
     return runner
@@ -291,11 +272,11 @@ def _make_runner(settings, bert_config, num_train_steps=0, num_warmup_steps=0, r
     `record`: a training run's training_record.of values."""
     return training.make_runner(
         settings.part(*training.SETTINGS),
-        lambda: heads.BertSquad(bert_config, use_one_hot_embeddings=settings.use_tpu),
+        lambda: squad_task.squad_model(bert_config, settings.use_tpu),
         num_train_steps, num_warmup_steps, record=record)
 
 
-def _dev_evaluation(settings, tokenizer, eval_examples, articles):
+def _dev_evaluation(settings, task, eval_examples, articles):
     """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it.
 
     evaluate(runner): the official EM/F1 of eval_results.txt on --predict_file
@@ -308,23 +289,22 @@ def _dev_evaluation(settings, tokenizer, eval_examples, articles):
         raise ValueError("--eval_every_n_steps needs questions with answers in "
                          "--predict_file=%s (the EM/F1 it evaluates)"
                          % squad_task.predict_source(settings))
-    names = squad_results.metric_names(articles, settings.version_2_with_negative)
+    names = task.metric_names(articles)
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS), names)
-    written = squad_task.write_eval(settings, eval_examples, tokenizer)
+    written = squad_task.write_eval(settings, eval_examples, task.tokenizer)
 
     def evaluate(runner):
-        summaries, results = squad_task.predict(settings, runner, eval_examples, tokenizer,
-                                                written)
+        summaries, results = task.predictions(runner, eval_examples, written)
         predictions = compute_predictions(
             eval_examples, summaries, results, settings.n_best_size,
             settings.max_answer_length, settings.do_lower_case,
             settings.version_2_with_negative, settings.null_score_diff_threshold,
             settings.verbose_logging)
-        return evaluate_predictions(articles, predictions, settings.version_2_with_negative)
+        return task.metrics(articles, predictions)
     return evaluate, names
 
 
-def _evaluate(settings, articles, squad_predictions):
+def _evaluate(settings, task, articles, squad_predictions):
     """Official EM/F1 of the predictions into eval_results.txt, when gold answers exist."""
     if not squad_predictions.predictions:
         logging.warning("--predict_file=%s has no questions: EM/F1 not computed",
@@ -334,8 +314,7 @@ def _evaluate(settings, articles, squad_predictions):
         logging.info("Not every question of %s has answers: EM/F1 not computed",
                      squad_task.predict_source(settings))
         return None
-    results = evaluate_predictions(articles, squad_predictions,
-                                   settings.version_2_with_negative)
+    results = task.metrics(articles, squad_predictions)
     fileutil.write_eval_results(os.path.join(settings.output_dir, "eval_results.txt"), results)
     return results
 
@@ -362,30 +341,29 @@ def run(settings):
     runner = None
     if settings.do_train:
         # Checks --best_metric against the metric names before any file is written.
-        dev = _dev_evaluation(settings, plan.tokenizer, plan.eval_examples,
-                              plan.eval_articles)
+        dev = _dev_evaluation(settings, plan.task, plan.eval_examples, plan.eval_articles)
         model_folder.write(settings.output_dir, "run_squad", settings.bert_config_file,
                            settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
-        runner = _train(settings, plan.bert_config, plan.tokenizer, plan.train_examples, dev)
+        runner = _train(settings, plan.bert_config, plan.task, plan.train_examples, dev)
         plan = dataclasses.replace(plan, train_examples=None)  # their memory back
         result.outputs["train_records"] = os.path.join(settings.output_dir, "train.tf_record")
     if settings.do_predict:
         if runner is None:
             runner = _make_runner(settings, plan.bert_config)
         _predict_and_score(settings, runner, plan.eval_articles, plan.eval_examples,
-                           plan.tokenizer, result)
+                           plan.task, result)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
 
-def _predict_and_score(settings, runner, articles, examples, tokenizer, result):
+def _predict_and_score(settings, runner, articles, examples, task, result):
     """--do_predict: the answer files, EM/F1 and the re-thresholded predictions, each
     recorded in `result` (a settings_lib.Result) as it is written."""
     result.outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
     files = _answer_files(settings)
-    squad_predictions = _write_answers(settings, runner, examples, tokenizer, files)
+    squad_predictions = _write_answers(settings, runner, examples, task, files)
     result.outputs.update(files)
-    metrics = _evaluate(settings, articles, squad_predictions)
+    metrics = _evaluate(settings, task, articles, squad_predictions)
     if metrics is not None:
         result.metrics = dict(metrics)
         result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
@@ -412,9 +390,9 @@ def _answer_files(settings):
     return {name: os.path.join(settings.output_dir, name + ".json") for name in names}
 
 
-def _write_answers(settings, runner, eval_examples, tokenizer, files):
+def _write_answers(settings, runner, eval_examples, task, files):
     """Predicts the eval features and writes the answer files `files` (_answer_files)."""
-    summaries, results = squad_task.predict(settings, runner, eval_examples, tokenizer)
+    summaries, results = task.predictions(runner, eval_examples)
     return write_predictions(
         eval_examples, summaries, results, settings.n_best_size, settings.max_answer_length,
         settings.do_lower_case, files["predictions"], files["nbest_predictions"],
@@ -472,8 +450,8 @@ class Predictor(model_folder.FolderPredictor):
         super().__init__(Settings, "run_squad", model_folder, batch_size, settings,
                          data="predict_file")
         bert_config = _check_settings(self.settings)
-        self.tokenizer = loaders.load_tokenizer(self.settings.vocab_file,
-                                                self.settings.do_lower_case)
+        self.task = squad_task.SquadTask(self.settings, loaders.load_tokenizer(
+            self.settings.vocab_file, self.settings.do_lower_case))
         self.runner = _make_runner(self.settings, bert_config)
 
     @model_folder.one_at_a_time
@@ -493,8 +471,7 @@ class Predictor(model_folder.FolderPredictor):
         examples = examples_from_articles(articles, is_training=False,
                                           version_2_with_negative=settings.version_2_with_negative,
                                           source="questions")
-        summaries, results = squad_task.predict(settings, self.runner, examples,
-                                                self.tokenizer)
+        summaries, results = self.task.predictions(self.runner, examples)
         found = compute_predictions(examples, summaries, results, settings.n_best_size,
                                     settings.max_answer_length, settings.do_lower_case,
                                     settings.version_2_with_negative,

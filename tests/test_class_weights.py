@@ -7,6 +7,7 @@ from sklearn.utils.class_weight import compute_class_weight
 import run_classifier
 import run_ner
 from bert_tf2 import flags_common
+from bert_tf2.tasks import classifier_task
 from bert_tf2.tasks import long_text
 from bert_tf2.trainer import class_weights
 from bert_tf2 import heads
@@ -43,7 +44,7 @@ def test_from_settings_reads_a_list_and_needs_training():
 
 def _classifier_task(weights):
     fv = flags_common.parse_flags(run_classifier.define_flags, [])
-    return run_classifier._Task(  # pylint: disable=protected-access
+    return classifier_task.ClassifierTask(
         run_classifier.get_processor("sst-2"), None, 6, long_text.from_settings(run_classifier.Settings.of(fv), 6), weights)
 
 

@@ -23,9 +23,8 @@ per-token feature.
 Contracts with the other modules (bert_tf2/tasks/multilabel_data.py (run_classifier
 --task_name=multilabel)):
 `processor.is_multilabel` (a DataProcessor attribute, False elsewhere) makes run_classifier
-use `MultiLabelTask` in place of its own task object: the same interface (label_list, spec,
-write_features, loss_fn, predict_fn, ordered_dataset, metrics, output_rows,
-prediction_record), so _evaluate / _predict run unchanged (test_results.tsv: one sigmoid
+use classifier_task.MultiLabelTask (records, loss and metrics of this module) in place of
+its ClassifierTask, so _evaluate / _predict run unchanged (test_results.tsv: one sigmoid
 probability per label, tab-separated; test_predictions.jsonl:
 prediction_files.multilabel_record). The processor (MultiLabelProcessor for the headerless
 TSV files, file_data.FileProcessor for --task_type=multilabel) carries `threshold`.
@@ -54,8 +53,6 @@ from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
 from bert_tf2.tasks import glue_data
-from bert_tf2.tasks import prediction_files
-from bert_tf2.trainer import training
 
 TASK_NAME = "multilabel"
 LABEL_SEPARATOR = ","
@@ -266,70 +263,6 @@ def label_set_metrics(true, predicted, label_list):
     for label, value in zip(label_list, f1):
         result["eval_f1_label_%s" % label] = value
     return {key: np.float32(value) for key, value in result.items()}
-
-
-class MultiLabelTask(object):
-    """run_classifier's train / evaluate / predict pieces for --task_name=multilabel.
-
-    The interface of run_classifier's own task object: label_list, spec,
-    write_features, loss_fn, predict_fn, ordered_dataset, metrics, output_rows,
-    prediction_record.
-    """
-
-    regression = False
-
-    def __init__(self, processor, tokenizer, max_seq_length, long_texts):
-        self.processor = processor
-        self.long_text = long_texts  # truncate (processor_of refuses the others)
-        self.tokenizer = tokenizer
-        self.max_seq_length = max_seq_length
-        self.label_list = processor.get_labels()
-        self.spec = record_spec(max_seq_length, len(self.label_list))
-
-    def write_features(self, examples, path):
-        """Writes the TFRecord file of `examples` to `path`."""
-        write_records(examples, self.label_list, self.max_seq_length, self.tokenizer, path)
-
-    def loss_fn(self, model, features, is_training):
-        """The training loss of one replica's batch (see training.Runner.train)."""
-        loss, _, _ = compute_loss(model(features, training=is_training)["logits"],
-                                  features["label_ids"])
-        return loss, {}
-
-    def predict_fn(self, model, features):
-        """Per-example loss, per-label probabilities and the multi-hot labels [B, L]."""
-        logits = model(features, training=False)["logits"]
-        _, per_example, probabilities = compute_loss(logits, features["label_ids"])
-        return {"per_example_loss": per_example, "outputs": probabilities,
-                "label_ids": tf.reshape(features["label_ids"], tf.shape(probabilities)),
-                "is_real_example": features["is_real_example"]}
-
-    def pooled_columns(self, columns):
-        """One record per example: the evaluated columns as they are."""
-        return columns
-
-    def output_rows(self, batches):
-        """The probabilities of the real examples of Runner.predict's batches, in order."""
-        return training.real_rows(batches)
-
-    def prediction_record(self, guid, row):
-        """The test_predictions.jsonl object of one example's probabilities."""
-        return prediction_files.multilabel_record(guid, row, self.label_list,
-                                                  self.processor.threshold)
-
-    def ordered_dataset(self, path, batch_size, trim_padding=False):
-        """dataset_fn reading `path` once, in order, the last batch padded."""
-        return input_pipeline.dataset_fn_for([path], self.spec, batch_size, is_training=False,
-                                             trim_padding=trim_padding)
-
-    def metrics(self, per_example_loss, label_ids, outputs, is_real_example, batch_ids):
-        """eval_results.txt: run_classifier's eval_loss / loss and label_set_metrics."""
-        result = glue_data.loss_metrics(per_example_loss, is_real_example, batch_ids)
-        real = np.asarray(is_real_example) > 0
-        result.update(label_set_metrics(
-            np.asarray(label_ids)[real],
-            np.asarray(outputs)[real] >= self.processor.threshold, self.label_list))
-        return result
 
 
 # ---------------------------------------------------------------------------

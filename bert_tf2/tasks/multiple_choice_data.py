@@ -18,19 +18,15 @@ reference's pair truncation; an example's features are [num_choices, max_seq_len
 """
 import collections
 import csv
-import dataclasses
 import json
 import math
 import os
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
-from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import data_tables
-from bert_tf2.trainer import training
 
 # One question: its id, context, the second segment of every choice and the label.
 Example = collections.namedtuple("Example", "guid context choices label")
@@ -204,85 +200,9 @@ def write_features(examples, path, max_seq_length, tokenizer):
     return writer.num_written
 
 
-class MultipleChoiceTask(object):
-    """What the train / evaluate / predict steps share: features, loss and outputs."""
-
-    def __init__(self, output_dir, max_seq_length, tokenizer, num_choices):
-        self.output_dir = output_dir
-        self.max_seq_length = max_seq_length
-        self.tokenizer = tokenizer
-        self.num_choices = num_choices
-        self.spec = record_spec(num_choices, max_seq_length)
-
-    def write(self, examples, name):
-        """Writes output_dir/`name`.tf_record; returns its path."""
-        path = os.path.join(self.output_dir, name + ".tf_record")
-        write_features(examples, path, self.max_seq_length, self.tokenizer)
-        return path
-
-    @staticmethod
-    def loss_fn(model, features, is_training):
-        """Mean cross-entropy over this replica's questions (see training.Runner.train)."""
-        logits = model(features, training=is_training)["logits"]
-        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=features["label_ids"], logits=logits)
-        return tf.reduce_mean(per_example), {}
-
-    @staticmethod
-    def predict_fn(model, features):
-        """Choice probabilities and the per-question loss."""
-        logits = model(features, training=False)["logits"]
-        return {"probabilities": tf.nn.softmax(logits, axis=-1),
-                "per_example_loss": tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels=features["label_ids"], logits=logits),
-                "label_ids": features["label_ids"],
-                "is_real_example": features["is_real_example"]}
-
-    def outputs(self, runner, examples, name, batch_size, path=None):
-        """Writes `name`.tf_record (unless `path`, written before, is given); the
-        predict_fn outputs of its real rows, in order."""
-        path = path or self.write(examples, name)
-        training.log_stage(name, ["Num questions = %d" % len(examples)])
-        count = len(examples)
-        parts = {}
-        batches = runner.predict(input_pipeline.dataset_fn_for(
-            [path], self.spec, batch_size, is_training=False,
-            trim_padding=runner.trim_padding), self.predict_fn, stage=name,
-            total_steps=-(-count // batch_size))
-        for out in batches:
-            real = np.asarray(out["is_real_example"]) > 0
-            for key in ("probabilities", "per_example_loss", "label_ids"):
-                parts.setdefault(key, []).append(np.asarray(out[key])[real])
-        merged = {key: np.concatenate(value) for key, value in parts.items()}
-        if len(merged.get("label_ids", ())) != count:
-            raise RuntimeError("predicted %d questions, expected %d"
-                               % (len(merged.get("label_ids", ())), count))
-        return merged
-
-
-@dataclasses.dataclass(frozen=True)
-class MultipleChoiceRun:
-    """A run_multiple_choice run's data, resolved once before any work (resolve)."""
-    splits: dict  # {"train" / "dev" / "test": Examples} of the do_* steps
-    task: MultipleChoiceTask  # features, loss and outputs (the tokenizer, the choices)
-    source: str  # the data in messages (data_tables.describe)
-
-
-def resolve(settings):
-    """Reads every split the do_* steps need (and so checks it) before any work, and
-    before the output folder is made; then makes it and reads the vocabulary."""
-    data_dir = settings.data_dir
-    wanted = {name: "--do_%s" % flag for name, flag in (
-        ("train", "train"), ("dev", "eval"), ("test", "predict"))
-        if getattr(settings, "do_" + flag)}
-    data_tables.check_splits(data_dir, wanted)
-    splits = {name: read_examples(settings.task_name, data_dir, name) for name in wanted}
-    num_choices = {len(examples[0].choices) for examples in splits.values()}
-    if len(num_choices) != 1:
-        raise ValueError("the splits of %s have different numbers of choices: %s"
-                         % (data_tables.describe(data_dir), sorted(num_choices)))
-    fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    return MultipleChoiceRun(splits, MultipleChoiceTask(
-        settings.output_dir, settings.max_seq_length, tokenizer, num_choices.pop()),
-        data_tables.describe(data_dir))
+def __getattr__(name):
+    """MultipleChoiceTask, now in multiple_choice_task.py, importable from here as before."""
+    if name == "MultipleChoiceTask":
+        from bert_tf2.tasks import multiple_choice_task  # pylint: disable=import-outside-toplevel
+        return multiple_choice_task.MultipleChoiceTask
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

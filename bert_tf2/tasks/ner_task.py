@@ -273,7 +273,8 @@ def labels_of(settings, train):
 
 
 class NerTask(object):
-    """What the train / evaluate / predict steps share: labels, features, model, loss."""
+    """What the train / evaluate / predict steps share: labels, features, model, loss
+    (a FineTuningTask, task.py)."""
 
     def __init__(self, settings, labels, tokenizer, weights=None):
         self.settings = settings  # a part of the run's settings: TASK_SETTINGS
@@ -341,19 +342,27 @@ class NerTask(object):
                 "weights": has_words[:, tf.newaxis] * at_first,
                 "is_real_example": features["is_real_example"]}
 
+    def write_features(self, examples, path, features=None):
+        """Writes the windows of the ConllFile `examples` (`features`: those features()
+        made of it already) to `path`; returns how many."""
+        if features is None:
+            features = self.features(examples)
+        ner_data.write_features(features, path)
+        return len(features)
+
     def write(self, conll_file, name):
         """Windows `conll_file` into output_dir/`name`.tf_record; returns (features, path)."""
         features = self.features(conll_file)
         training.log_stage(name, ["Num sentences = %d, windows = %d"
                                   % (len(conll_file.sentences), len(features))])
         path = os.path.join(self.settings.output_dir, name + ".tf_record")
-        ner_data.write_features(features, path)
+        self.write_features(conll_file, path, features)
         return features, path
 
-    def tag(self, runner, conll_file, name, batch_size, written=None):
-        """Tags `conll_file` through `name`.tf_record (written now, or `written`: the
+    def predictions(self, runner, conll_file, stage, batch_size, written=None):
+        """Tags `conll_file` through `stage`.tf_record (written now, or `written`: the
         (features, path) of write()); returns (tags per sentence, loss sum, weight)."""
-        features, path = written or self.write(conll_file, name)
+        features, path = written or self.write(conll_file, stage)
         dataset_fn = input_pipeline.dataset_fn_for([path], self.spec, batch_size,
                                                    is_training=False,
                                                    trim_padding=runner.trim_padding)
@@ -361,7 +370,7 @@ class NerTask(object):
         per_token = {"predicted": length, "loss": length, "weights": length}
         predicted, loss, weight = [], 0.0, 0.0
         for out in runner.predict(dataset_fn, self.predict_fn, sequence_outputs=per_token,
-                                  stage=name, total_steps=-(-len(features) // batch_size)):
+                                  stage=stage, total_steps=-(-len(features) // batch_size)):
             real = np.asarray(out["is_real_example"]) > 0
             predicted.extend(np.asarray(out["predicted"])[real])
             loss += float(np.sum(np.asarray(out["loss"], np.float64)[real]))
@@ -371,6 +380,18 @@ class NerTask(object):
                                % (len(predicted), len(features)))
         tags = ner_data.sentence_predictions(conll_file, features, predicted, self.labels)
         return tags, loss, weight
+
+    @staticmethod
+    def metrics(examples, predictions):
+        """eval_results.txt's values (module metrics) of predictions()' (tags, loss sum,
+        weight) against the gold tags of the ConllFile `examples`."""
+        return metrics([s.tags for s in examples.sentences], *predictions)
+
+    @staticmethod
+    def metric_names(examples=None):
+        """The names metrics() reports for the ConllFile `examples` (module metric_names;
+        [] without one)."""
+        return metric_names(examples) if examples is not None else []
 
 
 def metrics(gold, tags, loss, weight):

@@ -1,10 +1,13 @@
-"""run_squad's data, resolved once, and its prediction pass over eval.tf_record.
+"""run_squad's task (a FineTuningTask, task.py), its data resolved once, and its
+prediction pass over eval.tf_record.
 
 resolve(settings, bert_config) reads the vocabulary and both SQuAD files before anything
 long runs (bad input fails early), then makes the output folder: a SquadRun (frozen)
-that run_squad's train / predict steps read. write_features / write_eval write the
-feature files; predict runs a model over eval.tf_record into CompactResults (full
-logits, or --trim_padding's n-best real positions: top_positions_fn).
+that run_squad's train / predict steps read, holding the SquadTask: the BertSquad model,
+squad_loss (the mean of the start and end cross-entropies), the features, the
+predictions and the official EM/F1. write_features / write_eval write the feature
+files; predict runs a model over eval.tf_record into CompactResults (full logits, or
+--trim_padding's n-best real positions: top_positions_fn).
 """
 import dataclasses
 import os
@@ -19,6 +22,7 @@ from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
+from bert_tf2 import heads
 
 # Seconds between two progress lines while predicting.
 PROGRESS_EVERY_S = 10.0
@@ -32,6 +36,7 @@ class SquadRun:
     train_examples: object = None  # SquadExamples of --train_file (None without do_train)
     eval_examples: object = None  # of --predict_file (None without do_predict)
     eval_articles: object = None  # --predict_file's articles (gold answers for EM/F1)
+    task: object = None  # the SquadTask of the run's settings and tokenizer
 
 
 def resolve(settings, bert_config):
@@ -52,7 +57,77 @@ def resolve(settings, bert_config):
             version_2_with_negative=settings.version_2_with_negative,
             source=predict_source(settings))
     fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    return SquadRun(bert_config, tokenizer, train_examples, eval_examples, eval_articles)
+    return SquadRun(bert_config, tokenizer, train_examples, eval_examples, eval_articles,
+                    SquadTask(settings, tokenizer))
+
+
+def squad_model(bert_config, use_one_hot_embeddings=False):
+    """The tf_keras SQuAD model: start and end logits per token (heads.BertSquad)."""
+    return heads.BertSquad(bert_config, use_one_hot_embeddings=use_one_hot_embeddings)
+
+
+def squad_loss(start_logits, end_logits, start_positions, end_positions):
+    """Mean of the start and end cross-entropies over the positions of the sequence."""
+    def cross_entropy(logits, positions):
+        logits = tf.cast(logits, tf.float32)
+        one_hot = tf.one_hot(positions, depth=tf.shape(logits)[-1], dtype=tf.float32)
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        return -tf.reduce_mean(tf.reduce_sum(one_hot * log_probs, axis=-1))
+
+    start_loss = cross_entropy(start_logits, start_positions)
+    end_loss = cross_entropy(end_logits, end_positions)
+    return (start_loss + end_loss) / 2.0
+
+
+class SquadTask(object):
+    """What run_squad's train / predict steps share (a FineTuningTask): the settings of
+    the run (max_seq_length, doc_stride, max_query_length, n_best_size, ...) and the
+    tokenizer."""
+
+    def __init__(self, settings, tokenizer):
+        self.settings = settings
+        self.tokenizer = tokenizer
+        self.spec = input_pipeline.squad_features(settings.max_seq_length, is_training=True)
+
+    def model(self, bert_config):
+        """A BertSquad (--use_tpu: one-hot embeddings)."""
+        return squad_model(bert_config, self.settings.use_tpu)
+
+    def write_features(self, examples, path, is_training=True, keep=None):
+        """Writes the windows of `examples` to `path` (training records: with their
+        answer positions; `keep`: a list the eval windows' summaries are appended to);
+        returns the number written."""
+        return write_features(path, examples, self.tokenizer, self.settings, is_training,
+                              keep)
+
+    @staticmethod
+    def loss_fn(model, features, is_training):
+        """squad_loss of one replica's batch (see training.Runner.train)."""
+        outputs = model(features, training=is_training)
+        loss = squad_loss(outputs["start_logits"], outputs["end_logits"],
+                          features["start_positions"], features["end_positions"])
+        return loss, {}
+
+    @staticmethod
+    def predict_fn(model, features):
+        """The start and end logits of a batch's windows (module predict_fn)."""
+        return predict_fn(model, features)
+
+    def predictions(self, runner, examples, written=None):
+        """(window summaries, CompactResults) of `examples` through eval.tf_record
+        (module predict; `written`: write_eval's result)."""
+        return predict(self.settings, runner, examples, self.tokenizer, written)
+
+    def metrics(self, examples, predictions):
+        """The official EM / F1 (squad_results.evaluate_predictions) of the
+        SquadPredictions `predictions` against the gold answers of `examples`: the
+        articles of --predict_file."""
+        return squad_results.evaluate_predictions(examples, predictions,
+                                                  self.settings.version_2_with_negative)
+
+    def metric_names(self, examples=None):
+        """The names metrics() reports for the articles `examples`."""
+        return squad_results.metric_names(examples, self.settings.version_2_with_negative)
 
 
 def predict_source(settings):

@@ -1,0 +1,89 @@
+"""Every runner's task has the one shape of tasks/task.py, and no face defines a task."""
+import ast
+import inspect
+
+import pytest
+
+from conftest import REPO_ROOT
+
+import run_classifier
+import run_ner
+import run_squad
+from bert_tf2.tasks import classifier_task
+from bert_tf2.tasks import long_text
+from bert_tf2.tasks import multilabel_data
+from bert_tf2.tasks import multiple_choice_task
+from bert_tf2.tasks import ner_task
+from bert_tf2.tasks import squad_task
+from bert_tf2.tasks import task as task_lib
+
+FACES = ("run_classifier.py", "run_ner.py", "run_squad.py", "run_multiple_choice.py")
+
+
+def _long_texts():
+    return long_text.from_settings(run_classifier.Settings(), 16)
+
+
+# One constructed task of each kind, made as its runner makes it (no model, no data).
+TASKS = {
+    "classifier": lambda: classifier_task.ClassifierTask(
+        run_classifier.get_processor("mrpc"), None, 16, _long_texts()),
+    "regression": lambda: classifier_task.ClassifierTask(
+        run_classifier.get_processor("sts-b"), None, 16, _long_texts()),
+    "multilabel": lambda: classifier_task.MultiLabelTask(
+        multilabel_data.MultiLabelProcessor(["a", "b"]), None, 16, _long_texts()),
+    "ner": lambda: ner_task.NerTask(
+        run_ner.Settings(output_dir="unused").part(*ner_task.TASK_SETTINGS),
+        ["O", "B-PER", "I-PER"], None),
+    "squad": lambda: squad_task.SquadTask(run_squad.Settings(), None),
+    "multiple_choice": lambda: multiple_choice_task.MultipleChoiceTask("unused", 16, None, 4),
+}
+
+
+def _protocol_methods():
+    return sorted(name for name, value in vars(task_lib.FineTuningTask).items()
+                  if inspect.isfunction(value) and not name.startswith("_"))
+
+
+def test_the_protocol_names_what_the_trainer_and_the_faces_call():
+    assert _protocol_methods() == ["loss_fn", "metric_names", "metrics", "model",
+                                   "predict_fn", "write_features"]
+
+
+@pytest.mark.parametrize("kind", sorted(TASKS))
+def test_each_task_is_a_fine_tuning_task(kind):
+    task = TASKS[kind]()
+    assert isinstance(task, task_lib.FineTuningTask)
+    assert isinstance(task.spec, dict) and "input_ids" in task.spec
+    for name in _protocol_methods():
+        wanted = list(inspect.signature(getattr(task_lib.FineTuningTask, name)).parameters)[1:]
+        given = list(inspect.signature(getattr(task, name)).parameters.values())
+        # The protocol's parameters first, by name and in order; any more have defaults.
+        assert [p.name for p in given[:len(wanted)]] == wanted, (kind, name)
+        assert all(p.default is not inspect.Parameter.empty for p in given[len(wanted):]), (
+            kind, name)
+
+
+def test_a_task_missing_a_method_is_not_one():
+    class NoMetrics(object):  # pylint: disable=too-few-public-methods
+        spec = {}
+
+        def model(self, bert_config):
+            return bert_config
+
+    assert not isinstance(NoMetrics(), task_lib.FineTuningTask)
+
+
+def test_the_classifier_metric_names_are_the_reports():
+    # metric_names runs metrics on made-up rows: the names a real evaluation reports.
+    assert "eval_f1" in TASKS["classifier"]().metric_names()
+    assert "eval_pearson" in TASKS["regression"]().metric_names()
+    assert "eval_micro_f1" in TASKS["multilabel"]().metric_names()
+    assert TASKS["multiple_choice"]().metric_names() == ["eval_accuracy", "eval_loss"]
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_the_faces_define_no_task_class(face):
+    tree = ast.parse((REPO_ROOT / face).read_text(encoding="utf-8"))
+    classes = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    assert set(classes) <= {"Predictor"}, (face, classes)
