@@ -137,13 +137,13 @@ from bert_tf2.export import serving_squad
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
+from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2.tasks import pooling
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
-from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 
 MODEL_TYPES = serving.MODEL_TYPES

@@ -41,6 +41,7 @@ from bert_tf2.tasks.glue_data import (  # noqa: F401  pylint: disable=unused-imp
 import modeling
 import tokenization
 from bert_tf2.base import tf1_variables
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import classifier_run
 from bert_tf2.tasks import classifier_task
@@ -51,7 +52,6 @@ from bert_tf2.tasks import long_text
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
-from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training

@@ -41,12 +41,12 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
+from bert_tf2 import heads
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_task
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import class_weights
-from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record

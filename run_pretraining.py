@@ -24,11 +24,11 @@ from bert_tf2.base import tf1_variables
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
+from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
 from bert_tf2.pretraining import pretraining_records
-from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record

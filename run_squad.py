@@ -30,6 +30,7 @@ import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
+from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
@@ -38,7 +39,6 @@ from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
 from bert_tf2.tasks import squad_task
-from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
 # The task data and post-processing live in squad_data / squad_results; every name

@@ -30,9 +30,9 @@ from bench_util import np, tf
 import export_saved_model  # pylint: disable=wrong-import-order
 import modeling  # pylint: disable=wrong-import-order
 import tokenization  # pylint: disable=wrong-import-order
+from bert_tf2 import heads  # pylint: disable=wrong-import-order
 from bert_tf2.tasks import glue_data  # pylint: disable=wrong-import-order
 from bert_tf2.trainer import checkpoints  # pylint: disable=wrong-import-order
-from bert_tf2 import heads  # pylint: disable=wrong-import-order
 
 SHARED = os.environ.get("BERT_TF2_SHARED",
                         os.path.join(bench_util.REPO_ROOT, "..", "shared"))

@@ -13,8 +13,8 @@ import modeling
 import optimization
 from bert_tf2 import flags_common
 from bert_tf2 import fileutil
-from bert_tf2.trainer import checkpoints
 from bert_tf2 import heads
+from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import restore_plan
 from bert_tf2.trainer import training
 from conftest import write_text

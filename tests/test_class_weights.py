@@ -7,10 +7,10 @@ from sklearn.utils.class_weight import compute_class_weight
 import run_classifier
 import run_ner
 from bert_tf2 import flags_common
+from bert_tf2 import heads
 from bert_tf2.tasks import classifier_task
 from bert_tf2.tasks import long_text
 from bert_tf2.trainer import class_weights
-from bert_tf2 import heads
 from test_training import features, tiny_config
 
 

@@ -23,8 +23,8 @@ import convert_hf_checkpoint as conv
 import modeling
 import tokenization
 from bert_tf2 import flags_common
-from bert_tf2.trainer import checkpoints
 from bert_tf2 import heads
+from bert_tf2.trainer import checkpoints
 from conftest import HANG_GUARD_SECONDS, peer_python
 
 

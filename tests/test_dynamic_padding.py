@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 
 import modeling
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import multiple_choice_data
-from bert_tf2 import heads
 from bert_tf2.trainer import training
 from conftest import FP32_ATOL, REPO_ROOT
 from conftest import HANG_GUARD_SECONDS

@@ -22,11 +22,11 @@ import tokenization
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
 from bert_tf2 import flags_common
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import checkpoints
-from bert_tf2 import heads
 from conftest import write_text
 from conftest import FP32_ATOL
 from conftest import HANG_GUARD_SECONDS

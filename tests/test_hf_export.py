@@ -17,8 +17,8 @@ import tensorflow as tf
 import convert_hf_checkpoint as conv
 import tokenization
 from bert_tf2 import flags_common
-from bert_tf2.trainer import checkpoints
 from bert_tf2 import heads
+from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT, peer_python, write_text
 from conftest import features_of_rows, pack_as_reference, random_head_model
 from conftest import HANG_GUARD_SECONDS

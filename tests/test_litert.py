@@ -12,8 +12,8 @@ import tensorflow as tf
 import export_saved_model as esm
 import modeling
 from bert_tf2 import flags_common
-from bert_tf2.trainer import checkpoints
 from bert_tf2 import heads
+from bert_tf2.trainer import checkpoints
 from conftest import write_text
 
 pytest.importorskip("ai_edge_litert", reason="the [litert] extra (ai-edge-litert) is missing")

@@ -9,8 +9,8 @@ import tf_keras
 
 import modeling
 from bert_tf2.encoder import transformer
-from bert_tf2.trainer import checkpoints
 from bert_tf2 import heads
+from bert_tf2.trainer import checkpoints
 from conftest import FP32_ATOL
 
 

@@ -13,9 +13,9 @@ import create_pretraining_data as cpd
 import modeling
 import run_pretraining
 from bert_tf2 import flags_common
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.pretraining import pretraining_records
-from bert_tf2 import heads
 
 SEQ = 64            # max_seq_length
 PREDS = 6           # max_predictions_per_seq

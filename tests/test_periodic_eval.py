@@ -9,10 +9,10 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf2 import fileutil
+from bert_tf2 import heads
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
-from bert_tf2 import heads
 from bert_tf2.trainer import periodic_eval
 from conftest import write_text
 from bert_tf2.trainer import training

@@ -14,8 +14,8 @@ from absl import logging as absl_logging
 import modeling
 import run_classifier
 from bert_tf2 import flags_common
-from bert_tf2 import logs
 from bert_tf2 import heads
+from bert_tf2 import logs
 from bert_tf2.trainer import progress
 from bert_tf2.trainer import training
 from conftest import HANG_GUARD_SECONDS, REPO_ROOT

@@ -22,9 +22,9 @@ import run_classifier
 import run_pretraining
 import run_squad
 import tokenization
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.trainer import checkpoints
-from bert_tf2 import heads
 from conftest import FP32_ATOL
 from conftest import HANG_GUARD_SECONDS
 

@@ -13,8 +13,8 @@ import modeling
 import run_multiple_choice
 import tokenization
 from bert_tf2 import flags_common
-from bert_tf2.tasks import multiple_choice_data as mcd
 from bert_tf2 import heads
+from bert_tf2.tasks import multiple_choice_data as mcd
 from conftest import check_test_predictions
 from conftest import write_text
 

@@ -13,9 +13,9 @@ import modeling
 import run_ner
 import tokenization
 from bert_tf2 import flags_common
+from bert_tf2 import heads
 from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
-from bert_tf2 import heads
 from conftest import REPO_ROOT
 from conftest import HANG_GUARD_SECONDS
 from test_ner_data import IOB1, IOB2, VOCAB, write

@@ -22,8 +22,8 @@ import tokenization
 from bert_tf2 import flags_common
 from bert_tf2.export import litert_data
 from bert_tf2.export import serving_tagger
-from bert_tf2.tasks import ner_data
 from bert_tf2 import heads
+from bert_tf2.tasks import ner_data
 from conftest import write_text
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "mary", "lives",

@@ -18,9 +18,9 @@ import tensorflow as tf
 
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
-from bert_tf2 import heads
 from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
+from bert_tf2 import heads
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import ner_data

@@ -16,9 +16,9 @@ from bert_tf2.export import head_types
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
+from bert_tf2 import heads
 from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
-from bert_tf2 import heads
 from bert_tf2.trainer import model_folder
 
 # --serving_dtype -> the Keras policy the served model is built under.

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 import modeling
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.export import head_types
 from bert_tf2.export import serving_tagger
@@ -17,7 +18,6 @@ from bert_tf2.export import serving_squad
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import pooling
-from bert_tf2 import heads
 
 MODEL_TYPES = head_types.SERVED
 

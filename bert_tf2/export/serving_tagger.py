@@ -21,8 +21,8 @@ ServingModule (serving.py) packs the windows and runs the model between the step
 """
 import tensorflow as tf
 
-from bert_tf2.tasks import ner_data
 from bert_tf2 import heads
+from bert_tf2.tasks import ner_data
 
 _BLANK_CODES = tuple(sorted(ord(c) for c in ner_data.WORD_BLANKS))
 

@@ -18,13 +18,13 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
-from bert_tf2 import heads
 from bert_tf2.trainer import training
 
 

@@ -13,11 +13,11 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2 import loaders
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import multiple_choice_data
-from bert_tf2 import heads
 from bert_tf2.trainer import training
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import data_tables
@@ -22,7 +23,6 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_metrics
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import class_weights
-from bert_tf2 import heads
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record

@@ -18,11 +18,11 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
-from bert_tf2 import heads
 
 # Seconds between two progress lines while predicting.
 PROGRESS_EVERY_S = 10.0

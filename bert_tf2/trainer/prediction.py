@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf2 import input_pipeline
 from bert_tf2 import heads
+from bert_tf2 import input_pipeline
 from bert_tf2.trainer import predict_outputs
 from bert_tf2.trainer import progress
 

@@ -99,8 +99,8 @@ from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer.distribution import (  # noqa: F401
     configure_precision, get_strategy, global_sum, is_chief, num_replicas, set_seed)
 from bert_tf2 import fileutil
-from bert_tf2 import input_pipeline
 from bert_tf2 import heads
+from bert_tf2 import input_pipeline
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import prediction
 # The tf.function wrappers of both loops (prediction.py), under the names callers use.
