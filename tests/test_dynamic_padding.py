@@ -13,7 +13,7 @@ import tensorflow as tf
 import modeling
 from bert_tf2 import heads
 from bert_tf2 import input_pipeline
-from bert_tf2.tasks import multiple_choice_data
+from bert_tf2.tasks import multiple_choice_task
 from bert_tf2.trainer import training
 from conftest import FP32_ATOL, REPO_ROOT
 from conftest import HANG_GUARD_SECONDS
@@ -221,7 +221,7 @@ def test_buckets_group_by_length_and_number_the_examples(tmp_path):
 
 # The probabilities, loss and labels of a softmax head's logits: the multiple-choice
 # task's predict_fn serves a classifier's logits as well.
-classifier_predict = multiple_choice_data.MultipleChoiceTask.predict_fn
+classifier_predict = multiple_choice_task.MultipleChoiceTask.predict_fn
 
 
 def predict_both(runner, path, spec, batch_size, predict_fn, window, **kwargs):

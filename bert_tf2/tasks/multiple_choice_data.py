@@ -199,10 +199,3 @@ def write_features(examples, path, max_seq_length, tokenizer):
             })
     return writer.num_written
 
-
-def __getattr__(name):
-    """MultipleChoiceTask, now in multiple_choice_task.py, importable from here as before."""
-    if name == "MultipleChoiceTask":
-        from bert_tf2.tasks import multiple_choice_task  # pylint: disable=import-outside-toplevel
-        return multiple_choice_task.MultipleChoiceTask
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
