@@ -73,7 +73,11 @@ def test_train_checkpoints_resume_and_max_steps(tmp_path, caplog):
     assert "model.ckpt-0.index" not in files    # saved at the start, gone with keep_checkpoint_max=3
     assert est.latest_checkpoint().endswith("model.ckpt-10")
     log = caplog.text
-    assert "loss = " in log and "step = 5" in log and "global_step/sec: " in log
+    # TF's LoggingTensorHook reads global_step in the same session.run as the train op that
+    # increments it, so the 5th step's line may say 5 or 6 (TensorFlow's Estimator has the
+    # same race); what is pinned is that a line comes every 5 steps, with the loss.
+    assert "loss = " in log and "global_step/sec: " in log
+    assert re.search(r"loss = [0-9.e-]+, step = [56] ", log), log
 
     est.train(train_input_fn, max_steps=15)      # resumes at 10
     whole = _estimator(tmp_path / "b")
