@@ -213,6 +213,51 @@ def test_groupings_agree_and_sparse_gradients_are_dense():
                                        err_msg=f"{grouping} sparse={sparse}")
 
 
+def _bert_update(num_layers, grouping, steps=3):
+    """(values of every parameter and slot, fused_step traces it made) after `steps`
+    clipped updates of a BertClassifier's variables (H 32, random gradients)."""
+    from bert_tf2 import heads
+    from bert_tf2.base import fused_update
+    import modeling
+    config = modeling.BertConfig(vocab_size=41, hidden_size=32, num_hidden_layers=num_layers,
+                                 num_attention_heads=2, intermediate_size=64)
+    model = heads.BertClassifier(config, num_labels=3)
+    model(heads.dummy_features())
+    rng = np.random.RandomState(num_layers)
+    variables = model.trainable_variables
+    for v in variables:
+        v.assign(rng.normal(scale=0.05, size=v.shape).astype(np.float32))
+    opt = optimization.create_optimizer(1e-2, 10, 1, clip_norm=1.0, fused_grouping=grouping)
+
+    @tf.function
+    def step(grads):
+        """One update, traced in a function of its own as a run's training loop is."""
+        opt.apply_gradients(zip(grads, variables))
+
+    before = fused_update.fused_step.experimental_get_tracing_count()
+    for k in range(steps):
+        step([tf.constant(rng.normal(scale=3.0 if k % 2 else 0.01, size=v.shape)
+                          .astype(np.float32)) for v in variables])
+    traces = fused_update.fused_step.experimental_get_tracing_count() - before
+    values = [v.numpy() for v in variables]
+    values += [opt.get_slot(v, s).numpy() for s in opt.get_slot_names() for v in variables]
+    return values, traces
+
+
+def test_batched_update_is_one_program_per_kind_of_layer_with_the_same_values():
+    # "batched" (CPU's default) cuts the update at every layer's variables, so the
+    # encoder layers share their programs: a second and third layer trace nothing new
+    # (TensorFlow keeps a copy of each distinct program's graph per run's training
+    # function: issue 63's memory per run). Each variable's update is its own loop:
+    # bit for bit the values of one program per variable.
+    batched, traces = _bert_update(1, "batched")
+    assert traces > 0  # its word embeddings' shape (41 rows) is this test's own
+    assert _bert_update(3, "batched")[1] == 0  # the 3-layer model: every program reused
+    by_variable, _ = _bert_update(1, "variable")
+    for a, b in zip(batched, by_variable):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_settings_are_checked_and_serialized():
     with pytest.raises(ValueError, match="fused_grouping"):
         optimization.create_optimizer(1e-3, 10, 1, fused_grouping="layer")

@@ -125,11 +125,27 @@ fused_step = tf.function(fused_step_body, jit_compile=True, reduce_retracing=Tru
 _CPU_BATCH_ELEMENTS = 1 << 20
 
 
+def _owner(variable):
+    """The name of the layer that holds ``variable``: its name without the last part
+    (``.../attention/self/query`` for ``.../query/kernel:0``; a mirrored copy's
+    ``/replica_N`` suffix dropped)."""
+    name = re.sub(r"(/replica_\d+)?(:\d+)?$", "", variable.name)
+    return name.rpartition("/")[0]
+
+
 def _batches(members, grouping):
     """Splits a device's (grad, variables, flags) members into fused calls.
 
-    "device": one call; "variable": one per variable; "batched": consecutive
-    variables gathered until a batch holds _CPU_BATCH_ELEMENTS elements.
+    "device": one call; "variable": one per variable; "batched": the variables of
+    one layer (a dense layer's kernel and bias, a LayerNorm's gamma and beta, the
+    embedding tables), a batch closed early once it holds _CPU_BATCH_ELEMENTS
+    elements. Each encoder layer then makes the same batches as the one before it
+    (same shapes, same flags), which share one traced and compiled program:
+    TensorFlow keeps a copy of the graph of every distinct XLA program a training
+    function calls for as long as the process lives (about 1.8 KiB a node, per
+    run of a notebook or a search), so a program per kind of layer rather than
+    one per stretch of the model keeps that copy small. Every variable's values
+    are those of any other split (each variable's update is its own loop).
     """
     if grouping == "device":
         return [members]
@@ -137,6 +153,9 @@ def _batches(members, grouping):
         return [[member] for member in members]
     batches, current, size = [], [], 0
     for member in members:
+        if current and _owner(member[1][0]) != _owner(current[-1][1][0]):
+            batches.append(current)
+            current, size = [], 0
         current.append(member)
         size += member[1][0].shape.num_elements() or 0
         if size >= _CPU_BATCH_ELEMENTS:
@@ -166,10 +185,13 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
     ``apply_gradients`` groups the variables of each device and computes their
     new values in XLA: ``fused_grouping="device"`` compiles the whole group into
     one computation (one launch, a handful of kernels on GPU); ``"variable"``
-    one per variable; ``"batched"`` one per large variable and one per run of
-    small ones (about 2**20 elements each), which TF runs in parallel -- on
-    CPU, where XLA runs the loops of one computation one after another, that
-    measured faster; ``"auto"`` (default) is "batched" on CPU devices and
+    one per variable; ``"batched"`` one per layer of the model (a dense
+    layer's kernel and bias, a LayerNorm's two vectors; a variable of 2**20
+    elements or more alone), which TF runs in parallel -- on CPU, where XLA
+    runs the loops of one computation one after another, that measured faster
+    -- and which every encoder layer shares, so that a run traces and keeps a
+    program per kind of layer, not one per stretch of the model (see
+    ``_batches``); ``"auto"`` (default) is "batched" on CPU devices and
     "device" elsewhere.  The computation writes the moment slots in place and
     gives back the new parameters, which are then assigned to the variables,
     so what is saved is exactly what the per-variable path saves.
