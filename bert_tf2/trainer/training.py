@@ -116,6 +116,23 @@ from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator)
 
 CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
 
+# Training loops compiled with --enable_xla in this process ({"made": count}; the
+# warning of _warn_compiled_steps_kept comes at the second).
+XLA_TRAINING_LOOPS = {"made": 0}
+
+
+def _warn_compiled_steps_kept():
+    """Warns once, at the second --enable_xla training loop of a process: TensorFlow keeps
+    every run's compiled step (its XLA cache has no eviction; a 2-layer H 32 model: 49 MiB
+    a run), which a notebook or a search in one process pays run after run."""
+    XLA_TRAINING_LOOPS["made"] += 1
+    if XLA_TRAINING_LOOPS["made"] == 2:
+        logging.warning(
+            "--enable_xla: a second training run in this process; TensorFlow keeps each "
+            "run's compiled step until the process ends (49 MiB a run for a 2-layer H 32 "
+            "model, more for larger ones): for many runs, leave enable_xla off or give "
+            "each run its own process")
+
 
 # ---------------------------------------------------------------------------
 # Configuration of a run
@@ -568,6 +585,7 @@ class Runner(prediction.PredictionLoop):
             # optimizer's update of mirrored variables.
             gradients_fn = run_function(gradients_fn, jit_compile=True,
                                         autograph=self.config.autograph)
+            _warn_compiled_steps_kept()
 
         def one_step(iterator):
             micro = [next(iterator) for _ in range(n_micro)]
