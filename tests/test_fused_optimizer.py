@@ -23,7 +23,10 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+import modeling
 import optimization
+from bert_tf2 import heads
+from bert_tf2.base import fused_update
 from conftest import HANG_GUARD_SECONDS
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -216,9 +219,6 @@ def test_groupings_agree_and_sparse_gradients_are_dense():
 def _bert_update(num_layers, grouping, steps=3):
     """(values of every parameter and slot, fused_step traces it made) after `steps`
     clipped updates of a BertClassifier's variables (H 32, random gradients)."""
-    from bert_tf2 import heads
-    from bert_tf2.base import fused_update
-    import modeling
     config = modeling.BertConfig(vocab_size=41, hidden_size=32, num_hidden_layers=num_layers,
                                  num_attention_heads=2, intermediate_size=64)
     model = heads.BertClassifier(config, num_labels=3)
