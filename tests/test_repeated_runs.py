@@ -12,6 +12,7 @@ from bert_tf2 import startup
 from bert_tf2.trainer import training
 from conftest import REPO_ROOT
 from conftest import HANG_GUARD_SECONDS
+from test_training import classifier_loss, dataset_fn_of, features, make_runner
 
 # Two runs of the same Settings in one fresh Python process (benchmarks/bench_memory.py's
 # task and tiny model), then one TensorFlow warning; the metrics, predictions and the
@@ -116,7 +117,6 @@ def test_a_second_xla_training_run_in_a_process_warns_once(tmp_path, monkeypatch
     # TensorFlow's XLA cache keeps every run's compiled step (no eviction): 49 MiB a run for
     # the 2-layer H 32 model of bench_memory. A process's second --enable_xla training loop
     # says so, once; the first, and runs without XLA, say nothing.
-    from test_training import classifier_loss, dataset_fn_of, features, make_runner
     monkeypatch.setitem(training.XLA_TRAINING_LOOPS, "made", 0)
     said = []
     with caplog.at_level(logging.WARNING):

@@ -142,9 +142,9 @@ def _batches(members, grouping):
     elements. Each encoder layer then makes the same batches as the one before it
     (same shapes, same flags), which share one traced and compiled program:
     TensorFlow keeps a copy of the graph of every distinct XLA program a training
-    function calls for as long as the process lives (about 1.8 KiB a node, per
-    run of a notebook or a search), so a program per kind of layer rather than
-    one per stretch of the model keeps that copy small. Every variable's values
+    function calls for as long as the process lives (its size grows with the
+    program's; one copy per run of a notebook or a search), so a program per kind
+    of layer rather than one per stretch of the model keeps that copy small. Every variable's values
     are those of any other split (each variable's update is its own loop).
     """
     if grouping == "device":
