@@ -14,6 +14,7 @@
 - `read_text`: a UTF-8 data file whose errors name the file (and line);
 - `temp_name` / `is_temporary`: the names of our temporaries (and leftovers);
 - `remove`: the one way a file or folder is removed, never through a symlink;
+  `links_in` / `mount_points_in`: the links and mount points a removal must refuse;
 - `replace_folder` / `recover_folder`: a folder replaced whole by one built beside it;
 - `owned_outputs` (`claim_outputs`, `record_outputs`): a tool replaces only files it
   wrote itself, and leaves none of its earlier files behind.
@@ -131,6 +132,28 @@ def links_in(paths):
     """The local paths among `paths` that are symbolic links (a removal never goes
     through one: see remove), in order."""
     return [str(p) for p in paths if "://" not in str(p) and os.path.islink(str(p))]
+
+
+def _mount_points():
+    """The local mount points (/proc/self/mountinfo's fifth field; os.path.ismount misses
+    a bind mount of a folder of the same file system, as docker -v makes)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return set()
+    return {re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            for line in lines if len(line.split()) > 4}
+
+
+def mount_points_in(paths):
+    """The local paths among `paths` that are mount points (a removal never crosses into
+    one: what is there belongs to whoever mounted it), in order."""
+    local = [str(p) for p in paths if "://" not in str(p) and os.path.lexists(str(p))]
+    if not local:
+        return []
+    points = _mount_points()
+    return [p for p in local if os.path.ismount(p) or os.path.realpath(p) in points]
 
 
 def folder_behind_link(path, flag, point_at="a folder"):

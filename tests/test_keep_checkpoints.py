@@ -1,14 +1,19 @@
 """--keep_checkpoint_max (TF1 RunConfig's) and --keep_best_only: what a run leaves on disk."""
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import run_classifier
+from bert_tf2 import fileutil
 from bert_tf2 import flags_common
+from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training
+from bert_tf2.trainer import written_files
 from test_training import classifier_loss, dataset_fn_of, features, make_runner
 
 
@@ -96,6 +101,10 @@ def test_keep_best_only_leaves_best_and_no_optimizer_slots(tmp_path):
     assert not [n for n in os.listdir(folder) if n.startswith("model.ckpt")]
     assert not (folder / "checkpoint").exists()  # no state file naming what is gone
     assert _indexes(folder / "best") == ["model.ckpt-4.index"]
+    assert _names(folder) == [
+        "best/best.json", "best/checkpoint", "best/model.ckpt-4.data-00000-of-00001",
+        "best/model.ckpt-4.index", "eval/events", "eval_history.jsonl", "train/events",
+        written_files.FILE]
     names = [name for name, _ in tf.train.list_variables(str(folder / "best" / "model.ckpt-4"))]
     assert names and not [n for n in names if "optimizer" in n]
     assert runner.global_step == 8  # the trained model stays in memory for eval / predict
@@ -105,25 +114,69 @@ def test_keep_best_only_leaves_best_and_no_optimizer_slots(tmp_path):
         make_runner(tmp_path, "run", num_train_steps=8)
 
 
-def test_keep_best_only_keeps_what_a_stopped_run_resumes_from(tmp_path):
+def _names(folder):
+    """The files a run left, TensorBoard's events by folder (their names hold a time);
+    the lock of the run (its process still holds it) left out."""
+    found = []
+    for top, _, files in os.walk(str(folder)):
+        for name in files:
+            rel = os.path.relpath(os.path.join(top, name), str(folder))
+            if rel != fileutil.LOCK_FILE:
+                found.append(re.sub(r"events\.out\.tfevents\..*", "events", rel))
+    return sorted(set(found))
+
+
+def test_keep_best_only_after_a_stop_leaves_what_a_clean_run_leaves(tmp_path):
+    """A stopped run keeps every checkpoint (it resumes from them); once the resumed run
+    ends, the folder is the one a clean run leaves: best/ alone, no model.ckpt-N and no
+    state file naming a mid-run step (before the fix: model.ckpt-2/4/6 and a state file
+    naming step 6 of 8 stayed, served by predict(OUT) and retrained by a rerun)."""
     folder = tmp_path / "run"
     first = make_runner(tmp_path, "run", num_train_steps=8, keep_best_only=True,
                         keep_checkpoint_max=0)
     with pytest.raises(KeyboardInterrupt):
         _train(first, _evaluation({2: 0.5, 4: 0.9}, stop_at=6))
-    # Stopped: every checkpoint stays, the run resumes from step 6.
     assert _indexes(folder) == ["model.ckpt-2.index", "model.ckpt-4.index",
                                 "model.ckpt-6.index"]
     resumed = make_runner(tmp_path, "run", num_train_steps=8, keep_best_only=True,
                           keep_checkpoint_max=0)
     assert resumed.global_step == 6
     _train(resumed, _evaluation({6: 0.6, 8: 0.95}))
-    # The resumed run removes its own checkpoint (step 8) only: the first run's stay,
-    # and the state file names the newest of them.
-    assert _indexes(folder) == ["model.ckpt-2.index", "model.ckpt-4.index",
-                                "model.ckpt-6.index"]
-    assert tf.train.latest_checkpoint(str(folder)).endswith("model.ckpt-6")
+    assert _indexes(folder) == [] and not (folder / "checkpoint").exists()
     assert _indexes(folder / "best") == ["model.ckpt-8.index"]
+    # What a clean run leaves (test_keep_best_only_leaves_best_and_no_optimizer_slots).
+    assert _names(folder) == [
+        "best/best.json", "best/checkpoint", "best/model.ckpt-8.data-00000-of-00001",
+        "best/model.ckpt-8.index", "eval/events", "eval_history.jsonl", "train/events",
+        written_files.FILE]
+    # What serves the folder names best/ in one line; a rerun trains nothing.
+    for out in (folder,):
+        with pytest.raises(ValueError, match=r"^no checkpoint found in directory "
+                                             r"--init_checkpoint=\S+: its model is \S+/best/"
+                                             r"model.ckpt-8, the best checkpoint a "
+                                             r"--keep_best_only run keeps .*: use \S+/best$"):
+            checkpoints.resolve_checkpoint(str(out), "--init_checkpoint")
+        with pytest.raises(ValueError, match=r"no checkpoint to restore: .*its model is \S+/best/"
+                                             r"model.ckpt-8"):
+            make_runner(tmp_path, out.name, num_train_steps=8, keep_best_only=True)
+
+
+def test_keep_best_only_removes_no_checkpoint_training_did_not_record(tmp_path):
+    """A checkpoint in the folder that training did not record writing (the user's, put
+    there during the run) stays; training's own go."""
+    folder = tmp_path / "run"
+    runner = make_runner(tmp_path, "run", num_train_steps=4, keep_best_only=True,
+                         keep_checkpoint_max=0)
+    runner.train(dataset_fn_of(features(8), 4), classifier_loss,
+                 evaluation=_evaluation({2: 0.9, 4: 0.5}))
+    assert _indexes(folder) == []
+    stranger = make_runner(tmp_path, "stranger", num_train_steps=2, keep_checkpoint_max=0)
+    _train(stranger)
+    for name in os.listdir(tmp_path / "stranger"):
+        if name.startswith("model.ckpt-2."):
+            shutil.copy(tmp_path / "stranger" / name, folder / name.replace("-2.", "-9."))
+    assert checkpoints.remove_written_checkpoints(str(folder)) == 0
+    assert _indexes(folder) == ["model.ckpt-9.index"]
 
 
 def test_keep_best_only_without_a_best_keeps_the_checkpoints(tmp_path, caplog):

@@ -19,6 +19,7 @@ from bert_tf2 import fileutil
 from bert_tf2.convert import hf_export
 from bert_tf2.convert import huggingface
 from bert_tf2.trainer import training_record
+from bert_tf2.trainer import written_files
 from conftest import write_text
 from test_training_record import _fake_folder
 
@@ -194,7 +195,8 @@ def test_restart_refuses_a_users_file_in_best_then_works_once_it_is_moved(tmp_pa
     assert decision.restart and not (folder / "best").exists()
     assert sorted(_tree(folder)) == ["bert_config.json", "label_list.txt",
                                      "model.ckpt-2.index.bak", "notes.txt",
-                                     "train.tf_record", "train/mine.txt"]
+                                     "train.tf_record", "train/mine.txt",
+                                     written_files.FILE]
 
 
 # ---------------------------------------------------------------------------
@@ -331,11 +333,12 @@ def test_restart_does_not_compare_a_taggers_labels(tmp_path):
 
 def test_restart_with_another_vocab_replaces_the_folders_copy(tmp_path):
     """model_folder.write refuses a folder's vocab.txt of other content: a restart with
-    another --vocab_file removes the copy (after its checks), not leaving a folder
-    without checkpoints that every later run refuses."""
+    another --vocab_file removes the copy training made (after its checks), not leaving
+    a folder without checkpoints that every later run refuses."""
     folder = tmp_path / "out"
     _folder_of_ours(folder)
     write_text(folder / "vocab.txt", "[PAD]\nold\n")
+    written_files.note(str(folder), ["vocab.txt"])  # the copy model_folder.write made
     new_vocab = write_text(tmp_path / "vocab.txt", "[PAD]\nnew\n")
     same = dict(_NEW, vocab_file=training_record.file_fingerprint([str(folder / "vocab.txt")]))
     plan = training_record.plan_restart(str(folder), values=same)
@@ -343,3 +346,101 @@ def test_restart_with_another_vocab_replaces_the_folders_copy(tmp_path):
     other = dict(_NEW, vocab_file=training_record.file_fingerprint([new_vocab]))
     training_record.decide(str(folder), other, "restart", 2, 4)
     assert not (folder / "vocab.txt").exists() and (folder / "bert_config.json").exists()
+
+
+@pytest.mark.parametrize("name", ["vocab.txt", "bert_config.json"])
+def test_restart_never_removes_the_users_own_vocab_or_config(tmp_path, name):
+    """A vocabulary made into the output folder (create_vocab.py), or a Google release
+    folder used as the output folder: the first run read the file there and wrote no
+    copy; a restart with another file refuses in one line and removes nothing (before
+    the fix: "removed its 6 training files", the user's file among them)."""
+    folder = tmp_path / "out"
+    _folder_of_ours(folder)
+    mine = "[PAD]\nmine\n" if name == "vocab.txt" else '{"hidden_size": 32}\n'
+    write_text(folder / name, mine)  # the user's: never recorded as written
+    key = "vocab_file" if name == "vocab.txt" else "bert_config_file"
+    other = write_text(tmp_path / ("other_" + name), "something else\n")
+    values = dict(_NEW, **{key: training_record.file_fingerprint([other])})
+    before = _tree(folder)
+    with pytest.raises(ValueError, match=r"^--existing_checkpoint=restart: --output_dir=\S+ holds "
+                                         r"%s: training_files.json does not record training "
+                                         r"writing it \(your file, or changed since\); .*move "
+                                         r"it away, or use a new --output_dir; nothing was "
+                                         r"removed$" % re.escape(name)):
+        training_record.decide(str(folder), values, "restart", 2, 4)
+    assert _tree(folder) == before and (folder / name).read_text() == mine
+    # A copy training made, edited by the user since, is the user's too.
+    write_text(folder / name, "copied\n")
+    written_files.note(str(folder), [name])
+    write_text(folder / name, "copied, then edited\n")
+    with pytest.raises(ValueError, match="does not record training writing it"):
+        training_record.decide(str(folder), values, "restart", 2, 4)
+    assert (folder / name).read_text() == "copied, then edited\n"
+
+
+@pytest.mark.parametrize("name", ["checkpoint", "model.ckpt-3.index"])
+def test_restart_never_removes_a_users_folder_named_like_a_training_file(tmp_path, name):
+    folder = tmp_path / "out"
+    _folder_of_ours(folder)
+    if name == "checkpoint":  # the state file's name: the user's folder instead
+        os.remove(folder / name)
+        written_files.note(str(folder), [])
+    write_text(folder / name / "thesis.tex", "years of work")
+    _refused(folder, r"^--existing_checkpoint=restart: --output_dir=\S+: \S+/%s is a folder, "
+                     r"which training never makes under that name: a restart never removes a "
+                     r"folder it did not make; .*nothing was removed$" % re.escape(name))
+    assert (folder / name / "thesis.tex").read_text() == "years of work"
+
+
+def test_restart_removes_no_file_training_did_not_record(tmp_path):
+    """A checkpoint-like file training did not record (another tool's, a copy the user
+    put there, an earlier version's folder) refuses the restart: removing it could be
+    the user's loss, keeping it would be resumed as the new run's."""
+    folder = tmp_path / "out"
+    _folder_of_ours(folder)
+    write_text(folder / "model.ckpt-9.index", "the user's")
+    _refused(folder, r"holds model.ckpt-9.index: training_files.json does not record "
+                     r"training writing it")
+    os.remove(folder / "model.ckpt-9.index")
+    write_text(folder / "eval_history.jsonl", "edited by hand\n")  # changed since
+    _refused(folder, r"holds eval_history.jsonl: training_files.json does not record")
+    os.remove(folder / written_files.FILE)  # an earlier version's folder: nothing proven
+    _refused(folder, r"holds checkpoint, eval_history.jsonl, model.ckpt-2.data-00000-of-00001"
+                     r", \.\.\.: it has no training_files.json \(trained by an earlier version\)")
+
+
+def _bind_mount(source, target):
+    """Bind-mounts `source` on `target` (as docker -v does); False when this machine
+    cannot (no privilege): the test then takes os.path.ismount's word instead."""
+    os.makedirs(target, exist_ok=True)
+    import subprocess  # pylint: disable=import-outside-toplevel
+    try:
+        return subprocess.run(["mount", "--bind", str(source), str(target)],
+                              capture_output=True, check=False).returncode == 0
+    except OSError:
+        return False
+
+
+def test_restart_refuses_a_mount_point_and_removes_nothing(tmp_path, monkeypatch):
+    """OUT/train a bind mount of a shared TensorBoard folder: refused before anything is
+    removed (before the fix: every events file there deleted, another run's too, then
+    "Device or resource busy"). os.path.ismount misses a bind mount within one file
+    system: fileutil reads /proc/self/mountinfo too."""
+    folder, shared = tmp_path / "out", tmp_path / "shared"
+    _folder_of_ours(folder)
+    write_text(shared / "events.out.tfevents.9.other", "another run's events")
+    shutil.rmtree(folder / "train")
+    mounted = _bind_mount(shared, folder / "train")
+    if not mounted:
+        real = os.path.ismount
+        monkeypatch.setattr(os.path, "ismount",
+                            lambda p: str(p) == str(folder / "train") or real(p))
+    try:
+        _refused(folder, r"^--existing_checkpoint=restart: --output_dir=\S+: \S+/train is a "
+                         r"mount point; a restart removes only files training wrote, never what "
+                         r"is mounted there .*nothing was removed$", outside=shared)
+    finally:
+        if mounted:
+            import subprocess  # pylint: disable=import-outside-toplevel
+            subprocess.run(["umount", str(folder / "train")], check=True)
+    assert (shared / "events.out.tfevents.9.other").read_text() == "another run's events"

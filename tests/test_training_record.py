@@ -13,6 +13,7 @@ from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
 from bert_tf2.trainer import periodic_eval
 from bert_tf2.trainer import training_record
+from bert_tf2.trainer import written_files
 from conftest import write_text
 from test_training import absl_records  # noqa: F401
 
@@ -165,6 +166,16 @@ def _fake_folder(folder, values):
         write_text(os.path.join(folder, name), name)
     if values is not None:
         training_record.write(folder, values, 0)
+        # What training records writing (written_files): a restart removes only these.
+        written_files.note(folder, _TRAINING_WROTE)
+        for sub in ("best", "train", "eval"):
+            written_files.note_folder(folder, sub)
+
+
+_TRAINING_WROTE = ("model.ckpt-2.index", "model.ckpt-2.data-00000-of-00001", "checkpoint",
+                   "eval_history.jsonl", "best/model.ckpt-1.index", "best/best.json",
+                   "best/label_list.txt", "train/events.out.tfevents.1.host",
+                   "eval/events.out.tfevents.2.host")
 
 
 def test_decisions_of_each_mode(tmp_path, absl_records):
@@ -201,7 +212,7 @@ def test_decisions_of_each_mode(tmp_path, absl_records):
                   for d, _, files in os.walk(folder) for f in files)
     assert left == ["bert_config.json", "label_list.txt",
                     "model.ckpt-2.index.bak", "notes.txt", "train.tf_record",
-                    "train/mine.txt"]
+                    "train/mine.txt", written_files.FILE]
     assert not os.path.exists(os.path.join(folder, "best"))
     assert not os.path.exists(os.path.join(folder, "eval"))  # emptied: removed
 

@@ -15,6 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf2 import fileutil
+from bert_tf2.trainer import written_files
 
 # First path components that TF1 BERT checkpoints use at the top level, and those of
 # the task heads the reference never had (run_ner's tagger, its feature-based
@@ -157,8 +158,26 @@ def refuse_orphans(directory, names, flag="--output_dir"):
     if found:
         raise ValueError(
             "%s=%s holds %s but no checkpoint to restore: they belong to a run whose "
-            "checkpoints are gone; use a new %s (or move them away to start again)"
-            % (flag, directory, " and ".join(found), flag))
+            "checkpoints are gone%s; use a new %s (or move them away to start again)"
+            % (flag, directory, " and ".join(found), best_hint(directory, "; "), flag))
+
+
+# The folder periodic_eval keeps the best checkpoint in (periodic_eval.BEST_DIR).
+_BEST_DIR = "best"
+
+
+def best_hint(directory, lead=": "):
+    """For a message about a folder without a checkpoint of its own: where its best/
+    checkpoint is (a run with --keep_best_only leaves only that), "" when it has none."""
+    best = os.path.join(str(directory), _BEST_DIR)
+    try:
+        prefix = tf.train.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
+    except (ValueError, tf.errors.OpError):
+        prefix = None
+    if not prefix:
+        return ""
+    return ("%sits model is %s, the best checkpoint a --keep_best_only run keeps (it removes "
+            "the others once training ends): use %s" % (lead, prefix, best))
 
 
 def resolve_checkpoint(path, flag=None):
@@ -178,7 +197,7 @@ def resolve_checkpoint(path, flag=None):
             if len(candidates) == 1:
                 latest = candidates[0][:-len(".index")]
         if latest is None:
-            raise ValueError("no checkpoint found in directory %s" % named)
+            raise ValueError("no checkpoint found in directory %s%s" % (named, best_hint(path)))
         return latest
     if tf.io.gfile.exists(path + ".index"):
         return path
@@ -505,6 +524,29 @@ def remove_checkpoints(directory, prefixes):
         else:
             fileutil.remove(os.path.join(str(directory), STATE_FILE))
     return removed
+
+
+def remove_written_checkpoints(directory):
+    """Removes the model.ckpt-N checkpoints of `directory` whose every file training
+    recorded writing (written_files.proven), through remove_checkpoints (the state file
+    rewritten, or removed with the last); another's checkpoint stays, with a warning.
+    Returns the number of checkpoints removed."""
+    record = written_files.read(directory)
+    ours, others = [], []
+    for prefix in _own_checkpoints(directory):
+        names = [os.path.basename(p) for p in checkpoint_files(prefix)]
+        proven = record is not None and all(
+            written_files.proven(directory, n, record) for n in names)
+        (ours if proven else others).append(prefix)
+    if others:
+        logging.warning("%s: %s not recorded as written by this training (%s): kept",
+                        directory, ", ".join(os.path.basename(p) for p in others),
+                        written_files.FILE)
+    if ours:
+        remove_checkpoints(directory, ours)
+        written_files.note(directory, [STATE_FILE] if tf.io.gfile.exists(
+            os.path.join(str(directory), STATE_FILE)) else [])
+    return len(ours)
 
 
 def tf2_to_tf1(tf2_path, tf1_prefix, include_optimizer=False):

@@ -31,6 +31,7 @@ import tensorflow as tf
 from bert_tf2 import fileutil
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import written_files
 
 CONFIG_FILE = fileutil.CONFIG_FILE
 VOCAB_FILE = fileutil.VOCAB_FILE
@@ -184,7 +185,8 @@ def _copy_once(source, target, flag):
             return
         raise ValueError("%s=%s differs from %s, which the model in that folder was trained "
                          "with: use a new --output_dir, or that file" % (flag, source, target))
-    with fileutil.atomic_open(target, "wb") as f:
+    folder, name = os.path.split(target)
+    with written_files.writing(folder, [name]), fileutil.atomic_open(target, "wb") as f:
         f.write(data)
 
 

@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import written_files
 from bert_tf2.trainer import summaries
 
 HISTORY_FILE = "eval_history.jsonl"
@@ -375,7 +376,8 @@ class PeriodicEval:
             logging.warning("%s: %d records after the restored step %d or repeated; "
                             "dropped", self._path(HISTORY_FILE), len(records) - len(kept), step)
             if self._runner.is_chief:
-                write_history(self._path(HISTORY_FILE), list(kept.values()))
+                with written_files.writing(self._path(), [HISTORY_FILE]):
+                    write_history(self._path(HISTORY_FILE), list(kept.values()))
         return [kept[s] for s in sorted(kept)]
 
     def _read_best(self, step):
@@ -429,7 +431,8 @@ class PeriodicEval:
         record = dict(global_step=step, **values)
         self.history.append(record)
         if self._runner.is_chief:
-            write_history(self._path(HISTORY_FILE), self.history)
+            with written_files.writing(self._path(), [HISTORY_FILE]):
+                write_history(self._path(HISTORY_FILE), self.history)
             summaries.write_scalars(self._writer, step, values)
             self._writer.flush()
         logging.info("Evaluation at step %d (%.1f s): %s%s", step, seconds,
@@ -496,9 +499,12 @@ class PeriodicEval:
             with fileutil.atomic_open(os.path.join(staging, BEST_FILE), "w") as f:
                 f.write(json.dumps(best) + "\n")
         replaced = fileutil.temp_name(folder, "old")
-        if tf.io.gfile.exists(folder):
-            tf.io.gfile.rename(folder, replaced)
-        tf.io.gfile.rename(staging, folder)
+        with written_files.writing(self._path(), [BEST_DIR + "/*"] if runner.is_chief else []):
+            if tf.io.gfile.exists(folder):
+                tf.io.gfile.rename(folder, replaced)
+            tf.io.gfile.rename(staging, folder)
+        if runner.is_chief:
+            written_files.note_folder(self._path(), BEST_DIR)
         # A best/ that was a symlink went aside as the link: removed as one, its target kept.
         fileutil.remove(replaced)
         self.best = best

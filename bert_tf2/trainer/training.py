@@ -110,6 +110,7 @@ from bert_tf2.trainer import restore_plan
 from bert_tf2 import logs
 from bert_tf2.trainer import summaries
 from bert_tf2.trainer import training_record
+from bert_tf2.trainer import written_files
 import modeling
 import optimization
 from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
@@ -409,7 +410,8 @@ class Runner(prediction.PredictionLoop):
             self.checkpoint, directory, max_to_keep=config.keep_checkpoint_max or None,
             checkpoint_name=CHECKPOINT_NAME)
         self.saved = []  # the checkpoints this Runner wrote, oldest first
-        self._restore()
+        self._restore()  # a restart's removal first: the folders it made go with it
+        self._written = written_files.Run(directory if self.is_chief else None)
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -454,27 +456,26 @@ class Runner(prediction.PredictionLoop):
 
     def save(self):
         """Writes a checkpoint of the current step; returns its path."""
-        path = fileutil.save_checkpoint(self.manager, self.global_step)
+        with self._written.saving(CHECKPOINT_NAME, self.global_step):
+            path = fileutil.save_checkpoint(self.manager, self.global_step)
         self.saved.append(path)
         logging.info("Saved checkpoint %s", path)
         return path
 
     def _keep_best_only(self):
-        """--keep_best_only at the end of training: removes the checkpoints this run wrote
-        (those the manager still keeps), leaving best/; none when best/ holds nothing."""
+        """--keep_best_only at the end of training: removes the folder's checkpoints that
+        training recorded writing (this run's and those of the runs it resumed:
+        written_files), and the state file with them, leaving best/; none when best/ holds
+        nothing. The folder is then the same however often the training was stopped."""
         directory = self.manager.directory
         if periodic_eval.best_checkpoint(directory) is None:
             logging.warning("--keep_best_only: %s holds no best checkpoint (no evaluation "
                             "improved on --best_metric), so the run's checkpoints stay",
                             os.path.join(directory, periodic_eval.BEST_DIR))
             return
-        kept = {os.path.basename(p) for p in self.manager.checkpoints}
-        mine = [p for p in self.saved if os.path.basename(p) in kept]
-        if not mine:
-            return
-        checkpoints.remove_checkpoints(directory, mine)
-        logging.info("--keep_best_only: removed %d checkpoint(s) of this run; the model is "
-                     "in %s", len(mine), periodic_eval.best_checkpoint(directory))
+        removed = checkpoints.remove_written_checkpoints(directory)
+        logging.info("--keep_best_only: removed %d checkpoint(s) of the training; the model "
+                     "is in %s", removed, periodic_eval.best_checkpoint(directory))
 
     def _distribute(self, dataset_fn, autotune=True):
         """The dataset of `dataset_fn` as the strategy's steps read it.

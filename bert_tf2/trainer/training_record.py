@@ -14,12 +14,14 @@ training run into the same folder compares its own with the record's last run
               the settings that differ (old -> new) and the steps left; the record
               appends this run's settings;
     refuse    a ValueError naming them and the two ways out;
-    restart   remove what training wrote there (RESTART_FILES: checkpoints, the state
-              file, the record, eval_history.jsonl, best/, TensorBoard events) and train
-              from step 0; nothing else is touched, and only in a folder whose record
-              says this tool trained it. Planned whole first (plan_restart): a symbolic
-              link among those files or folders, a file in best/ training did not write,
-              or an --init_checkpoint among them is a ValueError, and nothing is removed.
+    restart   remove what training wrote there and recorded writing (written_files:
+              checkpoints, the state file, the record, eval_history.jsonl, best/, its
+              TensorBoard events, its copies of the config and vocab) and train from step
+              0; nothing else is touched, and only in a folder whose record says this tool
+              trained it. Planned whole first (plan_restart): a symbolic link or a mount
+              point among those files or folders, a file training did not record writing
+              under one of their names, a folder under such a name, or an
+              --init_checkpoint among them is a ValueError, and nothing is removed.
   Unset, it is `continue` on the command line (the reference's behaviour; cli.run_cli and
   flags_common.parse_flags fill it) and `refuse` for a Settings a Python caller passes,
   so that a search over settings never reads an old folder's numbers as its own.
@@ -36,6 +38,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import written_files
 
 RECORD_FILE = "training_record.json"
 FLAG = "existing_checkpoint"
@@ -101,10 +104,8 @@ RESTART_FILES = (
     re.compile(re.escape(RECORD_FILE) + "$"),
     re.compile(r"eval_history\.jsonl$"),
 )
-_RESTART_FOLDERS = ("best", "train", "eval")  # best/, TensorBoard's train/ and eval/
-_EVENTS = re.compile(r"events\.out\.tfevents\..*")
-_BEST_FILES = fileutil.SETTINGS_FILES + ("best.json", fileutil.CONFIG_FILE,
-                                         fileutil.VOCAB_FILE, fileutil.MODEL_SETTINGS_FILE)
+_BEST_DIR = "best"  # periodic_eval.BEST_DIR
+_RESTART_FOLDERS = (_BEST_DIR, "train", "eval")  # best/, TensorBoard's train/ and eval/
 
 # Data files up to this size are hashed whole; larger ones (pre-training shards, read
 # at every start) by their size, first and last MB.
@@ -235,7 +236,8 @@ def write(output_dir, values, step, record=None):
     """Writes the record: `record`'s runs (None: none) and this one, from `step`."""
     runs = list(record["runs"]) if record else []
     runs.append({"from_step": int(step), "settings": values})
-    with fileutil.atomic_open(os.path.join(str(output_dir), RECORD_FILE), "w") as f:
+    with written_files.writing(str(output_dir), [RECORD_FILE]), \
+            fileutil.atomic_open(os.path.join(str(output_dir), RECORD_FILE), "w") as f:
         f.write(json.dumps({"runs": runs}, indent=2, sort_keys=True) + "\n")
 
 
@@ -310,9 +312,10 @@ def decide(output_dir, values, mode, step, last_step, remove=True, init_checkpoi
 class RestartPlan:
     """What --existing_checkpoint=restart removes from an output folder, checked whole
     before anything is removed (plan_restart): `files`, then the `folders` (best/,
-    train/, eval/) that hold nothing else."""
+    train/, eval/ the training made) that hold nothing else."""
 
-    def __init__(self, files, folders):
+    def __init__(self, folder, files, folders):
+        self.folder = folder
         self.files = files
         self.folders = folders
 
@@ -321,88 +324,164 @@ class RestartPlan:
         files removed."""
         for path in self.files:
             fileutil.remove(path)
+        gone = [os.path.relpath(p, self.folder).replace(os.sep, "/") for p in self.files]
         for path in self.folders:
             if tf.io.gfile.isdir(path) and not tf.io.gfile.listdir(path):
                 fileutil.remove(path)
+                gone.append(os.path.basename(path))
+        written_files.forget(self.folder, gone)
         return len(self.files)
 
 
 # The copies of the run's files a training run leaves (model_folder.write), by the setting
 # whose content fingerprint the record holds: a restart with another file replaces them.
 _COPIED_FILES = {"bert_config_file": fileutil.CONFIG_FILE, "vocab_file": fileutil.VOCAB_FILE}
+_RESTART = "--%s=restart" % FLAG
+_NOTHING = "nothing was removed"
+
+
+def _first(names):
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+class _Survey:
+    """plan_restart's findings, sorted: files to remove, folders to remove when empty,
+    and what refuses the restart (links, mount points, folders of the user's, files
+    training did not record writing, the user's files in best/)."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.record = written_files.read(folder)
+        self.files, self.folders, self.links, self.mounts = [], [], [], []
+        self.user_folders, self.unproven, self.foreign_best = [], [], []
+
+    def proven(self, path):
+        name = os.path.relpath(path, self.folder).replace(os.sep, "/")
+        return self.record is not None and written_files.proven(self.folder, name, self.record)
+
+    def blocked(self, path):
+        """Files a restart never goes into: a link, a mount point (True: listed)."""
+        if fileutil.links_in([path]):
+            self.links.append(path)
+        elif fileutil.mount_points_in([path]):
+            self.mounts.append(path)
+        else:
+            return False
+        return True
+
+    def top(self, path):
+        """A file of the folder's top that training writes: removed when proven, else a
+        refusal (the new run would take it as its own, or it is the user's)."""
+        if self.blocked(path):
+            return
+        if tf.io.gfile.isdir(path):
+            self.user_folders.append(path)
+        elif self.proven(path):
+            self.files.append(path)
+        else:
+            self.unproven.append(path)
+
+    def sub(self, sub):
+        """best/, train/ or eval/: training's files in it removed, the folder too when
+        training made it and nothing else is left."""
+        path = os.path.join(self.folder, sub)
+        if self.blocked(path) or not tf.io.gfile.isdir(path):
+            return
+        for name in sorted(n.rstrip("/") for n in tf.io.gfile.listdir(path)):
+            inner = os.path.join(path, name)
+            if self.blocked(inner):
+                continue
+            ours = not tf.io.gfile.isdir(inner) and self.proven(inner)
+            if ours:
+                self.files.append(inner)
+            elif sub == _BEST_DIR:
+                self.foreign_best.append(name)
+        if self.record is not None and written_files.made(self.folder, sub, self.record):
+            self.folders.append(path)
+
+    def refusal(self):
+        """The ValueError's text when anything refuses the restart, else None."""
+        where = "%s: --output_dir=%s" % (_RESTART, self.folder)
+        if self.links:
+            return ("%s: %s is a symbolic link (to %s); a restart removes only files training "
+                    "wrote, never a link or what it points to: remove the link (or its files) "
+                    "yourself, or use a new --output_dir; %s"
+                    % (where, self.links[0], os.path.realpath(self.links[0]), _NOTHING))
+        if self.mounts:
+            return ("%s: %s is a mount point; a restart removes only files training wrote, "
+                    "never what is mounted there (another run's, a shared folder's): unmount "
+                    "it or remove its files yourself, or use a new --output_dir; %s"
+                    % (where, self.mounts[0], _NOTHING))
+        if self.user_folders:
+            return ("%s: %s is a folder, which training never makes under that name: a "
+                    "restart never removes a folder it did not make; move it away, or use a "
+                    "new --output_dir; %s" % (where, self.user_folders[0], _NOTHING))
+        if self.unproven:
+            why = ("it has no %s (trained by an earlier version), so which files training "
+                   "wrote there is unknown" % written_files.FILE if self.record is None else
+                   "%s does not record training writing %s (your file, or changed since)"
+                   % (written_files.FILE, "it" if len(self.unproven) == 1 else "them"))
+            return ("%s holds %s: %s; a restart removes only files training recorded "
+                    "writing: move %s away, or use a new --output_dir; %s"
+                    % (where, _first([os.path.basename(p) for p in self.unproven]), why,
+                       "it" if len(self.unproven) == 1 else "them", _NOTHING))
+        if self.foreign_best:
+            return ("%s holds %s in best/, which training did not write; move it out of "
+                    "best/ (a best/ left behind would stop the new run), or use a new "
+                    "--output_dir; %s" % (where, _first(self.foreign_best), _NOTHING))
+        return None
 
 
 def plan_restart(folder, init_checkpoint=None, values=None):
-    """The RestartPlan of `folder`: what training wrote there (RESTART_FILES at its top;
-    in best/ our files, in train/ and eval/ the TensorBoard events), or a ValueError
-    before anything is removed:
+    """The RestartPlan of `folder`: what training recorded writing there
+    (written_files.proven: its checkpoints, the state file, the record, the history, its
+    copies of --vocab_file / --bert_config_file, best/'s files, the TensorBoard events of
+    its runs) and the folders it made, or a ValueError before anything is removed:
 
-    - a symbolic link among them (a file, or best/, train/, eval/ itself): a restart
-      removes only files the run wrote, and a link goes to files it may not have;
-    - a file in best/ training did not write: best/ would stay, and a run with no
-      checkpoint refuses a folder holding a best/ (checkpoints.refuse_orphans);
+    - a symbolic link or a mount point among them (a file, or best/, train/, eval/): a
+      restart goes into neither (another run's events, a shared folder's files);
+    - a folder under a name training gives a file (checkpoint/, model.ckpt-3.index/);
+    - a checkpoint-like file, state file or history training did not record writing (the
+      new run would take it as its own), or a file in best/ training did not write;
+    - the folder's vocab.txt / bert_config.json, which the new run's (`values`' content
+      fingerprints) differ from, when training did not write it: it is the user's (a
+      vocabulary made there, a release folder used as the output folder), never removed;
     - `init_checkpoint` (a prefix or a folder) naming a checkpoint the restart would
-      remove (OUT/best, OUT/model.ckpt-N): a restart never removes what it starts
-      from.
-    Files of others at the top, and in train/ and eval/, stay (their folder with them).
-    `values` (the new run's record): the folder's copy of --bert_config_file or
-    --vocab_file is among the files when the new run's has other content (the run
-    copies its own there, and refuses a copy of another).
+      remove (OUT/best, OUT/model.ckpt-N): a restart never removes what it starts from.
+    Other files (the user's, another run's events in train/ or eval/) stay.
     """
-    flag = "--%s=restart" % FLAG
-    files, folders, links = [], [], []
+    survey = _Survey(folder)
     for name in sorted(tf.io.gfile.listdir(folder)):
-        path = os.path.join(folder, name.rstrip("/"))
-        if any(p.match(name.rstrip("/")) for p in RESTART_FILES):
-            (links if fileutil.links_in([path]) else files).append(path)
+        name = name.rstrip("/")
+        if any(p.match(name) for p in RESTART_FILES):
+            survey.top(os.path.join(folder, name))
     for key, name in sorted(_COPIED_FILES.items()):
         path = os.path.join(folder, name)
         if (values or {}).get(key) and tf.io.gfile.exists(path) and \
                 file_fingerprint([path]) != values[key]:
-            (links if fileutil.links_in([path]) else files).append(path)
+            survey.top(path)
     for sub in _RESTART_FOLDERS:
-        path = os.path.join(folder, sub)
-        if fileutil.links_in([path]):
-            links.append(path)
-            continue
-        if not tf.io.gfile.isdir(path):
-            continue
-        foreign = []
-        for name in sorted(n.rstrip("/") for n in tf.io.gfile.listdir(path)):
-            inner = os.path.join(path, name)
-            ours = (_EVENTS.match(name) if sub != "best" else
-                    name in _BEST_FILES or any(p.match(name) for p in RESTART_FILES))
-            if not ours or (tf.io.gfile.isdir(inner) and not fileutil.links_in([inner])):
-                foreign.append(name)
-            elif fileutil.links_in([inner]):
-                links.append(inner)
-            else:
-                files.append(inner)
-        if sub == "best" and foreign:
-            raise ValueError(
-                "%s: --output_dir=%s holds %s in best/, which training did not write; "
-                "move it out of best/ (a best/ left behind would stop the new run), or use "
-                "a new --output_dir; nothing was removed"
-                % (flag, folder, ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")))
-        folders.append(path)
-    if links:
-        raise ValueError(
-            "%s: --output_dir=%s: %s is a symbolic link (to %s); a restart removes only files "
-            "training wrote, never a link or what it points to: remove the link (or its "
-            "files) yourself, or use a new --output_dir; nothing was removed"
-            % (flag, folder, links[0], os.path.realpath(links[0])))
+        survey.sub(sub)
+    refusal = survey.refusal()
+    if refusal:
+        raise ValueError(refusal)
     if init_checkpoint:
-        prefix = checkpoints.resolve_checkpoint(init_checkpoint, "--init_checkpoint")
-        removed = {os.path.realpath(p) for p in files}
-        if os.path.realpath(prefix + ".index") in removed:
-            named = init_checkpoint if checkpoints.same_checkpoint(init_checkpoint, prefix) \
-                else "%s (%s)" % (init_checkpoint, prefix)
-            raise ValueError(
-                "%s would remove --init_checkpoint=%s, the checkpoint the run starts from: "
-                "copy it out of --output_dir=%s first (a model folder: with its "
-                "bert_config.json and vocab.txt), or use a new --output_dir; nothing was "
-                "removed" % (flag, named, folder))
-    return RestartPlan(files, folders)
+        _keep_init_checkpoint(folder, init_checkpoint, survey.files)
+    return RestartPlan(folder, survey.files, survey.folders)
+
+
+def _keep_init_checkpoint(folder, init_checkpoint, files):
+    """ValueError when the restart would remove the --init_checkpoint it starts from."""
+    prefix = checkpoints.resolve_checkpoint(init_checkpoint, "--init_checkpoint")
+    removed = {os.path.realpath(p) for p in files}
+    if os.path.realpath(prefix + ".index") in removed:
+        named = init_checkpoint if checkpoints.same_checkpoint(init_checkpoint, prefix) \
+            else "%s (%s)" % (init_checkpoint, prefix)
+        raise ValueError(
+            "%s would remove --init_checkpoint=%s, the checkpoint the run starts from: "
+            "copy it out of --output_dir=%s first (a model folder: with its "
+            "bert_config.json and vocab.txt), or use a new --output_dir; %s"
+            % (_RESTART, named, folder, _NOTHING))
 
 
 def remove_training_files(folder, init_checkpoint=None, values=None):
