@@ -54,6 +54,8 @@ _MODEL_FLAG_HELP = {
                       "truncated, shorter ones zero-padded.",
 }
 MODEL_FLAGS = tuple(_MODEL_FLAG_HELP)
+# The largest --seed: tf_keras.utils.set_random_seed seeds numpy, whose seeds are 32-bit.
+SEED_MAX = 2 ** 32 - 1
 
 
 def define_model_flags(fv, names=MODEL_FLAGS, max_seq_length=128, help_overrides=None):
@@ -207,8 +209,10 @@ def define_distribution_flags(fv, trim_padding=True, trim_padding_help=None):
                       "stopped. Default: the input restarts, as the reference's Estimator "
                       "did.", flag_values=fv)
     flags.DEFINE_integer("seed", None,
-                         "Random seed for initialisation, dropout and shuffling (default: "
-                         "not fixed, as in the reference).", flag_values=fv)
+                         "Random seed for initialisation, dropout and shuffling, 0 to 2**32 - 1 "
+                         "(numpy's range, which seeds Python, numpy and TensorFlow alike; "
+                         "default: not fixed, as in the reference).",
+                         lower_bound=0, upper_bound=SEED_MAX, flag_values=fv)
 
 
 def check_common(fv):

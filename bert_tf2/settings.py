@@ -35,6 +35,7 @@ import math
 import numbers
 import os
 import re
+import sys
 import typing
 
 from absl import flags
@@ -103,9 +104,12 @@ def check_value(name, parser, default, value):
     - None only where the flag's default is None;
     - a str is read as the flag's text on a command line or in a flag file would be
       ("3e-5" -> 3e-05, "false" -> False, "32" -> 32): one rule for every kind;
-    - bool fields: True or False (an int, 0 or 1 included, is refused);
-    - integer fields: an int, or a float with no fraction (32.0 -> 32); never a bool;
-    - float fields: an int or a float (never a bool), as a float;
+    - bool fields: True or False (numpy's np.bool_ too; an int, 0 or 1 included, is
+      refused);
+    - integer fields: an int, or a float with no fraction (32.0 -> 32), numpy's too
+      (np.int64(3), np.float32(64.0)); never a bool;
+    - float fields: an int or a float (never a bool), numpy's too, as a float; an int too
+      large for a float (10**400) is refused naming the field;
     - enum fields: one of the choices;
     - string fields: a str, or an os.PathLike (as its str); the COMMA_FIELDS also a
       list or tuple (of str, paths or numbers; joined with commas).
@@ -121,15 +125,16 @@ def check_value(name, parser, default, value):
         if isinstance(value, str):
             return parser.parse(value)
         if isinstance(parser, flags.BooleanParser):
-            if isinstance(value, bool):
-                return value
+            if isinstance(value, (bool, np.bool_)):
+                return bool(value)
         elif isinstance(parser, flags.IntegerParser):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if _is_number(value) and not isinstance(value, numbers.Integral) and \
+                    float(value).is_integer():
+                value = int(value)  # 32.0, np.float32(64.0)
+            if isinstance(value, numbers.Integral) and _is_number(value):
                 return parser.parse(int(value))
         elif isinstance(parser, flags.FloatParser):
-            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            if _is_number(value):
                 return parser.parse(float(value))
         elif isinstance(parser, flags.EnumParser):
             pass  # only a str (above) is one of the choices
@@ -139,9 +144,26 @@ def check_value(name, parser, default, value):
                 return parser.parse(path)
         elif name in COMMA_FIELDS and isinstance(value, (list, tuple)):
             return parser.parse(_joined(value))
+    except OverflowError:  # an int too large for a float: 10**400
+        raise ValueError("%s=%s: too large for a number (a float's largest is %.4g)"
+                         % (name, _shown(value), sys.float_info.max)) from None
     except (ValueError, TypeError) as error:
-        raise ValueError("%s=%r: %s" % (name, value, _reason(name, parser, error))) from None
-    raise ValueError("%s=%r: expected %s" % (name, value, _expected(name, parser)))
+        raise ValueError("%s=%s: %s" % (name, _shown(value), _reason(name, parser, error))) \
+            from None
+    raise ValueError("%s=%s: expected %s" % (name, _shown(value), _expected(name, parser)))
+
+
+def _is_number(value):
+    """A real number that is not a bool (numpy's numbers included, np.bool_ not)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _shown(value):
+    """repr(value) for a message, a number of hundreds of digits cut to its length."""
+    text = repr(value)
+    if isinstance(value, numbers.Integral) and len(text) > 40:
+        return "%s... (%d digits)" % (text[:12], len(text.lstrip("-")))
+    return text
 
 
 def _joined(items):

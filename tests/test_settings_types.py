@@ -58,6 +58,17 @@ FACES = [create_pretraining_data, create_vocab, convert_hf_checkpoint, convert_t
     (rc.Settings, "learning_rate", "fast", "learning_rate='fast': expected a number"),
     (rc.Settings, "learning_rate", False, "learning_rate=False: expected a number"),
     (rc.Settings, "learning_rate", [3e-5], r"learning_rate=[3e-05]: expected a number"),
+    (rc.Settings, "learning_rate", 10 ** 400, "learning_rate=100000000000... (401 digits): "
+     "too large for a number (a float's largest is 1.798e+308)"),
+    (rc.Settings, "max_seq_length", np.float32(64.5),
+     "max_seq_length=np.float32(64.5): expected an integer"),
+    (rc.Settings, "max_seq_length", np.bool_(True), "max_seq_length=np.True_: expected an "
+     "integer"),
+    (rc.Settings, "do_train", np.int64(1), "do_train=np.int64(1): expected True or False"),
+    # numpy seeds Python, numpy and TensorFlow (tf_keras.utils.set_random_seed): 32 bits
+    (rc.Settings, "seed", 2 ** 33, "seed=8589934592: expected an integer in the range "
+     "[0, 4294967295]"),
+    (rc.Settings, "seed", -1, "seed=-1: expected an integer in the range [0, 4294967295]"),
     # enum: one of the choices, spelt as on the command line
     (rc.Settings, "dtype", "fp64", "dtype='fp64': expected one of fp32, fp16, bf16"),
     (rc.Settings, "dtype", "BF16", "dtype='BF16': expected one of fp32, fp16, bf16"),
@@ -110,6 +121,14 @@ def test_a_wrong_value_names_the_field_and_the_value(settings_class, field, valu
     (rc.Settings, "learning_rate", "3e-5", 3e-05),
     (rc.Settings, "learning_rate", 1, 1.0),
     (rc.Settings, "learning_rate", np.float32(0.5), 0.5),
+    # numpy's bool and whole floats, as its ints (issue 72: np.bool_ and np.float32(64.0)
+    # were refused while np.int64 was taken)
+    (rc.Settings, "do_train", np.bool_(True), True),
+    (rc.Settings, "do_lower_case", np.bool_(False), False),
+    (rc.Settings, "max_seq_length", np.float32(64.0), 64),
+    (rc.Settings, "max_seq_length", np.float64(32.0), 32),
+    (rc.Settings, "seed", 2 ** 32 - 1, 2 ** 32 - 1),  # numpy's largest seed, still taken
+    (rc.Settings, "seed", 0, 0),
     (rc.Settings, "dtype", "bf16", "bf16"),
     (rc.Settings, "data_dir", pathlib.Path("/data/glue"), "/data/glue"),
     (rc.Settings, "seed", None, None),             # Optional: the default is None
