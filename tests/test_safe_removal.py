@@ -18,6 +18,7 @@ import tensorflow as tf
 from bert_tf2 import fileutil
 from bert_tf2.convert import hf_export
 from bert_tf2.convert import huggingface
+from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import training_record
 from bert_tf2.trainer import written_files
 from conftest import write_text
@@ -444,3 +445,51 @@ def test_restart_refuses_a_mount_point_and_removes_nothing(tmp_path, monkeypatch
             import subprocess  # pylint: disable=import-outside-toplevel
             subprocess.run(["umount", str(folder / "train")], check=True)
     assert (shared / "events.out.tfevents.9.other").read_text() == "another run's events"
+
+
+# ---------------------------------------------------------------------------
+# The issue's cases through run_classifier: a vocabulary the user made in the output
+# folder; a --keep_best_only folder served
+# ---------------------------------------------------------------------------
+
+def test_a_real_restart_keeps_the_vocab_the_user_made_in_the_output_folder(tmp_path):
+    """create_vocab.py made OUT/vocab.txt and the first run read it from there; a restart
+    with another --vocab_file refuses in one line and removes nothing (before the fix:
+    "removed its 6 training files", the user's vocabulary among them)."""
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    from test_training_record import _files  # pylint: disable=import-outside-toplevel
+    values = _files(tmp_path)
+    out = tmp_path / "out"
+    mine = (tmp_path / "vocab.txt").read_text()
+    write_text(out / "vocab.txt", mine)  # made into the output folder
+    run_classifier.run(run_classifier.Settings(**dict(values, vocab_file=str(out / "vocab.txt"))))
+    other = write_text(tmp_path / "other_vocab.txt", mine + "extra\n")
+    before = _tree(out)
+    with pytest.raises(ValueError, match=r"^existing_checkpoint=restart: output_dir=\S+ holds "
+                                         r"vocab.txt: training_files.json does not record "
+                                         r"training writing it .*nothing was removed$"):
+        run_classifier.run(run_classifier.Settings(**dict(
+            values, vocab_file=other, existing_checkpoint="restart")))
+    assert _tree(out) == before and (out / "vocab.txt").read_text() == mine
+
+
+def test_a_keep_best_only_folder_is_served_from_best_or_refused_naming_it(tmp_path):
+    """predict(OUT) / Predictor(OUT) on a finished --keep_best_only folder: one line naming
+    OUT/best; predict(OUT/best) answers."""
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    from test_training_record import _files  # pylint: disable=import-outside-toplevel
+    out = tmp_path / "out"
+    run_classifier.run(run_classifier.Settings(**dict(
+        _files(tmp_path), do_eval=True, eval_every_n_steps=1, best_metric="eval_loss",
+        keep_best_only=True)))
+    assert not [n for n in os.listdir(out) if n.startswith("model.ckpt")]
+    best = checkpoints.best_hint(str(out))
+    assert best.startswith(": its model is %s/best/model.ckpt-" % out)
+    for call in (lambda: run_classifier.predict(str(out), ["a dog ."]),
+                 lambda: run_classifier.Predictor(str(out)).predict(["a dog ."])):
+        with pytest.raises(ValueError, match=r"no checkpoint found in directory "
+                                             r"(--)?init_checkpoint=%s: its model is .*: use %s$"
+                                             % (re.escape(str(out)), re.escape(str(out / "best")))):
+            call()
+    served = run_classifier.predict(str(out / "best"), ["a dog .", "the cat sat ."])
+    assert len(served) == 2

@@ -543,7 +543,9 @@ def remove_written_checkpoints(directory):
                         directory, ", ".join(os.path.basename(p) for p in others),
                         written_files.FILE)
     if ours:
+        removed = [os.path.basename(p) for prefix in ours for p in checkpoint_files(prefix)]
         remove_checkpoints(directory, ours)
+        written_files.forget(directory, removed)
         written_files.note(directory, [STATE_FILE] if tf.io.gfile.exists(
             os.path.join(str(directory), STATE_FILE)) else [])
     return len(ours)

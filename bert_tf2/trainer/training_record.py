@@ -329,7 +329,7 @@ class RestartPlan:
             if tf.io.gfile.isdir(path) and not tf.io.gfile.listdir(path):
                 fileutil.remove(path)
                 gone.append(os.path.basename(path))
-        written_files.forget(self.folder, gone)
+        written_files.forget(self.folder, gone, every_pending=True)
         return len(self.files)
 
 

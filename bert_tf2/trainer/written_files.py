@@ -132,14 +132,19 @@ def note_folder(folder, name):
         _write(folder, record)
 
 
-def forget(folder, names):
-    """Drops the records of `names` (removed files or folders)."""
+def forget(folder, names, every_pending=False):
+    """Drops the records of `names` (removed files or folders), and the pending names
+    that match one of them (a name declared by a write a kill cut, now removed; every one
+    with every_pending, a restart's): a file of someone else's put there later under that
+    name is not training's."""
     if not tf.io.gfile.exists(_path(folder)):
         return
     record = _read(folder)
     names = set(names)
     record["files"] = {n: e for n, e in record["files"].items() if n not in names}
     record["folders"] = [n for n in record["folders"] if n not in names]
+    record["pending"] = [] if every_pending else [
+        p for p in record["pending"] if not any(fnmatch.fnmatchcase(n, p) for n in names)]
     _write(folder, record)
 
 
