@@ -58,8 +58,9 @@ FACES = [create_pretraining_data, create_vocab, convert_hf_checkpoint, convert_t
     (rc.Settings, "learning_rate", "fast", "learning_rate='fast': expected a number"),
     (rc.Settings, "learning_rate", False, "learning_rate=False: expected a number"),
     (rc.Settings, "learning_rate", [3e-5], r"learning_rate=[3e-05]: expected a number"),
-    (rc.Settings, "learning_rate", 10 ** 400, "learning_rate=100000000000... (401 digits): "
-     "too large for a number (a float's largest is 1.798e+308)"),
+    pytest.param(rc.Settings, "learning_rate", 10 ** 400, "learning_rate=100000000000... "
+                 "(401 digits): too large for a number (a float's largest is 1.798e+308)",
+                 id="learning_rate-10**400"),
     (rc.Settings, "max_seq_length", np.float32(64.5),
      "max_seq_length=np.float32(64.5): expected an integer"),
     (rc.Settings, "max_seq_length", np.bool_(True), "max_seq_length=np.True_: expected an "

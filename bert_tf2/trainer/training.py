@@ -159,8 +159,8 @@ class RunConfig:
     dtype: str = "fp32"
     # TF1 RunConfig's: the most recent checkpoints kept; 0 or None: every one.
     keep_checkpoint_max: int = 5
-    # periodic_eval's --keep_best_only: the run's own checkpoints removed once training has
-    # ended, when best/ holds one.
+    # periodic_eval's --keep_best_only: training's checkpoints (written_files) removed once
+    # training has ended, when best/ holds one.
     keep_best_only: bool = False
     deterministic_data: bool = False
     seed: int = None
