@@ -738,3 +738,136 @@ def record_outputs(folder, tool, patterns):
     record = _read_record(folder)
     record[tool] = {"files": sorted(_matches(folder, patterns))}
     _write_record(folder, record)
+
+
+def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
+    """Writes `tool`'s outputs (the globs `patterns` inside `folder`) all at once.
+
+    `build(temp)` writes them into a new folder beside `folder` (temp_name, the same file
+    system); the files `folder` already holds that are not `tool`'s earlier outputs (a
+    user's notes, another tool's files, OUTPUTS_RECORD's other entries) are carried into
+    it (hard links where the file system allows, symlinks as links), and replace_folder
+    renames it into place. A stop at any moment (an error, a full disk, SIGTERM, a kill)
+    leaves the earlier folder as it was, or the new one whole; a kill between the two
+    renames is undone by the next run (recover_folder, first). Refused before anything
+    is written, as claim_outputs refuses: a file matching `patterns` that `tool` did not
+    write, `folder` being a file; and a folder a training run holds (LOCK_FILE) or one
+    with a mount point inside. A symlink `folder` has its target replaced, the link kept.
+    Returns build's result, its paths inside the temporary folder named inside `folder`.
+    """
+    named = str(folder).rstrip("/") or "/"
+    target = folder_behind_link(named, flag)
+    recover_folder(target)
+    if tf.io.gfile.exists(target) and not tf.io.gfile.isdir(target):
+        raise ValueError("%s=%s is a file, not a directory" % (flag, named))
+    ours = {}
+    if tf.io.gfile.isdir(target):
+        _, _, ours = _claim(target, tool, patterns, flag)
+        _refuse_busy_folder(target, flag, named)
+    temp = temp_name(target)
+    try:
+        try:
+            tf.io.gfile.makedirs(temp)
+        except (tf.errors.OpError, OSError) as e:
+            raise ValueError("%s=%s is not writable: %s" % (flag, named, e)) from None
+        result = build(temp)
+        record = _read_record(target) if tf.io.gfile.isdir(target) else {}
+        record[tool] = {"files": sorted(_matches(temp, patterns))}
+        if tf.io.gfile.isdir(target):
+            skip = {os.path.normpath(p) for p in ours.values()}
+            _carry_others(target, temp, skip | {os.path.join(target, OUTPUTS_RECORD),
+                                                os.path.join(target, LOCK_FILE)})
+        _write_record(temp, record)
+    except BaseException:
+        remove(temp)
+        raise
+    replace_folder(temp, target)
+    return _renamed(result, temp, named)
+
+
+def _renamed(value, temp, folder):
+    """`value` (a path, or a dict / list / tuple of them) with `temp` read as `folder`."""
+    if isinstance(value, str):
+        return folder + value[len(temp):] if (value == temp or value.startswith(temp + "/")) \
+            else value
+    if isinstance(value, dict):
+        return {key: _renamed(item, temp, folder) for key, item in value.items()}
+    if type(value) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
+        return type(value)(_renamed(item, temp, folder) for item in value)
+    return value
+
+
+def _refuse_busy_folder(target, flag, named):
+    """ValueError when a training run holds `target` (its LOCK_FILE locked) or a mount
+    point is inside it (a folder replaced whole would move another file system's files)."""
+    if "://" in target:
+        return
+    lock_path = os.path.join(target, LOCK_FILE)
+    if os.path.exists(lock_path):
+        try:
+            import fcntl  # pylint: disable=import-outside-toplevel
+            with open(lock_path, "a+") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    raise ValueError("%s=%s is in use by a training run: wait for it to end, "
+                                     "or choose another %s (nothing was written)"
+                                     % (flag, named, flag)) from None
+        except (ImportError, OSError):
+            pass
+    for root, folders, _ in os.walk(target):
+        for name in folders:
+            path = os.path.join(root, name)
+            if os.path.ismount(path):
+                raise ValueError("%s=%s holds the mount point %s: its files would be moved; "
+                                 "choose another %s (nothing was written)"
+                                 % (flag, named, os.path.relpath(path, target), flag))
+
+
+def _carry_others(earlier, new, skip):
+    """Puts every file and folder of `earlier` but the paths `skip` into `new` (which the
+    tool wrote first: its own names win); hard links, else copies; symlinks as links."""
+    local = "://" not in earlier
+    walk = os.walk(earlier) if local else tf.io.gfile.walk(earlier)
+    for root, folders, files in walk:
+        relative = os.path.relpath(root, earlier)
+        target_root = os.path.join(new, relative) if relative != "." else new
+        if not tf.io.gfile.isdir(target_root):
+            tf.io.gfile.makedirs(target_root)
+        links = [n for n in folders if local and os.path.islink(os.path.join(root, n))]
+        emptied = [n for n in folders if n not in links and _only_skipped(
+            os.path.join(root, n), skip, local)]
+        folders[:] = [n for n in folders if n not in links and n not in emptied]
+        for name in sorted(files + links):
+            source = os.path.join(root, name)
+            destination = os.path.join(target_root, name)
+            if os.path.normpath(source) in skip or tf.io.gfile.exists(destination) or \
+                    (local and os.path.lexists(destination)):
+                continue
+            if local and os.path.islink(source):
+                os.symlink(os.readlink(source), destination)
+            elif local:
+                try:
+                    os.link(source, destination)
+                except OSError:
+                    shutil.copy2(source, destination)
+            else:
+                tf.io.gfile.copy(source, destination)
+
+
+def _only_skipped(folder, skip, local):
+    """True when the non-empty `folder` holds nothing but files of `skip` (a sub-folder
+    only the tool's earlier outputs filled: not carried)."""
+    walk = os.walk(folder) if local else tf.io.gfile.walk(folder)
+    found = False
+    for root, folders, files in walk:
+        if not files and not folders:
+            return False  # an empty folder: not the tool's
+        if local and any(os.path.islink(os.path.join(root, n)) for n in folders):
+            return False
+        for name in files:
+            if os.path.normpath(os.path.join(root, name)) not in skip:
+                return False
+            found = True
+    return found
