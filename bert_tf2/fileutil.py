@@ -15,8 +15,9 @@
 - `temp_name` / `is_temporary`: the names of our temporaries (and leftovers);
 - `remove`: the one way a file or folder is removed, never through a symlink;
 - `replace_folder` / `recover_folder`: a folder replaced whole by one built beside it;
-- `owned_outputs` (`claim_outputs`, `record_outputs`): a tool replaces only files it
-  wrote itself, and leaves none of its earlier files behind.
+- `write_outputs_aside` (`check_outputs`, `record_outputs`): a tool's output folder built
+  beside it and renamed into place; it replaces only files it wrote itself, and leaves
+  none of its earlier files behind.
 
 Local paths and every filesystem tf.io.gfile knows (gs://, ...) alike.
 
@@ -36,11 +37,12 @@ nothing). remove(path): the one removal of the package (every deleting site call
 file, a link (as a link) or a folder, never anything through a symlink (tf.io.gfile.rmtree
 empties a linked folder's target); replace_folder(temp, target) / recover_folder(target): a
 folder replaced whole by one built beside it, a kill between its two renames undone by the
-next run. A tool writing into a folder the user names (the converters): `with
-owned_outputs(folder, tool, patterns):` (globs inside the folder: what it writes and the
-settings files it may write) refuses a matching file the tool did not record writing
+next run. A tool writing into a folder the user names (the converters):
+write_outputs_aside(folder, tool, patterns, build) (globs inside the folder: what it writes
+and the settings files it may write) refuses a matching file the tool did not record writing
 (OUTPUTS_RECORD = bert_tf2_outputs.json, {tool: {"files": [...]}}) before anything is
-written, removes the tool's earlier files, and records the new ones on success.
+written, has build(temp) write the new folder beside it, carries the folder's other files in
+(hard links) and replaces it whole (replace_folder): the earlier one survives any stop.
 """
 import contextlib
 import json
@@ -673,45 +675,8 @@ def _matches(folder, patterns):
     return found
 
 
-@contextlib.contextmanager
-def owned_outputs(folder, tool, patterns, flag="--output_dir"):
-    """The block writes the files `patterns` (globs inside `folder`) for `tool`.
-
-    Before it: claim_outputs (a file of someone else there is an error, the tool's
-    own earlier files are removed); after it succeeds: record_outputs.
-    """
-    claim_outputs(folder, tool, patterns, flag)
-    yield
-    record_outputs(folder, tool, patterns)
-
-
-def claim_outputs(folder, tool, patterns, flag="--output_dir"):
-    """Prepares `folder` for `tool` to write the files `patterns` (globs inside it).
-
-    What `tool` manages there is `patterns`: the files it writes and the settings
-    files it may write (sentence_embedding.json, ...). A file matching them that
-    `tool` did not write (by the folder's OUTPUTS_RECORD) is an error naming `flag`,
-    raised before anything is written (check_outputs): a checkpoint, config or
-    vocabulary of someone else is never replaced. The files `tool` wrote there in an
-    earlier run are removed, so none of them outlives this run (a settings file that no
-    longer applies would describe another model). Until record_outputs, the record
-    counts every match of `patterns` as the tool's (a run that fails half-way).
-    """
-    prepare_output_dir(folder, flag)
-    record, entry, ours = _claim(folder, tool, patterns, flag)
-    record[tool] = {"files": [], "pending": sorted(set(patterns) | set(entry.get("pending", [])))}
-    _write_record(folder, record)
-    for path in sorted(ours.values()):
-        if not tf.io.gfile.isdir(path) or os.path.islink(path):
-            remove(path)
-        parent = os.path.dirname(path)
-        if os.path.normpath(parent) != os.path.normpath(folder) and \
-                tf.io.gfile.isdir(parent) and not tf.io.gfile.listdir(parent):
-            remove(parent)  # a sub-folder (tf2/) that only held our files
-
-
 def check_outputs(folder, tool, patterns, flag="--output_dir"):
-    """claim_outputs' check alone, nothing written or removed: a file in `folder`
+    """write_outputs_aside's check alone, nothing written or removed: a file in `folder`
     matching `patterns` that `tool` did not write is a ValueError naming `flag`."""
     if tf.io.gfile.isdir(folder):
         _claim(folder, tool, patterns, flag)
@@ -750,8 +715,8 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
     renames it into place. A stop at any moment (an error, a full disk, SIGTERM, a kill)
     leaves the earlier folder as it was, or the new one whole; a kill between the two
     renames is undone by the next run (recover_folder, first). Refused before anything
-    is written, as claim_outputs refuses: a file matching `patterns` that `tool` did not
-    write, `folder` being a file; and a folder a training run holds (LOCK_FILE) or one
+    is written: a file matching `patterns` that `tool` did not write (by OUTPUTS_RECORD),
+    `folder` being a file; and a folder a training run holds (LOCK_FILE) or one
     with a mount point inside. A symlink `folder` has its target replaced, the link kept.
     Returns build's result, its paths inside the temporary folder named inside `folder`.
     """

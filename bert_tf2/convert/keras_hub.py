@@ -10,7 +10,10 @@ itself (`save_to_preset`), so they are the files it reads; our `label_list.txt` 
 
 From keras-hub (`import_from_keras_hub`): a preset folder a `save_to_preset` wrote (a
 backbone, a text classifier or a masked LM) becomes bert_model.ckpt (TF1 names),
-bert_config.json and vocab.txt, as convert_hf_checkpoint.py --direction=from_hf writes.
+bert_config.json and vocab.txt, as convert_hf_checkpoint.py --direction=from_hf writes,
+and model_settings.json with the preset's casing and sequence length (a tokenizer whose
+lowercase and strip_accents differ is refused: ours strips accents exactly when it
+lower-cases). Both ways the folder is built aside and renamed into place.
 
 keras-hub and Keras 3 are imported only inside these functions: the rest of bert-tf2
 (tf_keras, Keras 2) never loads them. Every weight is moved as it is, only reshaped
@@ -341,7 +344,8 @@ def export_to_keras_hub(init_checkpoint, output_dir):
     """Writes the model folder `init_checkpoint` as a keras-hub preset in `output_dir`.
 
     Everything is resolved and checked first; keras-hub's save_to_preset writes the
-    preset aside and it is moved in. `output_dir` must be new or a folder this export
+    preset into a folder beside `output_dir`, renamed into place once whole
+    (fileutil.write_outputs_aside). `output_dir` must be new or a folder this export
     wrote before. Returns {file name: path} of the files written.
     """
     export = PresetExport(init_checkpoint)
