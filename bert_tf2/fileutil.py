@@ -716,8 +716,8 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
     leaves the earlier folder as it was, or the new one whole; a kill between the two
     renames is undone by the next run (recover_folder, first). Refused before anything
     is written: a file matching `patterns` that `tool` did not write (by OUTPUTS_RECORD),
-    `folder` being a file; and a folder a training run holds (LOCK_FILE) or one
-    with a mount point inside. A symlink `folder` has its target replaced, the link kept.
+    `folder` being a file; a folder a training run holds (LOCK_FILE), one with a mount
+    point inside, the current folder or one above it. A symlink `folder` has its target replaced, the link kept.
     Returns build's result, its paths inside the temporary folder named inside `folder`.
     """
     named = str(folder).rstrip("/") or "/"
@@ -763,10 +763,15 @@ def _renamed(value, temp, folder):
 
 
 def _refuse_busy_folder(target, flag, named):
-    """ValueError when a training run holds `target` (its LOCK_FILE locked) or a mount
-    point is inside it (a folder replaced whole would move another file system's files)."""
+    """ValueError when `target` is or holds the current folder, a training run holds it
+    (its LOCK_FILE locked) or a mount point is inside it (a folder replaced whole would
+    move another file system's files)."""
     if "://" in target:
         return
+    real, here = os.path.realpath(target), os.path.realpath(os.getcwd())
+    if here == real or here.startswith(real.rstrip(os.sep) + os.sep):
+        raise ValueError("%s=%s is (or holds) the current folder, which the output replaces "
+                         "whole: name a folder of its own (nothing was written)" % (flag, named))
     lock_path = os.path.join(target, LOCK_FILE)
     if os.path.exists(lock_path):
         try:

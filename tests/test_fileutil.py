@@ -226,6 +226,16 @@ def test_a_folder_a_training_run_holds_is_not_replaced(tmp_path):
     assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]
 
 
+def test_the_current_folder_is_not_replaced(tmp_path, monkeypatch):
+    folder = tmp_path / "out"
+    (folder / "sub").mkdir(parents=True)
+    for where, named in ((folder, "."), (folder / "sub", str(folder))):
+        monkeypatch.chdir(where)
+        with pytest.raises(ValueError, match=r"is \(or holds\) the current folder"):
+            _tool_writes(named, ["model.index"])
+    assert sorted(os.listdir(folder)) == ["sub"] and sorted(os.listdir(tmp_path)) == ["out"]
+
+
 @pytest.fixture
 def full_disk(tmp_path):
     """A 64 KB tmpfs folder (needs root); the test is skipped where it cannot be mounted."""
