@@ -73,6 +73,7 @@ def run(settings):
       "vocab_file", and "labels_file" / "task_file" for a classifier that carries them}.
     """
     settings = Settings.of(settings)
+    keras_hub.check_python()
     settings.refuse_other_modes("direction", _ONLY)
     if settings.direction == "to_keras_hub":
         settings.require("init_checkpoint", "output_dir")

@@ -141,17 +141,21 @@ def run(settings):
         direction = "tf2_to_tf1" if checkpoints.is_tf2_checkpoint(settings.input_checkpoint) \
             else "tf1_to_tf2"
     if direction == "tf2_to_tf1":
-        with fileutil.owned_outputs(settings.output_dir, _TOOL, outputs):
-            names = checkpoints.tf2_to_tf1(settings.input_checkpoint, output_prefix,
-                                           include_optimizer=settings.include_optimizer)
+        names = fileutil.write_outputs_aside(
+            settings.output_dir, _TOOL, outputs,
+            lambda folder: checkpoints.tf2_to_tf1(
+                settings.input_checkpoint, os.path.join(folder, settings.output_name),
+                include_optimizer=settings.include_optimizer))
         logging.info("Wrote %d TF1 variables to %s", len(names), output_prefix)
         return _result(settings.output_dir, output_prefix)
     if not settings.bert_config_file:
         raise ValueError("--bert_config_file is required to convert a TF1 checkpoint to TF2")
     bert_config = modeling.BertConfig.from_json_file(settings.bert_config_file)
-    with fileutil.owned_outputs(settings.output_dir, _TOOL, outputs):
-        path, result = tf1_to_tf2(settings.input_checkpoint, bert_config, output_prefix,
-                                  settings.model_type, settings.include_optimizer)
+    path, result = fileutil.write_outputs_aside(
+        settings.output_dir, _TOOL, outputs,
+        lambda folder: tf1_to_tf2(settings.input_checkpoint, bert_config,
+                                  os.path.join(folder, settings.output_name),
+                                  settings.model_type, settings.include_optimizer))
     logging.info("Wrote TF2 checkpoint %s (%d variables; %d checkpoint weights unused)",
                  path, len(result.loaded), len(result.unused))
     return _result(settings.output_dir, path)

@@ -64,8 +64,9 @@ setup(
         "bench": ["tokenizers>=0.19"],
         "hf": ["safetensors>=0.4"],
         # convert_keras_hub.py (keras-hub presets both ways); imported only by that face.
-        # keras-hub 0.32.0 resolves with tensorflow 2.20 and the keras 3 TensorFlow brings.
-        "keras-hub": ["keras-hub==0.32.0"],
+        # keras-hub 0.32.0 resolves with tensorflow 2.20 and the keras 3 TensorFlow brings;
+        # it needs Python 3.11+ (on 3.10 the extra installs nothing and the face says so).
+        "keras-hub": ['keras-hub==0.32.0; python_version >= "3.11"'],
         # Resolves with tensorflow 2.20 / tf-models-official 2.20 (checked with pip check):
         # apache-beam 2.77.0 with protobuf 6.33.6 (Beam needs < 7), pyarrow 25.0.1
         # (Beam needs < 26), numpy 2.4 (Beam needs < 2.5).

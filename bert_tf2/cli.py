@@ -94,7 +94,32 @@ def error_line(error):
                 else "error: interrupted"), 128 + signal.SIGINT
     text = error.message if isinstance(error, tf.errors.OpError) else str(error)
     lines = text.strip().splitlines() or [type(error).__name__]
-    return "error: %s" % fileutil.without_temp_names(_without_op_names(lines[0])), 1
+    line = _graph_error_line(lines) if isinstance(error, tf.errors.OpError) else lines[0]
+    return "error: %s" % fileutil.without_temp_names(_without_op_names(line)), 1
+
+
+def _graph_error_line(lines):
+    """The line of a TensorFlow error that says what went wrong. An error inside a graph
+    (a tf.function: training, evaluation) starts "Graph execution error:" and a stack of
+    where the node was defined; its own message comes after that stack, followed by the
+    node's name ("[[{{node Gather}}]]"), which is added in parentheses."""
+    if not lines[0].startswith("Graph execution error"):
+        return lines[0]
+    message = None
+    for line in lines[1:]:
+        if not line.strip() or line[:1].isspace() or line.startswith(
+                ("Detected at node", "<stack traces unavailable>")):
+            continue
+        message = line
+        break
+    if message is None:
+        return lines[0]
+    if re.match(r"^\d+ root error\(s\) found", message):
+        first = next((m for m in (re.match(r"^\s*\(0\) \w+:\s*(.*)$", line) for line in lines)
+                      if m), None)
+        message = first.group(1) if first else message
+    node = re.search(r"\[\[\{\{node ([^}]*)\}\}\]\]", "\n".join(lines))
+    return message.strip() + (" (TensorFlow node %s)" % node.group(1) if node else "")
 
 
 def _without_op_names(line):

@@ -16,8 +16,9 @@
 - `remove`: the one way a file or folder is removed, never through a symlink;
   `links_in` / `mount_points_in`: the links and mount points a removal must refuse;
 - `replace_folder` / `recover_folder`: a folder replaced whole by one built beside it;
-- `owned_outputs` (`claim_outputs`, `record_outputs`): a tool replaces only files it
-  wrote itself, and leaves none of its earlier files behind.
+- `write_outputs_aside` (`check_outputs`, `record_outputs`): a tool's output folder built
+  beside it and renamed into place; it replaces only files it wrote itself, and leaves
+  none of its earlier files behind.
 
 Local paths and every filesystem tf.io.gfile knows (gs://, ...) alike.
 
@@ -37,11 +38,12 @@ nothing). remove(path): the one removal of the package (every deleting site call
 file, a link (as a link) or a folder, never anything through a symlink (tf.io.gfile.rmtree
 empties a linked folder's target); replace_folder(temp, target) / recover_folder(target): a
 folder replaced whole by one built beside it, a kill between its two renames undone by the
-next run. A tool writing into a folder the user names (the converters): `with
-owned_outputs(folder, tool, patterns):` (globs inside the folder: what it writes and the
-settings files it may write) refuses a matching file the tool did not record writing
+next run. A tool writing into a folder the user names (the converters):
+write_outputs_aside(folder, tool, patterns, build) (globs inside the folder: what it writes
+and the settings files it may write) refuses a matching file the tool did not record writing
 (OUTPUTS_RECORD = bert_tf2_outputs.json, {tool: {"files": [...]}}) before anything is
-written, removes the tool's earlier files, and records the new ones on success.
+written, has build(temp) write the new folder beside it, carries the folder's other files in
+(hard links) and replaces it whole (replace_folder): the earlier one survives any stop.
 """
 import contextlib
 import json
@@ -696,45 +698,8 @@ def _matches(folder, patterns):
     return found
 
 
-@contextlib.contextmanager
-def owned_outputs(folder, tool, patterns, flag="--output_dir"):
-    """The block writes the files `patterns` (globs inside `folder`) for `tool`.
-
-    Before it: claim_outputs (a file of someone else there is an error, the tool's
-    own earlier files are removed); after it succeeds: record_outputs.
-    """
-    claim_outputs(folder, tool, patterns, flag)
-    yield
-    record_outputs(folder, tool, patterns)
-
-
-def claim_outputs(folder, tool, patterns, flag="--output_dir"):
-    """Prepares `folder` for `tool` to write the files `patterns` (globs inside it).
-
-    What `tool` manages there is `patterns`: the files it writes and the settings
-    files it may write (sentence_embedding.json, ...). A file matching them that
-    `tool` did not write (by the folder's OUTPUTS_RECORD) is an error naming `flag`,
-    raised before anything is written (check_outputs): a checkpoint, config or
-    vocabulary of someone else is never replaced. The files `tool` wrote there in an
-    earlier run are removed, so none of them outlives this run (a settings file that no
-    longer applies would describe another model). Until record_outputs, the record
-    counts every match of `patterns` as the tool's (a run that fails half-way).
-    """
-    prepare_output_dir(folder, flag)
-    record, entry, ours = _claim(folder, tool, patterns, flag)
-    record[tool] = {"files": [], "pending": sorted(set(patterns) | set(entry.get("pending", [])))}
-    _write_record(folder, record)
-    for path in sorted(ours.values()):
-        if not tf.io.gfile.isdir(path) or os.path.islink(path):
-            remove(path)
-        parent = os.path.dirname(path)
-        if os.path.normpath(parent) != os.path.normpath(folder) and \
-                tf.io.gfile.isdir(parent) and not tf.io.gfile.listdir(parent):
-            remove(parent)  # a sub-folder (tf2/) that only held our files
-
-
 def check_outputs(folder, tool, patterns, flag="--output_dir"):
-    """claim_outputs' check alone, nothing written or removed: a file in `folder`
+    """write_outputs_aside's check alone, nothing written or removed: a file in `folder`
     matching `patterns` that `tool` did not write is a ValueError naming `flag`."""
     if tf.io.gfile.isdir(folder):
         _claim(folder, tool, patterns, flag)
@@ -761,3 +726,141 @@ def record_outputs(folder, tool, patterns):
     record = _read_record(folder)
     record[tool] = {"files": sorted(_matches(folder, patterns))}
     _write_record(folder, record)
+
+
+def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
+    """Writes `tool`'s outputs (the globs `patterns` inside `folder`) all at once.
+
+    `build(temp)` writes them into a new folder beside `folder` (temp_name, the same file
+    system); the files `folder` already holds that are not `tool`'s earlier outputs (a
+    user's notes, another tool's files, OUTPUTS_RECORD's other entries) are carried into
+    it (hard links where the file system allows, symlinks as links), and replace_folder
+    renames it into place. A stop at any moment (an error, a full disk, SIGTERM, a kill)
+    leaves the earlier folder as it was, or the new one whole; a kill between the two
+    renames is undone by the next run (recover_folder, first). Refused before anything
+    is written: a file matching `patterns` that `tool` did not write (by OUTPUTS_RECORD),
+    `folder` being a file; a folder a training run holds (LOCK_FILE), one with a mount
+    point inside, the current folder or one above it. A symlink `folder` has its target replaced, the link kept.
+    Returns build's result, its paths inside the temporary folder named inside `folder`.
+    """
+    named = str(folder).rstrip("/") or "/"
+    target = folder_behind_link(named, flag)
+    recover_folder(target)
+    if tf.io.gfile.exists(target) and not tf.io.gfile.isdir(target):
+        raise ValueError("%s=%s is a file, not a directory" % (flag, named))
+    ours = {}
+    if tf.io.gfile.isdir(target):
+        _, _, ours = _claim(target, tool, patterns, flag)
+        _refuse_busy_folder(target, flag, named)
+    temp = temp_name(target)
+    try:
+        try:
+            tf.io.gfile.makedirs(temp)
+        except (tf.errors.OpError, OSError) as e:
+            raise ValueError("%s=%s is not writable: %s" % (flag, named, e)) from None
+        result = build(temp)
+        record = _read_record(target) if tf.io.gfile.isdir(target) else {}
+        record[tool] = {"files": sorted(_matches(temp, patterns))}
+        if tf.io.gfile.isdir(target):
+            skip = {os.path.normpath(p) for p in ours.values()}
+            _carry_others(target, temp, skip | {os.path.join(target, OUTPUTS_RECORD),
+                                                os.path.join(target, LOCK_FILE)})
+        _write_record(temp, record)
+    except BaseException:
+        remove(temp)
+        raise
+    replace_folder(temp, target)
+    return _renamed(result, temp, named)
+
+
+def _renamed(value, temp, folder):
+    """`value` (a path, or a dict / list / tuple of them) with `temp` read as `folder`."""
+    if isinstance(value, str):
+        return folder + value[len(temp):] if (value == temp or value.startswith(temp + "/")) \
+            else value
+    if isinstance(value, dict):
+        return {key: _renamed(item, temp, folder) for key, item in value.items()}
+    if type(value) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
+        return type(value)(_renamed(item, temp, folder) for item in value)
+    return value
+
+
+def _refuse_busy_folder(target, flag, named):
+    """ValueError when `target` is or holds the current folder, a training run holds it
+    (its LOCK_FILE locked) or a mount point is inside it (a folder replaced whole would
+    move another file system's files)."""
+    if "://" in target:
+        return
+    real, here = os.path.realpath(target), os.path.realpath(os.getcwd())
+    if here == real or here.startswith(real.rstrip(os.sep) + os.sep):
+        raise ValueError("%s=%s is (or holds) the current folder, which the output replaces "
+                         "whole: name a folder of its own (nothing was written)" % (flag, named))
+    lock_path = os.path.join(target, LOCK_FILE)
+    if os.path.exists(lock_path):
+        try:
+            import fcntl  # pylint: disable=import-outside-toplevel
+            with open(lock_path, "a+") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    raise ValueError("%s=%s is in use by a training run: wait for it to end, "
+                                     "or choose another %s (nothing was written)"
+                                     % (flag, named, flag)) from None
+        except (ImportError, OSError):
+            pass
+    for root, folders, _ in os.walk(target):
+        for name in folders:
+            path = os.path.join(root, name)
+            if os.path.ismount(path):
+                raise ValueError("%s=%s holds the mount point %s: its files would be moved; "
+                                 "choose another %s (nothing was written)"
+                                 % (flag, named, os.path.relpath(path, target), flag))
+
+
+def _carry_others(earlier, new, skip):
+    """Puts every file and folder of `earlier` but the paths `skip` into `new` (which the
+    tool wrote first: its own names win); hard links, else copies; symlinks as links."""
+    local = "://" not in earlier
+    walk = os.walk(earlier) if local else tf.io.gfile.walk(earlier)
+    for root, folders, files in walk:
+        relative = os.path.relpath(root, earlier)
+        target_root = os.path.join(new, relative) if relative != "." else new
+        if not tf.io.gfile.isdir(target_root):
+            tf.io.gfile.makedirs(target_root)
+        links = [n for n in folders if local and os.path.islink(os.path.join(root, n))]
+        emptied = [n for n in folders if n not in links and _only_skipped(
+            os.path.join(root, n), skip, local)]
+        folders[:] = [n for n in folders if n not in links and n not in emptied]
+        for name in sorted(files + links):
+            source = os.path.join(root, name)
+            destination = os.path.join(target_root, name)
+            if os.path.normpath(source) in skip or tf.io.gfile.exists(destination) or \
+                    (local and os.path.lexists(destination)):
+                continue
+            if local and os.path.islink(source):
+                os.symlink(os.readlink(source), destination)
+            elif local:
+                try:
+                    os.link(source, destination)
+                except OSError:
+                    shutil.copy2(source, destination)
+            else:
+                tf.io.gfile.copy(source, destination)
+
+
+def _only_skipped(folder, skip, local):
+    """True when the non-empty `folder` holds nothing but files of `skip` (a sub-folder
+    only the tool's earlier outputs filled: not carried)."""
+    walk = os.walk(folder) if local else tf.io.gfile.walk(folder)
+    found = False
+    for root, folders, files in walk:
+        if not files and not folders:
+            return False  # an empty folder: not the tool's
+        if local and any(os.path.islink(os.path.join(root, n)) for n in folders):
+            return False
+        for name in files:
+            if os.path.normpath(os.path.join(root, name)) not in skip:
+                return False
+            found = True
+    return found

@@ -161,11 +161,12 @@ def test_input_globs_skip_our_temporaries(tmp_path):
 
 
 def _tool_writes(folder, names, patterns=("model.*", "settings.json", "sub/*")):
-    with fileutil.owned_outputs(str(folder), "tool", patterns):
+    def build(temp):
         for name in names:
-            os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
-            with open(os.path.join(folder, name), "w") as f:
+            os.makedirs(os.path.dirname(os.path.join(temp, name)), exist_ok=True)
+            with open(os.path.join(temp, name), "w") as f:
                 f.write("new " + name)
+    fileutil.write_outputs_aside(str(folder), "tool", patterns, build)
 
 
 def test_a_tool_replaces_only_the_files_it_wrote(tmp_path):
@@ -178,28 +179,61 @@ def test_a_tool_replaces_only_the_files_it_wrote(tmp_path):
         _tool_writes(folder, ["model.index"])
     assert sorted(os.listdir(folder)) == ["model.index", "notes.txt"]
     (folder / "model.index").unlink()
+    inode = os.stat(folder / "notes.txt").st_ino
     _tool_writes(folder, ["model.index", "model.data", "settings.json", "sub/a"])
     record = json.loads((folder / fileutil.OUTPUTS_RECORD).read_text())
     assert record == {"tool": {"files": ["model.data", "model.index", "settings.json",
                                          "sub/a"]}}
-    # Again, for a model without settings: none of the earlier files is left.
+    # Again, for a model without settings: none of the earlier files is left; the user's
+    # file is carried over as it is (the same file: a hard link).
     _tool_writes(folder, ["model.index"])
     assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index", "notes.txt"]
     assert (folder / "model.index").read_text() == "new model.index"
+    assert os.stat(folder / "notes.txt").st_ino == inode
     # Another tool's files are not this tool's.
     with pytest.raises(ValueError, match="which other did not write"):
-        with fileutil.owned_outputs(str(folder), "other", ["model.*"]):
-            pass
+        fileutil.write_outputs_aside(str(folder), "other", ["model.*"], lambda temp: None)
+    assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
-def test_a_run_that_failed_half_way_leaves_files_the_next_run_replaces(tmp_path):
+def test_a_run_that_fails_half_way_leaves_nothing(tmp_path):
     folder = tmp_path / "out"
+
+    def half(temp):
+        with open(os.path.join(temp, "settings.json"), "w") as f:
+            f.write("half")
+        raise RuntimeError("boom")
+
     with pytest.raises(RuntimeError):
-        with fileutil.owned_outputs(str(folder), "tool", ["model.*", "settings.json"]):
-            (folder / "settings.json").write_text("half")
-            raise RuntimeError("boom")
+        fileutil.write_outputs_aside(str(folder), "tool", ["model.*", "settings.json"], half)
+    assert os.listdir(tmp_path) == []
     _tool_writes(folder, ["model.index"])
     assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]
+
+
+def test_a_folder_a_training_run_holds_is_not_replaced(tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    held = fileutil.held_output_locks()
+    fileutil.lock_output_dir(str(folder))
+    try:
+        with pytest.raises(ValueError, match=r"out is in use by a training run: wait for it"):
+            _tool_writes(folder, ["model.index"])
+        assert os.listdir(folder) == [fileutil.LOCK_FILE]
+    finally:
+        fileutil.release_output_locks(keep=held)
+    _tool_writes(folder, ["model.index"])  # a killed run's lock file is nobody's output
+    assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]
+
+
+def test_the_current_folder_is_not_replaced(tmp_path, monkeypatch):
+    folder = tmp_path / "out"
+    (folder / "sub").mkdir(parents=True)
+    for where, named in ((folder, "."), (folder / "sub", str(folder))):
+        monkeypatch.chdir(where)
+        with pytest.raises(ValueError, match=r"is \(or holds\) the current folder"):
+            _tool_writes(named, ["model.index"])
+    assert sorted(os.listdir(folder)) == ["sub"] and sorted(os.listdir(tmp_path)) == ["out"]
 
 
 @pytest.fixture

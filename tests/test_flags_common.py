@@ -188,6 +188,30 @@ def test_error_line_of_tensorflow_file_errors():
     assert cli.error_line(written) == ("error: out/x.bin; No space left on device", 1)
 
 
+def test_error_line_of_an_error_inside_a_graph_keeps_tensorflows_message():
+    """A training step's error (a tf.function) says what went wrong, not only
+    "Graph execution error:"."""
+    import tensorflow as tf
+    table = tf.Variable(tf.ones([5, 3]))
+
+    @tf.function
+    def step(ids):
+        return tf.gather(table, ids) * 2.0
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        step(tf.constant([1, 7]))
+    assert raised.value.message.startswith("Graph execution error:")
+    assert cli.error_line(raised.value) == (
+        "error: indices[1] = 7 is not in [0, 5) (TensorFlow node Gather)", 1)
+    several = tf.errors.InvalidArgumentError(None, None, (
+        "Graph execution error:\n\nDetected at node x defined at (most recent call last):\n"
+        "<stack traces unavailable>\n2 root error(s) found.\n  (0) INVALID_ARGUMENT:  "
+        "Nan in summary histogram for: loss\n\t [[{{node loss_hist}}]]\n  (1) INVALID_ARGUMENT:"
+        "  the same\n0 successful operations."))
+    assert cli.error_line(several) == (
+        "error: Nan in summary histogram for: loss (TensorFlow node loss_hist)", 1)
+
+
 def test_vocab_tokens_name_the_flag_and_file():
     with pytest.raises(ValueError, match=r"^--vocab_file=v\.txt has no \[MASK\] / \[SEP\] token$"):
         loaders.check_vocab_tokens({"[CLS]": 0}, "v.txt", ("[CLS]", "[MASK]", "[SEP]"))

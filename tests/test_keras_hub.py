@@ -332,6 +332,108 @@ def test_from_keras_hub_refuses_what_is_not_a_bert_preset(tmp_path, exported):
 
 
 # ---------------------------------------------------------------------------
+# The preset's preprocessing and labels come along (issue 72)
+# ---------------------------------------------------------------------------
+
+_SMALL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cafe", "café", "a", "##s"]
+
+
+def _copy_preset(preset, target, drop=(), tokenizer=None):
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.copytree(preset, target)
+    for name in drop:
+        os.remove(target / name)
+    if tokenizer:
+        record = json.loads((target / "tokenizer.json").read_text())
+        record["config"].update(tokenizer)
+        write_text(target / "tokenizer.json", json.dumps(record))
+    return target
+
+
+@needs_keras_hub
+def test_from_keras_hub_keeps_the_presets_casing_and_length(tmp_path):
+    from bert_tf2.trainer import model_folder  # pylint: disable=import-outside-toplevel
+    folder, _ = _folder(tmp_path, "classifier", _SMALL, do_lower_case=False)
+    preset = tmp_path / "preset"
+    conv.run(conv.Settings(init_checkpoint=str(folder), output_dir=str(preset)))
+    hub = json.loads((preset / "tokenizer.json").read_text())["config"]
+    assert (hub["lowercase"], hub["strip_accents"]) == (False, False)
+    ours = tmp_path / "ours"
+    conv.run(conv.Settings(direction="from_keras_hub", preset_dir=str(preset),
+                           output_dir=str(ours)))
+    found, _ = model_folder.read(str(ours / "bert_model.ckpt"))
+    assert found["do_lower_case"] is False and found["max_seq_length"] == _LENGTH
+    assert found["runner"] == "run_classifier"
+    # ... and back to keras-hub with the same tokenizer and length.
+    again = tmp_path / "again"
+    conv.run(conv.Settings(init_checkpoint=str(ours / "bert_model.ckpt"),
+                           output_dir=str(again)))
+    assert json.loads((again / "tokenizer.json").read_text())["config"]["lowercase"] is False
+    length = json.loads((again / "preprocessor.json").read_text())["config"]["sequence_length"]
+    assert length == _LENGTH
+
+
+@needs_keras_hub
+@pytest.mark.parametrize("lowercase,strip_accents", [(True, False), (False, True)])
+def test_a_tokenizer_our_tokenizer_cannot_follow_is_refused(tmp_path, lowercase, strip_accents):
+    """keras-hub's BertTokenizer(lowercase=True) keeps accents ("café" stays "café");
+    ours, as the reference, strips them whenever it lower-cases ("cafe")."""
+    folder, _ = _folder(tmp_path, "encoder", _SMALL)
+    preset = tmp_path / "preset"
+    conv.run(conv.Settings(init_checkpoint=str(folder), output_dir=str(preset)))
+    edited = _copy_preset(preset, tmp_path / "edited", tokenizer={
+        "lowercase": lowercase, "strip_accents": strip_accents})
+    with pytest.raises(ValueError, match=r"tokenizer.json: lowercase %s with strip_accents %s, "
+                                         r"which bert-tf2's tokenizer .* cannot follow"
+                       % (json.dumps(lowercase), json.dumps(strip_accents))):
+        conv.run(conv.Settings(direction="from_keras_hub", preset_dir=str(edited),
+                               output_dir=str(tmp_path / "ours")))
+    assert not (tmp_path / "ours").exists()
+
+
+@needs_keras_hub
+def test_a_classifier_preset_without_labels_is_warned(tmp_path, exported):
+    preset = _copy_preset(exported["classifier"][2], tmp_path / "resaved",
+                          drop=("label_list.txt", "classifier_task.json"))
+    import logging  # pylint: disable=import-outside-toplevel
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger("absl").addHandler(handler)
+    try:
+        conv.run(conv.Settings(direction="from_keras_hub", preset_dir=str(preset),
+                               output_dir=str(tmp_path / "ours")))
+    finally:
+        logging.getLogger("absl").removeHandler(handler)
+    assert [m for m in seen if "has no label_list.txt (keras-hub's own save_to_preset does "
+            "not keep it): the classifier's 3 outputs have no label names" in m]
+
+
+@needs_keras_hub
+def test_a_classifier_without_labels_names_only_real_flags(tmp_path):
+    folder, _ = _folder(tmp_path, "classifier", _SMALL)
+    os.remove(folder / "label_list.txt")
+    os.remove(folder / "classifier_task.json")
+    with pytest.raises(ValueError) as raised:
+        conv.run(conv.Settings(init_checkpoint=str(folder), output_dir=str(tmp_path / "p")))
+    message = str(raised.value)
+    assert "write them into label_list.txt beside the checkpoint" in message
+    # convert_keras_hub.py has no --task_name / --labels_file (run() names flags as fields).
+    assert "task_name" not in message and "labels_file" not in message, message
+    assert not (tmp_path / "p").exists()
+
+
+def test_python_3_10_is_one_line_and_the_extra_has_its_marker(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 10, 14, "final", 0))
+    with pytest.raises(ValueError, match=r"^convert_keras_hub.py needs keras-hub, which needs "
+                                         r"Python 3.11 or later \(this is Python 3.10.14\)$"):
+        conv.run(conv.Settings(init_checkpoint=str(tmp_path), output_dir=str(tmp_path / "p")))
+    monkeypatch.undo()
+    setup = (REPO_ROOT / "setup.py").read_text(encoding="utf-8")
+    assert """"keras-hub": ['keras-hub==0.32.0; python_version >= "3.11"']""" in setup
+
+
+# ---------------------------------------------------------------------------
 # One process: keras-hub (Keras 3) and our tf_keras models
 # ---------------------------------------------------------------------------
 

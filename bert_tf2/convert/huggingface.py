@@ -431,7 +431,9 @@ def convert(hf_dir, output_dir, write_tf2=False):
     "sentence_embedding" (path or None)}.
 
     output_dir: a new folder, or one an earlier conversion wrote (its files are replaced,
-    none is left over); a folder holding such files of another origin is refused.
+    none is left over); a folder holding such files of another origin is refused. The
+    folder is built beside output_dir and renamed into place (fileutil.write_outputs_aside):
+    a stop at any moment leaves the earlier conversion whole.
     """
     if not tf.io.gfile.isdir(hf_dir):
         raise ValueError("--hf_dir %s is not a directory" % hf_dir)
@@ -451,11 +453,13 @@ def convert(hf_dir, output_dir, write_tf2=False):
     del hf_tensors
     task = _task_of(hf_config, config_path, hf_dir, config, tensors)
 
-    with fileutil.owned_outputs(output_dir, _TOOL, _OUTPUTS):
-        written = _write_folder(hf_dir, output_dir, config, tensors, sentence_settings,
-                                write_tf2)
+    def build(folder):
+        paths = _write_folder(hf_dir, folder, config, tensors, sentence_settings, write_tf2)
         if task is not None:
-            _write_task(output_dir, task)
+            _write_task(folder, task)
+        return paths
+
+    written = fileutil.write_outputs_aside(output_dir, _TOOL, _OUTPUTS, build)
     return dict(written, names=sorted(tensors))
 
 

@@ -10,7 +10,10 @@ itself (`save_to_preset`), so they are the files it reads; our `label_list.txt` 
 
 From keras-hub (`import_from_keras_hub`): a preset folder a `save_to_preset` wrote (a
 backbone, a text classifier or a masked LM) becomes bert_model.ckpt (TF1 names),
-bert_config.json and vocab.txt, as convert_hf_checkpoint.py --direction=from_hf writes.
+bert_config.json and vocab.txt, as convert_hf_checkpoint.py --direction=from_hf writes,
+and model_settings.json with the preset's casing and sequence length (a tokenizer whose
+lowercase and strip_accents differ is refused: ours strips accents exactly when it
+lower-cases). Both ways the folder is built aside and renamed into place.
 
 keras-hub and Keras 3 are imported only inside these functions: the rest of bert-tf2
 (tf_keras, Keras 2) never loads them. Every weight is moved as it is, only reshaped
@@ -26,7 +29,7 @@ has no place in BertMaskedLM and is left out.
 """
 import json
 import os
-import tempfile
+import sys
 import types
 
 from absl import logging
@@ -41,8 +44,10 @@ from bert_tf2.convert import hf_names
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import model_folder
 
 EXTRA_HINT = "pip install 'bert-tf2[keras-hub]'"
+MIN_PYTHON = (3, 11)  # keras-hub 0.32's requirement
 
 # Our head (hf_export.head_of) -> the keras-hub class its preset loads as.
 KERAS_HUB_CLASSES = {"encoder": "BertBackbone", "classifier": "BertTextClassifier",
@@ -98,11 +103,26 @@ _PRESET_OUTPUTS = ("config.json", "model.weights.h5", "task.json", "task.weights
                    fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE)
 _FOLDER_TOOL = "convert_keras_hub --direction=from_keras_hub"
 _FOLDER_OUTPUTS = ("bert_model.ckpt.*", "checkpoint", "bert_config.json", "vocab.txt",
-                   fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE)
+                   fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE,
+                   fileutil.MODEL_SETTINGS_FILE)
+# The runner a folder of each head is recorded as in model_settings.json (its casing and
+# length): export_saved_model's default --model_type follows it.
+_RUNNERS = {"classifier": "run_classifier", "pretraining": "run_pretraining",
+            "encoder": "run_pretraining"}
+
+
+def check_python(version=None):
+    """A ValueError on a Python older than keras-hub needs (3.11; `version`: sys.version_info)."""
+    version = tuple(version or sys.version_info)
+    if version[:2] < MIN_PYTHON:
+        raise ValueError("convert_keras_hub.py needs keras-hub, which needs Python %d.%d or "
+                         "later (this is Python %s)" % (MIN_PYTHON + (".".join(
+                             str(n) for n in version[:3]),)))
 
 
 def import_keras_hub():
     """The keras_hub module; a ValueError naming the extra when it is not installed."""
+    check_python()
     try:
         import keras_hub  # pylint: disable=import-outside-toplevel
     except ImportError as e:
@@ -221,7 +241,18 @@ class PresetExport(object):
                                      xnli_language=found.get("xnli_language") or "zh",
                                      init_checkpoint=init_checkpoint,
                                      threshold=found.get("threshold", 0.5))
-        labels, multilabel = classifier_tasks.export_task(task)
+        try:
+            labels, multilabel = classifier_tasks.export_task(task)
+        except ValueError as e:
+            if "--labels_file" not in str(e):
+                raise
+            # export_task's advice names flags of the exporters that have them.
+            raise ValueError("--init_checkpoint=%s: the classifier's labels are not known (no "
+                             "%s of a training run beside it): write them into %s beside the "
+                             "checkpoint, one label per line in the order of the head's "
+                             "outputs, then convert again" % (
+                                 init_checkpoint, classifier_tasks.TASK_FILE,
+                                 fileutil.LABEL_LIST_FILE)) from None
         _, note = long_text.mode_for_door(init_checkpoint, "keras-hub's BertTextClassifier",
                                           "keras-hub's preprocessor cuts the end of a long "
                                           "text")
@@ -239,6 +270,11 @@ class PresetExport(object):
             path = checkpoints.file_beside(init_checkpoint, name)
             if path:
                 self.files[name] = path
+        if self.labels is not None:
+            self.notes.append("the label names go in %s beside keras-hub's files: keras-hub's "
+                              "own save_to_preset does not keep it, so copy it along when the "
+                              "preset is saved anew (an import without it warns)"
+                              % fileutil.LABEL_LIST_FILE)
 
     def _tensors(self, contents):
         shapes = dict(hf_names.expected_shapes(self.config))
@@ -308,7 +344,8 @@ def export_to_keras_hub(init_checkpoint, output_dir):
     """Writes the model folder `init_checkpoint` as a keras-hub preset in `output_dir`.
 
     Everything is resolved and checked first; keras-hub's save_to_preset writes the
-    preset aside and it is moved in. `output_dir` must be new or a folder this export
+    preset into a folder beside `output_dir`, renamed into place once whole
+    (fileutil.write_outputs_aside). `output_dir` must be new or a folder this export
     wrote before. Returns {file name: path} of the files written.
     """
     export = PresetExport(init_checkpoint)
@@ -316,18 +353,17 @@ def export_to_keras_hub(init_checkpoint, output_dir):
     for note in export.notes:
         logging.warning("%s", note)
     model, tokenizer = build_keras_hub_model(export)
-    scratch = tempfile.mkdtemp(prefix="bert_tf2_keras_hub_")
-    try:
+
+    def build(folder):
+        model.save_to_preset(folder)
         if export.head == "encoder":
-            model.save_to_preset(scratch)
-            tokenizer.save_to_preset(scratch)
-        else:
-            model.save_to_preset(scratch)
+            tokenizer.save_to_preset(folder)
         for name, path in export.files.items():
-            tf.io.gfile.copy(path, os.path.join(scratch, name), overwrite=True)
-        outputs = _move_in(scratch, output_dir, _PRESET_TOOL, _PRESET_OUTPUTS)
-    finally:
-        fileutil.remove(scratch)
+            tf.io.gfile.copy(path, os.path.join(folder, name), overwrite=True)
+        return {name: os.path.join(folder, name) for name in _files_of(folder)}
+
+    outputs = fileutil.write_outputs_aside(output_dir, _PRESET_TOOL, _PRESET_OUTPUTS, build)
+    outputs.pop(fileutil.OUTPUTS_RECORD, None)
     logging.info("Wrote a keras-hub %s preset (%s) to %s", KERAS_HUB_CLASSES[export.head],
                  export.head, output_dir)
     return outputs
@@ -338,19 +374,6 @@ def _files_of(folder):
     for root, _, files in os.walk(folder):
         out += [os.path.relpath(os.path.join(root, name), folder) for name in files]
     return sorted(out)
-
-
-def _move_in(scratch, output_dir, tool, patterns):
-    """Copies every file of `scratch` into `output_dir` (the weights last); {name: path}."""
-    written = _files_of(scratch)
-    with fileutil.owned_outputs(output_dir, tool, patterns):
-        outputs = {}
-        for name in sorted(written, key=lambda n: (n.endswith(".h5") or ".ckpt." in n, n)):
-            target = os.path.join(output_dir, name)
-            tf.io.gfile.makedirs(os.path.dirname(target))
-            tf.io.gfile.copy(os.path.join(scratch, name), target, overwrite=True)
-            outputs[name] = target
-    return outputs
 
 
 def _refuse_other_files(output_dir, patterns, what):
@@ -433,9 +456,42 @@ def read_preset(preset_dir):
     vocab_path = os.path.join(preset_dir, "assets", "tokenizer", "vocabulary.txt")
     if not tf.io.gfile.exists(vocab_path):
         raise ValueError("%s not found: the preset's WordPiece vocabulary" % vocab_path)
-    tokenizer = _preset_json(preset_dir, "tokenizer.json", required=False) or {}
-    lowercase = (tokenizer.get("config") or {}).get("lowercase")
-    return head, config, hf_names.read_vocab_tokens(vocab_path), lowercase
+    return (head, config, hf_names.read_vocab_tokens(vocab_path),
+            preset_preprocessing(preset_dir, config))
+
+
+def preset_preprocessing(preset_dir, config):
+    """{"do_lower_case", "max_seq_length"} of a preset's tokenizer.json and
+    preprocessor.json (each left out where the preset does not say it); a ValueError when
+    the tokenizer's casing and accents are a pair our tokenizer (the reference's) cannot
+    follow: it strips accents exactly when it lower-cases, keras-hub sets both apart."""
+    out = {}
+    tokenizer_path = os.path.join(preset_dir, "tokenizer.json")
+    tokenizer = (_preset_json(preset_dir, "tokenizer.json", required=False) or {})
+    values = tokenizer.get("config") if isinstance(tokenizer.get("config"), dict) else {}
+    if "lowercase" in values:
+        lowercase = bool(values["lowercase"])
+        strip_accents = bool(values.get("strip_accents", False))  # keras-hub's default
+        if strip_accents != lowercase:
+            raise ValueError(
+                "%s: lowercase %s with strip_accents %s, which bert-tf2's tokenizer (the "
+                "reference's) cannot follow: it strips accents exactly when it lower-cases, so "
+                "texts with accents would get other token ids; set \"strip_accents\": %s there "
+                "to accept that, then convert again" % (
+                    tokenizer_path, json.dumps(lowercase), json.dumps(strip_accents),
+                    json.dumps(lowercase)))
+        out["do_lower_case"] = lowercase
+    else:
+        logging.warning("%s does not say the tokenizer's casing: later runs take "
+                        "--do_lower_case as given (the reference's default: True)",
+                        tokenizer_path)
+    preprocessor = _preset_json(preset_dir, "preprocessor.json", required=False) or {}
+    values = preprocessor.get("config") if isinstance(preprocessor.get("config"), dict) else {}
+    length = values.get("sequence_length")
+    if isinstance(length, int) and not isinstance(length, bool) and \
+            0 < length <= config["max_position_embeddings"]:
+        out["max_seq_length"] = length
+    return out
 
 
 def load_preset_tensors(preset_dir, head, config):
@@ -463,29 +519,36 @@ def import_from_keras_hub(preset_dir, output_dir):
     """Converts the keras-hub preset `preset_dir` into a model folder of ours in
     `output_dir`; returns {"checkpoint", "config", "vocab", and "labels"/"task" when
     the preset carries them}."""
-    head, config, vocab, lowercase = read_preset(preset_dir)
+    head, config, vocab, preprocessing = read_preset(preset_dir)
     if len(vocab) != config["vocab_size"]:
         logging.warning("%s: %d tokens for vocabulary_size %d", preset_dir, len(vocab),
                         config["vocab_size"])
+    _refuse_other_files(output_dir, _FOLDER_OUTPUTS, "keras-hub import")
     tensors = load_preset_tensors(preset_dir, head, config)
-    if lowercase is not None:
-        logging.info("the preset's tokenizer lowercases: %s; pass --do_lower_case=%s to "
-                     "the BERT tools", lowercase, lowercase)
-    scratch = tempfile.mkdtemp(prefix="bert_tf2_keras_hub_")
-    try:
-        with open(os.path.join(scratch, "bert_config.json"), "w", encoding="utf-8") as f:
+    if head == "classifier" and not tf.io.gfile.exists(
+            os.path.join(preset_dir, fileutil.LABEL_LIST_FILE)):
+        logging.warning("%s has no %s (keras-hub's own save_to_preset does not keep it): the "
+                        "classifier's %d outputs have no label names; put a %s (one label "
+                        "per line, in output order) into %s before predicting", preset_dir,
+                        fileutil.LABEL_LIST_FILE, int(tensors["output_weights"].shape[0]),
+                        fileutil.LABEL_LIST_FILE, output_dir)
+
+    def build(folder):
+        with tf.io.gfile.GFile(os.path.join(folder, "bert_config.json"), "w") as f:
             f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        with open(os.path.join(scratch, "vocab.txt"), "w", encoding="utf-8") as f:
+        with tf.io.gfile.GFile(os.path.join(folder, "vocab.txt"), "w") as f:
             f.write("".join(token + "\n" for token in vocab))
-        checkpoints.write_tf1_checkpoint(tensors, os.path.join(scratch, "bert_model.ckpt"))
         for name in _CLASSIFIER_FILES:
             path = os.path.join(preset_dir, name)
             if head == "classifier" and tf.io.gfile.exists(path):
-                tf.io.gfile.copy(path, os.path.join(scratch, name), overwrite=True)
-        _refuse_other_files(output_dir, _FOLDER_OUTPUTS, "keras-hub import")
-        written = _move_in(scratch, output_dir, _FOLDER_TOOL, _FOLDER_OUTPUTS)
-    finally:
-        fileutil.remove(scratch)
+                tf.io.gfile.copy(path, os.path.join(folder, name), overwrite=True)
+        if preprocessing:
+            # After vocab.txt and label_list.txt: model_settings.json records their checksums.
+            model_folder.write(folder, _RUNNERS[head], None, None, preprocessing)
+        checkpoints.write_tf1_checkpoint(tensors, os.path.join(folder, "bert_model.ckpt"))
+        return {name: os.path.join(folder, name) for name in _files_of(folder)}
+
+    written = fileutil.write_outputs_aside(output_dir, _FOLDER_TOOL, _FOLDER_OUTPUTS, build)
     outputs = {"checkpoint": os.path.join(output_dir, "bert_model.ckpt"),
                "config": written["bert_config.json"], "vocab": written["vocab.txt"]}
     for key, name in (("labels", fileutil.LABEL_LIST_FILE), ("task", classifier_tasks.TASK_FILE)):
