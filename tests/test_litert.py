@@ -637,6 +637,25 @@ def test_eight_threads_of_mixed_batch_sizes_get_the_single_threaded_answers(sst_
     assert len(answers) == 8 * 3 * len(calls)
     wrong = [(i, got) for i, got in answers if not _same_classification(got, alone[i])]
     assert not wrong, "%d of %d answers differ, e.g. %r" % (len(wrong), len(answers), wrong[:3])
+    assert 1 <= predictor.run.made <= litert_predictor.default_interpreters()
+
+
+def test_a_pool_of_two_interpreters_makes_two_and_one_is_a_lock(sst_export):
+    """interpreters bounds the pool under 8 threads (2: two made; 1: the calls one at a
+    time, the same answers); anything but an integer >= 1 is one line."""
+    calls = _mixed_calls(count=6)
+    for interpreters in (2, 1):
+        predictor = litert_predictor.LiteRTPredictor(str(sst_export[0]), "fp32",
+                                                     interpreters=interpreters)
+        alone = [predictor.predict(texts) for texts in calls]
+        answers = _from_threads(predictor.predict, calls, rounds=2)
+        assert all(_same_classification(got, alone[i]) for i, got in answers)
+        assert predictor.run.made == interpreters
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match=r"^interpreters must be an integer >= 1 \(or "
+                                             r"None\), got ") as e:
+            litert_predictor.LiteRTPredictor(str(sst_export[0]), "fp32", interpreters=bad)
+        assert "\n" not in str(e.value)
 
 
 def test_eight_threads_on_a_tagger_get_the_single_threaded_tags(crf_export):

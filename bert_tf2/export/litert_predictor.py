@@ -210,6 +210,7 @@ class ModelRunner(object):
         self._num_threads = num_threads
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(interpreters)
+        self.made = 0  # interpreters made so far (at most `interpreters`)
         first = self._new_runner()
         self._idle = [first]
         details = first.get_input_details()
@@ -223,8 +224,11 @@ class ModelRunner(object):
         from ai_edge_litert import interpreter  # pylint: disable=import-outside-toplevel
         kwargs = ({"model_content": self._model} if isinstance(self._model, bytes)
                   else {"model_path": str(self._model)})
-        return interpreter.Interpreter(num_threads=self._num_threads,
-                                       **kwargs).get_signature_runner()
+        runner = interpreter.Interpreter(num_threads=self._num_threads,
+                                         **kwargs).get_signature_runner()
+        with self._lock:
+            self.made += 1
+        return runner
 
     @contextlib.contextmanager
     def _borrowed(self):
@@ -314,6 +318,7 @@ class LiteRTPredictor(object):
         if self.head.word_tags:
             if texts_b is not None:
                 raise ValueError("a tagger takes sentences only: leave texts_b out")
+            # run_ner's windows; an export made before doc_stride was recorded: its default.
             return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
                                             self.labels, self.info.get("doc_stride"))
         if self.head.answer_spans:
