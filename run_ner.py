@@ -45,7 +45,6 @@ from bert_tf2 import heads
 from bert_tf2 import settings as settings_lib
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_task
-from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import training
@@ -269,17 +268,9 @@ class Predictor(model_folder.FolderPredictor):
         pandas DataFrame of one column of them (or a "tokens" column), each sentence a
         str or a list (numpy array) of words (predict_inputs).
         """
-        if isinstance(sentences, str):
-            raise ValueError("sentences is a str; expected a list of sentences (each a str "
-                             "or a list of words): [%r]" % sentences[:40])
-        if predict_inputs.is_frame(sentences):
-            sentences, = predict_inputs.frame_columns(sentences, "sentences", [("tokens",)])
-        sentences = predict_inputs.items(sentences, "sentences", "sentences")
-        if not sentences:
+        conll = ner_data.predict_sentences(sentences)
+        if not conll.sentences:
             return []
-        conll = ner_data.conll_of_sentences(sentences, "sentences", require_tags=False)
-        if conll.has_tags:
-            raise ValueError("sentences: give words, not (word, tag) pairs")
         tags, _, _ = self.task.predictions(self.runner, conll, "predict",
                                            self.settings.predict_batch_size)
         return [list(zip(s.words, t)) for s, t in zip(conll.sentences, tags)]

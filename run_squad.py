@@ -34,8 +34,6 @@ from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import settings as settings_lib
-from bert_tf2.tasks import data_tables
-from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
 from bert_tf2.tasks import squad_task
@@ -457,12 +455,7 @@ class Predictor(model_folder.FolderPredictor):
     @model_folder.one_at_a_time
     def predict(self, questions, contexts=None):
         """An answer per (question, context) pair; [] for []."""
-        names = ("questions", "contexts")
-        questions, contexts = data_tables.texts_of(*predict_inputs.text_pairs(
-            questions, contexts, names, [("question", "context")]), names=names)
-        if contexts is None:
-            raise ValueError("contexts is missing: one context per question (or a DataFrame "
-                             "of the columns question and context)")
+        questions, contexts = squad_data.predict_pairs(questions, contexts)
         if not questions:
             return []
         settings = self.settings

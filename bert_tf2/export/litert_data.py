@@ -138,13 +138,12 @@ def text_batch(texts_a, texts_b, tokenizer, max_seq_length, labels=None, gold=No
     return Batch(_stack(features), gold, None)
 
 
-def tagger_batch(texts, tokenizer, max_seq_length, labels, doc_stride=None):
-    """A Batch of raw texts for a tagger: each text one sentence whose words are
-    ner_data.split_words' (the word rule of every door), featurized as run_ner does."""
-    texts = list(texts)
-    conll = (ner_data.conll_of_sentences(texts, "texts", require_tags=False) if texts
-             else ner_data.ConllFile("texts", [], [], False))
-    return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
+def tagger_batch(sentences, tokenizer, max_seq_length, labels, doc_stride=None):
+    """A Batch of the sentences a tagger's predict() is given (ner_data.predict_sentences:
+    each a str, its words by the word rule of every door, or a list of words), featurized
+    as run_ner does."""
+    return _tagger_batch(ner_data.predict_sentences(sentences), tokenizer, max_seq_length,
+                         labels, doc_stride)
 
 
 def _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride=None):

@@ -12,10 +12,12 @@ imported only when a predictor or runner is made.
     predictor.predict(["a great film", "dull"])
     # -> [{"label": "1", "probabilities": {"0": 0.03, "1": 0.97}}, ...]
 """
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
+import threading
 
 import numpy as np
 
@@ -23,8 +25,11 @@ import tokenization
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import serving_squad
-from bert_tf2.tasks import squad_results
+from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
+from bert_tf2.tasks import squad_data
+from bert_tf2.tasks import squad_results
 
 VARIANTS = ("fp32", "dynamic_int8", "int8")
 INFO_FILE = "assets.extra/export_info.json"
@@ -164,51 +169,121 @@ def check_available(flag="--litert"):
                          "'bert-tf2[litert]' (or pip install ai-edge-litert)" % flag)
 
 
+def default_interpreters(num_threads=None):
+    """How many interpreters a pool keeps at most by default: the CPUs this process may
+    use, shared among interpreters of `num_threads` threads each (None: LiteRT's default,
+    one), at least one."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // max(1, num_threads or 1))
+
+
 class ModelRunner(object):
-    """One LiteRT model (a file or bytes) run on id features, BATCH_SIZE rows at a time.
+    """One LiteRT model (a file or bytes) run on id features, BATCH_SIZE rows at a time,
+    from any number of threads.
+
+    A LiteRT interpreter holds one call's tensors (each call resizes them to its batch),
+    so two threads must never share one: each call borrows an interpreter of a pool for
+    its whole run, made when no idle one is left, at most `interpreters` of them (a call
+    beyond waits for one to come back). The first is made here (its errors at once).
+    LiteRT releases the GIL while it runs a model, so calls on different interpreters run
+    in parallel; each interpreter holds its own copy of the packed weights (MiniLM: about
+    100 MB fp32, 45 MB dynamic_int8), hence a bound rather than one per thread.
 
     Args:
       model: a .tflite path or its bytes.
-      num_threads: CPU threads of the interpreter (None: LiteRT's default).
+      num_threads: CPU threads of each interpreter (None: LiteRT's default, one).
+      interpreters: the most interpreters, hence calls running at once (None:
+        default_interpreters(num_threads); 1: the calls one at a time).
     """
 
-    def __init__(self, model, num_threads=None):
+    def __init__(self, model, num_threads=None, interpreters=None):
         check_available("LiteRT")
-        from ai_edge_litert import interpreter  # pylint: disable=import-outside-toplevel
-        kwargs = ({"model_content": model} if isinstance(model, bytes)
-                  else {"model_path": str(model)})
-        self.interpreter = interpreter.Interpreter(num_threads=num_threads, **kwargs)
-        self.runner = self.interpreter.get_signature_runner()
-        details = self.runner.get_input_details()
+        if interpreters is None:
+            interpreters = default_interpreters(num_threads)
+        if not _is_int(interpreters, 1):
+            raise ValueError("interpreters must be an integer >= 1 (or None), got %r"
+                             % (interpreters,))
+        self._model = model
+        self._num_threads = num_threads
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(interpreters)
+        self.made = 0  # interpreters made so far (at most `interpreters`)
+        first = self._new_runner()
+        self._idle = [first]
+        details = first.get_input_details()
         # The length the model was converted at (the ids' last axis).
         self.seq_length = int(details["input_ids"]["shape_signature"][-1])
         self.output_sizes = {name: int(d["shape_signature"][-1])
-                             for name, d in self.runner.get_output_details().items()}
+                             for name, d in first.get_output_details().items()}
+
+    def _new_runner(self):
+        """A signature runner of a new interpreter of the model."""
+        from ai_edge_litert import interpreter  # pylint: disable=import-outside-toplevel
+        kwargs = ({"model_content": self._model} if isinstance(self._model, bytes)
+                  else {"model_path": str(self._model)})
+        runner = interpreter.Interpreter(num_threads=self._num_threads,
+                                         **kwargs).get_signature_runner()
+        with self._lock:
+            self.made += 1
+        return runner
+
+    @contextlib.contextmanager
+    def _borrowed(self):
+        """An interpreter's signature runner, this thread's alone until the block ends."""
+        self._slots.acquire()
+        try:
+            with self._lock:
+                runner = self._idle.pop() if self._idle else None
+            if runner is None:
+                runner = self._new_runner()
+            try:
+                yield runner
+            finally:
+                with self._lock:
+                    self._idle.append(runner)
+        finally:
+            self._slots.release()
 
     def __call__(self, features, batch_size=BATCH_SIZE):
         """{output name: array} of the model on {ID_KEYS: int32 [N, S]}."""
         num_rows = len(features["input_ids"])
         parts = []
-        for start in range(0, num_rows, batch_size):
-            parts.append(self.runner(**{k: np.ascontiguousarray(
-                features[k][start:start + batch_size], np.int32)
-                for k in litert_data.ID_KEYS}))
+        with self._borrowed() as runner:  # the outputs are copies: theirs after the block
+            for start in range(0, num_rows, batch_size):
+                parts.append(runner(**{k: np.ascontiguousarray(
+                    features[k][start:start + batch_size], np.int32)
+                    for k in litert_data.ID_KEYS}))
         if not parts:
             return {}
         return {name: np.concatenate([p[name] for p in parts], axis=0) for name in parts[0]}
 
 
 class LiteRTPredictor(object):
-    """A LiteRT model of an export folder, called on raw text.
+    """A LiteRT model of an export folder, called on raw text, from any number of threads.
 
     Args:
       export_dir: the folder export_saved_model.py --litert wrote (model_<variant>.tflite,
         assets/vocab.txt, assets.extra/export_info.json).
       variant: "fp32", "dynamic_int8" or "int8".
-      num_threads: CPU threads (None: LiteRT's default).
+      num_threads: CPU threads of each interpreter (None: LiteRT's default, one).
+      interpreters: the most LiteRT interpreters, hence predict() calls running the model
+        at once (None: the CPUs this process may use // num_threads, at least 1).
+
+    One predictor may serve any number of threads (a web server's request handlers): each
+    call runs the model on an interpreter of a pool, its own until the call ends
+    (ModelRunner), and tokenizes and decodes in its own thread, so every call gets the
+    answers of its own inputs. Measured on a shared 2-core machine (a MiniLM-shaped
+    model, 8 client threads against 1, batches of 1 and 8 texts; docs/litert.md): a lock
+    (one interpreter of 1 or 2 threads), a pool of 2 of 1 thread and one interpreter per
+    client thread gave the same throughput within the noise, one thread per interpreter
+    spent the least CPU per text, and each interpreter adds its weights' memory: hence
+    the default, as many single-threaded interpreters as CPUs.
     """
 
-    def __init__(self, export_dir, variant="int8", num_threads=None):
+    def __init__(self, export_dir, variant="int8", num_threads=None, interpreters=None):
         if variant not in VARIANTS:
             raise ValueError("variant must be one of %s, got %r" % (", ".join(VARIANTS),
                                                                    variant))
@@ -229,51 +304,45 @@ class LiteRTPredictor(object):
             raise ValueError("%s does not exist: %s is not a whole export" % (vocab, export_dir))
         _check_vocab(vocab, self.info.get("vocab"), os.path.join(export_dir, INFO_FILE))
         self.tokenizer = tokenization.FullTokenizer(vocab, self.info["do_lower_case"])
-        self.run = ModelRunner(path, num_threads)
+        self.run = ModelRunner(path, num_threads, interpreters)
         if self.run.seq_length > 0 and self.run.seq_length != self.max_seq_length:
             raise ValueError("%s: field 'max_seq_length' is %d but %s takes ids of length %d"
                              % (os.path.join(export_dir, INFO_FILE), self.max_seq_length,
                                 path, self.run.seq_length))
 
-    def _inputs(self, texts, texts_b):
-        """(texts, texts_b or None) as lists; one str is one text; one ValueError for
-        anything else."""
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        if texts_b is not None:
-            texts_b = [texts_b] if isinstance(texts_b, str) else list(texts_b)
-        for name, values in (("texts", texts), ("texts_b", texts_b or [])):
-            for i, value in enumerate(values):
-                if not isinstance(value, str):
-                    raise ValueError("%s[%d] is %r, not a str" % (name, i, value))
-        if self.head.answer_spans and texts_b is None:
-            raise ValueError("a squad model needs texts_b: the contexts, one per question")
-        if self.head.word_tags and texts_b is not None:
-            raise ValueError("a tagger takes texts only: leave texts_b out")
-        if texts_b is not None and len(texts_b) != len(texts):
-            raise ValueError("texts_b has %d texts but texts %d: give one per text (or "
-                             "leave texts_b out)" % (len(texts_b), len(texts)))
-        return texts, texts_b
-
     def batch(self, texts, texts_b=None):
-        """The litert_data.Batch of raw texts (squad: texts = questions, texts_b = contexts)."""
-        texts, texts_b = self._inputs(texts, texts_b)
-        if self.head.answer_spans:
-            return litert_data.squad_batch(
-                litert_data.squad_examples(texts, texts_b), self.tokenizer,
-                self.max_seq_length, self.squad_rules)
+        """The litert_data.Batch of what predict() is given: read as the runner's
+        Predictor.predict reads it (classifier / encoder: run_classifier's texts, texts_b;
+        tagger: run_ner's sentences; squad: run_squad's questions, contexts), with its
+        one-line ValueErrors naming those arguments."""
         if self.head.word_tags:
+            if texts_b is not None:
+                raise ValueError("a tagger takes sentences only: leave texts_b out")
             # run_ner's windows; an export made before doc_stride was recorded: its default.
             return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
                                             self.labels, self.info.get("doc_stride"))
+        if self.head.answer_spans:
+            questions, contexts = squad_data.predict_pairs(texts, texts_b)
+            return litert_data.squad_batch(
+                litert_data.squad_examples(questions, contexts), self.tokenizer,
+                self.max_seq_length, self.squad_rules)
+        texts, texts_b = data_tables.texts_of(*predict_inputs.text_pairs(
+            texts, texts_b, ("texts", "texts_b"), [("text_a", "text_b")]))
         return litert_data.text_batch(texts, texts_b, self.tokenizer, self.max_seq_length,
                                       self.labels)
 
     def predict(self, texts, texts_b=None):
         """One call from text to results, per text (or pair).
 
+        What it takes, and its one-line errors, are the runner's Predictor.predict's
+        (batch()): a list or tuple, a pandas Series, a numpy array or a generator, or a
+        DataFrame (docs/python.md); messages name the runner's arguments.
+
         Args:
-          texts: classifier / encoder: the first texts; tagger: the texts; squad: the
-            questions. A list (one str is one text).
+          texts: classifier / encoder: the first texts (one str is one text; a DataFrame
+            of text_a / text_b or of one column); tagger: the sentences, each a str or
+            a list of words (a DataFrame: a "tokens" column or one column; not one str,
+            as run_ner's); squad: the questions (a DataFrame of question / context).
           texts_b: classifier / encoder: second texts of pairs (optional); squad: the
             contexts. As many as texts.
 

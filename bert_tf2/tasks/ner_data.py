@@ -51,6 +51,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import predict_inputs
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -201,6 +202,27 @@ def conll_of_sentences(sentences, where, require_tags=True):
     if not has_tags:
         parsed = [s._replace(tags=None) for s in parsed]
     return ConllFile(where, lines[:-1], parsed, has_tags)
+
+
+def predict_sentences(sentences):
+    """The ConllFile of what a tagger's predict() is given (run_ner.Predictor and
+    LiteRTPredictor read it alike): a list or tuple, a pandas Series or a numpy array of
+    sentences, or a pandas DataFrame of one column of them (or a "tokens" column)
+    (predict_inputs), each sentence a str (its words by the word rule) or a list (numpy
+    array) of words. No sentences: a ConllFile of none. One ValueError naming
+    `sentences` for anything else (one str, None, a set, (word, tag) pairs)."""
+    if isinstance(sentences, str):
+        raise ValueError("sentences is a str; expected a list of sentences (each a str "
+                         "or a list of words): [%r]" % sentences[:40])
+    if predict_inputs.is_frame(sentences):
+        sentences, = predict_inputs.frame_columns(sentences, "sentences", [("tokens",)])
+    sentences = predict_inputs.items(sentences, "sentences", "sentences")
+    if not sentences:
+        return ConllFile("sentences", [], [], False)
+    conll = conll_of_sentences(sentences, "sentences", require_tags=False)
+    if conll.has_tags:
+        raise ValueError("sentences: give words, not (word, tag) pairs")
+    return conll
 
 
 def split_words(text):

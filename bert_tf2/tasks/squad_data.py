@@ -20,6 +20,8 @@ import tensorflow as tf
 import tokenization
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
+from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import predict_inputs
 
 # First unique id given to a feature (as in the original release, so ids match).
 FIRST_UNIQUE_ID = 1000000000
@@ -238,6 +240,21 @@ def _add_training_answer(example, qa, context, char_to_word, version_2_with_nega
     example.start_position = first_word
     example.end_position = last_word
     return True
+
+
+def predict_pairs(questions, contexts):
+    """(questions, contexts), lists of str as long as each other, of what a squad model's
+    predict() is given (run_squad.Predictor and LiteRTPredictor read it alike): a str is
+    one of each; lists or tuples of str, pandas Series or numpy arrays of str; or a pandas
+    DataFrame of the columns "question" and "context" as `questions` (contexts then None)
+    (predict_inputs). One ValueError naming the argument for anything else."""
+    names = ("questions", "contexts")
+    questions, contexts = data_tables.texts_of(*predict_inputs.text_pairs(
+        questions, contexts, names, [("question", "context")]), names=names)
+    if contexts is None:
+        raise ValueError("contexts is missing: one context per question (or a DataFrame "
+                         "of the columns question and context)")
+    return questions, contexts
 
 
 def pair_examples(questions, contexts):
