@@ -332,7 +332,7 @@ class Predictor(model_folder.FolderPredictor):
         self._placeholder = (() if processor.is_multilabel else
                              "0" if processor.is_regression else labels[0])
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, texts, texts_b=None):
         """One result per text (or pair: texts_b, as many); a str is one text.
 

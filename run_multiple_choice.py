@@ -201,7 +201,7 @@ class Predictor(model_folder.FolderPredictor):
             self.settings.part(*training.SETTINGS),
             lambda: multiple_choice_task.choice_model(bert_config, self.settings.use_tpu))
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, questions):
         """A result per question (a dict, or a list of them); [] for []."""
         if isinstance(questions, dict):

@@ -261,7 +261,7 @@ class Predictor(model_folder.FolderPredictor):
         self.runner = training.make_runner(self.settings.part(*training.SETTINGS),
                                            lambda: self.task.model(plan.bert_config))
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, sentences):
         """[(word, tag), ...] per sentence (a list of words, or a str); [] for [].
 

@@ -454,7 +454,7 @@ class Predictor(model_folder.FolderPredictor):
             self.settings.vocab_file, self.settings.do_lower_case))
         self.runner = _make_runner(self.settings, bert_config)
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, questions, contexts=None):
         """An answer per (question, context) pair; [] for []."""
         names = ("questions", "contexts")
