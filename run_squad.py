@@ -442,8 +442,8 @@ class Predictor(model_folder.FolderPredictor):
     do_predict computes them for a SQuAD json of those paragraphs and questions.
     questions and contexts may be lists or tuples of str, pandas Series or numpy arrays of
     str; questions may be a pandas DataFrame of the columns "question" and "context"
-    (a SQuAD table's; contexts then None). One predictor may serve several threads: their
-    calls run one at a time.
+    (a SQuAD table's; contexts then None). One predictor may serve any number of threads
+    at once, each call with its own answers.
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
