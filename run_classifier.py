@@ -313,10 +313,10 @@ class Predictor(model_folder.FolderPredictor):
     predict() gives what do_predict writes to test_predictions.jsonl for the same
     texts, without the "id" (prediction_files.result): {"label", "probabilities"};
     multi-label: "label" the list of labels at or over the threshold; regression:
-    {"prediction": x}. The features pass through a record file in a temporary folder
-    of the predictor's own (removed by close(), or when the predictor is collected),
-    the same pipeline as do_predict. One predictor may serve several threads: their
-    calls run one at a time, each with its own answers.
+    {"prediction": x}. The features stay in memory and run in do_predict's batches
+    through the model's step, traced once (docs/python.md: what a call costs). One
+    predictor may serve any number of threads at once, each call with its own answers;
+    close() ends it.
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
@@ -332,7 +332,7 @@ class Predictor(model_folder.FolderPredictor):
         self._placeholder = (() if processor.is_multilabel else
                              "0" if processor.is_regression else labels[0])
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, texts, texts_b=None):
         """One result per text (or pair: texts_b, as many); a str is one text.
 
@@ -341,6 +341,7 @@ class Predictor(model_folder.FolderPredictor):
         are those the model was trained on (text_a_column, text_b_column), or text_a
         and text_b, or a frame of one column (predict_inputs).
         """
+        self._check_frame(texts)
         texts, texts_b = data_tables.texts_of(*predict_inputs.text_pairs(
             texts, texts_b, ("texts", "texts_b"), self._frame_columns()))
         self._check_pairs(texts_b is not None)
@@ -361,6 +362,17 @@ class Predictor(model_folder.FolderPredictor):
         if isinstance(self.processor, file_data.FileProcessor):
             names.insert(0, (self.processor.columns.text_a, self.processor.columns.text_b))
         return names
+
+    def _check_frame(self, texts):
+        """A DataFrame with a "text_b" column given to a model of single texts (a file
+        task without --text_b_column) is refused: its column would go unread."""
+        if not (predict_inputs.is_frame(texts) and isinstance(
+                self.processor, file_data.FileProcessor) and not self.processor.columns.text_b):
+            return
+        if "text_b" in [str(c) for c in texts.columns]:
+            raise ValueError("texts is a DataFrame with a text_b column, but the model of %s "
+                             "was trained on single texts (no --text_b_column): drop the "
+                             "column" % self.settings.init_checkpoint)
 
     def _check_pairs(self, has_pairs):
         """A file task's model read pairs (text_b_column) or single texts: texts_b must

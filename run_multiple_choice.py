@@ -188,7 +188,7 @@ class Predictor(model_folder.FolderPredictor):
     of one call has as many endings (as in one jsonl file). questions may also be a
     tuple, a pandas Series or a numpy array of such dicts, or a pandas DataFrame whose
     rows are (columns "context", "endings", optionally "question"). One predictor may
-    serve several threads: their calls run one at a time.
+    serve any number of threads at once, each call with its own answers.
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
@@ -201,7 +201,7 @@ class Predictor(model_folder.FolderPredictor):
             self.settings.part(*training.SETTINGS),
             lambda: multiple_choice_task.choice_model(bert_config, self.settings.use_tpu))
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, questions):
         """A result per question (a dict, or a list of them); [] for []."""
         if isinstance(questions, dict):

@@ -248,8 +248,8 @@ class Predictor(model_folder.FolderPredictor):
     predict(sentences): each sentence a list of words, or a str split at blanks; returns
     per sentence [(word, tag), ...], the tags do_predict writes (test_predictions.txt's
     last column; --crf: Viterbi's), the sentences one document as a file's without
-    -DOCSTART-. Its record file goes to a temporary folder of its own (close()). One
-    predictor may serve several threads: their calls run one at a time.
+    -DOCSTART-. One predictor may serve any number of threads at once, each call with
+    its own answers.
     """
 
     def __init__(self, model_folder, batch_size=32, **settings):
@@ -260,7 +260,7 @@ class Predictor(model_folder.FolderPredictor):
         self.runner = training.make_runner(self.settings.part(*training.SETTINGS),
                                            lambda: self.task.model(plan.bert_config))
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, sentences):
         """[(word, tag), ...] per sentence (a list of words, or a str); [] for [].
 

@@ -440,8 +440,8 @@ class Predictor(model_folder.FolderPredictor):
     do_predict computes them for a SQuAD json of those paragraphs and questions.
     questions and contexts may be lists or tuples of str, pandas Series or numpy arrays of
     str; questions may be a pandas DataFrame of the columns "question" and "context"
-    (a SQuAD table's; contexts then None). One predictor may serve several threads: their
-    calls run one at a time.
+    (a SQuAD table's; contexts then None). One predictor may serve any number of threads
+    at once, each call with its own answers.
     """
 
     def __init__(self, model_folder, batch_size=8, **settings):
@@ -452,7 +452,7 @@ class Predictor(model_folder.FolderPredictor):
             self.settings.vocab_file, self.settings.do_lower_case))
         self.runner = _make_runner(self.settings, bert_config)
 
-    @model_folder.one_at_a_time
+    @model_folder.predict_call
     def predict(self, questions, contexts=None):
         """An answer per (question, context) pair; [] for []."""
         questions, contexts = squad_data.predict_pairs(questions, contexts)

@@ -3,7 +3,7 @@
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
       [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
-              finetuning,packing,embeddings,long_text,int8,repeated_runs]
+              finetuning,packing,embeddings,long_text,int8,repeated_runs,predictor]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -40,7 +40,10 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            2 threads each side (needs the [litert] extra);
   repeated_runs            benchmarks/bench_memory.py: the process's RSS over ten
                            run_classifier.run() calls in one process (tiny model and
-                           all-MiniLM-L6-v2; no peer, no ../shared).
+                           all-MiniLM-L6-v2; no peer, no ../shared);
+  predictor                benchmarks/bench_predictor.py: run_classifier.Predictor vs the
+                           exported SavedModel's serving_text_a in the same process, tiny
+                           and mini, latency at 1 and 16 texts, throughput from 8 threads.
 Seven before it read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
@@ -243,6 +246,8 @@ def plan(mode, steps, repeats):
         ("int8", dict(repeats=repeats + 2)),
         # Ten runs of each model in one process: a few minutes.
         ("repeated_runs", dict(runs=10)),
+        # The Python Predictor against the SavedModel's signature (two small trainings).
+        ("predictor", dict(sizes=("tiny", "mini"), repeats=repeats)),
     ]
 
 
@@ -273,7 +278,7 @@ def main(argv=None):
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
                              "memory, tokenization, create_pretraining_data, finetuning, "
-                             "packing, embeddings, long_text, int8, repeated_runs")
+                             "packing, embeddings, long_text, int8, repeated_runs, predictor")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -322,7 +327,8 @@ def main(argv=None):
                      "embeddings": lambda rows: _schema_rows(rows) or [],
                      "long_text": lambda rows: _schema_rows(rows) or [],
                      "int8": lambda rows: _schema_rows(rows) or [],
-                     "repeated_runs": lambda rows: _schema_rows(rows) or []}
+                     "repeated_runs": lambda rows: _schema_rows(rows) or [],
+                     "predictor": lambda rows: _schema_rows(rows) or []}
     for item in plan(mode, args.steps, args.repeats):
         if item is None or (only and item[0] not in only):
             continue

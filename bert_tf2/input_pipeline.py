@@ -28,7 +28,9 @@ full batches, the batches of a window shuffled; then the next pass (windows neve
 epochs). Every epoch holds each example once but for those N mod batch_size; same steps.
 """
 import collections
+import contextlib
 import os
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -50,14 +52,48 @@ def float_feature(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
+# Records kept in memory instead of files (records_in_memory): per thread, a stack of
+# {path: [feature dicts]}, the innermost block's on top.
+_IN_MEMORY = threading.local()
+
+
+@contextlib.contextmanager
+def records_in_memory():
+    """A block in which this thread's RecordWriters keep their records in memory under
+    their paths (no file is made or replaced) and memory_records() gives them back.
+
+    The Python Predictors' calls: their features never touch the disk, and calls from
+    several threads (or one call made inside another's input generator) each see only
+    their own records. The records of the block are dropped when it ends.
+    """
+    stack = _IN_MEMORY.__dict__.setdefault("stack", [])
+    stack.append({})
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def memory_records(input_files):
+    """The feature dicts ({name: tf.train.Feature}) this thread's records_in_memory
+    block wrote to `input_files`, in reading order; None outside such a block or when
+    one of the files was not written in it."""
+    stack = getattr(_IN_MEMORY, "stack", None)
+    if not stack or not all(path in stack[-1] for path in input_files):
+        return None
+    return [record for path in input_files for record in stack[-1][path]]
+
+
 class RecordWriter:
     """Writes tf.train.Examples round-robin over one or more TFRecord files.
 
     Use as a context manager: the files are written under temporary names and
-    renamed into place only when the block ends without an exception.
+    renamed into place only when the block ends without an exception. Inside a
+    records_in_memory() block the records stay in memory instead (no file), unless
+    `to_disk`.
     """
 
-    def __init__(self, output_files):
+    def __init__(self, output_files, to_disk=False):
         if isinstance(output_files, str):
             output_files = [output_files]
         if not output_files:
@@ -67,8 +103,13 @@ class RecordWriter:
         self._writers = []
         self._next = 0
         self.num_written = 0
+        stack = getattr(_IN_MEMORY, "stack", None)
+        self._memory = stack[-1] if stack and not to_disk else None
 
     def __enter__(self):
+        if self._memory is not None:
+            self._writers = [[] for _ in self.output_files]
+            return self
         for path, temp in zip(self.output_files, self._temps):
             parent = os.path.dirname(path)
             if parent and not tf.io.gfile.exists(parent):
@@ -78,16 +119,32 @@ class RecordWriter:
 
     def write(self, features):
         """Writes one example; `features` maps a name to a tf.train.Feature."""
+        if self._memory is not None:
+            self._add(features)
+            return
         example = tf.train.Example(features=tf.train.Features(feature=features))
         self.write_serialized(example.SerializeToString())
 
     def write_serialized(self, record):
         """Writes one already serialized tf.train.Example (bytes)."""
+        if self._memory is not None:
+            self._add(dict(tf.train.Example.FromString(record).features.feature))
+            return
         self._writers[self._next].write(record)
         self._next = (self._next + 1) % len(self._writers)
         self.num_written += 1
 
+    def _add(self, features):
+        """One record kept in memory (records_in_memory)."""
+        self._writers[self._next].append(features)
+        self._next = (self._next + 1) % len(self._writers)
+        self.num_written += 1
+
     def __exit__(self, exc_type, exc, tb):
+        if self._memory is not None:
+            if exc_type is None:
+                self._memory.update(zip(self.output_files, self._writers))
+            return False
         for writer in self._writers:
             writer.close()
         for path, temp in zip(self.output_files, self._temps):
@@ -516,7 +573,18 @@ def dataset_fn_for(input_files, spec, batch_size, is_training, seed=None, trim_p
                             seed=seed, trim=trim_padding,
                             buckets=trim_padding and not is_training, bucket_width=bucket_width,
                             group_by_length=group_by_length and is_training)
+    if not is_training:  # what an in-memory prediction needs to make the same batches
+        dataset_fn.source = PredictSource(list(input_files), spec, batch_size, trim_padding,
+                                          bucket_width)
     return dataset_fn
+
+
+# An evaluation / prediction input of dataset_fn_for (its `source` attribute): its files,
+# spec, global batch size, whether batches are trimmed (and then length-sorted: buckets)
+# and the trimmed lengths' multiple. training.Runner.predict reads records kept in memory
+# (records_in_memory) through it, as memory_batches.py makes make_dataset's batches.
+PredictSource = collections.namedtuple(
+    "PredictSource", ["files", "spec", "batch_size", "trim", "bucket_width"])
 
 
 def _files_dataset(input_files, input_context):

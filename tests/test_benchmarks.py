@@ -2,6 +2,7 @@
 import os
 import re
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -302,6 +303,22 @@ def test_repeated_runs_rows_and_group(tmp_path):
     with open(tmp_path / "train.csv", encoding="utf-8") as f:
         lines = f.read().splitlines()
     assert len(lines) == 17 and lines[1] == '0,"the battery was not good",positive'
+
+
+def test_the_predictor_group_counts_requests_from_threads():
+    import bench_predictor  # pylint: disable=import-outside-toplevel
+    calls = []
+    lock = threading.Lock()
+
+    def call():
+        with lock:
+            calls.append(threading.get_ident())
+
+    assert bench_predictor._throughput(call, 4, 20) > 0  # pylint: disable=protected-access
+    assert len(calls) == 20 and len(set(calls)) == 4
+    assert ("predictor", {"sizes": ("tiny", "mini"), "repeats": 3}) in run_all.plan(
+        "default", 1, 3)
+    assert run_all._load("predictor").run.__doc__ == bench_predictor.run.__doc__
 
 
 def test_chinese_corpus_and_its_boundary_file_agree(shared_dir, tmp_path):

@@ -145,8 +145,13 @@ def test_texts_of_checks_the_predict_arguments():
     assert data_tables.texts_of([]) == ([], None)
     with pytest.raises(ValueError, match="texts_b has 1 texts, texts has 2: as many"):
         data_tables.texts_of(["a", "b"], ["c"])
-    with pytest.raises(ValueError, match=r"texts\[1\] is a int, not a str"):
+    with pytest.raises(ValueError, match=r"texts\[1\] is an int \(1\), not a str"):
         data_tables.texts_of(["a", 1])
+    # What was given, named as it is (a NaN was "a NoneType", pandas' NA too).
+    with pytest.raises(ValueError, match=r"^texts_b\[1\] is NaN \(a missing value\), not a str$"):
+        data_tables.texts_of(["a", "b"], ["c", float("nan")])
+    with pytest.raises(ValueError, match=r"^texts\[0\] is None, not a str$"):
+        data_tables.texts_of([None])
     with pytest.raises(ValueError, match="texts is a int; expected a str or a list of str"):
         data_tables.texts_of(5)
 
@@ -213,6 +218,13 @@ def test_predict_of_the_folder_is_what_do_predict_wrote(runs):
         with pytest.raises(ValueError, match="texts_b: the model of .* was trained on single "
                                              "texts"):
             predictor.predict(texts[:1], ["x"])
+        pd = pytest.importorskip("pandas")
+        # Its text_b column used to go unread without a word.
+        with pytest.raises(ValueError, match=r"^texts is a DataFrame with a text_b column, but "
+                                             r"the model of .* was trained on single texts \(no "
+                                             r"--text_b_column\): drop the column$"):
+            predictor.predict(pd.DataFrame({"text": texts[:2], "text_b": ["x", "y"]}))
+        _assert_agrees(predictor.predict(pd.DataFrame({"text": texts[:2]})), expected[:2])
     finally:
         predictor.close()
     _assert_agrees(rc.predict(folder, texts[:2]), expected[:2])

@@ -111,6 +111,10 @@ def test_the_classifier_reads_frames_series_tuples_and_arrays(classifier):
     ({"good", "bad"}, ["x", "y"], r"^texts is a set; .* \(a set has no order: the answers "
                                   r"could not follow the inputs\)$"),
     (None, None, r"^texts is None; expected a list \(or tuple\) of str"),
+    ({"good": 1}.keys(), None, r"^texts is the keys of a dict \(dict\.keys\(\)\); expected a "
+                               r"list \(or tuple\) of str, a pandas Series or DataFrame, or a "
+                               r"numpy array of str$"),  # was "a dict_keys ... a set has no order"
+    (["good", math.nan], ["x", "y"], r"^texts\[1\] is NaN \(a missing value\), not a str$"),
     (3, None, r"^texts is an int; expected a list"),
     (["good"], 7, r"^texts_b is an int; expected a list"),
     (["good"], _frame({"extra": ["x"]}),
@@ -296,3 +300,197 @@ def test_a_training_run_of_infinite_epochs_leaves_no_folder(tmp_path):
         rc.run(_settings(tmp_path, {"train": train}, out, do_train=True,
                          num_train_epochs=math.inf, **_COLUMNS))
     assert not out.exists()
+
+
+def test_eight_threads_of_mixed_batch_sizes_get_the_single_threaded_answers(classifier, tagger):
+    # No lock: each call's features stay in memory of its own and the traced steps are
+    # shared; sizes 1..13 make batches of 1, 2, 4 rows and of the batch size (3 / 2).
+    pairs = [_pairs(size, size) for size in (1, 2, 3, 5, 7, 13)]
+    words = [[w for w, _ in s] for s in _sentences(IOB2)]
+    sentences = [words[:1], words[:2], words * 2, list(reversed(words))]
+    calls = [(classifier["predictor"].predict, pair) for pair in pairs] + [
+        (lambda s: tagger["predictor"].predict(s), (s,)) for s in sentences]
+    alone = [predict(*arguments) for predict, arguments in calls]
+    results, start = {}, threading.Barrier(8)
+
+    def work(thread):
+        start.wait(HANG_GUARD_SECONDS)
+        for turn in range(6):
+            index = (thread * 3 + turn) % len(calls)
+            predict, arguments = calls[index]
+            try:
+                results[thread, turn] = (index, predict(*arguments))
+            except Exception as error:  # pylint: disable=broad-except
+                results[thread, turn] = (index, error)
+
+    threads = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_GUARD_SECONDS)
+    assert len(results) == 48
+    for (index, got) in results.values():
+        assert got == alone[index], index
+
+
+def _in_thread(function, seconds=120):
+    """function()'s result, run in a daemon thread; AssertionError when it has not
+    returned within `seconds` (a deadlock)."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = function()
+        except Exception as error:  # pylint: disable=broad-except
+            box["value"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "still running after %d s: a deadlock" % seconds
+    return box["value"]
+
+
+def test_an_input_generator_may_call_the_same_predictor(classifier):
+    # Inputs used to be read under the predictor's lock: this call deadlocked.
+    predictor = classifier["predictor"]
+    texts, extras = _pairs(5, 2)
+    expected = predictor.predict(texts, extras)
+    inner = []
+
+    def reading():
+        for text in texts:
+            inner.append(predictor.predict([text], [extras[0]]))
+            yield text
+
+    assert _in_thread(lambda: predictor.predict(reading(), extras)) == expected
+    assert inner == [predictor.predict([t], [extras[0]]) for t in texts]
+
+
+def test_a_slow_generator_holds_up_no_other_thread(classifier):
+    predictor = classifier["predictor"]
+    texts, extras = _pairs(4, 1)
+    expected = predictor.predict(texts, extras)
+    release = threading.Event()
+
+    def slow():
+        release.wait(HANG_GUARD_SECONDS)
+        yield from texts
+
+    waiting = threading.Thread(target=lambda: predictor.predict(slow(), extras), daemon=True)
+    waiting.start()
+    try:
+        assert _in_thread(lambda: predictor.predict(texts, extras), 120) == expected
+    finally:
+        release.set()
+        waiting.join(HANG_GUARD_SECONDS)
+
+
+def test_a_forked_child_is_refused_in_one_line_not_hung(classifier):
+    import os  # pylint: disable=import-outside-toplevel
+    import select  # pylint: disable=import-outside-toplevel
+    import signal  # pylint: disable=import-outside-toplevel
+    predictor = classifier["predictor"]
+    texts, extras = _pairs(2, 0)
+    predictor.predict(texts, extras)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report each door's refusal, never run TensorFlow
+        lines = []
+        for call in (lambda: predictor.predict(texts, extras),
+                     lambda: rc.Predictor(classifier["folder"], batch_size=2)):
+            try:
+                call()
+                lines.append("answered")
+            except Exception as error:  # pylint: disable=broad-except
+                lines.append("%s: %s" % (type(error).__name__, error))
+        os.write(write_end, "\n".join(lines).encode("utf-8"))
+        os._exit(0)  # pylint: disable=protected-access
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], 120)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        assert ready, "the forked child hung"
+        report = os.read(read_end, 65536).decode("utf-8").splitlines()
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    assert len(report) == 2
+    for line in report:
+        assert line.startswith("RuntimeError: run_classifier.Predictor: this process "), line
+        assert "TensorFlow cannot run in a forked child" in line and "'spawn'" in line, line
+
+
+def test_after_close_a_predictor_refuses_and_leaves_no_folder(classifier, tmp_path,
+                                                               monkeypatch):
+    import os  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    predictor = rc.Predictor(classifier["folder"], batch_size=2)
+    folder = predictor.settings.output_dir
+    assert oct(os.stat(folder).st_mode & 0o777) == "0o700"  # private: token ids
+    texts, extras = _pairs(3, 0)
+    predictor.predict(texts, extras)
+    assert os.listdir(folder) == []  # the features never touch the disk
+    predictor.close()
+    with pytest.raises(RuntimeError, match=r"^run_classifier\.Predictor of .* is closed "
+                                           r"\(close\(\) was called\): make a new one$"):
+        predictor.predict(texts, extras)
+    assert list(tmp_path.iterdir()) == []  # it used to make the folder again
+
+
+def test_a_call_builds_no_input_pipeline_and_cuts_the_batch_to_the_data(classifier,
+                                                                         monkeypatch):
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import memory_batches  # pylint: disable=import-outside-toplevel
+    texts, extras = _pairs(2, 3)
+    expected = classifier["predictor"].predict(texts, extras)
+    huge = rc.Predictor(classifier["folder"], batch_size=2 ** 20)
+    shapes = []
+    made = memory_batches.batches
+
+    def counted(found, source):
+        for batch in made(found, source):
+            shapes.append(batch["input_ids"].shape[0])
+            yield batch
+
+    def never(*args, **kwargs):
+        raise AssertionError("a tf.data pipeline was built for a Predictor's call")
+
+    monkeypatch.setattr(memory_batches, "batches", counted)
+    monkeypatch.setattr(input_pipeline, "make_dataset", never)
+    try:
+        assert huge.predict(texts, extras) == expected  # padded to 2**20 rows before
+    finally:
+        huge.close()
+    assert shapes == [2]
+
+
+def test_the_batches_of_a_call_are_make_datasets():
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import memory_batches  # pylint: disable=import-outside-toplevel
+    spec = input_pipeline.classifier_features(8)
+    source = input_pipeline.PredictSource(["x"], spec, 4, True, 4)
+    # 6 examples, lengths 5, 2, 8, 1, 3, 6: sorted longest first, batches of 4, the last
+    # one padded (index -1), each cut to its longest rounded up to 4.
+    lengths = [5, 2, 8, 1, 3, 6]
+    mask = np.array([[1] * n + [0] * (8 - n) for n in lengths], np.int32)
+    found = {"input_ids": mask * 7, "input_mask": mask, "segment_ids": 0 * mask,
+             "label_ids": np.arange(6, dtype=np.int32),
+             "is_real_example": np.ones(6, np.int32)}
+    got = list(memory_batches.batches(found, source))
+    assert [b[input_pipeline.EXAMPLE_INDEX].tolist() for b in got] == [[2, 5, 0, 4],
+                                                                       [1, 3, -1, -1]]
+    assert [b["input_mask"].shape for b in got] == [(4, 8), (4, 4)]
+    assert got[1]["is_real_example"].tolist() == [1, 1, 0, 0]
+    # Fewer examples than the batch size: a power of two rows, not the batch size.
+    assert [memory_batches.batch_size(source._replace(batch_size=2 ** 20), n)
+            for n in (1, 2, 3, 5, 2 ** 20 + 1)] == [1, 2, 4, 8, 2 ** 20]
+
+
+def test_output_dir_given_to_a_predictor_is_one_line(classifier):
+    texts, extras = _pairs(1, 0)
+    with pytest.raises(ValueError, match=r"^output_dir='/tmp/x': a Predictor \(and predict\(\)\) "
+                                         r"reads the model of its model_folder and returns the "
+                                         r"answers, writing no files; leave output_dir out"):
+        rc.predict(classifier["folder"], texts, extras, output_dir="/tmp/x")

@@ -136,6 +136,8 @@ _NOT_RUN_HERE = {
         "run by tests/test_litert.py on its tiny export",
     "from transformers import pipeline": "needs torch + transformers (the peer venv): "
                                          "tests/test_hf_export.py loads every head there",
+    "import http.server": "serves for ever (docs/python.md's server): a Predictor called from "
+                          "8 threads runs in tests/test_predict_surface.py",
     "import keras_hub": "needs the [keras-hub] extra and a converted folder: "
                         "tests/test_keras_hub.py loads every preset kind with keras-hub",
 }

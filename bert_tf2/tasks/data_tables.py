@@ -143,6 +143,20 @@ def is_missing(value):
     return type(value).__name__ in ("NAType", "NaTType")
 
 
+def describe_value(value):
+    """How a message names a value that is not a str: "None", "NaN (a missing value)",
+    "pandas' NA (a missing value)", "an int (3)", "a list"."""
+    if value is None:
+        return "None"
+    if is_missing(value):
+        return "%s (a missing value)" % ("pandas' %s" % type(value).__name__[:-4]
+                                          if type(value).__name__ in ("NAType", "NaTType")
+                                          else "NaN")
+    name = type(value).__name__
+    shown = " (%r)" % (value,) if isinstance(value, (int, float, bytes)) else ""
+    return "%s %s%s" % ("an" if name[0] in "aeiou" else "a", name, shown[:60])
+
+
 def native(value):
     """A numpy scalar (a DataFrame's cell) as the Python value it holds, a missing cell
     (is_missing) as None; others as given."""
@@ -166,11 +180,12 @@ def texts_of(texts, texts_b=None, names=("texts", "texts_b")):
                 values, (bytes, collections.abc.Mapping)):
             raise ValueError("%s is a %s; expected a str or a list of str"
                              % (argument, type(values).__name__))
-        values = [native(v) for v in values]
+        given = list(values)
+        values = [native(v) for v in given]
         for index, value in enumerate(values):
             if not isinstance(value, str):
-                raise ValueError("%s[%d] is a %s, not a str" % (argument, index,
-                                                                type(value).__name__))
+                raise ValueError("%s[%d] is %s, not a str" % (argument, index,
+                                                              describe_value(given[index])))
         checked.append(values)
     texts, texts_b = checked
     if texts_b is not None and len(texts_b) != len(texts):

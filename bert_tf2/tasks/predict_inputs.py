@@ -56,10 +56,20 @@ def plain(value):
     return value
 
 
+# A dict's views, named as what they are (a dict_keys is a Set, yet ordered).
+_DICT_VIEWS = {"dict_keys": "the keys of a dict (dict.keys())",
+               "dict_values": "the values of a dict (dict.values())",
+               "dict_items": "the items of a dict (dict.items())"}
+
+
 def _kind_name(value):
     """How a message names the type of `value`: "a set", "a DataFrame", "None"."""
     if value is None:
         return "None"
+    if type(value).__name__ in _DICT_VIEWS:
+        return _DICT_VIEWS[type(value).__name__]
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN (a missing value)"
     name = _pandas_kind(value) or type(value).__name__
     if type(value).__module__ == "numpy":
         name = ("numpy %s" % name if getattr(value, "shape", None) == () and not hasattr(
@@ -69,7 +79,7 @@ def _kind_name(value):
 
 def refuse(value, argument, what, why=""):
     """The ValueError of an argument `value` of another shape (`why`: a reason added)."""
-    unordered = isinstance(value, collections.abc.Set)
+    unordered = isinstance(value, (set, frozenset))
     return ValueError("%s is %s; expected %s%s" % (
         argument, _kind_name(value), expected(what),
         why or (" (a set has no order: the answers could not follow the inputs)"

@@ -23,12 +23,12 @@ import json
 import numbers
 import os
 import tempfile
-import threading
 
 from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import input_pipeline
 from bert_tf2 import startup
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import written_files
@@ -296,15 +296,35 @@ def _contradicts(key, given, saved):
 # Predictions from Python (the runners' Predictor)
 # ---------------------------------------------------------------------------
 
+# The process in which a Predictor was first made (TensorFlow's runtime started there): a
+# child forked from it after that inherits a runtime whose threads did not survive the
+# fork, and its first TensorFlow call hangs for ever (check_process refuses instead).
+_STARTED_IN = []
+
+
+def check_process(what):
+    """RuntimeError (one line) when this process was forked from one in which a Predictor
+    had been made: TensorFlow cannot run in such a child (it would hang)."""
+    if _STARTED_IN and _STARTED_IN[0] != os.getpid():
+        raise RuntimeError(
+            "%s: this process (pid %d) was forked from pid %d after TensorFlow ran there "
+            "(a Predictor was made); TensorFlow cannot run in a forked child (it would hang): "
+            "start worker processes with multiprocessing's 'spawn' start method "
+            "(multiprocessing.get_context(\"spawn\")) and make each one's Predictor there"
+            % (what, os.getpid(), _STARTED_IN[0]))
+
+
 class PredictFolder(object):
-    """The settings of predictions from a trained folder, and a temporary output folder
-    of their own (the runner's record files go there, never into the model's folder).
+    """The settings of predictions from a trained folder, and a private temporary folder
+    of their own (0700: tempfile's; a file the runner writes goes there, never into the
+    model's folder: with several replicas, the records a call reads).
 
     Args:
       settings_class: the face's Settings.
       runner: the face's runner name (a key of TASK_SETTINGS).
       folder: a training run's output folder (or its best/).
-      values: other settings fields (do_predict, the batch size, ...).
+      values: other settings fields (do_predict, the batch size, ...); output_dir and
+        init_checkpoint are the predictor's own (ValueError when given).
 
     `settings`: the face's Settings, init_checkpoint = folder, output_dir = the temporary
     folder, the folder's config, vocab, length and task settings filled in; `defaults`:
@@ -312,7 +332,14 @@ class PredictFolder(object):
     """
 
     def __init__(self, settings_class, runner, folder, values):
-        folder = str(folder)
+        folder = os.path.expanduser(str(folder))
+        for name in ("output_dir", "init_checkpoint"):
+            if name in values:
+                raise ValueError(
+                    "%s=%r: a Predictor (and predict()) reads the model of its model_folder and "
+                    "returns the answers, writing no files; leave %s out (the files of "
+                    "do_predict: %s.run(Settings(do_predict=True, ...)))"
+                    % (name, values[name], name, runner))
         found, _ = read(folder)
         if found.get("runner") != runner:
             raise ValueError("%s is not the output folder of a %s training run (its %s %s)"
@@ -336,8 +363,8 @@ class PredictFolder(object):
 
 class FolderPredictor(object):
     """What the faces' Predictor classes share: their PredictFolder (`folder`) and its
-    settings (`settings`), close() removing its temporary folder, one_at_a_time for
-    their predict(), and once() for the faces' predict() functions.
+    settings (`settings`), close(), predict_call for their predict(), and once() for the
+    faces' predict() functions.
 
     Args: settings_class, runner, folder: PredictFolder's; batch_size: the predict batch
     size (an integer >= 1, checked before anything is read or made); values: other
@@ -345,24 +372,38 @@ class FolderPredictor(object):
     data: the name of the data setting the face's checks require and predict() never
     reads (data_dir, predict_file; None: none), set to the folder.
 
-    One predictor may be shared by threads (a web server's): its predict() calls run one
-    at a time (one_at_a_time), since they share its temporary folder's record file and
-    its model; each call gets the answers of its own inputs.
+    One predictor may be shared by threads (a web server's): its predict() calls take no
+    lock, each keeps its features in memory of its own (input_pipeline.records_in_memory)
+    and runs the model's traced step, traced once for all calls; each call gets the answers
+    of its own inputs. A call may be made from inside another's input generator.
     """
 
     def __init__(self, settings_class, runner, folder, batch_size, values, data=None):
-        self._lock = threading.Lock()
         check_batch_size(batch_size)
+        check_process("%s.Predictor" % runner)
+        self._name = "%s.Predictor" % runner
+        self._closed = False
         startup.initialize_devices()  # as quiet as a run(): no no-GPU cuInit line
         values = dict(values, do_predict=True, predict_batch_size=batch_size,
                       **({data: str(folder)} if data else {}))
         values.setdefault("progress", "none")
         self.folder = PredictFolder(settings_class, runner, folder, values)
         self.settings = self.folder.settings
+        if not _STARTED_IN:
+            _STARTED_IN.append(os.getpid())
 
     def close(self):
-        """Removes the temporary folder (the model stays loaded)."""
+        """Removes the temporary folder; a later predict() is refused (RuntimeError)."""
+        self._closed = True
         self.folder.close()
+
+    def check_usable(self):
+        """RuntimeError (one line) after close(), or in a child forked from the process
+        that made the predictor (check_process)."""
+        if self._closed:
+            raise RuntimeError("%s of %s is closed (close() was called): make a new one"
+                               % (self._name, self.settings.init_checkpoint))
+        check_process(self._name)
 
     @classmethod
     def once(cls, model_folder, batch_size, settings, *inputs):
@@ -374,15 +415,17 @@ class FolderPredictor(object):
             predictor.close()
 
 
-def one_at_a_time(method):
-    """A FolderPredictor method whose calls on one predictor run one after another (a
-    lock of the predictor's own): calls from several threads each get their own results,
-    never another call's (they would share the record file and the model's state)."""
+def predict_call(method):
+    """A FolderPredictor's predict(): refused after close() or fork (check_usable); its
+    record files kept in memory of the call's own (input_pipeline.records_in_memory), so
+    that calls from several threads, or one from inside another's input generator, run
+    side by side, each with its own answers."""
     @functools.wraps(method)
-    def serialized(self, *args, **kwargs):
-        with self._lock:  # pylint: disable=protected-access
+    def call(self, *args, **kwargs):
+        self.check_usable()
+        with input_pipeline.records_in_memory():
             return method(self, *args, **kwargs)
-    return serialized
+    return call
 
 
 def check_batch_size(batch_size):

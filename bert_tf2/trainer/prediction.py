@@ -10,6 +10,9 @@ of the Runner: strategy, model, config, is_chief, global_step, _distribute, _ter
 import collections
 import functools
 import itertools
+import os
+import tempfile
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -17,6 +20,7 @@ from absl import logging
 
 from bert_tf2 import heads
 from bert_tf2 import input_pipeline
+from bert_tf2.trainer import memory_batches
 from bert_tf2.trainer import predict_outputs
 from bert_tf2.trainer import progress
 
@@ -99,8 +103,18 @@ class PredictionLoop:
           stage, total_steps: the progress display's name of the pass ("eval" or
             "predict") and its number of batches (None: not known).
         """
-        dataset = self._distribute(predict_outputs.whole_input(dataset_fn), autotune=False)
-        spec = dataset.element_spec
+        source = getattr(dataset_fn, "source", None)
+        records = (input_pipeline.memory_records(source.files) if source is not None
+                   else None)
+        if records is not None and self.predicts_in_memory:
+            found = memory_batches.columns(records, source.spec)
+            spec = memory_batches.element_spec(found, source)
+            dataset = memory_batches.batches(found, source)
+        else:
+            if records is not None:  # several replicas: tf.distribute's input, from a file
+                dataset_fn = self._written(records, source)
+            dataset = self._distribute(predict_outputs.whole_input(dataset_fn), autotune=False)
+            spec = dataset.element_spec
         step = self._predict_step(predict_fn, spec)
         batches = (predict_outputs.join_replicas(self.strategy, step(batch), sequence_outputs)
                    for batch in self._until_sigterm(dataset))
@@ -108,6 +122,27 @@ class PredictionLoop:
             batches = predict_outputs.in_input_order(batches)
         # islice stops before running the batch after the last one asked for.
         yield from self._shown(itertools.islice(batches, max_steps), stage, total_steps)
+
+    @property
+    def predicts_in_memory(self):
+        """Whether predict() runs records kept in memory (input_pipeline.records_in_memory,
+        the Python Predictors') as numpy batches (memory_batches.py): one replica, no TPU.
+        Several replicas read them from a file through tf.distribute's input."""
+        return self.strategy.num_replicas_in_sync == 1 and not isinstance(
+            self.strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
+
+    def _written(self, records, source):
+        """dataset_fn_for over a file of its own holding `records` (a temporary file in
+        the run's output folder, removed when the process ends or the folder is)."""
+        handle, path = tempfile.mkstemp(prefix="predict_", suffix=".tf_record",
+                                        dir=self.config.output_dir)
+        os.close(handle)
+        with input_pipeline.RecordWriter(path, to_disk=True) as writer:
+            for record in records:
+                writer.write(record)
+        return input_pipeline.dataset_fn_for(
+            [path], source.spec, source.batch_size, is_training=False,
+            trim_padding=source.trim, bucket_width=source.bucket_width)
 
     def _shown(self, batches, stage, total_steps):
         """`batches` (dicts of outputs), counted on the progress display of `stage`."""
@@ -142,21 +177,24 @@ class PredictionLoop:
 
         The signature is the dataset's element_spec, in which trimmed sequence axes
         are None: batches of every length share one graph (under XLA, one compiled
-        program per distinct shape, a handful with bucket lengths). The last few
+        program per distinct shape, a handful with bucket lengths). The last dozen
         steps are kept, so that evaluating again (or predicting with the same
         predict_fn and features) neither traces nor compiles again.
         """
         cache = self.__dict__.setdefault("_predict_steps", collections.OrderedDict())
+        lock = self.__dict__.setdefault("_predict_steps_lock", threading.Lock())
         key = (predict_fn, repr(element_spec))
         try:
             hash(key)
         except TypeError:   # an unhashable callable: a step of its own
             return self._new_predict_step(predict_fn, element_spec)
-        if key not in cache:
-            cache[key] = self._new_predict_step(predict_fn, element_spec)
-            while len(cache) > 4:
-                cache.popitem(last=False)
-        return cache[key]
+        with lock:  # calls from several threads (a Predictor's) share the cache
+            if key not in cache:
+                cache[key] = self._new_predict_step(predict_fn, element_spec)
+                while len(cache) > 12:  # a Predictor's batch shapes: 1, 2, 4, ... batch size
+                    cache.popitem(last=False)
+            cache.move_to_end(key)
+            return cache[key]
 
     def _new_predict_step(self, predict_fn, element_spec):
         strategy, model = self.strategy, self.model
