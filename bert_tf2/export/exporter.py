@@ -71,7 +71,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None,
            long_text_settings=None, trim_padding=None, embed_batch_size=32,
            serving_dtype="fp32", after_save=None, doc_stride=None,
-           squad_rules=None):
+           squad_rules=None, new_version=False):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -96,6 +96,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         SavedModel was traced; returns the names (relative to folder) of the files it
         wrote there, checked before the rename. Its failure leaves an earlier export as
         it was.
+      new_version: export_dir is a new TF Serving version folder: refused if it exists
+        (saved_model_dir.write_saved_model's new_only).
 
     Returns:
       export_dir.
@@ -142,7 +144,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 return [saved_model_dir.VOCAB_FILE] + written
 
             saved_model_dir.write_saved_model(module, export_dir, info,
-                                              before_rename=before_rename)
+                                              before_rename=before_rename,
+                                              new_only=new_version)
     logging.info("Exported the %s model to %s", model_type, export_dir)
     return export_dir
 
@@ -164,7 +167,9 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         "do_lower_case": bool(do_lower_case),
         "max_seq_length": module.max_seq_length,
         "bert_config": bert_config.to_dict(),
-        "init_checkpoint": str(init_checkpoint),
+        # Its name only: the export is copied to other machines, where the training
+        # folder's absolute path means nothing and tells what it should not.
+        "init_checkpoint": os.path.basename(str(init_checkpoint).rstrip("/")),
         "signatures": sorted(module.signatures()),
         "unicode_version": unicodedata.unidata_version,
         "trim_padding": module.trim_padding,

@@ -92,7 +92,7 @@ def foreign_files(export_dir):
     return found
 
 
-def write_saved_model(module, export_dir, info, before_rename=None):
+def write_saved_model(module, export_dir, info, before_rename=None, new_only=False):
     """Saves `module` in a temporary folder beside `export_dir`, then renames it into place.
 
     An earlier export in export_dir is replaced only once the new export is complete
@@ -106,12 +106,15 @@ def write_saved_model(module, export_dir, info, before_rename=None):
       before_rename: called as before_rename(folder) with the temporary folder once the
         SavedModel and INFO_FILE are there (--litert writes its models into it); returns
         the names (relative to the folder) of the files it wrote, which are checked too.
+      new_only: export_dir must not exist (a TF Serving version folder: a server may be
+        loading an existing one); checked again just before the rename.
 
     Returns:
       export_dir (a symlink's target is replaced, the link kept).
     """
     named = str(export_dir).rstrip("/")
     _recover(resolve_export_dir(named))
+    _refuse_existing(named, new_only)
     check_export_dir(named)
     export_dir = resolve_export_dir(named)
     if export_dir != named:
@@ -131,6 +134,7 @@ def write_saved_model(module, export_dir, info, before_rename=None):
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
         extra = list(before_rename(temp) or ()) if before_rename is not None else []
         check_complete(temp, extra)
+        _refuse_existing(named, new_only)
         if tf.io.gfile.exists(export_dir):
             kept = _carry_over(export_dir, temp)
             tf.io.gfile.rename(export_dir, old)
@@ -149,6 +153,14 @@ def write_saved_model(module, export_dir, info, before_rename=None):
         # removed here as one: its target is never touched.
         fileutil.remove(old)
     return named
+
+
+def _refuse_existing(export_dir, new_only):
+    """new_only: ValueError when the version folder `export_dir` exists (made meanwhile by
+    another export, or a server's)."""
+    if new_only and (tf.io.gfile.exists(export_dir) or os.path.islink(export_dir)):
+        raise ValueError("%s exists: a TF Serving version folder is never replaced (a server "
+                         "may be loading it); nothing was written" % export_dir)
 
 
 def _recover(export_dir):
@@ -201,8 +213,9 @@ def _carry_over(earlier, new):
         links = [n for n in folders if local and os.path.islink(os.path.join(folder, n))]
         for name in sorted(files + links):
             path = os.path.normpath(os.path.join(relative, name))
-            if path in _EXPORT_ENTRIES or path == os.path.normpath(INFO_FILE):
-                continue
+            if (path in _EXPORT_ENTRIES or path == os.path.normpath(INFO_FILE)
+                    or tf.io.gfile.exists(os.path.join(new, path))):
+                continue  # the new export's own (its warm-up requests, ...)
             source = os.path.join(folder, name)
             if local and os.path.islink(source):
                 os.symlink(os.readlink(source), os.path.join(new, path))
