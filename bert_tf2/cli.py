@@ -42,8 +42,9 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread: the clean-up of Ctrl-C (temporaries removed)."""
 
 
-# The signal that stopped the run (a library may wrap the exception it raised).
-_STOPPED_BY = []
+# The signal that stopped the run (a library may wrap the exception it raised, or lose it:
+# startup.check_not_stopped reads the same list).
+_STOPPED_BY = startup.STOP_SIGNALS
 
 
 def _on_signal(signum, frame):
@@ -161,6 +162,7 @@ def run_cli(define_flags, run, argv=None):
         if len(args) > 1:
             raise app.UsageError("unexpected arguments: %s" % " ".join(args[1:]))
         if threading.current_thread() is threading.main_thread():
+            del _STOPPED_BY[:]  # an earlier run's stop (in the same process) is not this one's
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, _on_signal)
         # absl's app.run made the log INFO unless --verbosity was given: then it leaves

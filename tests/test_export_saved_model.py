@@ -4,6 +4,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import unicodedata
@@ -1168,3 +1169,96 @@ def test_bad_layout_and_warmup_flags_are_refused_before_anything_is_written(
     with pytest.raises(ValueError, match=message):
         _export(_tiny_flags(tiny, *extra))
     assert os.listdir(str(tmp_path)) == []
+
+
+_SWALLOWED_STOP = r'''
+import os
+import sys
+
+sys.path.insert(0, sys.argv[1])
+from bert_tf2 import startup  # noqa: F401
+import tensorflow as tf
+
+from bert_tf2 import cli
+from bert_tf2.export import saved_model_dir
+
+EXPORT_DIR, FIFO = sys.argv[2:4]
+STAGE = None
+
+
+class Small(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.value = tf.Variable(3.0)
+        self.serve = tf.function(lambda x: {"y": x * self.value},
+                                 input_signature=[tf.TensorSpec([None], tf.float32)])
+
+    def signatures(self):
+        return {"serving_default": self.serve.get_concrete_function()}
+
+
+def hold(stage):
+    """Waits at `stage` on a named pipe nobody writes: the test's SIGTERM ends the wait,
+    and its exception is printed and dropped, as TensorFlow's C++ code calling back into
+    Python (the LiteRT converter's calibration) does."""
+    if stage != STAGE:
+        return
+    print("holding " + stage, file=sys.stderr, flush=True)
+    try:
+        with open(FIFO) as f:
+            f.read()
+    except BaseException as e:  # pylint: disable=broad-except
+        print("%s: swallowed %s" % (stage, type(e).__name__), flush=True)
+
+
+real_save = tf.saved_model.save
+tf.saved_model.save = lambda *a, **k: (real_save(*a, **k), hold("save"))
+
+
+def before_rename(folder):
+    with open(os.path.join(folder, "model_fp32.tflite"), "w") as f:
+        f.write("converted")
+    hold("convert")
+    return ["model_fp32.tflite"]
+
+
+def run(unused_settings):
+    saved_model_dir.write_saved_model(Small(), EXPORT_DIR, {"a": 2}, before_rename)
+    print("%s: complete" % STAGE, flush=True)
+
+
+for STAGE in sys.argv[4:]:
+    try:
+        cli.run_cli(lambda fv: None, run, ["swallowed_stop"])
+    except SystemExit as e:
+        print("%s: exit %s" % (STAGE, e.code), flush=True)
+'''
+
+
+def test_a_sigterm_a_library_swallowed_still_stops_the_export(tmp_path):
+    """Issue 72: a SIGTERM during --litert was printed as a SystemError and lost (the
+    export completed, exit 0). A real SIGTERM sent while the export is held (a named pipe)
+    in the save and in the conversion step, its exception dropped there: exit 143, the
+    earlier export untouched, no temporary left."""
+    from conftest import StderrLines
+    export_dir = tmp_path / "model"
+    before = _earlier_export(export_dir)
+    script = write_text(tmp_path / "swallowed_stop.py", _SWALLOWED_STOP)
+    fifo = tmp_path / "never_written"
+    os.mkfifo(str(fifo))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stages = ("save", "convert")
+    proc = subprocess.Popen([sys.executable, str(script), root, str(export_dir), str(fifo)]
+                            + list(stages), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines = StderrLines(proc)
+    for stage in stages:
+        lines.wait_for("^holding %s$" % stage)
+        proc.send_signal(signal.SIGTERM)
+    stderr = lines.text()
+    assert proc.stdout.read().splitlines() == [
+        line for s in stages for line in ("%s: swallowed _Terminated" % s, "%s: exit 143" % s)
+    ], stderr[-3000:]
+    assert stderr.count("error: stopped by SIGTERM") == len(stages)
+    assert _snapshot(export_dir) == before
+    assert sorted(os.listdir(str(tmp_path))) == ["model", "never_written", "swallowed_stop.py"]

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import startup
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
@@ -99,7 +100,11 @@ def _converter(function, owner, variant, calibration):
 def convert(function, owner, variant, calibration=None):
     """The .tflite bytes of `variant` (int8: every op LiteRT has an int8 kernel for)."""
     with _quiet_interpreter():
-        return _converter(function, owner, variant, calibration).convert()
+        blob = _converter(function, owner, variant, calibration).convert()
+    # The converter calls the calibration examples from C++, where a SIGTERM's exception
+    # is printed ("SystemError") and lost: the stop is honoured here.
+    startup.check_not_stopped()
+    return blob
 
 
 # How many calibration examples Int8Fallbacks runs to rank the layers by their error.
@@ -318,6 +323,7 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
     for variant in variants:
         blob, entry = _best_variant(function, module, variant, calibration, sets, reference,
                                     info, max_metric_drop, num_threads)
+        startup.check_not_stopped()  # a stop a conversion's C++ code swallowed
         models[variant] = blob
         report["variants"][variant] = dict(entry, file=litert_predictor.model_file(variant),
                                            bytes=len(blob))

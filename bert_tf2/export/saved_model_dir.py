@@ -18,6 +18,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import startup
 from bert_tf2.encoder import attention
 from bert_tf2.export import litert_predictor
 
@@ -132,9 +133,13 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         tf.io.gfile.makedirs(os.path.join(temp, os.path.dirname(INFO_FILE)))
         with tf.io.gfile.GFile(os.path.join(temp, INFO_FILE), "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        startup.check_not_stopped()
         extra = list(before_rename(temp) or ()) if before_rename is not None else []
         check_complete(temp, extra)
         _refuse_existing(named, new_only)
+        # A SIGTERM whose exception a library swallowed (the LiteRT converter's C++ code)
+        # still stops the export here, before anything looks complete.
+        startup.check_not_stopped()
         if tf.io.gfile.exists(export_dir):
             kept = _carry_over(export_dir, temp)
             tf.io.gfile.rename(export_dir, old)
