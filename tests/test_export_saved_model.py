@@ -3,6 +3,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -1262,3 +1263,55 @@ def test_a_sigterm_a_library_swallowed_still_stops_the_export(tmp_path):
     assert stderr.count("error: stopped by SIGTERM") == len(stages)
     assert _snapshot(export_dir) == before
     assert sorted(os.listdir(str(tmp_path))) == ["model", "never_written", "swallowed_stop.py"]
+
+
+def _doc_commands(text, program):
+    """The command lines of `program` in a page's bash blocks (continuations joined)."""
+    found, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(program + " "):
+            command = line
+            while command.endswith("\\"):
+                i += 1
+                command = command[:-1] + " " + lines[i].strip()
+            found.append(command.split())
+    return found
+
+
+def test_the_docs_tf_serving_commands_give_the_layout_the_server_reads(tiny, tmp_path):
+    """docs/serving.md's export command line (its flags, paths moved under tmp_path, the tiny
+    model's flags added: the binary is absent here) writes <base>/1/saved_model.pb and the
+    warm-up file its printf makes; the tensorflow_model_server line points at that base
+    under the name the REST URLs use."""
+    from bert_tf2.export import warmup
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "serving.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## TF Serving"):]
+    (export,) = _doc_commands(section, "python export_saved_model.py")
+    (server,) = _doc_commands(section, "tensorflow_model_server")
+    given = dict(arg[2:].split("=", 1) for arg in export[2:])
+    assert sorted(given) == ["export_base", "init_checkpoint", "warmup_file"]
+    served = dict(arg[2:].split("=", 1) for arg in server[1:])
+    assert served["model_base_path"] == given["export_base"]
+    urls = re.findall(r"http://localhost:%s/v1/models/(\w+):predict" % served["rest_api_port"],
+                      section)
+    assert len(urls) == 5 and urls[0] == served["model_name"] == os.path.basename(
+        given["export_base"])
+    (printf,) = [line for line in section.splitlines() if line.startswith("printf ")]
+    lines = re.match(r"printf '(.*)' > (\S+)$", printf).group(1).split("\\n")[:-1]
+    assert printf.endswith("> " + given["warmup_file"])
+    warmup_file = write_text(tmp_path / given["warmup_file"],
+                             "\n".join(line.replace("\\t", "\t") for line in lines) + "\n")
+    base = tmp_path / given["export_base"].lstrip("/")
+    flags = [a for a in _tiny_flags(tiny) if not a.startswith("--init_checkpoint")]
+    _export(flags + ["--init_checkpoint=%s" % (tiny["root"] / "classifier"),
+                     "--export_base=%s" % base, "--warmup_file=%s" % warmup_file])
+    assert os.listdir(str(base)) == ["1"]
+    assert os.path.isfile(str(base / "1" / "saved_model.pb"))
+    requests = warmup.read_requests(str(base / "1" / warmup.WARMUP_FILE))
+    assert [(name, sig, {k: v.tolist() for k, v in inputs.items()})
+            for name, sig, inputs in requests] == [
+        ("mrpc", "serving_default", {"text_a": [b"The cat sat on the mat."],
+                                     "text_b": [b"A cat was sitting on the mat."]}),
+        ("mrpc", "serving_default", {"text_a": [b"It rained all day."], "text_b": [b""]})]
