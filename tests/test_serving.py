@@ -188,3 +188,29 @@ def test_trimmed_squad_answers_rank_real_positions_only(golden):
     found = found.numpy()
     np.testing.assert_allclose(answer["score"].numpy()[found], score.numpy()[found], atol=1e-5)
     assert found.sum() >= 3  # answers were found
+
+
+def test_invalid_utf8_is_refused_in_the_graph_naming_the_input_and_row(golden):
+    """Issue 73: invalid UTF-8 bytes were dropped, so a tagger's word_start / word_end
+    indexed a string the client never sent (here "Paris \\xff Smith": word 2 at 6, where
+    the text sent has "\\xff"). Every string input of every signature refuses them now;
+    valid texts (non-ASCII included) answer as before, at the offsets of the text sent."""
+    (tagger,) = _modules(golden, "tagger", labels=_TAGS)[1:]
+    texts = ["Paris \xe9t\xe9 Smith".encode("utf-8"), b"Paris \xff Smith", b"ok"]
+    good = tagger.serving_default(tf.constant(texts[:1]))
+    assert good["word_start"].numpy().tolist() == [[0, 6, 10]]  # code points of the text
+    assert good["word_end"].numpy().tolist() == [[5, 9, 15]]
+    for module, call in (
+            (tagger, lambda m: m.serving_default(tf.constant(texts))),
+            (tagger, lambda m: m.tokenize(tf.constant(texts))),
+            (_modules(golden, "classifier", labels=["a", "b"])[1],
+             lambda m: m.serving_default(tf.constant(["x", "y", "z"]), tf.constant(texts))),
+            (_modules(golden, "multiple_choice")[1],
+             lambda m: m.serving_default(tf.constant(["a"]), tf.constant([[b"b", b"c\xc3"]])))):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"input (text|text_b|endings) holds bytes that are not UTF-8 "
+                                 r"\(refused, not dropped"):
+            call(module)
+    squad = _modules(golden, "squad", max_query_length=16)[0]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input context holds bytes"):
+        squad.answer(tf.constant(["who?"]), tf.constant([b"\x80 John"]))
