@@ -452,3 +452,29 @@ def test_another_vocabulary_in_the_export_is_refused(sst_export, tmp_path):
                                          r"exported with") as e:
         litert_predictor.LiteRTPredictor(str(folder), "fp32")
     assert "\n" not in str(e.value)
+
+
+def test_the_report_gives_squad_2_f1_on_a_squad_2_agreement_file(tiny, tmp_path):
+    """Issue 73: an agreement file with an unanswerable question (SQuAD 2.0: no answers,
+    is_impossible) gave no F1 (the gold answers were dropped as missing). Logits that put
+    every window's best at [CLS]: both questions answered "" under the 2.0 rules, right
+    for the unanswerable one, wrong for the other: F1 50.0 by the official 2.0 script."""
+    import tokenization
+    from bert_tf2.export import litert, litert_data, serving_squad
+    path = write_text(tmp_path / "dev-v2.json", json.dumps({"version": "v2.0", "data": [{
+        "paragraphs": [{"context": "john lives in paris .", "qas": [
+            {"id": "q1", "question": "where does john live ?", "is_impossible": False,
+             "answers": [{"text": "paris", "answer_start": 14}]},
+            {"id": "q2", "question": "where does the cat live ?", "is_impossible": True,
+             "answers": []}]}]}]}))
+    rules = serving_squad.SquadRules(max_query_length=8, version_2_with_negative=True)
+    batch = litert_data.read_file("squad", "--agreement_file", path,
+                                  tokenization.FullTokenizer(tiny["vocab"], True), 24, None,
+                                  squad_rules=rules)
+    assert batch.gold is not None
+    logits = np.zeros(batch.features["input_ids"].shape, np.float32)
+    logits[:, 0] = 10.0
+    outputs = {"start_logits": logits, "end_logits": logits}
+    result = litert.compare("squad", outputs, outputs, batch, None, True)
+    assert (result["metric_name"], result["metric"], result["metric_fp32"]) == ("f1", 50.0, 50.0)
+    assert result["agreement"] == 1.0

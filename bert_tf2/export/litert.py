@@ -265,7 +265,11 @@ def _metric(head, found, batch):
     """(name, value in %) of predictions against the batch's gold labels."""
     if head.answer_spans:
         from bert_tf2.tasks import squad_results  # pylint: disable=import-outside-toplevel
-        return "f1", float(squad_results.evaluate_predictions(batch.gold, found, False)["f1"])
+        # SQuAD 2.0 (the export's rules): the official 2.0 script's F1, unanswerable
+        # questions included.
+        version_2 = bool(batch.extra[2].version_2_with_negative)
+        return "f1", float(squad_results.evaluate_predictions(batch.gold, found,
+                                                              version_2)["f1"])
     if head.word_tags:
         pairs = [(a, b) for x, y in zip(found, batch.gold) for a, b in zip(x, y)]
         return "word_accuracy", 100.0 * float(np.mean([a == b for a, b in pairs]))
