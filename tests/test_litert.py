@@ -191,6 +191,23 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
     assert entry["tried"][entry["recipe"]] == min(entry["tried"].values())
     if "most sensitive" in entry["recipe"]:
         assert len(entry["float_nodes"]) in [n for n, _ in sizes]
+    # Over its own bound: not under the usual name (issue 73), the report and the
+    # predictor say so; renamed by hand (what --keep_int8_over_bound writes), it serves.
+    assert entry["file"] == litert_predictor.OVER_BOUND_FILE
+    assert result.outputs["litert_int8"] == str(export_dir / litert_predictor.OVER_BOUND_FILE)
+    assert not os.path.exists(str(export_dir / "model_int8.tflite"))
+    with open(result.outputs["litert_report"]) as f:
+        (warning,) = json.load(f)["warnings"]
+    assert warning.endswith("; written as model_int8_over_bound.tflite, not model_int8.tflite "
+                            "(--keep_int8_over_bound: that name)")
+    with pytest.raises(ValueError, match=r"model_int8.tflite does not exist: the export's int8 "
+                                         r"model lost more than its --max_metric_drop"):
+        litert_predictor.LiteRTPredictor(str(export_dir), "int8")
+    assert [litert.model_name("int8", True, True), litert.model_name("int8", False),
+            litert.model_name("dynamic_int8", True)] == [
+        "model_int8.tflite", "model_int8.tflite", "model_dynamic_int8.tflite"]
+    os.rename(str(export_dir / litert_predictor.OVER_BOUND_FILE),
+              str(export_dir / "model_int8.tflite"))
     vectors = litert_predictor.LiteRTPredictor(str(export_dir), "int8").predict(_TEXTS[:2])
     assert vectors.shape == (2, _CONFIG["hidden_size"]) and np.isfinite(vectors).all()
 

@@ -292,7 +292,7 @@ def drop(result):
 # ---------------------------------------------------------------------------
 
 def export(export_dir, module, variants, calibration=None, agreement=None,
-           max_metric_drop=1.0, num_threads=None):
+           max_metric_drop=1.0, num_threads=None, keep_over_bound=False):
     """Writes model_<variant>.tflite of each variant and litert_report.json into export_dir.
 
     Args:
@@ -329,12 +329,24 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
                                     info, max_metric_drop, num_threads)
         startup.check_not_stopped()  # a stop a conversion's C++ code swallowed
         models[variant] = blob
-        report["variants"][variant] = dict(entry, file=litert_predictor.model_file(variant),
-                                           bytes=len(blob))
         warning = _warning(variant, entry, max_metric_drop)
+        name = model_name(variant, warning is not None, keep_over_bound)
+        report["variants"][variant] = dict(entry, file=name, bytes=len(blob))
         if warning:
+            if name != litert_predictor.model_file(variant):
+                warning += "; written as %s, not %s (--keep_int8_over_bound: that name)" % (
+                    name, litert_predictor.model_file(variant))
             report["warnings"].append(warning)
     return _write(export_dir, models, report, crf)
+
+
+def model_name(variant, over_bound, keep_over_bound=False):
+    """The file a variant's model is written as: model_<variant>.tflite, but for a full-int8
+    model over its bound (after every fallback), which takes OVER_BOUND_FILE unless
+    `keep_over_bound`: a model that failed its own check is not served by the usual name."""
+    if variant == "int8" and over_bound and not keep_over_bound:
+        return litert_predictor.OVER_BOUND_FILE
+    return litert_predictor.model_file(variant)
 
 
 def _saved_model_outputs(function, batch, crf=None):
@@ -442,7 +454,7 @@ def _write(export_dir, models, report, crf=None):
                                     if crf[1] is None else crf[1].tolist()}) + "\n")
             written["crf"] = path
         for variant, blob in models.items():
-            path = os.path.join(export_dir, litert_predictor.model_file(variant))
+            path = os.path.join(export_dir, report["variants"][variant]["file"])
             with fileutil.atomic_open(path, "wb") as f:
                 f.write(blob)
             written[variant] = path
