@@ -135,6 +135,7 @@ from bert_tf2.export import warmup
 from bert_tf2.export.exporter import export, load_weights  # noqa: F401
 from bert_tf2.export.saved_model_dir import (  # noqa: F401
     INFO_FILE, check_export_dir, write_saved_model)
+from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import serving_squad
 from bert_tf2 import fileutil
@@ -239,8 +240,10 @@ def run(settings):
         after_save=after_save if settings.litert or warmup_rows else None,
         doc_stride=settings.doc_stride if head.word_tags else None,
         new_version=bool(settings.export_base))
+    # A TF Serving version's LiteRT files are beside it (saved_model_dir.LITERT_SUFFIX).
+    litert_dir = export_dir + (saved_model_dir.LITERT_SUFFIX if settings.export_base else "")
     outputs = dict(exporter.output_files(export_dir), **{
-        name: os.path.join(export_dir, relative) for name, relative in litert_outputs.items()})
+        name: os.path.join(litert_dir, relative) for name, relative in litert_outputs.items()})
     if warmup_rows:
         outputs["warmup_requests"] = os.path.join(export_dir, warmup.WARMUP_FILE)
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)

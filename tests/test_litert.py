@@ -495,3 +495,32 @@ def test_the_report_gives_squad_2_f1_on_a_squad_2_agreement_file(tiny, tmp_path)
     result = litert.compare("squad", outputs, outputs, batch, None, True)
     assert (result["metric_name"], result["metric"], result["metric_fp32"]) == ("f1", 50.0, 50.0)
     assert result["agreement"] == 1.0
+
+
+def test_a_tf_serving_versions_litert_files_go_beside_it(tiny, tmp_path):
+    """Issue 73: with --export_base the LiteRT files go into <base>/<n>.litert (a name TF
+    Serving skips), not into the version TF Serving copies whole; that folder carries the
+    vocabulary and export_info.json, LiteRTPredictor finds it from either path and gives
+    the SavedModel's probabilities; the next version number skips it."""
+    base = tmp_path / "models" / "sst2"
+    argv = [a for a in _argv(tiny, "classifier", "unused") if not a.startswith("--export_dir")]
+    result = _export(argv + ["--task_name=SST-2", "--export_base=%s" % base, "--litert=fp32",
+                             "--agreement_file=%s" % tiny["tsv"]])
+    assert sorted(os.listdir(str(base))) == ["1", "1.litert"]
+    assert sorted(os.listdir(str(base / "1"))) == [
+        "assets", "assets.extra", "fingerprint.pb", "saved_model.pb", "variables"]
+    assert sorted(os.listdir(str(base / "1.litert"))) == [
+        "assets", "assets.extra", "litert_report.json", "model_fp32.tflite"]
+    assert result.outputs["litert_fp32"] == str(base / "1.litert" / "model_fp32.tflite")
+    for name in ("assets/vocab.txt", "assets.extra/export_info.json"):
+        with open(str(base / "1" / name), "rb") as a, open(str(base / "1.litert" / name), "rb") as b:
+            assert a.read() == b.read()
+    want = tf.saved_model.load(str(base / "1")).signatures["serving_text_a"](
+        text_a=tf.constant(_TEXTS))["probabilities"].numpy()
+    for path in (base / "1", base / "1.litert"):
+        got = litert_predictor.LiteRTPredictor(str(path), "fp32").predict(_TEXTS)
+        np.testing.assert_allclose([[row["probabilities"][k] for k in ("0", "1")] for row in got],
+                                   want, atol=1e-5)
+    shutil.rmtree(str(base / "1"))  # a version removed: its LiteRT folder still holds 1
+    _export(argv + ["--task_name=SST-2", "--export_base=%s" % base])
+    assert sorted(os.listdir(str(base))) == ["1.litert", "2"]

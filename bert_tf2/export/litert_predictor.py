@@ -215,6 +215,10 @@ class LiteRTPredictor(object):
         if variant not in VARIANTS:
             raise ValueError("variant must be one of %s, got %r" % (", ".join(VARIANTS),
                                                                    variant))
+        beside = str(export_dir).rstrip("/") + ".litert"  # a TF Serving version's (--export_base)
+        if (not os.path.isfile(os.path.join(export_dir, model_file(variant)))
+                and os.path.isfile(os.path.join(beside, model_file(variant)))):
+            export_dir = beside
         path = os.path.join(export_dir, model_file(variant))
         if not os.path.isfile(path):
             if variant == "int8" and os.path.isfile(os.path.join(export_dir, OVER_BOUND_FILE)):

@@ -34,6 +34,11 @@ INFO_FILE = litert_predictor.INFO_FILE  # assets.extra/export_info.json
 VOCAB_FILE = litert_predictor.VOCAB_FILE  # assets/vocab.txt: the in-graph tokenizer's asset
 # What an export writes inside the folders it replaces whole (assets/, variables/); any
 # other file there is a user's, which a re-export would lose: refused (check_export_dir).
+# A TF Serving version's LiteRT files (--export_base): in this folder beside the version
+# (<base>/<n>.litert, a name TF Serving skips), with a copy of the vocabulary and
+# export_info.json, so that LiteRTPredictor reads it as an export and a server copies only
+# the SavedModel.
+LITERT_SUFFIX = ".litert"
 _WHOLE_FOLDERS = {"assets": ("vocab.txt",),
                   "variables": ("variables.index", "variables.data-?????-of-?????")}
 
@@ -108,13 +113,16 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         SavedModel and INFO_FILE are there (--litert writes its models into it); returns
         the names (relative to the folder) of the files it wrote, which are checked too.
       new_only: export_dir must not exist (a TF Serving version folder: a server may be
-        loading an existing one); checked again just before the rename.
+        loading an existing one); checked again just before the rename. --litert's files
+        then go into export_dir + LITERT_SUFFIX, beside it (renamed just before it).
 
     Returns:
       export_dir (a symlink's target is replaced, the link kept).
     """
     named = str(export_dir).rstrip("/")
     _recover(resolve_export_dir(named))
+    if new_only:
+        _recover(named + LITERT_SUFFIX)  # a killed export's LiteRT folder being written
     _refuse_existing(named, new_only)
     check_export_dir(named)
     export_dir = resolve_export_dir(named)
@@ -126,6 +134,7 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         tf.io.gfile.makedirs(parent)
     # Names of this export's own, so that nothing already there is ever removed.
     temp, old = fileutil.temp_name(export_dir), fileutil.temp_name(export_dir, "old")
+    side = side_temp = None
     try:
         # Traced here (serving.py): the graph any device runs, not the CPU's forms.
         with attention.portable_graphs():
@@ -140,16 +149,24 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         # A SIGTERM whose exception a library swallowed (the LiteRT converter's C++ code)
         # still stops the export here, before anything looks complete.
         startup.check_not_stopped()
+        if new_only:
+            side, side_temp = export_dir + LITERT_SUFFIX, _move_beside(temp, export_dir, extra)
         if tf.io.gfile.exists(export_dir):
             kept = _carry_over(export_dir, temp)
             tf.io.gfile.rename(export_dir, old)
             if kept:
                 logging.info("Kept %d file(s) added to the earlier export: %s", len(kept),
                              ", ".join(kept))
+        if side_temp:
+            tf.io.gfile.rename(side_temp, side)
         tf.io.gfile.rename(temp, export_dir)
     except BaseException:
         if tf.io.gfile.exists(old) and not tf.io.gfile.exists(export_dir):
             tf.io.gfile.rename(old, export_dir)
+        for path in (side_temp, side if side_temp and not tf.io.gfile.exists(export_dir)
+                     else None):
+            if path and tf.io.gfile.exists(path):
+                fileutil.remove(path)
         if tf.io.gfile.exists(temp):
             fileutil.remove(temp)
         raise
@@ -158,6 +175,25 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         # removed here as one: its target is never touched.
         fileutil.remove(old)
     return named
+
+
+def _move_beside(temp, export_dir, names):
+    """Moves the --litert files among `names` out of the export being written (`temp`)
+    into a temporary folder beside export_dir, with copies of VOCAB_FILE and INFO_FILE;
+    returns that folder (None when there are none)."""
+    moved = [n for n in names if n in litert_predictor.export_files()]
+    if not moved:
+        return None
+    if tf.io.gfile.exists(export_dir + LITERT_SUFFIX):
+        raise ValueError("%s exists: a version's LiteRT folder is never replaced; nothing was "
+                         "written" % (export_dir + LITERT_SUFFIX))
+    side = fileutil.temp_name(export_dir + LITERT_SUFFIX)
+    for name in (VOCAB_FILE, INFO_FILE):
+        tf.io.gfile.makedirs(os.path.join(side, os.path.dirname(name)))
+        tf.io.gfile.copy(os.path.join(temp, name), os.path.join(side, name))
+    for name in moved:
+        tf.io.gfile.rename(os.path.join(temp, name), os.path.join(side, name))
+    return side
 
 
 def _refuse_existing(export_dir, new_only):

@@ -14,7 +14,9 @@ import re
 import tensorflow as tf
 
 # A version folder's name: what TF Serving reads as a version number.
-_VERSION_NAME = re.compile(r"^[0-9]+$")
+# A version folder's name: what TF Serving reads as a version number (and its LiteRT
+# folder beside it, <n>.litert, which counts as taken too).
+_VERSION_NAME = re.compile(r"^([0-9]+)(\.litert)?$")
 
 # (kind, name, default, help), as settings_lib.define_flag_table reads them.
 FLAGS = (
@@ -33,8 +35,8 @@ def versions(base):
     if not tf.io.gfile.isdir(base):
         return []
     names = [n.rstrip("/") for n in tf.io.gfile.listdir(base)]
-    return sorted(int(n) for n in names
-                  if _VERSION_NAME.match(n) and tf.io.gfile.isdir(os.path.join(base, n)))
+    return sorted({int(_VERSION_NAME.match(n).group(1)) for n in names
+                   if _VERSION_NAME.match(n) and tf.io.gfile.isdir(os.path.join(base, n))})
 
 
 def check(settings):
@@ -63,7 +65,7 @@ def target(settings):
     if settings.version is None:
         return os.path.join(base, str((versions(base) or [0])[-1] + 1))
     path = os.path.join(base, str(settings.version))
-    if tf.io.gfile.exists(path):
+    if tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".litert"):
         raise ValueError("--version=%d: %s exists (a server may be loading it; versions are "
                          "never replaced): leave --version out for the next free number"
                          % (settings.version, path))
