@@ -5,6 +5,11 @@ r"""Exports a BERT checkpoint as a SavedModel that serves raw text.
       --init_checkpoint=/tmp/mrpc_output --vocab_file=$BERT_BASE_DIR/vocab.txt \
       --do_lower_case=True --max_seq_length=128 --export_dir=/tmp/mrpc_saved_model
 
+For TF Serving, --export_base=BASE instead of --export_dir writes BASE/<version> (a new
+number, never an existing folder; --litert's models go beside it, in BASE/<version>.litert)
+and --warmup_file=FILE its warm-up requests, assets.extra/tf_serving_warmup_requests
+(bert_tf2/export/serving_layout.py, warmup.py; docs/serving.md).
+
 From a training run's output folder (or its best/) --init_checkpoint and --export_dir are
 enough: the model type, config, vocab, length, case and labels come from its files
 (model_folder.py).
