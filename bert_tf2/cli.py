@@ -181,6 +181,9 @@ def run_cli(define_flags, run, argv=None):
             _exit_with(e)  # the signal, wrapped by a library (Beam's workers)
         finally:
             logs.use_command_line_default(True)
+            # This run's stop is handled: Python calls after it in the same process (a
+            # notebook's, a test's) are not stopped by it (startup.check_not_stopped).
+            del _STOPPED_BY[:]
 
     app.run(main, argv)
 

@@ -1315,3 +1315,21 @@ def test_the_docs_tf_serving_commands_give_the_layout_the_server_reads(tiny, tmp
         ("mrpc", "serving_default", {"text_a": [b"The cat sat on the mat."],
                                      "text_b": [b"A cat was sitting on the mat."]}),
         ("mrpc", "serving_default", {"text_a": [b"It rained all day."], "text_b": [b""]})]
+
+
+def test_warmup_examples_of_the_wrong_shape_are_refused_naming_the_example(tmp_path):
+    from bert_tf2.export import warmup
+    path = write_text(tmp_path / "w.txt", "a\tb\none\ttwo\tthree\n")
+    for kind, message in (("classifier", r"example 2 has 3 tab-separated field\(s\), a request "
+                                         r"of this model is text_a\[<TAB>text_b\]$"),
+                          ("squad", r"example 2 has 3 tab-separated field\(s\), a request of this "
+                                    r"model is question<TAB>context$")):
+        with pytest.raises(ValueError, match=r"^--warmup_file=.*w.txt: " + message):
+            warmup.read_rows(esm.Settings(model_type=kind, warmup_file=str(path)),
+                             ("text", None, None))
+    assert warmup.read_rows(esm.Settings(model_type="classifier", warmup_file=str(path),
+                                         warmup_examples=1), ("text", None, None)) == [("a", "b")]
+    with pytest.raises(ValueError, match=r"example 1 has 1 tab-separated field\(s\), a request of "
+                                         r"this model is context<TAB>ending"):
+        warmup.read_rows(esm.Settings(model_type="multiple_choice", warmup_file=str(
+            write_text(tmp_path / "one.txt", "just a context\n"))), ("text", None, None))

@@ -57,6 +57,11 @@ FLAGS = (
      "--calibration_file." % MAX_REQUESTS),
 )
 
+# How many fields an example of each signature kind has (least, most, in words).
+_FIELDS = {"pair": (1, 2, "text_a[<TAB>text_b]"), "words": (1, 10 ** 9, "a sentence"),
+           "choices": (2, 10 ** 9, "context<TAB>ending[<TAB>ending...]"),
+           "squad": (2, 2, "question<TAB>context")}
+
 # The requests of one example, by the head's signature kind: (signature, inputs of it).
 _SIGNATURES = {"pair": ("serving_default",), "words": ("serving_default",),
                "choices": ("serving_default",), "squad": ("answer", "serving_default")}
@@ -110,6 +115,10 @@ def read_rows(settings, columns):
     rows = rows[:settings.warmup_examples]
     if not rows:
         raise ValueError("%s=%s: no examples" % (flag, path))
+    for number, row in enumerate(rows, 1):
+        if not _FIELDS[kind][0] <= len(row) <= _FIELDS[kind][1]:
+            raise ValueError("%s=%s: example %d has %d tab-separated field(s), a request of "
+                             "this model is %s" % (flag, path, number, len(row), _FIELDS[kind][2]))
     count = len(rows) * len(_SIGNATURES[kind])
     if count > MAX_REQUESTS:
         raise ValueError("%s=%s: %d warm-up requests, TF Serving loads at most %d: give "
@@ -149,9 +158,6 @@ def requests(model_type, rows, signatures):
         elif kind == "choices":
             inputs = {"context": fields[:1], "endings": [fields[1:]]}
         else:
-            if len(fields) != 2:
-                raise ValueError("--warmup_file: a SQuAD request is question<TAB>context, "
-                                 "got %d field(s): %r" % (len(fields), row[:3]))
             inputs = {"question": fields[:1], "context": fields[1:]}
         for name in _SIGNATURES[kind]:
             wanted = _input_names(signatures[name])
