@@ -5,6 +5,11 @@ r"""Exports a BERT checkpoint as a SavedModel that serves raw text.
       --init_checkpoint=/tmp/mrpc_output --vocab_file=$BERT_BASE_DIR/vocab.txt \
       --do_lower_case=True --max_seq_length=128 --export_dir=/tmp/mrpc_saved_model
 
+For TF Serving, --export_base=BASE instead of --export_dir writes BASE/<version> (a new
+number, never an existing folder; --litert's models go beside it, in BASE/<version>.litert)
+and --warmup_file=FILE its warm-up requests, assets.extra/tf_serving_warmup_requests
+(bert_tf2/export/serving_layout.py, warmup.py; docs/serving.md).
+
 From a training run's output folder (or its best/) --init_checkpoint and --export_dir are
 enough: the model type, config, vocab, length, case and labels come from its files
 (model_folder.py).
@@ -127,11 +132,15 @@ import tokenization
 from bert_tf2.export import exporter
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_step
+from bert_tf2.export import export_flags
+from bert_tf2.export import serving_layout
+from bert_tf2.export import warmup
 # The export with plain values, and the SavedModel folder (an export replaces only an earlier
 # export, and keeps what was added to it); their names stay importable from here.
 from bert_tf2.export.exporter import export, load_weights  # noqa: F401
 from bert_tf2.export.saved_model_dir import (  # noqa: F401
     INFO_FILE, check_export_dir, write_saved_model)
+from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import serving_squad
 from bert_tf2 import fileutil
@@ -149,8 +158,7 @@ from bert_tf2.trainer import model_folder
 MODEL_TYPES = serving.MODEL_TYPES
 SERVING_POLICIES = exporter.SERVING_POLICIES
 
-_REQUIRED_FLAGS = ("model_type", "bert_config_file", "init_checkpoint", "vocab_file",
-                   "export_dir")
+_REQUIRED_FLAGS = ("model_type", "bert_config_file", "init_checkpoint", "vocab_file")
 
 
 def define_flags(fv):
@@ -165,7 +173,8 @@ def define_flags(fv):
                            "is used). A training run's output folder (or its best/) is the "
                            "model: the config, vocab, length, case and task settings it "
                            "saved are the defaults of those flags."})
-    settings_lib.define_flag_table(fv, _EXPORT_FLAGS)
+    settings_lib.define_flag_table(
+        fv, export_flags.EXPORT_FLAGS + serving_layout.FLAGS + warmup.FLAGS)
     # --model_type=classifier: run_classifier's --long_text and its flags (default: the
     # long_text.json the run left beside --init_checkpoint, else truncate).
     long_text.define_flags(fv, doc_stride_also=(
@@ -173,80 +182,8 @@ def define_flags(fv):
         "context, pieces apart (default: the model folder's --doc_stride, else 128)."))
     multilabel_data.define_flags(fv)  # --threshold
     flags_common.define_pooling_flags(fv)
-    settings_lib.define_flag_table(fv, _MODEL_TYPE_FLAGS)
+    settings_lib.define_flag_table(fv, export_flags.MODEL_TYPE_FLAGS)
     litert_step.define_flags(fv)
-
-
-# (kind, name, default, help[, choices]): where the export goes and what task it serves.
-_EXPORT_FLAGS = (
-    ("string", "export_dir", None,
-     "Directory the SavedModel is written to (made if missing). An earlier export there is "
-     "replaced only once the new one (with --litert's models) is complete, and stays as it "
-     "was after any failure: what the export wrote is replaced, files added to it (such as "
-     "TF Serving's assets.extra/tf_serving_warmup_requests) are kept; files of someone else "
-     "inside its assets/ or variables/, and any other existing file or folder, are an "
-     "error. A symlink has its target replaced (the link kept)."),
-    ("string", "task_name", None,
-     "--model_type=classifier: a built-in run_classifier task, which fixes the labels, or "
-     "multilabel (default: the task the training run left in classifier_task.json and "
-     "label_list.txt beside --init_checkpoint; any other name is free)."),
-    ("string", "xnli_language", "zh", "Language of --task_name=xnli."),
-    ("string", "labels_file", None,
-     "--model_type=tagger or classifier: the label list, in output order (default: "
-     "label_list.txt beside --init_checkpoint, as run_ner and run_classifier write it in "
-     "their --output_dir)."),
-)
-
-# The flags of one --model_type each (a tagger's, a squad model's, the encoder's), and how
-# every request is served.
-_MODEL_TYPE_FLAGS = (
-    ("bool", "feature_based", False, "--model_type=tagger: a run_ner --feature_based model "
-     "(give its --layers and --lstm_units too)."),
-    ("string", "layers", "-1,-2,-3,-4", "--feature_based: run_ner's --layers; "
-     "--model_type=encoder: the layers of sentence_embedding."),
-    ("integer", "lstm_units", 768, "--feature_based: run_ner's --lstm_units."),
-    ("bool", "crf", False,
-     "--model_type=tagger: a run_ner --crf model: word_tags are the Viterbi tags of its CRF "
-     "(default: the model folder's model_settings.json; a folder without the key: softmax)."),
-    ("enum", "crf_tag_scheme", "auto",
-     "--crf: run_ner's --crf_tag_scheme, the tag sequences Viterbi never decodes (iob2: I-X "
-     "only after B-X or I-X, never first). auto: the model folder's model_settings.json (a "
-     "folder without the key: none).", heads.TAG_SCHEMES),
-    ("integer", "max_query_length", 64,
-     "--model_type=squad: questions are cut to this many tokens (default: the model "
-     "folder's, as run_squad trained it; else 64)."),
-    ("integer", "max_answer_length", 30, "--model_type=squad: longest answer, in tokens."),
-    ("integer", "n_best_size", 20,
-     "--model_type=squad: how many best start and end positions per window the answer is "
-     "chosen from (run_squad's --n_best_size)."),
-    ("bool", "version_2_with_negative", False,
-     "--model_type=squad: SQuAD 2.0 answers: \"\" when the null score minus the best span's "
-     "is above --null_score_diff_threshold (default: the model folder's, as run_squad "
-     "trained it)."),
-    ("float", "null_score_diff_threshold", 0.0,
-     "--model_type=squad --version_2_with_negative: run_squad's threshold of the null "
-     "answer."),
-    ("bool", "trim_padding", None,
-     "Pack each request to its longest row, rounded up to a multiple of 16 (as the runners' "
-     "evaluation batches), instead of --max_seq_length: the same outputs with less work. "
-     "Default: on for --model_type=classifier, tagger and multiple_choice, off for squad "
-     "(--trim_padding there: start/end logits [B, bucket] and answers ranking real positions "
-     "only, as run_squad --trim_padding). --notrim_padding: every request at "
-     "--max_seq_length. The encoder's serving_default always runs at --max_seq_length, its "
-     "embed always trimmed."),
-    ("enum", "serving_dtype", "fp32",
-     "Precision the served model computes in. fp32 (default): the checkpoint's float32 "
-     "numbers, as the command-line tools give them. bf16 / fp16: Keras mixed precision, as "
-     "the runners' --dtype: the weights stay float32 in the SavedModel, matmuls and the "
-     "layers around them run in bf16 / fp16, LayerNorm, softmax and every output in "
-     "float32; faster where the hardware has bf16 / fp16 units (CPUs with AMX or "
-     "avx512_bf16, GPUs, TPUs), outputs close to fp32's but not equal (README: Serve it). "
-     "Input and output signatures are the same.", SERVING_POLICIES),
-    ("integer", "embed_batch_size", 32,
-     "--model_type=encoder: the embed signature sorts a request's texts by length and runs "
-     "them this many at a time, each batch at its longest text (sentence vectors in the "
-     "request's order)."),
-)
 
 
 # One field per flag above: run(Settings(model_type="encoder", ...)) from Python.
@@ -270,22 +207,31 @@ def run(settings):
     settings = settings.with_defaults(folder)
     settings.require(*_REQUIRED_FLAGS)
     saved = pooling.model_folder_settings(settings.init_checkpoint)  # pooling
-    bert_config, labels, multilabel = _check_settings(settings)
+    bert_config, labels, multilabel, target = _check_settings(settings)
     litert_examples = litert_step.read_examples(settings, labels)
+    warmup_rows = warmup.read_rows(settings, litert_step.parse_columns(settings))
     litert_outputs = {}
 
-    def write_litert(module, folder):
+    def after_save(module, folder):
         # Into the export being written (saved_model_dir.write_saved_model's temporary
         # folder): its names, which the export checks before it replaces --export_dir.
-        litert_outputs.update(litert_step.export(settings, folder, module, litert_examples))
-        return list(litert_outputs.values())
+        written = []
+        if settings.litert:
+            litert_outputs.update(litert_step.export(settings, folder, module, litert_examples))
+            written += list(litert_outputs.values())
+        if warmup_rows:
+            found = warmup.requests(settings.model_type, warmup_rows, module.signatures())
+            written.append(warmup.write(folder, serving_layout.model_name(target, settings),
+                                        found))
+            print("Warm-up requests (%s): %s" % (warmup.WARMUP_FILE, warmup.describe(found)))
+        return written
 
     head = head_types.get(settings.model_type)
     layers = ([int(x) for x in settings.layers.split(",")]
               if head.word_tags and settings.feature_based else None)
     export_dir = export(
         settings.model_type, bert_config, settings.init_checkpoint, settings.vocab_file,
-        settings.do_lower_case, settings.max_seq_length, settings.export_dir, labels=labels,
+        settings.do_lower_case, settings.max_seq_length, target, labels=labels,
         max_query_length=settings.max_query_length,
         max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size,
         squad_rules=_squad_rules(settings),
@@ -296,18 +242,23 @@ def run(settings):
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
-        after_save=write_litert if settings.litert else None,
-        doc_stride=settings.doc_stride if head.word_tags else None)
+        after_save=after_save if settings.litert or warmup_rows else None,
+        doc_stride=settings.doc_stride if head.word_tags else None,
+        new_version=bool(settings.export_base))
+    # A TF Serving version's LiteRT files are beside it (saved_model_dir.LITERT_SUFFIX).
+    litert_dir = export_dir + (saved_model_dir.LITERT_SUFFIX if settings.export_base else "")
     outputs = dict(exporter.output_files(export_dir), **{
-        name: os.path.join(export_dir, relative) for name, relative in litert_outputs.items()})
+        name: os.path.join(litert_dir, relative) for name, relative in litert_outputs.items()})
+    if warmup_rows:
+        outputs["warmup_requests"] = os.path.join(export_dir, warmup.WARMUP_FILE)
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)
 
 
 def _check_settings(settings):
     """Checks the settings before any work.
 
-    Returns (bert_config, labels or None, multilabel): a classifier's labels and
-    kind of head come from classifier_tasks.export_task.
+    Returns (bert_config, labels or None, multilabel, the folder to write): a
+    classifier's labels and kind of head come from classifier_tasks.export_task.
     """
     # The flags' enums, for settings made in Python (absl checked those of a command line).
     for name, choices in (("model_type", MODEL_TYPES), ("serving_dtype", SERVING_POLICIES)):
@@ -344,9 +295,12 @@ def _check_settings(settings):
                 "rank the real ones only; export one of the two without the other")
     if not tf.io.gfile.exists(settings.vocab_file):
         raise ValueError("--vocab_file %s does not exist" % settings.vocab_file)
-    check_export_dir(settings.export_dir.rstrip("/"))
-    fileutil.make_parent_folder(settings.export_dir, "--export_dir")
-    return bert_config, labels, multilabel
+    warmup.check(settings)
+    serving_layout.check(settings)
+    target = serving_layout.target(settings)
+    check_export_dir(target.rstrip("/"))
+    fileutil.make_parent_folder(target, "--export_base" if settings.export_base else "--export_dir")
+    return bert_config, labels, multilabel, target
 
 
 # The flags each --model_type reads (beyond the model flags and --export_dir).
@@ -372,7 +326,8 @@ def unused_flags(settings, multilabel=False):
         if name in read and not used:
             pairs.append((name, why))
     if not settings.litert:
-        pairs += [(name, "without --litert") for name in litert_step.FLAGS_OF_LITERT]
+        pairs += [(name, "without --litert") for name in litert_step.FLAGS_OF_LITERT
+                  if name != "litert_columns" or not settings.warmup_file]
     if head.class_labels and multilabel:
         pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
                   for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]

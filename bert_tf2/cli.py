@@ -42,8 +42,9 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread: the clean-up of Ctrl-C (temporaries removed)."""
 
 
-# The signal that stopped the run (a library may wrap the exception it raised).
-_STOPPED_BY = []
+# The signal that stopped the run (a library may wrap the exception it raised, or lose it:
+# startup.check_not_stopped reads the same list).
+_STOPPED_BY = startup.STOP_SIGNALS
 
 
 def _on_signal(signum, frame):
@@ -186,6 +187,7 @@ def run_cli(define_flags, run, argv=None):
         if len(args) > 1:
             raise app.UsageError("unexpected arguments: %s" % " ".join(args[1:]))
         if threading.current_thread() is threading.main_thread():
+            del _STOPPED_BY[:]  # an earlier run's stop (in the same process) is not this one's
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, _on_signal)
         # absl's app.run made the log INFO unless --verbosity was given: then it leaves
@@ -204,6 +206,9 @@ def run_cli(define_flags, run, argv=None):
             _exit_with(e)  # the signal, wrapped by a library (Beam's workers)
         finally:
             logs.use_command_line_default(True)
+            # This run's stop is handled: Python calls after it in the same process (a
+            # notebook's, a test's) are not stopped by it (startup.check_not_stopped).
+            del _STOPPED_BY[:]
 
     app.run(main, argv)
 

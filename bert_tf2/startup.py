@@ -50,6 +50,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 
+# The signals that asked this process to stop, in order (cli.run_cli's handler notes each
+# before it raises). A library may lose the handler's exception (TensorFlow's C++ code
+# calling back into Python, e.g. the LiteRT converter: "SystemError" printed, the work
+# carried on), so a writer checks this before it makes its output look complete.
+STOP_SIGNALS = []
+
+
+def check_not_stopped():
+    """KeyboardInterrupt when a stop signal (SIGTERM, Ctrl-C) has arrived in this run,
+    even one whose exception a library swallowed; run_cli turns it into its stop line
+    and exit code."""
+    if STOP_SIGNALS:
+        raise KeyboardInterrupt()
+
+
 def _has_nvidia_driver():
     """True when the CUDA driver library can be loaded (a GPU driver is installed)."""
     try:

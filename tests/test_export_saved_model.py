@@ -3,7 +3,9 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import unicodedata
@@ -1028,3 +1030,306 @@ def test_what_a_killed_export_left_is_put_back_or_removed(tmp_path):
     esm.write_saved_model(_SmallModule(3.0), str(export_dir), {"a": 2})
     assert sorted(os.listdir(str(tmp_path))) == ["model", "model2.tmp-89abcdef"]
     assert (export_dir / "notes.txt").read_text() == "how we serve it"
+
+
+# -- TF Serving's layout (--export_base / --version) and warm-up file -----------------------
+
+def _serving_proto_classes():
+    """PredictionLog and its parts built from the field numbers tensorflow/serving's
+    prediction_log.proto, predict.proto and model.proto document (not warmup.py's
+    constants), parsed by protobuf itself: the cross-check of warmup.read_requests."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from tensorflow.core.framework import tensor_pb2
+    pool = descriptor_pool.Default()  # holds TensorFlow's tensor.proto already
+    f = descriptor_pb2.FileDescriptorProto(name="serving_check.proto", package="tfs",
+                                           dependency=[tensor_pb2.DESCRIPTOR.name],
+                                           syntax="proto3")
+    label, msg, string = (descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+                          descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+                          descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+
+    def add(name, fields, map_entry=False):
+        m = f.message_type.add(name=name)
+        if map_entry:
+            m.options.map_entry = True
+        for field_name, number, kind, type_name, repeated in fields:
+            m.field.add(name=field_name, number=number, type=kind, type_name=type_name,
+                        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+                        if repeated else label)
+        return m
+
+    add("ModelSpec", [("name", 1, string, None, False), ("signature_name", 3, string, None,
+                                                          False)])
+    request = add("PredictRequest", [("model_spec", 1, msg, ".tfs.ModelSpec", False),
+                                     ("inputs", 2, msg, ".tfs.PredictRequest.InputsEntry",
+                                      True)])
+    entry = request.nested_type.add(name="InputsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=string, label=label)
+    entry.field.add(name="value", number=2, type=msg, type_name=".tensorflow.TensorProto",
+                    label=label)
+    add("PredictLog", [("request", 1, msg, ".tfs.PredictRequest", False)])
+    add("PredictionLog", [("predict_log", 6, msg, ".tfs.PredictLog", False)])
+    try:
+        pool.FindFileByName(f.name)
+    except KeyError:
+        pool.AddSerializedFile(f.SerializeToString())
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfs.PredictionLog"))
+
+
+def _parsed_warmup(path):
+    """[(model name, signature, {input: array})] parsed by protobuf with the documented
+    field numbers."""
+    log_class = _serving_proto_classes()
+    found = []
+    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+        log = log_class.FromString(record)
+        request = log.predict_log.request
+        found.append((request.model_spec.name, request.model_spec.signature_name,
+                      {k: tf.make_ndarray(v) for k, v in request.inputs.items()}))
+    return found
+
+
+def _tiny_flags(tiny, *extra):
+    return ["--model_type=classifier", "--task_name=SST-2",
+            "--bert_config_file=%s" % tiny["config_file"],
+            "--init_checkpoint=%s" % (tiny["root"] / "classifier"),
+            "--vocab_file=%s" % tiny["vocab"], "--max_seq_length=16"] + list(extra)
+
+
+_WARMUP_LINES = ["the cat sat\ta dog ran", "unaffable cats", "Σ中, ?\tthe", "é é é"]
+
+
+def test_export_base_writes_new_versions_with_warmup_requests_tf_serving_replays(tiny, tmp_path):
+    """--export_base: <base>/1, then --version=1 refused (nothing touched), then
+    --version=7 with --warmup_file, then the next free number 8; the warm-up file parsed
+    by protobuf with the documented field numbers (and warmup.read_requests) and every
+    request replayed through the loaded version's signature, as TF Serving does, equal to
+    the batched call and to the eager model."""
+    from bert_tf2.export import warmup
+    base = tmp_path / "models" / "tiny"
+    warmup_file = write_text(tmp_path / "warmup.txt", "\n".join(_WARMUP_LINES) + "\n\n")
+    _export(_tiny_flags(tiny, "--export_base=%s" % base))
+    assert os.listdir(str(base)) == ["1"]
+    before = _snapshot(base / "1")
+    with pytest.raises(ValueError, match=r"^--version=1: .*/models/tiny/1 exists \(a server"):
+        _export(_tiny_flags(tiny, "--export_base=%s" % base, "--version=1"))
+    result = _export(_tiny_flags(tiny, "--export_base=%s" % base, "--version=7",
+                                 "--warmup_file=%s" % warmup_file))
+    assert result.output_dir == str(base / "7")
+    assert result.outputs["warmup_requests"] == str(base / "7" / warmup.WARMUP_FILE)
+    _export(_tiny_flags(tiny, "--export_base=%s" % base))
+    assert sorted(os.listdir(str(base))) == ["1", "7", "8"]
+    assert _snapshot(base / "1") == before
+    for version in ("1", "7", "8"):
+        assert os.path.isfile(str(base / version / "saved_model.pb"))
+        with open(str(base / version / "assets.extra" / "export_info.json")) as f:
+            assert json.load(f)["init_checkpoint"] == "classifier"  # no machine path
+    assert not os.path.exists(str(base / "8" / warmup.WARMUP_FILE))
+
+    path = base / "7" / warmup.WARMUP_FILE
+    parsed = _parsed_warmup(path)
+    ours = warmup.read_requests(str(path))
+    rows = [line.split("\t") for line in _WARMUP_LINES]
+    assert len(parsed) == len(ours) == 4
+    for (name, signature, inputs), theirs, row in zip(parsed, ours, rows):
+        assert (name, signature) == ("tiny", "serving_default") == theirs[:2]
+        assert {k: v.tolist() for k, v in inputs.items()} == {
+            k: v.tolist() for k, v in theirs[2].items()} == {
+            "text_a": [row[0].encode()], "text_b": [(row[1:] or [""])[0].encode()]}
+    loaded = tf.saved_model.load(str(base / "7"))
+    batched = loaded.signatures["serving_default"](
+        text_a=_encoded([r[0] for r in rows]), text_b=_encoded([(r[1:] or [""])[0] for r in rows]))
+    full = tokenization.FullTokenizer(tiny["vocab"], True)
+    features = [run_classifier.convert_single_example(
+        i, run_classifier.InputExample(str(i), r[0], (r[1:] or [None])[0], "0"), ["0", "1"], 16,
+        full) for i, r in enumerate(rows)]
+    eager = tf.nn.softmax(tiny["model"]({key: tf.constant([getattr(f, key) for f in features])
+                                         for key in ("input_ids", "input_mask", "segment_ids")})
+                          ["logits"]).numpy()
+    for i, (_, signature, inputs) in enumerate(parsed):
+        out = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+        np.testing.assert_allclose(out["probabilities"].numpy()[0],
+                                   batched["probabilities"].numpy()[i], atol=1e-6)
+        np.testing.assert_allclose(out["probabilities"].numpy()[0], eager[i], atol=FP32_ATOL)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--export_base=B", "--export_dir=D"], r"^give --export_dir or --export_base, not both"),
+    (["--export_dir=D", "--version=3"], r"^--version=3 has no effect without --export_base$"),
+    (["--export_base=B", "--version=0"], r"^--version must be >= 1, got 0$"),
+    (["--export_dir=D", "--warmup_examples=0"], r"^--warmup_examples must be >= 1, got 0$"),
+    (["--export_dir=D", "--warmup_examples=3"], r"^--warmup_examples needs --warmup_file"),
+    (["--export_dir=D", "--warmup_file=W.txt"], r"^--warmup_file=.*W.txt does not exist"),
+    ([], r"^--export_dir is required$"),
+])
+def test_bad_layout_and_warmup_flags_are_refused_before_anything_is_written(
+        tiny, tmp_path, extra, message):
+    extra = [e.replace("=B", "=%s" % (tmp_path / "B")).replace("=D", "=%s" % (tmp_path / "D"))
+             .replace("=W", "=%s" % (tmp_path / "W")) for e in extra]
+    with pytest.raises(ValueError, match=message):
+        _export(_tiny_flags(tiny, *extra))
+    assert os.listdir(str(tmp_path)) == []
+
+
+_SWALLOWED_STOP = r'''
+import os
+import sys
+
+sys.path.insert(0, sys.argv[1])
+from bert_tf2 import startup  # noqa: F401
+import tensorflow as tf
+
+from bert_tf2 import cli
+from bert_tf2.export import saved_model_dir
+
+EXPORT_DIR, FIFO = sys.argv[2:4]
+STAGE = None
+
+
+class Small(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.value = tf.Variable(3.0)
+        self.serve = tf.function(lambda x: {"y": x * self.value},
+                                 input_signature=[tf.TensorSpec([None], tf.float32)])
+
+    def signatures(self):
+        return {"serving_default": self.serve.get_concrete_function()}
+
+
+def hold(stage):
+    """Waits at `stage` on a named pipe nobody writes: the test's SIGTERM ends the wait,
+    and its exception is printed and dropped, as TensorFlow's C++ code calling back into
+    Python (the LiteRT converter's calibration) does."""
+    if stage != STAGE:
+        return
+    print("holding " + stage, file=sys.stderr, flush=True)
+    try:
+        with open(FIFO) as f:
+            f.read()
+    except BaseException as e:  # pylint: disable=broad-except
+        print("%s: swallowed %s" % (stage, type(e).__name__), flush=True)
+
+
+real_save = tf.saved_model.save
+tf.saved_model.save = lambda *a, **k: (real_save(*a, **k), hold("save"))
+
+
+def before_rename(folder):
+    with open(os.path.join(folder, "model_fp32.tflite"), "w") as f:
+        f.write("converted")
+    hold("convert")
+    return ["model_fp32.tflite"]
+
+
+def run(unused_settings):
+    saved_model_dir.write_saved_model(Small(), EXPORT_DIR, {"a": 2}, before_rename)
+    print("%s: complete" % STAGE, flush=True)
+
+
+for STAGE in sys.argv[4:]:
+    try:
+        cli.run_cli(lambda fv: None, run, ["swallowed_stop"])
+    except SystemExit as e:
+        print("%s: exit %s" % (STAGE, e.code), flush=True)
+'''
+
+
+def test_a_sigterm_a_library_swallowed_still_stops_the_export(tmp_path):
+    """Issue 72: a SIGTERM during --litert was printed as a SystemError and lost (the
+    export completed, exit 0). A real SIGTERM sent while the export is held (a named pipe)
+    in the save and in the conversion step, its exception dropped there: exit 143, the
+    earlier export untouched, no temporary left."""
+    from conftest import StderrLines
+    export_dir = tmp_path / "model"
+    before = _earlier_export(export_dir)
+    script = write_text(tmp_path / "swallowed_stop.py", _SWALLOWED_STOP)
+    fifo = tmp_path / "never_written"
+    os.mkfifo(str(fifo))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stages = ("save", "convert")
+    proc = subprocess.Popen([sys.executable, str(script), root, str(export_dir), str(fifo)]
+                            + list(stages), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines = StderrLines(proc)
+    for stage in stages:
+        lines.wait_for("^holding %s$" % stage)
+        proc.send_signal(signal.SIGTERM)
+    stderr = lines.text()
+    assert proc.stdout.read().splitlines() == [
+        line for s in stages for line in ("%s: swallowed _Terminated" % s, "%s: exit 143" % s)
+    ], stderr[-3000:]
+    assert stderr.count("error: stopped by SIGTERM") == len(stages)
+    assert _snapshot(export_dir) == before
+    assert sorted(os.listdir(str(tmp_path))) == ["model", "never_written", "swallowed_stop.py"]
+
+
+def _doc_commands(text, program):
+    """The command lines of `program` in a page's bash blocks (continuations joined)."""
+    found, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(program + " "):
+            command = line
+            while command.endswith("\\"):
+                i += 1
+                command = command[:-1] + " " + lines[i].strip()
+            found.append(command.split())
+    return found
+
+
+def test_the_docs_tf_serving_commands_give_the_layout_the_server_reads(tiny, tmp_path):
+    """docs/serving.md's export command line (its flags, paths moved under tmp_path, the tiny
+    model's flags added: the binary is absent here) writes <base>/1/saved_model.pb and the
+    warm-up file its printf makes; the tensorflow_model_server line points at that base
+    under the name the REST URLs use."""
+    from bert_tf2.export import warmup
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "serving.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## TF Serving"):]
+    (export,) = _doc_commands(section, "python export_saved_model.py")
+    (server,) = _doc_commands(section, "tensorflow_model_server")
+    given = dict(arg[2:].split("=", 1) for arg in export[2:])
+    assert sorted(given) == ["export_base", "init_checkpoint", "warmup_file"]
+    served = dict(arg[2:].split("=", 1) for arg in server[1:])
+    assert served["model_base_path"] == given["export_base"]
+    urls = re.findall(r"http://localhost:%s/v1/models/(\w+):predict" % served["rest_api_port"],
+                      section)
+    assert len(urls) == 5 and urls[0] == served["model_name"] == os.path.basename(
+        given["export_base"])
+    (printf,) = [line for line in section.splitlines() if line.startswith("printf ")]
+    lines = re.match(r"printf '(.*)' > (\S+)$", printf).group(1).split("\\n")[:-1]
+    assert printf.endswith("> " + given["warmup_file"])
+    warmup_file = write_text(tmp_path / given["warmup_file"],
+                             "\n".join(line.replace("\\t", "\t") for line in lines) + "\n")
+    base = tmp_path / given["export_base"].lstrip("/")
+    flags = [a for a in _tiny_flags(tiny) if not a.startswith("--init_checkpoint")]
+    _export(flags + ["--init_checkpoint=%s" % (tiny["root"] / "classifier"),
+                     "--export_base=%s" % base, "--warmup_file=%s" % warmup_file])
+    assert os.listdir(str(base)) == ["1"]
+    assert os.path.isfile(str(base / "1" / "saved_model.pb"))
+    requests = warmup.read_requests(str(base / "1" / warmup.WARMUP_FILE))
+    assert [(name, sig, {k: v.tolist() for k, v in inputs.items()})
+            for name, sig, inputs in requests] == [
+        ("mrpc", "serving_default", {"text_a": [b"The cat sat on the mat."],
+                                     "text_b": [b"A cat was sitting on the mat."]}),
+        ("mrpc", "serving_default", {"text_a": [b"It rained all day."], "text_b": [b""]})]
+
+
+def test_warmup_examples_of_the_wrong_shape_are_refused_naming_the_example(tmp_path):
+    from bert_tf2.export import warmup
+    path = write_text(tmp_path / "w.txt", "a\tb\none\ttwo\tthree\n")
+    for kind, message in (("classifier", r"example 2 has 3 tab-separated field\(s\), a request "
+                                         r"of this model is text_a\[<TAB>text_b\]$"),
+                          ("squad", r"example 2 has 3 tab-separated field\(s\), a request of this "
+                                    r"model is question<TAB>context$")):
+        with pytest.raises(ValueError, match=r"^--warmup_file=.*w.txt: " + message):
+            warmup.read_rows(esm.Settings(model_type=kind, warmup_file=str(path)),
+                             ("text", None, None))
+    assert warmup.read_rows(esm.Settings(model_type="classifier", warmup_file=str(path),
+                                         warmup_examples=1), ("text", None, None)) == [("a", "b")]
+    with pytest.raises(ValueError, match=r"example 1 has 1 tab-separated field\(s\), a request of "
+                                         r"this model is context<TAB>ending"):
+        warmup.read_rows(esm.Settings(model_type="multiple_choice", warmup_file=str(
+            write_text(tmp_path / "one.txt", "just a context\n"))), ("text", None, None))

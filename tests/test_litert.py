@@ -208,6 +208,23 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
     assert entry["tried"][entry["recipe"]] == min(entry["tried"].values())
     if "most sensitive" in entry["recipe"]:
         assert len(entry["float_nodes"]) in [n for n, _ in sizes]
+    # Over its own bound: not under the usual name (issue 73), the report and the
+    # predictor say so; renamed by hand (what --keep_int8_over_bound writes), it serves.
+    assert entry["file"] == litert_predictor.OVER_BOUND_FILE
+    assert result.outputs["litert_int8"] == str(export_dir / litert_predictor.OVER_BOUND_FILE)
+    assert not os.path.exists(str(export_dir / "model_int8.tflite"))
+    with open(result.outputs["litert_report"]) as f:
+        (warning,) = json.load(f)["warnings"]
+    assert warning.endswith("; written as model_int8_over_bound.tflite, not model_int8.tflite "
+                            "(--keep_int8_over_bound: that name)")
+    with pytest.raises(ValueError, match=r"model_int8.tflite does not exist: the export's int8 "
+                                         r"model lost more than its --max_metric_drop"):
+        litert_predictor.LiteRTPredictor(str(export_dir), "int8")
+    assert [litert.model_name("int8", True, True), litert.model_name("int8", False),
+            litert.model_name("dynamic_int8", True)] == [
+        "model_int8.tflite", "model_int8.tflite", "model_dynamic_int8.tflite"]
+    os.rename(str(export_dir / litert_predictor.OVER_BOUND_FILE),
+              str(export_dir / "model_int8.tflite"))
     vectors = litert_predictor.LiteRTPredictor(str(export_dir), "int8").predict(_TEXTS[:2])
     assert vectors.shape == (2, _CONFIG["hidden_size"]) and np.isfinite(vectors).all()
 
@@ -684,3 +701,58 @@ def test_eight_threads_on_the_saved_model_signature_get_the_single_threaded_answ
                                              alone[i].shape and np.allclose(got, alone[i],
                                                                             rtol=0, atol=1e-6))]
     assert not wrong, "%d of %d answers differ" % (len(wrong), len(answers))
+
+
+def test_the_report_gives_squad_2_f1_on_a_squad_2_agreement_file(tiny, tmp_path):
+    """Issue 73: an agreement file with an unanswerable question (SQuAD 2.0: no answers,
+    is_impossible) gave no F1 (the gold answers were dropped as missing). Logits that put
+    every window's best at [CLS]: both questions answered "" under the 2.0 rules, right
+    for the unanswerable one, wrong for the other: F1 50.0 by the official 2.0 script."""
+    import tokenization
+    from bert_tf2.export import litert, litert_data, serving_squad
+    path = write_text(tmp_path / "dev-v2.json", json.dumps({"version": "v2.0", "data": [{
+        "paragraphs": [{"context": "john lives in paris .", "qas": [
+            {"id": "q1", "question": "where does john live ?", "is_impossible": False,
+             "answers": [{"text": "paris", "answer_start": 14}]},
+            {"id": "q2", "question": "where does the cat live ?", "is_impossible": True,
+             "answers": []}]}]}]}))
+    rules = serving_squad.SquadRules(max_query_length=8, version_2_with_negative=True)
+    batch = litert_data.read_file("squad", "--agreement_file", path,
+                                  tokenization.FullTokenizer(tiny["vocab"], True), 24, None,
+                                  squad_rules=rules)
+    assert batch.gold is not None
+    logits = np.zeros(batch.features["input_ids"].shape, np.float32)
+    logits[:, 0] = 10.0
+    outputs = {"start_logits": logits, "end_logits": logits}
+    result = litert.compare("squad", outputs, outputs, batch, None, True)
+    assert (result["metric_name"], result["metric"], result["metric_fp32"]) == ("f1", 50.0, 50.0)
+    assert result["agreement"] == 1.0
+
+
+def test_a_tf_serving_versions_litert_files_go_beside_it(tiny, tmp_path):
+    """Issue 73: with --export_base the LiteRT files go into <base>/<n>.litert (a name TF
+    Serving skips), not into the version TF Serving copies whole; that folder carries the
+    vocabulary and export_info.json, LiteRTPredictor finds it from either path and gives
+    the SavedModel's probabilities; the next version number skips it."""
+    base = tmp_path / "models" / "sst2"
+    argv = [a for a in _argv(tiny, "classifier", "unused") if not a.startswith("--export_dir")]
+    result = _export(argv + ["--task_name=SST-2", "--export_base=%s" % base, "--litert=fp32",
+                             "--agreement_file=%s" % tiny["tsv"]])
+    assert sorted(os.listdir(str(base))) == ["1", "1.litert"]
+    assert sorted(os.listdir(str(base / "1"))) == [
+        "assets", "assets.extra", "fingerprint.pb", "saved_model.pb", "variables"]
+    assert sorted(os.listdir(str(base / "1.litert"))) == [
+        "assets", "assets.extra", "litert_report.json", "model_fp32.tflite"]
+    assert result.outputs["litert_fp32"] == str(base / "1.litert" / "model_fp32.tflite")
+    for name in ("assets/vocab.txt", "assets.extra/export_info.json"):
+        with open(str(base / "1" / name), "rb") as a, open(str(base / "1.litert" / name), "rb") as b:
+            assert a.read() == b.read()
+    want = tf.saved_model.load(str(base / "1")).signatures["serving_text_a"](
+        text_a=tf.constant(_TEXTS))["probabilities"].numpy()
+    for path in (base / "1", base / "1.litert"):
+        got = litert_predictor.LiteRTPredictor(str(path), "fp32").predict(_TEXTS)
+        np.testing.assert_allclose([[row["probabilities"][k] for k in ("0", "1")] for row in got],
+                                   want, atol=1e-5)
+    shutil.rmtree(str(base / "1"))  # a version removed: its LiteRT folder still holds 1
+    _export(argv + ["--task_name=SST-2", "--export_base=%s" % base])
+    assert sorted(os.listdir(str(base))) == ["1.litert", "2"]

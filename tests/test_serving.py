@@ -188,3 +188,86 @@ def test_trimmed_squad_answers_rank_real_positions_only(golden):
     found = found.numpy()
     np.testing.assert_allclose(answer["score"].numpy()[found], score.numpy()[found], atol=1e-5)
     assert found.sum() >= 3  # answers were found
+
+
+def test_invalid_utf8_is_refused_in_the_graph_naming_the_input_and_row(golden):
+    """Issue 73: invalid UTF-8 bytes were dropped, so a tagger's word_start / word_end
+    indexed a string the client never sent (here "Paris \\xff Smith": word 2 at 6, where
+    the text sent has "\\xff"). Every string input of every signature refuses them now;
+    valid texts (non-ASCII included) answer as before, at the offsets of the text sent."""
+    (tagger,) = _modules(golden, "tagger", labels=_TAGS)[1:]
+    texts = ["Paris \xe9t\xe9 Smith".encode("utf-8"), b"Paris \xff Smith", b"ok"]
+    good = tagger.serving_default(tf.constant(texts[:1]))
+    assert good["word_start"].numpy().tolist() == [[0, 6, 10]]  # code points of the text
+    assert good["word_end"].numpy().tolist() == [[5, 9, 15]]
+    for module, call in (
+            (tagger, lambda m: m.serving_default(tf.constant(texts))),
+            (tagger, lambda m: m.tokenize(tf.constant(texts))),
+            (_modules(golden, "classifier", labels=["a", "b"])[1],
+             lambda m: m.serving_default(tf.constant(["x", "y", "z"]), tf.constant(texts))),
+            (_modules(golden, "multiple_choice")[1],
+             lambda m: m.serving_default(tf.constant(["a"]), tf.constant([[b"b", b"c\xc3"]])))):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"input (text|text_b|endings) holds bytes that are not UTF-8 "
+                                 r"\(refused, not dropped"):
+            call(module)
+    squad = _modules(golden, "squad", max_query_length=16)[0]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input context holds bytes"):
+        squad.answer(tf.constant(["who?"]), tf.constant([b"\x80 John"]))
+
+
+def test_warmup_requests_of_every_head_replay_as_the_batched_call(golden, tmp_path):
+    """The warm-up requests of each head (tagger from a CoNLL file, SQuAD from a SQuAD JSON
+    file, multiple choice and the encoder from plain lines), written, read back and
+    replayed one by one through the signatures they name: each equal to the same rows
+    called as one batch."""
+    import json
+    import export_saved_model as esm
+    from bert_tf2.export import warmup
+    from conftest import write_text
+    files = {
+        "tagger": write_text(tmp_path / "dev.conll", "John B-PER\nSmith I-PER\n\nParis B-LOC\n"
+                                                     "is O\nbig O\n"),
+        "squad": write_text(tmp_path / "dev.json", json.dumps({"data": [{"paragraphs": [
+            {"context": "The committee met on Tuesday in Geneva.",
+             "qas": [{"id": "1", "question": "Who met?", "answers": []},
+                     {"id": "2", "question": "Where?", "answers": []}]}]}]})),
+        "multiple_choice": write_text(tmp_path / "mc.txt", "She opened the door.\tShe walked in."
+                                                           "\tIt rained.\nx\ty\tz\n"),
+        "encoder": write_text(tmp_path / "enc.txt", "It rained.\n" + _LONG + "\n"),
+    }
+    kwargs = {"tagger": {"labels": _TAGS}, "squad": {"max_query_length": 16},
+              "encoder": {"pooling_spec": pooling.PoolingSpec("mean", [-1], False)}}
+    want_rows = {"tagger": [("John Smith",), ("Paris is big",)],
+                 "squad": [("Who met?", "The committee met on Tuesday in Geneva."),
+                           ("Where?", "The committee met on Tuesday in Geneva.")],
+                 "multiple_choice": [("She opened the door.", "She walked in.", "It rained."),
+                                     ("x", "y", "z")],
+                 "encoder": [("It rained.",), (_LONG.rstrip("\n"),)]}
+    for kind, path in files.items():
+        module = _modules(golden, kind, **kwargs.get(kind, {}))[1]
+        settings = esm.Settings(model_type=kind, warmup_file=str(path))
+        rows = warmup.read_rows(settings, ("text", None, None))
+        assert rows == want_rows[kind], kind
+        found = warmup.requests(kind, rows, module.signatures())
+        written = tmp_path / kind / warmup.WARMUP_FILE
+        warmup.write(str(tmp_path / kind), "m", found)
+        requests = warmup.read_requests(str(written))
+        signatures = {"squad": ["answer", "serving_default"]}.get(kind, ["serving_default"])
+        assert [r[1] for r in requests] == signatures * len(rows)
+        for number, (_, name, inputs) in enumerate(requests):
+            row = number // len(signatures)
+            one = module.signatures()[name](**{k: tf.constant(v) for k, v in inputs.items()})
+            batched = module.signatures()[name](**{k: tf.constant(np.concatenate(
+                [r[2][k] for r in requests if r[1] == name])) for k in inputs})
+            for key, value in one.items():
+                # Padded outputs (words, entities, positions): the row's own width.
+                value, other = np.asarray(value.numpy()[0]), np.asarray(batched[key].numpy()[row])
+                if value.ndim:
+                    width = min(value.shape[0], other.shape[0])
+                    value, other = value[:width], other[:width]
+                if value.dtype.kind in "fc":
+                    np.testing.assert_allclose(value, other, atol=FP32_ATOL,
+                                               err_msg="%s %s" % (kind, key))
+                else:
+                    assert np.array_equal(value, other), (kind, key, value, other)

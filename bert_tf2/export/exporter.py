@@ -71,7 +71,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None,
            long_text_settings=None, trim_padding=None, embed_batch_size=32,
            serving_dtype="fp32", after_save=None, doc_stride=None,
-           squad_rules=None):
+           squad_rules=None, new_version=False):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -84,8 +84,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
       long_text_settings: classifier: a long_text.LongText (None: truncate).
-      trim_padding, embed_batch_size: see serving.ServingModule (None: its default
-        for model_type).
+      trim_padding, embed_batch_size: serving.ServingModule's (None: its default).
       serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
       doc_stride: tagger: run_ner's --doc_stride, its windows (None: run_ner's default).
       squad_rules: squad: a serving_squad.SquadRules (None: max_query_length,
@@ -96,6 +95,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         SavedModel was traced; returns the names (relative to folder) of the files it
         wrote there, checked before the rename. Its failure leaves an earlier export as
         it was.
+      new_version: export_dir is a new TF Serving version (refused if it exists).
 
     Returns:
       export_dir.
@@ -141,8 +141,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                     written = list(after_save(module, folder) or ())
                 return [saved_model_dir.VOCAB_FILE] + written
 
-            saved_model_dir.write_saved_model(module, export_dir, info,
-                                              before_rename=before_rename)
+            saved_model_dir.write_saved_model(module, export_dir, info, before_rename,
+                                              new_only=new_version)
     logging.info("Exported the %s model to %s", model_type, export_dir)
     return export_dir
 
@@ -164,7 +164,9 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         "do_lower_case": bool(do_lower_case),
         "max_seq_length": module.max_seq_length,
         "bert_config": bert_config.to_dict(),
-        "init_checkpoint": str(init_checkpoint),
+        # Its name only: the export is copied to other machines, where the training
+        # folder's absolute path means nothing and tells what it should not.
+        "init_checkpoint": os.path.basename(str(init_checkpoint).rstrip("/")),
         "signatures": sorted(module.signatures()),
         "unicode_version": unicodedata.unidata_version,
         "trim_padding": module.trim_padding,

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import startup
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
@@ -99,7 +100,11 @@ def _converter(function, owner, variant, calibration):
 def convert(function, owner, variant, calibration=None):
     """The .tflite bytes of `variant` (int8: every op LiteRT has an int8 kernel for)."""
     with _quiet_interpreter():
-        return _converter(function, owner, variant, calibration).convert()
+        blob = _converter(function, owner, variant, calibration).convert()
+    # The converter calls the calibration examples from C++, where a SIGTERM's exception
+    # is printed ("SystemError") and lost: the stop is honoured here.
+    startup.check_not_stopped()
+    return blob
 
 
 # How many calibration examples Int8Fallbacks runs to rank the layers by their error.
@@ -260,7 +265,11 @@ def _metric(head, found, batch):
     """(name, value in %) of predictions against the batch's gold labels."""
     if head.answer_spans:
         from bert_tf2.tasks import squad_results  # pylint: disable=import-outside-toplevel
-        return "f1", float(squad_results.evaluate_predictions(batch.gold, found, False)["f1"])
+        # SQuAD 2.0 (the export's rules): the official 2.0 script's F1, unanswerable
+        # questions included.
+        version_2 = bool(batch.extra[2].version_2_with_negative)
+        return "f1", float(squad_results.evaluate_predictions(batch.gold, found,
+                                                              version_2)["f1"])
     if head.word_tags:
         pairs = [(a, b) for x, y in zip(found, batch.gold) for a, b in zip(x, y)]
         return "word_accuracy", 100.0 * float(np.mean([a == b for a, b in pairs]))
@@ -283,7 +292,7 @@ def drop(result):
 # ---------------------------------------------------------------------------
 
 def export(export_dir, module, variants, calibration=None, agreement=None,
-           max_metric_drop=1.0, num_threads=None):
+           max_metric_drop=1.0, num_threads=None, keep_over_bound=False):
     """Writes model_<variant>.tflite of each variant and litert_report.json into export_dir.
 
     Args:
@@ -318,13 +327,26 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
     for variant in variants:
         blob, entry = _best_variant(function, module, variant, calibration, sets, reference,
                                     info, max_metric_drop, num_threads)
+        startup.check_not_stopped()  # a stop a conversion's C++ code swallowed
         models[variant] = blob
-        report["variants"][variant] = dict(entry, file=litert_predictor.model_file(variant),
-                                           bytes=len(blob))
         warning = _warning(variant, entry, max_metric_drop)
+        name = model_name(variant, warning is not None, keep_over_bound)
+        report["variants"][variant] = dict(entry, file=name, bytes=len(blob))
         if warning:
+            if name != litert_predictor.model_file(variant):
+                warning += "; written as %s, not %s (--keep_int8_over_bound: that name)" % (
+                    name, litert_predictor.model_file(variant))
             report["warnings"].append(warning)
     return _write(export_dir, models, report, crf)
+
+
+def model_name(variant, over_bound, keep_over_bound=False):
+    """The file a variant's model is written as: model_<variant>.tflite, but for a full-int8
+    model over its bound (after every fallback), which takes OVER_BOUND_FILE unless
+    `keep_over_bound`: a model that failed its own check is not served by the usual name."""
+    if variant == "int8" and over_bound and not keep_over_bound:
+        return litert_predictor.OVER_BOUND_FILE
+    return litert_predictor.model_file(variant)
 
 
 def _saved_model_outputs(function, batch, crf=None):
@@ -432,7 +454,7 @@ def _write(export_dir, models, report, crf=None):
                                     if crf[1] is None else crf[1].tolist()}) + "\n")
             written["crf"] = path
         for variant, blob in models.items():
-            path = os.path.join(export_dir, litert_predictor.model_file(variant))
+            path = os.path.join(export_dir, report["variants"][variant]["file"])
             with fileutil.atomic_open(path, "wb") as f:
                 f.write(blob)
             written[variant] = path

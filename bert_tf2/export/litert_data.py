@@ -187,7 +187,9 @@ def _kept_articles(articles, examples):
                 paragraphs.append(dict(paragraph, qas=qas))
         if paragraphs:
             kept.append(dict(article, paragraphs=paragraphs))
-    if not all(qa.get("answers") for a in kept for p in a["paragraphs"] for qa in p["qas"]):
+    # Gold answers for every question (SQuAD 2.0: an unanswerable one has none, and says so).
+    if not all(qa.get("answers") or qa.get("is_impossible") is True
+               for a in kept for p in a["paragraphs"] for qa in p["qas"]):
         return None
     return kept
 

@@ -40,6 +40,9 @@ REPORT_FILE = "litert_report.json"
 # as the SavedModel does: {"transitions": [N][N] (the scheme's forbidden ones included),
 # "start_penalty": [N] or null}.
 CRF_FILE = "litert_crf.json"
+# A full-int8 model beyond its own --max_metric_drop bound (after every fallback): written
+# under this name, not model_int8.tflite, unless --keep_int8_over_bound.
+OVER_BOUND_FILE = "model_int8_over_bound.tflite"
 
 
 def model_file(variant):
@@ -49,7 +52,7 @@ def model_file(variant):
 
 def export_files():
     """Every file export_saved_model.py --litert may write in an export folder."""
-    return tuple(model_file(v) for v in VARIANTS) + (REPORT_FILE, CRF_FILE)
+    return tuple(model_file(v) for v in VARIANTS) + (REPORT_FILE, CRF_FILE, OVER_BOUND_FILE)
 
 
 def _bad_field(path, field, what, value):
@@ -287,8 +290,17 @@ class LiteRTPredictor(object):
         if variant not in VARIANTS:
             raise ValueError("variant must be one of %s, got %r" % (", ".join(VARIANTS),
                                                                    variant))
+        beside = str(export_dir).rstrip("/") + ".litert"  # a TF Serving version's (--export_base)
+        if (not os.path.isfile(os.path.join(export_dir, model_file(variant)))
+                and os.path.isfile(os.path.join(beside, model_file(variant)))):
+            export_dir = beside
         path = os.path.join(export_dir, model_file(variant))
         if not os.path.isfile(path):
+            if variant == "int8" and os.path.isfile(os.path.join(export_dir, OVER_BOUND_FILE)):
+                raise ValueError("%s does not exist: the export's int8 model lost more than its "
+                                 "--max_metric_drop (%s, litert_report.json says by how much); "
+                                 "export with --keep_int8_over_bound to serve it"
+                                 % (path, OVER_BOUND_FILE))
             raise ValueError("%s does not exist: export with --litert=%s" % (path, variant))
         self.info = read_info(export_dir)
         self.model_type = self.info["model_type"]

@@ -15,7 +15,7 @@ from bert_tf2.export import serving_squad
 
 # The flags only --litert reads (refused without it).
 FLAGS_OF_LITERT = ("calibration_file", "calibration_examples", "agreement_file",
-                   "max_metric_drop", "litert_columns")
+                   "max_metric_drop", "litert_columns", "keep_int8_over_bound")
 
 
 def define_flags(fv):
@@ -54,6 +54,11 @@ _FLAGS = (
      "then that with the int8 layers whose outputs err most (1/8, then 1/4 of them) in "
      "float too: the first within the bound (else the best) is kept, litert_report.json "
      "names it."),
+    ("bool", "keep_int8_over_bound", False,
+     "--litert=int8: write a full-int8 model that loses more than --max_metric_drop (after "
+     "every fallback) as model_int8.tflite all the same; by default it is written as "
+     "model_int8_over_bound.tflite, which LiteRTPredictor(variant='int8') does not load "
+     "(litert_report.json and a WARNING say by how much it lost)."),
     ("string", "litert_columns", "text,,label",
      "--litert, classifier / encoder files: the columns (header names or JSON keys) of "
      "text_a, text_b (empty: single texts) and the label, comma-separated; e.g. '#1 "
@@ -127,7 +132,8 @@ def export(settings, folder, module, examples):
     calibration, agreement = examples
     written = litert.export(
         folder, module, litert.parse_variants(settings.litert),
-        calibration=calibration, agreement=agreement, max_metric_drop=settings.max_metric_drop)
+        calibration=calibration, agreement=agreement, max_metric_drop=settings.max_metric_drop,
+        keep_over_bound=settings.keep_int8_over_bound)
     with open(written["report"], encoding="utf-8") as f:
         report = json.load(f)
     for line in litert.summary_lines(report):

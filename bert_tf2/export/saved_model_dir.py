@@ -18,6 +18,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2 import startup
 from bert_tf2.encoder import attention
 from bert_tf2.export import litert_predictor
 
@@ -33,6 +34,11 @@ INFO_FILE = litert_predictor.INFO_FILE  # assets.extra/export_info.json
 VOCAB_FILE = litert_predictor.VOCAB_FILE  # assets/vocab.txt: the in-graph tokenizer's asset
 # What an export writes inside the folders it replaces whole (assets/, variables/); any
 # other file there is a user's, which a re-export would lose: refused (check_export_dir).
+# A TF Serving version's LiteRT files (--export_base): in this folder beside the version
+# (<base>/<n>.litert, a name TF Serving skips), with a copy of the vocabulary and
+# export_info.json, so that LiteRTPredictor reads it as an export and a server copies only
+# the SavedModel.
+LITERT_SUFFIX = ".litert"
 _WHOLE_FOLDERS = {"assets": ("vocab.txt",),
                   "variables": ("variables.index", "variables.data-?????-of-?????")}
 
@@ -92,7 +98,7 @@ def foreign_files(export_dir):
     return found
 
 
-def write_saved_model(module, export_dir, info, before_rename=None):
+def write_saved_model(module, export_dir, info, before_rename=None, new_only=False):
     """Saves `module` in a temporary folder beside `export_dir`, then renames it into place.
 
     An earlier export in export_dir is replaced only once the new export is complete
@@ -106,12 +112,18 @@ def write_saved_model(module, export_dir, info, before_rename=None):
       before_rename: called as before_rename(folder) with the temporary folder once the
         SavedModel and INFO_FILE are there (--litert writes its models into it); returns
         the names (relative to the folder) of the files it wrote, which are checked too.
+      new_only: export_dir must not exist (a TF Serving version folder: a server may be
+        loading an existing one); checked again just before the rename. --litert's files
+        then go into export_dir + LITERT_SUFFIX, beside it (renamed just before it).
 
     Returns:
       export_dir (a symlink's target is replaced, the link kept).
     """
     named = str(export_dir).rstrip("/")
     _recover(resolve_export_dir(named))
+    if new_only:
+        _recover(named + LITERT_SUFFIX)  # a killed export's LiteRT folder being written
+    _refuse_existing(named, new_only)
     check_export_dir(named)
     export_dir = resolve_export_dir(named)
     if export_dir != named:
@@ -122,6 +134,7 @@ def write_saved_model(module, export_dir, info, before_rename=None):
         tf.io.gfile.makedirs(parent)
     # Names of this export's own, so that nothing already there is ever removed.
     temp, old = fileutil.temp_name(export_dir), fileutil.temp_name(export_dir, "old")
+    side = side_temp = None
     try:
         # Traced here (serving.py): the graph any device runs, not the CPU's forms.
         with attention.portable_graphs():
@@ -129,18 +142,31 @@ def write_saved_model(module, export_dir, info, before_rename=None):
         tf.io.gfile.makedirs(os.path.join(temp, os.path.dirname(INFO_FILE)))
         with tf.io.gfile.GFile(os.path.join(temp, INFO_FILE), "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        startup.check_not_stopped()
         extra = list(before_rename(temp) or ()) if before_rename is not None else []
         check_complete(temp, extra)
+        _refuse_existing(named, new_only)
+        # A SIGTERM whose exception a library swallowed (the LiteRT converter's C++ code)
+        # still stops the export here, before anything looks complete.
+        startup.check_not_stopped()
+        if new_only:
+            side, side_temp = export_dir + LITERT_SUFFIX, _move_beside(temp, export_dir, extra)
         if tf.io.gfile.exists(export_dir):
             kept = _carry_over(export_dir, temp)
             tf.io.gfile.rename(export_dir, old)
             if kept:
                 logging.info("Kept %d file(s) added to the earlier export: %s", len(kept),
                              ", ".join(kept))
+        if side_temp:
+            tf.io.gfile.rename(side_temp, side)
         tf.io.gfile.rename(temp, export_dir)
     except BaseException:
         if tf.io.gfile.exists(old) and not tf.io.gfile.exists(export_dir):
             tf.io.gfile.rename(old, export_dir)
+        for path in (side_temp, side if side_temp and not tf.io.gfile.exists(export_dir)
+                     else None):
+            if path and tf.io.gfile.exists(path):
+                fileutil.remove(path)
         if tf.io.gfile.exists(temp):
             fileutil.remove(temp)
         raise
@@ -149,6 +175,33 @@ def write_saved_model(module, export_dir, info, before_rename=None):
         # removed here as one: its target is never touched.
         fileutil.remove(old)
     return named
+
+
+def _move_beside(temp, export_dir, names):
+    """Moves the --litert files among `names` out of the export being written (`temp`)
+    into a temporary folder beside export_dir, with copies of VOCAB_FILE and INFO_FILE;
+    returns that folder (None when there are none)."""
+    moved = [n for n in names if n in litert_predictor.export_files()]
+    if not moved:
+        return None
+    if tf.io.gfile.exists(export_dir + LITERT_SUFFIX):
+        raise ValueError("%s exists: a version's LiteRT folder is never replaced; nothing was "
+                         "written" % (export_dir + LITERT_SUFFIX))
+    side = fileutil.temp_name(export_dir + LITERT_SUFFIX)
+    for name in (VOCAB_FILE, INFO_FILE):
+        tf.io.gfile.makedirs(os.path.join(side, os.path.dirname(name)))
+        tf.io.gfile.copy(os.path.join(temp, name), os.path.join(side, name))
+    for name in moved:
+        tf.io.gfile.rename(os.path.join(temp, name), os.path.join(side, name))
+    return side
+
+
+def _refuse_existing(export_dir, new_only):
+    """new_only: ValueError when the version folder `export_dir` exists (made meanwhile by
+    another export, or a server's)."""
+    if new_only and (tf.io.gfile.exists(export_dir) or os.path.islink(export_dir)):
+        raise ValueError("%s exists: a TF Serving version folder is never replaced (a server "
+                         "may be loading it); nothing was written" % export_dir)
 
 
 def _recover(export_dir):
@@ -201,8 +254,9 @@ def _carry_over(earlier, new):
         links = [n for n in folders if local and os.path.islink(os.path.join(folder, n))]
         for name in sorted(files + links):
             path = os.path.normpath(os.path.join(relative, name))
-            if path in _EXPORT_ENTRIES or path == os.path.normpath(INFO_FILE):
-                continue
+            if (path in _EXPORT_ENTRIES or path == os.path.normpath(INFO_FILE)
+                    or tf.io.gfile.exists(os.path.join(new, path))):
+                continue  # the new export's own (its warm-up requests, ...)
             source = os.path.join(folder, name)
             if local and os.path.islink(source):
                 os.symlink(os.readlink(source), os.path.join(new, path))

@@ -6,6 +6,8 @@ signatures and their outputs): the reference's [CLS] A [SEP] B [SEP] packing in
 the graph (`pack_inputs`); SQuAD's answer() is run_squad's windows and n-best rules
 (serving_squad.py), `best_spans` the same rules over one window.
 """
+import inspect
+
 import numpy as np
 import tensorflow as tf
 
@@ -249,7 +251,14 @@ class ServingModule(tf.Module):
             return tf.TensorSpec([None], tf.string, name=name)
 
         def function(method, *specs):
-            return tf.function(method, input_signature=list(specs), autograph=False)
+            # Every string input is checked to be UTF-8 first (checked_utf8).
+            def checked(*args):
+                return method(*[tokenization_graph.checked_utf8(arg, spec.name)
+                                if spec.dtype == tf.string else arg
+                                for arg, spec in zip(args, specs)])
+            checked.__name__ = method.__name__
+            checked.__signature__ = inspect.signature(method)
+            return tf.function(checked, input_signature=list(specs), autograph=False)
 
         ids = [tf.TensorSpec([None, self.max_seq_length], tf.int32, name=name)
                for name in _ID_KEYS]

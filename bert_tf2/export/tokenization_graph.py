@@ -188,6 +188,27 @@ def vocab_asset_lines(vocab, unk_token="[UNK]"):
 # The in-graph tokenizer
 # ---------------------------------------------------------------------------
 
+def checked_utf8(texts, name):
+    """`texts` (a string tensor of any shape), run only when every element is valid UTF-8:
+    else the request fails with one line naming the input `name` and the rows.
+
+    The tokenizer drops invalid bytes (as the reference's convert_to_unicode); a
+    signature refuses them instead, since an answer's character offsets (a tagger's
+    word_start / word_end, entity ranges) would index a string the client never sent,
+    and the runners refuse such bytes in their files too."""
+    flat = tf.reshape(texts, [-1])
+    decoded = tf.strings.unicode_decode(flat, "UTF-8", errors="ignore")
+    valid = tf.equal(tf.strings.unicode_encode(decoded, "UTF-8"), flat)
+    bad = tf.reshape(tf.where(tf.logical_not(valid)), [-1])
+    check = tf.debugging.Assert(
+        tf.reduce_all(valid),
+        ["input %s holds bytes that are not UTF-8 (refused, not dropped: the answer's "
+         "offsets would not index the text sent); element(s), in row order:" % name,
+         bad], summarize=10)
+    with tf.control_dependencies([check]):
+        return tf.identity(texts)
+
+
 class Untracked(object):
     """Attributes kept out of a SavedModel's object graph (tf.Module tracks its own).
 

@@ -1,0 +1,268 @@
+"""TF Serving's warm-up file: assets.extra/tf_serving_warmup_requests, written by
+export_saved_model.py --warmup_file / --warmup_examples.
+
+TF Serving (--enable_model_warmup, on by default) replays that file's requests when it
+loads a version, before the version takes traffic: the first client request then finds
+the graphs traced and the tables loaded (without it the first request took 1.2 s here,
+5.5 s under load, instead of ~20 ms). The file is a TFRecord file, one record per
+request, each a serialized `tensorflow.serving.PredictionLog` whose `predict_log.request`
+is a `PredictRequest` (model_spec.name, model_spec.signature_name, and the inputs as
+TensorProtos). The tensorflow-serving-api package is not needed: the few wrapper fields
+are written here in protobuf's wire format, the tensors with TensorFlow's own TensorProto
+(field numbers: prediction_log.proto, predict.proto, model.proto of tensorflow/serving;
+read_requests reads them back).
+"""
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
+
+from bert_tf2 import fileutil
+from bert_tf2.export import head_types
+from bert_tf2.tasks import file_data
+from bert_tf2.tasks import ner_data
+from bert_tf2.tasks import squad_data
+
+WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
+# TF Serving refuses to load a version whose warm-up file holds more records.
+MAX_REQUESTS = 1000
+
+# Field numbers of TF Serving's messages (tensorflow_serving/apis/*.proto).
+_PREDICTION_LOG_PREDICT_LOG = 6  # PredictionLog.predict_log
+_PREDICT_LOG_REQUEST = 1  # PredictLog.request
+_REQUEST_MODEL_SPEC, _REQUEST_INPUTS = 1, 2  # PredictRequest.model_spec, .inputs (a map)
+_SPEC_NAME, _SPEC_SIGNATURE = 1, 3  # ModelSpec.name, .signature_name
+_MAP_KEY, _MAP_VALUE = 1, 2  # a map entry's key and value
+_LENGTH_DELIMITED, _VARINT = 2, 0  # wire types
+
+# The data formats a warm-up file may have besides plain lines, by the head's signature
+# kind: the formats --calibration_file / --agreement_file take (litert_step).
+_TEXT_TABLES = {".tsv": file_data.read_tsv, ".csv": file_data.read_csv,
+                ".jsonl": file_data.read_jsonl}
+
+# (kind, name, default, help), as settings_lib.define_flag_table reads them.
+FLAGS = (
+    ("string", "warmup_file", None,
+     "Write TF Serving's warm-up requests (assets.extra/tf_serving_warmup_requests, replayed "
+     "by the server before a version takes traffic) made of this file's examples: plain "
+     "text, one request per line, its inputs tab-separated in the signature's order "
+     "(text_a[<TAB>text_b]; a tagger's text; question<TAB>context; context<TAB>ending...); "
+     "or the format --calibration_file takes for the model type (.tsv / .csv / .jsonl with "
+     "--litert_columns, SQuAD .json, CoNLL .conll / .iob). See docs/serving.md."),
+    ("integer", "warmup_examples", None,
+     "How many examples of --warmup_file make warm-up requests (default: all, at most "
+     "%d requests). Without --warmup_file: the first N of --agreement_file, else "
+     "--calibration_file." % MAX_REQUESTS),
+)
+
+# How many fields an example of each signature kind has (least, most, in words).
+_FIELDS = {"pair": (1, 2, "text_a[<TAB>text_b]"), "words": (1, 10 ** 9, "a sentence"),
+           "choices": (2, 10 ** 9, "context<TAB>ending[<TAB>ending...]"),
+           "squad": (2, 2, "question<TAB>context")}
+
+# The requests of one example, by the head's signature kind: (signature, inputs of it).
+_SIGNATURES = {"pair": ("serving_default",), "words": ("serving_default",),
+               "choices": ("serving_default",), "squad": ("answer", "serving_default")}
+
+
+def check(settings):
+    """The warm-up flags' checks before any work (ValueError naming the flag)."""
+    if settings.warmup_examples is not None and settings.warmup_examples < 1:
+        raise ValueError("--warmup_examples must be >= 1, got %d" % settings.warmup_examples)
+    if settings.warmup_file:
+        _check_file("--warmup_file", settings.warmup_file)
+    elif settings.warmup_examples is not None and not (
+            settings.agreement_file or settings.calibration_file):
+        raise ValueError("--warmup_examples needs --warmup_file (or the --litert "
+                         "--agreement_file / --calibration_file to take them from)")
+
+
+def _check_file(flag, path):
+    if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
+        raise ValueError("%s=%s does not exist (or is not a file)" % (flag, path))
+
+
+def read_rows(settings, columns):
+    """The warm-up examples the settings name, read before any work: a list of tuples of
+    strings (one example's inputs in the signature's order), or None when no warm-up
+    file is asked for. `columns`: the (text_a, text_b, label) columns of a text table."""
+    if settings.warmup_file:
+        flag, path, data = "--warmup_file", settings.warmup_file, None
+    elif settings.warmup_examples is not None:
+        flag = "--agreement_file" if settings.agreement_file else "--calibration_file"
+        path, data = getattr(settings, flag[2:]), True
+    else:
+        return None
+    kind = head_types.get(settings.model_type).signature
+    ending = os.path.splitext(path)[1].lower()
+    try:
+        if kind == "squad" and (data or ending == ".json"):
+            rows = _squad_rows(path)
+        elif kind == "words" and (data or ending in (".conll", ".iob")):
+            rows = [(" ".join(s.words),) for s in
+                    ner_data.read_conll(path, require_tags=False).sentences]
+        elif kind == "pair" and ending in _TEXT_TABLES:
+            wanted = [c for c in columns[:2] if c]
+            rows = [tuple(_text(row, c) for c in wanted)
+                    for row in _TEXT_TABLES[ending](path, wanted, [])]
+        else:
+            rows = [tuple(line.split("\t")) for line in
+                    fileutil.split_lines(fileutil.read_text(path)) if line.strip()]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError("%s=%s: %s" % (flag, path, e)) from None
+    rows = rows[:settings.warmup_examples]
+    if not rows:
+        raise ValueError("%s=%s: no examples" % (flag, path))
+    for number, row in enumerate(rows, 1):
+        if not _FIELDS[kind][0] <= len(row) <= _FIELDS[kind][1]:
+            raise ValueError("%s=%s: example %d has %d tab-separated field(s), a request of "
+                             "this model is %s" % (flag, path, number, len(row), _FIELDS[kind][2]))
+    count = len(rows) * len(_SIGNATURES[kind])
+    if count > MAX_REQUESTS:
+        raise ValueError("%s=%s: %d warm-up requests, TF Serving loads at most %d: give "
+                         "--warmup_examples=%d or fewer"
+                         % (flag, path, count, MAX_REQUESTS,
+                            MAX_REQUESTS // len(_SIGNATURES[kind])))
+    return rows
+
+
+def _text(row, column):
+    value = row.fields.get(column)
+    if not isinstance(value, str):
+        raise ValueError("%s: %r is %r, not a text" % (row.where(), column, value))
+    return value
+
+
+def _squad_rows(path):
+    """(question, context) of every question of a SQuAD JSON file, in file order."""
+    return [(qa["question"], paragraph["context"])
+            for article in squad_data.load_squad_json(path)
+            for paragraph in article.get("paragraphs", [])
+            for qa in paragraph.get("qas", [])]
+
+
+def requests(model_type, rows, signatures):
+    """[(signature name, {input: numpy array of bytes})] of the warm-up rows: per row one
+    request (batch 1) per signature of the head's kind. `signatures`: the module's
+    {name: concrete function}, whose input names each request must match."""
+    kind = head_types.get(model_type).signature
+    found = []
+    for row in rows:
+        fields = [t.encode("utf-8") for t in row]
+        if kind == "pair":
+            inputs = {"text_a": fields[:1], "text_b": (fields[1:] or [b""])[:1]}
+        elif kind == "words":
+            inputs = {"text": [b"\t".join(fields)]}
+        elif kind == "choices":
+            inputs = {"context": fields[:1], "endings": [fields[1:]]}
+        else:
+            inputs = {"question": fields[:1], "context": fields[1:]}
+        for name in _SIGNATURES[kind]:
+            wanted = _input_names(signatures[name])
+            if wanted != set(inputs):
+                raise ValueError("--warmup_file: the %s signature takes %s, a row gave %s"
+                                 % (name, ", ".join(sorted(wanted)), ", ".join(sorted(inputs))))
+            found.append((name, {k: np.array(v, dtype=object) for k, v in inputs.items()}))
+    return found
+
+
+def _input_names(function):
+    """The input names of a signature (a tf.function with an input signature)."""
+    concrete = (function if hasattr(function, "structured_input_signature")
+                else function.get_concrete_function())
+    return {spec.name for spec in tf.nest.flatten(concrete.structured_input_signature)}
+
+
+def _varint(value):
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number, payload):
+    """A length-delimited field (a message, string or bytes) in protobuf's wire format."""
+    return _varint(number << 3 | _LENGTH_DELIMITED) + _varint(len(payload)) + payload
+
+
+def prediction_log(model_name, signature_name, inputs):
+    """The serialized PredictionLog of one PredictRequest (bytes)."""
+    spec = _field(_SPEC_NAME, model_name.encode("utf-8")) + _field(
+        _SPEC_SIGNATURE, signature_name.encode("utf-8"))
+    request = _field(_REQUEST_MODEL_SPEC, spec)
+    for key in sorted(inputs):
+        tensor = tf.make_tensor_proto(inputs[key]).SerializeToString()
+        request += _field(_REQUEST_INPUTS, _field(_MAP_KEY, key.encode("utf-8"))
+                          + _field(_MAP_VALUE, tensor))
+    return _field(_PREDICTION_LOG_PREDICT_LOG, _field(_PREDICT_LOG_REQUEST, request))
+
+
+def write(folder, model_name, found):
+    """Writes the requests `found` (requests()) as WARMUP_FILE in the export `folder`;
+    returns WARMUP_FILE."""
+    path = os.path.join(folder, WARMUP_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.TFRecordWriter(path) as writer:
+        for name, inputs in found:
+            writer.write(prediction_log(model_name, name, inputs))
+    return WARMUP_FILE
+
+
+def _fields(data):
+    """{field number: [values]} of a serialized message (bytes of length-delimited
+    fields, ints of varints); ValueError on another wire type."""
+    found, at = {}, 0
+
+    def varint():
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while at < len(data):
+        key = varint()
+        if key & 7 == _VARINT:
+            value = varint()
+        elif key & 7 == _LENGTH_DELIMITED:
+            size = varint()
+            value, at = bytes(data[at:at + size]), at + size
+        else:
+            raise ValueError("unexpected wire type %d" % (key & 7))
+        found.setdefault(key >> 3, []).append(value)
+    return found
+
+
+def read_requests(path):
+    """The requests of a warm-up file: [(model name, signature name, {input: numpy
+    array})], read with this module's field numbers (for tests and for checking a file)."""
+    found = []
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        log = _fields(record)
+        (request,) = _fields(log[_PREDICTION_LOG_PREDICT_LOG][0])[_PREDICT_LOG_REQUEST]
+        request = _fields(request)
+        spec = _fields(request[_REQUEST_MODEL_SPEC][0])
+        inputs = {}
+        for entry in request.get(_REQUEST_INPUTS, []):
+            entry = _fields(entry)
+            inputs[entry[_MAP_KEY][0].decode("utf-8")] = tf.make_ndarray(
+                tensor_pb2.TensorProto.FromString(entry[_MAP_VALUE][0]))
+        found.append((spec[_SPEC_NAME][0].decode("utf-8"),
+                      spec[_SPEC_SIGNATURE][0].decode("utf-8"), inputs))
+    return found
+
+
+def describe(found):
+    """One line for the log: how many requests of which signatures."""
+    counts = {}
+    for name, _ in found:
+        counts[name] = counts.get(name, 0) + 1
+    return json.dumps(counts, sort_keys=True)
