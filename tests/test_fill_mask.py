@@ -90,6 +90,12 @@ def test_stated_behaviour_several_masks_long_texts_and_errors(tiny, tmp_path):
         np.testing.assert_allclose([[x["probability"] for x in m] for m in a],
                                    [[x["probability"] for x in m] for m in b], atol=1e-6)
     assert predictor.predict([]) == []
+    assert predictor.predict(np.array(_TEXTS)) == predictor.predict(t for t in _TEXTS) == together
+    for bad, message in ((None, r"^texts is None; expected a list"),
+                         (set(_TEXTS), r"^texts is a set; .*a set has no order"),
+                         ([_TEXTS[0], 3], r"^texts\[1\]: expected a str, got int$")):
+        with pytest.raises(ValueError, match=message):
+            predictor.predict(bad)
     # Longer than max_seq_length: cut after its first 14 pieces, as the classifier cuts.
     long_text = "jack makes a [MASK] play " + "all work and no play " * 4
     cut = " ".join(long_text.split()[:14])

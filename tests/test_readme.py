@@ -136,6 +136,8 @@ _NOT_RUN_HERE = {
         "run by tests/test_litert.py on its tiny export",
     "from transformers import pipeline": "needs torch + transformers (the peer venv): "
                                          "tests/test_hf_export.py loads every head there",
+    "from bert_tf2.export import masked_lm": "needs a Google release; its calls run on the "
+                                             "shared tiny checkpoint in tests/test_fill_mask.py",
     "import keras_hub": "needs the [keras-hub] extra and a converted folder: "
                         "tests/test_keras_hub.py loads every preset kind with keras-hub",
 }

@@ -27,11 +27,6 @@ def _build_encoder(bert_config, **unused):
     return model
 
 
-def _build_masked_lm(bert_config, **unused):
-    from bert_tf2.export import masked_lm  # pylint: disable=import-outside-toplevel
-    return masked_lm.build(bert_config)
-
-
 def _head_builder(class_name, *keys):
     """A builder of heads.`class_name` (bert_tf2/heads.py), given the keyword arguments `keys`
     (num_labels first, positionally, when it is one of them)."""
@@ -220,7 +215,7 @@ ENTRIES = (
             ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias"))),
     # Fill-mask: bert_tf2/export/masked_lm.py (its model, inputs, decoding and Predictor).
     ModelType(
-        "masked_lm", None, ("masked lm",), build=_build_masked_lm, serves=False,
+        "masked_lm", None, ("masked lm",), build=_head_builder("BertMaskedLM"), serves=False,
         part_of=("pretraining",), hf_class="BertForMaskedLM", hf_pooler=False,
         hf_head_keys=(
             ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),

@@ -42,9 +42,9 @@ import tensorflow as tf
 
 import modeling
 from bert_tf2 import fileutil
-from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2.export import head_types
+from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import checkpoints
 
 MASK = "[MASK]"
@@ -53,13 +53,6 @@ MASK = "[MASK]"
 # word embedding table, tied).
 TF1_NAMES = tuple(name for name, _ in head_types.find("masked_lm").hf_head_keys)
 ANSWERS_FILE = "fill_mask_predictions.jsonl"
-
-
-def build(bert_config, **unused):
-    """The head registry's builder: a built BertMaskedLM."""
-    model = heads.BertMaskedLM(bert_config)
-    model(heads.dummy_features(), training=False)
-    return model
 
 
 class MaskedLM(object):
@@ -188,7 +181,7 @@ class Predictor(object):
         self.head = MaskedLM(tokenizer, max_seq_length, top_k)
         self.batch_size = batch_size
         self.checkpoint = prefix
-        self.model = build(config)
+        self.model = head_types.find("masked_lm").build(config)
         lacking = [n for n in checkpoints.missing_variables(self.model, prefix, "model")]
         if lacking:
             raise ValueError("checkpoint %s has no masked-LM head (it lacks %s): fill-mask needs "
@@ -199,10 +192,15 @@ class Predictor(object):
                                 reduce_retracing=True)
 
     def predict(self, texts):
-        """Answers of each text (class docstring); a str is one text, [] gives []."""
+        """Answers of each text (class docstring); a str is one text, [] gives []; texts
+        as every runner's predict() takes them (a list, tuple, generator, pandas Series,
+        numpy array, a DataFrame's "text" column or its one column)."""
         if isinstance(texts, str):
             texts = [texts]
-        texts = list(texts)
+        elif predict_inputs.is_frame(texts):  # a frame of one column: its texts
+            texts = predict_inputs.frame_columns(texts, "texts", [("text",)])[0]
+        else:  # as every predict() reads its argument: one ValueError for None, a set, ...
+            texts = predict_inputs.items(texts, "texts")
         answers = []
         for first in range(0, len(texts), self.batch_size):
             features, counts = self.head.encode(texts[first:first + self.batch_size], first)
