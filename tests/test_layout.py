@@ -204,6 +204,43 @@ def test_no_import_runs_up_the_floors():
     assert not upward, upward
 
 
+def _module_graph():
+    """{module: set of the package (and reference) modules it imports, lazily too}."""
+    paths = {".".join(path.relative_to(REPO_ROOT).with_suffix("").parts): path
+             for _, path in _package_modules()}
+    graph = {}
+    for name, path in paths.items():
+        targets = set()
+        for imported in _imports(path):
+            while imported and imported not in paths:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def test_no_import_circle():
+    # A circle (a imports b, b imports a, at load time or inside a function) makes the
+    # order of loading matter; issue 70: compat/estimator.py <-> compat/early_stopping.py.
+    graph = _module_graph()
+    circles = []
+
+    def visit(name, path, done):
+        for target in sorted(graph[name]):
+            if target in path:
+                circles.append(" -> ".join(path[path.index(target):] + [target]))
+            elif target not in done:
+                done.add(target)
+                visit(target, path + [target], done)
+    done = set()
+    for name in sorted(graph):
+        if name not in done:
+            done.add(name)
+            visit(name, [name], done)
+    assert not circles, circles
+
+
 def test_the_flag_groups_and_the_process_wrapper_stay_above_tasks_and_export():
     # The loaders tasks/ and export/ use live in bert_tf2/loaders.py, below them.
     for sub in ("tasks", "export", "convert", "pretraining", "trainer"):
