@@ -39,6 +39,7 @@ from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
 from bert_tf2 import settings as settings_lib
+from bert_tf2.export import masked_lm
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
@@ -75,6 +76,13 @@ def define_flags(fv):
         "With sentence vectors: json = one {\"linex_index\", \"embedding\"} object per "
         "line; npy = one float32 [lines, dim] numpy array (np.load). npy without "
         "--pooling uses the pooling of the model's sentence_embedding.json.",
+        flag_values=fv)
+    flags.DEFINE_integer(
+        "fill_mask_top_k", None,
+        "Fill-mask (new): instead of features, write per input line (each with one or more "
+        "[MASK]) the K likeliest WordPieces and their probabilities at each [MASK], "
+        "{\"linex_index\", \"text\", \"masks\"}, from the checkpoint's masked-LM head "
+        "(cls/predictions: a pretraining checkpoint). docs/fill-mask.md.", lower_bound=1,
         flag_values=fv)
     flags_common.define_tpu_flags(fv, with_tpu_name=False)
     flags.DEFINE_bool(
@@ -372,6 +380,8 @@ def run(settings):
     `settings`: a Settings, or the parsed flags of define_flags.
     """
     settings = Settings.of(settings)
+    if settings.fill_mask_top_k is not None:
+        return _fill_masks(settings)
     settings, bert_config, layer_indexes, spec = _check_settings(settings)
     tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
     # Full float32 matmuls (no TF32 on recent GPUs): the values are written with
@@ -386,6 +396,26 @@ def run(settings):
         logging.info("Sentence vectors: %s", spec)
         written = _write_embeddings(settings, tokenizer, extractor)
     logging.info("Wrote %d lines to %s", written, settings.output_file)
+    return settings_lib.Result(outputs={"output_file": settings.output_file})
+
+
+def _fill_masks(settings):
+    """--fill_mask_top_k: masked_lm.write_answers over --input_file."""
+    settings.require(*_REQUIRED_FLAGS)
+    settings.refuse_unused([(name, "with --fill_mask_top_k (its answers are the masked-LM "
+                                   "head's, not features)")
+                            for name in ("layers", "pooling", "normalize", "output_format")])
+    fileutil.check_output_file(settings.output_file, "--output_file")
+    fileutil.check_utf8(settings.input_file, "--input_file")
+    fileutil.prepare_output_file(settings.output_file, "--output_file",
+                                 inputs=[("--input_file", settings.input_file)])
+    given = {name: getattr(settings, name) for name in ("max_seq_length", "do_lower_case")
+             if settings.given(name)}  # else the folder's (model_settings.json, the config)
+    predictor = masked_lm.Predictor(
+        settings.init_checkpoint, settings.fill_mask_top_k, vocab_file=settings.vocab_file,
+        bert_config_file=settings.bert_config_file, batch_size=settings.batch_size, **given)
+    written = masked_lm.write_answers(predictor, settings.input_file, settings.output_file)
+    logging.info("Filled the masks of %d lines into %s", written, settings.output_file)
     return settings_lib.Result(outputs={"output_file": settings.output_file})
 
 

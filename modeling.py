@@ -105,6 +105,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from bert_tf2.base import checkpoint_names
 from bert_tf2.base import dropout_masks
 from bert_tf2.base import json_files
 from bert_tf2.base import tf1_variables
@@ -477,13 +478,12 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     from those keys to the names, so TensorFlow's own tf.compat.v1.train.init_from_checkpoint
     (and bert_tf2.tf1's) loads it as a TF1 checkpoint would be loaded.
     """
-    from bert_tf2.compat import fork_checkpoints  # pylint: disable=import-outside-toplevel
     names = collections.OrderedDict()
     for var in tvars:
         names[re.sub(r":\d+$", "", var.name)] = var
     assignment_map = collections.OrderedDict()
     initialized = {}
-    for name, key in fork_checkpoints.stored_names(init_checkpoint):
+    for name, key in checkpoint_names.stored_names(init_checkpoint):
         if name in names:
             assignment_map[key] = name
             initialized[name] = 1

@@ -41,6 +41,9 @@ crf_penalties=None)
   `iob2_parts(label)`). BertMultipleChoice(config) -> {"logits" [B,C]} from features of
   [B,C,S] (variables
                     multiple_choice/output_weights [1,H], multiple_choice/output_bias [1])
+- BertMaskedLM(config) -> {"logits", "probabilities"} [B,P,V] at features'
+  masked_lm_positions: fill-mask (bert_tf2/export/masked_lm.py), the variables
+  cls/predictions/* alone (no next-sentence head).
 - The heads themselves (MaskedLMHead, PretrainingHeads, SquadHead, OutputProjection), the
   losses (masked_lm_loss, masked_lm_loss_from_logits, next_sentence_loss,
   weighted_next_sentence_loss; masked_lm_loss_from_logits: -log softmax[label] from one
@@ -290,6 +293,38 @@ class BertPretrainer(tf_keras.Model):
         outputs["masked_lm_log_probs"] = tf.nn.log_softmax(mlm_logits, axis=-1)
         outputs["next_sentence_log_probs"] = nsp
         return outputs
+
+
+class _MaskedLMScope(tf_keras.layers.Layer):
+    """The `cls` scope holding `predictions` (heads.MaskedLMHead) alone."""
+
+    def __init__(self, config, name="cls", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.predictions = MaskedLMHead(config)
+
+    def call(self, sequence_output, positions, embedding_table):
+        """[B, S, H], positions [B, P] -> logits [B, P, V] (float32)."""
+        picked = modeling.gather_indexes(sequence_output, positions)
+        logits = self.predictions(picked, embedding_table)
+        return tf.reshape(logits, [tf.shape(positions)[0], tf.shape(positions)[1], -1])
+
+
+class BertMaskedLM(tf_keras.Model):
+    """BERT with the masked-LM head only: features (input_ids, input_mask, segment_ids,
+    masked_lm_positions [B, P]) -> {"logits", "probabilities"} [B, P, V], float32."""
+
+    def __init__(self, config, name="bert_masked_lm", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = modeling.BertModel(config)
+        self.cls = _MaskedLMScope(config)
+
+    def call(self, features, training=False):
+        """Applies the model (shapes in the class docstring)."""
+        outputs = self.bert(features["input_ids"], features.get("input_mask"),
+                            features.get("segment_ids"), training=training)
+        logits = self.cls(outputs["sequence_output"], features["masked_lm_positions"],
+                          self.bert.embedding_table)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
 
 class BertClassifier(tf_keras.Model):

@@ -30,9 +30,15 @@ def _pipeline(folder):
     asked = folder["pipeline"]
     run = transformers.pipeline(asked["task"], model=folder["dir"], **asked.get("make", {}))
     results = run(folder["texts"], **asked.get("call", {}))
-    return [[{k: (float(v) if k == "score" else v) for k, v in e.items() if k != "start" and
-              k != "end"} for e in r] if isinstance(r, list) else
-            {k: (float(v) if k == "score" else v) for k, v in r.items()} for r in results]
+    return [_plain(r) for r in results]
+
+
+def _plain(result):
+    """A pipeline's result as JSON: lists (fill-mask: one per [MASK]) kept, scores float."""
+    if isinstance(result, list):
+        return [_plain(e) for e in result]
+    return {k: (float(v) if k == "score" else v) for k, v in result.items()
+            if k not in ("start", "end")}
 
 
 def _run(folder):

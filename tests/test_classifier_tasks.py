@@ -163,6 +163,39 @@ def test_predict_only_run_takes_the_labels_beside_the_checkpoint(csv_run, tmp_pa
     assert not (tmp_path / "b" / "test_results.tsv").exists()
 
 
+@pytest.mark.slow
+def test_training_on_from_a_folder_keeps_its_label_order(csv_run, tmp_path):
+    # Labels not in sorted order: the second run, from the first's folder without
+    # --labels_file, must keep them (the output layer's order), not re-sort them from the
+    # data (before the fix: label_list.txt sorted, dev accuracy 1.0 -> 0.0, no warning).
+    order = write_text(tmp_path / "order.txt", "positive\nnegative\nneutral\n")
+    common = _common(tmp_path) + ["--task_name=csv", "--data_dir=%s" % csv_run["data"]]
+    first = tmp_path / "first"
+    rc.run(_fv(common + _TRAIN_FLAGS + ["--labels_file=%s" % order, "--output_dir=%s" % first]))
+    assert (first / "label_list.txt").read_text() == "positive\nnegative\nneutral\n"
+    before = float(read_eval_results(first / "eval_results.txt")["eval_accuracy"])
+    assert before >= 0.9
+    # Trained on with a learning rate too small to change the answers.
+    again = ["--do_train", "--do_eval", "--num_train_epochs=1", "--learning_rate=1e-12",
+             "--train_batch_size=16", "--eval_batch_size=16", "--init_checkpoint=%s" % first]
+    second = tmp_path / "second"
+    rc.run(_fv(common + again + ["--output_dir=%s" % second]))
+    assert (second / "label_list.txt").read_text() == "positive\nnegative\nneutral\n"
+    after = float(read_eval_results(second / "eval_results.txt")["eval_accuracy"])
+    print("trained on from a folder of labels positive, negative, neutral: eval_accuracy "
+          "%.3f -> %.3f" % (before, after))
+    assert abs(after - before) <= 0.05
+    # A --labels_file in another order than the head's: one line, before any training.
+    sorted_file = write_text(tmp_path / "sorted.txt", "negative\nneutral\npositive\n")
+    with pytest.raises(ValueError, match=r"^%s lists the labels positive, negative, neutral; "
+                                         r"--task_name=csv has negative, neutral, positive: the "
+                                         r"output layer of --init_checkpoint is in that order"
+                       % re.escape(str(first / "label_list.txt"))):
+        rc.run(_fv(common + again + ["--output_dir=%s" % (tmp_path / "third"),
+                                     "--labels_file=%s" % sorted_file]))
+    assert not list((tmp_path / "third").glob("model.ckpt*"))
+
+
 # ---------------------------------------------------------------------------
 # The output folder is the model: best/ alone predicts and exports
 # ---------------------------------------------------------------------------

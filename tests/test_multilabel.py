@@ -113,14 +113,18 @@ def test_training_keeps_the_label_list_of_its_output_dir(tmp_path):
     classifier_tasks.check_labels(fv, p)
     classifier_tasks.save_task(fv, p)
     assert (out / "label_list.txt").read_text() == "a\nb\n"
-    # Resuming in that --output_dir with other labels would shift the outputs' meaning.
-    write_text(tmp_path / "train.tsv", "one\ta,c\n")
+    # Resuming in that --output_dir reads its label list (the output layer's order, issue
+    # 70): data of the same labels resumes with it, another label is refused at its line.
+    write_text(tmp_path / "train.tsv", "one\tb\n")
     p = classifier_tasks.processor_of(fv)
     p.get_train_examples(str(tmp_path))
-    with pytest.raises(ValueError, match=r"label_list.txt lists the labels a, b; "
-                                         r"--task_name=multilabel has a, c: use a new "
-                                         r"--output_dir"):
-        classifier_tasks.check_labels(fv, p)
+    classifier_tasks.check_labels(fv, p)
+    assert p.get_labels() == ["a", "b"]
+    write_text(tmp_path / "train.tsv", "one\ta,c\n")
+    p = classifier_tasks.processor_of(fv)
+    with pytest.raises(ValueError, match=r"train.tsv, line 1: label 'c' is not in the label "
+                                         r"list \(a,b\)"):
+        p.get_train_examples(str(tmp_path))
 
 
 def test_single_label_task_rejects_an_empty_label(tmp_path):

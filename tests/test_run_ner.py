@@ -2,6 +2,7 @@
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -217,6 +218,36 @@ def test_bad_input_and_flags_are_errors_before_any_work(tmp_path):
     write(out / "label_list.txt", "O\nB-PER\nI-PER\n")
     with pytest.raises(ValueError, match="holds the label_list.txt of other tags"):
         run(tmp_path, data, out, "--do_train")
+
+
+def test_training_on_from_a_folder_keeps_its_tag_order(tmp_path):
+    # The output layer of --init_checkpoint's tagger has its tags in label_list.txt's order
+    # (here not the training file's O-first-then-sorted order): a run that trains on from
+    # it keeps that order, and a --labels_file in another order is one error (before the
+    # fix: the tags re-sorted from the data, the old output layer kept, silently wrong).
+    from bert_tf2.tasks import ner_task  # pylint: disable=import-outside-toplevel
+    folder = tmp_path / "first"
+    write(folder / "label_list.txt", "O\nI-PER\nB-PER\n")
+    train = write(tmp_path / "train.txt", "John B-PER\nSmith I-PER\nlives O\n\n")
+
+    def labels(**given):
+        return ner_task.labels_of(run_ner.Settings(
+            train_file=train, vocab_file="v", bert_config_file="c", do_train=True,
+            init_checkpoint=str(folder), output_dir=str(tmp_path / "second"), **given),
+            ner_data.read_conll(train))
+    assert labels() == ["O", "I-PER", "B-PER"]
+    other = write(tmp_path / "sorted.txt", "O\nB-PER\nI-PER\n")
+    with pytest.raises(ValueError, match=r"^%s lists the tags O I-PER B-PER in its output "
+                                         r"order; --labels_file=.*sorted.txt has O B-PER I-PER: "
+                                         r"the output layer of --init_checkpoint is in that order"
+                       % re.escape(str(folder / "label_list.txt"))):
+        labels(labels_file=other)
+    # Tags the head does not have: one error naming both lists.
+    write(folder / "label_list.txt", "O\nB-PER\n")
+    with pytest.raises(ValueError, match=r"^--init_checkpoint=.*first holds the label_list.txt "
+                                         r"of other tags \(O B-PER\) than .*train.txt's "
+                                         r"\(O B-PER I-PER\)"):
+        labels()
 
 
 def test_command_line_error_is_one_line_and_exit_1(tmp_path):

@@ -114,11 +114,15 @@ class _StopOnPredicateHook(GlobalStepHook):
             run_context.request_stop()
 
 
+class EstimatorBase:
+    """What the hooks here take as an estimator: compat/estimator.Estimator derives from it
+    (so this module needs no import of that one, which re-exports these hooks)."""
+
+
 def make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,
                              run_every_steps=None):
     """A training hook that stops when `should_stop_fn()` returns True (TF 1.15's)."""
-    from bert_tf2.compat import estimator as estimator_lib  # pylint: disable=import-outside-toplevel
-    if not isinstance(estimator, estimator_lib.Estimator):
+    if not isinstance(estimator, EstimatorBase):
         raise TypeError("make_early_stopping_hook: estimator must be an Estimator, not %s"
                         % type(estimator).__name__)
     return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)

@@ -40,6 +40,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 from bert_tf2.compat import contrib
+from bert_tf2.compat import early_stopping
 # The early-stopping hooks and the global-step read, re-exported: forks reach them here.
 from bert_tf2.compat.early_stopping import (  # noqa: F401  pylint: disable=unused-import
     EARLY_STOPPING, GlobalStepHook, global_step_read, make_early_stopping_hook,
@@ -379,7 +380,7 @@ def _default_session_config():
     return v1.ConfigProto(allow_soft_placement=True)
 
 
-class Estimator:
+class Estimator(early_stopping.EstimatorBase):
     """Trains, evaluates and predicts with a model_fn, as TF 1.x's tf.estimator.Estimator."""
 
     def __init__(self, model_fn, model_dir=None, config=None, params=None,

@@ -41,16 +41,6 @@ def list_variables(ckpt_dir_or_file):
     return sorted((name, list(contents.shapes[name])) for name in contents.names())
 
 
-def stored_names(ckpt_dir_or_file):
-    """[(TF1 name, the key the checkpoint stores it under)], sorted by name: the same key
-    for a TF1 checkpoint, the object-based one (…/.ATTRIBUTES/VARIABLE_VALUE) for ours.
-    The keys are what TensorFlow's own init_from_checkpoint reads."""
-    contents = _ours(ckpt_dir_or_file)
-    if contents is None:
-        return [(name, name) for name, _ in _V1.train.list_variables(ckpt_dir_or_file)]
-    return sorted(contents.keys.items())
-
-
 def load_variable(ckpt_dir_or_file, name):
     """The value a checkpoint stores under `name` (a TF1 name for one of ours)."""
     contents = _ours(ckpt_dir_or_file)
@@ -72,7 +62,7 @@ def translate_assignment_map(contents, assignment_map):
         (name, name) for name in assignment_map]
     for source, target in items:
         scope = _scope_of(source)
-        if scope is None and source in stored:  # a key as stored (stored_names' maps)
+        if scope is None and source in stored:  # a key as stored (modeling's maps: checkpoint_names.stored_names)
             translated[source] = target
             continue
         if scope is None:

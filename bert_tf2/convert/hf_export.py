@@ -31,7 +31,8 @@ from bert_tf2.trainer import model_folder
 # The heads an export writes (convert_hf_checkpoint --model_type's order) and, from the head
 # registry, the transformers class of each, its head weights (TF1 name -> HF key) beside the
 # encoder's, and the heads whose class has no pooler (add_pooling_layer=False).
-_HF_ORDER = ("pretraining", "classifier", "tagger", "squad", "multiple_choice", "encoder")
+_HF_ORDER = ("pretraining", "masked_lm", "classifier", "tagger", "squad", "multiple_choice",
+             "encoder")
 HF_HEADS = {name: head_types.find(name).hf_class for name in _HF_ORDER}
 _HEAD_KEYS = {name: dict(head_types.find(name).hf_head_keys) for name in _HF_ORDER}
 _NO_POOLER = tuple(name for name in _HF_ORDER if not head_types.find(name).hf_pooler)
@@ -116,7 +117,7 @@ def hf_tensors_of(contents, config, head):
                              % (contents.path, name, list(value.shape), shapes[name]))
         transpose = name.endswith("/kernel")  # TF1 dense [in, out] -> torch Linear [out, in]
         out[key] = np.ascontiguousarray(value.T if transpose else value)
-    if head == "pretraining":  # the decoder's bias is the head's bias in HF's module too
+    if "cls.predictions.bias" in out:  # the decoder's bias is the head's bias in HF's too
         out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"].copy()
     return out
 
@@ -183,7 +184,7 @@ class HfExport(object):
                              "concatenated layers), which no HuggingFace class holds: serve it "
                              "with export_saved_model.py" % init_checkpoint)
         head = model_type or held
-        if head != "encoder" and head != held:
+        if head != "encoder" and head != held and held not in head_types.find(head).part_of:
             raise ValueError("--model_type=%s: checkpoint %s holds a %s head, not a %s one"
                              % (head, contents.path, held, head))
         if model_type is None and held == "encoder":

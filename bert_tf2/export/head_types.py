@@ -82,6 +82,8 @@ class ModelType:
       answer_spans: SQuAD: question / context windows, n-best answer rules, SQuAD JSON.
       flags: export_saved_model flags only this type (among the types) reads.
       served_as: the type its folders are exported as (run_pretraining's: the encoder).
+      part_of: the types whose checkpoints hold this head too (the masked LM: the
+        pretraining checkpoint's cls/predictions).
       hf_class: the transformers class of its HuggingFace export (config.json's
         architectures); None: not exported.
       hf_pooler: that class has the pooler (HF builds the token and span heads without).
@@ -113,6 +115,7 @@ class ModelType:
     answer_spans: bool = False
     flags: Tuple[str, ...] = ()
     served_as: Optional[str] = None
+    part_of: Tuple[str, ...] = ()
     hf_class: Optional[str] = None
     hf_pooler: bool = True
     hf_head_keys: Tuple[Tuple[str, str], ...] = ()
@@ -210,6 +213,18 @@ ENTRIES = (
             ("cls/predictions/output_bias", "cls.predictions.bias"),
             ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
             ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias"))),
+    # Fill-mask: bert_tf2/export/masked_lm.py (its model, inputs, decoding and Predictor).
+    ModelType(
+        "masked_lm", None, ("masked lm",), build=_head_builder("BertMaskedLM"), serves=False,
+        part_of=("pretraining",), hf_class="BertForMaskedLM", hf_pooler=False,
+        hf_head_keys=(
+            ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
+            ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
+            ("cls/predictions/transform/LayerNorm/gamma",
+             "cls.predictions.transform.LayerNorm.weight"),
+            ("cls/predictions/transform/LayerNorm/beta",
+             "cls.predictions.transform.LayerNorm.bias"),
+            ("cls/predictions/output_bias", "cls.predictions.bias"))),
 )
 
 _BY_NAME = {entry.name: entry for entry in ENTRIES}

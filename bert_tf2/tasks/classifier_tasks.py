@@ -9,9 +9,11 @@ The processor of the settings (processor_of):
 
 What a training run leaves in --output_dir (save_task), beside its checkpoints:
 label_list.txt (the label names in output order; none for regression) and
-classifier_task.json ({"task_name", "task_type"}). Runs that do not train take a file
-task's labels and type from there (or from beside --init_checkpoint), and check a
-built-in or plugged-in processor's labels against them (check_labels);
+classifier_task.json ({"task_name", "task_type"}). The label order belongs to the head:
+every run (one that trains on from a model folder too) takes a file task's labels and
+type from the folder it starts from (the restored --output_dir, else beside
+--init_checkpoint), refuses a --labels_file in another order, and checks a built-in or
+plugged-in processor's labels against them (check_labels);
 export_saved_model takes the labels and the kind of head from there (export_task), so a
 model exports with --init_checkpoint alone. Output dirs written before these files
 existed still work with a built-in --task_name.
@@ -28,8 +30,8 @@ in a training run.
   [None]) or multilabel (`is_multilabel`); `label_names(processor)`: the labels as distinct
   text, None for regression.
 - A training run writes output_dir/label_list.txt (not for regression) and
-  classifier_task.json (`{"task_name", "task_type"}`, + "processor"); runs that do not train
-  read them from output_dir, else beside --init_checkpoint (`saved_file`). Output dirs
+  classifier_task.json (`{"task_name", "task_type"}`, + "processor"); every run reads
+  those of the head it starts from (`saved_file`: training_record.head_file). Output dirs
   without them still work with a built-in --task_name.
 - `export_task(task) -> (labels, multilabel)` (`task`: the export's
   `settings.part(*SETTINGS)`): export_saved_model's classifier head; labels [None] for
@@ -50,10 +52,8 @@ in a training run.
   get_labels() called once, in that order.
 """
 import json
-import os
 
 from absl import flags
-import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.tasks import data_tables
@@ -199,12 +199,10 @@ def default_positive(task, processor, names):
     """
     if not isinstance(processor, file_data.FileProcessor):
         return 1
-    order = list(names) if task.labels_file else processor.train_label_order
-    if not order:
-        saved = read_task_file(saved_file(task, TASK_FILE)).get("positive_label")
-        if saved in names:
-            return names.index(saved)
-        order = list(names)
+    saved = read_task_file(saved_file(task, TASK_FILE)).get("positive_label")
+    if saved in names and not task.labels_file:
+        return names.index(saved)
+    order = (list(names) if task.labels_file else processor.train_label_order) or list(names)
     lowered = [str(name).lower() for name in order]
     for wanted in POSITIVE_NAMES:
         if wanted in lowered:
@@ -215,16 +213,16 @@ def default_positive(task, processor, names):
 def _data_file_processor(task, file_format):
     """A file_data.FileProcessor (file_format set) or a MultiLabelProcessor."""
     kind = "multilabel" if file_format is None else task.task_type
-    if file_format and not task.given("task_type") and not task.do_train:
+    if file_format and not task.given("task_type"):
         kind = read_task_file(saved_file(task, TASK_FILE)).get("task_type", kind)
     labels = None
     if kind == "regression" and task.labels_file:
         raise ValueError("--labels_file: a --task_type=regression task has no labels")
     if kind != "regression":
-        # A training run makes its list from train (check_labels compares it with a
-        # resumed run's); the others read the one training saved.
-        labels = read_labels(task.labels_file or (None if task.do_train else
-                                                saved_file(task, LABELS_FILE)), kind)
+        # The head's list (the folder the run starts from), else --labels_file; a
+        # training run from scratch makes it from train (sorted). check_labels refuses a
+        # --labels_file other than the head's.
+        labels = read_labels(task.labels_file or saved_file(task, LABELS_FILE), kind)
         if labels is None and not task.do_train:
             raise ValueError(
                 "--task_name=%s without --do_train needs the label list: pass --labels_file, "
@@ -248,13 +246,11 @@ def _owner(task):
 # ---------------------------------------------------------------------------
 
 def saved_file(task, name):
-    """The settings file `name` this run reads, or None: a training run checks only the one
-    an earlier run left in its --output_dir; other runs read it as every later tool does
-    (checkpoints.settings_file: --output_dir's, else beside --init_checkpoint)."""
-    if task.do_train:
-        path = os.path.join(str(task.output_dir), name)
-        return path if tf.io.gfile.exists(path) else None
-    return checkpoints.settings_file(name, task.init_checkpoint, task.output_dir)
+    """The settings file `name` of the head this run starts from, or None
+    (training_record.head_file: the restored --output_dir's, else the one beside
+    --init_checkpoint; a restart's beside --init_checkpoint). A training run continuing
+    from a model folder keeps that folder's label order: its output layer's."""
+    return training_record.head_file(task, name)
 
 
 def read_labels(path, kind):
@@ -296,13 +292,10 @@ def label_names(processor):
 
 
 def check_labels(task, processor):
-    """The labels and type of this run agree with those saved in --output_dir (and,
-    for a run that does not train, beside --init_checkpoint); not compared for a
-    training run that starts over (training_record.starts_over)."""
+    """The labels and type of this run agree with those of the head it starts from
+    (saved_file: the restored --output_dir's, else beside --init_checkpoint)."""
     names = label_names(processor)
     kind = task_type(processor)
-    if training_record.starts_over(task):
-        return
     path = saved_file(task, TASK_FILE)
     saved_kind = read_task_file(path).get("task_type", kind)
     if saved_kind != kind:
@@ -317,7 +310,8 @@ def check_labels(task, processor):
 
 
 def _new_dir(task):
-    return ": use a new --output_dir" if task.do_train else ""
+    """The way out of a run whose labels are not its head's."""
+    return training_record.way_out(task, saved_file(task, LABELS_FILE))
 
 
 def save_task(task, processor, positive=None):

@@ -241,35 +241,44 @@ def read_data(settings):
 
 
 def labels_of(settings, train):
-    """The label list: --labels_file, else the training file's, else the label_list.txt
-    of the model the run uses (checkpoints.settings_file: output_dir's, else the one
-    beside --init_checkpoint)."""
-    saved = os.path.join(settings.output_dir, ner_data.LABELS_FILE_NAME)
+    """The label list, which belongs to the output layer: the label_list.txt of the head the
+    run starts from (training_record.head_file: the restored output_dir's, else the one
+    beside --init_checkpoint), else --labels_file, else the training file's (O first, the
+    rest sorted). A --labels_file other than the head's list, or training tags it lacks:
+    ValueError naming both."""
+    path = training_record.head_file(settings, ner_data.LABELS_FILE_NAME)
+    saved = ner_data.read_labels(path) if path else None
     if settings.labels_file:
         labels = ner_data.read_labels(settings.labels_file)
+        if saved is not None and saved != labels:
+            raise ValueError("%s lists the tags %s in its output order; --labels_file=%s has %s%s"
+                             % (path, " ".join(saved), settings.labels_file, " ".join(labels),
+                                training_record.way_out(settings, path)))
         if train is not None:
             ner_data.check_tags(train, labels)
         return labels
-    if train is None:
-        # The tags of the checkpoints the run restores (output_dir's, else --init_checkpoint's).
-        path = checkpoints.settings_file(ner_data.LABELS_FILE_NAME, settings.init_checkpoint,
-                                         settings.output_dir)
-        if path:
-            return ner_data.read_labels(path)
+    if saved is not None:
+        wanted = ner_data.labels_from(train) if train is not None else []
+        if not set(wanted) <= set(saved):
+            raise ValueError("%s holds the %s of other tags (%s) than %s's (%s)%s" % (
+                _head_folder(settings, path), ner_data.LABELS_FILE_NAME, " ".join(saved),
+                train.path, " ".join(wanted), training_record.way_out(settings, path)))
+        return saved
     if train is not None:
-        labels = ner_data.labels_from(train)
-        # Resuming keeps the label ids of the checkpoints in output_dir (a restart: its own).
-        if tf.io.gfile.exists(saved) and not training_record.starts_over(settings) and \
-                ner_data.read_labels(saved) != labels:
-            raise ValueError("--output_dir=%s holds the %s of other tags (%s) than %s's (%s): "
-                             "use a new --output_dir" % (
-                                 settings.output_dir, ner_data.LABELS_FILE_NAME,
-                                 " ".join(ner_data.read_labels(saved)), train.path,
-                                 " ".join(labels)))
-        return labels
+        return ner_data.labels_from(train)
     raise ValueError("no label list: pass --labels_file, or --do_train, or an "
                      "--output_dir or --init_checkpoint holding %s from training"
                      % ner_data.LABELS_FILE_NAME)
+
+
+def _from_init(settings, path):
+    return path == checkpoints.file_beside(settings.init_checkpoint, ner_data.LABELS_FILE_NAME)
+
+
+def _head_folder(settings, path):
+    if _from_init(settings, path):
+        return "--init_checkpoint=%s" % settings.init_checkpoint
+    return "--output_dir=%s" % settings.output_dir
 
 
 class NerTask(object):

@@ -1,7 +1,8 @@
 """TF1 <-> TF2 checkpoints: one naming rule, loading by name, conversion.
 
 Our model variables are named so that their TF1 name follows from `tf1_name`:
-drop the `:0` suffix and the top-level model's name, then apply `_SCOPE_TABLE`.
+drop the `:0` suffix and the top-level model's name, then apply `SCOPE_TABLE`
+(bert_tf2/base/checkpoint_names.py, below modeling.py, which reads it too).
 Google's TF1 checkpoints are read by variable name. Our TF2 checkpoints
 (tf.train.Checkpoint, object-based) store every variable's full name in their
 object graph, so both kinds are loaded the same way: by TF1 name.
@@ -15,40 +16,14 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf2 import fileutil
+from bert_tf2.base import checkpoint_names
+# The naming rule (bert_tf2/base/checkpoint_names.py), by its names here as before.
+from bert_tf2.base.checkpoint_names import (  # noqa: F401  pylint: disable=unused-import
+    TF1_ROOTS, TF1_SLOT_NAMES, tf1_name)
 from bert_tf2.trainer import written_files
-
-# First path components that TF1 BERT checkpoints use at the top level, and those of
-# the task heads the reference never had (run_ner's tagger, its feature-based
-# BiLSTM and --crf transitions, run_multiple_choice's scorer).
-TF1_ROOTS = ("bert", "cls", "output_weights", "output_bias", "global_step",
-             "tagger", "bilstm_0", "bilstm_1", "crf", "multiple_choice")
-
-# Scopes our models have and TF1 does not (prefix in our name -> TF1 prefix).
-_SCOPE_TABLE = (
-    ("classifier/", ""),  # run_classifier's output_weights/output_bias are top-level in TF1
-)
-
-# TF1 slot suffixes of the reference's AdamWeightDecayOptimizer.
-TF1_SLOT_NAMES = ("adam_m", "adam_v")
-
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 # The file prefix of the checkpoints a run writes: output_dir/model.ckpt-<step>.
 CHECKPOINT_NAME = "model.ckpt"
-
-
-def tf1_name(name):
-    """TF1 variable name for one of our variable names (or for a tf.Variable)."""
-    if not isinstance(name, str):
-        name = name.name
-    name = re.sub(r":\d+$", "", name)
-    parts = name.split("/")
-    if len(parts) > 1 and parts[0] not in TF1_ROOTS:
-        name = "/".join(parts[1:])
-    for ours, theirs in _SCOPE_TABLE:
-        if name.startswith(ours):
-            name = theirs + name[len(ours):]
-    return name
 
 
 def tf1_variable_map(model_or_variables):
@@ -228,52 +203,7 @@ def open_reader(prefix, advice="use a whole copy"):
 
 def is_tf2_checkpoint(path):
     """True for an object-based (TF2) checkpoint, False for a name-based TF1 one."""
-    return open_reader(resolve_checkpoint(path)).has_tensor(_OBJECT_GRAPH_KEY)
-
-
-def _object_graph(reader):
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
-    return graph
-
-
-def _tf2_name_table(reader):
-    """TF1 name -> checkpoint key for the variables (and Adam slots) of a TF2 checkpoint."""
-    graph = _object_graph(reader)
-    full_names = {}
-    table = collections.OrderedDict()
-    for node_id, node in enumerate(graph.nodes):
-        for attr in node.attributes:
-            if attr.name == "VARIABLE_VALUE" and attr.full_name:
-                full_names[node_id] = attr.full_name
-    for node_id, node in enumerate(graph.nodes):
-        for attr in node.attributes:
-            if attr.name != "VARIABLE_VALUE" or not attr.full_name:
-                continue
-            name = tf1_name(attr.full_name)
-            if name.split("/")[0] not in TF1_ROOTS:
-                continue  # optimizer counters, hyper-parameters, data iterators
-            table.setdefault(name, attr.checkpoint_key)
-        for slot in node.slot_variables:
-            original = full_names.get(slot.original_variable_node_id)
-            slot_node = graph.nodes[slot.slot_variable_node_id]
-            keys = [a.checkpoint_key for a in slot_node.attributes if a.name == "VARIABLE_VALUE"]
-            if original and keys:
-                table.setdefault("%s/%s" % (tf1_name(original), slot.slot_name), keys[0])
-    step_key = _find_step_key(reader)
-    if step_key:
-        table["global_step"] = step_key
-    return table
-
-
-def _find_step_key(reader):
-    shapes = reader.get_variable_to_shape_map()
-    for key in ("step/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE",
-                "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"):
-        if key in shapes:
-            return key
-    return None
+    return open_reader(resolve_checkpoint(path)).has_tensor(checkpoint_names.OBJECT_GRAPH_KEY)
 
 
 class CheckpointContents:
@@ -284,10 +214,10 @@ class CheckpointContents:
         self.advice = ("point %s at a whole copy of it" % flag) if flag else "use a whole copy"
         self.reader = open_reader(self.path, self.advice)
         try:
-            self.is_tf2 = self.reader.has_tensor(_OBJECT_GRAPH_KEY)
+            self.is_tf2 = self.reader.has_tensor(checkpoint_names.OBJECT_GRAPH_KEY)
             shapes = self.reader.get_variable_to_shape_map()
             if self.is_tf2:
-                self.keys = _tf2_name_table(self.reader)
+                self.keys = checkpoint_names.tf2_name_table(self.reader)
             else:
                 self.keys = collections.OrderedDict((name, name) for name in sorted(shapes))
         except READ_ERRORS as e:

@@ -142,6 +142,31 @@ def starts_over(settings):
         getattr(settings, FLAG, None) == RESTART
 
 
+def head_file(settings, name):
+    """Path of the settings file `name` (label_list.txt, classifier_task.json) of the head
+    a run starts from, or None. The label order belongs to the output layer: a training run
+    that starts over (--existing_checkpoint=restart) starts from --init_checkpoint, so its
+    files beside it; every other run (a training run continuing from a model folder
+    included) from what it restores (checkpoints.settings_file: output_dir's, else the
+    file beside --init_checkpoint)."""
+    if starts_over(settings):
+        return checkpoints.file_beside(getattr(settings, "init_checkpoint", None), name)
+    return checkpoints.settings_file(name, getattr(settings, "init_checkpoint", None),
+                                     settings.output_dir)
+
+
+def way_out(settings, path):
+    """The end of the error of a training run whose labels are not those of its head's
+    settings file `path` (head_file): what to do instead ("" for a run that does not train)."""
+    if not getattr(settings, "do_train", False):
+        return ""
+    if path and path == checkpoints.file_beside(getattr(settings, "init_checkpoint", None),
+                                                os.path.basename(path)):
+        return (": the output layer of --init_checkpoint is in that order (leave out "
+                "--labels_file to keep it, or start from a checkpoint without this head)")
+    return ": use a new --output_dir"
+
+
 # ---------------------------------------------------------------------------
 # The values
 # ---------------------------------------------------------------------------

@@ -1,0 +1,242 @@
+"""The masked-LM head (fill-mask) as one class: its inputs, its decoding, its doors.
+
+`MaskedLM` is everything about the head a door needs (its Keras model is
+heads.BertMaskedLM, beside the other task models; its registry entry, head_types
+"masked_lm", names its HuggingFace class and weights); the doors call it:
+- the Python API: `Predictor(model, ...).predict(texts)` and `predict(model, texts, ...)`
+  (a model folder of run_pretraining, a TF1 pretraining checkpoint such as Google's
+  release, or any folder with bert_config.json + vocab.txt beside a checkpoint that
+  holds `cls/predictions/*`);
+- a file of answers: extract_features.py --fill_mask_top_k=K (`write_answers`: one JSON
+  line per input line);
+- the HuggingFace export: convert_hf_checkpoint --direction=to_hf --model_type=masked_lm
+  (BertForMaskedLM; the head registry's entry "masked_lm" names its class and weights);
+- export_saved_model and LiteRT do not carry it: --model_type lists only the types they
+  serve (head_types.SERVED / LITERT), so masked_lm is refused there in one line; a
+  keras-hub preset is not written for it either (convert_keras_hub writes the encoder).
+
+The math is the reference's get_masked_lm_output: the encoder's output at each [MASK]
+position, a dense layer of hidden_size with the config's activation, LayerNorm, a product
+with the word embedding table (tied output weights) plus `cls/predictions/output_bias`,
+softmax over the vocabulary (heads.MaskedLMHead, the same layer run_pretraining trains).
+
+What a text gives (the same at every door):
+- `[MASK]` is written literally (upper case, as HuggingFace's tokenizer takes it); the
+  text between the masks is tokenized as the classifier tokenizes a text. A text without
+  a [MASK] is a ValueError naming it.
+- Several [MASK]s in one text: one forward pass; each mask is answered on its own (its
+  top-k given the others masked), in text order.
+- One [MASK] is one WordPiece: the answers are vocabulary entries ("##ing" included); a
+  word of several pieces needs as many [MASK]s.
+- A single segment ([CLS] text [SEP], segment ids 0). A text longer than max_seq_length
+  is cut as the classifier cuts one (its first max_seq_length - 2 pieces kept); a [MASK]
+  beyond the cut is a ValueError naming the text, never a silently missing answer.
+- Each answer: {"token", "token_id", "probability"} (float32 softmax), the top_k in
+  descending probability, equal probabilities in vocabulary order.
+"""
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+import modeling
+from bert_tf2 import fileutil
+from bert_tf2 import loaders
+from bert_tf2.export import head_types
+from bert_tf2.tasks import predict_inputs
+from bert_tf2.trainer import checkpoints
+
+MASK = "[MASK]"
+# The head's TF1 variables: run_pretraining's cls/predictions without the next-sentence
+# head (the registry's entry holds their HuggingFace keys; the decoder's weight is the
+# word embedding table, tied).
+TF1_NAMES = tuple(name for name, _ in head_types.find("masked_lm").hf_head_keys)
+ANSWERS_FILE = "fill_mask_predictions.jsonl"
+
+
+class MaskedLM(object):
+    """The fill-mask head: a tokenizer, a max_seq_length and top_k; encode() texts into
+    features, decode() the model's probabilities into answers (module docstring)."""
+
+    def __init__(self, tokenizer, max_seq_length, top_k=5):
+        for name, value, least in (("max_seq_length", max_seq_length, 3), ("top_k", top_k, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError("%s=%r: expected an integer >= %d" % (name, value, least))
+        if MASK not in tokenizer.vocab:
+            raise ValueError("the vocabulary has no %s token: it cannot fill masks" % MASK)
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.top_k = min(top_k, len(tokenizer.vocab))
+        self.inv_vocab = {i: t for t, i in tokenizer.vocab.items()}
+
+    def pieces(self, text, where):
+        """[CLS] pieces [SEP] of one text (cut to max_seq_length) and its mask positions."""
+        if not isinstance(text, str):
+            raise ValueError("%s: expected a str, got %s" % (where, type(text).__name__))
+        parts = text.split(MASK)
+        if len(parts) < 2:
+            raise ValueError("%s has no %s to fill: %r" % (where, MASK, text[:80]))
+        pieces = []
+        for number, part in enumerate(parts):
+            if number:
+                pieces.append(MASK)
+            pieces.extend(self.tokenizer.tokenize(part))
+        kept = self.max_seq_length - 2
+        cut = [i for i, piece in enumerate(pieces) if piece == MASK and i >= kept]
+        if cut:
+            raise ValueError("%s: its %s at word piece %d is past max_seq_length=%d (the first "
+                             "%d pieces of a text are read)" % (where, MASK, cut[0] + 1,
+                                                                self.max_seq_length, kept))
+        tokens = ["[CLS]"] + pieces[:kept] + ["[SEP]"]
+        return tokens, [i for i, token in enumerate(tokens) if token == MASK]
+
+    def encode(self, texts, first=0):
+        """Features of a batch of texts (padded to the batch's longest) and each text's
+        number of masks; `first` is the index of texts[0] in the caller's list."""
+        rows = [self.pieces(text, "texts[%d]" % (first + i)) for i, text in enumerate(texts)]
+        length = max(len(tokens) for tokens, _ in rows)
+        width = max(len(positions) for _, positions in rows)
+        ids = np.zeros([len(rows), length], np.int32)
+        mask = np.zeros([len(rows), length], np.int32)
+        positions = np.zeros([len(rows), width], np.int32)
+        for row, (tokens, where) in enumerate(rows):
+            ids[row, :len(tokens)] = self.tokenizer.convert_tokens_to_ids(tokens)
+            mask[row, :len(tokens)] = 1
+            positions[row, :len(where)] = where
+        features = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+                    "masked_lm_positions": positions}
+        return features, [len(where) for _, where in rows]
+
+    def decode(self, probabilities, counts):
+        """Answers per text, per mask: the top_k {"token", "token_id", "probability"}."""
+        probabilities = np.asarray(probabilities, np.float32)
+        answers = []
+        for row, count in enumerate(counts):
+            per_mask = []
+            for slot in range(count):
+                p = probabilities[row, slot]
+                best = np.argsort(-p, kind="stable")[:self.top_k]
+                per_mask.append([{"token": self.inv_vocab[int(i)], "token_id": int(i),
+                                  "probability": float(p[i])} for i in best])
+            answers.append(per_mask)
+        return answers
+
+
+def _model_files(model, vocab_file, bert_config_file, do_lower_case, max_seq_length):
+    """(checkpoint prefix, config path, vocab path, casing, length) of `model`."""
+    path = os.fspath(model)
+    prefix = checkpoints.resolve_checkpoint(path, "model")
+    config = bert_config_file or checkpoints.file_beside(path, fileutil.CONFIG_FILE)
+    vocab = vocab_file or checkpoints.file_beside(path, fileutil.VOCAB_FILE)
+    for what, value in (("bert_config_file", config), ("vocab_file", vocab)):
+        if not value:
+            raise ValueError("model=%s has no %s beside it: pass %s" % (
+                path, fileutil.CONFIG_FILE if what == "bert_config_file" else
+                fileutil.VOCAB_FILE, what))
+    saved = checkpoints.file_beside(path, fileutil.MODEL_SETTINGS_FILE)
+    found = fileutil.read_json(saved) if saved else {}
+    if do_lower_case is None:
+        do_lower_case = bool(found.get("do_lower_case", True))
+    if max_seq_length is None:
+        max_seq_length = found.get("max_seq_length") or modeling.BertConfig.from_json_file(
+            config).max_position_embeddings
+    return prefix, config, vocab, do_lower_case, max_seq_length
+
+
+class Predictor(object):
+    """A masked language model loaded once, filling [MASK]s of texts in memory.
+
+        predictor = bert_tf2.export.masked_lm.Predictor("uncased_L-12_H-768_A-12/bert_model.ckpt")
+        predictor.predict("paris is the [MASK] of france.")
+        # -> [[[{"token": "capital", "token_id": 3007, "probability": 0.99}, ...]]]
+
+    Args:
+      model: a checkpoint (a folder with a checkpoint state file or one .index, or a file
+        prefix) holding the pretraining head cls/predictions/* (run_pretraining's output,
+        a Google release, an imported HF BertForMaskedLM / BertForPreTraining).
+      top_k: answers per [MASK] (default 5).
+      max_seq_length: default: the folder's model_settings.json, else the config's
+        max_position_embeddings.
+      vocab_file, bert_config_file, do_lower_case: default: the folder's files (beside
+        the checkpoint), lower-casing unless its model_settings.json says otherwise.
+      batch_size: texts per forward pass.
+
+    predict(texts) -> one list per text (a str is one text), of one list per [MASK] in
+    text order, of the top_k answers (module docstring: what a text gives).
+    """
+
+    def __init__(self, model, top_k=5, max_seq_length=None, vocab_file=None,
+                 bert_config_file=None, do_lower_case=None, batch_size=32):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError("batch_size=%r: expected an integer >= 1" % (batch_size,))
+        prefix, config_file, vocab_file, do_lower_case, max_seq_length = _model_files(
+            model, vocab_file, bert_config_file, do_lower_case, max_seq_length)
+        config = loaders.load_bert_config(config_file, max_seq_length)
+        tokenizer = loaders.load_tokenizer(vocab_file, do_lower_case)
+        if len(tokenizer.vocab) != config.vocab_size:
+            raise ValueError("vocab_file=%s has %d tokens; bert_config_file=%s says vocab_size "
+                             "%d" % (vocab_file, len(tokenizer.vocab), config_file,
+                                     config.vocab_size))
+        self.head = MaskedLM(tokenizer, max_seq_length, top_k)
+        self.batch_size = batch_size
+        self.checkpoint = prefix
+        self.model = head_types.find("masked_lm").build(config)
+        lacking = [n for n in checkpoints.missing_variables(self.model, prefix, "model")]
+        if lacking:
+            raise ValueError("checkpoint %s has no masked-LM head (it lacks %s): fill-mask needs "
+                             "a pretraining checkpoint (cls/predictions/*)"
+                             % (prefix, ", ".join(lacking[:2])))
+        checkpoints.load_checkpoint(self.model, prefix, log=False, flag="model")
+        self._run = tf.function(lambda f: self.model(f, training=False)["probabilities"],
+                                reduce_retracing=True)
+
+    def predict(self, texts):
+        """Answers of each text (class docstring); a str is one text, [] gives []; texts
+        as every runner's predict() takes them (a list, tuple, generator, pandas Series,
+        numpy array, a DataFrame's "text" column or its one column)."""
+        if isinstance(texts, str):
+            texts = [texts]
+        elif predict_inputs.is_frame(texts):  # a frame of one column: its texts
+            texts = predict_inputs.frame_columns(texts, "texts", [("text",)])[0]
+        else:  # as every predict() reads its argument: one ValueError for None, a set, ...
+            texts = predict_inputs.items(texts, "texts")
+        answers = []
+        for first in range(0, len(texts), self.batch_size):
+            features, counts = self.head.encode(texts[first:first + self.batch_size], first)
+            probabilities = self._run({k: tf.constant(v) for k, v in features.items()})
+            answers.extend(self.head.decode(probabilities.numpy(), counts))
+        return answers
+
+
+def predict(model, texts, top_k=5, **settings):
+    """Predictor(model, top_k, **settings).predict(texts): one call."""
+    return Predictor(model, top_k, **settings).predict(texts)
+
+
+def read_texts(path):
+    """The texts of a fill-mask input file: one per line, empty lines skipped; a line
+    without [MASK] is a ValueError naming the file and line."""
+    texts = []
+    with tf.io.gfile.GFile(path, "r") as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if MASK not in line:
+                raise ValueError("%s, line %d: no %s to fill" % (path, number, MASK))
+            texts.append(line)
+    return texts
+
+
+def write_answers(predictor, input_path, output_path):
+    """Fills every text of `input_path` (read_texts) and writes one JSON line per text,
+    {"linex_index": N (0, 1, ... over the texts), "text", "masks": [[answer, ...] per
+    [MASK]]}, to `output_path` (whole or not at all); returns the number of texts."""
+    texts = read_texts(input_path)
+    answers = predictor.predict(texts)
+    with fileutil.atomic_open(output_path, "w") as f:
+        for index, (text, masks) in enumerate(zip(texts, answers)):
+            f.write(json.dumps({"linex_index": index, "text": text, "masks": masks},
+                               ensure_ascii=False) + "\n")
+    return len(texts)

@@ -1,0 +1,204 @@
+"""Fill-mask (bert_tf2/export/masked_lm.py): the pretraining checkpoint's masked-LM head at
+every door that carries it (Python Predictor, extract_features --fill_mask_top_k, the
+HuggingFace export as BertForMaskedLM under transformers' pipeline("fill-mask")), the
+reference's get_masked_lm_output math, the stated behaviour for several [MASK]s, pieces
+and long texts, and the doors that refuse it."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import convert_hf_checkpoint
+import export_saved_model
+import extract_features
+import modeling
+from bert_tf2 import flags_common
+from bert_tf2 import heads
+from bert_tf2.export import masked_lm
+from bert_tf2.trainer import checkpoints
+from conftest import HANG_GUARD_SECONDS, REPO_ROOT, peer_python, write_text
+
+_TEXTS = ["all work and [MASK] play makes jack a [MASK] boy",
+          "[MASK] work",
+          "jack makes a [MASK] play"]
+
+
+@pytest.fixture(scope="module")
+def tiny(shared_dir):
+    """The shared TF1 pretraining checkpoint (cls/predictions and cls/seq_relationship)."""
+    folder = shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny"
+    return {"folder": folder, "prefix": str(folder / "bert_model.ckpt"),
+            "predictor": masked_lm.Predictor(str(folder / "bert_model.ckpt"))}
+
+
+def _gelu(x):  # the config's "gelu": the reference's tanh form
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def test_the_head_is_the_references_get_masked_lm_output(tiny):
+    predictor = tiny["predictor"]
+    reader = tf.train.load_checkpoint(tiny["prefix"])
+    w = {name: reader.get_tensor(name) for name in masked_lm.TF1_NAMES}
+    table = reader.get_tensor("bert/embeddings/word_embeddings")
+    features, counts = predictor.head.encode(_TEXTS)
+    assert counts == [2, 1, 1]
+    # The encoder's sequence output at the masks, then the head in numpy.
+    sequence = predictor.model.bert(features["input_ids"], features["input_mask"],
+                                    features["segment_ids"])["sequence_output"].numpy()
+    rows = np.take_along_axis(sequence, features["masked_lm_positions"][:, :, None], axis=1)
+    hidden = _gelu(rows @ w["cls/predictions/transform/dense/kernel"]
+                   + w["cls/predictions/transform/dense/bias"])
+    mean, var = hidden.mean(-1, keepdims=True), hidden.var(-1, keepdims=True)
+    hidden = (hidden - mean) / np.sqrt(var + 1e-12) * w[
+        "cls/predictions/transform/LayerNorm/gamma"] + w["cls/predictions/transform/LayerNorm/beta"]
+    logits = hidden @ table.T + w["cls/predictions/output_bias"]
+    want = np.exp(logits - logits.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    got = predictor.model(features)["probabilities"].numpy()
+    np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+    # ... and run_pretraining's own model (BertPretrainer) gives the same.
+    config = modeling.BertConfig.from_json_file(str(tiny["folder"] / "bert_config.json"))
+    pretrainer = heads.BertPretrainer(config)
+    pretrainer(heads.dummy_features(), training=False)
+    checkpoints.load_checkpoint(pretrainer, tiny["prefix"], log=False)
+    log_probs = pretrainer(features, training=False)["masked_lm_log_probs"].numpy()
+    np.testing.assert_allclose(got, np.exp(log_probs), atol=1e-6, rtol=0)
+    # The answers: the top 5 of those probabilities, per mask, in text order.
+    answers = predictor.predict(_TEXTS)
+    for row, count in enumerate(counts):
+        assert len(answers[row]) == count
+        for slot in range(count):
+            best = np.argsort(-want[row, slot], kind="stable")[:5]
+            assert [a["token_id"] for a in answers[row][slot]] == best.tolist()
+            assert [a["token"] for a in answers[row][slot]] == [
+                predictor.head.inv_vocab[i] for i in best]
+            np.testing.assert_allclose([a["probability"] for a in answers[row][slot]],
+                                       want[row, slot][best], atol=1e-6, rtol=0)
+
+
+def test_stated_behaviour_several_masks_long_texts_and_errors(tiny, tmp_path):
+    predictor = tiny["predictor"]
+    assert predictor.head.max_seq_length == 16  # the config's max_position_embeddings
+    # A str is one text; one batch or one text at a time: the same answers.
+    alone = [predictor.predict(text)[0] for text in _TEXTS]
+    together = predictor.predict(_TEXTS)
+    for a, b in zip(alone, together):
+        assert [[x["token_id"] for x in m] for m in a] == [[x["token_id"] for x in m] for m in b]
+        np.testing.assert_allclose([[x["probability"] for x in m] for m in a],
+                                   [[x["probability"] for x in m] for m in b], atol=1e-6)
+    assert predictor.predict([]) == []
+    assert predictor.predict(np.array(_TEXTS)) == predictor.predict(t for t in _TEXTS) == together
+    for bad, message in ((None, r"^texts is None; expected a list"),
+                         (set(_TEXTS), r"^texts is a set; .*a set has no order"),
+                         ([_TEXTS[0], 3], r"^texts\[1\]: expected a str, got int$")):
+        with pytest.raises(ValueError, match=message):
+            predictor.predict(bad)
+    # Longer than max_seq_length: cut after its first 14 pieces, as the classifier cuts.
+    long_text = "jack makes a [MASK] play " + "all work and no play " * 4
+    cut = " ".join(long_text.split()[:14])
+    assert predictor.predict(long_text) == predictor.predict(cut)
+    with pytest.raises(ValueError, match=r"^texts\[1\]: its \[MASK\] at word piece 16 is past "
+                                         r"max_seq_length=16 \(the first 14 pieces"):
+        predictor.predict(["[MASK] work", "all work and no play " * 3 + "[MASK]"])
+    with pytest.raises(ValueError, match=r"^texts\[0\] has no \[MASK\] to fill"):
+        predictor.predict("all work and no play")
+    # A [MASK] is one WordPiece; lower-case "[mask]" is text, as HuggingFace's tokenizer has it.
+    with pytest.raises(ValueError, match=r"has no \[MASK\]"):
+        predictor.predict("all [mask] work")
+    # A checkpoint without the head: one line.
+    reader = tf.train.load_checkpoint(tiny["prefix"])
+    encoder = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+               if n.startswith("bert/") and "adam" not in n}
+    prefix = checkpoints.write_tf1_checkpoint(encoder, str(tmp_path / "enc" / "bert_model.ckpt"))
+    with pytest.raises(ValueError, match=r"has no masked-LM head .* fill-mask needs a pretraining "
+                                         r"checkpoint"):
+        masked_lm.Predictor(prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
+                            bert_config_file=str(tiny["folder"] / "bert_config.json"))
+    with pytest.raises(ValueError, match=r"^top_k=0: expected an integer >= 1$"):
+        masked_lm.Predictor(tiny["prefix"], top_k=0)
+
+
+def _face(tiny, tmp_path, *extra):
+    inputs = write_text(tmp_path / "texts.txt", "\n".join(_TEXTS) + "\n")
+    out = tmp_path / "answers.jsonl"
+    extract_features.run(flags_common.parse_flags(extract_features.define_flags, [
+        "--input_file=%s" % inputs, "--output_file=%s" % out,
+        "--init_checkpoint=%s" % tiny["prefix"],
+        "--bert_config_file=%s" % (tiny["folder"] / "bert_config.json"),
+        "--vocab_file=%s" % (tiny["folder"] / "vocab.txt")] + list(extra)))
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_the_file_door_and_its_bad_input(tiny, tmp_path):
+    lines = _face(tiny, tmp_path, "--fill_mask_top_k=5")
+    assert [line["linex_index"] for line in lines] == [0, 1, 2]
+    assert [line["text"] for line in lines] == _TEXTS
+    assert [line["masks"] for line in lines] == tiny["predictor"].predict(_TEXTS)
+    for extra, message in (
+            (["--fill_mask_top_k=0"], r"fill_mask_top_k"),
+            (["--fill_mask_top_k=5", "--pooling=mean"], r"^--pooling=mean has no effect with "
+                                                        r"--fill_mask_top_k"),
+            (["--fill_mask_top_k=5", "--max_seq_length=32"], r"^--max_seq_length=32 is longer "
+                                                             r"than the 16 positions")):
+        with pytest.raises(Exception, match=message):
+            _face(tiny, tmp_path, *extra)
+    write_text(tmp_path / "texts.txt", "all work and no play\n")
+    out = tmp_path / "refused.jsonl"
+    with pytest.raises(ValueError, match=r"texts.txt, line 1: no \[MASK\] to fill$"):
+        extract_features.run(extract_features.Settings(
+            input_file=str(tmp_path / "texts.txt"), output_file=str(out),
+            init_checkpoint=tiny["prefix"], fill_mask_top_k=5,
+            bert_config_file=str(tiny["folder"] / "bert_config.json"),
+            vocab_file=str(tiny["folder"] / "vocab.txt")))
+    assert not out.exists()
+
+
+def test_doors_that_do_not_carry_it_refuse_in_one_line(tiny, tmp_path):
+    with pytest.raises(Exception, match=r"model_type"):
+        flags_common.parse_flags(export_saved_model.define_flags, [
+            "--model_type=masked_lm", "--init_checkpoint=%s" % tiny["prefix"],
+            "--export_dir=%s" % (tmp_path / "model")])
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.slow
+def test_every_door_gives_the_same_top5(tiny, tmp_path):
+    """Python Predictor = extract_features --fill_mask_top_k = transformers'
+    pipeline("fill-mask") over the BertForMaskedLM export: same top-5 tokens,
+    probabilities within 1e-5."""
+    peer = peer_python()
+    hf_dir = tmp_path / "hf"
+    convert_hf_checkpoint.run(convert_hf_checkpoint.Settings(
+        direction="to_hf", init_checkpoint=tiny["prefix"], model_type="masked_lm",
+        output_dir=str(hf_dir)))
+    assert json.loads((hf_dir / "config.json").read_text())["architectures"] == [
+        "BertForMaskedLM"]
+    request = write_text(tmp_path / "request.json", json.dumps({"folders": [{
+        "dir": str(hf_dir), "texts": _TEXTS,
+        "pipeline": {"task": "fill-mask", "make": {"top_k": 5}}}]}))
+    subprocess.run([peer, os.path.join(str(REPO_ROOT), "tests", "hf_peer_check.py"), request,
+                    str(tmp_path / "peer.json")], check=True, timeout=HANG_GUARD_SECONDS,
+                   env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
+    hf = json.loads((tmp_path / "peer.json").read_text())[0]["pipeline"]
+    ours = tiny["predictor"].predict(_TEXTS)
+    doors = {"Predictor": ours, "file": [line["masks"] for line in _face(
+        tiny, tmp_path, "--fill_mask_top_k=5")],
+             # the pipeline: a text of one mask gives one list, of several a list per mask
+             "HF pipeline": [[[{"token_id": a["token"], "probability": a["score"]}
+                               for a in mask] for mask in (r if isinstance(r[0], list) else [r])]
+                             for r in hf]}
+    for door, answers in doors.items():
+        worst = 0.0
+        for text, (want, got) in enumerate(zip(ours, answers)):
+            assert len(got) == len(want), (door, text)
+            for a, b in zip(want, got):
+                assert [x["token_id"] for x in a] == [x["token_id"] for x in b], (door, text)
+                worst = max(worst, float(np.abs(np.subtract(
+                    [x["probability"] for x in a], [x["probability"] for x in b])).max()))
+        print("fill-mask parity, kerasbert_tiny, %d texts / %d masks: Predictor vs %-11s "
+              "top-5 tokens =, max |p diff| %.1e" % (len(_TEXTS), sum(map(len, ours)), door,
+                                                      worst))
+        assert worst <= 1e-5, door
