@@ -789,6 +789,7 @@ def test_missing_special_token(tmp_path, tiny):
                       _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), vocab, workers))
 
 
+@pytest.mark.slow
 def test_command_line_error_is_one_line(tiny):
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "create_pretraining_data.py")
