@@ -290,7 +290,8 @@ SLOW_FILES = frozenset("tests/%s.py" % name for name in (
     "test_startup", "test_progress", "test_packed_sequences", "test_periodic_eval",
     "test_serving", "test_repeated_runs", "test_pretraining_shards", "test_notebook",
     "test_training_record", "test_run_ner", "test_in_memory", "test_multilabel",
-    "test_long_text", "test_export_saved_model", "test_export_tasks", "test_parity_matrix"))
+    "test_long_text", "test_export_saved_model", "test_export_tasks", "test_parity_matrix",
+    "test_fork_checkpoints"))
 
 
 def pytest_collection_modifyitems(items):
