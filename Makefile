@@ -14,7 +14,7 @@ PEER_STAMP := $(PEER_VENV)/.installed-stamp
 PEER_REQUIREMENTS := benchmarks/requirements-peer.txt
 BENCH_ARGS ?=
 
-.PHONY: test docs demo bench peer-venv venv clean
+.PHONY: test test-quick file-seconds docs demo bench peer-venv venv clean
 
 venv: $(STAMP)
 
@@ -63,6 +63,19 @@ test: $(STAMP) $(BENCH_PEERS) docs
 	$(TEST_ENV) $(PY) -m pytest tests -q -ra --durations=15 $(PYTEST_XDIST); status=$$?; \
 	if [ -n "$$smoke_pid" ]; then wait $$smoke_pid || status=1; cat "$$smoke_log"; fi; \
 	rm -f "$$smoke_log"; exit $$status
+
+# The edit-test loop's lane: the tests not marked slow (no training beyond a step or two,
+# no whole-script process but where the boundary is what is tested), no docs build, no
+# smoke run, no peers required (their tests skip). CI runs `make test`.
+test-quick: $(STAMP)
+	$(PY) -m pytest tests -q -ra -m "not slow" --durations=10 $(PYTEST_XDIST)
+
+# Re-measures every test file as `make test` runs them and rewrites tests/file_seconds.json
+# (the order in which the workers take the files).
+file-seconds: $(STAMP) $(BENCH_PEERS)
+	$(TEST_ENV) $(PY) -m pytest tests -q -p no:cacheprovider $(PYTEST_XDIST) \
+	  --junitxml=.file-seconds.xml; $(PY) tests/file_seconds.py .file-seconds.xml; \
+	  status=$$?; rm -f .file-seconds.xml; exit $$status
 
 # --strict: a broken link or anchor, a page missing from the nav, a snippet that is not
 # there fails the build (mkdocs.yml's validation settings); make test runs it first.

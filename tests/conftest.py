@@ -144,7 +144,8 @@ def pytest_sessionstart(session):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: end-to-end test (still run in CI)")
+    config.addinivalue_line("markers", "slow: trains, exports or starts a whole-script "
+                            "process; `make test` runs it, `make test-quick` (-m 'not slow') not")
     # pytest-xdist's controller: hand the files out in the workers' collection order (see
     # pytest_collection_modifyitems), not sorted by their number of tests.
     if getattr(config.option, "loadscopereorder", False) and _file_seconds():
@@ -279,10 +280,27 @@ def _file_seconds():
         return {}
 
 
+# Files marked slow as a whole (`make test-quick` leaves them out): nearly every test in them
+# trains a model, exports one, starts a whole-script process, or reads a module fixture that
+# does. Elsewhere a test is marked @pytest.mark.slow itself.
+SLOW_FILES = frozenset("tests/%s.py" % name for name in (
+    "test_training", "test_dynamic_padding", "test_keep_checkpoints", "test_pretraining_beam",
+    "test_reference_fork", "test_fused_optimizer", "test_litert", "test_predict_surface",
+    "test_squad_doors", "test_tagger_doors", "test_keras_hub", "test_safe_removal",
+    "test_startup", "test_progress", "test_packed_sequences", "test_periodic_eval",
+    "test_serving", "test_repeated_runs", "test_pretraining_shards", "test_notebook",
+    "test_training_record", "test_run_ner", "test_in_memory", "test_multilabel",
+    "test_long_text", "test_export_saved_model", "test_export_tasks", "test_parity_matrix",
+    "test_fork_checkpoints"))
+
+
 def pytest_collection_modifyitems(items):
-    """Under pytest-xdist, the files in the order of their measured seconds, longest first
-    (a file not measured yet: as long as the median one); the tests of a file in their
-    order. A run without workers keeps pytest's order."""
+    """The tests of SLOW_FILES marked slow. Under pytest-xdist, the files in the order of
+    their measured seconds, longest first (a file not measured yet: as long as the median
+    one); the tests of a file in their order. A run without workers keeps pytest's order."""
+    for item in items:
+        if os.path.relpath(str(item.fspath), str(REPO_ROOT)).replace(os.sep, "/") in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
     seconds = _file_seconds() if os.environ.get("PYTEST_XDIST_WORKER") else {}
     if not seconds:
         return

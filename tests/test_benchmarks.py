@@ -206,6 +206,7 @@ def test_each_machine_kind_keeps_its_own_tables_with_cpu_and_gemm_named():
     assert bench_util.cpu_vendor() in ("Intel", "AMD") or bench_util.cpu_vendor()
 
 
+@pytest.mark.slow
 def test_long_text_task_puts_the_label_in_the_last_paragraph(shared_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_TF2_SHARED", str(shared_dir))
     import bench_long_text  # pylint: disable=import-outside-toplevel
@@ -340,6 +341,7 @@ def test_chinese_corpus_and_its_boundary_file_agree(shared_dir, tmp_path):
     assert sum(len(w) > 1 for line in words for w in line.split()) > 1000  # real words
 
 
+@pytest.mark.slow
 def test_finetuning_bench_predicts_from_an_encoder_checkpoint(tmp_path):
     """bench_finetuning's predicting Runner starts from a checkpoint without the task
     head (a converted pre-trained model): the encoder's weights are the checkpoint's."""

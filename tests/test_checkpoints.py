@@ -116,6 +116,7 @@ def test_round_trip_tf1_tf2_tf1_is_lossless_with_optimizer(tmp_path):
         np.testing.assert_array_equal(a.get(name), b.get(name), err_msg=name)
 
 
+@pytest.mark.slow
 def test_convert_cli_both_directions(tmp_path):
     cfg = tiny_config()
     cfg_path = tmp_path / "bert_config.json"
@@ -140,6 +141,7 @@ def _same_checkpoint(a, b):
         np.testing.assert_array_equal(a.get(name), b.get(name), err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direction", ["tf1_to_tf2", "tf2_to_tf1"])
 def test_convert_run_with_settings_twice_in_one_process(tmp_path, direction):
     """run(Settings(...)) needs no flag parsing, runs again in the same process and writes
@@ -214,6 +216,7 @@ def test_real_tf1_checkpoint_round_trip_with_slots(shared_dir, tmp_path):
         np.testing.assert_array_equal(a.get(name), b.get(name), err_msg=name)
 
 
+@pytest.mark.slow
 def test_chinese_base_index_maps_onto_a_model_of_its_config(shared_dir):
     d = shared_dir / "data" / "tf1_checkpoints" / "chinese_L-12_H-768_A-12_index_only"
     cfg = modeling.BertConfig.from_json_file(str(d / "bert_config.json"))
@@ -225,6 +228,7 @@ def test_chinese_base_index_maps_onto_a_model_of_its_config(shared_dir):
     assert ours == {n: list(s) for n, s in theirs.items()}
 
 
+@pytest.mark.slow
 def test_convert_never_replaces_a_checkpoint_it_did_not_write(tmp_path):
     cfg = tiny_config()
     cfg_path = tmp_path / "bert_config.json"
@@ -336,6 +340,7 @@ def _runner(output_dir, for_training, init_checkpoint=None):
                            for_training=for_training)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("for_training", [True, False], ids=["train", "predict"])
 @pytest.mark.parametrize("damage", sorted(_DAMAGES))
 def test_a_checkpoint_that_cannot_be_read_is_one_line_and_nothing_changes(
@@ -351,6 +356,7 @@ def test_a_checkpoint_that_cannot_be_read_is_one_line_and_nothing_changes(
     assert _snapshot(folder) == before
 
 
+@pytest.mark.slow
 def test_a_damaged_init_checkpoint_is_one_line_naming_the_flag(trained, tmp_path):
     folder = str(tmp_path / "ck")
     shutil.copytree(trained, folder)
@@ -370,6 +376,7 @@ def test_a_damaged_init_checkpoint_is_one_line_naming_the_flag(trained, tmp_path
     assert os.listdir(out) == []
 
 
+@pytest.mark.slow
 def test_the_named_checkpoint_is_the_one_evaluated(trained, tmp_path, absl_records):
     folder = str(tmp_path / "ck")
     shutil.copytree(trained, folder)
@@ -457,6 +464,7 @@ def _csv_task(folder):
                 output_dir=os.path.join(folder, "out"))
 
 
+@pytest.mark.slow
 def test_evaluating_best_reports_its_step_and_a_gone_latest_writes_nothing(
         tmp_path, absl_records):
     import run_classifier

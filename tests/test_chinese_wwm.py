@@ -193,6 +193,7 @@ def test_every_masked_span_covers_whole_words(vocab, tokenizer, corpus, tmp_path
     assert plain_cut > 100 and plain_masked == plain_budget
 
 
+@pytest.mark.slow
 def test_english_records_unchanged_by_a_segmentation(tmp_path):
     """English text: a boundary file (words = the spaced tokens) or jieba changes nothing."""
     vocab = tmp_path / "vocab.txt"
@@ -220,6 +221,7 @@ def _multiset(records):
     return collections.Counter(records)
 
 
+@pytest.mark.slow
 def test_same_records_in_every_mode(vocab, corpus, tmp_path):
     """--num_workers=2 (and Beam) pair each input file with its boundary file: their
     records are those of one process over each file under its shard seed."""

@@ -493,6 +493,7 @@ def test_settings_with_a_bad_value_name_the_flag(tiny, values, message):
 # Parallel mode
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_workers_deterministic_and_valid(tiny):
     """Same output twice, whatever the number of workers; records well formed."""
     out2, out3 = str(tiny.dir / "w2.tfrecord"), str(tiny.dir / "w3.tfrecord")
@@ -558,7 +559,7 @@ def test_empty_corpus(tiny, workers):
                         "--num_workers=%d" % workers))
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_not_utf8_names_file_and_line(tiny, workers):
     bad = _write(tiny.dir / "latin1.txt", "the cat\n\nsat on\nthe mat caf\xe9\n".encode("latin-1"))
     _assert_fails(tiny, r"latin1\.txt, line 4: not valid UTF-8",
@@ -789,6 +790,7 @@ def test_missing_special_token(tmp_path, tiny):
                       _args(tiny.inputs, str(tiny.dir / "o.tfrecord"), vocab, workers))
 
 
+@pytest.mark.slow
 def test_command_line_error_is_one_line(tiny):
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "create_pretraining_data.py")

@@ -79,6 +79,7 @@ def test_cased_and_num_unused(tmp_path):
     assert _unk_rate(out, lines, do_lower_case=False) < 0.01
 
 
+@pytest.mark.slow
 def test_vocab_size_is_an_upper_bound(tmp_path):
     text = "\n".join("word%d appears here along with token%d" % (i, i * 7) for i in range(300))
     for size in (170, 220):

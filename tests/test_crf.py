@@ -116,6 +116,7 @@ def test_length_zero_and_a_one_step_batch_as_tensorflow_1_15():
                                [inputs[0, 0, tags[0, 0]], inputs[1, 0, tags[1, 0]], 0.0])
 
 
+@pytest.mark.slow
 def test_graph_mode_names_the_transitions_variable_and_equals_eager():
     inputs, transitions, tags = _inputs(3)
     eager = {k: v.numpy() for k, v in _all_values(inputs, transitions, tags,
@@ -163,6 +164,7 @@ def test_gradients_are_finite_and_match_the_marginals():
     np.testing.assert_allclose(grad_x.numpy(), expected, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_decode_and_log_norm_compile_with_xla():
     inputs, transitions, _ = _inputs(5)
     decode = tf.function(crf.crf_decode, jit_compile=True)

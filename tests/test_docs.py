@@ -125,6 +125,7 @@ def test_a_flag_page_splits_the_references_flags_from_ours(shared_dir):
     assert "every flag here is new" in _tool().page("run_ner", str(reference))
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path):
     # What `make docs` runs (make test runs it first); here too for a bare pytest run.
     pytest.importorskip("mkdocs")

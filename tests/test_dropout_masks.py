@@ -7,6 +7,7 @@ import modeling
 from bert_tf2.base import dropout_masks
 
 
+@pytest.mark.slow
 def test_size_classes_are_powers_of_two_that_cover_the_count():
     counts = [0, 1, 7, 65535, 65536, 65537, 131073, 1 << 20, (1 << 20) + 1, 3_000_001,
               (1 << 24) + 1, (1 << 25) - 1, 50_331_649, (1 << 30) - 3, (1 << 30) + 1]

@@ -178,6 +178,7 @@ def test_golden_tf1_checkpoint(golden, tmp_path):
     assert sorted(os.listdir(str(tmp_path))) == ["in.txt", "out.jsonl"]  # no temporaries
 
 
+@pytest.mark.slow
 def test_run_takes_settings_twice_in_one_process(golden, tmp_path):
     """run(Settings(...)) with no flag parsing, twice: the Result names the file written,
     which holds what the parsed flags write."""

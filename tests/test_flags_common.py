@@ -107,6 +107,7 @@ def test_usage_examples_keep_their_lines(module_name):
     assert max(len(line) for line in doc.splitlines()) <= 100
 
 
+@pytest.mark.slow
 def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
     # As an installed command runs it: __main__ is a wrapper, not run_classifier.py.
     repo = pathlib.Path(__file__).resolve().parents[1]
@@ -124,6 +125,7 @@ def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
     assert "WARNING: All log messages" not in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module_name,asked", [("export_saved_model", "--helpfull")])
 def test_help_exits_0_and_prints_the_flags(module_name, asked):
     # One face as a script (each costs a TensorFlow start); the console-command test above
@@ -149,6 +151,7 @@ def test_every_scripts_help_flags_exit_0(module_name, asked, capsys):
     assert capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_ctrl_c_is_one_line_and_exit_code_130():
     # What run_cli prints of training.Interrupted (a KeyboardInterrupt): its text alone.
     repo = pathlib.Path(__file__).resolve().parents[1]
@@ -246,6 +249,7 @@ def _runner(*args, **kwargs):
                             **kwargs)
 
 
+@pytest.mark.slow
 def test_run_cli_one_line_for_tensorflow_errors_and_signals(tmp_path):
     import signal
     blocker = tmp_path / "a_file"

@@ -143,6 +143,7 @@ def test_ops_path_outside_training_for_dynamic_shapes_and_small_tensors():
                                _ops_layer_norm(big, gamma, beta).numpy(), atol=FP32_ATOL)
 
 
+@pytest.mark.slow
 def test_pretrainer_training_gradients_fused_or_not(monkeypatch):
     config = modeling.BertConfig(vocab_size=500, hidden_size=128, num_hidden_layers=2,
                                  num_attention_heads=4, intermediate_size=512,

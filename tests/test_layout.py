@@ -67,6 +67,7 @@ def test_package_modules_import_each_other_by_full_path():
             path.relative_to(REPO_ROOT), sorted(flat))
 
 
+@pytest.mark.slow
 def test_a_users_own_module_beside_their_script_changes_nothing(tmp_path):
     # A user's folder with files named like our internal modules: '' comes first on sys.path.
     for name in ("training", "serving", "heads", "checkpoints", "fileutil", "startup"):
@@ -119,10 +120,12 @@ def _run_users_script(folder, pythonpath, ours):
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_from_bert_import_gives_ours_beside_a_users_files_in_the_repository(tmp_path):
     _run_users_script(tmp_path, REPO_ROOT, REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_from_bert_import_gives_ours_beside_a_users_files_when_installed(tmp_path):
     # What pip installs (setup.py's MODULES and packages), from a copy: no build/ in the repo.
     source = tmp_path / "source"

@@ -546,6 +546,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_two_cpus(fused):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
                CUDA_VISIBLE_DEVICES="")

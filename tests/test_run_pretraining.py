@@ -102,6 +102,7 @@ def test_restart_continues_from_the_last_checkpoint(shared_dir, tmp_path):
     assert checkpoints.CheckpointContents(str(tmp_path / "out")).path.endswith("model.ckpt-10")
 
 
+@pytest.mark.slow
 def test_run_takes_settings_twice_in_one_process(shared_dir, tmp_path):
     """run(Settings(...)) with no flag parsing, twice: each Result names what was written
     and its metrics are eval_results.txt's values."""
@@ -243,11 +244,14 @@ def test_mirrored_two_replicas_equal_one_device(shared_dir, tmp_path):
                                        err_msg="%s %s" % (run, name))
 
 
+def _cli_values(shared_dir, tmp_path, name, **extra):
+    return base_flags(shared_dir, tmp_path, name, do_train=True,
+                      bert_config_file=no_dropout_config(shared_dir, tmp_path), **extra)
+
+
 def _cli(shared_dir, tmp_path, name, **extra):
-    values = base_flags(shared_dir, tmp_path, name, do_train=True,
-                        bert_config_file=no_dropout_config(shared_dir, tmp_path), **extra)
     return [sys.executable, str(REPO_ROOT / "run_pretraining.py")] + [
-        "--%s=%s" % kv for kv in values.items()]
+        "--%s=%s" % kv for kv in _cli_values(shared_dir, tmp_path, name, **extra).items()]
 
 
 @pytest.mark.slow
@@ -257,8 +261,9 @@ def test_sigkill_then_restart_equals_an_uninterrupted_run(shared_dir, tmp_path):
     import signal
     args = dict(num_train_steps=10, save_checkpoints_steps=2, iterations_per_loop=1,
                 deterministic_data=True, progress="lines", log_every_seconds=1e-3)
-    subprocess.run(_cli(shared_dir, tmp_path, "straight", **args), check=True,
-                   capture_output=True, timeout=HANG_GUARD_SECONDS)
+    # The uninterrupted run and the restart in this process (what is tested across a process
+    # boundary is the kill; each script start costs a TensorFlow import).
+    run_pretraining.run(run_flags(**_cli_values(shared_dir, tmp_path, "straight", **args)))
     # Killed as soon as a random step's progress line is written (read as it comes, no
     # polling): the kill lands within the next step or checkpoint save, never after the
     # run's last two steps, whatever the CPU's speed. (Should the run still have ended,
@@ -278,8 +283,7 @@ def test_sigkill_then_restart_equals_an_uninterrupted_run(shared_dir, tmp_path):
         if not interrupted_at.endswith("-10"):
             break
     assert not interrupted_at.endswith("-10"), "every run finished before the kill"
-    subprocess.run(_cli(shared_dir, tmp_path, name, **args), check=True,
-                   capture_output=True, timeout=HANG_GUARD_SECONDS)
+    run_pretraining.run(run_flags(**_cli_values(shared_dir, tmp_path, name, **args)))
     a = checkpoints.CheckpointContents(str(tmp_path / "straight"))
     b = checkpoints.CheckpointContents(str(tmp_path / name))
     assert a.path.endswith("model.ckpt-10") and b.path.endswith("model.ckpt-10")

@@ -4,10 +4,12 @@
 # $BERT_TF2_SMOKE_CACHE, default ~/.cache/bert-tf2-smoke, and made anew when setup.py changes),
 # the project installed into it as a user would (`pip install .`), then tests/smoke/check.py.
 # A version that is not on the machine is skipped with a line saying so.
-# In the first of those venvs, the fork tests (the reference's own scripts and a tiny fork
-# through bert_tf2.tf1 and its Estimator) also run, on the dependencies a plain
-# `pip install .` resolves (protobuf among them) and pytest installed beside them;
-# BERT_TF2_SMOKE_FORK=0 leaves them out.
+# In the first of those venvs, a tiny fork (tests/tiny_fork_classifier.py moved to
+# bert_tf2.tf1: its Estimator trains, evaluates and predicts) and the tf1 namespace's import
+# also run, on the dependencies a plain `pip install .` resolves (protobuf among them) and
+# pytest installed beside them; BERT_TF2_SMOKE_FORK=0 leaves them out. The rest of the fork
+# tests (tests/test_reference_fork.py, test_tf1_estimator.py, test_tf1_namespace.py) run in
+# pytest on the same code: the smoke run adds only the other Python and the plain install.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 skip_version=${1:-}
@@ -63,12 +65,14 @@ for version in 3.10 3.11 3.12 3.13; do
     protobuf=$("$venv/bin/python" -c 'import google.protobuf as p; print(p.__version__)')
     # From the repository (its tests and bert_tf2 first on the path), on the venv's packages.
     if BERT_TF2_SHARED="$shared" TF_CPP_MIN_LOG_LEVEL=2 "$venv/bin/python" -m pytest -q \
-         -p no:cacheprovider tests/test_reference_fork.py tests/test_tf1_estimator.py \
-         tests/test_tf1_namespace.py >"$cache/fork-tests-$version.log" 2>&1; then
-      echo "smoke $version: fork tests on a plain install (protobuf $protobuf): $(tail -n 1 \
+         -p no:cacheprovider \
+         tests/test_reference_fork.py::test_a_tiny_fork_trains_evaluates_and_predicts \
+         tests/test_tf1_namespace.py::test_the_import_runs_graph_mode_and_says_so_once \
+         >"$cache/fork-tests-$version.log" 2>&1; then
+      echo "smoke $version: a tiny fork on a plain install (protobuf $protobuf): $(tail -n 1 \
         "$cache/fork-tests-$version.log") ($(( $(date +%s) - start )) s)"
     else
-      echo "smoke $version: fork tests FAILED on a plain install (protobuf $protobuf; pytest's" \
+      echo "smoke $version: the tiny fork FAILED on a plain install (protobuf $protobuf; pytest's" \
         "output: $cache/fork-tests-$version.log)"
       status=1
     fi
