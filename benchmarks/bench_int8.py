@@ -259,8 +259,12 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print):
             np.savez(ids_path, **ids)
             peers = _start_peers(python, peer_model, ids_path, threads, workdir, size)
             try:
-                for name, peer in peers.items():
-                    log("peer %s: %s" % (name, peer.ask(op="info")))
+                for name, peer in list(peers.items()):
+                    try:
+                        log("peer %s: %s" % (name, peer.ask(op="info")))
+                    except RuntimeError as e:  # e.g. a peer venv without onnxruntime
+                        log("peer %s did not start (its rows have no peer): %s" % (name, e))
+                        peers.pop(name).close()
                 rows += _measure(size, _sides(exports, ids, threads), peers, repeats, log)
             finally:
                 for peer in peers.values():

@@ -33,11 +33,16 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            truncate / head_tail / windows on SQuAD-dev documents whose
                            label is in their last paragraph: accuracy, documents/s (no peer;
                            --full only);
-  int8                     benchmarks/bench_int8.py: LiteRT dynamic int8 / int8 exports
-                           (export_saved_model.py --litert) of all-MiniLM-L6-v2 and a
-                           BERT-Base-shaped model vs our fp32 SavedModel and vs torch's
-                           quantize_dynamic (the peer venv), batch 1 and 32, seq 128,
-                           2 threads each side (needs the [litert] extra);
+  int8                     benchmarks/bench_int8.py: CPU serving of all-MiniLM-L6-v2 and a
+                           BERT-Base-shaped model, batch 1 and 32, seq 128, 2 threads each
+                           side: LiteRT dynamic int8 / int8 exports (export_saved_model.py
+                           --litert) vs our fp32 SavedModel, torch's quantize_dynamic and
+                           ONNX Runtime int8 (fused graph + quantize_dynamic); our fp32
+                           SavedModel vs OpenVINO fp32 and ONNX Runtime fp32 (fused); our
+                           --serving_dtype=bf16 SavedModel vs our fp32 (goal 1.6x), torch
+                           bf16 autocast and OpenVINO bf16, the bf16 goals judged only where
+                           the CPU has avx512_bf16 or AMX (the peers in the peer venv; needs
+                           the [litert] extra);
   repeated_runs            benchmarks/bench_memory.py: the process's RSS over ten
                            run_classifier.run() calls in one process (tiny model and
                            all-MiniLM-L6-v2; no peer, no ../shared).
