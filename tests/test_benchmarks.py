@@ -425,3 +425,22 @@ def test_serving_rows_without_peers_and_bf16_cpu_flags():
                                          ["avx512_bf16"])
     assert table[0]["note"] == "goal >= 1.0x: met"
     assert table[1]["note"].startswith("bf16 not judged on this CPU")
+
+
+def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(bench_util, "bf16_measurable", lambda flags=None: True)
+    ours = [bench_finetuning.bf16_train_row(30.0, 20.0, "sst-2, minilm, batch 32, seq 128, bf16")]
+    rows = bench_finetuning.finish_rows(ours, {"results": [{"count": 64, "seconds": 4.0}]})
+    assert [(r["config"].split(", vs ")[1], r["ours"], r["peer"], r["ratio"], r["against"],
+             r.get("note")) for r in rows] == [
+        ("torch peer under torch.autocast bf16", 30.0, 16.0, 1.875, "peer", "goal >= 1.0x: met"),
+        ("our fp32", 30.0, 20.0, 1.5, "ours", "goal >= 1.4x: met")]
+    monkeypatch.setattr(bench_util, "bf16_measurable", lambda flags=None: False)
+    ours = [bench_finetuning.bf16_train_row(24.0, 20.0, "sst-2, minilm, bf16")]
+    rows = bench_finetuning.finish_rows(ours, {"results": [{"count": 64, "seconds": 2.0}]})
+    assert [r["note"] for r in rows] == [
+        "goal >= %.1fx: not measurable on this CPU (no avx512_bf16 or AMX)" % g
+        for g in (1.0, 1.4)]
+    rows = bench_finetuning.finish_rows(ours, None, "skipped on purpose")
+    assert rows[0]["note"] == "peer not run: skipped on purpose" and rows[0]["ratio"] is None
