@@ -50,7 +50,8 @@ Seven before it read ../shared/data and are skipped with a note when it (or thei
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
-Default: about 25 minutes on an idle 2-core CPU. The torch peers run in the venv of
+Default: about 30 minutes on an idle 2-core CPU (estimated from the parts: 25 before the
+int8 group took ONNX Runtime, OpenVINO and the bf16 rows). The torch peers run in the venv of
 $BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
 benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench PEERS=0`) skips them on
 purpose. A peer or benchmark that did not run is a row saying why; rows whose peer runs
@@ -244,8 +245,10 @@ def plan(mode, steps, repeats):
         ("embeddings", dict(repeats=5)),
         # About 13 minutes on a loaded 2-core machine (three MiniLM fine-tuning runs).
         ("long_text", dict()) if full else None,
-        # Two exports with LiteRT conversions (BERT-Base: a few minutes), then the rows.
-        ("int8", dict(repeats=repeats + 2)),
+        # Per size an export with LiteRT conversions (BERT-Base: a few minutes), a bf16
+        # export and the peers' ONNX graphs, then ten sides a round (BERT-Base batch 32:
+        # about 30 s a round on 2 idle cores): about 9-10 minutes in all.
+        ("int8", dict(repeats=repeats)),
         # Ten runs of each model in one process: a few minutes.
         ("repeated_runs", dict(runs=10)),
     ]
