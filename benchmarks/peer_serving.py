@@ -23,7 +23,8 @@ INFERENCE_NUM_THREADS, torch.set_num_threads. ONNX Runtime's idle threads do not
 (ENABLE_CPU_PINNING false): on a 2-core machine shared with the other sides' processes
 (and, on the developers' machines, with other work) both were faster so, e.g. ONNX Runtime
 int8 MiniLM batch 1 196 vs 250-300 ms and OpenVINO fp32 417-499 vs 519-529 ms in one
-interleaved run at load average 15 (2026-11-26, Intel Xeon with AMX). IDS.npz as peer_int8.py reads it. Commands
+interleaved run at load average 15 (2026-11-26, Intel Xeon with AMX).
+IDS.npz as peer_int8.py reads it. Commands
 (peer_protocol): {"op": "info"} -> versions, threads, fusions, the sides;
 {"op": "run", "side": NAME, "batch": B} -> {"seconds": one forward pass of B rows};
 {"op": "quit"}.
@@ -49,7 +50,8 @@ class _Positional(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids, attention_mask, token_type_ids):  # pylint: disable=arguments-differ
+    # pylint: disable-next=arguments-differ
+    def forward(self, input_ids, attention_mask, token_type_ids):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                          token_type_ids=token_type_ids)
         return out.last_hidden_state, out.pooler_output
@@ -77,7 +79,8 @@ def onnxruntime_sides(raw, config, workdir, threads):
     """({"onnxruntime fp32": session, "onnxruntime int8": session}, fusion counts)."""
     import onnx  # pylint: disable=import-outside-toplevel
     import onnxruntime  # pylint: disable=import-outside-toplevel
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # pylint: disable=import-outside-toplevel
+    # pylint: disable-next=import-outside-toplevel
+    from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers import optimizer  # pylint: disable=import-outside-toplevel
     fused = optimizer.optimize_model(raw, model_type="bert",
                                      num_heads=config.num_attention_heads,
