@@ -23,6 +23,12 @@ Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
                        torch's usual random batches, against torch with batches grouped
                        the same way (grouped_batches) and against ours ungrouped; the
                        timed batches are a random sample of one window's;
+  fine-tuning train --dtype=bf16
+                       SST-2 only: the same steps with the model built under Keras'
+                       mixed_bfloat16 policy (run_classifier --dtype=bf16), against torch
+                       under torch.autocast("cpu", bfloat16) and against our fp32; the
+                       goals (>= 1.4x our fp32, ahead of torch) are judged only where the
+                       CPU has avx512_bf16 or AMX (else "not measurable on this CPU");
   (forward rows: the median of 3 timed passes after a warm-up pass, on both sides)
   eval/predict         training.Runner.predict over run_classifier's eval records, as
                        --do_eval runs it (length buckets trimmed to multiples of 16,
@@ -191,9 +197,18 @@ class Ours:
                 raise ValueError("%s holds no encoder weights of this model" % self.checkpoint)
         return runner
 
-    def train(self, path, num_labels, steps, trim, grouped=False):
+    def train(self, path, num_labels, steps, trim, grouped=False, dtype="fp32"):
         """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones);
-        grouped: the --group_by_length batches."""
+        grouped: the --group_by_length batches; dtype "bf16": the model built under the
+        mixed_bfloat16 policy, as run_classifier --dtype=bf16 builds it."""
+        bench_util.set_policy(dtype)
+        try:
+            return self._train(path, num_labels, steps, trim, grouped)
+        finally:
+            bench_util.set_policy("fp32")
+
+    def _train(self, path, num_labels, steps, trim, grouped):
+        """train() under the global policy set."""
         from bert_tf2.base import dropout_masks  # pylint: disable=import-outside-toplevel
         from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
         from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
@@ -371,6 +386,12 @@ def measure_model(name, workdir, quick, log):
         jobs.append(jobs[-1])
         jobs.append(dict(jobs[-1], batches=grouped_batches(
             [len(e["input_ids"]) for e in examples], size["train_steps"] + WARMUP_STEPS)))
+        if task == "sst-2":
+            rows.append(bf16_train_row(ours.train(path, num_labels, size["train_steps"], True,
+                                                  dtype="bf16"), speed[True],
+                                       "%s, %s, batch 32, seq 128, bf16" % (task, name)))
+            log(rows[-1])
+            jobs.append(dict(jobs[-3], autocast="bf16"))
 
         count = size[task.replace("-", "") + "_eval"]
         path, examples, num_labels = glue_data_files(workdir, task, "dev", count, tokenizer)
@@ -453,6 +474,22 @@ def _grouped_rows(ours, path, num_labels, steps, ungrouped, config, log):
     return rows
 
 
+# bf16 fine-tuning's speed goal against our fp32 (issue 74); against torch bf16: ahead.
+BF16_TRAIN_GOAL = 1.4
+
+
+def bf16_train_row(bf16_speed, fp32_speed, config):
+    """The row of our bf16 training (the peer's: torch under autocast bf16, to come),
+    against our fp32 with the goal's verdict (bench_util.goal_note)."""
+    measurable = bench_util.bf16_measurable()
+    return dict(_row("fine-tuning train --dtype=bf16", config, {False: bf16_speed},
+                     "examples/s"),
+                peer_label="torch peer under torch.autocast bf16", peer_goal=1.0,
+                ours_other=[("our fp32", fp32_speed)],
+                other_notes={"our fp32": bench_util.goal_note(
+                    bf16_speed / fp32_speed, BF16_TRAIN_GOAL, measurable)})
+
+
 def _row(measure, config, speed, unit, max_diff=None):
     """A row with our trimmed (or only) speed, our full-padding speed and the difference."""
     ours = speed.get(True, speed.get(False))
@@ -495,6 +532,9 @@ def finish_rows(rows, peer, why_not=None):
                      max_abs_diff=r["max_abs_diff"])
         if p is None:
             first["note"] = "peer not run: %s" % (why_not or "no result")
+        elif r.get("peer_goal"):
+            first["note"] = bench_util.goal_note(first["ratio"], r["peer_goal"],
+                                                 bench_util.bf16_measurable())
         out.append(first)
         if r["ours_full_padding"]:
             out.append(bench_util.row(r["measure"], r["config"] + ", vs ours --notrim_padding",
@@ -503,6 +543,8 @@ def finish_rows(rows, peer, why_not=None):
         for label, other in r.get("ours_other", ()):
             out.append(bench_util.row(r["measure"], r["config"] + ", vs " + label, r["ours"],
                                       other, r["unit"], against="ours"))
+            if r.get("other_notes", {}).get(label):
+                out[-1]["note"] = r["other_notes"][label]
     return out
 
 

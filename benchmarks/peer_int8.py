@@ -23,7 +23,7 @@ import transformers
 import peer_protocol
 
 
-def _model(spec):
+def hf_model(spec):
     """The float BertModel of MODEL (see the module docstring), in eval mode."""
     if spec.startswith("random:"):
         hidden, layers, heads, intermediate = (int(x) for x in spec[7:].split(","))
@@ -43,7 +43,7 @@ def main(argv):
     tensors = {"input_ids": torch.from_numpy(data["input_ids"].astype(np.int64)),
                "attention_mask": torch.from_numpy(data["input_mask"].astype(np.int64)),
                "token_type_ids": torch.from_numpy(data["segment_ids"].astype(np.int64))}
-    model = torch.ao.quantization.quantize_dynamic(_model(spec), {torch.nn.Linear},
+    model = torch.ao.quantization.quantize_dynamic(hf_model(spec), {torch.nn.Linear},
                                                    dtype=torch.qint8)
     def forward(command):
         batch = {k: v[:command["batch"]] for k, v in tensors.items()}

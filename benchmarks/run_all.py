@@ -33,11 +33,16 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            truncate / head_tail / windows on SQuAD-dev documents whose
                            label is in their last paragraph: accuracy, documents/s (no peer;
                            --full only);
-  int8                     benchmarks/bench_int8.py: LiteRT dynamic int8 / int8 exports
-                           (export_saved_model.py --litert) of all-MiniLM-L6-v2 and a
-                           BERT-Base-shaped model vs our fp32 SavedModel and vs torch's
-                           quantize_dynamic (the peer venv), batch 1 and 32, seq 128,
-                           2 threads each side (needs the [litert] extra);
+  int8                     benchmarks/bench_int8.py: CPU serving of all-MiniLM-L6-v2 and a
+                           BERT-Base-shaped model, batch 1 and 32, seq 128, 2 threads each
+                           side: LiteRT dynamic int8 / int8 exports (export_saved_model.py
+                           --litert) vs our fp32 SavedModel, torch's quantize_dynamic and
+                           ONNX Runtime int8 (fused graph + quantize_dynamic); our fp32
+                           SavedModel vs OpenVINO fp32 and ONNX Runtime fp32 (fused); our
+                           --serving_dtype=bf16 SavedModel vs our fp32 (goal 1.6x), torch
+                           bf16 autocast and OpenVINO bf16, the bf16 goals judged only where
+                           the CPU has avx512_bf16 or AMX (the peers in the peer venv; needs
+                           the [litert] extra);
   repeated_runs            benchmarks/bench_memory.py: the process's RSS over ten
                            run_classifier.run() calls in one process (tiny model and
                            all-MiniLM-L6-v2; no peer, no ../shared);
@@ -48,7 +53,8 @@ Seven before it read ../shared/data and are skipped with a note when it (or thei
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
-Default: about 25 minutes on an idle 2-core CPU. The torch peers run in the venv of
+Default: about 30 minutes on an idle 2-core CPU (estimated from the parts: 25 before the
+int8 group took ONNX Runtime, OpenVINO and the bf16 rows). The torch peers run in the venv of
 $BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
 benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench PEERS=0`) skips them on
 purpose. A peer or benchmark that did not run is a row saying why; rows whose peer runs
@@ -242,8 +248,10 @@ def plan(mode, steps, repeats):
         ("embeddings", dict(repeats=5)),
         # About 13 minutes on a loaded 2-core machine (three MiniLM fine-tuning runs).
         ("long_text", dict()) if full else None,
-        # Two exports with LiteRT conversions (BERT-Base: a few minutes), then the rows.
-        ("int8", dict(repeats=repeats + 2)),
+        # Per size an export with LiteRT conversions (BERT-Base: a few minutes), a bf16
+        # export and the peers' ONNX graphs, then ten sides a round (BERT-Base batch 32:
+        # about 30 s a round on 2 idle cores): about 9-10 minutes in all.
+        ("int8", dict(repeats=repeats)),
         # Ten runs of each model in one process: a few minutes.
         ("repeated_runs", dict(runs=10)),
         # The Python Predictor against the SavedModel's signature (two small trainings).

@@ -26,6 +26,8 @@ BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
 # bench_util's notes, repeated: this script runs without importing TensorFlow.
 DEGENERATE_NOTE = "peer degenerate on this CPU"
 BF16_NOT_JUDGED_NOTE = "bf16 not judged on this CPU"
+NOT_MEASURABLE_NOTE = "not measurable on this CPU"
+GOAL_NOTE = "goal >="
 
 
 def _fmt(value):
@@ -46,8 +48,10 @@ def _groups(rows):
 
 
 def _left_out(r):
-    """A degenerate peer, or a bf16 row on a CPU without bf16 matrix units."""
-    return str(r.get("note") or "").startswith((DEGENERATE_NOTE, BF16_NOT_JUDGED_NOTE))
+    """A degenerate peer, a bf16 row on a CPU without bf16 matrix units, or a row whose goal
+    is not measurable on this CPU."""
+    note = str(r.get("note") or "")
+    return note.startswith((DEGENERATE_NOTE, BF16_NOT_JUDGED_NOTE)) or NOT_MEASURABLE_NOTE in note
 
 
 def is_judged(r):
@@ -80,6 +84,8 @@ def render(results):
     if gemm:
         lines[0] += " GEMM library: ours %s; torch %s." % (gemm.get("ours") or "?",
                                                           gemm.get("peer") or "not run")
+    if machine.get("isa"):  # bert_tf2.machine.isa_summary(), as `make bench` prints it first
+        lines[0] += " CPU ISA: %s." % machine["isa"]
     if machine.get("bf16"):  # bench_util.mark_unjudged_bf16's line
         lines[0] += " " + machine["bf16"] + "."
     lines.append("")
@@ -96,13 +102,18 @@ def render(results):
     own = [r for r in rows if r.get("against") == "ours" and r.get("ratio") is not None]
     degenerate = [r for r in rows if str(r.get("note") or "").startswith(DEGENERATE_NOTE)]
     unjudged = [r for r in rows if str(r.get("note") or "").startswith(BF16_NOT_JUDGED_NOTE)]
+    unmeasurable = [r for r in rows if NOT_MEASURABLE_NOTE in str(r.get("note") or "")]
     left_out = "".join("; %d rows left out as %s" % (len(group), what)
                        for group, what in ((degenerate, DEGENERATE_NOTE),
-                                           (unjudged, BF16_NOT_JUDGED_NOTE)) if group)
+                                           (unjudged, BF16_NOT_JUDGED_NOTE),
+                                           (unmeasurable, NOT_MEASURABLE_NOTE)) if group)
     lines.append("Against other implementations on %s: ahead (ours / peer >= 1) on %d of %d "
                  "rows (bounds and fractions aside)%s." % (
                      cpu_name(machine), len(wins), len(wins) + len(behind), left_out))
     lines.append(behind_line(machine, rows))
+    goals = goal_line(rows)
+    if goals:
+        lines.append(goals)
     if own:
         lines.append("")
         lines.append("%d rows compare two paths of our own (a flag's cost or gain: "
@@ -126,6 +137,20 @@ def behind_line(machine, rows):
         cpu_name(machine), "; ".join("%s, %s (%s)" % (r["measure"], r["config"],
                                                       _fmt(r["ratio"])) for r in behind)
         if behind else "none")
+
+
+def goal_line(rows):
+    """One line counting the rows with a speed goal (bench_util.goal_note) by verdict, None
+    when no row has one."""
+    verdicts = {}
+    for r in rows:
+        note = str(r.get("note") or "")
+        if note.startswith(GOAL_NOTE):
+            verdict = note.split(": ", 1)[1].split(" (")[0].split(",")[0]
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+    if not verdicts:
+        return None
+    return "Speed goals: %s." % ", ".join("%d %s" % (n, v) for v, n in sorted(verdicts.items()))
 
 
 def markers(kind):

@@ -190,10 +190,13 @@ def test_each_machine_kind_keeps_its_own_tables_with_cpu_and_gemm_named():
     import write_readme  # pylint: disable=import-outside-toplevel
     rows = [bench_util.row("run_squad predict", "seq 384, vs torch peer", 8.7, 10.0,
                            "features/s")]
-    machine = {"cpu": "Intel(R) Xeon(R) Test", "cpu_vendor": "Intel", "cores": 2,
-               "gemm": {"ours": "oneDNN v3.7.3", "peer": "MKL 2024.2, BLAS_INFO=mkl"}}
-    tables = write_readme.render({"machine": machine, "rows": rows})
+    header = {"cpu": "Intel(R) Xeon(R) Test", "cpu_vendor": "Intel", "cores": 2,
+               "gemm": {"ours": "oneDNN v3.7.3", "peer": "MKL 2024.2, BLAS_INFO=mkl"},
+               "isa": machine.isa_summary({"avx2", "avx512f", "avx512_bf16"})}
+    tables = write_readme.render({"machine": header, "rows": rows})
     assert "GEMM library: ours oneDNN v3.7.3; torch MKL 2024.2, BLAS_INFO=mkl." in tables
+    assert ("CPU ISA: AVX2 yes, AVX-512 yes, VNNI no, AMX no, bf16 yes (avx512_bf16)."
+            in tables.splitlines()[0])
     assert ("Behind their peer on Intel(R) Xeon(R) Test: run_squad predict, seq 384, "
             "vs torch peer (0.870).") in tables
     amd_begin, amd_end = write_readme.markers("AMD")
@@ -372,3 +375,91 @@ def test_step_parts_times_the_step_with_and_without_the_update(capsys):
     out = capsys.readouterr().out
     assert re.search(r"tiny b2 s128 fp32: step [\d.]+ ms, without the update [\d.]+ ms", out)
     assert "fraction x" in out
+
+
+def _serving_speeds(**changes):
+    """{side: examples/s} of one bench_int8 batch, every peer present (hand-picked)."""
+    speed = {"SavedModel fp32": 20.0, "SavedModel bf16": 40.0, "LiteRT dynamic_int8": 50.0,
+             "LiteRT int8": 60.0, "torch": 30.0, "onnxruntime fp32": 25.0,
+             "onnxruntime int8": 75.0, "openvino fp32": 16.0, "openvino bf16": 50.0,
+             "torch bf16": 32.0}
+    speed.update(changes)
+    return {k: v for k, v in speed.items() if v is not None}
+
+
+def test_serving_rows_name_each_peer_and_judge_the_bf16_goals():
+    import bench_int8  # pylint: disable=import-outside-toplevel
+    rows = bench_int8.serving_rows("minilm", 32, _serving_speeds(), True,
+                                   "6 Attention, 12 SkipLayerNormalization")
+    by = {(r["measure"], r["config"]): r for r in rows}
+    assert all(SCHEMA <= set(r) for r in rows) and len(by) == len(rows) == 10
+    best = by[("serving int8: our best LiteRT vs ONNX Runtime int8 (fused, quantize_dynamic)",
+               "minilm, batch 32, seq 128, ours int8, ONNX Runtime fused 6 Attention, "
+               "12 SkipLayerNormalization")]
+    assert (best["ours"], best["peer"], best["ratio"]) == (60.0, 75.0, 0.8)
+    openvino = by[("serving fp32: SavedModel vs OpenVINO fp32 (precision hint f32)",
+                   "minilm, batch 32, seq 128")]
+    assert openvino["ratio"] == 1.25 and openvino["against"] == "peer"
+    bf16 = [r for r in rows if r["measure"].startswith("serving bf16")]
+    assert [(r["ratio"], r["against"], r.get("note")) for r in bf16] == [
+        (2.0, "ours", "goal >= 1.6x: met"), (1.25, "peer", "goal >= 1.0x: met"),
+        (0.8, "peer", None)]
+    # Batch 1 rows give both latencies; a CPU without bf16: no OpenVINO bf16 row, the goals
+    # not measurable, and such rows neither wins nor losses.
+    rows = bench_int8.serving_rows("base", 1, _serving_speeds(**{
+        "openvino bf16": None, "SavedModel bf16": 30.0}), False)
+    bf16 = [r for r in rows if r["measure"].startswith("serving bf16")]
+    assert [r["config"] for r in bf16] == [
+        "base, batch 1, seq 128, bf16 (batch-1 latency 33.3 ms vs 50.0 ms)",
+        "base, batch 1, seq 128, bf16 (batch-1 latency 33.3 ms vs 31.2 ms)"]
+    assert [r["note"] for r in bf16] == [
+        "goal >= %.1fx: not measurable on this CPU (no avx512_bf16 or AMX)" % g
+        for g in (1.6, 1.0)]
+    import write_readme  # pylint: disable=import-outside-toplevel
+    assert not any(write_readme.is_judged(r) for r in bf16)
+    rendered = write_readme.render({"machine": {}, "rows": rows})
+    assert "2 rows left out as not measurable on this CPU" in rendered
+    assert "Speed goals: 2 not measurable on this CPU." in rendered
+    assert "serving bf16" not in rendered.split("Behind their peer")[1]
+
+
+def test_serving_rows_without_peers_and_bf16_cpu_flags():
+    import bench_int8  # pylint: disable=import-outside-toplevel
+    speed = _serving_speeds(**{k: None for k in ("torch", "onnxruntime fp32", "onnxruntime int8",
+                                                 "openvino fp32", "openvino bf16",
+                                                 "torch bf16")})
+    rows = bench_int8.serving_rows("minilm", 32, speed, True)
+    peers = [r for r in rows if r["against"] == "peer"]
+    assert len(peers) == 6 and all(r["peer"] is None and r["ratio"] is None for r in peers)
+    assert peers[-1]["note"] == "goal >= 1.0x: not judged, a side did not run"
+    assert bench_util.bf16_measurable(["avx512f", "avx512_bf16"])
+    assert bench_util.bf16_measurable(["amx_bf16", "amx_tile"])
+    assert not bench_util.bf16_measurable(["avx2", "avx512f", "avx512_vnni"])
+    assert not bench_util.bf16_measurable(set())
+    # The existing bf16 marker (no AMX: not judged) leaves rows with a goal verdict alone.
+    table = [bench_util.row("serving bf16: a", "minilm, bf16", 2.0, 1.0, "examples/s"),
+             bench_util.row("inference forward", "base bf16", 2.0, 1.0, "examples/s")]
+    table[0]["note"] = bench_util.goal_note(2.0, 1.0, True)
+    assert bench_util.mark_unjudged_bf16(table, {"fp32": 200.0, "bf16": 380.0},
+                                         ["avx512_bf16"])
+    assert table[0]["note"] == "goal >= 1.0x: met"
+    assert table[1]["note"].startswith("bf16 not judged on this CPU")
+
+
+def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(bench_util, "bf16_measurable", lambda flags=None: True)
+    ours = [bench_finetuning.bf16_train_row(30.0, 20.0, "sst-2, minilm, batch 32, seq 128, bf16")]
+    rows = bench_finetuning.finish_rows(ours, {"results": [{"count": 64, "seconds": 4.0}]})
+    assert [(r["config"].split(", vs ")[1], r["ours"], r["peer"], r["ratio"], r["against"],
+             r.get("note")) for r in rows] == [
+        ("torch peer under torch.autocast bf16", 30.0, 16.0, 1.875, "peer", "goal >= 1.0x: met"),
+        ("our fp32", 30.0, 20.0, 1.5, "ours", "goal >= 1.4x: met")]
+    monkeypatch.setattr(bench_util, "bf16_measurable", lambda flags=None: False)
+    ours = [bench_finetuning.bf16_train_row(24.0, 20.0, "sst-2, minilm, bf16")]
+    rows = bench_finetuning.finish_rows(ours, {"results": [{"count": 64, "seconds": 2.0}]})
+    assert [r["note"] for r in rows] == [
+        "goal >= %.1fx: not measurable on this CPU (no avx512_bf16 or AMX)" % g
+        for g in (1.0, 1.4)]
+    rows = bench_finetuning.finish_rows(ours, None, "skipped on purpose")
+    assert rows[0]["note"] == "peer not run: skipped on purpose" and rows[0]["ratio"] is None
