@@ -147,6 +147,18 @@ def _axes(**axes):
 
 
 # In export_saved_model --model_type's order (its flag and messages list them so).
+# The masked-LM head's weights, TF1 name -> HF name: the pre-training head's first part and
+# fill-mask's whole head.
+_MASKED_LM_KEYS = (
+            ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
+            ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
+            ("cls/predictions/transform/LayerNorm/gamma",
+             "cls.predictions.transform.LayerNorm.weight"),
+            ("cls/predictions/transform/LayerNorm/beta",
+             "cls.predictions.transform.LayerNorm.bias"),
+            ("cls/predictions/output_bias", "cls.predictions.bias"),
+)
+
 ENTRIES = (
     ModelType(
         "encoder", None, ("encoder", "sentence embedding"), build=_build_encoder,
@@ -203,28 +215,14 @@ ENTRIES = (
         "pretraining", "run_pretraining", ("pretraining",),
         build=_head_builder("BertPretrainer"), serves=False, tf1_rank=0,
         tf1_marker="cls/predictions/", served_as="encoder", hf_class="BertForPreTraining",
-        hf_head_keys=(
-            ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
-            ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
-            ("cls/predictions/transform/LayerNorm/gamma",
-             "cls.predictions.transform.LayerNorm.weight"),
-            ("cls/predictions/transform/LayerNorm/beta",
-             "cls.predictions.transform.LayerNorm.bias"),
-            ("cls/predictions/output_bias", "cls.predictions.bias"),
+        hf_head_keys=_MASKED_LM_KEYS + (
             ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
             ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias"))),
     # Fill-mask: bert_tf2/export/masked_lm.py (its model, inputs, decoding and Predictor).
     ModelType(
         "masked_lm", None, ("masked lm",), build=_head_builder("BertMaskedLM"), serves=False,
         part_of=("pretraining",), hf_class="BertForMaskedLM", hf_pooler=False,
-        hf_head_keys=(
-            ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
-            ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
-            ("cls/predictions/transform/LayerNorm/gamma",
-             "cls.predictions.transform.LayerNorm.weight"),
-            ("cls/predictions/transform/LayerNorm/beta",
-             "cls.predictions.transform.LayerNorm.bias"),
-            ("cls/predictions/output_bias", "cls.predictions.bias"))),
+        hf_head_keys=_MASKED_LM_KEYS),
 )
 
 _BY_NAME = {entry.name: entry for entry in ENTRIES}
