@@ -810,12 +810,11 @@ def _refuse_busy_folder(target, flag, named):
         except (ImportError, OSError):
             pass
     for root, folders, _ in os.walk(target):
-        for name in folders:
-            path = os.path.join(root, name)
-            if os.path.ismount(path):
-                raise ValueError("%s=%s holds the mount point %s: its files would be moved; "
-                                 "choose another %s (nothing was written)"
-                                 % (flag, named, os.path.relpath(path, target), flag))
+        points = mount_points_in(os.path.join(root, name) for name in folders)
+        if points:
+            raise ValueError("%s=%s holds the mount point %s: its files would be moved; "
+                             "choose another %s (nothing was written)"
+                             % (flag, named, os.path.relpath(points[0], target), flag))
 
 
 def _carry_others(earlier, new, skip):

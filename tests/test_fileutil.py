@@ -236,6 +236,29 @@ def test_the_current_folder_is_not_replaced(tmp_path, monkeypatch):
     assert sorted(os.listdir(folder)) == ["sub"] and sorted(os.listdir(tmp_path)) == ["out"]
 
 
+def test_a_folder_holding_a_bind_mount_is_not_replaced(tmp_path):
+    """A converter's output folder with a bind mount inside (as docker -v makes, within one
+    file system, where os.path.ismount says False): refused before anything is written, so
+    the mounted files are never moved with the folder."""
+    folder, shared = tmp_path / "out", tmp_path / "shared"
+    (folder / "logs").mkdir(parents=True)
+    shared.mkdir()
+    (shared / "theirs.txt").write_text("another run's")
+    if subprocess.run(["mount", "--bind", str(shared), str(folder / "logs")],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (not root?)")
+    try:
+        assert not os.path.ismount(str(folder / "logs"))  # what the check must not rely on
+        with pytest.raises(ValueError, match=r"out holds the mount point logs: its files would "
+                                             r"be moved; .*\(nothing was written\)$"):
+            _tool_writes(folder, ["model.index"])
+        assert sorted(os.listdir(folder)) == ["logs"]
+        assert sorted(os.listdir(tmp_path)) == ["out", "shared"]
+    finally:
+        subprocess.run(["umount", str(folder / "logs")], check=True)
+    assert (shared / "theirs.txt").read_text() == "another run's"
+
+
 @pytest.fixture
 def full_disk(tmp_path):
     """A 64 KB tmpfs folder (needs root); the test is skipped where it cannot be mounted."""
