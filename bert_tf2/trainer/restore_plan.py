@@ -34,7 +34,9 @@ from bert_tf2.trainer import training_record
 
 # RestorePlan.source: load --init_checkpoint by name, or restore output_dir's latest
 # checkpoint whole (weights, optimizer slots, step); None: nothing to restore.
-INIT, LATEST = "init", "latest"
+# BEST: best/'s model of a folder a --keep_best_only run finished (finished: its step),
+# loaded by name; nothing trains.
+INIT, LATEST, BEST = "init", "latest", "best"
 INIT_FLAG = "--init_checkpoint"
 # What a run starting from no checkpoint would replace from nothing.
 _ORPHANS = (periodic_eval.HISTORY_FILE, periodic_eval.BEST_DIR)
@@ -50,6 +52,7 @@ class RestorePlan:
     decision: training_record.Decision = dataclasses.field(
         default_factory=training_record.Decision)
     advice: str = None
+    finished: int = None
 
 
 def plan(model, config, training, remove=True):
@@ -91,6 +94,15 @@ def plan(model, config, training, remove=True):
         advice = checkpoints.state_file_advice(out, latest)
         checkpoints.open_reader(latest, advice)
         return RestorePlan(LATEST, latest, decision, advice)
+    if training and config.record is not None:
+        done = training_record.finished_best(out, config.record)
+        if done:
+            logging.info("--output_dir=%s finished training at step %d with these settings "
+                         "(%s) and keeps its model in best/ alone (--keep_best_only): "
+                         "training nothing; evaluating and predicting with best/'s model %s",
+                         out, done[1], training_record.RECORD_FILE, done[0])
+            return RestorePlan(BEST, done[0], training_record.Decision(append=False),
+                               finished=done[1])
     if training or not init:
         checkpoints.refuse_orphans(out, _ORPHANS)
     if init:
