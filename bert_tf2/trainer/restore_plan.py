@@ -13,12 +13,15 @@ prefix, or a folder's latest) when it holds the whole model, else output_dir's l
 (as the reference did for a pre-trained --init_checkpoint, which lacks the task head).
 A training run resumes output_dir's latest checkpoint before loading --init_checkpoint,
 as TPUEstimator did. A line names both when they differ. Never a random model, an
-older checkpoint, or a run from step 0 over a folder's checkpoints or history.
+older checkpoint, or a run from step 0 over a folder's checkpoints or history (but
+a folder a --keep_best_only run finished: its rerun trains nothing and uses best/).
 
 Contracts with the other modules (bert_tf2/trainer/restore_plan.py):
 plan(model, config, training, remove=True) -> RestorePlan (frozen: source INIT / LATEST /
-None, prefix, decision (training_record.Decision), advice): what a run starts from, resolved
-once before anything is loaded. It makes every check that may refuse the run
+BEST / None, prefix, decision (training_record.Decision), advice, finished): what a run
+starts from, resolved once before anything is loaded. BEST: a training run in a folder a
+--keep_best_only run finished with the same settings (training_record.finished_best):
+best/'s model loaded by name, `finished` the step training ended at, nothing trains. It makes every check that may refuse the run
 (--init_checkpoint resolved, output_dir's latest, the whole model in the named checkpoint,
 training_record.decide, refuse_orphans, the latest's files readable), in the rule's order,
 and logs the lines naming both checkpoints; training.Runner._restore then only loads what

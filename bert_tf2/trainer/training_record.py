@@ -7,7 +7,9 @@ fingerprint of the training data (its examples, or the bytes of its files). A la
 training run into the same folder compares its own with the record's last run
 (`Decision`, from restore_plan.plan):
 
-- the same settings: it resumes silently (an interrupted run goes on);
+- the same settings: it resumes silently (an interrupted run goes on); in a folder a
+  --keep_best_only run finished (`finish` marked its last run, best/ alone left:
+  `finished_best` proves it) it trains nothing and uses best/'s model (restore_plan.BEST);
 - other settings: --existing_checkpoint says what happens.
     continue  resume the checkpoint anyway, as the reference's Estimator did (it trains 0
               steps when the folder is already at its last step); one WARNING line names
