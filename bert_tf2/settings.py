@@ -76,6 +76,51 @@ TRAINING_ONLY = ("group_by_length", "num_accumulation_steps", "gradient_checkpoi
 COMMA_FIELDS = frozenset({"input_file", "output_file", "word_boundary_file", "layers",
                           "litert", "litert_columns", "class_weights"})
 
+# Path fields (every *_file, *_dir, *_checkpoint and export_base: files and folders read
+# or written). From Python a leading "~" of theirs is the user's home (os.path.expanduser,
+# as a shell does); on the command line it is left as written, as the reference left it
+# (tf.io.gfile makes a folder named "~"), with a warning: a shell does not expand the "~"
+# of --output_dir=~/x.
+_PATH_SUFFIXES = ("_file", "_dir", "_checkpoint")
+_PATH_NAMES = frozenset({"export_base"})
+_WARNED_HOME = set()
+
+
+def is_path_field(name):
+    """Whether field `name` holds a path (or comma-separated paths: COMMA_FIELDS)."""
+    return name.endswith(_PATH_SUFFIXES) or name in _PATH_NAMES
+
+
+def expand_home(name, value):
+    """A Python caller's `value` of field `name` with a leading "~" of a path field (of
+    each item of a comma-separated one) expanded to the user's home; other values as given."""
+    if not is_path_field(name):
+        return value
+    if isinstance(value, (list, tuple)) and name in COMMA_FIELDS:
+        return type(value)(expand_home(name, item) for item in value)
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str) or "~" not in path:
+        return value
+    items = path.split(",") if name in COMMA_FIELDS else [path]
+    if not any(item.startswith("~") for item in items):
+        return value
+    return ",".join(os.path.expanduser(item) for item in items)
+
+
+def _warn_literal_home(settings):
+    """Warns once per value of a path field that still starts with "~" (a command line's:
+    the shell left it), used as written."""
+    for name in sorted(settings._DEFAULTS):
+        value = getattr(settings, name)
+        if is_path_field(name) and isinstance(value, str) and value.startswith("~") and \
+                (name, value) not in _WARNED_HOME:
+            _WARNED_HOME.add((name, value))
+            logging.warning("--%s=%s starts with ~, which the shell did not expand (it does not "
+                            "after --%s=): used as written, a folder named ~ in the current "
+                            "directory, as the reference did; write --%s ~/... or $HOME/... "
+                            "for your home", name, value, name, name)
+
+
 # The ranges of the training settings, checked when do_train is set (without it the
 # reference never reads them, whatever their value): {field: (test, what it must be)}.
 # The reference's Estimator refuses a plan of no steps (epochs <= 0) and int() of an
@@ -326,11 +371,12 @@ class Settings:
             "%s%s" % (name, did_you_mean(name, cls._DEFAULTS)) for name in sorted(names)))
 
     def __setattr__(self, name, value):
-        """Assigning a field checks the value (check_value) and counts as giving it."""
+        """Assigning a field checks the value (check_value) and counts as giving it (a
+        path's leading ~ expanded: expand_home)."""
         if name not in self._DEFAULTS:
             raise AttributeError(self._unknown([name]))
         before, given = getattr(self, name), self._given
-        object.__setattr__(self, name, self._checked(name, value))
+        object.__setattr__(self, name, self._checked(name, expand_home(name, value)))
         object.__setattr__(self, "_given", self._given | {name})
         try:
             self._check_ranges()
@@ -378,9 +424,10 @@ class Settings:
 
     def replace(self, **values):
         """A copy with `values` set, counted as given by the user (as keyword arguments of
-        the constructor are); `fill` sets values that stay "not given".
-        dataclasses.replace(settings, ...) does the same."""
-        return self.fill(values, given=True)
+        the constructor are; a path's leading ~ expanded: expand_home); `fill` sets values
+        that stay "not given". dataclasses.replace(settings, ...) does the same."""
+        return self.fill({name: expand_home(name, value) for name, value in values.items()},
+                         given=True)
 
     def with_defaults(self, values):
         """A copy in which the fields the user did not give take `values`' entries
@@ -422,6 +469,7 @@ class Settings:
             logging.warning("%s is over 1: the learning rate rises over every step and never "
                             "reaches --learning_rate (as in the reference)",
                             self.flag("warmup_proportion"))
+        _warn_literal_home(self)
         if "do_train" in self and not self.do_train:
             self.refuse_unused([(name, "without --do_train") for name in TRAINING_ONLY
                                 if name in self], warn_only=True)
@@ -553,9 +601,12 @@ def _install_init(cls):
             raise TypeError(cls._unknown(unknown))
         values.update(kwargs)
         given = set(values)
+        changed = given
         if isinstance(origin, Settings):  # dataclasses.replace(origin, **changes)
-            given = origin._given | set(keys[:keys.index(_ORIGIN)])
-        self._set_all(values, given)
+            changed = set(keys[:keys.index(_ORIGIN)])
+            given = origin._given | changed
+        self._set_all({name: expand_home(name, value) if name in changed else value
+                       for name, value in values.items()}, given)
 
     __init__.__signature__ = signature
     cls.__init__ = __init__

@@ -184,3 +184,52 @@ def test_keep_best_only_without_a_best_keeps_the_checkpoints(tmp_path, caplog):
     _train(runner, _evaluation({2: float("nan"), 4: float("nan")}))
     assert _indexes(tmp_path / "run") == ["model.ckpt-2.index", "model.ckpt-4.index"]
     assert not (tmp_path / "run" / "best").exists()
+
+
+def _contents(folder):
+    """{relative name: bytes} of a folder's files, the run's lock left out."""
+    return {rel: (folder / rel).read_bytes() for rel in
+            (os.path.relpath(os.path.join(top, n), str(folder))
+             for top, _, files in os.walk(str(folder)) for n in files)
+            if rel != fileutil.LOCK_FILE}
+
+
+def test_a_rerun_of_a_finished_keep_best_only_run_trains_nothing_and_serves_best(tmp_path):
+    """Issue 72 item 2: the same command rerun in a folder a --keep_best_only run
+    finished (best/ and the records alone) trains nothing, changes no file, and
+    evaluates / predicts with best/'s model (before the fix: refused, "no checkpoint to
+    restore"). A folder not proven finished with these settings is still refused."""
+    values = {"learning_rate": 0.01, "train_data": "8 examples, sha256 0123"}
+    folder = tmp_path / "run"
+
+    def runner(record=values, steps=8):
+        return make_runner(tmp_path, "run", num_train_steps=steps, keep_best_only=True,
+                           keep_checkpoint_max=0, record=dict(record))
+    _train(runner(), _evaluation({2: 0.5, 4: 0.9, 6: 0.6, 8: 0.7}))
+    assert _indexes(folder) == [] and _indexes(folder / "best") == ["model.ckpt-4.index"]
+    before = _contents(folder)
+    rerun = runner()
+    assert (rerun.global_step, rerun.restored_from) == (4, str(folder / "best" / "model.ckpt-4"))
+    # The model is best/'s: the one a run that does not train loads from OUT/best.
+    served = make_runner(tmp_path, "served", num_train_steps=0,
+                         init_checkpoint=str(folder / "best"))
+    assert len(rerun.model.variables) == len(served.model.variables)
+    for mine, theirs in zip(rerun.model.variables, served.model.variables):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    assert rerun.train(dataset_fn_of(features(8), 4), classifier_loss,
+                       evaluation=_evaluation({})) == {}
+    assert rerun.steps_trained == 0
+    assert rerun.global_step == 4 and _contents(folder) == before  # nothing trained or written
+    # Other settings, or a folder whose finish is not proven: refused as before.
+    with pytest.raises(ValueError, match="no checkpoint to restore"):
+        runner(dict(values, learning_rate=0.02))
+    best_json = folder / "best" / "best.json"
+    best_json.write_text(best_json.read_text().replace("0.9", "0.95"))
+    with pytest.raises(ValueError, match="no checkpoint to restore"):
+        runner()
+    best_json.write_bytes(before["best/best.json"])
+    runner()  # proven again
+    record = folder / "training_record.json"
+    record.write_text(record.read_text().replace('"finished"', '"ended"'))
+    with pytest.raises(ValueError, match="no checkpoint to restore"):
+        runner()

@@ -289,6 +289,7 @@ def test_sigterm_during_an_evaluation_stops_between_its_batches(tmp_path):
                 os.kill(os.getpid(), signal.SIGTERM)
         return {"eval_accuracy": 0.5}
 
+    before = signal.getsignal(signal.SIGTERM)  # SIG_DFL, or an open Predictor's
     runner = make_runner(tmp_path, "run", num_train_steps=8)
     with pytest.raises(SystemExit) as stop:
         runner.train(dataset_fn_of(features(8), 4), classifier_loss,
@@ -299,7 +300,7 @@ def test_sigterm_during_an_evaluation_stops_between_its_batches(tmp_path):
     assert tf.train.latest_checkpoint(folder).endswith("model.ckpt-2")
     assert not os.path.exists(os.path.join(folder, periodic_eval.HISTORY_FILE))
     # The handler is the process's again, and a rerun evaluates step 2 first.
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is before
     seen.clear()
     resumed = make_runner(tmp_path, "run", num_train_steps=2)
     resumed.train(dataset_fn_of(features(8), 4), classifier_loss, evaluation=

@@ -494,3 +494,57 @@ def test_output_dir_given_to_a_predictor_is_one_line(classifier):
                                          r"reads the model of its model_folder and returns the "
                                          r"answers, writing no files; leave output_dir out"):
         rc.predict(classifier["folder"], texts, extras, output_dir="/tmp/x")
+
+
+_PREDICTING_IN_A_LOOP = """
+import sys
+import run_classifier
+folder, ready = sys.argv[1], sys.argv[2]
+predictor = run_classifier.Predictor(folder, batch_size=2)
+answer = predictor.predict(["a dog ."], ["the cat sat ."])
+with open(ready + ".part", "w") as f:
+    f.write(repr(answer))
+import os
+os.rename(ready + ".part", ready)  # whole when it appears
+while True:
+    predictor.predict(["a dog ."], ["the cat sat ."])
+"""
+
+
+def test_a_predicting_process_honours_sigterm_and_leaves_no_temporary_folder(classifier,
+                                                                              tmp_path):
+    """Issue 72 item 4: a plain Python process predicting in a loop (no handler of its
+    own) that gets SIGTERM ends with 143 and removes its Predictor's private temporary
+    folder (before: killed by the signal, -15, the 0700 folder of token ids left in
+    /tmp). The process boundary is what is tested: a subprocess, signalled once it has
+    answered (the file it writes), while it predicts on."""
+    import os  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    ready = tmp_path / "ready"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PREDICTING_IN_A_LOOP, classifier["folder"], str(ready)],
+        env=dict(os.environ, TMPDIR=str(temp)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + HANG_GUARD_SECONDS
+        while not ready.exists() and child.poll() is None and time.time() < deadline:
+            time.sleep(0.1)  # waiting for the child's file, not for a guessed time
+        assert ready.exists(), child.communicate(timeout=60)[1].decode()[-2000:]
+        # Its answer is the shared predictor's; its temporary folder is there while it runs.
+        expected = classifier["predictor"].predict(["a dog ."], ["the cat sat ."])
+        assert ready.read_text() == repr(expected)
+        made = [p.name for p in temp.iterdir()]
+        assert len(made) == 1 and made[0].startswith("run_classifier_predict_"), made
+        child.send_signal(15)
+        _, err = child.communicate(timeout=HANG_GUARD_SECONDS)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 143, err.decode()[-2000:]
+    assert list(temp.iterdir()) == []
+    assert b"Traceback" not in err

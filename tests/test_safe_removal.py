@@ -493,3 +493,12 @@ def test_a_keep_best_only_folder_is_served_from_best_or_refused_naming_it(tmp_pa
             call()
     served = run_classifier.predict(str(out / "best"), ["a dog .", "the cat sat ."])
     assert len(served) == 2
+    # The same command rerun (issue 72 item 2): nothing trained, the evaluation is best/'s
+    # model's, the number the evaluation during training kept in best.json.
+    rerun = run_classifier.run(run_classifier.Settings(**dict(
+        _files(tmp_path), do_eval=True, eval_every_n_steps=1, best_metric="eval_loss",
+        keep_best_only=True)))
+    kept = json.loads((out / "best" / "best.json").read_text())
+    assert (rerun.steps_trained, rerun.global_step) == (0, kept["global_step"])
+    assert rerun.metrics["eval_loss"] == pytest.approx(kept["value"], abs=1e-6)
+    assert not [n for n in os.listdir(out) if n.startswith("model.ckpt")]

@@ -29,6 +29,7 @@ from bert_tf2 import settings as settings_lib
 from bert_tf2 import startup
 from bert_tf2.trainer import model_folder
 from conftest import HANG_GUARD_SECONDS, write_text
+from test_training import absl_records  # noqa: F401  (a fixture)
 
 FACES = [create_pretraining_data, create_vocab, convert_hf_checkpoint, convert_tf1_checkpoint,
          export_saved_model, extract_features, rc, run_multiple_choice, run_ner,
@@ -403,3 +404,35 @@ def test_a_run_may_call_another_in_the_same_thread():
     before = tf_keras.mixed_precision.global_policy().name
     assert outer(rc.Settings()) == "mixed_bfloat16"
     assert tf_keras.mixed_precision.global_policy().name == before == "float32"
+
+
+def test_a_python_path_with_a_tilde_is_the_home_the_command_line_keeps_it(monkeypatch,
+                                                                           tmp_path, absl_records):
+    """Issue 72 (a low): output_dir="~/x" from Python made a folder named "~" (the value
+    reached tf.io.gfile as written). From Python a path field's leading ~ is the home, as a
+    shell makes it; other fields, and the command line's value (which the reference takes
+    as written: bash leaves the ~ of --output_dir=~/x), stay as given, the latter warned."""
+    home = str(tmp_path / "home")
+    monkeypatch.setenv("HOME", home)
+    s = rc.Settings(output_dir="~/x", data_dir=pathlib.Path("~/glue/SST-2"),
+                    vocab_file="~/m/vocab.txt", init_checkpoint="~/m/best", task_name="~sst")
+    assert (s.output_dir, s.data_dir, s.vocab_file, s.init_checkpoint, s.task_name) == (
+        home + "/x", home + "/glue/SST-2", home + "/m/vocab.txt", home + "/m/best", "~sst")
+    s.bert_config_file = "~/m/bert_config.json"
+    assert s.bert_config_file == home + "/m/bert_config.json"
+    assert s.replace(output_dir="~/y").output_dir == home + "/y"
+    assert dataclasses.replace(s, output_dir="~/z").output_dir == home + "/z"
+    assert rc.Settings.of(s).output_dir == home + "/x"
+    pre = create_pretraining_data.Settings(input_file=["~/a.txt", "b.txt"], output_file="~/o")
+    assert (pre.input_file, pre.output_file) == (home + "/a.txt,b.txt", home + "/o")
+    assert create_pretraining_data.Settings(input_file="~/a.txt,~/b.txt").input_file == \
+        home + "/a.txt," + home + "/b.txt"
+    # The command line: as written, one warning line (not one per check).
+    fv = flags_common.parse_flags(rc.define_flags, ["--output_dir=~/cli", "--task_name=sst-2"])
+    cli = rc.Settings.of(fv)
+    assert cli.output_dir == "~/cli" and rc.Settings.of(cli).output_dir == "~/cli"
+    lines = [r.getMessage() for r in absl_records.records if "~/cli" in r.getMessage()]
+    assert lines == ["--output_dir=~/cli starts with ~, which the shell did not expand (it does "
+                     "not after --output_dir=): used as written, a folder named ~ in the "
+                     "current directory, as the reference did; write --output_dir ~/... or "
+                     "$HOME/... for your home"]

@@ -22,7 +22,10 @@ import hashlib
 import json
 import numbers
 import os
+import signal
 import tempfile
+import threading
+import weakref
 
 from absl import logging
 import tensorflow as tf
@@ -314,6 +317,31 @@ def check_process(what):
             % (what, os.getpid(), _STARTED_IN[0]))
 
 
+# The PredictFolders not closed yet: their temporary folders, removed on SIGTERM.
+_OPEN_FOLDERS = weakref.WeakSet()
+
+
+def _stop_on_sigterm(signum, frame):
+    """SIGTERM in a process that left its default (no handler of its own): the open
+    Predictors' temporary folders removed, then the exit code of a SIGTERM, 143 (a second
+    SIGTERM ends the process at once, as the default does)."""
+    del frame
+    signal.signal(signum, signal.SIG_DFL)
+    startup.STOP_SIGNALS.append(signum)
+    for folder in list(_OPEN_FOLDERS):
+        folder.close()
+    raise SystemExit(128 + signum)
+
+
+def honour_sigterm():
+    """Installs _stop_on_sigterm when the process has SIGTERM's default (the kernel's end,
+    which would leave the temporary folders behind) and this is the main thread; a handler
+    of the program's own (a server's, the command line's) is left alone."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
+
+
 class PredictFolder(object):
     """The settings of predictions from a trained folder, and a private temporary folder
     of their own (0700: tempfile's; a file the runner writes goes there, never into the
@@ -355,10 +383,16 @@ class PredictFolder(object):
         except BaseException:
             self._tmp.cleanup()  # a refused setting leaves no folder behind
             raise
+        _OPEN_FOLDERS.add(self)
+        honour_sigterm()
 
     def close(self):
-        """Removes the temporary folder."""
+        """Removes the temporary folder (the last open one: SIGTERM's default back)."""
+        _OPEN_FOLDERS.discard(self)
         self._tmp.cleanup()
+        if not _OPEN_FOLDERS and threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) is _stop_on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class FolderPredictor(object):

@@ -13,12 +13,15 @@ prefix, or a folder's latest) when it holds the whole model, else output_dir's l
 (as the reference did for a pre-trained --init_checkpoint, which lacks the task head).
 A training run resumes output_dir's latest checkpoint before loading --init_checkpoint,
 as TPUEstimator did. A line names both when they differ. Never a random model, an
-older checkpoint, or a run from step 0 over a folder's checkpoints or history.
+older checkpoint, or a run from step 0 over a folder's checkpoints or history (but
+a folder a --keep_best_only run finished: its rerun trains nothing and uses best/).
 
 Contracts with the other modules (bert_tf2/trainer/restore_plan.py):
 plan(model, config, training, remove=True) -> RestorePlan (frozen: source INIT / LATEST /
-None, prefix, decision (training_record.Decision), advice): what a run starts from, resolved
-once before anything is loaded. It makes every check that may refuse the run
+BEST / None, prefix, decision (training_record.Decision), advice, finished): what a run
+starts from, resolved once before anything is loaded. BEST: a training run in a folder a
+--keep_best_only run finished with the same settings (training_record.finished_best):
+best/'s model loaded by name, `finished` the step training ended at, nothing trains. It makes every check that may refuse the run
 (--init_checkpoint resolved, output_dir's latest, the whole model in the named checkpoint,
 training_record.decide, refuse_orphans, the latest's files readable), in the rule's order,
 and logs the lines naming both checkpoints; training.Runner._restore then only loads what
@@ -34,7 +37,9 @@ from bert_tf2.trainer import training_record
 
 # RestorePlan.source: load --init_checkpoint by name, or restore output_dir's latest
 # checkpoint whole (weights, optimizer slots, step); None: nothing to restore.
-INIT, LATEST = "init", "latest"
+# BEST: best/'s model of a folder a --keep_best_only run finished (finished: its step),
+# loaded by name; nothing trains.
+INIT, LATEST, BEST = "init", "latest", "best"
 INIT_FLAG = "--init_checkpoint"
 # What a run starting from no checkpoint would replace from nothing.
 _ORPHANS = (periodic_eval.HISTORY_FILE, periodic_eval.BEST_DIR)
@@ -50,6 +55,7 @@ class RestorePlan:
     decision: training_record.Decision = dataclasses.field(
         default_factory=training_record.Decision)
     advice: str = None
+    finished: int = None
 
 
 def plan(model, config, training, remove=True):
@@ -91,6 +97,15 @@ def plan(model, config, training, remove=True):
         advice = checkpoints.state_file_advice(out, latest)
         checkpoints.open_reader(latest, advice)
         return RestorePlan(LATEST, latest, decision, advice)
+    if training and config.record is not None:
+        done = training_record.finished_best(out, config.record)
+        if done:
+            logging.info("--output_dir=%s finished training at step %d with these settings "
+                         "(%s) and keeps its model in best/ alone (--keep_best_only): "
+                         "training nothing; evaluating and predicting with best/'s model %s",
+                         out, done[1], training_record.RECORD_FILE, done[0])
+            return RestorePlan(BEST, done[0], training_record.Decision(append=False),
+                               finished=done[1])
     if training or not init:
         checkpoints.refuse_orphans(out, _ORPHANS)
     if init:

@@ -426,7 +426,8 @@ class Runner(prediction.PredictionLoop):
         self.decision = plan.decision
         self.restored_from = plan.prefix  # the checkpoint restored (a prefix), None: none
         self._restored_step = 0
-        if plan.source == restore_plan.INIT:
+        self.finished = plan.finished  # a finished --keep_best_only folder: nothing trains
+        if plan.source in (restore_plan.INIT, restore_plan.BEST):
             with self.strategy.scope():
                 checkpoints.load_checkpoint(self.model, plan.prefix, flag=restore_plan.INIT_FLAG)
             self._restored_step = checkpoints.checkpoint_step(plan.prefix)
@@ -450,7 +451,7 @@ class Runner(prediction.PredictionLoop):
     @property
     def global_step(self):
         """The number of optimizer steps taken (restored ones included)."""
-        if self.optimizer is not None:
+        if self.optimizer is not None and getattr(self, "finished", None) is None:
             return int(self.optimizer.iterations.numpy())
         return self._restored_step
 
@@ -473,6 +474,9 @@ class Runner(prediction.PredictionLoop):
                             "improved on --best_metric), so the run's checkpoints stay",
                             os.path.join(directory, periodic_eval.BEST_DIR))
             return
+        if self.config.record is not None and self.is_chief:
+            training_record.finish(directory, self.global_step,
+                                   periodic_eval.best_checkpoint(directory))
         removed = checkpoints.remove_written_checkpoints(directory)
         logging.info("--keep_best_only: removed %d checkpoint(s) of the training; the model "
                      "is in %s", removed, periodic_eval.best_checkpoint(directory))
@@ -700,6 +704,10 @@ class Runner(prediction.PredictionLoop):
         """
         if self.optimizer is None:
             raise ValueError("this Runner was built without an optimizer")
+        if self.finished is not None:  # a finished --keep_best_only folder: best/'s model
+            logging.warning("trained 0 steps: --output_dir=%s finished training at step %d",
+                            self.config.output_dir, self.finished)
+            return {}
         start = self.global_step
         with _TerminationWatch() as termination:
             self._termination = termination  # read between prediction batches too

@@ -7,7 +7,9 @@ fingerprint of the training data (its examples, or the bytes of its files). A la
 training run into the same folder compares its own with the record's last run
 (`Decision`, from restore_plan.plan):
 
-- the same settings: it resumes silently (an interrupted run goes on);
+- the same settings: it resumes silently (an interrupted run goes on); in a folder a
+  --keep_best_only run finished (`finish` marked its last run, best/ alone left:
+  `finished_best` proves it) it trains nothing and uses best/'s model (restore_plan.BEST);
 - other settings: --existing_checkpoint says what happens.
     continue  resume the checkpoint anyway, as the reference's Estimator did (it trains 0
               steps when the folder is already at its last step); one WARNING line names
@@ -264,6 +266,51 @@ def write(output_dir, values, step, record=None):
     with written_files.writing(str(output_dir), [RECORD_FILE]), \
             fileutil.atomic_open(os.path.join(str(output_dir), RECORD_FILE), "w") as f:
         f.write(json.dumps({"runs": runs}, indent=2, sort_keys=True) + "\n")
+
+
+def finish(output_dir, step, best_prefix):
+    """Marks the record's last run finished at `step` with its model in best/ alone
+    (--keep_best_only, written before training's checkpoints are removed): the proof
+    `finished_best` reads that a rerun of the same command has nothing to train."""
+    record = read(output_dir)
+    if record is None:
+        return
+    runs = list(record["runs"])
+    runs[-1] = dict(runs[-1], finished={"global_step": int(step), "best": "%s/%s" % (
+        _BEST_DIR, os.path.basename(str(best_prefix)))})
+    with written_files.writing(str(output_dir), [RECORD_FILE]), \
+            fileutil.atomic_open(os.path.join(str(output_dir), RECORD_FILE), "w") as f:
+        f.write(json.dumps({"runs": runs}, indent=2, sort_keys=True) + "\n")
+
+
+def finished_best(output_dir, values):
+    """(best/'s checkpoint prefix, the step training finished at) of a folder a
+    --keep_best_only run finished with the settings `values` (no checkpoint left but
+    best/'s), else None. Proven: the record's last run has these settings and was marked
+    finished (`finish`) with this best/ checkpoint, and every file of best/ is one
+    training recorded writing, unchanged (written_files)."""
+    folder = str(output_dir)
+    record = read(folder)
+    last = record["runs"][-1] if record else {}
+    end = last.get("finished")
+    if not isinstance(end, dict) or differences(last["settings"], values) or \
+            set(last["settings"]) != set(values):
+        return None
+    files = written_files.read(folder)
+    best = os.path.join(folder, _BEST_DIR)
+    try:
+        prefix = tf.train.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
+        names = [n.rstrip("/") for n in tf.io.gfile.listdir(best)] if prefix else []
+        step = int(end["global_step"])
+    except (KeyError, TypeError, ValueError, tf.errors.OpError):
+        return None
+    if files is None or prefix is None or \
+            "%s/%s" % (_BEST_DIR, os.path.basename(prefix)) != end.get("best"):
+        return None
+    for name in ("%s/%s" % (_BEST_DIR, n) for n in names):
+        if name not in files["files"] or not written_files.proven(folder, name, files):
+            return None
+    return prefix, step
 
 
 def differences(old, new):
