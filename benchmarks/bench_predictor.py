@@ -133,8 +133,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args()
+    load = os.getloadavg()
     rows = run(tuple(args.sizes.split(",")), args.repeats, args.threads, log=lambda r: None)
     print(bench_util.format_table(rows))
+    print("CPU: %s, %d cores; ISA: %s; load average %.2f before, %.2f after"
+          % (bench_util.cpu_model(), os.cpu_count(), bench_util.machine.isa_summary(), load[0],
+             os.getloadavg()[0]))
 
 
 if __name__ == "__main__":

@@ -466,6 +466,43 @@ def test_a_call_builds_no_input_pipeline_and_cuts_the_batch_to_the_data(classifi
     assert shapes == [2]
 
 
+def test_a_call_runs_the_traced_step_without_binding_its_inputs(classifier, monkeypatch):
+    """Each batch of a call goes to the step's concrete function as tensors (FlatStep):
+    the answers of the tf.function's own call, to the bit."""
+    from bert_tf2.trainer import prediction  # pylint: disable=import-outside-toplevel
+    predictor = classifier["predictor"]
+    texts, extras = _pairs(5, 2)  # batch_size 3: two batches
+    fits, real_fits = [], prediction.FlatStep._fits  # pylint: disable=protected-access
+    monkeypatch.setattr(prediction.FlatStep, "_fits",
+                        lambda self, batch: fits.append(real_fits(self, batch)) or fits[-1])
+    direct = predictor.predict(texts, extras)
+    assert fits == [True, True]
+    monkeypatch.setattr(prediction.FlatStep, "_flat_call", lambda self: None)
+    assert predictor.predict(texts, extras) == direct  # through the tf.function
+
+
+def test_a_batch_off_the_steps_signature_goes_through_the_tf_function():
+    """FlatStep runs only batches of the signature's names, dtypes and fixed sizes; any
+    other goes to the tf.function, which converts it or refuses it as before."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import prediction  # pylint: disable=import-outside-toplevel
+    spec = {"a": tf.TensorSpec([2, None], tf.int32), "b": tf.TensorSpec([2], tf.float32)}
+    function = tf.function(lambda f: {"s": tf.reduce_sum(f["a"], axis=1), "b": f["b"] * 2},
+                           input_signature=[spec])
+    step = prediction.FlatStep(function, spec)
+    b = np.array([0.5, 1.5], np.float32)
+    for a in (np.array([[1, 2, 3], [4, 5, 6]], np.int32),  # the flat call
+              np.array([[1, 2, 3], [4, 5, 6]], np.int64),  # the tf.function's conversions
+              np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], np.float32)):
+        got = step({"a": a, "b": b})
+        assert got["s"].numpy().tolist() == [6, 15] and got["b"].numpy().tolist() == [1.0, 3.0]
+    for batch in ({"a": np.zeros([3, 4], np.int32), "b": np.zeros([3], np.float32)},
+                  {"a": np.zeros([2], np.int32), "b": np.zeros([2], np.float32)},
+                  {"a": np.zeros([2, 4], np.int32)}):
+        with pytest.raises(TypeError, match="Binding inputs to tf.function failed"):
+            step(batch)
+
+
 def test_the_batches_of_a_call_are_make_datasets():
     from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
     from bert_tf2.trainer import memory_batches  # pylint: disable=import-outside-toplevel

@@ -686,6 +686,46 @@ def test_batch_tiny_vocab(batch_support, tmp_path, lower):
     assert tokenizer.convert_batch_to_ids(iter(["a b"])) == [[19, 22]]
 
 
+def test_a_few_short_texts_take_the_exact_path(batch_support, tmp_path, monkeypatch):
+    """fast_batch.tokenize_texts: the exact path for texts of at most SMALL_BATCH_CHARS
+    characters in all (a Predictor's call of one sentence), the batch path over it; the
+    same tokens either way."""
+    del batch_support
+    tokenizer = tokenization.FullTokenizer(write_vocab(tmp_path, TINY_VOCAB), True)
+    texts = ADVERSARIAL + ["UNwanted running, wa want!", "aab ba BA", b"a\xffb"]
+    expected = [tokenizer.tokenize(text) for text in texts]
+    batches = []
+    batch = tokenizer.tokenize_batch
+    monkeypatch.setattr(tokenizer, "tokenize_batch",
+                        lambda chunk: batches.append(len(chunk)) or batch(chunk))
+    assert fast_batch.tokenize_texts(tokenizer, texts[-3:]) == expected[-3:]
+    assert fast_batch.tokenize_texts(tokenizer, []) == []
+    assert batches == []
+    monkeypatch.setattr(fast_batch, "SMALL_BATCH_CHARS", 0)
+    assert fast_batch.tokenize_texts(tokenizer, texts) == expected
+    assert batches == [len(texts)]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_batch_kernel_call_gives_the_ragged_calls_tokens(batch_support, tmp_path, monkeypatch,
+                                                         lower):
+    """The batch path calls FastWordpieceTokenizer's op itself (no RaggedTensors); without
+    it (another tensorflow_text) it calls tokenize(): the same tokens."""
+    del batch_support
+    vocab = write_vocab(tmp_path, TINY_VOCAB)
+    texts = ADVERSARIAL + ["UNwanted running, wa want!", "aab ba BA", "\u03a3\u0391\u03a3", ""]
+    direct = tokenization.FullTokenizer(vocab, do_lower_case=lower)
+    kernel, made = fast_batch.tokenize_kernel, []
+    monkeypatch.setattr(fast_batch, "tokenize_kernel",
+                        lambda model: made.append(kernel(model)) or made[-1])
+    direct.tokenize_batch(texts[:1])
+    assert len(made) == 1 and None not in made[0]  # this tensorflow_text's op is found
+    monkeypatch.setattr(fast_batch, "tokenize_kernel", lambda model: (None, None))
+    ragged = tokenization.FullTokenizer(vocab, do_lower_case=lower)
+    assert direct.convert_batch_to_ids(texts) == ragged.convert_batch_to_ids(texts) == [
+        direct.convert_tokens_to_ids(direct.tokenize(text)) for text in texts]
+
+
 def test_batch_odd_vocabulary(batch_support, tmp_path):
     """Entries the reference can never produce must not be matched by the batch path."""
     del batch_support

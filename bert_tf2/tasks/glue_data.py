@@ -37,6 +37,7 @@ import tensorflow as tf
 import tokenization
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
+from bert_tf2.text import fast_batch
 
 
 # ---------------------------------------------------------------------------
@@ -474,25 +475,20 @@ _TOKENIZE_CHUNK = 2048
 def _iter_features(examples, label_list, max_seq_length, tokenizer, split=None):
     """Yields the features of `examples` in order (tokenizing a chunk at a time).
 
-    Uses the tokenizer's batch path when it has one; it returns exactly what
-    `tokenize` returns, only faster. split(example, tokens_a, tokens_b,
+    Uses the tokenizer's batch path when it has one and the chunk is not a few short
+    texts (fast_batch.tokenize_texts); it returns exactly what `tokenize` returns. split(example, tokens_a, tokens_b,
     max_seq_length) -> [(tokens_a, tokens_b)] gives an example several features
     (long_text.LongText.split); each feature's example_index says whose it is.
     """
     label_map = _label_map(label_list)
-    batch_tokenize = getattr(tokenizer, "tokenize_batch", None)
     total = len(examples)
     for start in range(0, total, _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
         real = [check_texts(ex) for ex in chunk if not isinstance(ex, PaddingInputExample)]
         texts = [ex.text_a for ex in real] + [ex.text_b for ex in real if ex.text_b]
-        if batch_tokenize is not None and texts:
-            tokenized = iter(batch_tokenize(texts))
-            tokens_a = {id(ex): list(next(tokenized)) for ex in real}
-            tokens_b = {id(ex): list(next(tokenized)) for ex in real if ex.text_b}
-        else:
-            tokens_a = {id(ex): tokenizer.tokenize(ex.text_a) for ex in real}
-            tokens_b = {id(ex): tokenizer.tokenize(ex.text_b) for ex in real if ex.text_b}
+        tokenized = iter(fast_batch.tokenize_texts(tokenizer, texts))
+        tokens_a = {id(ex): next(tokenized) for ex in real}
+        tokens_b = {id(ex): next(tokenized) for ex in real if ex.text_b}
         for offset, example in enumerate(chunk):
             ex_index = start + offset
             if ex_index % 10000 == 0:

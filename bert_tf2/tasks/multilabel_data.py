@@ -53,6 +53,7 @@ from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
 from bert_tf2.tasks import glue_data
+from bert_tf2.text import fast_batch
 
 TASK_NAME = "multilabel"
 LABEL_SEPARATOR = ","
@@ -189,13 +190,8 @@ def record_spec(seq_length, num_labels):
 
 def _token_chunks(texts, tokenizer):
     """The WordPieces of `texts`, a chunk at a time (the tokenizer's batch path if any)."""
-    batch = getattr(tokenizer, "tokenize_batch", None)
     for start in range(0, len(texts), _TOKENIZE_CHUNK):
-        chunk = texts[start:start + _TOKENIZE_CHUNK]
-        if batch is not None:
-            yield from (list(pieces) for pieces in batch(chunk))
-        else:
-            yield from (tokenizer.tokenize(text) for text in chunk)
+        yield from fast_batch.tokenize_texts(tokenizer, texts[start:start + _TOKENIZE_CHUNK])
 
 
 def write_records(examples, label_list, max_seq_length, tokenizer, path):

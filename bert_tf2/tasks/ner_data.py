@@ -52,6 +52,7 @@ import tensorflow as tf
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import predict_inputs
+from bert_tf2.text import fast_batch
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -361,9 +362,7 @@ def check_tags(conll_file, labels):
 def word_pieces(conll_file, tokenizer):
     """Per sentence, per word, its WordPiece tokens (in batches when the tokenizer can)."""
     words = [w for s in conll_file.sentences for w in s.words]
-    batch = getattr(tokenizer, "tokenize_batch", None)
-    flat = [list(p) for p in batch(words)] if batch and words else [
-        tokenizer.tokenize(w) for w in words]
+    flat = fast_batch.tokenize_texts(tokenizer, words)
     out, at = [], 0
     for sentence in conll_file.sentences:
         out.append(flat[at:at + len(sentence.words)])

@@ -110,12 +110,13 @@ class PredictionLoop:
             found = memory_batches.columns(records, source.spec)
             spec = memory_batches.element_spec(found, source)
             dataset = memory_batches.batches(found, source)
+            step = self._predict_step(predict_fn, spec, numpy_batches=True)
         else:
             if records is not None:  # several replicas: tf.distribute's input, from a file
                 dataset_fn = self._written(records, source)
             dataset = self._distribute(predict_outputs.whole_input(dataset_fn), autotune=False)
             spec = dataset.element_spec
-        step = self._predict_step(predict_fn, spec)
+            step = self._predict_step(predict_fn, spec)
         batches = (predict_outputs.join_replicas(self.strategy, step(batch), sequence_outputs)
                    for batch in self._until_sigterm(dataset))
         if isinstance(spec, dict) and input_pipeline.EXAMPLE_INDEX in spec:
@@ -172,31 +173,33 @@ class PredictionLoop:
                 raise SystemExit(143)
             yield batch
 
-    def _predict_step(self, predict_fn, element_spec):
+    def _predict_step(self, predict_fn, element_spec, numpy_batches=False):
         """step(global batch) -> per-replica outputs, traced once whatever the lengths.
 
         The signature is the dataset's element_spec, in which trimmed sequence axes
         are None: batches of every length share one graph (under XLA, one compiled
         program per distinct shape, a handful with bucket lengths). The last dozen
         steps are kept, so that evaluating again (or predicting with the same
-        predict_fn and features) neither traces nor compiles again.
+        predict_fn and features) neither traces nor compiles again. numpy_batches:
+        the step of memory_batches' dicts of numpy arrays (FlatStep: the traced graph
+        called without tf.function's per-call binding of its inputs).
         """
         cache = self.__dict__.setdefault("_predict_steps", collections.OrderedDict())
         lock = self.__dict__.setdefault("_predict_steps_lock", threading.Lock())
-        key = (predict_fn, repr(element_spec))
+        key = (predict_fn, repr(element_spec), numpy_batches)
         try:
             hash(key)
         except TypeError:   # an unhashable callable: a step of its own
-            return self._new_predict_step(predict_fn, element_spec)
+            return self._new_predict_step(predict_fn, element_spec, numpy_batches)
         with lock:  # calls from several threads (a Predictor's) share the cache
             if key not in cache:
-                cache[key] = self._new_predict_step(predict_fn, element_spec)
+                cache[key] = self._new_predict_step(predict_fn, element_spec, numpy_batches)
                 while len(cache) > 12:  # a Predictor's batch shapes: 1, 2, 4, ... batch size
                     cache.popitem(last=False)
             cache.move_to_end(key)
             return cache[key]
 
-    def _new_predict_step(self, predict_fn, element_spec):
+    def _new_predict_step(self, predict_fn, element_spec, numpy_batches=False):
         strategy, model = self.strategy, self.model
 
         def replica_predict(features):
@@ -216,4 +219,56 @@ class PredictionLoop:
             return strategy.run(replica_predict, args=(features,))
 
         step = step_function(step, self.config.autograph)
-        return run_function(step, input_signature=[element_spec])
+        step = run_function(step, input_signature=[element_spec])
+        return FlatStep(step, element_spec) if numpy_batches else step
+
+
+class FlatStep:
+    """A prediction step (a tf.function of one dict of tensors, `input_signature`
+    [element_spec]) called with memory_batches' dicts of numpy arrays, cheaply.
+
+    Calling a tf.function binds its inputs to the signature anew on every call (about
+    a millisecond for six features, the most of a small model's one-text call besides
+    its forward pass). Here the step's graph (its concrete function, traced on the first
+    call) runs on the batch's arrays as tensors in the signature's order. A batch that
+    does not fit the signature (other names, dtypes, rank or fixed sizes) goes through
+    the tf.function as before, which checks it; so does everything on a TensorFlow whose
+    concrete functions lack the flat call.
+    """
+
+    def __init__(self, step, element_spec):
+        self.step = step
+        self._names = tf.nest.flatten({name: name for name in element_spec})
+        self._expected = [(element_spec[n].dtype.as_numpy_dtype, element_spec[n].shape.as_list())
+                          for n in self._names]
+        self._concrete = None
+        self._lock = threading.Lock()
+
+    def __call__(self, batch):
+        call = self._flat_call()
+        if call is None or not self._fits(batch):
+            return self.step(batch)
+        concrete = self._concrete
+        return call([tf.constant(batch[name]) for name in self._names],
+                    concrete.captured_inputs)
+
+    def _fits(self, batch):
+        """Whether `batch` is a dict of numpy arrays of the signature's names, dtypes
+        and shapes (None: any size)."""
+        if not isinstance(batch, dict) or len(batch) != len(self._names):
+            return False
+        for name, (dtype, shape) in zip(self._names, self._expected):
+            value = batch.get(name)
+            if (not isinstance(value, np.ndarray) or value.dtype != dtype
+                    or value.ndim != len(shape)
+                    or any(s is not None and s != v for s, v in zip(shape, value.shape))):
+                return False
+        return True
+
+    def _flat_call(self):
+        """The concrete function's flat call (traced once, shared by threads), or None."""
+        if self._concrete is None:
+            with self._lock:
+                if self._concrete is None:
+                    self._concrete = self.step.get_concrete_function()
+        return getattr(self._concrete, "_call_flat", None)
