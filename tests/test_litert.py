@@ -374,7 +374,7 @@ def test_predictor_inputs_one_text_none_and_pairs_of_another_length(sst_export):
     assert len(pair) == 1 and pair == predictor.predict(["good film"], ["bad films"])
     for texts, texts_b, words in ((["a", "b"], ["c"], r"^texts_b has 1 texts, texts has 2"),
                                   (["a"], ["b", "c"], r"^texts_b has 2 texts, texts has 1"),
-                                  (["a", 3], None, r"^texts\[1\] is a int, not a str$")):
+                                  (["a", 3], None, r"^texts\[1\] is an int \(3\), not a str$")):
         with pytest.raises(ValueError, match=words) as e:
             predictor.predict(texts, texts_b)
         assert "\n" not in str(e.value)
