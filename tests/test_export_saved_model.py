@@ -944,17 +944,8 @@ def test_a_failed_reexport_leaves_the_earlier_one_untouched(tmp_path, failure):
     assert _snapshot(export_dir) == before and os.listdir(str(tmp_path)) == ["model"]
 
 
-_STOPPED_EXPORT = r'''
-import os, signal, sys, time
-sys.path.insert(0, sys.argv[1])
-from absl import flags
-import tensorflow as tf
-from bert_tf2 import cli
-from bert_tf2.export import saved_model_dir
-
-EXPORT_DIR = sys.argv[2]
-STAGE = None
-
+# The exported module of the stopped-export scripts below: one variable, one signature.
+_SMALL_MODULE = r'''
 
 class Small(tf.Module):
     def __init__(self):
@@ -965,7 +956,20 @@ class Small(tf.Module):
 
     def signatures(self):
         return {"serving_default": self.serve.get_concrete_function()}
+'''
 
+
+_STOPPED_EXPORT = r'''
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from absl import flags
+import tensorflow as tf
+from bert_tf2 import cli
+from bert_tf2.export import saved_model_dir
+
+EXPORT_DIR = sys.argv[2]
+STAGE = None
+''' + _SMALL_MODULE + r'''
 
 def stop_at(stage):
     if stage == STAGE:
@@ -1185,18 +1189,7 @@ from bert_tf2.export import saved_model_dir
 
 EXPORT_DIR, FIFO = sys.argv[2:4]
 STAGE = None
-
-
-class Small(tf.Module):
-    def __init__(self):
-        super().__init__()
-        self.value = tf.Variable(3.0)
-        self.serve = tf.function(lambda x: {"y": x * self.value},
-                                 input_signature=[tf.TensorSpec([None], tf.float32)])
-
-    def signatures(self):
-        return {"serving_default": self.serve.get_concrete_function()}
-
+''' + _SMALL_MODULE + r'''
 
 def hold(stage):
     """Waits at `stage` on a named pipe nobody writes: the test's SIGTERM ends the wait,
