@@ -181,6 +181,23 @@ def test_positions_and_choices_keep_what_they_need():
         input_pipeline.example_lengths({"input_mask": choices}), [30, 4])
 
 
+def test_memory_batches_lengths_equal_the_pipelines():
+    """The Predictor's numpy batches (memory_batches) sort and trim by the same lengths as
+    the tf.data pipeline: masks that are not prefixes, [B, C, S] choices, position
+    features past the mask, and an empty example."""
+    from bert_tf2.trainer import memory_batches  # pylint: disable=import-outside-toplevel
+    rng = np.random.RandomState(3)
+    flat = (rng.rand(6, 40) < 0.3).astype(np.int32)
+    flat[5] = 0
+    choices = (rng.rand(4, 3, 24) < 0.2).astype(np.int32)
+    positions = rng.randint(0, 40, size=(6, 5)).astype(np.int32)
+    for batch in ({"input_mask": flat}, {"input_mask": choices},
+                  {"input_mask": flat, "masked_lm_positions": positions,
+                   "start_positions": positions[:, 0]}):
+        np.testing.assert_array_equal(memory_batches.example_lengths(batch),
+                                      input_pipeline.example_lengths(batch).numpy())
+
+
 def test_training_batches_keep_the_reference_order(tmp_path):
     path = write_classifier_records(tmp_path / "c.tf_record", lengths_of(30, seed=1))
     make = lambda trim: input_pipeline.make_dataset(  # noqa: E731
