@@ -7,6 +7,7 @@ place, named in the test's docstring.
 """
 import json
 import os
+import shutil
 
 import pytest
 from absl import flags
@@ -44,6 +45,11 @@ _CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
 @pytest.fixture
 def files(tmp_path):
     """A vocabulary, a config and one small data set per runner."""
+    return _files(tmp_path)
+
+
+def _files(tmp_path):
+    """The files of the `files` fixture, written into tmp_path."""
     f = {"vocab": write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
          "config": write_text(tmp_path / "bert_config.json", json.dumps(_CONFIG)),
          "glue": str(tmp_path / "sst"), "ner": str(tmp_path / "ner"),
@@ -210,18 +216,33 @@ def test_output_file_that_is_a_directory(files, tmp_path):
 # runner refuses an empty evaluation set before writing anything).
 # ---------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def trained_classifier(tmp_path_factory):
+    """The sst-2 classifier of `files`' data trained two steps (8 examples, batch 4): its
+    files and its output folder. A test that changes the folder works on a copy."""
+    root = tmp_path_factory.mktemp("trained_classifier")
+    trained = _files(root)
+    module, argv = _classifier(trained, root / "out", "--do_train", "--train_batch_size=4",
+                               "--num_train_epochs=1")
+    _run(module, argv)
+    return trained, root / "out"
+
+
 @pytest.mark.slow
-def test_empty_test_split_writes_an_empty_complete_output(files, tmp_path):
+def test_empty_test_split_writes_an_empty_complete_output(trained_classifier, tmp_path):
+    trained, model = trained_classifier
+    files = dict(trained, glue=str(tmp_path / "sst"))
+    shutil.copytree(trained["glue"], files["glue"])
     write_text(os.path.join(files["glue"], "test.tsv"), "index\tsentence\n")
-    module, argv = _classifier(files, tmp_path / "out", "--do_train", "--do_predict",
-                               "--train_batch_size=4", "--num_train_epochs=1")
+    module, argv = _classifier(files, tmp_path / "out", "--do_predict",
+                               "--init_checkpoint=%s" % model)
     _run(module, argv)
     assert open(tmp_path / "out" / "test_results.tsv").read() == ""
     empty = write_text(tmp_path / "empty.txt", "")
     _run(extract_features, [
         "--input_file=%s" % empty, "--output_file=%s" % (tmp_path / "f.jsonl"),
         "--vocab_file=%s" % files["vocab"], "--bert_config_file=%s" % files["config"],
-        "--init_checkpoint=%s" % (tmp_path / "out"), "--max_seq_length=16", "--layers=-1"])
+        "--init_checkpoint=%s" % model, "--max_seq_length=16", "--layers=-1"])
     assert open(tmp_path / "f.jsonl").read() == ""
 
 
@@ -303,11 +324,12 @@ def test_pretraining_records_of_other_lengths(files, tmp_path):
 # ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_stale_checkpoint_of_another_task(files, tmp_path):
+def test_stale_checkpoint_of_another_task(trained_classifier, tmp_path):
+    files, trained = trained_classifier
     out = tmp_path / "out"
+    shutil.copytree(trained, out)
     module, argv = _classifier(files, out, "--do_train", "--num_train_epochs=1",
                                "--train_batch_size=4")
-    _run(module, argv)
     header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
     sts = tmp_path / "sts"
     write_text(sts / "train.tsv", header + "".join("%d\tg\tf\t2012\t0\ts\ts\tthe cat\ta dog\t%d\n"
