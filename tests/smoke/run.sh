@@ -4,12 +4,25 @@
 # $BERT_TF2_SMOKE_CACHE, default ~/.cache/bert-tf2-smoke, and made anew when setup.py changes),
 # the project installed into it as a user would (`pip install .`), then tests/smoke/check.py.
 # A version that is not on the machine is skipped with a line saying so.
-# In the first of those venvs, a tiny fork (tests/tiny_fork_classifier.py moved to
-# bert_tf2.tf1: its Estimator trains, evaluates and predicts) and the tf1 namespace's import
-# also run, on the dependencies a plain `pip install .` resolves (protobuf among them) and
-# pytest installed beside them; BERT_TF2_SMOKE_FORK=0 leaves them out. The rest of the fork
-# tests (tests/test_reference_fork.py, test_tf1_estimator.py, test_tf1_namespace.py) run in
-# pytest on the same code: the smoke run adds only the other Python and the plain install.
+#
+# What each Python checks, and why. pytest has already run every test on this code (on the
+# suite's Python, editable install); what only a plain install on another Python can show is
+# its layout, its imports on that Python, its console commands, and that training runs on the
+# dependencies pip resolved for that Python. So, in one process per Python (TensorFlow's import
+# paid once):
+#   every Python: site-packages' top-level names; every console command's entry point resolves
+#     to the installed code; a TF1 checkpoint converted, extract_features and two training steps
+#     plus an evaluation of run_classifier from it, in process; every module imports (TF1 graph
+#     mode last), none of them a user's training.py first on sys.path.
+#   the last Python (3.13 beside a 3.11 suite): extract_features and run_classifier through the
+#     installed console commands instead (check.py --commands: two processes), which shows the
+#     commands start; they are pip's wrappers of the same entry points on every Python.
+#   the first Python (3.10): also a tiny fork (tests/tiny_fork_classifier.py moved to
+#     bert_tf2.tf1: its Estimator trains, evaluates and predicts) on the protobuf and TF a plain
+#     `pip install .` resolves, with pytest installed beside them; BERT_TF2_SMOKE_FORK=0 leaves
+#     it out. The rest of the fork and tf1 tests (test_reference_fork.py, test_tf1_estimator.py,
+#     test_tf1_namespace.py) only run in pytest: the code is the same, the tiny fork already
+#     runs the tf1 namespace in graph mode on the plain install's packages.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 skip_version=${1:-}
@@ -18,6 +31,7 @@ shared=${BERT_TF2_SHARED:-$(cd .. && pwd)/shared}
 key=$(sha256sum setup.py | cut -c1-12)
 status=0
 fork_tests=${BERT_TF2_SMOKE_FORK:-1}
+versions=() pythons=()
 for version in 3.10 3.11 3.12 3.13; do
   [ "$version" = "$skip_version" ] && continue
   # pyenv's own folders first: its shims answer `command -v` for versions it has not selected.
@@ -30,6 +44,12 @@ for version in 3.10 3.11 3.12 3.13; do
     echo "smoke $version: skipped, no python$version on this machine"
     continue
   fi
+  versions+=("$version") pythons+=("$python")
+done
+for i in "${!versions[@]}"; do
+  version=${versions[$i]} python=${pythons[$i]}
+  how=
+  [ "$i" = $(( ${#versions[@]} - 1 )) ] && how=--commands
   start=$(date +%s)
   venv="$cache/py$version-$key"
   log="$cache/install-$version.log"
@@ -50,10 +70,14 @@ for version in 3.10 3.11 3.12 3.13; do
   fi
   rm -rf build ./*.egg-info
   if TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::FutureWarning \
-       "$venv/bin/python" tests/smoke/check.py "$shared"; then
-    echo "smoke $version: passed in $(( $(date +%s) - start )) s"
+       "$venv/bin/python" tests/smoke/check.py "$shared" $how >"$cache/check-$version.log" 2>&1
+  then
+    echo "smoke $version${how:+ ($how)}: passed in $(( $(date +%s) - start )) s ($(grep -o \
+      '^smoke: .* ok ([0-9]* s)' "$cache/check-$version.log" | sed 's/^smoke: //; s/ ok (/ (/' |
+      paste -sd ';' | sed 's/;/; /g'))"
   else
-    echo "smoke $version: FAILED"
+    echo "smoke $version${how:+ ($how)}: FAILED (its output: $cache/check-$version.log)"
+    grep '^smoke: ' "$cache/check-$version.log" || tail -n 20 "$cache/check-$version.log"
     status=1
   fi
   if [ "$fork_tests" != 0 ]; then
@@ -67,7 +91,6 @@ for version in 3.10 3.11 3.12 3.13; do
     if BERT_TF2_SHARED="$shared" TF_CPP_MIN_LOG_LEVEL=2 "$venv/bin/python" -m pytest -q \
          -p no:cacheprovider \
          tests/test_reference_fork.py::test_a_tiny_fork_trains_evaluates_and_predicts \
-         tests/test_tf1_namespace.py::test_the_import_runs_graph_mode_and_says_so_once \
          >"$cache/fork-tests-$version.log" 2>&1; then
       echo "smoke $version: a tiny fork on a plain install (protobuf $protobuf): $(tail -n 1 \
         "$cache/fork-tests-$version.log") ($(( $(date +%s) - start )) s)"
