@@ -1,15 +1,15 @@
 """Your own task end to end: --task_name=csv (word labels), --processor (the README's
-example, from the command line), label_list.txt kept through predict-only runs and the
-export, and every bad input as one error naming the file, line or flag."""
+example's command line, run in this process), label_list.txt kept through predict-only runs
+and the export, and every bad input as one error naming the file, line or flag."""
 import csv
 import hashlib
 import io
 import json
+import logging
 import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -22,7 +22,6 @@ from bert_tf2 import flags_common
 from conftest import REPO_ROOT
 from conftest import check_test_predictions
 from conftest import write_text
-from conftest import HANG_GUARD_SECONDS
 from conftest import read_eval_results, read_tsv_floats
 
 _SENTIMENT = {"positive": ["great", "excellent", "love"],
@@ -270,7 +269,9 @@ def readme_processor():
 
 
 @pytest.mark.slow
-def test_readme_processor_from_the_command_line(tmp_path):
+def test_readme_processor_from_the_command_line(tmp_path, monkeypatch, caplog):
+    # The README's command line (relative paths from the folder it runs in), parsed and run in
+    # this process; the same --processor in a real process: test_user_processor_exits.py.
     source = readme_processor()
     assert 20 <= len(source.splitlines()) <= 40
     write_text(tmp_path / "plugins" / "my_tasks.py", source)
@@ -284,15 +285,12 @@ def test_readme_processor_from_the_command_line(tmp_path):
     for i, text in enumerate(tests):
         write_text(tmp_path / "reviews" / "test" / ("%d.txt" % i), text)
     out = tmp_path / "out"
-    command = [sys.executable, str(REPO_ROOT / "run_classifier.py"),
-               "--processor=plugins/my_tasks.py:FolderProcessor", "--task_name=reviews",
-               "--data_dir=reviews", "--output_dir=out", "--notrim_padding"] + (
-                   _common(tmp_path) + _TRAIN_FLAGS)
-    done = subprocess.run(command, cwd=str(tmp_path), capture_output=True, text=True,
-                          timeout=HANG_GUARD_SECONDS,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "eval_accuracy = " in done.stderr
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.INFO, logger="absl"):
+        rc.run(_fv(["--processor=plugins/my_tasks.py:FolderProcessor", "--task_name=reviews",
+                    "--data_dir=reviews", "--output_dir=out", "--notrim_padding"] + (
+                        _common(tmp_path) + _TRAIN_FLAGS)))
+    assert any(r.getMessage().startswith("  eval_accuracy = ") for r in caplog.records)
     result = read_eval_results(out / "eval_results.txt")
     print("plugged-in FolderProcessor: eval_accuracy = %s (chance 0.5)"
           % result["eval_accuracy"])
