@@ -165,7 +165,8 @@ def define_flags(fv):
     """Registers the exporter's flags on the FlagValues `fv`."""
     flags.DEFINE_enum("model_type", None, list(MODEL_TYPES),
                       "What to export: the bare encoder, or a run_classifier, run_squad, "
-                      "run_ner (tagger) or run_multiple_choice model (default: the runner "
+                      "run_ner (tagger) or run_multiple_choice model, or masked_lm (fill-mask: "
+                      "a pretraining checkpoint's masked-LM head) (default: the runner "
                       "in --init_checkpoint's model_settings.json).", flag_values=fv)
     flags_common.define_model_flags(fv, help_overrides={
         "init_checkpoint": "Checkpoint to export (TF1 or TF2; a file prefix or a directory "
@@ -244,7 +245,7 @@ def run(settings):
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
         after_save=after_save if settings.litert or warmup_rows else None,
         doc_stride=settings.doc_stride if head.word_tags else None,
-        new_version=bool(settings.export_base))
+        new_version=bool(settings.export_base), fill_mask_top_k=settings.fill_mask_top_k)
     # A TF Serving version's LiteRT files are beside it (saved_model_dir.LITERT_SUFFIX).
     litert_dir = export_dir + (saved_model_dir.LITERT_SUFFIX if settings.export_base else "")
     outputs = dict(exporter.output_files(export_dir), **{

@@ -13,6 +13,7 @@ import tf_keras
 
 from bert_tf2.encoder import attention
 from bert_tf2.export import head_types
+from bert_tf2.export import masked_lm
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
@@ -71,7 +72,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None,
            long_text_settings=None, trim_padding=None, embed_batch_size=32,
            serving_dtype="fp32", after_save=None, doc_stride=None,
-           squad_rules=None, new_version=False):
+           squad_rules=None, new_version=False, fill_mask_top_k=5):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -96,6 +97,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         wrote there, checked before the rename. Its failure leaves an earlier export as
         it was.
       new_version: export_dir is a new TF Serving version (refused if it exists).
+      fill_mask_top_k: masked_lm: the answers per [MASK].
 
     Returns:
       export_dir.
@@ -103,6 +105,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
     if serving_dtype not in SERVING_POLICIES:
         raise ValueError("--serving_dtype must be one of %s, got %r"
                          % (", ".join(SERVING_POLICIES), serving_dtype))
+    if head_types.get(model_type).fill_mask:
+        masked_lm.check_top_k(fill_mask_top_k, "--fill_mask_top_k")
     # The policy asked for, whatever policy a run in the same process left behind
     # (--dtype=bf16 / fp16 set the global one).
     with _global_policy(SERVING_POLICIES[serving_dtype]):
@@ -124,7 +128,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold,
                 long_text=long_text_settings, trim_padding=trim_padding,
                 embed_batch_size=embed_batch_size, doc_stride=doc_stride,
-                squad_rules=squad_rules)
+                squad_rules=squad_rules, top_k=fill_mask_top_k)
             info = export_info(module, bert_config, init_checkpoint, do_lower_case,
                                serving_dtype, labels, long_text_settings)
             # The vocabulary the graph's table reads (assets/vocab.txt), for the readers of
@@ -187,6 +191,8 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         info["long_text"] = long_text_settings.to_dict()
     if module.head.answer_spans:
         info.update(module.squad_rules.to_dict())
+    if module.head.fill_mask:
+        info["fill_mask_top_k"] = module.top_k
     return info
 
 
