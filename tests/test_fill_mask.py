@@ -203,7 +203,8 @@ def test_the_saved_model_on_raw_strings_gives_the_predictors_answers(tiny, expor
     assert ids["token_ids"].shape == (3, 16, 5)
     np.testing.assert_array_equal(ids["token_ids"].numpy()[:, :2], out["token_ids"].numpy())
     # The Predictor's refusals: a text without [MASK], a [MASK] past the cut (row 1 each).
-    for texts, message in ((["[MASK] work", "all work"], r"no \[MASK\] to fill in row\(s\):\] \[1\]"),
+    for texts, message in ((["[MASK] work", "all work"],
+                            r"no \[MASK\] to fill in row\(s\):\] \[1\]"),
                            (["[MASK] work", "all work and no play " * 3 + "[MASK]"],
                             r"a \[MASK\] past max_seq_length=16 \(the first 14 pieces of a text "
                             r"are read\) in row\(s\):\] \[1\]")):
