@@ -13,7 +13,6 @@ import tf_keras
 
 from bert_tf2.encoder import attention
 from bert_tf2.export import head_types
-from bert_tf2.export import masked_lm
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
@@ -85,7 +84,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
       long_text_settings: classifier: a long_text.LongText (None: truncate).
-      trim_padding, embed_batch_size: serving.ServingModule's (None: its default).
+      trim_padding, embed_batch_size, fill_mask_top_k (top_k): serving.ServingModule's.
       serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
       doc_stride: tagger: run_ner's --doc_stride, its windows (None: run_ner's default).
       squad_rules: squad: a serving_squad.SquadRules (None: max_query_length,
@@ -97,7 +96,6 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
         wrote there, checked before the rename. Its failure leaves an earlier export as
         it was.
       new_version: export_dir is a new TF Serving version (refused if it exists).
-      fill_mask_top_k: masked_lm: the answers per [MASK].
 
     Returns:
       export_dir.
@@ -105,8 +103,6 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
     if serving_dtype not in SERVING_POLICIES:
         raise ValueError("--serving_dtype must be one of %s, got %r"
                          % (", ".join(SERVING_POLICIES), serving_dtype))
-    if head_types.get(model_type).fill_mask:
-        masked_lm.check_top_k(fill_mask_top_k, "--fill_mask_top_k")
     # The policy asked for, whatever policy a run in the same process left behind
     # (--dtype=bf16 / fp16 set the global one).
     with _global_policy(SERVING_POLICIES[serving_dtype]):
