@@ -18,6 +18,7 @@ import modeling
 from bert_tf2 import flags_common
 from bert_tf2 import heads
 from bert_tf2.export import masked_lm
+from bert_tf2.export import warmup
 from bert_tf2.trainer import checkpoints
 from conftest import HANG_GUARD_SECONDS, REPO_ROOT, peer_python, write_text
 
@@ -159,12 +160,13 @@ def test_the_file_door_and_its_bad_input(tiny, tmp_path):
 @pytest.fixture(scope="module")
 def exported(tiny, tmp_path_factory):
     """export_saved_model --model_type=masked_lm --litert=fp32 of the tiny checkpoint (its
-    config, vocab and length are the folder's), the report compared on _TEXTS."""
+    config and vocab are the folder's), the report compared on _TEXTS, TF Serving's warm-up
+    requests made of them."""
     root = tmp_path_factory.mktemp("fill_mask_export")
     texts = write_text(root / "texts.txt", "\n".join(_TEXTS) + "\n")
     export_saved_model.run(export_saved_model.Settings(
         model_type="masked_lm", init_checkpoint=tiny["prefix"], export_dir=str(root / "export"),
-        max_seq_length=16, litert="fp32", agreement_file=texts))
+        max_seq_length=16, litert="fp32", agreement_file=texts, warmup_file=texts))
     return root / "export"
 
 
@@ -210,6 +212,9 @@ def test_the_saved_model_on_raw_strings_gives_the_predictors_answers(tiny, expor
                             r"are read\) in row\(s\):\] \[1\]")):
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             saved.signatures["serving_default"](text=tf.constant(texts))
+    requests = warmup.read_requests(str(exported / warmup.WARMUP_FILE))
+    assert [(name, inputs["text"].tolist()) for _, name, inputs in requests] == [
+        ("serving_default", [t.encode("utf-8")]) for t in _TEXTS]
     info = json.loads((exported / "assets.extra" / "export_info.json").read_text())
     assert (info["model_type"], info["fill_mask_top_k"], info["max_seq_length"]) == (
         "masked_lm", 5, 16)
@@ -243,6 +248,10 @@ def test_export_refusals_in_one_line_before_any_work(tiny, tmp_path):
 
     with pytest.raises(ValueError, match=r"^fill_mask_top_k=0: expected an integer >= 1$"):
         export(fill_mask_top_k=0)
+    # A warm-up text without [MASK] would fail the version's load in TF Serving.
+    no_mask = write_text(tmp_path / "warmup.txt", "[MASK] work\nall work\n")
+    with pytest.raises(ValueError, match=r"warmup.txt, line 2: no \[MASK\] to fill$"):
+        export(warmup_file=no_mask)
     with pytest.raises(ValueError, match=r"^fill_mask_top_k=3 has no effect with "
                                          r"model_type=encoder"):
         export(model_type="encoder", fill_mask_top_k=3)
