@@ -217,9 +217,10 @@ def test_masked_lm_logits_within_the_documented_bound(exported, real_vocab, shar
 
 
 @needs_keras_hub
-def test_masked_lm_preset_gives_the_fill_mask_predictors_top5(exported):
+def test_masked_lm_preset_gives_the_fill_mask_predictors_top5(exported, tmp_path):
     """keras-hub's BertMaskedLM of our preset fills [MASK]s as masked_lm.Predictor does:
-    the same top-5 tokens, probabilities within the head's documented difference."""
+    the same top-5 tokens, probabilities within the head's documented difference; the
+    preset imported back (from_keras_hub) answers as the folder it came from."""
     import keras_hub  # pylint: disable=import-outside-toplevel
     from bert_tf2.export import masked_lm as fill_mask  # pylint: disable=import-outside-toplevel
     folder, _, preset, _ = exported["pretraining"]
@@ -242,6 +243,10 @@ def test_masked_lm_preset_gives_the_fill_mask_predictors_top5(exported):
     # random head over 30522 WordPieces are ~3e-5, so 1e-5 holds here; a peaked trained head
     # would differ more (docs/fill-mask.md: keras-hub).
     assert worst <= 1e-5
+    back = tmp_path / "back"
+    conv.run(conv.Settings(direction="from_keras_hub", preset_dir=str(preset),
+                           output_dir=str(back)))
+    assert fill_mask.Predictor(str(back)).predict(texts) == ours
 
 
 # ---------------------------------------------------------------------------
