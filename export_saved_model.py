@@ -91,6 +91,12 @@ take and give S positions.
         logits [B, C], predicted_choice [B]; each choice is [CLS] context [SEP] ending
         [SEP] (put SWAG's sent2 or a question in front of each ending).
 
+  --model_type=masked_lm (fill-mask: a pretraining checkpoint's head, bert_tf2/export/masked_lm.py)
+    serving_default(text: string [B], with literal [MASK]s) -> tokens string, token_ids
+        int32, probabilities float32 [B, M, K] (per [MASK] in text order, M the request's
+        most, K --fill_mask_top_k; slots past a row's masks: "", -1, 0), num_masks [B];
+        masked_lm.Predictor's answers, its refusals failing the request in one line.
+
   --model_type=squad
     answer(question, context: string [B]) -> answer [B] string (run_squad's
         predictions.json answer over every window of the context), score [B] (start +
@@ -132,6 +138,7 @@ import tokenization
 from bert_tf2.export import exporter
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_step
+from bert_tf2.export import masked_lm
 from bert_tf2.export import export_flags
 from bert_tf2.export import serving_layout
 from bert_tf2.export import warmup
@@ -165,7 +172,8 @@ def define_flags(fv):
     """Registers the exporter's flags on the FlagValues `fv`."""
     flags.DEFINE_enum("model_type", None, list(MODEL_TYPES),
                       "What to export: the bare encoder, or a run_classifier, run_squad, "
-                      "run_ner (tagger) or run_multiple_choice model (default: the runner "
+                      "run_ner (tagger) or run_multiple_choice model, or masked_lm (fill-mask: "
+                      "a pretraining checkpoint's masked-LM head) (default: the runner "
                       "in --init_checkpoint's model_settings.json).", flag_values=fv)
     flags_common.define_model_flags(fv, help_overrides={
         "init_checkpoint": "Checkpoint to export (TF1 or TF2; a file prefix or a directory "
@@ -244,7 +252,7 @@ def run(settings):
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
         after_save=after_save if settings.litert or warmup_rows else None,
         doc_stride=settings.doc_stride if head.word_tags else None,
-        new_version=bool(settings.export_base))
+        new_version=bool(settings.export_base), fill_mask_top_k=settings.fill_mask_top_k)
     # A TF Serving version's LiteRT files are beside it (saved_model_dir.LITERT_SUFFIX).
     litert_dir = export_dir + (saved_model_dir.LITERT_SUFFIX if settings.export_base else "")
     outputs = dict(exporter.output_files(export_dir), **{
@@ -272,6 +280,8 @@ def _check_settings(settings):
             settings.part(*classifier_tasks.SETTINGS))
     elif head.word_tags:
         labels = exporter.tagger_labels(settings.labels_file, settings.init_checkpoint)
+    elif head.fill_mask:
+        masked_lm.check_top_k(settings.fill_mask_top_k, "--fill_mask_top_k")
     tokenization.validate_case_matches_checkpoint(settings.do_lower_case,
                                                   settings.init_checkpoint)
     bert_config = loaders.load_bert_config(settings.bert_config_file,

@@ -686,10 +686,104 @@ class Encoder(Head):
         pass
 
 
+# -- fill-mask: run_pretraining's masked-LM head (bert_tf2/export/masked_lm.py) ---------
+
+def with_masks(text):
+    """A fill-mask input of `text`: a [MASK] before it and, in a text of three or more
+    blank-separated parts, in place of its second part (every mask within SEQ's cut)."""
+    parts = text.split(" ")
+    if len(parts) > 2:
+        parts[1] = "[MASK]"
+    return "[MASK] " + " ".join(parts)
+
+
+def fill_mask_answer(masks):
+    """A text's answer: per [MASK] its top-5 tokens, and their probabilities as scores."""
+    return {"tokens": [[a["token"] for a in m] for m in masks],
+            "scores": [[float(a["probability"]) for a in m] for m in masks]}
+
+
+class FillMask(Head):
+    """run_pretraining's folder; do_predict: extract_features --fill_mask_top_k's file."""
+    name, runner, model_type, hf_head = "fill_mask", "run_pretraining", "masked_lm", "fill_mask"
+    registry_head = "masked lm"
+
+    def make_kinds(self):
+        return {kind: [with_masks(t) for t in texts] for kind, texts in texts_by_kind().items()}
+
+    def train(self):
+        import create_pretraining_data  # pylint: disable=import-outside-toplevel
+        import extract_features  # pylint: disable=import-outside-toplevel
+        import run_pretraining  # pylint: disable=import-outside-toplevel
+        corpus = "\n\n".join("\n".join(train_texts(4, seed)) for seed in range(8)) + "\n"
+        records = str(self.root / "records.tfrecord")
+        create_pretraining_data.run(create_pretraining_data.Settings(
+            input_file=write_text(self.root / "corpus.txt", corpus), output_file=records,
+            vocab_file=self.files["vocab_file"], max_seq_length=SEQ, max_predictions_per_seq=5,
+            dupe_factor=2, random_seed=1))
+        run_pretraining.run(run_pretraining.Settings(
+            input_file=records, output_dir=self.folder, do_train=True, num_train_steps=30,
+            num_warmup_steps=0, max_seq_length=SEQ, max_predictions_per_seq=5,
+            bert_config_file=self.files["bert_config_file"], train_batch_size=8,
+            learning_rate=3e-3, save_checkpoints_steps=30, iterations_per_loop=30))
+        # run_pretraining takes no vocabulary: beside its checkpoint, as a release has it.
+        with open(self.files["vocab_file"], encoding="utf-8") as f:
+            write_text(pathlib.Path(self.folder) / "vocab.txt", f.read())
+        items = [item for _, item in self.reference_items()]
+        output = str(self.root / "answers.jsonl")
+        extract_features.run(extract_features.Settings(
+            input_file=write_text(self.root / "input.txt", "".join(t + "\n" for t in items)),
+            output_file=output, init_checkpoint=self.folder, fill_mask_top_k=5,
+            max_seq_length=SEQ, **self.files))
+        return [fill_mask_answer(r["masks"]) for r in _read_jsonl(output)]
+
+    def predictor(self):
+        if self._predictor is None:
+            from bert_tf2.export import masked_lm  # pylint: disable=import-outside-toplevel
+            self._predictor = masked_lm.Predictor(self.folder, max_seq_length=SEQ, batch_size=8,
+                                                  **self.files)
+        return self._predictor
+
+    def export_settings(self):
+        return dict(max_seq_length=SEQ, **self.files)
+
+    def predictor_answers(self, items):
+        return [fill_mask_answer(m) for m in self.predictor().predict(list(items))]
+
+    def saved_model_answers(self, saved, items):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        out = saved.signatures["serving_default"](text=tf.constant(items, tf.string))
+        tokens, scores = out["tokens"].numpy(), out["probabilities"].numpy()
+        return [{"tokens": [[t.decode("utf-8") for t in tokens[row][m]] for m in range(count)],
+                 "scores": [[float(p) for p in scores[row][m]] for m in range(count)]}
+                for row, count in enumerate(out["num_masks"].numpy())]
+
+    def litert_answers(self, predictor, items):
+        return [fill_mask_answer(m) for m in predictor.predict(list(items))]
+
+    def hf_export(self):
+        """convert_hf_checkpoint --model_type=masked_lm (BertForMaskedLM) of the folder."""
+        import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
+        out = str(self.root / "hf")
+        try:
+            convert_hf_checkpoint.run(convert_hf_checkpoint.Settings(
+                direction="to_hf", init_checkpoint=self.folder, output_dir=out,
+                model_type="masked_lm"))
+        except ValueError as e:
+            self._hf = Refused(str(e), at_export=True)
+            return None
+        return {"dir": out, "head": self.hf_head, "max_length": SEQ,
+                "items": [i for k in KINDS for i in self.kinds[k]]}
+
+    def close(self):
+        pass
+
+
 HEADS = ("classifier", "multilabel", "regression", "long_windows", "long_head_tail",
-         "tagger", "tagger_crf", "squad_v1", "squad_v2", "multiple_choice", "encoder")
+         "tagger", "tagger_crf", "squad_v1", "squad_v2", "multiple_choice", "encoder",
+         "fill_mask")
 _CLASSES = {c.name: c for c in (Classifier, Multilabel, Regression, LongWindows, LongHeadTail,
-                                Tagger, TaggerCrf, Squad, SquadV2, MultipleChoice)}
+                                Tagger, TaggerCrf, Squad, SquadV2, MultipleChoice, FillMask)}
 
 
 def make_head(name, root, files, classifier=None):

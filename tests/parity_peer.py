@@ -5,11 +5,12 @@ venv (as tests/hf_peer_check.py); nothing of bert-tf2 is imported here.
 
 Usage: python parity_peer.py REQUEST.json OUTPUT.json
 REQUEST: {"folders": [{"dir", "head", "items", "max_length", "threshold"}]}; head is
-classifier, multilabel, regression, tagger, multiple_choice or encoder; items are texts
-(multiple_choice: {"context", "endings"} dicts).
+classifier, multilabel, regression, tagger, multiple_choice, encoder or fill_mask; items are
+texts (multiple_choice: {"context", "endings"} dicts).
 OUTPUT: a list per folder of one answer per item: classifier-like {"label", "scores"},
 tagger [[word, tag or null], ...] (a word the window does not reach: null), encoder the
-mean of the last layer over the real tokens.
+mean of the last layer over the real tokens, fill_mask {"tokens", "scores"}: per [MASK]
+its 5 likeliest tokens and their probabilities (the text cut to max_length).
 """
 import json
 import re
@@ -21,7 +22,7 @@ import transformers
 _BLANKS = re.compile("[ \t\r\f\v\n]+")
 _AUTO = {"tagger": transformers.AutoModelForTokenClassification,
          "multiple_choice": transformers.AutoModelForMultipleChoice,
-         "encoder": transformers.AutoModel}
+         "encoder": transformers.AutoModel, "fill_mask": transformers.AutoModelForMaskedLM}
 
 
 def _labels(model):
@@ -92,6 +93,21 @@ def _embed(folder, model, tokenizer):
     return ((hidden * mask).sum(1) / mask.sum(1)).tolist()
 
 
+def _fill(folder, model, tokenizer):
+    answers = []
+    for text in folder["items"]:
+        batch = tokenizer(text, truncation=True, max_length=folder["max_length"],
+                          return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**batch).logits[0]
+        masks = (batch["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten()
+        top = torch.topk(torch.softmax(logits[masks], -1), 5)
+        answers.append({"tokens": [tokenizer.convert_ids_to_tokens(row)
+                                   for row in top.indices.tolist()],
+                        "scores": top.values.tolist()})
+    return answers
+
+
 def _run(folder):
     head = folder["head"]
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder["dir"])
@@ -103,6 +119,8 @@ def _run(folder):
         return _choose(folder, model, tokenizer)
     if head == "encoder":
         return _embed(folder, model, tokenizer)
+    if head == "fill_mask":
+        return _fill(folder, model, tokenizer)
     return _classify(folder, model, tokenizer)
 
 

@@ -1289,7 +1289,7 @@ def test_the_docs_tf_serving_commands_give_the_layout_the_server_reads(tiny, tmp
     assert served["model_base_path"] == given["export_base"]
     urls = re.findall(r"http://localhost:%s/v1/models/(\w+):predict" % served["rest_api_port"],
                       section)
-    assert len(urls) == 5 and urls[0] == served["model_name"] == os.path.basename(
+    assert len(urls) == 6 and urls[0] == served["model_name"] == os.path.basename(
         given["export_base"])
     (printf,) = [line for line in section.splitlines() if line.startswith("printf ")]
     lines = re.match(r"printf '(.*)' > (\S+)$", printf).group(1).split("\\n")[:-1]

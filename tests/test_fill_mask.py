@@ -1,8 +1,8 @@
 """Fill-mask (bert_tf2/export/masked_lm.py): the pretraining checkpoint's masked-LM head at
-every door that carries it (Python Predictor, extract_features --fill_mask_top_k, the
-HuggingFace export as BertForMaskedLM under transformers' pipeline("fill-mask")), the
-reference's get_masked_lm_output math, the stated behaviour for several [MASK]s, pieces
-and long texts, and the doors that refuse it."""
+every door (Python Predictor, extract_features --fill_mask_top_k, the SavedModel on raw
+strings, LiteRT fp32, the HuggingFace export as BertForMaskedLM under transformers'
+pipeline("fill-mask")), the reference's get_masked_lm_output math, the stated behaviour
+for several [MASK]s, pieces and long texts, and the one-line refusals."""
 import json
 import os
 import subprocess
@@ -18,6 +18,7 @@ import modeling
 from bert_tf2 import flags_common
 from bert_tf2 import heads
 from bert_tf2.export import masked_lm
+from bert_tf2.export import warmup
 from bert_tf2.trainer import checkpoints
 from conftest import HANG_GUARD_SECONDS, REPO_ROOT, peer_python, write_text
 
@@ -156,11 +157,112 @@ def test_the_file_door_and_its_bad_input(tiny, tmp_path):
     assert not out.exists()
 
 
-def test_doors_that_do_not_carry_it_refuse_in_one_line(tiny, tmp_path):
-    with pytest.raises(Exception, match=r"model_type"):
-        flags_common.parse_flags(export_saved_model.define_flags, [
-            "--model_type=masked_lm", "--init_checkpoint=%s" % tiny["prefix"],
-            "--export_dir=%s" % (tmp_path / "model")])
+@pytest.fixture(scope="module")
+def exported(tiny, tmp_path_factory):
+    """export_saved_model --model_type=masked_lm --litert=fp32 of the tiny checkpoint (its
+    config and vocab are the folder's), the report compared on _TEXTS, TF Serving's warm-up
+    requests made of them."""
+    root = tmp_path_factory.mktemp("fill_mask_export")
+    texts = write_text(root / "texts.txt", "\n".join(_TEXTS) + "\n")
+    export_saved_model.run(export_saved_model.Settings(
+        model_type="masked_lm", init_checkpoint=tiny["prefix"], export_dir=str(root / "export"),
+        max_seq_length=16, litert="fp32", agreement_file=texts, warmup_file=texts))
+    return root / "export"
+
+
+def _same_answers(want, got, atol=1e-5):
+    """The same top-k tokens and ids per mask, probabilities within atol."""
+    assert [[[(a["token"], a["token_id"]) for a in m] for m in t] for t in got] == [
+        [[(a["token"], a["token_id"]) for a in m] for m in t] for t in want]
+    np.testing.assert_allclose([p["probability"] for t in got for m in t for p in m],
+                               [p["probability"] for t in want for m in t for p in m],
+                               atol=atol, rtol=0)
+
+
+def test_the_saved_model_on_raw_strings_gives_the_predictors_answers(tiny, exported):
+    saved = tf.saved_model.load(str(exported))
+    assert sorted(saved.signatures) == ["serving_default", "serving_ids", "tokenize"]
+    out = saved.signatures["serving_default"](text=tf.constant(_TEXTS))
+    # [B, M, K]: M the request's most masks (2), K --fill_mask_top_k (5).
+    assert {k: v.shape.as_list() for k, v in out.items()} == {
+        "tokens": [3, 2, 5], "token_ids": [3, 2, 5], "probabilities": [3, 2, 5],
+        "num_masks": [3]}
+    assert out["num_masks"].numpy().tolist() == [2, 1, 1]
+    answers = [[[{"token": t.decode("utf-8"), "token_id": int(i), "probability": float(p)}
+                 for t, i, p in zip(*(out[k].numpy()[row][slot]
+                                      for k in ("tokens", "token_ids", "probabilities")))]
+                for slot in range(count)] for row, count in enumerate([2, 1, 1])]
+    _same_answers(tiny["predictor"].predict(_TEXTS), answers)
+    # A row's slots past its masks: id -1, no token, probability 0.
+    assert out["token_ids"].numpy()[1, 1].tolist() == [-1] * 5
+    assert out["tokens"].numpy()[1, 1].tolist() == [b""] * 5
+    assert not out["probabilities"].numpy()[1, 1].any()
+    # serving_ids: the same on ids packed elsewhere, every slot of S = 16 positions.
+    features, _ = tiny["predictor"].head.encode(_TEXTS)
+    ids = saved.signatures["serving_ids"](**{k: tf.constant(np.pad(
+        features[k], [[0, 0], [0, 16 - features[k].shape[1]]])) for k in
+        ("input_ids", "input_mask", "segment_ids")})
+    assert ids["token_ids"].shape == (3, 16, 5)
+    np.testing.assert_array_equal(ids["token_ids"].numpy()[:, :2], out["token_ids"].numpy())
+    # The Predictor's refusals: a text without [MASK], a [MASK] past the cut (row 1 each).
+    for texts, message in ((["[MASK] work", "all work"],
+                            r"no \[MASK\] to fill in row\(s\):\] \[1\]"),
+                           (["[MASK] work", "all work and no play " * 3 + "[MASK]"],
+                            r"a \[MASK\] past max_seq_length=16 \(the first 14 pieces of a text "
+                            r"are read\) in row\(s\):\] \[1\]")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            saved.signatures["serving_default"](text=tf.constant(texts))
+    requests = warmup.read_requests(str(exported / warmup.WARMUP_FILE))
+    assert [(name, inputs["text"].tolist()) for _, name, inputs in requests] == [
+        ("serving_default", [t.encode("utf-8")]) for t in _TEXTS]
+    info = json.loads((exported / "assets.extra" / "export_info.json").read_text())
+    assert (info["model_type"], info["fill_mask_top_k"], info["max_seq_length"]) == (
+        "masked_lm", 5, 16)
+
+
+def test_litert_fp32_gives_the_predictors_answers_and_refusals(tiny, exported):
+    from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
+    report = json.loads((exported / "litert_report.json").read_text())
+    assert report["variants"]["fp32"]["results"]["agreement"]["agreement"] == 1.0
+    litert = litert_predictor.LiteRTPredictor(str(exported), "fp32")
+    want = tiny["predictor"].predict(_TEXTS)
+    _same_answers(want, litert.predict(_TEXTS))
+    assert litert.predict([]) == []
+    _same_answers(want[:1], litert.predict(_TEXTS[0]))  # a str is one text
+    for bad in (["[MASK] work", "all work and no play " * 3 + "[MASK]"], ["all work"],
+                None, [_TEXTS[0], 3]):
+        with pytest.raises(ValueError) as theirs:
+            tiny["predictor"].predict(bad)
+        with pytest.raises(ValueError) as ours:
+            litert.predict(bad)
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(ValueError, match=r"^fill-mask takes texts only: leave texts_b out$"):
+        litert.predict(_TEXTS, ["x"] * 3)
+
+
+def test_export_refusals_in_one_line_before_any_work(tiny, tmp_path):
+    def export(**settings):
+        export_saved_model.run(export_saved_model.Settings(**dict(dict(
+            model_type="masked_lm", init_checkpoint=tiny["prefix"], max_seq_length=16,
+            export_dir=str(tmp_path / "model")), **settings)))
+
+    with pytest.raises(ValueError, match=r"^fill_mask_top_k=0: expected an integer >= 1$"):
+        export(fill_mask_top_k=0)
+    # A warm-up text without [MASK] would fail the version's load in TF Serving.
+    no_mask = write_text(tmp_path / "warmup.txt", "[MASK] work\nall work\n")
+    with pytest.raises(ValueError, match=r"warmup.txt, line 2: no \[MASK\] to fill$"):
+        export(warmup_file=no_mask)
+    with pytest.raises(ValueError, match=r"^fill_mask_top_k=3 has no effect with "
+                                         r"model_type=encoder"):
+        export(model_type="encoder", fill_mask_top_k=3)
+    # A checkpoint without the head: the export's own message.
+    reader = tf.train.load_checkpoint(tiny["prefix"])
+    encoder = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+               if n.startswith("bert/")}
+    prefix = checkpoints.write_tf1_checkpoint(encoder, str(tmp_path / "enc" / "bert_model.ckpt"))
+    with pytest.raises(ValueError, match=r"lacks 5 variable\(s\) of the masked_lm model"):
+        export(init_checkpoint=prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
+               bert_config_file=str(tiny["folder"] / "bert_config.json"))
     assert not (tmp_path / "model").exists()
 
 

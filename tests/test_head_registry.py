@@ -41,9 +41,9 @@ def test_every_type_a_model_folder_holds_has_an_entry():
 
 def test_each_door_lists_the_registry_types():
     assert export_saved_model.MODEL_TYPES == head_types.SERVED == (
-        "encoder", "classifier", "squad", "tagger", "multiple_choice")
+        "encoder", "classifier", "squad", "tagger", "multiple_choice", "masked_lm")
     assert litert_data.MODEL_TYPES == head_types.LITERT == (
-        "classifier", "encoder", "tagger", "squad")
+        "classifier", "encoder", "tagger", "squad", "masked_lm")
     assert convert_tf1_checkpoint.MODEL_TYPES == ("auto",) + head_types.TF1
     assert set(export_saved_model._FLAGS_OF_TYPE) == set(head_types.SERVED)
 
@@ -66,7 +66,8 @@ def test_a_head_the_type_does_not_have_is_refused():
 
 def test_get_names_the_flag_and_the_choices():
     with pytest.raises(ValueError, match=r"^--model_type must be one of encoder, classifier, "
-                                         r"squad, tagger, multiple_choice, got 'pretraining'$"):
+                                         r"squad, tagger, multiple_choice, masked_lm, got "
+                                         r"'pretraining'$"):
         head_types.get("pretraining")
 
 

@@ -140,6 +140,8 @@ _NOT_RUN_HERE = {
                           "8 threads runs in tests/test_predict_surface.py",
     "from bert_tf2.export import masked_lm": "needs a Google release; its calls run on the "
                                              "shared tiny checkpoint in tests/test_fill_mask.py",
+    "# fill-mask from the SavedModel": "needs an export of a release; its calls run on the "
+                                      "tiny checkpoint's export in tests/test_fill_mask.py",
     "import keras_hub": "needs the [keras-hub] extra and a converted folder: "
                         "tests/test_keras_hub.py loads every preset kind with keras-hub",
 }

@@ -72,6 +72,9 @@ MODEL_TYPE_FLAGS = (
      "float32; faster where the hardware has bf16 / fp16 units (CPUs with AMX or "
      "avx512_bf16, GPUs, TPUs), outputs close to fp32's but not equal (README: Serve it). "
      "Input and output signatures are the same.", SERVING_POLICIES),
+    ("integer", "fill_mask_top_k", 5,
+     "--model_type=masked_lm: the answers per [MASK] (top-k tokens, their ids and "
+     "probabilities; docs/fill-mask.md), as extract_features.py --fill_mask_top_k."),
     ("integer", "embed_batch_size", 32,
      "--model_type=encoder: the embed signature sorts a request's texts by length and runs "
      "them this many at a time, each batch at its longest text (sentence vectors in the "

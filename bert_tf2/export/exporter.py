@@ -71,7 +71,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
            crf=False, crf_tag_scheme="none", pooling_spec=None, threshold=None,
            long_text_settings=None, trim_padding=None, embed_batch_size=32,
            serving_dtype="fp32", after_save=None, doc_stride=None,
-           squad_rules=None, new_version=False):
+           squad_rules=None, new_version=False, fill_mask_top_k=5):
     """Builds, loads and saves the serving model; returns export_dir.
 
     Args:
@@ -84,7 +84,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
       pooling_spec: encoder: the pooling.PoolingSpec of sentence_embedding.
       threshold: a multi-label classifier (sigmoid outputs): its --threshold.
       long_text_settings: classifier: a long_text.LongText (None: truncate).
-      trim_padding, embed_batch_size: serving.ServingModule's (None: its default).
+      trim_padding, embed_batch_size, fill_mask_top_k (top_k): serving.ServingModule's.
       serving_dtype: "fp32", "bf16" or "fp16" (see the --serving_dtype flag).
       doc_stride: tagger: run_ner's --doc_stride, its windows (None: run_ner's default).
       squad_rules: squad: a serving_squad.SquadRules (None: max_query_length,
@@ -124,7 +124,7 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
                 n_best_size=n_best_size, pooling_spec=pooling_spec, threshold=threshold,
                 long_text=long_text_settings, trim_padding=trim_padding,
                 embed_batch_size=embed_batch_size, doc_stride=doc_stride,
-                squad_rules=squad_rules)
+                squad_rules=squad_rules, top_k=fill_mask_top_k)
             info = export_info(module, bert_config, init_checkpoint, do_lower_case,
                                serving_dtype, labels, long_text_settings)
             # The vocabulary the graph's table reads (assets/vocab.txt), for the readers of
@@ -187,6 +187,8 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         info["long_text"] = long_text_settings.to_dict()
     if module.head.answer_spans:
         info.update(module.squad_rules.to_dict())
+    if module.head.fill_mask:
+        info["fill_mask_top_k"] = module.top_k
     return info
 
 

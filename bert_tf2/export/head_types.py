@@ -61,7 +61,8 @@ class ModelType:
       litert_refused: its heads LiteRT refuses all the same (litert_step.check says so).
       signature: which inputs serving_default takes: "pair" (text_a, text_b; also
         serving_text_a), "words" (text: serving_tagger's words and windows), "choices"
-        (context, endings), "squad" (question, context; also answer).
+        (context, endings), "squad" (question, context; also answer), "fill_mask" (text
+        with [MASK]s: masked_lm's graph).
       outputs: which outputs the model gives ServingModule (its _OUTPUTS table).
       sequence_axes: outputs with a position axis, {name: axis} (static S at full length).
       trims_by_default: its requests are packed to their longest row by default (SQuAD:
@@ -80,6 +81,7 @@ class ModelType:
       litert_compared: of those, the ones the LiteRT report compares (those present).
       word_tags: a tagger: word windows (--doc_stride), Viterbi (--crf), CoNLL files.
       answer_spans: SQuAD: question / context windows, n-best answer rules, SQuAD JSON.
+      fill_mask: the masked LM: [MASK]s in the text, top-k tokens per mask (masked_lm.py).
       flags: export_saved_model flags only this type (among the types) reads.
       served_as: the type its folders are exported as (run_pretraining's: the encoder).
       part_of: the types whose checkpoints hold this head too (the masked LM: the
@@ -113,6 +115,7 @@ class ModelType:
     litert_compared: Tuple[str, ...] = ()
     word_tags: bool = False
     answer_spans: bool = False
+    fill_mask: bool = False
     flags: Tuple[str, ...] = ()
     served_as: Optional[str] = None
     part_of: Tuple[str, ...] = ()
@@ -218,9 +221,14 @@ ENTRIES = (
         hf_head_keys=_MASKED_LM_KEYS + (
             ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
             ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias"))),
-    # Fill-mask: bert_tf2/export/masked_lm.py (its model, inputs, decoding and Predictor).
+    # Fill-mask: bert_tf2/export/masked_lm.py (its model, inputs, decoding, Predictor and
+    # the SavedModel / LiteRT graph).
     ModelType(
-        "masked_lm", None, ("masked lm",), build=_head_builder("BertMaskedLM"), serves=False,
+        "masked_lm", None, ("masked lm",), build=_head_builder("BertMaskedLM"),
+        litert_rank=4, signature="fill_mask", outputs="masked_lm",
+        sequence_axes=_axes(token_ids=1, probabilities=1), fill_mask=True,
+        litert_outputs=("token_ids", "probabilities", "num_masks"),
+        litert_compared=("probabilities",), flags=("fill_mask_top_k",),
         part_of=("pretraining",), hf_class="BertForMaskedLM", hf_pooler=False,
         hf_head_keys=_MASKED_LM_KEYS),
 )

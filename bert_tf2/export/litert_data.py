@@ -12,6 +12,7 @@ import numpy as np
 
 from bert_tf2.base import crf as crf_lib
 from bert_tf2.export import head_types
+from bert_tf2.export import masked_lm
 from bert_tf2.export import serving_squad
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
@@ -25,7 +26,7 @@ _TEXT_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "json
 
 # features: {ID_KEYS: int32 [N, S]}; gold: per-example labels (None: the file has none);
 # extra: what decoding needs (tagger: (ConllFile, features); squad: (examples, features,
-# articles or None, serving_squad.SquadRules)).
+# articles or None, serving_squad.SquadRules); masked_lm: each text's number of [MASK]s).
 Batch = collections.namedtuple("Batch", "features gold extra")
 
 
@@ -49,7 +50,8 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
     Args:
       model_type: one of MODEL_TYPES; the file is what its runner reads: a TSV / CSV /
         JSONL of texts (classifier, encoder; `columns` = text_a, text_b or None, label),
-        CoNLL (tagger), SQuAD JSON (squad).
+        CoNLL (tagger), SQuAD JSON (squad), texts with [MASK]s one per line (masked_lm,
+        masked_lm.read_texts: extract_features --fill_mask_top_k's input).
       flag: the flag naming the file, for messages ("--calibration_file", without its
         value: the messages name the path once).
       tokenizer: a tokenization.FullTokenizer.
@@ -70,6 +72,12 @@ def read_file(model_type, flag, path, tokenizer, max_seq_length, limit, labels=N
             if conll.has_tags:
                 ner_data.check_tags(conll, labels)
             return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
+        if head.fill_mask:
+            texts = masked_lm.read_texts(path)[:limit]
+            if not texts:
+                raise ValueError("%s: no texts" % path)
+            features, counts = masked_lm.litert_batch(texts, tokenizer, max_seq_length)
+            return Batch(features, None, counts)
         if head.answer_spans:
             articles = squad_data.load_squad_json(path)
             examples = squad_data.examples_from_articles(articles, False)[:limit]
@@ -222,9 +230,12 @@ def decode(model_type, outputs, batch, labels=None, do_lower_case=True, crf=None
 
     Returns: classifier: class indexes (regression: floats); encoder: the vectors [N, D];
     tagger: per sentence its words' tags; squad: the answer texts, by question id
-    (run_squad's n-best rules over every window).
+    (run_squad's n-best rules over every window); masked_lm: per text, per [MASK], the
+    top-k token ids.
     """
     head = head_types.find(model_type)
+    if head.fill_mask:
+        return masked_lm.litert_token_ids(outputs, batch.extra)
     if head.class_labels:
         if "predictions" in outputs:
             return [float(x) for x in outputs["predictions"]]

@@ -24,6 +24,7 @@ import numpy as np
 import tokenization
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
+from bert_tf2.export import masked_lm
 from bert_tf2.export import serving_squad
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import predict_inputs
@@ -365,8 +366,17 @@ class LiteRTPredictor(object):
           blanks (ner_data.split_words, the SavedModel's and run_ner.predict's words) and
           windowed as run_ner --doc_stride (export_info.json's doc_stride) does (a --crf
           tagger: Viterbi's tags, as the SavedModel's); squad: [answer text] per
-          question (answers() adds the scores). No texts: no results.
+          question (answers() adds the scores); masked_lm: per text, per [MASK], the
+          top-k {"token", "token_id", "probability"} (masked_lm.Predictor's). No texts: no
+          results.
         """
+        if self.head.fill_mask:  # masked_lm.Predictor's texts and answers
+            if texts_b is not None:
+                raise ValueError("fill-mask takes texts only: leave texts_b out")
+            features, counts = masked_lm.litert_batch(
+                masked_lm.texts_of(texts), self.tokenizer, self.max_seq_length)
+            return masked_lm.litert_answers(self.run(features), counts, self.tokenizer,
+                                            self.max_seq_length)
         batch = self.batch(texts, texts_b)
         if self.head.answer_spans:
             found = self._squad_predictions(batch)

@@ -29,7 +29,7 @@ _FLAGS = (
      "Also write LiteRT models into --export_dir, a comma-separated list of fp32 (float), "
      "dynamic_int8 (int8 weights) and int8 (int8 weights and activations, calibrated on "
      "--calibration_file): model_<variant>.tflite, beside assets/vocab.txt and "
-     "export_info.json, for --model_type=classifier, encoder, tagger and squad; plus "
+     "export_info.json, for --model_type=%s; plus " % ", ".join(head_types.LITERT) +
      "litert_report.json, each model's agreement with the SavedModel (a --crf tagger: also "
      "litert_crf.json, its transitions, for Viterbi's tags as the SavedModel's). Needs the "
      "[litert] extra (ai-edge-litert); serve with "
@@ -37,7 +37,8 @@ _FLAGS = (
     ("string", "calibration_file", None,
      "--litert: examples of the model's inputs, in the format its runner reads: a "
      ".tsv/.csv/.jsonl of texts (classifier, encoder; columns: --litert_columns), CoNLL "
-     "(tagger), SQuAD JSON (squad). int8 calibrates its activation ranges on the first "
+     "(tagger), SQuAD JSON (squad), texts with [MASK]s one per line (masked_lm). int8 "
+     "calibrates its activation ranges on the first "
      "--calibration_examples; the report compares every variant with the SavedModel on "
      "them."),
     ("integer", "calibration_examples", 100,

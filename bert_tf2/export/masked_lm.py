@@ -11,9 +11,14 @@ heads.BertMaskedLM, beside the other task models; its registry entry, head_types
   line per input line);
 - the HuggingFace export: convert_hf_checkpoint --direction=to_hf --model_type=masked_lm
   (BertForMaskedLM; the head registry's entry "masked_lm" names its class and weights);
-- export_saved_model and LiteRT do not carry it: --model_type lists only the types they
-  serve (head_types.SERVED / LITERT), so masked_lm is refused there in one line; a
-  keras-hub preset is not written for it either (convert_keras_hub writes the encoder).
+- the SavedModel: export_saved_model --model_type=masked_lm; its serving_default takes
+  raw strings (`text`) and gives each [MASK]'s top-k tokens, ids and probabilities
+  (serving.py calls `graph_pieces`, `check_masks`, `top_k_outputs`, `served_answers`);
+- LiteRT: --litert=fp32 / dynamic_int8 / int8 of that export, LiteRTPredictor(...).predict
+  (texts) giving predict()'s answers (`litert_batch`, `litert_answers`: the texts encoded
+  here in Python, the model's top-k decoded here);
+- keras-hub: convert_keras_hub writes a pretraining checkpoint as a BertMaskedLM preset
+  (its own transform's numerics: docs/keras-hub.md).
 
 The math is the reference's get_masked_lm_output: the encoder's output at each [MASK]
 position, a dense layer of hidden_size with the config's activation, LayerNorm, a product
@@ -108,6 +113,13 @@ class MaskedLM(object):
                     "masked_lm_positions": positions}
         return features, [len(where) for _, where in rows]
 
+    def decode_top_k(self, token_ids, probabilities, counts):
+        """Answers per text of the top-k the SavedModel / LiteRT give: token_ids and
+        probabilities [N, W, K] (slot m of a row: its m-th [MASK]), counts [N]."""
+        return [[[{"token": self.inv_vocab[int(i)], "token_id": int(i), "probability": float(p)}
+                  for i, p in zip(token_ids[row][slot], probabilities[row][slot])]
+                 for slot in range(int(count))] for row, count in enumerate(counts)]
+
     def decode(self, probabilities, counts):
         """Answers per text, per mask: the top_k {"token", "token_id", "probability"}."""
         probabilities = np.asarray(probabilities, np.float32)
@@ -195,18 +207,24 @@ class Predictor(object):
         """Answers of each text (class docstring); a str is one text, [] gives []; texts
         as every runner's predict() takes them (a list, tuple, generator, pandas Series,
         numpy array, a DataFrame's "text" column or its one column)."""
-        if isinstance(texts, str):
-            texts = [texts]
-        elif predict_inputs.is_frame(texts):  # a frame of one column: its texts
-            texts = predict_inputs.frame_columns(texts, "texts", [("text",)])[0]
-        else:  # as every predict() reads its argument: one ValueError for None, a set, ...
-            texts = predict_inputs.items(texts, "texts")
+        texts = texts_of(texts)
         answers = []
         for first in range(0, len(texts), self.batch_size):
             features, counts = self.head.encode(texts[first:first + self.batch_size], first)
             probabilities = self._run({k: tf.constant(v) for k, v in features.items()})
             answers.extend(self.head.decode(probabilities.numpy(), counts))
         return answers
+
+
+def texts_of(texts):
+    """The list of texts predict() is given (Predictor.predict's docstring: a str is one
+    text), with its one-line ValueErrors; LiteRTPredictor reads its argument so too."""
+    if isinstance(texts, str):
+        return [texts]
+    if predict_inputs.is_frame(texts):  # a frame of one column: its texts
+        return predict_inputs.frame_columns(texts, "texts", [("text",)])[0]
+    # as every predict() reads its argument: one ValueError for None, a set, ...
+    return predict_inputs.items(texts, "texts")
 
 
 def predict(model, texts, top_k=5, **settings):
@@ -240,3 +258,126 @@ def write_answers(predictor, input_path, output_path):
             f.write(json.dumps({"linex_index": index, "text": text, "masks": masks},
                                ensure_ascii=False) + "\n")
     return len(texts)
+
+
+# ---------------------------------------------------------------------------
+# The head in a graph: the SavedModel's signature and the LiteRT model (serving.py)
+# ---------------------------------------------------------------------------
+# The outputs of the head on packed ids (serving_ids, LiteRT), each [B, W, K] (W: the width
+# of the ids, K: top_k): slot m of a row is the row's m-th [MASK] in text order; the slots
+# past its num_masks hold token id -1 and probability 0. serving_default gives them cut to
+# the request's most masks, M, with the tokens as strings.
+OUTPUTS = ("token_ids", "probabilities", "num_masks")
+
+
+def check_top_k(top_k, name):
+    """ValueError naming `name` unless top_k is an integer >= 1."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError("%s=%r: expected an integer >= 1" % (name, top_k))
+
+
+def mask_id_of(tokenizer):
+    """The id of [MASK] in an InGraphTokenizer's vocabulary asset (ValueError without)."""
+    path = tokenizer.vocab_file.asset_path.numpy().decode("utf-8")
+    with tf.io.gfile.GFile(path) as f:
+        lines = [line.rstrip("\n") for line in f]
+    if MASK not in lines:
+        raise ValueError("the vocabulary has no %s token: it cannot fill masks" % MASK)
+    return lines.index(MASK)
+
+
+def graph_pieces(tokenizer, texts, mask_id):
+    """(ids RaggedTensor [B, (pieces)], number of [MASK]s [B]) of texts, as MaskedLM.pieces
+    makes them: the text split at each literal [MASK], the parts tokenized, a [MASK] id
+    between two parts."""
+    parts = tf.strings.split(texts, sep=MASK)
+    part_ids = tokenizer.tokenize(parts.flat_values)
+    # A [MASK] after every part but its text's last.
+    last = tf.gather(parts.row_limits(), parts.value_rowids()) - 1
+    after = tf.cast(tf.range(tf.size(last, out_type=tf.int64)) < last, tf.int64)
+    masks = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(after)], tf.cast(mask_id, part_ids.dtype)), after)
+    joined = tf.concat([part_ids, masks], axis=1)
+    ids = tf.RaggedTensor.from_row_lengths(joined, parts.row_lengths()).merge_dims(1, 2)
+    return ids, tf.cast(tf.maximum(parts.row_lengths() - 1, 0), tf.int32)
+
+
+def check_masks(texts_masks, input_ids, mask_id, max_seq_length):
+    """An op failing the request (one line naming the rows) when a text has no [MASK], or
+    one past max_seq_length's cut: MaskedLM.pieces' two ValueErrors."""
+    kept = tf.reduce_sum(tf.cast(tf.equal(input_ids, mask_id), tf.int32), axis=1)
+    none = tf.reshape(tf.where(tf.equal(texts_masks, 0)), [-1])
+    cut = tf.reshape(tf.where(tf.not_equal(kept, texts_masks)), [-1])
+    return [tf.debugging.Assert(tf.equal(tf.size(none), 0), [
+        "input text: no %s to fill in row(s):" % MASK, none], summarize=10),
+            tf.debugging.Assert(tf.equal(tf.size(cut), 0), [
+                "input text: a %s past max_seq_length=%d (the first %d pieces of a text are "
+                "read) in row(s):" % (MASK, max_seq_length, max_seq_length - 2), cut],
+                summarize=10)]
+
+
+def top_k_outputs(model, features, mask_id, top_k):
+    """The head on packed ids (heads.BertMaskedLM `model`; the [MASK] ids are its positions),
+    in ops LiteRT has kernels for: OUTPUTS (above)."""
+    ids = features["input_ids"]
+    width = ids.shape[1] if ids.shape[1] is not None else tf.shape(ids)[1]
+    is_mask = tf.equal(ids, mask_id)
+    num_masks = tf.reduce_sum(tf.cast(is_mask, tf.int32), axis=1)
+    most = tf.maximum(tf.reduce_max(tf.concat([num_masks, [0]], axis=0)), 1)
+    order = tf.range(width)[tf.newaxis, :]
+    # The masks' positions in order, then the other positions (slots the answers leave out).
+    key = tf.cast(tf.where(is_mask, order, order + width), tf.float32)
+    positions = tf.math.top_k(-key, k=most).indices
+    probabilities = model(dict(features, masked_lm_positions=positions),
+                          training=False)["probabilities"]
+    values, token_ids = tf.math.top_k(tf.cast(probabilities, tf.float32), k=top_k)
+    # (expand_dims: LiteRT has no kernel for a bool tensor's strided slice with a new axis)
+    valid = tf.expand_dims(tf.range(most)[tf.newaxis, :] < num_masks[:, tf.newaxis], -1)
+    pad = [[0, 0], [0, width - most], [0, 0]]
+    return {"token_ids": tf.reshape(tf.pad(tf.where(valid, token_ids, -1), pad,
+                                           constant_values=-1), [-1, width, top_k]),
+            "probabilities": tf.reshape(tf.pad(tf.where(valid, values, 0.0), pad),
+                                        [-1, width, top_k]),
+            "num_masks": num_masks}
+
+
+def served_answers(outputs, tokens):
+    """serving_default's outputs of top_k_outputs' `outputs`: cut to the request's most
+    masks, with each token id's piece (`tokens`: a table id -> piece; -1 -> "")."""
+    most = tf.reduce_max(tf.concat([outputs["num_masks"], [0]], axis=0))
+    token_ids = outputs["token_ids"][:, :most]
+    return {"tokens": tokens.lookup(tf.cast(token_ids, tf.int64)), "token_ids": token_ids,
+            "probabilities": outputs["probabilities"][:, :most],
+            "num_masks": outputs["num_masks"]}
+
+
+# ---------------------------------------------------------------------------
+# LiteRT: the texts encoded in Python, the model's top-k decoded (litert_predictor.py)
+# ---------------------------------------------------------------------------
+
+def litert_batch(texts, tokenizer, max_seq_length):
+    """({"input_ids", "input_mask", "segment_ids": int32 [N, max_seq_length]}, counts) of
+    texts, as MaskedLM.encode makes them (its ValueErrors), at the model's full length."""
+    head = MaskedLM(tokenizer, max_seq_length)
+    if not texts:
+        return {k: np.zeros([0, max_seq_length], np.int32)
+                for k in ("input_ids", "input_mask", "segment_ids")}, []
+    features, counts = head.encode(texts)
+    room = max_seq_length - features["input_ids"].shape[1]
+    return {k: np.pad(features[k], [[0, 0], [0, room]])
+            for k in ("input_ids", "input_mask", "segment_ids")}, counts
+
+
+def litert_answers(outputs, counts, tokenizer, max_seq_length):
+    """predict()'s answers of a LiteRT model's OUTPUTS on litert_batch's features."""
+    if not counts:
+        return []
+    return MaskedLM(tokenizer, max_seq_length).decode_top_k(
+        outputs["token_ids"], outputs["probabilities"], counts)
+
+
+def litert_token_ids(outputs, counts):
+    """The top-k token ids per text, per [MASK] of OUTPUTS (what the LiteRT report
+    compares)."""
+    return [[[int(i) for i in outputs["token_ids"][row][slot]] for slot in range(count)]
+            for row, count in enumerate(counts)]

@@ -15,6 +15,7 @@ import modeling
 from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.export import head_types
+from bert_tf2.export import masked_lm
 from bert_tf2.export import serving_tagger
 from bert_tf2.export import serving_squad
 from bert_tf2.export import tokenization_graph
@@ -196,7 +197,7 @@ class ServingModule(tf.Module):
     def __init__(self, model_type, model, tokenizer, max_seq_length, labels=None,
                  max_query_length=64, max_answer_length=30, n_best_size=20,
                  pooling_spec=None, threshold=None, long_text=None, trim_padding=None,
-                 embed_batch_size=32, doc_stride=None, squad_rules=None):
+                 embed_batch_size=32, doc_stride=None, squad_rules=None, top_k=5):
         super().__init__(name="bert_serving")
         self.threshold = threshold  # set: a multi-label classifier (sigmoid outputs)
         self.pooling_spec = pooling_spec  # encoder: the sentence_embedding output
@@ -224,6 +225,13 @@ class ServingModule(tf.Module):
         # Its tag scheme: constrained transitions and starts (crf_tag_scheme iob2).
         self.crf_tag_scheme = "iob2" if self.crf and model.crf.start_penalty is not None else (
             "none")
+        # Fill-mask: answers per [MASK] (at most the vocabulary), [MASK]'s id, id -> piece.
+        self.top_k = None
+        if self.head.fill_mask:
+            masked_lm.check_top_k(top_k, "top_k")
+            self.top_k = min(top_k, tokenizer.vocab_size)
+            self.mask_id = masked_lm.mask_id_of(tokenizer)
+            self.fill_tokens = serving_squad.token_table(tokenizer)
         # A tagger's windows: run_ner's --doc_stride (None: its default).
         self.doc_stride = serving_tagger.check_doc_stride(doc_stride)
         if trim_padding is None:
@@ -274,6 +282,8 @@ class ServingModule(tf.Module):
             self.serving_default = function(
                 self._choose, text("context"),
                 tf.TensorSpec([None, None], tf.string, name="endings"))
+        elif signature == "fill_mask":
+            self.serving_default = function(self._fill_mask, text("text"))
         elif signature == "squad":
             pair = [text("question"), text("context")]
             self.serving_default = function(self._serve_squad, *pair)
@@ -366,10 +376,13 @@ class ServingModule(tf.Module):
         return self._classifier_outputs(
             tf.cast(model(features, training=False)["logits"], tf.float32))
 
+    def _masked_lm_outputs(self, model, features):
+        return masked_lm.top_k_outputs(model, features, self.mask_id, self.top_k)
+
     # The model's outputs, by its head_types entry's `outputs`.
     _OUTPUTS = {"encoder": _encoder_outputs, "multiple_choice": _choice_outputs,
                 "squad": _squad_outputs, "tagger": _tagger_outputs,
-                "classifier": _classifier_model_outputs}
+                "classifier": _classifier_model_outputs, "masked_lm": _masked_lm_outputs}
 
     def _classifier_outputs(self, logits):
         if self.regression:
@@ -511,6 +524,21 @@ class ServingModule(tf.Module):
             logits, windowed, tf.size(words["strings"], out_type=tf.int64),
             self._holder.model.crf)
         return serving_tagger.tagged_outputs(text, words, tag_ids, self.labels)
+
+    # -- fill-mask ------------------------------------------------------------
+
+    def _fill_mask(self, text):
+        """Each [MASK]'s top_k tokens, ids and probabilities (masked_lm: the Predictor's
+        pieces, cut and refusals)."""
+        ids, counts = masked_lm.graph_pieces(self.tokenizer, text, self.mask_id)
+        empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids.dtype),
+                                                 tf.zeros_like(ids.row_lengths()))
+        features = self._pack_ids(ids, empty, self._bucket_width)
+        checks = masked_lm.check_masks(counts, features["input_ids"], self.mask_id,
+                                       self.max_seq_length)
+        with tf.control_dependencies(checks):
+            outputs = self._forward(features)
+        return masked_lm.served_answers(outputs, self.fill_tokens)
 
     # -- multiple choice ----------------------------------------------------
 

@@ -21,6 +21,7 @@ from tensorflow.core.framework import tensor_pb2
 
 from bert_tf2 import fileutil
 from bert_tf2.export import head_types
+from bert_tf2.export import masked_lm
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import squad_data
@@ -48,7 +49,8 @@ FLAGS = (
      "Write TF Serving's warm-up requests (assets.extra/tf_serving_warmup_requests, replayed "
      "by the server before a version takes traffic) made of this file's examples: plain "
      "text, one request per line, its inputs tab-separated in the signature's order "
-     "(text_a[<TAB>text_b]; a tagger's text; question<TAB>context; context<TAB>ending...); "
+     "(text_a[<TAB>text_b]; a tagger's text; question<TAB>context; context<TAB>ending...; "
+     "masked_lm: a text with [MASK]s); "
      "or the format --calibration_file takes for the model type (.tsv / .csv / .jsonl with "
      "--litert_columns, SQuAD .json, CoNLL .conll / .iob). See docs/serving.md."),
     ("integer", "warmup_examples", None,
@@ -60,11 +62,12 @@ FLAGS = (
 # How many fields an example of each signature kind has (least, most, in words).
 _FIELDS = {"pair": (1, 2, "text_a[<TAB>text_b]"), "words": (1, 10 ** 9, "a sentence"),
            "choices": (2, 10 ** 9, "context<TAB>ending[<TAB>ending...]"),
-           "squad": (2, 2, "question<TAB>context")}
+           "squad": (2, 2, "question<TAB>context"), "fill_mask": (1, 1, "a text with [MASK]s")}
 
 # The requests of one example, by the head's signature kind: (signature, inputs of it).
 _SIGNATURES = {"pair": ("serving_default",), "words": ("serving_default",),
-               "choices": ("serving_default",), "squad": ("answer", "serving_default")}
+               "choices": ("serving_default",), "squad": ("answer", "serving_default"),
+               "fill_mask": ("serving_default",)}
 
 
 def check(settings):
@@ -103,6 +106,8 @@ def read_rows(settings, columns):
         elif kind == "words" and (data or ending in (".conll", ".iob")):
             rows = [(" ".join(s.words),) for s in
                     ner_data.read_conll(path, require_tags=False).sentences]
+        elif kind == "fill_mask":  # a line without [MASK] would fail the version's load
+            rows = [(text,) for text in masked_lm.read_texts(path)]
         elif kind == "pair" and ending in _TEXT_TABLES:
             wanted = [c for c in columns[:2] if c]
             rows = [tuple(_text(row, c) for c in wanted)
@@ -153,7 +158,7 @@ def requests(model_type, rows, signatures):
         fields = [t.encode("utf-8") for t in row]
         if kind == "pair":
             inputs = {"text_a": fields[:1], "text_b": (fields[1:] or [b""])[:1]}
-        elif kind == "words":
+        elif kind in ("words", "fill_mask"):
             inputs = {"text": [b"\t".join(fields)]}
         elif kind == "choices":
             inputs = {"context": fields[:1], "endings": [fields[1:]]}
