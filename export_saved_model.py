@@ -198,8 +198,6 @@ def define_flags(fv):
 Settings = settings_lib.settings_class(define_flags, __name__)
 
 
-
-
 @startup.keeps_process_settings
 def run(settings):
     """Exports the model the settings describe; returns a settings_lib.Result (the
@@ -214,6 +212,11 @@ def run(settings):
     folder = model_folder.defaults(settings.part(*model_folder.SETTINGS))
     settings = settings.with_defaults(folder)
     settings.require(*_REQUIRED_FLAGS)
+    if (settings.model_type in MODEL_TYPES and head_types.get(settings.model_type).fill_mask
+            and not settings.given("max_seq_length")):
+        # The fill-mask Predictor's and do_predict's length, so a long text is cut alike.
+        settings = settings.with_defaults({"max_seq_length": masked_lm.default_length(
+            folder, settings.bert_config_file)})
     saved = pooling.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel, target = _check_settings(settings)
     litert_examples = litert_step.read_examples(settings, labels)

@@ -161,12 +161,14 @@ def test_the_file_door_and_its_bad_input(tiny, tmp_path):
 def exported(tiny, tmp_path_factory):
     """export_saved_model --model_type=masked_lm --litert=fp32 of the tiny checkpoint (its
     config and vocab are the folder's), the report compared on _TEXTS, TF Serving's warm-up
-    requests made of them."""
+    requests made of them. No max_seq_length: the export takes the Predictor's default (the
+    config's 16 positions; on main before the fix it took the flag's 128 and the config
+    refused it)."""
     root = tmp_path_factory.mktemp("fill_mask_export")
     texts = write_text(root / "texts.txt", "\n".join(_TEXTS) + "\n")
     export_saved_model.run(export_saved_model.Settings(
         model_type="masked_lm", init_checkpoint=tiny["prefix"], export_dir=str(root / "export"),
-        max_seq_length=16, litert="fp32", agreement_file=texts, warmup_file=texts))
+        litert="fp32", agreement_file=texts, warmup_file=texts))
     return root / "export"
 
 

@@ -151,9 +151,15 @@ def _model_files(model, vocab_file, bert_config_file, do_lower_case, max_seq_len
     if do_lower_case is None:
         do_lower_case = bool(found.get("do_lower_case", True))
     if max_seq_length is None:
-        max_seq_length = found.get("max_seq_length") or modeling.BertConfig.from_json_file(
-            config).max_position_embeddings
+        max_seq_length = default_length(found, config)
     return prefix, config, vocab, do_lower_case, max_seq_length
+
+
+def default_length(folder_settings, bert_config_file):
+    """The length every fill-mask door takes when none is given: the folder's
+    model_settings.json (`folder_settings`), else the config's max_position_embeddings."""
+    return folder_settings.get("max_seq_length") or modeling.BertConfig.from_json_file(
+        bert_config_file).max_position_embeddings
 
 
 class Predictor(object):
