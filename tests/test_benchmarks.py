@@ -449,6 +449,24 @@ def test_serving_rows_without_peers_and_bf16_cpu_flags():
     assert table[1]["note"].startswith("bf16 not judged on this CPU")
 
 
+def test_serving_rows_never_pick_an_int8_model_over_its_bound_as_our_best():
+    # The export's report as MiniLM's (random calibration words) gave it: int8 under the bound.
+    import bench_int8  # pylint: disable=import-outside-toplevel
+    report = {"variants": {"dynamic_int8": {"results": {"calibration": {"agreement": 0.997}}},
+                           "int8": {"results": {"calibration": {"agreement": 0.878041}}}},
+              "warnings": ["LiteRT int8 (int8 weight matmuls only) loses more than "
+                           "--max_metric_drop=1 points against the SavedModel"]}
+    notes = bench_int8.over_bound_notes(report)
+    assert notes == {"int8": "over its agreement bound (calibration agreement 87.8%), kept by "
+                             "--keep_int8_over_bound"}
+    rows = bench_int8.serving_rows("minilm", 32, _serving_speeds(), True, "", notes)
+    best = [r for r in rows if r["measure"].startswith("serving int8: our best")]
+    assert [(r["config"], r["ours"], r["ratio"]) for r in best] == [
+        ("minilm, batch 32, seq 128, ours dynamic_int8", 50.0, 50.0 / 75.0)]
+    assert [r.get("note") for r in rows if r["config"].endswith(", int8")] == [notes["int8"]] * 2
+    assert bench_int8.serving_rows("minilm", 32, _serving_speeds(), True)[4]["ours"] == 60.0
+
+
 def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
     import bench_finetuning  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(bench_util, "bf16_measurable", lambda flags=None: True)
