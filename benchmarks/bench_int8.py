@@ -26,9 +26,10 @@ alike: TensorFlow intra-op (TF_NUM_INTRAOP_THREADS; this script re-runs itself i
 process to set it), LiteRT num_threads, torch.set_num_threads, ONNX Runtime intra-op and
 OpenVINO INFERENCE_NUM_THREADS all --threads (default 2). Every round runs each side
 once, the order rotating, one untimed pass first; rows give medians in examples/s
-(batch 1: 1 / latency). "Our best int8" is the faster LiteRT variant of that batch. The
+(batch 1: 1 / latency). "Our best int8" is the faster LiteRT variant of that batch within
+its agreement bound (an int8 model over it is timed, noted, never "best"). The
 bf16 goals (ours >= 1.6x our fp32, ahead of torch bf16) are judged only where the CPU
-has bf16 instructions (bench_util.bf16_goal_note); elsewhere the rows say "not
+has avx512_bf16 or AMX (bench_util.bf16_measurable, goal_note); elsewhere the rows say "not
 measurable on this CPU".
 """
 import argparse
