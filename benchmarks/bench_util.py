@@ -367,22 +367,10 @@ def mark_degenerate_peers(rows, peaks=None):
     return rows
 
 
-# bf16 rows are judged only on a CPU with bf16 matrix units (AMX, flag amx_bf16: the bf16
-# matmul peak was 4.2x the fp32 one in the 10:03 run). avx512_bf16 alone (dot-product
-# instructions; AMD EPYC here: 1.9x) is not that. Where /proc/cpuinfo cannot be read, a
-# measured bf16 peak of at least BF16_UNITS_MIN_SPEEDUP x fp32 stands in for the flag.
-BF16_UNITS_MIN_SPEEDUP = 2.0
+# bf16 rows without a goal of their own (a bf16 row against a peer's bf16) are left out of
+# the wins and losses on a CPU where bf16_measurable() is false, the same rule as the bf16
+# goals (issue 74): judged wherever avx512_bf16 or AMX is present.
 BF16_NOT_JUDGED_NOTE = "bf16 not judged on this CPU"
-
-
-def has_bf16_units(peaks, flags=None):
-    """Whether this CPU has bf16 matrix units: amx_bf16 among `flags` (default: this
-    machine's cpu_flags()), or without flags the measured peaks ({"fp32", "bf16"})."""
-    flags = cpu_flags() if flags is None else flags
-    if flags:
-        return "amx_bf16" in flags
-    return bool(peaks.get("fp32") and peaks.get("bf16")
-                and peaks["bf16"] >= BF16_UNITS_MIN_SPEEDUP * peaks["fp32"])
 
 
 # The bf16 speed goals of issue 74 (inference >= 1.6x our fp32 and ahead of torch bf16,
@@ -412,11 +400,11 @@ def goal_note(ratio, goal, measurable):
 
 
 def mark_unjudged_bf16(rows, peaks, flags=None):
-    """On a CPU without bf16 matrix units (has_bf16_units false), notes
+    """On a CPU where bf16_measurable(flags) is false (no avx512_bf16, no AMX), notes
     BF16_NOT_JUDGED_NOTE on every bf16 row with a peer (no win, no loss) but those with a
-    goal_note; returns a
-    line for the header, or None when bf16 rows are judged."""
-    if has_bf16_units(peaks, flags):
+    goal_note (they say NOT_MEASURABLE_NOTE themselves); returns a line for the header, or
+    None when bf16 rows are judged. `peaks` ({"fp32", "bf16"} GFLOP/s) only fill the line."""
+    if bf16_measurable(flags):
         return None
     ratio = (peaks["bf16"] / peaks["fp32"]) if peaks.get("fp32") and peaks.get("bf16") else None
     why = ("bf16 matmul peak %.2fx the fp32 peak" % ratio if ratio is not None
@@ -425,10 +413,10 @@ def mark_unjudged_bf16(rows, peaks, flags=None):
         # Rows with a bf16 goal carry their own verdict (goal_note).
         if (" bf16" in " " + r["config"] and r.get("peer") is not None
                 and not str(r.get("note") or "").startswith(GOAL_NOTE)):
-            note = "%s (%s)" % (BF16_NOT_JUDGED_NOTE, why)
+            note = "%s (no avx512_bf16 or AMX)" % BF16_NOT_JUDGED_NOTE
             r["note"] = note if not r.get("note") else "%s; %s" % (note, r["note"])
-    return ("bf16 rows not judged: this CPU has no bf16 matrix units (no AMX; %s); they are "
-            "judged where bf16 has them" % why)
+    return ("bf16 rows %s: no avx512_bf16 or AMX (%s); they are judged where either is "
+            "present" % (NOT_MEASURABLE_NOTE, why))
 
 
 def machine_header(peaks, load=None):

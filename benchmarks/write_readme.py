@@ -48,7 +48,7 @@ def _groups(rows):
 
 
 def _left_out(r):
-    """A degenerate peer, a bf16 row on a CPU without bf16 matrix units, or a row whose goal
+    """A degenerate peer, a bf16 row on a CPU without avx512_bf16 or AMX, or a row whose goal
     is not measurable on this CPU."""
     note = str(r.get("note") or "")
     return note.startswith((DEGENERATE_NOTE, BF16_NOT_JUDGED_NOTE)) or NOT_MEASURABLE_NOTE in note

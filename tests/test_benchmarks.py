@@ -102,7 +102,9 @@ def test_degenerate_peer_rows_are_marked_and_no_wins():
     assert [r for r in table if write_readme.is_win(r)] == [table[2]]
 
 
-def test_bf16_rows_are_judged_only_with_bf16_matrix_units():
+def test_bf16_rows_are_judged_wherever_avx512_bf16_or_amx_is_present():
+    # Issue 74's rule: avx512_bf16 (AMD EPYC Zen 4, no AMX) or AMX is enough; only a CPU
+    # with neither (or whose flags cannot be read) leaves its bf16 rows unjudged.
     import write_readme  # pylint: disable=import-outside-toplevel
 
     def table():
@@ -110,23 +112,24 @@ def test_bf16_rows_are_judged_only_with_bf16_matrix_units():
                                "sequences/s"),
                 bench_util.row("inference forward", "base fp32 xla=off", 20.0, 10.0,
                                "sequences/s")]
-    amx = table()
-    flags = ["amx_bf16", "amx_tile", "avx512_bf16", "avx512f"]
-    assert bench_util.mark_unjudged_bf16(amx, {"fp32": 300.0, "bf16": 1300.0}, flags) is None
-    assert sum(map(write_readme.is_win, amx)) == 2 and not any(r.get("note") for r in amx)
-    no_units = table()   # avx512_bf16 without AMX (AMD EPYC: 1.9x the fp32 peak)
-    line = bench_util.mark_unjudged_bf16(no_units, {"fp32": 210.0, "bf16": 400.0},
-                                         ["avx512_bf16", "avx512f"])
-    assert "no bf16 matrix units (no AMX; bf16 matmul peak 1.90x the fp32 peak" in line
-    assert no_units[0]["note"].startswith("bf16 not judged on this CPU")
-    assert not no_units[1].get("note")
-    assert [r for r in no_units if write_readme.is_win(r)] == [no_units[1]]
-    rendered = write_readme.render({"machine": {"bf16": line}, "rows": no_units})
-    assert "higher is better. bf16 rows not judged" in rendered.splitlines()[0]
+    for flags in (["amx_bf16", "amx_tile", "avx512_bf16", "avx512f"], ["avx512_bf16", "avx512f"],
+                  ["amx_bf16", "amx_tile"]):
+        rows = table()
+        assert bench_util.mark_unjudged_bf16(rows, {"fp32": 210.0, "bf16": 400.0}, flags) is None
+        assert sum(map(write_readme.is_win, rows)) == 2 and not any(r.get("note") for r in rows)
+    for flags in (["avx512f"], []):   # AVX-512 without bf16; no flags readable
+        rows = table()
+        line = bench_util.mark_unjudged_bf16(rows, {"fp32": 210.0, "bf16": 52.5}, flags)
+        assert line == ("bf16 rows not measurable on this CPU: no avx512_bf16 or AMX (bf16 "
+                        "matmul peak 0.25x the fp32 peak); they are judged where either is "
+                        "present")
+        assert rows[0]["note"] == "bf16 not judged on this CPU (no avx512_bf16 or AMX)"
+        assert not rows[1].get("note")
+        assert [r for r in rows if write_readme.is_win(r)] == [rows[1]]
+    rendered = write_readme.render({"machine": {"bf16": line}, "rows": rows})
+    assert "higher is better. bf16 rows not measurable on this CPU" in rendered.splitlines()[0]
     assert "1 rows left out as bf16 not judged on this CPU" in rendered
-    # No flags to read: the measured peaks decide.
-    assert bench_util.has_bf16_units({"fp32": 300.0, "bf16": 1300.0}, [])
-    assert not bench_util.has_bf16_units({"fp32": 210.0, "bf16": 400.0}, [])
+    assert not hasattr(bench_util, "has_bf16_units")
 
 
 @pytest.mark.slow
@@ -436,14 +439,40 @@ def test_serving_rows_without_peers_and_bf16_cpu_flags():
     assert bench_util.bf16_measurable(["amx_bf16", "amx_tile"])
     assert not bench_util.bf16_measurable(["avx2", "avx512f", "avx512_vnni"])
     assert not bench_util.bf16_measurable(set())
-    # The existing bf16 marker (no AMX: not judged) leaves rows with a goal verdict alone.
+    # The bf16 marker (no avx512_bf16, no AMX: not judged) leaves rows with a goal verdict alone.
     table = [bench_util.row("serving bf16: a", "minilm, bf16", 2.0, 1.0, "examples/s"),
              bench_util.row("inference forward", "base bf16", 2.0, 1.0, "examples/s")]
     table[0]["note"] = bench_util.goal_note(2.0, 1.0, True)
     assert bench_util.mark_unjudged_bf16(table, {"fp32": 200.0, "bf16": 380.0},
-                                         ["avx512_bf16"])
+                                         ["avx2", "avx512f"])
     assert table[0]["note"] == "goal >= 1.0x: met"
     assert table[1]["note"].startswith("bf16 not judged on this CPU")
+
+
+def test_serving_rows_never_pick_an_int8_model_over_its_bound_as_our_best():
+    # The export's report as MiniLM's (random calibration words) gave it: int8 under the bound.
+    import bench_int8  # pylint: disable=import-outside-toplevel
+    report = {"variants": {"dynamic_int8": {"results": {"calibration": {"agreement": 0.997}}},
+                           "int8": {"results": {"calibration": {"agreement": 0.878041}}}},
+              "warnings": ["LiteRT int8 (int8 weight matmuls only) loses more than "
+                           "--max_metric_drop=1 points against the SavedModel"]}
+    notes = bench_int8.over_bound_notes(report)
+    assert notes == {"int8": "over its agreement bound (calibration agreement 87.8%), kept by "
+                             "--keep_int8_over_bound"}
+    rows = bench_int8.serving_rows("minilm", 32, _serving_speeds(), True, "", notes)
+    best = [r for r in rows if r["measure"].startswith("serving int8: our best")]
+    assert [(r["config"], r["ours"], r["ratio"]) for r in best] == [
+        ("minilm, batch 32, seq 128, ours dynamic_int8", 50.0, 50.0 / 75.0)]
+    assert [r.get("note") for r in rows if r["config"].endswith(", int8")] == [notes["int8"]] * 2
+    assert bench_int8.serving_rows("minilm", 32, _serving_speeds(), True)[4]["ours"] == 60.0
+    # A shorter run (--variants dynamic_int8): the int8 rows are absent, not None.
+    rows = bench_int8.serving_rows("minilm", 1, _serving_speeds(**{"LiteRT int8": None}), True)
+    assert [r["config"].split(" (")[0] for r in rows[:3]] == [
+        "minilm, batch 1, seq 128, dynamic_int8"] * 2 + [
+        "minilm, batch 1, seq 128, ours dynamic_int8"]
+    for bad in (dict(variants=("fp16",)), dict(batches=(8,)), dict(variants=())):
+        with pytest.raises(ValueError, match="variants must be among"):
+            bench_int8.run(**bad)
 
 
 def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
