@@ -10,6 +10,8 @@ file's syntax tree, outside the head registry and the heads' own modules (HEAD_M
   tables: dict literals keyed by those names, and tuples listing two or more of them;
   variable_detection: a head told from its checkpoint's variable names (`"tagger/..."
     in names`, `name.startswith("bilstm_")`);
+  flag_branches: branches on a registry entry's booleans (`if head.word_tags:`,
+    `x if entry.class_labels else y`): no name, but still one door deciding per head;
   doc_stride_checks (every file): `doc_stride < 1`-style checks of a --doc_stride
     setting (a tagger's, a long text's);
   tagger_windows (every file): places holding the tagger's window rule: the window
@@ -17,7 +19,8 @@ file's syntax tree, outside the head registry and the heads' own modules (HEAD_M
     place reading run_ner's --doc_stride default (ner_data.DEFAULT_DOC_STRIDE) to
     resolve a missing one (run_ner.py's flag definition is not counted).
 
-`python tests/head_name_counts.py` prints the counts per category and file;
+`python tests/head_name_counts.py [REVISION]` prints the counts per category and file (of
+the tree, or of a git revision: `main` for a before / after);
 tests/test_head_registry.py pins them so that none grows.
 """
 import ast
@@ -52,7 +55,12 @@ _SIGNATURE_WORDS = ("signature", "kind")
 _HEAD_VARIABLES = ("output_weights", "output_bias", "cls/", "tagger/", "crf/", "bilstm_",
                    "multiple_choice/")
 CATEGORIES = ("names", "signatures", "sub_kinds", "tables", "variable_detection",
-              "doc_stride_checks", "tagger_windows")
+              "flag_branches", "doc_stride_checks", "tagger_windows")
+# The registry's booleans (export/head_types.ModelType) a door may branch on.
+_FLAGS = frozenset({"word_tags", "answer_spans", "class_labels", "sentence_embedding",
+                    "long_text", "labels", "checks_head", "full_length_text",
+                    "trims_by_default", "litert", "serves", "hf_pooler"})
+_ENTRY_WORDS = ("head", "entry", "kind")
 
 
 def source_files():
@@ -117,6 +125,18 @@ def _table(node):
     return False
 
 
+def _flag_branch(node):
+    """Whether a branch (if / while / conditional expression) tests a registry boolean."""
+    if not isinstance(node, (ast.If, ast.IfExp, ast.While)):
+        return False
+    for part in ast.walk(node.test):
+        if isinstance(part, ast.Attribute) and part.attr in _FLAGS:
+            owner = ast.unparse(part.value).lower()
+            if any(word in owner for word in _ENTRY_WORDS) and "settings" not in owner:
+                return True
+    return False
+
+
 def _doc_stride_check(node):
     """`doc_stride < 1` (or >= 1 ...): a check of a --doc_stride setting's value."""
     return (isinstance(node, ast.Compare) and "doc_stride" in _left_words(node.left)
@@ -159,8 +179,10 @@ def count(files=None):
                 found["tagger_windows"][path] += 1
             if inside:
                 continue
-            category = None
-            if isinstance(node, ast.Compare):
+            category = "flag_branches" if _flag_branch(node) else None
+            if category:
+                pass
+            elif isinstance(node, ast.Compare):
                 category = _compare_category(node)
             elif isinstance(node, (ast.For, ast.comprehension)):
                 if any(v in TYPE_NAMES for v in _strings(node.iter)):
@@ -182,8 +204,22 @@ def totals(found=None):
     return {category: sum(found[category].values()) for category in CATEGORIES}
 
 
-def main():
-    found = count()
+def at_revision(revision):
+    """(path, text) of every counted source file at git `revision` (for a before/after)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", revision], cwd=REPO_ROOT,
+                           check=True, capture_output=True, text=True).stdout.split()
+    for name in names:
+        if name.endswith(".py") and name != "setup.py" and (
+                "/" not in name or name.startswith("bert_tf2/")):
+            yield name, subprocess.run(["git", "show", "%s:%s" % (revision, name)],
+                                       cwd=REPO_ROOT, check=True, capture_output=True,
+                                       text=True).stdout
+
+
+def main(argv):
+    """Prints the counts by category and file (argv[1]: a git revision, else the tree)."""
+    found = count(list(at_revision(argv[1])) if len(argv) > 1 else None)
     for category in CATEGORIES:
         print("%s: %d" % (category, sum(found[category].values())))
         for path, number in sorted(found[category].items()):
@@ -191,4 +227,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))
