@@ -1,14 +1,16 @@
 """One entry per model type a model folder or a door can hold: what each door needs.
 
-The doors (export_saved_model's SavedModel and its serving module, the LiteRT step and
-LiteRTPredictor, convert_tf1_checkpoint) look a model type up here and read its entry,
-instead of comparing type names: how it is built, its TF1 variables, its serving
-signature and outputs, whether LiteRT carries it, its HuggingFace class and head
-weights (convert/hf_export.py), the per-head post-processing it needs
-(a tagger's word windows and Viterbi, SQuAD's windows and n-best). A head's own door code
-stays in its module (serving_tagger, serving_squad, tasks/ner_data, tasks/squad_results);
-its entry says which of those apply. Adding a model type is one entry here, its task
-module and its runner.
+The doors (export_saved_model's SavedModel and its serving module, its warm-up requests,
+the LiteRT step and LiteRTPredictor) and the converters (convert_tf1_checkpoint, the
+HuggingFace and keras-hub conversions, both ways) look a model type up here and read its
+entry, instead of comparing type names: how it is built, its TF1 variables and how a
+checkpoint shows it (held_by), its serving signature (a Signature: what its requests take)
+and outputs, whether LiteRT carries it, its HuggingFace and keras-hub classes and head
+weights, its label rows, the per-head post-processing it needs (a tagger's word windows
+and Viterbi, SQuAD's windows and n-best). A head's own door code stays in its module
+(serving_tagger, serving_squad, masked_lm, tasks/ner_data, tasks/squad_results); its entry
+says which of those apply. Adding a model type is one entry here beside its model and
+module (docs/developing.md, "Adding a head").
 
 This module imports nothing of the project at load time (LiteRTPredictor reads it without
 TensorFlow); the builders import the models when called.
