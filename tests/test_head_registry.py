@@ -203,3 +203,13 @@ def test_warmup_rows_take_the_format_the_signature_kind_reads(tmp_path):
         rows("classifier", three, warmup_file=str(three))
     assert head_types.signature_of("squad").requests == ("answer", "serving_default")
     assert head_types.signature_of("tagger").inputs([b"a", b"b"]) == {"text": [b"a\tb"]}
+
+
+def test_an_hf_export_of_a_type_it_does_not_know_is_one_line(tmp_path):
+    # Checked before the folder is read. Before: the folder's own error first, and with a
+    # folder of another head an AttributeError ('NoneType' ... 'part_of') from inside.
+    from bert_tf2.convert import hf_export  # pylint: disable=import-outside-toplevel
+    with pytest.raises(ValueError, match=r"^--model_type must be one of pretraining, masked_lm, "
+                                         r"classifier, tagger, squad, multiple_choice, encoder, "
+                                         r"got 'tagger crf'$"):
+        hf_export.HfExport(str(tmp_path / "missing" / "bert_model.ckpt"), "tagger crf")

@@ -163,6 +163,7 @@ class HfExport(object):
     """
 
     def __init__(self, init_checkpoint, model_type=None, labels_file=None):
+        asked = head_types.get(model_type, head_types.HF) if model_type else None
         contents, found, config = read_model_folder(init_checkpoint)
         names = contents.model_names()
         held = head_types.held_by(names)
@@ -171,7 +172,7 @@ class HfExport(object):
             raise ValueError("--init_checkpoint=%s is a feature-based tagger (a BiLSTM over "
                              "concatenated layers), which no HuggingFace class holds: serve it "
                              "with export_saved_model.py" % init_checkpoint)
-        entry = head_types.find(model_type) if model_type else held
+        entry = asked or held
         head = entry.name
         # An encoder is written from any checkpoint; a head from its own (or one holding it).
         if entry.checks_head and entry is not held and held.name not in entry.part_of:
