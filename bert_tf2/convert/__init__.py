@@ -9,8 +9,9 @@ there, the export in hf_export, the shared name tables in hf_names): config (con
 they are). From HF: convert(hf_dir, output_dir, write_tf2) (read_hf_weights, convert_weights).
 To HF: export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None) -> {what:
 path}; HfExport resolves everything before a file is written: the head from the checkpoint's
-names (head_of: tagger / classifier / squad / multiple_choice / pretraining, else encoder; a
---model_type that contradicts it is refused, `encoder` always works), labels and kind from the
+names (head_of, the registry's held_by: tagger / classifier / squad / multiple_choice /
+pretraining, else encoder; a --model_type that contradicts it is refused, `encoder` always
+works), labels and kind from the
 folder's files (classifier_tasks.export_task, ner_data.read_labels; rows of the head checked
 against the label count), casing and length from model_folder.read; refused: a BiLSTM
 (feature-based) tagger, --long_text=windows; explained in one warning line: head_tail,

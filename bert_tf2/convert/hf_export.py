@@ -28,14 +28,9 @@ from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import model_folder
 
-# The heads an export writes (convert_hf_checkpoint --model_type's order) and, from the head
-# registry, the transformers class of each, its head weights (TF1 name -> HF key) beside the
-# encoder's, and the heads whose class has no pooler (add_pooling_layer=False).
-_HF_ORDER = ("pretraining", "masked_lm", "classifier", "tagger", "squad", "multiple_choice",
-             "encoder")
-HF_HEADS = {name: head_types.find(name).hf_class for name in _HF_ORDER}
-_HEAD_KEYS = {name: dict(head_types.find(name).hf_head_keys) for name in _HF_ORDER}
-_NO_POOLER = tuple(name for name in _HF_ORDER if not head_types.find(name).hf_pooler)
+# The heads an export writes (convert_hf_checkpoint --model_type's order, the registry's
+# hf_rank) and the transformers class of each (the registry's hf_class).
+HF_HEADS = {name: head_types.find(name).hf_class for name in head_types.HF}
 
 # Our hidden_act -> HuggingFace's name of the same function.
 _HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
@@ -52,16 +47,8 @@ CRF_FILE = "crf_transitions.json"
 
 
 def head_of(names):
-    """The head a checkpoint's TF1 model names hold (an HF_HEADS key)."""
-    names = set(names)
-    if "tagger/output_weights" in names:
-        return "tagger"
-    for head in ("classifier", "squad", "multiple_choice"):
-        if set(_HEAD_KEYS[head]) <= names:
-            return head
-    if "cls/predictions/output_bias" in names and "cls/seq_relationship/output_weights" in names:
-        return "pretraining"
-    return "encoder"
+    """The head a checkpoint's TF1 model names hold (an HF_HEADS key; head_types.held_by)."""
+    return head_types.held_by(names).name
 
 
 def hf_config_of(config, head, labels=None, problem_type=None, pad_token_id=0):
@@ -93,14 +80,15 @@ def hf_tensors_of(contents, config, head):
     ValueError naming the checkpoint when an encoder or head weight is missing or has
     another shape than the config says.
     """
-    prefix = "" if head == "encoder" else "bert."
+    entry = head_types.find(head)
+    prefix = entry.hf_prefix
     shapes = dict(hf_names.expected_shapes(config))
     wanted = {name: prefix + hf_names.hf_key_for(name) for name in shapes}
-    if head not in _NO_POOLER:
+    if entry.hf_pooler:
         pooler = hf_names.POOLER_NAMES
         wanted.update({name: prefix + hf_names.hf_key_for(name) for name in pooler})
         shapes.update({name: hf_names.optional_shapes(config)[name] for name in pooler})
-    wanted.update(_HEAD_KEYS[head])
+    wanted.update(entry.hf_head_keys)
     held = set(contents.model_names())
     missing = [name for name in wanted if name not in held]
     if missing:
@@ -175,28 +163,31 @@ class HfExport(object):
     """
 
     def __init__(self, init_checkpoint, model_type=None, labels_file=None):
+        asked = head_types.get(model_type, head_types.HF) if model_type else None
         contents, found, config = read_model_folder(init_checkpoint)
         names = contents.model_names()
-        held = head_of(names)
+        held = head_types.held_by(names)
         self.notes = []
-        if any(name.startswith("bilstm_") for name in names):
+        if head_types.feature_based(names):
             raise ValueError("--init_checkpoint=%s is a feature-based tagger (a BiLSTM over "
                              "concatenated layers), which no HuggingFace class holds: serve it "
                              "with export_saved_model.py" % init_checkpoint)
-        head = model_type or held
-        if head != "encoder" and head != held and held not in head_types.find(head).part_of:
+        entry = asked or held
+        head = entry.name
+        # An encoder is written from any checkpoint; a head from its own (or one holding it).
+        if entry.checks_head and entry is not held and held.name not in entry.part_of:
             raise ValueError("--model_type=%s: checkpoint %s holds a %s head, not a %s one"
-                             % (head, contents.path, held, head))
-        if model_type is None and held == "encoder":
+                             % (head, contents.path, held.name, head))
+        if model_type is None and not held.hf_head_keys:
             self.notes.append("%s holds no task head: writing the encoder (BertModel with "
                               "the pooler)" % contents.path)
         labels, problem_type = None, None
         self.crf = None
-        if head == "classifier":
+        if entry.class_labels:
             labels, problem_type = self._classifier_labels(found, init_checkpoint, labels_file)
-        elif head == "tagger":
+        elif entry.labels:
             labels = self._tagger_labels(found, init_checkpoint, labels_file, contents)
-        width = {"classifier": "output_weights", "tagger": "tagger/output_weights"}.get(head)
+        width = entry.label_variable
         if width and labels is not None and contents.shapes[width][0] != len(labels):
             raise ValueError("checkpoint %s: %s has %d rows but the model's label list has "
                              "%d labels" % (contents.path, width, contents.shapes[width][0],
@@ -216,7 +207,7 @@ class HfExport(object):
             self.notes.append("the folder does not say its casing: lower-casing (the "
                               "reference's --do_lower_case default)")
         self.max_seq_length = int(found.get("max_seq_length") or config["max_position_embeddings"])
-        self.sentence = self._sentence_settings(init_checkpoint, head)
+        self.sentence = self._sentence_settings(init_checkpoint, entry)
         self.tensors = hf_tensors_of(contents, config, head)
 
     def _classifier_labels(self, found, init_checkpoint, labels_file):
@@ -264,11 +255,11 @@ class HfExport(object):
                               % CRF_FILE)
         return labels
 
-    def _sentence_settings(self, init_checkpoint, head):
+    def _sentence_settings(self, init_checkpoint, entry):
         """The sentence_embedding.json settings when they can be written as
         sentence-transformers modules (None otherwise, with a note why not)."""
         path = checkpoints.file_beside(init_checkpoint, pooling.SETTINGS_FILE)
-        if head != "encoder" or not path:
+        if not entry.sentence_embedding or not path:
             return None
         settings = pooling.read_settings(path)
         if list(settings.get("layers", [-1])) != [-1]:

@@ -29,6 +29,7 @@ from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2.convert import hf_names
 from bert_tf2.convert import torch_pickle
+from bert_tf2.export import head_types
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
@@ -480,22 +481,23 @@ def _task_of(hf_config, config_path, hf_dir, config, tensors):
     pre-trained model gets no model_settings.json: its length would become the default
     of the runs that use it)."""
     architectures = hf_config.get("architectures") or [None]
-    head = {"BertForSequenceClassification": "classifier",
-            "BertForTokenClassification": "tagger"}.get(architectures[0])
-    if head is None or "output_weights" not in tensors:
+    entry = head_types.of_hf_class(architectures[0])
+    if entry is None or not entry.labels:
         return None
-    if head == "tagger":
-        for name in ("output_weights", "output_bias"):
-            if name in tensors:
-                tensors["tagger/" + name] = tensors.pop(name)
-    rows = int(tensors.get("output_weights", tensors.get("tagger/output_weights")).shape[0])
-    problem = hf_config.get("problem_type")
+    # The head's HF keys convert to hf_names' TF1 names (classifier.weight: output_weights);
+    # a head whose own names differ (the tagger's tagger/...) gets its weights moved there.
+    converted = {name: hf_names.tf1_name_for(key)[0] for name, key in entry.hf_head_keys}
+    if converted[entry.label_variable] not in tensors:
+        return None
+    for name, source in converted.items():
+        if source != name and source in tensors:
+            tensors[name] = tensors.pop(source)
+    rows = int(tensors[entry.label_variable].shape[0])
     task_type = None
-    if head == "classifier":
-        task_type = ("regression" if problem == "regression" or (problem is None and rows == 1)
-                     else "multilabel" if problem == "multi_label_classification"
-                     else "classification")
-    labels = None if task_type == "regression" else _labels_of(hf_config, rows, config_path)
+    if entry.class_labels:
+        task_type = classifier_tasks.task_type_of_hf(hf_config.get("problem_type"), rows)
+    labels = (_labels_of(hf_config, rows, config_path) if classifier_tasks.has_labels(task_type)
+              else None)
     values = {}
     lower = _log_casing(hf_dir)
     if lower is not None:
@@ -505,8 +507,7 @@ def _task_of(hf_config, config_path, hf_dir, config, tensors):
         values["max_seq_length"] = length
     if task_type:
         values["task_type"] = task_type
-    return _HfTask("run_classifier" if head == "classifier" else "run_ner", labels,
-                   task_type, values)
+    return _HfTask(entry.runner, labels, task_type, values)
 
 
 def _labels_of(hf_config, rows, source):

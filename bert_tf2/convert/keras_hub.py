@@ -41,6 +41,7 @@ from bert_tf2 import fileutil
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2.convert import hf_export
 from bert_tf2.convert import hf_names
+from bert_tf2.export import head_types
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.trainer import checkpoints
@@ -49,9 +50,11 @@ from bert_tf2.trainer import model_folder
 EXTRA_HINT = "pip install 'bert-tf2[keras-hub]'"
 MIN_PYTHON = (3, 11)  # keras-hub 0.32's requirement
 
-# Our head (hf_export.head_of) -> the keras-hub class its preset loads as.
-KERAS_HUB_CLASSES = {"encoder": "BertBackbone", "classifier": "BertTextClassifier",
-                     "pretraining": "BertMaskedLM"}
+# Our head (head_types.held_by) -> the keras-hub class its preset loads as (the registry's
+# keras_hub_class); the backbone's is the encoder's, a task model holds one.
+KERAS_HUB_CLASSES = {entry.name: entry.keras_hub_class for entry in head_types.ENTRIES
+                     if entry.keras_hub_class}
+_BACKBONE = "BertBackbone"
 
 # The TF1 scopes inside bert/encoder/layer_N (the names hf_names.expected_shapes lists)
 # -> the attribute path of that part in keras-hub's TransformerEncoder.
@@ -75,22 +78,19 @@ _BACKBONE_WEIGHTS = {
     "bert/pooler/dense/kernel": ("pooled_dense", "kernel"),
     "bert/pooler/dense/bias": ("pooled_dense", "bias"),
 }
-# TF1 name of a head -> (attribute path in the keras-hub task, its weight).
-_HEAD_WEIGHTS = {
-    "classifier": {"output_weights": ("output_dense", "kernel"),
-                   "output_bias": ("output_dense", "bias")},
-    "pretraining": {
-        "cls/predictions/transform/dense/kernel": ("masked_lm_head._intermediate_dense",
-                                                   "kernel"),
-        "cls/predictions/transform/dense/bias": ("masked_lm_head._intermediate_dense", "bias"),
-        "cls/predictions/transform/LayerNorm/gamma": (
-            "masked_lm_head._intermediate_layer_norm", "gamma"),
-        "cls/predictions/transform/LayerNorm/beta": (
-            "masked_lm_head._intermediate_layer_norm", "beta"),
-        "cls/predictions/output_bias": ("masked_lm_head", "_bias"),
-    },
-    "encoder": {},
-}
+
+
+def _head_weights(head):
+    """{TF1 name of `head`'s weights: (attribute path in the keras-hub task, its weight)}
+    (the registry's keras_hub_weights)."""
+    return {name: (path, weight)
+            for name, path, weight in head_types.find(head).keras_hub_weights}
+
+
+def _is_backbone(head):
+    """Whether `head`'s keras-hub model is the BertBackbone itself (no task around it)."""
+    return KERAS_HUB_CLASSES.get(head) == _BACKBONE
+
 # Stored [units, hidden] in TF1, [hidden, units] in Keras.
 _TRANSPOSED = ("output_weights",)
 
@@ -105,10 +105,6 @@ _FOLDER_TOOL = "convert_keras_hub --direction=from_keras_hub"
 _FOLDER_OUTPUTS = ("bert_model.ckpt.*", "checkpoint", "bert_config.json", "vocab.txt",
                    fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE,
                    fileutil.MODEL_SETTINGS_FILE)
-# The runner a folder of each head is recorded as in model_settings.json (its casing and
-# length): export_saved_model's default --model_type follows it.
-_RUNNERS = {"classifier": "run_classifier", "pretraining": "run_pretraining",
-            "encoder": "run_pretraining"}
 
 
 def check_python(version=None):
@@ -142,7 +138,7 @@ def weight_table(task, head, num_layers):
 
     `task` is the BertBackbone itself (head "encoder") or the task model around it.
     """
-    backbone = task if head == "encoder" else task.backbone
+    backbone = task if _is_backbone(head) else task.backbone
     table = {}
     for name, (layer, weight) in _BACKBONE_WEIGHTS.items():
         table[name] = getattr(backbone.get_layer(layer), weight)
@@ -154,7 +150,7 @@ def weight_table(task, head, num_layers):
                            else ("kernel", "bias")):
                 table["bert/encoder/layer_%d/%s/%s" % (n, scope, weight)] = getattr(part,
                                                                                     weight)
-    for name, (path, weight) in _HEAD_WEIGHTS[head].items():
+    for name, (path, weight) in _head_weights(head).items():
         table[name] = getattr(_attribute(task, path), weight)
     return table
 
@@ -164,7 +160,7 @@ def tf1_names(config, head):
     hf_names.expected_shapes' encoder names, the pooler's, then the head's."""
     names = list(hf_names.expected_shapes(config))
     names += [name for name in _BACKBONE_WEIGHTS if name not in names]
-    return names + list(_HEAD_WEIGHTS[head])
+    return names + list(_head_weights(head))
 
 
 def _to_keras(name, value, variable):
@@ -197,8 +193,8 @@ class PresetExport(object):
     def __init__(self, init_checkpoint):
         contents, found, self.config = hf_export.read_model_folder(init_checkpoint)
         names = contents.model_names()
-        self.head = hf_export.head_of(names)
-        if any(name.startswith("bilstm_") for name in names):
+        self.head = head_types.held_by(names).name
+        if head_types.feature_based(names):
             self.head = "feature-based tagger"
         if self.head not in KERAS_HUB_CLASSES:
             raise ValueError("--init_checkpoint=%s holds a %s head, which keras-hub has no BERT "
@@ -208,13 +204,11 @@ class PresetExport(object):
         self._check_numerics(found["bert_config_file"])
         self.notes = []
         self.labels, self.activation, self.files = None, None, {}
-        if self.head == "classifier":
+        entry = head_types.find(self.head)
+        if entry.class_labels:
             self._classifier(found, init_checkpoint)
-        if self.head == "pretraining":
-            self.notes.append("keras-hub's BertMaskedLM computes its masked-LM transform with "
-                              "the exact erf GELU and LayerNorm epsilon 1e-5 (ours: tanh GELU, "
-                              "1e-12) and has no next-sentence head: its logits differ slightly "
-                              "from ours and cls/seq_relationship is not written")
+        if entry.keras_hub_note:
+            self.notes.append(entry.keras_hub_note)
         self.vocab = hf_names.read_vocab_tokens(found["vocab_file"])
         self.do_lower_case = found.get("do_lower_case")
         if self.do_lower_case is None:
@@ -224,6 +218,9 @@ class PresetExport(object):
         self.max_seq_length = int(found.get("max_seq_length")
                                   or self.config["max_position_embeddings"])
         self.tensors = self._tensors(contents)
+        # The keras-hub task's own arguments (a classifier's outputs and activation).
+        self.task_arguments = ({"num_classes": self.num_classes(),
+                                "activation": self.activation} if entry.class_labels else {})
 
     def _check_numerics(self, config_path):
         act = self.config.get("hidden_act", "gelu")
@@ -322,18 +319,14 @@ def build_keras_hub_model(export):
     tokenizer = models.BertTokenizer(vocabulary=list(export.vocab),
                                      lowercase=bool(export.do_lower_case),
                                      strip_accents=bool(export.do_lower_case))
-    if export.head == "classifier":
-        preprocessor = models.BertTextClassifierPreprocessor(
+    model = backbone
+    if not _is_backbone(export.head):
+        # The task class and its preprocessor (keras-hub names them <class>Preprocessor).
+        name = KERAS_HUB_CLASSES[export.head]
+        preprocessor = getattr(models, name + "Preprocessor")(
             tokenizer, sequence_length=export.max_seq_length)
-        model = models.BertTextClassifier(backbone, export.num_classes(),
-                                          preprocessor=preprocessor,
-                                          activation=export.activation)
-    elif export.head == "pretraining":
-        preprocessor = models.BertMaskedLMPreprocessor(
-            tokenizer, sequence_length=export.max_seq_length)
-        model = models.BertMaskedLM(backbone, preprocessor=preprocessor)
-    else:
-        model = backbone
+        model = getattr(models, name)(backbone, preprocessor=preprocessor,
+                                      **export.task_arguments)
     table = weight_table(model, export.head, int(export.config["num_hidden_layers"]))
     for name, variable in table.items():
         variable.assign(_to_keras(name, export.tensors[name], variable))
@@ -356,7 +349,7 @@ def export_to_keras_hub(init_checkpoint, output_dir):
 
     def build(folder):
         model.save_to_preset(folder)
-        if export.head == "encoder":
+        if _is_backbone(export.head):
             tokenizer.save_to_preset(folder)
         for name, path in export.files.items():
             tf.io.gfile.copy(path, os.path.join(folder, name), overwrite=True)
@@ -497,10 +490,10 @@ def preset_preprocessing(preset_dir, config):
 def load_preset_tensors(preset_dir, head, config):
     """{TF1 name: float32 array} of the preset's weights, loaded by keras-hub."""
     keras_hub = import_keras_hub()
-    if head == "encoder":
-        model = keras_hub.models.BertBackbone.from_preset(preset_dir)
+    cls = getattr(keras_hub.models, KERAS_HUB_CLASSES[head])
+    if _is_backbone(head):
+        model = cls.from_preset(preset_dir)
     else:
-        cls = getattr(keras_hub.models, KERAS_HUB_CLASSES[head])
         model = cls.from_preset(preset_dir, preprocessor=None)
     table = weight_table(model, head, config["num_hidden_layers"])
     shapes = dict(hf_names.expected_shapes(config))
@@ -525,7 +518,8 @@ def import_from_keras_hub(preset_dir, output_dir):
                         config["vocab_size"])
     _refuse_other_files(output_dir, _FOLDER_OUTPUTS, "keras-hub import")
     tensors = load_preset_tensors(preset_dir, head, config)
-    if head == "classifier" and not tf.io.gfile.exists(
+    entry = head_types.find(head)
+    if entry.class_labels and not tf.io.gfile.exists(
             os.path.join(preset_dir, fileutil.LABEL_LIST_FILE)):
         logging.warning("%s has no %s (keras-hub's own save_to_preset does not keep it): the "
                         "classifier's %d outputs have no label names; put a %s (one label "
@@ -540,11 +534,12 @@ def import_from_keras_hub(preset_dir, output_dir):
             f.write("".join(token + "\n" for token in vocab))
         for name in _CLASSIFIER_FILES:
             path = os.path.join(preset_dir, name)
-            if head == "classifier" and tf.io.gfile.exists(path):
+            if entry.class_labels and tf.io.gfile.exists(path):
                 tf.io.gfile.copy(path, os.path.join(folder, name), overwrite=True)
         if preprocessing:
             # After vocab.txt and label_list.txt: model_settings.json records their checksums.
-            model_folder.write(folder, _RUNNERS[head], None, None, preprocessing)
+            model_folder.write(folder, head_types.folder_runner(entry), None, None,
+                               preprocessing)
         checkpoints.write_tf1_checkpoint(tensors, os.path.join(folder, "bert_model.ckpt"))
         return {name: os.path.join(folder, name) for name in _files_of(folder)}
 

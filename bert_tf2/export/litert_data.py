@@ -157,9 +157,7 @@ def tagger_batch(sentences, tokenizer, max_seq_length, labels, doc_stride=None):
 def _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride=None):
     """run_ner's features of a ConllFile: its windows, --doc_stride apart (None: run_ner's
     default), each sentence its own document (no --document_context)."""
-    features = ner_data.convert_file(
-        conll, labels, max_seq_length,
-        ner_data.DEFAULT_DOC_STRIDE if doc_stride is None else doc_stride, tokenizer)
+    features = ner_data.convert_file(conll, labels, max_seq_length, doc_stride, tokenizer)
     gold = [list(s.tags) for s in conll.sentences] if conll.has_tags else None
     return Batch(_stack(features), gold, (conll, features))
 

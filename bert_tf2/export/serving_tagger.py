@@ -28,12 +28,9 @@ _BLANK_CODES = tuple(sorted(ord(c) for c in ner_data.WORD_BLANKS))
 
 
 def check_doc_stride(doc_stride):
-    """run_ner's --doc_stride of a tagger (None: run_ner's default); ValueError below 1."""
-    if doc_stride is None:
-        return ner_data.DEFAULT_DOC_STRIDE
-    if doc_stride < 1:
-        raise ValueError("--doc_stride=%d must be >= 1" % doc_stride)
-    return int(doc_stride)
+    """run_ner's --doc_stride of a tagger (None: run_ner's default); ValueError below 1
+    (ner_data.doc_stride_of, the windows' one check)."""
+    return ner_data.doc_stride_of(doc_stride)
 
 
 def _before(values, first):

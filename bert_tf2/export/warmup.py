@@ -59,15 +59,8 @@ FLAGS = (
      "--calibration_file." % MAX_REQUESTS),
 )
 
-# How many fields an example of each signature kind has (least, most, in words).
-_FIELDS = {"pair": (1, 2, "text_a[<TAB>text_b]"), "words": (1, 10 ** 9, "a sentence"),
-           "choices": (2, 10 ** 9, "context<TAB>ending[<TAB>ending...]"),
-           "squad": (2, 2, "question<TAB>context"), "fill_mask": (1, 1, "a text with [MASK]s")}
-
-# The requests of one example, by the head's signature kind: (signature, inputs of it).
-_SIGNATURES = {"pair": ("serving_default",), "words": ("serving_default",),
-               "choices": ("serving_default",), "squad": ("answer", "serving_default"),
-               "fill_mask": ("serving_default",)}
+# An example's fields, the requests it makes and its data formats: the head's signature
+# kind in the registry (head_types.SIGNATURES).
 
 
 def check(settings):
@@ -98,20 +91,13 @@ def read_rows(settings, columns):
         path, data = getattr(settings, flag[2:]), True
     else:
         return None
-    kind = head_types.get(settings.model_type).signature
+    kind = head_types.signature_of(settings.model_type)
     ending = os.path.splitext(path)[1].lower()
+    in_format = kind.data_format and (kind.any_ending or ending in kind.data_endings or (
+        data and kind.always_data))
     try:
-        if kind == "squad" and (data or ending == ".json"):
-            rows = _squad_rows(path)
-        elif kind == "words" and (data or ending in (".conll", ".iob")):
-            rows = [(" ".join(s.words),) for s in
-                    ner_data.read_conll(path, require_tags=False).sentences]
-        elif kind == "fill_mask":  # a line without [MASK] would fail the version's load
-            rows = [(text,) for text in masked_lm.read_texts(path)]
-        elif kind == "pair" and ending in _TEXT_TABLES:
-            wanted = [c for c in columns[:2] if c]
-            rows = [tuple(_text(row, c) for c in wanted)
-                    for row in _TEXT_TABLES[ending](path, wanted, [])]
+        if in_format:
+            rows = _ROW_READERS[kind.data_format](path, ending, columns)
         else:
             rows = [tuple(line.split("\t")) for line in
                     fileutil.split_lines(fileutil.read_text(path)) if line.strip()]
@@ -120,17 +106,32 @@ def read_rows(settings, columns):
     rows = rows[:settings.warmup_examples]
     if not rows:
         raise ValueError("%s=%s: no examples" % (flag, path))
+    least, most, in_words = kind.fields
     for number, row in enumerate(rows, 1):
-        if not _FIELDS[kind][0] <= len(row) <= _FIELDS[kind][1]:
+        if not least <= len(row) <= most:
             raise ValueError("%s=%s: example %d has %d tab-separated field(s), a request of "
-                             "this model is %s" % (flag, path, number, len(row), _FIELDS[kind][2]))
-    count = len(rows) * len(_SIGNATURES[kind])
+                             "this model is %s" % (flag, path, number, len(row), in_words))
+    count = len(rows) * len(kind.requests)
     if count > MAX_REQUESTS:
         raise ValueError("%s=%s: %d warm-up requests, TF Serving loads at most %d: give "
                          "--warmup_examples=%d or fewer"
                          % (flag, path, count, MAX_REQUESTS,
-                            MAX_REQUESTS // len(_SIGNATURES[kind])))
+                            MAX_REQUESTS // len(kind.requests)))
     return rows
+
+
+def _table_rows(path, ending, columns):
+    """(text_a[, text_b]) of every row of a .tsv / .csv / .jsonl file of texts."""
+    wanted = [c for c in columns[:2] if c]
+    return [tuple(_text(row, c) for c in wanted)
+            for row in _TEXT_TABLES[ending](path, wanted, [])]
+
+
+def _conll_rows(path, ending, columns):
+    """(sentence,) of every sentence of a CoNLL file, its words joined by spaces."""
+    del ending, columns
+    return [(" ".join(s.words),) for s in
+            ner_data.read_conll(path, require_tags=False).sentences]
 
 
 def _text(row, column):
@@ -140,31 +141,31 @@ def _text(row, column):
     return value
 
 
-def _squad_rows(path):
+def _squad_rows(path, ending=None, columns=None):
     """(question, context) of every question of a SQuAD JSON file, in file order."""
+    del ending, columns
     return [(qa["question"], paragraph["context"])
             for article in squad_data.load_squad_json(path)
             for paragraph in article.get("paragraphs", [])
             for qa in paragraph.get("qas", [])]
 
 
+# The readers of warm-up rows by data format (head_types.Signature.data_format).
+_ROW_READERS = {"table": _table_rows, "conll": _conll_rows, "squad_json": _squad_rows,
+                # a line without [MASK] would fail the version's load: refused here
+                "masked_texts": lambda path, ending, columns: [
+                    (text,) for text in masked_lm.read_texts(path)]}
+
+
 def requests(model_type, rows, signatures):
     """[(signature name, {input: numpy array of bytes})] of the warm-up rows: per row one
     request (batch 1) per signature of the head's kind. `signatures`: the module's
     {name: concrete function}, whose input names each request must match."""
-    kind = head_types.get(model_type).signature
+    kind = head_types.signature_of(model_type)
     found = []
     for row in rows:
-        fields = [t.encode("utf-8") for t in row]
-        if kind == "pair":
-            inputs = {"text_a": fields[:1], "text_b": (fields[1:] or [b""])[:1]}
-        elif kind in ("words", "fill_mask"):
-            inputs = {"text": [b"\t".join(fields)]}
-        elif kind == "choices":
-            inputs = {"context": fields[:1], "endings": [fields[1:]]}
-        else:
-            inputs = {"question": fields[:1], "context": fields[1:]}
-        for name in _SIGNATURES[kind]:
+        inputs = kind.inputs([t.encode("utf-8") for t in row])
+        for name in kind.requests:
             wanted = _input_names(signatures[name])
             if wanted != set(inputs):
                 raise ValueError("--warmup_file: the %s signature takes %s, a row gave %s"

@@ -97,6 +97,21 @@ def define_flags(fv):
         "1 of MRPC / QQP, whose GLUE F1 eval_f1 is).", flag_values=fv)
 
 
+def task_type_of_hf(problem_type, rows):
+    """Our --task_type of a HuggingFace BertForSequenceClassification: its config.json's
+    problem_type (None: a one-output head is a regression, as transformers reads it) and
+    its number of outputs `rows`."""
+    if problem_type == "regression" or (problem_type is None and rows == 1):
+        return "regression"
+    return "multilabel" if problem_type == "multi_label_classification" else "classification"
+
+
+def has_labels(kind):
+    """Whether a head of --task_type `kind` has a label list: a regression has none (None:
+    a head without task types, a tagger)."""
+    return kind != "regression"
+
+
 def task_type(processor):
     """"classification", "regression" or "multilabel": the head `processor` needs."""
     if processor.is_multilabel:

@@ -429,14 +429,24 @@ def sentence_features(sentences, pieces, index, labels, max_seq_length, doc_stri
     return features
 
 
+def doc_stride_of(doc_stride):
+    """The --doc_stride of a tagger's windows, the one check of it (run_ner, its
+    predict(), the SavedModel, LiteRT): None gives run_ner's default; ValueError below 1."""
+    if doc_stride is None:
+        return DEFAULT_DOC_STRIDE
+    if doc_stride < 1:
+        raise ValueError("--doc_stride=%d must be >= 1" % doc_stride)
+    return int(doc_stride)
+
+
 def convert_file(conll_file, labels, max_seq_length, doc_stride, tokenizer,
                  document_context=False):
-    """All Features of a file, sentence by sentence, window by window."""
+    """All Features of a file, sentence by sentence, window by window (doc_stride None:
+    run_ner's default)."""
     if max_seq_length < 3:
         raise ValueError("--max_seq_length=%d is too short: [CLS] word [SEP] needs at least 3"
                          % max_seq_length)
-    if doc_stride < 1:
-        raise ValueError("--doc_stride=%d must be >= 1" % doc_stride)
+    doc_stride = doc_stride_of(doc_stride)
     pieces = word_pieces(conll_file, tokenizer)
     features = []
     for index in range(len(conll_file.sentences)):

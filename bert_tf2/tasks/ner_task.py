@@ -148,8 +148,7 @@ def check_settings(settings):
     if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length=%d is too short: [CLS] word [SEP] needs at least 3"
                          % settings.max_seq_length)
-    if settings.doc_stride < 1:
-        raise ValueError("--doc_stride=%d must be >= 1" % settings.doc_stride)
+    ner_data.doc_stride_of(settings.doc_stride)
     settings.refuse_unused([] if settings.feature_based else [
         (name, "without --feature_based (the fine-tuned tagger reads no encoder layers "
                "into an LSTM)") for name in ("layers", "lstm_units")])

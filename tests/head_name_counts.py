@@ -1,0 +1,230 @@
+"""Where the tree still decides by a head's name instead of asking the head (issue 70).
+
+Counted in the source (the root faces and bert_tf2/, not tests or docs), by reading each
+file's syntax tree, outside the head registry and the heads' own modules (HEAD_MODULES):
+
+  names: comparisons with a model type, runner or head name (`head == "classifier"`,
+    `x in ("tagger", ...)`, a `for` over such names);
+  signatures: comparisons with a serving signature kind (`signature == "words"`);
+  sub_kinds: comparisons with a classifier sub-kind ("regression", "multilabel", ...);
+  tables: dict literals keyed by those names, and tuples listing two or more of them;
+  variable_detection: a head told from its checkpoint's variable names (`"tagger/..."
+    in names`, `name.startswith("bilstm_")`);
+  flag_branches: branches on a registry entry's booleans (`if head.word_tags:`,
+    `x if entry.class_labels else y`): no name, but still one door deciding per head;
+  doc_stride_checks (every file): `doc_stride < 1`-style checks of a --doc_stride
+    setting (a tagger's, a long text's);
+  tagger_windows (every file): places holding the tagger's window rule: the window
+    loop over input_pipeline.doc_spans in a tagger module, the graph's twin, and each
+    place reading run_ner's --doc_stride default (ner_data.DEFAULT_DOC_STRIDE) to
+    resolve a missing one (run_ner.py's flag definition is not counted).
+
+`python tests/head_name_counts.py [REVISION]` prints the counts per category and file (of
+the tree, or of a git revision: `main` for a before / after);
+tests/test_head_registry.py pins them so that none grows.
+"""
+import ast
+import collections
+import pathlib
+import sys
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# The registry and the modules that belong to one head (its model, task, data, door code).
+HEAD_MODULES = frozenset({
+    "bert_tf2/export/head_types.py", "bert_tf2/heads.py", "bert_tf2/export/masked_lm.py",
+    "bert_tf2/export/serving_tagger.py", "bert_tf2/export/serving_squad.py",
+    "bert_tf2/tasks/classifier_task.py", "bert_tf2/tasks/classifier_tasks.py",
+    "bert_tf2/tasks/classifier_run.py", "bert_tf2/tasks/long_text.py",
+    "bert_tf2/tasks/multilabel_data.py", "bert_tf2/tasks/ner_data.py",
+    "bert_tf2/tasks/ner_task.py", "bert_tf2/tasks/ner_metrics.py",
+    "bert_tf2/tasks/squad_data.py", "bert_tf2/tasks/squad_results.py",
+    "bert_tf2/tasks/squad_run.py", "bert_tf2/tasks/squad_task.py",
+    "bert_tf2/tasks/multiple_choice_data.py", "bert_tf2/tasks/multiple_choice_task.py",
+    "run_classifier.py", "run_ner.py", "run_squad.py", "run_multiple_choice.py",
+    "run_pretraining.py",
+})
+
+TYPE_NAMES = frozenset({"encoder", "classifier", "squad", "tagger", "multiple_choice",
+                        "pretraining", "masked_lm", "run_classifier", "run_squad", "run_ner",
+                        "run_multiple_choice", "run_pretraining", "feature-based tagger"})
+SIGNATURE_NAMES = frozenset({"pair", "words", "choices"})  # and "squad", by the left side
+SUB_KINDS = frozenset({"regression", "multilabel", "multi-label", "classification",
+                       "single_label_classification", "multi_label_classification"})
+_SIGNATURE_WORDS = ("signature", "kind")
+_HEAD_VARIABLES = ("output_weights", "output_bias", "cls/", "tagger/", "crf/", "bilstm_",
+                   "multiple_choice/")
+CATEGORIES = ("names", "signatures", "sub_kinds", "tables", "variable_detection",
+              "flag_branches", "doc_stride_checks", "tagger_windows")
+# The registry's booleans (export/head_types.ModelType) a door may branch on.
+_FLAGS = frozenset({"word_tags", "answer_spans", "class_labels", "sentence_embedding",
+                    "long_text", "labels", "checks_head", "full_length_text",
+                    "trims_by_default", "litert", "serves", "hf_pooler"})
+_ENTRY_WORDS = ("head", "entry", "kind")
+
+
+def source_files():
+    """(relative path, text) of every source file counted."""
+    paths = sorted(REPO_ROOT.glob("*.py")) + sorted((REPO_ROOT / "bert_tf2").rglob("*.py"))
+    for path in paths:
+        if path.name == "setup.py":
+            continue
+        yield path.relative_to(REPO_ROOT).as_posix(), path.read_text(encoding="utf-8")
+
+
+def _strings(node):
+    """The string constants of `node`: itself, or the items of a tuple / list / set."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for item in node.elts for s in _strings(item)]
+    return []
+
+
+def _left_words(node):
+    return ast.unparse(node).lower() if node is not None else ""
+
+
+def _compare_category(node):
+    """The category of a comparison (ast.Compare), or None."""
+    left = node.left
+    for op, right in zip(node.ops, node.comparators):
+        if not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+            continue
+        if isinstance(op, (ast.In, ast.NotIn)) and _strings(left) and not _strings(right):
+            # "tagger/output_weights" in names: the checkpoint tells the head.
+            if any(v.startswith(_HEAD_VARIABLES) for v in _strings(left)):
+                return "variable_detection"
+            continue
+        values = _strings(right) or (_strings(left) if isinstance(op, (ast.Eq, ast.NotEq))
+                                     else [])
+        other = left if _strings(right) else right
+        if not values:
+            continue
+        words = _left_words(other)
+        if any(v in SIGNATURE_NAMES for v in values) or (
+                "squad" in values and any(w in words for w in _SIGNATURE_WORDS)):
+            return "signatures"
+        if any(v in TYPE_NAMES for v in values):
+            return "names"
+        if any(v in SUB_KINDS for v in values) and "mode" not in words:
+            return "sub_kinds"
+    return None
+
+
+def _table(node):
+    """Whether `node` (a dict or tuple literal) is a table of head / runner names."""
+    if isinstance(node, ast.Dict):
+        keys = [k.value for k in node.keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        return sum(k in TYPE_NAMES for k in keys) >= 1
+    if isinstance(node, (ast.Tuple, ast.List)):
+        values = _strings(node)
+        return (len(values) == len(node.elts) and len(values) >= 2
+                and all(v in TYPE_NAMES for v in values))
+    return False
+
+
+def _flag_branch(node):
+    """Whether a branch (if / while / conditional expression) tests a registry boolean."""
+    if not isinstance(node, (ast.If, ast.IfExp, ast.While)):
+        return False
+    for part in ast.walk(node.test):
+        if isinstance(part, ast.Attribute) and part.attr in _FLAGS:
+            owner = ast.unparse(part.value).lower()
+            if any(word in owner for word in _ENTRY_WORDS) and "settings" not in owner:
+                return True
+    return False
+
+
+def _doc_stride_check(node):
+    """`doc_stride < 1` (or >= 1 ...): a check of a --doc_stride setting's value."""
+    return (isinstance(node, ast.Compare) and "doc_stride" in _left_words(node.left)
+            and any(isinstance(c, ast.Constant) and c.value in (0, 1)
+                    for c in node.comparators))
+
+
+def _tagger_window(node, path):
+    """A place holding a tagger's window rule (see the module docstring)."""
+    if isinstance(node, ast.Attribute) and ast.unparse(node) == "ner_data.DEFAULT_DOC_STRIDE":
+        return True  # resolving a missing --doc_stride (run_ner's flag default is excepted)
+    if isinstance(node, ast.FunctionDef):
+        tagger_module = "ner" in path or "tagger" in path
+        calls = {ast.unparse(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+        if tagger_module and any(c.endswith("doc_spans") for c in calls):
+            return True
+        if tagger_module and node.name == "windows":
+            return True
+    return False
+
+
+def count(files=None):
+    """{category: Counter({path: occurrences})} of the tree (or of `files`: (path, text))."""
+    found = {category: collections.Counter() for category in CATEGORIES}
+    for path, text in files if files is not None else source_files():
+        tree = ast.parse(text)
+        inside = path in HEAD_MODULES
+        in_compare = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for part in [node.left] + node.comparators:
+                    in_compare.add(id(part))
+            if isinstance(node, (ast.For, ast.comprehension)):
+                in_compare.add(id(node.iter))
+        for node in ast.walk(tree):
+            if _doc_stride_check(node):
+                found["doc_stride_checks"][path] += 1
+            if _tagger_window(node, path) and not (path == "run_ner.py"
+                                                    and isinstance(node, ast.Attribute)):
+                found["tagger_windows"][path] += 1
+            if inside:
+                continue
+            category = "flag_branches" if _flag_branch(node) else None
+            if category:
+                pass
+            elif isinstance(node, ast.Compare):
+                category = _compare_category(node)
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                if any(v in TYPE_NAMES for v in _strings(node.iter)):
+                    category = "names"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "startswith" and any(
+                        v.startswith(_HEAD_VARIABLES) for a in node.args for v in _strings(a)):
+                    category = "variable_detection"
+            elif id(node) not in in_compare and _table(node):
+                category = "tables"
+            if category:
+                found[category][path] += 1
+    return found
+
+
+def totals(found=None):
+    """{category: total count}."""
+    found = count() if found is None else found
+    return {category: sum(found[category].values()) for category in CATEGORIES}
+
+
+def at_revision(revision):
+    """(path, text) of every counted source file at git `revision` (for a before/after)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", revision], cwd=REPO_ROOT,
+                           check=True, capture_output=True, text=True).stdout.split()
+    for name in names:
+        if name.endswith(".py") and name != "setup.py" and (
+                "/" not in name or name.startswith("bert_tf2/")):
+            yield name, subprocess.run(["git", "show", "%s:%s" % (revision, name)],
+                                       cwd=REPO_ROOT, check=True, capture_output=True,
+                                       text=True).stdout
+
+
+def main(argv):
+    """Prints the counts by category and file (argv[1]: a git revision, else the tree)."""
+    found = count(list(at_revision(argv[1])) if len(argv) > 1 else None)
+    for category in CATEGORIES:
+        print("%s: %d" % (category, sum(found[category].values())))
+        for path, number in sorted(found[category].items()):
+            print("  %3d  %s" % (number, path))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
