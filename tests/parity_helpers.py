@@ -150,6 +150,9 @@ class Refused(Exception):
         super().__init__(message)
         self.at_export = at_export
 
+    def __reduce__(self):  # pickled with its reference answers (tests/trained.py)
+        return Refused, (str(self), self.at_export)
+
 
 def model_files(root):
     """vocab.txt and bert_config.json of the tiny model in `root`: the two settings."""
@@ -198,6 +201,7 @@ class Head(object):
 
     def __init__(self, root, files):
         self.root, self.files = root / self.name, files
+        self.scratch = self.root  # where the doors' own outputs go (the HF folder)
         self.folder = str(self.root / "out")
         self.kinds = self.make_kinds()
         self._predictor = None
@@ -249,12 +253,21 @@ class Head(object):
     def export_settings(self):
         return {}
 
+    @property
+    def export_dir(self):
+        """The folder's SavedModel (and LiteRT fp32 file when the head has it)."""
+        return str(self.root / "export")
+
     def saved_model(self):
-        """The SavedModel of the folder (with LiteRT fp32 when the head has it)."""
+        """The SavedModel of the folder (with LiteRT fp32 when the head has it), exported
+        on first use unless tests/trained.py made it already."""
         if self._saved is None:
             import export_saved_model  # pylint: disable=import-outside-toplevel
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
-            export_dir = str(self.root / "export")
+            export_dir = self.export_dir
+            if os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+                self._saved = tf.saved_model.load(export_dir)
+                return self._saved
             settings = dict(init_checkpoint=self.folder, export_dir=export_dir,
                             model_type=self.model_type, **self.export_settings())
             if self.litert:
@@ -276,7 +289,7 @@ class Head(object):
             raise Refused(self.export_error, at_export=True)
         if self._litert is None:
             from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
-            self._litert = litert_predictor.LiteRTPredictor(str(self.root / "export"), "fp32")
+            self._litert = litert_predictor.LiteRTPredictor(self.export_dir, "fp32")
         return self._litert
 
     hf_head = None  # the head of parity_peer.py (None: no HuggingFace door)
@@ -285,7 +298,7 @@ class Head(object):
         """convert_hf_checkpoint.py --direction=to_hf of the folder: the peer's request
         entry, or None when the conversion refuses (self._hf: that Refused)."""
         import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
-        out = str(self.root / "hf")
+        out = str(self.scratch / "hf")
         try:
             convert_hf_checkpoint.run(convert_hf_checkpoint.Settings(
                 direction="to_hf", init_checkpoint=self.folder, output_dir=out,
@@ -690,6 +703,11 @@ HEADS = ("classifier", "multilabel", "regression", "long_windows", "long_head_ta
          "tagger", "tagger_crf", "squad_v1", "squad_v2", "multiple_choice", "encoder")
 _CLASSES = {c.name: c for c in (Classifier, Multilabel, Regression, LongWindows, LongHeadTail,
                                 Tagger, TaggerCrf, Squad, SquadV2, MultipleChoice)}
+
+
+def make_head_class(name):
+    """The Head class called `name` (all but the encoder, which takes a classifier's folder)."""
+    return _CLASSES[name]
 
 
 def make_head(name, root, files, classifier=None):
