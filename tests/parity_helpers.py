@@ -258,29 +258,35 @@ class Head(object):
         """The folder's SavedModel (and LiteRT fp32 file when the head has it)."""
         return str(self.root / "export")
 
+    exporter = None  # tests/trained.py's: export() once per run, under its lock
+
+    def export(self):
+        """export_saved_model of the folder into export_dir (with LiteRT fp32 when the head
+        has it; else .export_error: --litert's refusal, in one line, before any work)."""
+        import export_saved_model  # pylint: disable=import-outside-toplevel
+        settings = dict(init_checkpoint=self.folder, export_dir=self.export_dir,
+                        model_type=self.model_type, **self.export_settings())
+        if self.litert:
+            settings["litert"] = "fp32"
+        export_saved_model.run(export_saved_model.Settings(**settings))
+        if not self.litert:
+            try:
+                export_saved_model.run(export_saved_model.Settings(**dict(
+                    settings, litert="fp32", export_dir=str(self.root / "refused"))))
+                self.export_error = "--litert was not refused"
+            except ValueError as e:
+                self.export_error = str(e)
+
     def saved_model(self):
-        """The SavedModel of the folder (with LiteRT fp32 when the head has it), exported
-        on first use unless tests/trained.py made it already."""
+        """The SavedModel of the folder, loaded (exported first: by the exporter when there
+        is one, else here)."""
         if self._saved is None:
-            import export_saved_model  # pylint: disable=import-outside-toplevel
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
-            export_dir = self.export_dir
-            if os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
-                self._saved = tf.saved_model.load(export_dir)
-                return self._saved
-            settings = dict(init_checkpoint=self.folder, export_dir=export_dir,
-                            model_type=self.model_type, **self.export_settings())
-            if self.litert:
-                settings["litert"] = "fp32"
-            export_saved_model.run(export_saved_model.Settings(**settings))
-            self._saved = tf.saved_model.load(export_dir)
-            if not self.litert:
-                try:  # the refusal, in one line, before any work
-                    export_saved_model.run(export_saved_model.Settings(**dict(
-                        settings, litert="fp32", export_dir=str(self.root / "refused"))))
-                    self.export_error = "--litert was not refused"
-                except ValueError as e:
-                    self.export_error = str(e)
+            if self.exporter is not None:
+                self.exporter(self)
+            else:
+                self.export()
+            self._saved = tf.saved_model.load(self.export_dir)
         return self._saved
 
     def litert_predictor(self):

@@ -2,27 +2,31 @@
 
 The heads are tests/parity_helpers.py's (classifier single label / multi-label / regression,
 long text by windows and by head + tail, tagger softmax / CRF, SQuAD v1.1 / v2.0, multiple
-choice, and the encoder of the classifier's folder): each is trained by its runner's
-run(Settings) with --do_predict on the parity matrix's inputs, then exported once by
-export_saved_model (with --litert=fp32 where its head_types entry carries LiteRT).
+choice, and the encoder of the classifier's folder): each trained by its runner's
+run(Settings) with do_predict on the parity matrix's inputs; exported by export_saved_model
+(with --litert=fp32 where its head_types entry carries LiteRT) when first asked for.
 
 Where: a folder under the run's temporary root, `tmp_path_factory.getbasetemp().parent`
 under pytest-xdist (the workers of one run share it), the session's own basetemp without
-workers (never a folder of another run). One file lock per head: the first process to ask
-trains it, writes its do_predict answers (reference.pkl) and a `complete` marker last; any
-other process waits on the lock and reuses it. A folder without the marker (a build that
-died) is removed and made again.
+workers (never a folder of another run). One file lock per thing made: the first process
+to ask makes it, then writes its marker (<name>.complete) last; any other process waits on
+the lock and reuses it. A folder without its marker (a build that died) is made again.
 
 The folders are shared: a test never writes into one. A test that needs to change a
 folder copies it first (shutil.copytree to its tmp_path) and changes the copy.
 
-Fixtures (registered in tests/conftest.py):
-  trained_heads   session: a TrainedHeads; .head(name) is the trained parity_helpers.Head
-  trained_tagger, trained_tagger_crf, trained_classifier, trained_multilabel,
-  trained_regression, trained_squad_v1, trained_squad_v2, trained_multiple_choice
-                  session: that one Head (its .folder, .export_dir, .files, .reference)
+Fixtures (registered in tests/conftest.py), all session-scoped:
+  trained_heads: a TrainedHeads; .head(name) is the trained parity_helpers.Head of that
+    name (parity_helpers.HEADS), .exported(name) the same with its export made.
+  trained_<name> for classifier, multilabel, regression, tagger, tagger_crf, squad_v1,
+    squad_v2, multiple_choice, encoder: trained_heads.head(name). A Head gives
+    .folder (the run's output folder: checkpoint, model_settings.json, label list,
+    do_predict's files), .files (vocab_file, bert_config_file settings), .kinds /
+    .reference (its inputs and do_predict's answers), .export_dir and .saved_model()
+    (exported once per run on first use), .predictor() (a Predictor of the folder).
 """
 import contextlib
+import json
 import os
 import pickle
 import shutil
@@ -31,7 +35,7 @@ import pytest
 
 from conftest import HANG_GUARD_SECONDS
 
-_COMPLETE = "complete"
+_COMPLETE = ".complete"
 
 
 def shared_root(tmp_path_factory):
@@ -66,18 +70,17 @@ def _locked(path):
 
 
 def built_once(root, name, build):
-    """root/name, made by build(folder) in the first process that asks (under a lock);
-    returns (folder, built_here). The `complete` marker is written last."""
-    folder = root / name
+    """root/name, made by build(folder) in the first process of the run that asks (under a
+    lock): returns (folder, what build returned, kept as JSON). The marker
+    root/<name>.complete (holding that JSON) is written last."""
+    folder, marker = root / name, root / (name + _COMPLETE)
     with _locked(root / (name + ".lock")):
-        if (folder / _COMPLETE).is_file():
-            return folder, False
-        if folder.exists():  # a build that died half way
-            shutil.rmtree(str(folder))
-        folder.mkdir(parents=True)
-        build(folder)
-        (folder / _COMPLETE).write_text("complete\n")
-    return folder, True
+        if not marker.is_file():
+            if folder.exists():  # a build that died half way
+                shutil.rmtree(str(folder))
+            made = build(folder)
+            marker.write_text(json.dumps(made))
+        return folder, json.loads(marker.read_text())
 
 
 class TrainedHeads(object):
@@ -92,17 +95,24 @@ class TrainedHeads(object):
         """{vocab_file, bert_config_file} of every head (written once per run)."""
         import parity_helpers as ph  # pylint: disable=import-outside-toplevel
         if self._files is None:
-            folder, _ = built_once(self.root, "model_files", ph.model_files)
+            folder, _ = built_once(self.root, "model_files",
+                                   lambda folder: sorted(ph.model_files(folder)))
             self._files = dict(vocab_file=str(folder / "vocab.txt"),
                                bert_config_file=str(folder / "bert_config.json"))
         return self._files
 
     def head(self, name):
-        """The trained, exported Head `name` of parity_helpers.HEADS (its reference answers
-        in .reference, do_predict's files in .folder, the SavedModel in .export_dir)."""
+        """The trained Head `name` of parity_helpers.HEADS (its reference answers in
+        .reference, do_predict's files in .folder; .saved_model() exports it once)."""
         if name not in self.heads:
             self.heads[name] = self._make(name)
         return self.heads[name]
+
+    def exported(self, name):
+        """head(name) with its SavedModel (+ LiteRT fp32) in .export_dir."""
+        head = self.head(name)
+        _export_once(head)
+        return head
 
     def _new(self, name):
         import parity_helpers as ph  # pylint: disable=import-outside-toplevel
@@ -117,10 +127,8 @@ class TrainedHeads(object):
             head = self._new(name)
             assert str(head.root) == str(folder), (head.root, folder)
             head.build()
-            head.saved_model()  # the SavedModel and LiteRT fp32, or the export's refusal
             with open(str(folder / "reference.pkl"), "wb") as f:
-                pickle.dump({"reference": head.reference, "export_error": head.export_error},
-                            f)
+                pickle.dump(head.reference, f)
             made["head"] = head
 
         folder, _ = built_once(self.root, name, build)
@@ -128,14 +136,26 @@ class TrainedHeads(object):
         if head is None:
             head = self._new(name)
             with open(str(folder / "reference.pkl"), "rb") as f:
-                saved = pickle.load(f)
-            head.reference, head.export_error = saved["reference"], saved["export_error"]
+                head.reference = pickle.load(f)
         head.scratch = self.scratch / name
+        head.exporter = _export_once
         return head
 
     def close(self):
         for head in self.heads.values():
             head.close()
+
+
+def _export_once(head):
+    """The head's SavedModel (+ LiteRT fp32) made once per run (tests/trained.py's lock);
+    sets head.export_error (the --litert refusal of a head without LiteRT)."""
+    def build(folder):
+        assert str(folder) == head.export_dir, (folder, head.export_dir)
+        head.export()
+        return {"export_error": head.export_error}
+
+    _, made = built_once(head.root, "export", build)
+    head.export_error = made["export_error"]
 
 
 @pytest.fixture(scope="session")
