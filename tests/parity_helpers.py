@@ -150,6 +150,9 @@ class Refused(Exception):
         super().__init__(message)
         self.at_export = at_export
 
+    def __reduce__(self):  # pickled with its reference answers (tests/trained.py)
+        return Refused, (str(self), self.at_export)
+
 
 def model_files(root):
     """vocab.txt and bert_config.json of the tiny model in `root`: the two settings."""
@@ -198,6 +201,7 @@ class Head(object):
 
     def __init__(self, root, files):
         self.root, self.files = root / self.name, files
+        self.scratch = self.root  # where the doors' own outputs go (the HF folder)
         self.folder = str(self.root / "out")
         self.kinds = self.make_kinds()
         self._predictor = None
@@ -249,25 +253,40 @@ class Head(object):
     def export_settings(self):
         return {}
 
+    @property
+    def export_dir(self):
+        """The folder's SavedModel (and LiteRT fp32 file when the head has it)."""
+        return str(self.root / "export")
+
+    exporter = None  # tests/trained.py's: export() once per run, under its lock
+
+    def export(self):
+        """export_saved_model of the folder into export_dir (with LiteRT fp32 when the head
+        has it; else .export_error: --litert's refusal, in one line, before any work)."""
+        import export_saved_model  # pylint: disable=import-outside-toplevel
+        settings = dict(init_checkpoint=self.folder, export_dir=self.export_dir,
+                        model_type=self.model_type, **self.export_settings())
+        if self.litert:
+            settings["litert"] = "fp32"
+        export_saved_model.run(export_saved_model.Settings(**settings))
+        if not self.litert:
+            try:
+                export_saved_model.run(export_saved_model.Settings(**dict(
+                    settings, litert="fp32", export_dir=str(self.root / "refused"))))
+                self.export_error = "--litert was not refused"
+            except ValueError as e:
+                self.export_error = str(e)
+
     def saved_model(self):
-        """The SavedModel of the folder (with LiteRT fp32 when the head has it)."""
+        """The SavedModel of the folder, loaded (exported first: by the exporter when there
+        is one, else here)."""
         if self._saved is None:
-            import export_saved_model  # pylint: disable=import-outside-toplevel
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
-            export_dir = str(self.root / "export")
-            settings = dict(init_checkpoint=self.folder, export_dir=export_dir,
-                            model_type=self.model_type, **self.export_settings())
-            if self.litert:
-                settings["litert"] = "fp32"
-            export_saved_model.run(export_saved_model.Settings(**settings))
-            self._saved = tf.saved_model.load(export_dir)
-            if not self.litert:
-                try:  # the refusal, in one line, before any work
-                    export_saved_model.run(export_saved_model.Settings(**dict(
-                        settings, litert="fp32", export_dir=str(self.root / "refused"))))
-                    self.export_error = "--litert was not refused"
-                except ValueError as e:
-                    self.export_error = str(e)
+            if self.exporter is not None:
+                self.exporter(self)
+            else:
+                self.export()
+            self._saved = tf.saved_model.load(self.export_dir)
         return self._saved
 
     def litert_predictor(self):
@@ -276,7 +295,7 @@ class Head(object):
             raise Refused(self.export_error, at_export=True)
         if self._litert is None:
             from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
-            self._litert = litert_predictor.LiteRTPredictor(str(self.root / "export"), "fp32")
+            self._litert = litert_predictor.LiteRTPredictor(self.export_dir, "fp32")
         return self._litert
 
     hf_head = None  # the head of parity_peer.py (None: no HuggingFace door)
@@ -285,7 +304,7 @@ class Head(object):
         """convert_hf_checkpoint.py --direction=to_hf of the folder: the peer's request
         entry, or None when the conversion refuses (self._hf: that Refused)."""
         import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
-        out = str(self.root / "hf")
+        out = str(self.scratch / "hf")
         try:
             convert_hf_checkpoint.run(convert_hf_checkpoint.Settings(
                 direction="to_hf", init_checkpoint=self.folder, output_dir=out,
@@ -784,6 +803,11 @@ HEADS = ("classifier", "multilabel", "regression", "long_windows", "long_head_ta
          "fill_mask")
 _CLASSES = {c.name: c for c in (Classifier, Multilabel, Regression, LongWindows, LongHeadTail,
                                 Tagger, TaggerCrf, Squad, SquadV2, MultipleChoice, FillMask)}
+
+
+def make_head_class(name):
+    """The Head class called `name` (all but the encoder, which takes a classifier's folder)."""
+    return _CLASSES[name]
 
 
 def make_head(name, root, files, classifier=None):

@@ -334,6 +334,20 @@ def tiny(tmp_path_factory, tiny_vocab):
             "vocab": tiny_vocab, "export_dir": export_dir}
 
 
+_ENCODER_FLAGS = ["--pooling=mean", "--layers=-1", "--normalize"]
+
+
+@pytest.fixture(scope="module")
+def encoder_export(tiny):
+    """The tiny encoder exported once from the command line's flags (_ENCODER_FLAGS, and
+    --serving_dtype=fp32): what run(Settings) and a bf16 export are compared with."""
+    export_dir = tiny["root"] / "export" / "encoder"
+    _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
+                         tiny["vocab"], export_dir, 16,
+                         _ENCODER_FLAGS + ["--serving_dtype=fp32"]))
+    return export_dir
+
+
 def test_tiny_classifier_export(tiny):
     export_dir = tiny["export_dir"]
     assert sorted(os.listdir(str(export_dir))) == [
@@ -382,7 +396,8 @@ def test_tiny_classifier_export(tiny):
     assert tokens["token_ids"].numpy().tolist() == [[4, 5, 12, 6], [-1] * 4, [16, -1, -1, -1]]
 
 
-def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(tiny, tmp_path):
+def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(
+        tiny, encoder_export, tmp_path):
     """run(Settings(...)) from Python, no absl parsing: twice (the second replaces the
     first export), each the same model, files and export_info as the parsed flags'."""
     settings = esm.Settings(model_type="classifier", task_name="SST-2",
@@ -413,14 +428,12 @@ def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(t
     encoder = esm.Settings(model_type="encoder", bert_config_file=tiny["config_file"],
                            init_checkpoint=str(tiny["root"] / "encoder"),
                            vocab_file=tiny["vocab"], max_seq_length=16, pooling="mean",
+                           layers="-1", normalize=True,
                            export_dir=str(tmp_path / "encoder_python"))
-    by_flags = tmp_path / "encoder_flags"
-    _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
-                         tiny["vocab"], by_flags, 16, ["--pooling=mean"]))
+    want = tf.saved_model.load(str(encoder_export)).signatures["embed"](text=texts)
     for _ in range(2):
         result = esm.run(encoder)
         got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
-        want = tf.saved_model.load(str(by_flags)).signatures["embed"](text=texts)
         # The same export, shapes and kernels.
         np.testing.assert_allclose(got["sentence_embedding"].numpy(),
                                    want["sentence_embedding"].numpy(), atol=1e-6, rtol=0)
@@ -521,14 +534,15 @@ def test_bad_serving_dtype_is_refused_before_anything_is_written(tiny, tmp_path)
     assert not os.path.exists(str(tmp_path / "out"))
 
 
-def test_serving_dtype_bf16_encoder_gives_float32_vectors_near_fp32(tiny, tmp_path):
+def test_serving_dtype_bf16_encoder_gives_float32_vectors_near_fp32(tiny, encoder_export,
+                                                                     tmp_path):
     vectors = {}
     for serving_dtype in ("fp32", "bf16"):
-        export_dir = tmp_path / serving_dtype
-        _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
-                             tiny["vocab"], export_dir, 16,
-                             ["--pooling=mean", "--layers=-1", "--normalize",
-                              "--serving_dtype=%s" % serving_dtype]))
+        export_dir = encoder_export if serving_dtype == "fp32" else tmp_path / serving_dtype
+        if serving_dtype != "fp32":  # fp32: encoder_export's
+            _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
+                                 tiny["vocab"], export_dir, 16,
+                                 _ENCODER_FLAGS + ["--serving_dtype=%s" % serving_dtype]))
         out = tf.saved_model.load(str(export_dir)).signatures["embed"](
             text=_encoded(["the cat sat on the mat", "a dog", "unaffable cats sat"]))
         assert out["sentence_embedding"].dtype == tf.float32

@@ -65,19 +65,15 @@ def _params():
 
 
 class _Heads(object):
-    """The trained heads of the session, made when a cell first needs them."""
+    """The trained heads of the run (tests/trained.py: each trained once, shared with the
+    door tests and the other worker), and the HuggingFace door's answers, made once."""
 
-    def __init__(self, root):
-        self.root = root
-        self.files = ph.model_files(root)
-        self.heads = {}
+    def __init__(self, trained, root):
+        self.trained, self.root = trained, root
         self.hf_done = False
 
     def get(self, name):
-        if name not in self.heads:
-            classifier = self.get("classifier") if name == "encoder" else None
-            self.heads[name] = ph.make_head(name, self.root, self.files, classifier)
-        return self.heads[name]
+        return self.trained.head(name)
 
     def hf(self):
         python = ph.peer_python()
@@ -91,11 +87,8 @@ class _Heads(object):
 
 
 @pytest.fixture(scope="session")
-def heads(tmp_path_factory):
-    made = _Heads(tmp_path_factory.mktemp("parity"))
-    yield made
-    for head in made.heads.values():
-        head.close()
+def heads(trained_heads, tmp_path_factory):
+    return _Heads(trained_heads, tmp_path_factory.mktemp("parity"))
 
 
 @pytest.mark.slow

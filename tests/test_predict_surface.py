@@ -13,8 +13,8 @@ import run_classifier as rc
 import run_ner
 from bert_tf2 import flags_common
 from conftest import HANG_GUARD_SECONDS
-from test_in_memory import _rows, _sentences, _settings, _tiny_model
-from test_ner_data import IOB2, VOCAB as NER_VOCAB
+from test_in_memory import _rows, _sentences, _settings
+from test_ner_data import IOB2
 from test_training import absl_records  # noqa: F401  pylint: disable=unused-import
 
 try:
@@ -61,15 +61,11 @@ def classifier(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tagger(tmp_path_factory):
-    root = tmp_path_factory.mktemp("predict_surface_ner")
-    out = root / "ner"
-    run_ner.run(run_ner.Settings(
-        data_dir={"train": _sentences(IOB2)}, output_dir=str(out), do_train=True,
-        num_train_epochs=2.0, max_seq_length=16, doc_stride=8, train_batch_size=2,
-        learning_rate=3e-3, seed=1, **_tiny_model(root, NER_VOCAB)))
-    predictor = run_ner.Predictor(str(out), batch_size=2)
-    yield {"folder": str(out), "predictor": predictor}
+def tagger(trained_tagger):
+    """The run's trained run_ner folder (tests/trained.py: shared, only read here) and a
+    Predictor of it, batch size 2."""
+    predictor = run_ner.Predictor(trained_tagger.folder, batch_size=2)
+    yield {"folder": trained_tagger.folder, "predictor": predictor}
     predictor.close()
 
 

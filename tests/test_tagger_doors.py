@@ -25,6 +25,7 @@ from bert_tf2.export import serving_tagger
 from bert_tf2 import heads
 from bert_tf2.tasks import ner_data
 from conftest import write_text
+from test_export_tasks import serve_in_fresh_process
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "mary", "lives",
           "in", "paris", "berlin", "works", "for", "acme", "corp", "and", "visited", "the",
@@ -190,6 +191,41 @@ def test_every_door_tags_every_word_as_do_predict(doors, data):
     # One text at a time, and texts alone in a batch, tag as in the mixed batch.
     assert _served(doors["saved"], texts[2:3]) == want[2:3]
     assert _served(doors["saved"], _EMPTY) == [[], []]
+
+
+@pytest.mark.slow
+def test_served_in_a_fresh_process_tags_and_finds_entities_as_run_ner(doors, tmp_path):
+    """The export (no --crf flag: read from the folder's model_settings.json; an IOB2
+    training file, so --crf_tag_scheme=auto took iob2) loaded in a fresh process that
+    imports none of the project: do_predict's tags, and the entities read from them with
+    conlleval's rules (B-X then I-X words), their text and code-point offsets."""
+    with open(os.path.join(doors["export"], "assets.extra", "export_info.json")) as f:
+        info = json.load(f)
+    assert info["crf"] is (doors["head"] == "crf")
+    assert info["crf_tag_scheme"] == ("iob2" if doors["head"] == "crf" else "none")
+    want = _file_predictions(os.path.join(doors["folder"], "test_predictions.txt"))
+    texts = [" ".join(w for w, _ in s) for s in want]
+    served = serve_in_fresh_process(tmp_path, doors["export"], {"text": texts})
+    got = [row[:n] for row, n in zip(served["word_tags"], served["num_words"])]
+    assert got == [[t for _, t in s] for s in want]
+    assert sum(served["num_entities"]) >= 3  # the model has learned some entities
+    for text, tags, types, names, starts, ends, n in zip(
+            texts, got, served["entity_type"], served["entity_text"], served["entity_start"],
+            served["entity_end"], served["num_entities"]):
+        words = text.split(" ")
+        expected, i = [], 0
+        while i < len(tags):
+            if tags[i] == "O":
+                i += 1
+                continue
+            kind, j = tags[i][2:], i + 1
+            while j < len(tags) and tags[j] == "I-" + kind:
+                j += 1
+            expected.append((kind, " ".join(words[i:j])))
+            i = j
+        assert list(zip(types[:n], names[:n])) == expected
+        for name, start, end in zip(names[:n], starts[:n], ends[:n]):
+            assert text[start:end] == name
 
 
 def test_the_word_rule_splits_at_ascii_blanks_only():

@@ -1,0 +1,187 @@
+"""Each head's tiny model trained once per test run, for every file and both xdist workers.
+
+The heads are tests/parity_helpers.py's (classifier single label / multi-label / regression,
+long text by windows and by head + tail, tagger softmax / CRF, SQuAD v1.1 / v2.0, multiple
+choice, and the encoder of the classifier's folder): each trained by its runner's
+run(Settings) with do_predict on the parity matrix's inputs; exported by export_saved_model
+(with --litert=fp32 where its head_types entry carries LiteRT) when first asked for.
+
+Where: a folder under the run's temporary root, `tmp_path_factory.getbasetemp().parent`
+under pytest-xdist (the workers of one run share it), the session's own basetemp without
+workers (never a folder of another run). One file lock per thing made: the first process
+to ask makes it, then writes its marker (<name>.complete) last; any other process waits on
+the lock and reuses it. A folder without its marker (a build that died) is made again.
+
+The folders are shared: a test never writes into one. A test that needs to change a
+folder copies it first (shutil.copytree to its tmp_path) and changes the copy.
+
+Fixtures (registered in tests/conftest.py), all session-scoped:
+  trained_heads: a TrainedHeads; .head(name) is the trained parity_helpers.Head of that
+    name (parity_helpers.HEADS), .exported(name) the same with its export made.
+  trained_<name> for classifier, multilabel, regression, tagger, tagger_crf, squad_v1,
+    squad_v2, multiple_choice, encoder: trained_heads.head(name). A Head gives
+    .folder (the run's output folder: checkpoint, model_settings.json, label list,
+    do_predict's files), .files (vocab_file, bert_config_file settings), .kinds /
+    .reference (its inputs and do_predict's answers), .export_dir and .saved_model()
+    (exported once per run on first use), .predictor() (a Predictor of the folder).
+"""
+import contextlib
+import json
+import os
+import pickle
+import shutil
+
+import pytest
+
+from conftest import HANG_GUARD_SECONDS
+
+_COMPLETE = ".complete"
+
+
+def shared_root(tmp_path_factory):
+    """The folder the processes of this run share for the trained heads."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # pytest-N of the run, above each worker's popen-gwN
+    root = base / "trained"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@contextlib.contextmanager
+def _locked(path):
+    """An exclusive lock on the file `path` between processes (filelock when installed,
+    else fcntl.flock); a hang guard of HANG_GUARD_SECONDS while waiting with filelock."""
+    try:
+        import filelock  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        filelock = None
+    if filelock is not None:
+        with filelock.FileLock(str(path), timeout=HANG_GUARD_SECONDS):
+            yield
+        return
+    import fcntl  # pylint: disable=import-outside-toplevel
+    with open(str(path), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def built_once(root, name, build):
+    """root/name, made by build(folder) in the first process of the run that asks (under a
+    lock): returns (folder, what build returned, kept as JSON). The marker
+    root/<name>.complete (holding that JSON) is written last."""
+    folder, marker = root / name, root / (name + _COMPLETE)
+    with _locked(root / (name + ".lock")):
+        if not marker.is_file():
+            if folder.exists():  # a build that died half way
+                shutil.rmtree(str(folder))
+            made = build(folder)
+            marker.write_text(json.dumps(made))
+        return folder, json.loads(marker.read_text())
+
+
+class TrainedHeads(object):
+    """The trained heads of this run, each made (or found) when first asked for."""
+
+    def __init__(self, root, scratch):
+        self.root, self.scratch = root, scratch
+        self.heads = {}
+        self._files = None
+
+    def files(self):
+        """{vocab_file, bert_config_file} of every head (written once per run)."""
+        import parity_helpers as ph  # pylint: disable=import-outside-toplevel
+        if self._files is None:
+            folder, _ = built_once(self.root, "model_files",
+                                   lambda folder: sorted(ph.model_files(folder)))
+            self._files = dict(vocab_file=str(folder / "vocab.txt"),
+                               bert_config_file=str(folder / "bert_config.json"))
+        return self._files
+
+    def head(self, name):
+        """The trained Head `name` of parity_helpers.HEADS (its reference answers in
+        .reference, do_predict's files in .folder; .saved_model() exports it once)."""
+        if name not in self.heads:
+            self.heads[name] = self._make(name)
+        return self.heads[name]
+
+    def exported(self, name):
+        """head(name) with its SavedModel (+ LiteRT fp32) in .export_dir."""
+        head = self.head(name)
+        _export_once(head)
+        return head
+
+    def _new(self, name):
+        import parity_helpers as ph  # pylint: disable=import-outside-toplevel
+        if name == "encoder":
+            return ph.Encoder(self.root, self.files(), self.head("classifier").folder)
+        return ph.make_head_class(name)(self.root, self.files())
+
+    def _make(self, name):
+        made = {}
+
+        def build(folder):
+            head = self._new(name)
+            assert str(head.root) == str(folder), (head.root, folder)
+            head.build()
+            with open(str(folder / "reference.pkl"), "wb") as f:
+                pickle.dump(head.reference, f)
+            made["head"] = head
+
+        folder, _ = built_once(self.root, name, build)
+        head = made.get("head")
+        if head is None:
+            head = self._new(name)
+            with open(str(folder / "reference.pkl"), "rb") as f:
+                head.reference = pickle.load(f)
+        head.scratch = self.scratch / name
+        head.exporter = _export_once
+        return head
+
+    def close(self):
+        for head in self.heads.values():
+            head.close()
+
+
+def _export_once(head):
+    """The head's SavedModel (+ LiteRT fp32) made once per run (tests/trained.py's lock);
+    sets head.export_error (the --litert refusal of a head without LiteRT)."""
+    def build(folder):
+        assert str(folder) == head.export_dir, (folder, head.export_dir)
+        head.export()
+        return {"export_error": head.export_error}
+
+    _, made = built_once(head.root, "export", build)
+    head.export_error = made["export_error"]
+
+
+@pytest.fixture(scope="session")
+def trained_heads(tmp_path_factory):
+    """Every head's tiny model, trained once per run and shared by all files and workers
+    (tests/trained.py). The folders are shared: copy one before changing it."""
+    made = TrainedHeads(shared_root(tmp_path_factory), tmp_path_factory.mktemp("heads"))
+    yield made
+    made.close()
+
+
+def _head_fixture(name):
+    def fixture(trained_heads):  # pylint: disable=redefined-outer-name
+        return trained_heads.head(name)
+    fixture.__name__ = "trained_" + name
+    fixture.__doc__ = ("The trained %s head of tests/trained.py (shared across files and "
+                       "workers: never write into its folders; copy one to change it)." % name)
+    return pytest.fixture(scope="session", name="trained_" + name)(fixture)
+
+
+trained_classifier = _head_fixture("classifier")
+trained_multilabel = _head_fixture("multilabel")
+trained_regression = _head_fixture("regression")
+trained_tagger = _head_fixture("tagger")
+trained_tagger_crf = _head_fixture("tagger_crf")
+trained_squad_v1 = _head_fixture("squad_v1")
+trained_squad_v2 = _head_fixture("squad_v2")
+trained_multiple_choice = _head_fixture("multiple_choice")
+trained_encoder = _head_fixture("encoder")
