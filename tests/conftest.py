@@ -291,6 +291,7 @@ SLOW_FILES = frozenset("tests/%s.py" % name for name in (
     "test_serving", "test_repeated_runs", "test_pretraining_shards", "test_notebook",
     "test_training_record", "test_run_ner", "test_in_memory", "test_multilabel",
     "test_long_text", "test_export_saved_model", "test_export_tasks", "test_parity_matrix",
+    "test_parity_matrix_spans",
     "test_fork_checkpoints"))
 
 
@@ -347,4 +348,4 @@ def pytest_terminal_summary(terminalreporter, config):
 from trained import (  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
     trained_heads, trained_classifier, trained_multilabel, trained_regression, trained_tagger,
     trained_tagger_crf, trained_squad_v1, trained_squad_v2, trained_multiple_choice,
-    trained_encoder)
+    trained_encoder, parity_session)

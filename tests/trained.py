@@ -185,3 +185,11 @@ trained_squad_v1 = _head_fixture("squad_v1")
 trained_squad_v2 = _head_fixture("squad_v2")
 trained_multiple_choice = _head_fixture("multiple_choice")
 trained_encoder = _head_fixture("encoder")
+
+
+@pytest.fixture(scope="session")
+def parity_session(trained_heads, tmp_path_factory):
+    """The parity matrix's heads (trained_heads) and their HuggingFace door's answers, made
+    once per process for both matrix files."""
+    import parity_helpers as ph  # pylint: disable=import-outside-toplevel
+    return ph.Session(trained_heads, tmp_path_factory.mktemp("parity"))
