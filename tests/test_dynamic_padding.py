@@ -425,16 +425,13 @@ def train_both(tmp_path, lengths, batch_size=4, steps=3, **cfg):
     return runners[0], runners[1], traces
 
 
-# No case of XLA alone: "recompute_xla" runs trimmed batches through a compiled step (and
-# checks that XLA turns skip_padding off), and test_training's
-# test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step holds the compiled step
-# without recompute on batches of other lengths to the plain one.
 @pytest.mark.parametrize("cfg", [
     {},
+    {"enable_xla": True},
     {"num_accumulation_steps": 2},
     {"gradient_checkpointing": True, "enable_xla": True},
     {"gradient_checkpointing": True},
-], ids=["tf_function", "accumulation2", "recompute_xla", "recompute"])
+], ids=["tf_function", "xla", "accumulation2", "recompute_xla", "recompute"])
 def test_trimmed_training_steps_equal_padded(tmp_path, cfg):
     padded, trimmed, traces = train_both(tmp_path, lengths_of(24, seed=9), **cfg)
     assert padded.global_step == trimmed.global_step == 3
