@@ -1,4 +1,5 @@
-"""One worker of the multi-worker test (tests/test_training.py starts two of these).
+"""One worker of the multi-worker test (tests/test_training.py starts two of these, and
+calls train() itself for the one-process run it compares them with).
 
 argv: repo_root output_dir init_checkpoint result.npz. TF_CONFIG comes from the
 environment; without it the job runs as a single process on one device.
@@ -7,7 +8,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, sys.argv[1])
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[1])
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -28,6 +30,16 @@ def dataset_fn(ctx):
     return data.batch(ctx.get_per_replica_batch_size(GLOBAL_BATCH), drop_remainder=True).repeat()
 
 
+def train(strategy, output_dir, init_checkpoint):
+    """The Runner after 3 steps on GLOBAL_BATCH examples from `init_checkpoint`."""
+    config = training.RunConfig(output_dir=output_dir, learning_rate=1e-2, num_train_steps=3,
+                                num_warmup_steps=0, iterations_per_loop=3,
+                                init_checkpoint=init_checkpoint)
+    runner = training.Runner(strategy, lambda: heads.BertClassifier(tiny_config(), 2), config)
+    runner.train(dataset_fn, classifier_loss)
+    return runner
+
+
 def main():
     """Trains 3 steps (multi-worker if TF_CONFIG is set) and writes the result file."""
     output_dir, init_checkpoint, result = sys.argv[2:5]
@@ -35,11 +47,7 @@ def main():
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     else:
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    config = training.RunConfig(output_dir=output_dir, learning_rate=1e-2, num_train_steps=3,
-                                num_warmup_steps=0, iterations_per_loop=3,
-                                init_checkpoint=init_checkpoint)
-    runner = training.Runner(strategy, lambda: heads.BertClassifier(tiny_config(), 2), config)
-    runner.train(dataset_fn, classifier_loss)
+    runner = train(strategy, output_dir, init_checkpoint)
     np.savez(result, *[v.numpy() for v in runner.model.trainable_variables])
     print(json.dumps({"step": runner.global_step, "chief": runner.is_chief}))
 

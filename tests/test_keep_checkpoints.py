@@ -92,28 +92,6 @@ def test_keep_best_only_needs_a_best():
     periodic_eval.check_settings(part.replace(early_stopping_patience=2))
 
 
-def test_keep_best_only_leaves_best_and_no_optimizer_slots(tmp_path):
-    runner = make_runner(tmp_path, "run", num_train_steps=8, keep_best_only=True,
-                         keep_checkpoint_max=0)
-    _train(runner, _evaluation({2: 0.5, 4: 0.9, 6: 0.6, 8: 0.7}))
-    folder = tmp_path / "run"
-    assert _indexes(folder) == []
-    assert not [n for n in os.listdir(folder) if n.startswith("model.ckpt")]
-    assert not (folder / "checkpoint").exists()  # no state file naming what is gone
-    assert _indexes(folder / "best") == ["model.ckpt-4.index"]
-    assert _names(folder) == [
-        "best/best.json", "best/checkpoint", "best/model.ckpt-4.data-00000-of-00001",
-        "best/model.ckpt-4.index", "eval/events", "eval_history.jsonl", "train/events",
-        written_files.FILE]
-    names = [name for name, _ in tf.train.list_variables(str(folder / "best" / "model.ckpt-4"))]
-    assert names and not [n for n in names if "optimizer" in n]
-    assert runner.global_step == 8  # the trained model stays in memory for eval / predict
-    # A rerun in the folder is refused in one line (its history and best/ have no
-    # checkpoint to resume), never a silent start from step 0.
-    with pytest.raises(ValueError, match="no checkpoint to restore"):
-        make_runner(tmp_path, "run", num_train_steps=8)
-
-
 def _names(folder):
     """The files a run left, TensorBoard's events by folder (their names hold a time);
     the lock of the run (its process still holds it) left out."""
@@ -144,7 +122,7 @@ def test_keep_best_only_after_a_stop_leaves_what_a_clean_run_leaves(tmp_path):
     _train(resumed, _evaluation({6: 0.6, 8: 0.95}))
     assert _indexes(folder) == [] and not (folder / "checkpoint").exists()
     assert _indexes(folder / "best") == ["model.ckpt-8.index"]
-    # What a clean run leaves (test_keep_best_only_leaves_best_and_no_optimizer_slots).
+    # What a clean run leaves (test_a_rerun_of_a_finished_keep_best_only_run_...).
     assert _names(folder) == [
         "best/best.json", "best/checkpoint", "best/model.ckpt-8.data-00000-of-00001",
         "best/model.ckpt-8.index", "eval/events", "eval_history.jsonl", "train/events",
@@ -198,15 +176,32 @@ def test_a_rerun_of_a_finished_keep_best_only_run_trains_nothing_and_serves_best
     """Issue 72 item 2: the same command rerun in a folder a --keep_best_only run
     finished (best/ and the records alone) trains nothing, changes no file, and
     evaluates / predicts with best/'s model (before the fix: refused, "no checkpoint to
-    restore"). A folder not proven finished with these settings is still refused."""
+    restore"). A folder not proven finished with these settings is still refused. First,
+    what the run leaves (best/ alone, no optimizer slots), checked on the same training."""
     values = {"learning_rate": 0.01, "train_data": "8 examples, sha256 0123"}
     folder = tmp_path / "run"
 
     def runner(record=values, steps=8):
         return make_runner(tmp_path, "run", num_train_steps=steps, keep_best_only=True,
                            keep_checkpoint_max=0, record=dict(record))
-    _train(runner(), _evaluation({2: 0.5, 4: 0.9, 6: 0.6, 8: 0.7}))
+    first = runner()
+    _train(first, _evaluation({2: 0.5, 4: 0.9, 6: 0.6, 8: 0.7}))
+    # What the run leaves: best/ alone, without the optimizer's slots; no model.ckpt-N and
+    # no state file naming what is gone.
     assert _indexes(folder) == [] and _indexes(folder / "best") == ["model.ckpt-4.index"]
+    assert not [n for n in os.listdir(folder) if n.startswith("model.ckpt")]
+    assert not (folder / "checkpoint").exists()
+    assert _names(folder) == sorted([
+        "best/best.json", "best/checkpoint", "best/model.ckpt-4.data-00000-of-00001",
+        "best/model.ckpt-4.index", "eval/events", "eval_history.jsonl", "train/events",
+        "training_record.json", written_files.FILE])
+    names = [name for name, _ in tf.train.list_variables(str(folder / "best" / "model.ckpt-4"))]
+    assert names and not [n for n in names if "optimizer" in n]
+    assert first.global_step == 8  # the trained model stays in memory for eval / predict
+    # A rerun with no record of these settings is refused in one line (best/ has no
+    # checkpoint to resume), never a silent start from step 0.
+    with pytest.raises(ValueError, match="no checkpoint to restore"):
+        make_runner(tmp_path, "run", num_train_steps=8)
     before = _contents(folder)
     rerun = runner()
     assert (rerun.global_step, rerun.restored_from) == (4, str(folder / "best" / "model.ckpt-4"))

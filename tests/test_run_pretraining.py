@@ -65,72 +65,55 @@ def test_requires_train_or_eval(tmp_path):
         run_pretraining.run(run_flags(output_dir=tmp_path))
 
 
+def _check_result(result, steps, trained):
+    """A Result names what the run wrote, and its metrics are eval_results.txt's values."""
+    assert result.global_step == steps and result.steps_trained == trained
+    assert result.eval_history == []
+    assert sorted(result.outputs) == ["checkpoint", "eval_results"]
+    assert result.outputs["checkpoint"].endswith("model.ckpt-%d" % steps)
+    assert os.path.exists(result.outputs["checkpoint"] + ".index")
+    on_disk = read_results(result.outputs["eval_results"])
+    assert sorted(on_disk) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                               "next_sentence_accuracy", "next_sentence_loss"]
+    assert sorted(result.metrics) == sorted(on_disk)
+    for key, value in on_disk.items():
+        # The same numbers, in memory and as eval_results.txt's text.
+        assert np.isclose(float(result.metrics[key]), value, rtol=1e-6), key
+    assert on_disk["global_step"] == steps
+    return on_disk
+
+
 @pytest.mark.slow
 def test_train_then_eval_writes_reference_keys_and_loss_decreases(shared_dir, tmp_path):
+    """Evaluation at step 0, 30 steps from the command line's flags, then 2 more from
+    run(Settings(...)) in the same process (no flag parsing: the Settings runs, the first
+    and the last, and the flags run between them share the process)."""
     common = dict(num_train_steps=30, max_eval_steps=6, iterations_per_loop=10,
                   save_checkpoints_steps=10, learning_rate=1e-2)
-    before = run_pretraining.run(run_flags(**base_flags(shared_dir, tmp_path, "out",
-                                                         do_eval=True, **common)))
-    assert before.metrics["global_step"] == 0
+    values = {k: str(v) if k.endswith(("_file", "_dir")) else v
+              for k, v in base_flags(shared_dir, tmp_path, "out", **common).items()}
+    before = run_pretraining.run(run_pretraining.Settings(do_eval=True, **values))
+    assert before.metrics["global_step"] == 0 and before.global_step == 0
     fv = run_flags(**base_flags(shared_dir, tmp_path, "out", do_train=True, do_eval=True,
                                 **common))
     results = run_pretraining.run(fv)
-    on_disk = read_results(tmp_path / "out" / "eval_results.txt")
-    assert sorted(on_disk) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
-                               "next_sentence_accuracy", "next_sentence_loss"]
-    assert on_disk["global_step"] == 30
-    assert np.isclose(on_disk["loss"], float(results.metrics["loss"]), rtol=1e-5)
+    on_disk = _check_result(results, 30, 30)
     # Memorisation of 23 records: the eval MLM loss (same records) falls clearly.
     assert on_disk["masked_lm_loss"] < before.metrics["masked_lm_loss"] - 1.0
     names = sorted(os.listdir(tmp_path / "out"))
     assert "model.ckpt-30.index" in names and "model.ckpt-20.index" in names
     assert "train" in names  # TensorBoard events
-
-
-@pytest.mark.slow
-def test_restart_continues_from_the_last_checkpoint(shared_dir, tmp_path):
-    first = run_flags(**base_flags(shared_dir, tmp_path, "out", do_train=True, num_train_steps=5))
-    run_pretraining.run(first)
-    second = run_flags(**base_flags(shared_dir, tmp_path, "out", do_train=True,
-                                    num_train_steps=10))
-    run_pretraining.run(second)
-    contents = checkpoints.CheckpointContents(str(tmp_path / "out"))
-    assert contents.path.endswith("model.ckpt-10")
-    assert int(contents.get("global_step")) == 10
-    # Nothing left to do: a third run with the same target trains no step.
-    run_pretraining.run(second)
-    assert checkpoints.CheckpointContents(str(tmp_path / "out")).path.endswith("model.ckpt-10")
-
-
-@pytest.mark.slow
-def test_run_takes_settings_twice_in_one_process(shared_dir, tmp_path):
-    """run(Settings(...)) with no flag parsing, twice: each Result names what was written
-    and its metrics are eval_results.txt's values."""
-    values = {k: str(v) if k.endswith(("_file", "_dir")) else v
-              for k, v in base_flags(shared_dir, tmp_path, "out").items()}
-    values.update(bert_config_file=no_dropout_config(shared_dir, tmp_path), do_train=True,
-                  do_eval=True, max_eval_steps=1)
-    for steps in (2, 4):  # the second run continues from the first's checkpoint
-        # (another --num_train_steps: from Python, continued only when told so)
-        settings = run_pretraining.Settings(num_train_steps=steps, **values)
-        if steps == 4:
-            with pytest.raises(ValueError, match=r"trained with other settings: "
-                                                 r"num_train_steps 2 -> 4; use a new"):
-                run_pretraining.run(settings)
-            settings = settings.replace(existing_checkpoint="continue")
-        result = run_pretraining.run(settings)
-        assert settings.num_train_steps == steps  # the caller's settings are not changed
-        assert result.output_dir == values["output_dir"] and result.global_step == steps
-        assert result.steps_trained == 2 and result.eval_history == []
-        assert sorted(result.outputs) == ["checkpoint", "eval_results"]
-        assert result.outputs["checkpoint"].endswith("model.ckpt-%d" % steps)
-        assert os.path.exists(result.outputs["checkpoint"] + ".index")
-        on_disk = read_results(result.outputs["eval_results"])
-        assert sorted(result.metrics) == sorted(on_disk)
-        for key, value in on_disk.items():
-            # The same numbers, in memory and as eval_results.txt's text.
-            assert np.isclose(float(result.metrics[key]), value, rtol=1e-6), key
-        assert on_disk["global_step"] == steps
+    # Another num_train_steps: from Python, continued only when told so.
+    settings = run_pretraining.Settings(**dict(values, num_train_steps=32, do_train=True,
+                                               do_eval=True))
+    with pytest.raises(ValueError, match=r"trained with other settings: "
+                                         r"num_train_steps 30 -> 32; use a new"):
+        run_pretraining.run(settings)
+    settings = settings.replace(existing_checkpoint="continue")
+    result = run_pretraining.run(settings)
+    assert settings.num_train_steps == 32  # the caller's settings are not changed
+    assert result.output_dir == values["output_dir"]
+    _check_result(result, 32, 2)
 
 
 def test_settings_name_a_missing_setting_by_its_flag(tmp_path):
@@ -287,9 +270,15 @@ def test_sigkill_then_restart_equals_an_uninterrupted_run(shared_dir, tmp_path):
     a = checkpoints.CheckpointContents(str(tmp_path / "straight"))
     b = checkpoints.CheckpointContents(str(tmp_path / name))
     assert a.path.endswith("model.ckpt-10") and b.path.endswith("model.ckpt-10")
+    assert int(b.get("global_step")) == 10
     # The same batches, shapes and kernels, resumed from a checkpoint: rounding at most.
-    for name in a.model_names():
-        np.testing.assert_allclose(b.get(name), a.get(name), atol=1e-6, err_msg=name)
+    for variable in a.model_names():
+        np.testing.assert_allclose(b.get(variable), a.get(variable), atol=1e-6,
+                                   err_msg=variable)
+    # Nothing left to do: a rerun with the same target trains no step and writes nothing.
+    again = run_pretraining.run(run_flags(**_cli_values(shared_dir, tmp_path, name, **args)))
+    assert again.steps_trained == 0 and again.global_step == 10
+    assert checkpoints.CheckpointContents(str(tmp_path / name)).path.endswith("model.ckpt-10")
 
 
 @pytest.mark.slow
