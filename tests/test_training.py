@@ -505,3 +505,22 @@ def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path,
     assert resumed.global_step == whole.global_step == 6
     for a, b in zip(resumed.model.variables, whole.model.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+
+
+def test_the_training_step_is_traced_once_for_both_calls_of_the_loop(tmp_path, monkeypatch):
+    # The loop calls the step before its tf.range loop and in it; one trace serves both
+    # (traced twice before: forward, backward and update in the graph twice).
+    traced = []
+    replica_step = training.Runner._replica_step
+
+    def counted(self, *args, **kwargs):
+        traced.append(1)
+        return replica_step(self, *args, **kwargs)
+    monkeypatch.setattr(training.Runner, "_replica_step", counted)
+    config = training.RunConfig(output_dir=str(tmp_path), learning_rate=1e-2, num_train_steps=4,
+                                num_warmup_steps=0, iterations_per_loop=4)
+    runner = training.Runner(tf.distribute.get_strategy(),
+                             lambda: heads.BertClassifier(tiny_config(), 2), config)
+    runner.train(dataset_fn_of(features(8), 4), classifier_loss)
+    assert runner.global_step == 4
+    assert len(traced) == 1

@@ -599,7 +599,11 @@ class Runner(prediction.PredictionLoop):
             return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                     for k, v in per_replica.items()}
 
-        one_step = step_function(one_step, self.config.autograph)
+        # One trace of the step (forward, backward, update) for both of the loop's calls
+        # below: a tf.function called twice with the same input types is traced once and
+        # called as the same graph function (before, the step was traced at each call).
+        one_step = run_function(step_function(one_step, self.config.autograph),
+                                autograph=self.config.autograph)
 
         progress_after = self._progress_in_loop()
 
