@@ -344,8 +344,11 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 # Each head's tiny model trained once per run, shared by every file and both pytest-xdist
-# workers (tests/trained.py says which fixtures there are and what each gives).
-from trained import (  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
-    trained_heads, trained_classifier, trained_multilabel, trained_regression, trained_tagger,
-    trained_tagger_crf, trained_squad_v1, trained_squad_v2, trained_multiple_choice,
-    trained_encoder, parity_session)
+# workers (tests/trained.py says which fixtures there are and what each gives). Only where
+# pytest loads this file (as `conftest`, tests/ on sys.path): a script that imports
+# `tests.conftest` for its constants (test_tf1_estimator's graph-mode process) needs none.
+if __name__ == "conftest":
+    from trained import (  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+        trained_heads, trained_classifier, trained_multilabel, trained_regression, trained_tagger,
+        trained_tagger_crf, trained_squad_v1, trained_squad_v2, trained_multiple_choice,
+        trained_encoder, parity_session)

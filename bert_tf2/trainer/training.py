@@ -599,11 +599,8 @@ class Runner(prediction.PredictionLoop):
             return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                     for k, v in per_replica.items()}
 
-        # One trace of the step (forward, backward, update) for both of the loop's calls
-        # below: a tf.function called twice with the same input types is traced once and
-        # called as the same graph function (before, the step was traced at each call).
         one_step = run_function(step_function(one_step, self.config.autograph),
-                                autograph=self.config.autograph)
+                                autograph=self.config.autograph)  # one trace, two calls
 
         progress_after = self._progress_in_loop()
 
@@ -729,8 +726,7 @@ class Runner(prediction.PredictionLoop):
             self._keep_best_only()
         self.steps_trained = self.global_step - start
         if self.steps_trained:
-            logging.info("trained %d steps (global step %d)", self.steps_trained,
-                            self.global_step)
+            logging.info("trained %d steps (global step %d)", self.steps_trained, self.global_step)
         else:
             logging.warning("trained 0 steps: %s at step %d", why, self.global_step)
         return metrics
