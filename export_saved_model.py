@@ -284,7 +284,7 @@ def _check_settings(settings):
     elif head.word_tags:
         labels = exporter.tagger_labels(settings.labels_file, settings.init_checkpoint)
     elif head.fill_mask:
-        masked_lm.check_top_k(settings.fill_mask_top_k, "--fill_mask_top_k")
+        masked_lm.check_at_least(settings.fill_mask_top_k, "--fill_mask_top_k")
     tokenization.validate_case_matches_checkpoint(settings.do_lower_case,
                                                   settings.init_checkpoint)
     bert_config = loaders.load_bert_config(settings.bert_config_file,

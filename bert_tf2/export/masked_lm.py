@@ -65,9 +65,8 @@ class MaskedLM(object):
     features, decode() the model's probabilities into answers (module docstring)."""
 
     def __init__(self, tokenizer, max_seq_length, top_k=5):
-        for name, value, least in (("max_seq_length", max_seq_length, 3), ("top_k", top_k, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError("%s=%r: expected an integer >= %d" % (name, value, least))
+        check_at_least(max_seq_length, "max_seq_length", 3)
+        check_at_least(top_k, "top_k")
         if MASK not in tokenizer.vocab:
             raise ValueError("the vocabulary has no %s token: it cannot fill masks" % MASK)
         self.tokenizer = tokenizer
@@ -186,8 +185,7 @@ class Predictor(object):
 
     def __init__(self, model, top_k=5, max_seq_length=None, vocab_file=None,
                  bert_config_file=None, do_lower_case=None, batch_size=32):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError("batch_size=%r: expected an integer >= 1" % (batch_size,))
+        check_at_least(batch_size, "batch_size")
         prefix, config_file, vocab_file, do_lower_case, max_seq_length = _model_files(
             model, vocab_file, bert_config_file, do_lower_case, max_seq_length)
         config = loaders.load_bert_config(config_file, max_seq_length)
@@ -276,10 +274,10 @@ def write_answers(predictor, input_path, output_path):
 OUTPUTS = ("token_ids", "probabilities", "num_masks")
 
 
-def check_top_k(top_k, name):
-    """ValueError naming `name` unless top_k is an integer >= 1."""
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError("%s=%r: expected an integer >= 1" % (name, top_k))
+def check_at_least(value, name, least=1):
+    """ValueError naming `name` unless value is an integer >= least (top_k, a length)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError("%s=%r: expected an integer >= %d" % (name, value, least))
 
 
 def mask_id_of(tokenizer):

@@ -228,7 +228,7 @@ class ServingModule(tf.Module):
         # Fill-mask: answers per [MASK] (at most the vocabulary), [MASK]'s id, id -> piece.
         self.top_k = None
         if self.head.fill_mask:
-            masked_lm.check_top_k(top_k, "top_k")
+            masked_lm.check_at_least(top_k, "top_k")
             self.top_k = min(top_k, tokenizer.vocab_size)
             self.mask_id = masked_lm.mask_id_of(tokenizer)
             self.fill_tokens = serving_squad.token_table(tokenizer)
