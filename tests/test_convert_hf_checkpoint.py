@@ -13,6 +13,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import subprocess
 
 import numpy as np
@@ -501,38 +502,57 @@ def test_missing_files_and_flags(tmp_path):
         conv.convert(str(hf_dir), str(tmp_path / "out"))
 
 
-def _torch_save(tmp_path, arrays, path, dtype="float32", parameters=False):
-    """Writes {name: array} with the peer venv's torch.save (as transformers writes a
-    pytorch_model.bin: an OrderedDict of tensors), as `dtype`."""
-    source = tmp_path / "arrays.npz"
-    np.savez(str(source), **arrays)
-    script = (
-        "import collections, sys, numpy as np, torch\n"
-        "arrays = np.load(sys.argv[1])\n"
-        "state = collections.OrderedDict()\n"
-        "for key in arrays.files:\n"
-        "    value = torch.from_numpy(arrays[key])\n"
-        "    if value.is_floating_point():\n"
-        "        value = value.to(getattr(torch, sys.argv[3]))\n"
-        "    state[key] = torch.nn.Parameter(value, requires_grad=False) if sys.argv[4] == '1' "
-        "and value.is_floating_point() else value\n"
-        "torch.save(state, sys.argv[2])\n")
-    subprocess.run([peer_python(), "-c", script, str(source), str(path), dtype,
-                    "1" if parameters else "0"], check=True, timeout=HANG_GUARD_SECONDS)
+# In the peer venv, one process: each job [npz, path, dtype, parameters] of argv[1]'s JSON
+# written by torch.save (as transformers writes a pytorch_model.bin: an OrderedDict of
+# tensors, floats cast to `dtype`, as nn.Parameter when `parameters`), then argv[2]: a
+# transposed view, a view into another tensor's storage and a scalar, as torch lays them.
+_TORCH_SAVE = """
+import collections, json, sys, numpy as np, torch
+for source, path, dtype, parameters in json.load(open(sys.argv[1])):
+    arrays = np.load(source)
+    state = collections.OrderedDict()
+    for key in arrays.files:
+        value = torch.from_numpy(arrays[key])
+        if value.is_floating_point():
+            value = value.to(getattr(torch, dtype))
+        state[key] = torch.nn.Parameter(value, requires_grad=False) if parameters and \\
+            value.is_floating_point() else value
+    torch.save(state, path)
+a = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+torch.save(collections.OrderedDict(t=a.t(), row=a[1], col=a[:, 2], s=torch.tensor(2.5),
+           i=torch.tensor([7, -8], dtype=torch.int32), e=torch.zeros(0, 3)), sys.argv[2])
+"""
+_TORCH_DTYPES = [("float32", False), ("bfloat16", True), ("float16", False)]
 
 
-@pytest.mark.parametrize("dtype,parameters", [("float32", False), ("bfloat16", True),
-                                              ("float16", False)])
-def test_pytorch_bin_is_read_without_torch(tmp_path, dtype, parameters):
+@pytest.fixture(scope="module")
+def torch_files(tmp_path_factory):
+    """{(dtype, parameters): pytorch_model.bin of tiny_hf_weights(seed=3) with torch's
+    position_ids, "views": the views file}, all written by torch in one peer process."""
+    root = tmp_path_factory.mktemp("torch_files")
+    stored = stored_names(tiny_hf_weights(TINY_CONFIG, seed=3))
+    stored["bert.embeddings.position_ids"] = np.arange(16, dtype=np.int64)[None, :]
+    np.savez(str(root / "arrays.npz"), **stored)
+    jobs = [[str(root / "arrays.npz"), str(root / ("%s_%d.bin" % (d, p))), d, p]
+            for d, p in _TORCH_DTYPES]
+    jobs_file = root / "jobs.json"
+    jobs_file.write_text(json.dumps(jobs))
+    subprocess.run([peer_python(), "-c", _TORCH_SAVE, str(jobs_file), str(root / "views.bin")],
+                   check=True, timeout=HANG_GUARD_SECONDS)
+    files = {(d, p): root / ("%s_%d.bin" % (d, p)) for d, p in _TORCH_DTYPES}
+    files["views"] = root / "views.bin"
+    return files
+
+
+@pytest.mark.parametrize("dtype,parameters", _TORCH_DTYPES)
+def test_pytorch_bin_is_read_without_torch(tmp_path, torch_files, dtype, parameters):
     # The file is torch's own (written in the peer venv); reading it here needs no torch.
     weights = tiny_hf_weights(TINY_CONFIG, seed=3)
     hf_dir = tmp_path / "hf"
     hf_dir.mkdir()
     (hf_dir / "config.json").write_text(json.dumps(TINY_CONFIG))
     (hf_dir / "vocab.txt").write_text("\n".join("t%d" % n for n in range(40)) + "\n")
-    stored = stored_names(weights)
-    stored["bert.embeddings.position_ids"] = np.arange(16, dtype=np.int64)[None, :]
-    _torch_save(tmp_path, stored, hf_dir / "pytorch_model.bin", dtype, parameters)
+    shutil.copy(str(torch_files[dtype, parameters]), str(hf_dir / "pytorch_model.bin"))
     result = conv.convert(str(hf_dir), str(tmp_path / "out"))
     contents = checkpoints.CheckpointContents(result["checkpoint"])
     for name, value in _expected_tf1(weights).items():
@@ -542,18 +562,9 @@ def test_pytorch_bin_is_read_without_torch(tmp_path, dtype, parameters):
         np.testing.assert_array_equal(contents.get(name), want, err_msg=name)
 
 
-def test_torch_pickle_reads_views_and_scalars(tmp_path):
-    # A transposed view, a view into another tensor's storage and a scalar, as torch lays them.
-    script = (
-        "import collections, sys, torch\n"
-        "a = torch.arange(12, dtype=torch.float32).reshape(3, 4)\n"
-        "torch.save(collections.OrderedDict(t=a.t(), row=a[1], col=a[:, 2], s=torch.tensor(2.5),"
-        " i=torch.tensor([7, -8], dtype=torch.int32), e=torch.zeros(0, 3)), sys.argv[1])\n")
-    path = tmp_path / "views.bin"
-    subprocess.run([peer_python(), "-c", script, str(path)], check=True,
-                   timeout=HANG_GUARD_SECONDS)
+def test_torch_pickle_reads_views_and_scalars(torch_files):
     from bert_tf2.convert import torch_pickle  # pylint: disable=import-outside-toplevel
-    state = torch_pickle.load(str(path))
+    state = torch_pickle.load(str(torch_files["views"]))
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(state["t"], a.T)
     np.testing.assert_array_equal(state["row"], a[1])
