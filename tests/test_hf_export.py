@@ -296,9 +296,23 @@ def _features(rows):
     return features_of_rows(rows)
 
 
-@pytest.mark.slow
-def test_transformers_loads_every_head_with_our_numbers(tmp_path, shared_dir):
+@pytest.fixture(scope="module")
+def peer_answers(tmp_path_factory, shared_dir):
+    """One peer process (tests/hf_peer_check.py) for both tests below: {"every_head":
+    (our outputs, its answers), "pipeline": (our answers, its results)}."""
     peer = peer_python()
+    root = tmp_path_factory.mktemp("hf_peer")
+    every, ours_every = _every_head_request(root / "every", shared_dir)
+    pipeline, ours_pipeline = _pipeline_request(root / "pipeline", shared_dir)
+    theirs = _peer_check(peer, root, every + pipeline)
+    return {"every_head": (ours_every, theirs[:len(every)]),
+            "pipeline": (ours_pipeline, theirs[len(every):])}
+
+
+def _every_head_request(tmp_path, shared_dir):
+    """The peer's request of a folder per head (random weights, the real vocabulary) and
+    our outputs: {head: (rows, outputs)}."""
+    tmp_path.mkdir()
     vocab = [line.rstrip("\n") for line in open(
         shared_dir / "data" / "vocab" / "uncased_vocab.txt", encoding="utf-8")]
     tokenizer = tokenization.FullTokenizer(str(shared_dir / "data" / "vocab" /
@@ -341,7 +355,13 @@ def test_transformers_loads_every_head_with_our_numbers(tmp_path, shared_dir):
         features = _features(rows)
         ours[head] = (rows, _our_outputs(head, model, features))
         request.append(entry)
-    theirs = dict(zip([e["head"] for e in request], _peer_check(peer, tmp_path, request)))
+    return request, ours
+
+
+@pytest.mark.slow
+def test_transformers_loads_every_head_with_our_numbers(peer_answers):
+    ours, answers = peer_answers["every_head"]
+    theirs = dict(zip(list(ours), answers))
     for head, (rows, outputs) in ours.items():
         peer_result = theirs[head]
         assert peer_result["class"] == conv.huggingface.HF_HEADS[head]
@@ -379,12 +399,10 @@ def _hf_groups(word_labels):
     return [(kind, " ".join(words)) for kind, words in groups if kind != "O"]
 
 
-@pytest.mark.slow
-def test_pipeline_as_the_page_says_gives_our_labels(tmp_path, shared_dir):
-    """docs/huggingface.md: pipeline(...)(texts, truncation=True) and
-    aggregation_strategy="first" give our numbers (texts longer than max_seq_length,
-    words of several pieces)."""
-    peer = peer_python()
+def _pipeline_request(tmp_path, shared_dir):
+    """The peer's request of docs/huggingface.md's pipelines (a classifier, a tagger) and
+    our answers: {head: answers}."""
+    tmp_path.mkdir()
     vocab_file = shared_dir / "data" / "vocab" / "uncased_vocab.txt"
     vocab = [line.rstrip("\n") for line in open(vocab_file, encoding="utf-8")]
     tokenizer = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
@@ -423,7 +441,16 @@ def test_pipeline_as_the_page_says_gives_our_labels(tmp_path, shared_dir):
                                       for word, j in zip(text.split(), firsts[i])])
                           for i, text in enumerate(texts)]
     assert any(len(tokenizer.tokenize(t)) > length - 2 for t in long_texts)
-    classified, tagged = [r["pipeline"] for r in _peer_check(peer, tmp_path, request)]
+    return request, ours
+
+
+@pytest.mark.slow
+def test_pipeline_as_the_page_says_gives_our_labels(peer_answers):
+    """docs/huggingface.md: pipeline(...)(texts, truncation=True) and
+    aggregation_strategy="first" give our numbers (texts longer than max_seq_length,
+    words of several pieces)."""
+    ours, answers = peer_answers["pipeline"]
+    classified, tagged = [r["pipeline"] for r in answers]
     assert [r["label"] for r in classified] == [label for label, _ in ours["classifier"]]
     np.testing.assert_allclose([r["score"] for r in classified],
                                [score for _, score in ours["classifier"]], atol=1e-5, rtol=0)
