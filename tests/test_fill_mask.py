@@ -133,8 +133,14 @@ def _face(tiny, tmp_path, *extra):
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def test_the_file_door_and_its_bad_input(tiny, tmp_path):
-    lines = _face(tiny, tmp_path, "--fill_mask_top_k=5")
+@pytest.fixture(scope="module")
+def file_door(tiny, tmp_path_factory):
+    """extract_features --fill_mask_top_k=5's lines for _TEXTS (made once)."""
+    return _face(tiny, tmp_path_factory.mktemp("file_door"), "--fill_mask_top_k=5")
+
+
+def test_the_file_door_and_its_bad_input(tiny, file_door, tmp_path):
+    lines = file_door
     assert [line["linex_index"] for line in lines] == [0, 1, 2]
     assert [line["text"] for line in lines] == _TEXTS
     assert [line["masks"] for line in lines] == tiny["predictor"].predict(_TEXTS)
@@ -269,7 +275,7 @@ def test_export_refusals_in_one_line_before_any_work(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_every_door_gives_the_same_top5(tiny, tmp_path):
+def test_every_door_gives_the_same_top5(tiny, file_door, tmp_path):
     """Python Predictor = extract_features --fill_mask_top_k = transformers'
     pipeline("fill-mask") over the BertForMaskedLM export: same top-5 tokens,
     probabilities within 1e-5."""
@@ -288,8 +294,7 @@ def test_every_door_gives_the_same_top5(tiny, tmp_path):
                    env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
     hf = json.loads((tmp_path / "peer.json").read_text())[0]["pipeline"]
     ours = tiny["predictor"].predict(_TEXTS)
-    doors = {"Predictor": ours, "file": [line["masks"] for line in _face(
-        tiny, tmp_path, "--fill_mask_top_k=5")],
+    doors = {"Predictor": ours, "file": [line["masks"] for line in file_door],
              # the pipeline: a text of one mask gives one list, of several a list per mask
              "HF pipeline": [[[{"token_id": a["token"], "probability": a["score"]}
                                for a in mask] for mask in (r if isinstance(r[0], list) else [r])]
