@@ -1,14 +1,17 @@
 """The converters write their output folder all at once (fileutil.write_outputs_aside).
 
 convert_keras_hub.py (both directions), convert_hf_checkpoint.py --hf_dir and
-convert_tf1_checkpoint.py (both directions) are stopped at every file they write while
-re-converting into their earlier output: stopped as by an error (its clean-up runs) or as
+convert_tf1_checkpoint.py (both directions) are stopped at the files they write while
+re-converting into their earlier output (chosen_writes: the first write of every kind and
+the last two, the renames into place): stopped as by an error (its clean-up runs) or as
 by a kill (no clean-up at all), the earlier output is byte for byte as it was and loads;
 the next run puts away what a kill left; a user's file in the folder is carried over.
 """
 import builtins
 import json
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -67,35 +70,66 @@ def _tree(folder):
     return out
 
 
+def _stop_once(monkeypatch, convert, stop_at, kill):
+    """convert() stopped at its write `stop_at`, as by an error or (kill) as by a kill
+    (fileutil.remove a no-op: nothing cleaned up); returns the writes it made (and those of
+    its clean-up after the stop)."""
+    steps = []
+    with monkeypatch.context() as patch:
+        _patch_writes(patch, stop_at, steps)
+        if kill:
+            patch.setattr(fileutil, "remove", lambda path: None)
+        with pytest.raises(_Stop):
+            convert()
+    return steps
+
+
+def chosen_writes(names):
+    """The writes (1-based) a run of the writes `names` is stopped at, and whether as by a
+    kill: the first write of each kind (open, GFile, SaveV2, save_weights, copy, link,
+    rename, ...) by an error and by a kill in turn, then the last two (the renames into
+    place: a kill between them is what recover_folder undoes) by a kill."""
+    count = len(names)
+    first = sorted({names.index(name) + 1 for name in set(names)} - {count - 1, count})
+    return ([(k, i % 2 == 1) for i, k in enumerate(first)]
+            + [(k, True) for k in (count - 1, count) if k >= 1])
+
+
 def stop_at_every_write(monkeypatch, out, convert, minimum_steps):
-    """Runs `convert()` (a re-conversion into the earlier output `out`) stopped at each of
-    its writes in turn, alternately as by an error and as by a kill (fileutil.remove a
-    no-op: nothing cleaned up); after each, `out` must be as it was, and recover_folder
-    (what the next run does first) leaves nothing beside it. Returns convert()'s result
-    once it runs to the end."""
+    """Runs `convert()` (a re-conversion into the earlier output `out`) once to the end to
+    list its writes, puts `out` back as it was, then stops it at each of chosen_writes in
+    turn; after each, `out` must be as it was, and recover_folder (what the next run does
+    first) leaves nothing beside it. Returns convert()'s result once it runs to the end
+    again. Every kind of write is stopped at; stopping at every write in turn (a keras-hub
+    model built for each) adds no kind of write."""
     earlier, beside = _tree(out), sorted(os.listdir(os.path.dirname(out)))
-    k = 0
-    while True:
-        k += 1
-        steps = []
+    backup = tempfile.mkdtemp()
+    try:
+        shutil.copytree(str(out), os.path.join(backup, "out"), symlinks=True)
+        names = []
         with monkeypatch.context() as patch:
-            _patch_writes(patch, k, steps)
-            if k % 2 == 0:
-                patch.setattr(fileutil, "remove", lambda path: None)
-            try:
-                result = convert()
-            except _Stop:
-                stopped = True
-            else:
-                stopped = False
-        if not stopped:
-            break
-        assert _tree(out) == earlier, "stopped at write %d (%s)" % (k, steps[-1])
+            _patch_writes(patch, 0, names)  # 0: never stopped, the writes listed
+            convert()
+        shutil.rmtree(str(out))
+        shutil.copytree(os.path.join(backup, "out"), str(out), symlinks=True)
+    finally:
+        shutil.rmtree(backup)
+    assert _tree(out) == earlier and len(names) > minimum_steps, names
+    stopped = set()
+    print("%d writes (%s); stopped at %s" % (len(names), ", ".join(names),
+                                             chosen_writes(names)))
+    for k, kill in chosen_writes(names):
+        steps = _stop_once(monkeypatch, convert, k, kill)[:k]  # then its clean-up's
+        assert steps == names[:k], (k, steps)  # the same writes in the same order
+        stopped.add(steps[-1])
+        where = "stopped at write %d of %d (%s, %s)" % (k, len(names), steps[-1],
+                                                       "kill" if kill else "error")
+        assert _tree(out) == earlier, where
         fileutil.recover_folder(str(out))
-        assert sorted(os.listdir(os.path.dirname(out))) == beside, k
-        assert _tree(out) == earlier, k
-    assert k > minimum_steps, "only %d writes were stopped" % (k - 1)
-    return result
+        assert sorted(os.listdir(os.path.dirname(out))) == beside, where
+        assert _tree(out) == earlier, where
+    assert stopped == set(names), (stopped, names)
+    return convert()
 
 
 # ---------------------------------------------------------------------------
@@ -178,11 +212,12 @@ def test_a_full_disk_at_the_checkpoint_leaves_no_folder(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------
 
 def _keras_hub_folders(tmp_path):
-    """Two classifier folders of the same shape, different weights (the second scaled)."""
+    """Two classifier folders of the same shape (one encoder layer: each stopped run builds
+    the keras-hub model again), different weights (the second scaled)."""
     from test_keras_hub import _folder  # pylint: disable=import-outside-toplevel
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film", "bad"]
-    first, _ = _folder(tmp_path, "classifier", vocab, name="first")
-    second, _ = _folder(tmp_path, "classifier", vocab, name="second")
+    first, _ = _folder(tmp_path, "classifier", vocab, name="first", layers=1)
+    second, _ = _folder(tmp_path, "classifier", vocab, name="second", layers=1)
     contents = checkpoints.CheckpointContents(str(second))
     tensors = {n: contents.get(n) * 0.5 for n in contents.model_names()}
     for name in tf.io.gfile.glob(str(second / "model.ckpt-3*")):

@@ -46,8 +46,8 @@ _PAIRS = [("Which NFL team represented the AFC at Super Bowl 50?",
           ("Où est la gare?", "La gare est à côté du musée, près de l'église.")]
 
 
-def _config(vocab_size, act="gelu"):
-    return {"vocab_size": vocab_size, "hidden_size": 32, "num_hidden_layers": 2,
+def _config(vocab_size, act="gelu", layers=2):
+    return {"vocab_size": vocab_size, "hidden_size": 32, "num_hidden_layers": layers,
             "num_attention_heads": 2, "intermediate_size": 48, "hidden_act": act,
             "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
             "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.2}
@@ -57,11 +57,12 @@ def _model(head, config, num_labels=None):
     return random_head_model(head, config, num_labels, seed=11)
 
 
-def _folder(root, head, vocab, name=None, act="gelu", do_lower_case=True):
-    """A model folder as our runners leave it; returns (folder, model)."""
+def _folder(root, head, vocab, name=None, act="gelu", do_lower_case=True, layers=2):
+    """A model folder as our runners leave it (`layers` encoder layers); returns (folder,
+    model)."""
     folder = root / (name or head)
     folder.mkdir()
-    config = _config(len(vocab), act)
+    config = _config(len(vocab), act, layers)
     model = _model(head, config, len(_LABELS) if head in ("classifier", "tagger") else None)
     tensors = {checkpoints.tf1_name(v): v.numpy() for v in model.variables}
     checkpoints.write_tf1_checkpoint(tensors, str(folder / "model.ckpt-3"))
@@ -383,12 +384,21 @@ def _copy_preset(preset, target, drop=(), tokenizer=None):
     return target
 
 
+@pytest.fixture(scope="module")
+def cased_preset(tmp_path_factory):
+    """A classifier folder of _SMALL, do_lower_case False, exported once: the preset."""
+    if importlib.util.find_spec("keras_hub") is None:
+        door_peer_missing("keras-hub is not installed (the [keras-hub] extra)")
+    root = tmp_path_factory.mktemp("cased_preset")
+    folder, _ = _folder(root, "classifier", _SMALL, do_lower_case=False)
+    conv.run(conv.Settings(init_checkpoint=str(folder), output_dir=str(root / "preset")))
+    return root / "preset"
+
+
 @needs_keras_hub
-def test_from_keras_hub_keeps_the_presets_casing_and_length(tmp_path):
+def test_from_keras_hub_keeps_the_presets_casing_and_length(tmp_path, cased_preset):
     from bert_tf2.trainer import model_folder  # pylint: disable=import-outside-toplevel
-    folder, _ = _folder(tmp_path, "classifier", _SMALL, do_lower_case=False)
-    preset = tmp_path / "preset"
-    conv.run(conv.Settings(init_checkpoint=str(folder), output_dir=str(preset)))
+    preset = cased_preset
     hub = json.loads((preset / "tokenizer.json").read_text())["config"]
     assert (hub["lowercase"], hub["strip_accents"]) == (False, False)
     ours = tmp_path / "ours"
@@ -408,13 +418,11 @@ def test_from_keras_hub_keeps_the_presets_casing_and_length(tmp_path):
 
 @needs_keras_hub
 @pytest.mark.parametrize("lowercase,strip_accents", [(True, False), (False, True)])
-def test_a_tokenizer_our_tokenizer_cannot_follow_is_refused(tmp_path, lowercase, strip_accents):
+def test_a_tokenizer_our_tokenizer_cannot_follow_is_refused(tmp_path, cased_preset, lowercase,
+                                                           strip_accents):
     """keras-hub's BertTokenizer(lowercase=True) keeps accents ("café" stays "café");
     ours, as the reference, strips them whenever it lower-cases ("cafe")."""
-    folder, _ = _folder(tmp_path, "encoder", _SMALL)
-    preset = tmp_path / "preset"
-    conv.run(conv.Settings(init_checkpoint=str(folder), output_dir=str(preset)))
-    edited = _copy_preset(preset, tmp_path / "edited", tokenizer={
+    edited = _copy_preset(cased_preset, tmp_path / "edited", tokenizer={
         "lowercase": lowercase, "strip_accents": strip_accents})
     with pytest.raises(ValueError, match=r"tokenizer.json: lowercase %s with strip_accents %s, "
                                          r"which bert-tf2's tokenizer .* cannot follow"
