@@ -1,11 +1,13 @@
 """Every door of a SQuAD model answers as run_squad.py --do_predict's predictions.json.
 
-One tiny SQuAD 2.0 model (hidden 32, 2 layers) trained a few steps by run_squad.py on a
-SQuAD file this module writes, at max_seq_length 48 with --doc_stride 8, so contexts take
-1 to 6+ windows. Its answers to the same (question, context) pairs through
+The run's tiny SQuAD 2.0 model (tests/trained.py's trained_squad_v2: hidden 32, 2 layers,
+max_seq_length 32, --doc_stride 12, --max_query_length 8; only read here), so the contexts
+here take 1 to 6+ windows. Its answers to the same (question, context) pairs through
 - run_squad.py --do_predict (predictions.json, nbest_predictions.json),
-- the SavedModel's answer() (export_saved_model.py, tf.saved_model.load),
-- LiteRT fp32 (LiteRTPredictor.answers),
+- the SavedModel's answer() (export_saved_model.py, tf.saved_model.load; exported here
+  under SQuAD 1.1 rules and under the folder's 2.0 with a threshold amid its null odds),
+- LiteRT fp32 (LiteRTPredictor.answers of the run's shared export, under each export's
+  rules),
 - run_squad.predict(folder, ...)
 must be the same text, with scores within 1e-5, under SQuAD 1.1 rules and SQuAD 2.0's
 null rule. A tiny trained model's answers are near-random but deterministic: parity is
@@ -13,12 +15,14 @@ what is checked. dev-v1.1.json's long paragraphs join in when ../shared is there
 """
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import export_saved_model as esm
+import parity_helpers as ph
 import run_squad
 import tokenization
 from bert_tf2 import flags_common
@@ -26,9 +30,9 @@ from bert_tf2.export import litert_predictor
 from bert_tf2.export import serving_squad
 from conftest import write_text
 
-SEQ = 48
-STRIDE = 8
-QUERY = 12
+SEQ = ph.SQUAD_SEQ  # the trained folder's (tests/parity_helpers.py's Squad.settings)
+STRIDE = 12
+QUERY = 8
 SCORE_TOL = 1e-5
 
 _SENTENCES = [
@@ -75,34 +79,6 @@ CASES = [
 ]
 
 
-def _vocab(texts):
-    """Special tokens, every lower-cased word of 7 characters or less, and every character
-    alone and as ##piece but the emoji: longer words split into pieces, the emoji [UNK]."""
-    basic = tokenization.BasicTokenizer(do_lower_case=True)
-    words, chars = set(), set()
-    for text in texts:
-        for word in basic.tokenize(text):
-            if len(word) <= 7:
-                words.add(word)
-            chars.update(c for c in word if ord(c) < 0x1F000)
-    return (["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + sorted(words) + sorted(chars)
-            + ["##" + c for c in sorted(chars)])
-
-
-def _train_articles():
-    """SQuAD 2.0 training data: each sentence's questions, answerable or not."""
-    paragraphs = []
-    for i in range(len(_SENTENCES)):
-        context = _context(i, 3)
-        answer = context.split()[2]
-        paragraphs.append({"context": context, "qas": [
-            {"id": "t%d" % i, "question": _QUESTIONS[i], "is_impossible": False,
-             "answers": [{"text": answer, "answer_start": context.index(answer)}]},
-            {"id": "n%d" % i, "question": "Why %s?" % _QUESTIONS[i - 1].lower(),
-             "is_impossible": True, "answers": []}]})
-    return [{"title": "train", "paragraphs": paragraphs}]
-
-
 def _dev_pairs(shared_dir):
     """(questions, contexts) of the cases, plus dev-v1.1.json's first questions when there."""
     pairs = list(CASES)
@@ -122,26 +98,20 @@ def _shared_or_none():
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    """A run_squad --version_2_with_negative output folder trained a few steps."""
+def folder(tmp_path_factory, trained_squad_v2):
+    """The run's trained run_squad --version_2_with_negative folder (shared: only read) and
+    its export (SavedModel + LiteRT fp32, made once per run); the pairs to answer."""
     root = tmp_path_factory.mktemp("squad_doors")
     questions, contexts = _dev_pairs(_shared_or_none())
-    vocab = write_text(root / "vocab.txt", "\n".join(_vocab(questions + contexts + [
-        json.dumps(_train_articles(), ensure_ascii=False)])) + "\n")
-    with open(vocab, encoding="utf-8") as f:
-        size = len(f.read().splitlines())
-    config = write_text(root / "bert_config.json", json.dumps({
-        "vocab_size": size, "hidden_size": 32, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": SEQ,
-        "type_vocab_size": 2}))
-    train = write_text(root / "train.json", json.dumps({"data": _train_articles()}))
-    out = root / "trained"
-    run_squad.run(run_squad.Settings(
-        vocab_file=vocab, bert_config_file=config, output_dir=str(out), do_train=True,
-        train_file=train, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
-        version_2_with_negative=True, train_batch_size=4, num_train_epochs=1.0,
-        learning_rate=1e-3, seed=3))
-    return {"root": root, "out": out, "questions": questions, "contexts": contexts}
+    trained_squad_v2.saved_model()
+    with open(os.path.join(trained_squad_v2.folder, "model_settings.json"),
+              encoding="utf-8") as f:
+        settings = json.load(f)
+    assert (settings["max_seq_length"], settings["doc_stride"],
+            settings["max_query_length"]) == (SEQ, STRIDE, QUERY), settings
+    return {"root": root, "out": pathlib.Path(trained_squad_v2.folder), "questions": questions,
+            "contexts": contexts, "settings": settings,
+            "shared_export": trained_squad_v2.export_dir}
 
 
 def _threshold(null_odds):
@@ -179,14 +149,14 @@ def _score_of(nbest, text):
 
 
 def _door_answers(folder, version, threshold):
-    """The answers of the SavedModel (exported now; a 2.0 export with LiteRT fp32 too),
-    run_squad.predict() and predictions.json."""
+    """The answers of the SavedModel (exported now), run_squad.predict() and
+    predictions.json."""
     export_dir = folder["root"] / ("export_" + version)
     argv = ["--init_checkpoint=%s" % folder["out"], "--export_dir=%s" % export_dir]
     if version == "v1":  # the folder's SQuAD 2.0, overridden
         argv.append("--noversion_2_with_negative")
     else:  # the folder's
-        argv += ["--null_score_diff_threshold=%r" % threshold, "--litert=fp32"]
+        argv += ["--null_score_diff_threshold=%r" % threshold]
     esm.run(flags_common.parse_flags(esm.define_flags, argv))
     questions, contexts = folder["questions"], folder["contexts"]
     loaded = tf.saved_model.load(str(export_dir))  # held while its function runs
@@ -206,13 +176,14 @@ def doors(folder):
     """{"v1", "v2": every door's answers under SQuAD 1.1 rules, and the folder's 2.0}.
 
     The 2.0 threshold comes from the 1.1 export's null odds (the same numbers). One LiteRT
-    model (the 2.0 export's) serves both: its 1.1 answers are LiteRTPredictor's decoding
-    under the rules the 1.1 export recorded.
+    model (the run's shared export of the folder) serves both: its answers are
+    LiteRTPredictor's decoding under the rules each export here recorded.
     """
     v1 = _door_answers(folder, "v1", 0.0)
     v2 = _door_answers(folder, "v2", _threshold(v1["saved"]["null_odds"]))
-    litert = litert_predictor.LiteRTPredictor(str(v2["export_dir"]), "fp32")
+    litert = litert_predictor.LiteRTPredictor(folder["shared_export"], "fp32")
     questions, contexts = folder["questions"], folder["contexts"]
+    litert.squad_rules = litert_predictor.squad_rules(v2["info"])
     v2["litert"] = litert.answers(questions, contexts)
     litert.squad_rules = litert_predictor.squad_rules(v1["info"])
     v1["litert"] = litert.answers(questions, contexts)
@@ -237,13 +208,15 @@ def test_the_cases_cover_what_they_claim(folder):
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
-def test_export_records_the_folders_settings(doors, version):
-    doors = dict(doors[version], version=version)
+def test_export_records_the_folders_settings(folder, doors, version):
+    doors = dict(doors[version], version=version, settings=folder["settings"])
     info = doors["info"]
     assert info["doc_stride"] == STRIDE and info["max_query_length"] == QUERY  # the folder's
     assert info["version_2_with_negative"] == (doors["version"] == "v2")
     assert info["null_score_diff_threshold"] == doors["threshold"]
-    assert (info["n_best_size"], info["max_answer_length"]) == (20, 30)
+    recorded = dict(doors["settings"])  # the folder's, run_squad's defaults where absent
+    assert (info["n_best_size"], info["max_answer_length"]) == (
+        recorded.get("n_best_size", 20), recorded.get("max_answer_length", 30))
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
