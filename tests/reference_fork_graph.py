@@ -1,7 +1,8 @@
 """The reference's own modeling / tokenization / optimization, run as a fork runs them on TF 2.20.
 
-Run by tests/test_reference_fork.py in a subprocess (bert_tf2.tf1 puts the process in
-TF1 graph mode): `python reference_fork_graph.py REPO_ROOT FORK_DIR CHECKPOINT VOCAB OUT.npz`.
+Run by tests/test_reference_fork.py, first of tests/reference_fork_runs.py's runs in one
+subprocess (bert_tf2.tf1 puts the process in TF1 graph mode), as
+`python reference_fork_graph.py REPO_ROOT FORK_DIR CHECKPOINT VOCAB OUT.npz` would run.
 FORK_DIR holds the reference's modeling.py, tokenization.py, optimization.py and
 run_classifier.py with `import tensorflow as tf` changed to `import bert_tf2.tf1 as tf` and
 nothing else. Writes the BertModel's outputs on the checkpoint, FullTokenizer's tokens, one

@@ -1,8 +1,12 @@
 """The benchmark scripts work (tiny models, no timing assertions) and count FLOPs right."""
+import contextlib
+import io
 import os
 import re
+import subprocess
 import sys
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -370,11 +374,30 @@ def test_finetuning_bench_predicts_from_an_encoder_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-def test_step_parts_times_the_step_with_and_without_the_update(capsys):
-    """benchmarks/step_parts.py: both variants run, each in its own process, and are
-    reported."""
+def test_step_parts_times_the_step_with_and_without_the_update(capsys, monkeypatch):
+    """benchmarks/step_parts.py: both variants run, each as a child command line of its
+    own, and are reported. The children run in this process (subprocess.run stood in for:
+    what is tested is the command line each child gets and the parent's reading of what
+    it prints, not a process start; the stand-in update of a child is undone after it)."""
     import step_parts  # pylint: disable=import-outside-toplevel
+    from bert_tf2.base import fused_update  # pylint: disable=import-outside-toplevel
+    update = fused_update.FusedOptimizer.apply_gradients
+    monkeypatch.setattr(fused_update.FusedOptimizer, "apply_gradients", update)
+    children = []
+
+    def child(argv, **unused):
+        del unused
+        assert argv[:2] == [sys.executable, step_parts.__file__]
+        children.append(argv[argv.index("--child") + 1])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            step_parts.main(argv[2:])
+        fused_update.FusedOptimizer.apply_gradients = update
+        return subprocess.CompletedProcess(argv, 0, out.getvalue(), "")
+
+    monkeypatch.setattr(step_parts, "subprocess", types.SimpleNamespace(run=child))
     step_parts.main(["--size", "tiny", "--batch_size", "2", "--rounds", "1", "--repeats", "1"])
+    assert children == ["full", "without_update"]
     out = capsys.readouterr().out
     assert re.search(r"tiny b2 s128 fp32: step [\d.]+ ms, without the update [\d.]+ ms", out)
     assert "fraction x" in out

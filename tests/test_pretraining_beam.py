@@ -39,6 +39,9 @@ NUM_FILES = 8
 IN_MEMORY = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 THREADS = ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]
 PROCESSES = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+# One worker process (each pays TensorFlow's import): the command-line tests of what a worker
+# process's failure or death shows; test_same_records_... runs two.
+ONE_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=multi_processing"]
 
 
 def _corpus(seed):
@@ -318,11 +321,11 @@ def _command(corpus, tmp_path, pattern, *extra):
 
 
 def test_bad_input_in_worker_processes_is_one_line(corpus, tmp_path):
-    """Beam's workers print and log the traceback of the failed bundle (7 of them with
-    2 worker processes): only run_cli's line reaches the terminal."""
+    """Beam's worker process prints and logs the traceback of the failed bundle (7 of them
+    with 2 worker processes): only run_cli's line reaches the terminal."""
     (tmp_path / "a.txt").write_text(_corpus(1))
     (tmp_path / "b.txt").write_bytes("the cat\n\nsat on\nthe mat caf\xe9\n".encode("latin-1"))
-    proc = subprocess.run(_command(corpus, tmp_path, "%s/*.txt" % tmp_path, *PROCESSES),
+    proc = subprocess.run(_command(corpus, tmp_path, "%s/*.txt" % tmp_path, *ONE_PROCESS),
                           capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and "bad input" not in proc.stderr
@@ -432,7 +435,7 @@ def test_a_worker_process_killed_is_one_line(corpus, tmp_path):
     # pipeline). One killed while it starts would instead leave Beam waiting for ever for
     # it to connect (Beam's runner; Ctrl-C or SIGTERM still end the run cleanly).
     pipe = tmp_path / "big-1.txt"
-    with _started_on_a_held_pipe(corpus, tmp_path, *PROCESSES) as proc:
+    with _started_on_a_held_pipe(corpus, tmp_path, *ONE_PROCESS) as proc:
         wait_until(lambda: _holders(_worker_processes(proc.pid), pipe), proc,
                    what="the worker that holds the named pipe")
         os.kill(_holders(_worker_processes(proc.pid), pipe)[0], signal.SIGKILL)

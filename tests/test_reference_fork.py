@@ -2,9 +2,9 @@
 
 With BERT_REFERENCE_DIR naming a folder of google-research/bert's .py files (by default
 ../shared/reference/bert, the files of the commit its COMMIT names; nothing is fetched),
-they are copied and `python -m bert_tf2.compat.move_fork` changes their
-`import tensorflow as tf` line and nothing else. Then, in subprocesses (bert_tf2.tf1 puts its
-process in TF1 graph mode):
+they are copied and bert_tf2.compat.move_fork's main (its command line's) changes their
+`import tensorflow as tf` line and nothing else. Then, one after another in one subprocess
+(tests/reference_fork_runs.py; bert_tf2.tf1 puts its process in TF1 graph mode):
 - tests/reference_fork_graph.py: the reference's BertModel on a TF1 checkpoint equals
   bert-tf2's modeling.py (eager), its FullTokenizer equals ours, its create_optimizer trains a
   step, and run_classifier's TFRecord file and input_fn batches (tf.contrib.data.map_and_batch)
@@ -22,7 +22,9 @@ Without either folder those skip; test_a_tiny_fork_trains_evaluates_and_predicts
 (a run_classifier-style fork of tests/tiny_fork_classifier.py, no reference files needed).
 """
 import concurrent.futures
+import contextlib
 import difflib
+import io
 import json
 import os
 import shutil
@@ -48,6 +50,7 @@ from conftest import REPO_ROOT, SHARED_DIR
 from conftest import HANG_GUARD_SECONDS
 
 SCRIPT = os.path.join(str(REPO_ROOT), "tests", "reference_fork_graph.py")
+RUNS = os.path.join(str(REPO_ROOT), "tests", "reference_fork_runs.py")
 TINY_FORK = os.path.join(str(REPO_ROOT), "tests", "tiny_fork_classifier.py")
 RUNNERS = ("run_classifier.py", "run_squad.py", "run_pretraining.py", "extract_features.py",
            "create_pretraining_data.py")
@@ -90,17 +93,19 @@ def _env():
 
 @pytest.fixture(scope="module")
 def fork_folder(tmp_path_factory):
-    """A copy of the reference's modules that move_fork's command line moved to bert_tf2.tf1."""
+    """A copy of the reference's modules that move_fork's main moved to bert_tf2.tf1."""
     reference = _reference_dir()
     folder = str(tmp_path_factory.mktemp("fork"))
     for name in MODULES:  # the contents only: ../shared's files are read-only, a fork's are not
         shutil.copyfile(os.path.join(reference, name), os.path.join(folder, name))
-    proc = subprocess.run([sys.executable, "-m", "bert_tf2.compat.move_fork", folder],
-                          cwd=str(REPO_ROOT), env=_env(), capture_output=True, text=True,
-                          timeout=HANG_GUARD_SECONDS, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Its command line's main, in this process (the tiny fork's test and tests/smoke run
+    # move_fork on the files they run; test_readme runs the README's command line).
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert move_fork.main([folder]) == 0
     for name in MODULES:
-        assert "changed %s" % os.path.join(folder, name) in proc.stdout, (name, proc.stdout)
+        assert "changed %s" % os.path.join(folder, name) in stdout.getvalue(), (
+            name, stdout.getvalue())
         with open(os.path.join(reference, name), encoding="utf-8") as f:
             before = f.read().split("\n")
         with open(os.path.join(folder, name), encoding="utf-8") as f:
@@ -112,21 +117,12 @@ def fork_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fork(fork_folder, shared_dir, reference_runs):  # pylint: disable=unused-argument
-    """What reference_fork_graph.py found, and the checkpoint and vocab it used (the
-    reference's runners started first: they run in the background meanwhile)."""
-    folder = fork_folder
-    checkpoint = str(shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny" /
-                     "bert_model.ckpt")
-    vocab = str(shared_dir / "data" / "vocab" / "uncased_vocab.txt")
-    out = os.path.join(folder, "results.npz")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, SCRIPT, str(REPO_ROOT), folder, checkpoint,
-                           vocab, out], capture_output=True, text=True, env=env,
-                           timeout=HANG_GUARD_SECONDS,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = dict(np.load(out))
-    results.update(checkpoint=checkpoint, vocab=vocab, folder=folder, texts=PAIRS)
+    """What reference_fork_graph.py found (the first run of reference_runs' process), and the
+    checkpoint and vocab it used."""
+    runs = reference_runs[0].result()
+    results = dict(np.load(runs["graph"]["flags"]["out"]))
+    results.update(checkpoint=runs["graph"]["flags"]["checkpoint"],
+                   vocab=runs["graph"]["flags"]["vocab"], folder=fork_folder, texts=PAIRS)
     return results
 
 
@@ -264,54 +260,82 @@ def _command_lines(shared_dir, folder):
     return lines
 
 
-def _run_fork(fork_folder, script, flags, out):
-    """The fork's script on `flags` (output_dir / output_file under `out`); its stderr."""
-    os.makedirs(out, exist_ok=True)
-    # TMPDIR: extract_features' TPUEstimator has no model_dir, and takes a temporary folder
-    # (as TF 1.x did), left in `out`.
-    proc = subprocess.run([sys.executable, os.path.join(fork_folder, script)] + _args(flags),
-                          cwd=out, env=dict(_env(), TMPDIR=out), capture_output=True,
-                          text=True, timeout=HANG_GUARD_SECONDS, check=False)
-    assert proc.returncode == 0, "%s: %s" % (script, proc.stderr[-3000:])
-    assert proc.stderr.count(ONCE) == 1, proc.stderr[-3000:]
-    return proc.stderr
+def _plan(fork_folder, shared_dir, lines, folder):
+    """The runs of reference_fork_runs.py, in order: reference_fork_graph.py, then the
+    reference's command lines (create_pretraining_data before run_pretraining, the README's
+    predict-only run_classifier after the one that trained); {name: run} of the tests."""
+    plan, runs = [], {}
+
+    def add(name, script, flags, cwd):
+        plan.append({"name": name, "argv": [os.path.join(fork_folder, script)] + _args(flags),
+                     "cwd": cwd})
+        return {"out": cwd, "flags": flags}
+
+    tiny = shared_dir / "data" / "tf1_checkpoints" / "kerasbert_tiny"
+    graph = dict(checkpoint=str(tiny / "bert_model.ckpt"),
+                 vocab=str(shared_dir / "data" / "vocab" / "uncased_vocab.txt"),
+                 out=os.path.join(fork_folder, "results.npz"))
+    plan.append({"name": "graph", "argv": [SCRIPT, str(REPO_ROOT), fork_folder,
+                                           graph["checkpoint"], graph["vocab"], graph["out"]],
+                 "cwd": os.path.join(folder, "graph")})
+    runs["graph"] = {"out": plan[0]["cwd"], "flags": graph}
+    for name in ("classifier", "squad", "squad2", "pretraining", "features"):
+        out = os.path.join(folder, "reference_" + name)
+        script, flags = lines[name]
+        flags = dict(flags)
+        if name == "features":
+            # Its TPUEstimator has no model_dir and takes a temporary folder (as TF 1.x did):
+            # reference_fork_runs.py makes each run's folder its TMPDIR.
+            flags["output_file"] = os.path.join(out, "output.jsonl")
+        else:
+            flags["output_dir"] = out
+        if name == "pretraining":
+            add("pretraining_data", *lines["pretraining_data"], os.path.join(folder, "data_run"))
+        runs[name] = add(name, script, flags, out)
+        if name == "classifier":
+            # The README's second command: --do_predict alone, from the classifier trained.
+            predict = {k: v for k, v in flags.items() if k not in ("do_train", "do_eval")}
+            predict.update(output_dir=os.path.join(folder, "reference_classifier_predict"),
+                           init_checkpoint=os.path.join(out, "model.ckpt-2"))
+            runs[name]["predict_out"] = add("classifier_predict", script, predict,
+                                            predict["output_dir"])["out"]
+    return plan, runs
 
 
-def _reference_run(fork_folder, lines, name, folder):
-    """Runs one of the reference's command lines (create_pretraining_data before
-    run_pretraining); {"out": its output folder, "stderr": ..., "flags": ...}."""
-    out = os.path.join(folder, "reference_" + name)
-    script, flags = lines[name]
-    flags = dict(flags)
-    if name == "features":
-        flags["output_file"] = os.path.join(out, "output.jsonl")
-    else:
-        flags["output_dir"] = out
+def _run_plan(fork_folder, plan, runs, folder):
+    """reference_fork_runs.py on `plan` (one process); `runs`, each with its stderr."""
     start = time.time()
-    if name == "pretraining":
-        _run_fork(fork_folder, *lines["pretraining_data"], os.path.join(folder, "data_run"))
-    stderr = _run_fork(fork_folder, script, flags, out)
-    run = {"out": out, "stderr": stderr, "flags": flags}
-    if name == "classifier":
-        # The README's second command: --do_predict alone, from the classifier trained above.
-        run["predict_out"] = os.path.join(folder, "reference_classifier_predict")
-        predict = {k: v for k, v in flags.items() if k not in ("do_train", "do_eval")}
-        predict.update(output_dir=run["predict_out"],
-                       init_checkpoint=os.path.join(out, "model.ckpt-2"))
-        _run_fork(fork_folder, script, predict, run["predict_out"])
-    return dict(run, seconds=time.time() - start)
+    path = os.path.join(folder, "plan.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(plan, f)
+    proc = subprocess.run([sys.executable, RUNS, fork_folder, path], cwd=folder, env=_env(),
+                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS,
+                          check=False)
+    stderr = {}
+    for run in plan:
+        log = os.path.join(run["cwd"], "stderr.txt")
+        if os.path.exists(log):
+            with open(log, encoding="utf-8") as f:
+                stderr[run["name"]] = f.read()
+    last = list(stderr.values())[-1] if stderr else ""  # the run that failed, if one did
+    assert proc.returncode == 0, "%s\n%s" % (proc.stderr[-3000:], last[-3000:])
+    # bert_tf2.tf1's notice: once in the process, when the first script imports it.
+    assert sum(text.count(ONCE) for text in stderr.values()) == 1, stderr["graph"][-3000:]
+    for name, run in runs.items():
+        run["stderr"] = stderr[name]
+    print("the reference's runs, one process: %.0f s" % (time.time() - start))
+    return runs
 
 
 @pytest.fixture(scope="module")
 def reference_runs(fork_folder, shared_dir, tmp_path_factory):
-    """The reference's runners, started together in the background: (futures of
-    _reference_run by name, the command lines, their folder)."""
+    """reference_fork_graph.py and the reference's runners, one after another in one process
+    started in the background: (a future of {name: run}, the command lines, their folder)."""
     folder = str(tmp_path_factory.mktemp("runs"))
     lines = _command_lines(shared_dir, folder)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=3)
-    futures = {name: pool.submit(_reference_run, fork_folder, lines, name, folder)
-               for name in ("classifier", "squad", "pretraining", "features", "squad2")}
-    yield futures, lines, folder
+    plan, runs = _plan(fork_folder, shared_dir, lines, folder)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    yield pool.submit(_run_plan, fork_folder, plan, runs, folder), lines, folder
     pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -353,9 +377,8 @@ def _trained(run, steps):
 
 
 def test_the_references_run_classifier_equals_ours(reference_runs, tmp_path):
-    futures, _, _ = reference_runs
-    run = futures["classifier"].result()
-    print("the reference's %s run: %.0f s" % ("classifier", run["seconds"]))
+    future, _, _ = reference_runs
+    run = future.result()["classifier"]
     ours = str(tmp_path / "ours")
     _our_script(run_classifier, run["flags"], _trained(run, 2), output_dir=ours)
     reference = _results(os.path.join(run["out"], "eval_results.txt"))
@@ -422,9 +445,8 @@ def _best_answers(reference, ours, nbest):
 
 @pytest.mark.parametrize("name", ["squad", "squad2"])
 def test_the_references_run_squad_equals_ours(reference_runs, tmp_path, name):
-    futures, _, _ = reference_runs
-    run = futures[name].result()
-    print("the reference's %s run: %.0f s" % (name, run["seconds"]))
+    future, _, _ = reference_runs
+    run = future.result()[name]
     ours = str(tmp_path / "ours")
     _our_script(run_squad, run["flags"], _trained(run, 3), output_dir=ours)
     found = {}
@@ -449,9 +471,8 @@ def test_the_references_run_squad_equals_ours(reference_runs, tmp_path, name):
 
 
 def test_the_references_run_pretraining_equals_ours(reference_runs, tmp_path):
-    futures, lines, folder = reference_runs
-    run = futures["pretraining"].result()
-    print("the reference's %s run: %.0f s" % ("pretraining", run["seconds"]))
+    future, lines, folder = reference_runs
+    run = future.result()["pretraining"]
     # Our create_pretraining_data on the same flags: the same records.
     records_flags = dict(lines["pretraining_data"][1],
                          output_file=str(tmp_path / "ours.tfrecord"))
@@ -479,9 +500,8 @@ def _features(path):
 
 
 def test_the_references_extract_features_equals_ours(reference_runs, tmp_path):
-    futures, _, _ = reference_runs
-    run = futures["features"].result()
-    print("the reference's %s run: %.0f s" % ("features", run["seconds"]))
+    future, _, _ = reference_runs
+    run = future.result()["features"]
     assert "*INIT_FROM_CKPT*" in run["stderr"]
     ours = str(tmp_path / "ours.jsonl")
     _our_script(extract_features, run["flags"], None, output_file=ours)

@@ -5,16 +5,22 @@ non-editable install put at the top level of site-packages, that every console c
 point resolves to a function of the installed code, that a user's own training.py (or five other
 names of ours) in the script's folder is never imported, then (with ../shared) converts the
 reference's tiny TF1 checkpoint and runs extract_features and two run_classifier training steps
-and an evaluation from it: in this process, or with --commands through the installed console
-commands (two processes). Last, every module imports (bert_tf2.tf1 last of all: it switches the
-process to TF1 graph mode), and `from bert import X` is the top-level module X. Ends with the
-line 'smoke: N passed, N failed'; each check prints its seconds.
+and an evaluation from it: in this process, or with --commands run_classifier through its
+installed console command (one process). Last, every module imports (bert_tf2.tf1 last of all: it switches the
+process to TF1 graph mode), and `from bert import X` is the top-level module X. With --fork,
+then, in the same process (now in TF1 graph mode): tests/tiny_fork_classifier.py moved by the
+installed move_fork, its TPUEstimator predicting, evaluating, training and predicting again
+(what tests/test_reference_fork.py's test_a_tiny_fork_trains_evaluates_and_predicts checks of it,
+here on the packages a plain install resolved). Ends with the line 'smoke: N passed, N failed';
+each check prints its seconds.
 """
 import importlib
 import importlib.metadata
 import json
 import os
 import pkgutil
+import runpy
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +34,8 @@ TOP_LEVEL = set(REFERENCE) | {"run_ner", "run_multiple_choice", "convert_tf1_che
 SENTENCES = ["all work and no play", "makes jack a dull boy", "jack and no play",
              "a dull boy makes work", "no work", "all play makes jack", "a boy and jack",
              "dull work and play"]
+TINY_FORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                         "tiny_fork_classifier.py")
 # Files a user may have beside their script, named like modules of ours.
 USER_MODULES = ("training", "serving", "heads", "checkpoints", "fileutil", "startup")
 
@@ -93,20 +101,22 @@ def in_process(module_name, *args, cwd):
 
 
 def check_pipeline(work, shared, through_commands):
-    """Converts a TF1 checkpoint (in this process), extracts features and fine-tunes from it
-    (in this process, or through the console commands)."""
+    """Converts a TF1 checkpoint and extracts features (in this process), and fine-tunes from
+    it (in this process, or through run_classifier's console command)."""
     tiny = os.path.join(shared, "data", "tf1_checkpoints", "kerasbert_tiny")
     config, vocab = os.path.join(tiny, "bert_config.json"), os.path.join(tiny, "vocab.txt")
     converted = os.path.join(work, "converted")
     in_process("convert_tf1_checkpoint", "--input_checkpoint=%s/bert_model.ckpt" % tiny,
                "--bert_config_file=" + config, "--output_dir=" + converted, cwd=work)
+    # Through its console command: run_classifier's alone (one process shows pip's wrapper
+    # starts; check_commands_resolve checked every command's entry point).
     runner = (lambda name, *args, cwd: command("bert-" + name.replace("_", "-"), *args,
                                                cwd=cwd)) if through_commands else in_process
     text = os.path.join(work, "input.txt")
     with open(text, "w", encoding="utf-8") as f:
         f.write("\n".join(SENTENCES[:3]) + "\n")
     features = os.path.join(work, "features.jsonl")
-    runner("extract_features", "--input_file=" + text, "--output_file=" + features,
+    in_process("extract_features", "--input_file=" + text, "--output_file=" + features,
            "--vocab_file=" + vocab, "--bert_config_file=" + config, "--max_seq_length=16",
            "--init_checkpoint=%s/bert_model.ckpt" % converted, "--layers=-1", cwd=work)
     with open(features, encoding="utf-8") as f:
@@ -146,10 +156,39 @@ def check_imports():
     assert not mine, "imported the user's %s" % [sys.modules[name] for name in mine]
 
 
+def check_tiny_fork(work):
+    """tests/tiny_fork_classifier.py moved to bert_tf2.tf1 by the installed move_fork, run in
+    this process as its command line would (tf.app.run); what it wrote to found.json."""
+    from bert_tf2.compat import move_fork  # pylint: disable=import-outside-toplevel
+    folder = os.path.join(work, "fork")
+    os.makedirs(folder)
+    script = os.path.join(folder, "tiny_fork.py")
+    shutil.copyfile(TINY_FORK, script)
+    assert move_fork.move_fork(folder, report=lambda line: None) == [script]
+    out = os.path.join(work, "fork_out")
+    argv = sys.argv
+    sys.argv = [script, "--output_dir=" + out]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        assert not e.code, "the tiny fork exited with %r" % e.code
+    finally:
+        sys.argv = argv
+    with open(os.path.join(out, "found.json"), encoding="utf-8") as f:
+        found = json.load(f)
+    assert found["initialized_from_checkpoint"] and found["embeddings_trained"], found
+    assert found["checkpoints"] == ["model.ckpt-10.index", "model.ckpt-12.index",
+                                    "model.ckpt-5.index"], found["checkpoints"]
+    assert found["before"]["global_step"] == 0 and found["after"]["global_step"] == 12
+    assert found["after"]["eval_loss"] < found["before"]["eval_loss"], found
+    assert len(found["probabilities"]) == 20 and found["executing_eagerly"] is False
+
+
 def main():
     """Runs the checks in a temporary folder; exit status 1 if one fails."""
-    args = [a for a in sys.argv[1:] if a != "--commands"]
+    args = [a for a in sys.argv[1:] if a not in ("--commands", "--fork")]
     through_commands = "--commands" in sys.argv[1:]
+    fork = "--fork" in sys.argv[1:]
     shared = os.environ.get("BERT_TF2_SHARED") or args[0]
     passed, failed = 0, 0
     with tempfile.TemporaryDirectory() as work:
@@ -159,11 +198,15 @@ def main():
                   ("console commands resolve", check_commands_resolve)]
         if os.path.isdir(os.path.join(shared, "data", "tf1_checkpoints")):
             checks.append(("convert, extract_features, run_classifier "
-                           + ("(console commands)" if through_commands else "(in process)"),
+                           + ("(its console command)" if through_commands else "(in process)"),
                            lambda: check_pipeline(work, shared, through_commands)))
         else:
             print("smoke: skipped the TF1 checkpoint run: no shared data at %s" % shared)
         checks.append(("imports, no shadowing", check_imports))
+        if fork:
+            import google.protobuf  # pylint: disable=import-outside-toplevel
+            checks.append(("a tiny fork (TF1 graph mode, protobuf %s)"
+                           % google.protobuf.__version__, lambda: check_tiny_fork(work)))
         for name, check in checks:
             start = time.time()
             try:

@@ -14,15 +14,16 @@
 #     to the installed code; a TF1 checkpoint converted, extract_features and two training steps
 #     plus an evaluation of run_classifier from it, in process; every module imports (TF1 graph
 #     mode last), none of them a user's training.py first on sys.path.
-#   the last Python (3.13 beside a 3.11 suite): extract_features and run_classifier through the
-#     installed console commands instead (check.py --commands: two processes), which shows the
-#     commands start; they are pip's wrappers of the same entry points on every Python.
-#   the first Python (3.10): also a tiny fork (tests/tiny_fork_classifier.py moved to
-#     bert_tf2.tf1: its Estimator trains, evaluates and predicts) on the protobuf and TF a plain
-#     `pip install .` resolves, with pytest installed beside them; BERT_TF2_SMOKE_FORK=0 leaves
-#     it out. The rest of the fork and tf1 tests (test_reference_fork.py, test_tf1_estimator.py,
-#     test_tf1_namespace.py) only run in pytest: the code is the same, the tiny fork already
-#     runs the tf1 namespace in graph mode on the plain install's packages.
+#   the last Python (3.13 beside a 3.11 suite): run_classifier through its installed console
+#     command instead (check.py --commands: one process), which shows a command starts; every
+#     command is pip's wrapper of an entry point, all of them resolved above, on every Python.
+#   the first Python (3.10): also, last in the same process (check.py --fork), a tiny fork
+#     (tests/tiny_fork_classifier.py moved by the installed bert_tf2.compat.move_fork: its
+#     Estimator trains, evaluates and predicts in TF1 graph mode) on the protobuf and TF a plain
+#     `pip install .` resolves; BERT_TF2_SMOKE_FORK=0 leaves it out. The fork and tf1 tests
+#     (test_reference_fork.py, test_tf1_estimator.py, test_tf1_namespace.py) run in pytest only:
+#     the code is the same, and the tiny fork already runs the tf1 namespace in graph mode on
+#     the plain install's packages.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 skip_version=${1:-}
@@ -50,6 +51,8 @@ for i in "${!versions[@]}"; do
   version=${versions[$i]} python=${pythons[$i]}
   how=
   [ "$i" = $(( ${#versions[@]} - 1 )) ] && how=--commands
+  fork=
+  [ "$i" = 0 ] && [ "$fork_tests" != 0 ] && fork=--fork
   start=$(date +%s)
   venv="$cache/py$version-$key"
   log="$cache/install-$version.log"
@@ -60,8 +63,7 @@ for i in "${!versions[@]}"; do
     rm -rf "$cache"/py"$version"-*
     "$python" -m venv "$venv"
     if ! { "$venv/bin/python" -m pip install -q --upgrade pip &&
-           "$venv/bin/python" -m pip install -q . &&
-           "$venv/bin/python" -m pip install -q pytest; } >"$log" 2>&1; then
+           "$venv/bin/python" -m pip install -q .; } >"$log" 2>&1; then
       echo "smoke $version: FAILED to install (pip's output: $log)"; status=1; continue
     fi
     touch "$venv/.complete"
@@ -70,7 +72,7 @@ for i in "${!versions[@]}"; do
   fi
   rm -rf build ./*.egg-info
   if TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::FutureWarning \
-       "$venv/bin/python" tests/smoke/check.py "$shared" $how >"$cache/check-$version.log" 2>&1
+       "$venv/bin/python" tests/smoke/check.py "$shared" $how $fork >"$cache/check-$version.log" 2>&1
   then
     echo "smoke $version${how:+ ($how)}: passed in $(( $(date +%s) - start )) s ($(grep -o \
       '^smoke: .* ok ([0-9]* s)' "$cache/check-$version.log" | sed 's/^smoke: //; s/ ok (/ (/' |
@@ -79,26 +81,6 @@ for i in "${!versions[@]}"; do
     echo "smoke $version${how:+ ($how)}: FAILED (its output: $cache/check-$version.log)"
     grep '^smoke: ' "$cache/check-$version.log" || tail -n 20 "$cache/check-$version.log"
     status=1
-  fi
-  if [ "$fork_tests" != 0 ]; then
-    fork_tests=0
-    start=$(date +%s)
-    # (A venv made before this step existed lacks pytest.)
-    "$venv/bin/python" -c 'import pytest' 2>/dev/null ||
-      "$venv/bin/python" -m pip install -q pytest >>"$log" 2>&1
-    protobuf=$("$venv/bin/python" -c 'import google.protobuf as p; print(p.__version__)')
-    # From the repository (its tests and bert_tf2 first on the path), on the venv's packages.
-    if BERT_TF2_SHARED="$shared" TF_CPP_MIN_LOG_LEVEL=2 "$venv/bin/python" -m pytest -q \
-         -p no:cacheprovider \
-         tests/test_reference_fork.py::test_a_tiny_fork_trains_evaluates_and_predicts \
-         >"$cache/fork-tests-$version.log" 2>&1; then
-      echo "smoke $version: a tiny fork on a plain install (protobuf $protobuf): $(tail -n 1 \
-        "$cache/fork-tests-$version.log") ($(( $(date +%s) - start )) s)"
-    else
-      echo "smoke $version: the tiny fork FAILED on a plain install (protobuf $protobuf; pytest's" \
-        "output: $cache/fork-tests-$version.log)"
-      status=1
-    fi
   fi
 done
 exit $status
