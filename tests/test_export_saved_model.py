@@ -348,7 +348,19 @@ def encoder_export(tiny):
     return export_dir
 
 
-def test_tiny_classifier_export(tiny):
+@pytest.fixture(scope="module")
+def loaded():
+    """tf.saved_model.load of a folder, once per module (the tests only call it)."""
+    made = {}
+
+    def load(export_dir):
+        if str(export_dir) not in made:
+            made[str(export_dir)] = tf.saved_model.load(str(export_dir))
+        return made[str(export_dir)]
+    return load
+
+
+def test_tiny_classifier_export(tiny, loaded):
     export_dir = tiny["export_dir"]
     assert sorted(os.listdir(str(export_dir))) == [
         "assets", "assets.extra", "fingerprint.pb", "saved_model.pb", "variables"]
@@ -359,8 +371,10 @@ def test_tiny_classifier_export(tiny):
         info = json.load(f)
     assert info["labels"] == ["0", "1"] and info["max_seq_length"] == 16
     assert info["unicode_version"] == unicodedata.unidata_version
+    # No --warmup_file: no warm-up requests (test_export_base_writes_new_versions_...: one).
+    assert os.listdir(str(export_dir / "assets.extra")) == ["export_info.json"]
 
-    loaded = tf.saved_model.load(str(export_dir))
+    loaded = loaded(export_dir)
     assert set(loaded.signatures) == {"serving_default", "serving_text_a", "serving_ids",
                                       "tokenize"}
     full = tokenization.FullTokenizer(tiny["vocab"], True)
@@ -397,21 +411,28 @@ def test_tiny_classifier_export(tiny):
 
 
 def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(
-        tiny, encoder_export, tmp_path):
+        tiny, encoder_export, loaded, tmp_path):
     """run(Settings(...)) from Python, no absl parsing: twice (the second replaces the
-    first export), each the same model, files and export_info as the parsed flags'."""
+    first export), each the same model, files and export_info as the parsed flags'. The
+    second run follows a --dtype=bf16 run's global policy (mixed_bfloat16), as a run and an
+    export in one process do: it still serves the float32 model and leaves the policy as it
+    was. The encoder's Settings (pooling, layers, normalize) give the command line's export."""
     settings = esm.Settings(model_type="classifier", task_name="SST-2",
                             bert_config_file=tiny["config_file"],
                             init_checkpoint=str(tiny["root"] / "classifier"),
                             vocab_file=tiny["vocab"], max_seq_length=16,
                             export_dir=str(tmp_path / "from_python"))
     texts = _encoded(["the cat sat on the mat", "a dog ran fast", "unaffable cats", ""])
-    want = tf.saved_model.load(str(tiny["export_dir"])).signatures["serving_text_a"](
-        text_a=texts)
+    want = loaded(tiny["export_dir"]).signatures["serving_text_a"](text_a=texts)
     with open(str(tiny["export_dir"] / "assets.extra" / "export_info.json")) as f:
         want_info = json.load(f)
-    for _ in range(2):
-        result = esm.run(settings)
+    for policy in ("float32", "mixed_bfloat16"):
+        tf_keras.mixed_precision.set_global_policy(policy)
+        try:
+            result = esm.run(settings)
+            assert tf_keras.mixed_precision.global_policy().name == policy
+        finally:
+            tf_keras.mixed_precision.set_global_policy("float32")
         assert result.output_dir == settings.export_dir
         assert sorted(result.outputs) == ["export_info", "saved_model", "vocab"]
         for path in result.outputs.values():
@@ -419,24 +440,25 @@ def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(
         with open(result.outputs["export_info"]) as f:
             assert json.load(f) == want_info
         got = tf.saved_model.load(result.output_dir).signatures["serving_text_a"](text_a=texts)
+        assert got["logits"].dtype == tf.float32
         for key in ("probabilities", "logits"):  # the same export, shapes and kernels
             np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6, rtol=0)
         assert got["predicted_label"].numpy().tolist() == want["predicted_label"].numpy().tolist()
     assert os.listdir(str(tmp_path)) == ["from_python"]
     assert settings.given("max_seq_length") and not settings.given("do_lower_case")
 
+    # One run: the encoder_export fixture's made an encoder in this process already.
     encoder = esm.Settings(model_type="encoder", bert_config_file=tiny["config_file"],
                            init_checkpoint=str(tiny["root"] / "encoder"),
                            vocab_file=tiny["vocab"], max_seq_length=16, pooling="mean",
                            layers="-1", normalize=True,
                            export_dir=str(tmp_path / "encoder_python"))
-    want = tf.saved_model.load(str(encoder_export)).signatures["embed"](text=texts)
-    for _ in range(2):
-        result = esm.run(encoder)
-        got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
-        # The same export, shapes and kernels.
-        np.testing.assert_allclose(got["sentence_embedding"].numpy(),
-                                   want["sentence_embedding"].numpy(), atol=1e-6, rtol=0)
+    want = loaded(encoder_export).signatures["embed"](text=texts)
+    result = esm.run(encoder)
+    got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
+    # The same export, shapes and kernels.
+    np.testing.assert_allclose(got["sentence_embedding"].numpy(),
+                               want["sentence_embedding"].numpy(), atol=1e-6, rtol=0)
 
 
 def test_settings_from_python_are_checked_as_the_flags_are(tiny, tmp_path):
@@ -454,27 +476,6 @@ def test_settings_from_python_are_checked_as_the_flags_are(tiny, tmp_path):
     assert not os.path.exists(str(tmp_path / "out"))
 
 
-def test_export_computes_in_float32_after_a_mixed_precision_run(tiny, tmp_path):
-    # A --dtype=bf16 run sets the process's global policy; an export after it in the
-    # same process still serves the float32 model (and leaves the policy as it was).
-    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        export_dir = tmp_path / "after_bf16"
-        _export(_export_argv("classifier", tiny["config_file"], tiny["root"] / "classifier",
-                             tiny["vocab"], export_dir, 16, ["--task_name=SST-2"]))
-        assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-    finally:
-        tf_keras.mixed_precision.set_global_policy("float32")
-    texts = _encoded(["the cat sat on the mat", "a dog ran fast"])
-    got = tf.saved_model.load(str(export_dir)).signatures["serving_text_a"](text_a=texts)
-    want = tf.saved_model.load(str(tiny["export_dir"])).signatures["serving_text_a"](
-        text_a=texts)
-    assert got["logits"].dtype == tf.float32
-    # Both float32 exports of one checkpoint: the same graph, shapes and kernels.
-    np.testing.assert_allclose(got["logits"].numpy(), want["logits"].numpy(), atol=1e-6,
-                               rtol=0)
-
-
 def _graph_op_dtypes(export_dir, op_types):
     """The dtypes (attr T) of the ops of `op_types` in a SavedModel's functions."""
     from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
@@ -486,34 +487,47 @@ def _graph_op_dtypes(export_dir, op_types):
             if node.op in op_types}
 
 
-@pytest.mark.parametrize("serving_dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("kind, serving_dtype", [("classifier", "fp16"), ("encoder", "bf16")])
 def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
-        tiny, tmp_path, serving_dtype):
+        tiny, encoder_export, loaded, tmp_path, kind, serving_dtype):
+    """A --serving_dtype export (fp16: a classifier, bf16: an encoder; the same Keras
+    policy for every model type) has its matmuls in that dtype, the fp32 export's
+    signatures (inputs, outputs and their dtypes), float32 outputs near the fp32 export's:
+    a classifier's probabilities, an encoder's sentence vectors."""
     export_dir = tmp_path / serving_dtype
-    _export(_export_argv("classifier", tiny["config_file"], tiny["root"] / "classifier",
-                         tiny["vocab"], export_dir, 16,
-                         ["--task_name=SST-2", "--serving_dtype=%s" % serving_dtype]))
+    fp32_dir = tiny["export_dir"] if kind == "classifier" else encoder_export
+    extra = ["--task_name=SST-2"] if kind == "classifier" else _ENCODER_FLAGS
+    _export(_export_argv(kind, tiny["config_file"], tiny["root"] / kind, tiny["vocab"],
+                         export_dir, 16, extra + ["--serving_dtype=%s" % serving_dtype]))
     assert tf_keras.mixed_precision.global_policy().name == "float32"
     with open(str(export_dir / "assets.extra" / "export_info.json")) as f:
         assert json.load(f)["serving_dtype"] == serving_dtype
     name = {"bf16": "bfloat16", "fp16": "float16"}[serving_dtype]
     matmuls = ("MatMul", "BatchMatMulV2", "_FusedMatMul")
     assert name in _graph_op_dtypes(export_dir, matmuls)
-    assert _graph_op_dtypes(tiny["export_dir"], matmuls) == {"float32"}
+    assert _graph_op_dtypes(fp32_dir, matmuls) == {"float32"}
 
     low = tf.saved_model.load(str(export_dir))
-    full = tf.saved_model.load(str(tiny["export_dir"]))
+    full = loaded(fp32_dir)
     for signature in full.signatures:  # same inputs and outputs, outputs' dtypes too
         assert (low.signatures[signature].structured_input_signature
                 == full.signatures[signature].structured_input_signature)
         assert (low.signatures[signature].structured_outputs
                 == full.signatures[signature].structured_outputs)
+    if kind == "encoder":
+        texts = _encoded(["the cat sat on the mat", "a dog", "unaffable cats sat"])
+        got = low.signatures["embed"](text=texts)["sentence_embedding"]
+        want = full.signatures["embed"](text=texts)["sentence_embedding"].numpy()
+        assert got.dtype == tf.float32
+        cosine = np.sum(got.numpy() * want, axis=-1)
+        assert np.all(cosine > 0.99) and not np.array_equal(got.numpy(), want)
+        return
     texts = _encoded(["the cat sat on the mat", "a dog ran fast", "unaffable cats", ""])
     got = low.signatures["serving_text_a"](text_a=texts)
     want = full.signatures["serving_text_a"](text_a=texts)
     assert got["probabilities"].dtype == tf.float32
-    # bf16 keeps 8 bits of mantissa: the tiny random model's probabilities move by
-    # well under 0.05 (fp16: 11 bits, closer still), and not by nothing.
+    # fp16 keeps 11 bits of mantissa: the tiny random model's probabilities move by
+    # well under 0.05 (bf16: 8 bits, also), and not by nothing.
     difference = np.abs(got["probabilities"].numpy() - want["probabilities"].numpy())
     assert 0 < difference.max() < 0.05
 
@@ -532,23 +546,6 @@ def test_bad_serving_dtype_is_refused_before_anything_is_written(tiny, tmp_path)
                    tiny["vocab"], True, 16, str(tmp_path / "out"), labels=["0", "1"],
                    serving_dtype="int8")
     assert not os.path.exists(str(tmp_path / "out"))
-
-
-def test_serving_dtype_bf16_encoder_gives_float32_vectors_near_fp32(tiny, encoder_export,
-                                                                     tmp_path):
-    vectors = {}
-    for serving_dtype in ("fp32", "bf16"):
-        export_dir = encoder_export if serving_dtype == "fp32" else tmp_path / serving_dtype
-        if serving_dtype != "fp32":  # fp32: encoder_export's
-            _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
-                                 tiny["vocab"], export_dir, 16,
-                                 _ENCODER_FLAGS + ["--serving_dtype=%s" % serving_dtype]))
-        out = tf.saved_model.load(str(export_dir)).signatures["embed"](
-            text=_encoded(["the cat sat on the mat", "a dog", "unaffable cats sat"]))
-        assert out["sentence_embedding"].dtype == tf.float32
-        vectors[serving_dtype] = out["sentence_embedding"].numpy()
-    cosine = np.sum(vectors["fp32"] * vectors["bf16"], axis=-1)
-    assert np.all(cosine > 0.99) and not np.array_equal(vectors["fp32"], vectors["bf16"])
 
 
 class _SmallModule(tf.Module):
@@ -801,79 +798,6 @@ def test_squad_equals_run_squad(golden, shared_dir, tmp_path):
     np.testing.assert_array_equal(out["input_ids"].numpy(), [w.input_ids for w in first])
 
 
-_LOAD_AND_PREDICT = """
-import json, sys
-import numpy as np
-import tensorflow as tf
-export_dir, pairs_file, output_file = sys.argv[1:]
-with open(pairs_file, encoding="utf-8") as f:
-    pairs = json.load(f)
-model = tf.saved_model.load(export_dir)
-out = model.signatures["serving_default"](
-    text_a=tf.constant([a for a, _ in pairs]), text_b=tf.constant([b for _, b in pairs]))
-np.save(output_file, out["probabilities"].numpy())
-"""
-
-
-def _head_of_tsv(source, target, rows):
-    with open(source, encoding="utf-8") as f:
-        lines = f.read().split("\n")[:rows + 1]
-    write_text(target, "\n".join(lines) + "\n")
-
-
-@pytest.mark.slow
-def test_classifier_in_a_fresh_process_equals_run_classifier(golden, shared_dir, tmp_path):
-    """Fine-tune 2 steps from the golden TF1 checkpoint, predict, export the TF2
-    output_dir, reload in a new process (no project code) and in saved_model_cli."""
-    data_dir = tmp_path / "data"
-    os.makedirs(str(data_dir))
-    for name in ("train.tsv", "test.tsv"):
-        _head_of_tsv(str(shared_dir / "data" / "glue_data" / "MRPC" / name),
-                     str(data_dir / name), 20)
-    output_dir = tmp_path / "mrpc"
-    run_classifier.run(flags_common.parse_flags(run_classifier.define_flags, [
-        "--task_name=MRPC", "--data_dir=%s" % data_dir, "--vocab_file=%s" % golden["vocab"],
-        "--bert_config_file=%s" % golden["config"],
-        "--init_checkpoint=%s" % golden["checkpoint"], "--output_dir=%s" % output_dir,
-        "--do_train", "--do_predict", "--max_seq_length=32", "--train_batch_size=8",
-        "--num_train_epochs=1", "--learning_rate=1e-2", "--predict_batch_size=8",
-        "--seed=1"]))
-    with open(str(output_dir / "test_results.tsv")) as f:
-        expected = np.array([[float(x) for x in line.split("\t")] for line in f])
-    assert expected.shape == (20, 2)
-
-    export_dir = tmp_path / "export"
-    _export(_export_argv("classifier", golden["config"], output_dir, golden["vocab"],
-                         export_dir, 32, ["--task_name=MRPC"]))
-    examples = run_classifier.MrpcProcessor().get_test_examples(str(data_dir))
-    pairs_file = write_text(tmp_path / "pairs.json",
-                        json.dumps([[e.text_a, e.text_b] for e in examples]))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
-    subprocess.run([sys.executable, "-c", _LOAD_AND_PREDICT, str(export_dir), pairs_file,
-                    str(tmp_path / "probabilities.npy")],
-                   check=True, cwd=str(tmp_path), env=env, timeout=HANG_GUARD_SECONDS)
-    got = np.load(str(tmp_path / "probabilities.npy"))
-    np.testing.assert_allclose(got, expected, atol=1e-5)
-    # Fine-tuning moved the head: the export is of the trained weights, not the golden ones.
-    golden_head = tf.train.load_checkpoint(golden["checkpoint"]).get_tensor("output_bias")
-    trained_head = checkpoints.CheckpointContents(str(output_dir)).get("output_bias")
-    assert np.abs(golden_head - trained_head).max() > 1e-3
-
-    saved_model_cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    if not os.path.exists(saved_model_cli):
-        pytest.skip("saved_model_cli is not installed beside %s" % sys.executable)
-    first = next(e for e in examples if ";" not in e.text_a + e.text_b)
-    index = examples.index(first)
-    outdir = tmp_path / "cli"
-    subprocess.run([saved_model_cli, "run", "--dir", str(export_dir), "--tag_set", "serve",
-                    "--signature_def", "serving_default", "--outdir", str(outdir),
-                    "--input_exprs", "text_a=[%r];text_b=[%r]" % (first.text_a, first.text_b)],
-                   check=True, cwd=str(tmp_path), env=env, timeout=HANG_GUARD_SECONDS,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    np.testing.assert_allclose(np.load(str(outdir / "probabilities.npy")),
-                               expected[index:index + 1], atol=1e-5)
-
-
 def _snapshot(folder):
     """{relative path: (inode, mtime, bytes)} of every file under `folder`, and its inode:
     equal snapshots mean nothing there was replaced, rewritten or removed."""
@@ -1118,32 +1042,86 @@ def _tiny_flags(tiny, *extra):
 _WARMUP_LINES = ["the cat sat\ta dog ran", "unaffable cats", "Σ中, ?\tthe", "é é é"]
 
 
+def _doc_commands(text, program):
+    """The command lines of `program` in a page's bash blocks (continuations joined)."""
+    found, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(program + " "):
+            command = line
+            while command.endswith("\\"):
+                i += 1
+                command = command[:-1] + " " + lines[i].strip()
+            found.append(command.split())
+    return found
+
+
+def _the_docs_tf_serving_export(tiny, tmp_path):
+    """docs/serving.md's export command line (its flags, paths moved under tmp_path, the tiny
+    model's flags added: the binary is absent here) writes <base>/1/saved_model.pb and the
+    warm-up file its printf makes; the tensorflow_model_server line points at that base
+    under the name the REST URLs use. Returns the base."""
+    from bert_tf2.export import warmup
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "serving.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## TF Serving"):]
+    (export,) = _doc_commands(section, "python export_saved_model.py")
+    (server,) = _doc_commands(section, "tensorflow_model_server")
+    given = dict(arg[2:].split("=", 1) for arg in export[2:])
+    assert sorted(given) == ["export_base", "init_checkpoint", "warmup_file"]
+    served = dict(arg[2:].split("=", 1) for arg in server[1:])
+    assert served["model_base_path"] == given["export_base"]
+    urls = re.findall(r"http://localhost:%s/v1/models/(\w+):predict" % served["rest_api_port"],
+                      section)
+    assert len(urls) == 6 and urls[0] == served["model_name"] == os.path.basename(
+        given["export_base"])
+    (printf,) = [line for line in section.splitlines() if line.startswith("printf ")]
+    lines = re.match(r"printf '(.*)' > (\S+)$", printf).group(1).split("\\n")[:-1]
+    assert printf.endswith("> " + given["warmup_file"])
+    warmup_file = write_text(tmp_path / given["warmup_file"].lstrip("/"),
+                             "\n".join(line.replace("\\t", "\t") for line in lines) + "\n")
+    base = tmp_path / given["export_base"].lstrip("/")
+    flags = [a for a in _tiny_flags(tiny) if not a.startswith("--init_checkpoint")]
+    _export(flags + ["--init_checkpoint=%s" % (tiny["root"] / "classifier"),
+                     "--export_base=%s" % base, "--warmup_file=%s" % warmup_file])
+    assert os.listdir(str(base)) == ["1"]
+    assert os.path.isfile(str(base / "1" / "saved_model.pb"))
+    requests = warmup.read_requests(str(base / "1" / warmup.WARMUP_FILE))
+    assert [(name, sig, {k: v.tolist() for k, v in inputs.items()})
+            for name, sig, inputs in requests] == [
+        ("mrpc", "serving_default", {"text_a": [b"The cat sat on the mat."],
+                                     "text_b": [b"A cat was sitting on the mat."]}),
+        ("mrpc", "serving_default", {"text_a": [b"It rained all day."], "text_b": [b""]})]
+    return base
+
+
 def test_export_base_writes_new_versions_with_warmup_requests_tf_serving_replays(tiny, tmp_path):
-    """--export_base: <base>/1, then --version=1 refused (nothing touched), then
-    --version=7 with --warmup_file, then the next free number 8; the warm-up file parsed
+    """--export_base: <base>/1 by docs/serving.md's TF Serving commands (what they write and
+    name: _the_docs_tf_serving_export), then --version=1 refused (nothing touched), then
+    --version=7 with --warmup_file, then the next free number 8 (serving_layout.target, the
+    rule the export takes its folder from: two exports here, not three); the warm-up file parsed
     by protobuf with the documented field numbers (and warmup.read_requests) and every
     request replayed through the loaded version's signature, as TF Serving does, equal to
     the batched call and to the eager model."""
-    from bert_tf2.export import warmup
-    base = tmp_path / "models" / "tiny"
-    warmup_file = write_text(tmp_path / "warmup.txt", "\n".join(_WARMUP_LINES) + "\n\n")
-    _export(_tiny_flags(tiny, "--export_base=%s" % base))
-    assert os.listdir(str(base)) == ["1"]
+    from bert_tf2.export import serving_layout, warmup
+    base = _the_docs_tf_serving_export(tiny, tmp_path)
+    warmup_file = write_text(tmp_path / "warmup_7.txt", "\n".join(_WARMUP_LINES) + "\n\n")
     before = _snapshot(base / "1")
-    with pytest.raises(ValueError, match=r"^--version=1: .*/models/tiny/1 exists \(a server"):
+    with pytest.raises(ValueError, match=r"^--version=1: %s exists \(a server"
+                                         % re.escape(str(base / "1"))):
         _export(_tiny_flags(tiny, "--export_base=%s" % base, "--version=1"))
     result = _export(_tiny_flags(tiny, "--export_base=%s" % base, "--version=7",
                                  "--warmup_file=%s" % warmup_file))
     assert result.output_dir == str(base / "7")
     assert result.outputs["warmup_requests"] == str(base / "7" / warmup.WARMUP_FILE)
-    _export(_tiny_flags(tiny, "--export_base=%s" % base))
-    assert sorted(os.listdir(str(base))) == ["1", "7", "8"]
+    assert serving_layout.target(esm.Settings.of(flags_common.parse_flags(
+        esm.define_flags, _tiny_flags(tiny, "--export_base=%s" % base)))) == str(base / "8")
+    assert sorted(os.listdir(str(base))) == ["1", "7"]
     assert _snapshot(base / "1") == before
-    for version in ("1", "7", "8"):
+    for version in ("1", "7"):
         assert os.path.isfile(str(base / version / "saved_model.pb"))
         with open(str(base / version / "assets.extra" / "export_info.json")) as f:
             assert json.load(f)["init_checkpoint"] == "classifier"  # no machine path
-    assert not os.path.exists(str(base / "8" / warmup.WARMUP_FILE))
 
     path = base / "7" / warmup.WARMUP_FILE
     parsed = _parsed_warmup(path)
@@ -1151,7 +1129,7 @@ def test_export_base_writes_new_versions_with_warmup_requests_tf_serving_replays
     rows = [line.split("\t") for line in _WARMUP_LINES]
     assert len(parsed) == len(ours) == 4
     for (name, signature, inputs), theirs, row in zip(parsed, ours, rows):
-        assert (name, signature) == ("tiny", "serving_default") == theirs[:2]
+        assert (name, signature) == (base.name, "serving_default") == theirs[:2]
         assert {k: v.tolist() for k, v in inputs.items()} == {
             k: v.tolist() for k, v in theirs[2].items()} == {
             "text_a": [row[0].encode()], "text_b": [(row[1:] or [""])[0].encode()]}
@@ -1270,58 +1248,6 @@ def test_a_sigterm_a_library_swallowed_still_stops_the_export(tmp_path):
     assert stderr.count("error: stopped by SIGTERM") == len(stages)
     assert _snapshot(export_dir) == before
     assert sorted(os.listdir(str(tmp_path))) == ["model", "never_written", "swallowed_stop.py"]
-
-
-def _doc_commands(text, program):
-    """The command lines of `program` in a page's bash blocks (continuations joined)."""
-    found, lines = [], text.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith(program + " "):
-            command = line
-            while command.endswith("\\"):
-                i += 1
-                command = command[:-1] + " " + lines[i].strip()
-            found.append(command.split())
-    return found
-
-
-def test_the_docs_tf_serving_commands_give_the_layout_the_server_reads(tiny, tmp_path):
-    """docs/serving.md's export command line (its flags, paths moved under tmp_path, the tiny
-    model's flags added: the binary is absent here) writes <base>/1/saved_model.pb and the
-    warm-up file its printf makes; the tensorflow_model_server line points at that base
-    under the name the REST URLs use."""
-    from bert_tf2.export import warmup
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "docs", "serving.md"), encoding="utf-8") as f:
-        text = f.read()
-    section = text[text.index("## TF Serving"):]
-    (export,) = _doc_commands(section, "python export_saved_model.py")
-    (server,) = _doc_commands(section, "tensorflow_model_server")
-    given = dict(arg[2:].split("=", 1) for arg in export[2:])
-    assert sorted(given) == ["export_base", "init_checkpoint", "warmup_file"]
-    served = dict(arg[2:].split("=", 1) for arg in server[1:])
-    assert served["model_base_path"] == given["export_base"]
-    urls = re.findall(r"http://localhost:%s/v1/models/(\w+):predict" % served["rest_api_port"],
-                      section)
-    assert len(urls) == 6 and urls[0] == served["model_name"] == os.path.basename(
-        given["export_base"])
-    (printf,) = [line for line in section.splitlines() if line.startswith("printf ")]
-    lines = re.match(r"printf '(.*)' > (\S+)$", printf).group(1).split("\\n")[:-1]
-    assert printf.endswith("> " + given["warmup_file"])
-    warmup_file = write_text(tmp_path / given["warmup_file"],
-                             "\n".join(line.replace("\\t", "\t") for line in lines) + "\n")
-    base = tmp_path / given["export_base"].lstrip("/")
-    flags = [a for a in _tiny_flags(tiny) if not a.startswith("--init_checkpoint")]
-    _export(flags + ["--init_checkpoint=%s" % (tiny["root"] / "classifier"),
-                     "--export_base=%s" % base, "--warmup_file=%s" % warmup_file])
-    assert os.listdir(str(base)) == ["1"]
-    assert os.path.isfile(str(base / "1" / "saved_model.pb"))
-    requests = warmup.read_requests(str(base / "1" / warmup.WARMUP_FILE))
-    assert [(name, sig, {k: v.tolist() for k, v in inputs.items()})
-            for name, sig, inputs in requests] == [
-        ("mrpc", "serving_default", {"text_a": [b"The cat sat on the mat."],
-                                     "text_b": [b"A cat was sitting on the mat."]}),
-        ("mrpc", "serving_default", {"text_a": [b"It rained all day."], "text_b": [b""]})]
 
 
 def test_warmup_examples_of_the_wrong_shape_are_refused_naming_the_example(tmp_path):

@@ -1,9 +1,12 @@
-"""export_saved_model --model_type=multiple_choice: served answers equal the runner's.
+"""Exports served in a fresh process equal their runner's do_predict.
 
-The model is trained for a few steps by its runner, exported, then loaded in a fresh
-Python process (no project module imported) and called on raw text. The tagger's case
-(served tags and entities equal run_ner's) is in tests/test_tagger_doors.py, on the
-taggers trained there.
+The classifier and multiple-choice folders of tests/trained.py (trained once per test run
+by their runners, do_predict's answers kept; exported there once, shared with the parity
+matrix) are loaded in one fresh Python process that imports no module of the project and
+called on raw text; the classifier's export also through TensorFlow's saved_model_cli
+(the code its command runs, in that same process: one TensorFlow start-up for all).
+The tagger's case (served tags and entities equal run_ner's) is in tests/test_tagger_doors.py,
+on the taggers trained there.
 """
 import json
 import os
@@ -13,69 +16,99 @@ import sys
 import numpy as np
 import pytest
 
-import export_saved_model as esm
-import run_multiple_choice
-from bert_tf2 import flags_common
-from conftest import write_text
+import parity_helpers as ph
+from conftest import FP32_ATOL
 from conftest import HANG_GUARD_SECONDS
+from conftest import write_text
 
-_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "lives", "in",
-          "paris", "works", "for", "acme", "corp", "and", "mary", "visited", "berlin", ".",
-          "the", "cat", "sat", "on", "mat", "then", "it", "saw", "dog", "bird", "##s"]
-_CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
-           "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
-           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
 _SERVE = """
 import json, sys
 import tensorflow as tf
-export_dir, inputs, output = sys.argv[1:]
-model = tf.saved_model.load(export_dir)
-args = json.load(open(inputs))
-out = model.signatures["serving_default"](**{k: tf.constant(v) for k, v in args.items()})
-json.dump({k: v.numpy().tolist() for k, v in out.items()}, open(output, "w"),
+request_file, output = sys.argv[1:]
+with open(request_file, encoding="utf-8") as f:
+    request = json.load(f)
+found = []
+for export_dir, signature, args in request["jobs"]:
+    model = tf.saved_model.load(export_dir)
+    out = model.signatures[signature](**{k: tf.constant(v) for k, v in args.items()})
+    found.append({k: v.numpy().tolist() for k, v in out.items()})
+if request["saved_model_cli"]:  # what the saved_model_cli command runs, in this process
+    from tensorflow.python.tools import saved_model_cli
+    sys.argv = ["saved_model_cli"] + request["saved_model_cli"]
+    try:
+        saved_model_cli.main()
+    except SystemExit as e:
+        assert not e.code, e.code
+ours = sorted(m for m in sys.modules if m.split(".")[0] in ("bert_tf2", "modeling",
+              "tokenization", "export_saved_model", "run_classifier", "run_multiple_choice"))
+json.dump({"outputs": found, "project_modules": ours}, open(output, "w"),
           default=lambda b: b.decode("utf-8"))
 """
+
+
+def serve_all_in_fresh_process(tmp_path, jobs, saved_model_cli=None):
+    """Each (export_dir, signature, {input: list}) of `jobs` called in one fresh Python
+    process (PYTHONPATH emptied) that imports no module of the project, then (given its
+    arguments) TensorFlow's saved_model_cli command in the same process: the outputs of
+    each job as lists."""
+    request = write_text(tmp_path / "request.json", json.dumps({
+        "jobs": [[str(export_dir), signature, inputs] for export_dir, signature, inputs in jobs],
+        "saved_model_cli": saved_model_cli}))
+    output = str(tmp_path / "served.json")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
+    subprocess.run([sys.executable, "-c", _SERVE, request, output],
+                   check=True, env=env, cwd=str(tmp_path), timeout=HANG_GUARD_SECONDS,
+                   stdout=subprocess.DEVNULL)
+    with open(output, encoding="utf-8") as f:
+        found = json.load(f)
+    assert found["project_modules"] == []
+    return found["outputs"]
 
 
 def serve_in_fresh_process(tmp_path, export_dir, inputs):
     """serving_default of the SavedModel in `export_dir` called on `inputs` ({name: list})
     in a fresh Python process that imports no module of the project: its outputs as lists."""
-    inputs_file = write_text(tmp_path / "inputs.json", json.dumps(inputs))
-    output = str(tmp_path / "served.json")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    subprocess.run([sys.executable, "-c", _SERVE, str(export_dir), inputs_file, output],
-                   check=True, env=env, cwd=str(tmp_path), timeout=HANG_GUARD_SECONDS)
-    with open(output, encoding="utf-8") as f:
-        return json.load(f)
+    return serve_all_in_fresh_process(tmp_path, [(export_dir, "serving_default", inputs)])[0]
 
 
-def _common(tmp_path):
-    return ["--vocab_file=%s" % write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
-            "--bert_config_file=%s" % write_text(tmp_path / "bert_config.json",
-                                             json.dumps(_CONFIG))]
+def _reference(head):
+    """do_predict's answers to head.reference_items(), in their order."""
+    return [answer for kind in ph.KINDS if not isinstance(head.reference[kind], ph.Refused)
+            for answer in head.reference[kind]]
+
+
+def _assert_same_answers(want, got, what):
+    differing = [(i, w, g) for i, (w, g) in enumerate(zip(want, got))
+                 if not ph.same_answer(w, g, atol=FP32_ATOL)]
+    assert len(want) == len(got) and not differing, (what, differing[:3])
 
 
 @pytest.mark.slow
-def test_served_multiple_choice_equals_run_multiple_choice(tmp_path):
-    rows = [{"context": "the cat sat on the mat .", "question": "then it",
-             "endings": ["saw the dog .", "sat .", "saw the bird ."], "label": i % 3}
-            for i in range(6)]
-    data = tmp_path / "mc"
-    for name in ("train.jsonl", "dev.jsonl", "test.jsonl"):
-        write_text(data / name, "".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "mc_out"
-    run_multiple_choice.run(flags_common.parse_flags(
-        run_multiple_choice.define_flags, _common(tmp_path) + [
-            "--task_name=jsonl", "--data_dir=%s" % data, "--output_dir=%s" % out,
-            "--do_train", "--do_predict", "--max_seq_length=16", "--train_batch_size=2",
-            "--num_train_epochs=1", "--seed=3"]))
-    export_dir = tmp_path / "mc_model"
-    esm.run(flags_common.parse_flags(esm.define_flags, _common(tmp_path) + [
-        "--model_type=multiple_choice", "--init_checkpoint=%s" % out, "--max_seq_length=16",
-        "--export_dir=%s" % export_dir]))
-    served = serve_in_fresh_process(tmp_path, export_dir, {
-        "context": [r["context"] for r in rows],
-        "endings": [["%s %s" % (r["question"], e) for e in r["endings"]] for r in rows]})
-    want = np.loadtxt(str(out / "test_results.tsv"), delimiter="\t")
-    np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)
+def test_served_classifier_and_multiple_choice_equal_their_runners(trained_heads, tmp_path):
+    """run_classifier's and run_multiple_choice's folders (TF2 runs), exported, answer in a
+    fresh process (no project code) as their do_predict did: the classifier's
+    serving_default (text_b empty) and the chooser's (context, endings); and saved_model_cli
+    run (serving_text_a, one text) gives do_predict's probabilities; one process for all."""
+    classifier = trained_heads.exported("classifier")
+    chooser = trained_heads.exported("multiple_choice")
+    texts = [item for _, item in classifier.reference_items()]
+    rows = [item for _, item in chooser.reference_items()]
+    index = texts.index(classifier.kinds["short"][2])  # "john went to paris ."
+    outdir = tmp_path / "cli"
+    served, chosen = serve_all_in_fresh_process(tmp_path, [
+        (classifier.export_dir, "serving_default",
+         {"text_a": texts, "text_b": [""] * len(texts)}),
+        (chooser.export_dir, "serving_default",
+         {"context": [r["context"] for r in rows], "endings": [r["endings"] for r in rows]})],
+        saved_model_cli=["run", "--dir", classifier.export_dir, "--tag_set", "serve",
+                         "--signature_def", "serving_text_a", "--outdir", str(outdir),
+                         "--input_exprs", "text_a=[%r]" % texts[index]])
+    want = _reference(classifier)
+    _assert_same_answers(want, [{"label": label, "scores": p} for label, p in zip(
+        served["predicted_label"], served["probabilities"])], "classifier")
+    _assert_same_answers(_reference(chooser), [{"label": int(c), "scores": p} for c, p in zip(
+        chosen["predicted_choice"], chosen["probabilities"])], "multiple choice")
+    # The answers differ from text to text (a comparison that sees the inputs).
+    assert np.ptp([a["scores"][0] for a in want]) > 1e-3
+    np.testing.assert_allclose(np.load(str(outdir / "probabilities.npy")),
+                               [want[index]["scores"]], atol=FP32_ATOL)

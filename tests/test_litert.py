@@ -100,7 +100,13 @@ def sst_export(tiny):
     return export_dir, result
 
 
-def test_classifier_three_variants_report_and_predictor(sst_export):
+@pytest.fixture(scope="module")
+def sst_saved_model(sst_export):
+    """The SavedModel of sst_export, loaded once for the tests that call it."""
+    return tf.saved_model.load(str(sst_export[0]))
+
+
+def test_classifier_three_variants_report_and_predictor(sst_export, sst_saved_model):
     """fp32 equals the SavedModel within 1e-5; the int8 variants stay within 0.05 of its
     probabilities and keep its labels where they are no near ties; the report."""
     export_dir, result = sst_export
@@ -116,8 +122,7 @@ def test_classifier_three_variants_report_and_predictor(sst_export):
         assert r["max_abs_delta"] < 0.05, (variant, r)
         assert r["metric_name"] == "accuracy" and "metric_fp32" in r and not report["warnings"]
 
-    saved = tf.saved_model.load(str(export_dir))
-    want = saved.signatures["serving_text_a"](text_a=tf.constant(_TEXTS))
+    want = sst_saved_model.signatures["serving_text_a"](text_a=tf.constant(_TEXTS))
     want = want["probabilities"].numpy()
     clear = np.abs(want[:, 1] - want[:, 0]) > 0.1  # labels int8 must keep: no near ties
     for variant, atol in (("fp32", 1e-5), ("dynamic_int8", 0.05), ("int8", 0.05)):
@@ -129,54 +134,37 @@ def test_classifier_three_variants_report_and_predictor(sst_export):
 
 
 @pytest.fixture(scope="module")
-def fp32_exports(tiny):
-    """fp32 LiteRT exports of the encoder, tagger and SQuAD models, each made once, when a
-    test first asks: (export folder, Result) by kind."""
-    data = {"encoder": ["--agreement_file=%s" % tiny["tsv"], "--pooling=mean"],
-            "tagger": ["--agreement_file=%s" % tiny["conll"], "--labels_file=%s" % tiny["tags"]],
-            "squad": ["--agreement_file=%s" % tiny["squad_json"], "--max_query_length=8"]}
-    made = {}
-
-    def export(kind):
-        if kind not in made:
-            export_dir = tiny["root"] / ("fp32_" + kind)
-            made[kind] = export_dir, _export(_argv(tiny, kind, export_dir,
-                                                   ["--litert=fp32"] + data[kind]))
-        return made[kind]
-    return export
+def squad_export(tiny):
+    """The SQuAD model exported once with --litert=fp32 and a SQuAD agreement file."""
+    export_dir = tiny["root"] / "fp32_squad"
+    return export_dir, _export(_argv(tiny, "squad", export_dir, [
+        "--litert=fp32", "--agreement_file=%s" % tiny["squad_json"], "--max_query_length=8"]))
 
 
-@pytest.mark.parametrize("kind", ["encoder", "tagger", "squad"])
-def test_other_model_types_export_fp32(fp32_exports, kind):
-    """The encoder, tagger and SQuAD models export; fp32 predicts as the SavedModel (the
-    int8 conversions are the classifier test's: the same code for every model type)."""
-    export_dir, result = fp32_exports(kind)
+def test_other_model_types_export_fp32(squad_export):
+    """The SQuAD model exports; fp32 agrees with the SavedModel on the agreement file and
+    the report's metric is SQuAD's F1; its predictor answers text. The other model types:
+    the encoder's fp32 in the int8 fallbacks' test, a tagger's in the --crf tagger's (its
+    report's argmax comparison too); the int8 conversions are the classifier test's (the
+    same code for every model type); and every head's fp32 LiteRT door against do_predict
+    on every kind of input in the parity matrix (tests/test_parity_matrix*.py)."""
+    export_dir, result = squad_export
     with open(result.outputs["litert_report"]) as f:
         report = json.load(f)
     fp32 = report["variants"]["fp32"]["results"]["agreement"]
     assert fp32["max_abs_delta"] < 1e-4 and fp32["agreement"] > 0.9999, fp32
+    assert fp32["metric_name"] == "f1"
     predictor = litert_predictor.LiteRTPredictor(str(export_dir), "fp32")
-    saved = tf.saved_model.load(str(export_dir))
-    if kind == "encoder":
-        got = predictor.predict(_TEXTS[:3])
-        want = saved.signatures["embed"](text=tf.constant(_TEXTS[:3]))["sentence_embedding"]
-        np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
-    elif kind == "tagger":
-        got = predictor.predict(["john lives in paris"])
-        want = saved.signatures["serving_default"](text=tf.constant(["john lives in paris"]))
-        tags = [t.decode() for t in want["word_tags"].numpy()[0][:4]]
-        assert [tag for _, tag in got[0]] == tags
-        assert [word for word, _ in got[0]] == ["john", "lives", "in", "paris"]
-    else:
-        got = predictor.predict(["who lives in paris ?"], ["john lives in paris ."])
-        assert isinstance(got[0], str)
-        assert fp32["metric_name"] == "f1"
+    got = predictor.predict(["who lives in paris ?"], ["john lives in paris ."])
+    assert isinstance(got[0], str)
 
 
 def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path, monkeypatch):
     """A bound no model meets (--max_metric_drop=-1) makes --litert=int8 try every
     fallback: the op recipes from one calibration, then the weight matmuls that err most
-    kept float in growing shares; the model kept is the one of least drop, named."""
+    kept float in growing shares; the model kept is the one of least drop, named. The
+    encoder's fp32 model of the same export: the SavedModel's vectors in the report, and
+    the bound's warning names it too."""
     from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(litert, "SENSITIVITY_EXAMPLES", 3)
     calibrations = []
@@ -188,11 +176,18 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
     monkeypatch.setattr(litert.Int8Fallbacks, "__init__", counting)
     export_dir = tmp_path / "encoder"
     result = _export(_argv(tiny, "encoder", export_dir, [
-        "--litert=int8", "--pooling=mean", "--calibration_file=%s" % tiny["tsv"],
+        "--litert=fp32,int8", "--pooling=mean", "--calibration_file=%s" % tiny["tsv"],
         "--calibration_examples=6", "--max_metric_drop=-1"]))
     with open(result.outputs["litert_report"]) as f:
-        entry = json.load(f)["variants"]["int8"]
+        report = json.load(f)
+    entry = report["variants"]["int8"]
     assert calibrations == [1]
+    fp32 = report["variants"]["fp32"]
+    assert fp32["file"] == "model_fp32.tflite" and "tried" not in fp32
+    fp32 = fp32["results"]["calibration"]
+    assert fp32["max_abs_delta"] < 1e-4 and fp32["agreement"] > 0.9999, fp32
+    # (LiteRTPredictor's fp32 vectors of the encoder against do_predict's on every kind of
+    # input: the parity matrix, tests/test_parity_matrix.py.)
     names = set(entry["tried"])
     assert {"all int8"} | {name for name, _ in litert.FALLBACK_RECIPES} <= names
     found = [re.search(r", the (\d+) most sensitive of (\d+) int8 layers in float$", name)
@@ -213,8 +208,8 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
     assert entry["file"] == litert_predictor.OVER_BOUND_FILE
     assert result.outputs["litert_int8"] == str(export_dir / litert_predictor.OVER_BOUND_FILE)
     assert not os.path.exists(str(export_dir / "model_int8.tflite"))
-    with open(result.outputs["litert_report"]) as f:
-        (warning,) = json.load(f)["warnings"]
+    fp32_warning, warning = report["warnings"]  # in the order of --litert
+    assert fp32_warning.startswith("LiteRT fp32 (fp32) loses more than --max_metric_drop=-1 ")
     assert warning.endswith("; written as model_int8_over_bound.tflite, not model_int8.tflite "
                             "(--keep_int8_over_bound: that name)")
     with pytest.raises(ValueError, match=r"model_int8.tflite does not exist: the export's int8 "
@@ -380,12 +375,12 @@ def test_predictor_inputs_one_text_none_and_pairs_of_another_length(sst_export):
         assert "\n" not in str(e.value)
 
 
-def test_the_squad_inputs_are_run_squads(fp32_exports):
+def test_the_squad_inputs_are_run_squads(squad_export):
     """Questions and contexts as run_squad.Predictor reads them (squad_data.predict_pairs,
     which both call): a DataFrame of question / context, Series, arrays; its errors."""
     pd = pytest.importorskip("pandas")
     from bert_tf2.tasks import squad_data  # pylint: disable=import-outside-toplevel
-    predictor = litert_predictor.LiteRTPredictor(str(fp32_exports("squad")[0]), "fp32")
+    predictor = litert_predictor.LiteRTPredictor(str(squad_export[0]), "fp32")
     questions = ["who lives in paris ?", "where does john lives ?"]
     contexts = ["john lives in paris .", "the cat sat on the mat in paris ."]
     expected = predictor.answers(questions, contexts)
@@ -686,10 +681,10 @@ def test_eight_threads_on_a_tagger_get_the_single_threaded_tags(crf_export):
 
 
 def test_eight_threads_on_the_saved_model_signature_get_the_single_threaded_answers(
-        sst_export):
+        sst_saved_model):
     """The SavedModel door (serving_text_a, as a Python server calls it) under the same
     load: each answer within 1e-6 of the same call's alone."""
-    signature = tf.saved_model.load(str(sst_export[0])).signatures["serving_text_a"]
+    signature = sst_saved_model.signatures["serving_text_a"]
 
     def call(texts):
         return signature(text_a=tf.constant(texts))["probabilities"].numpy()
@@ -733,7 +728,8 @@ def test_a_tf_serving_versions_litert_files_go_beside_it(tiny, tmp_path):
     """Issue 73: with --export_base the LiteRT files go into <base>/<n>.litert (a name TF
     Serving skips), not into the version TF Serving copies whole; that folder carries the
     vocabulary and export_info.json, LiteRTPredictor finds it from either path and gives
-    the SavedModel's probabilities; the next version number skips it."""
+    the SavedModel's probabilities; the next version number skips it, and --version=1 is
+    refused while it is there."""
     base = tmp_path / "models" / "sst2"
     argv = [a for a in _argv(tiny, "classifier", "unused") if not a.startswith("--export_dir")]
     result = _export(argv + ["--task_name=SST-2", "--export_base=%s" % base, "--litert=fp32",
@@ -753,6 +749,13 @@ def test_a_tf_serving_versions_litert_files_go_beside_it(tiny, tmp_path):
         got = litert_predictor.LiteRTPredictor(str(path), "fp32").predict(_TEXTS)
         np.testing.assert_allclose([[row["probabilities"][k] for k in ("0", "1")] for row in got],
                                    want, atol=1e-5)
-    shutil.rmtree(str(base / "1"))  # a version removed: its LiteRT folder still holds 1
-    _export(argv + ["--task_name=SST-2", "--export_base=%s" % base])
-    assert sorted(os.listdir(str(base))) == ["1.litert", "2"]
+    # A version removed: its LiteRT folder still holds 1 (the number the next export takes,
+    # serving_layout.target, as export_saved_model's --export_base tests run it).
+    from bert_tf2.export import serving_layout  # pylint: disable=import-outside-toplevel
+    shutil.rmtree(str(base / "1"))
+    settings = esm.Settings(model_type="classifier", export_base=str(base))
+    assert serving_layout.target(settings) == str(base / "2")
+    with pytest.raises(ValueError, match=r"^--version=1: .*sst2/1 exists"):
+        serving_layout.target(esm.Settings(model_type="classifier", export_base=str(base),
+                                           version=1))
+    assert sorted(os.listdir(str(base))) == ["1.litert"]

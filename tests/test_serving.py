@@ -35,11 +35,23 @@ def golden(shared_dir, tmp_path_factory):
     tokenizer = tokenization_graph.InGraphTokenizer(
         str(path / "vocab.txt"), True, str(tmp_path_factory.mktemp("asset")))
     config = modeling.BertConfig.from_json_file(str(path / "bert_config.json"))
-    return {"tokenizer": tokenizer, "config": config, "checkpoint": str(path / "bert_model.ckpt")}
+    return {"tokenizer": tokenizer, "config": config, "checkpoint": str(path / "bert_model.ckpt"),
+            "made": {}}
 
 
 def _modules(golden, model_type, labels=None, **kwargs):
-    """(full length, trimmed) ServingModules of one model: golden encoder, seeded head."""
+    """(full length, trimmed) ServingModules of one model: golden encoder, seeded head.
+
+    Made once per module and model (golden["made"]): the tests only call them, and a
+    module's signatures are traced once, on first call (building and tracing them again
+    for every test was most of this file's time)."""
+    key = (model_type, repr(labels), repr(sorted(kwargs.items())))
+    if key not in golden["made"]:
+        golden["made"][key] = _new_modules(golden, model_type, labels, **kwargs)
+    return golden["made"][key]
+
+
+def _new_modules(golden, model_type, labels=None, **kwargs):
     # Python's, numpy's and TensorFlow's seeds: tf_keras draws an unseeded initializer's
     # seed from Python's random, so TF's alone left the head to the tests run before.
     tf_keras.utils.set_random_seed(7)
@@ -211,7 +223,7 @@ def test_invalid_utf8_is_refused_in_the_graph_naming_the_input_and_row(golden):
                            match=r"input (text|text_b|endings) holds bytes that are not UTF-8 "
                                  r"\(refused, not dropped"):
             call(module)
-    squad = _modules(golden, "squad", max_query_length=16)[0]
+    squad = _modules(golden, "squad", max_query_length=16)[1]  # its answer traced already
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"input context holds bytes"):
         squad.answer(tf.constant(["who?"]), tf.constant([b"\x80 John"]))
 
