@@ -321,10 +321,11 @@ class ServingModule(tf.Module):
                                     "segment_ids": segment_ids})
 
     def _model_outputs(self, features):
-        # The model's outputs: the method its head names (head_types' `outputs`).
-        return getattr(self, "_%s_outputs" % self.head.outputs)(self._holder.model, features)
+        return self.head.serving_outputs(self, self._holder.model, features)  # its head's
 
-    def _encoder_outputs(self, model, features):
+    def encoder_outputs(self, model, features):
+        """The encoder's outputs (head_classes.Encoder.serving_outputs): its per-position
+        outputs, and sentence_embedding when the module pools."""
         out = model(features["input_ids"], features["input_mask"],
                     features["segment_ids"], training=False)
         outputs = {} if self.pooling_spec is None else {
@@ -339,29 +340,8 @@ class ServingModule(tf.Module):
             "segment_ids": features["segment_ids"],
         })
 
-    def _choice_outputs(self, model, features):
-        # [B x C, S] rows: one batch through BERT, a score per row.
-        pooled = model.bert(features["input_ids"], features["input_mask"],
-                            features["segment_ids"], training=False)["pooled_output"]
-        return {"logits": tf.cast(model.scorer(pooled), tf.float32)[:, 0]}
-
-    def _squad_outputs(self, model, features):
-        # Its logits at every position of the request are outputs: no skip_padding.
-        out = model(features, training=False)
-        return {"start_logits": tf.cast(out["start_logits"], tf.float32),
-                "end_logits": tf.cast(out["end_logits"], tf.float32)}
-
-    def _tagger_outputs(self, model, features):
-        return {"logits": tf.cast(model(features, training=False)["logits"], tf.float32)}
-
-    def _classifier_outputs(self, model, features):
-        return self._classifier_answers(
-            tf.cast(model(features, training=False)["logits"], tf.float32))
-
-    def _masked_lm_outputs(self, model, features):
-        return masked_lm.top_k_outputs(model, features, self.mask_id, self.top_k)
-
-    def _classifier_answers(self, logits):
+    def classifier_answers(self, logits):
+        """A classifier's outputs of its logits [B, C] (regression, multi-label, labels)."""
         if self.regression:
             return {"predictions": logits[:, 0], "logits": logits}
         if self.threshold is not None:
@@ -457,7 +437,7 @@ class ServingModule(tf.Module):
         features, rows = self._pack(text_a, text_b, long_text.graph_windows,
                                     bucket_width=self._bucket_width)
         logits = self._forward(features)["logits"]
-        return self._classifier_answers(long_text.graph_pool(logits, rows))
+        return self.classifier_answers(long_text.graph_pool(logits, rows))
 
     def _serve_single(self, text_a):
         return self._serve_pair(text_a, tf.fill(tf.shape(text_a), ""))
