@@ -37,8 +37,6 @@ class ModelType:
       serves: export_saved_model exports it (a SavedModel of raw strings).
       tf1_rank: convert_tf1_checkpoint converts it; --model_type=auto tries the types in
         this order (None: not converted).
-      tf1_marker: the TF1 variable name that shows a checkpoint holds this head ("x/": a
-        variable under x/); None: any checkpoint (the encoder).
       litert_rank: LiteRT carries it (--litert, LiteRTPredictor), listed in this order;
         None: refused.
       litert_refused: its heads LiteRT refuses all the same (litert_step.check says so).
@@ -70,9 +68,10 @@ class ModelType:
         exported to HuggingFace).
       hf_prefix: the prefix of the encoder's keys in its HF class ("": BertModel's own).
       held_rank: the order in which the export doors (HuggingFace, keras-hub) try the
-        types on a checkpoint's variables (held_by); None: never told from them.
-      held_marks: the TF1 variables that show those doors a checkpoint holds this head
-        (all of them); () : any checkpoint (the encoder, tried last).
+        types on a checkpoint's variables (held_by; convert_tf1_checkpoint tries the
+        tf1_rank order, detect_tf1); None: never told from them.
+      held_marks: the TF1 variables that show a checkpoint holds this head (all of them:
+        holds, the one rule); () : any checkpoint (the encoder, tried last).
       label_variable: the TF1 variable whose rows are its labels (its export checks
         their number against its label list); None: no label list.
       keras_hub_class: the keras-hub class of its preset (convert_keras_hub.py, both
@@ -87,7 +86,6 @@ class ModelType:
     build: Optional[Callable] = None
     serves: bool = True
     tf1_rank: Optional[int] = None
-    tf1_marker: Optional[str] = None
     litert_rank: Optional[int] = None
     litert_refused: Tuple[str, ...] = ()
     signature: str = "pair"
@@ -127,18 +125,10 @@ class ModelType:
                              % (self.name, head, ", ".join(self.heads)))
         return self.litert and head not in self.litert_refused
 
-    def holds_tf1(self, names):
-        """Whether a TF1 checkpoint with variables `names` (a set) holds this head."""
-        marker = self.tf1_marker
-        if marker is None:
-            return True
-        if marker.endswith("/"):
-            return any(n.startswith(marker) for n in names)
-        return marker in names
-
     def holds(self, names):
-        """Whether the export doors read a checkpoint with variables `names` (a set) as
-        holding this head (its held_marks all there)."""
+        """Whether a checkpoint with TF1 variables `names` (a set) holds this head: its
+        held_marks all there. The one rule every door and converter tells a head by
+        (head_types.held_by, detect_tf1: each in its own order)."""
         return all(mark in names for mark in self.held_marks)
 
     # -- What each door asks the head (the subclasses below override) ------------------
@@ -524,6 +514,13 @@ class Squad(ModelType):
 
 class Tagger(ModelType):
     """run_ner's heads (softmax, --crf, feature-based BiLSTM): word windows, word tags."""
+    # The prefix of a feature-based tagger's variables (heads.BertTagger's BiLSTM), which no
+    # HuggingFace or keras-hub class holds.
+    feature_based_prefix = "bilstm_"
+
+    def feature_based(self, names):
+        """Whether a tagger checkpoint's TF1 variable `names` are a feature-based one's."""
+        return any(name.startswith(self.feature_based_prefix) for name in names)
     serving_functions = (("serving_default", "tag", (("text", 1),), None),)
     litert_info_fields = (("labels", "labels"), ("crf", "bool"), ("doc_stride", "count"))
 

@@ -88,7 +88,7 @@ ENTRIES = (
         "classifier", "run_classifier",
         ("classifier", "multi-label classifier", "regression", "long-text classifier"),
         build=_head_builder("BertClassifier", "num_labels"), tf1_rank=1,
-        tf1_marker="output_weights", litert_rank=0,
+        litert_rank=0,
         litert_refused=("multi-label classifier", "long-text classifier"),
         labels=True, class_labels=True,
         litert_outputs=("probabilities", "logits", "predictions"),
@@ -104,7 +104,7 @@ ENTRIES = (
                            ("output_bias", "output_dense", "bias"))),
     head_classes.Squad(
         "squad", "run_squad", ("squad v1.1", "squad v2.0"),
-        build=_head_builder("BertSquad"), tf1_rank=2, tf1_marker="cls/squad/output_weights",
+        build=_head_builder("BertSquad"), tf1_rank=2,
         litert_rank=3, signature="squad",
         sequence_axes=_axes(start_logits=1, end_logits=1), trims_by_default=False,
         litert_outputs=("start_logits", "end_logits"),
@@ -138,7 +138,7 @@ ENTRIES = (
     head_classes.Pretraining(
         "pretraining", "run_pretraining", ("pretraining",),
         build=_head_builder("BertPretrainer"), serves=False, tf1_rank=0,
-        tf1_marker="cls/predictions/", served_as="encoder", hf_class="BertForPreTraining",
+        served_as="encoder", hf_class="BertForPreTraining",
         hf_head_keys=_MASKED_LM_KEYS + (
             ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
             ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias")), hf_rank=0,
@@ -170,9 +170,6 @@ HF = tuple(entry.name for entry in sorted(
     (e for e in ENTRIES if e.hf_rank is not None), key=lambda e: e.hf_rank))
 _HELD = tuple(sorted((e for e in ENTRIES if e.held_rank is not None),
                      key=lambda e: e.held_rank))
-# The prefix of a feature-based tagger's variables (heads.BertTagger's BiLSTM), which no
-# HuggingFace or keras-hub class holds.
-FEATURE_BASED_PREFIX = "bilstm_"
 
 
 def find(name):
@@ -222,10 +219,13 @@ def held_by(names):
 
 
 def feature_based(names):
-    """Whether the TF1 variable `names` are a feature-based tagger's (its BiLSTM)."""
-    return any(name.startswith(FEATURE_BASED_PREFIX) for name in names)
+    """Whether the TF1 variable `names` are a feature-based tagger's (its BiLSTM: the
+    tagger head's rule)."""
+    return _BY_NAME["tagger"].feature_based(names)
 
 
 def detect_tf1(names):
-    """The first convertible type (TF1's order) whose head the TF1 variable `names` hold."""
-    return next(_BY_NAME[name] for name in TF1 if _BY_NAME[name].holds_tf1(names))
+    """The first convertible type (TF1's order: convert_tf1_checkpoint --model_type=auto)
+    whose head the TF1 variable `names` hold (the heads' one rule, as held_by)."""
+    names = set(names)
+    return next(_BY_NAME[name] for name in TF1 if _BY_NAME[name].holds(names))
