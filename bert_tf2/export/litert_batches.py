@@ -14,7 +14,6 @@ import numpy as np
 
 from bert_tf2.base import crf as crf_lib
 from bert_tf2.export import masked_lm
-from bert_tf2.export import serving_squad
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import ner_data
