@@ -63,12 +63,12 @@ def build_model(model_type, bert_config, contents):
     head = head_types.find(model_type)
     if head is None or head.tf1_rank is None:
         raise ValueError("unknown --model_type=%s" % model_type)
-    num_labels = None
-    if head.class_labels:
-        if head.tf1_marker not in contents.shapes:
-            raise ValueError("--model_type=%s but the checkpoint has no %s"
-                             % (model_type, head.tf1_marker))
-        num_labels = contents.shapes[head.tf1_marker][0]
+    missing = [mark for mark in head.held_marks if mark not in contents.shapes]
+    if missing:  # the variables that show a checkpoint holds the head (head_classes.holds)
+        raise ValueError("--model_type=%s but the checkpoint has no %s"
+                         % (model_type, missing[0]))
+    # A head with label rows (the classifier's output_weights): as many labels as rows.
+    num_labels = (contents.shapes[head.label_variable][0] if head.label_variable else None)
     return head.build(bert_config, num_labels=num_labels)
 
 

@@ -138,7 +138,6 @@ import tokenization
 from bert_tf2.export import exporter
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_step
-from bert_tf2.export import masked_lm
 from bert_tf2.export import export_flags
 from bert_tf2.export import serving_layout
 from bert_tf2.export import warmup
@@ -149,15 +148,12 @@ from bert_tf2.export.saved_model_dir import (  # noqa: F401
     INFO_FILE, check_export_dir, write_saved_model)
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
-from bert_tf2.export import serving_squad
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
-from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2.tasks import pooling
 from bert_tf2 import settings as settings_lib
-from bert_tf2.tasks import classifier_tasks
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.trainer import model_folder
@@ -212,11 +208,9 @@ def run(settings):
     folder = model_folder.defaults(settings.part(*model_folder.SETTINGS))
     settings = settings.with_defaults(folder)
     settings.require(*_REQUIRED_FLAGS)
-    if (settings.model_type in MODEL_TYPES and head_types.get(settings.model_type).fill_mask
-            and not settings.given("max_seq_length")):
-        # The fill-mask Predictor's and do_predict's length, so a long text is cut alike.
-        settings = settings.with_defaults({"max_seq_length": masked_lm.default_length(
-            folder, settings.bert_config_file)})
+    if settings.model_type in MODEL_TYPES:  # the head's own defaults (fill-mask: a length)
+        settings = settings.with_defaults(
+            head_types.get(settings.model_type).export_defaults(settings, folder))
     saved = pooling.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel, target = _check_settings(settings)
     litert_examples = litert_step.read_examples(settings, labels)
@@ -237,25 +231,19 @@ def run(settings):
             print("Warm-up requests (%s): %s" % (warmup.WARMUP_FILE, warmup.describe(found)))
         return written
 
-    head = head_types.get(settings.model_type)
-    layers = ([int(x) for x in settings.layers.split(",")]
-              if head.word_tags and settings.feature_based else None)
     export_dir = export(
         settings.model_type, bert_config, settings.init_checkpoint, settings.vocab_file,
         settings.do_lower_case, settings.max_seq_length, target, labels=labels,
         max_query_length=settings.max_query_length,
         max_answer_length=settings.max_answer_length, n_best_size=settings.n_best_size,
-        squad_rules=_squad_rules(settings),
-        feature_layers=layers, lstm_units=settings.lstm_units,
-        crf=head.word_tags and settings.crf,
-        crf_tag_scheme=_crf_tag_scheme(settings, folder.get("crf_tag_scheme")),
-        pooling_spec=_pooling_spec(settings, saved, bert_config),
+        squad_rules=_squad_rules(settings), lstm_units=settings.lstm_units,
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
         after_save=after_save if settings.litert or warmup_rows else None,
-        doc_stride=settings.doc_stride if head.word_tags else None,
-        new_version=bool(settings.export_base), fill_mask_top_k=settings.fill_mask_top_k)
+        new_version=bool(settings.export_base), fill_mask_top_k=settings.fill_mask_top_k,
+        **head_types.get(settings.model_type).export_kwargs(settings, folder, saved,
+                                                            bert_config))
     # A TF Serving version's LiteRT files are beside it (saved_model_dir.LITERT_SUFFIX).
     litert_dir = export_dir + (saved_model_dir.LITERT_SUFFIX if settings.export_base else "")
     outputs = dict(exporter.output_files(export_dir), **{
@@ -269,22 +257,15 @@ def _check_settings(settings):
     """Checks the settings before any work.
 
     Returns (bert_config, labels or None, multilabel, the folder to write): a
-    classifier's labels and kind of head come from classifier_tasks.export_task.
+    classifier's labels and kind of head come from its head's export_labels.
     """
     # The flags' enums, for settings made in Python (absl checked those of a command line).
     for name, choices in (("model_type", MODEL_TYPES), ("serving_dtype", SERVING_POLICIES)):
         if getattr(settings, name) not in choices:
             raise ValueError("--%s must be one of %s, got %r"
                              % (name, ", ".join(choices), getattr(settings, name)))
-    labels, multilabel = None, False
     head = head_types.get(settings.model_type)
-    if head.class_labels:
-        labels, multilabel = classifier_tasks.export_task(
-            settings.part(*classifier_tasks.SETTINGS))
-    elif head.word_tags:
-        labels = exporter.tagger_labels(settings.labels_file, settings.init_checkpoint)
-    elif head.fill_mask:
-        masked_lm.check_at_least(settings.fill_mask_top_k, "--fill_mask_top_k")
+    labels, multilabel = head.export_labels(settings)  # and its checks of its own flags
     tokenization.validate_case_matches_checkpoint(settings.do_lower_case,
                                                   settings.init_checkpoint)
     bert_config = loaders.load_bert_config(settings.bert_config_file,
@@ -294,10 +275,7 @@ def _check_settings(settings):
         raise ValueError("--max_seq_length must be at least 3")
     settings.refuse_unused(unused_flags(settings, multilabel))
     litert_step.check(settings, multilabel, _long_text(settings) is not None)
-    if head.long_text and not multilabel:
-        # As run_classifier: another mode's flags warned (one command line for every mode).
-        settings.refuse_unused(long_text.unused_flags(long_text.from_settings(
-            settings.part(*long_text.SETTINGS), settings.max_seq_length)), warn_only=True)
+    head.check_export(settings, multilabel)
     squad_rules = _squad_rules(settings)
     if squad_rules is not None:
         squad_rules.check(settings.max_seq_length)
@@ -326,63 +304,22 @@ def unused_flags(settings, multilabel=False):
     read = set(_FLAGS_OF_TYPE[model_type])
     pairs = [(name, "with --model_type=%s" % model_type)
              for names in _FLAGS_OF_TYPE.values() for name in names if name not in read]
-    head = head_types.get(model_type)
-    for name, used, why in (
-            ("threshold", multilabel, "without a multi-label classifier"),
-            ("xnli_language", (settings.task_name or "").lower() == "xnli",
-             "without --task_name=xnli"),
-            ("layers", not head.word_tags or settings.feature_based,
-             "without --feature_based"),
-            ("lstm_units", settings.feature_based, "without --feature_based"),
-            ("null_score_diff_threshold", settings.version_2_with_negative,
-             "without --version_2_with_negative")):
-        if name in read and not used:
-            pairs.append((name, why))
+    pairs += head_types.get(model_type).unused_flags(settings, multilabel)  # its own flags
     if not settings.litert:
         pairs += [(name, "without --litert") for name in litert_step.FLAGS_OF_LITERT
                   if name != "litert_columns" or not settings.warmup_file]
-    if head.class_labels and multilabel:
-        pairs += [(name, "with a multi-label classifier (its runs read texts as truncate)")
-                  for name in ("long_text", "head_tokens", "doc_stride", "window_pooling")]
     return list(dict(pairs).items())
 
 
 def _squad_rules(settings):
     """--model_type=squad: run_squad's prediction settings (serving_squad.SquadRules):
     given, else the model folder's (filled in by run()), else run_squad's defaults."""
-    if not head_types.get(settings.model_type).answer_spans:
-        return None
-    return serving_squad.rules_of(settings.part(*serving_squad.SETTINGS))
-
-
-def _crf_tag_scheme(settings, saved):
-    """--crf_tag_scheme of a --crf tagger: given, else (auto) the folder's `saved`, else
-    none."""
-    if not (head_types.get(settings.model_type).word_tags and settings.crf):
-        return "none"
-    if settings.crf_tag_scheme == "auto":
-        return saved if saved in heads.TAG_SCHEMES[1:] else "none"
-    return settings.crf_tag_scheme
+    return head_types.get(settings.model_type).answer_rules(settings)
 
 
 def _long_text(settings):
     """A classifier's long_text.LongText (settings, else long_text.json), None for truncate."""
-    if (not head_types.get(settings.model_type).long_text
-            or multilabel_data.is_multilabel(settings.task_name)):
-        return None
-    result = long_text.from_settings(settings.part(*long_text.SETTINGS),
-                                     settings.max_seq_length)
-    return None if result.mode == "truncate" else result
-
-
-def _pooling_spec(settings, saved, bert_config):
-    """The encoder's sentence_embedding: settings, else sentence_embedding.json (`saved`),
-    else mean."""
-    if not head_types.get(settings.model_type).sentence_embedding:
-        return None
-    mode = settings.pooling or saved.get("pooling", "mean")
-    return pooling.chosen_spec(settings.part("layers", "normalize"), saved, mode,
-                               bert_config.num_hidden_layers)
+    return head_types.get(settings.model_type).long_text_of(settings)
 
 
 def main():

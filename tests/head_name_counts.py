@@ -32,7 +32,8 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # The registry and the modules that belong to one head (its model, task, data, door code).
 HEAD_MODULES = frozenset({
-    "bert_tf2/export/head_types.py", "bert_tf2/heads.py", "bert_tf2/export/masked_lm.py",
+    "bert_tf2/export/head_types.py", "bert_tf2/export/head_classes.py", "bert_tf2/heads.py",
+    "bert_tf2/export/masked_lm.py",
     "bert_tf2/export/serving_tagger.py", "bert_tf2/export/serving_squad.py",
     "bert_tf2/tasks/classifier_task.py", "bert_tf2/tasks/classifier_tasks.py",
     "bert_tf2/tasks/classifier_run.py", "bert_tf2/tasks/long_text.py",
@@ -56,7 +57,7 @@ _HEAD_VARIABLES = ("output_weights", "output_bias", "cls/", "tagger/", "crf/", "
                    "multiple_choice/")
 CATEGORIES = ("names", "signatures", "sub_kinds", "tables", "variable_detection",
               "flag_branches", "doc_stride_checks", "tagger_windows")
-# The registry's booleans (export/head_types.ModelType) a door may branch on.
+# The registry's booleans (export/head_classes.ModelType) a door may branch on.
 _FLAGS = frozenset({"word_tags", "answer_spans", "class_labels", "sentence_embedding",
                     "long_text", "labels", "checks_head", "full_length_text",
                     "trims_by_default", "litert", "serves", "hf_pooler"})

@@ -17,7 +17,6 @@ from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
 from bert_tf2 import heads
-from bert_tf2.tasks import ner_data
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import model_folder
 
@@ -42,16 +41,6 @@ def load_weights(model, init_checkpoint, model_type):
     if entry is None or entry.checks_head:  # an encoder is served from any task's checkpoint
         checkpoints.check_serves(model, init_checkpoint)  # another head's variables
     return result
-
-
-def tagger_labels(labels_file, init_checkpoint):
-    """A tagger's tag list: `labels_file`, else the label_list.txt run_ner left beside
-    `init_checkpoint`."""
-    path = labels_file or checkpoints.settings_file(ner_data.LABELS_FILE_NAME, init_checkpoint)
-    if not path:
-        raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
-                         "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
-    return ner_data.read_labels(path)
 
 
 @contextlib.contextmanager
@@ -172,10 +161,6 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         "trim_padding": module.trim_padding,
         "serving_dtype": serving_dtype,
     }
-    if module.head.word_tags:
-        info["crf"] = module.crf
-        info["crf_tag_scheme"] = module.crf_tag_scheme
-        info["doc_stride"] = module.doc_stride  # its windows, LiteRTPredictor's too
     if labels is not None:
         info["labels"] = [None if label is None else str(label) for label in labels]
     if module.threshold is not None:
@@ -185,10 +170,7 @@ def export_info(module, bert_config, init_checkpoint, do_lower_case, serving_dty
         info["embed_batch_size"] = module.embed_batch_size
     if long_text_settings is not None:
         info["long_text"] = long_text_settings.to_dict()
-    if module.head.answer_spans:
-        info.update(module.squad_rules.to_dict())
-    if module.head.fill_mask:
-        info["fill_mask_top_k"] = module.top_k
+    info.update(module.head.export_info(module))  # the head's own (tagger, SQuAD, fill-mask)
     return info
 
 

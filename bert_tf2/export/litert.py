@@ -205,77 +205,15 @@ def compare(model_type, reference, outputs, batch, labels, do_lower_case, crf=No
     """
     head = head_types.find(model_type)
     names = [n for n in head.litert_compared if n in reference]
-    ref = [np.asarray(reference[n], np.float64) for n in names]
-    got = [np.asarray(outputs[n], np.float64) for n in names]
-    if head.word_tags:
-        ref, got = [_softmax(x) for x in ref], [_softmax(x) for x in got]
+    ref = [head.litert_values(np.asarray(reference[n], np.float64)) for n in names]
+    got = [head.litert_values(np.asarray(outputs[n], np.float64)) for n in names]
     deltas = np.concatenate([np.abs(a - b).ravel() for a, b in zip(ref, got)])
-    result = {"examples": _count(head, batch),
+    result = {"examples": head.litert_count(batch),
               "max_abs_delta": float(deltas.max()), "mean_abs_delta": float(deltas.mean())}
     want = litert_data.decode(model_type, reference, batch, labels, do_lower_case)
     found = litert_data.decode(model_type, outputs, batch, labels, do_lower_case, crf=crf)
-    if head.sentence_embedding:
-        cosine = np.sum(ref[0] * got[0], -1) / np.maximum(
-            np.linalg.norm(ref[0], axis=-1) * np.linalg.norm(got[0], axis=-1), 1e-12)
-        result.update(agreement=float(cosine.mean()), min_cosine=float(cosine.min()))
-        return result
-    result["agreement"] = _agreement(head, want, found)
-    if batch.gold is not None:
-        result["metric_name"], result["metric_fp32"] = _metric(head, want, batch)
-        result["metric"] = _metric(head, found, batch)[1]
-        if head.class_labels and labels and len(labels) == 2:
-            result["f1_fp32"], result["f1"] = _f1(want, batch.gold), _f1(found, batch.gold)
+    result.update(head.litert_agreement(want, found, batch, labels, (ref, got)))
     return result
-
-
-def _f1(found, gold):
-    """F1 (%) of the second label (glue_data's positive label of a 2-label task)."""
-    found, gold = np.asarray(found) == 1, np.asarray(gold) == 1
-    hits = float(np.sum(found & gold))
-    return 200.0 * hits / max(float(found.sum() + gold.sum()), 1.0)
-
-
-def _softmax(logits):
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def _count(head, batch):
-    if head.word_tags:
-        return len(batch.extra[0].sentences)
-    if head.answer_spans:
-        return len(batch.extra[0])
-    return len(batch.features["input_ids"])
-
-
-def _agreement(head, want, found):
-    """The share of equal predictions (classifier labels, word tags, answer texts)."""
-    if head.word_tags:
-        pairs = [(a, b) for x, y in zip(want, found) for a, b in zip(x, y)]
-    elif head.answer_spans:
-        pairs = [(want.predictions[k], found.predictions[k]) for k in want.predictions]
-    elif want and isinstance(want[0], float):  # regression: within 0.1 of each other
-        return float(np.mean(np.abs(np.subtract(want, found)) < 0.1))
-    else:
-        pairs = list(zip(want, found))
-    return float(np.mean([a == b for a, b in pairs])) if pairs else 1.0
-
-
-def _metric(head, found, batch):
-    """(name, value in %) of predictions against the batch's gold labels."""
-    if head.answer_spans:
-        from bert_tf2.tasks import squad_results  # pylint: disable=import-outside-toplevel
-        # SQuAD 2.0 (the export's rules): the official 2.0 script's F1, unanswerable
-        # questions included.
-        version_2 = bool(batch.extra[2].version_2_with_negative)
-        return "f1", float(squad_results.evaluate_predictions(batch.gold, found,
-                                                              version_2)["f1"])
-    if head.word_tags:
-        pairs = [(a, b) for x, y in zip(found, batch.gold) for a, b in zip(x, y)]
-        return "word_accuracy", 100.0 * float(np.mean([a == b for a, b in pairs]))
-    if found and isinstance(found[0], float):
-        return "pearson", 100.0 * float(np.corrcoef(found, batch.gold)[0, 1])
-    return "accuracy", 100.0 * float(np.mean(np.equal(found, batch.gold)))
 
 
 def drop(result):
@@ -314,7 +252,7 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
     litert_predictor.check_available()
     info = litert_predictor.read_info(export_dir)
     function = ids_function(module, info["model_type"], info["max_seq_length"])
-    crf = module.crf_parameters() if head_types.find(info["model_type"]).word_tags else None
+    crf = module.crf_parameters()  # a --crf tagger's, else None
     info = dict(info, crf_parameters=crf)
     sets = {name: batch for name, batch in (("calibration", calibration),
                                             ("agreement", agreement)) if batch is not None}

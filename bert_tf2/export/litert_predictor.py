@@ -24,13 +24,7 @@ import numpy as np
 import tokenization
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
-from bert_tf2.export import masked_lm
 from bert_tf2.export import serving_squad
-from bert_tf2.tasks import data_tables
-from bert_tf2.tasks import predict_inputs
-from bert_tf2.tasks import prediction_files
-from bert_tf2.tasks import squad_data
-from bert_tf2.tasks import squad_results
 
 VARIANTS = ("fp32", "dynamic_int8", "int8")
 INFO_FILE = "assets.extra/export_info.json"
@@ -87,22 +81,8 @@ def read_info(export_dir):
                          model_type)
     checks = [("max_seq_length", lambda v: _is_int(v, 3), "an integer >= 3"),
               ("do_lower_case", lambda v: isinstance(v, bool), "true or false")]
-    head = head_types.find(model_type)
-    if head.labels:
-        checks.append(("labels", lambda v: isinstance(v, list) and v and all(
-            x is None or isinstance(x, str) for x in v), "a non-empty list of label names"))
-    if head.word_tags:
-        checks.append(("crf", lambda v: v is None or isinstance(v, bool), "true or false"))
-        checks.append(("doc_stride", lambda v: v is None or _is_int(v, 1), "an integer >= 1"))
-    if head.answer_spans:
-        # run_squad's prediction settings (exports before they were recorded: its defaults)
-        checks += [(name, lambda v: v is None or _is_int(v, 1), "an integer >= 1")
-                   for name in ("max_query_length", "doc_stride", "n_best_size",
-                                "max_answer_length")]
-        checks += [("version_2_with_negative", lambda v: v is None or isinstance(v, bool),
-                    "true or false"),
-                   ("null_score_diff_threshold", lambda v: v is None or (
-                       isinstance(v, (int, float)) and not isinstance(v, bool)), "a number")]
+    checks += [(field,) + _FIELD_KINDS[kind]
+               for field, kind in head_types.find(model_type).litert_info_fields]
     for field, valid, what in checks:
         if field not in info and field not in _OPTIONAL_FIELDS:
             raise ValueError("%s: field %r is missing" % (path, field))
@@ -110,6 +90,17 @@ def read_info(export_dir):
             raise _bad_field(path, field, what, info.get(field))
     return info
 
+
+# The kinds of value of a head's export_info.json fields (its litert_info_fields):
+# (valid, what it must be). The optional ones (None) are older exports' (their defaults).
+_FIELD_KINDS = {
+    "labels": (lambda v: isinstance(v, list) and v and all(
+        x is None or isinstance(x, str) for x in v), "a non-empty list of label names"),
+    "bool": (lambda v: v is None or isinstance(v, bool), "true or false"),
+    "count": (lambda v: v is None or _is_int(v, 1), "an integer >= 1"),
+    "number": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+               "a number"),
+}
 
 # Fields of export_info.json that older exports lack (their readers take the defaults).
 _OPTIONAL_FIELDS = ("crf",) + serving_squad.SETTINGS
@@ -308,10 +299,9 @@ class LiteRTPredictor(object):
         self.head = head_types.find(self.model_type)
         self.labels = self.info.get("labels")
         self.max_seq_length = self.info["max_seq_length"]
-        self.squad_rules = squad_rules(self.info) if self.head.answer_spans else None
+        self.squad_rules = squad_rules(self.info)  # a squad head's (others: unread)
         # A --crf tagger tags with Viterbi under the SavedModel's transitions and scheme.
-        self.crf = (read_crf(export_dir, len(self.labels))
-                    if self.head.word_tags and self.info.get("crf") else None)
+        self.crf = read_crf(export_dir, len(self.labels)) if self.info.get("crf") else None
         vocab = os.path.join(export_dir, VOCAB_FILE)
         if not os.path.isfile(vocab):
             raise ValueError("%s does not exist: %s is not a whole export" % (vocab, export_dir))
@@ -327,22 +317,8 @@ class LiteRTPredictor(object):
         """The litert_data.Batch of what predict() is given: read as the runner's
         Predictor.predict reads it (classifier / encoder: run_classifier's texts, texts_b;
         tagger: run_ner's sentences; squad: run_squad's questions, contexts), with its
-        one-line ValueErrors naming those arguments."""
-        if self.head.word_tags:
-            if texts_b is not None:
-                raise ValueError("a tagger takes sentences only: leave texts_b out")
-            # run_ner's windows; an export made before doc_stride was recorded: its default.
-            return litert_data.tagger_batch(texts, self.tokenizer, self.max_seq_length,
-                                            self.labels, self.info.get("doc_stride"))
-        if self.head.answer_spans:
-            questions, contexts = squad_data.predict_pairs(texts, texts_b)
-            return litert_data.squad_batch(
-                litert_data.squad_examples(questions, contexts), self.tokenizer,
-                self.max_seq_length, self.squad_rules)
-        texts, texts_b = data_tables.texts_of(*predict_inputs.text_pairs(
-            texts, texts_b, ("texts", "texts_b"), [("text_a", "text_b")]))
-        return litert_data.text_batch(texts, texts_b, self.tokenizer, self.max_seq_length,
-                                      self.labels)
+        one-line ValueErrors naming those arguments (the head's litert_batch)."""
+        return self.head.litert_batch(self, texts, texts_b)
 
     def predict(self, texts, texts_b=None):
         """One call from text to results, per text (or pair).
@@ -370,49 +346,10 @@ class LiteRTPredictor(object):
           top-k {"token", "token_id", "probability"} (masked_lm.Predictor's). No texts: no
           results.
         """
-        if self.head.fill_mask:  # masked_lm.Predictor's texts and answers
-            if texts_b is not None:
-                raise ValueError("fill-mask takes texts only: leave texts_b out")
-            features, counts = masked_lm.litert_batch(
-                masked_lm.texts_of(texts), self.tokenizer, self.max_seq_length)
-            return masked_lm.litert_answers(self.run(features), counts, self.tokenizer,
-                                            self.max_seq_length)
-        batch = self.batch(texts, texts_b)
-        if self.head.answer_spans:
-            found = self._squad_predictions(batch)
-            return [found.predictions[e.qas_id] for e in batch.extra[0]]
-        if not len(batch.features["input_ids"]):
-            if self.head.sentence_embedding:
-                return np.zeros([0, self.run.output_sizes["sentence_embedding"]], np.float32)
-            return []
-        outputs = self.run(batch.features)
-        found = litert_data.decode(self.model_type, outputs, batch, self.labels,
-                                   self.info["do_lower_case"], crf=self.crf)
-        if self.head.class_labels:  # the shapes of run_classifier.predict
-            if "predictions" in outputs:
-                return [prediction_files.result(prediction_files.regression_record(None, x))
-                        for x in found]
-            return [prediction_files.result(prediction_files.classification_record(
-                None, row, self.labels)) for row in outputs["probabilities"]]
-        if self.head.word_tags:
-            conll = batch.extra[0]
-            return [list(zip(s.words, tags)) for s, tags in zip(conll.sentences, found)]
-        return found
-
-    def _squad_predictions(self, batch):
-        """squad_results.SquadPredictions of a squad Batch (questions whose context has no
-        piece have no window, and answer as run_squad's do)."""
-        outputs = self.run(batch.features) if len(batch.features["input_ids"]) else {}
-        return litert_data.decode("squad", outputs, batch, self.labels,
-                                  self.info["do_lower_case"])
+        return self.head.litert_predict(self, texts, texts_b)
 
     def answers(self, questions, contexts):
         """A squad model's answers with their scores: per question run_squad.predict()'s
         {"text", "probability", "nbest"} (squad_results.answer_of), under the export's
         doc_stride, n_best_size, max_answer_length and SQuAD 2.0 rule."""
-        if not self.head.answer_spans:
-            raise ValueError("answers() is for a squad model; this export is a %s: use "
-                             "predict()" % self.model_type)
-        batch = self.batch(questions, contexts)
-        found = self._squad_predictions(batch)
-        return [squad_results.answer_of(found, e.qas_id) for e in batch.extra[0]]
+        return self.head.litert_answers(self, questions, contexts)

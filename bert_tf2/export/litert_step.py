@@ -11,7 +11,6 @@ from bert_tf2.export import head_types
 from bert_tf2.export import litert
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
-from bert_tf2.export import serving_squad
 
 # The flags only --litert reads (refused without it).
 FLAGS_OF_LITERT = ("calibration_file", "calibration_examples", "agreement_file",
@@ -110,7 +109,7 @@ def read_examples(settings, labels):
         return None, None
     tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
     columns = parse_columns(settings)
-    head = head_types.find(settings.model_type)
+    own = head_types.find(settings.model_type).litert_file_settings(settings)
 
     def examples(flag, limit):
         path = getattr(settings, flag)
@@ -118,10 +117,7 @@ def read_examples(settings, labels):
             return None
         return litert_data.read_file(
             settings.model_type, "--" + flag, path, tokenizer,
-            settings.max_seq_length, limit, labels=labels, columns=columns,
-            doc_stride=settings.doc_stride if head.word_tags else None,
-            squad_rules=serving_squad.rules_of(settings.part(*serving_squad.SETTINGS))
-            if head.answer_spans else None)
+            settings.max_seq_length, limit, labels=labels, columns=columns, **own)
 
     return (examples("calibration_file", settings.calibration_examples),
             examples("agreement_file", None))

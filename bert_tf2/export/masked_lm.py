@@ -47,16 +47,19 @@ import tensorflow as tf
 
 import modeling
 from bert_tf2 import fileutil
+from bert_tf2 import heads
 from bert_tf2 import loaders
-from bert_tf2.export import head_types
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import checkpoints
 
 MASK = "[MASK]"
 # The head's TF1 variables: run_pretraining's cls/predictions without the next-sentence
-# head (the registry's entry holds their HuggingFace keys; the decoder's weight is the
-# word embedding table, tied).
-TF1_NAMES = tuple(name for name, _ in head_types.find("masked_lm").hf_head_keys)
+# head (the registry's entry, head_types, holds them with their HuggingFace keys,
+# tests/test_head_registry.py checks they are these; the decoder's weight is the word
+# embedding table, tied).
+TF1_NAMES = ("cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
+             "cls/predictions/transform/LayerNorm/gamma",
+             "cls/predictions/transform/LayerNorm/beta", "cls/predictions/output_bias")
 ANSWERS_FILE = "fill_mask_predictions.jsonl"
 
 
@@ -197,7 +200,8 @@ class Predictor(object):
         self.head = MaskedLM(tokenizer, max_seq_length, top_k)
         self.batch_size = batch_size
         self.checkpoint = prefix
-        self.model = head_types.find("masked_lm").build(config)
+        self.model = heads.BertMaskedLM(config)
+        self.model(heads.dummy_features(), training=False)
         lacking = [n for n in checkpoints.missing_variables(self.model, prefix, "model")]
         if lacking:
             raise ValueError("checkpoint %s has no masked-LM head (it lacks %s): fill-mask needs "

@@ -218,20 +218,16 @@ class ServingModule(tf.Module):
         self.max_query_length = squad_rules.max_query_length
         self.max_answer_length = squad_rules.max_answer_length
         self.n_best_size = squad_rules.n_best_size
-        if self.head.answer_spans:
-            squad_rules.check(max_seq_length)
-            self.squad_tokens = serving_squad.token_table(tokenizer)  # id -> piece
+        # What this head's signatures keep beyond these (SQuAD: id -> piece; fill-mask:
+        # top_k, [MASK]'s id, id -> piece).
+        self.top_k = None
+        for name, value in self.head.serving_state(tokenizer, max_seq_length, squad_rules,
+                                                   top_k).items():
+            setattr(self, name, value)
         self.crf = getattr(model, "crf", None) is not None  # a run_ner --crf tagger
         # Its tag scheme: constrained transitions and starts (crf_tag_scheme iob2).
         self.crf_tag_scheme = "iob2" if self.crf and model.crf.start_penalty is not None else (
             "none")
-        # Fill-mask: answers per [MASK] (at most the vocabulary), [MASK]'s id, id -> piece.
-        self.top_k = None
-        if self.head.fill_mask:
-            masked_lm.check_at_least(top_k, "top_k")
-            self.top_k = min(top_k, tokenizer.vocab_size)
-            self.mask_id = masked_lm.mask_id_of(tokenizer)
-            self.fill_tokens = serving_squad.token_table(tokenizer)
         # A tagger's windows: run_ner's --doc_stride (None: its default).
         self.doc_stride = serving_tagger.check_doc_stride(doc_stride)
         if trim_padding is None:
@@ -248,7 +244,7 @@ class ServingModule(tf.Module):
         # so the SavedModel holds one copy of the model's graph.
         ids_any_length = [tf.TensorSpec([None, None], tf.int32)] * 3
         self._holder = tokenization_graph.Untracked(
-            model=model, long_text=long_text,
+            model=model, long_text=self.head.long_text_mode(long_text),
             run_model=tf.function(self._run_model, input_signature=ids_any_length,
                                   autograph=False))
         self._holder.signatures = self._make_signatures()
@@ -275,26 +271,13 @@ class ServingModule(tf.Module):
         # Given to tf.saved_model.save as tf.functions, not concrete functions: traced
         # once, inside the save (a trace made before it would be made again there).
         signatures = {"serving_ids": self.serving_ids, "tokenize": self.tokenize}
-        signature = self.head.signature
-        if signature == "words":
-            self.serving_default = function(self._tag, text("text"))
-        elif signature == "choices":
-            self.serving_default = function(
-                self._choose, text("context"),
-                tf.TensorSpec([None, None], tf.string, name="endings"))
-        elif signature == "fill_mask":
-            self.serving_default = function(self._fill_mask, text("text"))
-        elif signature == "squad":
-            pair = [text("question"), text("context")]
-            self.serving_default = function(self._serve_squad, *pair)
-            self.answer = signatures["answer"] = function(self._answer, *pair)
-        else:
-            self.serving_default = function(self._serve_pair, text("text_a"), text("text_b"))
-            self.serving_text_a = signatures["serving_text_a"] = function(
-                self._serve_single, text("text_a"))
-            if self.pooling_spec is not None:
-                self.embed = signatures["embed"] = function(self._embed, text("text"))
-        signatures["serving_default"] = self.serving_default
+        # The head's signatures: (name, method, inputs, the attribute it needs set).
+        for name, method, inputs, needs in self.head.serving_functions:
+            if needs is None or getattr(self, needs) is not None:
+                specs = [tf.TensorSpec([None] * rank, tf.string, name=input_name)
+                         for input_name, rank in inputs]
+                signatures[name] = function(getattr(self, "_" + method), *specs)
+                setattr(self, name, signatures[name])
         return signatures
 
     def signatures(self):
@@ -304,9 +287,7 @@ class ServingModule(tf.Module):
     @property
     def _bucket_width(self):
         """Packing of the text signatures: a bucket width, or None for max_seq_length."""
-        if self.trim_padding and not self.head.full_length_text:
-            return input_pipeline.DEFAULT_BUCKET_WIDTH
-        return None
+        return self.head.bucket_width(self.trim_padding)
 
     # -- model outputs ------------------------------------------------------
 
@@ -340,9 +321,11 @@ class ServingModule(tf.Module):
                                     "segment_ids": segment_ids})
 
     def _model_outputs(self, features):
-        return self._OUTPUTS[self.head.outputs](self, self._holder.model, features)
+        return self.head.serving_outputs(self, self._holder.model, features)  # its head's
 
-    def _encoder_outputs(self, model, features):
+    def encoder_outputs(self, model, features):
+        """The encoder's outputs (head_classes.Encoder.serving_outputs): its per-position
+        outputs, and sentence_embedding when the module pools."""
         out = model(features["input_ids"], features["input_mask"],
                     features["segment_ids"], training=False)
         outputs = {} if self.pooling_spec is None else {
@@ -357,34 +340,8 @@ class ServingModule(tf.Module):
             "segment_ids": features["segment_ids"],
         })
 
-    def _choice_outputs(self, model, features):
-        # [B x C, S] rows: one batch through BERT, a score per row.
-        pooled = model.bert(features["input_ids"], features["input_mask"],
-                            features["segment_ids"], training=False)["pooled_output"]
-        return {"logits": tf.cast(model.scorer(pooled), tf.float32)[:, 0]}
-
-    def _squad_outputs(self, model, features):
-        # Its logits at every position of the request are outputs: no skip_padding.
-        out = model(features, training=False)
-        return {"start_logits": tf.cast(out["start_logits"], tf.float32),
-                "end_logits": tf.cast(out["end_logits"], tf.float32)}
-
-    def _tagger_outputs(self, model, features):
-        return {"logits": tf.cast(model(features, training=False)["logits"], tf.float32)}
-
-    def _classifier_model_outputs(self, model, features):
-        return self._classifier_outputs(
-            tf.cast(model(features, training=False)["logits"], tf.float32))
-
-    def _masked_lm_outputs(self, model, features):
-        return masked_lm.top_k_outputs(model, features, self.mask_id, self.top_k)
-
-    # The model's outputs, by its head_types entry's `outputs`.
-    _OUTPUTS = {"encoder": _encoder_outputs, "multiple_choice": _choice_outputs,
-                "squad": _squad_outputs, "tagger": _tagger_outputs,
-                "classifier": _classifier_model_outputs, "masked_lm": _masked_lm_outputs}
-
-    def _classifier_outputs(self, logits):
+    def classifier_answers(self, logits):
+        """A classifier's outputs of its logits [B, C] (regression, multi-label, labels)."""
         if self.regression:
             return {"predictions": logits[:, 0], "logits": logits}
         if self.threshold is not None:
@@ -475,12 +432,12 @@ class ServingModule(tf.Module):
 
     def _serve_pair(self, text_a, text_b):
         long_text = self._holder.long_text
-        if long_text is None or not self.head.long_text:
+        if long_text is None:
             return self._forward(self._pack(text_a, text_b, bucket_width=self._bucket_width))
         features, rows = self._pack(text_a, text_b, long_text.graph_windows,
                                     bucket_width=self._bucket_width)
         logits = self._forward(features)["logits"]
-        return self._classifier_outputs(long_text.graph_pool(logits, rows))
+        return self.classifier_answers(long_text.graph_pool(logits, rows))
 
     def _serve_single(self, text_a):
         return self._serve_pair(text_a, tf.fill(tf.shape(text_a), ""))

@@ -60,7 +60,7 @@ FLAGS = (
 )
 
 # An example's fields, the requests it makes and its data formats: the head's signature
-# kind in the registry (head_types.SIGNATURES).
+# kind in the registry (request_kinds.SIGNATURES).
 
 
 def check(settings):
@@ -150,7 +150,7 @@ def _squad_rows(path, ending=None, columns=None):
             for qa in paragraph.get("qas", [])]
 
 
-# The readers of warm-up rows by data format (head_types.Signature.data_format).
+# The readers of warm-up rows by data format (request_kinds.Signature.data_format).
 _ROW_READERS = {"table": _table_rows, "conll": _conll_rows, "squad_json": _squad_rows,
                 # a line without [MASK] would fail the version's load: refused here
                 "masked_texts": lambda path, ending, columns: [
