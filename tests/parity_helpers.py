@@ -462,6 +462,8 @@ class Multilabel(Classifier):
 class Regression(Classifier):
     name, task_type, hf_head = "regression", "regression", "regression"
     registry_head = "regression"
+    # Its values differ per input after 3 steps (96 texts seen 4 times gave 1.99 to all).
+    train_count, epochs = 24, 1.0
 
     def label_of(self, text, index):
         return float(len(text.split()) % 5)
