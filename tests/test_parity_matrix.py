@@ -34,3 +34,21 @@ def test_door_gives_do_predicts_answer(parity_session, head, door, kind):
 def test_the_two_files_cover_every_head_once():
     import test_parity_matrix_spans as spans  # pylint: disable=import-outside-toplevel
     assert sorted(HEADS + spans.HEADS) == sorted(ph.HEADS)
+
+
+@pytest.mark.parametrize("head_class, one, other", [
+    (ph.Classifier, {"label": "pos", "scores": [0.2, 0.3, 0.5]},
+     {"label": "neg", "scores": [0.5, 0.3, 0.2]}),
+    (ph.Multilabel, {"label": [], "scores": [0.2, 0.3, 0.4]},
+     {"label": ["pos"], "scores": [0.2, 0.3, 0.6]}),
+    (ph.Regression, {"label": None, "scores": [1.004]}, {"label": None, "scores": [1.5]}),
+    (ph.Tagger, [("john", "O"), ("went", "O")], [("john", "B-PER")]),
+])
+def test_a_reference_that_decides_one_thing_fails_loudly(tmp_path, head_class, one, other):
+    head = head_class(tmp_path, {})
+    head.reference = {kind: [one, one] for kind in ph.KINDS}
+    head.reference["empty"] = ph.Refused("nothing to say")
+    with pytest.raises(AssertionError, match=r"answers \[.*\] to every input; train it more"):
+        head.check_not_trivial()
+    head.reference["unicode"] = [one, other]
+    head.check_not_trivial()

@@ -12,6 +12,10 @@ workers (never a folder of another run). One file lock per thing made: the first
 to ask makes it, then writes its marker (<name>.complete) last; any other process waits on
 the lock and reuses it. A folder without its marker (a build that died) is made again.
 
+Each training is checked as it ends (parity_helpers.Head.check_not_trivial): do_predict's
+answers must decide more than one thing (labels, tags, spans, vectors), or the run fails
+there, so a training made cheaper than the matrix can use shows at once.
+
 The folders are shared: a test never writes into one. A test that needs to change a
 folder copies it first (shutil.copytree to its tmp_path) and changes the copy.
 
@@ -89,6 +93,7 @@ class TrainedHeads(object):
     def __init__(self, root, scratch):
         self.root, self.scratch = root, scratch
         self.heads = {}
+        self.failed = {}  # name: the error of its build (raised again, not built again)
         self._files = None
 
     def files(self):
@@ -104,8 +109,15 @@ class TrainedHeads(object):
     def head(self, name):
         """The trained Head `name` of parity_helpers.HEADS (its reference answers in
         .reference, do_predict's files in .folder; .saved_model() exports it once)."""
+        if name in self.failed:  # one failed training, not one per test asking
+            raise RuntimeError("the %s head failed to build earlier in this process: %s"
+                               % (name, self.failed[name]))
         if name not in self.heads:
-            self.heads[name] = self._make(name)
+            try:
+                self.heads[name] = self._make(name)
+            except Exception as error:
+                self.failed[name] = "%s: %s" % (type(error).__name__, error)
+                raise
         return self.heads[name]
 
     def exported(self, name):
@@ -127,6 +139,7 @@ class TrainedHeads(object):
             head = self._new(name)
             assert str(head.root) == str(folder), (head.root, folder)
             head.build()
+            head.check_not_trivial()  # a training too cheap to tell the doors apart fails here
             with open(str(folder / "reference.pkl"), "wb") as f:
                 pickle.dump(head.reference, f)
             made["head"] = head
