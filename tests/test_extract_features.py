@@ -181,10 +181,9 @@ def test_golden_tf1_checkpoint(golden, tmp_path):
 @pytest.mark.slow
 def test_run_takes_settings_twice_in_one_process(golden, tmp_path):
     """run(Settings(...)) with no flag parsing, twice: the Result names the file written,
-    which holds what the parsed flags write."""
+    which holds the golden values the parsed flags write (test_golden_tf1_checkpoint: the
+    same settings as flags), the same both times."""
     input_file = write_text(tmp_path / "in.txt", "\n".join(golden["inputs"]["lines"]) + "\n")
-    flags_output = tmp_path / "flags.jsonl"
-    _run(_golden_argv(golden, input_file, flags_output, ["--layers=-1,-2"]))
     g = golden["dir"]
     for name in ("a.jsonl", "b.jsonl"):
         settings = ef.Settings(
@@ -195,8 +194,9 @@ def test_run_takes_settings_twice_in_one_process(golden, tmp_path):
         result = ef.run(settings)
         assert result.outputs == {"output_file": str(tmp_path / name)}
         assert os.path.exists(result.outputs["output_file"])
-        assert _read_jsonl(result.outputs["output_file"]) == _read_jsonl(flags_output)
         assert result.metrics == {} and result.output_dir is None
+    _check_against_golden(golden, _read_jsonl(tmp_path / "a.jsonl"))
+    assert _read_jsonl(tmp_path / "b.jsonl") == _read_jsonl(tmp_path / "a.jsonl")
 
 
 def test_settings_name_a_missing_setting_by_its_flag():

@@ -218,12 +218,12 @@ def test_output_file_that_is_a_directory(files, tmp_path):
 
 @pytest.fixture(scope="module")
 def trained_classifier(tmp_path_factory):
-    """The sst-2 classifier of `files`' data trained two steps (8 examples, batch 4): its
-    files and its output folder. A test that changes the folder works on a copy."""
+    """The sst-2 classifier of `files`' data trained as test_tiny_data_trains_with_every_flag's
+    plain run (2 epochs of 8 examples, batch 16: one step): its files and its output folder.
+    A test that changes the folder works on a copy."""
     root = tmp_path_factory.mktemp("trained_classifier")
     trained = _files(root)
-    module, argv = _classifier(trained, root / "out", "--do_train", "--train_batch_size=4",
-                               "--num_train_epochs=1")
+    module, argv = _classifier(trained, root / "out", *_tiny_flags("run_classifier"))
     _run(module, argv)
     return trained, root / "out"
 
@@ -343,7 +343,7 @@ def test_stale_checkpoint_of_another_task(trained_classifier, tmp_path):
     # ...and in an output dir written before that file existed, the checkpoint does.
     os.remove(str(out / "classifier_task.json"))
     os.remove(str(out / "label_list.txt"))
-    with pytest.raises(ValueError, match=r"--output_dir=.* holds the checkpoint .*model\.ckpt-2 "
+    with pytest.raises(ValueError, match=r"--output_dir=.* holds the checkpoint .*model\.ckpt-1 "
                                          r"of a different model"):
         _run(module, argv)
 
@@ -385,20 +385,32 @@ _TINY_TRAINING = {
 }
 
 
+def _tiny_flags(runner):
+    """The training flags of the plain run of `runner` in test_tiny_data_trains_with_every_flag."""
+    epochs = _TINY_TRAINING[runner][0]
+    return ["--do_train", "--train_batch_size=16", "--seed=1"] + (
+        ["--num_train_epochs=%d" % epochs] if epochs else [])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", sorted(_TINY_TRAINING))
-def test_tiny_data_trains_with_every_flag(files, tmp_path, runner):
+def test_tiny_data_trains_with_every_flag(files, tmp_path, runner, request):
     """Fewer examples than a batch: the plain path trains one step, so does the run with
-    every flag that shapes the data (and --num_accumulation_steps, --deterministic_data)."""
-    epochs, flags = _TINY_TRAINING[runner]
+    every flag that shapes the data (and --num_accumulation_steps, --deterministic_data).
+    (run_classifier's plain run is the module's trained_classifier.)"""
+    flags = _TINY_TRAINING[runner][1]
     make = dict(_FINE_TUNERS, run_pretraining=_pretraining)[runner]
-    common = ["--do_train", "--train_batch_size=16", "--seed=1"] + (
-        ["--num_train_epochs=%d" % epochs] if epochs else [])
     every = flags + ["--num_accumulation_steps=2", "--deterministic_data"]
+    folders = {}
+    if runner == "run_classifier":
+        folders["plain"] = request.getfixturevalue("trained_classifier")[1]
     for name, extra in (("plain", []), ("every_flag", every)):
-        module, argv = make(files, tmp_path / name, *(common + extra))
-        _run(module, argv)
-        assert tf.train.latest_checkpoint(str(tmp_path / name)).endswith("model.ckpt-1")
+        if name not in folders:
+            folders[name] = tmp_path / name
+            module, argv = make(files, folders[name], *(_tiny_flags(runner) + extra))
+            _run(module, argv)
+    for folder in folders.values():
+        assert tf.train.latest_checkpoint(str(folder)).endswith("model.ckpt-1")
 
 
 # ---------------------------------------------------------------------------

@@ -573,20 +573,22 @@ def test_eval_of_a_fixed_checkpoint_is_repeatable(mrpc_run, tmp_path):
 @pytest.mark.slow
 def test_trimmed_and_full_padding_write_the_same_files(mrpc_run, tmp_path):
     # --trim_padding (default) groups eval/predict examples by length and cuts the
-    # batches; --notrim_padding runs the reference's fixed-length batches.
+    # batches; --notrim_padding runs the reference's fixed-length batches. The trimmed
+    # run: mrpc_run's own evaluation and prediction of its last checkpoint.
+    assert _fv(mrpc_run["argv"]).trim_padding
     ckpt = tf.train.latest_checkpoint(str(mrpc_run["out"]))
-    outputs = {}
-    for name in ("trim", "notrim"):
-        argv = _base_flags(tmp_path, str(mrpc_run["data_dir"]), mrpc_run["vocab"],
-                           output_dir=tmp_path / name, extra=[
-                               "--do_eval", "--do_predict", "--max_seq_length=32",
-                               "--eval_batch_size=16", "--predict_batch_size=16",
-                               "--init_checkpoint=%s" % ckpt, "--%s_padding" % name])
-        fv = _fv(argv)
-        assert fv.trim_padding == (name == "trim")
-        rc.run(fv)
-        outputs[name] = (_read_eval_results(str(tmp_path / name / "eval_results.txt")),
-                         _read_tsv_floats(str(tmp_path / name / "test_results.tsv")))
+    outputs = {"trim": (_read_eval_results(str(mrpc_run["out"] / "eval_results.txt")),
+                        _read_tsv_floats(str(mrpc_run["out"] / "test_results.tsv")))}
+    argv = _base_flags(tmp_path, str(mrpc_run["data_dir"]), mrpc_run["vocab"],
+                       output_dir=tmp_path / "notrim", extra=[
+                           "--do_eval", "--do_predict", "--max_seq_length=32",
+                           "--eval_batch_size=16", "--predict_batch_size=16",
+                           "--init_checkpoint=%s" % ckpt, "--notrim_padding"])
+    fv = _fv(argv)
+    assert not fv.trim_padding
+    rc.run(fv)
+    outputs["notrim"] = (_read_eval_results(str(tmp_path / "notrim" / "eval_results.txt")),
+                         _read_tsv_floats(str(tmp_path / "notrim" / "test_results.tsv")))
     (trim_eval, trim_rows), (full_eval, full_rows) = outputs["trim"], outputs["notrim"]
     assert sorted(trim_eval) == sorted(full_eval)
     for key in trim_eval:
@@ -603,18 +605,6 @@ def test_group_by_length_is_off_by_default_in_every_fine_tuning_runner():
         assert fv.group_by_length is False
         assert flags_common.parse_flags(runner.define_flags,
                                         ["--group_by_length"]).group_by_length
-
-
-@pytest.mark.slow
-def test_group_by_length_run_trains_the_same_steps(mrpc_run, tmp_path):
-    # 40 training rows at batch 8: 5 steps per epoch with or without grouping.
-    argv = [a for a in mrpc_run["argv"] if not a.startswith("--output_dir")]
-    rc.run(_fv(argv + ["--output_dir=%s" % (tmp_path / "grouped"), "--group_by_length",
-                       "--nodo_predict"]))
-    grouped = _read_eval_results(str(tmp_path / "grouped" / "eval_results.txt"))
-    plain = _read_eval_results(str(mrpc_run["out"] / "eval_results.txt"))
-    assert grouped["global_step"] == plain["global_step"] == "5"
-    assert np.isfinite(float(grouped["eval_loss"]))
 
 
 @pytest.mark.slow
@@ -678,14 +668,22 @@ def test_tf1_golden_checkpoint_classifier(shared_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_during_training_keeps_the_run_and_its_best(mrpc_run, tmp_path):
+def test_eval_during_training_keeps_the_run_and_its_best_and_group_by_length(mrpc_run,
+                                                                              tmp_path):
+    """Two flags that do not interact, in one run of mrpc_run's training: evaluation
+    during training (its history, best/) and --group_by_length (40 training rows at batch
+    8: 5 steps per epoch with or without grouping)."""
     # The default run (mrpc_run) leaves none of the new files.
     for name in ("eval_history.jsonl", "best", "eval"):
         assert not (mrpc_run["out"] / name).exists()
     argv = [a for a in mrpc_run["argv"] if not a.startswith("--output_dir")]
     out = tmp_path / "evaluated"
     rc.run(_fv(argv + ["--output_dir=%s" % out, "--eval_every_n_steps=2",
-                       "--best_metric=eval_loss"]))
+                       "--best_metric=eval_loss", "--group_by_length", "--nodo_predict"]))
+    plain = _read_eval_results(str(mrpc_run["out"] / "eval_results.txt"))
+    grouped = _read_eval_results(str(out / "eval_results.txt"))
+    assert grouped["global_step"] == plain["global_step"] == "5"
+    assert np.isfinite(float(grouped["eval_loss"]))
     with open(str(out / "eval_history.jsonl")) as f:
         history = [json.loads(line) for line in f]
     assert [r["global_step"] for r in history] == [2, 4, 5]  # every 2 steps and the last

@@ -179,24 +179,25 @@ def test_a_tiny_model_learns_a_swag_format_task(tmp_path):
 
 
 @pytest.mark.slow
-def test_trimmed_and_full_padding_write_the_same_files(tmp_path):
-    data = _swag_splits(tmp_path, 16, 12, 7)
-    run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "trained", "--do_train",
-                                   "--num_train_epochs=1"))
-    ckpt = tf.train.latest_checkpoint(str(tmp_path / "trained"))
-    results, rows = {}, {}
-    for name in ("trim", "notrim"):
-        out = tmp_path / name
-        results[name] = run_multiple_choice.run(_flags(
-            tmp_path, data, out, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
-            "--%s_padding" % name)).metrics
-        rows[name] = np.array([[float(v) for v in line.split("\t")] for line in
-                               (out / "test_results.tsv").read_text().splitlines()])
+def test_trimmed_and_full_padding_write_the_same_files(small_run):
+    # small_run evaluated and predicted its last checkpoint with --trim_padding (the
+    # default); the same checkpoint again with --notrim_padding writes the same numbers.
+    tmp_path, data, first, _ = small_run
+    ckpt = tf.train.latest_checkpoint(str(first))
+    out = tmp_path / "notrim"
+    results = {"notrim": run_multiple_choice.run(_flags(
+        tmp_path, data, out, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
+        "--notrim_padding")).metrics}
+    pairs = (line.split(" = ") for line in (first / "eval_results.txt").read_text().splitlines())
+    results["trim"] = {key: float(value) for key, value in pairs}
+    rows = {name: np.array([[float(v) for v in line.split("\t")] for line in
+                            (folder / "test_results.tsv").read_text().splitlines()])
+            for name, folder in (("trim", first), ("notrim", out))}
     assert rows["trim"].shape == rows["notrim"].shape == (7, 4)
     np.testing.assert_allclose(rows["trim"], rows["notrim"], atol=1e-5, rtol=0)
     assert sorted(results["trim"]) == sorted(results["notrim"])
     for key, value in results["notrim"].items():
-        assert results["trim"][key] == pytest.approx(value, abs=1e-5), key
+        assert results["trim"][key] == pytest.approx(float(str(value)), abs=1e-5), key
 
 
 def test_run_errors(tmp_path):
@@ -211,53 +212,74 @@ def test_run_errors(tmp_path):
         run_multiple_choice.run(_flags(tmp_path, data, tmp_path / "out", "--do_eval"))
 
 
-@pytest.mark.slow
-def test_eval_during_training_writes_the_history_of_eval_results(tmp_path):
-    data = _swag_splits(tmp_path, 16, 12)
-    out = tmp_path / "out"
-    result = run_multiple_choice.run(_flags(
-        tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=2",
-        "--eval_every_n_steps=2", "--best_metric=eval_loss")).metrics
-    history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
-    assert [sorted(r) for r in history] == [["eval_accuracy", "eval_loss", "global_step"]] * 2
-    assert [r["global_step"] for r in history] == [2, 4]
-    # The final evaluation (of the last checkpoint) scores what the last line says.
-    assert history[-1] == {k: float(str(v)) for k, v in result.items()}
-    best = min(history, key=lambda r: r["eval_loss"])
-    assert json.loads((out / "best" / "best.json").read_text()) == {
-        "metric": "eval_loss", "value": best["eval_loss"], "global_step": best["global_step"]}
-
-
-@pytest.mark.slow
-def test_run_of_settings_twice_in_one_process(tmp_path):
-    # Python's way in: run(Settings(...)), no absl parsing; twice, nothing left behind.
-    data = _swag_splits(tmp_path, 16, 12, 7)
-    settings = run_multiple_choice.Settings(
+def _settings(tmp_path, data):
+    """run(Settings) of the small splits: one epoch (2 steps), evaluated after each step
+    (best/ by eval_loss) and at the end, the test split predicted."""
+    return run_multiple_choice.Settings(
         task_name="swag", data_dir=str(data),
         vocab_file=write_text(tmp_path / "vocab.txt", "\n".join(_VOCAB) + "\n"),
         bert_config_file=write_text(tmp_path / "bert_config.json", json.dumps(_TINY)),
         output_dir=str(tmp_path / "first"), max_seq_length=20, train_batch_size=8,
         eval_batch_size=5, predict_batch_size=5, learning_rate=2e-3, seed=1,
         save_checkpoints_steps=10000, num_train_epochs=1.0, do_train=True, do_eval=True,
-        do_predict=True)
-    results = {}
-    for name in ("first", "second"):
-        out = tmp_path / name
-        result = run_multiple_choice.run(settings.replace(output_dir=str(out)))
-        assert result.output_dir == str(out) and result.global_step == 2  # 16 / 8
-        assert result.best_checkpoint is None  # no evaluation during training
-        assert sorted(result.outputs) == ["eval_records", "eval_results", "predict_records",
-                                          "test_predictions", "test_results",
-                                          "train_records"]
-        for path in result.outputs.values():
-            assert path.startswith(str(out)) and os.path.isfile(path), path
-        pairs = (line.split(" = ") for line in
-                 (out / "eval_results.txt").read_text().splitlines())
-        written = {key: float(value) for key, value in pairs}
-        assert sorted(result.metrics) == ["eval_accuracy", "eval_loss", "global_step"]
-        assert {k: float(str(v)) for k, v in result.metrics.items()} == written
-        assert len((out / "test_results.tsv").read_text().splitlines()) == 7
-        results[name] = written
-    assert settings.output_dir == str(tmp_path / "first")  # the caller's settings untouched
+        do_predict=True, eval_every_n_steps=1, best_metric="eval_loss")
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """_settings' run on 16 / 12 / 7 examples: (tmp_path, swag/, the output folder, its
+    Result)."""
+    tmp_path = tmp_path_factory.mktemp("small_run")
+    data = _swag_splits(tmp_path, 16, 12, 7)
+    settings = _settings(tmp_path, data)
+    return tmp_path, data, tmp_path / "first", run_multiple_choice.run(settings)
+
+
+@pytest.mark.slow
+def test_eval_during_training_writes_the_history_of_eval_results(small_run):
+    _, _, out, run = small_run
+    result = run.metrics
+    history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+    assert [sorted(r) for r in history] == [["eval_accuracy", "eval_loss", "global_step"]] * 2
+    assert [r["global_step"] for r in history] == [1, 2]
+    assert history[-1] == {k: float(str(v)) for k, v in result.items()}
+    best = min(history, key=lambda r: r["eval_loss"])
+    assert json.loads((out / "best" / "best.json").read_text()) == {
+        "metric": "eval_loss", "value": best["eval_loss"], "global_step": best["global_step"]}
+    assert run.best_checkpoint == str(out / "best" / ("model.ckpt-%d" % best["global_step"]))
+
+
+def _check_result(result, out):
+    """What run() returned of the run into `out` against what it wrote; its eval results."""
+    assert result.output_dir == str(out) and result.global_step == 2  # 16 / 8
+    assert sorted(result.outputs) == ["eval_records", "eval_results", "predict_records",
+                                      "test_predictions", "test_results", "train_records"]
+    for path in result.outputs.values():
+        assert path.startswith(str(out)) and os.path.isfile(path), path
+    pairs = (line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    written = {key: float(value) for key, value in pairs}
+    assert sorted(result.metrics) == ["eval_accuracy", "eval_loss", "global_step"]
+    assert {k: float(str(v)) for k, v in result.metrics.items()} == written
+    assert len((out / "test_results.tsv").read_text().splitlines()) == 7
+    return written
+
+
+@pytest.mark.slow
+def test_run_of_settings_twice_in_one_process(small_run):
+    # small_run's run(Settings) again in this process: the same numbers, nothing left
+    # behind, the caller's settings untouched.
+    tmp_path, data, first, first_result = small_run
+    settings = _settings(tmp_path, data)
+    second = tmp_path / "second"
+    result = run_multiple_choice.run(settings.replace(output_dir=str(second)))
+    assert settings.output_dir == str(first)
+    assert result.best_checkpoint == first_result.best_checkpoint.replace(
+        str(first), str(second))
+    results = {"first": _check_result(first_result, first),
+               "second": _check_result(result, second)}
     for key, value in results["first"].items():
         assert results["second"][key] == pytest.approx(value, abs=1e-5), key
+    np.testing.assert_allclose(
+        *[np.array([[float(v) for v in line.split("\t")] for line in
+                    (out / "test_results.tsv").read_text().splitlines()])
+          for out in (first, second)], atol=1e-5, rtol=0)

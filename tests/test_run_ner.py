@@ -57,15 +57,29 @@ def write_splits(tmp_path):
     return data
 
 
+# The module's one trained tagger: evaluated during training (every 10 steps, best/ by
+# eval_f1) and at the end, tagging the test split.
+TRAINED_FLAGS = ("--do_train", "--do_eval", "--do_predict", "--num_train_epochs=40",
+                 "--eval_every_n_steps=10", "--best_metric=eval_f1")
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """One tiny run trained, evaluated and tagged; (tmp_path, data, out, eval results)."""
+    """One tiny run trained (evaluated during training), evaluated and tagged; (tmp_path,
+    data, out, result). A copy of what it wrote is in tmp_path/as_written (a later test
+    rewrites out/test_predictions.txt): as_written(trained, name) reads it."""
     tmp_path = tmp_path_factory.mktemp("ner")
     data = write_splits(tmp_path)
     out = tmp_path / "out"
-    result = run(tmp_path, data, out, "--do_train", "--do_eval", "--do_predict",
-                 "--num_train_epochs=40")
+    result = run(tmp_path, data, out, *TRAINED_FLAGS)
+    for name in ("eval_predictions.txt", "test_predictions.txt", "eval_results.txt"):
+        write(tmp_path / "as_written" / name, (out / name).read_text())
     return tmp_path, data, out, result
+
+
+def as_written(trained, name):
+    """The text of the file `name` as the `trained` run wrote it."""
+    return (trained[0] / "as_written" / name).read_text()
 
 
 def read_results(path):
@@ -106,17 +120,17 @@ def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
 
 @pytest.mark.slow
 def test_trimmed_and_full_padding_write_the_same_files(trained):
+    # The trained run evaluated and tagged with --trim_padding (the default): its last
+    # checkpoint again with --notrim_padding writes the same files.
     tmp_path, data, out, _ = trained
-    ckpt = str(sorted(out.glob("*.index"))[-1])[:-len(".index")]
-    written = {}
-    for name in ("trim", "notrim"):
-        folder = tmp_path / ("padding_" + name)
-        run(tmp_path, data, folder, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
-            "--labels_file=%s" % (out / "label_list.txt"), "--%s_padding" % name)
-        written[name] = {f: (folder / f).read_text() for f in
-                         ("eval_predictions.txt", "test_predictions.txt")}
-        written[name]["results"] = read_results(folder / "eval_results.txt")
-    trim, full = written["trim"], written["notrim"]
+    ckpt = str(sorted(out.glob("model.ckpt-*.index"))[-1])[:-len(".index")]
+    folder = tmp_path / "padding_notrim"
+    run(tmp_path, data, folder, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
+        "--labels_file=%s" % (out / "label_list.txt"), "--notrim_padding")
+    full = {f: (folder / f).read_text() for f in ("eval_predictions.txt", "test_predictions.txt")}
+    full["results"] = read_results(folder / "eval_results.txt")
+    trim = {f: as_written(trained, f) for f in ("eval_predictions.txt", "test_predictions.txt")}
+    trim["results"] = read_results(tmp_path / "as_written" / "eval_results.txt")
     assert trim["eval_predictions.txt"] == full["eval_predictions.txt"]
     assert trim["test_predictions.txt"] == full["test_predictions.txt"]
     assert sorted(trim["results"]) == sorted(full["results"])
@@ -152,12 +166,19 @@ def test_predict_alone_from_the_trained_output_dir(trained):
 
 
 @pytest.mark.slow
-def test_feature_based_trains_the_lstm_and_leaves_the_encoder(tmp_path):
+def test_feature_based_trains_the_lstm_and_leaves_the_encoder(tmp_path, absl_records):
+    # Also --class_weights=balanced (the weights of the training file's tags; they do not
+    # interact with the head's kind).
     data = tmp_path / "data"
     write(data / "train.txt", IOB2)
     out = tmp_path / "out"
     run(tmp_path, data, out, "--do_train", "--num_train_epochs=4", "--feature_based",
-        "--layers=-1,-2", "--lstm_units=8", "--save_checkpoints_steps=1")
+        "--layers=-1,-2", "--lstm_units=8", "--save_checkpoints_steps=1",
+        "--class_weights=balanced")
+    # Balanced over the 14 words' tags: O 6 times -> 14 / (6 * 6); B-ORG once -> 14 / 6.
+    assert any(r.getMessage() == "Class weights (--class_weights=balanced): O 0.3889, "
+               "B-LOC 0.7778, B-ORG 2.333, B-PER 1.167, I-ORG 2.333, I-PER 2.333"
+               for r in absl_records.records)
     first = checkpoints.CheckpointContents(str(out / "model.ckpt-1"))
     last = checkpoints.CheckpointContents(str(out))
     assert last.path.endswith("model.ckpt-3")
@@ -345,68 +366,63 @@ def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_pa
 
 
 @pytest.mark.slow
-def test_eval_during_training_and_class_weights(tmp_path, absl_records):
-    data = write_splits(tmp_path)
-    out = tmp_path / "out"
-    result = run(tmp_path, data, out, "--do_train", "--do_eval", "--num_train_epochs=16",
-                 "--eval_every_n_steps=4", "--best_metric=eval_f1", "--class_weights=balanced")
-    # Balanced over the 14 words' tags: O 6 times -> 14 / (6 * 6); B-ORG once -> 14 / 6.
-    assert any(r.getMessage() == "Class weights (--class_weights=balanced): O 0.3889, "
-               "B-LOC 0.7778, B-ORG 2.333, B-PER 1.167, I-ORG 2.333, I-PER 2.333"
-               for r in absl_records.records)
+def test_eval_during_training_writes_its_history_and_best(trained):
+    # (--class_weights=balanced: test_feature_based_trains_the_lstm_and_leaves_the_encoder.)
+    tmp_path, data, out, result = trained
     history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
-    assert [r["global_step"] for r in history] == [4, 8, 12]
+    assert [r["global_step"] for r in history] == [10, 20, 30]
     assert set(history[0]) == {"global_step", "eval_precision", "eval_recall", "eval_f1",
                                "eval_accuracy", "eval_loss", "eval_f1_LOC", "eval_f1_ORG",
                                "eval_f1_PER"}
     assert history[-1]["eval_f1"] == float(str(result.metrics["eval_f1"]))
     best = max(history, key=lambda r: r["eval_f1"])  # the first of equals stays
     assert checkpoints.checkpoint_step(str(out / "best")) == best["global_step"]
+    assert result.best_checkpoint == str(out / "best" / ("model.ckpt-%d" % best["global_step"]))
     # best/ carries the label list: tagging from it alone works.
     assert (out / "best" / "label_list.txt").read_text() == (out / "label_list.txt").read_text()
-    again = run(tmp_path, data, tmp_path / "from_best", "--do_eval",
-                "--init_checkpoint=%s" % (out / "best"))
-    assert float(str(again.metrics["eval_f1"])) == best["eval_f1"]
     # best/ is a whole model folder: config, vocab, length and windows come from there.
     assert json.loads((out / "best" / "model_settings.json").read_text())["runner"] == "run_ner"
     alone = run_ner.run(flags_common.parse_flags(run_ner.define_flags, [
         "--data_dir=%s" % data, "--output_dir=%s" % (tmp_path / "alone"), "--do_eval",
         "--eval_batch_size=3",
         "--init_checkpoint=%s" % (out / "best")]))
-    assert alone.metrics == again.metrics
+    assert float(str(alone.metrics["eval_f1"])) == best["eval_f1"]
+    assert read_results(tmp_path / "alone" / "eval_results.txt")["global_step"] == best[
+        "global_step"]
 
 
 @pytest.mark.slow
-def test_run_of_settings_twice_in_one_process(tmp_path):
-    # Python's way in: run(Settings(...)), no absl parsing; twice, nothing left behind.
-    data = write_splits(tmp_path)
-    config = write(tmp_path / "bert_config.json", json.dumps(TINY))
-    vocab = write(tmp_path / "vocab.txt", "\n".join(VOCAB) + "\n")
+def test_run_of_settings_twice_in_one_process(trained):
+    # Python's way in: run(Settings(...)), no absl parsing; the module's trained run (the
+    # flags' way, earlier in this process) trained again: the same numbers and tags,
+    # nothing left behind.
+    tmp_path, data, _, first = trained
     settings = run_ner.Settings(
-        data_dir=str(data), vocab_file=str(vocab), bert_config_file=str(config),
-        output_dir=str(tmp_path / "first"), max_seq_length=16, doc_stride=8,
+        data_dir=str(data), vocab_file=str(tmp_path / "vocab.txt"),
+        bert_config_file=str(tmp_path / "bert_config.json"),
+        output_dir=str(tmp_path / "unused"), max_seq_length=16, doc_stride=8,
         train_batch_size=4, eval_batch_size=3, predict_batch_size=3, learning_rate=3e-3,
-        seed=1, save_checkpoints_steps=1000, num_train_epochs=4.0, do_train=True,
-        do_eval=True, do_predict=True)
-    results = {}
-    for name in ("first", "second"):
-        out = tmp_path / name
-        result = run_ner.run(settings.replace(output_dir=str(out)))
-        assert result.output_dir == str(out) and result.global_step == 3  # 3 x 4 / 4
-        assert result.best_checkpoint is None  # no evaluation during training
-        assert sorted(result.outputs) == [
-            "eval_predictions", "eval_records", "eval_results", "predict_records",
-            "test_predictions", "train_records"]
-        for path in result.outputs.values():
-            assert path.startswith(str(out)) and os.path.isfile(path), path
-        written = read_results(out / "eval_results.txt")
-        assert sorted(result.metrics) == sorted(written)
-        for key, value in written.items():
-            assert float(str(result.metrics[key])) == pytest.approx(value), key
-        results[name] = written
-    assert settings.output_dir == str(tmp_path / "first")  # the caller's settings untouched
-    for key, value in results["first"].items():
-        assert results["second"][key] == pytest.approx(value, abs=1e-5), key
+        seed=1, save_checkpoints_steps=1000, num_train_epochs=40.0, eval_every_n_steps=10,
+        best_metric="eval_f1", do_train=True, do_eval=True, do_predict=True)
+    out = tmp_path / "second"
+    result = run_ner.run(settings.replace(output_dir=str(out)))
+    assert settings.output_dir == str(tmp_path / "unused")  # the caller's settings untouched
+    assert result.output_dir == str(out) and result.global_step == 30  # 3 x 40 / 4
+    assert result.best_checkpoint == first.best_checkpoint.replace(
+        str(first.output_dir), str(out))
+    assert sorted(result.outputs) == sorted(first.outputs)
+    assert {"eval_predictions", "eval_records", "eval_results", "predict_records",
+            "test_predictions", "train_records"} <= set(result.outputs)
+    for path in result.outputs.values():
+        assert path.startswith(str(out)) and os.path.exists(path), path
+    written = read_results(out / "eval_results.txt")
+    assert sorted(result.metrics) == sorted(written)
+    for key, value in written.items():
+        assert float(str(result.metrics[key])) == pytest.approx(value), key
+    for key, value in read_results(tmp_path / "as_written" / "eval_results.txt").items():
+        assert written[key] == pytest.approx(value, abs=1e-5), key
+    assert (out / "test_predictions.txt").read_text() == as_written(
+        trained, "test_predictions.txt")
 
 
 def _sequence_score(logits, transitions, tags):
@@ -431,7 +447,8 @@ def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path, absl_reco
     saved = json.loads((out / "model_settings.json").read_text())
     # An IOB2 training file: --crf_tag_scheme=auto chose iob2.
     assert saved["crf"] is True and saved["crf_tag_scheme"] == "iob2"
-    # A later run takes --crf and the scheme from the folder, and says where it came from.
+    # A later run takes --crf and the scheme from the folder, and says where it came from
+    # (its tags: below).
     absl_records.clear()
     run(tmp_path, data, tmp_path / "again", "--do_predict", "--init_checkpoint=%s" % out)
     assert "--crf tag scheme: iob2 (the model folder's)" in [
@@ -469,23 +486,20 @@ def test_crf_predictions_are_the_best_sequences_of_the_model(tmp_path, absl_reco
     got = [[line.split()[-1] for line in block.splitlines()] for block in lines
            if block.strip()]
     assert got == want
-    # A later run of the folder decodes with the CRF without being told (model_settings).
-    (out / "test_predictions.txt").unlink()
-    run(tmp_path, data, out, "--do_predict")
-    assert (out / "test_predictions.txt").read_text().split("\n\n") == lines
+    # The later run of the folder decoded with the CRF without being told (model_settings;
+    # the folder as output_dir: test_predict_alone_from_the_trained_output_dir).
+    assert (tmp_path / "again" / "test_predictions.txt").read_text().split("\n\n") == lines
 
 
 @pytest.mark.slow
 def test_crf_from_a_softmax_checkpoint_starts_at_zero_transitions(trained, absl_records):
     tmp_path, data, out, _ = trained
-    tagged = {}
-    for head in ("softmax", "crf"):
-        folder = tmp_path / ("%s_of_softmax" % head)
-        run(tmp_path, data, folder, "--do_predict", "--init_checkpoint=%s" % out,
-            *(["--crf"] if head == "crf" else []))
-        tagged[head] = (folder / "test_predictions.txt").read_text()
-    # Zero transitions: Viterbi picks each word's best tag, the softmax's.
-    assert tagged["crf"] == tagged["softmax"]
+    folder = tmp_path / "crf_of_softmax"
+    run(tmp_path, data, folder, "--do_predict", "--init_checkpoint=%s" % out, "--crf")
+    # Zero transitions: Viterbi picks each word's best tag, the softmax's (the tags the
+    # trained run wrote from the same checkpoint).
+    assert (folder / "test_predictions.txt").read_text() == as_written(
+        trained, "test_predictions.txt")
     assert any("without crf/transitions" in r.getMessage() and r.levelname == "WARNING"
                for r in absl_records.records)
 

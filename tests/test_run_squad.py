@@ -686,13 +686,22 @@ def one_paragraph_each(dev_articles, tmp_path):
     return paragraphs, train, dev
 
 
-@pytest.mark.slow
-def test_train_then_predict_squad_v1(shared_dir, dev_articles, tmp_path):
+@pytest.fixture(scope="module")
+def flags_run(shared_dir, dev_articles, tmp_path_factory):
+    """one_paragraph_each's files trained and predicted in one run of parsed flags:
+    (paragraphs, train, dev, output folder, Result)."""
+    tmp_path = tmp_path_factory.mktemp("squad_flags_run")
     paragraphs, train, dev = one_paragraph_each(dev_articles, tmp_path)
     out = tmp_path / "out"
-    metrics = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
-                                      "--train_file=%s" % train,
-                                      "--predict_file=%s" % dev)).metrics
+    result = run_squad.run(run_flags(shared_dir, out, "--do_train", "--do_predict",
+                                     "--train_file=%s" % train, "--predict_file=%s" % dev))
+    return paragraphs, train, dev, out, result
+
+
+@pytest.mark.slow
+def test_train_then_predict_squad_v1(flags_run):
+    paragraphs, _, _, out, result = flags_run
+    metrics = result.metrics
     names = set(os.listdir(out))
     assert {"train.tf_record", "eval.tf_record", "predictions.json", "nbest_predictions.json",
             "eval_results.txt", "checkpoint"} <= names
@@ -725,9 +734,11 @@ def run_settings(shared_dir, out, **extra):
 
 
 @pytest.mark.slow
-def test_run_with_settings_returns_what_it_wrote(shared_dir, dev_articles, tmp_path):
+def test_run_with_settings_returns_what_it_wrote(shared_dir, dev_articles, tmp_path,
+                                                 flags_run):
     """run(Settings(...)) twice in one process, training then predicting from that folder:
-    each Result names the files it wrote and holds their numbers, as the command line's."""
+    each Result names the files it wrote and holds their numbers, as the command line's
+    (flags_run: the same training and prediction from parsed flags, in one run)."""
     _, train, dev = one_paragraph_each(dev_articles, tmp_path)
     out = tmp_path / "settings"
     trained = run_squad.run(run_settings(shared_dir, out, do_train=True, train_file=str(train)))
@@ -748,15 +759,14 @@ def test_run_with_settings_returns_what_it_wrote(shared_dir, dev_articles, tmp_p
         key: str(value) for key, value in predicted.metrics.items()}
     assert set(predicted.metrics) == {"exact_match", "f1", "total"}
 
-    # The same two runs from parsed flags: the same steps, numbers and answers.
-    cli = tmp_path / "flags"
-    run_squad.run(run_flags(shared_dir, cli, "--do_train", "--train_file=%s" % train))
-    from_flags = run_squad.run(run_flags(shared_dir, cli, "--do_predict",
-                                         "--predict_file=%s" % dev, "--init_checkpoint=%s" % cli))
+    # The same training and prediction from parsed flags: the same steps, numbers and
+    # answers (the files of the prediction under the same names).
+    cli, from_flags = flags_run[3], flags_run[4]
     assert from_flags.global_step == predicted.global_step
     assert from_flags.metrics == predicted.metrics
-    assert from_flags.outputs == {name: path.replace(str(out), str(cli))
-                                  for name, path in predicted.outputs.items()}
+    assert from_flags.outputs == dict(
+        {name: path.replace(str(out), str(cli)) for name, path in predicted.outputs.items()},
+        train_records=str(cli / "train.tf_record"))
     for name in ("predictions", "nbest_predictions"):
         with open(predicted.outputs[name]) as f, open(from_flags.outputs[name]) as g:
             assert json.load(f) == json.load(g)
