@@ -1,7 +1,8 @@
 """The fused update of optimization.py against the op-by-op one (and the TF1 graph).
 
 The bound, stated once (eps = 2**-23, float32's machine epsilon): after 10, 50 and
-100 clipped steps on BERT-Mini's variables (random gradients, warm-up + linear decay),
+100 clipped steps on every variable of a 4-layer pretrainer (BERT-Mini's layers and
+heads, at H 128 and a 2048-piece vocabulary: random gradients, warm-up + linear decay),
 for every parameter and every adam_m / adam_v slot x,
 
     max|x_fused - x_op_by_op|      <= 16 eps * max|x_op_by_op|
@@ -131,12 +132,14 @@ def test_op_by_op_is_the_tf1_graph_bit_for_bit_and_fused_is_within_the_bound():
         assert worst_max <= MAX_BOUND and worst_norm <= NORM_BOUND, (kwargs, worst_max)
 
 
-def _bert_mini_variables():
-    """Name and initial value of every trainable variable of BERT-Mini's pretrainer."""
+def _mini_pretrainer_variables():
+    """Name and initial value of every trainable variable of a pretrainer of BERT-Mini's
+    4 layers, at H 128 and a 2048-piece vocabulary (BERT-Mini's own 11M took 40 s a run;
+    the same variables, kinds and groupings at a tenth of the size)."""
     from bert_tf2 import heads
     import modeling
-    config = modeling.BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
-                                 num_attention_heads=4, intermediate_size=1024)
+    config = modeling.BertConfig(vocab_size=2048, hidden_size=128, num_hidden_layers=4,
+                                 num_attention_heads=2, intermediate_size=512)
     model = heads.BertPretrainer(config)
     model(heads.dummy_features())
     named = [(v.name.split(":")[0], v.numpy()) for v in model.trainable_variables]
@@ -145,9 +148,9 @@ def _bert_mini_variables():
 
 
 @pytest.mark.slow
-def test_fused_stays_within_the_bound_over_100_bert_mini_steps():
-    named = _bert_mini_variables()
-    assert sum(x.size for _, x in named) > 11_000_000
+def test_fused_stays_within_the_bound_over_100_mini_pretrainer_steps():
+    named = _mini_pretrainer_variables()
+    assert sum(x.size for _, x in named) > 1_000_000 and len(named) > 60
     runs = {}
     for key, kwargs in (("op", dict(fused=False)), ("fused", dict())):
         variables = [tf.Variable(x, name=n) for n, x in named]

@@ -278,7 +278,8 @@ def _test_rows(out):
 def runs(tmp_path_factory, data_dir, vocab):
     root = tmp_path_factory.mktemp("runs")
     train = ["--do_train", "--do_eval", "--do_predict", "--train_batch_size=16",
-             "--num_train_epochs=10", "--learning_rate=1e-3", "--eval_batch_size=24",
+             # 5 epochs (was 10), measured: head_tail and windows 1.0 on dev, truncate 0.5
+             "--num_train_epochs=5", "--learning_rate=1e-3", "--eval_batch_size=24",
              "--predict_batch_size=8"]
     return {mode: _run(root, data_dir, vocab, mode, train)
             for mode in ("truncate", "head_tail", "windows")}
@@ -296,7 +297,7 @@ def test_only_head_tail_and_windows_learn_a_word_past_the_first_window(runs):
 def test_windows_outputs_one_row_per_example_whatever_the_batching(runs, tmp_path, data_dir,
                                                                    vocab):
     out = runs["windows"]
-    assert _eval_results(out)["global_step"] == str(int(128 * 3 * 10 / 16))  # 3 windows a doc
+    assert _eval_results(out)["global_step"] == str(int(128 * 3 * 5 / 16))  # 3 windows a doc
     assert (out / long_text.SETTINGS_FILE).exists()
     assert not (runs["truncate"] / long_text.SETTINGS_FILE).exists()
     rows = _test_rows(out)
