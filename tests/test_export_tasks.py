@@ -6,7 +6,7 @@ matrix) are loaded in one fresh Python process that imports no module of the pro
 called on raw text; the classifier's export also through TensorFlow's saved_model_cli
 (the code its command runs, in that same process: one TensorFlow start-up for all).
 The tagger's case (served tags and entities equal run_ner's) is in tests/test_tagger_doors.py,
-on the taggers trained there.
+on the run's shared taggers (trained_tagger, trained_tagger_crf).
 """
 import json
 import os
