@@ -714,17 +714,14 @@ def _axes(**axes):
     return types.MappingProxyType(axes)
 
 
-# In export_saved_model --model_type's order (its flag and messages list them so).
 # The masked-LM head's weights, TF1 name -> HF name: the pre-training head's first part and
 # fill-mask's whole head.
 _MASKED_LM_KEYS = (
-            ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
-            ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
-            ("cls/predictions/transform/LayerNorm/gamma",
-             "cls.predictions.transform.LayerNorm.weight"),
-            ("cls/predictions/transform/LayerNorm/beta",
-             "cls.predictions.transform.LayerNorm.bias"),
-            ("cls/predictions/output_bias", "cls.predictions.bias"),
+    ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
+    ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
+    ("cls/predictions/transform/LayerNorm/gamma", "cls.predictions.transform.LayerNorm.weight"),
+    ("cls/predictions/transform/LayerNorm/beta", "cls.predictions.transform.LayerNorm.bias"),
+    ("cls/predictions/output_bias", "cls.predictions.bias"),
 )
 
 # keras-hub's BertMaskedLM: where the masked-LM head's weights sit, and how it differs.
@@ -742,6 +739,7 @@ _KERAS_HUB_MASKED_LM_NOTE = (
     "LayerNorm epsilon 1e-5 (ours: tanh GELU, 1e-12) and has no next-sentence head: its "
     "logits differ slightly from ours and cls/seq_relationship is not written")
 
+# In export_saved_model --model_type's order (its flag and messages list them so).
 ENTRIES = (
     Encoder(
         "encoder", None, ("encoder", "sentence embedding"), build=_build_encoder,
