@@ -371,6 +371,16 @@ class BertSquad(tf_keras.Model):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
 
+# A --crf tagger's transitions (CrfTransitions' TF1 name).
+CRF_VARIABLE = "crf/transitions"
+
+
+def holds_crf(names):
+    """Whether a checkpoint's TF1 variable `names` hold a --crf tagger's transitions (the
+    tagger's one rule: exports, conversions and checkpoints.check_serves ask it)."""
+    return CRF_VARIABLE in names
+
+
 class BertTagger(tf_keras.Model):
     """BERT + a per-token tag classifier (run_ner's model).
 
@@ -389,7 +399,7 @@ class BertTagger(tf_keras.Model):
     # Variables a run that does not train may take at their initial value when the
     # checkpoint lacks them (checkpoints.check_serves): the CRF's transitions start at
     # zero, not at random (--crf over a softmax tagger's checkpoint; run_ner warns).
-    ZERO_START_VARIABLES = ("crf/transitions",)
+    ZERO_START_VARIABLES = (CRF_VARIABLE,)
 
     def __init__(self, config, num_labels, use_one_hot_embeddings=False, feature_layers=None,
                  lstm_units=768, crf=False, crf_penalties=None, name="bert_tagger", **kwargs):

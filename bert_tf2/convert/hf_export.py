@@ -20,9 +20,6 @@ from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
-from bert_tf2 import heads
-from bert_tf2.tasks import classifier_tasks
-from bert_tf2.tasks import long_text
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import pooling
 from bert_tf2.trainer import checkpoints
@@ -43,7 +40,7 @@ _HF_OUTPUTS = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_confi
                "sentence_bert_config.json", "1_Pooling/*", "2_Normalize/*")
 _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                    "cls_token": "[CLS]", "mask_token": "[MASK]"}
-CRF_FILE = "crf_transitions.json"
+CRF_FILE = ner_data.HF_CRF_FILE
 
 
 def head_of(names):
@@ -80,23 +77,13 @@ def hf_tensors_of(contents, config, head):
     ValueError naming the checkpoint when an encoder or head weight is missing or has
     another shape than the config says.
     """
-    entry = head_types.find(head)
-    prefix = entry.hf_prefix
-    shapes = dict(hf_names.expected_shapes(config))
-    wanted = {name: prefix + hf_names.hf_key_for(name) for name in shapes}
-    if entry.hf_pooler:
-        pooler = hf_names.POOLER_NAMES
-        wanted.update({name: prefix + hf_names.hf_key_for(name) for name in pooler})
-        shapes.update({name: hf_names.optional_shapes(config)[name] for name in pooler})
-    wanted.update(entry.hf_head_keys)
+    wanted, shapes = head_types.find(head).hf_weights(config)
     held = set(contents.model_names())
     missing = [name for name in wanted if name not in held]
     if missing:
         raise ValueError("checkpoint %s lacks %d weight(s) of the %s model (%s), e.g. %s"
                          % (contents.path, len(missing), head, HF_HEADS[head],
                             ", ".join(missing[:3])))
-    shapes.update({name: s for name, s in hf_names.optional_shapes(config).items()
-                   if name in wanted})
     out = {}
     for name, key in wanted.items():
         value = np.asarray(contents.get(name), np.float32)
@@ -175,18 +162,14 @@ class HfExport(object):
         entry = asked or held
         head = entry.name
         # An encoder is written from any checkpoint; a head from its own (or one holding it).
-        if entry.checks_head and entry is not held and held.name not in entry.part_of:
+        if not entry.written_from(held):
             raise ValueError("--model_type=%s: checkpoint %s holds a %s head, not a %s one"
                              % (head, contents.path, held.name, head))
         if model_type is None and not held.hf_head_keys:
             self.notes.append("%s holds no task head: writing the encoder (BertModel with "
                               "the pooler)" % contents.path)
-        labels, problem_type = None, None
-        self.crf = None
-        if entry.class_labels:
-            labels, problem_type = self._classifier_labels(found, init_checkpoint, labels_file)
-        elif entry.labels:
-            labels = self._tagger_labels(found, init_checkpoint, labels_file, contents)
+        labels, fields, self.crf = entry.hf_task(contents, found, init_checkpoint, labels_file,
+                                                 self.notes)
         width = entry.label_variable
         if width and labels is not None and contents.shapes[width][0] != len(labels):
             raise ValueError("checkpoint %s: %s has %d rows but the model's label list has "
@@ -196,9 +179,8 @@ class HfExport(object):
         self.vocab_file = found["vocab_file"]
         self.vocab = hf_names.read_vocab_tokens(self.vocab_file)
         pad = self.vocab.index("[PAD]") if "[PAD]" in self.vocab else 0
-        self.config = hf_config_of(config, head, labels, problem_type, pad)
-        if problem_type == "regression":
-            self.config["num_labels"] = 1
+        self.config = hf_config_of(config, head, labels, pad_token_id=pad)
+        self.config.update(fields)  # the head's own: a classifier's problem_type, ...
         if self.crf:
             self.config["bert_tf2_crf_file"] = CRF_FILE
         self.do_lower_case = found.get("do_lower_case")
@@ -207,90 +189,8 @@ class HfExport(object):
             self.notes.append("the folder does not say its casing: lower-casing (the "
                               "reference's --do_lower_case default)")
         self.max_seq_length = int(found.get("max_seq_length") or config["max_position_embeddings"])
-        self.sentence = self._sentence_settings(init_checkpoint, entry)
+        self.sentence = entry.hf_sentence(init_checkpoint, self.notes)
         self.tensors = hf_tensors_of(contents, config, head)
-
-    def _classifier_labels(self, found, init_checkpoint, labels_file):
-        """(labels or None for regression, HF's problem_type) of a classifier's folder;
-        refuses --long_text=windows, notes head_tail and multi-label."""
-        task = _Namespace(task_name=found.get("task_name"), labels_file=labels_file,
-                          xnli_language=found.get("xnli_language") or "zh",
-                          init_checkpoint=init_checkpoint,
-                          threshold=found.get("threshold", 0.5))
-        labels, multilabel = classifier_tasks.export_task(task)
-        regression = labels == [None]
-        problem_type = ("regression" if regression else "multi_label_classification"
-                        if multilabel else "single_label_classification")
-        if regression:
-            labels = None
-        _, note = long_text.mode_for_door(init_checkpoint, "BertForSequenceClassification",
-                                          "HuggingFace's tokenizer truncates the end of a "
-                                          "long text")
-        if note:
-            self.notes.append(note)
-        if multilabel:
-            self.notes.append("multi-label: a label applies where its sigmoid is >= %s "
-                              "(transformers' pipeline needs function_to_apply='sigmoid' "
-                              "and that threshold)" % task.threshold)
-        return labels, problem_type
-
-    def _tagger_labels(self, found, init_checkpoint, labels_file, contents):
-        """A tagger's labels (--labels_file, else its folder's); a --crf tagger's
-        transitions go to self.crf."""
-        path = labels_file or checkpoints.file_beside(init_checkpoint,
-                                                      ner_data.LABELS_FILE_NAME)
-        if not path:
-            raise ValueError("--init_checkpoint=%s holds a tagger but no %s beside it: "
-                             "pass --labels_file" % (init_checkpoint,
-                                                     ner_data.LABELS_FILE_NAME))
-        labels = ner_data.read_labels(path)
-        if "crf/transitions" in contents.model_names():
-            scheme = found.get("crf_tag_scheme") or "none"
-            if scheme not in heads.TAG_SCHEMES[1:]:
-                scheme = "none"
-            self.crf = _crf_record(contents.get("crf/transitions"), labels, scheme,
-                                   heads.crf_constraints(labels, scheme))
-            self.notes.append("--crf tagger: transformers decodes by argmax, which can "
-                              "differ from our Viterbi; %s holds the transitions"
-                              % CRF_FILE)
-        return labels
-
-    def _sentence_settings(self, init_checkpoint, entry):
-        """The sentence_embedding.json settings when they can be written as
-        sentence-transformers modules (None otherwise, with a note why not)."""
-        path = checkpoints.file_beside(init_checkpoint, pooling.SETTINGS_FILE)
-        if not entry.sentence_embedding or not path:
-            return None
-        settings = pooling.read_settings(path)
-        if list(settings.get("layers", [-1])) != [-1]:
-            self.notes.append("%s pools layers %s; sentence-transformers' Pooling reads the "
-                              "last layer only: its modules are not written"
-                              % (path, settings["layers"]))
-            return None
-        return settings
-
-
-class _Namespace(object):
-    def __init__(self, **values):
-        self.__dict__.update(values)
-
-
-def _crf_record(transitions, labels, scheme, penalties):
-    """crf_transitions.json: the learned transitions and what our Viterbi adds to them."""
-    transitions = np.asarray(transitions, np.float32)
-    record = {"labels": list(labels), "tag_scheme": scheme,
-              "transitions": transitions.tolist(),
-              "about": "transitions[i][j]: the score of tag labels[j] after labels[i]. Our "
-                       "Viterbi decodes each sentence's first word pieces with "
-                       "viterbi_transitions and start_scores (the tag scheme's forbidden "
-                       "moves at -10000); argmax over the logits can differ."}
-    if penalties is None:
-        record["viterbi_transitions"] = transitions.tolist()
-        record["start_scores"] = [0.0] * len(labels)
-    else:
-        record["viterbi_transitions"] = (transitions + penalties[0]).tolist()
-        record["start_scores"] = penalties[1].tolist()
-    return record
 
 
 def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None):

@@ -77,6 +77,9 @@ _BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Set aside by the import: both frameworks tie them to other weights.
 _DECODER_WEIGHT = "cls.predictions.decoder.weight"
 _DECODER_BIAS = "cls.predictions.decoder.bias"
+# The TF1 name of the masked-LM head's output bias (HF's cls.predictions.bias, which the
+# decoder's bias repeats).
+_OUTPUT_BIAS = hf_names.tf1_name_for("cls.predictions.bias")[0]
 
 _SAFETENSORS = "model.safetensors"
 _SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -253,10 +256,10 @@ def convert_weights(hf_tensors, config, source="weights"):
     out, origin, found = _map_tensors(hf_tensors, source)
     if found["decoder_bias"] is not None:
         key, bias = found["decoder_bias"]
-        if "cls/predictions/output_bias" not in out:
-            out["cls/predictions/output_bias"] = bias
-            origin["cls/predictions/output_bias"] = key
-        elif not np.array_equal(out["cls/predictions/output_bias"], bias):
+        if _OUTPUT_BIAS not in out:
+            out[_OUTPUT_BIAS] = bias
+            origin[_OUTPUT_BIAS] = key
+        elif not np.array_equal(out[_OUTPUT_BIAS], bias):
             logging.warning("%s differs from cls.predictions.bias; keeping the latter (BERT's "
                             "masked-LM head has one output bias)", key)
     _check_shapes(out, origin, hf_tensors, config, source)
@@ -266,7 +269,7 @@ def convert_weights(hf_tensors, config, source="weights"):
         if weight.shape != table.shape or not np.array_equal(weight, table):
             logging.warning("%s is not tied to the word embeddings; BERT's masked-LM head uses "
                             "the word embeddings, so it is dropped", key)
-    _log_what_is_missing(out, config, source, found, hf_tensors)
+    _log_what_is_missing(out, source, found, hf_tensors)
     return out
 
 
@@ -330,19 +333,24 @@ def _check_shapes(out, origin, hf_tensors, config, source):
                          "num_hidden_layers=%d" % (source, extra, config["num_hidden_layers"]))
 
 
-def _log_what_is_missing(out, config, source, found, hf_tensors):
+def _pretraining_heads():
+    """{what: TF1 names} of the pre-training heads an HF folder may carry: the registry's
+    masked-LM head, and the rest of the pre-training head it is part of (next sentence)."""
+    masked = head_types.find("masked_lm")
+    names = [name for name, _ in masked.hf_head_keys]
+    rest = [name for name, _ in head_types.find(masked.part_of[0]).hf_head_keys
+            if name not in names]
+    return {"masked-LM head (cls/predictions)": names,
+            "next-sentence head (cls/seq_relationship)": rest}
+
+
+def _log_what_is_missing(out, source, found, hf_tensors):
     """Logs the pooler and heads the weights lack, and what was skipped."""
     for name in hf_names.POOLER_NAMES:
         if name not in out:
             logging.warning("No pooler weight %s in %s: the pooler keeps its random "
                             "initialisation when loaded", name, source)
-    heads = {
-        "masked-LM head (cls/predictions)": [n for n in hf_names.optional_shapes(config)
-                                             if n.startswith("cls/predictions/")],
-        "next-sentence head (cls/seq_relationship)": [
-            "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"],
-    }
-    for head, names in heads.items():
+    for head, names in _pretraining_heads().items():
         have = [n for n in names if n in out]
         if not have:
             logging.info("No %s in %s (fine for fine-tuning and feature extraction)",
@@ -482,7 +490,7 @@ def _task_of(hf_config, config_path, hf_dir, config, tensors):
     of the runs that use it)."""
     architectures = hf_config.get("architectures") or [None]
     entry = head_types.of_hf_class(architectures[0])
-    if entry is None or not entry.labels:
+    if entry is None or entry.label_variable is None:  # a head without a label list
         return None
     # The head's HF keys convert to hf_names' TF1 names (classifier.weight: output_weights);
     # a head whose own names differ (the tagger's tagger/...) gets its weights moved there.
@@ -493,9 +501,7 @@ def _task_of(hf_config, config_path, hf_dir, config, tensors):
         if source != name and source in tensors:
             tensors[name] = tensors.pop(source)
     rows = int(tensors[entry.label_variable].shape[0])
-    task_type = None
-    if entry.class_labels:
-        task_type = classifier_tasks.task_type_of_hf(hf_config.get("problem_type"), rows)
+    task_type = entry.task_type_of(hf_config.get("problem_type"), rows)
     labels = (_labels_of(hf_config, rows, config_path) if classifier_tasks.has_labels(task_type)
               else None)
     values = {}

@@ -30,7 +30,6 @@ has no place in BertMaskedLM and is left out.
 import json
 import os
 import sys
-import types
 
 from absl import logging
 import numpy as np
@@ -43,7 +42,6 @@ from bert_tf2.convert import hf_export
 from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
 from bert_tf2.tasks import classifier_tasks
-from bert_tf2.tasks import long_text
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import model_folder
 
@@ -93,9 +91,6 @@ def _is_backbone(head):
 
 # Stored [units, hidden] in TF1, [hidden, units] in Keras.
 _TRANSPOSED = ("output_weights",)
-
-# Files of ours a classifier's preset carries beside keras-hub's (and gives back).
-_CLASSIFIER_FILES = (fileutil.LABEL_LIST_FILE, classifier_tasks.TASK_FILE)
 
 _PRESET_TOOL = "convert_keras_hub --direction=to_keras_hub"
 _PRESET_OUTPUTS = ("config.json", "model.weights.h5", "task.json", "task.weights.h5",
@@ -203,10 +198,10 @@ class PresetExport(object):
                              % (init_checkpoint, self.head))
         self._check_numerics(found["bert_config_file"])
         self.notes = []
-        self.labels, self.activation, self.files = None, None, {}
         entry = head_types.find(self.head)
-        if entry.class_labels:
-            self._classifier(found, init_checkpoint)
+        # The keras-hub task's own arguments (a classifier's outputs and activation).
+        self.labels, self.task_arguments, self.files = entry.keras_hub_task(
+            contents, found, init_checkpoint, self.notes)
         if entry.keras_hub_note:
             self.notes.append(entry.keras_hub_note)
         self.vocab = hf_names.read_vocab_tokens(found["vocab_file"])
@@ -218,9 +213,6 @@ class PresetExport(object):
         self.max_seq_length = int(found.get("max_seq_length")
                                   or self.config["max_position_embeddings"])
         self.tensors = self._tensors(contents)
-        # The keras-hub task's own arguments (a classifier's outputs and activation).
-        self.task_arguments = ({"num_classes": self.num_classes(),
-                                "activation": self.activation} if entry.class_labels else {})
 
     def _check_numerics(self, config_path):
         act = self.config.get("hidden_act", "gelu")
@@ -232,46 +224,6 @@ class PresetExport(object):
         if eps != 1e-12:
             raise ValueError("%s: layer_norm_eps %r: keras-hub's BertBackbone always uses "
                              "1e-12; not written" % (config_path, eps))
-
-    def _classifier(self, found, init_checkpoint):
-        task = types.SimpleNamespace(task_name=found.get("task_name"), labels_file=None,
-                                     xnli_language=found.get("xnli_language") or "zh",
-                                     init_checkpoint=init_checkpoint,
-                                     threshold=found.get("threshold", 0.5))
-        try:
-            labels, multilabel = classifier_tasks.export_task(task)
-        except ValueError as e:
-            if "--labels_file" not in str(e):
-                raise
-            # export_task's advice names flags of the exporters that have them.
-            raise ValueError("--init_checkpoint=%s: the classifier's labels are not known (no "
-                             "%s of a training run beside it): write them into %s beside the "
-                             "checkpoint, one label per line in the order of the head's "
-                             "outputs, then convert again" % (
-                                 init_checkpoint, classifier_tasks.TASK_FILE,
-                                 fileutil.LABEL_LIST_FILE)) from None
-        _, note = long_text.mode_for_door(init_checkpoint, "keras-hub's BertTextClassifier",
-                                          "keras-hub's preprocessor cuts the end of a long "
-                                          "text")
-        if note:
-            self.notes.append(note)
-        if labels == [None]:
-            self.labels, self.activation = None, None
-        else:
-            self.labels = labels
-            self.activation = "sigmoid" if multilabel else "softmax"
-            if multilabel:
-                self.notes.append("multi-label: the preset gives sigmoid scores; a label "
-                                  "applies where its score is >= %s" % task.threshold)
-        for name in _CLASSIFIER_FILES:
-            path = checkpoints.file_beside(init_checkpoint, name)
-            if path:
-                self.files[name] = path
-        if self.labels is not None:
-            self.notes.append("the label names go in %s beside keras-hub's files: keras-hub's "
-                              "own save_to_preset does not keep it, so copy it along when the "
-                              "preset is saved anew (an import without it warns)"
-                              % fileutil.LABEL_LIST_FILE)
 
     def _tensors(self, contents):
         shapes = dict(hf_names.expected_shapes(self.config))
@@ -292,9 +244,6 @@ class PresetExport(object):
                                                      out["output_weights"].shape[0],
                                                      len(self.labels)))
         return out
-
-    def num_classes(self):
-        return int(self.tensors["output_weights"].shape[0])
 
 
 def backbone_config(config):
@@ -519,23 +468,15 @@ def import_from_keras_hub(preset_dir, output_dir):
     _refuse_other_files(output_dir, _FOLDER_OUTPUTS, "keras-hub import")
     tensors = load_preset_tensors(preset_dir, head, config)
     entry = head_types.find(head)
-    if entry.class_labels and not tf.io.gfile.exists(
-            os.path.join(preset_dir, fileutil.LABEL_LIST_FILE)):
-        logging.warning("%s has no %s (keras-hub's own save_to_preset does not keep it): the "
-                        "classifier's %d outputs have no label names; put a %s (one label "
-                        "per line, in output order) into %s before predicting", preset_dir,
-                        fileutil.LABEL_LIST_FILE, int(tensors["output_weights"].shape[0]),
-                        fileutil.LABEL_LIST_FILE, output_dir)
+    files = entry.keras_hub_files(preset_dir, output_dir, tensors)  # a classifier's labels
 
     def build(folder):
         with tf.io.gfile.GFile(os.path.join(folder, "bert_config.json"), "w") as f:
             f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
         with tf.io.gfile.GFile(os.path.join(folder, "vocab.txt"), "w") as f:
             f.write("".join(token + "\n" for token in vocab))
-        for name in _CLASSIFIER_FILES:
-            path = os.path.join(preset_dir, name)
-            if entry.class_labels and tf.io.gfile.exists(path):
-                tf.io.gfile.copy(path, os.path.join(folder, name), overwrite=True)
+        for name, path in files.items():
+            tf.io.gfile.copy(path, os.path.join(folder, name), overwrite=True)
         if preprocessing:
             # After vocab.txt and label_list.txt: model_settings.json records their checksums.
             model_folder.write(folder, head_types.folder_runner(entry), None, None,

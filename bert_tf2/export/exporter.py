@@ -38,8 +38,10 @@ def load_weights(model, init_checkpoint, model_type):
             % (init_checkpoint, len(result.not_in_checkpoint), model_type,
                ", ".join(result.not_in_checkpoint[:3]), model_type))
     entry = head_types.find(model_type)
-    if entry is None or entry.checks_head:  # an encoder is served from any task's checkpoint
+    if entry is None:
         checkpoints.check_serves(model, init_checkpoint)  # another head's variables
+    else:  # the head's own check (an encoder is served from any task's checkpoint)
+        entry.check_checkpoint(model, init_checkpoint)
     return result
 
 

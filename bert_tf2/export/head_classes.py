@@ -12,9 +12,12 @@ SavedModel's signatures (serving_functions), outputs (serving_outputs), state
 export_labels, export_kwargs, unused_flags, check_export, answer_rules, long_text_of);
 LiteRT's examples, decoding and report (litert_examples, litert_decode, litert_count,
 litert_values, litert_agreement, litert_file_settings, litert_info_fields) and
-LiteRTPredictor's answers (litert_batch, litert_predict, litert_answers). A head's bigger
-door code stays in its modules (serving_tagger, serving_squad, masked_lm, litert_batches,
-tasks/ner_data, tasks/squad_results), which its methods call.
+LiteRTPredictor's answers (litert_batch, litert_predict, litert_answers); the converters'
+(HF, keras-hub) checks, weights, labels and files and an export's checkpoint check
+(written_from, hf_weights, hf_task, hf_sentence, task_type_of, keras_hub_task,
+keras_hub_files, check_checkpoint). A head's bigger door code stays in its modules
+(serving_tagger, serving_squad, masked_lm, litert_batches, tasks/ner_data, squad_results,
+classifier_tasks, pooling), which its methods call.
 
 This module imports nothing of the project at load time (LiteRTPredictor reads the registry
 without TensorFlow); the methods import what they use when called, never a module that
@@ -132,6 +135,54 @@ class ModelType:
         held_marks all there. The one rule every door and converter tells a head by
         (head_types.held_by, detect_tf1: each in its own order)."""
         return all(mark in names for mark in self.held_marks)
+
+    # -- The converters (HuggingFace, keras-hub) and an export's checkpoint -------------
+    def written_from(self, held):
+        """Whether its conversion may read a checkpoint of head `held`: its own, one holding
+        it (part_of), any (a type not checking the head)."""
+        return not self.checks_head or held is self or held.name in self.part_of
+
+    def check_checkpoint(self, model, init_checkpoint):
+        """An export's refusal of a checkpoint holding another head's variables (the
+        encoder is served from any task's checkpoint)."""
+        from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
+        if self.checks_head:
+            checkpoints.check_serves(model, init_checkpoint)
+
+    def hf_weights(self, config):
+        """({TF1 name: HF key}, {TF1 name: shape}) of its HF class's weights: the encoder's
+        under hf_prefix, the pooler's when the class has one, its head's."""
+        from bert_tf2.convert import hf_names  # pylint: disable=import-outside-toplevel
+        shapes = dict(hf_names.expected_shapes(config))
+        names = list(shapes) + list(hf_names.POOLER_NAMES if self.hf_pooler else ())
+        wanted = {name: self.hf_prefix + hf_names.hf_key_for(name) for name in names}
+        wanted.update(self.hf_head_keys)
+        shapes.update({name: shape for name, shape in hf_names.optional_shapes(config).items()
+                       if name in wanted})
+        return wanted, shapes
+
+    # pylint: disable=unused-argument
+    def hf_task(self, contents, found, init_checkpoint, labels_file, notes):
+        """(labels or None, config.json fields, crf_transitions.json's dict or None) of its
+        HF export of a model folder (`found`: model_folder.read's); HF's differences: `notes`."""
+        return None, {}, None
+
+    def hf_sentence(self, init_checkpoint, notes):
+        """The sentence-transformers settings its HF export writes (None: none)."""
+        return None
+
+    def task_type_of(self, problem_type, rows):
+        """The task_type an imported HF head of `rows` outputs records (None: none)."""
+        return None
+
+    def keras_hub_task(self, contents, found, init_checkpoint, notes):
+        """(labels, its keras-hub task's arguments, {file: our path} its preset carries)."""
+        return None, {}, {}
+
+    def keras_hub_files(self, preset_dir, output_dir, tensors):
+        """{name: path} of our files in its keras-hub preset that an import copies along."""
+        return {}
+    # pylint: enable=unused-argument
 
     # -- What each door asks the head (the subclasses below override) ------------------
     # The base methods are those of a head answering per text (pair): the encoder's and
@@ -335,6 +386,10 @@ class Encoder(ModelType):
         import numpy as np  # pylint: disable=import-outside-toplevel
         return np.zeros([0, predictor.run.output_sizes["sentence_embedding"]], np.float32)
 
+    def hf_sentence(self, init_checkpoint, notes):
+        from bert_tf2.tasks import pooling  # pylint: disable=import-outside-toplevel
+        return pooling.hf_export_settings(init_checkpoint, notes)
+
 
 class Classifier(ModelType):
     """run_classifier's heads: labels (single, multi-label), a regression value, long texts."""
@@ -410,6 +465,24 @@ class Classifier(ModelType):
         if found and isinstance(found[0], float):
             return "pearson", 100.0 * float(np.corrcoef(found, batch.gold)[0, 1])
         return "accuracy", 100.0 * float(np.mean(np.equal(found, batch.gold)))
+
+    def hf_task(self, contents, found, init_checkpoint, labels_file, notes):
+        from bert_tf2.tasks import classifier_tasks  # pylint: disable=import-outside-toplevel
+        return classifier_tasks.hf_task(found, init_checkpoint, labels_file, notes)
+
+    def task_type_of(self, problem_type, rows):
+        from bert_tf2.tasks import classifier_tasks  # pylint: disable=import-outside-toplevel
+        return classifier_tasks.task_type_of_hf(problem_type, rows)
+
+    def keras_hub_task(self, contents, found, init_checkpoint, notes):
+        from bert_tf2.tasks import classifier_tasks  # pylint: disable=import-outside-toplevel
+        return classifier_tasks.keras_hub_task(found, init_checkpoint,
+                                               contents.shapes[self.label_variable][0], notes)
+
+    def keras_hub_files(self, preset_dir, output_dir, tensors):
+        from bert_tf2.tasks import classifier_tasks  # pylint: disable=import-outside-toplevel
+        return classifier_tasks.preset_files(preset_dir, output_dir,
+                                             tensors[self.label_variable].shape[0])
 
     def _results(self, predictor, found, outputs, batch):
         # The shapes of run_classifier.predict.
@@ -606,6 +679,10 @@ class Tagger(ModelType):
                                            predictor.max_seq_length, predictor.labels,
                                            predictor.info.get("doc_stride"))
 
+    def hf_task(self, contents, found, init_checkpoint, labels_file, notes):
+        from bert_tf2.tasks import ner_data  # pylint: disable=import-outside-toplevel
+        return ner_data.hf_task(contents, found, init_checkpoint, labels_file, notes)
+
     def _results(self, predictor, found, outputs, batch):
         conll = batch.extra[0]
         return [list(zip(s.words, tags)) for s, tags in zip(conll.sentences, found)]
@@ -706,8 +783,6 @@ def _head_builder(class_name, *keys):
         return model
     build.__name__ = "build_" + class_name
     return build
-
-
 
 
 def _axes(**axes):

@@ -52,13 +52,18 @@ in a training run.
   get_labels() called once, in that order.
 """
 import json
+import os
+import types
 
 from absl import flags
+from absl import logging
+import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import user_processor
 from bert_tf2.trainer import checkpoints
@@ -402,3 +407,87 @@ def _export_help(task, kind):
     return ("%s, and --init_checkpoint=%s has no %s of a training run beside it: pass a "
             "built-in --task_name (%s), --task_name=multilabel, or --labels_file"
             % (what, task.init_checkpoint, TASK_FILE, ", ".join(sorted(glue_data.PROCESSORS))))
+
+
+# -- The classifier in the conversions (HuggingFace, keras-hub; head_classes.Classifier) ---
+
+# The files of a classifier's folder a keras-hub preset carries (both ways).
+FOLDER_FILES = (fileutil.LABEL_LIST_FILE, TASK_FILE)
+
+
+def _door_task(found, init_checkpoint, labels_file, model_class, door_truncates, notes):
+    """(labels ([None]: regression), multilabel, threshold) of a classifier's model folder a
+    conversion writes as `model_class` (`found`: model_folder.read's); refuses
+    --long_text=windows, notes head_tail (which `door_truncates` says)."""
+    task = types.SimpleNamespace(task_name=found.get("task_name"), labels_file=labels_file,
+                                 xnli_language=found.get("xnli_language") or "zh",
+                                 init_checkpoint=init_checkpoint,
+                                 threshold=found.get("threshold", 0.5))
+    labels, multilabel = export_task(task)
+    _, note = long_text.mode_for_door(init_checkpoint, model_class, door_truncates)
+    if note:
+        notes.append(note)
+    return labels, multilabel, task.threshold
+
+
+def hf_task(found, init_checkpoint, labels_file, notes):
+    """The classifier's (labels or None, config.json fields, None) in its HuggingFace export
+    (head_classes.ModelType.hf_task): problem_type, and num_labels 1 for a regression."""
+    labels, multilabel, threshold = _door_task(
+        found, init_checkpoint, labels_file, "BertForSequenceClassification",
+        "HuggingFace's tokenizer truncates the end of a long text", notes)
+    if multilabel:
+        notes.append("multi-label: a label applies where its sigmoid is >= %s (transformers' "
+                     "pipeline needs function_to_apply='sigmoid' and that threshold)" % threshold)
+    if labels == [None]:
+        return None, {"problem_type": "regression", "num_labels": 1}, None
+    return labels, {"problem_type": "multi_label_classification" if multilabel
+                    else "single_label_classification"}, None
+
+
+def keras_hub_task(found, init_checkpoint, rows, notes):
+    """The classifier's (labels or None, BertTextClassifier's num_classes and activation,
+    {file: path} of FOLDER_FILES beside the checkpoint) in its keras-hub preset (a head of
+    `rows` outputs)."""
+    try:
+        labels, multilabel, threshold = _door_task(
+            found, init_checkpoint, None, "keras-hub's BertTextClassifier",
+            "keras-hub's preprocessor cuts the end of a long text", notes)
+    except ValueError as e:
+        if "--labels_file" not in str(e):
+            raise
+        # export_task's advice names flags of the exporters that have them.
+        raise ValueError("--init_checkpoint=%s: the classifier's labels are not known (no %s "
+                         "of a training run beside it): write them into %s beside the "
+                         "checkpoint, one label per line in the order of the head's outputs, "
+                         "then convert again" % (init_checkpoint, TASK_FILE,
+                                                 fileutil.LABEL_LIST_FILE)) from None
+    activation = None
+    if labels == [None]:
+        labels = None
+    else:
+        activation = "sigmoid" if multilabel else "softmax"
+        if multilabel:
+            notes.append("multi-label: the preset gives sigmoid scores; a label applies where "
+                         "its score is >= %s" % threshold)
+    files = {name: checkpoints.file_beside(init_checkpoint, name) for name in FOLDER_FILES}
+    if labels is not None:
+        notes.append("the label names go in %s beside keras-hub's files: keras-hub's own "
+                     "save_to_preset does not keep it, so copy it along when the preset is "
+                     "saved anew (an import without it warns)" % fileutil.LABEL_LIST_FILE)
+    return (labels, {"num_classes": int(rows), "activation": activation},
+            {name: path for name, path in files.items() if path})
+
+
+def preset_files(preset_dir, output_dir, rows):
+    """{name: path} of FOLDER_FILES in a keras-hub classifier preset, which its import copies
+    into the model folder; no label list: a warning (its `rows` outputs have no names)."""
+    found = {name: os.path.join(preset_dir, name) for name in FOLDER_FILES}
+    found = {name: path for name, path in found.items() if tf.io.gfile.exists(path)}
+    if fileutil.LABEL_LIST_FILE not in found:
+        logging.warning("%s has no %s (keras-hub's own save_to_preset does not keep it): the "
+                        "classifier's %d outputs have no label names; put a %s (one label per "
+                        "line, in output order) into %s before predicting", preset_dir,
+                        fileutil.LABEL_LIST_FILE, int(rows), fileutil.LABEL_LIST_FILE,
+                        output_dir)
+    return found

@@ -47,6 +47,7 @@ those B-X where B-X is a label; auto_tag_scheme(conll_file, labels) -> (scheme, 
 import collections
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
@@ -563,3 +564,49 @@ def read_predictions(path):
     gold = [[_cells(conll_file.lines[i])[-2] for i in s.line_indexes]
             for s in conll_file.sentences]
     return gold, [s.tags for s in conll_file.sentences]
+
+
+# -- The tagger in the HuggingFace export (head_classes.Tagger.hf_task) ------------------
+
+# A --crf tagger's transitions beside its HuggingFace export.
+HF_CRF_FILE = "crf_transitions.json"
+
+
+def hf_task(contents, found, init_checkpoint, labels_file, notes):
+    """The tagger's (labels, {}, crf_transitions.json's dict or None) in its HuggingFace
+    export: --labels_file, else the folder's label list; a --crf tagger's transitions."""
+    # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # the tagger's model (a load of tf_keras: only here)
+    from bert_tf2.trainer import checkpoints
+    path = labels_file or checkpoints.file_beside(init_checkpoint, LABELS_FILE_NAME)
+    if not path:
+        raise ValueError("--init_checkpoint=%s holds a tagger but no %s beside it: pass "
+                         "--labels_file" % (init_checkpoint, LABELS_FILE_NAME))
+    labels = read_labels(path)
+    if not heads.holds_crf(contents.model_names()):
+        return labels, {}, None
+    scheme = found.get("crf_tag_scheme") or "none"
+    if scheme not in heads.TAG_SCHEMES[1:]:
+        scheme = "none"
+    notes.append("--crf tagger: transformers decodes by argmax, which can differ from our "
+                 "Viterbi; %s holds the transitions" % HF_CRF_FILE)
+    return labels, {}, _crf_record(contents.get(heads.CRF_VARIABLE), labels, scheme,
+                                   heads.crf_constraints(labels, scheme))
+
+
+def _crf_record(transitions, labels, scheme, penalties):
+    """crf_transitions.json: the learned transitions and what our Viterbi adds to them."""
+    transitions = np.asarray(transitions, np.float32)
+    record = {"labels": list(labels), "tag_scheme": scheme,
+              "transitions": transitions.tolist(),
+              "about": "transitions[i][j]: the score of tag labels[j] after labels[i]. Our "
+                       "Viterbi decodes each sentence's first word pieces with "
+                       "viterbi_transitions and start_scores (the tag scheme's forbidden "
+                       "moves at -10000); argmax over the logits can differ."}
+    if penalties is None:
+        record["viterbi_transitions"] = transitions.tolist()
+        record["start_scores"] = [0.0] * len(labels)
+    else:
+        record["viterbi_transitions"] = (transitions + penalties[0]).tolist()
+        record["start_scores"] = penalties[1].tolist()
+    return record

@@ -163,6 +163,21 @@ def write_settings(folder, settings):
     return path
 
 
+def hf_export_settings(init_checkpoint, notes):
+    """The sentence_embedding.json beside `init_checkpoint` when a HuggingFace export can
+    write it as sentence-transformers modules (the encoder's; head_classes.Encoder), else
+    None: there is none, or it pools other layers than the last (a line in `notes`)."""
+    path = checkpoints.file_beside(init_checkpoint, SETTINGS_FILE)
+    if not path:
+        return None
+    settings = read_settings(path)
+    if list(settings.get("layers", [-1])) != [-1]:
+        notes.append("%s pools layers %s; sentence-transformers' Pooling reads the last layer "
+                     "only: its modules are not written" % (path, settings["layers"]))
+        return None
+    return settings
+
+
 def write_sentence_transformers(folder, settings, hidden_size, max_seq_length):
     """Writes the sentence-transformers modules of `settings` (a sentence_embedding.json
     dict whose layers are [-1]) into `folder`, beside a BertModel: modules.json (Transformer,

@@ -330,7 +330,8 @@ def check_serves(model_or_variables, path, flag=None, unused_too=True, may_lack=
     extra = [name for name in contents.model_names() if name not in variables
              and name.startswith(_OTHER_MODEL_PREFIXES)] if unused_too else []
     if extra:
-        hint = ("a --crf tagger's transitions: pass --crf" if "crf/transitions" in extra
+        from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
+        hint = ("a --crf tagger's transitions: pass --crf" if heads.holds_crf(extra)
                 else "a model with another head or bert_config")
         raise ValueError(
             "checkpoint %s holds %d variable(s) the model lacks (%s%s: %s); the model would "
