@@ -34,7 +34,7 @@ import collections
 from absl import flags
 from absl import logging
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2 import fileutil
 from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib

@@ -134,7 +134,7 @@ import os
 from absl import flags
 import tensorflow as tf
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2.export import exporter
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_step

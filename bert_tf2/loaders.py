@@ -6,7 +6,7 @@ Settings part, never as flags. Each check is one ValueError naming the flag and 
 """
 import modeling
 from bert_tf2.trainer import periodic_eval
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 
 
 # The settings check_fine_tuning reads, besides the runner's required ones.

@@ -164,6 +164,8 @@ def _floor_name(module):
     """The FLOORS name of an imported module ("bert_tf2.tasks.pooling" -> "tasks/"), or None
     when it is not the package's nor a reference module it stands under."""
     parts = module.split(".")
+    if parts[0] == "bert" and len(parts) > 1:  # `from bert import tokenization`: ours
+        parts = parts[1:]
     if parts[0] in ("modeling", "optimization", "tokenization"):
         return parts[0]
     if parts[0] != "bert_tf2" or len(parts) < 2:

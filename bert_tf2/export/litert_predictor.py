@@ -21,7 +21,7 @@ import threading
 
 import numpy as np
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import serving_squad

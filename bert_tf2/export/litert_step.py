@@ -5,7 +5,7 @@ import os
 
 from absl import logging
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2 import settings as settings_lib
 from bert_tf2.export import head_types
 from bert_tf2.export import litert

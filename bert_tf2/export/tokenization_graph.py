@@ -40,7 +40,7 @@ import unicodedata
 import numpy as np
 import tensorflow as tf
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import random
 
 from absl import logging
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_draws
 from bert_tf2.pretraining import pretraining_generator

@@ -23,7 +23,7 @@ import struct
 from absl import logging
 import tensorflow as tf
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
 from bert_tf2.pretraining import word_boundaries

@@ -17,7 +17,7 @@ import json
 from absl import logging
 import tensorflow as tf
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2 import input_pipeline
 from bert_tf2 import logs
 from bert_tf2.tasks import data_tables

@@ -18,7 +18,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import tokenization
+from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2 import fileutil
 
 
