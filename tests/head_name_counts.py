@@ -22,6 +22,17 @@ file's syntax tree, outside the head registry and the heads' own modules (HEAD_M
 `python tests/head_name_counts.py [REVISION]` prints the counts per category and file (of
 the tree, or of a git revision: `main` for a before / after);
 tests/test_head_registry.py pins them so that none grows.
+
+What stays, and why:
+  tables (2, bert_tf2/trainer/model_folder.py): TASK_SETTINGS (the settings each runner's
+    model_settings.json keeps) and MODEL_TYPES (runner -> model type). model_folder sits
+    on the trainer/ floor, below export/ (tests/test_layout.py FLOORS), so it cannot read
+    the registry; test_head_registry checks MODEL_TYPES against head_types.of_runner.
+  doc_stride_checks, tagger_windows: the tagger's rule in its own modules (ner_data,
+    serving_tagger: the in-graph twin of its windows).
+tasks/file_data.py counts as the classifier's module (HEAD_MODULES): it is run_classifier's
+reader of --task_name=csv / tsv / jsonl, and its --task_type (classification, regression,
+multilabel) is that head's own setting, as multilabel_data.py's files are.
 """
 import ast
 import collections
@@ -36,6 +47,7 @@ HEAD_MODULES = frozenset({
     "bert_tf2/export/masked_lm.py",
     "bert_tf2/export/serving_tagger.py", "bert_tf2/export/serving_squad.py",
     "bert_tf2/tasks/classifier_task.py", "bert_tf2/tasks/classifier_tasks.py",
+    "bert_tf2/tasks/file_data.py",
     "bert_tf2/tasks/classifier_run.py", "bert_tf2/tasks/long_text.py",
     "bert_tf2/tasks/multilabel_data.py", "bert_tf2/tasks/ner_data.py",
     "bert_tf2/tasks/ner_task.py", "bert_tf2/tasks/ner_metrics.py",
