@@ -35,7 +35,9 @@ in a training run.
   without them still work with a built-in --task_name.
 - `export_task(task) -> (labels, multilabel)` (`task`: the export's
   `settings.part(*SETTINGS)`): export_saved_model's classifier head; labels [None] for
-  regression.
+  regression. The conversions' classifier (head_classes.Classifier's methods call them):
+  `hf_task` (labels, config.json's problem_type / num_labels), `keras_hub_task` (labels,
+  BertTextClassifier's arguments, FOLDER_FILES beside the checkpoint), `preset_files`.
 - file_data: one reader per format, `read_csv` / `read_tsv` / `read_jsonl(path, wanted,
   optional=()) -> [Row]` (Row.fields by column name, Row.where() "file, line N");
   `FileProcessor( file_format, Columns(text_a, text_b, label), task_type, labels=None,

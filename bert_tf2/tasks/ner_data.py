@@ -43,6 +43,9 @@ itself is not in the repo (it carries no license). Feature.starts_sentence (reco
 first word. iob2_break(conll_file) names the first tag breaking IOB2 (FILE, line N: I-X
 after Y / starts a sentence); to_iob2(conll_file, labels) -> (file, changed, left) makes
 those B-X where B-X is a label; auto_tag_scheme(conll_file, labels) -> (scheme, why).
+hf_task(contents, found, init_checkpoint, labels_file, notes) is the tagger in the
+HuggingFace export (head_classes.Tagger.hf_task): its labels and a --crf tagger's
+HF_CRF_FILE record.
 """
 import collections
 import re

@@ -30,7 +30,8 @@ PoolingSpec(mode, layers, normalize); read_settings(path) (None -> {}; the path 
 checkpoints.settings_file; keys and types checked) / write_settings(folder, dict) of
 `sentence_embedding.json`; sentence_transformers_settings(hf_dir, tokenizer_lower_case)
 (convert_hf_checkpoint) and its inverse write_sentence_transformers(folder, settings,
-hidden_size, max_seq_length) (the HF export). Python API:
+hidden_size, max_seq_length) (the HF export), whose settings hf_export_settings(
+init_checkpoint, notes) reads (head_classes.Encoder.hf_sentence). Python API:
 extract_features.SentenceEncoder(model_dir, ...).encode(texts) -> [N, D];
 extract_features.embed_features(features, extractor, batch_size) -> [N, D].
 """
