@@ -16,8 +16,8 @@ import tensorflow as tf
 from absl import flags
 from absl import logging
 
-import modeling
-import optimization
+from bert import modeling
+from bert import optimization
 from bert_tf2 import fileutil
 from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib

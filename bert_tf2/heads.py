@@ -56,7 +56,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-import modeling
+from bert import modeling
 from bert_tf2.base import crf
 from bert_tf2.base import fused_elementwise
 

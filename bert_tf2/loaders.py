@@ -4,7 +4,7 @@ checks every fine-tuning run starts with.
 Below tasks/ (which call it) and above trainer/: settings come in as plain values or a
 Settings part, never as flags. Each check is one ValueError naming the flag and file.
 """
-import modeling
+from bert import modeling
 from bert_tf2.trainer import periodic_eval
 from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 

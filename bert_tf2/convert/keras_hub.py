@@ -35,7 +35,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import modeling
+from bert import modeling
 from bert_tf2 import fileutil
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2.convert import hf_export

@@ -763,7 +763,7 @@ class MaskedLM(ModelType):
 # -- The registry: one instance of each head (head_types reads them) -------------------
 
 def _build_encoder(bert_config, **unused):
-    import modeling  # pylint: disable=import-outside-toplevel
+    from bert import modeling  # pylint: disable=import-outside-toplevel
     from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     model = modeling.BertModel(bert_config)
     dummy = heads.dummy_features()

@@ -45,7 +45,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import modeling
+from bert import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import heads
 from bert_tf2 import loaders

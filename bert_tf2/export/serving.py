@@ -11,7 +11,7 @@ import inspect
 import numpy as np
 import tensorflow as tf
 
-import modeling
+from bert import modeling
 from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.export import head_types

@@ -111,8 +111,8 @@ from bert_tf2 import logs
 from bert_tf2.trainer import summaries
 from bert_tf2.trainer import training_record
 from bert_tf2.trainer import written_files
-import modeling
-import optimization
+from bert import modeling
+from bert import optimization
 from bert_tf2 import startup  # noqa: F401  the process settings (CPU allocator) hold for every loop
 
 CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
