@@ -1,12 +1,14 @@
 """An export's fixed cost cut without a number changed (issue 71): the in-graph tokenizer's
 character tables built from the assigned code points only, and --litert's converter given
 the model's variables alone instead of the whole serving module."""
+import collections
 import unicodedata
 
 import numpy as np
 import pytest
 
 import export_saved_model as esm
+import tokenization
 from bert_tf2.export import litert
 from bert_tf2.export import litert_predictor
 from bert_tf2.export import tokenization_graph
@@ -79,3 +81,30 @@ def test_litert_converts_the_same_model_without_the_serving_module(
                          export_dir=str(tmp_path / "export"), litert="fp32"))
     assert len(seen["written"]) > 100000
     assert seen["written"] == seen["with the module"]
+
+
+def _asset_lines_token_by_token(vocab):
+    """vocab_asset_lines as it was: each token's code points looked up on their own."""
+    tables = tokenization_graph.character_tables()
+    lines = [" %d" % index for index in range(max(vocab.values()) + 1)]
+    for token, index in vocab.items():
+        codes = tables.range_codes[np.searchsorted(
+            tables.range_starts, [ord(c) for c in token], side="right") - 1]
+        if token and not np.any(codes & (2 | 1)):  # _SPACE | _DROP
+            lines[index] = token
+    return lines
+
+
+def test_vocab_asset_lines_equal_those_token_by_token(trained_heads):
+    files = trained_heads.files()
+    real = tokenization.load_vocab(files["vocab_file"])
+    # An id no token has (an earlier duplicate's: a placeholder), blank and spaced tokens,
+    # deleted characters (NUL, U+200B is Cf), an ideograph, a combining mark.
+    odd = collections.OrderedDict([
+        ("[UNK]", 0), ("[CLS]", 1), ("a b", 3), ("", 4), ("x\u200by", 5), ("\u4e00", 6),
+        ("e\u0301", 7), ("\x00", 8), ("##s", 9), ("\u3000", 10), ("[SEP]", 11)])
+    for vocab in (real, odd):
+        assert (tokenization_graph.vocab_asset_lines(vocab)
+                == _asset_lines_token_by_token(vocab))
+    assert tokenization_graph.vocab_asset_lines(odd) == [
+        "[UNK]", "[CLS]", " 2", " 3", " 4", " 5", "\u4e00", "e\u0301", " 8", "##s", " 10", "[SEP]"]

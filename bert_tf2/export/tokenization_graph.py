@@ -182,10 +182,15 @@ def vocab_asset_lines(vocab, unk_token="[UNK]"):
         raise ValueError("the vocabulary is empty")
     tables = character_tables()
     lines = [" %d" % index for index in range(max(vocab.values()) + 1)]
-    for token, index in vocab.items():
-        codes = tables.range_codes[np.searchsorted(
-            tables.range_starts, [ord(c) for c in token], side="right") - 1]
-        if token and not np.any(codes & (_SPACE | _DROP)):
+    # The code points of all tokens looked up at once: the separators and deleted
+    # characters each token holds, counted.
+    cps = np.array([ord(c) for token in vocab for c in token], np.int64)
+    owner = np.repeat(np.arange(len(vocab)), [len(token) for token in vocab])
+    codes = tables.range_codes[np.searchsorted(tables.range_starts, cps, side="right") - 1]
+    unusable = np.bincount(owner, weights=(codes & (_SPACE | _DROP)) != 0,
+                           minlength=len(vocab))
+    for (token, index), bad in zip(vocab.items(), unusable.tolist()):
+        if token and not bad:
             lines[index] = token
     if unk_token not in vocab:
         raise ValueError("the unknown token %r is not in the vocabulary" % unk_token)
