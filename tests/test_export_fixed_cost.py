@@ -1,6 +1,7 @@
 """An export's fixed cost cut without a number changed (issue 71): the in-graph tokenizer's
-character tables built from the assigned code points only, and --litert's converter given
-the model's variables alone instead of the whole serving module."""
+character tables built without asking _code about every code point, its vocabulary asset's
+lines found in one lookup, and --litert's converter given the model's variables alone
+instead of the whole serving module."""
 import collections
 import unicodedata
 
