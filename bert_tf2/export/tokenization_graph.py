@@ -34,6 +34,8 @@ Residual differences, both outside what a UTF-8 request can carry or change:
 tensorflow_text is not needed to export, load or serve a model using it.
 """
 import functools
+import itertools
+import operator
 import os
 import unicodedata
 
@@ -41,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
+from bert_tf2.text import characters
 
 
 # ---------------------------------------------------------------------------
@@ -88,6 +91,34 @@ def _sigma_class(char):
     raise RuntimeError("unexpected final-sigma behaviour of U+%04X" % ord(char))
 
 
+def _plain(chars):
+    """For each of `chars` (none punctuation, a control, a format character, a Mn mark,
+    ASCII or U+FFFD), whether _code would find no bit but _CJK and no mapping: neither a
+    space nor combining, unchanged by lower() and by NFD, and to the final-sigma rule
+    neither cased nor case-ignorable (_sigma_class's three probes). A bool array, from
+    calls over the whole list (no Python code per character)."""
+    sigma, final, count = "\u03a3", "\u03c2", len(chars)
+
+    def each(function, *iterables):
+        return np.fromiter(map(function, *iterables), bool, count=count)
+
+    def probe(texts, position):  # whether lower() of each text has a final sigma there
+        return each(final.__eq__, map(operator.itemgetter(position), map(str.lower, texts)))
+
+    def joined(prefix, suffix):  # prefix + c + suffix for each c
+        return map(operator.add, map(operator.add, itertools.repeat(prefix), chars),
+                   itertools.repeat(suffix))
+
+    plain = each(str.__eq__, map(str.lower, chars), chars)
+    plain &= each(functools.partial(unicodedata.is_normalized, "NFD"), chars)
+    plain &= ~each(str.isspace, chars)
+    plain &= ~each(unicodedata.combining, chars)
+    plain &= ~probe(joined("A", sigma), -1)  # not after_cased
+    plain &= ~probe(joined("", sigma), -1)  # not alone
+    plain &= probe(joined("A" + sigma, ""), 1)  # before_end
+    return plain
+
+
 class CharacterTables(object):
     """Per-code-point properties and the lower-case + NFD mapping, as numpy arrays.
 
@@ -101,20 +132,41 @@ class CharacterTables(object):
     """
 
     def __init__(self):
-        category = unicodedata.category
-        starts, codes = [], []
+        # Only some 20,000 of the 1,112,064 code points are looked at one by one (_code).
+        # An unassigned one (category Cn) has no case, decomposition, combining class,
+        # space or punctuation (all of ASCII is assigned): its code is _CJK inside the
+        # reference's ideograph blocks, else 0, set for whole ranges. Of the assigned
+        # ones, those _plain finds (by calls over the whole list) to have the code 0 and
+        # no mapping are skipped too. tests/test_export_fixed_cost.py checks the tables
+        # equal those of _code asked for every code point.
+        cps = np.arange(_MAX_CODE_POINT, dtype=np.int64)
+        cps = cps[(cps < 0xD800) | (cps > 0xDFFF)]  # lone surrogates never come out of UTF-8
+        chars = cps.astype("<u4").tobytes().decode("utf-32-le")
+        codes = np.zeros(_MAX_CODE_POINT, np.int32)
+        for low, high in characters.CJK_RANGES:
+            codes[low:high + 1] = _CJK
+        codes[0xD800:0xE000] = 0
+        # Candidates for code 0 (or _CJK in a CJK block): assigned, not ASCII or U+FFFD
+        # (deleted), and of no category that always sets a bit (punctuation, controls,
+        # format characters, Mn); _plain tells which of them need not be asked.
+        categories = list(map(unicodedata.category, chars))
+        names = sorted(set(categories))
+        number = {name: index for index, name in enumerate(names)}
+        category_ids = np.fromiter(map(number.__getitem__, categories), np.int16,
+                                   count=len(categories))
+        always = [number[n] for n in names if n[0] == "P" or n in ("Cc", "Cf", "Mn")]
+        assigned = category_ids != number.get("Cn", -1)
+        asked = assigned & (np.isin(category_ids, always) | (cps < 0x80) | (cps == 0xFFFD))
+        maybe = np.flatnonzero(assigned & ~asked)
+        plain = _plain(list(cps[maybe].astype("<u4").tobytes().decode("utf-32-le")))
+        asked[maybe[~plain]] = True
         keys, values = [], []
-        previous = None
-        for cp in range(_MAX_CODE_POINT):
-            code = 0
-            if not 0xD800 <= cp <= 0xDFFF:  # lone surrogates never come out of UTF-8
-                code = self._code(chr(cp), category(chr(cp)), keys, values)
-            if code != previous:
-                starts.append(cp)
-                codes.append(code)
-                previous = code
-        self.range_starts = np.array(starts, np.int32)
-        self.range_codes = np.array(codes, np.int32)
+        code_of = self._code
+        for index in np.flatnonzero(asked).tolist():
+            codes[cps[index]] = code_of(chars[index], categories[index], keys, values)
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1])
+        self.range_starts = starts.astype(np.int32)
+        self.range_codes = codes[starts]
         self.map_keys = np.array(keys, np.int32)
         self.map_values = np.array(values, np.int32).reshape(-1, _MAX_MAPPING)
 
@@ -152,7 +204,7 @@ class CharacterTables(object):
 
 @functools.lru_cache(maxsize=None)
 def character_tables():
-    """The CharacterTables of this process (about two seconds to build)."""
+    """The CharacterTables of this process (built once, in under a CPU second)."""
     return CharacterTables()
 
 
@@ -174,10 +226,15 @@ def vocab_asset_lines(vocab, unk_token="[UNK]"):
         raise ValueError("the vocabulary is empty")
     tables = character_tables()
     lines = [" %d" % index for index in range(max(vocab.values()) + 1)]
-    for token, index in vocab.items():
-        codes = tables.range_codes[np.searchsorted(
-            tables.range_starts, [ord(c) for c in token], side="right") - 1]
-        if token and not np.any(codes & (_SPACE | _DROP)):
+    # The code points of all tokens looked up at once: the separators and deleted
+    # characters each token holds, counted.
+    cps = np.array([ord(c) for token in vocab for c in token], np.int64)
+    owner = np.repeat(np.arange(len(vocab)), [len(token) for token in vocab])
+    codes = tables.range_codes[np.searchsorted(tables.range_starts, cps, side="right") - 1]
+    unusable = np.bincount(owner, weights=(codes & (_SPACE | _DROP)) != 0,
+                           minlength=len(vocab))
+    for (token, index), bad in zip(vocab.items(), unusable.tolist()):
+        if token and not bad:
             lines[index] = token
     if unk_token not in vocab:
         raise ValueError("the unknown token %r is not in the vocabulary" % unk_token)
