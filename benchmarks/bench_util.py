@@ -56,6 +56,10 @@ MODEL_SIZES = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, vocab_size=30522),
 }
+# --quick (a smoke test of every row's code): "tiny" with one layer, each layer more costing
+# only the tracing of the same code again.
+QUICK_SIZE = "tiny1"
+MODEL_SIZES[QUICK_SIZE] = dict(MODEL_SIZES["tiny"], num_hidden_layers=1)
 
 
 def model_config(size):
@@ -494,11 +498,12 @@ def sweep(configurations, measure, log=print):
 
 def model_sweep(measure, sizes, dtypes, xla, count, repeats, quick=False, log=print):
     """sweep() of measure(size, dtype, use_xla, count, repeats, peak_size=...) over every
-    (size, dtype, xla) combination, the peak a 2048^3 matmul. quick: the "tiny" model in
-    fp32 without XLA, count 1 x 2 repeats and a 256^3 peak (a smoke test)."""
+    (size, dtype, xla) combination, the peak a 2048^3 matmul. quick: the QUICK_SIZE model
+    in fp32 without XLA, count 1 x 2 repeats and a 256^3 peak (a smoke test)."""
     peak_size = 2048
     if quick:
-        sizes, dtypes, xla, count, repeats, peak_size = ("tiny",), ("fp32",), (False,), 1, 2, 256
+        sizes, dtypes, xla = (QUICK_SIZE,), ("fp32",), (False,)
+        count, repeats, peak_size = 1, 2, 256
     return sweep([(size, dtype, use_xla, count, repeats)
                   for size in sizes for dtype in dtypes for use_xla in xla],
                  lambda *c: measure(*c, peak_size=peak_size), log)
@@ -508,7 +513,7 @@ def model_sweep_main(description, run, argv, sizes, xla, count_flag, count_help)
     """The command line of a model_sweep benchmark: --sizes, --dtypes, --xla, --<count_flag>,
     --repeats, --quick; prints the table of run(...)'s rows and returns them."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--sizes", default=sizes, help="of: tiny, mini, base")
+    parser.add_argument("--sizes", default=sizes, help="of: tiny, tiny1, mini, base")
     parser.add_argument("--dtypes", default="fp32,bf16")
     parser.add_argument("--xla", default=xla, help="off, on or off,on")
     parser.add_argument("--" + count_flag, type=int, default=count_help[0], help=count_help[1])

@@ -112,7 +112,8 @@ def run(sizes=("base",), dtypes=("fp32", "bf16"), xla=(False,), batches=2, repea
         quick=False, log=print):
     """Runs every (size, dtype, xla) combination; returns rows of bench_results.json.
 
-    quick: the "tiny" model in fp32 without XLA, 1 batch x 2 repeats (a smoke test).
+    quick: bench_util.QUICK_SIZE (one-layer "tiny") in fp32 without XLA, 1 batch x 2
+    repeats (a smoke test).
     """
     return bench_util.model_sweep(measure, sizes, dtypes, xla, batches, repeats, quick, log)
 

@@ -112,7 +112,7 @@ def run(sizes=("mini", "base"), seq_length=512, batch_size=8, repeats=3, quick=F
         log=print):
     """Peak training memory of each size, each measured in a child process."""
     if quick:
-        sizes, seq_length, batch_size, repeats = ("tiny",), 64, 4, 1
+        sizes, seq_length, batch_size, repeats = (bench_util.QUICK_SIZE,), 64, 4, 1
     return bench_util.sweep([(size, seq_length, batch_size, repeats) for size in sizes],
                             measure, log)
 

@@ -241,9 +241,9 @@ def format_kernel_table(size, rows):
 
 
 def run(sizes=("mini", "base"), repeats=5, quick=False, log=print):
-    """Rows of every size (quick: tiny, the default and op-by-op variants, 2 repeats)."""
+    """Rows of every size (quick: QUICK_SIZE, the default and op-by-op variants, 2 repeats)."""
     if quick:
-        return bench_util.sweep([("tiny", 2, ("fused", "op_by_op"))], measure, log)
+        return bench_util.sweep([(bench_util.QUICK_SIZE, 2, ("fused", "op_by_op"))], measure, log)
     return bench_util.sweep([(size, repeats) for size in sizes], measure, log)
 
 

@@ -32,7 +32,7 @@ from bench_util import np, tf
 
 SEQ_LENGTH = 128
 MAX_PREDICTIONS = 20
-BATCH_SIZES = {"tiny": 2, "mini": 16, "base": 4}
+BATCH_SIZES = {"tiny": 2, bench_util.QUICK_SIZE: 2, "mini": 16, "base": 4}
 
 
 def synthetic_batch(cfg, batch_size, seq_length=SEQ_LENGTH, max_predictions=MAX_PREDICTIONS,
@@ -180,7 +180,8 @@ def run(sizes=("mini", "base"), dtypes=("fp32", "bf16"), xla=(False, True), step
         repeats=5, quick=False, log=print):
     """Runs every (size, dtype, xla) combination; returns rows of bench_results.json.
 
-    quick: the "tiny" model, one dtype and XLA off, 1 step x 2 repeats (a smoke test).
+    quick: bench_util.QUICK_SIZE (one-layer "tiny"), one dtype and XLA off, 1 step x 2
+    repeats (a smoke test).
     """
     return bench_util.model_sweep(measure, sizes, dtypes, xla, steps, repeats, quick, log)
 

@@ -1,10 +1,5 @@
 """Trimmed batches (--trim_padding): shapes, bucketed prediction in input order, and
 training steps equal to the fully padded ones."""
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -15,8 +10,7 @@ from bert_tf2 import heads
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import multiple_choice_task
 from bert_tf2.trainer import training
-from conftest import FP32_ATOL, REPO_ROOT
-from conftest import HANG_GUARD_SECONDS
+from conftest import FP32_ATOL
 from bert_tf2.tasks.glue_data import Sst2Processor, eval_metrics
 
 MAX_LEN = 40
@@ -481,69 +475,3 @@ def test_no_trimming_on_tpus(tmp_path):
     assert runner.trim_padding
     runner.strategy = object.__new__(tf.distribute.TPUStrategy)
     assert not runner.trim_padding
-
-
-# ---------------------------------------------------------------------------
-# Two replicas (own process: logical devices must exist before TensorFlow starts)
-# ---------------------------------------------------------------------------
-
-MIRRORED_SCRIPT = textwrap.dedent("""
-    import json, pathlib, sys
-    import numpy as np
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/tests")
-    import test_dynamic_padding as t
-    from bert_tf2 import input_pipeline
-    from bert_tf2.trainer import training
-    tmp = pathlib.Path(sys.argv[2])
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    report = {}
-    # One encoder layer: each replica traces its own copy of every step.
-    def classifier_fn():
-        config = t.tiny_config()
-        config.num_hidden_layers = 1
-        model = t.heads.BertClassifier(config, 2)
-        model.dropout.rate = 0.0
-        return model
-    # 5 per-replica batches of 2: a sixth, of padding rows only, completes the last
-    # global batch (a distributed dataset would drop a group with an empty replica).
-    path = t.write_classifier_records(tmp / "eval.tf_record", t.lengths_of(9, seed=11))
-    config = training.RunConfig(output_dir=str(tmp / "eval"))
-    runner = training.Runner(strategy, classifier_fn, config, for_training=False)
-    padded, bucketed = t.predict_both(runner, path, t.CLASSIFIER_SPEC, 4, t.classifier_predict, 1)
-    t.assert_same_batches(padded, bucketed)
-    report["eval_sizes"] = [len(b["label_ids"]) for b in bucketed]
-    report["eval_real"] = [int(b["is_real_example"].sum()) for b in padded]
-    train_path = t.write_classifier_records(tmp / "train.tf_record", t.lengths_of(24, seed=12))
-    runners = []
-    for trim in (False, True):
-        config = training.RunConfig(output_dir=str(tmp / ("train%d" % trim)), learning_rate=1e-2,
-                                    num_train_steps=3, num_warmup_steps=0, iterations_per_loop=1,
-                                    num_accumulation_steps=2)
-        runners.append(training.Runner(strategy, classifier_fn, config))
-        for a, b in zip(runners[-1].model.variables, runners[0].model.variables):
-            a.assign(b)
-    for trim, runner in zip((False, True), runners):
-        runner.train(input_pipeline.dataset_fn_for([train_path], t.CLASSIFIER_SPEC, 4, True,
-                                                   seed=3, trim_padding=trim,
-                                                   bucket_width=t.WIDTH), t.classifier_loss)
-    report["max_diff"] = max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(
-        runners[0].model.trainable_variables, runners[1].model.trainable_variables))
-    print("RESULT" + json.dumps(report))
-""")
-
-
-@pytest.mark.slow
-def test_mirrored_two_replicas(tmp_path):
-    script = tmp_path / "mirrored.py"
-    script.write_text(MIRRORED_SCRIPT)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, str(script), str(REPO_ROOT), str(tmp_path)],
-                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, env=env)
-    assert done.returncode == 0, done.stderr[-4000:]
-    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1]
-    report = json.loads(line[len("RESULT"):])
-    assert report["eval_sizes"] == [4, 4, 4] and report["eval_real"] == [4, 4, 1]
-    assert report["max_diff"] < 1e-5

@@ -259,12 +259,12 @@ def test_training_and_prediction_draw_their_bars(tmp_path, monkeypatch, verbosit
 
 
 def _tiny_classifier_task(folder):
-    """A csv task, a 2-layer 16-wide config and its vocabulary in `folder`; the flags."""
+    """A csv task, a 1-layer 16-wide config and its vocabulary in `folder`; the flags."""
     words = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "very"]
     write_text(folder / "vocab.txt", "\n".join(
         ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
     write_text(folder / "bert_config.json", modeling.BertConfig(
-        vocab_size=15, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        vocab_size=15, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=32, max_position_embeddings=32).to_json_string())
     rng = np.random.RandomState(1)
     for split, n in (("train", 8), ("dev", 4), ("test", 4)):

@@ -19,7 +19,8 @@ they are copied and bert_tf2.compat.move_fork's main (its command line's) change
   give the same eval_results.txt, test_results.tsv, predictions / nbest / null odds, records
   and JSONL features (the tolerances are at each test).
 Without either folder those skip; test_a_tiny_fork_trains_evaluates_and_predicts always runs
-(a run_classifier-style fork of tests/tiny_fork_classifier.py, no reference files needed).
+(a run_classifier-style fork of tests/tiny_fork_classifier.py, no reference files needed), last
+in the same process.
 """
 import concurrent.futures
 import contextlib
@@ -68,16 +69,21 @@ TEXTS = ["Hello, World! UNwant\u00e9d running", "na\u00efve caf\u00e9 --- 3.14 [
          "\u4e2d\u6587 and \u00c5ngstr\u00f6m's  \t tabs", ""]
 
 
+NO_REFERENCE = ("BERT_REFERENCE_DIR is not set and ../shared/reference/bert is absent (a folder "
+                "of google-research/bert's .py files: modeling.py, tokenization.py, "
+                "optimization.py, the runners), or ../shared is")
+
+
 def _reference_dir():
     """$BERT_REFERENCE_DIR, else ../shared/reference/bert (the reference's files as published,
-    its COMMIT beside them); skips when neither is there."""
+    its COMMIT beside them); None when neither is there, or ../shared (its data) is absent."""
     folder = os.environ.get("BERT_REFERENCE_DIR")
+    if SHARED_DIR is None:
+        return None
     if not folder:
-        shared = SHARED_DIR / "reference" / "bert" if SHARED_DIR is not None else None
-        if shared is None or not shared.is_dir():
-            pytest.skip("BERT_REFERENCE_DIR is not set and ../shared/reference/bert is absent "
-                        "(a folder of google-research/bert's .py files: modeling.py, "
-                        "tokenization.py, optimization.py, the runners)")
+        shared = SHARED_DIR / "reference" / "bert"
+        if not shared.is_dir():
+            return None
         folder = str(shared)
     missing = [m for m in MODULES if not os.path.isfile(os.path.join(folder, m))]
     if missing:
@@ -91,11 +97,9 @@ def _env():
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
 
 
-@pytest.fixture(scope="module")
-def fork_folder(tmp_path_factory):
-    """A copy of the reference's modules that move_fork's main moved to bert_tf2.tf1."""
-    reference = _reference_dir()
-    folder = str(tmp_path_factory.mktemp("fork"))
+def _moved_reference(reference, folder):
+    """A copy of the reference's modules in `folder` that move_fork's main moved to
+    bert_tf2.tf1."""
     for name in MODULES:  # the contents only: ../shared's files are read-only, a fork's are not
         shutil.copyfile(os.path.join(reference, name), os.path.join(folder, name))
     # Its command line's main, in this process (the tiny fork's test and tests/smoke run
@@ -113,6 +117,14 @@ def fork_folder(tmp_path_factory):
         changed = [line for line in difflib.ndiff(before, after) if line[:2] in ("- ", "+ ")]
         assert changed == ["- " + THE_LINE[0], "+ " + THE_LINE[1]], (name, changed)
     return folder
+
+
+@pytest.fixture(scope="module")
+def fork_folder(fork_process):
+    """The moved copy of the reference's modules (skips without them)."""
+    if fork_process["reference"] is None:
+        pytest.skip(NO_REFERENCE)
+    return fork_process["reference"]
 
 
 @pytest.fixture(scope="module")
@@ -320,23 +332,54 @@ def _run_plan(fork_folder, plan, runs, folder):
     last = list(stderr.values())[-1] if stderr else ""  # the run that failed, if one did
     assert proc.returncode == 0, "%s\n%s" % (proc.stderr[-3000:], last[-3000:])
     # bert_tf2.tf1's notice: once in the process, when the first script imports it.
-    assert sum(text.count(ONCE) for text in stderr.values()) == 1, stderr["graph"][-3000:]
+    assert sum(text.count(ONCE) for text in stderr.values()) == 1, list(stderr.values())[0][-3000:]
     for name, run in runs.items():
         run["stderr"] = stderr[name]
     print("the reference's runs, one process: %.0f s" % (time.time() - start))
     return runs
 
 
+def _tiny_fork(folder):
+    """tests/tiny_fork_classifier.py moved by move_fork in `folder`/fork: its run, and what
+    move_fork returned."""
+    fork_dir = os.path.join(folder, "tiny_fork")
+    os.makedirs(fork_dir)
+    shutil.copy(TINY_FORK, os.path.join(fork_dir, "tiny_fork.py"))
+    moved = move_fork.move_fork(fork_dir, report=lambda line: None)
+    out = os.path.join(folder, "tiny_fork_out")
+    return {"name": "tiny_fork", "argv": [os.path.join(fork_dir, "tiny_fork.py"),
+                                          "--output_dir=" + out],
+            "cwd": os.path.join(folder, "tiny_fork_run")}, {"out": out, "moved": moved,
+                                                            "script": fork_dir + "/tiny_fork.py"}
+
+
 @pytest.fixture(scope="module")
-def reference_runs(fork_folder, shared_dir, tmp_path_factory):
-    """reference_fork_graph.py and the reference's runners, one after another in one process
-    started in the background: (a future of {name: run}, the command lines, their folder)."""
+def fork_process(tmp_path_factory):
+    """One process started in the background (each start pays TensorFlow's import): with the
+    reference's files, reference_fork_graph.py and the reference's runners, one after another;
+    then, always, the tiny fork. {"future": of {name: run}, "reference": the moved reference
+    folder or None, "lines": the command lines, "folder": theirs}."""
     folder = str(tmp_path_factory.mktemp("runs"))
-    lines = _command_lines(shared_dir, folder)
-    plan, runs = _plan(fork_folder, shared_dir, lines, folder)
+    reference = _reference_dir()
+    plan, runs, lines = [], {}, None
+    if reference is not None:
+        reference = _moved_reference(reference, str(tmp_path_factory.mktemp("fork")))
+        lines = _command_lines(SHARED_DIR, folder)
+        plan, runs = _plan(reference, SHARED_DIR, lines, folder)
+    # Last: its Estimator's graphs and flags come after every run that is compared with ours.
+    tiny_run, runs["tiny_fork"] = _tiny_fork(folder)
+    plan.append(tiny_run)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    yield pool.submit(_run_plan, fork_folder, plan, runs, folder), lines, folder
+    fork_dir = reference or os.path.dirname(tiny_run["argv"][0])
+    yield {"future": pool.submit(_run_plan, fork_dir, plan, runs, folder),
+           "reference": reference, "lines": lines, "folder": folder}
     pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def reference_runs(fork_folder, fork_process):
+    """The reference's runs: (a future of {name: run}, the command lines, their folder)."""
+    return fork_process["future"], fork_process["lines"], fork_process["folder"]
 
 
 def _our_script(module, flags, trained, **outputs):
@@ -523,25 +566,22 @@ def test_the_references_extract_features_equals_ours(reference_runs, tmp_path):
 
 # --- Always on: a tiny fork written against TF 1.x --------------------------------------
 
-def test_a_tiny_fork_trains_evaluates_and_predicts(tmp_path):
+def test_a_tiny_fork_trains_evaluates_and_predicts(fork_process):
     # A run_classifier-style fork (tests/tiny_fork_classifier.py) moved by move_fork: its
     # TPUEstimator predicts and evaluates from scaffold_fn's init_from_checkpoint, trains 12
-    # steps (checkpoints every 5, the last 3 kept), evaluates and predicts again.
-    folder = tmp_path / "fork"
-    folder.mkdir()
-    shutil.copy(TINY_FORK, str(folder / "tiny_fork.py"))
-    assert move_fork.move_fork(str(folder), report=lambda line: None) == [
-        str(folder / "tiny_fork.py")]
-    assert "\nimport bert_tf2.tf1 as tf\n" in (folder / "tiny_fork.py").read_text()
-    out = str(tmp_path / "out")
-    proc = subprocess.run([sys.executable, str(folder / "tiny_fork.py"), "--output_dir=" + out],
-                          cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
-                          timeout=HANG_GUARD_SECONDS, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.count(ONCE) == 1
+    # steps (checkpoints every 5, the last 3 kept), evaluates and predicts again. It runs last
+    # in fork_process's process (as `python tiny_fork.py --output_dir=OUT`), whose
+    # _run_plan checks bert_tf2.tf1's notice is printed once in the process.
+    runs = fork_process["future"].result()
+    run = runs["tiny_fork"]
+    assert run["moved"] == [run["script"]]
+    with open(run["script"], encoding="utf-8") as f:
+        assert "\nimport bert_tf2.tf1 as tf\n" in f.read()
     # protobuf's notice about the float_format TF's graph.pbtxt writer passes (nothing a fork
-    # can act on) is not shown.
-    assert "float_format" not in proc.stderr
+    # can act on) is not shown: not by the tiny fork, nor by any run before it in the process.
+    for name, other in runs.items():
+        assert "float_format" not in other["stderr"], (name, other["stderr"][-3000:])
+    out = run["out"]
     with open(os.path.join(out, "found.json"), encoding="utf-8") as f:
         found = json.load(f)
     assert found["initialized_from_checkpoint"] and found["embeddings_trained"]
