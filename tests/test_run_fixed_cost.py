@@ -103,3 +103,66 @@ def test_the_model_cache_keeps_the_last_few(tmp_path, fresh_models):
     first = tokenization.FullTokenizer(str(tmp_path / "v0.txt"))
     assert first.tokenize_batch(["extra0 the"] * 40)[0] == ["extra0", "the"]
     assert _fast_model(first) is not _fast_model(tokenizers[0])
+
+
+# ---------------------------------------------------------------------------
+# The input pipeline's functions, left as written by AutoGraph
+# ---------------------------------------------------------------------------
+
+def _records(path, lengths, seq_length=16):
+    """A record file of classifier examples whose input_mask has the given lengths."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    with input_pipeline.RecordWriter(str(path)) as writer:
+        for i, length in enumerate(lengths):
+            ids = [(7 * i + j) % 50 + 1 for j in range(length)] + [0] * (seq_length - length)
+            writer.write(dict(
+                input_ids=input_pipeline.int_feature(ids),
+                input_mask=input_pipeline.int_feature([1] * length + [0] * (seq_length - length)),
+                segment_ids=input_pipeline.int_feature([0] * seq_length),
+                label_ids=input_pipeline.int_feature([i % 3]),
+                is_real_example=input_pipeline.int_feature([1])))
+    return np.asarray(lengths)
+
+
+def _batches(dataset, count=None):
+    out = []
+    for batch in dataset.take(count) if count else dataset:
+        out.append({name: t.numpy().tolist() for name, t in batch.items()})
+    return out
+
+
+@pytest.mark.parametrize("case", ["training", "grouped", "predict_buckets", "predict_plain"])
+def test_pipeline_batches_are_those_autograph_would_give(tmp_path, monkeypatch, case):
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    path = tmp_path / "train.tf_record"
+    lengths = _records(path, [3, 16, 5, 9, 1, 12, 7, 2, 15, 4, 8, 6, 11])
+    spec = input_pipeline.classifier_features(16)
+    options = dict(
+        training=dict(is_training=True, seed=3, trim=True, bucket_width=4),
+        grouped=dict(is_training=True, seed=5, trim=True, group_by_length=True),
+        predict_buckets=dict(is_training=False, pad_final_batch=True, trim=True, buckets=True,
+                             bucket_window=2),
+        predict_plain=dict(is_training=False, pad_final_batch=True))[case]
+
+    def batches():
+        dataset = input_pipeline.make_dataset([str(path)], spec, 4, **options)
+        return _batches(dataset, 8 if options["is_training"] else None)
+
+    got = batches()
+    with monkeypatch.context() as patched:  # the lever off: AutoGraph converts them
+        patched.setattr(input_pipeline, "_as_written", lambda function: function)
+        want = batches()
+    assert got == want
+    # Real values: every example once (prediction), the padding rows, the trimmed lengths.
+    assert len(got) == (8 if options["is_training"] else 4)
+    if not options["is_training"]:
+        real = [r for b in got for r, ok in zip(b["input_ids"], b["is_real_example"]) if ok]
+        assert sorted(row[0] for row in real) == sorted((7 * i) % 50 + 1
+                                                        for i in range(len(lengths)))
+        assert sum(b["is_real_example"].count(0) for b in got) == 3
+    if options.get("trim"):
+        for b in got:
+            longest = max(sum(m) for m in b["input_mask"])
+            width = options.get("bucket_width", input_pipeline.DEFAULT_BUCKET_WIDTH)
+            assert len(b["input_ids"][0]) == min(16, -(-longest // width) * width)
