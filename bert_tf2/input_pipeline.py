@@ -338,6 +338,14 @@ def decode_record(record, spec):
             for name, t in example.items()}
 
 
+def _as_written(function):
+    """`function` for Dataset.map, left as written by AutoGraph. The pipeline's functions
+    branch and loop only on Python values (feature names, static shapes), so AutoGraph's
+    rewrite would give the same graph; skipping it saves reading and converting their
+    source (traced dataset functions of a process's first classifier run: 1.5 -> 0.5 CPU s)."""
+    return tf.autograph.experimental.do_not_convert(function)
+
+
 def _pad_batch(batch, batch_size):
     """Pads a (possibly partial) batch to `batch_size` rows of zeros.
 
@@ -484,8 +492,9 @@ def _sort_window(window):
 
 def _length_sorted(d, window):
     """Examples numbered (EXAMPLE_INDEX) in input order, then sorted by length per window."""
-    d = d.enumerate().map(lambda i, f: dict(f, **{EXAMPLE_INDEX: tf.cast(i, tf.int32)}))
-    return d.batch(window).map(_sort_window).unbatch()
+    d = d.enumerate().map(_as_written(
+        lambda i, f: dict(f, **{EXAMPLE_INDEX: tf.cast(i, tf.int32)})))
+    return d.batch(window).map(_as_written(_sort_window)).unbatch()
 
 
 # --group_by_length (training): batches whose examples have similar lengths, so that
@@ -511,7 +520,7 @@ def _shuffled_batches(batches, group, seed):
         order = tf.argsort(keys)
         return {name: tf.gather(t, order) for name, t in window.items()}
     windows = tf.data.Dataset.zip((batches.batch(group), seeds))
-    return windows.map(permute).unbatch()
+    return windows.map(_as_written(permute)).unbatch()
 
 
 def length_grouped_batches(d, batch_size, seed=None, group=GROUP_WINDOW):
@@ -525,7 +534,7 @@ def length_grouped_batches(d, batch_size, seed=None, group=GROUP_WINDOW):
     the result for several epochs: windows then never cross an epoch.
     """
     d = d.batch(batch_size, drop_remainder=True).unbatch()
-    d = d.batch(batch_size * group).map(_sort_window).unbatch()
+    d = d.batch(batch_size * group).map(_as_written(_sort_window)).unbatch()
     return _shuffled_batches(d.batch(batch_size, drop_remainder=True), group, seed)
 
 
@@ -543,10 +552,10 @@ def _padded_batches(d, batch_size, replicas):
     of padding rows (is_real_example = 0) complete that group, so no example is lost.
     """
     d = d.batch(batch_size, drop_remainder=False)
-    d = d.map(lambda b: _pad_batch(b, batch_size))
+    d = d.map(_as_written(lambda b: _pad_batch(b, batch_size)))
     if replicas > 1:
         d = d.batch(replicas, drop_remainder=False)
-        d = d.map(lambda group: _pad_batch(group, replicas)).unbatch()
+        d = d.map(_as_written(lambda group: _pad_batch(group, replicas))).unbatch()
     return d
 
 
@@ -684,7 +693,8 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
         batch_size = input_context.get_per_replica_batch_size(batch_size)
     d = _record_stream(input_files, input_context, is_training, repeat, num_cpu_threads,
                        shuffle_buffer, seed, group_by_length)
-    d = d.map(lambda r: decode_record(r, spec), num_parallel_calls=tf.data.AUTOTUNE)
+    d = d.map(_as_written(lambda r: decode_record(r, spec)),
+              num_parallel_calls=tf.data.AUTOTUNE)
     if buckets:
         d = _length_sorted(d, batch_size * bucket_window)
     if group_by_length:
@@ -696,7 +706,7 @@ def make_dataset(input_files, spec, batch_size, is_training, input_context=None,
         d = d.batch(batch_size, drop_remainder=drop_remainder)
     if trim:
         names = sequence_feature_names(spec)
-        d = d.map(lambda b: trim_batch(b, names, bucket_width),
+        d = d.map(_as_written(lambda b: trim_batch(b, names, bucket_width)),
                   num_parallel_calls=tf.data.AUTOTUNE)
     return d.prefetch(tf.data.AUTOTUNE)
 

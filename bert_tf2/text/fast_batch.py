@@ -58,6 +58,7 @@ import logging
 import operator
 import re
 import sys
+import threading
 import unicodedata
 
 from bert_tf2.text import characters
@@ -385,6 +386,65 @@ def _character_tables():
     return _TABLES
 
 
+# The vocabulary models of this process (_vocabulary_model), the last few used first.
+# A run builds a new FullTokenizer (and so a new FastBatchTokenizer) every time; its
+# FastWordpieceTokenizer and id tables depend only on the vocabulary's entries and ids,
+# the unknown token and the word length limit, and cost about half a second on a
+# 30,522-entry vocabulary. Keyed on those values themselves (not on a file's name or
+# time), a vocabulary that changed in any entry gets a model of its own.
+MODELS = collections.OrderedDict()
+MODELS_KEPT = 4
+_MODELS_LOCK = threading.Lock()
+
+
+class _VocabularyModel(object):
+    """What FastBatchTokenizer reads of one vocabulary: the FastWordpieceTokenizer and the
+    entries / ids / piece lengths as numpy arrays (never changed once made); `problem`
+    says why TensorFlow cannot mirror the vocabulary (then there is no model)."""
+
+    def __init__(self, vocab, unk_token, max_chars, tables):
+        import numpy as np  # pylint: disable=import-outside-toplevel
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+
+        tf_vocab, self.problem = _vocab_for_tf(vocab, unk_token, tables)
+        if self.problem:
+            return
+        # Generous byte limit: it never cuts a word of max_chars characters, and a
+        # word longer than it has more than max_chars characters anyway.
+        try:
+            with tf.init_scope():
+                self.model = tf_text.FastWordpieceTokenizer(
+                    vocab=tf_vocab, suffix_indicator="##",
+                    max_bytes_per_word=4 * max_chars + 4,
+                    unknown_token=unk_token, token_out_type=tf.int64)
+        except RuntimeError as error:  # raised by its C++ model builder
+            self.problem = str(error)
+            return
+        self.token_array = np.array(tf_vocab, dtype=object)
+        self.id_array = np.array(list(range(len(tf_vocab))), dtype=object)
+        self.is_suffix = np.array([t.startswith("##") for t in tf_vocab])
+        self.piece_chars = np.array([len(t) - 2 * t.startswith("##") for t in tf_vocab])
+        for array in (self.token_array, self.id_array, self.is_suffix, self.piece_chars):
+            array.flags.writeable = False  # shared by every tokenizer of this vocabulary
+        # The fewest pieces a word over max_chars characters can have.
+        self.pieces_to_be_long = max_chars // max(1, self.piece_chars.max()) + 1
+
+
+def _vocabulary_model(vocab, unk_token, max_chars, tables):
+    """The _VocabularyModel of `vocab` (token -> id), made once per process for the same
+    entries, ids, unknown token and word length limit (see MODELS)."""
+    key = (unk_token, max_chars, tuple(vocab.items()))
+    with _MODELS_LOCK:
+        made = MODELS.get(key)
+        if made is None:
+            made = MODELS[key] = _VocabularyModel(vocab, unk_token, max_chars, tables)
+            while len(MODELS) > MODELS_KEPT:
+                MODELS.popitem(last=False)
+        MODELS.move_to_end(key)
+    return made
+
+
 class FastBatchTokenizer(object):
     """Batch tokenization on FastWordpieceTokenizer (the module docstring tells how).
 
@@ -394,7 +454,6 @@ class FastBatchTokenizer(object):
     def __init__(self, full_tokenizer):
         import numpy as np  # pylint: disable=import-outside-toplevel
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
 
         self._np = np
         self._tf = tf
@@ -413,27 +472,16 @@ class FastBatchTokenizer(object):
         self._attention = tables.attention_lower if self._lower else tables.attention_cased
         self._joinable = not self._attention.search(_JOINER)
 
-        tf_vocab, self.problem = _vocab_for_tf(full_tokenizer.vocab, wordpiece.unk_token, tables)
+        made = _vocabulary_model(full_tokenizer.vocab, wordpiece.unk_token, self._max_chars,
+                                 tables)
+        self.problem = made.problem
         if self.problem:
             return
-        # Generous byte limit: it never cuts a word of max_chars characters, and a
-        # word longer than it has more than max_chars characters anyway.
-        try:
-            with tf.init_scope():
-                self._model = tf_text.FastWordpieceTokenizer(
-                    vocab=tf_vocab, suffix_indicator="##",
-                    max_bytes_per_word=4 * self._max_chars + 4,
-                    unknown_token=wordpiece.unk_token, token_out_type=tf.int64)
-        except RuntimeError as error:  # raised by its C++ model builder
-            self.problem = str(error)
-            return
+        self._model = made.model
         self._op, self._model_buffer = tokenize_kernel(self._model)
-        self._token_array = np.array(tf_vocab, dtype=object)
-        self._id_array = np.array(list(range(len(tf_vocab))), dtype=object)
-        self._is_suffix = np.array([t.startswith("##") for t in tf_vocab])
-        self._piece_chars = np.array([len(t) - 2 * t.startswith("##") for t in tf_vocab])
-        # The fewest pieces a word over max_chars characters can have.
-        self._pieces_to_be_long = self._max_chars // max(1, self._piece_chars.max()) + 1
+        self._token_array, self._id_array = made.token_array, made.id_array
+        self._is_suffix, self._piece_chars = made.is_suffix, made.piece_chars
+        self._pieces_to_be_long = made.pieces_to_be_long
 
     def rows(self, chunks, as_tokens):
         """The list of tokens (or of ids) of every text of `chunks` (an iterable of

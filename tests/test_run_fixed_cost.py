@@ -1,0 +1,168 @@
+"""The per-run fixed cost of a training / predict run, cut without changing a number.
+
+Each lever here keeps a run's outputs as they were: tokens equal to a tokenizer built
+without the lever, and a cache never serves what a changed input would not give.
+"""
+import os
+
+import pytest
+
+import tokenization
+from bert_tf2.text import fast_batch
+from conftest import write_text
+
+pytest.importorskip("tensorflow_text")
+
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a",
+          "dog", "ran", "##s", "fast", ".", "is", "it", "un", "##want", "##ed"]
+# Long enough for the batch path (over SMALL_BATCH_CHARS in all), with words the
+# vocabulary splits into pieces, unknown words and punctuation.
+_TEXTS = ["The cat sat on the mat.", "A dog ran fast; dogs ran!", "Unwanted cats is it",
+          "caf\u00e9 the MAT sat", "zz the cat"] * 12
+
+
+def _vocab_file(path, words):
+    return write_text(path, "".join(w + "\n" for w in words))
+
+
+def _fast_model(tokenizer):
+    """The FastWordpieceTokenizer the batch path of `tokenizer` ran on (built on first use)."""
+    return tokenizer._fast.fast._model  # pylint: disable=protected-access
+
+
+@pytest.fixture
+def fresh_models(monkeypatch):
+    """An empty model cache for the test (the process's own is left as it was)."""
+    monkeypatch.setattr(fast_batch, "MODELS", type(fast_batch.MODELS)())
+    return fast_batch.MODELS
+
+
+def test_same_vocabulary_builds_its_model_once_with_the_same_tokens(tmp_path, fresh_models):
+    vocab = _vocab_file(tmp_path / "vocab.txt", _VOCAB)
+    first = tokenization.FullTokenizer(vocab, do_lower_case=True)
+    want = [first.tokenize(t) for t in _TEXTS]  # the exact path, text by text
+    assert first.tokenize_batch(_TEXTS) == want
+    assert want[0] == ["the", "cat", "sat", "on", "the", "mat", "."]
+    assert want[2] == ["un", "##want", "##ed", "cat", "##s", "is", "it"]
+    assert len(fresh_models) == 1
+    # A second run's tokenizer (lower-casing or not) reuses the model: same tokens.
+    second = tokenization.FullTokenizer(vocab, do_lower_case=True)
+    cased = tokenization.FullTokenizer(vocab, do_lower_case=False)
+    assert second.tokenize_batch(_TEXTS) == want
+    assert second.convert_batch_to_ids(_TEXTS) == [first.convert_tokens_to_ids(t) for t in want]
+    assert cased.tokenize_batch(_TEXTS) == [cased.tokenize(t) for t in _TEXTS]
+    assert cased.tokenize_batch(["The cat"]) == [["[UNK]", "cat"]]
+    assert _fast_model(second) is _fast_model(first) is _fast_model(cased)
+    assert len(fresh_models) == 1
+    # Built again with the cache emptied: the same tokens.
+    fresh_models.clear()
+    rebuilt = tokenization.FullTokenizer(vocab, do_lower_case=True)
+    assert rebuilt.tokenize_batch(_TEXTS) == want
+    assert _fast_model(rebuilt) is not _fast_model(first)
+
+
+def test_a_rewritten_vocabulary_file_is_not_served_stale(tmp_path, fresh_models):
+    path = tmp_path / "vocab.txt"
+    _vocab_file(path, _VOCAB)
+    old = tokenization.FullTokenizer(str(path), do_lower_case=True)
+    assert old.tokenize_batch(_TEXTS)[0] == ["the", "cat", "sat", "on", "the", "mat", "."]
+    assert old.convert_batch_to_ids(["the cat"]) == [[4, 5]]
+    stat = os.stat(str(path))
+    # Same path, same size, same modification time; "cat" and "dog" swap ids and
+    # "mat" becomes "hat": a key of name, size and time would serve the old model.
+    changed = list(_VOCAB)
+    changed[5], changed[10] = "dog", "cat"
+    changed[8] = "hat"
+    _vocab_file(path, changed)
+    os.utime(str(path), ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert os.stat(str(path)).st_size == stat.st_size
+    new = tokenization.FullTokenizer(str(path), do_lower_case=True)
+    got = new.tokenize_batch(_TEXTS)
+    assert got == [new.tokenize(t) for t in _TEXTS]
+    assert got[0] == ["the", "cat", "sat", "on", "the", "[UNK]", "."]
+    assert new.convert_batch_to_ids(["the cat", "a dog"]) == [[4, 10], [9, 5]]
+    assert _fast_model(new) is not _fast_model(old)
+    # Another vocabulary file, and another unknown token: models of their own.
+    other = tokenization.FullTokenizer(_vocab_file(tmp_path / "other.txt", _VOCAB + ["mats"]))
+    assert other.tokenize_batch(["the mats"] * 40)[0] == ["the", "mats"]
+    assert len(fresh_models) == 3
+    # The old vocabulary again: its model, not the rewritten one's.
+    again = tokenization.FullTokenizer(_vocab_file(tmp_path / "again.txt", _VOCAB))
+    assert again.convert_batch_to_ids(["the cat"] * 40)[0] == [4, 5]
+    assert _fast_model(again) is _fast_model(old)
+
+
+def test_the_model_cache_keeps_the_last_few(tmp_path, fresh_models):
+    tokenizers = [tokenization.FullTokenizer(_vocab_file(tmp_path / ("v%d.txt" % i),
+                                                         _VOCAB + ["extra%d" % i]))
+                  for i in range(fast_batch.MODELS_KEPT + 1)]
+    for i, tokenizer in enumerate(tokenizers):
+        assert tokenizer.tokenize_batch(["extra%d the" % i] * 40)[0] == ["extra%d" % i, "the"]
+    assert len(fresh_models) == fast_batch.MODELS_KEPT
+    # The oldest went first: its vocabulary builds a model again, with the same tokens.
+    first = tokenization.FullTokenizer(str(tmp_path / "v0.txt"))
+    assert first.tokenize_batch(["extra0 the"] * 40)[0] == ["extra0", "the"]
+    assert _fast_model(first) is not _fast_model(tokenizers[0])
+
+
+# ---------------------------------------------------------------------------
+# The input pipeline's functions, left as written by AutoGraph
+# ---------------------------------------------------------------------------
+
+def _records(path, lengths, seq_length=16):
+    """A record file of classifier examples whose input_mask has the given lengths."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    with input_pipeline.RecordWriter(str(path)) as writer:
+        for i, length in enumerate(lengths):
+            ids = [(7 * i + j) % 50 + 1 for j in range(length)] + [0] * (seq_length - length)
+            writer.write(dict(
+                input_ids=input_pipeline.int_feature(ids),
+                input_mask=input_pipeline.int_feature([1] * length + [0] * (seq_length - length)),
+                segment_ids=input_pipeline.int_feature([0] * seq_length),
+                label_ids=input_pipeline.int_feature([i % 3]),
+                is_real_example=input_pipeline.int_feature([1])))
+    return np.asarray(lengths)
+
+
+def _batches(dataset, count=None):
+    out = []
+    for batch in dataset.take(count) if count else dataset:
+        out.append({name: t.numpy().tolist() for name, t in batch.items()})
+    return out
+
+
+@pytest.mark.parametrize("case", ["training", "grouped", "predict_buckets", "predict_plain"])
+def test_pipeline_batches_are_those_autograph_would_give(tmp_path, monkeypatch, case):
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    path = tmp_path / "train.tf_record"
+    lengths = _records(path, [3, 16, 5, 9, 1, 12, 7, 2, 15, 4, 8, 6, 11])
+    spec = input_pipeline.classifier_features(16)
+    options = dict(
+        training=dict(is_training=True, seed=3, trim=True, bucket_width=4),
+        grouped=dict(is_training=True, seed=5, trim=True, group_by_length=True),
+        predict_buckets=dict(is_training=False, pad_final_batch=True, trim=True, buckets=True,
+                             bucket_window=2),
+        predict_plain=dict(is_training=False, pad_final_batch=True))[case]
+
+    def batches():
+        dataset = input_pipeline.make_dataset([str(path)], spec, 4, **options)
+        return _batches(dataset, 8 if options["is_training"] else None)
+
+    got = batches()
+    with monkeypatch.context() as patched:  # the lever off: AutoGraph converts them
+        patched.setattr(input_pipeline, "_as_written", lambda function: function)
+        want = batches()
+    assert got == want
+    # Real values: every example once (prediction), the padding rows, the trimmed lengths.
+    assert len(got) == (8 if options["is_training"] else 4)
+    if not options["is_training"]:
+        real = [r for b in got for r, ok in zip(b["input_ids"], b["is_real_example"]) if ok]
+        assert sorted(row[0] for row in real) == sorted((7 * i) % 50 + 1
+                                                        for i in range(len(lengths)))
+        assert sum(b["is_real_example"].count(0) for b in got) == 3
+    if options.get("trim"):
+        for b in got:
+            longest = max(sum(m) for m in b["input_mask"])
+            width = options.get("bucket_width", input_pipeline.DEFAULT_BUCKET_WIDTH)
+            assert len(b["input_ids"][0]) == min(16, -(-longest // width) * width)
