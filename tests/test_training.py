@@ -159,69 +159,22 @@ def test_the_faces_runners_trace_without_autograph(tmp_path):
         training.RunConfig(output_dir="x", autograph="no").validate()
 
 
-def test_xla_step_gives_the_same_loss_and_update(tmp_path):
-    data = features(8, seed=3)
-    plain = make_runner(tmp_path, "plain", num_train_steps=2)
-    xla = make_runner(tmp_path, "xla", init_from=plain, num_train_steps=2, enable_xla=True)
-    m1 = plain.train(dataset_fn_of(data, 4), classifier_loss)
-    m2 = xla.train(dataset_fn_of(data, 4), classifier_loss)
-    assert np.isclose(m1["loss"], m2["loss"], atol=1e-5)
-    for a, b in zip(first_moments(plain), first_moments(xla)):
-        np.testing.assert_allclose(a, b, atol=FP32_ATOL)  # XLA's kernels
-
-
-def test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step(tmp_path):
-    # Batches of other lengths (as --trim_padding makes them) through a model with
-    # dropout: the compiled step draws its masks with a length XLA must know while
-    # compiling. With the step seeds of --deterministic_data both runs drop the same
-    # units, so the losses and the update agree to float32's bound.
-    rows = []
-    for length in (6, 6, 6, 6, 3, 3, 3, 3):
-        row = features(1, seq=length, seed=length)
-        rows.append({k: v[0] for k, v in row.items()})
-
-    def dataset_fn(ctx=None):
-        d = tf.data.Dataset.from_generator(
-            lambda: iter(rows), output_signature={
-                k: tf.TensorSpec([None] if k != "label_ids" else [], tf.int32)
-                for k in rows[0]})
-        return d.padded_batch(4, drop_remainder=True).repeat()
-
-    def dropout_loss(model, feats, is_training):
-        logits = model(feats, training=True)["logits"]
-        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=feats["label_ids"], logits=logits)), {}
-
-    config = dict(num_train_steps=2, deterministic_data=True, seed=3,
-                  iterations_per_loop=1)
-    config_with_dropout = tiny_config()
-    config_with_dropout.hidden_dropout_prob = 0.3
-    config_with_dropout.attention_probs_dropout_prob = 0.3
-    runners = []
-    for name, xla in (("plain", False), ("xla", True)):
-        run_config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
-                                        num_warmup_steps=0, enable_xla=xla, **config)
-        runners.append(training.Runner(
-            tf.distribute.get_strategy(),
-            lambda: heads.BertClassifier(config_with_dropout, 2), run_config))
-    plain, xla = runners
-    for a, b in zip(xla.model.variables, plain.model.variables):
-        a.assign(b)
-    losses = [runner.train(dataset_fn, dropout_loss)["loss"] for runner in runners]
-    assert np.isclose(losses[0], losses[1], atol=1e-5), losses
-    for a, b in zip(first_moments(plain), first_moments(xla)):
-        np.testing.assert_allclose(a, b, atol=FP32_ATOL)
-
-
-@pytest.mark.parametrize("enable_xla", [False, True])
-def test_gradient_checkpointing_flag_gives_the_same_update(tmp_path, enable_xla):
+def test_xla_and_gradient_checkpointing_give_the_same_loss_and_update(tmp_path):
+    # One plain run and, from its initial weights on the same data: XLA alone, gradient
+    # checkpointing alone and both together (one plain run for the three, not one each).
     data = features(8, seed=5)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
-    ckpt = make_runner(tmp_path, "ckpt", init_from=plain, num_train_steps=2,
-                       gradient_checkpointing=True, enable_xla=enable_xla)
-    assert ckpt.model.bert.encoder.gradient_checkpointing
+    others = {name: make_runner(tmp_path, name, init_from=plain, num_train_steps=2, **cfg)
+              for name, cfg in (("xla", dict(enable_xla=True)),
+                                ("ckpt", dict(gradient_checkpointing=True)),
+                                ("ckpt_xla", dict(gradient_checkpointing=True,
+                                                  enable_xla=True)))}
     assert not plain.model.bert.encoder.gradient_checkpointing
-    plain.model.dropout.rate = ckpt.model.dropout.rate = 0.0  # the classifier's own 0.1
+    assert not others["xla"].model.bert.encoder.gradient_checkpointing
+    assert others["ckpt"].model.bert.encoder.gradient_checkpointing
+    assert others["ckpt_xla"].model.bert.encoder.gradient_checkpointing
+    for runner in [plain] + list(others.values()):
+        runner.model.dropout.rate = 0.0  # the classifier's own 0.1; the config has none
 
     def loss_fn(model, feats, is_training):
         # training=True runs the recomputed path; the config has no dropout.
@@ -230,13 +183,18 @@ def test_gradient_checkpointing_flag_gives_the_same_update(tmp_path, enable_xla)
             labels=feats["label_ids"], logits=logits)), {}
 
     m1 = plain.train(dataset_fn_of(data, 4), loss_fn)
-    m2 = ckpt.train(dataset_fn_of(data, 4), loss_fn)
-    assert np.isclose(m1["loss"], m2["loss"], atol=FP32_ATOL)  # recomputed, and with XLA
+    for name, runner in others.items():
+        m2 = runner.train(dataset_fn_of(data, 4), loss_fn)
+        assert np.isclose(m1["loss"], m2["loss"], atol=FP32_ATOL), name  # XLA's kernels
+    for a, b in zip(first_moments(plain), first_moments(others["xla"])):
+        np.testing.assert_allclose(a, b, atol=FP32_ATOL)
     # Weights after 2 Adam steps: m / sqrt(v) scales float32 rounding of the
     # recomputed (and, with XLA, fused) forward up to ~1e-6; a dropout or
     # recompute mismatch moves them by about the learning rate (1e-2 here).
-    for a, b in zip(plain.model.trainable_variables, ckpt.model.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-6)
+    for name in ("xla", "ckpt", "ckpt_xla"):
+        for a, b in zip(plain.model.trainable_variables,
+                        others[name].model.trainable_variables):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-6, err_msg=name)
 
 
 def test_fp16_trains_with_loss_scaling_and_fp32_variables(tmp_path):
