@@ -412,50 +412,49 @@ def test_tiny_classifier_export(tiny, loaded):
 
 def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(
         tiny, encoder_export, loaded, tmp_path):
-    """run(Settings(...)) from Python, no absl parsing, in a process that exported both
-    models already (the tiny and encoder_export fixtures, from flags): each run the same
-    model, files and export_info as the parsed flags'. The classifier's run follows a
-    --dtype=bf16 run's global policy (mixed_bfloat16), as a run and an export in one
-    process do: it still serves the float32 model and leaves the policy as it was. The
-    encoder's Settings (pooling, layers, normalize) then give the command line's export
-    into the same export_dir: the second run replaces the first's export."""
-    export_dir = str(tmp_path / "from_python")
+    """run(Settings(...)) from Python, no absl parsing: twice (the second replaces the
+    first export), each the same model, files and export_info as the parsed flags'. The
+    second run follows a --dtype=bf16 run's global policy (mixed_bfloat16), as a run and an
+    export in one process do: it still serves the float32 model and leaves the policy as it
+    was. The encoder's Settings (pooling, layers, normalize) give the command line's export."""
     settings = esm.Settings(model_type="classifier", task_name="SST-2",
                             bert_config_file=tiny["config_file"],
                             init_checkpoint=str(tiny["root"] / "classifier"),
-                            vocab_file=tiny["vocab"], max_seq_length=16, export_dir=export_dir)
+                            vocab_file=tiny["vocab"], max_seq_length=16,
+                            export_dir=str(tmp_path / "from_python"))
     texts = _encoded(["the cat sat on the mat", "a dog ran fast", "unaffable cats", ""])
     want = loaded(tiny["export_dir"]).signatures["serving_text_a"](text_a=texts)
     with open(str(tiny["export_dir"] / "assets.extra" / "export_info.json")) as f:
         want_info = json.load(f)
-    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        result = esm.run(settings)
-        assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-    finally:
-        tf_keras.mixed_precision.set_global_policy("float32")
-    assert result.output_dir == settings.export_dir
-    assert sorted(result.outputs) == ["export_info", "saved_model", "vocab"]
-    for path in result.outputs.values():
-        assert os.path.isfile(path), path
-    with open(result.outputs["export_info"]) as f:
-        assert json.load(f) == want_info
-    got = tf.saved_model.load(result.output_dir).signatures["serving_text_a"](text_a=texts)
-    assert got["logits"].dtype == tf.float32
-    for key in ("probabilities", "logits"):  # the same export, shapes and kernels
-        np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6, rtol=0)
-    assert got["predicted_label"].numpy().tolist() == want["predicted_label"].numpy().tolist()
+    for policy in ("float32", "mixed_bfloat16"):
+        tf_keras.mixed_precision.set_global_policy(policy)
+        try:
+            result = esm.run(settings)
+            assert tf_keras.mixed_precision.global_policy().name == policy
+        finally:
+            tf_keras.mixed_precision.set_global_policy("float32")
+        assert result.output_dir == settings.export_dir
+        assert sorted(result.outputs) == ["export_info", "saved_model", "vocab"]
+        for path in result.outputs.values():
+            assert os.path.isfile(path), path
+        with open(result.outputs["export_info"]) as f:
+            assert json.load(f) == want_info
+        got = tf.saved_model.load(result.output_dir).signatures["serving_text_a"](text_a=texts)
+        assert got["logits"].dtype == tf.float32
+        for key in ("probabilities", "logits"):  # the same export, shapes and kernels
+            np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6, rtol=0)
+        assert got["predicted_label"].numpy().tolist() == want["predicted_label"].numpy().tolist()
+    assert os.listdir(str(tmp_path)) == ["from_python"]
     assert settings.given("max_seq_length") and not settings.given("do_lower_case")
 
+    # One run: the encoder_export fixture's made an encoder in this process already.
     encoder = esm.Settings(model_type="encoder", bert_config_file=tiny["config_file"],
                            init_checkpoint=str(tiny["root"] / "encoder"),
                            vocab_file=tiny["vocab"], max_seq_length=16, pooling="mean",
-                           layers="-1", normalize=True, export_dir=export_dir)
+                           layers="-1", normalize=True,
+                           export_dir=str(tmp_path / "encoder_python"))
     want = loaded(encoder_export).signatures["embed"](text=texts)
     result = esm.run(encoder)
-    assert result.output_dir == export_dir and os.listdir(str(tmp_path)) == ["from_python"]
-    with open(result.outputs["export_info"]) as f:
-        assert json.load(f)["model_type"] == "encoder"  # the classifier's export is gone
     got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
     # The same export, shapes and kernels.
     np.testing.assert_allclose(got["sentence_embedding"].numpy(),
