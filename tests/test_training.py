@@ -1,6 +1,7 @@
 """training.py: strategy and precision from flags, accumulation, XLA, fp16, predict order."""
 import logging
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import tf_keras
 import modeling
 from bert_tf2 import flags_common
 from bert_tf2 import heads
+from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import training
 from conftest import FP32_ATOL
 from conftest import HANG_GUARD_SECONDS
@@ -157,15 +159,42 @@ def test_the_faces_runners_trace_without_autograph(tmp_path):
         training.RunConfig(output_dir="x", autograph="no").validate()
 
 
-def test_xla_step_gives_the_same_loss_and_update(tmp_path):
-    data = features(8, seed=3)
+def test_xla_and_gradient_checkpointing_give_the_same_loss_and_update(tmp_path):
+    # One plain run and, from its initial weights on the same data: XLA alone, gradient
+    # checkpointing alone and both together (one plain run for the three, not one each).
+    data = features(8, seed=5)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
-    xla = make_runner(tmp_path, "xla", init_from=plain, num_train_steps=2, enable_xla=True)
-    m1 = plain.train(dataset_fn_of(data, 4), classifier_loss)
-    m2 = xla.train(dataset_fn_of(data, 4), classifier_loss)
-    assert np.isclose(m1["loss"], m2["loss"], atol=1e-5)
-    for a, b in zip(first_moments(plain), first_moments(xla)):
-        np.testing.assert_allclose(a, b, atol=FP32_ATOL)  # XLA's kernels
+    others = {name: make_runner(tmp_path, name, init_from=plain, num_train_steps=2, **cfg)
+              for name, cfg in (("xla", dict(enable_xla=True)),
+                                ("ckpt", dict(gradient_checkpointing=True)),
+                                ("ckpt_xla", dict(gradient_checkpointing=True,
+                                                  enable_xla=True)))}
+    assert not plain.model.bert.encoder.gradient_checkpointing
+    assert not others["xla"].model.bert.encoder.gradient_checkpointing
+    assert others["ckpt"].model.bert.encoder.gradient_checkpointing
+    assert others["ckpt_xla"].model.bert.encoder.gradient_checkpointing
+    for runner in [plain] + list(others.values()):
+        runner.model.dropout.rate = 0.0  # the classifier's own 0.1; the config has none
+
+    def loss_fn(model, feats, is_training):
+        # training=True runs the recomputed path; the config has no dropout.
+        logits = model(feats, training=True)["logits"]
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=feats["label_ids"], logits=logits)), {}
+
+    m1 = plain.train(dataset_fn_of(data, 4), loss_fn)
+    for name, runner in others.items():
+        m2 = runner.train(dataset_fn_of(data, 4), loss_fn)
+        assert np.isclose(m1["loss"], m2["loss"], atol=FP32_ATOL), name  # XLA's kernels
+    for a, b in zip(first_moments(plain), first_moments(others["xla"])):
+        np.testing.assert_allclose(a, b, atol=FP32_ATOL)
+    # Weights after 2 Adam steps: m / sqrt(v) scales float32 rounding of the
+    # recomputed (and, with XLA, fused) forward up to ~1e-6; a dropout or
+    # recompute mismatch moves them by about the learning rate (1e-2 here).
+    for name in ("xla", "ckpt", "ckpt_xla"):
+        for a, b in zip(plain.model.trainable_variables,
+                        others[name].model.trainable_variables):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-6, err_msg=name)
 
 
 def test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step(tmp_path):
@@ -209,32 +238,6 @@ def test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step(tmp_path):
     assert np.isclose(losses[0], losses[1], atol=1e-5), losses
     for a, b in zip(first_moments(plain), first_moments(xla)):
         np.testing.assert_allclose(a, b, atol=FP32_ATOL)
-
-
-@pytest.mark.parametrize("enable_xla", [False, True])
-def test_gradient_checkpointing_flag_gives_the_same_update(tmp_path, enable_xla):
-    data = features(8, seed=5)
-    plain = make_runner(tmp_path, "plain", num_train_steps=2)
-    ckpt = make_runner(tmp_path, "ckpt", init_from=plain, num_train_steps=2,
-                       gradient_checkpointing=True, enable_xla=enable_xla)
-    assert ckpt.model.bert.encoder.gradient_checkpointing
-    assert not plain.model.bert.encoder.gradient_checkpointing
-    plain.model.dropout.rate = ckpt.model.dropout.rate = 0.0  # the classifier's own 0.1
-
-    def loss_fn(model, feats, is_training):
-        # training=True runs the recomputed path; the config has no dropout.
-        logits = model(feats, training=True)["logits"]
-        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=feats["label_ids"], logits=logits)), {}
-
-    m1 = plain.train(dataset_fn_of(data, 4), loss_fn)
-    m2 = ckpt.train(dataset_fn_of(data, 4), loss_fn)
-    assert np.isclose(m1["loss"], m2["loss"], atol=FP32_ATOL)  # recomputed, and with XLA
-    # Weights after 2 Adam steps: m / sqrt(v) scales float32 rounding of the
-    # recomputed (and, with XLA, fused) forward up to ~1e-6; a dropout or
-    # recompute mismatch moves them by about the learning rate (1e-2 here).
-    for a, b in zip(plain.model.trainable_variables, ckpt.model.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-6)
 
 
 def test_fp16_trains_with_loss_scaling_and_fp32_variables(tmp_path):
@@ -476,42 +479,34 @@ def test_trimmed_training_on_cpu_compiles_the_dropout_masks_first(tmp_path, monk
         ["CPU", "CPU"] if compiled else [])
 
 
-def _stop_after_checkpoint(runner, step):
-    """Makes `runner` raise Ctrl-C right after writing its checkpoint of `step`."""
-    save = runner.save
-
-    def save_then_stop():
-        path = save()
-        if runner.global_step == step:
-            raise KeyboardInterrupt
-        return path
-    runner.save = save_then_stop
-
-
 @pytest.mark.parametrize("cfg", [{}, dict(gradient_checkpointing=True,
                                              num_accumulation_steps=2),
                                  dict(enable_xla=True)])
 def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path, cfg):
-    # Stopped at step 3 (not a loop boundary of --iterations_per_loop=2) and resumed:
-    # the same data and the same dropout masks (encoder 0.2, the classifier's 0.1) as
-    # the uninterrupted run, so all weights are equal bit for bit.
+    # Resumed from step 3 (not a loop boundary of --iterations_per_loop=2): the same data
+    # and the same dropout masks (encoder 0.2, the classifier's 0.1) as the uninterrupted
+    # run, so all weights are equal bit for bit. The step-3 checkpoint is the whole run's
+    # own (a folder holding it alone, as a run stopped there leaves it; the stop itself:
+    # test_ctrl_c_in_training_names_the_step_and_the_checkpoint_a_rerun_resumes): two
+    # trainings per cfg, not three.
     def runner(name):
         tf_keras.utils.set_random_seed(3)
         config = tiny_config()
         config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
         run_config = training.RunConfig(
             output_dir=str(tmp_path / name), learning_rate=1e-2, num_train_steps=6,
-            iterations_per_loop=2, deterministic_data=True, seed=3, **cfg)
+            iterations_per_loop=2, deterministic_data=True, seed=3,
+            save_checkpoints_steps=3, **cfg)
         return training.Runner(tf.distribute.get_strategy(),
                                lambda: heads.BertClassifier(config, 2), run_config)
     data = features(16, seed=5)
     whole = runner("whole")
     whole.train(dataset_fn_of(data, 4), _dropout_loss)
-    cut = runner("cut")
-    cut.config.save_checkpoints_steps = 3
-    _stop_after_checkpoint(cut, 3)
-    with pytest.raises(training.Interrupted):
-        cut.train(dataset_fn_of(data, 4), _dropout_loss)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for path in (tmp_path / "whole").glob("model.ckpt-3.*"):
+        shutil.copy(str(path), str(cut / path.name))
+    checkpoints.write_state_file(str(cut / "model.ckpt-3"))
     resumed = runner("cut")
     assert resumed.global_step == 3
     resumed.train(dataset_fn_of(data, 4), _dropout_loss)
