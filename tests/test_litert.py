@@ -344,7 +344,11 @@ def test_crf_tagger_litert_tags_are_the_saved_models_viterbi(crf_export):
         for tag in want:  # IOB2: I-PER only after B-PER / I-PER
             assert tag != "I-PER" or previous in ("B-PER", "I-PER"), want
             previous = tag
-    assert argmax_differs >= 3, "the transitions should change some tags"
+    # Seen once at 0 in a whole-suite run (2 xdist workers), never alone nor after the files
+    # that preceded it there: the rows go into the message so that a next time shows why.
+    assert argmax_differs >= 3, ("the transitions should change some tags", argmax,
+                                 out["word_tags"].numpy().tolist(),
+                                 np.asarray(predictor.crf[0]).round(2).tolist())
     with open(result.outputs["litert_report"]) as f:
         report = json.load(f)
     fp32 = report["variants"]["fp32"]["results"]["agreement"]
