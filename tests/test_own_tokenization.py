@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO_ROOT
 from conftest import HANG_GUARD_SECONDS
 
@@ -35,6 +37,8 @@ del create_slots
 
 _SCRIPT = """
 import sys
+
+import pytest
 import tokenization as theirs
 assert theirs.FORK and sys.modules["tokenization"] is theirs
 import modeling as their_modeling, optimization as their_optimization
@@ -59,6 +63,7 @@ assert again_modeling is their_modeling and sys.modules["modeling"] is their_mod
 """
 
 
+@pytest.mark.slow  # a fresh process (TensorFlow imported in it): the boundary it tests
 def test_a_users_tokenization_modeling_optimization_leave_the_package_on_ours(tmp_path):
     for name, tail in (("tokenization", _FORK_TAIL), ("modeling", _FORK_MODELING),
                        ("optimization", _FORK_OPTIMIZATION)):
