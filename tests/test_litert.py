@@ -2,6 +2,7 @@
 models, their report, LiteRTPredictor, and the one-line errors."""
 import json
 import os
+import random
 import re
 import shutil
 import threading
@@ -9,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 import export_saved_model as esm
 import modeling
@@ -302,8 +304,15 @@ def crf_export(tiny):
     """A --crf --crf_tag_scheme=iob2 tagger whose transitions matter (set large, random:
     Viterbi's tags differ from the logits' argmax), exported with --litert=fp32."""
     config = modeling.BertConfig.from_dict(_CONFIG)
+    # Its weights from a seed of its own: unseeded, tf_keras draws them from a generator the
+    # process's earlier models moved, and once (in a whole-suite worker) they tagged every
+    # word "O" under Viterbi and argmax alike. The file's other draws keep their states.
+    states = np.random.get_state(), random.getstate()
+    tf_keras.utils.set_random_seed(3)
     model = heads.BertTagger(config, len(_TAGS), crf=True)
     model(heads.dummy_features(), training=False)
+    np.random.set_state(states[0])
+    random.setstate(states[1])
     model.crf.transitions.assign(
         np.random.RandomState(3).normal(0, 6, [len(_TAGS)] * 2).astype(np.float32))
     tiny["crf_tagger"] = _checkpoint(tiny["root"], "crf_tagger", model)
