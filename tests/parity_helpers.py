@@ -665,7 +665,7 @@ class MultipleChoice(Head):
         run_multiple_choice.run(run_multiple_choice.Settings(
             task_name="jsonl", data_dir={"train": rows, "test": test},
             output_dir=self.folder, max_seq_length=SEQ, do_train=True, do_predict=True,
-            num_train_epochs=1.0, **dict(_COMMON, **self.files)))
+            num_train_epochs=3.0, **dict(_COMMON, **self.files)))
         return [_scored(r["label"], r["probabilities"]) for r in
                 _read_jsonl(os.path.join(self.folder, "test_predictions.jsonl"))]
 
