@@ -67,6 +67,17 @@ def test_package_modules_import_each_other_by_full_path():
             path.relative_to(REPO_ROOT), sorted(flat))
 
 
+def test_package_modules_take_the_reference_modules_from_bert():
+    # A plain `import tokenization` (modeling, optimization) in the package would give a
+    # fork's file beside the user's script instead of ours; tests/test_own_tokenization.py
+    # shows it in a process, this covers every package module.
+    for path in (REPO_ROOT / "bert_tf2").rglob("*.py"):
+        plain = {name for name in _imports(path)
+                 if name.split(".")[0] in ("modeling", "tokenization", "optimization")}
+        assert not plain, "%s imports %s: use `from bert import ...`" % (
+            path.relative_to(REPO_ROOT), sorted(plain))
+
+
 def test_every_package_module_imports_alone():
     # Each in a fresh interpreter would be slow; here, the package's own names resolve.
     # bert_tf2.tf1 switches its process to TF1 graph mode: test_tf1_namespace imports it
