@@ -281,7 +281,9 @@ def runs(tmp_path_factory, data_dir, vocab):
              # 5 epochs (was 10), measured: head_tail and windows 1.0 on dev, truncate 0.5
              "--num_train_epochs=5", "--learning_rate=1e-3", "--eval_batch_size=24",
              "--predict_batch_size=8"]
-    return {mode: _run(root, data_dir, vocab, mode, train)
+    # truncate's run only shows what it learnt (nothing past the first window): no predict.
+    return {mode: _run(root, data_dir, vocab, mode,
+                       [f for f in train if mode != "truncate" or f != "--do_predict"])
             for mode in ("truncate", "head_tail", "windows")}
 
 
@@ -296,6 +298,9 @@ def test_only_head_tail_and_windows_learn_a_word_past_the_first_window(runs):
 @pytest.mark.slow
 def test_windows_outputs_one_row_per_example_whatever_the_batching(runs, tmp_path, data_dir,
                                                                    vocab):
+    """One row per document whatever the batching; later runs without --long_text read
+    the text as the windows run trained: in its --output_dir (long_text.json there) and
+    from a new one (beside --init_checkpoint), as the export does."""
     out = runs["windows"]
     assert _eval_results(out)["global_step"] == str(int(128 * 3 * 5 / 16))  # 3 windows a doc
     assert (out / long_text.SETTINGS_FILE).exists()
@@ -305,17 +310,26 @@ def test_windows_outputs_one_row_per_example_whatever_the_batching(runs, tmp_pat
     # test_predictions.jsonl: one line per document (its windows pooled), SST-2's guids.
     ids = [e.guid for e in glue_data.Sst2Processor().get_test_examples(str(data_dir))]
     check_test_predictions(out, ids, ["0", "1"])
-    ckpt = tf.train.latest_checkpoint(str(out))
-    for name, extra in (("notrim", ["--notrim_padding", "--eval_batch_size=5"]),
-                        ("trim", ["--trim_padding", "--eval_batch_size=7",
-                                  "--predict_batch_size=5"])):
-        again = _run(tmp_path / name, data_dir, vocab, "windows", [
-            "--do_eval", "--do_predict", "--init_checkpoint=%s" % ckpt] + extra)
-        np.testing.assert_allclose(_test_rows(again), rows, atol=1e-5, rtol=0)
+    trained = tmp_path / "trained"
+    shutil.copytree(str(out), str(trained))
+    for name in ("test_results.tsv", "eval_results.txt"):
+        os.remove(str(trained / name))
+    argv = ["--task_name=sst-2", "--data_dir=%s" % data_dir, "--vocab_file=%s" % vocab,
+            "--bert_config_file=%s" % (out.parent / "config.json"),
+            "--max_seq_length=%d" % _SEQ, "--do_eval", "--do_predict"]
+    for again, extra in ((trained, ["--trim_padding", "--eval_batch_size=7",
+                                    "--predict_batch_size=5"]),
+                         (tmp_path / "new", ["--init_checkpoint=%s" % trained,
+                                             "--notrim_padding", "--eval_batch_size=5"])):
+        rc.run(flags_common.parse_flags(rc.define_flags, argv + [
+            "--output_dir=%s" % again] + extra))
+        # Prediction in another run than the training one's: float32's bound.
+        np.testing.assert_allclose(_test_rows(again), rows, atol=FP32_ATOL, rtol=0)
         assert (float(_eval_results(again)["eval_accuracy"])
                 == float(_eval_results(out)["eval_accuracy"]))
         assert (float(_eval_results(again)["eval_loss"])
                 == pytest.approx(float(_eval_results(out)["eval_loss"]), abs=1e-5))
+    assert not (tmp_path / "new" / long_text.SETTINGS_FILE).exists()  # it did not train
 
 
 @pytest.mark.slow
@@ -341,23 +355,3 @@ def test_served_probabilities_equal_test_results(runs, tmp_path, data_dir, vocab
                                                text_b=tf.constant(["the cat", "", "a dog"]))
     assert pair["probabilities"].shape == (3, 2)
     np.testing.assert_allclose(pair["probabilities"].numpy()[1], _test_rows(out)[1], atol=2e-5)
-
-
-@pytest.mark.slow
-def test_later_runs_read_the_settings_training_left(runs, tmp_path, data_dir, vocab):
-    """--do_predict without --long_text reads the text as the windows run trained: in its
-    --output_dir (long_text.json there) and from a new one (beside --init_checkpoint), as
-    the export does; test_results.tsv equals the training run's."""
-    trained = tmp_path / "trained"
-    shutil.copytree(str(runs["windows"]), str(trained))
-    os.remove(str(trained / "test_results.tsv"))
-    argv = ["--task_name=sst-2", "--data_dir=%s" % data_dir, "--vocab_file=%s" % vocab,
-            "--bert_config_file=%s" % (runs["windows"].parent / "config.json"),
-            "--max_seq_length=%d" % _SEQ, "--do_predict"]
-    for out, extra in ((trained, []), (tmp_path / "new", ["--init_checkpoint=%s" % trained])):
-        rc.run(flags_common.parse_flags(rc.define_flags, argv + [
-            "--output_dir=%s" % out] + extra))
-        # Prediction in another run than the training one's: float32's bound.
-        np.testing.assert_allclose(_test_rows(out), _test_rows(runs["windows"]), atol=FP32_ATOL,
-                                   rtol=0)
-    assert not (tmp_path / "new" / long_text.SETTINGS_FILE).exists()  # it did not train
