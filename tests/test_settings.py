@@ -5,6 +5,7 @@ import os
 import re
 
 import pytest
+import tensorflow as tf
 import tf_keras
 
 from absl import flags
@@ -15,6 +16,7 @@ import convert_hf_checkpoint
 import convert_tf1_checkpoint
 import export_saved_model
 import extract_features
+import modeling
 import run_classifier
 import run_multiple_choice
 import run_ner
@@ -22,6 +24,7 @@ import run_pretraining
 import run_squad
 from bert_tf2 import flags_common
 from bert_tf2 import settings as settings_lib
+from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT, write_text
 
 FACES = [create_pretraining_data, create_vocab, convert_hf_checkpoint, convert_tf1_checkpoint,
@@ -140,11 +143,12 @@ def test_readme_from_python_runs_as_written(tmp_path, monkeypatch, capsys):
     write_text("model/vocab.txt", "".join(
         t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS))
     write_text("model/bert_config.json", json.dumps(_CONFIG))
-    # "model" as a pre-trained checkpoint: a first run trains one from scratch.
-    run_classifier.run(run_classifier.Settings(
-        task_name="csv", data_dir="reviews", output_dir="model", vocab_file="model/vocab.txt",
-        bert_config_file="model/bert_config.json", max_seq_length=32, do_train=True,
-        num_train_epochs=1.0, train_batch_size=8, seed=1))
+    # "model" as a pre-trained checkpoint: an encoder's initial weights (no training run).
+    encoder = modeling.BertModel(modeling.BertConfig.from_dict(_CONFIG))
+    encoder(tf.zeros([1, 4], tf.int32))
+    checkpoints.write_tf1_checkpoint(
+        {n: v.numpy() for n, v in checkpoints.tf1_variable_map(encoder).items()},
+        "model/bert_model.ckpt")
     namespace = {}
     exec(compile(_readme_block("From Python"), "README.md", "exec"), namespace)  # noqa: S102
     result, predicted = namespace["result"], namespace["predicted"]
