@@ -82,21 +82,6 @@ def test_strategy_flag_errors():
         training.configure_precision("fp8")
 
 
-def test_accumulation_equals_one_step_on_the_larger_batch(tmp_path):
-    data = features(8)
-    base = make_runner(tmp_path, "base")
-    big = make_runner(tmp_path, "big", init_from=base)
-    acc = make_runner(tmp_path, "acc", init_from=base, num_accumulation_steps=2)
-    big.train(dataset_fn_of(data, 4), classifier_loss)
-    acc.train(dataset_fn_of(data, 2), classifier_loss)
-    assert acc.global_step == big.global_step == 1
-    for m_acc, m_big in zip(first_moments(acc), first_moments(big)):
-        np.testing.assert_allclose(m_acc, m_big, atol=1e-7, rtol=1e-5)
-    # Two batches of 2 vs one of 4: other shapes, float32's bound.
-    for a, b in zip(acc.model.trainable_variables, big.model.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=FP32_ATOL)
-
-
 @pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
 def test_fused_optimizer_steps_like_the_op_by_op_one_and_resumes(tmp_path, optimizer_type):
     # The runner clips inside the optimizer: fused (default) and --nofused_optimizer
@@ -122,32 +107,6 @@ def test_fused_optimizer_steps_like_the_op_by_op_one_and_resumes(tmp_path, optim
                 again.optimizer.get_slot(w, slot).numpy())
 
 
-def test_autograph_off_traces_the_same_step_and_refuses_python_control_flow(tmp_path):
-    # The faces' runners trace without AutoGraph (RunConfig.autograph=False): the same
-    # loss and update. A Python caller's loss that branches in Python on a tensor needs
-    # AutoGraph, a Runner's default; without it the trace says so instead of running.
-    data = features(8, seed=3)
-    converted = make_runner(tmp_path, "converted", num_train_steps=2)
-    as_written = make_runner(tmp_path, "as_written", init_from=converted, num_train_steps=2,
-                             autograph=False)
-    m1 = converted.train(dataset_fn_of(data, 4), classifier_loss)
-    m2 = as_written.train(dataset_fn_of(data, 4), classifier_loss)
-    assert m1["loss"] == m2["loss"]
-    for a, b in zip(first_moments(converted), first_moments(as_written)):
-        np.testing.assert_array_equal(a, b)
-
-    def branching_loss(model, feats, is_training):
-        loss, metrics = classifier_loss(model, feats, is_training)
-        if loss > 100.0:  # a Python `if` on a tensor: AutoGraph makes it a tf.cond
-            loss = loss / 2.0
-        return loss, metrics
-    converted = make_runner(tmp_path, "branching", num_train_steps=1)
-    assert np.isfinite(converted.train(dataset_fn_of(data, 4), branching_loss)["loss"])
-    as_written = make_runner(tmp_path, "branching_off", num_train_steps=1, autograph=False)
-    with pytest.raises(Exception, match="(?i)python bool|autograph"):
-        as_written.train(dataset_fn_of(data, 4), branching_loss)
-
-
 def test_the_faces_runners_trace_without_autograph(tmp_path):
     import run_classifier  # pylint: disable=import-outside-toplevel
     fv = flags_common.parse_flags(run_classifier.define_flags,
@@ -159,16 +118,19 @@ def test_the_faces_runners_trace_without_autograph(tmp_path):
         training.RunConfig(output_dir="x", autograph="no").validate()
 
 
-def test_xla_and_gradient_checkpointing_give_the_same_loss_and_update(tmp_path):
-    # One plain run and, from its initial weights on the same data: XLA alone, gradient
-    # checkpointing alone and both together (one plain run for the three, not one each).
+def test_xla_checkpointing_accumulation_and_autograph_off_take_the_plain_steps(tmp_path):
+    # One plain run (batches of 4) and, from its initial weights on the same data: XLA
+    # alone, gradient checkpointing alone and both together, 2 accumulated micro-batches
+    # of 2, and a trace without AutoGraph (one plain run for all, not one each).
     data = features(8, seed=5)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
     others = {name: make_runner(tmp_path, name, init_from=plain, num_train_steps=2, **cfg)
               for name, cfg in (("xla", dict(enable_xla=True)),
                                 ("ckpt", dict(gradient_checkpointing=True)),
                                 ("ckpt_xla", dict(gradient_checkpointing=True,
-                                                  enable_xla=True)))}
+                                                  enable_xla=True)),
+                                ("acc", dict(num_accumulation_steps=2)),
+                                ("as_written", dict(autograph=False)))}
     assert not plain.model.bert.encoder.gradient_checkpointing
     assert not others["xla"].model.bert.encoder.gradient_checkpointing
     assert others["ckpt"].model.bert.encoder.gradient_checkpointing
@@ -182,19 +144,42 @@ def test_xla_and_gradient_checkpointing_give_the_same_loss_and_update(tmp_path):
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=feats["label_ids"], logits=logits)), {}
 
+    def branching_loss(model, feats, is_training):
+        loss, metrics = loss_fn(model, feats, is_training)
+        if loss > 100.0:  # a Python `if` on a tensor: AutoGraph makes it a tf.cond
+            loss = loss / 2.0
+        return loss, metrics
+
     m1 = plain.train(dataset_fn_of(data, 4), loss_fn)
+    losses = {}
     for name, runner in others.items():
-        m2 = runner.train(dataset_fn_of(data, 4), loss_fn)
-        assert np.isclose(m1["loss"], m2["loss"], atol=FP32_ATOL), name  # XLA's kernels
-    for a, b in zip(first_moments(plain), first_moments(others["xla"])):
-        np.testing.assert_allclose(a, b, atol=FP32_ATOL)
+        # The faces' runners trace without AutoGraph (RunConfig.autograph=False); a
+        # Python caller's loss that branches in Python on a tensor needs AutoGraph, a
+        # Runner's default (the XLA run's loss branches so).
+        losses[name] = runner.train(dataset_fn_of(data, 2 if name == "acc" else 4),
+                                    branching_loss if name == "xla" else loss_fn)["loss"]
+        assert runner.global_step == 2, name
+        assert np.isclose(m1["loss"], losses[name], atol=FP32_ATOL), name  # XLA's kernels
+    # Without AutoGraph: the same trace, bit for bit.
+    assert losses["as_written"] == m1["loss"]
+    for a, b in zip(first_moments(plain), first_moments(others["as_written"])):
+        np.testing.assert_array_equal(a, b)
+    # The Adam moments sum the steps' gradients: summed micro-batches instead of their
+    # mean, or a missed one, would move them by their own size (~1e-2 here).
+    for name in ("xla", "acc"):
+        for a, b in zip(first_moments(plain), first_moments(others[name])):
+            np.testing.assert_allclose(a, b, atol=FP32_ATOL, err_msg=name)
     # Weights after 2 Adam steps: m / sqrt(v) scales float32 rounding of the
-    # recomputed (and, with XLA, fused) forward up to ~1e-6; a dropout or
-    # recompute mismatch moves them by about the learning rate (1e-2 here).
-    for name in ("xla", "ckpt", "ckpt_xla"):
+    # recomputed (and, with XLA, fused) forward, or of two batches of 2 instead of one
+    # of 4, up to ~1e-6; a dropout or recompute mismatch moves them by about the
+    # learning rate (1e-2 here).
+    for name in ("xla", "ckpt", "ckpt_xla", "acc"):
         for a, b in zip(plain.model.trainable_variables,
                         others[name].model.trainable_variables):
             np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-6, err_msg=name)
+    as_written = make_runner(tmp_path, "branching_off", num_train_steps=1, autograph=False)
+    with pytest.raises(Exception, match="(?i)python bool|autograph"):
+        as_written.train(dataset_fn_of(data, 4), branching_loss)
 
 
 def test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step(tmp_path):
@@ -453,27 +438,24 @@ def test_trimmed_training_on_cpu_compiles_the_dropout_masks_first(tmp_path, monk
     from bert_tf2.base import dropout_masks  # pylint: disable=import-outside-toplevel
     calls = []
     monkeypatch.setattr(dropout_masks, "compile_size_classes", calls.append)
-    if not compiled:
-        # Nothing to see in the steps: the training stops where its loop would be traced
-        # (after the compile it skipped), which spares the XLA case two compilations.
-        class Stopped(Exception):
-            pass
 
-        def stop(self, loss_fn):
-            raise Stopped
-        monkeypatch.setattr(training.Runner, "_make_train_loop", stop)
+    # Nothing to see in the steps: the training stops where its loop would be traced,
+    # after the compile (or its skip). Trimmed steps with dropout on CPU, after the real
+    # compile, are every face's training (--trim_padding is their default).
+    class Stopped(Exception):
+        pass
+
+    def stop(self, loss_fn):
+        raise Stopped
+    monkeypatch.setattr(training.Runner, "_make_train_loop", stop)
     for name, strategy in (("default", tf.distribute.get_strategy()),
                            ("one_device", tf.distribute.OneDeviceStrategy("/cpu:0"))):
         config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
                                     num_train_steps=1, num_warmup_steps=0, **cfg)
         runner = training.Runner(strategy, lambda: heads.BertClassifier(tiny_config(), 2),
                                  config)
-        if compiled:
+        with pytest.raises(Stopped):
             runner.train(dataset_fn_of(features(8), 4), classifier_loss)
-            assert runner.global_step == 1
-        else:
-            with pytest.raises(Stopped):
-                runner.train(dataset_fn_of(features(8), 4), classifier_loss)
     # The classifier's own dropout (0.1 on the pooled output) is enough.
     assert [tf.DeviceSpec.from_string(d).device_type for d in calls] == (
         ["CPU", "CPU"] if compiled else [])
