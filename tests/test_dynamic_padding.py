@@ -266,10 +266,20 @@ def test_bucketed_predict_equals_padded_in_input_order(tmp_path, window):
     lengths = lengths_of(23, seed=3, full_every=10)
     path = write_classifier_records(tmp_path / "c.tf_record", lengths)
     runner = runner_for(tmp_path, "run", classifier_fn)
-    padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, classifier_predict,
-                                    window)
+    traces = []
+
+    def counted(model, features):
+        traces.append(features["input_ids"].shape.as_list())
+        return classifier_predict(model, features)
+
+    padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, counted, window)
     assert len(padded) == 6 and list(padded[-1]["is_real_example"]) == [1, 1, 1, 0]
     assert_same_batches(padded, bucketed)
+    # One trace per predict call: [4, 40] padded, [4, None] for every trimmed length
+    # (16, 32 and 40 here). Under XLA: test_predict_traces_once_for_every_length_under_xla.
+    assert sorted({b["input_ids"].shape[1] for b in batches_of(input_pipeline.make_dataset(
+        path, CLASSIFIER_SPEC, 4, False, trim=True, bucket_width=WIDTH))}) == [16, 32, 40]
+    assert traces == [[4, MAX_LEN], [4, None]], traces
 
     def metrics(batches):
         cat = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
@@ -306,8 +316,12 @@ def test_bucketed_per_token_outputs_come_back_full_length(tmp_path, feature_laye
         np.testing.assert_array_equal(b["weights"], p["weights"])
         keep = p["weights"] > 0   # the real tokens (the padded path computes the rest too)
         np.testing.assert_allclose(b["logits"][keep], p["logits"][keep], atol=1e-5)
+    # Bucketed per-token outputs without sequence_outputs: refused (the padded call
+    # needs none, as every classifier call above shows).
     with pytest.raises(ValueError, match="sequence_outputs"):
-        predict_both(runner, path, tagger_spec(), 4, tag_predict, 64)
+        list(runner.predict(lambda ctx=None: input_pipeline.make_dataset(
+            path, tagger_spec(), 4, False, ctx, pad_final_batch=True, trim=True,
+            buckets=True, bucket_width=WIDTH, bucket_window=64), tag_predict))
 
 
 def test_multiple_choice_features_trim_and_bucket(tmp_path):
@@ -336,21 +350,21 @@ def test_multiple_choice_features_trim_and_bucket(tmp_path):
     assert_same_batches(padded, bucketed)
 
 
-def test_predict_traces_once_for_every_length(tmp_path):
+def test_predict_traces_once_for_every_length_under_xla(tmp_path):
+    # Without XLA: test_bucketed_predict_equals_padded_in_input_order.
     path = write_classifier_records(tmp_path / "c.tf_record", lengths_of(40, seed=6,
                                                                           full_every=13))
-    for xla in (False, True):
-        runner = runner_for(tmp_path, "trace%d" % xla, classifier_fn, enable_xla=xla)
-        traces = []
+    runner = runner_for(tmp_path, "trace", classifier_fn, enable_xla=True)
+    traces = []
 
-        def counted(model, features):
-            traces.append(features["input_ids"].shape.as_list())
-            return classifier_predict(model, features)
+    def counted(model, features):
+        traces.append(features["input_ids"].shape.as_list())
+        return classifier_predict(model, features)
 
-        padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, counted, 2)
-        assert_same_batches(padded, bucketed)
-        # One trace per predict call: [4, 40] padded, [4, None] for every trimmed length.
-        assert traces == [[4, MAX_LEN], [4, None]], traces
+    padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, counted, 2)
+    assert_same_batches(padded, bucketed)
+    # One trace per predict call: [4, 40] padded, [4, None] for every trimmed length.
+    assert traces == [[4, MAX_LEN], [4, None]], traces
 
 
 # ---------------------------------------------------------------------------
@@ -393,50 +407,75 @@ def test_eager_gradients_of_trimmed_batches(tmp_path):
     np.testing.assert_allclose(cut["masked_lm_logits"], full, atol=1e-5)
 
 
+def train_counted(runner, path, batch_size, trim):
+    """Trains `runner` on the records at `path`; the shapes its loss was traced with."""
+    seen = []
+
+    def loss_fn(model, features, is_training):
+        seen.append(features["input_ids"].shape.as_list())
+        return classifier_loss(model, features, is_training)
+
+    runner.train(input_pipeline.dataset_fn_for([path], CLASSIFIER_SPEC, batch_size,
+                                               is_training=True, seed=3,
+                                               trim_padding=trim, bucket_width=WIDTH),
+                 loss_fn)
+    return seen
+
+
 def train_both(tmp_path, lengths, batch_size=4, steps=3, **cfg):
     """(padded runner, trimmed runner, traces of each) after `steps` steps from equal weights."""
     path = write_classifier_records(tmp_path / "train.tf_record", lengths, seed=8)
-    runners, traces = [], []
+    runners = []
     for trim in (False, True):
-        # The trimmed run is --trim_padding's: its encoder also skips the padding
-        # (Runner.skip_padding) unless XLA is on.
         runners.append(runner_for(tmp_path, "train%d" % trim, classifier_fn, for_training=True,
                                   init_from=runners[0] if runners else None,
                                   num_train_steps=steps, iterations_per_loop=1,
                                   trim_padding=trim, **cfg))
-    for trim, runner in zip((False, True), runners):
-        seen = []
-
-        def loss_fn(model, features, is_training, seen=seen):
-            seen.append(features["input_ids"].shape.as_list())
-            return classifier_loss(model, features, is_training)
-
-        runner.train(input_pipeline.dataset_fn_for([path], CLASSIFIER_SPEC, batch_size,
-                                                   is_training=True, seed=3,
-                                                   trim_padding=trim, bucket_width=WIDTH),
-                     loss_fn)
-        traces.append(seen)
+    traces = [train_counted(runner, path, batch_size, trim)
+              for trim, runner in zip((False, True), runners)]
     return runners[0], runners[1], traces
 
 
-# Each training exercises what its cfg turns on, together: accumulation of trimmed
-# micro-batches with the recomputed (gradient checkpointing) encoder on trimmed shapes;
-# XLA (padding not skipped, one program per length) with recompute. Each alone took a
-# training of its own before; a defect of one shows in the pair as well.
+@pytest.fixture(scope="module")
+def padded_steps(tmp_path_factory):
+    """The fully padded plain training every fp32 trimmed one is held to: (its records,
+    its initial weights, its runner after 3 steps on batches of 4, its traced shapes)."""
+    root = tmp_path_factory.mktemp("padded_steps")
+    path = write_classifier_records(root / "train.tf_record", lengths_of(24, seed=9), seed=8)
+    runner = runner_for(root, "padded", classifier_fn, for_training=True, num_train_steps=3,
+                        iterations_per_loop=1, trim_padding=False)
+    initial = [v.numpy() for v in runner.model.variables]
+    return path, initial, runner, train_counted(runner, path, 4, False)
+
+
+# Each trimmed training exercises what its cfg turns on, together, and is held to the one
+# plain padded training (batches of 4): accumulation of 2 trimmed micro-batches of 2 with
+# the recomputed (gradient checkpointing) encoder on trimmed shapes; XLA (padding not
+# skipped, one program per length) with recompute. (Each of those equals the plain step
+# when padded: test_training's test_xla_checkpointing_accumulation_and_autograph_off_*.)
 @pytest.mark.parametrize("cfg", [
     {},
     {"gradient_checkpointing": True, "num_accumulation_steps": 2},
     {"gradient_checkpointing": True, "enable_xla": True},
 ], ids=["tf_function", "recompute_accumulation2", "recompute_xla"])
-def test_trimmed_training_steps_equal_padded(tmp_path, cfg):
-    padded, trimmed, traces = train_both(tmp_path, lengths_of(24, seed=9), **cfg)
+def test_trimmed_training_steps_equal_padded(tmp_path, padded_steps, cfg):
+    path, initial, padded, padded_traces = padded_steps
+    micro = cfg.get("num_accumulation_steps", 1)
+    # The trimmed run is --trim_padding's: its encoder also skips the padding
+    # (Runner.skip_padding) unless XLA is on.
+    trimmed = runner_for(tmp_path, "trimmed", classifier_fn, for_training=True,
+                         num_train_steps=3, iterations_per_loop=1, trim_padding=True, **cfg)
+    for variable, value in zip(trimmed.model.variables, initial):
+        variable.assign(value)
+    traces = train_counted(trimmed, path, 4 // micro, True)
     assert padded.global_step == trimmed.global_step == 3
     assert not padded.skip_padding
     assert trimmed.skip_padding == (not cfg.get("enable_xla"))
     for a, b in zip(padded.model.trainable_variables, trimmed.model.trainable_variables):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-5, err_msg=a.name)
-    # The loop is traced as often as the padded one, whatever lengths come: no retracing.
-    assert len(traces[1]) == len(traces[0]) and all(s[1] is None for s in traces[1])
+    # The loop is traced as often as the padded one (once per micro-batch of its step),
+    # whatever lengths come: no retracing.
+    assert len(traces) == micro * len(padded_traces) and all(s[1] is None for s in traces)
 
 
 def first_moments(runner):
