@@ -123,6 +123,8 @@ def test_command_line_vectors_equal_the_rule(tiny, tmp_path, mode, layers, norma
     vectors = np.load(str(tmp_path / "v.npy"))
     assert vectors.dtype == np.float32 and vectors.shape == want.shape
     np.testing.assert_allclose(vectors, want, atol=2e-5)
+    if mode != "mean":
+        return  # the jsonl writer takes the vectors whatever made them: checked once
     _run(_argv(tiny, tmp_path / "v.jsonl", extra))
     lines = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
     assert [line["linex_index"] for line in lines] == list(range(5))

@@ -121,12 +121,15 @@ def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
 @pytest.mark.slow
 def test_trimmed_and_full_padding_write_the_same_files(trained):
     # The trained run evaluated and tagged with --trim_padding (the default): its last
-    # checkpoint again with --notrim_padding writes the same files.
+    # checkpoint again with --notrim_padding writes the same files. A new output_dir and a
+    # checkpoint's path: the labels and the step come from the checkpoint's folder (as
+    # test_eval_in_a_new_dir_takes_labels_and_step_from_the_checkpoint's folder path).
     tmp_path, data, out, _ = trained
     ckpt = str(sorted(out.glob("model.ckpt-*.index"))[-1])[:-len(".index")]
     folder = tmp_path / "padding_notrim"
     run(tmp_path, data, folder, "--do_eval", "--do_predict", "--init_checkpoint=" + ckpt,
-        "--labels_file=%s" % (out / "label_list.txt"), "--notrim_padding")
+        "--notrim_padding")
+    assert read_results(folder / "eval_results.txt")["global_step"] == 30
     full = {f: (folder / f).read_text() for f in ("eval_predictions.txt", "test_predictions.txt")}
     full["results"] = read_results(folder / "eval_results.txt")
     trim = {f: as_written(trained, f) for f in ("eval_predictions.txt", "test_predictions.txt")}
@@ -140,13 +143,13 @@ def test_trimmed_and_full_padding_write_the_same_files(trained):
 
 @pytest.mark.slow
 def test_eval_in_a_new_dir_takes_labels_and_step_from_the_checkpoint(trained):
+    # The folder's path here; a checkpoint's path: test_trimmed_and_full_padding_write_the_
+    # same_files (its eval in a new dir, its numbers the trained run's).
     tmp_path, data, out, result = trained
-    for init in (out, sorted(out.glob("model.ckpt-*.index"))[-1].with_suffix("")):
-        folder = tmp_path / ("from_" + init.name)
-        again = run(tmp_path, data, folder, "--do_eval", "--init_checkpoint=%s" % init)
-        assert again.metrics["eval_f1"] == pytest.approx(float(result.metrics["eval_f1"]),
-                                                         abs=1e-6)
-        assert read_results(folder / "eval_results.txt")["global_step"] == 30
+    folder = tmp_path / "from_folder"
+    again = run(tmp_path, data, folder, "--do_eval", "--init_checkpoint=%s" % out)
+    assert again.metrics["eval_f1"] == pytest.approx(float(result.metrics["eval_f1"]), abs=1e-6)
+    assert read_results(folder / "eval_results.txt")["global_step"] == 30
 
 
 @pytest.mark.slow

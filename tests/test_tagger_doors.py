@@ -29,7 +29,7 @@ from bert_tf2.export import litert_data
 from bert_tf2.export import serving_tagger
 from bert_tf2 import heads
 from bert_tf2.tasks import ner_data
-from conftest import HANG_GUARD_SECONDS, write_text
+from conftest import HANG_GUARD_SECONDS, SHARED_DIR, write_text
 
 # The graph-windows test's own tiny model (random weights, no training).
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "mary", "lives",
@@ -106,17 +106,34 @@ def doors(request):
         request.param, request.getfixturevalue("tmp_path_factory"))
 
 
+def _conll2003_sentences():
+    """The 24 longest of the first 400 sentences of CoNLL-2003's test set (most of several
+    windows at max_seq_length 32), or [] without ../shared's copy."""
+    path = None if SHARED_DIR is None else SHARED_DIR / "data" / "conll2003" / "test.txt"
+    if path is None or not path.is_file():
+        return []
+    return sorted(ner_data.read_conll(str(path)).sentences[:400],
+                  key=lambda s: -len(s.words))[:24]
+
+
 def _doors(trained, head, tmp_path_factory):
+    """One do_predict run tags _WORDS and the CoNLL-2003 sentences (a sentence is tagged on
+    its own: the file's other sentences change nothing of it)."""
     root = tmp_path_factory.mktemp("tagger_doors_" + head)
     saved = trained.saved_model()  # exported once per run (tests/trained.py)
     out = root / "predict"
+    conll2003 = _conll2003_sentences()
     run_ner.run(flags_common.parse_flags(run_ner.define_flags, [
         "--init_checkpoint=%s" % trained.folder,
-        "--predict_file=%s" % write_text(root / "test.txt", _conll(_WORDS)),
+        "--predict_file=%s" % write_text(root / "test.txt", _conll(
+            _WORDS + [s.words for s in conll2003])),
         "--output_dir=%s" % out, "--do_predict"]))
+    tagged = _file_predictions(str(out / "test_predictions.txt"))
+    assert len(tagged) == len(_WORDS) + len(conll2003)
     return {"head": head, "folder": trained.folder, "export": trained.export_dir,
             "litert": trained.litert and _has_litert(), "saved": saved,
-            "predictions": str(out / "test_predictions.txt"),
+            "predictions": tagged[:len(_WORDS)],
+            "conll2003": (conll2003, tagged[len(_WORDS):]),
             "vocab": trained.files["vocab_file"]}
 
 
@@ -169,7 +186,7 @@ def test_every_door_tags_every_word_as_do_predict(doors):
         assert json.load(f)["doc_stride"] == _STRIDE  # the folder's, for LiteRT too
     counts = _window_counts(doors["vocab"], _WORDS)
     assert 2 in counts and 3 in counts, counts  # the long sentences need 2 and 3 windows
-    want = _file_predictions(doors["predictions"])
+    want = doors["predictions"]
     assert [[w for w, _ in s] for s in want] == _WORDS
     texts = _texts() + _EMPTY + [_GLUED]
     found = run_ner.predict(doors["folder"], texts)
@@ -313,21 +330,16 @@ def test_a_wrong_doc_stride_in_export_info_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_conll2003_sentences_tag_alike(shared_dir, doors, tmp_path):
+def test_conll2003_sentences_tag_alike(shared_dir, doors):
     """CoNLL-2003 test sentences (the 24 longest of its first 400, most of several windows
-    at max_seq_length 32): do_predict of a file of them == predict == SavedModel ==
-    LiteRT fp32."""
+    at max_seq_length 32): do_predict of a file of them (the doors fixture's run) ==
+    predict == SavedModel == LiteRT fp32."""
     path = shared_dir / "data" / "conll2003" / "test.txt"
     if not path.is_file():
         pytest.skip("%s is missing" % path)
-    sentences = sorted(ner_data.read_conll(str(path)).sentences[:400],
-                       key=lambda s: -len(s.words))[:24]
-    subset = write_text(tmp_path / "test.txt", _conll([s.words for s in sentences]))
-    out = tmp_path / "predict"
-    run_ner.run(flags_common.parse_flags(run_ner.define_flags, [
-        "--init_checkpoint=%s" % doors["folder"], "--predict_file=%s" % subset,
-        "--output_dir=%s" % out, "--do_predict"]))
-    want = _file_predictions(str(out / "test_predictions.txt"))
+    sentences, want = doors["conll2003"]
+    assert len(sentences) == 24 and [[w for w, _ in s] for s in want] == [
+        s.words for s in sentences]
     texts = [" ".join(s.words) for s in sentences]
     assert run_ner.predict(doors["folder"], texts) == want
     assert _served(doors["saved"], texts) == want
