@@ -495,7 +495,7 @@ class ServingModule(tf.Module):
                                        self.max_seq_length)
         with tf.control_dependencies(checks):
             outputs = self._forward(features)
-        return masked_lm.served_answers(outputs, self.fill_tokens)
+        return masked_lm.served_answers(outputs, self.fill_tokens, self.tokenizer)
 
     # -- multiple choice ----------------------------------------------------
 

@@ -337,6 +337,11 @@ class InGraphTokenizer(tf.Module):
         self.vocab_size = len(lines)
         self.cls_id = vocab["[CLS]"]
         self.sep_id = vocab["[SEP]"]
+        # The ids of the asset's lines that no token has (earlier lines of a duplicated
+        # token): a fill-mask answer of one has no token (masked_lm.unnamed_ids).
+        named = np.zeros([len(lines)], bool)
+        named[list(vocab.values())] = True
+        self._ids = Untracked(unnamed=np.flatnonzero(~named).astype(np.int32))
 
         path = os.path.join(asset_dir, "vocab.txt")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -365,6 +370,10 @@ class InGraphTokenizer(tf.Module):
         self.range_codes = tf.Variable(tables.range_codes, trainable=False, name="range_codes")
         self.map_keys = tf.Variable(tables.map_keys, trainable=False, name="map_keys")
         self.map_values = tf.Variable(tables.map_values, trainable=False, name="map_values")
+
+    def unnamed_ids(self):
+        """int32 ids below vocab_size that no vocabulary entry has (sorted)."""
+        return self._ids.unnamed
 
     # -- character level ----------------------------------------------------
 
