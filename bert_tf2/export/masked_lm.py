@@ -37,7 +37,8 @@ What a text gives (the same at every door):
   is cut as the classifier cuts one (its first max_seq_length - 2 pieces kept); a [MASK]
   beyond the cut is a ValueError naming the text, never a silently missing answer.
 - Each answer: {"token", "token_id", "probability"} (float32 softmax), the top_k in
-  descending probability, equal probabilities in vocabulary order.
+  descending probability, equal probabilities in vocabulary order; an id without a
+  vocabulary entry (bert_config's vocab_size past the vocabulary) is the token UNNAMED.
 """
 import json
 import os
