@@ -757,7 +757,7 @@ class MaskedLM(ModelType):
         features, counts = masked_lm.litert_batch(
             masked_lm.texts_of(texts), predictor.tokenizer, predictor.max_seq_length)
         return masked_lm.litert_answers(predictor.run(features), counts, predictor.tokenizer,
-                                        predictor.max_seq_length)
+                                        predictor.max_seq_length, predictor.vocab_file)
 
 
 # -- The registry: one instance of each head (head_types reads them) -------------------

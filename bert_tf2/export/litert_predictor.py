@@ -307,6 +307,7 @@ class LiteRTPredictor(object):
             raise ValueError("%s does not exist: %s is not a whole export" % (vocab, export_dir))
         _check_vocab(vocab, self.info.get("vocab"), os.path.join(export_dir, INFO_FILE))
         self.tokenizer = tokenization.FullTokenizer(vocab, self.info["do_lower_case"])
+        self.vocab_file = vocab
         self.run = ModelRunner(path, num_threads, interpreters)
         if self.run.seq_length > 0 and self.run.seq_length != self.max_seq_length:
             raise ValueError("%s: field 'max_seq_length' is %d but %s takes ids of length %d"

@@ -37,7 +37,8 @@ What a text gives (the same at every door):
   is cut as the classifier cuts one (its first max_seq_length - 2 pieces kept); a [MASK]
   beyond the cut is a ValueError naming the text, never a silently missing answer.
 - Each answer: {"token", "token_id", "probability"} (float32 softmax), the top_k in
-  descending probability, equal probabilities in vocabulary order.
+  descending probability, equal probabilities in vocabulary order; an id without a
+  vocabulary entry (bert_config's vocab_size past the vocabulary) is the token UNNAMED.
 """
 import json
 import os
@@ -53,6 +54,10 @@ from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import checkpoints
 
 MASK = "[MASK]"
+# The token of an answer whose id no vocabulary entry has (an earlier line of a duplicated
+# token, or a row of a bert_config vocab_size larger than the vocabulary): every door
+# names it so, its token_id kept.
+UNNAMED = "[UNK]"
 # The head's TF1 variables: run_pretraining's cls/predictions without the next-sentence
 # head (the registry's entry, head_types, holds them with their HuggingFace keys,
 # tests/test_head_registry.py checks they are these; the decoder's weight is the word
@@ -67,15 +72,21 @@ class MaskedLM(object):
     """The fill-mask head: a tokenizer, a max_seq_length and top_k; encode() texts into
     features, decode() the model's probabilities into answers (module docstring)."""
 
-    def __init__(self, tokenizer, max_seq_length, top_k=5):
+    def __init__(self, tokenizer, max_seq_length, top_k=5, unnamed=()):
         check_at_least(max_seq_length, "max_seq_length", 3)
         check_at_least(top_k, "top_k")
         if MASK not in tokenizer.vocab:
             raise ValueError("the vocabulary has no %s token: it cannot fill masks" % MASK)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
-        self.top_k = min(top_k, len(tokenizer.vocab))
+        self.top_k = min(top_k, id_count(tokenizer.vocab))
         self.inv_vocab = {i: t for t, i in tokenizer.vocab.items()}
+        for token_id in unnamed:  # placeholders of an export's vocabulary asset
+            self.inv_vocab.pop(token_id, None)
+
+    def token_of(self, token_id):
+        """The vocabulary entry of `token_id`, UNNAMED for an id that has none."""
+        return self.inv_vocab.get(int(token_id), UNNAMED)
 
     def pieces(self, text, where):
         """[CLS] pieces [SEP] of one text (cut to max_seq_length) and its mask positions."""
@@ -118,7 +129,7 @@ class MaskedLM(object):
     def decode_top_k(self, token_ids, probabilities, counts):
         """Answers per text of the top-k the SavedModel / LiteRT give: token_ids and
         probabilities [N, W, K] (slot m of a row: its m-th [MASK]), counts [N]."""
-        return [[[{"token": self.inv_vocab[int(i)], "token_id": int(i), "probability": float(p)}
+        return [[[{"token": self.token_of(i), "token_id": int(i), "probability": float(p)}
                   for i, p in zip(token_ids[row][slot], probabilities[row][slot])]
                  for slot in range(int(count))] for row, count in enumerate(counts)]
 
@@ -131,7 +142,7 @@ class MaskedLM(object):
             for slot in range(count):
                 p = probabilities[row, slot]
                 best = np.argsort(-p, kind="stable")[:self.top_k]
-                per_mask.append([{"token": self.inv_vocab[int(i)], "token_id": int(i),
+                per_mask.append([{"token": self.token_of(i), "token_id": int(i),
                                   "probability": float(p[i])} for i in best])
             answers.append(per_mask)
         return answers
@@ -155,6 +166,23 @@ def _model_files(model, vocab_file, bert_config_file, do_lower_case, max_seq_len
     if max_seq_length is None:
         max_seq_length = default_length(found, config)
     return prefix, config, vocab, do_lower_case, max_seq_length
+
+
+def id_count(vocab):
+    """How many ids the vocabulary `vocab` (token -> id) uses: its highest id + 1 (a token
+    on several lines has the last one's id; the earlier ones' ids have no token)."""
+    return max(vocab.values()) + 1
+
+
+def check_vocab_size(vocab, vocab_size, vocab_file, config_file):
+    """ValueError when the vocabulary has ids the model has no row for. A vocab_size larger
+    than the vocabulary is the reference's too: its extra rows are never an input, and an
+    answer that is one of them is UNNAMED."""
+    if id_count(vocab) > vocab_size:
+        raise ValueError("vocab_file=%s has ids up to %d; bert_config_file=%s says vocab_size "
+                         "%d: the model has no row for ids past %d"
+                         % (vocab_file, id_count(vocab) - 1, config_file, vocab_size,
+                            vocab_size - 1))
 
 
 def default_length(folder_settings, bert_config_file):
@@ -193,10 +221,7 @@ class Predictor(object):
             model, vocab_file, bert_config_file, do_lower_case, max_seq_length)
         config = loaders.load_bert_config(config_file, max_seq_length)
         tokenizer = loaders.load_tokenizer(vocab_file, do_lower_case)
-        if len(tokenizer.vocab) != config.vocab_size:
-            raise ValueError("vocab_file=%s has %d tokens; bert_config_file=%s says vocab_size "
-                             "%d" % (vocab_file, len(tokenizer.vocab), config_file,
-                                     config.vocab_size))
+        check_vocab_size(tokenizer.vocab, config.vocab_size, vocab_file, config_file)
         self.head = MaskedLM(tokenizer, max_seq_length, top_k)
         self.batch_size = batch_size
         self.checkpoint = prefix
@@ -349,12 +374,21 @@ def top_k_outputs(model, features, mask_id, top_k):
             "num_masks": num_masks}
 
 
-def served_answers(outputs, tokens):
+def served_answers(outputs, tokens, tokenizer=None):
     """serving_default's outputs of top_k_outputs' `outputs`: cut to the request's most
-    masks, with each token id's piece (`tokens`: a table id -> piece; -1 -> "")."""
+    masks, with each token id's piece (`tokens`: a table id -> piece; -1 -> ""); the ids
+    no entry of the InGraphTokenizer `tokenizer` has (its unnamed_ids(), and those from its
+    vocab_size on: rows of a larger bert_config vocab_size) are UNNAMED."""
     most = tf.reduce_max(tf.concat([outputs["num_masks"], [0]], axis=0))
     token_ids = outputs["token_ids"][:, :most]
-    return {"tokens": tokens.lookup(tf.cast(token_ids, tf.int64)), "token_ids": token_ids,
+    pieces = tokens.lookup(tf.cast(token_ids, tf.int64))
+    if tokenizer is not None:
+        no_token = token_ids >= tokenizer.vocab_size
+        unnamed = tokenizer.unnamed_ids()
+        if len(unnamed):
+            no_token |= tf.reduce_any(tf.equal(token_ids[..., tf.newaxis], unnamed), axis=-1)
+        pieces = tf.where(no_token, UNNAMED, pieces)
+    return {"tokens": pieces, "token_ids": token_ids,
             "probabilities": outputs["probabilities"][:, :most],
             "num_masks": outputs["num_masks"]}
 
@@ -376,11 +410,17 @@ def litert_batch(texts, tokenizer, max_seq_length):
             for k in ("input_ids", "input_mask", "segment_ids")}, counts
 
 
-def litert_answers(outputs, counts, tokenizer, max_seq_length):
-    """predict()'s answers of a LiteRT model's OUTPUTS on litert_batch's features."""
+def litert_answers(outputs, counts, tokenizer, max_seq_length, vocab_file=None):
+    """predict()'s answers of a LiteRT model's OUTPUTS on litert_batch's features
+    (`tokenizer`: a FullTokenizer of the export's vocabulary asset `vocab_file`, whose
+    placeholder lines " <id>" (tokenization_graph.vocab_asset_lines) name no token)."""
     if not counts:
         return []
-    return MaskedLM(tokenizer, max_seq_length).decode_top_k(
+    unnamed = ()
+    if vocab_file is not None:
+        with tf.io.gfile.GFile(vocab_file) as f:
+            unnamed = [i for i, line in enumerate(f) if line.rstrip("\n") == " %d" % i]
+    return MaskedLM(tokenizer, max_seq_length, unnamed=unnamed).decode_top_k(
         outputs["token_ids"], outputs["probabilities"], counts)
 
 

@@ -247,6 +247,7 @@ class ServingModule(tf.Module):
             model=model, long_text=self.head.long_text_mode(long_text),
             run_model=tf.function(self._run_model, input_signature=ids_any_length,
                                   autograph=False))
+        self._holder.by_method = {}  # the signatures' tf.functions by method name
         self._holder.signatures = self._make_signatures()
 
     def _make_signatures(self):
@@ -278,6 +279,7 @@ class ServingModule(tf.Module):
                          for input_name, rank in inputs]
                 signatures[name] = function(getattr(self, "_" + method), *specs)
                 setattr(self, name, signatures[name])
+                self._holder.by_method[method] = signatures[name]
         return signatures
 
     def signatures(self):
@@ -440,7 +442,9 @@ class ServingModule(tf.Module):
         return self.classifier_answers(long_text.graph_pool(logits, rows))
 
     def _serve_single(self, text_a):
-        return self._serve_pair(text_a, tf.fill(tf.shape(text_a), ""))
+        # The pair signature's function, called: traced once for both signatures, and the
+        # SavedModel holds one copy of its graph.
+        return self._holder.by_method["serve_pair"](text_a, tf.fill(tf.shape(text_a), ""))
 
     # -- SQuAD --------------------------------------------------------------
 
@@ -495,7 +499,7 @@ class ServingModule(tf.Module):
                                        self.max_seq_length)
         with tf.control_dependencies(checks):
             outputs = self._forward(features)
-        return masked_lm.served_answers(outputs, self.fill_tokens)
+        return masked_lm.served_answers(outputs, self.fill_tokens, self.tokenizer)
 
     # -- multiple choice ----------------------------------------------------
 
