@@ -6,8 +6,9 @@ random generator seeded from --random_seed and the file's position
 are then interleaved evenly into the output. The output depends only on the
 files, their order and the flags, never on N or on timing. The N processes are
 this one and N - 1 workers, all taking the next file as they become free: this
-one starts at once, the workers once they have imported TensorFlow (seconds,
-about what a few MB of text take), so a small corpus is not slowed by them.
+one starts at once, the workers once they are up (a fraction of a second when they
+need no TensorFlow, a small local corpus; seconds when they do: about what a few MB
+of text take), so a small corpus is not slowed by them.
 
 This module holds the machinery (worker pool, temporary shard files, the even
 interleave); what a shard's records are is given by the caller as two
