@@ -46,6 +46,7 @@ written, has build(temp) write the new folder beside it, carries the folder's ot
 (hard links) and replaces it whole (replace_folder): the earlier one survives any stop.
 """
 import contextlib
+import importlib
 import json
 import os
 import posixpath
@@ -57,7 +58,23 @@ import time
 import uuid
 
 from absl import logging
-import tensorflow as tf
+
+
+class _ImportedOnUse(object):
+    """Stands for a module that is imported at the first use of one of its names."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+# TensorFlow, imported by the first function that needs it: a worker process of
+# create_pretraining_data that reads and writes local files only (and tokenizes in
+# Python) never pays its import. Modules of that path use it as `tf = fileutil.tensorflow`.
+tensorflow = _ImportedOnUse("tensorflow")
+tf = tensorflow
 
 
 # The kinds of temporaries beside an output: atomic_open's file, the folders of the

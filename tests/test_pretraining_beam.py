@@ -450,3 +450,19 @@ def test_a_worker_process_killed_is_one_line(corpus, tmp_path):
     assert err.splitlines()[-1].startswith(
         "error: a Beam worker process ended before the pipeline finished"), err[-3000:]
     assert sorted(os.listdir(tmp_path)) == ["big-0.txt", "big-1.txt"]
+
+
+def test_the_python_tfrecord_writer_writes_tensorflows_bytes(tmp_path):
+    """A Beam worker that has not imported TensorFlow writes its small local shards in
+    Python: byte for byte what tf.io.TFRecordWriter writes."""
+    # CRC-32C of "123456789" is 0xe3069283 (the standard check value); masked as TFRecord does.
+    assert pretraining_beam.masked_crc32c(b"123456789") == 0xc78ab0e5
+    records = [b"", b"x", bytes(range(256)) * 40, b"\xff" * 70000]
+    with tf.io.TFRecordWriter(str(tmp_path / "tf.tfrecord")) as writer:
+        for record in records:
+            writer.write(record)
+    count = pretraining_beam._write_records(str(tmp_path / "py.tfrecord"), iter(records), 1000)
+    python_bytes = b"".join(pretraining_beam.tfrecord_frame(r) for r in records)
+    assert count == 4 and python_bytes == (tmp_path / "tf.tfrecord").read_bytes()
+    # TensorFlow is imported here (this test), so _write_records used its writer: same file.
+    assert (tmp_path / "py.tfrecord").read_bytes() == python_bytes

@@ -1,5 +1,6 @@
 """pretraining_shards.py: shard seeds, shard files and the even interleave."""
 import os
+import sys
 import time
 
 import pytest
@@ -75,7 +76,8 @@ def _pool_records(state, file_index, path, counter):
     counter(1, len(records))
     if in_worker:
         open(marker, "w").close()
-    return records, {"documents": 1, "by_workers": int(in_worker)}
+    return records, {"documents": 1, "by_workers": int(in_worker),
+                     "tensorflow_in_workers": int(in_worker and "tensorflow" in sys.modules)}
 
 
 def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, workers_fail=None):
@@ -97,6 +99,8 @@ def _pool_run(tmp_path, num_workers, wait_for_a_worker=True, workers_fail=None):
 def test_the_parent_and_the_workers_make_the_shards_of_one_process(tmp_path, num_workers):
     records, stats, cpu_s = _pool_run(tmp_path, num_workers)
     assert 1 <= stats["by_workers"] < 6 and cpu_s > 0
+    # Workers that need no TensorFlow do not import it (seconds of CPU each).
+    assert stats["tensorflow_in_workers"] == 0
     alone, alone_stats, alone_cpu_s = _pool_run(tmp_path, 1, wait_for_a_worker=False)
     assert alone_stats["by_workers"] == 0 and alone_cpu_s == 0
     assert records == alone and len(records) == sum(i + 2 for i in range(6))

@@ -5,9 +5,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from bert_tf2 import startup
-from conftest import REPO_ROOT
-from conftest import HANG_GUARD_SECONDS
+from conftest import HANG_GUARD_SECONDS, REPO_ROOT, SHARED_DIR
 
 
 def _run_script(args, env_extra=None):
@@ -50,6 +51,7 @@ def test_the_users_log_level_wins(tmp_path):
 _TINY_TRAINING = """
 from bert_tf2 import startup; startup.quiet()
 from absl import logging as absl_logging; absl_logging.set_verbosity(absl_logging.INFO)
+import sys
 import numpy as np, tensorflow as tf
 import modeling
 from bert_tf2 import heads
@@ -67,28 +69,53 @@ def loss_fn(model, features, is_training):
         labels=features["label_ids"], logits=logits)), {}
 runner = training.Runner(tf.distribute.OneDeviceStrategy("/cpu:0"),
                          lambda: heads.BertClassifier(config, 2),
-                         training.RunConfig(output_dir=%r, num_train_steps=3,
+                         training.RunConfig(output_dir=sys.argv[1], num_train_steps=3,
                                             save_checkpoints_steps=1))
 runner.train(dataset_fn, loss_fn)
 print(sum(1 for _ in runner.predict(lambda ctx: dataset_fn(ctx).take(2),
                                     lambda model, f: model(f))))
+sys.stdout.flush()
+if len(sys.argv) > 2:  # then export_saved_model's command line, in this process
+    sys.stderr.write("@@ export\\n")
+    sys.stderr.flush()
+    sys.argv = ["export_saved_model.py"] + sys.argv[2:]
+    import export_saved_model
+    export_saved_model.main()
 """
 
 
-def test_training_prints_no_tensorflow_notices(tmp_path):
+@pytest.fixture(scope="module")
+def training_then_export(tmp_path_factory):
+    """One process (each start pays TensorFlow's import): a tiny training run and prediction
+    at INFO, then (with ../shared) export_saved_model's command line on the golden tiny
+    checkpoint, TF_CPP_MIN_LOG_LEVEL unset. (the CompletedProcess, its stderr up to the
+    export, the export's stderr or None)."""
+    folder = tmp_path_factory.mktemp("startup")
+    argv = [sys.executable, "-c", _TINY_TRAINING, str(folder / "out")]
+    if SHARED_DIR is not None:
+        golden = SHARED_DIR / "golden" / "tf1_tiny"
+        argv += ["--model_type=encoder", "--bert_config_file=%s" % (golden / "bert_config.json"),
+                 "--init_checkpoint=%s" % (golden / "bert_model.ckpt"),
+                 "--vocab_file=%s" % (golden / "vocab.txt"), "--max_seq_length=16",
+                 "--export_dir=%s" % (folder / "export")]
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
-    result = subprocess.run([sys.executable, "-c", _TINY_TRAINING % str(tmp_path / "out")],
-                            capture_output=True, text=True, env=env, timeout=HANG_GUARD_SECONDS,
-                            cwd=str(REPO_ROOT), check=False)
-    assert result.returncode == 0, result.stderr
+    result = subprocess.run(argv, capture_output=True, text=True, env=env,
+                            timeout=HANG_GUARD_SECONDS, cwd=str(REPO_ROOT), check=False)
+    training_err, _, export_err = result.stderr.partition("@@ export\n")
+    return result, training_err, export_err if SHARED_DIR is not None else None
+
+
+def test_training_prints_no_tensorflow_notices(training_then_export):
+    result, stderr, _ = training_then_export
+    assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["2"]
     # The fused optimizer compiles with XLA, the loops read a dataset: neither says so.
     # A checkpoint a step, the INFO log shown: no sharding time line with each.
-    assert "Saved checkpoint" in result.stderr
+    assert "Saved checkpoint" in stderr
     for noise in ("GeneratorDatasetOp", "absl::InitializeLog", "Compiled cluster using XLA",
                   "cuInit", "Sharding callback duration"):
-        assert noise not in result.stderr, result.stderr
+        assert noise not in stderr, stderr
 
 
 def test_saved_models_renamed_captures_line_is_dropped_and_others_kept():
@@ -118,17 +145,12 @@ def test_checkpoint_and_saved_model_notices_are_dropped_and_warnings_kept():
                                   ("x",), None))
 
 
-def test_a_tiny_exports_log_has_no_line_of_a_thousand_characters(shared_dir, tmp_path):
-    golden = shared_dir / "golden" / "tf1_tiny"
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "export_saved_model.py"), "--model_type=encoder",
-         "--bert_config_file=%s" % (golden / "bert_config.json"),
-         "--init_checkpoint=%s" % (golden / "bert_model.ckpt"),
-         "--vocab_file=%s" % (golden / "vocab.txt"), "--max_seq_length=16",
-         "--export_dir=%s" % (tmp_path / "export")],
-        capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, check=False)
+def test_a_tiny_exports_log_has_no_line_of_a_thousand_characters(
+        shared_dir, training_then_export):  # pylint: disable=unused-argument
+    # export_saved_model's command line, after a training run in the same process.
+    result, _, stderr = training_then_export
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Exported the encoder model" in result.stderr
-    lines = result.stderr.splitlines()
+    assert "Exported the encoder model" in stderr
+    lines = stderr.splitlines()
     assert max(len(line) for line in lines) < 1000, max(lines, key=len)[:300]
-    assert ".tmp-" not in result.stderr and "Sharding callback" not in result.stderr
+    assert ".tmp-" not in stderr and "Sharding callback" not in stderr

@@ -35,8 +35,12 @@ CHILD = textwrap.dedent("""
         from bert_tf2 import flags_common
         from bert_tf2.trainer import checkpoints
         out = {}
+        # The recomputing run updates op by op: what it checks is the gradients (the fused
+        # update's XLA compilation, once per replica, is the default runs' and
+        # test_fused_optimizer's mirrored case).
         runs = (("one_device", "one_device", []), ("mirrored", "mirrored", []),
-                ("mirrored_recompute", "mirrored", ["--gradient_checkpointing"]))
+                ("mirrored_recompute", "mirrored",
+                 ["--gradient_checkpointing", "--fused_optimizer=false"]))
         for name, strategy, extra in runs:
             argv = ["--%s=%s" % kv for kv in args.items()] + extra
             argv += ["--distribution_strategy=" + strategy,
@@ -82,10 +86,13 @@ CHILD = textwrap.dedent("""
                                                 t.lengths_of(24, seed=12))
         runners = []
         for trim in (False, True):
+            # Op-by-op updates: both runs take the same, and the fused one compiles with
+            # XLA for each replica and each bucket's trace (test_fused_optimizer checks it
+            # under two replicas).
             config = training.RunConfig(output_dir=str(tmp / ("train%d" % trim)),
                                         learning_rate=1e-2, num_train_steps=3,
                                         num_warmup_steps=0, iterations_per_loop=1,
-                                        num_accumulation_steps=2)
+                                        num_accumulation_steps=2, fused_optimizer=False)
             runners.append(training.Runner(strategy, classifier_fn, config))
             for a, b in zip(runners[-1].model.variables, runners[0].model.variables):
                 a.assign(b)

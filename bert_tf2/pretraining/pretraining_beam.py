@@ -39,6 +39,7 @@ import os
 import random
 import re
 import signal
+import struct
 import sys
 import threading
 import traceback
@@ -52,12 +53,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from absl import flags
 from absl import logging
-import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_shards
 from bert_tf2.pretraining import word_boundaries
+
+# TensorFlow, imported on first use: a local worker writing small shards never does.
+tf = fileutil.tensorflow
 
 # Beam metrics namespace of the counters (files, bytes, documents, instances, ...).
 NAMESPACE = "create_pretraining_data"
@@ -252,17 +255,58 @@ class _WriteShard(beam.DoFn):
         shard, pieces = shard_pieces
         temp = os.path.join(self._temp_dir, "out-%06d-%s" % (shard, uuid.uuid4().hex))
         count = _one_line_errors(_write_records, temp, pretraining_shards.interleave_shards(
-            [p[1:] for p in sorted(pieces)]))
+            [p[1:] for p in sorted(pieces)]), sum(p[4] - p[3] for p in pieces))
         yield json.dumps({"shard": shard, "path": temp, "records": count})
 
 
-def _write_records(path, records):
+# Up to this many bytes of records, a local shard is written in Python (crc32c at about
+# 10 MB/s) by a worker that has not imported TensorFlow (its import costs seconds of CPU).
+PYTHON_WRITER_MAX_BYTES = 32 << 20
+
+
+def _write_records(path, records, num_bytes):
+    """Writes `records` (num_bytes in all) as a TFRecord file at `path`; their count."""
+    if "tensorflow" in sys.modules or "://" in path or num_bytes > PYTHON_WRITER_MAX_BYTES:
+        writer = tf.io.TFRecordWriter(path)
+        write = writer.write
+    else:
+        writer = open(path, "wb")
+        write = lambda record: writer.write(tfrecord_frame(record))
     count = 0
-    with tf.io.TFRecordWriter(path) as writer:
+    with writer:
         for record in records:
-            writer.write(record)
+            write(record)
             count += 1
     return count
+
+
+def _crc32c_table():
+    table = []
+    for byte in range(256):
+        value = byte
+        for _ in range(8):
+            value = (value >> 1) ^ 0x82F63B78 if value & 1 else value >> 1
+        table.append(value)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def masked_crc32c(data, table=_CRC32C_TABLE):
+    """The TFRecord format's checksum of `data`: its CRC-32C, rotated and offset."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecord_frame(record):
+    """`record` as tf.io.TFRecordWriter writes it: length, its checksum, data, its checksum."""
+    length = struct.pack("<Q", len(record))
+    return b"".join([length, struct.pack("<I", masked_crc32c(length)), record,
+                     struct.pack("<I", masked_crc32c(record))])
 
 
 def _one_line_errors(function, *args):
@@ -274,8 +318,12 @@ def _one_line_errors(function, *args):
     """
     try:
         return function(*args)
-    except (ValueError, OSError, tf.errors.OpError) as e:
-        text = e.message if isinstance(e, tf.errors.OpError) else str(e)
+    except Exception as e:  # pylint: disable=broad-except
+        imported = sys.modules.get("tensorflow")  # none of its errors without it
+        op_errors = (imported.errors.OpError,) if imported else ()
+        if not isinstance(e, (ValueError, OSError) + op_errors):
+            raise
+        text = e.message if isinstance(e, op_errors) else str(e)
         raise ValueError(_BAD_INPUT + (text.strip().splitlines() or [repr(e)])[0]) from None
 
 

@@ -9,12 +9,17 @@ tokenizer's batch path when it has one, the exact per-line path otherwise).
 
 Text that is not UTF-8 stops the run with the file and line of the first bad
 byte. `Progress` and `summary_line` report what was read and made. `open_file` lets a caller read through another file system layer (Beam's,
-for gs:// or hdfs:// input); by default TensorFlow's GFile reads the files.
+for gs:// or hdfs:// input); by default `gfile_open` reads them (TensorFlow's GFile for remote
+files only).
 """
+import os
 import time
 
 from absl import logging
-import tensorflow as tf
+
+from bert_tf2 import fileutil
+
+tf = fileutil.tensorflow  # imported on first use
 
 # Below this much input text the batch tokenizer is not used: building it takes
 # about as long as the exact tokenizer needs for 1-2 MB (same tokens either way).
@@ -28,8 +33,11 @@ PROGRESS_INTERVAL_S = 15.0
 
 
 def gfile_open(path):
-    """Opens `path` for binary reading with TensorFlow's file systems."""
-    return tf.io.gfile.GFile(path, "rb")
+    """Opens `path` for binary reading: a local file as it is, a remote one (gs://, ...)
+    with TensorFlow's file systems (the same bytes; TensorFlow imported only for them)."""
+    if "://" in str(path):
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
 
 
 def text_blocks(path, open_file=gfile_open, on_bytes=None):
@@ -93,7 +101,8 @@ def read_documents(input_files, tokenize_lines, on_progress=None, open_file=gfil
     """
     documents = [[]]
     for number, path in enumerate(input_files):
-        if open_file is gfile_open and tf.io.gfile.isdir(path):
+        if open_file is gfile_open and (tf.io.gfile.isdir(path) if "://" in str(path)
+                                        else os.path.isdir(path)):
             raise ValueError("input %s is a directory, not a text file" % path)
         words = None if segmentation is None else segmentation.reader(number, path, open_file)
         for lines in text_blocks(path, open_file, on_bytes):

@@ -21,12 +21,20 @@ import itertools
 import struct
 
 from absl import logging
-import tensorflow as tf
 
 from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
-from bert_tf2 import input_pipeline
+from bert_tf2 import fileutil
 from bert_tf2 import logs
 from bert_tf2.pretraining import word_boundaries
+
+tf = fileutil.tensorflow  # imported on first use (a worker that only encodes records never does)
+
+
+def _input_pipeline():
+    """bert_tf2.input_pipeline (TensorFlow, NumPy): imported where records are written or
+    built as protobufs, never in a worker that only encodes them."""
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    return input_pipeline
 
 
 def varint(value):
@@ -398,7 +406,8 @@ def instance_features(instance, tokenizer, max_seq_length, max_predictions_per_s
     padding = [0] * (max_seq_length - len(input_ids))
     label_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
     slots = [0] * (max_predictions_per_seq - len(label_ids))
-    int_feature, float_feature = input_pipeline.int_feature, input_pipeline.float_feature
+    pipeline = _input_pipeline()
+    int_feature, float_feature = pipeline.int_feature, pipeline.float_feature
     features = collections.OrderedDict()
     features["input_ids"] = int_feature(input_ids + padding)
     features["input_mask"] = int_feature([1] * len(input_ids) + padding)
@@ -423,7 +432,7 @@ def write_instances(instances, tokenizer, max_seq_length, max_predictions_per_se
 
     Logs the first NUM_LOGGED_EXAMPLES examples and the total.
     """
-    with input_pipeline.RecordWriter(output_files) as writer:
+    with _input_pipeline().RecordWriter(output_files) as writer:
         for index, instance in enumerate(instances):
             features = instance_features(instance, tokenizer, max_seq_length,
                                          max_predictions_per_seq)
@@ -443,7 +452,7 @@ def write_serialized(records, output_files, vocab, feature_order=FEATURE_ORDER,
     """
     records = iter(records)
     inv_vocab = {i: t for t, i in vocab.items()}
-    with input_pipeline.RecordWriter(output_files) as writer:
+    with _input_pipeline().RecordWriter(output_files) as writer:
         for record in itertools.islice(records, NUM_LOGGED_EXAMPLES):
             features = tf.train.Example.FromString(record).features.feature
             tokens = [inv_vocab[i] for i in features["input_ids"].int64_list.value]

@@ -6,8 +6,9 @@ random generator seeded from --random_seed and the file's position
 are then interleaved evenly into the output. The output depends only on the
 files, their order and the flags, never on N or on timing. The N processes are
 this one and N - 1 workers, all taking the next file as they become free: this
-one starts at once, the workers once they have imported TensorFlow (seconds,
-about what a few MB of text take), so a small corpus is not slowed by them.
+one starts at once, the workers once they are up (a fraction of a second when they
+need no TensorFlow, a small local corpus; seconds when they do: about what a few MB
+of text take), so a small corpus is not slowed by them.
 
 This module holds the machinery (worker pool, temporary shard files, the even
 interleave); what a shard's records are is given by the caller as two
@@ -29,14 +30,15 @@ import heapq
 import multiprocessing
 import os
 import struct
+import sys
 import threading
 import time
-
-import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_records
+
+tf = fileutil.tensorflow  # imported on first use: a worker of a small local corpus never does
 
 _RECORD_LENGTH = struct.Struct("<I")
 # Bytes before each record in a temporary shard file (its length).
@@ -108,12 +110,14 @@ def _make_shard(state, make_records, task, counter):
     return file_index, temp_path, stats, len(records)
 
 
-def _init_worker(setup, setup_args, make_records, threads_per_worker, shared):
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker)
-        tf.config.threading.set_inter_op_parallelism_threads(threads_per_worker)
-    except RuntimeError:
-        pass  # TensorFlow already initialized in this process (fork start method)
+def _init_worker(setup, setup_args, make_records, threads_per_worker, uses_tensorflow,
+                 shared):
+    if uses_tensorflow:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker)
+            tf.config.threading.set_inter_op_parallelism_threads(threads_per_worker)
+        except RuntimeError:
+            pass  # TensorFlow already initialized in this process (fork start method)
     _WORKER.update(state=setup(*setup_args), make_records=make_records, shared=shared)
 
 
@@ -134,9 +138,11 @@ def _serve(tasks):
 def write_shard_file(path, records):
     """Writes serialized records to a temporary shard file, each after its length.
 
-    A record takes RECORD_OVERHEAD + len(record) bytes of the file.
+    A record takes RECORD_OVERHEAD + len(record) bytes of the file. A local file is
+    written with Python's own file layer (the temporary folder is removed whatever
+    happens, and only a finished file is reported), a remote one with TensorFlow's.
     """
-    with fileutil.atomic_open(path, "wb") as f:
+    with (fileutil.atomic_open(path, "wb") if "://" in str(path) else open(path, "wb")) as f:
         chunk = []
         for record in records:
             chunk.append(_RECORD_LENGTH.pack(len(record)))
@@ -163,7 +169,7 @@ def shard_file_records(path, block_bytes, start=0, end=None):
             size = block_bytes if end is None else min(block_bytes, end - offset)
             data = b""
             if size > 0:
-                with tf.io.gfile.GFile(path, "rb") as f:
+                with pretraining_corpus.gfile_open(path) as f:
                     f.seek(offset)
                     data = f.read(size)
             if not data:
@@ -212,19 +218,46 @@ def interleave_shards(shards):
             heapq.heappush(heap, ((i + 1.5) / count, s, i + 1))
 
 
-def _process_context(num_workers, preload):
+def _process_context(num_workers, preload, uses_tensorflow):
     """Where `num_workers` worker processes come from.
 
-    More than one: a fork server that has imported `preload` once, so that they
-    share its memory (and safely: the server only imports modules, it never runs
-    TensorFlow); its first start waits for those imports. One worker, or no fork
-    servers (Windows): fresh interpreters, whose start returns at once.
+    More than one: a fork server that has imported `preload` once (and TensorFlow
+    when the workers use it, rather than each of them), so that they share its
+    memory (and safely: the server only imports modules, it never runs TensorFlow);
+    its first start waits for those imports. One worker, or no fork servers
+    (Windows): fresh interpreters, whose start returns at once.
     """
     if num_workers == 1 or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tensorflow", "tensorflow_text"] + list(preload))
+    heavy = ["tensorflow", "tensorflow_text"] if uses_tensorflow else []
+    context.set_forkserver_preload(heavy + list(preload))
     return context
+
+
+@contextlib.contextmanager
+def _main_script_not_rerun(functions):
+    """While worker processes start: they do not run the parent's main script again.
+
+    A spawned (or fork-server) process imports the parent's __main__ first, so that
+    functions defined there can be unpickled; the scripts import TensorFlow at their
+    top (seconds of CPU per worker). The workers' functions live in package modules,
+    so multiprocessing is not shown where __main__ comes from meanwhile (nothing else
+    reads it); when one of `functions` is defined in __main__, nothing changes.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or any(getattr(f, "__module__", None) == "__main__" for f in functions):
+        yield
+        return
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
+             if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _failure(error):
@@ -244,7 +277,7 @@ class _WorkerPool(object):
     """
 
     def __init__(self, count, tasks, make_records, initargs):
-        context = _process_context(count, [__name__, make_records.__module__])
+        context = _process_context(count, [__name__, make_records.__module__], initargs[-1])
         self.shared = _SharedTasks(context, len(tasks))
         self._others = set(multiprocessing.active_children())
         # A worker that dies makes the executor fail (BrokenProcessPool) instead of
@@ -254,13 +287,16 @@ class _WorkerPool(object):
             initargs=initargs + (self.shared,))
         self._futures = []
         self._start_error = None
-        self._thread = threading.Thread(target=self._start, args=(count, tasks), daemon=True)
+        self._thread = threading.Thread(target=self._start, args=(count, tasks, initargs[:3]),
+                                        daemon=True)
         self._thread.start()
 
-    def _start(self, count, tasks):
+    def _start(self, count, tasks, functions):
         try:
-            for _ in range(count):
-                self._futures.append(self._executor.submit(_serve, tasks))
+            # The executor starts its processes at the first submit.
+            with _main_script_not_rerun(functions):
+                for _ in range(count):
+                    self._futures.append(self._executor.submit(_serve, tasks))
         except BaseException as e:  # pylint: disable=broad-except
             self._start_error = e  # raised in the main thread (raise_failure)
 
@@ -316,20 +352,23 @@ class _WorkerPool(object):
         self._executor.shutdown(cancel_futures=True)
 
 
-def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress):
+def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress,
+                 uses_tensorflow=False):
     """Makes every shard; (the results sorted by file, the workers' CPU seconds).
 
     This process takes tasks from the start, and `num_workers - 1` worker processes
-    join in as soon as they are up (a fresh interpreter imports TensorFlow: seconds,
-    most of the time of a corpus of a few MB). Whichever process makes a shard, its
-    records are the same.
+    join in as soon as they are up (when they use TensorFlow, a fresh interpreter
+    imports it: seconds, most of the time of a corpus of a few MB). Whichever process
+    makes a shard, its records are the same. uses_tensorflow: whether the workers
+    will (their fork server imports it, their TensorFlow threads are limited); only
+    a matter of speed.
     """
     processes = min(num_workers, len(tasks))
     pool = None
     if processes > 1:
         threads = max(1, (os.cpu_count() or 1) // processes)
         pool = _WorkerPool(processes - 1, tasks, make_records,
-                           (setup, setup_args, make_records, threads))
+                           (setup, setup_args, make_records, threads, uses_tensorflow))
         shared = pool.shared
     else:
         shared = _SharedTasks(multiprocessing.get_context(), len(tasks))
@@ -368,12 +407,13 @@ def _run_workers(tasks, num_workers, setup, setup_args, make_records, progress):
 
 @contextlib.contextmanager
 def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
-                    make_records, progress=None):
+                    make_records, progress=None, uses_tensorflow=False):
     """Makes every file's shard in worker processes; yields a `ShardedRecords`.
 
     Its `records` iterates over all shards' records, interleaved evenly. The
     temporary shard files live in a folder beside `scratch_beside` (the first
     output file), which is removed when the block ends, whatever happens.
+    uses_tensorflow: as _run_workers'.
     """
     temp_dir = fileutil.temp_name(scratch_beside, "shards")
     tf.io.gfile.makedirs(temp_dir)
@@ -381,7 +421,7 @@ def sharded_records(input_files, scratch_beside, num_workers, setup, setup_args,
         tasks = [(index, path, os.path.join(temp_dir, "shard-%05d" % index))
                  for index, path in enumerate(input_files)]
         results, worker_cpu_s = _run_workers(tasks, num_workers, setup, setup_args,
-                                             make_records, progress)
+                                             make_records, progress, uses_tensorflow)
         yield ShardedRecords(
             records=interleave_shards([(r[1], r[3]) for r in results]),
             stats=pretraining_corpus.sum_counts(r[2] for r in results),
@@ -406,9 +446,15 @@ def write_sharded(input_files, output_files, num_workers, options, setup, worker
     """
     progress = pretraining_corpus.Progress(
         "creating instances (%d workers)" % min(num_workers, len(input_files)))
-    setup_args = (tuple(options), pretraining_corpus.corpus_bytes(input_files), None)
+    corpus_bytes = pretraining_corpus.corpus_bytes(input_files)
+    setup_args = (tuple(options), corpus_bytes, None)
+    # A worker uses TensorFlow for the batch tokenizer (a corpus that large), for
+    # packing (protobufs) and for remote files; a small local corpus needs none.
+    uses_tensorflow = packed or corpus_bytes >= pretraining_corpus.FAST_TOKENIZER_MIN_BYTES or \
+        any("://" in str(path) for path in list(input_files) + list(output_files))
     with sharded_records(input_files, output_files[0], num_workers, setup,
-                         setup_args + tuple(worker_args), make_records, progress) as shards:
+                         setup_args + tuple(worker_args), make_records, progress,
+                         uses_tensorflow) as shards:
         stats.update(shards.stats, worker_cpu_s=shards.worker_cpu_s)
         progress.report(stats["documents"] * options.dupe_factor, shards.num_records,
                         force=True)
