@@ -790,7 +790,8 @@ class Runner(prediction.PredictionLoop):
             if evaluation is not None:
                 n = min(n, evaluation.steps_to_next(step, last))
             loop_start = time.time()
-            values = train_loop(iterator, tf.constant(n))
+            with first_call.lean_rewrites(first_call.on_cpus(self.strategy)):
+                values = train_loop(iterator, tf.constant(n))
             metrics = {k: float(v) for k, v in values.items()}
             if not np.isfinite(metrics["loss"]):
                 raise ValueError("training loss became %s at step %d (learning rate too high, "
