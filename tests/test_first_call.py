@@ -51,3 +51,32 @@ def test_only_the_size_classes_up_to_the_bound_are_compiled(monkeypatch):
     assert drawn == [1 << 16, 1 << 16, 1 << 17]
     dropout_masks.compile_size_classes("/cpu:0", 1 << 17)  # already done: nothing
     assert drawn == [1 << 16, 1 << 16, 1 << 17]
+
+
+def test_lean_rewrites_turn_off_only_the_lean_passes_for_the_calls_within():
+    from tensorflow.core.protobuf import config_pb2  # pylint: disable=import-outside-toplevel
+    from tensorflow.python.eager import context  # pylint: disable=import-outside-toplevel
+
+    def rewrites():
+        config = config_pb2.ConfigProto()
+        config.ParseFromString(context.context().function_call_options.config_proto_serialized)
+        return config.graph_options.rewrite_options
+
+    before = rewrites().SerializeToString()
+    step = tf.function(lambda x: tf.reduce_sum(tf.nn.relu(tf.matmul(x, x) + 1.0)))
+    x = tf.reshape(tf.range(9, dtype=tf.float32) / 7.0, [3, 3])
+    with first_call.lean_rewrites():
+        inside = rewrites()
+        lean = float(step(x))
+    assert inside.layout_optimizer == inside.OFF and inside.shape_optimization == inside.OFF
+    assert inside.loop_optimization == inside.OFF and inside.memory_optimization == inside.NO_MEM_OPT
+    assert inside.pin_to_host_optimization == inside.OFF
+    assert inside.implementation_selector == inside.OFF
+    # The passes that may change numbers keep their defaults.
+    assert inside.constant_folding == inside.DEFAULT and inside.remapping == inside.DEFAULT
+    assert inside.arithmetic_optimization == inside.DEFAULT
+    assert inside.dependency_optimization == inside.DEFAULT
+    assert rewrites().SerializeToString() == before  # put back
+    assert lean == float(tf.function(step.python_function)(x))
+    with first_call.lean_rewrites(enabled=False):
+        assert rewrites().SerializeToString() == before
