@@ -81,16 +81,21 @@ def _draw_in_a_graph(size):
 
 
 _COMPILED_UP_TO = {}
+# compile_size_classes' default: masks of up to 2^22 units (a BERT-base batch of 8 x 128).
+LARGEST_CLASS = 1 << 22
 
 
-def compile_size_classes(device, largest=1 << 22):
-    """Compiles, on `device`, the mask programs of every size class up to `largest`.
+def compile_size_classes(device, largest=LARGEST_CLASS):
+    """Compiles, on `device`, the mask programs of every size class up to the class of
+    `largest` (a number of units, e.g. training.largest_dropout's).
 
     Each size class is one XLA program, compiled the first time a step needs it
     (50-130 ms on 2 cores). With shapes that change from batch to batch, those
     compilations would fall on the first few dozen steps; training.Runner does
-    them all before its first step instead (on CPUs: 0.5-0.9 s once per process).
+    them all before its first step instead (on CPUs: 0.5-0.9 s once per process for
+    the seven classes up to 2^22; a tiny model's steps need only the first).
     """
+    largest = size_class(int(max(largest, 1)))
     if _COMPILED_UP_TO.get(device, 0) >= largest:
         return
     with tf.device(device):

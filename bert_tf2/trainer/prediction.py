@@ -20,6 +20,7 @@ from absl import logging
 
 from bert_tf2 import heads
 from bert_tf2 import input_pipeline
+from bert_tf2.trainer import first_call
 from bert_tf2.trainer import memory_batches
 from bert_tf2.trainer import predict_outputs
 from bert_tf2.trainer import progress
@@ -117,7 +118,12 @@ class PredictionLoop:
             dataset = self._distribute(predict_outputs.whole_input(dataset_fn), autotune=False)
             spec = dataset.element_spec
             step = self._predict_step(predict_fn, spec)
-        batches = (predict_outputs.join_replicas(self.strategy, step(batch), sequence_outputs)
+        lean = first_call.on_cpus(self.strategy)
+
+        def outputs(batch):
+            with first_call.lean_rewrites(lean):
+                return step(batch)
+        batches = (predict_outputs.join_replicas(self.strategy, outputs(batch), sequence_outputs)
                    for batch in self._until_sigterm(dataset))
         if isinstance(spec, dict) and input_pipeline.EXAMPLE_INDEX in spec:
             batches = predict_outputs.in_input_order(batches)

@@ -90,11 +90,11 @@ import weakref
 
 import numpy as np
 import tensorflow as tf
-import tf_keras
 from absl import logging
 
 from bert_tf2.base import dropout_masks
 from bert_tf2.trainer import checkpoints
+from bert_tf2.trainer import first_call
 # The strategy and precision of a run (distribution.py), under the names runners call.
 from bert_tf2.trainer.distribution import (  # noqa: F401
     configure_precision, get_strategy, global_sum, is_chief, num_replicas, set_seed)
@@ -742,7 +742,9 @@ class Runner(prediction.PredictionLoop):
             dataset_fn = self._skip_trained_batches(dataset_fn, step)
         dataset = self._distribute(dataset_fn)
         iterator = iter(dataset)
-        self._compile_dropout_masks()
+        # Trimmed batches on CPUs: the dropout mask programs compiled before the first step.
+        first_call.compile_dropout_masks(self.strategy, self.model, dataset.element_spec,
+                                         self.trim_padding and not cfg.enable_xla)
         self._display = progress.Stage("train", cfg.num_train_steps, cfg.progress,
                                        cfg.log_every_seconds, start_step=step,
                                        shown=self.is_chief)
@@ -766,22 +768,6 @@ class Runner(prediction.PredictionLoop):
         writer.flush()
         return metrics
 
-    def _compile_dropout_masks(self):
-        """Trimmed batches on CPUs: the dropout mask programs of every size class
-        compiled before the first step (dropout_masks.compile_size_classes), not in
-        the first steps that meet each size. Not under XLA (the step is one program)."""
-        if not self.trim_padding or self.config.enable_xla or not any(
-                isinstance(layer, tf_keras.layers.Dropout) and layer.rate > 0
-                for layer in self.model.submodules):
-            return
-        try:
-            devices = self.strategy.extended.worker_devices
-        except RuntimeError:  # the default strategy: the process's default device
-            devices = () if tf.config.list_logical_devices("GPU") else ("/cpu:0",)
-        if devices and all(tf.DeviceSpec.from_string(d).device_type == "CPU" for d in devices):
-            for device in devices:
-                dropout_masks.compile_size_classes(device)
-
     def _interrupted_text(self):
         """The one line of a Ctrl-C in training: the step, and where a rerun resumes."""
         latest = tf.train.latest_checkpoint(self.manager.directory)
@@ -804,7 +790,8 @@ class Runner(prediction.PredictionLoop):
             if evaluation is not None:
                 n = min(n, evaluation.steps_to_next(step, last))
             loop_start = time.time()
-            values = train_loop(iterator, tf.constant(n))
+            with first_call.lean_rewrites(first_call.on_cpus(self.strategy)):
+                values = train_loop(iterator, tf.constant(n))
             metrics = {k: float(v) for k, v in values.items()}
             if not np.isfinite(metrics["loss"]):
                 raise ValueError("training loss became %s at step %d (learning rate too high, "

@@ -1,0 +1,82 @@
+"""bert_tf2/trainer/first_call.py: the dropout mask programs a run compiles before its steps."""
+import tensorflow as tf
+import tf_keras
+
+from bert import modeling
+from bert_tf2 import heads
+from bert_tf2.base import dropout_masks
+from bert_tf2.trainer import first_call
+
+
+def _classifier(max_positions=64, hidden=32, heads_count=2):
+    config = modeling.BertConfig(vocab_size=30, hidden_size=hidden, num_hidden_layers=1,
+                                 num_attention_heads=heads_count, intermediate_size=16,
+                                 max_position_embeddings=max_positions)
+    model = heads.BertClassifier(config, 2)
+    model(heads.dummy_features())
+    return model
+
+
+def _spec(*shape):
+    return {"input_ids": tf.TensorSpec(shape, tf.int32), "label_ids": tf.TensorSpec([8], tf.int32)}
+
+
+def test_largest_dropout_is_the_attention_or_hidden_size_of_the_batches():
+    model = _classifier()
+    # Trimmed batches of 8: S up to max_position_embeddings 64; the attention's
+    # 8 x 2 heads x 64 x 64 = 65,536 units beat the hidden states' 8 x 64 x 32 = 16,384.
+    assert first_call.largest_dropout(model, _spec(8, None)) == 8 * 2 * 64 * 64
+    # A static length: 8 x 2 x 16 x 16 = 4,096 against 8 x 16 x 32 = 4,096.
+    assert first_call.largest_dropout(model, _spec(8, 16)) == 4096
+    # Multiple choice's [B, C, S]: B x C rows; hidden states the larger at 48 > 2 x 16.
+    wide = _classifier(hidden=48)
+    assert first_call.largest_dropout(wide, _spec(4, 3, 16)) == 12 * 16 * 48
+    # Unknown rows, no spec, no BertModel: the default bound.
+    assert first_call.largest_dropout(model, _spec(None, 16)) == dropout_masks.LARGEST_CLASS
+    assert first_call.largest_dropout(model, None) == dropout_masks.LARGEST_CLASS
+    plain = tf_keras.Sequential([tf_keras.layers.Dropout(0.1)])
+    assert first_call.largest_dropout(plain, _spec(8, 16)) == dropout_masks.LARGEST_CLASS
+    # Never above the default: BERT-base's 32 x 12 x 512 x 512.
+    big = _classifier(max_positions=512, hidden=24, heads_count=12)
+    assert first_call.largest_dropout(big, _spec(32, None)) == dropout_masks.LARGEST_CLASS
+
+
+def test_only_the_size_classes_up_to_the_bound_are_compiled(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(dropout_masks, "_COMPILED_UP_TO", {})
+    monkeypatch.setattr(dropout_masks, "_draw_in_a_graph", lambda size: drawn.append(int(size)))
+    dropout_masks.compile_size_classes("/cpu:0", 65536)
+    assert drawn == [1 << 16]
+    dropout_masks.compile_size_classes("/cpu:0", 100000)  # its class 2^17: one more program
+    assert drawn == [1 << 16, 1 << 16, 1 << 17]
+    dropout_masks.compile_size_classes("/cpu:0", 1 << 17)  # already done: nothing
+    assert drawn == [1 << 16, 1 << 16, 1 << 17]
+
+
+def test_lean_rewrites_turn_off_only_the_lean_passes_for_the_calls_within():
+    from tensorflow.core.protobuf import config_pb2  # pylint: disable=import-outside-toplevel
+    from tensorflow.python.eager import context  # pylint: disable=import-outside-toplevel
+
+    def rewrites():
+        config = config_pb2.ConfigProto()
+        config.ParseFromString(context.context().function_call_options.config_proto_serialized)
+        return config.graph_options.rewrite_options
+
+    before = rewrites().SerializeToString()
+    step = tf.function(lambda x: tf.reduce_sum(tf.nn.relu(tf.matmul(x, x) + 1.0)))
+    x = tf.reshape(tf.range(9, dtype=tf.float32) / 7.0, [3, 3])
+    with first_call.lean_rewrites():
+        inside = rewrites()
+        lean = float(step(x))
+    assert inside.layout_optimizer == inside.OFF and inside.shape_optimization == inside.OFF
+    assert inside.loop_optimization == inside.OFF and inside.memory_optimization == inside.NO_MEM_OPT
+    assert inside.pin_to_host_optimization == inside.OFF
+    assert inside.implementation_selector == inside.OFF
+    # The passes that may change numbers keep their defaults.
+    assert inside.constant_folding == inside.DEFAULT and inside.remapping == inside.DEFAULT
+    assert inside.arithmetic_optimization == inside.DEFAULT
+    assert inside.dependency_optimization == inside.DEFAULT
+    assert rewrites().SerializeToString() == before  # put back
+    assert lean == float(tf.function(step.python_function)(x))
+    with first_call.lean_rewrites(enabled=False):
+        assert rewrites().SerializeToString() == before
