@@ -373,8 +373,8 @@ def _dropout_runner(tmp_path, name, **cfg):
     tf_keras.utils.set_random_seed(7)
     config = tiny_config()
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
-    run_config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
-                                    num_train_steps=20, num_warmup_steps=0,
+    cfg = dict(dict(learning_rate=1e-2, num_train_steps=20), **cfg)
+    run_config = training.RunConfig(output_dir=str(tmp_path / name), num_warmup_steps=0,
                                     iterations_per_loop=1000, **cfg)
     return training.Runner(tf.distribute.get_strategy(),
                             lambda: heads.BertClassifier(config, 2), run_config)
@@ -515,9 +515,28 @@ def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path,
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
 
 
+def test_each_step_of_a_loop_call_draws_its_own_dropout_masks(tmp_path, monkeypatch):
+    # Learning rate 0 and the same batch at every step: a step's loss differs from
+    # another's only by its dropout masks. Before, the loop's first step came from a call
+    # of the step outside the tf.range loop, whose stateful seed op started from the same
+    # state as the loop's own copy: steps 1 and 2 of a call drew the same masks.
+    losses = {}
+    log_line = training.Runner._log_line_in_loop
+
+    def recorded(self, names, step, last_line, now, *values):
+        losses[int(step)] = float(values[list(names).index("loss")])
+        return log_line(self, names, step, last_line, now, *values)
+    monkeypatch.setattr(training.Runner, "_log_line_in_loop", recorded)
+    runner = _dropout_runner(tmp_path, "masks", log_every_seconds=1e-9, learning_rate=0.0,
+                             num_train_steps=4)
+    runner.train(dataset_fn_of(features(4), 4), _dropout_loss, global_batch_size=4)
+    assert sorted(losses) == [1, 2, 3, 4]
+    assert len(set(losses.values())) == 4, losses
+
+
 def test_the_training_step_is_traced_once_for_both_calls_of_the_loop(tmp_path, monkeypatch):
-    # The loop calls the step before its tf.range loop and in it; one trace serves both
-    # (traced twice before: forward, backward and update in the graph twice).
+    # The step is traced once (it was traced twice when the loop called it both before
+    # its tf.range loop and in it; now the loop's one call makes every step).
     traced = []
     replica_step = training.Runner._replica_step
 

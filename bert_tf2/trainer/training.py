@@ -600,16 +600,22 @@ class Runner(prediction.PredictionLoop):
                     for k, v in per_replica.items()}
 
         one_step = run_function(step_function(one_step, self.config.autograph),
-                                autograph=self.config.autograph)  # one trace, two calls
+                                autograph=self.config.autograph)
 
         progress_after = self._progress_in_loop()
 
         def train_loop(iterator, num_steps):
-            """num_steps optimizer steps in one call; returns the mean metrics."""
+            """num_steps optimizer steps in one call; returns the mean metrics.
+
+            The loop's one call of one_step makes every step. A second call before the
+            loop held a second copy of the step, and so of its stateful dropout-seed op,
+            starting from the same state as the first: the masks of one step came back at
+            another. The sums start at -0.0, which adds exactly.
+            """
             last_line = tf.timestamp()
-            sums = one_step(iterator)
-            last_line = progress_after(sums, last_line)
-            for _ in tf.range(num_steps - 1):
+            outputs = one_step.get_concrete_function(iterator).structured_outputs
+            sums = {k: tf.constant(-0.0, v.dtype) for k, v in outputs.items()}
+            for _ in tf.range(num_steps):
                 values = one_step(iterator)
                 last_line = progress_after(values, last_line)
                 sums = {k: sums[k] + values[k] for k in sums}
@@ -645,10 +651,12 @@ class Runner(prediction.PredictionLoop):
                 now = tf.timestamp()
 
             def log_line():
-                return tf.py_function(
+                logged_at = tf.py_function(
                     lambda *t: _log_line_of(runner, names, *t),
                     [self.optimizer.iterations, last_line, now] + [values[k] for k in names],
                     tf.float64)
+                logged_at.set_shape([])  # the loop carries it: a scalar, as it came in
+                return logged_at
             return tf.cond(now - last_line >= every, log_line, lambda: last_line)
         return progress_after
 
