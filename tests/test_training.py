@@ -534,7 +534,7 @@ def test_each_step_of_a_loop_call_draws_its_own_dropout_masks(tmp_path, monkeypa
     assert len(set(losses.values())) == 4, losses
 
 
-def test_the_training_step_is_traced_once_for_both_calls_of_the_loop(tmp_path, monkeypatch):
+def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
     # The step is traced once (it was traced twice when the loop called it both before
     # its tf.range loop and in it; now the loop's one call makes every step).
     traced = []
