@@ -241,12 +241,20 @@ def atomic_open(path, mode="w"):
 
     The data goes to a temporary file beside `path`, which is renamed over `path`
     when the block ends without an exception and deleted otherwise, so a reader
-    never sees a half-written output file.
+    never sees a half-written output file. A local file in binary mode is written by
+    Python's own file layer (the same bytes and the same rename, without importing
+    TensorFlow: a pretraining worker's shard files); text and remote files by GFile.
     """
-    if tf.io.gfile.isdir(path):
+    python_file = "b" in mode and "://" not in str(path)
+    if os.path.isdir(path) if python_file else tf.io.gfile.isdir(path):
         raise ValueError("%s is a directory, not a file: it cannot be written" % path)
     temp = temp_name(path)
     try:
+        if python_file:
+            with open(temp, mode) as f:
+                yield f
+            os.replace(temp, path)
+            return
         with tf.io.gfile.GFile(temp, mode) as f:
             yield f
         if not tf.io.gfile.exists(temp):

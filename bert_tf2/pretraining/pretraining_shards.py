@@ -138,11 +138,10 @@ def _serve(tasks):
 def write_shard_file(path, records):
     """Writes serialized records to a temporary shard file, each after its length.
 
-    A record takes RECORD_OVERHEAD + len(record) bytes of the file. A local file is
-    written with Python's own file layer (the temporary folder is removed whatever
-    happens, and only a finished file is reported), a remote one with TensorFlow's.
+    A record takes RECORD_OVERHEAD + len(record) bytes of the file (a local one
+    written without TensorFlow: fileutil.atomic_open).
     """
-    with (fileutil.atomic_open(path, "wb") if "://" in str(path) else open(path, "wb")) as f:
+    with fileutil.atomic_open(path, "wb") as f:
         chunk = []
         for record in records:
             chunk.append(_RECORD_LENGTH.pack(len(record)))
