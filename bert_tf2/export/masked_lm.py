@@ -50,6 +50,7 @@ from bert import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import heads
 from bert_tf2 import loaders
+from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import checkpoints
 
@@ -419,7 +420,8 @@ def litert_answers(outputs, counts, tokenizer, max_seq_length, vocab_file=None):
     unnamed = ()
     if vocab_file is not None:
         with tf.io.gfile.GFile(vocab_file) as f:
-            unnamed = [i for i, line in enumerate(f) if line.rstrip("\n") == " %d" % i]
+            unnamed = [i for i, line in enumerate(f)
+                       if line.rstrip("\n") == tokenization_graph.placeholder(i)]
     return MaskedLM(tokenizer, max_seq_length, unnamed=unnamed).decode_top_k(
         outputs["token_ids"], outputs["probabilities"], counts)
 

@@ -215,6 +215,12 @@ def character_tables():
 # Vocabulary asset
 # ---------------------------------------------------------------------------
 
+def placeholder(index):
+    """The asset line of id `index` when it names no token a word can give: " <id>" (its
+    leading space: no word equals it)."""
+    return " %d" % index
+
+
 def vocab_asset_lines(vocab, unk_token="[UNK]"):
     """One line per id for the vocabulary asset, with the reference's lookup semantics.
 
@@ -228,7 +234,7 @@ def vocab_asset_lines(vocab, unk_token="[UNK]"):
     if not vocab:
         raise ValueError("the vocabulary is empty")
     tables = character_tables()
-    lines = [" %d" % index for index in range(max(vocab.values()) + 1)]
+    lines = [placeholder(index) for index in range(max(vocab.values()) + 1)]
     # The code points of all tokens looked up at once: the separators and deleted
     # characters each token holds, counted.
     cps = np.array([ord(c) for token in vocab for c in token], np.int64)
