@@ -80,3 +80,51 @@ def test_lean_rewrites_turn_off_only_the_lean_passes_for_the_calls_within():
     assert lean == float(tf.function(step.python_function)(x))
     with first_call.lean_rewrites(enabled=False):
         assert rewrites().SerializeToString() == before
+
+
+def test_a_run_with_the_lean_passes_equals_one_with_every_pass(tmp_path, monkeypatch):
+    # The same tiny classifier trained (dropout on, its masks from --seed) and then
+    # predicting, once as on a CPU (the LEAN passes off) and once with every Grappler
+    # pass (as on a GPU): the weights and the logits are equal bit for bit.
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
+    rng = np.random.RandomState(4)
+    data = {"input_ids": rng.randint(0, 30, [16, 8]).astype(np.int32),
+            "input_mask": np.ones([16, 8], np.int32), "segment_ids": np.zeros([16, 8], np.int32),
+            "label_ids": rng.randint(0, 2, [16]).astype(np.int32)}
+
+    def train_dataset(ctx=None):
+        return tf.data.Dataset.from_tensor_slices(data).batch(4, drop_remainder=True).repeat()
+
+    def loss_fn(model, feats, is_training):
+        logits = model(feats, training=is_training)["logits"]
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=feats["label_ids"], logits=logits)), {}
+
+    def run(name, every_pass):
+        with monkeypatch.context() as patch:
+            if every_pass:
+                patch.setattr(first_call, "on_cpus", lambda strategy: False)
+            tf_keras.utils.set_random_seed(5)
+            config = modeling.BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2,
+                                         num_attention_heads=2, intermediate_size=32,
+                                         max_position_embeddings=16)
+            runner = training.Runner(
+                tf.distribute.get_strategy(), lambda: heads.BertClassifier(config, 2),
+                training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
+                                   num_train_steps=6, num_warmup_steps=0, iterations_per_loop=3,
+                                   deterministic_data=True, seed=3))
+            start = [v.numpy() for v in runner.model.trainable_variables]
+            runner.train(train_dataset, loss_fn)
+            assert any(not np.array_equal(a, b.numpy()) for a, b in zip(
+                start, runner.model.trainable_variables))  # it trained
+            logits = np.concatenate([o["logits"] for o in runner.predict(
+                lambda ctx=None: tf.data.Dataset.from_tensor_slices(data).batch(4),
+                lambda m, f: {"logits": m(f)["logits"]})])
+            return [v.numpy() for v in runner.model.variables], logits
+
+    lean_weights, lean_logits = run("lean", every_pass=False)
+    full_weights, full_logits = run("full", every_pass=True)
+    for a, b in zip(lean_weights, full_weights):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(lean_logits, full_logits)
