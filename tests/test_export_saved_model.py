@@ -413,53 +413,54 @@ def test_tiny_classifier_export(tiny, loaded):
 
 def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(
         tiny, encoder_export, loaded, tmp_path):
-    """run(Settings(...)) from Python, no absl parsing: twice (the second replaces the
-    first export), each the same model, files and export_info as the parsed flags'. The
+    """run(Settings(...)) from Python, no absl parsing: twice into one folder (the second
+    replaces the first export), each the same model, files and export_info as the parsed
+    flags': the classifier, then the encoder (its Settings: pooling, layers, normalize). The
     second run follows a --dtype=bf16 run's global policy (mixed_bfloat16), as a run and an
     export in one process do: it still serves the float32 model and leaves the policy as it
-    was. The encoder's Settings (pooling, layers, normalize) give the command line's export."""
-    settings = esm.Settings(model_type="classifier", task_name="SST-2",
-                            bert_config_file=tiny["config_file"],
-                            init_checkpoint=str(tiny["root"] / "classifier"),
-                            vocab_file=tiny["vocab"], max_seq_length=16,
-                            export_dir=str(tmp_path / "from_python"))
+    was."""
+    export_dir = str(tmp_path / "from_python")
     texts = _encoded(["the cat sat on the mat", "a dog ran fast", "unaffable cats", ""])
-    want = loaded(tiny["export_dir"]).signatures["serving_text_a"](text_a=texts)
-    with open(str(tiny["export_dir"] / "assets.extra" / "export_info.json")) as f:
-        want_info = json.load(f)
-    for policy in ("float32", "mixed_bfloat16"):
+    runs = [("float32", esm.Settings(
+        model_type="classifier", task_name="SST-2", bert_config_file=tiny["config_file"],
+        init_checkpoint=str(tiny["root"] / "classifier"), vocab_file=tiny["vocab"],
+        max_seq_length=16, export_dir=export_dir), tiny["export_dir"], "serving_text_a",
+             {"text_a": texts}),
+            ("mixed_bfloat16", esm.Settings(
+                model_type="encoder", bert_config_file=tiny["config_file"],
+                init_checkpoint=str(tiny["root"] / "encoder"), vocab_file=tiny["vocab"],
+                max_seq_length=16, pooling="mean", layers="-1", normalize=True,
+                export_dir=export_dir), encoder_export, "embed", {"text": texts})]
+    for policy, settings, command_line, signature, inputs in runs:
+        want = loaded(command_line).signatures[signature](**inputs)
+        with open(str(command_line / "assets.extra" / "export_info.json")) as f:
+            want_info = json.load(f)
         tf_keras.mixed_precision.set_global_policy(policy)
         try:
             result = esm.run(settings)
             assert tf_keras.mixed_precision.global_policy().name == policy
         finally:
             tf_keras.mixed_precision.set_global_policy("float32")
-        assert result.output_dir == settings.export_dir
+        assert result.output_dir == export_dir
         assert sorted(result.outputs) == ["export_info", "saved_model", "vocab"]
         for path in result.outputs.values():
             assert os.path.isfile(path), path
         with open(result.outputs["export_info"]) as f:
             assert json.load(f) == want_info
-        got = tf.saved_model.load(result.output_dir).signatures["serving_text_a"](text_a=texts)
-        assert got["logits"].dtype == tf.float32
-        for key in ("probabilities", "logits"):  # the same export, shapes and kernels
-            np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6, rtol=0)
-        assert got["predicted_label"].numpy().tolist() == want["predicted_label"].numpy().tolist()
+        served = tf.saved_model.load(result.output_dir)
+        assert sorted(served.signatures) == sorted(loaded(command_line).signatures)
+        got = served.signatures[signature](**inputs)
+        assert sorted(got) == sorted(want)
+        for key in want:  # the same export, shapes and kernels
+            if want[key].dtype == tf.string:
+                assert got[key].numpy().tolist() == want[key].numpy().tolist(), key
+            else:
+                assert got[key].dtype == want[key].dtype == tf.float32 or (
+                    want[key].dtype.is_integer), key
+                np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6,
+                                           rtol=0)
     assert os.listdir(str(tmp_path)) == ["from_python"]
     assert settings.given("max_seq_length") and not settings.given("do_lower_case")
-
-    # One run: the encoder_export fixture's made an encoder in this process already.
-    encoder = esm.Settings(model_type="encoder", bert_config_file=tiny["config_file"],
-                           init_checkpoint=str(tiny["root"] / "encoder"),
-                           vocab_file=tiny["vocab"], max_seq_length=16, pooling="mean",
-                           layers="-1", normalize=True,
-                           export_dir=str(tmp_path / "encoder_python"))
-    want = loaded(encoder_export).signatures["embed"](text=texts)
-    result = esm.run(encoder)
-    got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
-    # The same export, shapes and kernels.
-    np.testing.assert_allclose(got["sentence_embedding"].numpy(),
-                               want["sentence_embedding"].numpy(), atol=1e-6, rtol=0)
 
 
 def test_settings_from_python_are_checked_as_the_flags_are(tiny, tmp_path):
