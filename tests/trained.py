@@ -256,3 +256,34 @@ def trained_classifier_with_best(tmp_path_factory):
                               _build_classifier_with_best)
     assert made == {"global_step": 4, "best_checkpoint": "out/best/model.ckpt-2"}, made
     return folder
+
+
+def _build_ner_crf(folder):
+    """run_ner --crf (tests/test_run_ner.py's TINY model, 16-piece windows 8 apart) trained
+    40 epochs on test_ner_data's IOB2 sentences given as tables (data_dir a dict: train and
+    dev those sentences with their tags, test their words), evaluated and tagging the test
+    sentences: folder/vocab.txt, bert_config.json, out/."""
+    import run_ner  # pylint: disable=import-outside-toplevel
+    from test_ner_data import IOB2, VOCAB  # pylint: disable=import-outside-toplevel
+    from test_run_ner import TINY  # pylint: disable=import-outside-toplevel
+    sentences = [[tuple(line.split()) for line in block.splitlines()]
+                 for block in IOB2.strip().split("\n\n")]
+    tables = {"train": sentences, "dev": sentences,
+              "test": [[word for word, _ in s] for s in sentences]}
+    result = run_ner.run(run_ner.Settings(
+        data_dir=tables, output_dir=str(folder / "out"),
+        vocab_file=write_text(folder / "vocab.txt", "\n".join(VOCAB) + "\n"),
+        bert_config_file=write_text(folder / "bert_config.json", json.dumps(TINY)),
+        max_seq_length=16, doc_stride=8, train_batch_size=4, eval_batch_size=3,
+        predict_batch_size=3, learning_rate=3e-3, seed=1, save_checkpoints_steps=1000,
+        num_train_epochs=40.0, crf=True, do_train=True, do_eval=True, do_predict=True))
+    return {"global_step": result.global_step}
+
+
+@pytest.fixture(scope="session")
+def trained_ner_crf(tmp_path_factory):
+    """The folder of _build_ner_crf, trained once per run (shared across files and workers:
+    never write into it)."""
+    folder, made = built_once(shared_root(tmp_path_factory), "ner_crf", _build_ner_crf)
+    assert made == {"global_step": 30}, made  # 3 sentences x 40 epochs / 4
+    return folder
