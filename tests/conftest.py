@@ -5,6 +5,16 @@ import sys
 
 import pytest
 
+# The suite's processes (both xdist workers and every child they start) import TensorFlow
+# with TF_USE_LEGACY_KERAS=1: TF 2.20's own import then loads tf_keras's optimizers, which
+# bert-tf2 imports anyway, instead of Keras 3's, which it never uses (about 1.2 CPU s less
+# per process; bert-tf2 names tf_keras everywhere, never tf.keras: test_layout checks it).
+# What the variable changes, tf.keras / tf.compat.v1.layers, is what a fork sees, so
+# the processes that run a fork's or a user's view (tests/*_graph.py,
+# reference_fork_runs.py, user_environ() below) take it out again. A value of your own
+# (TF_USE_LEGACY_KERAS=0 make test: every process as a user runs it) is kept.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -44,6 +54,17 @@ def shared_dir():
 # compares a door with its peer (the HF export in transformers, a pytorch_model.bin written by
 # torch) then fails instead of skipping when the peer is missing; a plain `pytest` may skip.
 REQUIRE_DOORS = os.environ.get("BERT_TF2_REQUIRE_DOORS") == "1"
+
+
+def user_environ(**extra):
+    """os.environ as a user's process has it (no TF_USE_LEGACY_KERAS of the suite's own:
+    tf.keras is Keras 3's), with `extra` added: the environment of a child whose point is
+    what a user's process does (its notices, a fork's tf.keras, Keras 3 beside bert-tf2)."""
+    env = dict(os.environ)
+    if env.get("TF_USE_LEGACY_KERAS") == "1":
+        env.pop("TF_USE_LEGACY_KERAS")
+    env.update(extra)
+    return env
 
 
 def door_peer_missing(reason):

@@ -6,8 +6,10 @@ builds (tf.get_variable under the TF1 names), maps it the way the reference's
 modeling.get_assignment_map_from_checkpoint does, loads it with tf.train.init_from_checkpoint
 and writes what the variables hold as JSON.
 """
+import os
 import json
 import sys
+os.environ.pop("TF_USE_LEGACY_KERAS", None)  # as a user runs it: see tests/conftest.py
 
 sys.path.insert(0, sys.argv[1])
 

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import sys
+os.environ.pop("TF_USE_LEGACY_KERAS", None)  # as a user runs it: see tests/conftest.py
 
 import numpy as np
 import tensorflow.compat.v1 as tf

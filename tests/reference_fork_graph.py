@@ -13,6 +13,7 @@ compare with bert-tf2's own modules.
 import json
 import os
 import sys
+os.environ.pop("TF_USE_LEGACY_KERAS", None)  # as a user runs it: see tests/conftest.py
 
 import numpy as np
 

@@ -17,6 +17,7 @@ import runpy
 import sys
 import tempfile
 import traceback
+os.environ.pop("TF_USE_LEGACY_KERAS", None)  # as a user runs it: see tests/conftest.py
 
 from absl import app
 from absl import flags

@@ -326,3 +326,51 @@ def test_no_function_is_over_the_line_limit():
                     where = "%s:%d %s" % (path.relative_to(REPO_ROOT), first, node.name)
                     long[where] = node.end_lineno - first + 1
     assert not long, long
+
+
+# What TF_USE_LEGACY_KERAS changes (tests/conftest.py sets it in the suite's processes):
+# TensorFlow's Keras aliases. bert-tf2 never goes through them, so its code runs the same
+# with the variable set (the suite) and unset (a user).
+_KERAS_ALIASES = {"keras", "layers", "losses", "metrics", "optimizers", "initializers"}
+
+
+def _keras_alias_uses(source):
+    """'line: name' of each use of TensorFlow's Keras aliases in `source` (tf.keras.X,
+    tf.layers, tf.compat.v1.keras / layers, tf.compat.v2.losses, `from tensorflow import
+    keras`, `import tensorflow.keras`); tf.compat.v1.losses / metrics are TF's own."""
+    found, tree = [], ast.parse(source)
+    inner_parts = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Attribute) and id(node) not in inner_parts:
+            parts, inner = [], node
+            while isinstance(inner, ast.Attribute):
+                parts.insert(0, inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id in ("tf", "tensorflow"):
+                names = [".".join([inner.id] + parts)]
+                rest = parts[2:] if parts[:1] == ["compat"] else parts
+                alias = rest[:1] and (rest[0] in _KERAS_ALIASES if parts[:2] != ["compat", "v1"]
+                                      else rest[0] in ("keras", "layers"))
+                names = names if alias else []
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorflow"):
+            names = ["from %s import %s" % (node.module, a.name) for a in node.names
+                     if "keras" in node.module or a.name in _KERAS_ALIASES]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names
+                     if a.name.startswith("tensorflow.") and "keras" in a.name]
+        found += [(node.lineno, name) for name in names]
+    return ["%d: %s" % use for use in sorted(found)]
+
+
+def test_no_code_uses_tensorflows_keras_aliases():
+    assert _keras_alias_uses("import tensorflow as tf\nx = tf.keras.layers.Dense(2)\n"
+                             "y = tf.compat.v1.layers.dense\nz = tf.compat.v1.metrics.mean\n"
+                             "from tensorflow import keras\n") == [
+        "2: tf.keras.layers.Dense", "3: tf.compat.v1.layers.dense", "5: from tensorflow import keras"]
+    uses = {}
+    for path in list(REPO_ROOT.glob("*.py")) + list((REPO_ROOT / "bert_tf2").rglob("*.py")):
+        found = _keras_alias_uses(path.read_text(encoding="utf-8"))
+        if found:
+            uses[str(path.relative_to(REPO_ROOT))] = found
+    assert not uses, uses

@@ -539,8 +539,20 @@ with open(ready + ".part", "w") as f:
     f.write(repr(answer))
 import os
 os.rename(ready + ".part", ready)  # whole when it appears
+import time
+import tensorflow as tf
+class Slow(object):  # a sequence whose items TensorFlow's C conversion asks Python for
+    def __len__(self):
+        return 2
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        time.sleep(0.01)  # where the handler mostly runs (a SystemExit there was lost)
+        return 1.0
 while True:
     predictor.predict(["a dog ."], ["the cat sat ."])
+    for _ in range(20):
+        tf.constant([Slow(), Slow()])
 """
 
 
@@ -550,7 +562,11 @@ def test_a_predicting_process_honours_sigterm_and_leaves_no_temporary_folder(cla
     own) that gets SIGTERM ends with 143 and removes its Predictor's private temporary
     folder (before: killed by the signal, -15, the 0700 folder of token ids left in
     /tmp). The process boundary is what is tested: a subprocess, signalled once it has
-    answered (the file it writes), while it predicts on."""
+    answered (the file it writes), while it predicts on and, most of its time, converts
+    Python sequences whose items TensorFlow's C code asks for. The handler runs there:
+    before it ended the process itself, the SystemExit it raised was lost in that C code
+    (the child predicted on until killed; elsewhere it came out as "ValueError: SystemExit:
+    143", exit 1)."""
     import os  # pylint: disable=import-outside-toplevel
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel

@@ -4,9 +4,11 @@ Run by tests/test_tf1_namespace.py in a subprocess (the import switches the whol
 to TF1 graph mode): `python tf1_namespace_graph.py REPO_ROOT OUT.json`. Writes what it
 found as JSON; the test asserts on it.
 """
+import os
 import importlib
 import json
 import sys
+os.environ.pop("TF_USE_LEGACY_KERAS", None)  # as a user runs it: see tests/conftest.py
 
 import numpy as np
 

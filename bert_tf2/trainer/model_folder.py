@@ -23,6 +23,7 @@ import json
 import numbers
 import os
 import signal
+import sys
 import tempfile
 import threading
 import weakref
@@ -323,14 +324,24 @@ _OPEN_FOLDERS = weakref.WeakSet()
 
 def _stop_on_sigterm(signum, frame):
     """SIGTERM in a process that left its default (no handler of its own): the open
-    Predictors' temporary folders removed, then the exit code of a SIGTERM, 143 (a second
-    SIGTERM ends the process at once, as the default does)."""
+    Predictors' temporary folders removed, the standard streams flushed, then the process
+    ends at once with the exit code of a SIGTERM, 143, as the default would end it (no
+    further Python code runs). Not an exception: the handler runs wherever the main thread
+    is, possibly in Python code that C code called (tf.constant asking a sequence for its
+    items), and that C code may swallow a SystemExit (the process went on) or turn it into
+    another error (exit code 1). A second SIGTERM
+    during the clean-up ends the process at once, as the default does."""
     del frame
     signal.signal(signum, signal.SIG_DFL)
     startup.STOP_SIGNALS.append(signum)
     for folder in list(_OPEN_FOLDERS):
         folder.close()
-    raise SystemExit(128 + signum)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass  # closed or absent: nothing to flush
+    os._exit(128 + signum)  # pylint: disable=protected-access
 
 
 def honour_sigterm():
