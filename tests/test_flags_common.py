@@ -107,36 +107,74 @@ def test_usage_examples_keep_their_lines(module_name):
     assert max(len(line) for line in doc.splitlines()) <= 100
 
 
+# One process for two faces' help (each start pays TensorFlow's import): run_classifier's
+# --help as an installed command runs it (__main__ a wrapper, not the script), then
+# `python export_saved_model.py --helpfull` (the script as __main__, as runpy runs it)
+# once the first's flags are removed and absl's app.run may parse again (as
+# tests/reference_fork_runs.py does between scripts). "@@ exit CODE" ends each one's stdout,
+# "@@ next" the first one's stderr.
+_TWO_HELPS = """
+import runpy, sys
+from absl import app, flags
+import run_classifier
+before = set(flags.FLAGS)
+sys.argv = ["bert-run-classifier", "--help"]
+try:
+    run_classifier.main()
+except SystemExit as e:
+    print("@@ exit %s" % e.code, flush=True)
+sys.stderr.write("@@ next\\n")
+sys.stderr.flush()
+for name in set(flags.FLAGS) - before:
+    delattr(flags.FLAGS, name)
+app._register_and_parse_flags_with_usage.done = False
+sys.argv = ["export_saved_model.py", "--helpfull"]
+try:
+    runpy.run_path("export_saved_model.py", run_name="__main__")
+except SystemExit as e:
+    print("@@ exit %s" % e.code, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def two_helps():
+    """{"console": (exit code, stdout, stderr) of run_classifier's --help as a console
+    command, "script": the same of `python export_saved_model.py --helpfull`}."""
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _TWO_HELPS], capture_output=True, text=True,
+                          timeout=HANG_GUARD_SECONDS, cwd=repo)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outs = re.split(r"^@@ exit (\S+)\n", done.stdout, flags=re.M)
+    errs = done.stderr.split("@@ next\n")
+    assert len(outs) == 5 and outs[4] == "" and len(errs) == 2, (done.stdout[-2000:],
+                                                                 done.stderr[-2000:])
+    return {"console": (outs[1], outs[0], errs[0]), "script": (outs[3], outs[2], errs[1])}
+
+
 @pytest.mark.slow
-def test_console_command_help_shows_the_text_and_flags_not_the_libraries():
+def test_console_command_help_shows_the_text_and_flags_not_the_libraries(two_helps):
     # As an installed command runs it: __main__ is a wrapper, not run_classifier.py.
-    repo = pathlib.Path(__file__).resolve().parents[1]
-    command = ("import sys; sys.argv[0] = 'bert-run-classifier'; "
-               "import run_classifier; run_classifier.main()")
-    out = subprocess.run([sys.executable, "-c", command, "--help"],
-                         capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, cwd=repo)
+    code, out, err = two_helps["console"]
     first_line = importlib.import_module("run_classifier").__doc__.splitlines()[0]
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith(first_line)
+    assert code == "0", err[-2000:]
+    assert out.startswith(first_line)
     for name in _REFERENCE_FLAGS["run_classifier"].split():
-        assert re.search(r"--(\[no\])?%s:" % name, out.stdout), name
+        assert re.search(r"--(\[no\])?%s:" % name, out), name
     for noise in ("test_srcdir", "hbm_oom_exit", "tensor_tracer"):
-        assert noise not in out.stdout
-    assert "WARNING: All log messages" not in out.stderr
+        assert noise not in out
+    assert "WARNING: All log messages" not in err
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module_name,asked", [("export_saved_model", "--helpfull")])
-def test_help_exits_0_and_prints_the_flags(module_name, asked):
-    # One face as a script (each costs a TensorFlow start); the console-command test above
-    # runs run_classifier's --help, and every face's help flags are checked below in-process.
-    repo = pathlib.Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, module_name + ".py", asked], capture_output=True,
-                         text=True, timeout=HANG_GUARD_SECONDS, cwd=repo)
-    assert out.returncode == 0, out.stderr[-2000:]
-    fv, _ = _short_help(module_name)
+def test_help_exits_0_and_prints_the_flags(two_helps):
+    # One face as a script (after the console command's --help, in the same process); every
+    # face's help flags are checked below in-process.
+    code, out, err = two_helps["script"]
+    assert code == "0", err[-2000:]
+    assert out.startswith(importlib.import_module("export_saved_model").__doc__.splitlines()[0])
+    fv, _ = _short_help("export_saved_model")
     for name in fv:
-        assert re.search(r"--(\[no\])?%s:" % name, out.stdout), name
+        assert re.search(r"--(\[no\])?%s:" % name, out), name
 
 
 @pytest.mark.parametrize("module_name", _SCRIPTS)

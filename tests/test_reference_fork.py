@@ -12,8 +12,9 @@ they are copied and bert_tf2.compat.move_fork's main (its command line's) change
 - the reference's runners on the README's command lines, made small (the tiny TF1 checkpoint
   of ../shared: max_seq_length 16, its max_position_embeddings; 2-3 training steps):
   run_classifier (MRPC's first rows: train, eval, predict; then the README's predict-only
-  command from the checkpoint it trained), run_squad (a SQuAD 1.1 subset and a 2.0 one
-  made from it: train, predict), create_pretraining_data + run_pretraining (train, eval) and
+  command from the checkpoint it trained), run_squad (a SQuAD 2.0 subset: train, predict;
+  the 1.1 subset it is made from: predict from that checkpoint),
+  create_pretraining_data + run_pretraining (train, eval) and
   extract_features, through their own TPUEstimator code. Our root scripts, run in this
   process with the same flags (--do_train left out) on the checkpoint the reference trained,
   give the same eval_results.txt, test_results.tsv, predictions / nbest / null odds, records
@@ -309,10 +310,16 @@ def _plan(fork_folder, shared_dir, lines, folder):
                                            graph["checkpoint"], graph["vocab"], graph["out"]],
                  "cwd": os.path.join(folder, "graph")})
     runs["graph"] = {"out": plan[0]["cwd"], "flags": graph}
-    for name in ("classifier", "squad", "squad2", "pretraining", "features"):
+    for name in ("classifier", "squad2", "squad", "pretraining", "features"):
         out = os.path.join(folder, "reference_" + name)
         script, flags = lines[name]
         flags = dict(flags)
+        if name == "squad":
+            # SQuAD 1.1 predicts from the checkpoint the 2.0 run trained (its TPUEstimator's
+            # training, the same model_fn and input_fn, is that run's): what is compared is
+            # the 1.1 features and predictions, ours on the same checkpoint.
+            flags["do_train"] = "False"
+            flags["init_checkpoint"] = os.path.join(runs["squad2"]["out"], "model.ckpt-3")
         if name == "features":
             # Its TPUEstimator has no model_dir and takes a temporary folder (as TF 1.x did):
             # reference_fork_runs.py makes each run's folder its TMPDIR.
@@ -322,6 +329,7 @@ def _plan(fork_folder, shared_dir, lines, folder):
         if name == "pretraining":
             add("pretraining_data", *lines["pretraining_data"], os.path.join(folder, "data_run"))
         runs[name] = add(name, script, flags, out)
+        runs[name]["trained_by"] = "squad2" if name == "squad" else name
         if name == "classifier":
             # The README's second command: --do_predict alone, from the classifier trained.
             predict = {k: v for k, v in flags.items() if k not in ("do_train", "do_eval")}
@@ -509,7 +517,10 @@ def test_the_references_run_squad_equals_ours(reference_runs, tmp_path, name):
     future, _, _ = reference_runs
     run = future.result()[name]
     ours = str(tmp_path / "ours")
-    _our_script(run_squad, run["flags"], _trained(run, 3), output_dir=ours)
+    trained = _trained(future.result()[run["trained_by"]], 3)
+    if name == "squad":
+        assert "*INIT_FROM_CKPT*" in run["stderr"] and run["flags"]["init_checkpoint"] == trained
+    _our_script(run_squad, run["flags"], trained, output_dir=ours)
     found = {}
     for key, folder in (("reference", run["out"]), ("ours", ours)):
         for file in ("predictions", "nbest_predictions", "null_odds"):

@@ -1,14 +1,13 @@
 """bert_tf2.compat.estimator / tpu: a fork's Estimator and TPUEstimator cycle on a tiny model_fn.
 
 Eager execution stays on in this process (other tests need it): every Estimator call builds
-its own tf.Graph. One subprocess runs the same cycle with disable_v2_behavior(), as a fork
-that sets it does.
+its own tf.Graph. The same cycle with disable_v2_behavior(), as a fork that sets it runs
+(predict, evaluate, train, evaluate, predict through TPUEstimator, an Estimator), is
+test_reference_fork.py's test_a_tiny_fork_trains_evaluates_and_predicts, in its fork process.
 """
 import logging
 import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -18,8 +17,6 @@ from google.protobuf import text_format
 
 from bert_tf2.compat import estimator
 from bert_tf2.compat import tpu
-from tests.conftest import REPO_ROOT
-from tests.conftest import HANG_GUARD_SECONDS
 
 v1 = tf.compat.v1
 ModeKeys = estimator.ModeKeys
@@ -300,29 +297,6 @@ def test_tpu_estimator_batch_sizes_metric_fn_and_scaffold_fn(tmp_path):
                      ("input_fn", 5), ("model_fn", ModeKeys.EVAL, 5, False),
                      ("input_fn", 4), ("model_fn", ModeKeys.TRAIN, 4, False)]
     assert est.params == {}
-
-
-_GRAPH_MODE_CYCLE = """
-import numpy as np
-import tensorflow as tf
-tf.compat.v1.disable_v2_behavior()
-from tests import test_tf1_estimator as t
-est = t._estimator(%r)
-est.train(t.train_input_fn, max_steps=3)
-results = est.evaluate(lambda: t._dataset(4))
-items = list(est.predict(lambda: t._dataset(4, labels=False)))
-assert results["global_step"] == 3 and len(items) == 10, (results, len(items))
-assert not tf.executing_eagerly()
-print("ok", results["global_step"])
-"""
-
-
-def test_the_same_cycle_with_eager_disabled(tmp_path):
-    result = subprocess.run([sys.executable, "-c", _GRAPH_MODE_CYCLE % str(tmp_path)],
-                            cwd=str(REPO_ROOT), capture_output=True, text=True,
-                            timeout=HANG_GUARD_SECONDS)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith("ok 3")
 
 
 def _stops(hook):
