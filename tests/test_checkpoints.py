@@ -444,37 +444,17 @@ def test_the_restore_plan_names_one_checkpoint_and_loads_nothing(trained, tmp_pa
         4, 0, 0]
 
 
-_WORDS = ["good", "great", "bad", "awful", "the", "screen", "is", "very"]
-
-
-def _csv_task(folder):
-    """run_classifier's settings of a tiny csv task (16 train rows, 4 dev, 4 test)."""
-    rows = ['%d,"the screen is %s",%s\n' % (i, _WORDS[i % 4], "neg" if i % 4 > 1 else "pos")
-            for i in range(24)]
-    for name, part in (("train", rows[:16]), ("dev", rows[16:20]), ("test", rows[20:])):
-        write_text(os.path.join(folder, "data", name + ".csv"), "id,text,label\n" + "".join(part))
-    vocab = write_text(os.path.join(folder, "vocab.txt"), "".join(
-        t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS))
-    config = write_text(os.path.join(folder, "bert_config.json"), json.dumps({
-        "vocab_size": 5 + len(_WORDS), "hidden_size": 16, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 16,
-        "type_vocab_size": 2}))
-    return dict(task_name="csv", data_dir=os.path.join(folder, "data"), vocab_file=vocab,
-                bert_config_file=config, max_seq_length=16, train_batch_size=4, seed=1,
-                output_dir=os.path.join(folder, "out"))
-
-
 @pytest.mark.slow
 def test_evaluating_best_reports_its_step_and_a_gone_latest_writes_nothing(
-        tmp_path, absl_records):
+        trained_classifier_with_best, tmp_path, absl_records):
     import run_classifier
-    task = _csv_task(str(tmp_path))
+    from trained import classifier_with_best_task
+    # The shared folder (best/ at step 2, evaluated by accuracy with a learning rate too
+    # small to change it; the latest step 4), copied: this test changes it.
+    shutil.copytree(str(trained_classifier_with_best), str(tmp_path / "task"))
+    task = classifier_with_best_task(tmp_path / "task")
     out = task["output_dir"]
-    # A learning rate of 0 keeps the accuracy flat: no later evaluation improves on step 2.
-    trained = run_classifier.run(run_classifier.Settings(
-        do_train=True, do_eval=True, num_train_epochs=1.0, learning_rate=0.0,
-        eval_every_n_steps=2, best_metric="eval_accuracy", **task))
-    assert trained.global_step == 4 and trained.best_checkpoint.endswith("model.ckpt-2")
+    assert checkpoints.checkpoint_step(out) == 4
     best = os.path.join(out, "best")
     result = run_classifier.run(run_classifier.Settings(do_eval=True, init_checkpoint=best,
                                                         **task))

@@ -31,7 +31,8 @@ from bert_tf2.tasks import squad_results
 from bert_tf2.trainer import checkpoints
 from conftest import write_text
 from conftest import FP32_ATOL
-from conftest import HANG_GUARD_SECONDS
+from conftest import REPO_ROOT
+from conftest import StderrLines
 
 # Reference-port helpers the tests compare against.
 _TRUNCATE_SEQ_PAIR = run_classifier._truncate_seq_pair
@@ -412,53 +413,54 @@ def test_tiny_classifier_export(tiny, loaded):
 
 def test_run_with_settings_twice_in_one_process_equals_the_command_line_export(
         tiny, encoder_export, loaded, tmp_path):
-    """run(Settings(...)) from Python, no absl parsing: twice (the second replaces the
-    first export), each the same model, files and export_info as the parsed flags'. The
+    """run(Settings(...)) from Python, no absl parsing: twice into one folder (the second
+    replaces the first export), each the same model, files and export_info as the parsed
+    flags': the classifier, then the encoder (its Settings: pooling, layers, normalize). The
     second run follows a --dtype=bf16 run's global policy (mixed_bfloat16), as a run and an
     export in one process do: it still serves the float32 model and leaves the policy as it
-    was. The encoder's Settings (pooling, layers, normalize) give the command line's export."""
-    settings = esm.Settings(model_type="classifier", task_name="SST-2",
-                            bert_config_file=tiny["config_file"],
-                            init_checkpoint=str(tiny["root"] / "classifier"),
-                            vocab_file=tiny["vocab"], max_seq_length=16,
-                            export_dir=str(tmp_path / "from_python"))
+    was."""
+    export_dir = str(tmp_path / "from_python")
     texts = _encoded(["the cat sat on the mat", "a dog ran fast", "unaffable cats", ""])
-    want = loaded(tiny["export_dir"]).signatures["serving_text_a"](text_a=texts)
-    with open(str(tiny["export_dir"] / "assets.extra" / "export_info.json")) as f:
-        want_info = json.load(f)
-    for policy in ("float32", "mixed_bfloat16"):
+    runs = [("float32", esm.Settings(
+        model_type="classifier", task_name="SST-2", bert_config_file=tiny["config_file"],
+        init_checkpoint=str(tiny["root"] / "classifier"), vocab_file=tiny["vocab"],
+        max_seq_length=16, export_dir=export_dir), tiny["export_dir"], "serving_text_a",
+             {"text_a": texts}),
+            ("mixed_bfloat16", esm.Settings(
+                model_type="encoder", bert_config_file=tiny["config_file"],
+                init_checkpoint=str(tiny["root"] / "encoder"), vocab_file=tiny["vocab"],
+                max_seq_length=16, pooling="mean", layers="-1", normalize=True,
+                export_dir=export_dir), encoder_export, "embed", {"text": texts})]
+    for policy, settings, command_line, signature, inputs in runs:
+        want = loaded(command_line).signatures[signature](**inputs)
+        with open(str(command_line / "assets.extra" / "export_info.json")) as f:
+            want_info = json.load(f)
         tf_keras.mixed_precision.set_global_policy(policy)
         try:
             result = esm.run(settings)
             assert tf_keras.mixed_precision.global_policy().name == policy
         finally:
             tf_keras.mixed_precision.set_global_policy("float32")
-        assert result.output_dir == settings.export_dir
+        assert result.output_dir == export_dir
         assert sorted(result.outputs) == ["export_info", "saved_model", "vocab"]
         for path in result.outputs.values():
             assert os.path.isfile(path), path
         with open(result.outputs["export_info"]) as f:
             assert json.load(f) == want_info
-        got = tf.saved_model.load(result.output_dir).signatures["serving_text_a"](text_a=texts)
-        assert got["logits"].dtype == tf.float32
-        for key in ("probabilities", "logits"):  # the same export, shapes and kernels
-            np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6, rtol=0)
-        assert got["predicted_label"].numpy().tolist() == want["predicted_label"].numpy().tolist()
+        served = tf.saved_model.load(result.output_dir)
+        assert sorted(served.signatures) == sorted(loaded(command_line).signatures)
+        got = served.signatures[signature](**inputs)
+        assert sorted(got) == sorted(want)
+        for key in want:  # the same export, shapes and kernels
+            if want[key].dtype == tf.string:
+                assert got[key].numpy().tolist() == want[key].numpy().tolist(), key
+            else:
+                assert got[key].dtype == want[key].dtype == tf.float32 or (
+                    want[key].dtype.is_integer), key
+                np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-6,
+                                           rtol=0)
     assert os.listdir(str(tmp_path)) == ["from_python"]
     assert settings.given("max_seq_length") and not settings.given("do_lower_case")
-
-    # One run: the encoder_export fixture's made an encoder in this process already.
-    encoder = esm.Settings(model_type="encoder", bert_config_file=tiny["config_file"],
-                           init_checkpoint=str(tiny["root"] / "encoder"),
-                           vocab_file=tiny["vocab"], max_seq_length=16, pooling="mean",
-                           layers="-1", normalize=True,
-                           export_dir=str(tmp_path / "encoder_python"))
-    want = loaded(encoder_export).signatures["embed"](text=texts)
-    result = esm.run(encoder)
-    got = tf.saved_model.load(result.output_dir).signatures["embed"](text=texts)
-    # The same export, shapes and kernels.
-    np.testing.assert_allclose(got["sentence_embedding"].numpy(),
-                               want["sentence_embedding"].numpy(), atol=1e-6, rtol=0)
 
 
 def test_settings_from_python_are_checked_as_the_flags_are(tiny, tmp_path):
@@ -882,7 +884,7 @@ def test_a_failed_reexport_leaves_the_earlier_one_untouched(tmp_path, failure):
     assert _snapshot(export_dir) == before and os.listdir(str(tmp_path)) == ["model"]
 
 
-# The exported module of the stopped-export scripts below: one variable, one signature.
+# The exported module of the stopped-export script below: one variable, one signature.
 _SMALL_MODULE = r'''
 
 class Small(tf.Module):
@@ -897,67 +899,133 @@ class Small(tf.Module):
 '''
 
 
+# Both kinds of stopped export run in one process (one TensorFlow start-up): "stop:<stage>"
+# sends itself a SIGTERM at <stage>; "hold:<stage>" waits at <stage> on a named pipe nobody
+# writes until the test's SIGTERM, whose exception it prints and drops, as TensorFlow's C++
+# code calling back into Python (the LiteRT converter's calibration) does.
 _STOPPED_EXPORT = r'''
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
-from absl import flags
+from bert_tf2 import startup  # noqa: F401
 import tensorflow as tf
 from bert_tf2 import cli
 from bert_tf2.export import saved_model_dir
 
-EXPORT_DIR = sys.argv[2]
-STAGE = None
+EXPORT_DIRS = {"stop": sys.argv[2], "hold": sys.argv[3]}
+FIFO = sys.argv[4]
+MODE = STAGE = None
 ''' + _SMALL_MODULE + r'''
 
 def stop_at(stage):
-    if stage == STAGE:
+    if MODE == "stop" and stage == STAGE:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(60)  # run_cli's handler raises in here
         sys.exit("not stopped")
 
 
+def hold(stage):
+    if MODE != "hold" or stage != STAGE:
+        return
+    print("holding " + stage, file=sys.stderr, flush=True)
+    try:
+        with open(FIFO) as f:
+            f.read()
+    except BaseException as e:  # pylint: disable=broad-except
+        print("hold:%s: swallowed %s" % (stage, type(e).__name__), flush=True)
+
+
+def at(stage):
+    stop_at(stage)
+    hold(stage)
+
+
 real_save, real_rename = tf.saved_model.save, tf.io.gfile.rename
-tf.saved_model.save = lambda *a, **k: (real_save(*a, **k), stop_at("save"))
+tf.saved_model.save = lambda *a, **k: (real_save(*a, **k), at("save"))
 tf.io.gfile.rename = lambda src, dst, overwrite=False: (
-    real_rename(src, dst, overwrite), stop_at("rename" if ".old-" in dst else None))
+    real_rename(src, dst, overwrite), at("rename" if ".old-" in dst else None))
 
 
 def before_rename(folder):
     with open(os.path.join(folder, "model_fp32.tflite"), "w") as f:
         f.write("converted")
-    stop_at("convert")
+    at("convert")
     return ["model_fp32.tflite"]
 
 
 def run(unused_settings):
-    saved_model_dir.write_saved_model(Small(), EXPORT_DIR, {"a": 2}, before_rename)
+    saved_model_dir.write_saved_model(Small(), EXPORT_DIRS[MODE], {"a": 2}, before_rename)
+    print("%s:%s: complete" % (MODE, STAGE), flush=True)
 
 
-# One process (TensorFlow's start-up is slow), stopped at each stage in turn: run_cli
-# installs its handler again at each run.
-for STAGE in sys.argv[3:]:
+# run_cli installs its handler again at each run.
+for step in sys.argv[5:]:
+    MODE, STAGE = step.split(":")
+    print("== " + step, file=sys.stderr, flush=True)
     try:
         cli.run_cli(lambda fv: None, run, ["stopped_export"])
     except SystemExit as e:
-        print("%s: exit %s" % (STAGE, e.code), flush=True)
+        print("%s: exit %s" % (step, e.code), flush=True)
 '''
 
+_STOPS = ("stop:save", "stop:convert", "stop:rename")
+_HOLDS = ("hold:save", "hold:convert")
 
-def test_sigterm_at_each_stage_of_a_reexport_leaves_the_earlier_one_untouched(tmp_path):
+
+@pytest.fixture(scope="module")
+def stopped_exports(tmp_path_factory):
+    """_STOPPED_EXPORT run once over _STOPS then _HOLDS (the test sending each hold its
+    SIGTERM), each mode re-exporting over an earlier export of its own folder:
+    {"stdout": lines, "stderr": {step: its stderr}, mode: (folder, snapshot before)}."""
+    root = tmp_path_factory.mktemp("stopped_exports")
+    made = {}
+    for mode in ("stop", "hold"):
+        export_dir = root / mode / "model"
+        made[mode] = (export_dir.parent, _earlier_export(export_dir))
+    fifo = root / "hold" / "never_written"
+    os.mkfifo(str(fifo))
+    script = write_text(root / "stopped_export.py", _STOPPED_EXPORT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(REPO_ROOT), str(root / "stop" / "model"),
+         str(root / "hold" / "model"), str(fifo)] + list(_STOPS + _HOLDS),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = StderrLines(proc)
+    for step in _HOLDS:
+        lines.wait_for("^holding %s$" % step.split(":")[1])
+        proc.send_signal(signal.SIGTERM)
+    stderr = lines.text()
+    made["stdout"] = proc.stdout.read().splitlines()
+    made["stderr"] = dict(part.split("\n", 1) for part in stderr.split("== ")[1:])
+    made["all_stderr"] = stderr
+    return made
+
+
+def test_sigterm_at_each_stage_of_a_reexport_leaves_the_earlier_one_untouched(
+        stopped_exports):
     """A real SIGTERM (run_cli's handler) while the SavedModel is saved, while the LiteRT
     files are written, and between the two renames: exit 143, the earlier export as it
     was, no temporary left."""
-    export_dir = tmp_path / "model"
-    before = _earlier_export(export_dir)
-    script = write_text(tmp_path / "stopped_export.py", _STOPPED_EXPORT)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    stages = ("save", "convert", "rename")
-    done = subprocess.run([sys.executable, script, root, str(export_dir)] + list(stages),
-                          capture_output=True, text=True, timeout=HANG_GUARD_SECONDS, check=False)
-    assert done.stdout.splitlines() == ["%s: exit 143" % s for s in stages], done.stderr[-3000:]
-    assert done.stderr.count("error: stopped by SIGTERM") == len(stages)
-    assert _snapshot(export_dir) == before
-    assert sorted(os.listdir(str(tmp_path))) == ["model", "stopped_export.py"]
+    folder, before = stopped_exports["stop"]
+    assert stopped_exports["stdout"][:len(_STOPS)] == [
+        "%s: exit 143" % s for s in _STOPS], stopped_exports["all_stderr"][-3000:]
+    for step in _STOPS:
+        assert stopped_exports["stderr"][step].count("error: stopped by SIGTERM") == 1, step
+    assert _snapshot(folder / "model") == before
+    assert os.listdir(str(folder)) == ["model"]
+
+
+def test_a_sigterm_a_library_swallowed_still_stops_the_export(stopped_exports):
+    """Issue 72: a SIGTERM during --litert was printed as a SystemError and lost (the
+    export completed, exit 0). A real SIGTERM sent while the export is held (a named pipe)
+    in the save and in the conversion step, its exception dropped there: exit 143, the
+    earlier export untouched, no temporary left."""
+    folder, before = stopped_exports["hold"]
+    assert stopped_exports["stdout"][len(_STOPS):] == [
+        line for s in _HOLDS for line in ("%s: swallowed _Terminated" % s, "%s: exit 143" % s)
+    ], stopped_exports["all_stderr"][-3000:]
+    for step in _HOLDS:
+        assert stopped_exports["stderr"][step].count("error: stopped by SIGTERM") == 1, step
+    assert _snapshot(folder / "model") == before
+    assert sorted(os.listdir(str(folder))) == ["model", "never_written"]
 
 
 def test_what_a_killed_export_left_is_put_back_or_removed(tmp_path):
@@ -1166,88 +1234,6 @@ def test_bad_layout_and_warmup_flags_are_refused_before_anything_is_written(
     with pytest.raises(ValueError, match=message):
         _export(_tiny_flags(tiny, *extra))
     assert os.listdir(str(tmp_path)) == []
-
-
-_SWALLOWED_STOP = r'''
-import os
-import sys
-
-sys.path.insert(0, sys.argv[1])
-from bert_tf2 import startup  # noqa: F401
-import tensorflow as tf
-
-from bert_tf2 import cli
-from bert_tf2.export import saved_model_dir
-
-EXPORT_DIR, FIFO = sys.argv[2:4]
-STAGE = None
-''' + _SMALL_MODULE + r'''
-
-def hold(stage):
-    """Waits at `stage` on a named pipe nobody writes: the test's SIGTERM ends the wait,
-    and its exception is printed and dropped, as TensorFlow's C++ code calling back into
-    Python (the LiteRT converter's calibration) does."""
-    if stage != STAGE:
-        return
-    print("holding " + stage, file=sys.stderr, flush=True)
-    try:
-        with open(FIFO) as f:
-            f.read()
-    except BaseException as e:  # pylint: disable=broad-except
-        print("%s: swallowed %s" % (stage, type(e).__name__), flush=True)
-
-
-real_save = tf.saved_model.save
-tf.saved_model.save = lambda *a, **k: (real_save(*a, **k), hold("save"))
-
-
-def before_rename(folder):
-    with open(os.path.join(folder, "model_fp32.tflite"), "w") as f:
-        f.write("converted")
-    hold("convert")
-    return ["model_fp32.tflite"]
-
-
-def run(unused_settings):
-    saved_model_dir.write_saved_model(Small(), EXPORT_DIR, {"a": 2}, before_rename)
-    print("%s: complete" % STAGE, flush=True)
-
-
-for STAGE in sys.argv[4:]:
-    try:
-        cli.run_cli(lambda fv: None, run, ["swallowed_stop"])
-    except SystemExit as e:
-        print("%s: exit %s" % (STAGE, e.code), flush=True)
-'''
-
-
-def test_a_sigterm_a_library_swallowed_still_stops_the_export(tmp_path):
-    """Issue 72: a SIGTERM during --litert was printed as a SystemError and lost (the
-    export completed, exit 0). A real SIGTERM sent while the export is held (a named pipe)
-    in the save and in the conversion step, its exception dropped there: exit 143, the
-    earlier export untouched, no temporary left."""
-    from conftest import StderrLines
-    export_dir = tmp_path / "model"
-    before = _earlier_export(export_dir)
-    script = write_text(tmp_path / "swallowed_stop.py", _SWALLOWED_STOP)
-    fifo = tmp_path / "never_written"
-    os.mkfifo(str(fifo))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    stages = ("save", "convert")
-    proc = subprocess.Popen([sys.executable, str(script), root, str(export_dir), str(fifo)]
-                            + list(stages), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    lines = StderrLines(proc)
-    for stage in stages:
-        lines.wait_for("^holding %s$" % stage)
-        proc.send_signal(signal.SIGTERM)
-    stderr = lines.text()
-    assert proc.stdout.read().splitlines() == [
-        line for s in stages for line in ("%s: swallowed _Terminated" % s, "%s: exit 143" % s)
-    ], stderr[-3000:]
-    assert stderr.count("error: stopped by SIGTERM") == len(stages)
-    assert _snapshot(export_dir) == before
-    assert sorted(os.listdir(str(tmp_path))) == ["model", "never_written", "swallowed_stop.py"]
 
 
 def test_warmup_examples_of_the_wrong_shape_are_refused_naming_the_example(tmp_path):

@@ -500,32 +500,22 @@ def _our_outputs(head, model, features):
 # ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_trained_classifier_folder_and_its_best(tmp_path):
-    import run_classifier  # pylint: disable=import-outside-toplevel
-    words = ["good", "bad", "great", "awful", "fine", "film", "plot"]
-    vocab = write_text(tmp_path / "vocab.txt", "".join(
-        t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words))
-    config = write_text(tmp_path / "bert_config.json", json.dumps(dict(
-        _config(5 + len(words)), num_hidden_layers=1, hidden_act="gelu_exact")))
-    rows = ["%d,%s film,%s\n" % (i, w, "yes" if w in ("good", "great", "fine") else "no")
-            for i, w in enumerate(words[:5] * 4)]
-    for split in ("train", "dev"):
-        write_text(tmp_path / "data" / (split + ".csv"), "id,text,label\n" + "".join(rows))
-    out = tmp_path / "out"
-    run_classifier.run(run_classifier.Settings(
-        task_name="csv", data_dir=str(tmp_path / "data"), vocab_file=vocab,
-        bert_config_file=config, output_dir=str(out), max_seq_length=8, do_train=True,
-        train_batch_size=4, num_train_epochs=1.0, eval_every_n_steps=2,
-        best_metric="eval_loss", do_eval=True))
+def test_trained_classifier_folder_and_its_best(trained_classifier_with_best, tmp_path):
+    # run_classifier's folder of tests/trained.py (one layer, the exact GELU, length 16;
+    # best/ an earlier step than the latest, other weights): both export their own.
+    out = trained_classifier_with_best / "out"
+    weights = [checkpoints.CheckpointContents(str(source)).get("output_weights")
+               for source in (out, out / "best")]
+    assert not np.array_equal(*weights)  # the two are told apart below
     for source in (out, out / "best"):
         target = tmp_path / ("hf_" + source.name)
         outputs = _export(source, target)
         hf_config = json.loads(open(outputs["config"]).read())
         labels = (out / "label_list.txt").read_text().split()
         assert hf_config["id2label"] == {str(i): w for i, w in enumerate(labels)}
-        assert sorted(labels) == ["no", "yes"]
+        assert labels == ["neg", "pos"]
         assert hf_config["hidden_act"] == "gelu"  # our exact GELU is HuggingFace's "gelu"
-        assert json.loads(open(outputs["tokenizer_config"]).read())["model_max_length"] == 8
+        assert json.loads(open(outputs["tokenizer_config"]).read())["model_max_length"] == 16
         written = safetensors_numpy.load_file(outputs["weights"])
         step = checkpoints.CheckpointContents(str(source))
         np.testing.assert_array_equal(written["classifier.weight"], step.get("output_weights"))

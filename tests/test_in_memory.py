@@ -266,20 +266,19 @@ def test_sentences_in_memory_are_the_file_of_the_same_lines(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ner_runs(tmp_path_factory):
+def ner_runs(trained_ner_crf, tmp_path_factory):
+    """The run's shared --crf tagger trained, evaluated and tagging from tables
+    (tests/trained.py's trained_ner_crf: IOB2's sentences in memory; only read here), and
+    its checkpoint evaluated and tagging the same sentences from files."""
     import run_ner  # pylint: disable=import-outside-toplevel
-    from test_ner_data import IOB2, VOCAB  # pylint: disable=import-outside-toplevel
+    from test_ner_data import IOB2  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("ner_in_memory")
-    common = dict(_tiny_model(root, VOCAB), max_seq_length=16, doc_stride=8,
-                  train_batch_size=4, eval_batch_size=3, predict_batch_size=3,
-                  learning_rate=3e-3, seed=1, crf=True)
-    sentences = _sentences(IOB2)
-    words = [[w for w, _ in s] for s in sentences]
-    tables = {"train": sentences, "dev": sentences, "test": words}
-    rc_out = root / "tables"
-    run_ner.run(run_ner.Settings(data_dir=tables, output_dir=str(rc_out), do_train=True,
-                                 do_eval=True, do_predict=True, num_train_epochs=10.0,
-                                 **common))
+    common = dict(vocab_file=str(trained_ner_crf / "vocab.txt"),
+                  bert_config_file=str(trained_ner_crf / "bert_config.json"),
+                  max_seq_length=16, doc_stride=8, eval_batch_size=3, predict_batch_size=3,
+                  crf=True)
+    words = [[w for w, _ in s] for s in _sentences(IOB2)]
+    rc_out = trained_ner_crf / "out"
     files = root / "files"
     write_text(files / "dev.txt", IOB2)
     write_text(files / "test.txt", "\n\n".join("\n".join(s) for s in words) + "\n")

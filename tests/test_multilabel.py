@@ -2,6 +2,7 @@
 that learns a synthetic multi-label task, and the SavedModel serving what run_classifier
 writes."""
 import json
+import os
 import random
 
 import numpy as np
@@ -301,27 +302,30 @@ def test_eval_again_from_the_checkpoint_trimmed_or_not(trained, tmp_path):
 
 
 @pytest.mark.slow
-def test_served_probabilities_equal_test_results(trained, tmp_path):
-    export_dir = tmp_path / "model"
-    esm.run(flags_common.parse_flags(esm.define_flags, _common(tmp_path) + [
-        "--model_type=classifier", "--task_name=multilabel",
-        "--init_checkpoint=%s" % trained["out"], "--max_seq_length=16",
-        "--export_dir=%s" % export_dir]))
-    texts = [text for text, _ in trained["splits"]["test"]]
+def test_served_probabilities_equal_test_results(trained_multilabel):
+    # The run's shared multi-label folder (tests/trained.py: a jsonl task trained with
+    # do_predict on the parity inputs) and its export, made once per run.
+    folder = trained_multilabel.folder
+    texts = [item for _, item in trained_multilabel.reference_items()]
     # Loaded by TensorFlow alone (no class of ours), in this process.
-    signature = tf.saved_model.load(str(export_dir)).signatures["serving_text_a"]
+    signature = trained_multilabel.saved_model().signatures["serving_text_a"]
     served = {key: value.numpy().tolist() for key, value in
               signature(text_a=tf.constant(texts)).items()}
     served["labels"] = [[label.decode("utf-8") for label in row] for row in served["labels"]]
     served["predicted_labels"] = [label.decode("utf-8") for label in served["predicted_labels"]]
-    want = read_tsv_floats(trained["out"] / "test_results.tsv")
+    want = read_tsv_floats(os.path.join(folder, "test_results.tsv"))
+    assert want.shape == (len(texts), 3)
     np.testing.assert_allclose(np.array(served["probabilities"]), want, atol=1e-5, rtol=0)
-    labels = sorted(_LABEL_OF.values())
+    with open(os.path.join(folder, "label_list.txt"), encoding="utf-8") as f:
+        labels = f.read().split()
+    assert labels == ["neg", "neutral", "pos"]
     assert served["labels"][0] == labels
     assert np.array_equal(np.array(served["predicted"]), want >= 0.5)
     assert served["predicted_labels"] == [
         ",".join(l for l, p in zip(labels, row) if p >= 0.5) for row in want]
-    with open(str(export_dir / "assets.extra" / "export_info.json")) as f:
+    assert len(set(served["predicted_labels"])) > 1  # sets of labels that differ
+    with open(os.path.join(trained_multilabel.export_dir, "assets.extra",
+                           "export_info.json")) as f:
         info = json.load(f)
     assert info["labels"] == labels and info["multilabel_threshold"] == 0.5
 

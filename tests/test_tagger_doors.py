@@ -8,13 +8,12 @@ Viterbi per window, the start penalty on a sentence's first window only), on the
 trained taggers (tests/trained.py: trained_tagger, trained_tagger_crf, max_seq_length 32
 and doc_stride 15, exported with LiteRT fp32 once per run; only read here): the long
 sentences need 2 and 3 windows. The entities the export finds are checked on hand-made
-tags too (multi-word entities of several types), without a model.
+tags too (multi-word entities of several types), without a model. Both exports served in a
+fresh process (tags and entities as run_ner's): tests/test_export_tasks.py.
 """
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ from bert_tf2.export import litert_data
 from bert_tf2.export import serving_tagger
 from bert_tf2 import heads
 from bert_tf2.tasks import ner_data
-from conftest import HANG_GUARD_SECONDS, SHARED_DIR, write_text
+from conftest import SHARED_DIR, write_text
 
 # The graph-windows test's own tiny model (random weights, no training).
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "smith", "mary", "lives",
@@ -205,25 +204,10 @@ def test_every_door_tags_every_word_as_do_predict(doors):
     assert _served(doors["saved"], _EMPTY) == [[], []]
 
 
-# serving_default of each export called in one fresh process that imports no module of
-# the project (only TensorFlow): argv[1] a JSON file of [[export_dir, {input: list}], ...].
-_SERVE_ALL = """
-import json, sys
-import tensorflow as tf
-requests, output = sys.argv[1:]
-found = []
-for export_dir, inputs in json.load(open(requests)):
-    model = tf.saved_model.load(export_dir)
-    out = model.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
-    found.append({k: v.numpy().tolist() for k, v in out.items()})
-json.dump(found, open(output, "w"), default=lambda b: b.decode("utf-8"))
-"""
-
-
-def _expected_entities(words, tags):
+def expected_entities(words, tags):
     """(type, words joined by a space) of each entity of tagged words, by conlleval's
     rules for IOB2 tags: a B-X, or an I-X after a word of another type or O, starts one;
-    the I-X words after it go on with it."""
+    the I-X words after it go on with it (also test_export_tasks.py's served taggers)."""
     expected, i = [], 0
     while i < len(tags):
         if tags[i] == "O":
@@ -235,45 +219,6 @@ def _expected_entities(words, tags):
         expected.append((kind, " ".join(words[i:j])))
         i = j
     return expected
-
-
-def test_served_in_a_fresh_process_tags_and_finds_entities_as_run_ner(
-        trained_tagger, trained_tagger_crf, tmp_path):
-    """Both exports (no --crf flag: read from the folder's model_settings.json; an IOB2
-    training file, so --crf_tag_scheme=auto took iob2) loaded in one fresh process that
-    imports none of the project: do_predict's tags, and the entities read from them with
-    conlleval's rules, their text and code-point offsets."""
-    heads_ = {"softmax": trained_tagger, "crf": trained_tagger_crf}
-    requests, wants = [], {}
-    for head, trained in heads_.items():
-        trained.saved_model()  # exported once per run
-        with open(os.path.join(trained.export_dir, "assets.extra", "export_info.json")) as f:
-            info = json.load(f)
-        assert info["crf"] is (head == "crf")
-        assert info["crf_tag_scheme"] == ("iob2" if head == "crf" else "none")
-        # do_predict's answers to the parity inputs with words (tests/trained.py's run).
-        want = [s for kind in ph.KINDS for s in trained.reference[kind] if s]
-        wants[head] = want
-        requests.append([trained.export_dir, {"text": [" ".join(w for w, _ in s)
-                                                       for s in want]}])
-    request_file = write_text(tmp_path / "requests.json", json.dumps(requests))
-    output = tmp_path / "served.json"
-    subprocess.run([sys.executable, "-c", _SERVE_ALL, str(request_file), str(output)],
-                   check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-                   cwd=str(tmp_path), timeout=HANG_GUARD_SECONDS)
-    served_all = json.loads(output.read_text(encoding="utf-8"))
-    for (head, want), (_, inputs), served in zip(wants.items(), requests, served_all):
-        texts = inputs["text"]
-        got = [row[:n] for row, n in zip(served["word_tags"], served["num_words"])]
-        assert got == [[t for _, t in s] for s in want], head
-        assert sum(served["num_entities"]) >= 3, head  # the model has learned some entities
-        for text, tags, types, names, starts, ends, n in zip(
-                texts, got, served["entity_type"], served["entity_text"],
-                served["entity_start"], served["entity_end"], served["num_entities"]):
-            assert list(zip(types[:n], names[:n])) == _expected_entities(
-                text.split(" "), tags), head
-            for name, start, end in zip(names[:n], starts[:n], ends[:n]):
-                assert text[start:end] == name
 
 
 def test_entities_of_hand_made_tags_follow_conlleval(data):
@@ -300,7 +245,7 @@ def test_entities_of_hand_made_tags_follow_conlleval(data):
         names = [t.decode("utf-8") for t in out["entity_text"][row][:n]]
         found = [(k.decode(), " ".join(ner_data.split_words(t)))
                  for k, t in zip(out["entity_type"][row][:n], names)]
-        assert found == _expected_entities(ner_data.split_words(text), tags), (row, found)
+        assert found == expected_entities(ner_data.split_words(text), tags), (row, found)
         for name, start, end in zip(names, out["entity_start"][row][:n],
                                     out["entity_end"][row][:n]):
             assert text[int(start):int(end)] == name

@@ -38,6 +38,7 @@ import shutil
 import pytest
 
 from conftest import HANG_GUARD_SECONDS
+from conftest import write_text
 
 _COMPLETE = ".complete"
 
@@ -206,3 +207,83 @@ def parity_session(trained_heads, tmp_path_factory):
     once per process for both matrix files."""
     import parity_helpers as ph  # pylint: disable=import-outside-toplevel
     return ph.Session(trained_heads, tmp_path_factory.mktemp("parity"))
+
+
+_BEST_WORDS = ["good", "great", "bad", "awful", "the", "screen", "is", "very"]
+
+
+def classifier_with_best_task(folder):
+    """run_classifier's settings of trained_classifier_with_best's tiny csv task in `folder`
+    (data/ of 16 train, 4 dev and 4 test rows labelled neg / pos, vocab.txt, bert_config.json
+    of one layer of 16 with the exact GELU; output_dir folder/out): the paths only."""
+    folder = str(folder)
+    return dict(task_name="csv", data_dir=os.path.join(folder, "data"),
+                vocab_file=os.path.join(folder, "vocab.txt"),
+                bert_config_file=os.path.join(folder, "bert_config.json"), max_seq_length=16,
+                train_batch_size=4, seed=1, output_dir=os.path.join(folder, "out"))
+
+
+def _build_classifier_with_best(folder):
+    """Writes the task's files and trains 4 steps, evaluated at steps 2 and 4 by accuracy
+    with a learning rate so small that the accuracy stays flat while the weights move: best/
+    keeps step 2 (the first of equals), the latest is step 4 and differs from it."""
+    import run_classifier  # pylint: disable=import-outside-toplevel
+    task = classifier_with_best_task(folder)
+    rows = ['%d,"the screen is %s",%s\n' % (i, _BEST_WORDS[i % 4],
+                                            "neg" if i % 4 > 1 else "pos") for i in range(24)]
+    for name, part in (("train", rows[:16]), ("dev", rows[16:20]), ("test", rows[20:])):
+        write_text(os.path.join(task["data_dir"], name + ".csv"),
+                   "id,text,label\n" + "".join(part))
+    write_text(task["vocab_file"], "".join(
+        t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _BEST_WORDS))
+    write_text(task["bert_config_file"], json.dumps({
+        "vocab_size": 5 + len(_BEST_WORDS), "hidden_size": 16, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 16,
+        "type_vocab_size": 2, "hidden_act": "gelu_exact", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}))
+    result = run_classifier.run(run_classifier.Settings(
+        do_train=True, do_eval=True, num_train_epochs=1.0, learning_rate=1e-7,
+        eval_every_n_steps=2, best_metric="eval_accuracy", **task))
+    return {"global_step": result.global_step,
+            "best_checkpoint": os.path.relpath(result.best_checkpoint, str(folder))}
+
+
+@pytest.fixture(scope="session")
+def trained_classifier_with_best(tmp_path_factory):
+    """The folder of classifier_with_best_task, trained once per run (shared across files
+    and workers: copy it before changing anything)."""
+    folder, made = built_once(shared_root(tmp_path_factory), "classifier_with_best",
+                              _build_classifier_with_best)
+    assert made == {"global_step": 4, "best_checkpoint": "out/best/model.ckpt-2"}, made
+    return folder
+
+
+def _build_ner_crf(folder):
+    """run_ner --crf (tests/test_run_ner.py's TINY model, 16-piece windows 8 apart) trained
+    40 epochs on test_ner_data's IOB2 sentences given as tables (data_dir a dict: train and
+    dev those sentences with their tags, test their words), evaluated and tagging the test
+    sentences: folder/vocab.txt, bert_config.json, out/."""
+    import run_ner  # pylint: disable=import-outside-toplevel
+    from test_ner_data import IOB2, VOCAB  # pylint: disable=import-outside-toplevel
+    from test_run_ner import TINY  # pylint: disable=import-outside-toplevel
+    sentences = [[tuple(line.split()) for line in block.splitlines()]
+                 for block in IOB2.strip().split("\n\n")]
+    tables = {"train": sentences, "dev": sentences,
+              "test": [[word for word, _ in s] for s in sentences]}
+    result = run_ner.run(run_ner.Settings(
+        data_dir=tables, output_dir=str(folder / "out"),
+        vocab_file=write_text(folder / "vocab.txt", "\n".join(VOCAB) + "\n"),
+        bert_config_file=write_text(folder / "bert_config.json", json.dumps(TINY)),
+        max_seq_length=16, doc_stride=8, train_batch_size=4, eval_batch_size=3,
+        predict_batch_size=3, learning_rate=3e-3, seed=1, save_checkpoints_steps=1000,
+        num_train_epochs=40.0, crf=True, do_train=True, do_eval=True, do_predict=True))
+    return {"global_step": result.global_step}
+
+
+@pytest.fixture(scope="session")
+def trained_ner_crf(tmp_path_factory):
+    """The folder of _build_ner_crf, trained once per run (shared across files and workers:
+    never write into it)."""
+    folder, made = built_once(shared_root(tmp_path_factory), "ner_crf", _build_ner_crf)
+    assert made == {"global_step": 30}, made  # 3 sentences x 40 epochs / 4
+    return folder
