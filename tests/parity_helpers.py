@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from bert_tf2.export import head_types
-from conftest import FP32_ATOL, HANG_GUARD_SECONDS, REPO_ROOT, SHARED_DIR, write_text
+from conftest import (FP32_ATOL, HANG_GUARD_SECONDS, REPO_ROOT, SHARED_DIR, peer_python,
+                      write_text)
 
 # ---------------------------------------------------------------------------
 # The inputs
@@ -925,14 +926,6 @@ def matrix_lines():
     return lines
 
 
-def peer_python():
-    """The torch peer venv's python (tests/hf_peer_check.py's): $BERT_TF2_PEER_PYTHON, else
-    .venv-reproduce beside the repo; None when there is none."""
-    path = os.environ.get("BERT_TF2_PEER_PYTHON") or os.path.join(
-        str(REPO_ROOT), ".venv-reproduce", "bin", "python")
-    return path if os.path.exists(path) else None
-
-
 def run_hf_door(heads, root, python):
     """Converts every head's folder to_hf and has transformers answer all their inputs in
     one peer process; each head keeps its answers (or the conversion's refusal)."""
@@ -1009,21 +1002,26 @@ class Session(object):
     def __init__(self, trained, root):
         self.trained, self.root = trained, root
         self.hf_done = set()
+        self.hf_failed = {}  # head name -> its peer run's error
 
     def get(self, name):
         return self.trained.head(name)
 
     def hf(self, names):
         """The HuggingFace door's answers of the heads `names` (one peer process)."""
-        python = peer_python()
-        if python is None:
-            pytest.skip("no torch peer venv (`make peer-venv` makes .venv-reproduce; "
-                        "$BERT_TF2_PEER_PYTHON names another): transformers is not installed "
-                        "here")
+        python = peer_python()  # skips, or fails under BERT_TF2_REQUIRE_DOORS=1, without one
+        failed = sorted(set(names) & set(self.hf_failed))
+        if failed:  # their peer run failed in an earlier cell: the same error, not a NoneType
+            pytest.fail("the HuggingFace door's peer run of %s failed: %s"
+                        % (", ".join(failed), self.hf_failed[failed[0]]))
         wanted = [name for name in names if name not in self.hf_done]
         if wanted:
+            try:
+                run_hf_door([self.get(name) for name in wanted], self.root, python)
+            except Exception as e:
+                self.hf_failed.update((name, "%s: %s" % (type(e).__name__, e)) for name in wanted)
+                raise
             self.hf_done.update(wanted)
-            run_hf_door([self.get(name) for name in wanted], self.root, python)
 
 
 def check_cell(session, heads, head, door, kind):

@@ -154,6 +154,22 @@ def test_activation_names_map_back(tmp_path):
         conv.huggingface.hf_config_of(dict(_config(5), hidden_act="swish"), "encoder")
 
 
+def test_a_config_without_the_keys_bertconfig_defaults_gets_its_defaults():
+    """A bert_config.json may leave out what BertConfig has a default for (the model is
+    built with it): the HF config carries those defaults (before: a bare KeyError)."""
+    given = {"vocab_size": 5, "hidden_size": 32, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "intermediate_size": 48}
+    config = conv.huggingface.hf_config_of(given, "encoder")
+    assert {k: config[k] for k in ("hidden_dropout_prob", "attention_probs_dropout_prob",
+                                   "initializer_range", "max_position_embeddings",
+                                   "type_vocab_size", "hidden_act", "vocab_size")} == {
+        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+        "initializer_range": 0.02, "max_position_embeddings": 512, "type_vocab_size": 16,
+        "hidden_act": "gelu_new", "vocab_size": 5}
+    with pytest.raises(ValueError, match="^bert_config.json has no vocab_size"):
+        conv.huggingface.hf_config_of({"hidden_size": 32}, "encoder")
+
+
 def test_crf_tagger_writes_its_transitions_beside(tmp_path):
     folder, model = _folder(tmp_path, "tagger", _SMALL_VOCAB, crf=True)
     outputs = _export(folder, tmp_path / "hf")

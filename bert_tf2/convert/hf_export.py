@@ -16,6 +16,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from bert import modeling
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2.convert import hf_names
@@ -49,7 +50,12 @@ def head_of(names):
 
 
 def hf_config_of(config, head, labels=None, problem_type=None, pad_token_id=0):
-    """bert_config.json dict -> HuggingFace's config.json dict for `head`."""
+    """bert_config.json dict -> HuggingFace's config.json dict for `head`; a key the file
+    leaves out has the reference BertConfig's default (as when the model is built)."""
+    if config.get("vocab_size") is None:
+        raise ValueError("bert_config.json has no vocab_size (the one setting BertConfig "
+                         "has no default for)")
+    config = modeling.BertConfig.from_dict(config).to_dict()
     act = config.get("hidden_act", "gelu")
     if not isinstance(act, str) or act.lower() not in _HF_ACTIVATIONS:
         raise ValueError("bert_config.json: hidden_act %r has no HuggingFace name (known: %s)"
