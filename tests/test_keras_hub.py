@@ -23,7 +23,7 @@ import tokenization
 from bert_tf2.trainer import checkpoints
 from conftest import FP32_ATOL, REPO_ROOT, REQUIRE_DOORS, door_peer_missing, write_text
 from conftest import features_of_rows, pack_as_reference, random_head_model
-from conftest import HANG_GUARD_SECONDS
+from conftest import HANG_GUARD_SECONDS, user_environ
 
 # Under `make test` (REQUIRE_DOORS) a missing keras-hub fails these tests instead of skipping.
 needs_keras_hub = pytest.mark.skipif(
@@ -521,7 +521,7 @@ def test_keras_hub_and_our_models_leave_each_other_alone(tmp_path):
         out = tmp_path / (order + ".json")
         subprocess.run([sys.executable, "-c", _ORDER_SCRIPT, order, str(folder), str(out)],
                        check=True, cwd=str(REPO_ROOT), timeout=HANG_GUARD_SECONDS,
-                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+                       env=user_environ(PYTHONPATH=str(REPO_ROOT)))  # Keras 3 as tf.keras
         runs[order] = json.loads(out.read_text())
     before, after = runs["ours_first"]
     (hub_first,) = runs["hub_first"]

@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from bert_tf2 import startup
-from conftest import HANG_GUARD_SECONDS, REPO_ROOT, SHARED_DIR
+from conftest import HANG_GUARD_SECONDS, REPO_ROOT, SHARED_DIR, user_environ
 
 
 def _run_script(args, env_extra=None):
-    env = dict(os.environ)
+    env = user_environ()  # the notices a user's process prints
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, str(REPO_ROOT / "convert_tf1_checkpoint.py")] + args,
@@ -99,7 +99,7 @@ def training_then_export(tmp_path_factory):
                  "--init_checkpoint=%s" % (golden / "bert_model.ckpt"),
                  "--vocab_file=%s" % (golden / "vocab.txt"), "--max_seq_length=16",
                  "--export_dir=%s" % (folder / "export")]
-    env = dict(os.environ)
+    env = user_environ()  # the notices a user's process prints
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     result = subprocess.run(argv, capture_output=True, text=True, env=env,
                             timeout=HANG_GUARD_SECONDS, cwd=str(REPO_ROOT), check=False)
