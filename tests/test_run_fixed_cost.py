@@ -166,3 +166,117 @@ def test_pipeline_batches_are_those_autograph_would_give(tmp_path, monkeypatch, 
             longest = max(sum(m) for m in b["input_mask"])
             width = options.get("bucket_width", input_pipeline.DEFAULT_BUCKET_WIDTH)
             assert len(b["input_ids"][0]) == min(16, -(-longest // width) * width)
+
+
+# ---------------------------------------------------------------------------
+# One traced prediction step for every batch size of a run
+# ---------------------------------------------------------------------------
+
+def _tiny_runner(tmp_path, name):
+    """A Runner (no training) of a one-layer classifier over trimmed batches: its
+    encoder skips padding, so the step holds the dense / real-tokens tf.cond."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
+    config = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=24,
+                                 max_position_embeddings=16)
+    run_config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
+                                    num_train_steps=1, num_warmup_steps=0, trim_padding=True,
+                                    autograph=False)
+    return training.Runner(tf.distribute.get_strategy(),
+                           lambda: heads.BertClassifier(config, 3), run_config)
+
+
+def test_evaluation_and_prediction_batch_sizes_share_one_traced_step(tmp_path, monkeypatch):
+    """--eval_batch_size 8 then --predict_batch_size 4 (run_classifier / run_ner): one
+    trace of the step, the same logits bit for bit as a step traced per batch size."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import prediction  # pylint: disable=import-outside-toplevel
+    path = tmp_path / "eval.tf_record"
+    # Full batches (the encoder on every position) and mostly padded ones (real tokens only).
+    _records(path, [16, 16, 15, 16, 16, 16, 16, 16, 2, 3, 9, 1, 12, 4, 7, 5, 16, 14, 2])
+    spec = input_pipeline.classifier_features(16)
+    traced = []
+
+    def predict_fn(model, features):
+        traced.append(features["input_ids"].shape.as_list())
+        return {"logits": model(features, training=False)["logits"],
+                "is_real_example": features["is_real_example"]}
+
+    def passes(runner):
+        out = []
+        for batch_size in (8, 4, 8):
+            dataset_fn = input_pipeline.dataset_fn_for([str(path)], spec, batch_size,
+                                                       is_training=False, trim_padding=True)
+            out.append([b["logits"] for b in runner.predict(dataset_fn, predict_fn)])
+        return out
+
+    shared = _tiny_runner(tmp_path, "shared")
+    assert shared.skip_padding
+    got = passes(shared)
+    assert traced == [[None, None]]  # eval 8, predict 4, eval 8 again: one trace
+    del traced[:]
+    with monkeypatch.context() as patched:  # the lever off: a step per batch size
+        patched.setattr(prediction.PredictionLoop, "_any_batch_size", lambda self, spec: spec)
+        apart = _tiny_runner(tmp_path, "apart")
+        for mine, theirs in zip(apart.model.variables, shared.model.variables):
+            mine.assign(theirs)
+        want = passes(apart)
+    assert traced == [[8, None], [4, None]]
+    assert [len(p) for p in got] == [3, 5, 3]
+    for got_pass, want_pass in zip(got, want):
+        for g, w in zip(got_pass, want_pass):
+            assert g.dtype == np.float32 and np.array_equal(g, w)
+    # Each example's logits are those of its own text, whatever the batch it ran in.
+    rows = [np.concatenate(p)[:19] for p in got]
+    assert np.array_equal(rows[0], rows[2])
+    np.testing.assert_allclose(rows[0], rows[1], rtol=0, atol=1e-5)
+    assert not np.allclose(rows[0][0], rows[0][8])
+
+
+def test_a_predictors_batches_of_every_size_share_one_traced_step(tmp_path, monkeypatch):
+    """In-memory records (a Predictor's call) of 1, 3 and 8 examples run as batches of 1,
+    4 and 8: one trace, the same logits bit for bit as a step traced per size."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import prediction  # pylint: disable=import-outside-toplevel
+    spec = input_pipeline.classifier_features(16)
+    lengths = [16, 3, 9, 16, 1, 12, 16, 5]
+    traced = []
+
+    def predict_fn(model, features):
+        traced.append(features["input_ids"].shape.as_list())
+        return {"logits": model(features, training=False)["logits"],
+                "is_real_example": features["is_real_example"]}
+
+    def calls(runner):
+        out = []
+        for count in (1, 3, 8):
+            with input_pipeline.records_in_memory():
+                path = str(tmp_path / ("call%d.tf_record" % count))
+                _records(path, lengths[:count])
+                dataset_fn = input_pipeline.dataset_fn_for([path], spec, 8, is_training=False,
+                                                           trim_padding=True)
+                out.append(np.concatenate([b["logits"] for b in runner.predict(dataset_fn,
+                                                                               predict_fn)]))
+        return out
+
+    shared = _tiny_runner(tmp_path, "shared")
+    got = calls(shared)
+    assert len(traced) == 1 and traced[0][0] is None
+    assert not list(tmp_path.glob("call*"))  # in memory: no record file was written
+    del traced[:]
+    with monkeypatch.context() as patched:  # the lever off: a step per batch size
+        patched.setattr(prediction.PredictionLoop, "_any_batch_size", lambda self, spec: spec)
+        apart = _tiny_runner(tmp_path, "apart")
+        for mine, theirs in zip(apart.model.variables, shared.model.variables):
+            mine.assign(theirs)
+        want = calls(apart)
+    assert [t[0] for t in traced] == [1, 4, 8]
+    assert [len(g) for g in got] == [1, 4, 8]  # the padding rows too
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)
+    np.testing.assert_allclose(got[2][:3], got[1][:3], rtol=0, atol=1e-5)

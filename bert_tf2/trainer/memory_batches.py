@@ -94,8 +94,9 @@ def batches(found, source):
 
 def batch_size(source, count):
     """The rows of each batch of `count` examples: the batch size, or for fewer examples
-    the power of two at or above their count (padding rows to it): 1, 2, 4, ... examples
-    then share a step traced for that shape (a few traces in all, not one per count)."""
+    the power of two at or above their count (padding rows to it): a few shapes in all, not
+    one per count (one traced step for all of them where the prediction loop leaves the
+    batch axis open: one replica, no XLA; under XLA a program per shape)."""
     if count >= source.batch_size:
         return source.batch_size
     return min(source.batch_size, 1 << max(0, count - 1).bit_length())

@@ -190,6 +190,7 @@ class PredictionLoop:
         the step of memory_batches' dicts of numpy arrays (FlatStep: the traced graph
         called without tf.function's per-call binding of its inputs).
         """
+        element_spec = self._any_batch_size(element_spec)
         cache = self.__dict__.setdefault("_predict_steps", collections.OrderedDict())
         lock = self.__dict__.setdefault("_predict_steps_lock", threading.Lock())
         key = (predict_fn, repr(element_spec), numpy_batches)
@@ -204,6 +205,24 @@ class PredictionLoop:
                     cache.popitem(last=False)
             cache.move_to_end(key)
             return cache[key]
+
+    def _any_batch_size(self, element_spec):
+        """`element_spec` with None for the batch axis of every feature where that is safe:
+        one replica (a dict of TensorSpecs), no XLA, no TPU (which want static shapes).
+
+        Then an evaluation and the predictions after it (--eval_batch_size and
+        --predict_batch_size differ), or a Predictor's batches of 1, 2, 4, ... examples,
+        share one traced step instead of one each. The kernels see the same tensors
+        either way, so the outputs are the same bits (tests/test_run_fixed_cost.py).
+        """
+        tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
+        if (self.config.enable_xla or isinstance(self.strategy, tpu)
+                or self.strategy.num_replicas_in_sync != 1 or not isinstance(element_spec, dict)
+                or not all(isinstance(s, tf.TensorSpec) and s.shape.rank
+                           for s in element_spec.values())):
+            return element_spec
+        return {name: tf.TensorSpec([None] + spec.shape.as_list()[1:], spec.dtype, spec.name)
+                for name, spec in element_spec.items()}
 
     def _new_predict_step(self, predict_fn, element_spec, numpy_batches=False):
         strategy, model = self.strategy, self.model
