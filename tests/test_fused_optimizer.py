@@ -330,9 +330,9 @@ def test_lamb_checkpoints_load_both_ways(tmp_path):
 # of tests/two_cpu_checks.py, shared with test_optimization.py)
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
-def mirrored_results():
+def mirrored_results(tmp_path_factory):
     """Both optimizers' checks in the one child process with two logical CPUs."""
-    return two_cpu_checks.results()["loss_scaling"]
+    return two_cpu_checks.results(tmp_path_factory)["loss_scaling"]
 
 
 @pytest.mark.parametrize("kind", ["adamw", "lamb"])

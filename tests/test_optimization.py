@@ -475,10 +475,10 @@ def test_mixed_float16_layer_steps(fused):
 # of tests/two_cpu_checks.py, shared with test_fused_optimizer.py)
 # --------------------------------------------------------------------------- #
 @pytest.mark.slow
-def test_mirrored_strategy_two_cpus(fused):
+def test_mirrored_strategy_two_cpus(fused, tmp_path_factory):
     """3 steps on two replicas (dense and sparse gradients, other on each replica) equal
     one device's steps on their sum; the replicas and their adam_v slots stay equal."""
-    result = two_cpu_checks.results()["mirrored"]["fused" if fused else "op_by_op"]
+    result = two_cpu_checks.results(tmp_path_factory)["mirrored"]["fused" if fused else "op_by_op"]
     assert result["iterations"] == 3
     assert result["replicas_agree"]
     assert result["max_diff"] < 1e-6

@@ -1,11 +1,12 @@
-"""The optimizer checks that need two logical CPUs, in ONE child process per test process.
+"""The optimizer checks that need two logical CPUs, in ONE child process per test run.
 
 Logical devices must be set before TensorFlow runs its first op, so these checks cannot
 run in pytest's own process. test_optimization.py (AdamWeightDecay, fused and op by op,
 dense and sparse gradients, under MirroredStrategy against a one-device oracle) and
 test_fused_optimizer.py (the fused adamw and lamb updates inside a LossScaleOptimizer on
 two replicas) used a child each (three TensorFlow start-ups); results() starts one child
-that runs all four checks, the first caller pays for it and later ones read its answer.
+per test run that runs all four checks: the first caller pays for it, later ones (in this
+process or another xdist worker) read its answer.
 
 `python tests/two_cpu_checks.py REPO_ROOT` is the child: it prints RESULT{json}.
 """
@@ -17,20 +18,29 @@ import sys
 _ANSWER = {}
 
 
-def results():
-    """{"mirrored": {"op_by_op"|"fused": {...}}, "loss_scaling": {"adamw"|"lamb": {...}}}."""
+def results(tmp_path_factory):
+    """{"mirrored": {"op_by_op"|"fused": {...}}, "loss_scaling": {"adamw"|"lamb": {...}}}:
+    the child's answer, made once per test run (tests/trained.py's built_once: under
+    pytest-xdist the first worker to ask runs the child, the other reads its answer)."""
     if not _ANSWER:
-        from conftest import HANG_GUARD_SECONDS  # pylint: disable=import-outside-toplevel
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
-                   CUDA_VISIBLE_DEVICES="")
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), root],
-                              capture_output=True, text=True, env=env,
-                              timeout=HANG_GUARD_SECONDS, check=False)
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
-        assert proc.returncode == 0 and lines, proc.stdout + proc.stderr[-4000:]
-        _ANSWER.update(json.loads(lines[-1][len("RESULT"):]))
+        import trained  # pylint: disable=import-outside-toplevel
+        _, answer = trained.built_once(trained.shared_root(tmp_path_factory),
+                                       "two_cpu_checks", lambda folder: _run_child())
+        _ANSWER.update(answer)
     return _ANSWER
+
+
+def _run_child():
+    from conftest import HANG_GUARD_SECONDS  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
+               CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), root],
+                          capture_output=True, text=True, env=env,
+                          timeout=HANG_GUARD_SECONDS, check=False)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
+    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT"):])
 
 
 def _mirrored(tf, np, strategy, optimization, fused):
