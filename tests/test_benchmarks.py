@@ -137,13 +137,32 @@ def test_bf16_rows_are_judged_wherever_avx512_bf16_or_amx_is_present():
 
 
 @pytest.mark.slow
-def test_model_benchmarks_run_in_quick_mode():
+def test_model_benchmarks_run_in_quick_mode(monkeypatch):
+    """Every row of the model benchmarks. memory.py's child (its own process so that each
+    size's allocator peak is its own) runs in this process, subprocess.run stood in for:
+    what is tested is the child's command line and environment (the BFC allocator, which
+    bert_tf2 also selects here) and the parent's reading of what it prints."""
     import inference
     import memory
     import optimizer
     import pretraining
+    children = []
+
+    def child(argv, env, **unused):
+        del unused
+        assert argv[:3] == [sys.executable, os.path.abspath(memory.__file__), "--_child"]
+        assert env["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+        assert os.environ.get("TF_CPU_ALLOCATOR_USE_BFC") == "true"  # so here too
+        children.append(argv[3])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            memory.main(argv[2:])
+        return subprocess.CompletedProcess(argv, 0, out.getvalue(), "")
+
+    monkeypatch.setattr(memory, "subprocess", types.SimpleNamespace(run=child))
     rows = (pretraining.run(quick=True, log=None) + inference.run(quick=True, log=None)
             + optimizer.run(quick=True, log=None) + memory.run(quick=True, log=None))
+    assert children == [bench_util.QUICK_SIZE]
     assert [r["measure"] for r in rows] == [
         "pretraining step", "pretraining step bound: its matmuls alone",
         "pretraining FLOP/s / fp32 matmul peak",
@@ -163,13 +182,15 @@ def test_model_benchmarks_run_in_quick_mode():
 @pytest.mark.slow
 def test_optimizer_kernel_counts_of_a_tiny_model():
     import optimizer
-    rows = {r["variant"].split(" (")[0].split(",")[0]: r for r in optimizer.kernel_counts("tiny")}
+    # The one-layer quick size: every variant's graph, XLA calls and HLO all the same.
+    rows = {r["variant"].split(" (")[0].split(",")[0]: r
+            for r in optimizer.kernel_counts(bench_util.QUICK_SIZE)}
     op_by_op = rows["TF1 op by op"]
     device = next(r for name, r in rows.items() if "one XLA call per device" in r["variant"])
     # The op-by-op update runs TF ops only; one fused computation holds all of the device's.
     assert op_by_op["xla_launches"] == 0 and op_by_op["compute_ops"] > 10 * device["compute_ops"]
     assert device["xla_launches"] == 1 and device["hlo_kernels"] >= device["hlo_fusions"] > 0
-    print(optimizer.format_kernel_table("tiny", list(rows.values())))
+    print(optimizer.format_kernel_table(bench_util.QUICK_SIZE, list(rows.values())))
 
 
 def test_readme_tables_come_from_the_results_between_markers():

@@ -13,11 +13,6 @@ differences add up like a random walk; the parameters stay at 3.6 eps from step 
 to step 100, no drift).  The differences come from XLA contracting a*b + c into one
 fused multiply-add: the formula and its op order are the same.
 """
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -28,9 +23,8 @@ import modeling
 import optimization
 from bert_tf2 import heads
 from bert_tf2.base import fused_update
-from conftest import HANG_GUARD_SECONDS
+import two_cpu_checks
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPS = float(np.finfo(np.float32).eps)
 MAX_BOUND, NORM_BOUND = 16.0, 8.0
 
@@ -332,77 +326,13 @@ def test_lamb_checkpoints_load_both_ways(tmp_path):
 
 
 # --------------------------------------------------------------------------- #
-# Two replicas (own process: logical devices must be set before TF runs ops)
+# Two replicas (own process: logical devices must be set before TF runs ops; the child
+# of tests/two_cpu_checks.py, shared with test_optimization.py)
 # --------------------------------------------------------------------------- #
-_MIRRORED_SCRIPT = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import tf_keras
-    sys.path.insert(0, sys.argv[1])
-    from bert_tf2.base import fused_update
-    import optimization
-    fused_calls = []
-    original = fused_update.fused_step
-    fused_update.fused_step = lambda *a: fused_calls.append(1) or original(*a)
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    results = {}
-
-    def make(kind):
-        opt = optimization.create_optimizer(0.1, 10, 1, optimizer_type=kind, clip_norm=1.0)
-        return tf_keras.mixed_precision.LossScaleOptimizer(opt, dynamic=False,
-                                                           initial_scale=8.0)
-
-    def check(kind):
-        del fused_calls[:]
-        init = {"m/bert/dense/kernel": np.arange(6, dtype=np.float32).reshape(3, 2) / 10,
-                "m/bert/LayerNorm/gamma": np.ones(2, np.float32)}
-        rng = np.random.RandomState(0)
-        grads = [[rng.normal(size=v.shape).astype(np.float32) for v in init.values()]
-                 for _ in range(3)]
-        with strategy.scope():
-            variables = [tf.Variable(v, name=n) for n, v in init.items()]
-            opt = make(kind)
-
-        @tf.function
-        def step(g):
-            def replica_fn():
-                # Each replica holds half of the summed gradient.
-                opt.apply_gradients(zip([x / 2 for x in g], variables))
-            strategy.run(replica_fn)
-
-        single = [tf.Variable(v, name=n) for n, v in init.items()]
-        ref = make(kind)
-        for g in grads:
-            step(g)
-            ref.apply_gradients(zip([tf.constant(x) for x in g], single))
-        out = {"fused_calls": len(fused_calls), "max_diff": 0.0, "agree": True}
-        for var, want in zip(variables, single):
-            comps = [c.numpy() for c in strategy.experimental_local_results(var)]
-            out["agree"] &= bool(np.array_equal(comps[0], comps[1]))
-            out["max_diff"] = max(out["max_diff"], float(np.abs(comps[0] - want.numpy()).max()))
-        out["iterations"] = int(opt.iterations.numpy())
-        return out
-
-    for kind in sys.argv[2:]:
-        results[kind] = check(kind)
-    print("RESULT" + json.dumps(results))
-""")
-
-
 @pytest.fixture(scope="module")
-def mirrored_results():
-    """Both optimizers' checks in one process with two logical CPUs (one TensorFlow
-    start-up for the two)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, REPO_ROOT, "adamw", "lamb"],
-                          capture_output=True, text=True, env=env, timeout=HANG_GUARD_SECONDS)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
-    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr[-4000:]
-    return json.loads(lines[-1][len("RESULT"):])
+def mirrored_results(tmp_path_factory):
+    """Both optimizers' checks in the one child process with two logical CPUs."""
+    return two_cpu_checks.results(tmp_path_factory)["loss_scaling"]
 
 
 @pytest.mark.parametrize("kind", ["adamw", "lamb"])

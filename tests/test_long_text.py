@@ -26,7 +26,7 @@ from conftest import FP32_ATOL
 _FILLER = ["the", "a", "on", "in", "it", "is", "was", "and", "of", "to", "for", "with"]
 _MARKERS = ["dog", "cat"]  # label 0, label 1
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _MARKERS + _FILLER + ["##s"]
-_CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
+_CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 32, "num_hidden_layers": 1,
            "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
            "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
            "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}

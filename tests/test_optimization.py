@@ -3,11 +3,6 @@
 Tests of the update run on both paths: fused=False (the TF1 update op by op) and
 fused=True (the default).  tests/test_fused_optimizer.py compares the two.
 """
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -16,9 +11,8 @@ import tf_keras
 
 import optimization
 from conftest import FP32_ATOL
-from conftest import HANG_GUARD_SECONDS
+import two_cpu_checks
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 KERNEL_NAME = "clf_model/bert/encoder/layer_0/attention/output/dense/kernel"
 GAMMA_NAME = "clf_model/bert/encoder/layer_0/attention/output/LayerNorm/gamma"
@@ -477,84 +471,14 @@ def test_mixed_float16_layer_steps(fused):
 
 
 # --------------------------------------------------------------------------- #
-# Distribution (own process: logical devices must be set before TF runs ops)
+# Distribution (own process: logical devices must be set before TF runs ops; the child
+# of tests/two_cpu_checks.py, shared with test_fused_optimizer.py)
 # --------------------------------------------------------------------------- #
-_MIRRORED_SCRIPT = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import tf_keras
-    sys.path.insert(0, sys.argv[1])
-    import optimization
-
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    init = {"m/bert/dense/kernel": np.arange(6, dtype=np.float32).reshape(3, 2) / 10,
-            "m/bert/LayerNorm/gamma": np.ones(2, np.float32),
-            "m/bert/word_embeddings": np.full((4, 2), 0.5, np.float32)}
-    rng = np.random.RandomState(0)
-    per_replica = [[rng.normal(size=v.shape).astype(np.float32)
-                    for v in init.values()] for _ in range(2)]
-    emb_ids = [tf.constant([1, 3]), tf.constant([3, 3])]
-    emb_vals = [tf.constant(rng.normal(size=(2, 2)), tf.float32) for _ in range(2)]
-
-    with strategy.scope():
-        variables = [tf.Variable(v, name=n) for n, v in init.items()]
-        opt = optimization.create_optimizer(0.1, 10, 1, fused=sys.argv[2] == "1")
-
-    def replica_fn():
-        rid = tf.distribute.get_replica_context().replica_id_in_sync_group
-        dense = [tf.where(rid == 0, tf.constant(a), tf.constant(b))
-                 for a, b in zip(*per_replica)]
-        ids = tf.where(rid == 0, emb_ids[0], emb_ids[1])
-        vals = tf.where(rid == 0, emb_vals[0], emb_vals[1])
-        grads = [dense[0], dense[1],
-                 tf.IndexedSlices(vals, ids, tf.constant([4, 2]))]
-        opt.apply_gradients(zip(grads, variables))
-
-    @tf.function
-    def step():
-        strategy.run(replica_fn)
-
-    for _ in range(3):
-        step()
-
-    # Single-device oracle: the default aggregation sums replica gradients.
-    single = [tf.Variable(v, name=n) for n, v in init.items()]
-    ref = optimization.create_optimizer(0.1, 10, 1, fused=sys.argv[2] == "1")
-    summed = [per_replica[0][i] + per_replica[1][i] for i in range(2)]
-    emb = np.zeros((4, 2), np.float32)
-    for ids, vals in zip(emb_ids, emb_vals):
-        np.add.at(emb, ids.numpy(), vals.numpy())
-    for _ in range(3):
-        ref.apply_gradients(zip([tf.constant(summed[0]), tf.constant(summed[1]),
-                                 tf.constant(emb)], single))
-
-    out = {"iterations": int(opt.iterations.numpy()), "max_diff": 0.0,
-           "replicas_agree": True, "slot_names": sorted(opt.slot_tf1_names())}
-    for var, want in zip(variables, single):
-        comps = [c.numpy() for c in strategy.experimental_local_results(var)]
-        out["replicas_agree"] &= bool(np.array_equal(comps[0], comps[1]))
-        out["max_diff"] = max(out["max_diff"],
-                              float(np.abs(comps[1] - want.numpy()).max()))
-        slots = [c.numpy() for c in strategy.experimental_local_results(
-            opt.get_slot(var, "adam_v"))]
-        out["replicas_agree"] &= bool(np.array_equal(slots[0], slots[1]))
-    print("RESULT" + json.dumps(out))
-""")
-
-
 @pytest.mark.slow
-def test_mirrored_strategy_two_cpus(fused):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
-               CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, REPO_ROOT, str(int(fused))],
-                          capture_output=True, text=True, env=env, timeout=HANG_GUARD_SECONDS)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
-    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT"):])
+def test_mirrored_strategy_two_cpus(fused, tmp_path_factory):
+    """3 steps on two replicas (dense and sparse gradients, other on each replica) equal
+    one device's steps on their sum; the replicas and their adam_v slots stay equal."""
+    result = two_cpu_checks.results(tmp_path_factory)["mirrored"]["fused" if fused else "op_by_op"]
     assert result["iterations"] == 3
     assert result["replicas_agree"]
     assert result["max_diff"] < 1e-6

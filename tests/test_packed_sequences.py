@@ -168,7 +168,7 @@ def test_max_instances_per_row_must_be_positive(data):
 # ---------------------------------------------------------------------------
 
 def _config(**overrides):
-    values = dict(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
+    values = dict(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1,
                   num_attention_heads=2, intermediate_size=32, max_position_embeddings=SEQ,
                   type_vocab_size=2, initializer_range=0.2, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0)

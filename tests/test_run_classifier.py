@@ -18,7 +18,7 @@ _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", 
           "dog", "ran", "##s", "fast", ".", "is", "it"]
 
 _TINY_CONFIG = {
-    "vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
     "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
     "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64,
     "type_vocab_size": 2, "initializer_range": 0.02,

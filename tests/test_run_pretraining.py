@@ -87,8 +87,12 @@ def test_train_then_eval_writes_reference_keys_and_loss_decreases(shared_dir, tm
     """Evaluation at step 0, 30 steps from the command line's flags, then 2 more from
     run(Settings(...)) in the same process (no flag parsing: the Settings runs, the first
     and the last, and the flags run between them share the process)."""
+    # The golden tiny config with one layer (every path here is per layer, not per depth).
+    cfg = json.loads((shared_dir / "golden" / "tf1_tiny" / "bert_config.json").read_text())
+    (tmp_path / "one_layer.json").write_text(json.dumps(dict(cfg, num_hidden_layers=1)))
     common = dict(num_train_steps=30, max_eval_steps=6, iterations_per_loop=10,
-                  save_checkpoints_steps=10, learning_rate=1e-2)
+                  save_checkpoints_steps=10, learning_rate=1e-2,
+                  bert_config_file=tmp_path / "one_layer.json")
     values = {k: str(v) if k.endswith(("_file", "_dir")) else v
               for k, v in base_flags(shared_dir, tmp_path, "out", **common).items()}
     before = run_pretraining.run(run_pretraining.Settings(do_eval=True, **values))

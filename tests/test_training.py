@@ -121,15 +121,17 @@ def test_the_faces_runners_trace_without_autograph(tmp_path):
 
 def test_xla_checkpointing_accumulation_and_autograph_off_take_the_plain_steps(tmp_path):
     # One plain run (batches of 4) and, from its initial weights on the same data: XLA
-    # alone, gradient checkpointing alone and both together, 2 accumulated micro-batches
-    # of 2, a trace without AutoGraph, and the op-by-op adamw update (--nofused_optimizer)
-    # (one plain run for all, not one each).
+    # with gradient checkpointing, 2 accumulated micro-batches of 2, a trace without
+    # AutoGraph, and the op-by-op adamw update (--nofused_optimizer) (one plain run for
+    # all, not one each). Each alone is held to the plain step elsewhere: XLA alone by
+    # test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step (loss and Adam
+    # moments) and test_deterministic_data_resume_*[cfg2]; gradient checkpointing without
+    # XLA by test_dynamic_padding's test_trimmed_training_steps_equal_padded
+    # [recompute_accumulation2] (weights after 3 steps to 1e-5).
     data = features(8, seed=5)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
     others = {name: make_runner(tmp_path, name, init_from=plain, num_train_steps=2, **cfg)
-              for name, cfg in (("xla", dict(enable_xla=True)),
-                                ("ckpt", dict(gradient_checkpointing=True)),
-                                ("ckpt_xla", dict(gradient_checkpointing=True,
+              for name, cfg in (("ckpt_xla", dict(gradient_checkpointing=True,
                                                   enable_xla=True)),
                                 ("acc", dict(num_accumulation_steps=2)),
                                 ("as_written", dict(autograph=False)),
@@ -137,8 +139,6 @@ def test_xla_checkpointing_accumulation_and_autograph_off_take_the_plain_steps(t
     assert plain.optimizer.fused
     assert getattr(others["op_by_op"].optimizer, "fused", False) is False
     assert not plain.model.bert.encoder.gradient_checkpointing
-    assert not others["xla"].model.bert.encoder.gradient_checkpointing
-    assert others["ckpt"].model.bert.encoder.gradient_checkpointing
     assert others["ckpt_xla"].model.bert.encoder.gradient_checkpointing
     for runner in [plain] + list(others.values()):
         runner.model.dropout.rate = 0.0  # the classifier's own 0.1; the config has none
@@ -162,7 +162,7 @@ def test_xla_checkpointing_accumulation_and_autograph_off_take_the_plain_steps(t
         # Python caller's loss that branches in Python on a tensor needs AutoGraph, a
         # Runner's default (the XLA run's loss branches so).
         losses[name] = runner.train(dataset_fn_of(data, 2 if name == "acc" else 4),
-                                    branching_loss if name == "xla" else loss_fn)["loss"]
+                                    branching_loss if name == "ckpt_xla" else loss_fn)["loss"]
         assert runner.global_step == 2, name
         assert np.isclose(m1["loss"], losses[name], atol=FP32_ATOL), name  # XLA's kernels
     # Without AutoGraph: the same trace, bit for bit.
@@ -171,14 +171,14 @@ def test_xla_checkpointing_accumulation_and_autograph_off_take_the_plain_steps(t
         np.testing.assert_array_equal(a, b)
     # The Adam moments sum the steps' gradients: summed micro-batches instead of their
     # mean, or a missed one, would move them by their own size (~1e-2 here).
-    for name in ("xla", "acc"):
+    for name in ("ckpt_xla", "acc"):
         for a, b in zip(first_moments(plain), first_moments(others[name])):
             np.testing.assert_allclose(a, b, atol=FP32_ATOL, err_msg=name)
     # Weights after 2 Adam steps: m / sqrt(v) scales float32 rounding of the
     # recomputed (and, with XLA, fused) forward, or of two batches of 2 instead of one
     # of 4, up to ~1e-6; a dropout or recompute mismatch moves them by about the
     # learning rate (1e-2 here).
-    for name in ("xla", "ckpt", "ckpt_xla", "acc"):
+    for name in ("ckpt_xla", "acc"):
         for a, b in zip(plain.model.trainable_variables,
                         others[name].model.trainable_variables):
             np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-6, err_msg=name)
@@ -515,39 +515,32 @@ def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path,
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
 
 
-def test_each_step_of_a_loop_call_draws_its_own_dropout_masks(tmp_path, monkeypatch):
+def test_each_step_of_a_loop_call_draws_its_own_dropout_masks_and_is_traced_once(
+        tmp_path, monkeypatch):
     # Learning rate 0 and the same batch at every step: a step's loss differs from
     # another's only by its dropout masks. Before, the loop's first step came from a call
     # of the step outside the tf.range loop, whose stateful seed op started from the same
-    # state as the loop's own copy: steps 1 and 2 of a call drew the same masks.
+    # state as the loop's own copy: steps 1 and 2 of a call drew the same masks. The
+    # step is traced once (it was traced twice when the loop called it both before its
+    # tf.range loop and in it; now the loop's one call makes every step).
     losses = {}
+    traced = []
     log_line = training.Runner._log_line_in_loop
+    replica_step = training.Runner._replica_step
 
     def recorded(self, names, step, last_line, now, *values):
         losses[int(step)] = float(values[list(names).index("loss")])
         return log_line(self, names, step, last_line, now, *values)
-    monkeypatch.setattr(training.Runner, "_log_line_in_loop", recorded)
-    runner = _dropout_runner(tmp_path, "masks", log_every_seconds=1e-9, learning_rate=0.0,
-                             num_train_steps=4)
-    runner.train(dataset_fn_of(features(4), 4), _dropout_loss, global_batch_size=4)
-    assert sorted(losses) == [1, 2, 3, 4]
-    assert len(set(losses.values())) == 4, losses
-
-
-def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
-    # The step is traced once (it was traced twice when the loop called it both before
-    # its tf.range loop and in it; now the loop's one call makes every step).
-    traced = []
-    replica_step = training.Runner._replica_step
 
     def counted(self, *args, **kwargs):
         traced.append(1)
         return replica_step(self, *args, **kwargs)
+    monkeypatch.setattr(training.Runner, "_log_line_in_loop", recorded)
     monkeypatch.setattr(training.Runner, "_replica_step", counted)
-    config = training.RunConfig(output_dir=str(tmp_path), learning_rate=1e-2, num_train_steps=4,
-                                num_warmup_steps=0, iterations_per_loop=4)
-    runner = training.Runner(tf.distribute.get_strategy(),
-                             lambda: heads.BertClassifier(tiny_config(), 2), config)
-    runner.train(dataset_fn_of(features(8), 4), classifier_loss)
+    runner = _dropout_runner(tmp_path, "masks", log_every_seconds=1e-9, learning_rate=0.0,
+                             num_train_steps=4)
+    runner.train(dataset_fn_of(features(4), 4), _dropout_loss, global_batch_size=4)
     assert runner.global_step == 4
+    assert sorted(losses) == [1, 2, 3, 4]  # one call of the loop made the 4 steps
+    assert len(set(losses.values())) == 4, losses
     assert len(traced) == 1
