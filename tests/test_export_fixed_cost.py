@@ -123,8 +123,9 @@ def _same(got, want):
 
 @pytest.mark.parametrize("dtype", [tf.int64, tf.int32])
 def test_graph_ops_equal_the_general_ops(dtype):
-    """graph_ops' versions give tf.boolean_mask's, value_rowids', tf.repeat's and row
-    slices' values and dtypes, empty rows, empty tensors and all-False masks included."""
+    """graph_ops' versions give tf.boolean_mask's, value_rowids', tf.repeat's, row slices'
+    and reduce_join's values and dtypes, empty rows, empty tensors and all-False masks
+    included."""
     rng = np.random.default_rng(7)
     cases = [[], [0], [0, 0], [3], [2, 0, 1], [0, 4, 0, 0, 2]] + [
         list(rng.integers(0, 4, int(rng.integers(1, 7)))) for _ in range(20)]
@@ -142,6 +143,10 @@ def test_graph_ops_equal_the_general_ops(dtype):
         pairs = tf.reshape(tf.range(2 * len(lengths)), [-1, 2])  # a mask over rows
         row_mask = tf.constant(lengths > 1, shape=[len(lengths)])
         assert _same(graph_ops.boolean_mask(pairs, row_mask), tf.boolean_mask(pairs, row_mask))
+        strings = tf.RaggedTensor.from_row_lengths(
+            tf.strings.as_string(values), tf.constant(lengths, dtype))
+        assert _same(graph_ops.join_rows(strings, " "),
+                     tf.strings.reduce_join(strings, axis=1, separator=" "))
         for cut in range(len(lengths) + 1):
             for got, want in zip(graph_ops.split_rows(ragged, tf.constant(cut)),
                                  (ragged[:cut], ragged[cut:])):

@@ -1,7 +1,8 @@
 """Small graphs for the row bookkeeping of the serving signatures (issue 71).
 
-tf.boolean_mask, RaggedTensor.value_rowids, tf.repeat and a RaggedTensor's row slices
-are general: each adds 25 to 70 nodes of shape arithmetic and checks to a traced graph.
+tf.boolean_mask, RaggedTensor.value_rowids, tf.repeat, a RaggedTensor's row slices and
+tf.strings.reduce_join of its rows are general: each adds 25 to 80 nodes of shape
+arithmetic and checks to a traced graph.
 The signatures use them dozens of times on 1-D tensors whose shapes are known to be
 consistent, so that tracing, saving, tf.saved_model.load and each signature's first call
 spent most of their work on that bookkeeping. These give the same values (the same
@@ -57,3 +58,10 @@ def split_rows(ragged, num_rows):
     rest = tf.RaggedTensor.from_row_splits(ragged.values[middle:], splits[cut:] - middle,
                                            validate=False)
     return first, rest
+
+
+def join_rows(strings, separator):
+    """tf.strings.reduce_join(strings, axis=1, separator=separator) of a RaggedTensor
+    [B, (strings)]: each row's strings joined ("" for an empty row)."""
+    return tf.strings.unsorted_segment_join(strings.flat_values, value_rowids(strings),
+                                            strings.nrows(), separator=separator)

@@ -320,7 +320,7 @@ def span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start, 
     limit = tf.where(found, row_start + span["piece_end"] + 1, 0)
     pieces = tf.gather(context_ids.flat_values, tf.ragged.range(first, limit))
     strings = pieces.with_flat_values(tokens.lookup(tf.cast(pieces.flat_values, tf.int64)))
-    joined = tf.strings.reduce_join(strings, axis=1, separator=" ")
+    joined = graph_ops.join_rows(strings, " ")
     joined = tf.strings.regex_replace(joined, " ##", "", replace_global=True)
     joined = tf.strings.regex_replace(joined, "##", "", replace_global=True)
     pred_text = tf.strings.regex_replace(
@@ -332,8 +332,7 @@ def span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start, 
     chars = tf.gather(decoded.flat_values, tf.ragged.range(char_start, char_limit))
     orig_text = tf.strings.regex_replace(tf.strings.unicode_encode(chars, "UTF-8"),
                                          _SQUAD_SPACE_RUNS, " ")
-    tok_text = tf.strings.reduce_join(tokenizer.basic_tokenize(orig_text), axis=1,
-                                      separator=" ")
+    tok_text = graph_ops.join_rows(tokenizer.basic_tokenize(orig_text), " ")
     text = tf.map_fn(_final_text, tf.stack([pred_text, orig_text, tok_text], axis=1),
                      fn_output_signature=tf.TensorSpec([], tf.string))
     return tf.where(found, text, "")
