@@ -50,6 +50,7 @@ from bert import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import heads
 from bert_tf2 import loaders
+from bert_tf2.export import graph_ops
 from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import checkpoints
@@ -327,7 +328,7 @@ def graph_pieces(tokenizer, texts, mask_id):
     parts = tf.strings.split(texts, sep=MASK)
     part_ids = tokenizer.tokenize(parts.flat_values)
     # A [MASK] after every part but its text's last.
-    last = tf.gather(parts.row_limits(), parts.value_rowids()) - 1
+    last = tf.gather(parts.row_limits(), graph_ops.value_rowids(parts)) - 1
     after = tf.cast(tf.range(tf.size(last, out_type=tf.int64)) < last, tf.int64)
     masks = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.reduce_sum(after)], tf.cast(mask_id, part_ids.dtype)), after)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from bert import modeling
 from bert_tf2 import heads
 from bert_tf2 import input_pipeline
+from bert_tf2.export import graph_ops
 from bert_tf2.export import head_types
 from bert_tf2.export import masked_lm
 from bert_tf2.export import serving_tagger
@@ -65,13 +66,13 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None,
     total = first_b + keep_b + tf.cast(has_b, tf.int64)
 
     def scatter_values(ids, keep, first):
-        rows = ids.value_rowids()
+        rows = graph_ops.value_rowids(ids)
         position = (tf.range(tf.size(rows, out_type=tf.int64))
                     - tf.gather(ids.row_starts(), rows))
         kept = position < tf.gather(keep, rows)
-        rows = tf.boolean_mask(rows, kept)
-        columns = tf.boolean_mask(position, kept) + tf.gather(first, rows)
-        return tf.stack([rows, columns], axis=1), tf.boolean_mask(ids.flat_values, kept)
+        rows = graph_ops.boolean_mask(rows, kept)
+        columns = graph_ops.boolean_mask(position, kept) + tf.gather(first, rows)
+        return tf.stack([rows, columns], axis=1), graph_ops.boolean_mask(ids.flat_values, kept)
 
     num_rows = tf.size(len_a, out_type=tf.int64)
     batch = tf.range(num_rows)
@@ -84,7 +85,7 @@ def pack_inputs(ids_a, ids_b, seq_length, cls_id, sep_id, max_length_a=None,
     special_index = tf.concat([
         tf.stack([batch, tf.zeros_like(batch)], axis=1),
         tf.stack([batch, keep_a + 1], axis=1),
-        tf.boolean_mask(tf.stack([batch, first_b + keep_b], axis=1), has_b)], axis=0)
+        graph_ops.boolean_mask(tf.stack([batch, first_b + keep_b], axis=1), has_b)], axis=0)
     special_ids = tf.concat([
         tf.fill([num_rows], cls_id), tf.fill([num_rows], sep_id),
         tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int64))], sep_id)], axis=0)
@@ -426,7 +427,7 @@ class ServingModule(tf.Module):
                 tf.shape(text_b)[0], num_rows,
                 message="text_a and text_b must have the same number of rows")]):
             ids = self.tokenizer.tokenize(tf.concat([text_a, text_b], axis=0))
-        ids_a, ids_b = ids[:num_rows], ids[num_rows:]
+        ids_a, ids_b = graph_ops.split_rows(ids, num_rows)
         if cut is not None:  # (ids_a, ids_b, S) -> (ids_a, ids_b, rows), e.g. windows
             ids_a, ids_b, rows = cut(ids_a, ids_b, self.max_seq_length)
         features = self._pack_ids(ids_a, ids_b, bucket_width)
@@ -509,7 +510,7 @@ class ServingModule(tf.Module):
         contexts = tf.reshape(tf.tile(context[:, tf.newaxis], [1, num_choices]), [-1])
         ids = self.tokenizer.tokenize(tf.concat([contexts, tf.reshape(endings, [-1])], 0))
         rows = tf.shape(contexts)[0]
-        features = self._pack_ids(ids[:rows], ids[rows:], self._bucket_width)
+        features = self._pack_ids(*graph_ops.split_rows(ids, rows), self._bucket_width)
         logits = tf.reshape(self._forward(features)["logits"], [-1, num_choices])
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
                 "predicted_choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}

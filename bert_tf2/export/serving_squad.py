@@ -33,6 +33,7 @@ import dataclasses
 
 import numpy as np
 import tensorflow as tf
+from bert_tf2.export import graph_ops
 
 from bert_tf2.tasks import squad_results
 
@@ -120,7 +121,7 @@ def windows(num_pieces, question_length, max_seq_length, doc_stride):
     stride = tf.minimum(tf.constant(doc_stride, tf.int64), room)
     beyond = tf.maximum(num_pieces - room, 0)
     count = tf.where(num_pieces > 0, 1 + (beyond + stride - 1) // stride, 0)
-    row = tf.repeat(tf.range(tf.size(count, out_type=tf.int64)), count)
+    row = graph_ops.repeat(tf.range(tf.size(count, out_type=tf.int64)), count)
     index = tf.ragged.range(count).flat_values
     start = index * tf.gather(stride, row)
     length = tf.minimum(tf.gather(num_pieces, row) - start, tf.gather(room, row))
@@ -196,7 +197,7 @@ def best_span(start_logits, end_logits, len_a, len_b, window, num_rows, rules):
     pairs = tf.maximum(tf.cast(k * k, tf.int64), 1)  # 0 only without any window
     flat_valid = tf.reshape(valid, [-1])
     flat_scores = tf.where(flat_valid, tf.reshape(scores, [-1]), -np.inf)
-    candidate_row = tf.repeat(window["row"], pairs)
+    candidate_row = graph_ops.repeat(window["row"], pairs)
     best = tf.math.unsorted_segment_max(flat_scores, candidate_row, num_rows)
     order = tf.range(tf.size(flat_scores, out_type=tf.int64))
     is_best = flat_valid & tf.equal(flat_scores, tf.gather(best, candidate_row))
@@ -260,15 +261,16 @@ def squad_words(decoded):
     space = tf.reduce_any(tf.equal(cps[:, tf.newaxis], tf.constant(_SQUAD_SPACES, tf.int32)),
                           axis=1)
     position = tf.range(tf.size(cps, out_type=tf.int64))
-    first_of_row = tf.equal(position, tf.gather(decoded.row_starts(), decoded.value_rowids()))
+    first_of_row = tf.equal(position, tf.gather(decoded.row_starts(),
+                                                graph_ops.value_rowids(decoded)))
     previous_space = tf.concat([[True], space[:-1]], axis=0) | first_of_row
     starts = tf.logical_not(space) & previous_space
     word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1
     num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
     inside = tf.logical_not(space)
-    word_start = tf.boolean_mask(position, starts)
+    word_start = graph_ops.boolean_mask(position, starts)
     word_limit = tf.math.unsorted_segment_max(
-        tf.boolean_mask(position, inside), tf.boolean_mask(word_of_char, inside),
+        graph_ops.boolean_mask(position, inside), graph_ops.boolean_mask(word_of_char, inside),
         num_words) + 1
     return word_of_char, word_start, word_limit
 
@@ -281,7 +283,7 @@ def _final_text(texts):
     offsets = tf.range(tf.maximum(n - m + 1, 0))
     spans = offsets[:, tf.newaxis] + tf.range(m)[tf.newaxis, :]
     matches = tf.reduce_all(tf.equal(tf.gather(tok, spans), pred[tf.newaxis, :]), axis=1)
-    first = tf.reduce_min(tf.concat([tf.boolean_mask(offsets, matches), [n]], axis=0))
+    first = tf.reduce_min(tf.concat([graph_ops.boolean_mask(offsets, matches), [n]], axis=0))
     last = first + m - 1
     orig_kept = tf.cast(tf.where(tf.not_equal(orig, 32))[:, 0], tf.int32)
     tok_kept = tf.cast(tf.where(tf.not_equal(tok, 32))[:, 0], tf.int32)
@@ -290,7 +292,7 @@ def _final_text(texts):
     def rank(position):  # k with tok_kept[k] == position, else num_kept
         index = tf.range(num_kept)
         return tf.reduce_min(tf.concat([
-            tf.boolean_mask(index, tf.equal(tok_kept, position)), [num_kept]], axis=0))
+            graph_ops.boolean_mask(index, tf.equal(tok_kept, position)), [num_kept]], axis=0))
 
     first_rank, last_rank = rank(first), rank(last)
     aligned = ((m > 0) & (first < n) & tf.equal(tf.size(orig_kept), num_kept)
@@ -318,7 +320,7 @@ def span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start, 
     limit = tf.where(found, row_start + span["piece_end"] + 1, 0)
     pieces = tf.gather(context_ids.flat_values, tf.ragged.range(first, limit))
     strings = pieces.with_flat_values(tokens.lookup(tf.cast(pieces.flat_values, tf.int64)))
-    joined = tf.strings.reduce_join(strings, axis=1, separator=" ")
+    joined = graph_ops.join_rows(strings, " ")
     joined = tf.strings.regex_replace(joined, " ##", "", replace_global=True)
     joined = tf.strings.regex_replace(joined, "##", "", replace_global=True)
     pred_text = tf.strings.regex_replace(
@@ -330,8 +332,7 @@ def span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start, 
     chars = tf.gather(decoded.flat_values, tf.ragged.range(char_start, char_limit))
     orig_text = tf.strings.regex_replace(tf.strings.unicode_encode(chars, "UTF-8"),
                                          _SQUAD_SPACE_RUNS, " ")
-    tok_text = tf.strings.reduce_join(tokenizer.basic_tokenize(orig_text), axis=1,
-                                      separator=" ")
+    tok_text = graph_ops.join_rows(tokenizer.basic_tokenize(orig_text), " ")
     text = tf.map_fn(_final_text, tf.stack([pred_text, orig_text, tok_text], axis=1),
                      fn_output_signature=tf.TensorSpec([], tf.string))
     return tf.where(found, text, "")
@@ -414,7 +415,7 @@ def _span_text(tokenizer, tokens, context, context_ids, span_starts, span):
     """Each row's answer text of `span` (span_texts over the context's SQuAD words)."""
     decoded = tf.strings.unicode_decode(context, "UTF-8", errors="ignore")
     word_of_char, word_start, word_limit = squad_words(decoded)
-    piece_char = tf.gather(decoded.row_starts(), span_starts.value_rowids()) + \
+    piece_char = tf.gather(decoded.row_starts(), graph_ops.value_rowids(span_starts)) + \
         span_starts.flat_values
     piece_word = tf.gather(word_of_char, piece_char)
     return span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start,

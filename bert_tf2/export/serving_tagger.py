@@ -20,6 +20,7 @@ TensorFlow ops (no tensorflow_text):
 ServingModule (serving.py) packs the windows and runs the model between the steps.
 """
 import tensorflow as tf
+from bert_tf2.export import graph_ops
 
 from bert_tf2 import heads
 from bert_tf2.tasks import ner_data
@@ -54,7 +55,7 @@ def split_words(texts):
     texts = tf.convert_to_tensor(texts, tf.string)
     decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
     cps = decoded.flat_values
-    rows = decoded.value_rowids()
+    rows = graph_ops.value_rowids(decoded)
     blank = tf.reduce_any(tf.equal(cps[:, tf.newaxis], tf.constant(_BLANK_CODES, tf.int32)),
                           axis=1)
     in_word = tf.logical_not(blank)
@@ -65,18 +66,18 @@ def split_words(texts):
     word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1
     num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
     chars = tf.RaggedTensor.from_value_rowids(
-        tf.boolean_mask(cps, in_word), tf.boolean_mask(word_of_char, in_word),
+        graph_ops.boolean_mask(cps, in_word), graph_ops.boolean_mask(word_of_char, in_word),
         nrows=num_words, validate=False)
     position = tf.range(tf.size(cps, out_type=tf.int64)) - tf.gather(decoded.row_starts(),
                                                                       rows)
-    word_rows = tf.boolean_mask(rows, starts)
+    word_rows = graph_ops.boolean_mask(rows, starts)
 
     def by_text(values):
         return tf.RaggedTensor.from_value_rowids(values, word_rows, nrows=decoded.nrows(),
                                                  validate=False)
     return {"strings": tf.strings.unicode_encode(chars, "UTF-8"),
-            "word_start": by_text(tf.boolean_mask(position, starts)),
-            "word_limit": by_text(tf.boolean_mask(position, ends) + 1)}
+            "word_start": by_text(graph_ops.boolean_mask(position, starts)),
+            "word_limit": by_text(graph_ops.boolean_mask(position, ends) + 1)}
 
 
 def windows(words, pieces, seq_length, doc_stride):
@@ -96,8 +97,8 @@ def windows(words, pieces, seq_length, doc_stride):
     """
     room = seq_length - 2
     step = max(1, min(room, doc_stride))
-    piece_word = pieces.value_rowids()  # [P] the word of each piece
-    word_rows = words["word_start"].value_rowids()
+    piece_word = graph_ops.value_rowids(pieces)  # [P] the word of each piece
+    word_rows = graph_ops.value_rowids(words["word_start"])
     num_texts = words["word_start"].nrows()
     piece_text = tf.gather(word_rows, piece_word)
     num_pieces = tf.math.bincount(piece_text, minlength=num_texts, maxlength=num_texts,
@@ -106,12 +107,12 @@ def windows(words, pieces, seq_length, doc_stride):
     # Windows of a text: 1 + ceil((N - room) / step) when N > room (doc_spans' loop).
     extra = tf.maximum(num_pieces - room, 0)
     count = 1 + (extra + step - 1) // step
-    window_text = tf.repeat(tf.range(num_texts), count)
+    window_text = graph_ops.repeat(tf.range(num_texts), count)
     window_start = tf.ragged.range(count).flat_values * step
     window_length = tf.maximum(tf.minimum(tf.gather(num_pieces, window_text) - window_start,
                                           room), 0)
     offset = tf.ragged.range(window_length)  # [R, (pieces)] position in the window
-    row = offset.value_rowids()
+    row = graph_ops.value_rowids(offset)
     j = offset.flat_values
     length = tf.gather(window_length, row)
     piece = tf.gather(tf.gather(text_first_piece, window_text) + window_start, row) + j
@@ -127,8 +128,8 @@ def windows(words, pieces, seq_length, doc_stride):
     word_of = tf.gather(piece_word, piece)
     first_piece = tf.equal(tf.gather(pieces.row_starts(), word_of), piece)
     owns = tf.equal(tf.gather(first_best, piece), row) & first_piece
-    owned = tf.stack([tf.boolean_mask(row, owns), tf.boolean_mask(j, owns) + 1,
-                      tf.boolean_mask(word_of, owns)], axis=1)
+    owned = tf.stack([graph_ops.boolean_mask(row, owns), graph_ops.boolean_mask(j, owns) + 1,
+                      graph_ops.boolean_mask(word_of, owns)], axis=1)
     return {"ids": offset.with_flat_values(tf.gather(pieces.flat_values, piece)),
             "starts_sentence": tf.cast(tf.equal(window_start, 0), tf.int32),
             "owned": owned}
@@ -201,14 +202,14 @@ def tagged_outputs(text, words, tag_ids, labels):
                        (previous_prefix >= 3) | tf.not_equal(kind, previous_kind))
     entity_of_word = tf.cumsum(tf.cast(starts, tf.int64)) - 1
     word_ids = tf.range(tf.size(flat, out_type=tf.int64))
-    start_word = tf.boolean_mask(word_ids, starts)
+    start_word = graph_ops.boolean_mask(word_ids, starts)
     num_entities = tf.size(start_word, out_type=tf.int64)
-    end_word = tf.math.unsorted_segment_max(tf.boolean_mask(word_ids, inside),
-                                            tf.boolean_mask(entity_of_word, inside),
+    end_word = tf.math.unsorted_segment_max(graph_ops.boolean_mask(word_ids, inside),
+                                            graph_ops.boolean_mask(entity_of_word, inside),
                                             num_entities)
     entity_start = tf.gather(words["word_start"].flat_values, start_word)
     entity_limit = tf.gather(words["word_limit"].flat_values, end_word)
-    entity_text_row = tf.gather(tag_ids.value_rowids(), start_word)
+    entity_text_row = tf.gather(graph_ops.value_rowids(tag_ids), start_word)
     decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
     row_start = tf.gather(decoded.row_starts(), entity_text_row)
     chars = tf.gather(decoded.flat_values, tf.ragged.range(row_start + entity_start,

@@ -41,6 +41,7 @@ import unicodedata
 
 import numpy as np
 import tensorflow as tf
+from bert_tf2.export import graph_ops
 
 from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2.text import characters
@@ -305,7 +306,7 @@ def _walk_matches(best, width, searched_lengths):
         length = tf.where(active, tf.gather_nd(best, here), tf.zeros_like(position))
         matched = active & (length > 0)
         marks = tf.tensor_scatter_nd_update(
-            marks, tf.boolean_mask(here, matched),
+            marks, graph_ops.boolean_mask(here, matched),
             tf.ones([tf.reduce_sum(tf.cast(matched, tf.int32))], tf.bool))
         position = position + length
         return (position, matched & (position < searched_lengths),
@@ -432,11 +433,11 @@ class InGraphTokenizer(tf.Module):
         """
         decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
         cps = decoded.flat_values
-        rows = decoded.value_rowids()
+        rows = graph_ops.value_rowids(decoded)
         sources = tf.range(tf.size(cps, out_type=tf.int64))
         codes = self._codes(cps)
         keep = tf.logical_not(self._has(codes, _DROP))
-        cps, rows, sources, codes = [tf.boolean_mask(x, keep)
+        cps, rows, sources, codes = [graph_ops.boolean_mask(x, keep)
                                      for x in (cps, rows, sources, codes)]
 
         is_space = self._has(codes, _SPACE)
@@ -474,7 +475,7 @@ class InGraphTokenizer(tf.Module):
             cps, rows, sources, codes = [tf.gather(x, order)
                                          for x in (cps, rows, sources, codes)]
             keep = tf.logical_not(self._has(codes, _MARK))
-            cps, rows, sources, codes = [tf.boolean_mask(x, keep)
+            cps, rows, sources, codes = [graph_ops.boolean_mask(x, keep)
                                          for x in (cps, rows, sources, codes)]
         return decoded, cps, rows, sources, codes
 
@@ -495,15 +496,15 @@ class InGraphTokenizer(tf.Module):
         in_word = tf.logical_not(is_space)
         # Where each word character sits in the normalized stream (for spans).
         stream_index = tf.range(tf.size(cps, out_type=tf.int64))
-        word_chars = tf.boolean_mask(cps, in_word)
-        word_char_stream = tf.boolean_mask(stream_index, in_word)
+        word_chars = graph_ops.boolean_mask(cps, in_word)
+        word_char_stream = graph_ops.boolean_mask(stream_index, in_word)
         num_words = tf.reduce_sum(tf.cast(starts_word, tf.int64))
         words = tf.RaggedTensor.from_value_rowids(
-            word_chars, tf.boolean_mask(word_of_char, in_word), nrows=num_words,
+            word_chars, graph_ops.boolean_mask(word_of_char, in_word), nrows=num_words,
             validate=False)
         return {
             "num_texts": num_texts, "decoded": decoded, "rows": rows, "sources": sources,
-            "words": words, "word_rows": tf.boolean_mask(rows, starts_word),
+            "words": words, "word_rows": graph_ops.boolean_mask(rows, starts_word),
             "word_strings": tf.strings.unicode_encode(words, "UTF-8"),
             "word_char_stream": word_char_stream,
         }
@@ -570,12 +571,12 @@ class InGraphTokenizer(tf.Module):
         searched word w (0: none), and the width of that [num_searched, width] table."""
         num_searched = tf.size(searched, out_type=tf.int64)
         # Every (word, start) pair, then every (word, start, length) candidate.
-        pair_word = tf.repeat(tf.range(num_searched), searched_lengths)
+        pair_word = graph_ops.repeat(tf.range(num_searched), searched_lengths)
         pair_start = tf.ragged.range(searched_lengths).flat_values
         longest = tf.minimum(tf.constant(self.max_piece_chars, tf.int64),
                              tf.gather(searched_lengths, pair_word) - pair_start)
         num_pairs = tf.size(pair_word, out_type=tf.int64)
-        candidate_pair = tf.repeat(tf.range(num_pairs), longest)
+        candidate_pair = graph_ops.repeat(tf.range(num_pairs), longest)
         candidate_length = tf.ragged.range(longest).flat_values + 1
         candidate_start = tf.gather(pair_start, candidate_pair)
         candidate_word = tf.gather(searched, tf.gather(pair_word, candidate_pair))
