@@ -51,14 +51,6 @@ def _read(path):
         return f.read()
 
 
-def _tiny_model(root, words):
-    """vocab.txt of `words` and the tiny config (its vocab_size theirs) in `root`: the
-    two settings naming them."""
-    config = dict(_CONFIG, vocab_size=len(words))
-    return dict(vocab_file=write_text(root / "vocab.txt", "".join(w + "\n" for w in words)),
-                bert_config_file=write_text(root / "config.json", json.dumps(config)))
-
-
 def _assert_same_files(folder, other, names):
     """Each of `names` holds the same text in `folder` and in `other`."""
     for name in names:
@@ -162,15 +154,20 @@ def test_texts_of_checks_the_predict_arguments():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """A run trained, evaluated and predicting from tables (dev as columns), and its
+    checkpoint evaluated and predicting the same rows from files. (A training from a file
+    of the same rows: test_tables_give_the_examples_of_the_same_rows_in_a_file shows the
+    tables give it the same examples.)"""
     root = tmp_path_factory.mktemp("in_memory")
     files = root / "files"
     for split, rows in _TABLES.items():
         write_text(files / ("%s.jsonl" % split), "".join(json.dumps(r) + "\n" for r in rows))
-    actions = dict(do_train=True, do_eval=True, do_predict=True)
-    rc.run(_settings(root, str(files), root / "file_run", **actions))
     tables = {"train": _TABLES["train"], "dev": _columns(_TABLES["dev"]),
               "test": _TABLES["test"]}
-    result = rc.run(_settings(root, tables, root / "table_run", **actions))
+    result = rc.run(_settings(root, tables, root / "table_run", do_train=True, do_eval=True,
+                              do_predict=True))
+    rc.run(_settings(root, str(files), root / "file_run", do_eval=True, do_predict=True,
+                     init_checkpoint=str(root / "table_run")))
     return {"root": root, "file_run": root / "file_run", "table_run": root / "table_run",
             "result": result}
 
@@ -178,7 +175,12 @@ def runs(tmp_path_factory):
 @pytest.mark.slow
 def test_a_table_run_writes_what_the_file_run_writes(runs):
     _assert_same_files(runs["table_run"], runs["file_run"], (
-        "eval_results.txt", "test_results.tsv", "test_predictions.jsonl", "label_list.txt"))
+        "eval_results.txt", "test_results.tsv", "test_predictions.jsonl"))
+    # The labels of the train table, as a file of its rows gives them.
+    labels = file_data.FileProcessor("jsonl", file_data.Columns("text", None, "label"))
+    labels.get_train_examples(str(runs["root"] / "files"))
+    assert _read(runs["table_run"] / "label_list.txt") == "".join(
+        label + "\n" for label in labels.get_labels()) == "neg\npos\n"
     assert runs["result"].metrics["global_step"] == 3  # int(12 / 4 * 1.0)
     assert len(_read(runs["table_run"] / "test_results.tsv").splitlines()) == 5
 
@@ -339,21 +341,23 @@ def _squad():
 
 
 @pytest.fixture(scope="module")
-def squad_runs(tmp_path_factory):
+def squad_runs(trained_squad_v1, tmp_path_factory):
+    """The run's shared SQuAD 1.1 folder (tests/trained.py's trained_squad_v1: trained from
+    a dict in memory; only read here), its checkpoint predicting the same questions once
+    from a dict and once from a file, with its own lengths."""
     import run_squad  # pylint: disable=import-outside-toplevel
-    from test_run_squad import WORDS  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("squad_in_memory")
-    common = dict(_tiny_model(root, WORDS), max_seq_length=32, doc_stride=8,
-                  max_query_length=12, train_batch_size=2, predict_batch_size=3,
-                  learning_rate=3e-3, seed=1, n_best_size=5)
-    run_squad.run(run_squad.Settings(train_file=_squad(), predict_file=_squad(),
-                                     output_dir=str(root / "dicts"), do_train=True,
-                                     do_predict=True, num_train_epochs=4.0, **common))
+    model = trained_squad_v1.folder
+    common = dict(init_checkpoint=str(model), do_predict=True, predict_batch_size=3,
+                  n_best_size=5, **{k: v for k, v in trained_squad_v1.settings().items()
+                                    if k != "n_best_size"})
+    run_squad.run(run_squad.Settings(predict_file=_squad(), output_dir=str(root / "dicts"),
+                                     **common))
     path = write_text(root / "dev.json", json.dumps(_squad()))
     run_squad.run(run_squad.Settings(predict_file=path, output_dir=str(root / "file"),
-                                     init_checkpoint=str(root / "dicts"), do_predict=True,
                                      **common))
-    return {"module": run_squad, "dicts": root / "dicts", "file": root / "file"}
+    return {"module": run_squad, "model": str(model), "dicts": root / "dicts",
+            "file": root / "file"}
 
 
 def test_a_bad_squad_dict_is_one_error_naming_the_setting(tmp_path):
@@ -390,7 +394,7 @@ def test_squad_predict_is_what_do_predict_wrote(squad_runs):
     questions = [q for q, _, _ in _QUESTIONS]
     contexts = [_CONTEXTS[c] for _, _, c in _QUESTIONS]
     # n_best_size is no setting of the folder: given as the runs had it.
-    reader = run_squad.Predictor(str(squad_runs["dicts"]), batch_size=2, n_best_size=5)
+    reader = run_squad.Predictor(squad_runs["model"], batch_size=2, n_best_size=5)
     try:
         got = reader.predict(questions, contexts)
         assert [g["text"] for g in got] == [answers[str(i)] for i in range(len(questions))]
@@ -405,7 +409,7 @@ def test_squad_predict_is_what_do_predict_wrote(squad_runs):
             reader.predict(questions[:2], contexts[:1])
     finally:
         reader.close()
-    assert run_squad.predict(str(squad_runs["dicts"]), questions[:1], contexts[:1],
+    assert run_squad.predict(squad_runs["model"], questions[:1], contexts[:1],
                              n_best_size=5) == got[:1]
 
 
@@ -447,25 +451,25 @@ def _choices(count, offset, labels=True):
 
 
 @pytest.fixture(scope="module")
-def choice_runs(tmp_path_factory):
+def choice_runs(trained_multiple_choice, tmp_path_factory):
+    """The run's shared multiple-choice folder (tests/trained.py's trained_multiple_choice:
+    trained from tables in memory; only read here), its checkpoint evaluated and predicting
+    the same questions once from tables (dev as columns) and once from files."""
     import run_multiple_choice  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("choice_in_memory")
-    common = dict(_tiny_model(root, _VOCAB), task_name="jsonl", max_seq_length=12,
-                  train_batch_size=4, eval_batch_size=3, predict_batch_size=3,
-                  learning_rate=1e-3, seed=1)
-    tables = {"train": _choices(8, 0), "dev": _columns(_choices(4, 1)),
-              "test": _choices(5, 2, labels=False)}
+    model = trained_multiple_choice.folder
+    common = dict(task_name="jsonl", init_checkpoint=str(model), eval_batch_size=3,
+                  predict_batch_size=3, do_eval=True, do_predict=True)
+    tables = {"dev": _columns(_choices(4, 1)), "test": _choices(5, 2, labels=False)}
     run_multiple_choice.run(run_multiple_choice.Settings(
-        data_dir=tables, output_dir=str(root / "tables"), do_train=True, do_eval=True,
-        do_predict=True, num_train_epochs=1.0, **common))
+        data_dir=tables, output_dir=str(root / "tables"), **common))
     files = root / "files"
     for split in ("dev", "test"):
         rows = _choices(4, 1) if split == "dev" else tables["test"]
         write_text(files / ("%s.jsonl" % split), "".join(json.dumps(r) + "\n" for r in rows))
     run_multiple_choice.run(run_multiple_choice.Settings(
-        data_dir=str(files), output_dir=str(root / "files_run"),
-        init_checkpoint=str(root / "tables"), do_eval=True, do_predict=True, **common))
-    return {"module": run_multiple_choice, "tables": root / "tables",
+        data_dir=str(files), output_dir=str(root / "files_run"), **common))
+    return {"module": run_multiple_choice, "model": str(model), "tables": root / "tables",
             "files_run": root / "files_run", "test": tables["test"]}
 
 
@@ -501,7 +505,7 @@ def test_multiple_choice_tables_files_and_predict_agree(choice_runs):
     expected = [{"label": r["label"], "probabilities": r["probabilities"],
                  "ending": q["endings"][r["label"]]} for r, q in zip(written, questions)]
     module = choice_runs["module"]
-    chooser = module.Predictor(str(choice_runs["tables"]), batch_size=2)
+    chooser = module.Predictor(choice_runs["model"], batch_size=2)
     try:
         _assert_agrees(chooser.predict(questions), expected)
         _assert_agrees(chooser.predict(questions[2]), expected[2:3])  # a dict: one question
@@ -521,4 +525,4 @@ def test_multiple_choice_tables_files_and_predict_agree(choice_runs):
                 chooser.predict(bad)
     finally:
         chooser.close()
-    _assert_agrees(module.predict(str(choice_runs["tables"]), questions[:2]), expected[:2])
+    _assert_agrees(module.predict(choice_runs["model"], questions[:2]), expected[:2])
