@@ -18,10 +18,8 @@ WIDTH = 16
 VOCAB = 50
 
 
-def tiny_config(layers=1):
-    """One layer: every path here is per layer (a second one only repeats it), except the
-    BiLSTM head's feature_layers=[-1, -2], which reads two."""
-    return modeling.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=layers,
+def tiny_config():
+    return modeling.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
                                num_attention_heads=2, intermediate_size=32,
                                max_position_embeddings=64, type_vocab_size=2,
                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -304,8 +302,7 @@ def test_bucketed_per_token_outputs_come_back_full_length(tmp_path, feature_laye
     lengths = lengths_of(13, seed=4)
     path = write_tagger_records(tmp_path / "t.tf_record", lengths)
     runner = runner_for(tmp_path, "tag", lambda: heads.BertTagger(
-        tiny_config(2 if feature_layers else 1), 3, feature_layers=feature_layers,
-        lstm_units=4))
+        tiny_config(), 3, feature_layers=feature_layers, lstm_units=4))
 
     def tag_predict(model, features):
         logits = model(features, training=False)["logits"]
@@ -455,10 +452,8 @@ def padded_steps(tmp_path_factory):
 # Each trimmed training exercises what its cfg turns on, together, and is held to the one
 # plain padded training (batches of 4): accumulation of 2 trimmed micro-batches of 2 with
 # the recomputed (gradient checkpointing) encoder on trimmed shapes; XLA (padding not
-# skipped, one program per length) with recompute. (Accumulation, and XLA with recompute,
-# equal the plain step when padded: test_training's
-# test_xla_checkpointing_accumulation_and_autograph_off_*; recompute without XLA is held to
-# the plain step here only, by recompute_accumulation2.)
+# skipped, one program per length) with recompute. (Each of those equals the plain step
+# when padded: test_training's test_xla_checkpointing_accumulation_and_autograph_off_*.)
 @pytest.mark.parametrize("cfg", [
     {},
     {"gradient_checkpointing": True, "num_accumulation_steps": 2},
