@@ -169,6 +169,7 @@ def _function_nodes(export_dir):
     return {f.signature.name: len(f.node_def) for f in library.function}
 
 
+@pytest.mark.slow  # trains / exports: make test, not the quick lane
 def test_the_classifier_export_holds_small_graphs(trained_heads):
     """The tiny classifier's SavedModel: one copy of the tokenizer and of the model, the row
     bookkeeping in graph_ops' small graphs. Before graph_ops its functions held 2,793

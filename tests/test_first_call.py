@@ -1,4 +1,5 @@
 """bert_tf2/trainer/first_call.py: the dropout mask programs a run compiles before its steps."""
+import pytest
 import tensorflow as tf
 import tf_keras
 
@@ -82,6 +83,7 @@ def test_lean_rewrites_turn_off_only_the_lean_passes_for_the_calls_within():
         assert rewrites().SerializeToString() == before
 
 
+@pytest.mark.slow  # trains / exports: make test, not the quick lane
 def test_a_run_with_the_lean_passes_equals_one_with_every_pass(tmp_path, monkeypatch):
     # The same tiny classifier trained (dropout on, its masks from --seed) and then
     # predicting, once as on a CPU (the LEAN passes off) and once with every Grappler

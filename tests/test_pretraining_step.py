@@ -8,6 +8,7 @@ after each step agree to 1e-6 (relative to the largest value); the masks' bits a
 same, so here they agree exactly.
 """
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import modeling
@@ -72,6 +73,7 @@ def _train(steps):
     return losses, [v.numpy() for v in model.trainable_variables]
 
 
+@pytest.mark.slow  # trains / exports: make test, not the quick lane
 def test_the_step_is_today_s_step(monkeypatch):
     losses, variables = _train(3)
     monkeypatch.setattr(dropout_masks, "draw_keep_shaped", _draw_before_issue_55)

@@ -189,6 +189,7 @@ def _tiny_runner(tmp_path, name):
                            lambda: heads.BertClassifier(config, 3), run_config)
 
 
+@pytest.mark.slow  # trains / exports: make test, not the quick lane
 def test_evaluation_and_prediction_batch_sizes_share_one_traced_step(tmp_path, monkeypatch):
     """--eval_batch_size 8 then --predict_batch_size 4 (run_classifier / run_ner): one
     trace of the step, the same logits bit for bit as a step traced per batch size."""
@@ -237,6 +238,7 @@ def test_evaluation_and_prediction_batch_sizes_share_one_traced_step(tmp_path, m
     assert not np.allclose(rows[0][0], rows[0][8])
 
 
+@pytest.mark.slow  # trains / exports: make test, not the quick lane
 def test_a_predictors_batches_of_every_size_share_one_traced_step(tmp_path, monkeypatch):
     """In-memory records (a Predictor's call) of 1, 3 and 8 examples run as batches of 1,
     4 and 8: one trace, the same logits bit for bit as a step traced per size."""
