@@ -772,3 +772,26 @@ def test_a_tf_serving_versions_litert_files_go_beside_it(tiny, tmp_path):
         serving_layout.target(esm.Settings(model_type="classifier", export_base=str(base),
                                            version=1))
     assert sorted(os.listdir(str(base))) == ["1.litert"]
+
+
+def test_the_asset_tokenizer_gives_the_original_vocabularys_ids(tmp_path):
+    """The LiteRT predictor tokenizes with the export's vocabulary asset, whose ids no word
+    can give are placeholder lines " <id>". FullTokenizer alone read " 3" as the word "3":
+    before, the word "3" got id 3 (an earlier duplicate's) instead of [UNK], and "8" got 8
+    (the line of "a b", after the real "8") instead of 5."""
+    from bert import tokenization  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import tokenization_graph  # pylint: disable=import-outside-toplevel
+    original = tmp_path / "vocab.txt"
+    write_text(original, "".join(t + "\n" for t in [
+        "[PAD]", "[UNK]", "[CLS]", "film", "[SEP]", "8", "good", "##s", "a b", "film"]))
+    vocab = tokenization.load_vocab(str(original))
+    asset = tmp_path / "asset.txt"
+    write_text(asset, "\n".join(tokenization_graph.vocab_asset_lines(vocab)) + "\n")
+    lines = asset.read_text().split("\n")
+    assert (lines[3], lines[8]) == (" 3", " 8")
+    text = "good films 3 8 a b film"
+    want = tokenization.FullTokenizer(str(original))
+    got = litert_predictor.asset_tokenizer(str(asset), True)
+    ids = got.convert_tokens_to_ids(got.tokenize(text))
+    assert ids == want.convert_tokens_to_ids(want.tokenize(text)) == [6, 9, 7, 1, 5, 1, 1, 9]
+    assert got.convert_batch_to_ids([text, "8"]) == [ids, [5]]

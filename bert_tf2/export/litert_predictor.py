@@ -12,6 +12,7 @@ imported only when a predictor or runner is made.
     predictor.predict(["a great film", "dull"])
     # -> [{"label": "1", "probabilities": {"0": 0.03, "1": 0.97}}, ...]
 """
+import collections
 import contextlib
 import hashlib
 import importlib.util
@@ -25,6 +26,7 @@ from bert import tokenization  # ours, whatever tokenization.py a user's folder 
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import serving_squad
+from bert_tf2.export import tokenization_graph
 
 VARIANTS = ("fp32", "dynamic_int8", "int8")
 INFO_FILE = "assets.extra/export_info.json"
@@ -127,6 +129,24 @@ def _check_vocab(vocab, recorded, info_path):
         raise ValueError("%s is not the vocabulary this model was exported with (its sha256 "
                          "differs from the one %s records): its token ids would not be the "
                          "model's; export the model again" % (vocab, info_path))
+
+
+def asset_tokenizer(vocab, do_lower_case):
+    """tokenization.FullTokenizer of an export's vocabulary asset `vocab`, its placeholder
+    lines (" <id>": an id no word can give, tokenization_graph.vocab_asset_lines) naming no
+    token, as in the SavedModel's lookup. FullTokenizer alone strips " 17" to the word "17"
+    and gives that word id 17 (or takes "17" from the real token's later line)."""
+    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case)
+    with open(vocab, "r", encoding="utf-8", newline="\n") as f:
+        lines = f.read().split("\n")
+    held = collections.OrderedDict(
+        (line.strip(), index) for index, line in enumerate(lines)
+        if line.strip() and line != tokenization_graph.placeholder(index))
+    if dict(held) != dict(tokenizer.vocab):  # a placeholder read as a word: not one
+        tokenizer.vocab = held
+        tokenizer.inv_vocab = {index: token for token, index in held.items()}
+        tokenizer.wordpiece_tokenizer.vocab = held
+    return tokenizer
 
 
 def read_crf(export_dir, num_labels):
@@ -306,7 +326,7 @@ class LiteRTPredictor(object):
         if not os.path.isfile(vocab):
             raise ValueError("%s does not exist: %s is not a whole export" % (vocab, export_dir))
         _check_vocab(vocab, self.info.get("vocab"), os.path.join(export_dir, INFO_FILE))
-        self.tokenizer = tokenization.FullTokenizer(vocab, self.info["do_lower_case"])
+        self.tokenizer = asset_tokenizer(vocab, self.info["do_lower_case"])
         self.vocab_file = vocab
         self.run = ModelRunner(path, num_threads, interpreters)
         if self.run.seq_length > 0 and self.run.seq_length != self.max_seq_length:
