@@ -17,15 +17,16 @@ from bert_tf2.export import masked_lm
 from bert_tf2.trainer import checkpoints
 from conftest import REQUIRE_DOORS, write_text
 
-# ids: [PAD] 0 ... [MASK] 4; "a" on lines 5 and 7 (id 7: the last line wins), "b" 6.
-_LINES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "a"]
+# ids: [PAD] 0 ... [MASK] 4; "a" on lines 5 and 7 (id 7: the last line wins), "b" 6,
+# "c d" 8 (a token no word can give: a placeholder in an export's vocabulary asset).
+_LINES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "a", "c d"]
 _CONFIG = {"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
            "intermediate_size": 8, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
            "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 16,
            "type_vocab_size": 2, "initializer_range": 0.02}
 # Output biases that decide every [MASK]'s answers whatever the (tiny) encoder says: id 5
-# (no token: "a"'s earlier line), then 9 (a row past the vocabulary), then 6 ("b").
-_BIASES = {5: 30.0, 9: 20.0, 6: 10.0}
+# (no token: "a"'s earlier line), then 8 ("c d"), 9 (a row past the vocabulary), 6 ("b").
+_BIASES = {5: 30.0, 8: 25.0, 9: 20.0, 6: 10.0}
 
 
 def _folder(root, vocab_size):
@@ -50,14 +51,14 @@ def _modeling_config(config):
 
 
 def test_a_vocab_size_past_the_vocabulary_is_served_with_unnamed_answers(tmp_path):
-    prefix = _folder(tmp_path, 10)  # 8 lines, 7 tokens, ids 0-7; rows 0-9
-    predictor = masked_lm.Predictor(prefix, top_k=3, max_seq_length=8)
+    prefix = _folder(tmp_path, 10)  # 9 lines, 8 tokens, ids 0-8; rows 0-9
+    predictor = masked_lm.Predictor(prefix, top_k=4, max_seq_length=8)
     answers = predictor.predict(["b [MASK] a"])
     (first,), = answers
     assert [(a["token"], a["token_id"]) for a in first] == [
-        ("[UNK]", 5), ("[UNK]", 9), ("b", 6)]
-    # softmax of the biases 30, 20, 10 and seven zeros (the encoder's part is tiny)
-    expected = np.exp([30.0, 20.0, 10.0]) / (np.exp([30.0, 20.0, 10.0]).sum() + 7)
+        ("[UNK]", 5), ("c d", 8), ("[UNK]", 9), ("b", 6)]
+    # softmax of the biases 30, 25, 20, 10 and six zeros (the encoder's part is tiny)
+    expected = np.exp([30.0, 25.0, 20.0, 10.0]) / (np.exp([30.0, 25.0, 20.0, 10.0]).sum() + 6)
     np.testing.assert_allclose([a["probability"] for a in first], expected, atol=1e-3)
 
     export_dir = str(tmp_path / "export")
@@ -70,22 +71,23 @@ def test_a_vocab_size_past_the_vocabulary_is_served_with_unnamed_answers(tmp_pat
         litert = None  # the [litert] extra is missing: the SavedModel door alone
     export_saved_model.run(export_saved_model.Settings(
         init_checkpoint=prefix, export_dir=export_dir, model_type="masked_lm",
-        max_seq_length=8, fill_mask_top_k=3, litert=litert))
+        max_seq_length=8, fill_mask_top_k=4, litert=litert))
     if litert:
         got = litert_predictor.LiteRTPredictor(export_dir, "fp32").predict(["b [MASK] a"])
         assert [(a["token"], a["token_id"]) for a in got[0][0]] == [
             (a["token"], a["token_id"]) for a in first]
     served = tf.saved_model.load(export_dir).signatures["serving_default"](
         text=tf.constant(["b [MASK] a"]))
+    # "c d" by its name at every door (before: " 8", the asset's line, here; "[UNK]" at LiteRT)
     assert [t.decode("utf-8") for t in served["tokens"].numpy()[0][0]] == [
-        "[UNK]", "[UNK]", "b"]
-    assert served["token_ids"].numpy()[0][0].tolist() == [5, 9, 6]
+        "[UNK]", "c d", "[UNK]", "b"]
+    assert served["token_ids"].numpy()[0][0].tolist() == [5, 8, 9, 6]
     np.testing.assert_allclose(served["probabilities"].numpy()[0][0],
                                [a["probability"] for a in first], atol=1e-5)
 
 
 def test_a_vocabulary_past_vocab_size_is_refused_in_one_line(tmp_path):
-    prefix = _folder(tmp_path, 7)  # ids up to 7, rows 0-6
-    with pytest.raises(ValueError, match=r"has ids up to 7; .* says vocab_size 7: the model "
-                                         r"has no row for ids past 6$"):
+    prefix = _folder(tmp_path, 8)  # ids up to 8, rows 0-7
+    with pytest.raises(ValueError, match=r"has ids up to 8; .* says vocab_size 8: the model "
+                                         r"has no row for ids past 7$"):
         masked_lm.Predictor(prefix)

@@ -726,7 +726,8 @@ class MaskedLM(ModelType):
                 "fill_tokens": serving_squad.token_table(tokenizer)}
 
     def export_info(self, module):
-        return {"fill_mask_top_k": module.top_k}
+        from bert_tf2.export import masked_lm  # pylint: disable=import-outside-toplevel
+        return masked_lm.export_info(module.top_k, module.tokenizer)
 
     def export_defaults(self, settings, folder):
         # The fill-mask Predictor's and do_predict's length, so a long text is cut alike.
@@ -756,8 +757,7 @@ class MaskedLM(ModelType):
             raise ValueError("fill-mask takes texts only: leave texts_b out")
         features, counts = masked_lm.litert_batch(
             masked_lm.texts_of(texts), predictor.tokenizer, predictor.max_seq_length)
-        return masked_lm.litert_answers(predictor.run(features), counts, predictor.tokenizer,
-                                        predictor.max_seq_length, predictor.vocab_file)
+        return masked_lm.litert_answers(predictor.run(features), counts, predictor)
 
 
 # -- The registry: one instance of each head (head_types reads them) -------------------

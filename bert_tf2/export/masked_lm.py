@@ -390,6 +390,11 @@ def served_answers(outputs, tokens, tokenizer=None):
         if len(unnamed):
             no_token |= tf.reduce_any(tf.equal(token_ids[..., tf.newaxis], unnamed), axis=-1)
         pieces = tf.where(no_token, UNNAMED, pieces)
+        renamed = tokenizer.renamed_tokens()
+        if renamed:  # their asset lines are placeholders: their own names, as do_predict's
+            hit = tf.equal(token_ids[..., tf.newaxis], list(renamed))
+            names = tf.gather(list(renamed.values()), tf.argmax(tf.cast(hit, tf.int32), -1))
+            pieces = tf.where(tf.reduce_any(hit, axis=-1), names, pieces)
     return {"tokens": pieces, "token_ids": token_ids,
             "probabilities": outputs["probabilities"][:, :most],
             "num_masks": outputs["num_masks"]}
@@ -412,19 +417,31 @@ def litert_batch(texts, tokenizer, max_seq_length):
             for k in ("input_ids", "input_mask", "segment_ids")}, counts
 
 
-def litert_answers(outputs, counts, tokenizer, max_seq_length, vocab_file=None):
-    """predict()'s answers of a LiteRT model's OUTPUTS on litert_batch's features
-    (`tokenizer`: a FullTokenizer of the export's vocabulary asset `vocab_file`, whose
-    placeholder lines " <id>" (tokenization_graph.vocab_asset_lines) name no token)."""
+def litert_answers(outputs, counts, predictor):
+    """predict()'s answers of a LiteRT model's OUTPUTS on litert_batch's features, by the
+    LiteRTPredictor `predictor`: its tokenizer reads the export's vocabulary asset, whose
+    placeholder lines " <id>" (tokenization_graph.vocab_asset_lines) name no token but
+    those export_info's "token_names" names (export_info below)."""
     if not counts:
         return []
-    unnamed = ()
-    if vocab_file is not None:
-        with tf.io.gfile.GFile(vocab_file) as f:
-            unnamed = [i for i, line in enumerate(f)
-                       if line.rstrip("\n") == tokenization_graph.placeholder(i)]
-    return MaskedLM(tokenizer, max_seq_length, unnamed=unnamed).decode_top_k(
-        outputs["token_ids"], outputs["probabilities"], counts)
+    with tf.io.gfile.GFile(predictor.vocab_file) as f:
+        unnamed = [i for i, line in enumerate(f)
+                   if line.rstrip("\n") == tokenization_graph.placeholder(i)]
+    head = MaskedLM(predictor.tokenizer, predictor.max_seq_length, unnamed=unnamed)
+    head.inv_vocab.update((int(i), name)
+                          for i, name in predictor.info.get("token_names", {}).items())
+    return head.decode_top_k(outputs["token_ids"], outputs["probabilities"], counts)
+
+
+def export_info(top_k, tokenizer):
+    """export_info.json's fields of a fill-mask export: fill_mask_top_k, and token_names
+    ({"id": token}) when the InGraphTokenizer `tokenizer` holds tokens no word can give
+    (their asset lines are placeholders; the LiteRT door names them from here)."""
+    names = tokenizer.renamed_tokens()
+    info = {"fill_mask_top_k": top_k}
+    if names:
+        info["token_names"] = {str(i): token for i, token in names.items()}
+    return info
 
 
 def litert_token_ids(outputs, counts):

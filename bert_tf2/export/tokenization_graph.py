@@ -351,7 +351,12 @@ class InGraphTokenizer(tf.Module):
         # token): a fill-mask answer of one has no token (masked_lm.unnamed_ids).
         named = np.zeros([len(lines)], bool)
         named[list(vocab.values())] = True
-        self._ids = Untracked(unnamed=np.flatnonzero(~named).astype(np.int32))
+        # The tokens no word can give (blank, or holding whitespace or a deleted
+        # character): a placeholder in the asset, their own names in fill-mask answers.
+        renamed = {index: token for token, index in vocab.items()
+                   if lines[index] == placeholder(index)}
+        self._ids = Untracked(unnamed=np.flatnonzero(~named).astype(np.int32),
+                              renamed=renamed)
 
         path = os.path.join(asset_dir, "vocab.txt")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -384,6 +389,11 @@ class InGraphTokenizer(tf.Module):
     def unnamed_ids(self):
         """int32 ids below vocab_size that no vocabulary entry has (sorted)."""
         return self._ids.unnamed
+
+    def renamed_tokens(self):
+        """{id: token} of the vocabulary's tokens whose asset line is a placeholder (no
+        word can give them), by id."""
+        return dict(sorted(self._ids.renamed.items()))
 
     # -- character level ----------------------------------------------------
 
