@@ -189,23 +189,39 @@ def _tiny_runner(tmp_path, name):
                            lambda: heads.BertClassifier(config, 3), run_config)
 
 
+def _shape_recording_predict_fn(traced):
+    """A predict_fn of logits that appends the input_ids shape of each trace to `traced`."""
+    def predict_fn(model, features):
+        traced.append(features["input_ids"].shape.as_list())
+        return {"logits": model(features, training=False)["logits"],
+                "is_real_example": features["is_real_example"]}
+    return predict_fn
+
+
+def _with_a_step_per_batch_size(tmp_path, monkeypatch, shared, run):
+    """run(runner) of a runner holding `shared`'s weights with the shared-step lever off
+    (PredictionLoop traces a step per batch size, as before it)."""
+    from bert_tf2.trainer import prediction  # pylint: disable=import-outside-toplevel
+    with monkeypatch.context() as patched:
+        patched.setattr(prediction.PredictionLoop, "_any_batch_size", lambda self, spec: spec)
+        apart = _tiny_runner(tmp_path, "apart")
+        for mine, theirs in zip(apart.model.variables, shared.model.variables):
+            mine.assign(theirs)
+        return run(apart)
+
+
 @pytest.mark.slow  # trains / exports: make test, not the quick lane
 def test_evaluation_and_prediction_batch_sizes_share_one_traced_step(tmp_path, monkeypatch):
     """--eval_batch_size 8 then --predict_batch_size 4 (run_classifier / run_ner): one
     trace of the step, the same logits bit for bit as a step traced per batch size."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import prediction  # pylint: disable=import-outside-toplevel
     path = tmp_path / "eval.tf_record"
     # Full batches (the encoder on every position) and mostly padded ones (real tokens only).
     _records(path, [16, 16, 15, 16, 16, 16, 16, 16, 2, 3, 9, 1, 12, 4, 7, 5, 16, 14, 2])
     spec = input_pipeline.classifier_features(16)
     traced = []
-
-    def predict_fn(model, features):
-        traced.append(features["input_ids"].shape.as_list())
-        return {"logits": model(features, training=False)["logits"],
-                "is_real_example": features["is_real_example"]}
+    predict_fn = _shape_recording_predict_fn(traced)
 
     def passes(runner):
         out = []
@@ -220,12 +236,7 @@ def test_evaluation_and_prediction_batch_sizes_share_one_traced_step(tmp_path, m
     got = passes(shared)
     assert traced == [[None, None]]  # eval 8, predict 4, eval 8 again: one trace
     del traced[:]
-    with monkeypatch.context() as patched:  # the lever off: a step per batch size
-        patched.setattr(prediction.PredictionLoop, "_any_batch_size", lambda self, spec: spec)
-        apart = _tiny_runner(tmp_path, "apart")
-        for mine, theirs in zip(apart.model.variables, shared.model.variables):
-            mine.assign(theirs)
-        want = passes(apart)
+    want = _with_a_step_per_batch_size(tmp_path, monkeypatch, shared, passes)
     assert traced == [[8, None], [4, None]]
     assert [len(p) for p in got] == [3, 5, 3]
     for got_pass, want_pass in zip(got, want):
@@ -244,15 +255,10 @@ def test_a_predictors_batches_of_every_size_share_one_traced_step(tmp_path, monk
     4 and 8: one trace, the same logits bit for bit as a step traced per size."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
-    from bert_tf2.trainer import prediction  # pylint: disable=import-outside-toplevel
     spec = input_pipeline.classifier_features(16)
     lengths = [16, 3, 9, 16, 1, 12, 16, 5]
     traced = []
-
-    def predict_fn(model, features):
-        traced.append(features["input_ids"].shape.as_list())
-        return {"logits": model(features, training=False)["logits"],
-                "is_real_example": features["is_real_example"]}
+    predict_fn = _shape_recording_predict_fn(traced)
 
     def calls(runner):
         out = []
@@ -271,12 +277,7 @@ def test_a_predictors_batches_of_every_size_share_one_traced_step(tmp_path, monk
     assert len(traced) == 1 and traced[0][0] is None
     assert not list(tmp_path.glob("call*"))  # in memory: no record file was written
     del traced[:]
-    with monkeypatch.context() as patched:  # the lever off: a step per batch size
-        patched.setattr(prediction.PredictionLoop, "_any_batch_size", lambda self, spec: spec)
-        apart = _tiny_runner(tmp_path, "apart")
-        for mine, theirs in zip(apart.model.variables, shared.model.variables):
-            mine.assign(theirs)
-        want = calls(apart)
+    want = _with_a_step_per_batch_size(tmp_path, monkeypatch, shared, calls)
     assert [t[0] for t in traced] == [1, 4, 8]
     assert [len(g) for g in got] == [1, 4, 8]  # the padding rows too
     for g, w in zip(got, want):

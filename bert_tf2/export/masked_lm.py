@@ -51,7 +51,6 @@ from bert_tf2 import fileutil
 from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2.export import graph_ops
-from bert_tf2.export import tokenization_graph
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import checkpoints
 
@@ -74,7 +73,7 @@ class MaskedLM(object):
     """The fill-mask head: a tokenizer, a max_seq_length and top_k; encode() texts into
     features, decode() the model's probabilities into answers (module docstring)."""
 
-    def __init__(self, tokenizer, max_seq_length, top_k=5, unnamed=()):
+    def __init__(self, tokenizer, max_seq_length, top_k=5, names=None):
         check_at_least(max_seq_length, "max_seq_length", 3)
         check_at_least(top_k, "top_k")
         if MASK not in tokenizer.vocab:
@@ -83,8 +82,7 @@ class MaskedLM(object):
         self.max_seq_length = max_seq_length
         self.top_k = min(top_k, id_count(tokenizer.vocab))
         self.inv_vocab = {i: t for t, i in tokenizer.vocab.items()}
-        for token_id in unnamed:  # placeholders of an export's vocabulary asset
-            self.inv_vocab.pop(token_id, None)
+        self.inv_vocab.update(names or {})  # an export's tokens behind asset placeholders
 
     def token_of(self, token_id):
         """The vocabulary entry of `token_id`, UNNAMED for an id that has none."""
@@ -419,17 +417,13 @@ def litert_batch(texts, tokenizer, max_seq_length):
 
 def litert_answers(outputs, counts, predictor):
     """predict()'s answers of a LiteRT model's OUTPUTS on litert_batch's features, by the
-    LiteRTPredictor `predictor`: its tokenizer reads the export's vocabulary asset, whose
-    placeholder lines " <id>" (tokenization_graph.vocab_asset_lines) name no token but
-    those export_info's "token_names" names (export_info below)."""
+    LiteRTPredictor `predictor`: its tokenizer (litert_predictor.asset_tokenizer) has no
+    entry for the placeholder lines of the export's vocabulary asset, and export_info's
+    "token_names" (export_info below) names the tokens behind them."""
     if not counts:
         return []
-    with tf.io.gfile.GFile(predictor.vocab_file) as f:
-        unnamed = [i for i, line in enumerate(f)
-                   if line.rstrip("\n") == tokenization_graph.placeholder(i)]
-    head = MaskedLM(predictor.tokenizer, predictor.max_seq_length, unnamed=unnamed)
-    head.inv_vocab.update((int(i), name)
-                          for i, name in predictor.info.get("token_names", {}).items())
+    names = {int(i): name for i, name in predictor.info.get("token_names", {}).items()}
+    head = MaskedLM(predictor.tokenizer, predictor.max_seq_length, names=names)
     return head.decode_top_k(outputs["token_ids"], outputs["probabilities"], counts)
 
 
