@@ -21,6 +21,7 @@ import modeling
 import run_classifier
 import run_squad
 import tokenization
+from bert_tf2.export import exporter
 from bert_tf2.export import serving
 from bert_tf2.export import tokenization_graph
 from bert_tf2 import flags_common
@@ -489,6 +490,49 @@ def _graph_op_dtypes(export_dir, op_types):
             if node.op in op_types}
 
 
+def _casts_of_variables(export_dir):
+    """The Cast nodes of the export's functions that convert a variable as read, but for
+    the embeddings' and a classifier's output layer's (a few rows each: the token-type
+    table, [num_labels, H])."""
+    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((export_dir / "saved_model.pb").read_bytes())
+    casts = []
+    for function in saved.meta_graphs[0].graph_def.library.function:
+        reads = {node.name for node in function.node_def if node.op == "ReadVariableOp"}
+        casts += ["%s/%s" % (function.signature.name, node.name)
+                  for node in function.node_def
+                  if node.op == "Cast" and node.input[0].split(":")[0] in reads
+                  and "/embeddings/" not in node.name
+                  and "bert_classifier/classifier/" not in node.name]
+    return casts
+
+
+def test_serving_dtype_weights_stored_converted_give_the_same_outputs(
+        tiny, tmp_path, monkeypatch):
+    """A bf16 export stores its Dense weights converted (exporter.
+    dense_weights_in_compute_dtype) and answers exactly as when every call converted the
+    float32 variables: the matmuls get the same values."""
+    def export(name):
+        export_dir = tmp_path / name
+        _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
+                             tiny["vocab"], export_dir, 16,
+                             _ENCODER_FLAGS + ["--serving_dtype=bf16"]))
+        return export_dir
+
+    stored = export("stored")
+    monkeypatch.setattr(exporter, "dense_weights_in_compute_dtype", lambda model: None)
+    converted = export("converted")
+    assert _casts_of_variables(stored) == [] and _casts_of_variables(converted) != []
+    texts = _encoded(["the cat sat on the mat", "a dog", "unaffable cats sat", ""])
+    a, b = (tf.saved_model.load(str(d)) for d in (stored, converted))
+    for signature, kwargs in (("embed", dict(text=texts)),
+                              ("serving_text_a", dict(text_a=texts))):
+        got, want = a.signatures[signature](**kwargs), b.signatures[signature](**kwargs)
+        for key in want:
+            assert np.array_equal(got[key].numpy(), want[key].numpy()), (signature, key)
+
+
 @pytest.mark.parametrize("kind, serving_dtype", [("classifier", "fp16"), ("encoder", "bf16")])
 def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
         tiny, encoder_export, loaded, tmp_path, kind, serving_dtype):
@@ -508,6 +552,11 @@ def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
     matmuls = ("MatMul", "BatchMatMulV2", "_FusedMatMul")
     assert name in _graph_op_dtypes(export_dir, matmuls)
     assert _graph_op_dtypes(fp32_dir, matmuls) == {"float32"}
+    # The Dense layers' weights are stored in that dtype: no call converts them again.
+    assert _casts_of_variables(export_dir) == []
+    kernels = {v.dtype.name for v in tf.saved_model.load(str(export_dir)).model_variables
+               if v.name.endswith("/kernel:0")}
+    assert kernels == {name}
 
     low = tf.saved_model.load(str(export_dir))
     full = loaded(fp32_dir)

@@ -67,9 +67,9 @@ MODEL_TYPE_FLAGS = (
     ("enum", "serving_dtype", "fp32",
      "Precision the served model computes in. fp32 (default): the checkpoint's float32 "
      "numbers, as the command-line tools give them. bf16 / fp16: Keras mixed precision, as "
-     "the runners' --dtype: the weights stay float32 in the SavedModel, matmuls and the "
-     "layers around them run in bf16 / fp16, LayerNorm, softmax and every output in "
-     "float32; faster where the hardware has bf16 / fp16 units (CPUs with AMX or "
+     "the runners' --dtype: matmuls and the layers around them run in bf16 / fp16 (the "
+     "dense layers' weights stored converted, the values those matmuls use), LayerNorm, "
+     "softmax and every output in float32; faster where the hardware has bf16 / fp16 units (CPUs with AMX or "
      "avx512_bf16, GPUs, TPUs), outputs close to fp32's but not equal (README: Serve it). "
      "Input and output signatures are the same.", SERVING_POLICIES),
     ("integer", "fill_mask_top_k", 5,
