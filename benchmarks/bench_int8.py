@@ -12,7 +12,11 @@ draw: speed only). Ours: export_saved_model.py --model_type=encoder --litert=
 dynamic_int8,int8 (int8 calibrated on 32 sentences of random vocabulary words), and the
 same with --serving_dtype=bf16, then
   SavedModel fp32   its serving_ids signature (our fp32 path);
-  SavedModel bf16   the --serving_dtype=bf16 export's (Keras mixed_bfloat16);
+  SavedModel bf16   the --serving_dtype=bf16 export's (Keras mixed_bfloat16), run in a
+                    process that only serves (serve_saved_model.py), with
+                    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN keeps the weights in its
+                    kernels' layout: AMX tiles where the CPU has them); also loaded in
+                    this process without it, a row of our own two paths;
   LiteRT <variant>  model_<variant>.tflite run by ai_edge_litert's interpreter
                     (litert_predictor.ModelRunner, XNNPACK) on the same ids;
 peers, in the peer venv on the same ids: torch (transformers.BertModel through
@@ -126,14 +130,31 @@ def _saved_model_side(export_dir, features):
     return saved, loaded
 
 
-def _sides(exports, features, threads, variants=VARIANTS):
+# The bf16 export loaded in this process: oneDNN reorders its weights at every call.
+BF16_IN_PROCESS = "SavedModel bf16 in the bench process"
+# What the bf16 rows' config says of the serving process (serve_saved_model.py).
+FROZEN = ", served with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"
+
+
+def _sides(exports, features, threads, variants=VARIANTS, ids_path=None):
     """{name: function(batch) -> seconds} of our SavedModels ({dtype: export folder}) and
-    the fp32 export's LiteRT variants ("_notes": their over_bound_notes)."""
+    the fp32 export's LiteRT variants ("_notes": their over_bound_notes). The bf16
+    export's side "SavedModel bf16" runs in a serving process (serve_saved_model.py, with
+    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1; "_processes", to close) when ids_path (the ids
+    as .npz) is given; BF16_IN_PROCESS is the same export loaded here."""
     from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
-    sides, keep = {}, []
+    sides, keep = {"_processes": []}, []
     for dtype, export_dir in exports.items():
-        sides["SavedModel " + dtype], loaded = _saved_model_side(export_dir, features)
+        name = BF16_IN_PROCESS if dtype == "bf16" else "SavedModel " + dtype
+        sides[name], loaded = _saved_model_side(export_dir, features)
         keep.append(loaded)  # the variables stay alive with the functions
+    if "bf16" in exports and ids_path:
+        server = bench_util.PeerProcess(
+            sys.executable, "serve_saved_model.py", [exports["bf16"], ids_path],
+            {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1", "TF_NUM_INTRAOP_THREADS": str(threads),
+             "TF_NUM_INTEROP_THREADS": "1"})
+        sides["_processes"].append(server)
+        sides["SavedModel bf16"] = lambda batch: server.ask(op="run", batch=batch)["seconds"]
     for variant in variants:
         run = litert_predictor.ModelRunner(
             os.path.join(exports["fp32"], litert_predictor.model_file(variant)), threads)
@@ -211,8 +232,11 @@ def serving_rows(size, batch, speed, bf16_measurable, fusions="", variant_notes=
             continue  # OpenVINO's bf16 hint runs only where the CPU has bf16
         ratio = (speed.get("SavedModel bf16") / speed[peer]
                  if speed.get("SavedModel bf16") and speed.get(peer) else None)
-        add(measure, ", bf16", "SavedModel bf16", peer, against,
+        add(measure, ", bf16" + FROZEN, "SavedModel bf16", peer, against,
             note=bench_util.goal_note(ratio, goal, bf16_measurable) if goal else None)
+    if BF16_IN_PROCESS in speed:
+        add("serving bf16: our serving process vs the SavedModel loaded in the bench's",
+            ", bf16" + FROZEN, "SavedModel bf16", BF16_IN_PROCESS, against="ours")
     return rows
 
 
@@ -290,6 +314,7 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
             ids_path = os.path.join(workdir, size + "_ids.npz")
             np.savez(ids_path, **ids)
             peers = _start_peers(python, peer_model, ids_path, threads, workdir, size)
+            sides = {}
             try:
                 for name, peer in list(peers.items()):
                     try:
@@ -297,10 +322,12 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
                     except RuntimeError as e:  # e.g. a peer venv without onnxruntime
                         log("peer %s did not start (its rows have no peer): %s" % (name, e))
                         peers.pop(name).close()
-                sides = _sides(exports, ids, threads, variants)
+                sides.update(_sides(exports, ids, threads, variants, ids_path))
+                for process in sides["_processes"]:
+                    log("our bf16 serving process: %s" % process.ask(op="info"))
                 rows += _measure(size, sides, peers, repeats, log, batches)
             finally:
-                for peer in peers.values():
+                for peer in list(peers.values()) + sides.get("_processes", []):
                     peer.close()
     return rows
 
