@@ -490,6 +490,16 @@ def _graph_op_dtypes(export_dir, op_types):
             if node.op in op_types}
 
 
+def _graph_nodes(export_dir):
+    """(function/node name, op type) of every node of the export's functions."""
+    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((export_dir / "saved_model.pb").read_bytes())
+    return [("%s/%s" % (function.signature.name, node.name), node.op)
+            for function in saved.meta_graphs[0].graph_def.library.function
+            for node in function.node_def]
+
+
 def _casts_of_variables(export_dir):
     """The Cast nodes of the export's functions that convert a variable as read, but for
     the embeddings' and a classifier's output layer's (a few rows each: the token-type
@@ -552,8 +562,13 @@ def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
     matmuls = ("MatMul", "BatchMatMulV2", "_FusedMatMul")
     assert name in _graph_op_dtypes(export_dir, matmuls)
     assert _graph_op_dtypes(fp32_dir, matmuls) == {"float32"}
-    # The Dense layers' weights are stored in that dtype: no call converts them again.
+    # The Dense layers' weights are stored in that dtype: no call converts them again, nor
+    # puts the query, key and value kernels side by side.
     assert _casts_of_variables(export_dir) == []
+    assert not [name for name, op in _graph_nodes(export_dir)
+                if op == "ConcatV2" and "/attention/self/" in name]
+    assert [name for name, op in _graph_nodes(fp32_dir)
+            if op == "ConcatV2" and "/attention/self/" in name]
     kernels = {v.dtype.name for v in tf.saved_model.load(str(export_dir)).model_variables
                if v.name.endswith("/kernel:0")}
     assert kernels == {name}

@@ -165,6 +165,8 @@ class SelfAttention(tf_keras.layers.Layer):
         self.key = layers.dense_layer(h, config, "key")
         self.value = layers.dense_layer(h, config, "value")
         self.dropout = layers.Dropout(config.attention_probs_dropout_prob)
+        # (kernel [H, 3H], bias [3H]) once store_joint_projection has run.
+        self.joint_projection = None
 
     def build(self, input_shape):
         # call() reads the projections' variables without calling the layers,
@@ -175,6 +177,22 @@ class SelfAttention(tf_keras.layers.Layer):
                 projection.build(input_shape)
         super().build(input_shape)
 
+    def _side_by_side(self, dtype):
+        """(kernel [H, 3H], bias [3H]): the query's, key's and value's in `dtype`."""
+        projections = (self.query, self.key, self.value)
+        return (tf.concat([tf.cast(p.kernel, dtype) for p in projections], axis=1),
+                tf.concat([tf.cast(p.bias, dtype) for p in projections], axis=0))
+
+    def store_joint_projection(self):
+        """Keeps the three kernels (and biases) side by side, in the layer's compute dtype,
+        in variables call() reads instead of concatenating them at every call: the same
+        values. For a SavedModel whose weights never change (exporter: --serving_dtype
+        bf16 / fp16); the projections' own variables stay."""
+        prefix = self.query.kernel.name.split(":")[0].rsplit("/query/", 1)[0]
+        self.joint_projection = tuple(
+            tf.Variable(value, trainable=False, name="%s/query_key_value/%s" % (prefix, part))
+            for value, part in zip(self._side_by_side(self.compute_dtype), ("kernel", "bias")))
+
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None,
              tokens=None):
         """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
@@ -184,9 +202,10 @@ class SelfAttention(tf_keras.layers.Layer):
         the context are then [T, H], the rows of those positions only, and the
         attention itself runs on [B, S] with zeros at the other positions.
         """
-        projections = (self.query, self.key, self.value)
-        kernel = tf.concat([tf.cast(p.kernel, x.dtype) for p in projections], axis=1)
-        bias = tf.concat([tf.cast(p.bias, x.dtype) for p in projections], axis=0)
+        if self.joint_projection is not None and self.joint_projection[0].dtype == x.dtype:
+            kernel, bias = self.joint_projection
+        else:
+            kernel, bias = self._side_by_side(x.dtype)
         qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)
         if tokens is not None:
             qkv = tf.scatter_nd(tokens, qkv, [batch_size * seq_length, 3 * self.num_heads
