@@ -46,6 +46,21 @@ def load_weights(model, init_checkpoint, model_type):
     return result
 
 
+def _served_model(model_type, bert_config, init_checkpoint, labels, feature_layers,
+                  lstm_units, crf, crf_tag_scheme):
+    """The Keras model export() saves, built under the current policy, its checkpoint
+    loaded (load_weights) and its weights in the form its matmuls read
+    (dense_weights_in_compute_dtype)."""
+    num_labels = len(labels) if labels is not None else None
+    model = serving.build_model(model_type, bert_config, num_labels,
+                                feature_layers=feature_layers, lstm_units=lstm_units,
+                                crf=crf, crf_penalties=heads.crf_constraints(
+                                    labels, crf_tag_scheme) if crf else None)
+    load_weights(model, init_checkpoint, model_type)
+    dense_weights_in_compute_dtype(model)
+    return model
+
+
 def dense_weights_in_compute_dtype(model):
     """Under a mixed policy (--serving_dtype bf16 / fp16), gives every Dense layer of
     `model` its kernel and bias in the layer's compute dtype, converted once here from
@@ -123,13 +138,8 @@ def export(model_type, bert_config, init_checkpoint, vocab_file, do_lower_case,
     # The policy asked for, whatever policy a run in the same process left behind
     # (--dtype=bf16 / fp16 set the global one).
     with _global_policy(SERVING_POLICIES[serving_dtype]):
-        num_labels = len(labels) if labels is not None else None
-        model = serving.build_model(model_type, bert_config, num_labels,
-                                    feature_layers=feature_layers, lstm_units=lstm_units,
-                                    crf=crf, crf_penalties=heads.crf_constraints(
-                                        labels, crf_tag_scheme) if crf else None)
-        load_weights(model, init_checkpoint, model_type)
-        dense_weights_in_compute_dtype(model)
+        model = _served_model(model_type, bert_config, init_checkpoint, labels,
+                              feature_layers, lstm_units, crf, crf_tag_scheme)
         with tempfile.TemporaryDirectory() as asset_dir:
             tokenizer = tokenization_graph.InGraphTokenizer(vocab_file, do_lower_case, asset_dir)
             if tokenizer.vocab_size > bert_config.vocab_size:
