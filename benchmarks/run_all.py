@@ -87,6 +87,8 @@ SHARED = os.environ.get("BERT_TF2_SHARED",
 # Groups whose script is not bench_<group>.py ("memory" is the gradient-checkpointing
 # benchmark, memory.py).
 SCRIPTS = {"repeated_runs": "memory"}
+# The groups of benchmarks/<name>.py (not bench_<name>.py), which need no ../shared.
+MODEL_BENCHMARKS = ("pretraining", "inference", "optimizer", "memory")
 # Groups that read nothing from ../shared.
 WITHOUT_SHARED_DATA = ("repeated_runs",)
 
@@ -179,7 +181,10 @@ def _run_in_child(name, kwargs):
     Each benchmark starts as its peer does, in a process of its own: in one long-lived
     process the memory, thread pools and tf.data threads of the benchmarks before it stay
     behind (the 2026-11-23 19:14 run had grown to 13 GB by the fine-tuning rows, and ours ran
-    25-35% below the same rows run alone, while the peer always gets a fresh process).
+    25-35% below the same rows run alone, while the peer always gets a fresh process). The
+    model groups (MODEL_BENCHMARKS) too: run in this process, they left it holding 11.3 GB
+    (TensorFlow's BFC allocator keeps its peak), and the 2026-11-27 run on a 23.5 GB Intel
+    Xeon was ended by the OOM killer in its int8 group.
     """
     with tempfile.TemporaryDirectory() as workdir:
         out = os.path.join(workdir, "rows.json")
@@ -192,9 +197,10 @@ def _run_in_child(name, kwargs):
 
 
 def child_main(name, kwargs_json, out):
-    """The child of _run_in_child: bench_<name>.run with the kwargs it takes -> JSON rows."""
+    """The child of _run_in_child: bench_<name>.run (or <name>.run of MODEL_BENCHMARKS) with
+    the kwargs it takes -> JSON rows."""
     import inspect  # pylint: disable=import-outside-toplevel
-    module = _load(name)
+    module = importlib.import_module(name) if name in MODEL_BENCHMARKS else _load(name)
     kwargs = json.loads(kwargs_json)
     accepted = inspect.signature(module.run).parameters
     rows = module.run(**{k: v for k, v in kwargs.items() if k in accepted})
@@ -322,12 +328,6 @@ def main(argv=None):
         peaks[name] = bench_util.matmul_peak(dtype) / 1e9
         rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", name,
                                    peaks[name], None, "GFLOP/s"))
-    import inference  # pylint: disable=import-outside-toplevel
-    import memory  # pylint: disable=import-outside-toplevel
-    import optimizer  # pylint: disable=import-outside-toplevel
-    import pretraining  # pylint: disable=import-outside-toplevel
-    model_benchmarks = {"pretraining": pretraining.run, "inference": inference.run,
-                        "optimizer": optimizer.run, "memory": memory.run}
     data_adapters = {"tokenization": tokenization_rows,
                      "create_pretraining_data": create_pretraining_data_rows,
                      "finetuning": lambda rows: _schema_rows(rows) or [],
@@ -342,8 +342,8 @@ def main(argv=None):
             continue
         name, kwargs = item
         print("== %s %s" % (name, kwargs), flush=True)
-        if name in model_benchmarks:
-            new = model_benchmarks[name](**kwargs)
+        if name in MODEL_BENCHMARKS:
+            new = _run_in_child(name, kwargs)
         else:
             new = run_data_benchmark(name, kwargs, data_adapters[name], notes)
             if new:

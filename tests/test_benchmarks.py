@@ -541,3 +541,14 @@ def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
         for g in (1.0, 1.4)]
     rows = bench_finetuning.finish_rows(ours, None, "skipped on purpose")
     assert rows[0]["note"] == "peer not run: skipped on purpose" and rows[0]["ratio"] is None
+
+
+def test_every_group_runs_in_a_process_of_its_own(monkeypatch, tmp_path):
+    # The model groups too: run in run_all's own process they left it holding 11.3 GB, and a
+    # whole run was ended by the OOM killer in its int8 group (2026-11-27).
+    asked = []
+    monkeypatch.setattr(run_all, "_run_in_child", lambda name, kwargs: asked.append(name) or [])
+    monkeypatch.setattr(bench_util, "matmul_peak", lambda *a, **k: 100.0)
+    run_all.main(["--quick", "--only", "optimizer,memory", "--output", str(tmp_path / "out.json")])
+    assert asked == ["optimizer", "memory"]
+    assert set(run_all.MODEL_BENCHMARKS) <= {name for name, _ in run_all.plan("quick", 1, 1)}
