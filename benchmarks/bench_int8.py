@@ -117,7 +117,7 @@ def _timed(function):
     return time.perf_counter() - start
 
 
-def _saved_model_side(export_dir, features):
+def saved_model_side(export_dir, features):
     """(function(batch) -> seconds of the serving_ids signature, the loaded object)."""
     loaded = tf.saved_model.load(export_dir)
     serving_ids = loaded.signatures["serving_ids"]
@@ -146,7 +146,7 @@ def _sides(exports, features, threads, variants=VARIANTS, ids_path=None):
     sides, keep = {"_processes": []}, []
     for dtype, export_dir in exports.items():
         name = BF16_IN_PROCESS if dtype == "bf16" else "SavedModel " + dtype
-        sides[name], loaded = _saved_model_side(export_dir, features)
+        sides[name], loaded = saved_model_side(export_dir, features)
         keep.append(loaded)  # the variables stay alive with the functions
     if "bf16" in exports and ids_path:
         server = bench_util.PeerProcess(

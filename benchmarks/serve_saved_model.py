@@ -17,11 +17,11 @@ batch is its first `batch` rows. One JSON command per stdin line (peer_protocol)
 """
 import os
 import sys
-import time
 
 import numpy as np
-import tensorflow as tf
 
+import bench_int8
+from bench_util import tf
 import peer_protocol
 
 
@@ -29,22 +29,14 @@ def main(argv):
     """Serves the commands of the module docstring until "quit" or end of input."""
     export_dir, ids_path = argv[1], argv[2]
     data = np.load(ids_path)
-    serving_ids = tf.saved_model.load(export_dir).signatures["serving_ids"]
-    inputs = {}
-
-    def run(command):
-        batch = command["batch"]
-        if batch not in inputs:  # the same tensors every round: no conversion timed
-            inputs[batch] = {k: tf.constant(data[k][:batch])
-                             for k in ("input_ids", "input_mask", "segment_ids")}
-        start = time.perf_counter()
-        serving_ids(**inputs[batch])["sentence_embedding"].numpy()
-        return {"seconds": time.perf_counter() - start}
-
+    # `loaded` holds the variables the signature reads while this frame serves.
+    saved, loaded = bench_int8.saved_model_side(  # pylint: disable=unused-variable
+        export_dir, {k: data[k] for k in ("input_ids", "input_mask", "segment_ids")})
     peer_protocol.serve(lambda: {
         "tensorflow": tf.__version__,
         "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": os.environ.get("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"),
-        "threads": os.environ.get("TF_NUM_INTRAOP_THREADS")}, run)
+        "threads": os.environ.get("TF_NUM_INTRAOP_THREADS")},
+        lambda command: {"seconds": saved(command["batch"])})
 
 
 if __name__ == "__main__":

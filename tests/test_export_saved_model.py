@@ -479,36 +479,33 @@ def test_settings_from_python_are_checked_as_the_flags_are(tiny, tmp_path):
     assert not os.path.exists(str(tmp_path / "out"))
 
 
-def _graph_op_dtypes(export_dir, op_types):
-    """The dtypes (attr T) of the ops of `op_types` in a SavedModel's functions."""
+def _functions(export_dir):
+    """The FunctionDefs of a SavedModel's graph (its signatures and what they call)."""
     from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
     saved = saved_model_pb2.SavedModel()
     saved.ParseFromString((export_dir / "saved_model.pb").read_bytes())
-    graph = saved.meta_graphs[0].graph_def
+    return saved.meta_graphs[0].graph_def.library.function
+
+
+def _graph_op_dtypes(export_dir, op_types):
+    """The dtypes (attr T) of the ops of `op_types` in a SavedModel's functions."""
     return {tf.dtypes.as_dtype(node.attr["T"].type).name
-            for function in graph.library.function for node in function.node_def
+            for function in _functions(export_dir) for node in function.node_def
             if node.op in op_types}
 
 
 def _graph_nodes(export_dir):
     """(function/node name, op type) of every node of the export's functions."""
-    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
-    saved = saved_model_pb2.SavedModel()
-    saved.ParseFromString((export_dir / "saved_model.pb").read_bytes())
     return [("%s/%s" % (function.signature.name, node.name), node.op)
-            for function in saved.meta_graphs[0].graph_def.library.function
-            for node in function.node_def]
+            for function in _functions(export_dir) for node in function.node_def]
 
 
 def _casts_of_variables(export_dir):
     """The Cast nodes of the export's functions that convert a variable as read, but for
     the embeddings' and a classifier's output layer's (a few rows each: the token-type
     table, [num_labels, H])."""
-    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
-    saved = saved_model_pb2.SavedModel()
-    saved.ParseFromString((export_dir / "saved_model.pb").read_bytes())
     casts = []
-    for function in saved.meta_graphs[0].graph_def.library.function:
+    for function in _functions(export_dir):
         reads = {node.name for node in function.node_def if node.op == "ReadVariableOp"}
         casts += ["%s/%s" % (function.signature.name, node.name)
                   for node in function.node_def
