@@ -59,7 +59,9 @@ $BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
 benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench PEERS=0`) skips them on
 purpose. A peer or benchmark that did not run is a row saying why; rows whose peer runs
 below 25% of the matmul peak are noted "peer degenerate on this CPU" (no wins). The JSON
-holds {"machine": date, CPU, cores, peaks, load, notes; "rows": [...]}; write_readme.py
+holds {"machine": date, CPU, cores, peaks, load, notes, group_seconds (each group's wall
+time); "rows": [...]}; while the run goes on, <output>.partial holds the groups done so far
+(machine "complete": false), and is removed when the whole file is written; write_readme.py
 turns it into benchmarks/README.md's tables. --quick: tiny models and data only (a smoke
 test, a minute or two); --full: adds BERT-Base bf16 training, BERT-Base with XLA, the
 BERT-Base fine-tuning rows and the full-size data benchmarks.
@@ -337,11 +339,14 @@ def main(argv=None):
                      "int8": lambda rows: _schema_rows(rows) or [],
                      "repeated_runs": lambda rows: _schema_rows(rows) or [],
                      "predictor": lambda rows: _schema_rows(rows) or []}
+    group_seconds = []
+    partial = args.output + ".partial"
     for item in plan(mode, args.steps, args.repeats):
         if item is None or (only and item[0] not in only):
             continue
         name, kwargs = item
         print("== %s %s" % (name, kwargs), flush=True)
+        group_start = time.time()
         if name in MODEL_BENCHMARKS:
             new = _run_in_child(name, kwargs)
         else:
@@ -349,11 +354,18 @@ def main(argv=None):
             if new:
                 print(bench_util.format_table(new), flush=True)
         rows.extend(new)
+        group_seconds.append([name, round(time.time() - group_start, 1)])
+        print("== %s took %.0f s (%.0f s so far)" % (name, group_seconds[-1][1],
+                                                    time.time() - start), flush=True)
+        # What has run so far, under a name that says it is not the whole run: a crash or
+        # the OOM killer later on keeps the groups before it.
+        _write_results(partial, dict(mode=mode, seconds=time.time() - start, notes=notes,
+                                     group_seconds=group_seconds, complete=False), rows)
 
     bench_util.mark_degenerate_peers(rows, peaks)
     machine = dict(bench_util.machine_header(peaks), mode=mode, seconds=time.time() - start,
                    notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks, flags),
-                   gemm=gemm)
+                   gemm=gemm, group_seconds=group_seconds)
     print()
     print(header_line(machine))
     if machine["bf16"]:
@@ -362,11 +374,19 @@ def main(argv=None):
     print(write_readme.behind_line(machine, rows))
     for note in notes:
         print("note: " + note)
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump({"machine": machine, "rows": rows}, f, indent=1)
-        f.write("\n")
+    _write_results(args.output, machine, rows)
+    if group_seconds and os.path.exists(partial):  # this run's, now in the whole file
+        os.remove(partial)
     print("wrote %s (%d rows)" % (os.path.abspath(args.output), len(rows)))
     return rows
+
+
+def _write_results(path, machine, rows):
+    """{"machine": machine, "rows": rows} as JSON at path (written whole, then renamed)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"machine": machine, "rows": rows}, f, indent=1, default=float)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:

@@ -88,6 +88,9 @@ def render(results):
         lines[0] += " CPU ISA: %s." % machine["isa"]
     if machine.get("bf16"):  # bench_util.mark_unjudged_bf16's line
         lines[0] += " " + machine["bf16"] + "."
+    if machine.get("group_seconds"):  # run_all: each group's wall time
+        lines[0] += " Minutes per group: %s." % ", ".join(
+            "%s %.1f" % (name, seconds / 60) for name, seconds in machine["group_seconds"])
     lines.append("")
     for family, group in _groups(rows):
         lines += ["**%s**" % family, "",

@@ -1,6 +1,7 @@
 """The benchmark scripts work (tiny models, no timing assertions) and count FLOPs right."""
 import contextlib
 import io
+import json
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ sys.path.insert(1, os.path.join(str(REPO_ROOT), "benchmarks"))
 
 import bench_util  # noqa: E402  pylint: disable=wrong-import-position
 import run_all  # noqa: E402  pylint: disable=wrong-import-position
+import write_readme  # noqa: E402  pylint: disable=wrong-import-position
 
 SCHEMA = {"measure", "config", "ours", "peer", "unit", "ratio", "against"}
 
@@ -552,3 +554,31 @@ def test_every_group_runs_in_a_process_of_its_own(monkeypatch, tmp_path):
     run_all.main(["--quick", "--only", "optimizer,memory", "--output", str(tmp_path / "out.json")])
     assert asked == ["optimizer", "memory"]
     assert set(run_all.MODEL_BENCHMARKS) <= {name for name, _ in run_all.plan("quick", 1, 1)}
+
+
+def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_path):
+    # A whole run takes most of an hour: the groups before a crash (or the OOM killer) are
+    # kept in <output>.partial, said to be incomplete; a whole run has each group's time.
+    monkeypatch.setattr(bench_util, "matmul_peak", lambda *a, **k: 100.0)
+    out = tmp_path / "out.json"
+
+    def optimizer_then_crash(name, kwargs):
+        if name == "memory":
+            raise MemoryError("killed")
+        return [bench_util.row(name, "-", 2.0, 1.0, "x")]
+
+    monkeypatch.setattr(run_all, "_run_in_child", optimizer_then_crash)
+    with pytest.raises(MemoryError):
+        run_all.main(["--quick", "--only", "optimizer,memory", "--output", str(out)])
+    assert not out.exists()
+    kept = json.loads((tmp_path / "out.json.partial").read_text())
+    assert kept["machine"]["complete"] is False
+    assert [r["measure"] for r in kept["rows"]][2:] == ["optimizer"]
+    assert [name for name, _ in kept["machine"]["group_seconds"]] == ["optimizer"]
+
+    monkeypatch.setattr(run_all, "_run_in_child", lambda name, kwargs: [])
+    run_all.main(["--quick", "--only", "optimizer,memory", "--output", str(out)])
+    whole = json.loads(out.read_text())
+    assert [name for name, _ in whole["machine"]["group_seconds"]] == ["optimizer", "memory"]
+    assert not (tmp_path / "out.json.partial").exists()
+    assert "Minutes per group: optimizer 0.0, memory 0.0." in write_readme.render(whole)
