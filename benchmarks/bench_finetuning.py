@@ -527,8 +527,12 @@ def run_peer(spec, workdir, log):
         return None, why
     jobs_path = os.path.join(workdir, "peer_jobs.json")
     results_path = os.path.join(workdir, "peer_results.json")
+    # A job asked twice (the first train job is also the --group_by_length row's "random
+    # batches" peer) runs once; its result serves both rows.
+    keys = [json.dumps(job, sort_keys=True) for job in spec["jobs"]]
+    unique = list(dict.fromkeys(keys))
     with open(jobs_path, "w", encoding="utf-8") as f:
-        json.dump(spec, f)
+        json.dump(dict(spec, jobs=[json.loads(k) for k in unique]), f)
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_finetuning.py")
     proc = subprocess.run([python, script, jobs_path, results_path], check=False,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -538,7 +542,9 @@ def run_peer(spec, workdir, log):
         return None, "the peer failed (%s)" % (lines[-1][:120] if lines else
                                                "exit %d" % proc.returncode)
     with open(results_path, encoding="utf-8") as f:
-        return json.load(f), None
+        peer = json.load(f)
+    results = dict(zip(unique, peer["results"]))
+    return dict(peer, results=[results[k] for k in keys]), None
 
 
 def finish_rows(rows, peer, why_not=None):

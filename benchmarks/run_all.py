@@ -15,7 +15,7 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
   optimizer                clip + AdamWeightDecay update on BERT-Mini/Base variables, ours
                            (TF1 op by op, and XLA-fused) vs tf-models' (optimizer.py);
   memory                   training step peak memory and speed with --gradient_checkpointing
-                           vs without (memory.py), 512 tokens;
+                           vs without (memory.py), 512 tokens (--full only);
   tokenization             benchmarks/bench_tokenization.py: our tokenizer vs HF tokenizers
                            (MB/s on SQuAD dev);
   create_pretraining_data  benchmarks/bench_create_pretraining_data.py: our modes vs the
@@ -25,7 +25,8 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            batches vs HF transformers + torch (the peer venv) and vs our
                            --notrim_padding path (examples/s);
   packing                  benchmarks/bench_packing.py: real tokens/s of 512-token
-                           pretraining steps on packed rows vs one instance per row;
+                           pretraining steps on packed rows vs one instance per row
+                           (--full only);
   embeddings               benchmarks/bench_embeddings.py: all-MiniLM-L6-v2 sentence
                            vectors of STS-B dev, extract_features' path and the SavedModel
                            vs sentence-transformers encode (the peer venv), sentences/s;
@@ -45,7 +46,7 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            the [litert] extra);
   repeated_runs            benchmarks/bench_memory.py: the process's RSS over ten
                            run_classifier.run() calls in one process (tiny model and
-                           all-MiniLM-L6-v2; no peer, no ../shared);
+                           all-MiniLM-L6-v2; no peer, no ../shared; --full only);
   predictor                benchmarks/bench_predictor.py: run_classifier.Predictor vs the
                            exported SavedModel's serving_text_a in the same process, tiny
                            and mini, latency at 1 and 16 texts, throughput from 8 threads.
@@ -53,8 +54,11 @@ Seven before it read ../shared/data and are skipped with a note when it (or thei
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
-Default: about 30 minutes on an idle 2-core CPU (estimated from the parts: 25 before the
-int8 group took ONNX Runtime, OpenVINO and the bf16 rows). The torch peers run in the venv of
+Default: every group with another implementation's rows, within 30 minutes on 2 cores
+(issue 74's bound; the 2026-11-27 whole run with every group took 43.8 on an Intel Xeon):
+the groups of our own paths alone (OWN_PATH_GROUPS: memory, packing, repeated_runs) run
+in --full, and so do BERT-Base's static int8 LiteRT rows (the default times its
+dynamic_int8). bench_results.json's group_seconds tells each group's share. The torch peers run in the venv of
 $BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
 benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench PEERS=0`) skips them on
 purpose. A peer or benchmark that did not run is a row saying why; rows whose peer runs
@@ -64,7 +68,8 @@ time); "rows": [...]}; while the run goes on, <output>.partial holds the groups 
 (machine "complete": false), and is removed when the whole file is written; write_readme.py
 turns it into benchmarks/README.md's tables. --quick: tiny models and data only (a smoke
 test, a minute or two); --full: adds BERT-Base bf16 training, BERT-Base with XLA, the
-BERT-Base fine-tuning rows and the full-size data benchmarks.
+BERT-Base fine-tuning rows, the full-size data benchmarks, the OWN_PATH_GROUPS, long_text
+and BERT-Base's static int8 rows.
 """
 import argparse
 import importlib.util
@@ -93,6 +98,10 @@ SCRIPTS = {"repeated_runs": "memory"}
 MODEL_BENCHMARKS = ("pretraining", "inference", "optimizer", "memory")
 # Groups that read nothing from ../shared.
 WITHOUT_SHARED_DATA = ("repeated_runs",)
+# Groups with no other implementation's row (a flag's cost, our own paths, our memory over
+# runs): in --full only, so that the default run of every peer comparison stays within 30
+# minutes on 2 cores (issue 74; 2026-11-27: 43.8 minutes with them).
+OWN_PATH_GROUPS = ("memory", "packing", "repeated_runs")
 
 
 def _load(name):
@@ -230,7 +239,7 @@ def plan(mode, steps, repeats):
     # tf-models-official's bf16 steps are slow on CPUs without bf16 matmul units (its
     # Einsum kernels), so the bf16 runs time fewer, single-step calls.
     bf16 = dict(steps=1, repeats=max(3, repeats // 2))
-    return [
+    items = [
         ("pretraining", dict(sizes=("mini",), dtypes=("fp32",), xla=(False, True),
                              steps=steps, repeats=repeats)),
         ("pretraining", dict(sizes=("mini",), dtypes=("bf16",), xla=(False, True), **bf16)),
@@ -244,27 +253,35 @@ def plan(mode, steps, repeats):
         ("inference", dict(sizes=("base",), dtypes=("bf16",), batches=1,
                            repeats=repeats if full else 2)),
         ("optimizer", dict(sizes=("mini", "base"), repeats=repeats)),
-        # Gradient checkpointing at 512 tokens: BERT-Mini b8 and BERT-Base b4.
+        # Gradient checkpointing at 512 tokens: BERT-Mini b8 and BERT-Base b4 (a flag's
+        # cost against our own path: --full, OWN_PATH_GROUPS).
         ("memory", dict(sizes=("mini",), batch_size=8, repeats=3)),
-        ("memory", dict(sizes=("base",), batch_size=4, repeats=2 if not full else 3)),
+        ("memory", dict(sizes=("base",), batch_size=4, repeats=3)),
         ("tokenization", dict(repeats=3)),
+        # The reference's own script runs at 1,500-2,000 instances/s: half a megabyte (its
+        # default dupe_factor 10) is enough for its rows (--full: 1 MB).
         ("create_pretraining_data", dict() if full else dict(max_mb=5.0, baseline_mb=0.5,
-                                                              dupe_factor=5)),
+                                                              dupe_factor=5, reference_mb=0.5)),
         # Against HF transformers + torch (the peer venv): a few minutes per model.
         ("finetuning", dict(models=("minilm", "base") if full else ("minilm",))),
         ("packing", dict()),
-        ("embeddings", dict(repeats=5)),
+        # Rounds of about 10 s a side (3000 sentences): the median of three (--full: five).
+        ("embeddings", dict(repeats=repeats if full else 3)),
         # About 13 minutes on a loaded 2-core machine (three MiniLM fine-tuning runs).
         ("long_text", dict()) if full else None,
         # Per size an export with LiteRT conversions (BERT-Base: a few minutes), a bf16
         # export and the peers' ONNX graphs, then ten sides a round (BERT-Base batch 32:
-        # about 30 s a round on 2 idle cores): about 9-10 minutes in all.
-        ("int8", dict(repeats=repeats)),
-        # Ten runs of each model in one process: a few minutes.
+        # about 30 s a round on 2 idle cores): about 13 minutes in all, 6 of them BERT-Base's
+        # int8 export and its fallback search, so the default times BERT-Base's
+        # dynamic_int8 alone (--full: both variants).
+        ("int8", dict(repeats=repeats) if full else dict(repeats=repeats,
+                                                         dynamic_only=("base",))),
+        # Ten runs of each model in one process: two and a half minutes (--full).
         ("repeated_runs", dict(runs=10)),
         # The Python Predictor against the SavedModel's signature (two small trainings).
         ("predictor", dict(sizes=("tiny", "mini"), repeats=repeats)),
     ]
+    return [item for item in items if full or item is None or item[0] not in OWN_PATH_GROUPS]
 
 
 def header_line(machine):

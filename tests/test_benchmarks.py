@@ -330,9 +330,9 @@ def test_repeated_runs_rows_and_group(tmp_path):
     assert skipped[0]["ours"] is None and skipped[0]["note"].startswith("not run")
     rss = bench_memory.vm_rss_mib()
     assert rss is None or rss > 10.0
-    # run_all's group: bench_memory.py, without ../shared, in the default plan.
+    # run_all's group: bench_memory.py, without ../shared, in the --full plan (OWN_PATH_GROUPS).
     assert run_all._load("repeated_runs").rows_of.__doc__ == bench_memory.rows_of.__doc__
-    assert ("repeated_runs", {"runs": 10}) in run_all.plan("default", 1, 1)
+    assert ("repeated_runs", {"runs": 10}) in run_all.plan("full", 1, 1)
     bench_memory.write_reviews(str(tmp_path))
     with open(tmp_path / "train.csv", encoding="utf-8") as f:
         lines = f.read().splitlines()
