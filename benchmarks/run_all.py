@@ -322,6 +322,12 @@ def main(argv=None):
     print("CPU ISA: %s" % isa_summary(), flush=True)
     mode = "quick" if args.quick else ("full" if args.full else "default")
     only = set(bench_util.csv_list(args.only))
+    items = plan(mode, args.steps, args.repeats)
+    absent = sorted(only - {item[0] for item in items if item})
+    if absent:  # nothing would run, or less than asked, without a word
+        parser.error("--only %s: not in the %s run's plan (%s)" % (
+            ",".join(absent), mode, "--full runs every group" if mode != "full"
+            else "the groups: " + ", ".join(dict.fromkeys(i[0] for i in items if i))))
     start = time.time()
     notes = []
     flags = bench_util.cpu_flags()
@@ -347,38 +353,8 @@ def main(argv=None):
         peaks[name] = bench_util.matmul_peak(dtype) / 1e9
         rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", name,
                                    peaks[name], None, "GFLOP/s"))
-    data_adapters = {"tokenization": tokenization_rows,
-                     "create_pretraining_data": create_pretraining_data_rows,
-                     "finetuning": lambda rows: _schema_rows(rows) or [],
-                     "packing": lambda rows: _schema_rows(rows) or [],
-                     "embeddings": lambda rows: _schema_rows(rows) or [],
-                     "long_text": lambda rows: _schema_rows(rows) or [],
-                     "int8": lambda rows: _schema_rows(rows) or [],
-                     "repeated_runs": lambda rows: _schema_rows(rows) or [],
-                     "predictor": lambda rows: _schema_rows(rows) or []}
-    group_seconds = []
-    partial = args.output + ".partial"
-    for item in plan(mode, args.steps, args.repeats):
-        if item is None or (only and item[0] not in only):
-            continue
-        name, kwargs = item
-        print("== %s %s" % (name, kwargs), flush=True)
-        group_start = time.time()
-        if name in MODEL_BENCHMARKS:
-            new = _run_in_child(name, kwargs)
-        else:
-            new = run_data_benchmark(name, kwargs, data_adapters[name], notes)
-            if new:
-                print(bench_util.format_table(new), flush=True)
-        rows.extend(new)
-        group_seconds.append([name, round(time.time() - group_start, 1)])
-        print("== %s took %.0f s (%.0f s so far)" % (name, group_seconds[-1][1],
-                                                    time.time() - start), flush=True)
-        # What has run so far, under a name that says it is not the whole run: a crash or
-        # the OOM killer later on keeps the groups before it.
-        _write_results(partial, dict(mode=mode, seconds=time.time() - start, notes=notes,
-                                     group_seconds=group_seconds, complete=False), rows)
-
+    group_seconds = run_groups(items, only, rows, notes,
+                               args.output + ".partial", dict(mode=mode, start=start))
     bench_util.mark_degenerate_peers(rows, peaks)
     machine = dict(bench_util.machine_header(peaks), mode=mode, seconds=time.time() - start,
                    notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks, flags),
@@ -392,10 +368,41 @@ def main(argv=None):
     for note in notes:
         print("note: " + note)
     _write_results(args.output, machine, rows)
-    if group_seconds and os.path.exists(partial):  # this run's, now in the whole file
-        os.remove(partial)
+    if group_seconds and os.path.exists(args.output + ".partial"):  # this run's, now whole
+        os.remove(args.output + ".partial")
     print("wrote %s (%d rows)" % (os.path.abspath(args.output), len(rows)))
     return rows
+
+
+def run_groups(items, only, rows, notes, partial, run):
+    """Runs the plan's items (those named in `only`, when given), adding their rows to
+    `rows`; after each group, what has run so far is written to `partial` (machine
+    "complete": false), so a crash or the OOM killer later on keeps the groups before it.
+    run: {"mode", "start"}. Returns [[group, seconds]] in order."""
+    data_adapters = {"tokenization": tokenization_rows,
+                     "create_pretraining_data": create_pretraining_data_rows}
+    group_seconds = []
+    for item in items:
+        if item is None or (only and item[0] not in only):
+            continue
+        name, kwargs = item
+        print("== %s %s" % (name, kwargs), flush=True)
+        group_start = time.time()
+        if name in MODEL_BENCHMARKS:
+            new = _run_in_child(name, kwargs)
+        else:
+            new = run_data_benchmark(name, kwargs, data_adapters.get(
+                name, lambda found: _schema_rows(found) or []), notes)
+            if new:
+                print(bench_util.format_table(new), flush=True)
+        rows.extend(new)
+        group_seconds.append([name, round(time.time() - group_start, 1)])
+        print("== %s took %.0f s (%.0f s so far)" % (name, group_seconds[-1][1],
+                                                    time.time() - run["start"]), flush=True)
+        _write_results(partial, dict(mode=run["mode"], seconds=time.time() - run["start"],
+                                     notes=notes, group_seconds=group_seconds,
+                                     complete=False), rows)
+    return group_seconds
 
 
 def _write_results(path, machine, rows):

@@ -582,3 +582,18 @@ def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_pat
     assert [name for name, _ in whole["machine"]["group_seconds"]] == ["optimizer", "memory"]
     assert not (tmp_path / "out.json.partial").exists()
     assert "Minutes per group: optimizer 0.0, memory 0.0." in write_readme.render(whole)
+
+
+def test_a_group_left_out_of_the_run_asked_by_only_is_an_error(capsys):
+    # The default run leaves our own paths' groups to --full: asking for one of them
+    # there says so instead of running nothing.
+    assert "memory" not in {item[0] for item in run_all.plan("default", 1, 1) if item}
+    assert "memory" in {item[0] for item in run_all.plan("full", 1, 1) if item}
+    with pytest.raises(SystemExit):
+        run_all.main(["--only", "memory,tokenization"])
+    assert "--only memory: not in the default run's plan (--full runs every group)" in (
+        capsys.readouterr().err)
+    with pytest.raises(SystemExit):
+        run_all.main(["--full", "--only", "nonsense"])
+    assert "--only nonsense: not in the full run's plan (the groups: pretraining," in (
+        capsys.readouterr().err)
