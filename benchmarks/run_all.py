@@ -55,7 +55,7 @@ is absent. Rows whose "ours" is the matmuls alone give the best ratio any implem
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
 Default: every group with another implementation's rows, within 30 minutes on 2 cores
-(issue 74's bound; the 2026-11-27 whole run with every group took 43.8 on an Intel Xeon):
+(issue 74's bound; the 2026-11-27 08:00 whole run with every group took 43.7 on an Intel Xeon):
 the groups of our own paths alone (OWN_PATH_GROUPS: memory, packing, repeated_runs) run
 in --full, and so do BERT-Base's static int8 LiteRT rows (the default times its
 dynamic_int8). bench_results.json's group_seconds tells each group's share. The torch peers run in the venv of
@@ -100,7 +100,7 @@ MODEL_BENCHMARKS = ("pretraining", "inference", "optimizer", "memory")
 WITHOUT_SHARED_DATA = ("repeated_runs",)
 # Groups with no other implementation's row (a flag's cost, our own paths, our memory over
 # runs): in --full only, so that the default run of every peer comparison stays within 30
-# minutes on 2 cores (issue 74; 2026-11-27: 43.8 minutes with them).
+# minutes on 2 cores (issue 74; 2026-11-27: 43.7 minutes with them, 24.8 without).
 OWN_PATH_GROUPS = ("memory", "packing", "repeated_runs")
 
 
