@@ -2,6 +2,7 @@
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import subprocess
@@ -22,6 +23,19 @@ import run_all  # noqa: E402  pylint: disable=wrong-import-position
 import write_readme  # noqa: E402  pylint: disable=wrong-import-position
 
 SCHEMA = {"measure", "config", "ours", "peer", "unit", "ratio", "against"}
+
+
+@pytest.fixture
+def main_of_run_all():
+    """run_all.main, with the process's log levels put back afterwards: it quiets
+    TensorFlow's logger and absl for its run, and the tests after it in this process
+    (test_tf1_estimator's) read INFO lines."""
+    from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+    tf_logger = logging.getLogger("tensorflow")
+    levels = tf_logger.level, absl_logging.get_verbosity()
+    yield run_all.main
+    tf_logger.setLevel(levels[0])
+    absl_logging.set_verbosity(levels[1])
 
 
 def test_flop_formula_matches_the_matmul_list():
@@ -545,18 +559,20 @@ def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
     assert rows[0]["note"] == "peer not run: skipped on purpose" and rows[0]["ratio"] is None
 
 
-def test_every_group_runs_in_a_process_of_its_own(monkeypatch, tmp_path):
+def test_every_group_runs_in_a_process_of_its_own(monkeypatch, tmp_path, main_of_run_all):
     # The model groups too: run in run_all's own process they left it holding 11.3 GB, and a
     # whole run was ended by the OOM killer in its int8 group (2026-11-27).
     asked = []
     monkeypatch.setattr(run_all, "_run_in_child", lambda name, kwargs: asked.append(name) or [])
     monkeypatch.setattr(bench_util, "matmul_peak", lambda *a, **k: 100.0)
-    run_all.main(["--quick", "--only", "optimizer,memory", "--output", str(tmp_path / "out.json")])
+    main_of_run_all(["--quick", "--only", "optimizer,memory",
+                     "--output", str(tmp_path / "out.json")])
     assert asked == ["optimizer", "memory"]
     assert set(run_all.MODEL_BENCHMARKS) <= {name for name, _ in run_all.plan("quick", 1, 1)}
 
 
-def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_path):
+def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_path,
+                                                            main_of_run_all):
     # A whole run takes most of an hour: the groups before a crash (or the OOM killer) are
     # kept in <output>.partial, said to be incomplete; a whole run has each group's time.
     monkeypatch.setattr(bench_util, "matmul_peak", lambda *a, **k: 100.0)
@@ -569,7 +585,7 @@ def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_pat
 
     monkeypatch.setattr(run_all, "_run_in_child", optimizer_then_crash)
     with pytest.raises(MemoryError):
-        run_all.main(["--quick", "--only", "optimizer,memory", "--output", str(out)])
+        main_of_run_all(["--quick", "--only", "optimizer,memory", "--output", str(out)])
     assert not out.exists()
     kept = json.loads((tmp_path / "out.json.partial").read_text())
     assert kept["machine"]["complete"] is False
@@ -577,23 +593,23 @@ def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_pat
     assert [name for name, _ in kept["machine"]["group_seconds"]] == ["optimizer"]
 
     monkeypatch.setattr(run_all, "_run_in_child", lambda name, kwargs: [])
-    run_all.main(["--quick", "--only", "optimizer,memory", "--output", str(out)])
+    main_of_run_all(["--quick", "--only", "optimizer,memory", "--output", str(out)])
     whole = json.loads(out.read_text())
     assert [name for name, _ in whole["machine"]["group_seconds"]] == ["optimizer", "memory"]
     assert not (tmp_path / "out.json.partial").exists()
     assert "Minutes per group: optimizer 0.0, memory 0.0." in write_readme.render(whole)
 
 
-def test_a_group_left_out_of_the_run_asked_by_only_is_an_error(capsys):
+def test_a_group_left_out_of_the_run_asked_by_only_is_an_error(capsys, main_of_run_all):
     # The default run leaves our own paths' groups to --full: asking for one of them
     # there says so instead of running nothing.
     assert "memory" not in {item[0] for item in run_all.plan("default", 1, 1) if item}
     assert "memory" in {item[0] for item in run_all.plan("full", 1, 1) if item}
     with pytest.raises(SystemExit):
-        run_all.main(["--only", "memory,tokenization"])
+        main_of_run_all(["--only", "memory,tokenization"])
     assert "--only memory: not in the default run's plan (--full runs every group)" in (
         capsys.readouterr().err)
     with pytest.raises(SystemExit):
-        run_all.main(["--full", "--only", "nonsense"])
+        main_of_run_all(["--full", "--only", "nonsense"])
     assert "--only nonsense: not in the full run's plan (the groups: pretraining," in (
         capsys.readouterr().err)
