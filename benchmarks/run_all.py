@@ -55,11 +55,11 @@ is absent. Rows whose "ours" is the matmuls alone give the best ratio any implem
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
 Default: every group with another implementation's rows, within 30 minutes on 2 cores
-(issue 74's bound; the 2026-11-27 08:00 whole run with every group took 43.7 on an Intel Xeon):
-the groups of our own paths alone (OWN_PATH_GROUPS: memory, packing, repeated_runs) run
+(issue 74's bound; 24.8 on a 2-core Intel Xeon, 2026-11-27, where the run with every group
+took 43.7): the groups of our own paths alone (OWN_PATH_GROUPS: memory, packing, repeated_runs) run
 in --full, and so do BERT-Base's static int8 LiteRT rows (the default times its
-dynamic_int8). bench_results.json's group_seconds tells each group's share. The torch peers run in the venv of
-$BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
+dynamic_int8). bench_results.json's group_seconds tells each group's share. The torch
+peers run in the venv of $BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
 benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench PEERS=0`) skips them on
 purpose. A peer or benchmark that did not run is a row saying why; rows whose peer runs
 below 25% of the matmul peak are noted "peer degenerate on this CPU" (no wins). The JSON
