@@ -74,7 +74,7 @@ SIZES = {
 WARMUP_STEPS = 2
 # Our --notrim_padding path pads every batch to max_seq_length, so its speed is the same on
 # any examples of a set: it is timed on fewer of them (full size, --quick), and its outputs
-# are compared with the trimmed path's on those. Timed on whole sets it took about 5 of the
+# are compared with the trimmed path's on those. Timed on whole sets it took about 4 of the
 # group's 14 minutes (issue 74: `make bench` within 30).
 FULL_PADDING = dict(train_steps=(4, 1), examples=(256, 32))
 
