@@ -515,22 +515,34 @@ def _casts_of_variables(export_dir):
     return casts
 
 
+def _attention_concats(export_dir):
+    """The ConcatV2 nodes of the attention layers in a SavedModel's graph (the query, key
+    and value kernels put side by side at each call)."""
+    return [name for name, op in _graph_nodes(export_dir)
+            if op == "ConcatV2" and "/attention/self/" in name]
+
+
+@pytest.mark.parametrize("serving_dtype", ["bf16", "fp32"])
 def test_serving_dtype_weights_stored_converted_give_the_same_outputs(
-        tiny, tmp_path, monkeypatch):
-    """A bf16 export stores its Dense weights converted (exporter.
-    dense_weights_in_compute_dtype) and answers exactly as when every call converted the
-    float32 variables: the matmuls get the same values."""
+        tiny, tmp_path, monkeypatch, serving_dtype):
+    """An export stores its query / key / value kernels side by side and, bf16, its Dense
+    weights converted (exporter.dense_weights_in_compute_dtype); it answers exactly as when
+    every call joined and converted the float32 variables: the matmuls get the same
+    values."""
     def export(name):
         export_dir = tmp_path / name
         _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
                              tiny["vocab"], export_dir, 16,
-                             _ENCODER_FLAGS + ["--serving_dtype=bf16"]))
+                             _ENCODER_FLAGS + ["--serving_dtype=%s" % serving_dtype]))
         return export_dir
 
     stored = export("stored")
     monkeypatch.setattr(exporter, "dense_weights_in_compute_dtype", lambda model: None)
     converted = export("converted")
-    assert _casts_of_variables(stored) == [] and _casts_of_variables(converted) != []
+    joins = [_attention_concats(d) for d in (stored, converted)]
+    assert joins[0] == [] and joins[1] != []
+    if serving_dtype == "bf16":
+        assert _casts_of_variables(stored) == [] and _casts_of_variables(converted) != []
     texts = _encoded(["the cat sat on the mat", "a dog", "unaffable cats sat", ""])
     a, b = (tf.saved_model.load(str(d)) for d in (stored, converted))
     for signature, kwargs in (("embed", dict(text=texts)),
@@ -562,10 +574,7 @@ def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
     # The Dense layers' weights are stored in that dtype: no call converts them again, nor
     # puts the query, key and value kernels side by side.
     assert _casts_of_variables(export_dir) == []
-    assert not [name for name, op in _graph_nodes(export_dir)
-                if op == "ConcatV2" and "/attention/self/" in name]
-    assert [name for name, op in _graph_nodes(fp32_dir)
-            if op == "ConcatV2" and "/attention/self/" in name]
+    assert _attention_concats(export_dir) == [] and _attention_concats(fp32_dir) == []
     kernels = {v.dtype.name for v in tf.saved_model.load(str(export_dir)).model_variables
                if v.name.endswith("/kernel:0")}
     assert kernels == {name}

@@ -186,8 +186,8 @@ class SelfAttention(tf_keras.layers.Layer):
     def store_joint_projection(self):
         """Keeps the three kernels (and biases) side by side, in the layer's compute dtype,
         in variables call() reads instead of concatenating them at every call: the same
-        values. For a SavedModel whose weights never change (exporter: --serving_dtype
-        bf16 / fp16); the projections' own variables stay."""
+        values. For a SavedModel whose weights never change (exporter.
+        dense_weights_in_compute_dtype, every export); the projections' own variables stay."""
         prefix = self.query.kernel.name.split(":")[0].rsplit("/query/", 1)[0]
         self.joint_projection = tuple(
             tf.Variable(value, trainable=False, name="%s/query_key_value/%s" % (prefix, part))
