@@ -406,11 +406,19 @@ def run_groups(items, only, rows, notes, partial, run):
 
 
 def _write_results(path, machine, rows):
-    """{"machine": machine, "rows": rows} as JSON at path (written whole, then renamed)."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"machine": machine, "rows": rows}, f, indent=1, default=float)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
+    """{"machine": machine, "rows": rows} as JSON at path, written whole in a new temporary
+    file beside it, then renamed over it."""
+    handle, temporary = tempfile.mkstemp(prefix=".bench_results_", suffix=".json",
+                                         dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            json.dump({"machine": machine, "rows": rows}, f, indent=1, default=float)
+            f.write("\n")
+        os.chmod(temporary, 0o644)  # mkstemp's is 0600: readable as an open() file would be
+        os.replace(temporary, path)
+    except BaseException:
+        os.remove(temporary)
+        raise
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:

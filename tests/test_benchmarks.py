@@ -596,7 +596,7 @@ def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_pat
     main_of_run_all(["--quick", "--only", "optimizer,memory", "--output", str(out)])
     whole = json.loads(out.read_text())
     assert [name for name, _ in whole["machine"]["group_seconds"]] == ["optimizer", "memory"]
-    assert not (tmp_path / "out.json.partial").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # no temporary left
     assert "Minutes per group: optimizer 0.0, memory 0.0." in write_readme.render(whole)
 
 

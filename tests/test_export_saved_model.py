@@ -526,7 +526,7 @@ def _attention_concats(export_dir):
 def test_serving_dtype_weights_stored_converted_give_the_same_outputs(
         tiny, tmp_path, monkeypatch, serving_dtype):
     """An export stores its query / key / value kernels side by side and, bf16, its Dense
-    weights converted (exporter.dense_weights_in_compute_dtype); it answers exactly as when
+    weights converted (exporter.weights_as_served); it answers exactly as when
     every call joined and converted the float32 variables: the matmuls get the same
     values."""
     def export(name):
@@ -537,7 +537,7 @@ def test_serving_dtype_weights_stored_converted_give_the_same_outputs(
         return export_dir
 
     stored = export("stored")
-    monkeypatch.setattr(exporter, "dense_weights_in_compute_dtype", lambda model: None)
+    monkeypatch.setattr(exporter, "weights_as_served", lambda model: None)
     converted = export("converted")
     joins = [_attention_concats(d) for d in (stored, converted)]
     assert joins[0] == [] and joins[1] != []

@@ -187,7 +187,7 @@ class SelfAttention(tf_keras.layers.Layer):
         """Keeps the three kernels (and biases) side by side, in the layer's compute dtype,
         in variables call() reads instead of concatenating them at every call: the same
         values. For a SavedModel whose weights never change (exporter.
-        dense_weights_in_compute_dtype, every export); the projections' own variables stay."""
+        weights_as_served, every export); the projections' own variables stay."""
         prefix = self.query.kernel.name.split(":")[0].rsplit("/query/", 1)[0]
         self.joint_projection = tuple(
             tf.Variable(value, trainable=False, name="%s/query_key_value/%s" % (prefix, part))

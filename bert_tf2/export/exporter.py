@@ -50,18 +50,18 @@ def _served_model(model_type, bert_config, init_checkpoint, labels, feature_laye
                   lstm_units, crf, crf_tag_scheme):
     """The Keras model export() saves, built under the current policy, its checkpoint
     loaded (load_weights) and its weights in the form its matmuls read
-    (dense_weights_in_compute_dtype)."""
+    (weights_as_served)."""
     num_labels = len(labels) if labels is not None else None
     model = serving.build_model(model_type, bert_config, num_labels,
                                 feature_layers=feature_layers, lstm_units=lstm_units,
                                 crf=crf, crf_penalties=heads.crf_constraints(
                                     labels, crf_tag_scheme) if crf else None)
     load_weights(model, init_checkpoint, model_type)
-    dense_weights_in_compute_dtype(model)
+    weights_as_served(model)
     return model
 
 
-def dense_weights_in_compute_dtype(model):
+def weights_as_served(model):
     """Gives every attention layer of `model` its query / key / value kernels side by side
     (attention.SelfAttention.store_joint_projection) and, under a mixed policy
     (--serving_dtype bf16 / fp16), every Dense layer its kernel and bias in the layer's
