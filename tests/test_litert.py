@@ -161,21 +161,44 @@ def test_other_model_types_export_fp32(squad_export):
     assert isinstance(got[0], str)
 
 
+def _counting_calibrations(monkeypatch):
+    """A list that gets an item for each conversion that calibrates (runs the float model
+    over a representative dataset), and the litert.Int8Models made, with their
+    (function, owner, calibration)."""
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    calibrations, made = [], []
+    real_from = tf.lite.TFLiteConverter.from_concrete_functions
+    real_init = litert.Int8Models.__init__
+
+    def from_concrete_functions(*args, **kwargs):
+        converter = real_from(*args, **kwargs)
+        real_convert = converter.convert
+
+        def convert():
+            if converter.representative_dataset is not None:
+                calibrations.append(1)
+            return real_convert()
+        converter.convert = convert
+        return converter
+
+    def init(self, *args):
+        made.append((self,) + args)
+        real_init(self, *args)
+    monkeypatch.setattr(tf.lite.TFLiteConverter, "from_concrete_functions",
+                        from_concrete_functions)
+    monkeypatch.setattr(litert.Int8Models, "__init__", init)
+    return calibrations, made
+
+
 def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path, monkeypatch):
     """A bound no model meets (--max_metric_drop=-1) makes --litert=int8 try every
-    fallback: the op recipes from one calibration, then the weight matmuls that err most
-    kept float in growing shares; the model kept is the one of least drop, named. The
-    encoder's fp32 model of the same export: the SavedModel's vectors in the report, and
-    the bound's warning names it too."""
+    fallback: the op recipes, then the weight matmuls that err most kept float in growing
+    shares, all from the one calibration of the first try; the model kept is the one of
+    least drop, named. The encoder's fp32 model of the same export: the SavedModel's
+    vectors in the report, and the bound's warning names it too."""
     from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(litert, "SENSITIVITY_EXAMPLES", 3)
-    calibrations = []
-    real = litert.Int8Fallbacks.__init__
-
-    def counting(self, *args):
-        calibrations.append(1)
-        real(self, *args)
-    monkeypatch.setattr(litert.Int8Fallbacks, "__init__", counting)
+    calibrations, made = _counting_calibrations(monkeypatch)
     export_dir = tmp_path / "encoder"
     result = _export(_argv(tiny, "encoder", export_dir, [
         "--litert=fp32,int8", "--pooling=mean", "--calibration_file=%s" % tiny["tsv"],
@@ -183,7 +206,7 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
     with open(result.outputs["litert_report"]) as f:
         report = json.load(f)
     entry = report["variants"]["int8"]
-    assert calibrations == [1]
+    assert calibrations == [1] and len(made) == 1
     fp32 = report["variants"]["fp32"]
     assert fp32["file"] == "model_fp32.tflite" and "tried" not in fp32
     fp32 = fp32["results"]["calibration"]
@@ -224,6 +247,30 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
               str(export_dir / "model_int8.tflite"))
     vectors = litert_predictor.LiteRTPredictor(str(export_dir), "int8").predict(_TEXTS[:2])
     assert vectors.shape == (2, _CONFIG["hidden_size"]) and np.isfinite(vectors).all()
+    _same_models_as_two_step_conversion(made[0])
+
+
+def _same_models_as_two_step_conversion(made):
+    """Int8Models' models from its one calibration against what the converter made before
+    it: the plain model against TFLiteConverter's own int8 conversion (the same outputs:
+    only the file's conversion metadata differs), a fallback against QuantizationDebugger's
+    (which calibrates once more; the same bytes)."""
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    models, function, owner, calibration = made
+    features = calibration.features
+    ours = litert_predictor.ModelRunner(models.model())(features)
+    converter = litert_predictor.ModelRunner(litert.convert(function, owner, "int8",
+                                                            calibration))(features)
+    assert sorted(ours) == sorted(converter)
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], converter[name])
+    float_ops = litert.FALLBACK_RECIPES[0][1]
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=litert.converter_for(function, owner, "int8", calibration),
+        debug_dataset=lambda: iter(()),
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_ops=list(float_ops)))
+    assert models.model(float_ops) == debugger.get_nondebug_quantized_model()
 
 
 def test_bad_calibration_files_one_line_before_any_work(tiny, tmp_path):

@@ -16,7 +16,7 @@ Variants:
                 --calibration_file examples; ops without int8 kernels stay float. When it
                 costs more than --max_metric_drop, the sensitive ops are kept in float
                 (FALLBACK_RECIPES), then also the int8 layers whose output errs most
-                (Int8Fallbacks.sensitive_nodes, SENSITIVE_SHARES of them), and the best
+                (Int8Models.sensitive_nodes, SENSITIVE_SHARES of them), and the best
                 of the tries is kept, the report says which.
 """
 import contextlib
@@ -29,6 +29,8 @@ import warnings
 from absl import logging
 import numpy as np
 import tensorflow as tf
+# mlir_quantize: the second step of TFLiteConverter's int8 conversion (Int8Models).
+from tensorflow.lite.python import convert as lite_convert
 
 from bert_tf2 import fileutil
 from bert_tf2 import startup
@@ -88,7 +90,7 @@ def variables_owner(function):
     return owner
 
 
-def _converter(function, owner, variant, calibration):
+def converter_for(function, owner, variant, calibration):
     """A TFLiteConverter set up for `variant` (calibration: a Batch, for int8)."""
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function], owner)
     if variant == "fp32":
@@ -111,14 +113,14 @@ def _converter(function, owner, variant, calibration):
 def convert(function, owner, variant, calibration=None):
     """The .tflite bytes of `variant` (int8: every op LiteRT has an int8 kernel for)."""
     with _quiet_interpreter():
-        blob = _converter(function, owner, variant, calibration).convert()
+        blob = converter_for(function, owner, variant, calibration).convert()
     # The converter calls the calibration examples from C++, where a SIGTERM's exception
     # is printed ("SystemError") and lost: the stop is honoured here.
     startup.check_not_stopped()
     return blob
 
 
-# How many calibration examples Int8Fallbacks runs to rank the layers by their error.
+# How many calibration examples Int8Models.sensitive_nodes runs to rank the layers.
 SENSITIVITY_EXAMPLES = 16
 # The shares of the layers still int8 after FALLBACK_RECIPES' last (the weight matmuls
 # and what carries their int8 values) kept float, most sensitive first, tried in turn.
@@ -127,58 +129,67 @@ SENSITIVITY_EXAMPLES = 16
 SENSITIVE_SHARES = (0.125, 0.25)
 
 
-class Int8Fallbacks(object):
-    """Full int8 models with chosen ops or layers left float, from one calibration.
+class Int8Models(object):
+    """The full int8 models of `function`, all quantized from a single calibration.
 
-    TensorFlow's QuantizationDebugger calibrates the converter once; each model() then
-    only quantizes the calibrated model again with other ops (TFLite op names) or nodes
-    (output tensor names) kept float, and sensitive_nodes() ranks the quantized layers by
-    their error on the first SENSITIVITY_EXAMPLES calibration examples.
+    TFLiteConverter makes an int8 model in two steps: it runs the float model over the
+    calibration examples to record the range of every tensor (the long part: minutes for
+    BERT-Base), then quantizes with those ranges. Here the converter does the first step
+    only (calibrate-only, as TensorFlow's QuantizationDebugger has it do), and model()
+    does the second as often as the fallback search asks, with other ops (TFLite op
+    names) or nodes (output tensor names) kept float. With nothing kept float it computes
+    what the converter's one-step int8 model computes (tests/test_litert.py compares the
+    two), so the first try and the fallbacks share the calibration. sensitive_nodes()
+    ranks the quantized layers by their error on the first SENSITIVITY_EXAMPLES
+    calibration examples.
     """
 
     def __init__(self, function, owner, calibration):
-        converter = _converter(function, owner, "int8", calibration)
-        examples = converter.representative_dataset
-
-        self._order = list(litert_data.ID_KEYS)
-
-        def first_examples():
-            # The debugger feeds a list, in the order of its interpreter's inputs.
-            for i, example in enumerate(examples()):
-                if i >= SENSITIVITY_EXAMPLES:
-                    return
-                yield [example[k] for k in self._order]
-
+        converter = converter_for(function, owner, "int8", calibration)
+        self._examples = converter.representative_dataset
+        # The converter's switch for the first step alone (QuantizationDebugger sets it too).
+        converter._experimental_calibrate_only = True  # pylint: disable=protected-access
         with _quiet_interpreter():
-            self._debugger = tf.lite.experimental.QuantizationDebugger(
-                converter=converter, debug_dataset=first_examples,
-                debug_options=self._options())
+            self._calibrated = converter.convert()
+        startup.check_not_stopped()  # see convert()
 
-    @staticmethod
-    def _options(float_ops=(), float_nodes=()):
-        return tf.lite.experimental.QuantizationDebugOptions(
-            denylisted_ops=list(float_ops) or None, denylisted_nodes=list(float_nodes) or None,
-            fully_quantize=False)
+    def _quantized(self, float_ops=(), float_nodes=(), numeric_verify=False):
+        """The calibrated model quantized (numeric_verify: with the debugger's NumericVerify
+        ops after each quantized layer, comparing it with its float version)."""
+        with _quiet_interpreter():
+            return lite_convert.mlir_quantize(
+                self._calibrated, fully_quantize=False, enable_numeric_verify=numeric_verify,
+                denylisted_ops=list(float_ops) or None,
+                denylisted_nodes=list(float_nodes) or None)
 
     def model(self, float_ops=(), float_nodes=()):
-        """The .tflite bytes with these ops and nodes in float."""
-        with _quiet_interpreter():
-            self._debugger.options = self._options(float_ops, float_nodes)
-            return self._debugger.get_nondebug_quantized_model()
+        """The .tflite bytes with these ops and nodes in float (none: every op LiteRT has
+        an int8 kernel for in int8)."""
+        return self._quantized(float_ops, float_nodes)
 
     def sensitive_nodes(self, float_ops=()):
         """The output tensor names of the layers still quantized with these ops in float,
         the largest quantization error first (root-mean-square error over the scale of
         the layer's int8 output: in units of one int8 step)."""
+        debug_model = self._quantized(float_ops, numeric_verify=True)
         with _quiet_interpreter():
-            self._debugger.options = self._options(float_ops)
-            inputs = tf.lite.Interpreter(
-                model_content=self._debugger.quant_model).get_input_details()
-            self._order = [next(k for k in litert_data.ID_KEYS if k in detail["name"])
-                           for detail in inputs]
-            self._debugger.run()
+            inputs = tf.lite.Interpreter(model_content=debug_model).get_input_details()
+        order = [next(k for k in litert_data.ID_KEYS if k in detail["name"])
+                 for detail in inputs]
+
+        def first_examples():
+            # The debugger feeds a list, in the order of its interpreter's inputs.
+            for i, example in enumerate(self._examples()):
+                if i >= SENSITIVITY_EXAMPLES:
+                    return
+                yield [example[k] for k in order]
+
+        with _quiet_interpreter():
+            debugger = tf.lite.experimental.QuantizationDebugger(
+                quant_debug_model_content=debug_model, debug_dataset=first_examples)
+            debugger.run()
             text = io.StringIO()
-            self._debugger.layer_statistics_dump(text)
+            debugger.layer_statistics_dump(text)
         ranked = []
         for row in csv.DictReader(io.StringIO(text.getvalue())):
             scale = float(row["scale"] or 0)
@@ -341,18 +352,22 @@ def _worst_drop(results):
 def _best_variant(function, owner, variant, calibration, sets, reference, info,
                   max_metric_drop, num_threads):
     """(bytes, report entry) of a variant; int8: the best of plain and the fallbacks
-    (FALLBACK_RECIPES, then the last of them with the most sensitive layers in float)."""
-    blob = convert(function, owner, variant, calibration)
+    (FALLBACK_RECIPES, then the last of them with the most sensitive layers in float),
+    all from one calibration (Int8Models)."""
+    if variant == "int8":
+        int8 = Int8Models(function, owner, calibration)
+        blob = int8.model()
+    else:
+        blob = convert(function, owner, variant, calibration)
     results = _evaluate(blob, sets, reference, info, num_threads)
     entry = {"recipe": "all int8" if variant == "int8" else variant, "results": results}
     if variant != "int8" or _worst_drop(results) <= max_metric_drop or not sets:
         return blob, entry
     tried = [(_worst_drop(results), blob, entry)]
-    fallbacks = Int8Fallbacks(function, owner, calibration)
 
     def attempt(name, float_ops, float_nodes=()):
         logging.info("LiteRT int8 drops %.2f points: trying %s", tried[-1][0], name)
-        other = fallbacks.model(float_ops, float_nodes)
+        other = int8.model(float_ops, float_nodes)
         other_results = _evaluate(other, sets, reference, info, num_threads)
         recipe = {"recipe": name, "float_ops": list(float_ops), "results": other_results}
         if float_nodes:
@@ -363,7 +378,7 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
     done = any(attempt(name, float_ops) for name, float_ops in FALLBACK_RECIPES)
     if not done:
         float_ops = FALLBACK_RECIPES[-1][1]
-        ranked = fallbacks.sensitive_nodes(float_ops)
+        ranked = int8.sensitive_nodes(float_ops)
         for share in SENSITIVE_SHARES:
             nodes = ranked[:max(1, int(round(share * len(ranked))))]
             if attempt("%s, the %d most sensitive of %d int8 layers in float" % (
