@@ -126,9 +126,10 @@ def _padded_batch(examples, rows, lengths):
     return {k: tf.constant(v, tf.int32) for k, v in batch.items()}
 
 
-def _finetuning_side(what, task, grouped, skip_padding, count=1):
+def _finetuning_side(what, task, grouped, skip_padding, count=1, dtype="fp32"):
     """(run(n): n of our fine-tuning steps or forward passes, cycling over `count` real
-    batches (module docstring); the batches as lists; the task's label count)."""
+    batches (module docstring), the model built under `dtype`'s policy as
+    bench_finetuning builds it; the batches as lists; the task's label count)."""
     import bench_finetuning  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     import optimization  # pylint: disable=import-outside-toplevel
@@ -152,8 +153,12 @@ def _finetuning_side(what, task, grouped, skip_padding, count=1):
             task, batch["input_ids"].shape[1], int(tf.reduce_sum(batch["input_mask"]))))
     spec = {k: tf.TensorSpec([None, None] if k != "label_ids" else [None], tf.int32)
             for k in batches[0]}
-    model = heads.BertClassifier(config, num_labels)
-    model(heads.dummy_features())
+    bench_util.set_policy(dtype)
+    try:
+        model = heads.BertClassifier(config, num_labels)
+        model(heads.dummy_features())
+    finally:
+        bench_util.set_policy("fp32")
     checkpoints.load_checkpoint(model, checkpoint)
     modeling.set_skip_padding(model, skip_padding)
     if what == "finetuning":
@@ -208,7 +213,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.what in ("finetuning", "predict"):
         run, batches, num_labels = _finetuning_side(args.what, args.task, args.grouped,
-                                                    not args.noskip_padding, args.batches)
+                                                    not args.noskip_padding, args.batches,
+                                                    args.dtype)
         steps = max(10, 2 * args.batches)
         run(max(2, args.batches))   # every batch's shapes seen once
         start = time.perf_counter()
@@ -218,8 +224,8 @@ def main(argv=None):
             steps))
         if args.what == "finetuning":
             time_peer_step(batches, num_labels, steps)
-        print(format_profile("ours %s %s skip_padding=%s" % (
-            args.what, args.task, not args.noskip_padding),
+        print(format_profile("ours %s %s %s skip_padding=%s" % (
+            args.what, args.task, args.dtype, not args.noskip_padding),
             profile(run, args.steps, args.by_name), args.steps, args.top))
         return
     ours, peer = _sides(args.what, args.size, args.dtype, args.xla)
