@@ -252,9 +252,9 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
 
 def _same_models_as_two_step_conversion(made):
     """Int8Models' models from its one calibration against what the converter made before
-    it: the plain model against TFLiteConverter's own int8 conversion (the same outputs:
-    only the file's conversion metadata differs), a fallback against QuantizationDebugger's
-    (which calibrates once more; the same bytes)."""
+    it: the plain model against TFLiteConverter's own int8 conversion (the same outputs;
+    the files differ in the order of their metadata entries and in tensor numbering), a
+    fallback against QuantizationDebugger's (which calibrates once more; the same bytes)."""
     from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
     models, function, owner, calibration = made
     features = calibration.features
