@@ -208,11 +208,8 @@ class Ours:
         """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones);
         grouped: the --group_by_length batches; dtype "bf16": the model built under the
         mixed_bfloat16 policy, as run_classifier --dtype=bf16 builds it."""
-        bench_util.set_policy(dtype)
-        try:
+        with bench_util.policy(dtype):
             return self._train(path, num_labels, steps, trim, grouped)
-        finally:
-            bench_util.set_policy("fp32")
 
     def _train(self, path, num_labels, steps, trim, grouped):
         """train() under the global policy set."""

@@ -21,6 +21,7 @@ machine's fp32 matmul peak (the best of several large square tf.matmul calls) sa
 much of the hardware the model uses.
 """
 import argparse
+import contextlib
 import gc
 import os
 import statistics
@@ -213,6 +214,16 @@ def set_policy(dtype):
     """Global tf_keras mixed-precision policy for `dtype` ("fp32" or "bf16")."""
     tf_keras.mixed_precision.set_global_policy(
         "mixed_bfloat16" if dtype == "bf16" else "float32")
+
+
+@contextlib.contextmanager
+def policy(dtype):
+    """Within it, set_policy(dtype); float32 again after, whatever happens."""
+    set_policy(dtype)
+    try:
+        yield
+    finally:
+        set_policy("fp32")
 
 
 def cpu_model():

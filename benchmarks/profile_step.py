@@ -153,12 +153,9 @@ def _finetuning_side(what, task, grouped, skip_padding, count=1, dtype="fp32"):
             task, batch["input_ids"].shape[1], int(tf.reduce_sum(batch["input_mask"]))))
     spec = {k: tf.TensorSpec([None, None] if k != "label_ids" else [None], tf.int32)
             for k in batches[0]}
-    bench_util.set_policy(dtype)
-    try:
+    with bench_util.policy(dtype):
         model = heads.BertClassifier(config, num_labels)
         model(heads.dummy_features())
-    finally:
-        bench_util.set_policy("fp32")
     checkpoints.load_checkpoint(model, checkpoint)
     modeling.set_skip_padding(model, skip_padding)
     if what == "finetuning":

@@ -353,8 +353,8 @@ def main(argv=None):
         peaks[name] = bench_util.matmul_peak(dtype) / 1e9
         rows.append(bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", name,
                                    peaks[name], None, "GFLOP/s"))
-    group_seconds = run_groups(items, only, rows, notes,
-                               args.output + ".partial", dict(mode=mode, start=start))
+    partial = args.output + ".partial"
+    group_seconds = run_groups(items, only, rows, notes, partial, dict(mode=mode, start=start))
     bench_util.mark_degenerate_peers(rows, peaks)
     machine = dict(bench_util.machine_header(peaks), mode=mode, seconds=time.time() - start,
                    notes=notes, bf16=bench_util.mark_unjudged_bf16(rows, peaks, flags),
@@ -368,8 +368,8 @@ def main(argv=None):
     for note in notes:
         print("note: " + note)
     _write_results(args.output, machine, rows)
-    if group_seconds and os.path.exists(args.output + ".partial"):  # this run's, now whole
-        os.remove(args.output + ".partial")
+    if group_seconds and os.path.exists(partial):  # this run's, now in the whole file
+        os.remove(partial)
     print("wrote %s (%d rows)" % (os.path.abspath(args.output), len(rows)))
     return rows
 
