@@ -3,10 +3,11 @@
 Usage:
   python benchmarks/write_readme.py [bench_results.json] [--readme benchmarks/README.md]
 
-The README keeps one set of tables per machine kind (CPU vendor): a run on an AMD CPU
-replaces what is between "<!-- make bench: begin AMD -->" and "<!-- make bench: end AMD
--->", one on an Intel CPU the "Intel" block, and so on (a block is appended when its kind
-has none). It is replaced by: the run's header (date, CPU vendor and model, cores, the
+The README keeps one set of tables per machine kind (CPU vendor, and "AVX2" after it for
+a CPU without AVX-512: `machine_kind`): a run on an AMD CPU with AVX-512 replaces what is
+between "<!-- make bench: begin AMD -->" and "<!-- make bench: end AMD -->", one on an
+AVX2-only AMD CPU the "AMD AVX2" block, one on an Intel CPU the "Intel" block, and so on
+(a block is appended when its kind has none). It is replaced by: the run's header (date, CPU vendor and model, cores, the
 GEMM library of each side, fp32/bf16 matmul peaks, load average, mode), one table per
 benchmark (rows in run order; a row whose peer
 did not run or is degenerate on this CPU says so), the wins against other implementations
@@ -156,6 +157,16 @@ def goal_line(rows):
     return "Speed goals: %s." % ", ".join("%d %s" % (n, v) for v, n in sorted(verdicts.items()))
 
 
+def machine_kind(machine):
+    """The kind of a run's machine whose tables it replaces: its CPU vendor, "<vendor> AVX2"
+    when its ISA line says it has no AVX-512 (the kernels, and so the ratios, differ), None
+    when the vendor is unknown."""
+    vendor = machine.get("cpu_vendor")
+    if not vendor or vendor == "unknown":
+        return None
+    return vendor + " AVX2" if "AVX-512 no" in (machine.get("isa") or "") else vendor
+
+
 def markers(kind):
     """The (begin, end) markers of the tables of one machine kind ("AMD", "Intel", ...)."""
     return BEGIN.replace(" -->", " %s -->" % kind), END.replace(" -->", " %s -->" % kind)
@@ -182,9 +193,9 @@ def main(argv=None):
     with open(args.results, encoding="utf-8") as f:
         results = json.load(f)
     tables = render(results)
-    kind = (results.get("machine") or {}).get("cpu_vendor") if isinstance(results, dict) else None
+    kind = machine_kind(results.get("machine") or {}) if isinstance(results, dict) else None
     with open(args.readme, encoding="utf-8") as f:
-        text = update(f.read(), tables, kind if kind and kind != "unknown" else None)
+        text = update(f.read(), tables, kind)
     with open(args.readme + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(args.readme + ".tmp", args.readme)

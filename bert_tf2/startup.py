@@ -1,7 +1,8 @@
 """Process settings made before TensorFlow starts, and a quiet start on any machine.
 
 Besides the log level below, the CPU allocator: TF_CPU_ALLOCATOR_USE_BFC
-defaults to true (see the comment at the setting).
+defaults to true (see the comment at the setting); and on x86-64 TensorFlow's oneDNN
+rewrite: TF_ENABLE_ONEDNN_OPTS defaults to 1 (`onednn_default`).
 
 TensorFlow's C++ side prints several lines on every start: INFO notices (oneDNN,
 CPU instruction sets, "Could not find cuda drivers") when it is imported, and,
@@ -35,6 +36,7 @@ import functools
 import gc
 import logging
 import os
+import platform
 import re
 import sys
 import tempfile
@@ -48,6 +50,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 # reuses freed memory. Read at the first CPU allocation, so setting it before any
 # tensor exists works; TF_CPU_ALLOCATOR_USE_BFC=false keeps the default.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
+def onednn_default(machine=None):
+    """The TF_ENABLE_ONEDNN_OPTS this package starts TensorFlow with where the user set none:
+    "1" on x86-64, None elsewhere (TensorFlow's own default kept).
+
+    TensorFlow turns its oneDNN graph rewrite on by itself only on x86 CPUs with AVX-512
+    VNNI, bf16 or AMX. On an AVX2-only CPU it stays off and every dense layer is an Eigen
+    contraction: an all-MiniLM-L6-v2 call of one row takes 1.3x as long, one of 32 rows
+    1.17x (AMD EPYC Zen 3, benchmarks/README.md), for outputs within float32 rounding of
+    the same (tests/test_onednn_paths.py). With the rewrite on, every x86 CPU runs the
+    kernels the AVX-512 ones already run. Read once, when TensorFlow is imported;
+    TF_ENABLE_ONEDNN_OPTS=0 keeps it off."""
+    machine = (machine or platform.machine()).lower()
+    return "1" if machine in ("x86_64", "amd64") else None
+
+
+if onednn_default():
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", onednn_default())
 
 
 # The signals that asked this process to stop, in order (cli.run_cli's handler notes each

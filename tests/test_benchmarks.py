@@ -251,6 +251,13 @@ def test_each_machine_kind_keeps_its_own_tables_with_cpu_and_gemm_named():
     again = write_readme.update(new, "newer Intel run\n", "Intel")
     assert "AMD table" in again and "newer Intel run" in again and tables not in again
     assert bench_util.cpu_vendor() in ("Intel", "AMD") or bench_util.cpu_vendor()
+    # An AVX2-only CPU's run has a block of its own beside its vendor's AVX-512 one.
+    assert write_readme.machine_kind(header) == "Intel"
+    avx2 = dict(header, cpu_vendor="AMD", isa=machine.isa_summary({"avx2"}))
+    assert write_readme.machine_kind(avx2) == "AMD AVX2"
+    assert write_readme.machine_kind(dict(avx2, cpu_vendor="unknown")) is None
+    both = write_readme.update(old, "AVX2 run\n", write_readme.machine_kind(avx2))
+    assert "AMD table" in both and write_readme.markers("AMD AVX2")[0] in both
 
 
 @pytest.mark.slow

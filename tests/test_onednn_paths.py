@@ -2,16 +2,23 @@
 (fused_elementwise, on by default) and attention one batch row at a time
 (attention.attend_by_example, an opt-in) give the outputs of the plain forward within 1e-5,
 on a tiny and a MiniLM-shaped model, with the same variables and checkpoints; a SavedModel
-is traced without them."""
+is traced without them. And TensorFlow's oneDNN rewrite, which startup turns on for every
+x86-64 CPU (issue 74: TensorFlow's own default leaves it off on AVX2-only ones), gives the
+forward and the gradients of the rewrite off."""
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import modeling
+from bert_tf2 import startup
 from bert_tf2.base import fused_elementwise
 from bert_tf2.encoder import attention
 from bert_tf2.trainer import checkpoints
-from conftest import FP32_ATOL
+from conftest import FP32_ATOL, HANG_GUARD_SECONDS, user_environ
 
 CONFIGS = {
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -129,3 +136,79 @@ def test_attention_by_example_equals_the_batch_and_saved_models_trace_without_it
         assert fused_elementwise.onednn_layer_norm_enabled()
     finally:
         attention.set_attention_by_example(was)
+
+
+# A child process: the rewrite is chosen once, when TensorFlow is imported. It builds the
+# MiniLM-shaped model with the same random weights and inputs in every process, and saves
+# its traced forward (every layer, pooled) and the gradients of a weighted sum of the last
+# layer plus the pooled output (dropout off) to argv[1]; it prints the setting it ran with.
+_REWRITE_CHILD = """
+import json, os, sys
+from bert_tf2 import startup
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework import test_util
+import modeling
+config = modeling.BertConfig(vocab_size=128, **json.loads(sys.argv[2]))
+rng = np.random.RandomState(0)
+ids = rng.randint(1, 128, size=[3, 136]).astype(np.int32)
+mask = (np.arange(136)[None, :] < np.array([136, 96, 9])[:, None]).astype(np.int32)
+inputs = [tf.constant(ids * mask), tf.constant(mask), tf.constant(mask * 0)]
+model = modeling.BertModel(config)
+model(*inputs, training=False)
+model.set_weights([rng.normal(0.0, 0.1, w.shape).astype(np.float32)
+                   for w in model.get_weights()])
+weight = tf.constant(rng.normal(size=[3, 136, config.hidden_size]).astype(np.float32))
+
+@tf.function
+def forward_and_gradients():
+    with tf.GradientTape() as tape:
+        outputs = model(*inputs, training=False)
+        loss = (tf.reduce_sum(outputs["sequence_output"] * weight)
+                + tf.reduce_sum(outputs["pooled_output"]))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    return (outputs["all_encoder_layers"] + [outputs["pooled_output"]],
+            [tf.convert_to_tensor(g) for g in gradients])
+
+forward, gradients = forward_and_gradients()
+np.savez(sys.argv[1], *[x.numpy() for x in forward + gradients])
+print(json.dumps({"setting": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+                  "onednn": bool(test_util.IsMklEnabled()), "forward": len(forward)}))
+"""
+
+
+def _rewrite_child(tmp_path, name, setting):
+    env = user_environ()
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+    if setting is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = setting
+    out = tmp_path / (name + ".npz")
+    result = subprocess.run(
+        [sys.executable, "-c", _REWRITE_CHILD, str(out), json.dumps(CONFIGS["minilm"])],
+        capture_output=True, text=True, env=env, timeout=HANG_GUARD_SECONDS, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    with np.load(out) as arrays:
+        values = [arrays["arr_%d" % i] for i in range(len(arrays.files))]
+    return report, values[:report["forward"]], values[report["forward"]:]
+
+
+def test_startups_onednn_rewrite_gives_the_forward_and_gradients_of_the_rewrite_off(tmp_path):
+    assert startup.onednn_default("x86_64") == "1"
+    assert startup.onednn_default("AMD64") == "1"
+    assert startup.onednn_default("aarch64") is None
+    default, forward, gradients = _rewrite_child(tmp_path, "default", None)
+    off, want_forward, want_gradients = _rewrite_child(tmp_path, "off", "0")
+    assert off == dict(default, setting="0", onednn=False)
+    # Where the user set nothing, the rewrite is on on every x86-64 CPU (TensorFlow's own
+    # default elsewhere).
+    assert default["setting"] == startup.onednn_default()
+    assert default["onednn"] == (startup.onednn_default() == "1")
+    for got, want in zip(forward, want_forward):
+        np.testing.assert_allclose(got, want, atol=FP32_ATOL)
+    # The gradients sum over 408 positions: each within 1e-4 of its own largest value (they
+    # range from 1e-3 to 120; measured: 6e-5 at most), and the key biases', zero but for
+    # rounding (a softmax ignores what is added to all of a row's scores), within 1e-6.
+    assert len(gradients) == len(want_gradients) > 0
+    for got, want in zip(gradients, want_gradients):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max() + 1e-6)
