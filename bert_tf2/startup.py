@@ -56,8 +56,8 @@ def onednn_default(machine=None):
     """The TF_ENABLE_ONEDNN_OPTS this package starts TensorFlow with where the user set none:
     "1" on x86-64, None elsewhere (TensorFlow's own default kept).
 
-    TensorFlow turns its oneDNN graph rewrite on by itself only on x86 CPUs with AVX-512
-    VNNI, bf16 or AMX. On an AVX2-only CPU it stays off and every dense layer is an Eigen
+    TensorFlow turns its oneDNN graph rewrite on by itself only on x86 CPUs with VNNI, bf16
+    or AMX. Elsewhere (AVX2-only CPUs, Xeons before Cascade Lake) it stays off and every dense layer is an Eigen
     contraction: an all-MiniLM-L6-v2 call of one row takes 1.3x as long, one of 32 rows
     1.17x (AMD EPYC Zen 3, benchmarks/README.md), for outputs within float32 rounding of
     the same (tests/test_onednn_paths.py). With the rewrite on, every x86 CPU runs the
