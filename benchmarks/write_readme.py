@@ -3,17 +3,17 @@
 Usage:
   python benchmarks/write_readme.py [bench_results.json] [--readme benchmarks/README.md]
 
-The README keeps one set of tables per machine kind (CPU vendor, and "AVX2" after it for
-a CPU without AVX-512: `machine_kind`): a run on an AMD CPU with AVX-512 replaces what is
+The README keeps one set of tables per machine kind (CPU vendor, and "AVX2" after it for a
+CPU without AVX-512: `machine_kind`): a run on an AMD CPU with AVX-512 replaces what is
 between "<!-- make bench: begin AMD -->" and "<!-- make bench: end AMD -->", one on an
-AVX2-only AMD CPU the "AMD AVX2" block, one on an Intel CPU the "Intel" block, and so on
-(a block is appended when its kind has none). It is replaced by: the run's header (date, CPU vendor and model, cores, the
-GEMM library of each side, fp32/bf16 matmul peaks, load average, mode), one table per
-benchmark (rows in run order; a row whose peer
-did not run or is degenerate on this CPU says so), the wins against other implementations
-(ours/peer >= 1; bounds, fractions, degenerate peers, unjudged bf16 rows and rows that
-compare two paths of our own left out), the rows behind their peer on that CPU and the
-run's notes. The rest of the README is kept.
+AVX2-only AMD CPU the "AMD AVX2" block, one on an Intel CPU the "Intel" block, and so on (a
+block is appended when its kind has none). It is replaced by: the run's header (date, CPU
+vendor and model, cores, the GEMM library of each side, fp32/bf16 matmul peaks, load
+average, mode), one table per benchmark (rows in run order; a row whose peer did not run or
+is degenerate on this CPU says so), the wins against other implementations (ours/peer >= 1;
+bounds, fractions, degenerate peers, unjudged bf16 rows and rows that compare two paths of
+our own left out), the rows behind their peer on that CPU and the run's notes. The rest of
+the README is kept.
 """
 import argparse
 import json

@@ -57,12 +57,12 @@ def onednn_default(machine=None):
     "1" on x86-64, None elsewhere (TensorFlow's own default kept).
 
     TensorFlow turns its oneDNN graph rewrite on by itself only on x86 CPUs with VNNI, bf16
-    or AMX. Elsewhere (AVX2-only CPUs, Xeons before Cascade Lake) it stays off and every dense layer is an Eigen
-    contraction: an all-MiniLM-L6-v2 call of one row takes 1.3x as long, one of 32 rows
-    1.17x (AMD EPYC Zen 3, benchmarks/README.md), for outputs within float32 rounding of
-    the same (tests/test_onednn_paths.py). With the rewrite on, every x86 CPU runs the
-    kernels the AVX-512 ones already run. Read once, when TensorFlow is imported;
-    TF_ENABLE_ONEDNN_OPTS=0 keeps it off."""
+    or AMX. Elsewhere (AVX2-only CPUs, Xeons before Cascade Lake) it stays off and every
+    dense layer is an Eigen contraction: an all-MiniLM-L6-v2 call of one row takes 1.3x as
+    long, one of 32 rows 1.17x (AMD EPYC Zen 3, benchmarks/README.md), for outputs within
+    float32 rounding of the same (tests/test_onednn_paths.py). With it on, every x86 CPU
+    runs the oneDNN kernels of its ISA, as those CPUs already do. Read once, when
+    TensorFlow is imported; TF_ENABLE_ONEDNN_OPTS=0 keeps it off."""
     machine = (machine or platform.machine()).lower()
     return "1" if machine in ("x86_64", "amd64") else None
 
