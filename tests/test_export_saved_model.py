@@ -1322,3 +1322,19 @@ def test_warmup_examples_of_the_wrong_shape_are_refused_naming_the_example(tmp_p
                                          r"this model is context<TAB>ending"):
         warmup.read_rows(esm.Settings(model_type="multiple_choice", warmup_file=str(
             write_text(tmp_path / "one.txt", "just a context\n"))), ("text", None, None))
+
+
+def test_two_vocabularies_never_share_a_table_even_when_their_assets_print_alike(
+        tmp_path, tmp_path_factory, monkeypatch):
+    """TensorFlow names a file's table after str(filename), for an Asset a memory address
+    that a later Asset can reuse (a suite run gave a tokenizer another one's vocabulary
+    that way). With every Asset printing alike, the second vocabulary still gives its ids."""
+    monkeypatch.setattr(tf.saved_model.Asset, "__repr__", lambda self: "<Asset>")
+    first = write_text(tmp_path / "a.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\ncat\ndog\n")
+    second = write_text(tmp_path / "b.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\ndog\ncat\n")
+    kept = _tokenizer(first, True, tmp_path_factory)
+    again = _tokenizer(first, True, tmp_path_factory)
+    other = _tokenizer(second, True, tmp_path_factory)
+    texts = _encoded(["cat dog"])
+    assert kept.tokenize(texts).to_list() == again.tokenize(texts).to_list() == [[4, 5]]
+    assert other.tokenize(texts).to_list() == [[5, 4]]

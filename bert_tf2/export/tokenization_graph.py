@@ -34,6 +34,7 @@ Residual differences, both outside what a UTF-8 request can carry or change:
 tensorflow_text is not needed to export, load or serve a model using it.
 """
 import functools
+import hashlib
 import itertools
 import operator
 import os
@@ -216,6 +217,27 @@ def character_tables():
 # Vocabulary asset
 # ---------------------------------------------------------------------------
 
+class VocabFileInitializer(tf.lookup.TextFileInitializer):
+    """A vocabulary asset's lines as (line -> line number), under a table name made of the
+    lines' digest.
+
+    TensorFlow names a file's table after str(filename), for an Asset its repr: the object's
+    memory address. A table made by a process after an earlier tokenizer's Asset was freed
+    (its table kept alive by a traced function), or a SavedModel exported at the same address
+    by another process and loaded beside it, could then be given the other vocabulary's
+    table under that name, silently. The digest names the same contents the same and other
+    contents apart, in every process."""
+
+    def __init__(self, asset, digest):
+        self._vocab_digest = digest
+        super().__init__(asset, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64,
+                         tf.lookup.TextFileIndex.LINE_NUMBER)
+
+    @property
+    def _shared_name(self):
+        return "bert_tf2_vocab_%s" % self._vocab_digest
+
+
 def placeholder(index):
     """The asset line of id `index` when it names no token a word can give: " <id>" (its
     leading space: no word equals it)."""
@@ -362,9 +384,8 @@ class InGraphTokenizer(tf.Module):
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write("".join(line + "\n" for line in lines))
         self.vocab_file = tf.saved_model.Asset(path)
-        initializer = tf.lookup.TextFileInitializer(
-            self.vocab_file, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-            tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER)
+        digest = hashlib.sha256("".join(line + "\n" for line in lines).encode("utf-8"))
+        initializer = VocabFileInitializer(self.vocab_file, digest.hexdigest())
         self.vocab_table = tf.lookup.StaticHashTable(initializer, default_value=-1)
         self.unk_id = vocab[unk_token]
         # No vocabulary entry is longer than this (characters, without "##").
