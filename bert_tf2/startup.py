@@ -68,7 +68,7 @@ def onednn_default(machine=None):
 
 
 if onednn_default():
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", onednn_default())
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
 # The signals that asked this process to stop, in order (cli.run_cli's handler notes each

@@ -1338,3 +1338,7 @@ def test_two_vocabularies_never_share_a_table_even_when_their_assets_print_alike
     texts = _encoded(["cat dog"])
     assert kept.tokenize(texts).to_list() == again.tokenize(texts).to_list() == [[4, 5]]
     assert other.tokenize(texts).to_list() == [[5, 4]]
+    # The id -> piece tables (SQuAD's answer text, fill-mask's tokens) likewise.
+    ids = tf.constant([4, 5], tf.int64)
+    assert kept.token_table().lookup(ids).numpy().tolist() == [b"cat", b"dog"]
+    assert other.token_table().lookup(ids).numpy().tolist() == [b"dog", b"cat"]

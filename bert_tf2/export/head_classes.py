@@ -515,7 +515,7 @@ class Squad(ModelType):
     def serving_state(self, tokenizer, max_seq_length, squad_rules, top_k):
         from bert_tf2.export import serving_squad  # pylint: disable=import-outside-toplevel
         squad_rules.check(max_seq_length)
-        return {"squad_tokens": serving_squad.token_table(tokenizer)}  # id -> piece
+        return {"squad_tokens": tokenizer.token_table()}  # id -> piece
 
     def export_info(self, module):
         return module.squad_rules.to_dict()
@@ -723,7 +723,7 @@ class MaskedLM(ModelType):
         masked_lm.check_at_least(top_k, "top_k")
         return {"top_k": min(top_k, tokenizer.vocab_size),
                 "mask_id": masked_lm.mask_id_of(tokenizer),
-                "fill_tokens": serving_squad.token_table(tokenizer)}
+                "fill_tokens": tokenizer.token_table()}
 
     def export_info(self, module):
         from bert_tf2.export import masked_lm  # pylint: disable=import-outside-toplevel

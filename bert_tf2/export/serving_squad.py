@@ -93,14 +93,6 @@ def rules_of(part):
         null_score_diff_threshold=float(part.null_score_diff_threshold))
 
 
-def token_table(tokenizer):
-    """id -> WordPiece string of the tokenizer's vocabulary asset (its line per id)."""
-    initializer = tf.lookup.TextFileInitializer(
-        tokenizer.vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-        tf.string, tf.lookup.TextFileIndex.WHOLE_LINE)
-    return tf.lookup.StaticHashTable(initializer, default_value="")
-
-
 # ---------------------------------------------------------------------------
 # Windows
 # ---------------------------------------------------------------------------
@@ -309,7 +301,7 @@ def span_texts(tokenizer, tokens, context_ids, piece_word, decoded, word_start, 
     """The answer text of each row's span (get_final_text's rule); "" where not found.
 
     Args:
-      tokens: token_table(tokenizer).
+      tokens: tokenizer.token_table().
       context_ids: RaggedTensor [B, (pieces)] int32; piece_word int64 [P]: each piece's
         word (squad_words' numbering).
       decoded: the contexts' code points; span: best_span()'s dict.

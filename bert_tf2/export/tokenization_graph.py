@@ -217,9 +217,9 @@ def character_tables():
 # Vocabulary asset
 # ---------------------------------------------------------------------------
 
-class VocabFileInitializer(tf.lookup.TextFileInitializer):
-    """A vocabulary asset's lines as (line -> line number), under a table name made of the
-    lines' digest.
+class _VocabLinesInitializer(tf.lookup.TextFileInitializer):
+    """A vocabulary asset's lines as line -> line number (to_ids) or line number -> line,
+    under a table name made of the lines' digest.
 
     TensorFlow names a file's table after str(filename), for an Asset its repr: the object's
     memory address. A table made by a process after an earlier tokenizer's Asset was freed
@@ -228,14 +228,17 @@ class VocabFileInitializer(tf.lookup.TextFileInitializer):
     table under that name, silently. The digest names the same contents the same and other
     contents apart, in every process."""
 
-    def __init__(self, asset, digest):
-        self._vocab_digest = digest
-        super().__init__(asset, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64,
-                         tf.lookup.TextFileIndex.LINE_NUMBER)
+    def __init__(self, asset, digest, to_ids):
+        line, number = tf.lookup.TextFileIndex.WHOLE_LINE, tf.lookup.TextFileIndex.LINE_NUMBER
+        self._bert_tf2_name = "bert_tf2_vocab_%s_%s" % (digest, "ids" if to_ids else "tokens")
+        if to_ids:
+            super().__init__(asset, tf.string, line, tf.int64, number)
+        else:
+            super().__init__(asset, tf.int64, number, tf.string, line)
 
     @property
     def _shared_name(self):
-        return "bert_tf2_vocab_%s" % self._vocab_digest
+        return self._bert_tf2_name
 
 
 def placeholder(index):
@@ -381,12 +384,14 @@ class InGraphTokenizer(tf.Module):
                               renamed=renamed)
 
         path = os.path.join(asset_dir, "vocab.txt")
+        text = "".join(line + "\n" for line in lines)
         with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write("".join(line + "\n" for line in lines))
+            f.write(text)
         self.vocab_file = tf.saved_model.Asset(path)
-        digest = hashlib.sha256("".join(line + "\n" for line in lines).encode("utf-8"))
-        initializer = VocabFileInitializer(self.vocab_file, digest.hexdigest())
-        self.vocab_table = tf.lookup.StaticHashTable(initializer, default_value=-1)
+        self._vocab_digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        self.vocab_table = tf.lookup.StaticHashTable(
+            _VocabLinesInitializer(self.vocab_file, self._vocab_digest, to_ids=True),
+            default_value=-1)
         self.unk_id = vocab[unk_token]
         # No vocabulary entry is longer than this (characters, without "##").
         self.max_piece_chars = max(1, max(len(t[2:] if t.startswith("##") else t)
@@ -406,6 +411,13 @@ class InGraphTokenizer(tf.Module):
         self.range_codes = tf.Variable(tables.range_codes, trainable=False, name="range_codes")
         self.map_keys = tf.Variable(tables.map_keys, trainable=False, name="map_keys")
         self.map_values = tf.Variable(tables.map_values, trainable=False, name="map_values")
+
+    def token_table(self):
+        """A new table of id -> the vocabulary asset's line of that id (its WordPiece
+        string; "" past the end), named by the vocabulary's digest as vocab_table is."""
+        return tf.lookup.StaticHashTable(
+            _VocabLinesInitializer(self.vocab_file, self._vocab_digest, to_ids=False),
+            default_value="")
 
     def unnamed_ids(self):
         """int32 ids below vocab_size that no vocabulary entry has (sorted)."""
