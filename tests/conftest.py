@@ -19,6 +19,13 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+# Before any test module imports TensorFlow: the process settings every script starts with
+# (bert_tf2.startup: oneDNN on x86-64, the BFC allocator), so the tests in this process run
+# the kernels a user's run does and those of the scripts the tests start as children. Left
+# to the first test module's import, TensorFlow came up without them here and with them in
+# every child (a run resumed in this process from a child's checkpoint rounded otherwise).
+from bert_tf2 import startup  # noqa: E402,F401  pylint: disable=unused-import
+
 
 def _find_shared():
     env = os.environ.get("BERT_TF2_SHARED")
