@@ -141,7 +141,9 @@ def test_attention_by_example_equals_the_batch_and_saved_models_trace_without_it
 # A child process: the rewrite is chosen once, when TensorFlow is imported. It builds the
 # MiniLM-shaped model with the same random weights and inputs in every process, and saves
 # its traced forward (every layer, pooled) and the gradients of a weighted sum of the last
-# layer plus the pooled output (dropout off) to argv[1]; it prints the setting it ran with.
+# layer plus the pooled output (dropout off) to argv[1]; it prints the setting it ran with,
+# and whether our oneDNN-only forms would be chosen once the variable says "1" (as it does in
+# a process that imported TensorFlow before bert_tf2.startup set it).
 _REWRITE_CHILD = """
 import json, os, sys
 from bert_tf2 import startup
@@ -149,6 +151,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import test_util
 import modeling
+from bert_tf2.base import fused_elementwise
+setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
 config = modeling.BertConfig(vocab_size=128, **json.loads(sys.argv[2]))
 rng = np.random.RandomState(0)
 ids = rng.randint(1, 128, size=[3, 136]).astype(np.int32)
@@ -172,8 +177,8 @@ def forward_and_gradients():
 
 forward, gradients = forward_and_gradients()
 np.savez(sys.argv[1], *[x.numpy() for x in forward + gradients])
-print(json.dumps({"setting": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
-                  "onednn": bool(test_util.IsMklEnabled()), "forward": len(forward)}))
+print(json.dumps({"setting": setting, "onednn": bool(test_util.IsMklEnabled()),
+                  "forms": fused_elementwise.onednn_cpu_only(), "forward": len(forward)}))
 """
 
 
@@ -199,7 +204,9 @@ def test_startups_onednn_rewrite_gives_the_forward_and_gradients_of_the_rewrite_
     assert startup.onednn_default("aarch64") is None
     default, forward, gradients = _rewrite_child(tmp_path, "default", None)
     off, want_forward, want_gradients = _rewrite_child(tmp_path, "off", "0")
-    assert off == dict(default, setting="0", onednn=False)
+    assert off == dict(default, setting="0", onednn=False, forms=False)
+    # The CPU forms follow what TensorFlow runs, not what the variable says by now.
+    assert default["forms"] == default["onednn"]
     # Where the user set nothing, the rewrite is on on every x86-64 CPU (TensorFlow's own
     # default elsewhere).
     assert default["setting"] == startup.onednn_default()

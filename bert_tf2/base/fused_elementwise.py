@@ -158,13 +158,27 @@ def onednn_layer_norm_enabled():
     return _ONEDNN_LAYER_NORM["enabled"]
 
 
+def tensorflow_onednn_enabled():
+    """Whether this process's TensorFlow runs its oneDNN rewrite: what TensorFlow decided
+    when it was imported (TF_ENABLE_ONEDNN_OPTS then, else its default for the CPU; see
+    bert_tf2.startup), not the variable now."""
+    try:
+        from tensorflow.python.util import (  # pylint: disable=import-outside-toplevel
+            _pywrap_util_port as util_port)
+    except ImportError:  # another TensorFlow layout: the variable, as TensorFlow reads it
+        return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
+    return bool(util_port.IsMklEnabled())
+
+
 @functools.lru_cache(maxsize=None)
 def onednn_cpu_only():
-    """True when TensorFlow's oneDNN rewrite is on (x86-64, TF_ENABLE_ONEDNN_OPTS not 0)
-    and no GPU or TPU is visible: the graph then runs on the CPU with oneDNN."""
+    """True when TensorFlow's oneDNN rewrite is on in this process (x86-64,
+    tensorflow_onednn_enabled) and no GPU or TPU is visible: the graph then runs on the CPU
+    with oneDNN. A TensorFlow imported before bert_tf2.startup on a CPU where its default
+    is off (AVX2 only) runs without it, whatever TF_ENABLE_ONEDNN_OPTS says by now."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
-    if os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() in ("0", "false"):
+    if not tensorflow_onednn_enabled():
         return False
     return not any(tf.config.list_physical_devices(kind) for kind in ("GPU", "TPU"))
 
