@@ -64,9 +64,10 @@ test: $(STAMP) $(BENCH_PEERS) docs
 	if [ -n "$$smoke_pid" ]; then wait $$smoke_pid || status=1; cat "$$smoke_log"; fi; \
 	rm -f "$$smoke_log"; exit $$status
 
-# The edit-test loop's lane: the tests not marked slow (no training beyond a step or two,
-# no whole-script process but where the boundary is what is tested), no docs build, no
-# smoke run, no peers required (their tests skip). CI runs `make test`.
+# The edit-test loop's lane, under 3 minutes on two cores: the tests not marked slow (no
+# training beyond a step or two, no export, no whole-script process or child importing
+# TensorFlow), no docs build, no smoke run, no peers required (their tests skip). CI runs
+# `make test`, every test.
 test-quick: $(STAMP)
 	$(PY) -m pytest tests -q -ra -m "not slow" --durations=10 $(PYTEST_XDIST)
 

@@ -172,8 +172,9 @@ def pytest_sessionstart(session):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: trains, exports or starts a whole-script "
-                            "process; `make test` runs it, `make test-quick` (-m 'not slow') not")
+    config.addinivalue_line("markers", "slow: trains, exports, or starts a whole-script "
+                            "process or a child that imports TensorFlow; `make test` runs it, "
+                            "`make test-quick` (-m 'not slow') not")
     # pytest-xdist's controller: hand the files out in the workers' collection order (see
     # pytest_collection_modifyitems), not sorted by their number of tests.
     if getattr(config.option, "loadscopereorder", False) and _file_seconds():

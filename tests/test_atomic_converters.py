@@ -226,6 +226,7 @@ def _keras_hub_folders(tmp_path):
     return first, second
 
 
+@pytest.mark.slow
 def test_keras_hub_export_and_import_stopped_at_any_write_keep_the_earlier(tmp_path,
                                                                           monkeypatch):
     pytest.importorskip("keras_hub")

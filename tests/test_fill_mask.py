@@ -187,6 +187,7 @@ def _same_answers(want, got, atol=1e-5):
                                atol=atol, rtol=0)
 
 
+@pytest.mark.slow
 def test_the_saved_model_on_raw_strings_gives_the_predictors_answers(tiny, exported):
     saved = tf.saved_model.load(str(exported))
     assert sorted(saved.signatures) == ["serving_default", "serving_ids", "tokenize"]
@@ -228,6 +229,7 @@ def test_the_saved_model_on_raw_strings_gives_the_predictors_answers(tiny, expor
         "masked_lm", 5, 16)
 
 
+@pytest.mark.slow
 def test_litert_fp32_gives_the_predictors_answers_and_refusals(tiny, exported):
     from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
     report = json.loads((exported / "litert_report.json").read_text())

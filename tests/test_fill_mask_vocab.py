@@ -50,6 +50,7 @@ def _modeling_config(config):
     return modeling.BertConfig.from_dict(config)
 
 
+@pytest.mark.slow
 def test_a_vocab_size_past_the_vocabulary_is_served_with_unnamed_answers(tmp_path):
     prefix = _folder(tmp_path, 10)  # 9 lines, 8 tokens, ids 0-8; rows 0-9
     predictor = masked_lm.Predictor(prefix, top_k=4, max_seq_length=8)

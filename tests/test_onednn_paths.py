@@ -198,6 +198,7 @@ def _rewrite_child(tmp_path, name, setting):
     return report, values[:report["forward"]], values[report["forward"]:]
 
 
+@pytest.mark.slow
 def test_startups_onednn_rewrite_gives_the_forward_and_gradients_of_the_rewrite_off(tmp_path):
     assert startup.onednn_default("x86_64") == "1"
     assert startup.onednn_default("AMD64") == "1"

@@ -41,6 +41,7 @@ def _wait_for_lock(proc, lock_file):
                what="the lock file")
 
 
+@pytest.mark.slow
 def test_second_training_refused_and_a_killed_run_leaves_no_stale_lock(tmp_path):
     out = tmp_path / "out"
     lock_file = str(out / fileutil.LOCK_FILE)

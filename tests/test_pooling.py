@@ -154,6 +154,7 @@ def test_settings_beside_the_checkpoint_are_the_defaults(tiny, tmp_path):
     np.testing.assert_allclose(encoder.encode(texts), want, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_saved_model_sentence_embedding(tiny, tmp_path):
     export_dir = tmp_path / "export"
     export_saved_model.run(flags_common.parse_flags(export_saved_model.define_flags, [

@@ -71,18 +71,21 @@ def _reference_variable_names(num_layers):
     return sorted(names + ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"])
 
 
+@pytest.mark.slow
 def test_graph_model_has_the_reference_variables_and_outputs(graph):
     names = sorted(n[:-2] for n in graph["variable_names"])
     assert names == _reference_variable_names(3)
     assert [list(s) for s in graph["shapes"]] == [[5, 7, 32], [5, 7, 32], [5, 32]]
 
 
+@pytest.mark.slow
 def test_every_op_of_the_graph_model_is_reachable(graph):
     # The reference's modeling_test check: no op hangs off the outputs' data path
     # except the asserts it excludes by name.
     assert list(graph["unreachable"]) == []
 
 
+@pytest.mark.slow
 def test_graph_outputs_equal_the_reference_golden(graph):
     _, golden = _golden(graph)
     assert len(graph["restored"]) == 46  # 39 encoder + 7 pretraining head variables
@@ -100,6 +103,7 @@ def test_graph_outputs_equal_the_reference_golden(graph):
                                golden["sequence_output"], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_graph_outputs_equal_the_tf2_path(graph):
     golden_dir, golden = _golden(graph)
     ckpt = os.path.join(golden_dir, "bert_model.ckpt")
@@ -138,6 +142,7 @@ def test_graph_outputs_equal_the_tf2_path(graph):
     np.testing.assert_allclose(graph["graph_classifier_loss"], loss, atol=FP32_ATOL)
 
 
+@pytest.mark.slow
 def test_bert_as_service_graph_reads_the_output_attributes(graph):
     golden_dir, golden = _golden(graph)
     # The attributes are the getters' tensors.
@@ -172,6 +177,7 @@ def _eager_features(texts, tokenizer):
     return rows, [f.input_ids + f.input_mask + f.segment_ids + [f.label_id] for f in features]
 
 
+@pytest.mark.slow
 def test_graph_mode_features_equal_eager_ones(graph, caplog):
     texts = [tuple(pair) for pair in graph["feature_texts"]]
     vocab_file = str(graph["vocab_file"])
@@ -265,6 +271,7 @@ def _numpy_train_steps(steps=6):
     return kernel, gamma, moments["k"][0]
 
 
+@pytest.mark.slow
 def test_create_optimizer_train_op_takes_the_reference_steps(graph):
     assert list(graph["train_names"]) == [
         "global_step:0", "layer/LayerNorm/gamma/adam_m:0", "layer/LayerNorm/gamma/adam_v:0",

@@ -137,6 +137,7 @@ def _numbers(metrics):
     return {key: float("%s" % value) for key, value in metrics.items()}
 
 
+@pytest.mark.slow
 def test_readme_from_python_runs_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _reviews("reviews")

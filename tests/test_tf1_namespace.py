@@ -31,6 +31,7 @@ def graph(tmp_path_factory):
     return found
 
 
+@pytest.mark.slow
 def test_the_import_runs_graph_mode_and_says_so_once(graph):
     assert graph["eager"] is False
     lines = [line for line in graph["stderr"].splitlines() if "bert_tf2.tf1:" in line]
@@ -41,10 +42,12 @@ def test_the_import_runs_graph_mode_and_says_so_once(graph):
     assert "`tf.layers." not in graph["stderr"]
 
 
+@pytest.mark.slow
 def test_every_name_the_reference_uses_is_there(graph):
     assert graph["unresolved"] == {}
 
 
+@pytest.mark.slow
 def test_tf_layers_and_rnn_cells_have_tf1_names(graph):
     assert graph["variables"] == [
         "dense/kernel:0", "dense/bias:0", "dense_1/kernel:0", "dense_1/bias:0",
@@ -58,6 +61,7 @@ def test_tf_layers_and_rnn_cells_have_tf1_names(graph):
     assert graph["rnn_output_shape"] == [2, 5, 3]
 
 
+@pytest.mark.slow
 def test_the_lazy_pieces_are_there_or_name_their_module(graph):
     # tf.estimator, tf.contrib.tpu and tf.contrib.crf come from modules of their own: a copy
     # without them says which module is missing, in one line.
@@ -70,6 +74,7 @@ def test_the_lazy_pieces_are_there_or_name_their_module(graph):
             assert module in error and "\n" not in error
 
 
+@pytest.mark.slow
 def test_what_tf2_removed_is_one_line_naming_the_replacement(graph):
     missing = graph["missing"]
     assert missing["contrib.slim"] == (
@@ -82,6 +87,7 @@ def test_what_tf2_removed_is_one_line_naming_the_replacement(graph):
     assert graph["hasattr_contrib_learn"] is False
 
 
+@pytest.mark.slow
 def test_removed_cells_name_what_to_use_and_tf_app_run_logs_once(graph):
     cells = graph["removed_cells"]
     assert cells["contrib.crf.CrfForwardRnnCell"] == (
@@ -98,6 +104,7 @@ def test_removed_cells_name_what_to_use_and_tf_app_run_logs_once(graph):
     assert graph["stderr"].count("logged once under tf.app.run") == 1
 
 
+@pytest.mark.slow
 def test_a_runner_in_a_graph_mode_process_is_one_line_and_makes_nothing(graph):
     assert graph["runner_error"] == (
         "RuntimeError: run_classifier.run: this process runs TensorFlow 1 graph mode "
