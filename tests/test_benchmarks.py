@@ -583,6 +583,10 @@ def test_a_run_keeps_its_groups_done_so_far_and_their_times(monkeypatch, tmp_pat
     # A whole run takes most of an hour: the groups before a crash (or the OOM killer) are
     # kept in <output>.partial, said to be incomplete; a whole run has each group's time.
     monkeypatch.setattr(bench_util, "matmul_peak", lambda *a, **k: 100.0)
+    # The header's GEMM probes (a TensorFlow child, a torch one) run in
+    # test_every_group_runs_in_a_process_of_its_own; here they would only repeat.
+    monkeypatch.setattr(bench_util, "tf_gemm_library", lambda: "oneDNN (test)")
+    monkeypatch.setattr(bench_util, "peer_gemm_library", lambda peers: "MKL (test)")
     out = tmp_path / "out.json"
 
     def optimizer_then_crash(name, kwargs):
