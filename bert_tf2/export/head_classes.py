@@ -513,7 +513,6 @@ class Squad(ModelType):
                 "end_logits": tf.cast(out["end_logits"], tf.float32)}
 
     def serving_state(self, tokenizer, max_seq_length, squad_rules, top_k):
-        from bert_tf2.export import serving_squad  # pylint: disable=import-outside-toplevel
         squad_rules.check(max_seq_length)
         return {"squad_tokens": tokenizer.token_table()}  # id -> piece
 
@@ -717,9 +716,7 @@ class MaskedLM(ModelType):
 
     def serving_state(self, tokenizer, max_seq_length, squad_rules, top_k):
         # Answers per [MASK] (at most the vocabulary), [MASK]'s id, id -> piece.
-        # pylint: disable=import-outside-toplevel
-        from bert_tf2.export import masked_lm
-        from bert_tf2.export import serving_squad
+        from bert_tf2.export import masked_lm  # pylint: disable=import-outside-toplevel
         masked_lm.check_at_least(top_k, "top_k")
         return {"top_k": min(top_k, tokenizer.vocab_size),
                 "mask_id": masked_lm.mask_id_of(tokenizer),
