@@ -63,8 +63,12 @@ def onednn_default(machine=None):
     float32 rounding of the same (tests/test_onednn_paths.py). With it on, every x86 CPU
     runs the oneDNN kernels of its ISA, as those CPUs already do. Read once, when
     TensorFlow is imported; TF_ENABLE_ONEDNN_OPTS=0 keeps it off."""
-    machine = (machine or platform.machine()).lower()
-    return "1" if machine in ("x86_64", "amd64") else None
+    return "1" if is_x86_64(machine) else None
+
+
+def is_x86_64(machine=None):
+    """Whether `machine` (platform.machine() by default) names an x86-64 CPU."""
+    return (machine or platform.machine()).lower() in ("x86_64", "amd64")
 
 
 if onednn_default():

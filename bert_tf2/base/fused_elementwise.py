@@ -36,9 +36,10 @@ Used only where it pays and never changes a trace's shapes:
 import functools
 import math
 import os
-import platform
 
 import tensorflow as tf
+
+from bert_tf2 import startup
 
 MIN_ELEMENTS = 1 << 16
 
@@ -176,7 +177,7 @@ def onednn_cpu_only():
     tensorflow_onednn_enabled) and no GPU or TPU is visible: the graph then runs on the CPU
     with oneDNN. A TensorFlow imported before bert_tf2.startup on a CPU where its default
     is off (AVX2 only) runs without it, whatever TF_ENABLE_ONEDNN_OPTS says by now."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
+    if not startup.is_x86_64():
         return False
     if not tensorflow_onednn_enabled():
         return False
