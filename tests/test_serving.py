@@ -269,7 +269,12 @@ def test_warmup_requests_of_every_head_replay_as_the_batched_call(golden, tmp_pa
         assert [r[1] for r in requests] == signatures * len(rows)
         for number, (_, name, inputs) in enumerate(requests):
             row = number // len(signatures)
-            one = module.signatures()[name](**{k: tf.constant(v) for k, v in inputs.items()})
+            function = module.signatures()[name]
+            one = function(**{k: tf.constant(v) for k, v in inputs.items()})
+            # the names warmup.requests read off the signature without a trace: the traced
+            # function's (get_concrete_function: the call's own trace)
+            assert warmup.input_names(function) == warmup.input_names(
+                function.get_concrete_function()) == set(inputs), (kind, name)
             batched = module.signatures()[name](**{k: tf.constant(np.concatenate(
                 [r[2][k] for r in requests if r[1] == name])) for k in inputs})
             for key, value in one.items():

@@ -166,7 +166,7 @@ def requests(model_type, rows, signatures):
     for row in rows:
         inputs = kind.inputs([t.encode("utf-8") for t in row])
         for name in kind.requests:
-            wanted = _input_names(signatures[name])
+            wanted = input_names(signatures[name])
             if wanted != set(inputs):
                 raise ValueError("--warmup_file: the %s signature takes %s, a row gave %s"
                                  % (name, ", ".join(sorted(wanted)), ", ".join(sorted(inputs))))
@@ -174,11 +174,17 @@ def requests(model_type, rows, signatures):
     return found
 
 
-def _input_names(function):
-    """The input names of a signature (a tf.function with an input signature)."""
-    concrete = (function if hasattr(function, "structured_input_signature")
-                else function.get_concrete_function())
-    return {spec.name for spec in tf.nest.flatten(concrete.structured_input_signature)}
+def input_names(function):
+    """The input names of a signature: a concrete function, or a tf.function with an input
+    signature whose specs are all named (read off it: no trace; after the export's save,
+    get_concrete_function traces the whole signature again, outside the save's context)."""
+    if hasattr(function, "structured_input_signature"):
+        specs = tf.nest.flatten(function.structured_input_signature)
+    else:
+        specs = tf.nest.flatten(function.input_signature or ())
+        if not specs or any(spec.name is None for spec in specs):
+            specs = tf.nest.flatten(function.get_concrete_function().structured_input_signature)
+    return {spec.name for spec in specs}
 
 
 def _varint(value):
