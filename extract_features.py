@@ -277,8 +277,10 @@ class FeatureExtractor(object):
         self.seq_length = seq_length
         # Any length up to seq_length: trimmed batches share one graph.
         spec = tf.TensorSpec([None, None], tf.int32)
-        self._encode = training.run_function(self._layers,
-                                             input_signature=[spec, spec, spec])
+        # Traced as written, as the runners' steps are (training.step_function): the
+        # encoder and pooling use tf.cond / tf.while_loop where they branch on tensors.
+        self._encode = training.run_function(self._layers, input_signature=[spec, spec, spec],
+                                             autograph=False)
 
     def _layers(self, input_ids, input_mask, input_type_ids):
         outputs = self.model(input_ids, input_mask, input_type_ids, training=False)
