@@ -339,15 +339,37 @@ def tiny(tmp_path_factory, tiny_vocab):
 _ENCODER_FLAGS = ["--pooling=mean", "--layers=-1", "--normalize"]
 
 
+def _tiny_export(tiny, kind, export_dir, serving_dtype):
+    """The tiny classifier (--task_name=SST-2) or encoder (_ENCODER_FLAGS) exported into
+    `export_dir` from the command line's flags with --serving_dtype; the export leaves the
+    global Keras policy float32 (asserted). Returns export_dir."""
+    extra = ["--task_name=SST-2"] if kind == "classifier" else _ENCODER_FLAGS
+    _export(_export_argv(kind, tiny["config_file"], tiny["root"] / kind, tiny["vocab"],
+                         export_dir, 16, extra + ["--serving_dtype=%s" % serving_dtype]))
+    assert tf_keras.mixed_precision.global_policy().name == "float32"
+    return export_dir
+
+
 @pytest.fixture(scope="module")
-def encoder_export(tiny):
+def tiny_exports(tiny):
+    """_tiny_export of (kind, serving_dtype), made once per module on first use (the tests
+    only read them): export(kind, serving_dtype) -> its folder."""
+    made = {}
+
+    def export(kind, serving_dtype):
+        if (kind, serving_dtype) not in made:
+            made[kind, serving_dtype] = _tiny_export(
+                tiny, kind, tiny["root"] / "export" / ("%s_%s" % (kind, serving_dtype)),
+                serving_dtype)
+        return made[kind, serving_dtype]
+    return export
+
+
+@pytest.fixture(scope="module")
+def encoder_export(tiny_exports):
     """The tiny encoder exported once from the command line's flags (_ENCODER_FLAGS, and
     --serving_dtype=fp32): what run(Settings) and a bf16 export are compared with."""
-    export_dir = tiny["root"] / "export" / "encoder"
-    _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
-                         tiny["vocab"], export_dir, 16,
-                         _ENCODER_FLAGS + ["--serving_dtype=fp32"]))
-    return export_dir
+    return tiny_exports("encoder", "fp32")
 
 
 @pytest.fixture(scope="module")
@@ -524,27 +546,20 @@ def _attention_concats(export_dir):
 
 @pytest.mark.parametrize("serving_dtype", ["bf16", "fp32"])
 def test_serving_dtype_weights_stored_converted_give_the_same_outputs(
-        tiny, tmp_path, monkeypatch, serving_dtype):
+        tiny, tiny_exports, loaded, tmp_path, monkeypatch, serving_dtype):
     """An export stores its query / key / value kernels side by side and, bf16, its Dense
     weights converted (exporter.weights_as_served); it answers exactly as when
     every call joined and converted the float32 variables: the matmuls get the same
-    values."""
-    def export(name):
-        export_dir = tmp_path / name
-        _export(_export_argv("encoder", tiny["config_file"], tiny["root"] / "encoder",
-                             tiny["vocab"], export_dir, 16,
-                             _ENCODER_FLAGS + ["--serving_dtype=%s" % serving_dtype]))
-        return export_dir
-
-    stored = export("stored")
+    values. (The stored one: the module's export of that dtype, as the tests below read.)"""
+    stored = tiny_exports("encoder", serving_dtype)
     monkeypatch.setattr(exporter, "weights_as_served", lambda model: None)
-    converted = export("converted")
+    converted = _tiny_export(tiny, "encoder", tmp_path / "converted", serving_dtype)
     joins = [_attention_concats(d) for d in (stored, converted)]
     assert joins[0] == [] and joins[1] != []
     if serving_dtype == "bf16":
         assert _casts_of_variables(stored) == [] and _casts_of_variables(converted) != []
     texts = _encoded(["the cat sat on the mat", "a dog", "unaffable cats sat", ""])
-    a, b = (tf.saved_model.load(str(d)) for d in (stored, converted))
+    a, b = loaded(stored), tf.saved_model.load(str(converted))
     for signature, kwargs in (("embed", dict(text=texts)),
                               ("serving_text_a", dict(text_a=texts))):
         got, want = a.signatures[signature](**kwargs), b.signatures[signature](**kwargs)
@@ -554,17 +569,14 @@ def test_serving_dtype_weights_stored_converted_give_the_same_outputs(
 
 @pytest.mark.parametrize("kind, serving_dtype", [("classifier", "fp16"), ("encoder", "bf16")])
 def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
-        tiny, encoder_export, loaded, tmp_path, kind, serving_dtype):
+        tiny, encoder_export, tiny_exports, loaded, kind, serving_dtype):
     """A --serving_dtype export (fp16: a classifier, bf16: an encoder; the same Keras
     policy for every model type) has its matmuls in that dtype, the fp32 export's
     signatures (inputs, outputs and their dtypes), float32 outputs near the fp32 export's:
-    a classifier's probabilities, an encoder's sentence vectors."""
-    export_dir = tmp_path / serving_dtype
+    a classifier's probabilities, an encoder's sentence vectors. (The export leaves the
+    global policy float32: _tiny_export asserts it.)"""
+    export_dir = tiny_exports(kind, serving_dtype)
     fp32_dir = tiny["export_dir"] if kind == "classifier" else encoder_export
-    extra = ["--task_name=SST-2"] if kind == "classifier" else _ENCODER_FLAGS
-    _export(_export_argv(kind, tiny["config_file"], tiny["root"] / kind, tiny["vocab"],
-                         export_dir, 16, extra + ["--serving_dtype=%s" % serving_dtype]))
-    assert tf_keras.mixed_precision.global_policy().name == "float32"
     with open(str(export_dir / "assets.extra" / "export_info.json")) as f:
         assert json.load(f)["serving_dtype"] == serving_dtype
     name = {"bf16": "bfloat16", "fp16": "float16"}[serving_dtype]
@@ -575,11 +587,10 @@ def test_serving_dtype_computes_the_matmuls_in_it_and_keeps_the_signatures(
     # puts the query, key and value kernels side by side.
     assert _casts_of_variables(export_dir) == []
     assert _attention_concats(export_dir) == [] and _attention_concats(fp32_dir) == []
-    kernels = {v.dtype.name for v in tf.saved_model.load(str(export_dir)).model_variables
-               if v.name.endswith("/kernel:0")}
+    low = loaded(export_dir)
+    kernels = {v.dtype.name for v in low.model_variables if v.name.endswith("/kernel:0")}
     assert kernels == {name}
 
-    low = tf.saved_model.load(str(export_dir))
     full = loaded(fp32_dir)
     for signature in full.signatures:  # same inputs and outputs, outputs' dtypes too
         assert (low.signatures[signature].structured_input_signature
