@@ -7,6 +7,9 @@ REQUEST: {"folders": [{"dir", "head", "texts", "pairs" (optional), "choices" (op
 a folder with "pipeline" ({"task", "make", "call"}) gives {"pipeline": its results} instead.
 OUTPUT: per folder {"class", "ids" (the tokenizer's input ids per text), "outputs" {name: list},
 "labels" (config's id2label), "sentence" (SentenceTransformer vectors, when asked)}.
+With "arrays_file" (a path ending .npz) in REQUEST, the "outputs" lists go into that file
+instead (numpy's savez, key "<folder index>/<name>") and OUTPUT's "outputs" name the keys:
+millions of floats (a pretraining head's logits) are read back at once, not parsed as text.
 """
 import json
 import sys
@@ -77,11 +80,26 @@ def _run(folder):
     return result
 
 
+def _outputs_apart(results, path):
+    """Moves each result's "outputs" lists into the .npz file `path` (float64, the values
+    the JSON text would give), leaving {name: its key} in their place."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    arrays = {}
+    for index, result in enumerate(results):
+        for name, value in result.get("outputs", {}).items():
+            key = "%d/%s" % (index, name)
+            arrays[key] = np.asarray(value, np.float64)
+            result["outputs"][name] = key
+    np.savez(path, **arrays)
+
+
 def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         request = json.load(f)
     torch.manual_seed(0)
     results = [_run(folder) for folder in request["folders"]]
+    if request.get("arrays_file"):
+        _outputs_apart(results, request["arrays_file"])
     # json.dumps, not json.dump: the same text from the C encoder (json.dump's streaming
     # encoder is pure Python, seconds longer for a pretraining head's logits).
     with open(sys.argv[2], "w", encoding="utf-8") as f:

@@ -294,14 +294,23 @@ _LENGTH = 40
 
 
 def _peer_check(peer, tmp_path, request):
-    """tests/hf_peer_check.py's answers (one per folder of `request`) from the peer venv."""
-    request_file = write_text(tmp_path / "request.json", json.dumps({"folders": request}))
+    """tests/hf_peer_check.py's answers (one per folder of `request`) from the peer venv;
+    their "outputs" come as arrays (its arrays_file: no float parsed as text)."""
+    arrays_file = str(tmp_path / "peer_outputs.npz")
+    request_file = write_text(tmp_path / "request.json", json.dumps(
+        {"folders": request, "arrays_file": arrays_file}))
     out_file = str(tmp_path / "peer.json")
     subprocess.run([peer, os.path.join(str(REPO_ROOT), "tests", "hf_peer_check.py"),
                     request_file, out_file], check=True, timeout=HANG_GUARD_SECONDS,
                    env=dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1"))
     with open(out_file, encoding="utf-8") as f:
-        return json.load(f)
+        answers = json.load(f)
+    with np.load(arrays_file) as arrays:
+        for answer in answers:
+            outputs = answer.get("outputs", {})
+            for name, key in outputs.items():
+                outputs[name] = arrays[key]
+    return answers
 
 
 def _ids(tokenizer, a, b=None):
@@ -386,10 +395,11 @@ def test_transformers_loads_every_head_with_our_numbers(peer_answers):
             assert peer_result["ids"] == [r[0] for r in rows], head
             assert peer_result["segments"] == [r[2] for r in rows], head
         for name, value in outputs.items():
+            got = np.asarray(peer_result["outputs"][name])
             print("%s %s: max |transformers - ours| = %.2e" % (head, name, np.max(np.abs(
-                np.array(peer_result["outputs"][name]) - value))))
-            np.testing.assert_allclose(np.array(peer_result["outputs"][name]), value,
-                                       atol=1e-5, rtol=0, err_msg="%s %s" % (head, name))
+                got - value))))
+            np.testing.assert_allclose(got, value, atol=1e-5, rtol=0,
+                                       err_msg="%s %s" % (head, name))
     assert theirs["classifier"]["labels"] == {"0": "neg", "1": "neutral", "2": "pos"}
     assert theirs["tagger"]["labels"] == {"0": "B-PER", "1": "I-PER", "2": "O", "3": "B-LOC"}
     from bert_tf2.tasks import pooling  # pylint: disable=import-outside-toplevel
