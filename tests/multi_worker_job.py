@@ -34,7 +34,7 @@ def train(strategy, output_dir, init_checkpoint):
     """The Runner after 3 steps on GLOBAL_BATCH examples from `init_checkpoint`."""
     config = training.RunConfig(output_dir=output_dir, learning_rate=1e-2, num_train_steps=3,
                                 num_warmup_steps=0, iterations_per_loop=3,
-                                init_checkpoint=init_checkpoint)
+                                init_checkpoint=init_checkpoint, autograph=False)
     runner = training.Runner(strategy, lambda: heads.BertClassifier(tiny_config(), 2), config)
     runner.train(dataset_fn, classifier_loss)
     return runner
