@@ -235,16 +235,31 @@ def test_buckets_group_by_length_and_number_the_examples(tmp_path):
 classifier_predict = multiple_choice_task.MultipleChoiceTask.predict_fn
 
 
+def bucket_dataset_fn(path, spec, batch_size, trim, window):
+    """dataset_fn of the records at `path` for prediction: fully padded, or trimmed and
+    bucketed in windows of `window` batches."""
+    def fn(ctx=None):
+        return input_pipeline.make_dataset(path, spec, batch_size, False, ctx,
+                                           pad_final_batch=True, trim=trim, buckets=trim,
+                                           bucket_width=WIDTH, bucket_window=window)
+    return fn
+
+
 def predict_both(runner, path, spec, batch_size, predict_fn, window, **kwargs):
-    def dataset_fn(trim):
-        def fn(ctx=None):
-            return input_pipeline.make_dataset(path, spec, batch_size, False, ctx,
-                                               pad_final_batch=True, trim=trim, buckets=trim,
-                                               bucket_width=WIDTH, bucket_window=window)
-        return fn
-    padded = list(runner.predict(dataset_fn(False), predict_fn, **kwargs))
-    bucketed = list(runner.predict(dataset_fn(True), predict_fn, **kwargs))
+    padded = list(runner.predict(bucket_dataset_fn(path, spec, batch_size, False, window),
+                                 predict_fn, **kwargs))
+    bucketed = list(runner.predict(bucket_dataset_fn(path, spec, batch_size, True, window),
+                                   predict_fn, **kwargs))
     return padded, bucketed
+
+
+def counted_predict(traces):
+    """classifier_predict that appends the input_ids shape of each of its traces to
+    `traces` (Python runs only while tracing)."""
+    def counted(model, features):
+        traces.append(features["input_ids"].shape.as_list())
+        return classifier_predict(model, features)
+    return counted
 
 
 def assert_same_batches(padded, bucketed, exact=("label_ids", "is_real_example")):
@@ -261,18 +276,30 @@ def assert_same_batches(padded, bucketed, exact=("label_ids", "is_real_example")
                 np.testing.assert_allclose(b[name][real], p[name][real], atol=1e-5)
 
 
-@pytest.mark.parametrize("window", [1, 64])
-def test_bucketed_predict_equals_padded_in_input_order(tmp_path, window):
-    lengths = lengths_of(23, seed=3, full_every=10)
-    path = write_classifier_records(tmp_path / "c.tf_record", lengths)
-    runner = runner_for(tmp_path, "run", classifier_fn)
+@pytest.fixture(scope="module")
+def padded_predictions(tmp_path_factory):
+    """The classifier records both windows' bucketed predictions are held to, and their
+    fully padded prediction (it does not depend on the window): (records, the runner that
+    made it, its batches, the shapes its step was traced with). Never changed by a test:
+    each predicts with a runner of its own, of the same weights."""
+    root = tmp_path_factory.mktemp("padded_predictions")
+    path = write_classifier_records(root / "c.tf_record",
+                                    lengths_of(23, seed=3, full_every=10))
+    runner = runner_for(root, "run", classifier_fn)
     traces = []
+    padded = list(runner.predict(bucket_dataset_fn(path, CLASSIFIER_SPEC, 4, False, 1),
+                                 counted_predict(traces)))
+    return path, runner, padded, traces
 
-    def counted(model, features):
-        traces.append(features["input_ids"].shape.as_list())
-        return classifier_predict(model, features)
 
-    padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, counted, window)
+@pytest.mark.parametrize("window", [1, 64])
+def test_bucketed_predict_equals_padded_in_input_order(tmp_path, padded_predictions, window):
+    path, padded_runner, padded, padded_traces = padded_predictions
+    runner = runner_for(tmp_path, "run", classifier_fn, init_from=padded_runner)
+    traces = []
+    counted = counted_predict(traces)
+    bucketed = list(runner.predict(bucket_dataset_fn(path, CLASSIFIER_SPEC, 4, True, window),
+                                   counted))
     assert len(padded) == 6 and list(padded[-1]["is_real_example"]) == [1, 1, 1, 0]
     assert_same_batches(padded, bucketed)
     # One trace per predict call: [None, 40] padded, [None, None] for every trimmed length
@@ -280,7 +307,7 @@ def test_bucketed_predict_equals_padded_in_input_order(tmp_path, window):
     # batch sizes share the step). Under XLA: test_predict_traces_once_for_every_length_under_xla.
     assert sorted({b["input_ids"].shape[1] for b in batches_of(input_pipeline.make_dataset(
         path, CLASSIFIER_SPEC, 4, False, trim=True, bucket_width=WIDTH))}) == [16, 32, 40]
-    assert traces == [[None, MAX_LEN], [None, None]], traces
+    assert padded_traces + traces == [[None, MAX_LEN], [None, None]], (padded_traces, traces)
 
     def metrics(batches):
         cat = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
@@ -293,7 +320,7 @@ def test_bucketed_predict_equals_padded_in_input_order(tmp_path, window):
         assert abs(float(want[key]) - float(got[key])) < 1e-6, key
     limited = list(runner.predict(lambda ctx=None: input_pipeline.make_dataset(
         path, CLASSIFIER_SPEC, 4, False, ctx, pad_final_batch=True, trim=True, buckets=True,
-        bucket_window=window), classifier_predict, max_steps=2))
+        bucket_window=window), counted, max_steps=2))  # the bucketed call's step, kept
     assert_same_batches(padded[:2], limited)
 
 
@@ -357,12 +384,8 @@ def test_predict_traces_once_for_every_length_under_xla(tmp_path):
                                                                           full_every=13))
     runner = runner_for(tmp_path, "trace", classifier_fn, enable_xla=True)
     traces = []
-
-    def counted(model, features):
-        traces.append(features["input_ids"].shape.as_list())
-        return classifier_predict(model, features)
-
-    padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, counted, 2)
+    padded, bucketed = predict_both(runner, path, CLASSIFIER_SPEC, 4, counted_predict(traces),
+                                    2)
     assert_same_batches(padded, bucketed)
     # One trace per predict call: [4, 40] padded, [4, None] for every trimmed length.
     assert traces == [[4, MAX_LEN], [4, None]], traces
