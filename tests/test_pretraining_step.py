@@ -49,53 +49,55 @@ def _draw_before_issue_55(size, seed, rate, shape):
     return tf.reshape(keep[:int(np.prod(shape))], shape)
 
 
-def _train(steps):
-    """(loss of each step, every variable after the last) of `steps` seeded steps from
-    the same initial weights (drawn from numpy's RNG, not TensorFlow's)."""
-    model = heads.BertPretrainer(_config())
-    model(heads.dummy_features())
-    rng = np.random.RandomState(11)
-    for variable in model.trainable_variables:
-        variable.assign(rng.normal(0.0, 0.02, variable.shape).astype(np.float32))
-    optimizer = optimization.create_optimizer(1e-3, 100, 2, clip_norm=1.0)
-    batch = _batch()
+class _Steps:
+    """A pretrainer, its optimizer and its step, traced once: each run() starts from the
+    same initial weights (drawn from numpy's RNG, not TensorFlow's) and a fresh optimizer
+    state (its iterations and slots back to zero)."""
 
-    @tf.function
-    def step(number):
-        with dropout_masks.step_seeds(tf.stack([7, number])):
-            with tf.GradientTape() as tape:
-                loss, _ = run_pretraining.pretraining_loss(model, batch, True)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    def __init__(self):
+        self.model = heads.BertPretrainer(_config())
+        self.model(heads.dummy_features())
+        rng = np.random.RandomState(11)
+        self.initial = [rng.normal(0.0, 0.02, v.shape).astype(np.float32)
+                        for v in self.model.trainable_variables]
+        self.optimizer = optimization.create_optimizer(1e-3, 100, 2, clip_norm=1.0)
+        model, optimizer, batch = self.model, self.optimizer, _batch()
 
-    losses = [float(step(tf.constant(i))) for i in range(steps)]
-    return losses, [v.numpy() for v in model.trainable_variables]
+        @tf.function
+        def step(number, seed):
+            with dropout_masks.step_seeds(tf.stack([seed, number])):
+                with tf.GradientTape() as tape:
+                    loss, _ = run_pretraining.pretraining_loss(model, batch, True)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        self.step = step
+
+    def run(self, steps, seed=7):
+        """(loss of each step, every variable after the last) of `steps` steps whose
+        dropout masks come from the step seeds (seed, step number)."""
+        for variable, value in zip(self.model.trainable_variables, self.initial):
+            variable.assign(value)
+        for variable in self.optimizer.variables():
+            variable.assign(tf.zeros_like(variable))
+        losses = [float(self.step(tf.constant(i), tf.constant(seed))) for i in range(steps)]
+        return losses, [v.numpy() for v in self.model.trainable_variables]
 
 
 @pytest.mark.slow  # trains / exports: make test, not the quick lane
 def test_the_step_is_today_s_step(monkeypatch):
-    losses, variables = _train(3)
+    today = _Steps()
+    losses, variables = today.run(3)
     monkeypatch.setattr(dropout_masks, "draw_keep_shaped", _draw_before_issue_55)
-    want_losses, want_variables = _train(3)
+    want_losses, want_variables = _Steps().run(3)  # traced with the draw of before
     assert len(set(losses)) == 3  # the steps changed the model
     np.testing.assert_allclose(losses, want_losses, rtol=1e-6, atol=0)
     assert len(variables) == len(want_variables) == 30  # one layer, heads, embeddings
     for got, want in zip(variables, want_variables):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
-    # The dropout is on: another seed's masks move the losses well past the tolerance.
-    moved = max(abs(a - b) for a, b in zip(losses, _train_other_seed()))
+    # The dropout is on: another seed's masks (seeds 8 instead of 7, on today's traced
+    # step) move the losses well past the tolerance.
+    moved = max(abs(a - b) for a, b in zip(losses, today.run(3, seed=8)[0]))
     assert moved > 5 * 1e-6 * max(losses), moved
-
-
-def _train_other_seed():
-    """Losses of the same steps with dropout seeds 8 instead of 7."""
-    real = dropout_masks.step_seeds
-
-    def shifted(seed):
-        return real(seed + tf.constant([1, 0]))
-    dropout_masks.step_seeds = shifted
-    try:
-        return _train(3)[0]
-    finally:
-        dropout_masks.step_seeds = real
+    # run() starts afresh: seed 7 again gives the first run's losses bit for bit.
+    assert today.run(3)[0] == losses
