@@ -6,6 +6,7 @@ its marker word, placed 6 times among the last 18; truncate never sees it.
 """
 import json
 import os
+import pathlib
 import random
 import shutil
 
@@ -13,7 +14,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import export_saved_model as esm
 import run_classifier as rc
 import tokenization
 from bert_tf2 import flags_common
@@ -334,24 +334,25 @@ def test_windows_outputs_one_row_per_example_whatever_the_batching(runs, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["windows", "head_tail"])
-def test_served_probabilities_equal_test_results(runs, tmp_path, data_dir, vocab, mode):
-    out = runs[mode]
-    export_dir = tmp_path / "model"
-    # The long_text.json beside the checkpoint gives --long_text and its flags.
-    esm.run(flags_common.parse_flags(esm.define_flags, [
-        "--model_type=classifier", "--task_name=sst-2", "--init_checkpoint=%s" % out,
-        "--bert_config_file=%s" % (out.parent / "config.json"), "--vocab_file=%s" % vocab,
-        "--max_seq_length=%d" % _SEQ, "--export_dir=%s" % export_dir]))
-    info = json.load(open(str(export_dir / "assets.extra" / "export_info.json")))
+def test_served_probabilities_equal_test_results(trained_heads, mode):
+    # The run's shared long-text folder of this mode (tests/trained.py: a jsonl task trained
+    # with do_predict on the parity inputs, two- and three-window texts among them) and its
+    # export, made once per run: export_saved_model of the folder alone (the long_text.json
+    # beside the checkpoint gives --long_text and its flags).
+    head = trained_heads.exported("long_" + mode)
+    with open(os.path.join(head.export_dir, "assets.extra", "export_info.json")) as f:
+        info = json.load(f)
     assert info["long_text"]["mode"] == mode
-    with open(str(data_dir / "test.tsv")) as f:
-        texts = [line.rstrip("\n").split("\t")[1] for line in f.read().splitlines()[1:]]
-    model = tf.saved_model.load(str(export_dir))
+    texts = [item for _, item in head.reference_items()]
+    rows = _test_rows(pathlib.Path(head.folder))
+    assert rows.shape == (len(texts), 3)  # labels neg, neutral, pos
+    model = head.saved_model()
     served = model.signatures["serving_text_a"](text_a=tf.constant(texts))
-    np.testing.assert_allclose(served["probabilities"].numpy(), _test_rows(out),
-                               atol=2e-5, rtol=0)
+    np.testing.assert_allclose(served["probabilities"].numpy(), rows, atol=2e-5, rtol=0)
     # text_b, when given, keeps its place in every window (served rows stay one per input).
-    pair = model.signatures["serving_default"](text_a=tf.constant(texts[:3]),
-                                               text_b=tf.constant(["the cat", "", "a dog"]))
-    assert pair["probabilities"].shape == (3, 2)
-    np.testing.assert_allclose(pair["probabilities"].numpy()[1], _test_rows(out)[1], atol=2e-5)
+    long_ones = [texts.index(t) for t in head.kinds["three_windows"] + head.kinds["two_windows"]]
+    pair = model.signatures["serving_default"](
+        text_a=tf.constant([texts[i] for i in long_ones[:3]]),
+        text_b=tf.constant([head.kinds["short"][0], "", head.kinds["short"][2]]))
+    assert pair["probabilities"].shape == (3, 3)
+    np.testing.assert_allclose(pair["probabilities"].numpy()[1], rows[long_ones[1]], atol=2e-5)
