@@ -77,6 +77,22 @@ def trained(tmp_path_factory):
     return tmp_path, data, out, result
 
 
+@pytest.fixture(scope="module")
+def untrained(tmp_path_factory):
+    """A model never trained (--seed=2; the tags of the `trained` run, from a labels file)
+    evaluated on the dev sentences and tagging their words four times over (a softmax
+    head): (tmp_path, data, labels file, output folder, result)."""
+    tmp_path = tmp_path_factory.mktemp("untrained")
+    data = tmp_path / "data"
+    write(data / "dev.txt", IOB2)
+    write(data / "test.txt", "\n".join([WORDS_ONLY] * 4))
+    labels = write(tmp_path / "labels.txt", "O\nB-LOC\nB-ORG\nB-PER\nI-ORG\nI-PER\n")
+    out = tmp_path / "softmax"
+    result = run(tmp_path, data, out, "--do_eval", "--do_predict", "--labels_file=%s" % labels,
+                 "--seed=2")
+    return tmp_path, data, labels, out, result
+
+
 def as_written(trained, name):
     """The text of the file `name` as the `trained` run wrote it."""
     return (trained[0] / "as_written" / name).read_text()
@@ -89,8 +105,8 @@ def read_results(path):
 
 
 @pytest.mark.slow
-def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
-    tmp_path, data, out, result = trained
+def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained, untrained):
+    _, _, out, result = trained
     results = read_results(out / "eval_results.txt")
     assert results["global_step"] == 30  # 3 sentences x 40 epochs / 4
     assert results["eval_f1"] == pytest.approx(float(result.metrics["eval_f1"]))
@@ -99,11 +115,11 @@ def test_a_tiny_model_learns_the_tags_and_writes_conll_files(trained):
     assert sorted(results) == sorted(
         ["eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_loss",
          "global_step", "eval_f1_LOC", "eval_f1_ORG", "eval_f1_PER"])
-    # The same files, never trained: the loss and F1 it started from.
-    untrained = run(tmp_path, data, tmp_path / "untrained", "--do_eval",
-                    "--labels_file=%s" % (out / "label_list.txt")).metrics
-    assert untrained["eval_loss"] > 1.0 and untrained["eval_f1"] < 0.5
-    assert not (tmp_path / "untrained" / "label_list.txt").exists()  # only training saves
+    # The same dev sentences and tags, never trained: the loss and F1 it started from.
+    _, _, labels, folder, never = untrained
+    assert open(labels).read() == (out / "label_list.txt").read_text()
+    assert never.metrics["eval_loss"] > 1.0 and never.metrics["eval_f1"] < 0.5
+    assert not (folder / "label_list.txt").exists()  # only training saves
     # Each input line once, a predicted tag appended to each token line.
     lines = (out / "eval_predictions.txt").read_text().splitlines()
     assert len(lines) == len(IOB2.splitlines())
@@ -523,17 +539,16 @@ def _breaking_iob2(tags):
 
 
 @pytest.mark.slow
-def test_crf_tags_of_an_untrained_model_never_break_iob2(tmp_path, absl_records):
-    # A model never trained (random logits, zero transitions): its softmax tags break
-    # IOB2; with --crf --crf_tag_scheme=iob2 Viterbi takes the best valid sequence.
-    data = tmp_path / "data"
-    write(data / "test.txt", "\n".join([WORDS_ONLY] * 4))
-    labels = write(tmp_path / "labels.txt", "O\nB-LOC\nB-ORG\nB-PER\nI-ORG\nI-PER\n")
+def test_crf_tags_of_an_untrained_model_never_break_iob2(untrained, tmp_path, absl_records):
+    # A model never trained (random logits, zero transitions): its softmax tags (the
+    # module's untrained run) break IOB2; the same with --crf --crf_tag_scheme=iob2:
+    # Viterbi takes the best valid sequence.
+    _, data, labels, softmax, _ = untrained
+    absl_records.clear()
+    run(tmp_path, data, tmp_path / "crf", "--do_predict", "--labels_file=%s" % labels,
+        "--seed=2", "--crf", "--crf_tag_scheme=iob2")
     broken = {}
-    for head in ("softmax", "crf"):
-        out = tmp_path / head
-        run(tmp_path, data, out, "--do_predict", "--labels_file=%s" % labels, "--seed=2",
-            *(["--crf", "--crf_tag_scheme=iob2"] if head == "crf" else []))
+    for head, out in (("softmax", softmax), ("crf", tmp_path / "crf")):
         blocks = (out / "test_predictions.txt").read_text().split("\n\n")
         broken[head] = sum(_breaking_iob2([line.split()[-1] for line in block.splitlines()])
                            for block in blocks if block.strip())
