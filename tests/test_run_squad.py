@@ -10,7 +10,6 @@ import modeling
 import run_squad
 import tokenization
 from bert_tf2 import flags_common
-from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
@@ -828,12 +827,21 @@ def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, 
         widths.append(kwargs.get("bucket_width"))
         return dataset_fn_for(*args, **kwargs)
     monkeypatch.setattr(input_pipeline, "dataset_fn_for", recording)
+    # The run's own runner and trimmed n-best, as its do_predict made them.
+    made = []
+    predict = squad_task.predict
+
+    def keeping(settings, runner, *args, **kwargs):
+        made.append((runner, predict(settings, runner, *args, **kwargs)))
+        return made[-1][1]
+    monkeypatch.setattr(squad_task, "predict", keeping)
     dev = tmp_path / "dev.json"
     dev.write_text(json.dumps({"data": [{"paragraphs": dev_articles[1]["paragraphs"][:2]}]}))
     out = tmp_path / "out"
     fv = run_flags(shared_dir, out, "--do_predict", "--predict_file=%s" % dev,
                    "--max_seq_length=96", "--predict_batch_size=4", "--trim_padding", *extra)
     run_squad.run(fv)  # the whole run, trimmed
+    (runner, (summaries, trimmed)), = made
     with open(out / "predictions.json") as f:
         predictions = json.load(f)
     assert list(predictions) == [q["id"] for p in dev_articles[1]["paragraphs"][:2]
@@ -841,14 +849,8 @@ def test_trimmed_prediction_ranks_the_real_positions_of_full_logits(shared_dir, 
     # Windows rounded up to multiples of 4; under XLA (a program per length) of 16.
     assert widths == [None if extra else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH]
     # Window by window: the n-best of the trimmed run are those of the full-length
-    # logits with the padding positions left out.
-    settings = run_squad.Settings.of(fv)
-    runner = run_squad._make_runner(settings, modeling.BertConfig.from_json_file(
-        fv.bert_config_file))
-    examples = run_squad.read_squad_examples(str(dev), is_training=False)
-    summaries, trimmed = squad_task.predict(settings, runner, examples,
-                                             loaders.load_tokenizer(fv.vocab_file,
-                                                                    fv.do_lower_case))
+    # logits (the run's runner, the padded records it wrote) with the padding positions
+    # left out.
     dataset_fn = input_pipeline.dataset_fn_for(
         [str(out / "eval.tf_record")], input_pipeline.squad_features(96, False), 4,
         is_training=False)
