@@ -5,7 +5,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from conftest import REPO_ROOT
 from conftest import HANG_GUARD_SECONDS
 from test_ner_data import IOB1, IOB2, VOCAB, write
 from test_training import absl_records  # noqa: F401  (a fixture)
+import two_cpu_checks
 
 TINY = {"vocab_size": len(VOCAB), "hidden_size": 32, "num_hidden_layers": 2,
         "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
@@ -304,58 +304,10 @@ def test_command_line_error_is_one_line_and_exit_1(tmp_path):
 
 
 # The loss on two replicas equals the loss on one device over the same global batch,
-# when the replicas hold different numbers of labelled pieces.
-_MIRRORED_LOSS = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    sys.path.insert(0, sys.argv[1])
-    import run_ner
-
-    rng = np.random.RandomState(0)
-    logits = rng.normal(size=(4, 5, 3)).astype(np.float32)
-    labels = rng.randint(0, 3, size=(4, 5)).astype(np.int32)
-    weights = np.zeros((4, 5), np.float32)
-    weights[0, :1] = 1  # replica 0: 1 + 2 labelled pieces, replica 1: 5 + 4
-    weights[1, :2] = 1
-    weights[2, :] = 1
-    weights[3, 1:] = 1
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-
-    def replica_loss():
-        r = tf.distribute.get_replica_context().replica_id_in_sync_group
-        part = lambda a: tf.gather(tf.constant(a), [2 * r, 2 * r + 1])
-        return run_ner.token_loss(part(logits), part(labels), part(weights))
-
-    per_replica = strategy.experimental_local_results(strategy.run(replica_loss))
-    one = run_ner.token_loss(tf.constant(logits), tf.constant(labels), tf.constant(weights))
-    # --crf: window 1 has no words, so replica 0 has 1 window with words, replica 1 has 2.
-    transitions = rng.normal(size=(3, 3)).astype(np.float32)
-    crf_weights = weights.copy()
-    crf_weights[1] = 0
-
-    def replica_crf_loss():
-        r = tf.distribute.get_replica_context().replica_id_in_sync_group
-        part = lambda a: tf.gather(tf.constant(a), [2 * r, 2 * r + 1])
-        return run_ner.crf_loss(part(logits), transitions, part(labels), part(crf_weights))
-
-    crf_replicas = strategy.experimental_local_results(strategy.run(replica_crf_loss))
-    crf_one = run_ner.crf_loss(tf.constant(logits), transitions, tf.constant(labels),
-                               tf.constant(crf_weights))
-    print(json.dumps({"replicas": [float(x) for x in per_replica], "one": float(one),
-                      "crf_replicas": [float(x) for x in crf_replicas],
-                      "crf_one": float(crf_one)}))
-""")
-
-
-def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_path):
-    script = write(tmp_path / "mirrored_loss.py", _MIRRORED_LOSS)
-    proc = subprocess.run([sys.executable, script, str(REPO_ROOT)], capture_output=True,
-                          text=True, timeout=HANG_GUARD_SECONDS, check=True)
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+# when the replicas hold different numbers of labelled pieces (run_ner's losses in
+# tests/two_cpu_checks.py's child, which has the two logical CPUs).
+def test_loss_is_the_mean_over_the_global_batch_on_any_number_of_replicas(tmp_path_factory):
+    got = two_cpu_checks.results(tmp_path_factory)["ner_loss"]
     assert len(got["replicas"]) == 2
     # training.Runner scales each replica's loss by 1 / replicas and sums the gradients.
     assert np.mean(got["replicas"]) == pytest.approx(got["one"], rel=1e-5)

@@ -1,11 +1,12 @@
-"""The optimizer checks that need two logical CPUs, in ONE child process per test run.
+"""The checks that need two logical CPUs, in ONE child process per test run.
 
 Logical devices must be set before TensorFlow runs its first op, so these checks cannot
 run in pytest's own process. test_optimization.py (AdamWeightDecay, fused and op by op,
-dense and sparse gradients, under MirroredStrategy against a one-device oracle) and
+dense and sparse gradients, under MirroredStrategy against a one-device oracle),
 test_fused_optimizer.py (the fused adamw and lamb updates inside a LossScaleOptimizer on
-two replicas) used a child each (three TensorFlow start-ups); results() starts one child
-per test run that runs all four checks: the first caller pays for it, later ones (in this
+two replicas) and test_run_ner.py (run_ner's token and CRF losses of each replica's part
+of a batch) used a child each (four TensorFlow start-ups); results() starts one child
+per test run that runs all five checks: the first caller pays for it, later ones (in this
 process or another xdist worker) read its answer.
 
 `python tests/two_cpu_checks.py REPO_ROOT` is the child: it prints RESULT{json}.
@@ -19,7 +20,8 @@ _ANSWER = {}
 
 
 def results(tmp_path_factory):
-    """{"mirrored": {"op_by_op"|"fused": {...}}, "loss_scaling": {"adamw"|"lamb": {...}}}:
+    """{"mirrored": {"op_by_op"|"fused": {...}}, "loss_scaling": {"adamw"|"lamb": {...}},
+    "ner_loss": {...}}:
     the child's answer, made once per test run (tests/trained.py's built_once: under
     pytest-xdist the first worker to ask runs the child, the other reads its answer)."""
     if not _ANSWER:
@@ -137,6 +139,35 @@ def _loss_scaling(tf, np, tf_keras, strategy, optimization, fused_calls, kind):
     return out
 
 
+def _ner_losses(tf, np, strategy, run_ner):
+    """run_ner.token_loss and crf_loss of a batch of 4 windows on one device, and of each
+    replica's two windows (replica 0 holds 1 + 2 labelled pieces, replica 1 5 + 4; with
+    --crf's weights, window 1 has none), on seeded random logits, labels and transitions."""
+    rng = np.random.RandomState(0)
+    logits = rng.normal(size=(4, 5, 3)).astype(np.float32)
+    labels = rng.randint(0, 3, size=(4, 5)).astype(np.int32)
+    weights = np.zeros((4, 5), np.float32)
+    weights[0, :1] = weights[1, :2] = weights[2, :] = weights[3, 1:] = 1
+    transitions = rng.normal(size=(3, 3)).astype(np.float32)
+    crf_weights = weights.copy()
+    crf_weights[1] = 0
+
+    def on_replicas(loss, arrays):
+        def replica_loss():
+            r = tf.distribute.get_replica_context().replica_id_in_sync_group
+            return loss(*[tf.gather(tf.constant(a), [2 * r, 2 * r + 1]) for a in arrays])
+        return [float(x) for x in
+                strategy.experimental_local_results(strategy.run(replica_loss))]
+
+    def crf(part_logits, part_labels, part_weights):
+        return run_ner.crf_loss(part_logits, transitions, part_labels, part_weights)
+
+    return {"replicas": on_replicas(run_ner.token_loss, (logits, labels, weights)),
+            "one": float(run_ner.token_loss(*map(tf.constant, (logits, labels, weights)))),
+            "crf_replicas": on_replicas(crf, (logits, labels, crf_weights)),
+            "crf_one": float(crf(*map(tf.constant, (logits, labels, crf_weights))))}
+
+
 def _child(root):
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -147,6 +178,7 @@ def _child(root):
     sys.path.insert(0, root)
     from bert_tf2.base import fused_update  # pylint: disable=import-outside-toplevel
     import optimization  # pylint: disable=import-outside-toplevel
+    import run_ner  # pylint: disable=import-outside-toplevel
     fused_calls = []
     original = fused_update.fused_step
     fused_update.fused_step = lambda *a: fused_calls.append(1) or original(*a)
@@ -156,7 +188,8 @@ def _child(root):
                      for name, fused in (("op_by_op", False), ("fused", True))},
         "loss_scaling": {kind: _loss_scaling(tf, np, tf_keras, strategy, optimization,
                                              fused_calls, kind)
-                         for kind in ("adamw", "lamb")}}
+                         for kind in ("adamw", "lamb")},
+        "ner_loss": _ner_losses(tf, np, strategy, run_ner)}
     print("RESULT" + json.dumps(answer))
 
 
