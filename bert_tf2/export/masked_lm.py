@@ -233,8 +233,9 @@ class Predictor(object):
                              "a pretraining checkpoint (cls/predictions/*)"
                              % (prefix, ", ".join(lacking[:2])))
         checkpoints.load_checkpoint(self.model, prefix, log=False, flag="model")
+        # Traced as written (no AutoGraph), as the runners' steps are.
         self._run = tf.function(lambda f: self.model(f, training=False)["probabilities"],
-                                reduce_retracing=True)
+                                reduce_retracing=True, autograph=False)
 
     def predict(self, texts):
         """Answers of each text (class docstring); a str is one text, [] gives []; texts
