@@ -566,6 +566,7 @@ def test_bf16_fine_tuning_rows_judge_their_goals(monkeypatch):
     assert rows[0]["note"] == "peer not run: skipped on purpose" and rows[0]["ratio"] is None
 
 
+@pytest.mark.slow
 def test_every_group_runs_in_a_process_of_its_own(monkeypatch, tmp_path, main_of_run_all):
     # The model groups too: run in run_all's own process they left it holding 11.3 GB, and a
     # whole run was ended by the OOM killer in its int8 group (2026-11-27).

@@ -19,6 +19,7 @@ _PROCESSOR = ("from run_classifier import DataProcessor\n\n\nclass P(DataProcess
               "    def get_train_examples(self, data_dir):\n        %s\n")
 
 
+@pytest.mark.slow
 def test_sys_exit_at_import_is_one_line_and_exit_1(tmp_path):
     plugin = write_text(tmp_path / "exits.py", "import sys\n\nsys.exit(0)\n" +
                         _PROCESSOR % "return []")
