@@ -403,6 +403,20 @@ def bf16_measurable(flags=None):
     return any(flag in (flags or ()) for flag in BF16_GOAL_FLAGS)
 
 
+# Where bf16 is not judged, its matmuls run in software: torch's autocast bf16 is 20-50x
+# slower than its fp32 there (a BERT-Base batch of 32: about 50 s a call on a 2-core AVX2
+# CPU), and tf-models-official's bf16 about as slow. Those sides are timed in one round
+# (one step when training) there: their rows are still written, for information, at a
+# fraction of the time (issue 74: `make bench` within 30 minutes).
+UNJUDGED_BF16_ROUNDS = 1
+
+
+def bf16_rounds(rounds, flags=None):
+    """Timed rounds (or steps) of a bf16 side: `rounds` where bf16_measurable(flags), else
+    UNJUDGED_BF16_ROUNDS."""
+    return rounds if bf16_measurable(flags) else min(rounds, UNJUDGED_BF16_ROUNDS)
+
+
 def goal_note(ratio, goal, measurable):
     """The note of a row with a speed goal: "goal >= 1.6x: met" / "missed" / "not
     measurable on this CPU (...)" / "peer not run"."""
@@ -431,7 +445,8 @@ def mark_unjudged_bf16(rows, peaks, flags=None):
             note = "%s (no avx512_bf16 or AMX)" % BF16_NOT_JUDGED_NOTE
             r["note"] = note if not r.get("note") else "%s; %s" % (note, r["note"])
     return ("bf16 rows %s: no avx512_bf16 or AMX (%s); they are judged where either is "
-            "present" % (NOT_MEASURABLE_NOTE, why))
+            "present; their slowest sides are timed in one round here" % (
+                NOT_MEASURABLE_NOTE, why))
 
 
 def machine_header(peaks, load=None):

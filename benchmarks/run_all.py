@@ -223,8 +223,10 @@ def child_main(name, kwargs_json, out):
 # The plan
 # ---------------------------------------------------------------------------
 
-def plan(mode, steps, repeats):
-    """[(benchmark name, kwargs)] for mode "quick", "default" or "full"."""
+def plan(mode, steps, repeats, flags=None):
+    """[(benchmark name, kwargs)] for mode "quick", "default" or "full"; the bf16 groups
+    time one round where the CPU (`flags`, default this machine's) does not judge bf16
+    (bench_util.bf16_rounds)."""
     if mode == "quick":
         return [
             ("pretraining", dict(quick=True)),
@@ -238,7 +240,7 @@ def plan(mode, steps, repeats):
     full = mode == "full"
     # tf-models-official's bf16 steps are slow on CPUs without bf16 matmul units (its
     # Einsum kernels), so the bf16 runs time fewer, single-step calls.
-    bf16 = dict(steps=1, repeats=max(3, repeats // 2))
+    bf16 = dict(steps=1, repeats=bench_util.bf16_rounds(max(3, repeats // 2), flags))
     items = [
         ("pretraining", dict(sizes=("mini",), dtypes=("fp32",), xla=(False, True),
                              steps=steps, repeats=repeats)),
@@ -251,7 +253,7 @@ def plan(mode, steps, repeats):
         ("inference", dict(sizes=("base",), dtypes=("fp32",), batches=1, repeats=repeats)),
         # tf-models-official's BERT-Base bf16 forward pass takes about a minute here.
         ("inference", dict(sizes=("base",), dtypes=("bf16",), batches=1,
-                           repeats=repeats if full else 2)),
+                           repeats=bench_util.bf16_rounds(repeats if full else 2, flags))),
         ("optimizer", dict(sizes=("mini", "base"), repeats=repeats)),
         # Gradient checkpointing at 512 tokens: BERT-Mini b8 and BERT-Base b4 (a flag's
         # cost against our own path: --full, OWN_PATH_GROUPS).

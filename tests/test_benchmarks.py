@@ -142,7 +142,7 @@ def test_bf16_rows_are_judged_wherever_avx512_bf16_or_amx_is_present():
         line = bench_util.mark_unjudged_bf16(rows, {"fp32": 210.0, "bf16": 52.5}, flags)
         assert line == ("bf16 rows not measurable on this CPU: no avx512_bf16 or AMX (bf16 "
                         "matmul peak 0.25x the fp32 peak); they are judged where either is "
-                        "present")
+                        "present; their slowest sides are timed in one round here")
         assert rows[0]["note"] == "bf16 not judged on this CPU (no avx512_bf16 or AMX)"
         assert not rows[1].get("note")
         assert [r for r in rows if write_readme.is_win(r)] == [rows[1]]
@@ -519,6 +519,29 @@ def test_serving_rows_without_peers_and_bf16_cpu_flags():
                                          ["avx2", "avx512f"])
     assert table[0]["note"] == "goal >= 1.0x: met"
     assert table[1]["note"].startswith("bf16 not judged on this CPU")
+
+
+def test_bf16_sides_are_timed_in_one_round_where_bf16_is_not_judged():
+    # Software bf16 (torch autocast on an AVX2 CPU: 53 s a BERT-Base batch of 32) is timed
+    # once there; where the CPU judges bf16, every side gets the same rounds.
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    import bench_int8  # pylint: disable=import-outside-toplevel
+    no_bf16, bf16 = ["avx2", "avx512f", "avx512_vnni"], ["avx512f", "avx512_bf16"]
+    names = ["SavedModel fp32", "LiteRT dynamic_int8", "torch", "onnxruntime int8",
+             "SavedModel bf16", bench_int8.BF16_IN_PROCESS, "torch bf16"]
+    assert bench_int8.side_rounds(names, 32, 5, bf16) == dict.fromkeys(names, 3)
+    assert bench_int8.side_rounds(names, 1, 5, no_bf16) == dict.fromkeys(names, 5)
+    rounds = bench_int8.side_rounds(names, 32, 5, no_bf16)
+    assert rounds == dict(dict.fromkeys(names[:4], 3), **dict.fromkeys(names[4:], 1))
+    job = {"kind": "train", "batches": [[i] for i in range(18)], "warmup": 2}
+    assert bench_finetuning.bf16_peer_job(job, bf16) == dict(job, autocast="bf16")
+    short = bench_finetuning.bf16_peer_job(job, no_bf16)
+    assert short == dict(job, autocast="bf16", warmup=1, batches=[[0], [1]])
+    plans = {flags: [(item[0], item[1]["repeats"]) for item in run_all.plan(
+        "default", 3, 5, list(flags)) if item and item[1].get("dtypes") == ("bf16",)]
+        for flags in (tuple(bf16), tuple(no_bf16))}
+    assert plans[tuple(bf16)] == [("pretraining", 3), ("inference", 2)]
+    assert plans[tuple(no_bf16)] == [("pretraining", 1), ("inference", 1)]
 
 
 def test_serving_rows_never_pick_an_int8_model_over_its_bound_as_our_best():
