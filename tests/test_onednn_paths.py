@@ -220,3 +220,61 @@ def test_startups_onednn_rewrite_gives_the_forward_and_gradients_of_the_rewrite_
     assert len(gradients) == len(want_gradients) > 0
     for got, want in zip(gradients, want_gradients):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max() + 1e-6)
+
+
+def _bilstm_step(features):
+    """(initial LSTM weights, logits, LSTM gradients, whether the step's graph holds a
+    cuDNN kernel) of a fresh feature-based tagger's traced training step."""
+    from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2.trainer import training  # pylint: disable=import-outside-toplevel
+    training.set_seed(3)
+    config = modeling.BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=16,
+                                 max_position_embeddings=16)
+    model = heads.BertTagger(config, 3, feature_layers=[-1, -2], lstm_units=4)
+    model(features)  # eager: built, tf_keras's eager LSTM on the CPU
+    lstm = [v for v in model.trainable_variables if "bilstm_" in v.name]
+    assert len(lstm) == 12  # 2 layers x 2 directions x (kernel, recurrent kernel, bias)
+    initial = [v.numpy() for v in lstm]
+    weights = tf.cast(features["input_mask"], tf.float32)[:, :, None]
+
+    @tf.function(autograph=False)
+    def step():
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)["logits"]
+            loss = tf.reduce_sum(tf.square(logits) * weights)
+        return logits, tape.gradient(loss, lstm)
+    logits, grads = step()
+    library = step.get_concrete_function().graph.as_graph_def().library
+    cudnn = any(node.op.startswith("CudnnRNN") for f in library.function for node in f.node_def)
+    return initial, logits.numpy(), [g.numpy() for g in grads], cudnn
+
+
+@pytest.mark.slow
+def test_a_bilstm_tagger_traces_the_generic_lstm_alone_on_a_host_without_a_gpu(monkeypatch):
+    # tf_keras traces an LSTM's cuDNN and generic kernels into a graph for Grappler to pick
+    # one; on a host without a GPU heads.host_lstm_kernels keeps the generic one alone,
+    # the one a CPU runs anyway: the same initial weights, logits and gradients, bit for
+    # bit. A SavedModel's trace (portable_graphs) keeps both, for a GPU that loads it.
+    if tf.config.list_logical_devices("GPU"):
+        pytest.skip("a GPU is visible: tf_keras's own choice stands there")
+    mask = (np.arange(12)[None, :] < np.array([12, 7, 2])[:, None]).astype(np.int32)
+    ids = np.random.RandomState(1).randint(1, 32, size=mask.shape) * mask
+    features = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                "segment_ids": tf.constant(mask * 0)}
+    generic = _bilstm_step(features)
+    assert not attention.tracing_portable_graphs()
+    with attention.portable_graphs():
+        with attention.portable_graphs():
+            assert attention.tracing_portable_graphs()
+        assert attention.tracing_portable_graphs()
+    assert not attention.tracing_portable_graphs()
+    # As a SavedModel's trace (both kernels), everything else traced as outside
+    # portable_graphs (its encoder's CPU forms are not what is compared here).
+    monkeypatch.setattr(attention, "tracing_portable_graphs", lambda: True)
+    both = _bilstm_step(features)
+    assert not generic[3] and both[3]
+    np.testing.assert_array_equal(generic[1], both[1])
+    for a, b in zip(generic[0] + generic[2], both[0] + both[2]):
+        np.testing.assert_array_equal(a, b)
+    assert np.abs(generic[2][0]).max() > 0  # the LSTM is trained

@@ -88,20 +88,32 @@ def set_attention_by_example(enabled=True):
     return was
 
 
+# How many portable_graphs blocks are open (nested ones count).
+_PORTABLE = {"depth": 0}
+
+
 @contextlib.contextmanager
 def portable_graphs():
     """Within it, graphs are traced without the forms chosen for a CPU with oneDNN
-    (attend_by_example, fused_elementwise's oneDNN LayerNorm): a SavedModel is traced
-    so, to run the same graph on whatever device loads it."""
+    (attend_by_example, fused_elementwise's oneDNN LayerNorm) or for a host without a GPU
+    (heads.host_lstm_kernels): a SavedModel is traced so, to run the same graph on
+    whatever device loads it."""
     attention_was = _BY_EXAMPLE["enabled"]
     layer_norm_was = fused_elementwise.onednn_layer_norm_enabled()
     set_attention_by_example(False)
     fused_elementwise.set_onednn_layer_norm(False)
+    _PORTABLE["depth"] += 1
     try:
         yield
     finally:
+        _PORTABLE["depth"] -= 1
         set_attention_by_example(attention_was)
         fused_elementwise.set_onednn_layer_norm(layer_norm_was)
+
+
+def tracing_portable_graphs():
+    """True within portable_graphs (a SavedModel's trace)."""
+    return _PORTABLE["depth"] > 0
 
 
 def attend_by_example(q, k, v, attention_mask):
