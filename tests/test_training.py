@@ -125,8 +125,8 @@ def test_xla_checkpointing_accumulation_and_autograph_off_take_the_plain_steps(t
     # AutoGraph, and the op-by-op adamw update (--nofused_optimizer) (one plain run for
     # all, not one each). Each alone is held to the plain step elsewhere: XLA alone by
     # test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step (loss and Adam
-    # moments) and test_deterministic_data_resume_*[cfg2]; gradient checkpointing without
-    # XLA by test_dynamic_padding's test_trimmed_training_steps_equal_padded
+    # moments; its resume bit for bit); gradient checkpointing without XLA by
+    # test_dynamic_padding's test_trimmed_training_steps_equal_padded
     # [recompute_accumulation2] (weights after 3 steps to 1e-5).
     data = features(8, seed=5)
     plain = make_runner(tmp_path, "plain", num_train_steps=2)
@@ -203,7 +203,9 @@ def test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step(tmp_path):
     # Batches of other lengths (as --trim_padding makes them) through a model with
     # dropout: the compiled step draws its masks with a length XLA must know while
     # compiling. With the step seeds of --deterministic_data both runs drop the same
-    # units, so the losses and the update agree to float32's bound.
+    # units, so the losses and the update agree to float32's bound. The XLA run resumed
+    # from its step-1 checkpoint ends with its weights bit for bit (the same data and
+    # masks; without XLA: test_deterministic_data_resume_ends_with_the_uninterrupted_weights).
     rows = []
     for length in (6, 6, 6, 6, 3, 3, 3, 3):
         row = features(1, seq=length, seed=length)
@@ -221,25 +223,40 @@ def test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step(tmp_path):
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=feats["label_ids"], logits=logits)), {}
 
-    config = dict(num_train_steps=2, deterministic_data=True, seed=3,
-                  iterations_per_loop=1)
     config_with_dropout = tiny_config()
     config_with_dropout.hidden_dropout_prob = 0.3
     config_with_dropout.attention_probs_dropout_prob = 0.3
-    runners = []
-    for name, xla in (("plain", False), ("xla", True)):
-        run_config = training.RunConfig(output_dir=str(tmp_path / name), learning_rate=1e-2,
-                                        num_warmup_steps=0, enable_xla=xla, **config)
-        runners.append(training.Runner(
-            tf.distribute.get_strategy(),
-            lambda: heads.BertClassifier(config_with_dropout, 2), run_config))
-    plain, xla = runners
+
+    def runner(name, xla):
+        run_config = training.RunConfig(
+            output_dir=str(tmp_path / name), learning_rate=1e-2, num_warmup_steps=0,
+            enable_xla=xla, num_train_steps=2, deterministic_data=True, seed=3,
+            iterations_per_loop=1, save_checkpoints_steps=1 if xla else 1000)
+        return training.Runner(tf.distribute.get_strategy(),
+                               lambda: heads.BertClassifier(config_with_dropout, 2), run_config)
+    plain, xla = runner("plain", False), runner("xla", True)
     for a, b in zip(xla.model.variables, plain.model.variables):
         a.assign(b)
-    losses = [runner.train(dataset_fn, dropout_loss)["loss"] for runner in runners]
+    losses = [r.train(dataset_fn, dropout_loss)["loss"] for r in (plain, xla)]
     assert np.isclose(losses[0], losses[1], atol=1e-5), losses
     for a, b in zip(first_moments(plain), first_moments(xla)):
         np.testing.assert_allclose(a, b, atol=FP32_ATOL)
+    _stopped_at(tmp_path / "xla", tmp_path / "xla_cut", 1)
+    resumed = runner("xla_cut", True)
+    assert resumed.global_step == 1
+    resumed.train(dataset_fn, dropout_loss)
+    assert resumed.global_step == xla.global_step == 2
+    for a, b in zip(resumed.model.variables, xla.model.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+
+
+def _stopped_at(whole, cut, step):
+    """Makes `cut` the folder of a run stopped at `step`: the checkpoint of that step of
+    the run in `whole` alone, as the latest."""
+    cut.mkdir()
+    for path in whole.glob("model.ckpt-%d.*" % step):
+        shutil.copy(str(path), str(cut / path.name))
+    checkpoints.write_state_file(str(cut / ("model.ckpt-%d" % step)))
 
 
 def test_fp16_trains_with_loss_scaling_and_fp32_variables(tmp_path):
@@ -480,15 +497,15 @@ def test_trimmed_training_on_cpu_compiles_the_dropout_masks_first(tmp_path, monk
 
 
 @pytest.mark.parametrize("cfg", [{}, dict(gradient_checkpointing=True,
-                                             num_accumulation_steps=2),
-                                 dict(enable_xla=True)])
+                                             num_accumulation_steps=2)])
 def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path, cfg):
     # Resumed from step 3 (not a loop boundary of --iterations_per_loop=2): the same data
     # and the same dropout masks (encoder 0.2, the classifier's 0.1) as the uninterrupted
     # run, so all weights are equal bit for bit. The step-3 checkpoint is the whole run's
     # own (a folder holding it alone, as a run stopped there leaves it; the stop itself:
     # test_ctrl_c_in_training_names_the_step_and_the_checkpoint_a_rerun_resumes): two
-    # trainings per cfg, not three.
+    # trainings per cfg, not three. With --enable_xla: the resume of
+    # test_xla_step_with_dropout_on_trimmed_batches_is_the_plain_step (its XLA run's).
     def runner(name):
         tf_keras.utils.set_random_seed(3)
         config = tiny_config()
@@ -502,11 +519,7 @@ def test_deterministic_data_resume_ends_with_the_uninterrupted_weights(tmp_path,
     data = features(16, seed=5)
     whole = runner("whole")
     whole.train(dataset_fn_of(data, 4), _dropout_loss)
-    cut = tmp_path / "cut"
-    cut.mkdir()
-    for path in (tmp_path / "whole").glob("model.ckpt-3.*"):
-        shutil.copy(str(path), str(cut / path.name))
-    checkpoints.write_state_file(str(cut / "model.ckpt-3"))
+    _stopped_at(tmp_path / "whole", tmp_path / "cut", 3)
     resumed = runner("cut")
     assert resumed.global_step == 3
     resumed.train(dataset_fn_of(data, 4), _dropout_loss)
