@@ -351,12 +351,6 @@ def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
     prefix = checkpoints.write_tf1_checkpoint(
         {n: v.numpy() for n, v in checkpoints.tf1_variable_map(init.model).items()},
         str(tmp_path / "init_ckpt" / "bert_model.ckpt"))
-    # The one-process run here (the job's own code, on one device); only the two workers
-    # need processes of their own.
-    single = multi_worker_job.train(tf.distribute.OneDeviceStrategy("/cpu:0"),
-                                    str(tmp_path / "single"), prefix)
-    assert single.global_step == 3 and single.is_chief
-    ref = {"arr_%d" % i: v.numpy() for i, v in enumerate(single.model.trainable_variables)}
     job = str(REPO_ROOT / "tests" / "multi_worker_job.py")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "tests"))
     env.pop("TF_CONFIG", None)
@@ -369,6 +363,17 @@ def test_two_workers_end_identical_and_equal_to_one_process(tmp_path):
              str(tmp_path / ("worker%d.npz" % i))],
             env=dict(env, TF_CONFIG=json.dumps(tf_config)), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True))
+    # The one-process run here (the job's own code, on one device), while the two workers
+    # import TensorFlow; only they need processes of their own.
+    try:
+        single = multi_worker_job.train(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                                        str(tmp_path / "single"), prefix)
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    assert single.global_step == 3 and single.is_chief
+    ref = {"arr_%d" % i: v.numpy() for i, v in enumerate(single.model.trainable_variables)}
     outputs = [p.communicate(timeout=HANG_GUARD_SECONDS) for p in procs]
     failed = ["worker %d (exit %s):\n%s" % (i, p.returncode, err[-3000:])
               for i, (p, (_, err)) in enumerate(zip(procs, outputs)) if p.returncode != 0]
