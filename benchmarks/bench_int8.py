@@ -35,7 +35,10 @@ once, the order rotating, one untimed pass first (--repeats rounds at batch 1, a
 LARGE_BATCH_REPEATS at batch 32, whose calls take seconds; one there for the bf16 sides
 on a CPU that does not judge bf16: side_rounds); rows give medians in examples/s (batch 1:
 1 / latency). "Our best int8" is the faster LiteRT variant of that batch within
-its agreement bound (an int8 model over it is timed, noted, never "best"). The
+its agreement bound (an int8 model over it is timed, noted, never "best"). Its row against
+ONNX Runtime int8 also says how close each int8 side stays to its own fp32 (agreement.py:
+the cosine of every sentence vector, min / mean, on AGREEMENT_TEXTS SST-2 dev sentences from
+../shared; not measured without it). The
 bf16 goals (ours >= 1.6x our fp32, ahead of torch bf16) are judged only where the CPU
 has avx512_bf16 or AMX (bench_util.bf16_measurable, goal_note); elsewhere the rows say "not
 measurable on this CPU".
@@ -48,9 +51,10 @@ import sys
 import tempfile
 import time
 
+import agreement
 import bench_util
 from bench_util import np, tf
-from bench_finetuning import minilm_dir, peer_python  # noqa: F401
+from bench_finetuning import minilm_dir, peer_python, shared_dir  # noqa: F401
 
 SEQ_LENGTH = 128
 BATCHES = (1, 32)
@@ -182,6 +186,60 @@ def _sides(exports, features, threads, variants=VARIANTS, ids_path=None):
     return sides
 
 
+# Real sentences for the int8 sides' agreement with their fp32 (../shared's SST-2 dev).
+AGREEMENT_TEXTS = 256
+AGREEMENT_BATCH = 32
+
+
+def agreement_ids(model_dir, workdir, size, count=AGREEMENT_TEXTS):
+    """(path of an .npz of ids as IDS.npz, what they are) of the first `count` SST-2 dev
+    sentences, [CLS] sentence [SEP] in our tokenizer, padded to SEQ_LENGTH; (None, why)
+    without ../shared."""
+    import tokenization  # pylint: disable=import-outside-toplevel
+    shared = shared_dir()
+    if shared is None:
+        return None, "../shared absent"
+    with open(os.path.join(shared, "data", "glue_data", "SST-2", "dev.tsv"),
+              encoding="utf-8") as f:
+        texts = [line.split("\t")[0] for line in f.read().splitlines()[1:count + 1]]
+    tokenizer = tokenization.FullTokenizer(os.path.join(model_dir, "vocab.txt"), True)
+    ids = np.zeros([len(texts), SEQ_LENGTH], np.int32)
+    for row, text in enumerate(texts):
+        tokens = ["[CLS]"] + tokenizer.tokenize(text)[:SEQ_LENGTH - 2] + ["[SEP]"]
+        ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+    path = os.path.join(workdir, size + "_agreement_ids.npz")
+    np.savez(path, input_ids=ids, input_mask=(ids > 0).astype(np.int32),
+             segment_ids=np.zeros_like(ids))
+    return path, "%d SST-2 dev sentences" % len(texts)
+
+
+def our_agreement(export_dir, ids_path, threads, variants):
+    """{"LiteRT <variant>": [min, mean]} of the cosine of each sentence vector of the
+    export's LiteRT models with the fp32 SavedModel's, on the rows of ids_path."""
+    from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
+    data = dict(np.load(ids_path))
+    serving_ids = tf.saved_model.load(export_dir).signatures["serving_ids"]
+    reference = np.concatenate([
+        serving_ids(**{k: tf.constant(v[i:i + AGREEMENT_BATCH]) for k, v in data.items()})
+        ["sentence_embedding"].numpy() for i in range(0, len(data["input_ids"]), AGREEMENT_BATCH)])
+    result = {}
+    for variant in variants:
+        run = litert_predictor.ModelRunner(
+            os.path.join(export_dir, litert_predictor.model_file(variant)), threads)
+        vectors = run(data, batch_size=AGREEMENT_BATCH)["sentence_embedding"]
+        result["LiteRT " + variant] = agreement.cosine_range(reference, vectors)
+    return result
+
+
+def agreement_note(agreed, ours, peer, texts):
+    """The rows' words for [min, mean] cosines of `ours` and `peer` in `agreed` ("" when
+    either is missing)."""
+    if ours not in agreed or peer not in agreed:
+        return ""
+    return "%s on %s (min / mean): ours %.4f / %.4f, ONNX Runtime int8 %.4f / %.4f" % (
+        agreement.WHAT, texts, *agreed[ours], *agreed[peer])
+
+
 def over_bound_notes(report):
     """{variant: note} of the LiteRT variants over their agreement bound, from an export's
     litert_report.json (a dict): their rows are timed but not "our best int8"."""
@@ -201,12 +259,16 @@ def _latency(speed, ours, peer):
     return " (batch-1 latency %.1f ms vs %.1f ms)" % (1000 / speed[ours], 1000 / speed[peer])
 
 
-def serving_rows(size, batch, speed, bf16_measurable, fusions="", variant_notes=None):
+def serving_rows(size, batch, speed, bf16_measurable, fusions="", variant_notes=None,
+                 agreed=None):
     """The rows of one model size and batch from {side: examples/s} (a peer that did not
     run is absent); bf16_measurable: whether the bf16 goals are judged on this CPU;
     fusions: what ONNX Runtime's optimizer fused, for its rows' config; variant_notes:
-    over_bound_notes of the export (those variants are never "our best int8")."""
+    over_bound_notes of the export (those variants are never "our best int8"); agreed:
+    _agreement's {side: [min, mean] cosine, "_texts": what they were measured on}, noted
+    on the row of our best int8 against ONNX Runtime's."""
     variant_notes = variant_notes or {}
+    agreed = agreed or {}
     config = "%s, batch %d, seq %d" % (size, batch, SEQ_LENGTH)
 
     def add(measure, suffix, ours, peer, against="peer", note=None):
@@ -229,7 +291,9 @@ def serving_rows(size, batch, speed, bf16_measurable, fusions="", variant_notes=
     best = max(within, key=lambda v: speed["LiteRT " + v])
     fused = ", ONNX Runtime fused %s" % fusions if fusions else ""
     add("serving int8: our best LiteRT vs ONNX Runtime int8 (fused, quantize_dynamic)",
-        ", ours " + best + fused, "LiteRT " + best, "onnxruntime int8")
+        ", ours " + best + fused, "LiteRT " + best, "onnxruntime int8",
+        note=agreement_note(agreed, "LiteRT " + best, "onnxruntime int8",
+                            agreed.get("_texts")) or None)
     add("serving fp32: SavedModel vs OpenVINO fp32 (precision hint f32)", "", "SavedModel fp32",
         "openvino fp32")
     add("serving fp32: SavedModel vs ONNX Runtime fp32 (fused)", fused, "SavedModel fp32",
@@ -256,10 +320,10 @@ PEER_SIDES = ("onnxruntime fp32", "onnxruntime int8", "openvino fp32", "openvino
               "torch bf16")
 
 
-def _measure(size, sides, peers, repeats, log, batches=BATCHES):
+def _measure(size, sides, peers, repeats, log, batches=BATCHES, agreed=None):
     """Rows of one model size: medians of interleaved rounds per batch size. peers:
     {"torch": PeerProcess of peer_int8.py, "serving": of peer_serving.py} (either absent
-    when the peer venv is)."""
+    when the peer venv is); agreed: serving_rows'."""
     serving = peers.get("serving")
     info = serving.ask(op="info") if serving else {}
     fusions = ", ".join("%d %s" % (n, op) for op, n in sorted(info.get("fusions", {}).items()))
@@ -288,7 +352,7 @@ def _measure(size, sides, peers, repeats, log, batches=BATCHES):
         log("%s batch %d (load %s): %s" % (size, batch, _load(), ", ".join(
             "%s %.1f ms" % (n, 1000 * bench_util.median(t)) for n, t in times.items())))
         rows += serving_rows(size, batch, speed, bench_util.bf16_measurable(), fusions,
-                             sides["_notes"])
+                             sides["_notes"], agreed)
     return rows
 
 
@@ -358,11 +422,31 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
                 sides.update(_sides(exports, ids, threads, exported, ids_path))
                 for process in sides["_processes"]:
                     log("our bf16 serving process: %s" % process.ask(op="info"))
-                rows += _measure(size, sides, peers, repeats, log, batches)
+                agreed = _agreement(model_dir, workdir, size, exports["fp32"], threads,
+                                    exported, peers, log)
+                rows += _measure(size, sides, peers, repeats, log, batches, agreed)
             finally:
                 for peer in list(peers.values()) + sides.get("_processes", []):
                     peer.close()
     return rows
+
+
+def _agreement(model_dir, workdir, size, export_dir, threads, variants, peers, log):
+    """{side: [min, mean] cosine with its fp32, "_texts": on what} of our LiteRT variants
+    and ONNX Runtime int8 (when its peer runs), on agreement_ids' sentences ({} without
+    them); logged."""
+    ids_path, texts = agreement_ids(model_dir, workdir, size)
+    if ids_path is None:
+        log("int8 agreement not measured: %s" % texts)
+        return {}
+    agreed = our_agreement(export_dir, ids_path, threads, variants)
+    if "serving" in peers:
+        agreed.update(peers["serving"].ask(op="agreement", ids=ids_path))
+    agreed["_texts"] = texts
+    log("int8 agreement (%s, on %s): %s" % (agreement.WHAT, texts, ", ".join(
+        "%s %.4f / %.4f" % (side, *pair) for side, pair in agreed.items()
+        if not side.startswith("_"))))
+    return agreed
 
 
 def _start_peers(python, peer_model, ids_path, threads, workdir, size):

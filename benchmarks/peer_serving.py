@@ -27,7 +27,10 @@ interleaved run at load average 15 (2026-11-26, Intel Xeon with AMX).
 IDS.npz as peer_int8.py reads it. Commands
 (peer_protocol): {"op": "info"} -> versions, threads, fusions, the sides;
 {"op": "run", "side": NAME, "batch": B} -> {"seconds": one forward pass of B rows};
-{"op": "quit"}.
+{"op": "agreement", "ids": PATH} -> {"onnxruntime int8": [min, mean]}: the cosine of
+each row's sentence vector (the last hidden states averaged over its real tokens) under
+ONNX Runtime int8 with that under ONNX Runtime fp32, for the rows of PATH (an .npz as
+IDS.npz), 32 at a time; {"op": "quit"}.
 """
 import os
 import sys
@@ -36,6 +39,7 @@ import time
 import numpy as np
 import torch
 
+import agreement
 import peer_int8
 import peer_protocol
 
@@ -119,6 +123,28 @@ def openvino_side(raw, precision, threads, batches, seq_length):
     return compiled
 
 
+def mean_pooled(session, feeds):
+    """[rows, H]: the session's last hidden states averaged over each row's real tokens."""
+    hidden = session.run(None, feeds)[0]
+    mask = feeds["attention_mask"][..., np.newaxis].astype(hidden.dtype)
+    return (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1)
+
+
+def int8_agreement(sessions, path, batch=32):
+    """{"onnxruntime int8": [min, mean]} of the rows' cosines with fp32 (module docstring)."""
+    data = np.load(path)
+    arrays = {"input_ids": data["input_ids"], "attention_mask": data["input_mask"],
+              "token_type_ids": data["segment_ids"]}
+    vectors = {}
+    for side in ("onnxruntime fp32", "onnxruntime int8"):
+        vectors[side] = np.concatenate([
+            mean_pooled(sessions[side], {k: v[i:i + batch].astype(np.int64)
+                                         for k, v in arrays.items()})
+            for i in range(0, len(arrays["input_ids"]), batch)])
+    return {"onnxruntime int8": agreement.cosine_range(vectors["onnxruntime fp32"],
+                                                               vectors["onnxruntime int8"])}
+
+
 def main(argv):
     """Serves the commands of the module docstring until "quit" or end of input."""
     spec, ids_path, threads, workdir, bf16 = argv[1], argv[2], int(argv[3]), argv[4], argv[5]
@@ -161,7 +187,11 @@ def main(argv):
         return {"onnxruntime": onnxruntime.__version__, "openvino": ov.__version__,
                 "torch": torch.__version__, "threads": threads, "fusions": fusions,
                 "sides": sorted(sessions) + sorted(openvino) + ["torch bf16"]}
-    peer_protocol.serve(info, forward)
+    def handle(command):
+        if command["op"] == "agreement":
+            return int8_agreement(sessions, command["ids"])
+        return forward(command)
+    peer_protocol.serve(info, handle)
 
 
 if __name__ == "__main__":

@@ -544,6 +544,27 @@ def test_bf16_sides_are_timed_in_one_round_where_bf16_is_not_judged():
     assert plans[tuple(no_bf16)] == [("pretraining", 1), ("inference", 1)]
 
 
+def test_the_row_against_onnx_runtime_int8_says_how_close_each_side_is_to_its_fp32():
+    import agreement  # pylint: disable=import-outside-toplevel
+    import bench_int8  # pylint: disable=import-outside-toplevel
+    reference = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]])
+    other = np.array([[1.0, 0.0], [1.0, 1.0], [-3.0, -4.0]])
+    assert np.allclose(agreement.cosine_range(reference, other),
+                       [-1.0, (1.0 + 0.5 ** 0.5 - 1.0) / 3])
+    agreed = {"LiteRT int8": [0.99, 0.998], "LiteRT dynamic_int8": [0.995, 0.999],
+              "onnxruntime int8": [0.88, 0.957], "_texts": "256 SST-2 dev sentences"}
+    rows = bench_int8.serving_rows("minilm", 32, _serving_speeds(), True, "", None, agreed)
+    noted = {r["measure"]: r.get("note") for r in rows}
+    assert noted["serving int8: our best LiteRT vs ONNX Runtime int8 (fused, quantize_dynamic)"] \
+        == ("cosine with its own fp32 sentence vectors on 256 SST-2 dev sentences (min / "
+            "mean): ours 0.9900 / 0.9980, ONNX Runtime int8 0.8800 / 0.9570")  # int8 is best
+    assert sum("cosine" in (note or "") for note in noted.values()) == 1
+    # Without the peer's figures (no peer venv) or ../shared, no such note.
+    del agreed["onnxruntime int8"]
+    rows = bench_int8.serving_rows("minilm", 32, _serving_speeds(), True, "", None, agreed)
+    assert not any("cosine" in (r.get("note") or "") for r in rows)
+
+
 def test_serving_rows_never_pick_an_int8_model_over_its_bound_as_our_best():
     # The export's report as MiniLM's (random calibration words) gave it: int8 under the bound.
     import bench_int8  # pylint: disable=import-outside-toplevel
