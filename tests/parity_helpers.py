@@ -781,7 +781,8 @@ class FillMask(Head):
             dupe_factor=2, random_seed=1))
         run_pretraining.run(run_pretraining.Settings(
             input_file=records, output_dir=self.folder, do_train=True,
-            num_train_steps=self.train_steps, num_warmup_steps=0, max_seq_length=SEQ, max_predictions_per_seq=5,
+            num_train_steps=self.train_steps, num_warmup_steps=0, max_seq_length=SEQ,
+            max_predictions_per_seq=5,
             bert_config_file=self.files["bert_config_file"], train_batch_size=8,
             learning_rate=3e-3, seed=1, save_checkpoints_steps=self.train_steps,
             iterations_per_loop=self.train_steps))
