@@ -72,7 +72,7 @@ def build_ours(cfg, dtype, xla, batch, workdir):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     values = dict(output_dir=workdir, learning_rate=1e-4, num_train_steps=100000,
                   num_warmup_steps=1000, enable_xla=xla, dtype=dtype, seq_length=SEQ_LENGTH,
-                  max_predictions_per_seq=MAX_PREDICTIONS)
+                  max_predictions_per_seq=MAX_PREDICTIONS, autograph=False)
     fields = {f.name for f in dataclasses.fields(training.RunConfig)}
     run_config = training.RunConfig(**{k: v for k, v in values.items() if k in fields})
     bert_config = modeling.BertConfig(**cfg)
