@@ -32,7 +32,9 @@ def _step(model, features):
     from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
 
-    @tf.function
+    # No AutoGraph rewrite, as our training loops trace (RunConfig.autograph=False): the
+    # same graph, less tracing.
+    @tf.function(autograph=False)
     def step():
         with tf.GradientTape() as tape:
             out = model(features, training=True)
