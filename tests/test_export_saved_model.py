@@ -1,4 +1,5 @@
 """Tests of export_saved_model: in-graph tokenization, packing, answers, exports."""
+import functools
 import gzip
 import json
 import os
@@ -92,12 +93,19 @@ _ADVERSARIAL = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
+def _assigned_code_points():
+    """(every assigned code point but surrogates, the combining marks among them): a pass
+    over all of Unicode (about a second), made once for the module's three callers."""
+    assigned = tuple(cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+                     and unicodedata.category(chr(cp)) != "Cn")
+    return assigned, tuple(cp for cp in assigned if unicodedata.combining(chr(cp)))
+
+
 def _random_texts(count, seed):
     """Random strings over all of Unicode, over combining marks, and over casing."""
     rng = random.Random(seed)
-    assigned = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
-                and unicodedata.category(chr(cp)) != "Cn"]
-    marks = [cp for cp in assigned if unicodedata.combining(chr(cp))]
+    assigned, marks = _assigned_code_points()
     casing = [0x3A3] * 8 + [0x41, 0x61, 0x27, 0x2E, 0x3A, 0xAD, 0x200D, 0x345, 0x2B0, 0x20,
                             0x300, 0x1D165, 0x130, 0xDF, 0x10400, 0x2160, 0x24B6, 0x4E00]
     texts = []
