@@ -204,12 +204,13 @@ def agreement_ids(model_dir, workdir, size, count=AGREEMENT_TEXTS):
         texts = [line.split("\t")[0] for line in f.read().splitlines()[1:count + 1]]
     tokenizer = tokenization.FullTokenizer(os.path.join(model_dir, "vocab.txt"), True)
     ids = np.zeros([len(texts), SEQ_LENGTH], np.int32)
+    mask = np.zeros_like(ids)
     for row, text in enumerate(texts):
         tokens = ["[CLS]"] + tokenizer.tokenize(text)[:SEQ_LENGTH - 2] + ["[SEP]"]
         ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+        mask[row, :len(tokens)] = 1
     path = os.path.join(workdir, size + "_agreement_ids.npz")
-    np.savez(path, input_ids=ids, input_mask=(ids > 0).astype(np.int32),
-             segment_ids=np.zeros_like(ids))
+    np.savez(path, input_ids=ids, input_mask=mask, segment_ids=np.zeros_like(ids))
     return path, "%d SST-2 dev sentences" % len(texts)
 
 

@@ -142,7 +142,7 @@ def int8_agreement(sessions, path, batch=32):
                                          for k, v in arrays.items()})
             for i in range(0, len(arrays["input_ids"]), batch)])
     return {"onnxruntime int8": agreement.cosine_range(vectors["onnxruntime fp32"],
-                                                               vectors["onnxruntime int8"])}
+                                                       vectors["onnxruntime int8"])}
 
 
 def main(argv):
