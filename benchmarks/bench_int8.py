@@ -157,13 +157,14 @@ def _sides(exports, features, threads, variants=VARIANTS, ids_path=None):
     the fp32 export's LiteRT variants ("_notes": their over_bound_notes). The bf16
     export's side "SavedModel bf16" runs in a serving process (serve_saved_model.py, with
     TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1; "_processes", to close) when ids_path (the ids
-    as .npz) is given; BF16_IN_PROCESS is the same export loaded here."""
+    as .npz) is given; BF16_IN_PROCESS is the same export loaded here. "_loaded": {dtype:
+    the loaded SavedModel}, "_runners": {variant: its litert_predictor.ModelRunner}."""
     from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
-    sides, keep = {"_processes": []}, []
+    # The loaded SavedModels keep their variables alive with the functions.
+    sides = {"_processes": [], "_loaded": {}, "_runners": {}}
     for dtype, export_dir in exports.items():
         name = BF16_IN_PROCESS if dtype == "bf16" else "SavedModel " + dtype
-        sides[name], loaded = saved_model_side(export_dir, features)
-        keep.append(loaded)  # the variables stay alive with the functions
+        sides[name], sides["_loaded"][dtype] = saved_model_side(export_dir, features)
     if "bf16" in exports and ids_path:
         server = bench_util.PeerProcess(
             sys.executable, "serve_saved_model.py", [exports["bf16"], ids_path],
@@ -172,7 +173,7 @@ def _sides(exports, features, threads, variants=VARIANTS, ids_path=None):
         sides["_processes"].append(server)
         sides["SavedModel bf16"] = lambda batch: server.ask(op="run", batch=batch)["seconds"]
     for variant in variants:
-        run = litert_predictor.ModelRunner(
+        run = sides["_runners"][variant] = litert_predictor.ModelRunner(
             os.path.join(exports["fp32"], litert_predictor.model_file(variant)), threads)
 
         def lite(batch, run=run):
@@ -180,7 +181,6 @@ def _sides(exports, features, threads, variants=VARIANTS, ids_path=None):
             return _timed(lambda: run(args, batch_size=batch))
 
         sides["LiteRT " + variant] = lite
-    sides["_keep"] = keep
     with open(os.path.join(exports["fp32"], "litert_report.json"), encoding="utf-8") as f:
         sides["_notes"] = over_bound_notes(json.load(f))
     return sides
@@ -193,15 +193,15 @@ AGREEMENT_BATCH = 32
 
 def agreement_ids(model_dir, workdir, size, count=AGREEMENT_TEXTS):
     """(path of an .npz of ids as IDS.npz, what they are) of the first `count` SST-2 dev
-    sentences, [CLS] sentence [SEP] in our tokenizer, padded to SEQ_LENGTH; (None, why)
-    without ../shared."""
+    sentences (run_classifier's reader), [CLS] sentence [SEP] in our tokenizer, padded to
+    SEQ_LENGTH; (None, why) without ../shared."""
     import tokenization  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
     shared = shared_dir()
     if shared is None:
         return None, "../shared absent"
-    with open(os.path.join(shared, "data", "glue_data", "SST-2", "dev.tsv"),
-              encoding="utf-8") as f:
-        texts = [line.split("\t")[0] for line in f.read().splitlines()[1:count + 1]]
+    texts = [e.text_a for e in glue_data.get_processor("sst-2").get_dev_examples(
+        os.path.join(shared, "data", "glue_data", "SST-2"))[:count]]
     tokenizer = tokenization.FullTokenizer(os.path.join(model_dir, "vocab.txt"), True)
     ids = np.zeros([len(texts), SEQ_LENGTH], np.int32)
     mask = np.zeros_like(ids)
@@ -214,19 +214,17 @@ def agreement_ids(model_dir, workdir, size, count=AGREEMENT_TEXTS):
     return path, "%d SST-2 dev sentences" % len(texts)
 
 
-def our_agreement(export_dir, ids_path, threads, variants):
+def our_agreement(loaded, runners, ids_path):
     """{"LiteRT <variant>": [min, mean]} of the cosine of each sentence vector of the
-    export's LiteRT models with the fp32 SavedModel's, on the rows of ids_path."""
-    from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
+    LiteRT models ({variant: ModelRunner}) with the fp32 SavedModel's (`loaded`), on the
+    rows of ids_path."""
     data = dict(np.load(ids_path))
-    serving_ids = tf.saved_model.load(export_dir).signatures["serving_ids"]
+    serving_ids = loaded.signatures["serving_ids"]
     reference = np.concatenate([
         serving_ids(**{k: tf.constant(v[i:i + AGREEMENT_BATCH]) for k, v in data.items()})
         ["sentence_embedding"].numpy() for i in range(0, len(data["input_ids"]), AGREEMENT_BATCH)])
     result = {}
-    for variant in variants:
-        run = litert_predictor.ModelRunner(
-            os.path.join(export_dir, litert_predictor.model_file(variant)), threads)
+    for variant, run in runners.items():
         vectors = run(data, batch_size=AGREEMENT_BATCH)["sentence_embedding"]
         result["LiteRT " + variant] = agreement.cosine_range(reference, vectors)
     return result
@@ -423,8 +421,7 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
                 sides.update(_sides(exports, ids, threads, exported, ids_path))
                 for process in sides["_processes"]:
                     log("our bf16 serving process: %s" % process.ask(op="info"))
-                agreed = _agreement(model_dir, workdir, size, exports["fp32"], threads,
-                                    exported, peers, log)
+                agreed = _agreement(model_dir, workdir, size, sides, peers, log)
                 rows += _measure(size, sides, peers, repeats, log, batches, agreed)
             finally:
                 for peer in list(peers.values()) + sides.get("_processes", []):
@@ -432,9 +429,9 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
     return rows
 
 
-def _agreement(model_dir, workdir, size, export_dir, threads, variants, peers, log):
+def _agreement(model_dir, workdir, size, sides, peers, log):
     """{side: [min, mean] cosine with its fp32, "_texts": on what} of our LiteRT variants
-    and ONNX Runtime int8 (when its peer runs), on agreement_ids' sentences ({} without
+    (_sides' runners, against its fp32 SavedModel) and ONNX Runtime int8 (when its peer runs), on agreement_ids' sentences ({} without
     them, or for a shape of random weights: its agreement would say nothing of a trained
     model's); logged."""
     if SHAPES[size] is not None:
@@ -444,7 +441,7 @@ def _agreement(model_dir, workdir, size, export_dir, threads, variants, peers, l
     if ids_path is None:
         log("int8 agreement not measured: %s" % texts)
         return {}
-    agreed = our_agreement(export_dir, ids_path, threads, variants)
+    agreed = our_agreement(sides["_loaded"]["fp32"], sides["_runners"], ids_path)
     if "serving" in peers:
         agreed.update(peers["serving"].ask(op="agreement", ids=ids_path))
     agreed["_texts"] = texts
