@@ -29,7 +29,8 @@ Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
                        under torch.autocast("cpu", bfloat16) and against our fp32; the
                        goals (>= 1.4x our fp32, ahead of torch) are judged only where the
                        CPU has avx512_bf16 or AMX (else "not measurable on this CPU");
-  (forward rows: the median of 3 timed passes after a warm-up pass, on both sides)
+  (forward rows: the median of 3 timed passes after a warm-up on the first
+  WARMUP_BATCHES batches, on both sides)
   eval/predict         training.Runner.predict over run_classifier's eval records, as
                        --do_eval runs it (length buckets trimmed to multiples of 16,
                        outputs in input order);
@@ -76,7 +77,12 @@ WARMUP_STEPS = 2
 # any examples of a set: it is timed on fewer of them (full size, --quick), and its outputs
 # are compared with the trimmed path's on those. Timed on whole sets it took about 4 of the
 # group's 14 minutes (issue 74: `make bench` within 30).
-FULL_PADDING = dict(train_steps=(4, 1), examples=(256, 32))
+FULL_PADDING = dict(train_steps=(2, 1), examples=(128, 32))
+# Batches of the untimed warm-up before a forward row's timed passes, on both sides. Our
+# predicting step is traced once for batches of every length (training.Runner's
+# _predict_step, FeatureExtractor's signature), so the first batches warm it as a whole
+# pass did: a whole pass was about a quarter of every forward row's time.
+WARMUP_BATCHES = 2
 
 
 def shared_dir():
@@ -248,38 +254,40 @@ class Ours:
 
     def predict(self, name, model_fn, path, spec, batch_size, predict_fn, count, trim,
                 bucket_width=None):
-        """(examples/s of one pass after a warm-up pass, the outputs of the real rows)."""
+        """(examples/s of one pass after a warm-up on the first WARMUP_BATCHES batches, the
+        outputs of the real rows)."""
         from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
         runner = self._runner(name, model_fn, trim)
-        dataset_fn = input_pipeline.dataset_fn_for([path], spec, batch_size,
-                                                   is_training=False, trim_padding=trim,
-                                                   bucket_width=bucket_width)
 
-        def one_pass():
+        def one_pass(records):
+            dataset_fn = input_pipeline.dataset_fn_for([records], spec, batch_size,
+                                                       is_training=False, trim_padding=trim,
+                                                       bucket_width=bucket_width)
             out = list(runner.predict(dataset_fn, predict_fn))
             real = np.concatenate([b["is_real_example"] for b in out]) > 0
             return {k: np.concatenate([b[k] for b in out])[real] for k in out[0]
                     if k != "is_real_example"}
-        one_pass()
-        seconds, outputs = _median_pass(one_pass)
+        one_pass(first_records(path, WARMUP_BATCHES * batch_size, path + ".warmup"))
+        seconds, outputs = _median_pass(lambda: one_pass(path))
         bench_util.release_models()
         return count / seconds, outputs
 
     def extract(self, features, trim):
-        """(sentences/s of one pass after a warm-up pass, the layers of the first sentence)."""
+        """(sentences/s of one pass after a warm-up on the first WARMUP_BATCHES batches,
+        the layers of every sentence)."""
         import extract_features  # pylint: disable=import-outside-toplevel
         # As extract_features.py builds it: --trim_padding also skips the padding.
         extractor = extract_features.FeatureExtractor(
             self.bert_config, self.checkpoint, LAYERS, SEQ_LENGTH, skip_padding=trim)
 
-        def one_pass():
+        def one_pass(chosen):
             rows = {}
-            for index, outputs in extract_features.layer_outputs(features, extractor,
+            for index, outputs in extract_features.layer_outputs(chosen, extractor,
                                                                   BATCH_SIZE, trim):
-                rows[index] = [o[:len(features[index].tokens)] for o in outputs]
+                rows[index] = [o[:len(chosen[index].tokens)] for o in outputs]
             return rows
-        one_pass()
-        seconds, rows = _median_pass(one_pass)
+        one_pass(features[:WARMUP_BATCHES * BATCH_SIZE])
+        seconds, rows = _median_pass(lambda: one_pass(features))
         bench_util.release_models()
         return len(features) / seconds, rows
 
@@ -426,7 +434,7 @@ def measure_model(name, workdir, quick, log):
                          _max_diff(results[False][1], results[True][1])))
         log(rows[-1])
         jobs.append({"kind": "eval", "num_labels": num_labels, "examples": examples,
-                     "batch_size": BATCH_SIZE})
+                     "batch_size": BATCH_SIZE, "warmup_batches": WARMUP_BATCHES})
 
     features, examples = extract_inputs(size["extract"], tokenizer)
     results = {True: ours.extract(features, True),
@@ -438,7 +446,7 @@ def measure_model(name, workdir, quick, log):
                      "sentences/s", diff))
     log(rows[-1])
     jobs.append({"kind": "extract", "examples": examples, "batch_size": BATCH_SIZE,
-                 "layers": list(LAYERS)})
+                 "layers": list(LAYERS), "warmup_batches": WARMUP_BATCHES})
 
     path, examples = squad_data_files(workdir, size["squad"], tokenizer)
     speed, _ = ours.predict("%s_squad" % name, lambda: heads.BertSquad(config), path,
@@ -450,7 +458,7 @@ def measure_model(name, workdir, quick, log):
                      "(both full length; peer padded to 384 as HF run_qa by default)"
                      % (len(examples), name), {False: speed}, "features/s"))
     jobs.append({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
-                 "max_length": SQUAD_SEQ_LENGTH})
+                 "max_length": SQUAD_SEQ_LENGTH, "warmup_batches": WARMUP_BATCHES})
     log(rows[-1])
     # run_squad --trim_padding: length buckets cut to their longest window (rounded up to
     # a multiple of 4, as run_squad does), the n-best ranked among real positions in the
@@ -464,7 +472,7 @@ def measure_model(name, workdir, quick, log):
                      "seq 384 (ours trimmed; peer dynamic padding)" % (len(examples), name),
                      {False: speed}, "features/s"))
     jobs.append({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
-                 "max_length": None})
+                 "max_length": None, "warmup_batches": WARMUP_BATCHES})
     log(rows[-1])
     return rows, dict(peer, jobs=jobs)
 

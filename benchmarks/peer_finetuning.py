@@ -20,8 +20,9 @@ no padding), so both sides run the same inputs:
       BertForQuestionAnswering, start and end logits to numpy (with max_length, every
       batch padded to it, as HF's run_qa does by default).
 Batches are padded to their longest example by transformers' DataCollatorWithPadding
-(the usual recipe); forward jobs time the median of 3 passes after an untimed one. The
-result per job: {"seconds": timed seconds, "count": examples timed}.
+(the usual recipe); forward jobs time the median of 3 passes after an untimed one over
+their first "warmup_batches" batches (absent: a whole pass). The result per job:
+{"seconds": timed seconds, "count": examples timed}.
 """
 import json
 import sys
@@ -118,13 +119,14 @@ def run_train(spec, job, collate):
     return {"seconds": seconds, "count": sum(len(b) for b in timed)}
 
 
-def _timed_passes(one_pass, repeats=3):
-    """The median seconds of `repeats` timed passes after an untimed one."""
-    one_pass()
+def _timed_passes(one_pass, batches, warmup_batches, repeats=3):
+    """The median seconds of `repeats` timed passes over `batches` after an untimed one
+    over the first `warmup_batches` of them (None: all)."""
+    one_pass(batches[:warmup_batches] if warmup_batches else batches)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        one_pass()
+        one_pass(batches)
         _sync()
         times.append(time.perf_counter() - start)
     return sorted(times)[len(times) // 2]
@@ -143,10 +145,10 @@ def run_forward(spec, job, collate):
     model.eval()
     batches = _batches(len(examples), job["batch_size"])
 
-    def one_pass():
+    def one_pass(part):
         outputs = []
         with torch.no_grad():
-            for indexes in batches:
+            for indexes in part:
                 batch = _on_device(collate(_inputs(examples, indexes, False)))
                 if kind == "eval":
                     logits = model(**batch).logits
@@ -162,7 +164,8 @@ def run_forward(spec, job, collate):
                         outputs.append([h[row, :length] for h in chosen])
         return outputs
 
-    return {"seconds": _timed_passes(one_pass), "count": len(examples)}
+    return {"seconds": _timed_passes(one_pass, batches, job.get("warmup_batches")),
+            "count": len(examples)}
 
 
 def main(argv):
