@@ -18,7 +18,8 @@ sides of the 1,500 pairs, in file order), batch 32, on the CPU. Rows (sentences/
                      batch_size=32) (which also sorts by length), torch on the CPU, in
                      the peer venv ($BERT_TF2_PEER_PYTHON, default
                      .venv-reproduce/bin/python) run by benchmarks/peer_embeddings.py.
-Each timed pass encodes all sentences, tokenization included; one untimed pass first.
+Each timed pass encodes all sentences, tokenization included, after one untimed pass
+over the first WARMUP_SENTENCES.
 The passes of the three sides alternate (the order rotates every round) and each
 side's median is reported, so that the load of a shared machine hits all alike.
 The largest |difference| of our vectors from the peer's is printed too.
@@ -36,6 +37,9 @@ from bench_util import np, tf
 from bench_finetuning import minilm_dir, peer_python, shared_dir  # noqa: F401
 
 BATCH_SIZE = 32
+# Sentences of the untimed warm-up pass of each side: our two trace once for every
+# length, so a few batches warm them as the whole set did (a tenth of the group's time).
+WARMUP_SENTENCES = 2 * BATCH_SIZE
 
 
 def sts_dev():
@@ -90,9 +94,11 @@ class PeerEncoder(bench_util.PeerProcess):
         super().__init__(python, "peer_embeddings.py", [model_dir, path],
                          {"TOKENIZERS_PARALLELISM": "false"})
 
-    def encode(self, output=None, batch_size=BATCH_SIZE):
-        """Seconds of one encode of all sentences (vectors saved to `output` if given)."""
-        return self.ask(op="encode", batch_size=batch_size, output=output)["seconds"]
+    def encode(self, output=None, batch_size=BATCH_SIZE, count=None):
+        """Seconds of one encode of all sentences, or the first `count` (vectors saved to
+        `output` if given)."""
+        return self.ask(op="encode", batch_size=batch_size, output=output,
+                        count=count)["seconds"]
 
 
 def _timed(function):
@@ -115,8 +121,7 @@ def run(repeats=5, quick=False, log=print):
         model_dir = convert_minilm(workdir)
         encoder = extract_features.SentenceEncoder(model_dir, batch_size=BATCH_SIZE)
         saved = saved_model_encoder(export_encoder(model_dir, os.path.join(workdir, "sm")))
-        sides = {"extract_features": lambda: encoder.encode(sentences),
-                 "SavedModel": lambda: saved(sentences)}
+        sides = {"extract_features": encoder.encode, "SavedModel": saved}
         python = peer_python()
         peer = PeerEncoder(python, minilm_dir(), sentences, workdir) if python else None
         try:
@@ -127,10 +132,13 @@ def run(repeats=5, quick=False, log=print):
 
 
 def _measure(sides, peer, sentences, repeats, workdir, log):
-    """Interleaved passes of every side; rows of the medians."""
-    vectors = {name: function() for name, function in sides.items()}  # warm-up passes
+    """Interleaved passes of every side ({name: texts -> vectors}, and the peer) after a
+    warm-up on the first WARMUP_SENTENCES; rows of the medians. The vectors compared are
+    those of each side's last pass."""
+    for encode in sides.values():
+        encode(sentences[:WARMUP_SENTENCES])
     times = {name: [] for name in sides}
-    peer_times = []
+    vectors, peer_times = {}, []
     if peer is None:
         log("peer: no peer venv (.venv-reproduce or $BERT_TF2_PEER_PYTHON): peer rows skipped")
     else:
@@ -138,17 +146,21 @@ def _measure(sides, peer, sentences, repeats, workdir, log):
         log("peer: sentence-transformers %s, torch %s, transformers %s, %d threads"
             % (info["sentence_transformers"], info["torch"], info["transformers"],
                info["threads"]))
-        peer.encode(output=os.path.join(workdir, "peer.npy"))
-        vectors["peer"] = np.load(os.path.join(workdir, "peer.npy"))
+        peer.encode(count=WARMUP_SENTENCES)
     names = list(sides) + (["peer"] if peer is not None else [])
+    peer_vectors = os.path.join(workdir, "peer.npy")
     for r in range(repeats):
+        last = r == repeats - 1
         for name in names[r % len(names):] + names[:r % len(names)]:
             if name == "peer":
-                peer_times.append(peer.encode())
+                peer_times.append(peer.encode(output=peer_vectors if last else None))
             else:
-                times[name].append(_timed(sides[name])[0])
+                seconds, vectors[name] = _timed(lambda n=name: sides[n](sentences))
+                times[name].append(seconds)
         log("round %d: %s" % (r + 1, ", ".join(
             "%s %.2f s" % (n, (peer_times if n == "peer" else times[n])[-1]) for n in names)))
+    if peer is not None:
+        vectors["peer"] = np.load(peer_vectors)
     peer_speed = len(sentences) / bench_util.median(peer_times) if peer_times else None
     rows = []
     for name in sides:

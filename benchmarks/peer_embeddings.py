@@ -8,9 +8,10 @@ command per stdin line with one JSON line on stdout (prefixed by "@@ ", so that
 anything a library prints is not read as an answer):
   {"op": "info"}                                -> torch / transformers /
                                                    sentence-transformers versions, threads
-  {"op": "encode", "batch_size": 32, "output": PATH or null}
-      -> {"seconds": wall time of model.encode(all sentences)}; with an output path
-         the float32 [N, D] vectors are saved there (np.save), outside the timing.
+  {"op": "encode", "batch_size": 32, "output": PATH or null, "count": N or null}
+      -> {"seconds": wall time of model.encode(all sentences, or the first N)}; with
+         an output path the float32 [N, D] vectors are saved there (np.save), outside
+         the timing.
   {"op": "quit"}
 Staying up between commands lets the caller interleave its own passes with ours.
 """
@@ -39,7 +40,8 @@ def main(argv):
 
     def encode(command):
         start = time.perf_counter()
-        vectors = model.encode(sentences, batch_size=command.get("batch_size", 32),
+        vectors = model.encode(sentences[:command.get("count") or len(sentences)],
+                               batch_size=command.get("batch_size", 32),
                                convert_to_numpy=True, show_progress_bar=False)
         seconds = time.perf_counter() - start
         if command.get("output"):

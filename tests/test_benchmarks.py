@@ -523,7 +523,8 @@ def test_serving_rows_without_peers_and_bf16_cpu_flags():
 
 def test_bf16_sides_are_timed_in_one_round_where_bf16_is_not_judged():
     # Software bf16 (torch autocast on an AVX2 CPU: 53 s a BERT-Base batch of 32) is timed
-    # once there; where the CPU judges bf16, every side gets the same rounds.
+    # once there (without a second warm-up call); where the CPU judges bf16, every side
+    # gets the same rounds.
     import bench_finetuning  # pylint: disable=import-outside-toplevel
     import bench_int8  # pylint: disable=import-outside-toplevel
     no_bf16, bf16 = ["avx2", "avx512f", "avx512_vnni"], ["avx512f", "avx512_bf16"]
@@ -533,6 +534,12 @@ def test_bf16_sides_are_timed_in_one_round_where_bf16_is_not_judged():
     assert bench_int8.side_rounds(names, 1, 5, no_bf16) == dict.fromkeys(names, 5)
     rounds = bench_int8.side_rounds(names, 32, 5, no_bf16)
     assert rounds == dict(dict.fromkeys(names[:4], 3), **dict.fromkeys(names[4:], 1))
+    # Their one round at batch 32 comes without an untimed call when batch 1 made one.
+    warm = [n for n in names if bench_int8.needs_warm_up(n, rounds, set(names))]
+    assert warm == names[:4]
+    assert all(bench_int8.needs_warm_up(n, rounds, set()) for n in names)
+    judged = bench_int8.side_rounds(names, 32, 5, bf16)
+    assert all(bench_int8.needs_warm_up(n, judged, set(names)) for n in names)
     job = {"kind": "train", "batches": [[i] for i in range(18)], "warmup": 2}
     assert bench_finetuning.bf16_peer_job(job, bf16) == dict(job, autocast="bf16")
     short = bench_finetuning.bf16_peer_job(job, no_bf16)
