@@ -375,8 +375,8 @@ def needs_warm_up(name, rounds, warmed):
     """Whether side `name` gets an untimed call before its `rounds` ({side: timed rounds})
     at a batch size: always, except a bf16 side timed in one round (a CPU that does not
     judge bf16, side_rounds) that an earlier batch size already warmed (`warmed`): on a
-    2-core AVX2 CPU torch's software bf16 took 47 s a call for BERT-Base at batch 32, and
-    that untimed call with our two bf16 SavedModels' a minute of the int8 group."""
+    2-core AVX2 CPU torch's software bf16 took 47 s a call for BERT-Base at batch 32: that
+    untimed call and those of our two bf16 SavedModels took about a minute of the group."""
     return not (name in BF16_SIDES and rounds[name] == 1 and name in warmed)
 
 
