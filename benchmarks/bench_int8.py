@@ -443,9 +443,9 @@ def run(sizes=("minilm", "base"), repeats=7, threads=2, quick=False, log=print,
 
 def _agreement(model_dir, workdir, size, sides, peers, log):
     """{side: [min, mean] cosine with its fp32, "_texts": on what} of our LiteRT variants
-    (_sides' runners, against its fp32 SavedModel) and ONNX Runtime int8 (when its peer runs), on agreement_ids' sentences ({} without
-    them, or for a shape of random weights: its agreement would say nothing of a trained
-    model's); logged."""
+    (_sides' runners, against its fp32 SavedModel) and ONNX Runtime int8 (when its peer
+    runs), on agreement_ids' sentences ({} without them, or for a shape of random weights:
+    its agreement would say nothing of a trained model's); logged."""
     if SHAPES[size] is not None:
         ids_path, texts = None, "random weights"
     else:
