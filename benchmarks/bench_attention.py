@@ -13,9 +13,9 @@ unknown batch and length as the models trace it), our `attention.attend_by_examp
 (the same, one batch row at a time: the opt-in `set_attention_by_example(True)`), and
 torch SDPA in the peer venv (benchmarks/peer_attention.py, a process that answers one
 command at a time, so no side runs while another is timed). Each round runs --calls calls
-of every side, in an order rotated every round; the table gives each side's median ms per
-call and the ratios. Without the peer venv (or with BERT_TF2_PEERS=0) the torch column
-says why it is empty.
+of every side, in an order shuffled every round (bench_util.round_order); the table gives
+each side's median ms per call and the ratios. Without the peer venv (or with
+BERT_TF2_PEERS=0) the torch column says why it is empty.
 """
 import argparse
 import json
@@ -65,7 +65,7 @@ def our_sides(shape):
 
 
 def measure(shape, rounds, calls, peer):
-    """{side: median ms per call} for one shape; the sides take turns, in an order rotated
+    """{side: median ms per call} for one shape; the sides take turns, in an order shuffled
     every round (the peer's time is its own clock's, without the pipe's round trip)."""
     sides = our_sides(shape)
     if peer is not None:
@@ -75,7 +75,7 @@ def measure(shape, rounds, calls, peer):
     names = list(sides)
     times = {name: [] for name in names}
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in bench_util.round_order(names, r):
             start = time.perf_counter()
             seconds = sides[name](calls)
             times[name].append(seconds if seconds is not None

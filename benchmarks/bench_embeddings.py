@@ -20,8 +20,9 @@ sides of the 1,500 pairs, in file order), batch 32, on the CPU. Rows (sentences/
                      .venv-reproduce/bin/python) run by benchmarks/peer_embeddings.py.
 Each timed pass encodes all sentences, tokenization included, after one untimed pass
 over the first WARMUP_SENTENCES.
-The passes of the three sides alternate (the order rotates every round) and each
-side's median is reported, so that the load of a shared machine hits all alike.
+The passes of the three sides alternate (in an order shuffled every round:
+bench_util.round_order) and each side's median is reported, so that the load of a shared
+machine hits all alike.
 The largest |difference| of our vectors from the peer's is printed too.
 """
 import argparse
@@ -151,7 +152,7 @@ def _measure(sides, peer, sentences, repeats, workdir, log):
     peer_vectors = os.path.join(workdir, "peer.npy")
     for r in range(repeats):
         last = r == repeats - 1
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in bench_util.round_order(names, r):
             if name == "peer":
                 peer_times.append(peer.encode(output=peer_vectors if last else None))
             else:

@@ -31,7 +31,8 @@ token ids of bench_util.synthetic_tokens (rows of 96-128 real tokens). Threads p
 alike: TensorFlow intra-op (TF_NUM_INTRAOP_THREADS; this script re-runs itself in a child
 process to set it), LiteRT num_threads, torch.set_num_threads, ONNX Runtime intra-op and
 OpenVINO INFERENCE_NUM_THREADS all --threads (default 2). Every round runs each side
-once, the order rotating, one untimed pass first (--repeats rounds at batch 1, at most
+once, in an order shuffled every round (bench_util.round_order: no side always runs after
+the same one), one untimed pass first (--repeats rounds at batch 1, at most
 LARGE_BATCH_REPEATS at batch 32, whose calls take seconds; one there for the bf16 sides
 on a CPU that does not judge bf16, without the untimed call batch 1 already made:
 side_rounds, needs_warm_up); rows give medians in examples/s (batch 1:
@@ -347,7 +348,7 @@ def _measure(size, sides, peers, repeats, log, batches=BATCHES, agreed=None):
             warmed.add(name)
         times = {name: [] for name in names}
         for r in range(max(rounds.values())):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in bench_util.round_order(names, r):
                 if len(times[name]) < rounds[name]:
                     times[name].append(once(name))
         speed = {n: batch / bench_util.median(t) for n, t in times.items()}

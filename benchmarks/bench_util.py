@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import gc
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -94,6 +95,23 @@ def training_flops(cfg, batch_size, seq_length, max_predictions):
 # ---------------------------------------------------------------------------
 # Timing
 # ---------------------------------------------------------------------------
+
+def round_order(names, round_index, seed=0):
+    """The order in which the sides `names` take their turns in round `round_index`: a
+    shuffle seeded by `seed` and the round (the same in every run), so that over the rounds
+    every side runs after a mix of the others.
+
+    Rotating one order every round moves each side to another place but leaves it behind
+    the same neighbour in every round, and what a side leaves behind (threads still
+    spinning, caches filled with its own data) then falls on that neighbour's times alone.
+    In bench_int8 our fp32 SavedModel, always behind torch's bf16 autocast, took 16-18 ms
+    a call of one row where the same export served behind LiteRT took 13.3-13.6
+    (all-MiniLM-L6-v2, a 2-core AMD Zen 5).
+    """
+    order = list(names)
+    random.Random(seed * 1000003 + round_index).shuffle(order)
+    return order
+
 
 def interleaved(functions, repeats):
     """Times each of {name: function()} `repeats` times, rotating the order every round.

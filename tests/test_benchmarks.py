@@ -551,6 +551,30 @@ def test_bf16_sides_are_timed_in_one_round_where_bf16_is_not_judged():
     assert plans[tuple(no_bf16)] == [("pretraining", 1), ("inference", 1)]
 
 
+def _predecessors(orders):
+    """{side: the sides that ran just before it within a round}."""
+    found = {}
+    for order in orders:
+        for before, name in zip(order, order[1:]):
+            found.setdefault(name, set()).add(before)
+    return found
+
+
+def test_no_side_always_runs_after_the_same_one():
+    # What a side leaves behind (spinning threads, its data in the caches) must not fall on
+    # one neighbour's times in every round, as it did when the order only rotated.
+    import bench_int8  # pylint: disable=import-outside-toplevel
+    names = ["SavedModel fp32", bench_int8.BF16_IN_PROCESS, "SavedModel bf16",
+             "LiteRT dynamic_int8", "torch", *bench_int8.PEER_SIDES]
+    orders = [bench_util.round_order(names, r) for r in range(5)]
+    assert all(sorted(order) == sorted(names) for order in orders)
+    assert orders == [bench_util.round_order(list(names), r) for r in range(5)]  # repeatable
+    assert len({tuple(order) for order in orders}) == 5
+    rotated = [names[r:] + names[:r] for r in range(5)]
+    assert all(len(before) == 1 for before in _predecessors(rotated).values())
+    assert all(len(before) > 1 for before in _predecessors(orders).values())
+
+
 def test_the_row_against_onnx_runtime_int8_says_how_close_each_side_is_to_its_fp32():
     import agreement  # pylint: disable=import-outside-toplevel
     import bench_int8  # pylint: disable=import-outside-toplevel
