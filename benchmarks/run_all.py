@@ -56,13 +56,14 @@ on the same matmul kernels could reach; the matmul peak rows (peer null) are the
 
 Default: every group with another implementation's rows, meant to take at most 30 minutes on
 2 cores (issue 74's bound; 24.8 on a 2-core Intel Xeon, 2026-11-27, where the run with every
-group took 43.7; 35.9 on a 2-core AVX2 AMD EPYC, 2026-11-28): the groups of our own paths
-alone (OWN_PATH_GROUPS: memory, packing, repeated_runs) run in --full, and so do the static
-int8 LiteRT rows (the default times the dynamic_int8 models), and the training groups time
-three rounds (--full: --repeats). bench_results.json's group_seconds tells each group's
-share. The torch peers run in the venv of $BERT_TF2_PEER_PYTHON (`make bench` makes
-.venv-reproduce from benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench
-PEERS=0`) skips them on purpose. A peer or benchmark that did not run is a row saying why;
+group took 43.7; 35.9 on a 2-core AVX2 AMD EPYC and 12.5 on a 2-core AMD Zen 5, 2026-11-28):
+the groups of our own paths alone (OWN_PATH_GROUPS: memory, packing, repeated_runs) run in
+--full, and so do the static int8 LiteRT rows (the default times the dynamic_int8 models),
+and the training groups time three rounds (--full: --repeats). bench_results.json's
+group_seconds tells each group's share. The torch peers run in the venv of
+$BERT_TF2_PEER_PYTHON (`make bench` makes .venv-reproduce from
+benchmarks/requirements-peer.txt); BERT_TF2_PEERS=0 (`make bench PEERS=0`) skips them on
+purpose. A peer or benchmark that did not run is a row saying why;
 rows whose peer runs below 25% of the matmul peak are noted "peer degenerate on this CPU"
 (no wins). The JSON holds {"machine": date, CPU, cores, peaks, load, notes, group_seconds
 (each group's wall time); "rows": [...]}; while the run goes on, <output>.partial holds the
