@@ -220,3 +220,42 @@ def test_exact_path_on_ideographs_equals_the_reference(uncased_vocab, reference,
     ours = tokenization.FullTokenizer(uncased_vocab, do_lower_case=lower)
     for _ in range(2):  # remembered parts the second time
         assert [ours.tokenize(text) for text in texts] == expected
+
+
+# The batch path looks up what each character of a part becomes in tables (_Fold in
+# fast_batch.py) after str.lower() has run on the whole part: pieces aimed at what a
+# character-by-character view could miss (capital sigma next to cased letters and
+# case-ignorable marks, marks in any order, dotted capital I, compatibility characters NFD
+# maps to another letter, a deleted character). FOLD_APART are characters the tables
+# leave to the whole-string steps (Hangul syllables become jamo; non-Mn characters with
+# a combining class), in a second set of texts, so both ways run beside each other.
+FOLD_PIECES = [
+    "\u03a3", "\u039f\u03a3", "\u03a3\u039f", "\u03c3", "\u03c2", "\u0301", "\u0323",
+    "e\u0301", "\u00e9", "\u00c9", "\u0130", "I", "i\u0307", "\u1f88", "\u0345", "\u1e9e",
+    "\u00df", "\u4e2d", "\uf900", "\u212b", "\u2126", "\u00c5", "\u0915\u094d\u0937",
+    "\u00ad", "'", ".", "A", "b", "Cd", " ", " ", "\u3002", "\u0390", "\u1e14", "\u01c5",
+    "\U0001d400", "\u0587", "\ufb03",
+]
+FOLD_APART = ["\ud55c", "\uac00\u11a8", "\U0001d165", "\U0001d16e\u0301", "\u0f73",
+              "x\U0001d16d\U0001d165", "\U0001d16d\u0301\U0001d16e"]  # NFD swaps these
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("apart", [False, True])
+def test_character_tables_keep_the_whole_string_result(batch_support, tmp_path, small_parts,
+                                                       lower, apart):
+    """Every word the exact path makes of the texts is in the vocabulary, so a word the
+    batch path prepared otherwise (a letter lost, marks in another order) shows as another
+    token or [UNK]."""
+    del batch_support, small_parts
+    rng = random.Random(23 + 2 * lower + apart)
+    pieces = FOLD_PIECES + (FOLD_APART if apart else [])
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+             for _ in range(600)]
+    basic = tokenization.BasicTokenizer(do_lower_case=lower)
+    words = sorted({word for text in texts for word in basic.tokenize(text)})
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]"] + words) + "\n", encoding="utf-8")
+    tokenizer = tokenization.FullTokenizer(str(vocab), do_lower_case=lower)
+    assert_batch_matches_exact(tokenizer, texts)
+    assert "[UNK]" not in {token for text in texts for token in tokenizer.tokenize(text)}

@@ -276,11 +276,12 @@ class _CharacterTables(object):
         # When lower-casing, TensorFlow sees _strip_marks(c.lower()) of a character c;
         # only assigned characters can be changed by that.
         risky_when_lowered = set()
+        lowered = {}  # code point -> _strip_marks(c.lower()), where lower() or NFD change c
         for cp in cps[~in_categories("Cn", "Co") & ~dropped].tolist():
             char = chr(cp)
             if char.lower() == char and unicodedata.is_normalized("NFD", char):
                 continue
-            seen = _strip_marks(char.lower())
+            seen = lowered[cp] = _strip_marks(char.lower())
             if any(ord(c) in mismatched_if_created for c in seen):
                 risky_when_lowered.add(cp)
             # The reference isolates CJK ideographs before normalizing, TensorFlow
@@ -308,6 +309,83 @@ class _CharacterTables(object):
         self.unsafe_lower = _CharSet(unsafe_lower)
         self.attention_cased = _CharSet(unsafe_cased.union(dropped_cps))
         self.attention_lower = _CharSet(unsafe_lower.union(dropped_cps))
+        # Characters that take part in NFD's reordering and survive the accent removal.
+        apart = cps[~in_categories("Mn") & np.fromiter(
+            map(unicodedata.combining, chars), dtype=bool, count=len(chars))]
+        self.fold_cased = _Fold(np, unsafe_cased.union(dropped_cps))
+        self.fold_lower = _Fold(np, unsafe_lower.union(dropped_cps), lowered,
+                                cps[in_categories("Mn")], apart)
+
+
+# What _Fold.flags says of a code point: the tables say what it becomes (_FOLDED); its
+# text is prepared alone (_ALONE: FastBatchTokenizer._prepare_unicode); the tables can't
+# say, so the whole part is prepared by whole-string calls (_WHOLE_PART).
+_FOLDED, _ALONE, _WHOLE_PART = 0, 1, 2
+_DELETED = 0xFFFFFFFF  # _Fold.single of a character the accent removal deletes
+
+
+class _Fold(object):
+    """The reference's character-level steps in one casing, applied to a whole part with
+    table lookups (numpy gathers, which run without Python's lock: a worker thread's
+    TensorFlow call is not kept waiting as it is by a long str method).
+
+    Cased, a character stays itself. Lower-casing, str.lower() runs on the whole part
+    (its final-sigma rule looks at neighbours), then each character x of its result
+    becomes _strip_marks(x) (`single`), whatever lies around it. That holds for all but
+    characters that become more than one (Hangul syllables into jamo) or that NFD's
+    reordering could move past a character that stays (a non-zero combining class
+    outside Mn, in x or in what it becomes: Mn characters are all deleted, so no other
+    reordering shows); a text character that lower-cases to one of those is
+    _WHOLE_PART. `attention` (unsafe or deleted characters) are _ALONE.
+    """
+
+    def __init__(self, np, attention, changed=None, marks=(), apart=()):
+        self._np = np
+        flags = np.zeros(0x110000, dtype=np.uint8)
+        self.single = None  # what each character of the lower-cased text becomes
+        if changed is not None:
+            single = np.arange(0x110000, dtype=np.uint32)
+            single[np.asarray(marks, dtype=np.int64)] = _DELETED
+            whole = set(apart)
+            for cp in changed:
+                char = chr(cp)
+                if unicodedata.is_normalized("NFD", char):
+                    continue
+                kept = _strip_marks(char)
+                if len(kept) > 1 or any(
+                        unicodedata.combining(c) and unicodedata.category(c) != "Mn"
+                        for c in unicodedata.normalize("NFD", char)):
+                    whole.add(cp)
+                else:
+                    single[cp] = ord(kept) if kept else _DELETED
+            whole.update(cp for cp in changed if any(ord(c) in whole for c in chr(cp).lower()))
+            flags[np.asarray(sorted(whole), dtype=np.int64)] = _WHOLE_PART
+            self.single = single
+        flags[np.asarray(sorted(attention), dtype=np.int64)] = _ALONE
+        flags[0xD800:0xE000] = _ALONE
+        self.flags = flags
+
+    def prepare(self, joined):
+        """(the UTF-8 bytes of each text of `joined`, its texts joined by _JOINER, after
+        the steps; the indexes of the texts to prepare alone instead), or None where
+        the tables cannot say (a _WHOLE_PART character, or a lone surrogate)."""
+        np = self._np
+        try:
+            cps = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
+        except UnicodeEncodeError:
+            return None
+        flags = self.flags[cps]
+        if self.single is not None and np.any(flags == _WHOLE_PART):
+            return None
+        alone = []
+        hits = np.flatnonzero(flags)
+        if hits.size:
+            joins = np.flatnonzero(cps == ord(_JOINER))
+            alone = sorted(set(np.searchsorted(joins, hits).tolist()))
+        if self.single is not None:
+            mapped = self.single[np.frombuffer(joined.lower().encode("utf-32-le"), dtype="<u4")]
+            joined = mapped[mapped != _DELETED].tobytes().decode("utf-32-le")
+        return joined.encode("utf-8").split(_JOINER.encode("utf-8")), alone
 
 
 def _probe_tf_classes(cps):
@@ -471,6 +549,7 @@ class FastBatchTokenizer(object):
         self._unsafe = tables.unsafe_lower if self._lower else tables.unsafe_cased
         self._attention = tables.attention_lower if self._lower else tables.attention_cased
         self._joinable = not self._attention.search(_JOINER)
+        self._fold = tables.fold_lower if self._lower else tables.fold_cased
 
         made = _vocabulary_model(full_tokenizer.vocab, wordpiece.unk_token, self._max_chars,
                                  tables)
@@ -597,21 +676,31 @@ class FastBatchTokenizer(object):
         return joined.translate(self._ascii_table, self._ascii_dropped).split(b"\x80")
 
     def _prepare_joined(self, texts):
-        """_prepare_unicode of each of `texts` (none all ASCII), in a few whole-string
-        calls on all of them.
+        """_prepare_unicode of each of `texts` (none all ASCII), for all of them at once.
 
         The texts are joined by _JOINER, a private-use character: every step keeps it
         and nothing turns into it, and like whitespace it is neither cased,
         case-ignorable nor combining, so str.lower()'s final-sigma rule and NFD's
-        reordering stop at it as they stop at the ends of a text. Texts that hold a
-        character of the attention set (deletions first, or the exact path) are
-        prepared one by one; so are all of them if a text holds the joiner itself, or
-        if this process's TensorFlow classifies the joiner unlike the reference.
+        reordering stop at it as they stop at the ends of a text. The steps run on the
+        joined texts as table lookups (_Fold), or where the tables cannot say, as a few
+        whole-string calls (_prepare_whole_strings). Texts that hold a character of the
+        attention set (deletions first, or the exact path) are prepared one by one; so
+        are all of them if a text holds the joiner itself, or if this process's
+        TensorFlow classifies the joiner unlike the reference.
         """
         joined = _JOINER.join(texts)
         if (len(texts) < 2 or not self._joinable
                 or joined.count(_JOINER) != len(texts) - 1):
             return list(map(self._prepare_unicode, texts))
+        folded = self._fold.prepare(joined)
+        prepared, alone = folded or self._prepare_whole_strings(texts, joined)
+        for row in alone:
+            prepared[row] = self._prepare_unicode(texts[row])
+        return prepared
+
+    def _prepare_whole_strings(self, texts, joined):
+        """(_prepare_joined's bytes of each text, the texts to prepare alone instead) by
+        regular expressions, str.lower() and NFD on `joined` (the texts, joined)."""
         alone = ()
         hits = self._attention.positions(joined)
         if hits:
@@ -624,10 +713,7 @@ class FastBatchTokenizer(object):
             joined = _JOINER.join(kept)
         if self._lower:
             joined = self._marks.delete(unicodedata.normalize("NFD", joined.lower()))
-        prepared = joined.encode("utf-8").split(_JOINER.encode("utf-8"))
-        for row in alone:
-            prepared[row] = self._prepare_unicode(texts[row])
-        return prepared
+        return joined.encode("utf-8").split(_JOINER.encode("utf-8")), alone
 
     def _prepare_unicode(self, text):
         """Applies the reference's character-level steps to `text` (not all ASCII).
