@@ -39,7 +39,10 @@ the non-ASCII texts of a part at once, joined by a private-use character. That e
 per-word version because words are separated by whitespace and texts by the joiner,
 neither of which is cased, case-ignorable nor combining, so neither the final-sigma rule
 of str.lower() nor NFD reordering can look across them, and the deletions happen first
-in both.
+in both. Most of those steps are table lookups (_Fold): after one str.lower() of the
+joined texts, what each character becomes under NFD and the Mn deletion comes from a
+table over every code point (numpy gathers, which leave Python's lock to the worker
+threads); parts with a character no table can say take the whole-string routines.
 FastWordpieceTokenizer then splits on whitespace, punctuation and CJK ideographs and runs
 WordPiece; its character classes are probed once per process against Python's. Texts
 that still could differ are handed to the exact path: texts with a character the two
