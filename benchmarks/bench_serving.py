@@ -127,7 +127,8 @@ def measure(loaded, pairs, vocab_file, seq_length, batch_size, repeats, config):
         return serve_ids(**ids)["probabilities"].numpy()
 
     np.testing.assert_allclose(ours(), peer(), atol=1e-5)  # also the warm-up calls
-    ours_s, peer_s = bench_util.interleaved(ours, peer, repeats)
+    times = bench_util.interleaved({"ours": ours, "peer": peer}, repeats)
+    ours_s, peer_s = times["ours"], times["peer"]
     config = "%s, batch %d, raw text vs ids" % (config, batch_size)
     rows = []
     for name, q in (("latency p50", 50), ("latency p90", 90)):

@@ -114,7 +114,8 @@ def round_order(names, round_index, seed=0):
 
 
 def interleaved(functions, repeats):
-    """Times each of {name: function()} `repeats` times, rotating the order every round.
+    """Times each of {name: function()} `repeats` times, the order reversed every other
+    round.
 
     Returns {name: [seconds, ...]}. With two functions the order is ABBA..., so a load
     change during the run hits every side alike.

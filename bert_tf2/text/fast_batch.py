@@ -279,12 +279,13 @@ class _CharacterTables(object):
         # When lower-casing, TensorFlow sees _strip_marks(c.lower()) of a character c;
         # only assigned characters can be changed by that.
         risky_when_lowered = set()
-        lowered = {}  # code point -> _strip_marks(c.lower()), where lower() or NFD change c
+        changed = []  # the characters lower() or NFD change (what _Fold looks up)
         for cp in cps[~in_categories("Cn", "Co") & ~dropped].tolist():
             char = chr(cp)
             if char.lower() == char and unicodedata.is_normalized("NFD", char):
                 continue
-            seen = lowered[cp] = _strip_marks(char.lower())
+            changed.append(cp)
+            seen = _strip_marks(char.lower())
             if any(ord(c) in mismatched_if_created for c in seen):
                 risky_when_lowered.add(cp)
             # The reference isolates CJK ideographs before normalizing, TensorFlow
@@ -316,7 +317,7 @@ class _CharacterTables(object):
         apart = cps[~in_categories("Mn") & np.fromiter(
             map(unicodedata.combining, chars), dtype=bool, count=len(chars))]
         self.fold_cased = _Fold(np, unsafe_cased.union(dropped_cps))
-        self.fold_lower = _Fold(np, unsafe_lower.union(dropped_cps), lowered,
+        self.fold_lower = _Fold(np, unsafe_lower.union(dropped_cps), changed,
                                 cps[in_categories("Mn")], apart)
 
 
