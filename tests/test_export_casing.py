@@ -206,3 +206,40 @@ def test_a_cased_vocabulary_lower_cased_is_warned_once(tmp_path, caplog, shared_
                       "text: those entries are never used; pass --do_lower_case=False for a "
                       "cased model" % cased]
 
+
+# ---------------------------------------------------------------------------
+# docs/fill-mask.md: what HuggingFace's pipeline names an id without a vocabulary entry
+# ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_fill_mask_page_says_what_the_pipeline_gives_an_unnamed_id(tmp_path):
+    """A vocab_size past the vocabulary: the pipeline's token_str of an id past the file,
+    or of an earlier line of a token listed twice, is '' (the page said None)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from conftest import REPO_ROOT  # pylint: disable=import-outside-toplevel
+    peer = peer_python()
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "a"]  # "a": 5 and 7
+    config = dict(_config(9), hidden_size=8, intermediate_size=8)  # row 8: past the file
+    model = random_head_model("pretraining", config)
+    tensors = {checkpoints.tf1_name(v): v.numpy() for v in model.variables}
+    bias = np.zeros([9], np.float32)
+    for index, value in {5: 30.0, 8: 20.0, 6: 10.0}.items():  # 5, then 8, then 6 ("b")
+        bias[index] = value
+        tensors["bert/embeddings/word_embeddings"][index] = 0.0
+    tensors["cls/predictions/output_bias"] = bias
+    folder = tmp_path / "ours"
+    checkpoints.write_tf1_checkpoint(tensors, str(folder / "bert_model.ckpt"))
+    write_text(folder / "bert_config.json", json.dumps(config))
+    write_text(folder / "vocab.txt", "\n".join(lines) + "\n")
+    _to_hf(folder / "bert_model.ckpt", tmp_path / "hf")
+    script = ("import json, sys, transformers\n"
+              "fill = transformers.pipeline('fill-mask', model=sys.argv[1], top_k=3)\n"
+              "print(json.dumps([[r['token'], r['token_str']] for r in fill('a [MASK] b')]))\n")
+    done = subprocess.run([peer, "-c", script, str(tmp_path / "hf")], capture_output=True,
+                          text=True, check=True, timeout=HANG_GUARD_SECONDS,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1",
+                                   TOKENIZERS_PARALLELISM="false"))
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [[5, ""], [8, ""], [6, "b"]]
+    page = " ".join((REPO_ROOT / "docs" / "fill-mask.md").read_text(encoding="utf-8").split())
+    assert "whose pipeline gives it the `token_str` `''`" in page
+    assert "names it `None`" not in page
