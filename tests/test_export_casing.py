@@ -243,3 +243,34 @@ def test_the_fill_mask_page_says_what_the_pipeline_gives_an_unnamed_id(tmp_path)
     page = " ".join((REPO_ROOT / "docs" / "fill-mask.md").read_text(encoding="utf-8").split())
     assert "whose pipeline gives it the `token_str` `''`" in page
     assert "names it `None`" not in page
+
+
+def _cased_warnings(caplog):
+    return [r.getMessage() for r in caplog.records if "looks cased" in r.getMessage()]
+
+
+def test_create_pretraining_data_warns_of_a_cased_vocabulary_lower_cased(tmp_path, caplog):
+    import create_pretraining_data as cpd  # pylint: disable=import-outside-toplevel
+    cased = write_text(tmp_path / "cased.txt", "\n".join(_CASED_VOCAB) + "\n")
+    text = write_text(tmp_path / "in.txt", "John lives in Paris.\nThe cat.\n\nHe lives in Paris.\n")
+    options = cpd.PretrainingOptions(16, 3, 0.15, 0.1, 1, False, 1)
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        cpd.write_pretraining_data([text], [str(tmp_path / "out.tfrecord")], cased, options,
+                                   do_lower_case=False)
+        assert not _cased_warnings(caplog)
+        cpd.write_pretraining_data([text], [str(tmp_path / "out.tfrecord")], cased, options)
+    assert len(_cased_warnings(caplog)) == 1
+
+
+@pytest.mark.slow
+def test_the_export_warns_of_a_cased_vocabulary_lower_cased(tmp_path, caplog):
+    import export_saved_model  # pylint: disable=import-outside-toplevel
+    folder = _folder(tmp_path, "encoder", None)
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        export_saved_model.run(export_saved_model.Settings(
+            model_type="encoder", init_checkpoint=str(folder / "model.ckpt-2"),
+            bert_config_file=str(folder / "bert_config.json"),
+            vocab_file=str(folder / "vocab.txt"), max_seq_length=16,
+            export_dir=str(tmp_path / "export")))
+    (warned,) = _cased_warnings(caplog)
+    assert warned.startswith("--vocab_file=%s looks cased" % (folder / "vocab.txt"))
