@@ -17,9 +17,10 @@ model.safetensors or pytorch_model.bin, vocab.txt) becomes, in --output_dir:
 folder that transformers' Auto classes load with no code of ours: config.json (with
 `architectures` for the head, the label words, `problem_type`), model.safetensors,
 vocab.txt and the tokenizer files (same ids as our tokenizer, model_max_length = the
-folder's max_seq_length, the folder's casing or --do_lower_case where it records none); a sentence-embedding model also gets the sentence-transformers
-layout, and a --crf tagger its transition matrix in crf_transitions.json. The head comes
-from what the checkpoint holds (--model_type overrides):
+folder's max_seq_length, the folder's casing or --do_lower_case where it records none); a
+sentence-embedding model also gets the sentence-transformers layout, and a --crf tagger its
+transition matrix in crf_transitions.json. The head comes from what the checkpoint holds
+(--model_type overrides):
 
   pretraining      BertForPreTraining           (masked LM + next sentence)
   classifier       BertForSequenceClassification (multi-label, regression included)
