@@ -17,9 +17,10 @@ model.safetensors or pytorch_model.bin, vocab.txt) becomes, in --output_dir:
 folder that transformers' Auto classes load with no code of ours: config.json (with
 `architectures` for the head, the label words, `problem_type`), model.safetensors,
 vocab.txt and the tokenizer files (same ids as our tokenizer, model_max_length = the
-folder's max_seq_length); a sentence-embedding model also gets the sentence-transformers
-layout, and a --crf tagger its transition matrix in crf_transitions.json. The head comes
-from what the checkpoint holds (--model_type overrides):
+folder's max_seq_length, the folder's casing or --do_lower_case where it records none); a
+sentence-embedding model also gets the sentence-transformers layout, and a --crf tagger its
+transition matrix in crf_transitions.json. The head comes from what the checkpoint holds
+(--model_type overrides):
 
   pretraining      BertForPreTraining           (masked LM + next sentence)
   classifier       BertForSequenceClassification (multi-label, regression included)
@@ -75,6 +76,11 @@ _FLAGS = (
     ("string", "labels_file", None,
      "--direction=to_hf: the label list of a classifier or tagger whose folder has no "
      "label_list.txt."),
+    ("bool", "do_lower_case", None,
+     "--direction=to_hf: the model's casing, written into tokenizer_config.json (default: "
+     "what the folder's model_settings.json says, else True, the reference's default; "
+     "False for a cased model, e.g. a run_pretraining folder of one). A value that "
+     "contradicts the folder's own record is refused."),
 )
 
 
@@ -82,7 +88,7 @@ Settings = settings_lib.settings_class(define_flags, __name__)
 
 # Flags that only one direction reads: given with the other, a one-line error.
 _ONLY = {"from_hf": ("hf_dir", "write_tf2"),
-         "to_hf": ("init_checkpoint", "model_type", "labels_file")}
+         "to_hf": ("init_checkpoint", "model_type", "labels_file", "do_lower_case")}
 
 
 @startup.keeps_process_settings
@@ -103,7 +109,8 @@ def run(settings):
         settings.require("init_checkpoint", "output_dir")
         outputs = export_to_hf(settings.init_checkpoint, settings.output_dir,
                                model_type=settings.model_type,
-                               labels_file=settings.labels_file)
+                               labels_file=settings.labels_file,
+                               do_lower_case=settings.do_lower_case)
         return settings_lib.Result(output_dir=settings.output_dir, outputs=outputs)
     settings.require("hf_dir", "output_dir")
     written = convert(settings.hf_dir, settings.output_dir, write_tf2=settings.write_tf2)

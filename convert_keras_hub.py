@@ -52,13 +52,19 @@ _FLAGS = (
     ("string", "output_dir", None,
      "Where to write: the preset's files (to_keras_hub); bert_model.ckpt, bert_config.json "
      "and vocab.txt (from_keras_hub). New, or a folder this converter wrote before."),
+    ("bool", "do_lower_case", None,
+     "--direction=to_keras_hub: the model's casing, the preset tokenizer's lowercase and "
+     "strip_accents (default: what the folder's model_settings.json says, else True, the "
+     "reference's default; False for a cased model, e.g. a run_pretraining folder of one). "
+     "A value that contradicts the folder's own record is refused."),
 )
 
 
 Settings = settings_lib.settings_class(define_flags, __name__)
 
 # Flags that only one direction reads: given with the other, a one-line error.
-_ONLY = {"to_keras_hub": ("init_checkpoint",), "from_keras_hub": ("preset_dir",)}
+_ONLY = {"to_keras_hub": ("init_checkpoint", "do_lower_case"),
+         "from_keras_hub": ("preset_dir",)}
 
 
 @startup.keeps_process_settings
@@ -77,7 +83,8 @@ def run(settings):
     settings.refuse_other_modes("direction", _ONLY)
     if settings.direction == "to_keras_hub":
         settings.require("init_checkpoint", "output_dir")
-        outputs = keras_hub.export_to_keras_hub(settings.init_checkpoint, settings.output_dir)
+        outputs = keras_hub.export_to_keras_hub(settings.init_checkpoint, settings.output_dir,
+                                                do_lower_case=settings.do_lower_case)
         return settings_lib.Result(output_dir=settings.output_dir, outputs=outputs)
     settings.require("preset_dir", "output_dir")
     written = keras_hub.import_from_keras_hub(settings.preset_dir, settings.output_dir)

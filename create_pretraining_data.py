@@ -353,6 +353,8 @@ def write_pretraining_data(input_files, output_files, vocab_file, options, do_lo
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     loaders.check_vocab_tokens(tokenizer.vocab, vocab_file,
                                pretraining_records.SPECIAL_TOKENS)
+    if do_lower_case:
+        loaders.warn_if_cased(tokenizer.vocab, vocab_file)
     pretraining_records.log_files(input_files, output_files)
     stats = {} if stats is None else stats
     stats["worker_cpu_s"] = 0.0

@@ -286,6 +286,8 @@ def _check_settings(settings):
                 "rank the real ones only; export one of the two without the other")
     if not tf.io.gfile.exists(settings.vocab_file):
         raise ValueError("--vocab_file %s does not exist" % settings.vocab_file)
+    if settings.do_lower_case:
+        loaders.warn_if_cased(tokenization.load_vocab(settings.vocab_file), settings.vocab_file)
     warmup.check(settings)
     serving_layout.check(settings)
     target = serving_layout.target(settings)

@@ -4,6 +4,10 @@ checks every fine-tuning run starts with.
 Below tasks/ (which call it) and above trainer/: settings come in as plain values or a
 Settings part, never as flags. Each check is one ValueError naming the flag and file.
 """
+import re
+
+from absl import logging
+
 from bert import modeling
 from bert_tf2.trainer import periodic_eval
 from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
@@ -58,7 +62,47 @@ def load_tokenizer(vocab_file, do_lower_case, required=("[CLS]", "[SEP]", "[UNK]
     """
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     check_vocab_tokens(tokenizer.vocab, vocab_file, required)
+    if do_lower_case:
+        warn_if_cased(tokenizer.vocab, vocab_file)
     return tokenizer
+
+
+# A vocabulary "looks cased" when at least this share of its entries (and at least
+# _CASED_AT_LEAST of them) hold an upper-case letter, which lower-cased text never gives:
+# Google's cased English vocabulary has thousands, its uncased and Chinese ones (almost) none.
+_CASED_SHARE = 0.02
+_CASED_AT_LEAST = 10
+_BRACKETED = re.compile(r"^\[[^\]]*\]$")  # [CLS], [unused7], ...: named, never read in text
+_WARNED_CASED = set()
+
+
+def cased_entries(tokens):
+    """The entries of a vocabulary (its tokens, in order) that hold an upper-case letter:
+    entries lower-cased text never gives (bracketed names such as [CLS] aside)."""
+    return [token for token in tokens
+            if token != token.lower() and not _BRACKETED.match(token)]
+
+
+def looks_cased(tokens):
+    """Whether a vocabulary (its tokens) is visibly a cased one (cased_entries: many)."""
+    tokens = list(tokens)
+    count = len(cased_entries(tokens))
+    return count >= _CASED_AT_LEAST and count >= _CASED_SHARE * len(tokens)
+
+
+def warn_if_cased(tokens, vocab_file):
+    """One warning line (once per vocabulary file in a process) when a vocabulary that
+    looks cased is read with --do_lower_case=True: the reference accepts it, but its
+    upper-case entries are never used (the text is lower-cased first)."""
+    tokens = list(tokens)
+    if str(vocab_file) in _WARNED_CASED or not looks_cased(tokens):
+        return
+    _WARNED_CASED.add(str(vocab_file))
+    cased = cased_entries(tokens)
+    logging.warning("--vocab_file=%s looks cased (%d of its %d entries hold upper-case "
+                    "letters, e.g. %s) but --do_lower_case=True lower-cases the text: those "
+                    "entries are never used; pass --do_lower_case=False for a cased model",
+                    vocab_file, len(cased), len(tokens), ", ".join(cased[:3]))
 
 
 def check_vocab_tokens(vocab, vocab_file, required, flag="--vocab_file"):

@@ -76,6 +76,23 @@ def test_every_readme_link_lands_on_a_page_and_heading():
                 "README.md links to %s: %s has no heading with that anchor" % (link, path)
 
 
+def test_a_readme_link_after_a_sections_name_opens_that_section():
+    # "TensorFlow 2.21: [Install](docs/install.md#offline-weights)" opened another section
+    # than the one it names (issue 91): the text before a link, back to the previous link
+    # or sentence, naming a heading of the page it links to, names the heading it opens.
+    wrong = []
+    for match in re.finditer(r"\]\((docs/[^)#\s]+)#([^)\s]+)\)", README):
+        path, anchor = match.groups()
+        before = README[:match.start()].rsplit("](", 1)[-1].split(")", 1)[-1]
+        before = re.split(r"[.!?]\s", before)[-1]
+        target = (REPO_ROOT / path).read_text(encoding="utf-8")
+        named = [m.group(1).strip() for m in re.finditer(r"^#{2,6} (.+)$", target, flags=re.M)
+                 if m.group(1).strip() in " ".join(before.split())]
+        if named and anchor not in {_slug(name) for name in named}:
+            wrong.append("%s#%s after %r" % (path, anchor, named))
+    assert not wrong, wrong
+
+
 def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page():
     config = yaml.safe_load((REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     nav = list(_nav_pages(config["nav"]))

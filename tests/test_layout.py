@@ -1,6 +1,7 @@
 """The layout: the reference's names at the top, bert_tf2/ below them, `from bert import ...`."""
 import ast
 import importlib
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -78,18 +79,90 @@ def test_package_modules_take_the_reference_modules_from_bert():
             path.relative_to(REPO_ROOT), sorted(plain))
 
 
+# The optional extras (setup.py's extras_require) by the name their package is imported
+# as, and the package modules that belong to an extra: they import it when loaded, and only
+# their extra's entry imports them (lazily: create_pretraining_data --runner). No other
+# module imports an extra when loaded (test_an_extra_is_loaded_only_by_its_own_modules).
+EXTRA_IMPORTS = {"apache_beam": "beam", "keras_hub": "keras-hub", "safetensors": "hf",
+                 "jieba": "chinese", "ai_edge_litert": "litert", "tokenizers": "bench"}
+EXTRA_MODULES = {"bert_tf2.pretraining.pretraining_beam": "apache_beam"}
+
+
+def _module_names():
+    """Every package module's dotted name (bert_tf2.tf1 aside: it switches its process to
+    TF1 graph mode; test_tf1_namespace imports it in a subprocess)."""
+    return sorted("bert_tf2." + ".".join(p.relative_to(REPO_ROOT / "bert_tf2").with_suffix("")
+                                         .parts)
+                  for p in (REPO_ROOT / "bert_tf2").rglob("*.py")
+                  if p.stem != "__init__" and p != REPO_ROOT / "bert_tf2" / "tf1.py")
+
+
+def _installed(name):
+    """Whether the top-level package `name` can be imported (a None in sys.modules: no)."""
+    return importlib.util.find_spec(name) is not None
+
+
 def test_every_package_module_imports_alone():
     # Each in a fresh interpreter would be slow; here, the package's own names resolve.
-    # bert_tf2.tf1 switches its process to TF1 graph mode: test_tf1_namespace imports it
-    # in a subprocess.
-    names = sorted("bert_tf2." + ".".join(p.relative_to(REPO_ROOT / "bert_tf2").with_suffix("")
-                                          .parts)
-                   for p in (REPO_ROOT / "bert_tf2").rglob("*.py")
-                   if p.stem != "__init__" and p != REPO_ROOT / "bert_tf2" / "tf1.py")
-    for name in names:
-        assert importlib.import_module(name).__name__ == name
+    # An extra's module needs its extra: test_an_extras_module_imports_with_its_extra.
+    for name in _module_names():
+        if name not in EXTRA_MODULES:
+            assert importlib.import_module(name).__name__ == name
     assert pathlib.Path(importlib.import_module("bert_tf2").__file__).parent == \
         REPO_ROOT / "bert_tf2"
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_MODULES))
+def test_an_extras_module_imports_with_its_extra(name):
+    needed = EXTRA_MODULES[name]
+    if not _installed(needed):
+        pytest.skip("%s needs the [%s] extra (%s is not installed)"
+                    % (name, EXTRA_IMPORTS[needed], needed))
+    assert importlib.import_module(name).__name__ == name
+
+
+def _load_time_imports(path):
+    """The modules `path` imports when it is loaded (not inside a function or class)."""
+    pending = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+        else:
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def test_an_extra_is_loaded_only_by_its_own_modules():
+    # An optional extra is never imported on the default path: a module that imports one
+    # (or an extra's module) when loaded is an extra's module, listed in EXTRA_MODULES.
+    found = {}
+    for name in _module_names():
+        path = REPO_ROOT.joinpath(*name.split(".")).with_suffix(".py")
+        for imported in _load_time_imports(path):
+            top = imported.split(".")[0]
+            if top in EXTRA_IMPORTS:
+                found[name] = top
+            elif imported in EXTRA_MODULES:
+                found[name] = EXTRA_MODULES[imported]
+    assert found == EXTRA_MODULES
+
+
+def test_a_missing_extra_skips_its_module_saying_why(monkeypatch):
+    # The TF 2.21 recipe of docs/install.md installs no [beam]: the module of that extra is
+    # skipped with the reason, every other module still imports.
+    monkeypatch.setitem(sys.modules, "apache_beam", None)
+    monkeypatch.delitem(sys.modules, "bert_tf2.pretraining.pretraining_beam", raising=False)
+    with pytest.raises(ImportError):
+        importlib.import_module("bert_tf2.pretraining.pretraining_beam")
+    test_every_package_module_imports_alone()
+    with pytest.raises(pytest.skip.Exception, match=r"^bert_tf2\.pretraining\.pretraining_beam "
+                                                    r"needs the \[beam\] extra \(apache_beam "
+                                                    r"is not installed\)$"):
+        test_an_extras_module_imports_with_its_extra("bert_tf2.pretraining.pretraining_beam")
 
 
 # A user's folder holding files named like our root modules, and what it imports (sys.path[0]

@@ -97,7 +97,10 @@ def test_train_stops_at_the_end_of_the_input(tmp_path):
 
 def test_train_writes_its_graph_files_where_protobuf_refuses_float_format(tmp_path, monkeypatch):
     # protobuf 7 removed MessageToString's float_format, which TF 2.20's graph.pbtxt writer
-    # passes (issue 53): train() still writes graph.pbtxt and each checkpoint's .meta.
+    # passes (issue 53): train() still writes graph.pbtxt and each checkpoint's .meta. A
+    # TensorFlow whose writer passes none (the TF 2.21 recipe of docs/install.md, protobuf
+    # 7.36) is never refused: the same files either way (issue 91); our own fallback is
+    # test_write_graph_text_falls_back_when_the_writer_refuses_float_format's.
     original = text_format.MessageToString
     refused = []
 
@@ -113,7 +116,7 @@ def test_train_writes_its_graph_files_where_protobuf_refuses_float_format(tmp_pa
     monkeypatch.setattr(text_format, "MessageToString", protobuf_7)
     est = _estimator(tmp_path / "protobuf_7", keep_checkpoint_max=2)
     est.train(train_input_fn, steps=4)
-    assert refused == ["GraphDef"]  # TF's own writer was tried
+    assert refused in ([], ["GraphDef"])  # TF's own writer was tried (refused if it passes one)
     files = set(os.listdir(est.model_dir))
     assert files - {f for f in files if f.startswith("events.")} == set(
         os.listdir(plain.model_dir)) - {f for f in os.listdir(plain.model_dir)
@@ -130,6 +133,39 @@ def test_train_writes_its_graph_files_where_protobuf_refuses_float_format(tmp_pa
     assert meta.saver_def.filename_tensor_name and len(meta.graph_def.node) == len(
         graphs[1].node)
     np.testing.assert_array_equal(est.get_variable_value("w"), plain.get_variable_value("w"))
+
+
+def test_write_graph_text_falls_back_when_the_writer_refuses_float_format(tmp_path,
+                                                                          monkeypatch):
+    # Our contract whatever TensorFlow and protobuf are installed: a writer refused for its
+    # float_format (TF 2.20 with protobuf 7) leaves the same graph as text, parsed back
+    # whole; any other TypeError of the writer is not swallowed.
+    with tf.Graph().as_default() as graph:
+        tf.constant([0.1, 2.5], name="c")
+        v1.placeholder(tf.float32, [None, 3], name="x")
+    graph_def = graph.as_graph_def(add_shapes=True)
+
+    def refusing(graph_or_def, logdir, name, as_text=True):
+        del graph_or_def, logdir, name, as_text
+        raise TypeError("MessageToString() got an unexpected keyword argument 'float_format'")
+
+    monkeypatch.setattr(tf.io, "write_graph", refusing)
+    path = estimator.write_graph_text(graph_def, str(tmp_path / "out"))
+    assert path == str(tmp_path / "out" / "graph.pbtxt")
+    assert os.listdir(tmp_path / "out") == ["graph.pbtxt"]  # no temporary left
+    with open(path, encoding="utf-8") as f:
+        parsed = text_format.Parse(f.read(), v1.GraphDef())
+    assert [n.name for n in parsed.node] == ["c", "x"]
+    np.testing.assert_array_equal(tf.make_ndarray(parsed.node[0].attr["value"].tensor),
+                                  np.array([0.1, 2.5], np.float32))
+
+    def broken(graph_or_def, logdir, name, as_text=True):
+        del graph_or_def, logdir, name, as_text
+        raise TypeError("something else")
+
+    monkeypatch.setattr(tf.io, "write_graph", broken)
+    with pytest.raises(TypeError, match="something else"):
+        estimator.write_graph_text(graph_def, str(tmp_path / "other"))
 
 
 class _CountingHook(v1.train.SessionRunHook):

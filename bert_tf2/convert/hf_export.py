@@ -17,8 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert import modeling
+from bert import tokenization
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
+from bert_tf2 import loaders
 from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
 from bert_tf2.tasks import ner_data
@@ -39,6 +41,8 @@ _HF_TOOL = "convert_hf_checkpoint --direction=to_hf"
 _HF_OUTPUTS = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
                "special_tokens_map.json", "crf_transitions.json", "modules.json",
                "sentence_bert_config.json", "1_Pooling/*", "2_Normalize/*")
+# The classes whose folders transformers' fill-mask pipeline serves: [MASK] stays special.
+_MASK_FILLERS = ("BertForPreTraining", "BertForMaskedLM")
 _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                    "cls_token": "[CLS]", "mask_token": "[MASK]"}
 CRF_FILE = ner_data.HF_CRF_FILE
@@ -112,9 +116,14 @@ def _write_safetensors(tensors, path):
     save_file(tensors, path, metadata={"format": "pt"})
 
 
-def _tokenizer_files(folder, vocab_lines, do_lower_case, max_seq_length):
+def _tokenizer_files(folder, vocab_lines, do_lower_case, max_seq_length, head):
     """tokenizer_config.json and special_tokens_map.json: transformers' BertTokenizer with
-    our casing and length (its accent rule follows the casing, as the reference's)."""
+    our casing and length (its accent rule follows the casing, as the reference's).
+
+    Ours reads a [CLS], [SEP], [MASK] typed in a text as text; so does transformers' with
+    split_special_tokens, except for a masked-LM head (_MASK_FILLERS), whose fill-mask
+    pipeline finds its [MASK]s by their id, as our fill-mask finds them by their name.
+    """
     missing = [token for token in _SPECIAL_TOKENS.values() if token not in vocab_lines]
     if missing:
         raise ValueError("the vocabulary lacks %s: HuggingFace's BertTokenizer needs them"
@@ -122,7 +131,8 @@ def _tokenizer_files(folder, vocab_lines, do_lower_case, max_seq_length):
     tokenizer = dict(_SPECIAL_TOKENS, tokenizer_class="BertTokenizer",
                      do_lower_case=bool(do_lower_case), strip_accents=None,
                      tokenize_chinese_chars=True, model_max_length=int(max_seq_length),
-                     clean_up_tokenization_spaces=False)
+                     clean_up_tokenization_spaces=False,
+                     split_special_tokens=HF_HEADS[head] not in _MASK_FILLERS)
     _write_json(os.path.join(folder, "tokenizer_config.json"), tokenizer)
     _write_json(os.path.join(folder, "special_tokens_map.json"), dict(_SPECIAL_TOKENS))
 
@@ -146,6 +156,40 @@ def read_model_folder(init_checkpoint):
     return contents, found, read_json_object(found["bert_config_file"])
 
 
+def export_casing(init_checkpoint, found, vocab, do_lower_case=None, notes=None):
+    """The casing an export writes (HuggingFace's tokenizer_config.json, keras-hub's preset).
+
+    The model folder's record (`found`, model_folder.read: model_settings.json or
+    sentence_embedding.json) first; else `do_lower_case` (the converter's --do_lower_case);
+    else the reference's default True, with a line in `notes` (longer when the vocabulary
+    `vocab` looks cased: loaders.looks_cased). A `do_lower_case` that contradicts the
+    record, or a value that contradicts a Google release's folder name
+    (tokenization.validate_case_matches_checkpoint), is a one-line ValueError.
+    """
+    recorded = found.get("do_lower_case")
+    if recorded is not None:
+        if do_lower_case is not None and bool(do_lower_case) != recorded:
+            _, sources = model_folder.read(init_checkpoint)
+            raise ValueError(
+                "--do_lower_case=%s contradicts %s, which says the model was trained with "
+                "do_lower_case=%s: leave --do_lower_case out (the folder's casing is written)"
+                % (bool(do_lower_case), sources.get("do_lower_case", init_checkpoint),
+                   json.dumps(recorded)))
+        return recorded
+    value = True if do_lower_case is None else bool(do_lower_case)
+    tokenization.validate_case_matches_checkpoint(value, init_checkpoint)
+    if do_lower_case is None and notes is not None:
+        cased = loaders.cased_entries(vocab)
+        notes.append(
+            "the folder does not say its casing: lower-casing (the reference's "
+            "--do_lower_case default)%s" % (
+                "; its vocab.txt looks cased (%d of %d entries hold upper-case letters, e.g. "
+                "%s): pass --do_lower_case=False for a cased model"
+                % (len(cased), len(vocab), ", ".join(cased[:3]))
+                if loaders.looks_cased(vocab) else ""))
+    return value
+
+
 class HfExport(object):
     """What export_to_hf writes, resolved from the model folder before anything is written.
 
@@ -155,7 +199,7 @@ class HfExport(object):
     what HF does differently).
     """
 
-    def __init__(self, init_checkpoint, model_type=None, labels_file=None):
+    def __init__(self, init_checkpoint, model_type=None, labels_file=None, do_lower_case=None):
         asked = head_types.get(model_type, head_types.HF) if model_type else None
         contents, found, config = read_model_folder(init_checkpoint)
         names = contents.model_names()
@@ -189,21 +233,20 @@ class HfExport(object):
         self.config.update(fields)  # the head's own: a classifier's problem_type, ...
         if self.crf:
             self.config["bert_tf2_crf_file"] = CRF_FILE
-        self.do_lower_case = found.get("do_lower_case")
-        if self.do_lower_case is None:
-            self.do_lower_case = True
-            self.notes.append("the folder does not say its casing: lower-casing (the "
-                              "reference's --do_lower_case default)")
+        self.do_lower_case = export_casing(init_checkpoint, found, self.vocab, do_lower_case,
+                                           self.notes)
         self.max_seq_length = int(found.get("max_seq_length") or config["max_position_embeddings"])
         self.sentence = entry.hf_sentence(init_checkpoint, self.notes)
         self.tensors = hf_tensors_of(contents, config, head)
 
 
-def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None):
+def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None,
+                 do_lower_case=None):
     """Writes the model folder `init_checkpoint` as a HuggingFace folder in `output_dir`.
 
     The head is the checkpoint's (`model_type` may ask for "encoder", or name the head
-    it holds); everything is resolved and checked before a file is written.
+    it holds); the casing the folder's (`do_lower_case` where it does not say:
+    export_casing); everything is resolved and checked before a file is written.
     `output_dir` must be new or a folder this export wrote before (anything else there
     is refused, nothing changed). The new folder is built whole beside it
     (OUTPUT_DIR.tmp-XXXXXXXX) and renamed into its place (fileutil.replace_folder): a
@@ -212,7 +255,7 @@ def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None)
     next export puts back first. An `output_dir` that is a symlink has its target
     replaced, the link kept. Returns {what: path} of the files written.
     """
-    export = HfExport(init_checkpoint, model_type, labels_file)
+    export = HfExport(init_checkpoint, model_type, labels_file, do_lower_case)
     target = _export_target(output_dir)
     fileutil.recover_folder(target)
     _refuse_other_files(target, output_dir)
@@ -286,7 +329,8 @@ def _write_hf_files(export, folder):
     _write_json(os.path.join(folder, "config.json"), export.config)
     with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("".join(token + "\n" for token in export.vocab))
-    _tokenizer_files(folder, export.vocab, export.do_lower_case, export.max_seq_length)
+    _tokenizer_files(folder, export.vocab, export.do_lower_case, export.max_seq_length,
+                     export.head)
     if export.crf:
         _write_json(os.path.join(folder, CRF_FILE), export.crf)
         written["crf_transitions"] = CRF_FILE

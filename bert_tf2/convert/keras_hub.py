@@ -185,7 +185,7 @@ class PresetExport(object):
     notes (one line each: what keras-hub does differently).
     """
 
-    def __init__(self, init_checkpoint):
+    def __init__(self, init_checkpoint, do_lower_case=None):
         contents, found, self.config = hf_export.read_model_folder(init_checkpoint)
         names = contents.model_names()
         self.head = head_types.held_by(names).name
@@ -205,11 +205,8 @@ class PresetExport(object):
         if entry.keras_hub_note:
             self.notes.append(entry.keras_hub_note)
         self.vocab = hf_names.read_vocab_tokens(found["vocab_file"])
-        self.do_lower_case = found.get("do_lower_case")
-        if self.do_lower_case is None:
-            self.do_lower_case = True
-            self.notes.append("the folder does not say its casing: lower-casing (the "
-                              "reference's --do_lower_case default)")
+        self.do_lower_case = hf_export.export_casing(init_checkpoint, found, self.vocab,
+                                                     do_lower_case, self.notes)
         self.max_seq_length = int(found.get("max_seq_length")
                                   or self.config["max_position_embeddings"])
         self.tensors = self._tensors(contents)
@@ -282,15 +279,16 @@ def build_keras_hub_model(export):
     return model, tokenizer
 
 
-def export_to_keras_hub(init_checkpoint, output_dir):
+def export_to_keras_hub(init_checkpoint, output_dir, do_lower_case=None):
     """Writes the model folder `init_checkpoint` as a keras-hub preset in `output_dir`.
 
-    Everything is resolved and checked first; keras-hub's save_to_preset writes the
+    The casing is the folder's (`do_lower_case` where it does not say:
+    hf_export.export_casing). Everything is resolved and checked first; keras-hub's save_to_preset writes the
     preset into a folder beside `output_dir`, renamed into place once whole
     (fileutil.write_outputs_aside). `output_dir` must be new or a folder this export
     wrote before. Returns {file name: path} of the files written.
     """
-    export = PresetExport(init_checkpoint)
+    export = PresetExport(init_checkpoint, do_lower_case)
     _refuse_other_files(output_dir, _PRESET_OUTPUTS, "keras-hub export")
     for note in export.notes:
         logging.warning("%s", note)
