@@ -27,7 +27,9 @@ FLAGS = (
      "<export_base>/<--version> (a new version; an existing number is never touched) instead "
      "of --export_dir. Give one of the two."),
     ("integer", "version", None,
-     "--export_base: the version number to write (>= 1; refused when that folder exists). "
+     "--export_base: the version number to write (1 to 2^63-1, TF Serving's 64-bit "
+     "numbers; refused when that folder exists, or one TF Serving reads as the same number, "
+     "such as 007 for 7). "
      "Default: one more than the highest number in --export_base, 1 in a new one."),
 )
 
