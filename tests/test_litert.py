@@ -946,3 +946,28 @@ def test_a_crash_in_a_native_step_is_one_line_and_leaves_nothing(tiny, tmp_path,
         native_steps.run_isolated(native_crash.raises_value_error, ("a bad line",),
                                   str(base), "--litert")
     assert os.listdir(str(base)) == []
+
+
+def test_a_script_without_a_main_guard_exports_litert(tiny, tmp_path):
+    """The conversion's child process (spawned) does not run the caller's main script again:
+    a user's script that calls export_saved_model.run at its top, with no `if __name__ ==
+    "__main__"` guard, exports once (a child re-running it would export again from inside
+    the child, which multiprocessing refuses)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    from conftest import HANG_GUARD_SECONDS, REPO_ROOT  # pylint: disable=import-outside-toplevel
+    script = write_text(tmp_path / "export_it.py", "\n".join([
+        "import sys",
+        "sys.path.insert(0, %r)" % str(REPO_ROOT),
+        "import export_saved_model as esm",
+        "print('exporting', flush=True)",
+        "esm.run(esm.Settings(model_type='classifier', task_name='SST-2', litert='fp32',",
+        "                     bert_config_file=%r, init_checkpoint=%r, vocab_file=%r,"
+        % (str(tiny["config"]), str(tiny["classifier"]), str(tiny["vocab"])),
+        "                     max_seq_length=%d, export_dir=%r))" % (_SEQ, str(tmp_path / "m")),
+        ""]))
+    done = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), text=True,
+                          capture_output=True, timeout=HANG_GUARD_SECONDS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("exporting") == 1
+    assert os.path.isfile(str(tmp_path / "m" / "model_fp32.tflite"))

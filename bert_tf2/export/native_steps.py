@@ -84,7 +84,8 @@ def run_isolated(work, args, scratch_parent, flag):
     process = multiprocessing.get_context("spawn").Process(
         target=_child, args=(work, args, result_path, progress_path), daemon=True)
     try:
-        process.start()
+        with startup.main_script_not_rerun([work]):  # nor a user's unguarded script's work
+            process.start()
         process.join()
         if not os.path.exists(result_path):
             raise NativeStepCrash(_crash_line(flag, process.exitcode, progress_path))
