@@ -9,6 +9,11 @@ numeric outputs; tokenization stays in Python (litert_predictor.py). Conversion 
 TensorFlow's own tf.lite.TFLiteConverter (no extra package); running the models for the
 report needs ai-edge-litert (the [litert] extra).
 
+The conversions, calibration, quantization, the debugger and the report's LiteRT runs are
+C++ code able to end the process: each runs inside native_steps.step, all of them in one
+child process (convert_variants through native_steps.run_isolated); the SavedModel's own
+reference outputs are computed here, in the exporting process.
+
 Variants:
   fp32          the float model as LiteRT runs it (equal to the SavedModel to ~1e-5);
   dynamic_int8  int8 weights, activations quantized on the fly per batch (no calibration);
