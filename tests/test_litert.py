@@ -938,8 +938,8 @@ def test_a_crash_in_a_native_step_is_one_line_and_leaves_nothing(tiny, tmp_path,
             "--task_name=SST-2", "--litert=fp32,int8", "--calibration_file=%s" % tiny["tsv"],
             "--calibration_examples=3", "--max_metric_drop=-1"]))
     assert str(raised.value) == (
-        "--litert: the conversion process crashed in the int8 layers' sensitivity (TFLite's "
-        "quantization debugger) of the int8 model (killed by SIGSEGV), a fault inside the "
+        "--litert: the conversion process was killed by SIGSEGV in the int8 layers' "
+        "sensitivity (TFLite's quantization debugger) of the int8 model, a crash inside the "
         "library; nothing was written: export without int8")
     assert os.listdir(str(base)) == []
     with pytest.raises(ValueError, match=r"^a bad line$"):

@@ -55,13 +55,19 @@ def step(name, variant):
         raise ValueError("unknown native step %r (native_steps.STEPS has %s)"
                          % (name, ", ".join(STEPS)))
     _CURRENT.append((name, variant))
-    if _PROGRESS:
-        with open(_PROGRESS[0], "w", encoding="utf-8") as f:
-            f.write("%s\t%s\n" % (name, variant))
+    _note(name, variant, "in")
     try:
         yield
     finally:
         _CURRENT.pop()
+        _note(name, variant, "after")
+
+
+def _note(name, variant, where):
+    """In a child: the step under way (where: "in"), or the last one (where: "after")."""
+    if _PROGRESS:
+        with open(_PROGRESS[0], "w", encoding="utf-8") as f:
+            f.write("%s\t%s\t%s\n" % (where, name, variant))
 
 
 def current():
@@ -109,20 +115,21 @@ def _crash_line(flag, exitcode, progress_path):
     """The one line of a child that ended without a result."""
     try:
         with open(progress_path, encoding="utf-8") as f:
-            name, variant = f.read().rstrip("\n").split("\t")
-        where = "%s of the %s model" % (STEPS[name], variant)
+            where, name, variant = f.read().rstrip("\n").split("\t")
+        where = "%s %s of the %s model" % (where, STEPS[name], variant)
         advice = "export without %s" % variant
     except (OSError, ValueError, KeyError):
-        where, advice = "its start", "see the lines above"
+        where, advice = "before its first native step", "see the lines above"
     if exitcode is not None and exitcode < 0:
         try:
-            how = "killed by %s" % signal.Signals(-exitcode).name
+            how = "was killed by %s" % signal.Signals(-exitcode).name
         except ValueError:
-            how = "killed by signal %d" % -exitcode
+            how = "was killed by signal %d" % -exitcode
+        why = "a crash inside the library"
     else:
-        how = "exit code %s" % exitcode
-    return ("%s: the conversion process crashed in %s (%s), a fault inside the library; "
-            "nothing was written: %s" % (flag, where, how, advice))
+        how, why = "exited with code %s" % exitcode, "no result"
+    return ("%s: the conversion process %s %s, %s; nothing was written: %s"
+            % (flag, how, where, why, advice))
 
 
 def _child(work, args, result_path, progress_path):
