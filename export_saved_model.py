@@ -221,14 +221,16 @@ def run(settings):
         # Into the export being written (saved_model_dir.write_saved_model's temporary
         # folder): its names, which the export checks before it replaces --export_dir.
         written = []
-        if settings.litert:
-            litert_outputs.update(litert_step.export(settings, folder, module, litert_examples))
-            written += list(litert_outputs.values())
         if warmup_rows:
             found = warmup.requests(settings.model_type, warmup_rows, module.signatures())
+            # replayed through the saved export itself, as TF Serving will (refused here)
+            warmup.replay(folder, found)
             written.append(warmup.write(folder, serving_layout.model_name(target, settings),
                                         found))
             print("Warm-up requests (%s): %s" % (warmup.WARMUP_FILE, warmup.describe(found)))
+        if settings.litert:
+            litert_outputs.update(litert_step.export(settings, folder, module, litert_examples))
+            written += list(litert_outputs.values())
         return written
 
     export_dir = export(

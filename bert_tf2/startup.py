@@ -31,6 +31,7 @@ In your own Python (loading an exported SavedModel, say), `from bert_tf2 import 
     from bert_tf2 import startup; startup.quiet()
     import tensorflow as tf
 """
+import contextlib
 import ctypes
 import functools
 import gc
@@ -354,3 +355,30 @@ def _enter(run):
 def _leave():
     with _RUNS_LOCK:
         _RUNS.pop()
+
+
+@contextlib.contextmanager
+def main_script_not_rerun(functions):
+    """While worker processes start (multiprocessing's 'spawn' or 'forkserver'): they do
+    not run the parent's main script again.
+
+    A spawned (or fork-server) process imports the parent's __main__ first, so that
+    functions defined there can be unpickled; the scripts import TensorFlow at their
+    top (seconds of CPU per worker), and a user's script without an `if __name__ ==
+    "__main__"` guard would run its work again. The workers' functions live in package modules,
+    so multiprocessing is not shown where __main__ comes from meanwhile (nothing else
+    reads it); when one of `functions` is defined in __main__, nothing changes.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or any(getattr(f, "__module__", None) == "__main__" for f in functions):
+        yield
+        return
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
+             if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)

@@ -277,6 +277,25 @@ def test_export_refusals_in_one_line_before_any_work(tiny, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_warmup_text_the_served_signature_refuses_is_refused_at_export(tiny, tmp_path):
+    """Issue 91: a warm-up line whose [MASK] is past the cut was exported (exit 0), and
+    TF Serving, replaying it, would not load the version. The requests are replayed through
+    the saved export before it is renamed into place: one line naming the file and line,
+    nothing written under --export_dir (or beside it)."""
+    long_line = " ".join(["work"] * 20) + " [MASK]"
+    path = write_text(tmp_path / "warmup.txt", "[MASK] work\n\n%s\n" % long_line)
+    with pytest.raises(ValueError) as raised:
+        export_saved_model.run(export_saved_model.Settings(
+            model_type="masked_lm", init_checkpoint=tiny["prefix"], max_seq_length=16,
+            export_dir=str(tmp_path / "model"), warmup_file=path))
+    assert str(raised.value) == (  # (a Settings' error names the field, not the flag)
+        "warmup_file=%s: line 3 fails the export's serving_default signature, so TF "
+        "Serving would not load the version: input text: a [MASK] past max_seq_length=16 "
+        "(the first 14 pieces of a text are read)" % path)
+    assert sorted(os.listdir(str(tmp_path))) == ["warmup.txt"]
+
+
+@pytest.mark.slow
 def test_every_door_gives_the_same_top5(tiny, file_door, tmp_path):
     """Python Predictor = extract_features --fill_mask_top_k = transformers'
     pipeline("fill-mask") over the BertForMaskedLM export: same top-5 tokens,

@@ -197,6 +197,8 @@ def test_int8_fallbacks_up_to_the_sensitive_layers_keep_the_best(tiny, tmp_path,
     least drop, named. The encoder's fp32 model of the same export: the SavedModel's
     vectors in the report, and the bound's warning names it too."""
     from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(native_steps, "IN_PROCESS", True)  # to count the conversions
     monkeypatch.setattr(litert, "SENSITIVITY_EXAMPLES", 3)
     calibrations, made = _counting_calibrations(monkeypatch)
     export_dir = tmp_path / "encoder"
@@ -620,6 +622,8 @@ def test_a_converter_error_leaves_the_earlier_litert_export_as_it_was(crf_export
         raise RuntimeError("converter error: an op LiteRT has no kernel for")
 
     monkeypatch.setattr(litert, "convert", broken)
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(native_steps, "IN_PROCESS", True)  # `broken` in this process
     with pytest.raises(RuntimeError, match="converter error"):
         _export(argv)
     assert listing() == before
@@ -842,3 +846,128 @@ def test_the_asset_tokenizer_gives_the_original_vocabularys_ids(tmp_path):
     ids = got.convert_tokens_to_ids(got.tokenize(text))
     assert ids == want.convert_tokens_to_ids(want.tokenize(text)) == [6, 9, 7, 1, 5, 1, 1, 9]
     assert got.convert_batch_to_ids([text, "8"]) == [ids, [5]]
+
+
+def _native_calls(monkeypatch):
+    """[(entry point, native_steps.current())] of every call into TFLite's / LiteRT's C++
+    code (the converter, its int8 quantizer and calibration, the quantization debugger and
+    its interpreter, LiteRT's interpreter for the report)."""
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    calls = []
+
+    def noted(name, real):
+        def call(*args, **kwargs):
+            calls.append((name, native_steps.current()))
+            return real(*args, **kwargs)
+        return call
+
+    real_from = tf.lite.TFLiteConverter.from_concrete_functions
+
+    def from_concrete_functions(*args, **kwargs):
+        converter = real_from(*args, **kwargs)
+        converter.convert = noted("TFLiteConverter.convert", converter.convert)
+        return converter
+
+    monkeypatch.setattr(tf.lite.TFLiteConverter, "from_concrete_functions",
+                        from_concrete_functions)
+    monkeypatch.setattr(litert.lite_convert, "mlir_quantize",
+                        noted("mlir_quantize", litert.lite_convert.mlir_quantize))
+    for owner, name in ((tf.lite.experimental.QuantizationDebugger, "__init__"),
+                        (tf.lite.experimental.QuantizationDebugger, "run"),
+                        (tf.lite.Interpreter, "__init__"),
+                        (litert_predictor.ModelRunner, "__init__"),
+                        (litert_predictor.ModelRunner, "__call__")):
+        monkeypatch.setattr(owner, name, noted(owner.__name__ + "." + name,
+                                               getattr(owner, name)))
+    return calls
+
+
+def test_every_native_call_of_the_litert_export_runs_in_a_named_step(tiny, tmp_path,
+                                                                     monkeypatch):
+    """Issue 91: every call into TFLite's / LiteRT's C++ code (able to end the process) is
+    made inside a native_steps.step, and the work holding them goes through
+    native_steps.run_isolated (a child process; here run in this process to see the calls):
+    every variant and every step of the int8 fallbacks, the layer sensitivity included."""
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(native_steps, "IN_PROCESS", True)
+    monkeypatch.setattr(litert, "SENSITIVITY_EXAMPLES", 2)
+    isolated = []
+    real_run = native_steps.run_isolated
+
+    def run_isolated(work, args, scratch_parent, flag):
+        isolated.append((work.__name__, args[1], flag))
+        return real_run(work, args, scratch_parent, flag)
+
+    monkeypatch.setattr(native_steps, "run_isolated", run_isolated)
+    calls = _native_calls(monkeypatch)
+    _export(_argv(tiny, "classifier", tmp_path / "export", [
+        "--task_name=SST-2", "--litert=fp32,dynamic_int8,int8",
+        "--calibration_file=%s" % tiny["tsv"], "--calibration_examples=4",
+        "--max_metric_drop=-1"]))
+    assert isolated == [("convert_variants", ("fp32", "dynamic_int8", "int8"), "--litert")]
+    outside = [name for name, where in calls if where is None]
+    assert not outside, outside
+    steps = {where for _, where in calls}
+    assert {name for name, _ in steps} == set(native_steps.STEPS)
+    assert {("convert", "fp32"), ("convert", "dynamic_int8"), ("calibrate", "int8"),
+            ("sensitivity", "int8")} <= steps
+    assert {v for name, v in steps if name == "evaluate"} == set(litert.VARIANTS)
+    assert {name for name, _ in calls} >= {
+        "TFLiteConverter.convert", "mlir_quantize", "QuantizationDebugger.run",
+        "ModelRunner.__call__"}
+    assert not [n for n in os.listdir(str(tmp_path / "export")) if "litert_ids" in n]
+
+
+def test_a_crash_in_a_native_step_is_one_line_and_leaves_nothing(tiny, tmp_path,
+                                                                 monkeypatch):
+    """Issue 91: TFLite's quantization debugger killed a masked-LM export (SIGSEGV / glibc's
+    abort) with no message, its temporary folder left. Now the conversions run in a child
+    process (spawned: the real one, the debugger made to crash there): one line naming the
+    step and the variant, no temporary beside --export_dir or in it, nothing written under
+    its name; and a Python error in the child reaches the parent as itself."""
+    import native_crash  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(litert, "convert_variants", native_crash.convert_variants_debugger_crashes)
+    base = tmp_path / "out"
+    base.mkdir()
+    with pytest.raises(native_steps.NativeStepCrash) as raised:
+        _export(_argv(tiny, "classifier", base / "export", [
+            "--task_name=SST-2", "--litert=fp32,int8", "--calibration_file=%s" % tiny["tsv"],
+            "--calibration_examples=3", "--max_metric_drop=-1"]))
+    assert str(raised.value) == (
+        "--litert: the conversion process was killed by SIGSEGV in the int8 layers' "
+        "sensitivity (TFLite's quantization debugger) of the int8 model, a crash inside the "
+        "library; nothing was written: export without int8")
+    assert os.listdir(str(base)) == []
+    with pytest.raises(ValueError, match=r"^a bad line$"):
+        native_steps.run_isolated(native_crash.raises_value_error, ("a bad line",),
+                                  str(base), "--litert")
+    assert os.listdir(str(base)) == []
+
+
+def test_a_script_without_a_main_guard_exports_litert(tiny, tmp_path):
+    """The conversion's child process (spawned) does not run the caller's main script again:
+    a user's script that calls export_saved_model.run at its top, with no `if __name__ ==
+    "__main__"` guard, exports once (a child re-running it would export again from inside
+    the child, which multiprocessing refuses)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    from conftest import HANG_GUARD_SECONDS, REPO_ROOT  # pylint: disable=import-outside-toplevel
+    script = write_text(tmp_path / "export_it.py", "\n".join([
+        "import sys",
+        "sys.path.insert(0, %r)" % str(REPO_ROOT),
+        "import export_saved_model as esm",
+        "print('exporting', flush=True)",
+        "esm.run(esm.Settings(model_type='classifier', task_name='SST-2', litert='fp32',",
+        "                     bert_config_file=%r, init_checkpoint=%r, vocab_file=%r,"
+        % (str(tiny["config"]), str(tiny["classifier"]), str(tiny["vocab"])),
+        "                     max_seq_length=%d, export_dir=%r))" % (_SEQ, str(tmp_path / "m")),
+        ""]))
+    done = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), text=True,
+                          capture_output=True, timeout=HANG_GUARD_SECONDS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("exporting") == 1
+    assert os.path.isfile(str(tmp_path / "m" / "model_fp32.tflite"))

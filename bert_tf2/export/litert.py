@@ -9,6 +9,11 @@ numeric outputs; tokenization stays in Python (litert_predictor.py). Conversion 
 TensorFlow's own tf.lite.TFLiteConverter (no extra package); running the models for the
 report needs ai-edge-litert (the [litert] extra).
 
+The conversions, calibration, quantization, the debugger and the report's LiteRT runs are
+C++ code able to end the process: each runs inside native_steps.step, all of them in one
+child process (convert_variants through native_steps.run_isolated); the SavedModel's own
+reference outputs are computed here, in the exporting process.
+
 Variants:
   fp32          the float model as LiteRT runs it (equal to the SavedModel to ~1e-5);
   dynamic_int8  int8 weights, activations quantized on the fly per batch (no calibration);
@@ -37,6 +42,7 @@ from bert_tf2 import startup
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
+from bert_tf2.export import native_steps
 from bert_tf2 import heads
 
 VARIANTS = litert_predictor.VARIANTS
@@ -112,7 +118,7 @@ def converter_for(function, owner, variant, calibration):
 
 def convert(function, owner, variant, calibration=None):
     """The .tflite bytes of `variant` (int8: every op LiteRT has an int8 kernel for)."""
-    with _quiet_interpreter():
+    with _quiet_interpreter(), native_steps.step("convert", variant):
         blob = converter_for(function, owner, variant, calibration).convert()
     # The converter calls the calibration examples from C++, where a SIGTERM's exception
     # is printed ("SystemError") and lost: the stop is honoured here.
@@ -149,14 +155,14 @@ class Int8Models(object):
         self._examples = converter.representative_dataset
         # The converter's switch for the first step alone (QuantizationDebugger sets it too).
         converter._experimental_calibrate_only = True  # pylint: disable=protected-access
-        with _quiet_interpreter():
+        with _quiet_interpreter(), native_steps.step("calibrate", "int8"):
             self._calibrated = converter.convert()
         startup.check_not_stopped()  # see convert()
 
     def _quantized(self, float_ops=(), float_nodes=(), numeric_verify=False):
         """The calibrated model quantized (numeric_verify: with the debugger's NumericVerify
         ops after each quantized layer, comparing it with its float version)."""
-        with _quiet_interpreter():
+        with _quiet_interpreter(), native_steps.step("quantize", "int8"):
             return lite_convert.mlir_quantize(
                 self._calibrated, fully_quantize=False, enable_numeric_verify=numeric_verify,
                 denylisted_ops=list(float_ops) or None,
@@ -172,7 +178,7 @@ class Int8Models(object):
         the largest quantization error first (root-mean-square error over the scale of
         the layer's int8 output: in units of one int8 step)."""
         debug_model = self._quantized(float_ops, numeric_verify=True)
-        with _quiet_interpreter():
+        with _quiet_interpreter(), native_steps.step("sensitivity", "int8"):
             inputs = tf.lite.Interpreter(model_content=debug_model).get_input_details()
         order = [next(k for k in litert_data.ID_KEYS if k in detail["name"])
                  for detail in inputs]
@@ -184,7 +190,7 @@ class Int8Models(object):
                     return
                 yield [example[k] for k in order]
 
-        with _quiet_interpreter():
+        with _quiet_interpreter(), native_steps.step("sensitivity", "int8"):
             debugger = tf.lite.experimental.QuantizationDebugger(
                 quant_debug_model_content=debug_model, debug_dataset=first_examples)
             debugger.run()
@@ -281,14 +287,13 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
                                             ("agreement", agreement)) if batch is not None}
     reference = {name: _saved_model_outputs(function, batch, crf)
                  for name, batch in sets.items()}
+    converted = _convert_isolated(export_dir, function, owner, (
+        variants, calibration, sets, reference, info, max_metric_drop, num_threads))
     models, report = {}, {"model_type": info["model_type"], "max_metric_drop": max_metric_drop,
                           "reference": "the SavedModel (TensorFlow, float32%s)"
                                        % (", its Viterbi tags" if crf else ""),
                           "variants": {}, "warnings": []}
-    for variant in variants:
-        blob, entry = _best_variant(function, owner, variant, calibration, sets, reference,
-                                    info, max_metric_drop, num_threads)
-        startup.check_not_stopped()  # a stop a conversion's C++ code swallowed
+    for variant, (blob, entry) in zip(variants, converted):
         models[variant] = blob
         warning = _warning(variant, entry, max_metric_drop)
         name = model_name(variant, warning is not None, keep_over_bound)
@@ -299,6 +304,37 @@ def export(export_dir, module, variants, calibration=None, agreement=None,
                     name, litert_predictor.model_file(variant))
             report["warnings"].append(warning)
     return _write(export_dir, models, report, crf)
+
+
+def _convert_isolated(export_dir, function, owner, args):
+    """[(bytes, report entry)] of each variant, made in a child process
+    (native_steps.run_isolated: a crash of TFLite's or LiteRT's C++ code is one line there).
+    The child gets `function` as the converter would save it itself (`owner` under the
+    default signature), in a temporary folder inside the export being written, removed here."""
+    scratch = fileutil.temp_name(os.path.join(export_dir, "litert_ids"))
+    try:
+        tf.saved_model.save(owner, scratch, signatures={"serving_default": function},
+                            options=tf.saved_model.SaveOptions(save_debug_info=True))
+        return native_steps.run_isolated(convert_variants, (scratch,) + args, export_dir,
+                                         "--litert")
+    finally:
+        fileutil.remove(scratch)
+
+
+def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_metric_drop,
+                     num_threads):
+    """[(bytes, report entry)] of each variant (_best_variant) of the function saved in
+    `ids_dir` (_convert_isolated): the converter given it loaded converts the same graph,
+    the same bytes, as it did given the function and its variables in the exporting process
+    (it saves those in its own temporary SavedModel and converts from that)."""
+    loaded = tf.saved_model.load(ids_dir)
+    function = loaded.signatures["serving_default"]
+    converted = []
+    for variant in variants:
+        converted.append(_best_variant(function, loaded, variant, calibration, sets,
+                                       reference, info, max_metric_drop, num_threads))
+        startup.check_not_stopped()  # a stop a conversion's C++ code swallowed
+    return converted
 
 
 def model_name(variant, over_bound, keep_over_bound=False):
@@ -329,10 +365,12 @@ def _saved_model_outputs(function, batch, crf=None):
     return outputs
 
 
-def _evaluate(blob, sets, reference, info, num_threads):
-    """{set name: compare(...)} of a LiteRT model on every example set."""
-    run = litert_predictor.ModelRunner(blob, num_threads)
-    return {name: compare(info["model_type"], reference[name], run(batch.features), batch,
+def _evaluate(variant, blob, sets, reference, info, num_threads):
+    """{set name: compare(...)} of a LiteRT model of `variant` on every example set."""
+    with native_steps.step("evaluate", variant):
+        run = litert_predictor.ModelRunner(blob, num_threads)
+        outputs = {name: run(batch.features) for name, batch in sets.items()}
+    return {name: compare(info["model_type"], reference[name], outputs[name], batch,
                           info.get("labels"), info["do_lower_case"], info["crf_parameters"])
             for name, batch in sets.items()}
 
@@ -359,7 +397,7 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
         blob = int8.model()
     else:
         blob = convert(function, owner, variant, calibration)
-    results = _evaluate(blob, sets, reference, info, num_threads)
+    results = _evaluate(variant, blob, sets, reference, info, num_threads)
     entry = {"recipe": "all int8" if variant == "int8" else variant, "results": results}
     if variant != "int8" or _worst_drop(results) <= max_metric_drop or not sets:
         return blob, entry
@@ -368,7 +406,7 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
     def attempt(name, float_ops, float_nodes=()):
         logging.info("LiteRT int8 drops %.2f points: trying %s", tried[-1][0], name)
         other = int8.model(float_ops, float_nodes)
-        other_results = _evaluate(other, sets, reference, info, num_threads)
+        other_results = _evaluate(variant, other, sets, reference, info, num_threads)
         recipe = {"recipe": name, "float_ops": list(float_ops), "results": other_results}
         if float_nodes:
             recipe["float_nodes"] = list(float_nodes)

@@ -266,9 +266,10 @@ def predict(model, texts, top_k=5, **settings):
     return Predictor(model, top_k, **settings).predict(texts)
 
 
-def read_texts(path):
+def read_texts(path, line_numbers=False):
     """The texts of a fill-mask input file: one per line, empty lines skipped; a line
-    without [MASK] is a ValueError naming the file and line."""
+    without [MASK] is a ValueError naming the file and line. `line_numbers`: also the
+    line number of each, as [(number, text)]."""
     texts = []
     with tf.io.gfile.GFile(path, "r") as f:
         for number, line in enumerate(f, 1):
@@ -277,7 +278,7 @@ def read_texts(path):
                 continue
             if MASK not in line:
                 raise ValueError("%s, line %d: no %s to fill" % (path, number, MASK))
-            texts.append(line)
+            texts.append((number, line) if line_numbers else line)
     return texts
 
 

@@ -12,18 +12,23 @@ class Signature:
     Fields:
       name: the ModelType.signature value.
       fields: a warm-up example's tab-separated fields: (least, most, in words).
-      requests: the signatures one warm-up example calls, in order.
+      requests: the signatures one warm-up example calls, in order: every signature
+        docs/serving.md shows a request of for the head.
+      also: signatures it calls after those when the export has them (the encoder's
+        embed).
       data_format: the data format its warm-up rows may come in besides plain lines:
         "table" (.tsv / .csv / .jsonl texts), "conll", "squad_json"; None: lines only.
       data_endings: the file endings read in that format.
       always_data: a LiteRT --calibration_file / --agreement_file (warm-up rows taken
         from it) is read in that format whatever its ending.
       any_ending: every file is read in that format, whatever its ending.
-      inputs: a warm-up example's fields (bytes) -> the request's inputs {name: list}.
+      inputs: a warm-up example's fields (bytes) -> {input name: list}: every input one
+        of its signatures takes (each request takes those its signature names).
     """
     name: str
     fields: Tuple[int, int, str]
     requests: Tuple[str, ...] = ("serving_default",)
+    also: Tuple[str, ...] = ()
     data_format: Optional[str] = None
     data_endings: Tuple[str, ...] = ()
     always_data: bool = False
@@ -32,9 +37,10 @@ class Signature:
 
 
 SIGNATURES = {signature.name: signature for signature in (
-    Signature("pair", (1, 2, "text_a[<TAB>text_b]"), data_format="table",
-              data_endings=(".tsv", ".csv", ".jsonl"),
-              inputs=lambda f: {"text_a": f[:1], "text_b": (f[1:] or [b""])[:1]}),
+    Signature("pair", (1, 2, "text_a[<TAB>text_b]"), ("serving_default", "serving_text_a"),
+              ("embed",), data_format="table", data_endings=(".tsv", ".csv", ".jsonl"),
+              inputs=lambda f: {"text_a": f[:1], "text_b": (f[1:] or [b""])[:1],
+                                "text": f[:1]}),
     Signature("words", (1, 10 ** 9, "a sentence"), data_format="conll",
               data_endings=(".conll", ".iob"), always_data=True,
               inputs=lambda f: {"text": [b"\t".join(f)]}),

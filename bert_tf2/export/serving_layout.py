@@ -13,10 +13,12 @@ import re
 
 import tensorflow as tf
 
-# A version folder's name: what TF Serving reads as a version number.
 # A version folder's name: what TF Serving reads as a version number (and its LiteRT
-# folder beside it, <n>.litert, which counts as taken too).
+# folder beside it, <n>.litert, which counts as taken too). TF Serving reads the number as
+# a 64-bit integer: leading zeros read alike ("007" is version 7), a larger one is no
+# version at all.
 _VERSION_NAME = re.compile(r"^([0-9]+)(\.litert)?$")
+MAX_VERSION = 2 ** 63 - 1
 
 # (kind, name, default, help), as settings_lib.define_flag_table reads them.
 FLAGS = (
@@ -25,18 +27,30 @@ FLAGS = (
      "<export_base>/<--version> (a new version; an existing number is never touched) instead "
      "of --export_dir. Give one of the two."),
     ("integer", "version", None,
-     "--export_base: the version number to write (>= 1; refused when that folder exists). "
+     "--export_base: the version number to write (1 to 2^63-1, TF Serving's 64-bit "
+     "numbers; refused when that folder exists, or one TF Serving reads as the same number, "
+     "such as 007 for 7). "
      "Default: one more than the highest number in --export_base, 1 in a new one."),
 )
 
 
 def versions(base):
     """The version numbers of the folders in `base` (sorted; none when it is missing)."""
+    return sorted(_version_folders(base))
+
+
+def _version_folders(base):
+    """{version number: [folder names TF Serving reads as it, and their .litert]} of
+    `base` (empty when it is missing)."""
+    found = {}
     if not tf.io.gfile.isdir(base):
-        return []
-    names = [n.rstrip("/") for n in tf.io.gfile.listdir(base)]
-    return sorted({int(_VERSION_NAME.match(n).group(1)) for n in names
-                   if _VERSION_NAME.match(n) and tf.io.gfile.isdir(os.path.join(base, n))})
+        return found
+    for name in sorted(n.rstrip("/") for n in tf.io.gfile.listdir(base)):
+        match = _VERSION_NAME.match(name)
+        if match and int(match.group(1)) <= MAX_VERSION and tf.io.gfile.isdir(
+                os.path.join(base, name)):
+            found.setdefault(int(match.group(1)), []).append(name)
+    return found
 
 
 def check(settings):
@@ -52,6 +66,9 @@ def check(settings):
                              % settings.version)
         if settings.version < 1:
             raise ValueError("--version must be >= 1, got %d" % settings.version)
+        if settings.version > MAX_VERSION:
+            raise ValueError("--version=%d: past %d, the largest version number TF Serving "
+                             "reads (a 64-bit integer)" % (settings.version, MAX_VERSION))
 
 
 def target(settings):
@@ -62,9 +79,22 @@ def target(settings):
     base = settings.export_base.rstrip("/") or "/"
     if tf.io.gfile.exists(base) and not tf.io.gfile.isdir(base):
         raise ValueError("--export_base=%s is a file, not a directory" % base)
+    taken = _version_folders(base)
     if settings.version is None:
-        return os.path.join(base, str((versions(base) or [0])[-1] + 1))
+        number = max(taken, default=0) + 1
+        if number > MAX_VERSION:
+            raise ValueError("--export_base=%s: its highest version is %d, the largest TF "
+                             "Serving reads: export into a new --export_base"
+                             % (base, MAX_VERSION))
+        return os.path.join(base, str(number))
     path = os.path.join(base, str(settings.version))
+    others = [n for n in taken.get(settings.version, ())
+              if n not in (str(settings.version), str(settings.version) + ".litert")]
+    if others:  # "007" beside a new "7": two folders TF Serving reads as the same version
+        raise ValueError("--version=%d: %s exists, which TF Serving reads as version %d too "
+                         "(a server may be loading it; versions are never replaced): leave "
+                         "--version out for the next free number"
+                         % (settings.version, os.path.join(base, others[0]), settings.version))
     if tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".litert"):
         raise ValueError("--version=%d: %s exists (a server may be loading it; versions are "
                          "never replaced): leave --version out for the next free number"

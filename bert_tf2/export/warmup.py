@@ -14,6 +14,7 @@ read_requests reads them back).
 """
 import json
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -97,27 +98,46 @@ def read_rows(settings, columns):
         data and kind.always_data))
     try:
         if in_format:
-            rows = _ROW_READERS[kind.data_format](path, ending, columns)
+            rows = [row if isinstance(row, _Row) else _Row(row, "example %d" % number)
+                    for number, row in enumerate(
+                        _ROW_READERS[kind.data_format](path, ending, columns), 1)]
         else:
-            rows = [tuple(line.split("\t")) for line in
-                    fileutil.split_lines(fileutil.read_text(path)) if line.strip()]
+            rows = [_Row(line.split("\t"), "line %d" % number) for number, line in
+                    enumerate(fileutil.split_lines(fileutil.read_text(path)), 1)
+                    if line.strip()]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise ValueError("%s=%s: %s" % (flag, path, e)) from None
     rows = rows[:settings.warmup_examples]
     if not rows:
         raise ValueError("%s=%s: no examples" % (flag, path))
+    for row in rows:
+        row.source = "%s=%s" % (flag, path)
     least, most, in_words = kind.fields
     for number, row in enumerate(rows, 1):
         if not least <= len(row) <= most:
             raise ValueError("%s=%s: example %d has %d tab-separated field(s), a request of "
                              "this model is %s" % (flag, path, number, len(row), in_words))
-    count = len(rows) * len(kind.requests)
-    if count > MAX_REQUESTS:
-        raise ValueError("%s=%s: %d warm-up requests, TF Serving loads at most %d: give "
-                         "--warmup_examples=%d or fewer"
-                         % (flag, path, count, MAX_REQUESTS,
-                            MAX_REQUESTS // len(kind.requests)))
+    _check_count(rows, len(kind.requests))
     return rows
+
+
+def _check_count(rows, per_row):
+    """ValueError when `rows` make more requests than TF Serving loads."""
+    if len(rows) * per_row > MAX_REQUESTS:
+        raise ValueError("%s: %d warm-up requests, TF Serving loads at most %d: give "
+                         "--warmup_examples=%d or fewer" % (
+                             getattr(rows[0], "source", None) or "--warmup_file",
+                             len(rows) * per_row, MAX_REQUESTS, MAX_REQUESTS // per_row))
+
+
+class _Row(tuple):
+    """A warm-up example's fields (strings, in the signature's order); .where: its place
+    in the file ("line 3", "example 2"), .source: the flag and file ("--warmup_file=w.txt")."""
+
+    def __new__(cls, fields, where):
+        row = super().__new__(cls, fields)
+        row.where, row.source = where, None
+        return row
 
 
 def _table_rows(path, ending, columns):
@@ -154,24 +174,58 @@ def _squad_rows(path, ending=None, columns=None):
 _ROW_READERS = {"table": _table_rows, "conll": _conll_rows, "squad_json": _squad_rows,
                 # a line without [MASK] would fail the version's load: refused here
                 "masked_texts": lambda path, ending, columns: [
-                    (text,) for text in masked_lm.read_texts(path)]}
+                    _Row((text,), "line %d" % number)
+                    for number, text in masked_lm.read_texts(path, line_numbers=True)]}
 
 
 def requests(model_type, rows, signatures):
     """[(signature name, {input: numpy array of bytes})] of the warm-up rows: per row one
-    request (batch 1) per signature of the head's kind. `signatures`: the module's
-    {name: concrete function}, whose input names each request must match."""
+    request (batch 1) per signature of the head's kind (its `also` ones the module has).
+    `signatures`: the module's {name: concrete function}, whose inputs each request gives.
+    Each request has .row, the row it is made of (read_rows' rows have .where, .source)."""
     kind = head_types.signature_of(model_type)
+    names = list(kind.requests) + [n for n in kind.also if n in signatures]
+    _check_count(rows, len(names))
     found = []
     for row in rows:
         inputs = kind.inputs([t.encode("utf-8") for t in row])
-        for name in kind.requests:
+        for name in names:
             wanted = input_names(signatures[name])
-            if wanted != set(inputs):
+            if not wanted <= set(inputs):
                 raise ValueError("--warmup_file: the %s signature takes %s, a row gave %s"
                                  % (name, ", ".join(sorted(wanted)), ", ".join(sorted(inputs))))
-            found.append((name, {k: np.array(v, dtype=object) for k, v in inputs.items()}))
+            found.append(_Request(name, {k: np.array(inputs[k], dtype=object)
+                                         for k in sorted(wanted)}, row))
     return found
+
+
+class _Request(tuple):
+    """(signature name, inputs) of one warm-up request; .row: the row it is made of."""
+
+    def __new__(cls, name, inputs, row):
+        request = super().__new__(cls, (name, inputs))
+        request.row = row
+        return request
+
+
+def replay(folder, found):
+    """Calls each request `found` (requests()) through the export in `folder` as TF Serving
+    does when it loads the version (the SavedModel loaded here, each request on its own):
+    a request it fails would keep the version from loading. ValueError naming the file, the
+    line (or example) and the signature, with the export's own error line."""
+    loaded = tf.saved_model.load(folder)
+    for request in found:
+        name, inputs = request
+        try:
+            loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+        except (tf.errors.OpError, ValueError, TypeError) as e:
+            row = getattr(request, "row", None)
+            first = _error_line(getattr(e, "message", None) or str(e))
+            raise ValueError("%s: %s fails the export's %s signature, so TF Serving would not "
+                             "load the version: %s" % (
+                                 getattr(row, "source", None) or "--warmup_file",
+                                 getattr(row, "where", None) or "a request", name,
+                                 first)) from None
 
 
 def input_names(function):
@@ -278,3 +332,19 @@ def describe(found):
     for name, _ in found:
         counts[name] = counts.get(name, 0) + 1
     return json.dumps(counts, sort_keys=True)
+
+
+# TensorFlow's lines around an op's error, none of them the error itself.
+_FRAME_LINES = re.compile(r"^(Graph execution error:|Detected at node|<stack traces|\[\[)")
+
+
+def _error_line(message):
+    """The line of a signature's error that says what went wrong: an assertion's text (the
+    export's own refusals, without the batch's row numbers), else its first line that is
+    not TensorFlow's framing."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("assertion failed: ["):
+            text = line[len("assertion failed: ["):]
+            return re.sub(r"\s*in row\(s\):\]\s*\[[\d\s]*\]$|\]$", "", text)
+    return next((line for line in lines if not _FRAME_LINES.match(line)), "an error")

@@ -30,11 +30,11 @@ import heapq
 import multiprocessing
 import os
 import struct
-import sys
 import threading
 import time
 
 from bert_tf2 import fileutil
+from bert_tf2 import startup
 from bert_tf2.pretraining import pretraining_corpus
 from bert_tf2.pretraining import pretraining_records
 
@@ -234,31 +234,6 @@ def _process_context(num_workers, preload, uses_tensorflow):
     return context
 
 
-@contextlib.contextmanager
-def _main_script_not_rerun(functions):
-    """While worker processes start: they do not run the parent's main script again.
-
-    A spawned (or fork-server) process imports the parent's __main__ first, so that
-    functions defined there can be unpickled; the scripts import TensorFlow at their
-    top (seconds of CPU per worker). The workers' functions live in package modules,
-    so multiprocessing is not shown where __main__ comes from meanwhile (nothing else
-    reads it); when one of `functions` is defined in __main__, nothing changes.
-    """
-    main = sys.modules.get("__main__")
-    if main is None or any(getattr(f, "__module__", None) == "__main__" for f in functions):
-        yield
-        return
-    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
-             if name in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__dict__["__spec__"] = None
-    try:
-        yield
-    finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
-
-
 def _failure(error):
     """What the main process raises for a worker's `error`: the error itself, or for a
     worker that died (killed; out of memory) an OSError that says so in one line."""
@@ -293,7 +268,7 @@ class _WorkerPool(object):
     def _start(self, count, tasks, functions):
         try:
             # The executor starts its processes at the first submit.
-            with _main_script_not_rerun(functions):
+            with startup.main_script_not_rerun(functions):
                 for _ in range(count):
                     self._futures.append(self._executor.submit(_serve, tasks))
         except BaseException as e:  # pylint: disable=broad-except
