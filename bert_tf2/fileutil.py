@@ -59,6 +59,8 @@ import uuid
 
 from absl import logging
 
+from bert_tf2.base import path_match
+
 
 class _ImportedOnUse(object):
     """Stands for a module that is imported at the first use of one of its names."""
@@ -552,13 +554,13 @@ def output_files(value, num_shards, flag):
         for path in files:
             prepare_output_file(path, flag)
         _remove_leftovers(files, [match for path in files
-                                  for match in tf.io.gfile.glob(path + ".*")])
+                                  for match in path_match.matching(path, ".*")])
         return files
     prefix = value.strip()
     prepare_output_file(prefix, flag)
     names = ["%s-%05d-of-%05d" % (prefix, i, num_shards) for i in range(num_shards)]
     shard_name = re.compile(re.escape(prefix) + r"-\d{5}-of-\d{5}$")
-    found = set(tf.io.gfile.glob(prefix + "-*-of-*")) - set(names)
+    found = set(path_match.matching(prefix, "-*-of-*")) - set(names)
     leftovers = sorted(p for p in found if shard_name.match(is_temporary(p) or ""))
     _remove_leftovers(names, leftovers)
     others = sorted(found - set(leftovers))
@@ -615,7 +617,7 @@ def expand_input_files(patterns):
         pattern = pattern.strip()
         if not pattern:
             continue
-        matched = tf.io.gfile.glob(pattern)
+        matched = path_match.user_pattern(pattern)
         for path in [p for p in matched if is_temporary(p) is not None and p != pattern]:
             # An interrupted run's half-written output: never an input.
             logging.warning("Skipping %s: a temporary of an unfinished run", path)
@@ -717,7 +719,7 @@ def _matches(folder, patterns):
     """{name relative to folder: full path} of the files matching `patterns`."""
     found = {}
     for pattern in patterns:
-        for path in tf.io.gfile.glob(os.path.join(folder, pattern)):
+        for path in path_match.matching(folder + "/", pattern):
             if not tf.io.gfile.isdir(path):
                 found[os.path.relpath(path, folder).replace(os.sep, "/")] = path
     return found

@@ -25,7 +25,6 @@ events files this process created in folder/sub since the time `since`); Run(fol
 (a training run: .saving(name, step), a context around each checkpoint's save).
 """
 import contextlib
-import fnmatch
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ import time
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.base import path_match
 
 FILE = "training_files.json"
 # Files up to this size are hashed whole; a larger one by its size, first and last MB.
@@ -86,7 +86,7 @@ def _names(folder, patterns):
     """The files (relative names, "/"-separated) in `folder` matching `patterns`."""
     found = set()
     for pattern in patterns:
-        for path in tf.io.gfile.glob(os.path.join(str(folder), pattern)):
+        for path in path_match.matching(str(folder) + "/", pattern):
             if not tf.io.gfile.isdir(path) and not fileutil.links_in([path]):
                 found.add(os.path.relpath(path, str(folder)).replace(os.sep, "/"))
     return sorted(found)
@@ -144,7 +144,7 @@ def forget(folder, names, every_pending=False):
     record["files"] = {n: e for n, e in record["files"].items() if n not in names}
     record["folders"] = [n for n in record["folders"] if n not in names]
     record["pending"] = [] if every_pending else [
-        p for p in record["pending"] if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        p for p in record["pending"] if not any(path_match.name_matches(n, p) for n in names)]
     _write(folder, record)
 
 
@@ -164,7 +164,7 @@ def proven(folder, name, record=None):
             return fingerprint(path) == {"size": entry["size"], "sha256": entry["sha256"]}
         except (KeyError, TypeError, ValueError, tf.errors.OpError):
             return False
-    return any(fnmatch.fnmatchcase(name, p) for p in record["pending"])
+    return any(path_match.name_matches(name, p) for p in record["pending"])
 
 
 def made(folder, name, record=None):
