@@ -520,6 +520,11 @@ class PeriodicEval:
         """Puts back a best/ a kill left under its temporary name in the middle of a
         swap (_save_best), and removes the unfinished new ones."""
         fileutil.recover_folder(self._best_folder())
+        if self._runner.is_chief and tf.io.gfile.isdir(self._best_folder()) and \
+                written_files.settle(self._path(), BEST_DIR + "/*"):
+            # A kill after the new best/ took its place, before its files were recorded:
+            # a best/ in place is whole (renamed in complete), so it is recorded now.
+            written_files.note_folder(self._path(), BEST_DIR)
 
 
 def _numbers(metrics):

@@ -20,7 +20,8 @@ recorded, so it is never removed; a folder is removed only when the run made it.
 Contracts with the other modules (bert_tf2/trainer/written_files.py):
 writing(folder, names) (a context: `names`, globs relative to folder, pending during the
 block, recorded after it), note(folder, names), note_folder(folder, name), forget(folder,
-names), proven(folder, name), made(folder, name), ours_events(folder, sub, since) (the
+names), settle(folder, pattern) (a pending write a kill cut, known complete: recorded),
+proven(folder, name), made(folder, name), ours_events(folder, sub, since) (the
 events files this process created in folder/sub since the time `since`); Run(folder)
 (a training run: .saving(name, step), a context around each checkpoint's save).
 """
@@ -122,6 +123,15 @@ def note(folder, names, grows=(), done=()):
         del files[name]
     record["pending"] = sorted(set(record["pending"]) - set(done))
     _write(folder, record)
+
+
+def settle(folder, pattern):
+    """Records the files matching `pattern` (relative to `folder`), a pending write a kill
+    cut once it is known complete; True when `pattern` was pending."""
+    if not tf.io.gfile.exists(_path(folder)) or pattern not in _read(folder)["pending"]:
+        return False
+    note(folder, _names(folder, [pattern]), done=[pattern])
+    return True
 
 
 def note_folder(folder, name):
