@@ -18,7 +18,7 @@ from absl import logging
 
 from bert import modeling
 from bert import optimization
-from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 from bert_tf2.base import path_match
 from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
@@ -143,7 +143,7 @@ def run(settings):
         direction = "tf2_to_tf1" if checkpoints.is_tf2_checkpoint(settings.input_checkpoint) \
             else "tf1_to_tf2"
     if direction == "tf2_to_tf1":
-        names = fileutil.write_outputs_aside(
+        names = output_folder.write_outputs_aside(
             settings.output_dir, _TOOL, outputs,
             lambda folder: checkpoints.tf2_to_tf1(
                 settings.input_checkpoint, os.path.join(folder, name),
@@ -153,7 +153,7 @@ def run(settings):
     if not settings.bert_config_file:
         raise ValueError("--bert_config_file is required to convert a TF1 checkpoint to TF2")
     bert_config = modeling.BertConfig.from_json_file(settings.bert_config_file)
-    path, result = fileutil.write_outputs_aside(
+    path, result = output_folder.write_outputs_aside(
         settings.output_dir, _TOOL, outputs,
         lambda folder: tf1_to_tf2(settings.input_checkpoint, bert_config,
                                   os.path.join(folder, name),

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import convert_tf1_checkpoint
 from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 from bert_tf2 import heads
 from bert_tf2.base import path_match
 from bert_tf2.trainer import checkpoints
@@ -182,7 +183,7 @@ def test_tf1_conversions_into_an_odd_folder(tmp_path, direction):
     names = sorted(os.listdir(odd))
     assert not [n for n in names if fileutil.is_temporary(str(odd / n))]
     assert names == sorted(["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
-                            "checkpoint", fileutil.OUTPUTS_RECORD])
+                            "checkpoint", output_folder.OUTPUTS_RECORD])
     assert path_match.latest_checkpoint(str(odd)) == result.outputs["checkpoint"]
     contents = checkpoints.CheckpointContents(str(odd))
     assert contents.is_tf2 == (direction == "tf1_to_tf2") and contents.model_names()
@@ -202,7 +203,7 @@ def test_hf_import_into_an_odd_folder(tmp_path):
     for _ in range(2):
         written = huggingface.convert(str(hf_dir), str(odd), write_tf2=True)
     assert checkpoints.is_tf2_checkpoint(written["tf2"])
-    record = json.loads((odd / fileutil.OUTPUTS_RECORD).read_text())
+    record = json.loads((odd / output_folder.OUTPUTS_RECORD).read_text())
     files = next(iter(record.values()))["files"]
     assert "bert_model.ckpt.index" in files and "checkpoint" in files
     assert [n for n in files if n.startswith("tf2/")]

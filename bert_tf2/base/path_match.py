@@ -10,8 +10,6 @@ listed, level by level, and only the part we add is matched, by fnmatch's rules 
 - `matching(literal, pattern)`: the paths that are `literal`, every character itself,
   followed by a text matching `pattern` (ours);
 - `name_matches(name, pattern)`: a name (relative path) against one of our patterns;
-- `readable(prefix)`: a checkpoint's prefix TensorFlow's readers take (they glob a
-  prefix holding `[`: "Failed to find any matching files");
 - `user_pattern(pattern)`: the reference's pattern flags (--input_file "comma-separated
   or glob"), which ARE globs: fileutil.expand_input_files alone calls it.
 
@@ -21,16 +19,13 @@ globbing lookups: none but this module's.
 Contracts with the other modules (bert_tf2/base/path_match.py): matching(literal,
 pattern="") -> sorted paths (local and tf.io.gfile's file systems), name_matches(name,
 pattern) -> bool, user_pattern(pattern) -> tf.io.gfile.glob(pattern),
-readable(prefix) -> the prefix, or one of links to its files in a folder of
-links removed at exit; latest_checkpoint(folder) -> the prefix the folder's `checkpoint` state file names when
+latest_checkpoint(folder) -> the prefix the folder's `checkpoint` state file names when
 its .index is there, else None (tf.train.latest_checkpoint without its glob).
 """
-import atexit
 import fnmatch
 import importlib
 import os
 import re
-import tempfile
 
 
 class _TensorFlow(object):
@@ -44,8 +39,6 @@ tf = _TensorFlow()
 
 # The characters fnmatch reads as a pattern; each becomes a one-character class.
 _SPECIAL = re.compile(r"([*?\[])")
-# What a TensorFlow checkpoint reader may take for a pattern in a prefix.
-_READERS_GLOB = re.compile(r"[*?\[\\]")
 
 
 def escape(text):
@@ -84,40 +77,6 @@ def matching(literal, pattern=""):
                  for base in found for name in sorted(_listed(base))
                  if name_matches(name, part)]
     return sorted(found)
-
-
-# The folders of links `readable` made, removed when the process ends.
-_LINK_FOLDERS = []
-
-
-def _remove_link_folders():
-    # The package's one removal (links removed as links); imported here: it imports us.
-    from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
-    for folder in _LINK_FOLDERS:
-        try:
-            fileutil.remove(folder)
-        except OSError:
-            pass
-
-
-def readable(prefix):
-    """A prefix TensorFlow's checkpoint readers (tf.train.load_checkpoint,
-    Checkpoint.restore) find the checkpoint `prefix` under: `prefix` itself, or, for a
-    local one holding a character they glob, links to its files in a folder of our own
-    (kept while the process runs: a reader opens its data files when first read)."""
-    prefix = str(prefix)
-    if "://" in prefix or not _READERS_GLOB.search(prefix):
-        return prefix
-    files = matching(prefix, ".index") + matching(prefix, ".data-*")
-    if not files:
-        return prefix
-    if not _LINK_FOLDERS:
-        atexit.register(_remove_link_folders)
-    folder = tempfile.mkdtemp(prefix="bert_tf2_checkpoint_")
-    _LINK_FOLDERS.append(folder)
-    for path in files:
-        os.symlink(os.path.abspath(path), os.path.join(folder, "ckpt" + path[len(prefix):]))
-    return os.path.join(folder, "ckpt")
 
 
 def user_pattern(pattern):

@@ -19,6 +19,7 @@ import tensorflow as tf
 from bert import modeling
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
 from bert_tf2.tasks import ner_data
@@ -216,7 +217,7 @@ def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None)
     target = _export_target(output_dir)
     fileutil.recover_folder(target)
     _refuse_other_files(target, output_dir)
-    fileutil.check_outputs(target, _HF_TOOL, _HF_OUTPUTS)
+    output_folder.check_outputs(target, _HF_TOOL, _HF_OUTPUTS)
     for note in export.notes:
         logging.warning("%s", note)
     parent = os.path.dirname(target)
@@ -225,7 +226,7 @@ def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None)
     temp = fileutil.temp_name(target)
     try:
         written = _build_hf_folder(export, temp)
-        fileutil.record_outputs(temp, _HF_TOOL, _HF_OUTPUTS)
+        output_folder.record_outputs(temp, _HF_TOOL, _HF_OUTPUTS)
     except BaseException:
         fileutil.remove(temp)
         raise
@@ -267,7 +268,7 @@ def _refuse_other_files(folder, output_dir):
     refusal)."""
     if not tf.io.gfile.isdir(folder):
         return
-    ours = {pattern.split("/")[0] for pattern in _HF_OUTPUTS} | {fileutil.OUTPUTS_RECORD}
+    ours = {pattern.split("/")[0] for pattern in _HF_OUTPUTS} | {output_folder.OUTPUTS_RECORD}
     other = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(folder)
                    if name.rstrip("/") not in ours)
     if other:

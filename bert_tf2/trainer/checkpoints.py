@@ -197,7 +197,7 @@ def names_checkpoint(path, prefix):
 def open_reader(prefix, advice="use a whole copy"):
     """tf.train.load_checkpoint(prefix); a damaged checkpoint is a one-line ValueError."""
     try:
-        return tf.train.load_checkpoint(path_match.readable(prefix))
+        return tf.train.load_checkpoint(fileutil.readable_checkpoint(prefix))
     except READ_ERRORS as e:
         raise unreadable(prefix, e, advice) from None
 

@@ -435,7 +435,7 @@ class Runner(prediction.PredictionLoop):
         elif plan.source == restore_plan.LATEST:
             latest = plan.prefix
             try:
-                status = self.checkpoint.restore(path_match.readable(latest))
+                status = self.checkpoint.restore(fileutil.readable_checkpoint(latest))
             except (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
                 raise checkpoints.unreadable(latest, e, plan.advice) from None
             except (ValueError, tf.errors.OpError) as e:
