@@ -16,7 +16,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf2 import fileutil
-from bert_tf2.base import output_folder
 from bert_tf2.convert import hf_export
 from bert_tf2.convert import huggingface
 from bert_tf2.trainer import checkpoints
@@ -238,7 +237,7 @@ def test_interrupted_re_export_leaves_the_earlier_export_whole(tmp_path, monkeyp
                 patch.setattr(hf_export, name, wrap(getattr(hf_export, name)))
             for name in ("copy", "rename"):
                 patch.setattr(tf.io.gfile, name, wrap(getattr(tf.io.gfile, name)))
-            patch.setattr(fileutil, "record_outputs", wrap(output_folder.record_outputs))
+            patch.setattr(fileutil, "atomic_open", wrap(fileutil.atomic_open))
             try:
                 huggingface.export_to_hf(str(folder), str(out))
             except KeyboardInterrupt:

@@ -11,12 +11,15 @@ and the settings files it may write) refuses a matching file the tool did not re
 (OUTPUTS_RECORD = bert_tf2_outputs.json, {tool: {"files": [...]}}) before anything is
 written, has build(temp) write the new folder beside it, carries the folder's other files in
 (hard links) and replaces it whole (fileutil.replace_folder): the earlier one survives any
-stop. check_outputs(folder, tool, patterns, flag) (the check alone), record_outputs(folder,
+stop (a mount point: filled in place, its files pending in OUTPUTS_RECORD until all are in;
+the folder's permissions and owner kept). check_outputs(folder, tool, patterns, flag) (the check alone), record_outputs(folder,
 tool, patterns).
 """
+import errno
 import json
 import os
 import shutil
+import stat
 
 from bert_tf2 import fileutil
 from bert_tf2.base import path_match
@@ -37,7 +40,18 @@ def _read_record(folder):
     except json.JSONDecodeError as e:
         raise ValueError("%s is not valid JSON: %s (remove it, or choose another folder)"
                          % (path, e)) from None
-    return record if isinstance(record, dict) else {}
+    if not (isinstance(record, dict) and all(
+            isinstance(entry, dict) and all(_names_list(entry.get(key, []))
+                                            for key in ("files", "pending"))
+            for entry in record.values())):
+        raise ValueError("%s is not a record of the files bert-tf2's tools wrote ({tool: "
+                         "{\"files\": [names]}}): remove it, or choose another folder"
+                         % path)
+    return record
+
+
+def _names_list(value):
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
 def _write_record(folder, record):
@@ -97,7 +111,11 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
     renames is undone by the next run (fileutil.recover_folder, first). Refused before anything
     is written: a file matching `patterns` that `tool` did not write (by OUTPUTS_RECORD),
     `folder` being a file; a folder a training run holds (fileutil.LOCK_FILE), one with a mount
-    point inside, the current folder or one above it. A symlink `folder` has its target replaced, the link kept.
+    point inside, the current folder or one above it. A symlink `folder` has its target
+    replaced, the link kept. A `folder` that is a mount point (it cannot be renamed) is
+    filled in place (_fill_in_place). The new folder gets the earlier one's permissions
+    and owner; a full disk (or a folder that cannot be replaced) is one ValueError naming
+    `flag` and `folder`, never our temporary.
     Returns build's result, its paths inside the temporary folder named inside `folder`.
     """
     named = str(folder).rstrip("/") or "/"
@@ -106,28 +124,107 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
     if tf.io.gfile.exists(target) and not tf.io.gfile.isdir(target):
         raise ValueError("%s=%s is a file, not a directory" % (flag, named))
     ours = {}
+    in_place = tf.io.gfile.isdir(target) and bool(fileutil.mount_points_in([target]))
     if tf.io.gfile.isdir(target):
+        _remove_builds_inside(target)
         _, _, ours = _claim(target, tool, patterns, flag)
         _refuse_busy_folder(target, flag, named)
-    temp = fileutil.temp_name(target)
+    temp = fileutil.temp_name(os.path.join(target, _BUILD) if in_place else target)
     try:
         try:
             tf.io.gfile.makedirs(temp)
+            _same_access(target, temp)
         except (tf.errors.OpError, OSError) as e:
-            raise ValueError("%s=%s is not writable: %s" % (flag, named, e)) from None
+            raise ValueError("%s=%s is not writable: %s" % (
+                flag, named, fileutil.without_temp_names(_message(e)))) from None
         result = build(temp)
         record = _read_record(target) if tf.io.gfile.isdir(target) else {}
         record[tool] = {"files": sorted(_matches(temp, patterns))}
-        if tf.io.gfile.isdir(target):
+        if tf.io.gfile.isdir(target) and not in_place:
             skip = {os.path.normpath(p) for p in ours.values()}
             _carry_others(target, temp, skip | {os.path.join(target, OUTPUTS_RECORD),
                                                 os.path.join(target, fileutil.LOCK_FILE)})
-        _write_record(temp, record)
+        if in_place:
+            _fill_in_place(target, temp, tool, patterns, ours, record)
+        else:
+            _write_record(temp, record)
+            fileutil.replace_folder(temp, target)
+    except (tf.errors.OpError, OSError) as e:
+        fileutil.remove(temp)
+        text = fileutil.without_temp_names(_message(e))
+        if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or isinstance(
+                e, tf.errors.ResourceExhaustedError) or "No space left" in text:
+            raise ValueError("%s=%s: no space left on the device (%s); nothing was replaced"
+                             % (flag, named, text)) from None
+        if getattr(e, "errno", None) in (errno.EBUSY, errno.EXDEV) or \
+                "resource busy" in text or "cross-device" in text:
+            raise ValueError("%s=%s cannot be replaced (%s): nothing was replaced; write into "
+                             "a new folder inside it" % (flag, named, text)) from None
+        raise
     except BaseException:
         fileutil.remove(temp)
         raise
-    fileutil.replace_folder(temp, target)
     return _renamed(result, temp, named)
+
+
+# The folder a tool's outputs are built in inside an --output_dir that is a mount point
+# (a folder that cannot be renamed): <output_dir>/.bert_tf2_build.tmp-<8 hex>.
+_BUILD = ".bert_tf2_build"
+
+
+def _message(error):
+    """The first line of an error's text (a TensorFlow error's message)."""
+    text = error.message if isinstance(error, tf.errors.OpError) else str(error)
+    return (text.strip().splitlines() or [type(error).__name__])[0]
+
+
+def _same_access(earlier, new):
+    """Gives the folder `new` the permissions (and, where allowed, the owner) of the folder
+    `earlier` it replaces: a private 0700 output stays private."""
+    if "://" in earlier or not os.path.isdir(earlier) or not os.path.isdir(new):
+        return
+    info = os.stat(earlier)
+    os.chmod(new, stat.S_IMODE(info.st_mode))
+    try:
+        os.chown(new, info.st_uid, info.st_gid)
+    except OSError:
+        pass  # not ours to give: the permissions alone
+
+
+def _remove_builds_inside(target):
+    """Removes what a killed in-place fill (_fill_in_place) left inside `target`."""
+    if "://" in target:
+        return
+    build = os.path.join(target, _BUILD)
+    for name in os.listdir(target):
+        if fileutil.is_temporary(os.path.join(target, name)) == build:
+            fileutil.remove(os.path.join(target, name))
+
+
+def _fill_in_place(target, temp, tool, patterns, ours, record):
+    """The outputs built in `temp` (inside `target`, which cannot be renamed: a mount point)
+    moved into `target` file by file. While they move, OUTPUTS_RECORD names `patterns`
+    pending for `tool` (a kill leaves them the tool's to replace, never a set recorded
+    complete); the earlier outputs go first (never a mix of two), the files readers open a
+    set by (.index, `checkpoint`, config.json) last."""
+    pending = _read_record(target)
+    pending[tool] = {"files": sorted(ours), "pending": sorted(patterns)}
+    _write_record(target, pending)
+    for path in ours.values():
+        fileutil.remove(path)
+        parent = os.path.dirname(path)
+        while parent != target and os.path.isdir(parent) and not os.listdir(parent):
+            fileutil.remove(parent)  # a sub-folder only the earlier outputs filled
+            parent = os.path.dirname(parent)
+    moved = []
+    for root, _, files in os.walk(temp):
+        moved += [os.path.relpath(os.path.join(root, n), temp) for n in files]
+    for name in sorted(moved, key=lambda n: (n.endswith(".index") or os.path.basename(n) in (
+            "checkpoint", "config.json"), n)):
+        os.makedirs(os.path.dirname(os.path.join(target, name)), exist_ok=True)
+        os.replace(os.path.join(temp, name), os.path.join(target, name))
+    _write_record(target, record)
+    fileutil.remove(temp)
 
 
 def _renamed(value, temp, folder):

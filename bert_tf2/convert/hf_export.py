@@ -206,11 +206,10 @@ def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None)
     The head is the checkpoint's (`model_type` may ask for "encoder", or name the head
     it holds); everything is resolved and checked before a file is written.
     `output_dir` must be new or a folder this export wrote before (anything else there
-    is refused, nothing changed). The new folder is built whole beside it
-    (OUTPUT_DIR.tmp-XXXXXXXX) and renamed into its place (fileutil.replace_folder): a
-    stop at any moment leaves the earlier export or the new one, never a mix; a kill
-    between the two renames leaves the earlier one as OUTPUT_DIR.old-XXXXXXXX, which the
-    next export puts back first. An `output_dir` that is a symlink has its target
+    is refused, nothing changed). The new folder is built whole and put in its place by
+    output_folder.write_outputs_aside (the converters' one rule: a stop at any moment
+    leaves the earlier export or the new one, never a mix; a mount point filled in place;
+    the folder's permissions kept). An `output_dir` that is a symlink has its target
     replaced, the link kept. Returns {what: path} of the files written.
     """
     export = HfExport(init_checkpoint, model_type, labels_file)
@@ -220,17 +219,8 @@ def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None)
     output_folder.check_outputs(target, _HF_TOOL, _HF_OUTPUTS)
     for note in export.notes:
         logging.warning("%s", note)
-    parent = os.path.dirname(target)
-    if parent:
-        tf.io.gfile.makedirs(parent)
-    temp = fileutil.temp_name(target)
-    try:
-        written = _build_hf_folder(export, temp)
-        output_folder.record_outputs(temp, _HF_TOOL, _HF_OUTPUTS)
-    except BaseException:
-        fileutil.remove(temp)
-        raise
-    fileutil.replace_folder(temp, target)
+    written = output_folder.write_outputs_aside(
+        target, _HF_TOOL, _HF_OUTPUTS, lambda temp: _build_hf_folder(export, temp))
     logging.info("Wrote %s (%s) to %s", HF_HEADS[export.head], export.head, output_dir)
     return {what: os.path.join(str(output_dir), name) for what, name in written.items()}
 

@@ -407,7 +407,7 @@ def write_tf1_checkpoint(tensors, prefix):
         tf.io.gfile.makedirs(parent)
     names = sorted(tensors)
     values = [tf.convert_to_tensor(np.asarray(tensors[n])) for n in names]
-    temp = prefix + ".tmp-write"
+    temp = fileutil.temp_name(prefix)
     tf.raw_ops.SaveV2(prefix=temp, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=values)
     for data in path_match.matching(temp, ".data-*"):

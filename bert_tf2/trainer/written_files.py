@@ -52,7 +52,10 @@ def _read(folder):
     if not tf.io.gfile.exists(path):
         return {"files": {}, "folders": [], "pending": []}
     record = fileutil.read_json(path)
-    if not (isinstance(record, dict) and isinstance(record.get("files"), dict)):
+    if not (isinstance(record, dict) and isinstance(record.get("files"), dict) and all(
+            isinstance(record.get(key, []), list) and
+            all(isinstance(name, str) for name in record.get(key, []))
+            for key in ("folders", "pending"))):
         raise ValueError("%s is not a record of this program's training files: remove it "
                          "(a restart then removes nothing it cannot prove it wrote)" % path)
     record.setdefault("folders", [])
