@@ -279,3 +279,34 @@ def test_an_output_name_outside_the_output_dir_is_one_line(tmp_path, name):
     assert sorted(os.listdir(tmp_path)) == ["bert_config.json", "m"]
     _convert(source, cfg_path, tmp_path / "out", output_name="sub/../model.ckpt")
     assert (tmp_path / "out" / "model.ckpt.index").exists()
+
+
+def test_output_files_in_an_odd_folder_touch_no_look_alike(tmp_path):
+    """create_pretraining_data / create_vocab's outputs: our leftovers beside them are
+    removed and another run's shards refused in that folder only (before: the look-alike
+    folder's temporaries were removed, the odd folder's own shards never seen)."""
+    odd, lookalike = _odd_folders(tmp_path)
+    (lookalike / "x.tfrecord.tmp-0123abcd").write_text("the user's")
+    (odd / "x.tfrecord.tmp-89abcdef").write_text("a killed run's")
+    assert fileutil.output_files(str(odd / "x.tfrecord"), 0, "--output_file") == [
+        str(odd / "x.tfrecord")]
+    assert not (odd / "x.tfrecord.tmp-89abcdef").exists()
+    assert (lookalike / "x.tfrecord.tmp-0123abcd").read_text() == "the user's"
+    (odd / "s-00000-of-00003").write_text("another run's")
+    with pytest.raises(ValueError, match="already holds files of another run"):
+        fileutil.output_files(str(odd / "s"), 2, "--output_file")
+    (lookalike / "t-00000-of-00003").write_text("the user's")
+    assert len(fileutil.output_files(str(odd / "t"), 2, "--output_file")) == 2
+
+
+def test_every_folder_swap_goes_through_the_one_rule():
+    """A folder replaced whole (fileutil.replace_folder) by a converter goes through
+    output_folder.write_outputs_aside; each converter face reaches it."""
+    callers = sorted({where for where, tree in _sources() for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and node.attr == "replace_folder"
+                      and where != "bert_tf2/fileutil.py"})
+    assert callers == ["bert_tf2/base/output_folder.py"]
+    users = {where for where, tree in _sources() for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr == "write_outputs_aside"}
+    assert users >= {"convert_tf1_checkpoint.py", "bert_tf2/convert/huggingface.py",
+                     "bert_tf2/convert/keras_hub.py", "bert_tf2/convert/hf_export.py"}
