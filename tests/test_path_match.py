@@ -310,3 +310,23 @@ def test_every_folder_swap_goes_through_the_one_rule():
              if isinstance(node, ast.Attribute) and node.attr == "write_outputs_aside"}
     assert users >= {"convert_tf1_checkpoint.py", "bert_tf2/convert/huggingface.py",
                      "bert_tf2/convert/keras_hub.py", "bert_tf2/convert/hf_export.py"}
+
+
+@pytest.mark.slow
+def test_keras_hub_export_and_import_in_odd_folders(tmp_path):
+    pytest.importorskip("keras_hub")
+    import convert_keras_hub  # pylint: disable=import-outside-toplevel
+    from test_keras_hub import _folder  # pylint: disable=import-outside-toplevel
+    odd, lookalike = _odd_folders(tmp_path)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film", "bad"]
+    folder, _ = _folder(odd, "classifier", vocab, layers=1)
+    preset = odd / "preset"
+    for _ in range(2):
+        convert_keras_hub.run(convert_keras_hub.Settings(init_checkpoint=str(folder),
+                                                         output_dir=str(preset)))
+    assert (preset / "config.json").exists() and (preset / "model.weights.h5").exists()
+    back = odd / "back"
+    convert_keras_hub.run(convert_keras_hub.Settings(
+        direction="from_keras_hub", preset_dir=str(preset), output_dir=str(back)))
+    assert checkpoints.CheckpointContents(str(back)).model_names()
+    _user_files_kept(lookalike)
