@@ -330,3 +330,17 @@ def test_keras_hub_export_and_import_in_odd_folders(tmp_path):
         direction="from_keras_hub", preset_dir=str(preset), output_dir=str(back)))
     assert checkpoints.CheckpointContents(str(back)).model_names()
     _user_files_kept(lookalike)
+
+
+def test_hf_export_from_and_into_odd_folders(tmp_path):
+    from test_hf_export import _SMALL_VOCAB, _folder  # pylint: disable=import-outside-toplevel
+    from bert_tf2.convert import huggingface  # pylint: disable=import-outside-toplevel
+    odd, lookalike = _odd_folders(tmp_path)
+    folder = _folder(odd, "classifier", _SMALL_VOCAB)[0]
+    out = odd / "hf"
+    for _ in range(2):
+        written = huggingface.export_to_hf(str(folder), str(out))
+    assert json.loads((out / "config.json").read_text())["architectures"]
+    assert os.path.exists(written["weights"])
+    assert not [n for n in os.listdir(odd) if fileutil.is_temporary(str(odd / n))]
+    _user_files_kept(lookalike)
