@@ -115,7 +115,7 @@ def _user_files_kept(lookalike):
     assert len(os.listdir(lookalike)) == 5
 
 
-def test_matching_takes_the_path_literally(tmp_path):
+def test_matching_takes_the_path_literally(tmp_path, monkeypatch):
     odd, lookalike = _odd_folders(tmp_path)
     # What TensorFlow's glob gives: the look-alike's files.
     assert tf.io.gfile.glob(str(odd) + "/*.index") == [
@@ -128,7 +128,7 @@ def test_matching_takes_the_path_literally(tmp_path):
     assert path_match.matching(str(tmp_path / "exp1"), "*") == [str(lookalike)]
     assert path_match.name_matches("model.ckpt-4.index", "model.ckpt-4.*")
     assert path_match.escape("a[1]*?") == "a[[]1][*][?]"
-    os.chdir(odd)
+    monkeypatch.chdir(odd)
     assert path_match.matching("", "*.json") == ["a.json"]
 
 
