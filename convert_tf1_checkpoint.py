@@ -18,7 +18,8 @@ from absl import logging
 
 from bert import modeling
 from bert import optimization
-from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
+from bert_tf2.base import path_match
 from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
 from bert_tf2.export import head_types
@@ -131,34 +132,46 @@ def run(settings):
     """
     settings = Settings.of(settings)
     settings.require("input_checkpoint", "output_dir")
-    output_prefix = os.path.join(settings.output_dir, settings.output_name)
+    name = _output_name(settings.output_name)
+    output_prefix = os.path.join(settings.output_dir, name)
     # The checkpoint's files and the folder's `checkpoint` state file: replaced only
-    # when an earlier conversion wrote them.
-    outputs = (settings.output_name + ".*",
-               os.path.join(os.path.dirname(settings.output_name), "checkpoint"))
+    # when an earlier conversion wrote them (the name itself is no pattern).
+    outputs = (path_match.escape(name) + ".*",
+               path_match.escape(os.path.join(os.path.dirname(name), "checkpoint")))
     direction = settings.direction
     if direction == "auto":
         direction = "tf2_to_tf1" if checkpoints.is_tf2_checkpoint(settings.input_checkpoint) \
             else "tf1_to_tf2"
     if direction == "tf2_to_tf1":
-        names = fileutil.write_outputs_aside(
+        names = output_folder.write_outputs_aside(
             settings.output_dir, _TOOL, outputs,
             lambda folder: checkpoints.tf2_to_tf1(
-                settings.input_checkpoint, os.path.join(folder, settings.output_name),
+                settings.input_checkpoint, os.path.join(folder, name),
                 include_optimizer=settings.include_optimizer))
         logging.info("Wrote %d TF1 variables to %s", len(names), output_prefix)
         return _result(settings.output_dir, output_prefix)
     if not settings.bert_config_file:
         raise ValueError("--bert_config_file is required to convert a TF1 checkpoint to TF2")
     bert_config = modeling.BertConfig.from_json_file(settings.bert_config_file)
-    path, result = fileutil.write_outputs_aside(
+    path, result = output_folder.write_outputs_aside(
         settings.output_dir, _TOOL, outputs,
         lambda folder: tf1_to_tf2(settings.input_checkpoint, bert_config,
-                                  os.path.join(folder, settings.output_name),
+                                  os.path.join(folder, name),
                                   settings.model_type, settings.include_optimizer))
     logging.info("Wrote TF2 checkpoint %s (%d variables; %d checkpoint weights unused)",
                  path, len(result.loaded), len(result.unused))
     return _result(settings.output_dir, path)
+
+
+def _output_name(value):
+    """--output_name as a relative path inside --output_dir; one line when it leaves it."""
+    name = os.path.normpath(value or "")
+    if not value or os.path.isabs(value) or "://" in value or name == "." or \
+            name == ".." or name.startswith(".." + os.sep) or value.endswith("/"):
+        raise ValueError("--output_name=%s must be a file prefix inside --output_dir (such as "
+                         "bert_model.ckpt or sub/bert_model.ckpt): no absolute path, no .., no "
+                         "trailing /" % value)
+    return name
 
 
 def _result(output_dir, prefix):

@@ -20,6 +20,7 @@ from absl import flags
 from absl import logging
 
 import modeling
+from bert_tf2.base import path_match
 from bert_tf2.base import tf1_variables
 from bert_tf2 import fileutil
 from bert_tf2 import flags_common
@@ -310,7 +311,7 @@ def run(settings):
         model_folder.write(settings.output_dir, "run_pretraining", settings.bert_config_file,
                            None, settings.part(*model_folder.SETTINGS).values())
         _train(settings, runner, input_files, spec)
-        result.outputs["checkpoint"] = tf.train.latest_checkpoint(settings.output_dir)
+        result.outputs["checkpoint"] = path_match.latest_checkpoint(settings.output_dir)
     if settings.do_eval:
         result.metrics = _evaluate(settings, runner, input_files, spec)
         result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")

@@ -4,7 +4,6 @@ them, runs it, and turns an error, Ctrl-C or SIGTERM into one line and an exit c
 
 The top floor of the package, under the root's faces alone (docs/CONTRACTS.md).
 """
-import glob
 import os
 import re
 import signal
@@ -17,6 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.base import path_match
 from bert_tf2 import flags_common
 from bert_tf2 import logs
 from bert_tf2 import startup
@@ -70,7 +70,7 @@ def _descendants(pid):
     found, pending = [], [pid]
     while pending:
         parent = pending.pop()
-        for path in glob.glob("/proc/%d/task/*/children" % parent):
+        for path in path_match.matching("/proc/%d/task/" % parent, "*/children"):
             try:
                 with open(path) as f:
                     children = [int(child) for child in f.read().split()]

@@ -16,9 +16,8 @@
 - `remove`: the one way a file or folder is removed, never through a symlink;
   `links_in` / `mount_points_in`: the links and mount points a removal must refuse;
 - `replace_folder` / `recover_folder`: a folder replaced whole by one built beside it;
-- `write_outputs_aside` (`check_outputs`, `record_outputs`): a tool's output folder built
-  beside it and renamed into place; it replaces only files it wrote itself, and leaves
-  none of its earlier files behind.
+- a tool's output folder built beside it and renamed into place (the converters):
+  bert_tf2/base/output_folder.py.
 
 Local paths and every filesystem tf.io.gfile knows (gs://, ...) alike.
 
@@ -33,18 +32,16 @@ temporaries skipped). output_files(value, num_shards, flag), check_distinct(outp
 inputs=(), input_flag). Temporaries: temp_name(path, kind) -> PATH.KIND-<8 hex> (kind tmp:
 atomic_open; shards: pretraining_shards; beam-tmp: pretraining_beam), is_temporary(path) ->
 the output it stands for or None, without_temp_names(message) (also TF's checkpoint
-PREFIX_temp/part-... names); save_checkpoint(manager, number) (a failed save leaves
+PREFIX_temp/part-... names); readable_checkpoint(prefix) (the prefix TensorFlow's
+checkpoint readers find it under: links in a folder of ours when it holds `[`, which they
+glob); save_checkpoint(manager, number) (a failed save leaves
 nothing). remove(path): the one removal of the package (every deleting site calls it): a
 file, a link (as a link) or a folder, never anything through a symlink (tf.io.gfile.rmtree
 empties a linked folder's target); replace_folder(temp, target) / recover_folder(target): a
 folder replaced whole by one built beside it, a kill between its two renames undone by the
-next run. A tool writing into a folder the user names (the converters):
-write_outputs_aside(folder, tool, patterns, build) (globs inside the folder: what it writes
-and the settings files it may write) refuses a matching file the tool did not record writing
-(OUTPUTS_RECORD = bert_tf2_outputs.json, {tool: {"files": [...]}}) before anything is
-written, has build(temp) write the new folder beside it, carries the folder's other files in
-(hard links) and replaces it whole (replace_folder): the earlier one survives any stop.
+next run.
 """
+import atexit
 import contextlib
 import importlib
 import json
@@ -54,10 +51,13 @@ import re
 import shutil
 import socket
 import stat
+import tempfile
 import time
 import uuid
 
 from absl import logging
+
+from bert_tf2.base import path_match
 
 
 class _ImportedOnUse(object):
@@ -552,13 +552,13 @@ def output_files(value, num_shards, flag):
         for path in files:
             prepare_output_file(path, flag)
         _remove_leftovers(files, [match for path in files
-                                  for match in tf.io.gfile.glob(path + ".*")])
+                                  for match in path_match.matching(path, ".*")])
         return files
     prefix = value.strip()
     prepare_output_file(prefix, flag)
     names = ["%s-%05d-of-%05d" % (prefix, i, num_shards) for i in range(num_shards)]
     shard_name = re.compile(re.escape(prefix) + r"-\d{5}-of-\d{5}$")
-    found = set(tf.io.gfile.glob(prefix + "-*-of-*")) - set(names)
+    found = set(path_match.matching(prefix, "-*-of-*")) - set(names)
     leftovers = sorted(p for p in found if shard_name.match(is_temporary(p) or ""))
     _remove_leftovers(names, leftovers)
     others = sorted(found - set(leftovers))
@@ -615,7 +615,7 @@ def expand_input_files(patterns):
         pattern = pattern.strip()
         if not pattern:
             continue
-        matched = tf.io.gfile.glob(pattern)
+        matched = path_match.user_pattern(pattern)
         for path in [p for p in matched if is_temporary(p) is not None and p != pattern]:
             # An interrupted run's half-written output: never an input.
             logging.warning("Skipping %s: a temporary of an unfinished run", path)
@@ -691,200 +691,35 @@ def _decode_lines(data, path, flag, lines_before):
                             data[e.start])) from None
 
 
-# Beside the outputs of a tool that writes into a folder the user names (the converters):
-# which files each tool wrote there, so that a rerun replaces those and nothing else.
-OUTPUTS_RECORD = "bert_tf2_outputs.json"
+# What a TensorFlow checkpoint reader may take for a pattern in a prefix.
+_READERS_GLOB = re.compile(r"[*?\[\\]")
+# The folders of links readable_checkpoint made, removed when the process ends.
+_LINK_FOLDERS = []
 
 
-def _read_record(folder):
-    path = os.path.join(folder, OUTPUTS_RECORD)
-    if not tf.io.gfile.exists(path):
-        return {}
-    try:
-        record = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise ValueError("%s is not valid JSON: %s (remove it, or choose another folder)"
-                         % (path, e)) from None
-    return record if isinstance(record, dict) else {}
-
-
-def _write_record(folder, record):
-    with atomic_open(os.path.join(folder, OUTPUTS_RECORD), "w") as f:
-        f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
-
-
-def _matches(folder, patterns):
-    """{name relative to folder: full path} of the files matching `patterns`."""
-    found = {}
-    for pattern in patterns:
-        for path in tf.io.gfile.glob(os.path.join(folder, pattern)):
-            if not tf.io.gfile.isdir(path):
-                found[os.path.relpath(path, folder).replace(os.sep, "/")] = path
-    return found
-
-
-def check_outputs(folder, tool, patterns, flag="--output_dir"):
-    """write_outputs_aside's check alone, nothing written or removed: a file in `folder`
-    matching `patterns` that `tool` did not write is a ValueError naming `flag`."""
-    if tf.io.gfile.isdir(folder):
-        _claim(folder, tool, patterns, flag)
-
-
-def _claim(folder, tool, patterns, flag):
-    """(the folder's record, `tool`'s entry, {name: path} of its files there); a
-    ValueError when a file matching `patterns` is not the tool's."""
-    record = _read_record(folder)
-    entry = record.get(tool) or {}
-    ours = {name: os.path.join(folder, name) for name in entry.get("files", [])}
-    ours.update(_matches(folder, entry.get("pending", [])))
-    foreign = sorted(set(_matches(folder, patterns)) - set(ours))
-    if foreign:
-        raise ValueError("%s=%s holds %s, which %s did not write: choose another folder "
-                         "(nothing there is replaced)"
-                         % (flag, folder, ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3
-                                                                     else ""), tool))
-    return record, entry, ours
-
-
-def record_outputs(folder, tool, patterns):
-    """Records the files matching `patterns` as `tool`'s, once it wrote them all."""
-    record = _read_record(folder)
-    record[tool] = {"files": sorted(_matches(folder, patterns))}
-    _write_record(folder, record)
-
-
-def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
-    """Writes `tool`'s outputs (the globs `patterns` inside `folder`) all at once.
-
-    `build(temp)` writes them into a new folder beside `folder` (temp_name, the same file
-    system); the files `folder` already holds that are not `tool`'s earlier outputs (a
-    user's notes, another tool's files, OUTPUTS_RECORD's other entries) are carried into
-    it (hard links where the file system allows, symlinks as links), and replace_folder
-    renames it into place. A stop at any moment (an error, a full disk, SIGTERM, a kill)
-    leaves the earlier folder as it was, or the new one whole; a kill between the two
-    renames is undone by the next run (recover_folder, first). Refused before anything
-    is written: a file matching `patterns` that `tool` did not write (by OUTPUTS_RECORD),
-    `folder` being a file; a folder a training run holds (LOCK_FILE), one with a mount
-    point inside, the current folder or one above it. A symlink `folder` has its target replaced, the link kept.
-    Returns build's result, its paths inside the temporary folder named inside `folder`.
-    """
-    named = str(folder).rstrip("/") or "/"
-    target = folder_behind_link(named, flag)
-    recover_folder(target)
-    if tf.io.gfile.exists(target) and not tf.io.gfile.isdir(target):
-        raise ValueError("%s=%s is a file, not a directory" % (flag, named))
-    ours = {}
-    if tf.io.gfile.isdir(target):
-        _, _, ours = _claim(target, tool, patterns, flag)
-        _refuse_busy_folder(target, flag, named)
-    temp = temp_name(target)
-    try:
+def _remove_link_folders():
+    for folder in _LINK_FOLDERS:
         try:
-            tf.io.gfile.makedirs(temp)
-        except (tf.errors.OpError, OSError) as e:
-            raise ValueError("%s=%s is not writable: %s" % (flag, named, e)) from None
-        result = build(temp)
-        record = _read_record(target) if tf.io.gfile.isdir(target) else {}
-        record[tool] = {"files": sorted(_matches(temp, patterns))}
-        if tf.io.gfile.isdir(target):
-            skip = {os.path.normpath(p) for p in ours.values()}
-            _carry_others(target, temp, skip | {os.path.join(target, OUTPUTS_RECORD),
-                                                os.path.join(target, LOCK_FILE)})
-        _write_record(temp, record)
-    except BaseException:
-        remove(temp)
-        raise
-    replace_folder(temp, target)
-    return _renamed(result, temp, named)
-
-
-def _renamed(value, temp, folder):
-    """`value` (a path, or a dict / list / tuple of them) with `temp` read as `folder`."""
-    if isinstance(value, str):
-        return folder + value[len(temp):] if (value == temp or value.startswith(temp + "/")) \
-            else value
-    if isinstance(value, dict):
-        return {key: _renamed(item, temp, folder) for key, item in value.items()}
-    if type(value) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
-        return type(value)(_renamed(item, temp, folder) for item in value)
-    return value
-
-
-def _refuse_busy_folder(target, flag, named):
-    """ValueError when `target` is or holds the current folder, a training run holds it
-    (its LOCK_FILE locked) or a mount point is inside it (a folder replaced whole would
-    move another file system's files)."""
-    if "://" in target:
-        return
-    real, here = os.path.realpath(target), os.path.realpath(os.getcwd())
-    if here == real or here.startswith(real.rstrip(os.sep) + os.sep):
-        raise ValueError("%s=%s is (or holds) the current folder, which the output replaces "
-                         "whole: name a folder of its own (nothing was written)" % (flag, named))
-    lock_path = os.path.join(target, LOCK_FILE)
-    if os.path.exists(lock_path):
-        try:
-            import fcntl  # pylint: disable=import-outside-toplevel
-            with open(lock_path, "a+") as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    fcntl.flock(f, fcntl.LOCK_UN)
-                except BlockingIOError:
-                    raise ValueError("%s=%s is in use by a training run: wait for it to end, "
-                                     "or choose another %s (nothing was written)"
-                                     % (flag, named, flag)) from None
-        except (ImportError, OSError):
+            remove(folder)  # links removed as links: their targets stay
+        except OSError:
             pass
-    for root, folders, _ in os.walk(target):
-        points = mount_points_in(os.path.join(root, name) for name in folders)
-        if points:
-            raise ValueError("%s=%s holds the mount point %s: its files would be moved; "
-                             "choose another %s (nothing was written)"
-                             % (flag, named, os.path.relpath(points[0], target), flag))
 
 
-def _carry_others(earlier, new, skip):
-    """Puts every file and folder of `earlier` but the paths `skip` into `new` (which the
-    tool wrote first: its own names win); hard links, else copies; symlinks as links."""
-    local = "://" not in earlier
-    walk = os.walk(earlier) if local else tf.io.gfile.walk(earlier)
-    for root, folders, files in walk:
-        relative = os.path.relpath(root, earlier)
-        target_root = os.path.join(new, relative) if relative != "." else new
-        if not tf.io.gfile.isdir(target_root):
-            tf.io.gfile.makedirs(target_root)
-        links = [n for n in folders if local and os.path.islink(os.path.join(root, n))]
-        emptied = [n for n in folders if n not in links and _only_skipped(
-            os.path.join(root, n), skip, local)]
-        folders[:] = [n for n in folders if n not in links and n not in emptied]
-        for name in sorted(files + links):
-            source = os.path.join(root, name)
-            destination = os.path.join(target_root, name)
-            if os.path.normpath(source) in skip or tf.io.gfile.exists(destination) or \
-                    (local and os.path.lexists(destination)):
-                continue
-            if local and os.path.islink(source):
-                os.symlink(os.readlink(source), destination)
-            elif local:
-                try:
-                    os.link(source, destination)
-                except OSError:
-                    shutil.copy2(source, destination)
-            else:
-                tf.io.gfile.copy(source, destination)
-
-
-def _only_skipped(folder, skip, local):
-    """True when the non-empty `folder` holds nothing but files of `skip` (a sub-folder
-    only the tool's earlier outputs filled: not carried)."""
-    walk = os.walk(folder) if local else tf.io.gfile.walk(folder)
-    found = False
-    for root, folders, files in walk:
-        if not files and not folders:
-            return False  # an empty folder: not the tool's
-        if local and any(os.path.islink(os.path.join(root, n)) for n in folders):
-            return False
-        for name in files:
-            if os.path.normpath(os.path.join(root, name)) not in skip:
-                return False
-            found = True
-    return found
+def readable_checkpoint(prefix):
+    """A prefix TensorFlow's checkpoint readers (tf.train.load_checkpoint,
+    Checkpoint.restore) find the checkpoint `prefix` under: `prefix` itself, or, for a
+    local one holding a character they glob, links to its files in a folder of our own
+    (kept while the process runs: a reader opens its data files when first read)."""
+    prefix = str(prefix)
+    if "://" in prefix or not _READERS_GLOB.search(prefix):
+        return prefix
+    files = path_match.matching(prefix, ".index") + path_match.matching(prefix, ".data-*")
+    if not files:
+        return prefix
+    if not _LINK_FOLDERS:
+        atexit.register(_remove_link_folders)
+    folder = tempfile.mkdtemp(prefix="bert_tf2_checkpoint_")
+    _LINK_FOLDERS.append(folder)
+    for path in files:
+        os.symlink(os.path.abspath(path), os.path.join(folder, "ckpt" + path[len(prefix):]))
+    return os.path.join(folder, "ckpt")

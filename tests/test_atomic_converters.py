@@ -1,4 +1,4 @@
-"""The converters write their output folder all at once (fileutil.write_outputs_aside).
+"""The converters write their output folder all at once (output_folder.write_outputs_aside).
 
 convert_keras_hub.py (both directions), convert_hf_checkpoint.py --hf_dir and
 convert_tf1_checkpoint.py (both directions) are stopped at the files they write while
@@ -19,6 +19,7 @@ import tensorflow as tf
 
 import convert_tf1_checkpoint
 from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 from bert_tf2 import heads
 from bert_tf2.convert import huggingface
 from bert_tf2.trainer import checkpoints
@@ -165,7 +166,7 @@ def test_tf1_convert_stopped_at_any_write_keeps_the_earlier_checkpoint(tmp_path,
     assert (out / "notes.txt").read_text() == "the user's own file"
     contents = checkpoints.CheckpointContents(str(out))
     assert all(np.all(contents.get(n) == 2) for n in contents.model_names())
-    record = json.loads((out / fileutil.OUTPUTS_RECORD).read_text())
+    record = json.loads((out / output_folder.OUTPUTS_RECORD).read_text())
     assert "notes.txt" not in record["convert_tf1_checkpoint"]["files"]
 
 
@@ -202,7 +203,7 @@ def test_a_full_disk_at_the_checkpoint_leaves_no_folder(tmp_path, monkeypatch):
         raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
 
     monkeypatch.setattr(tf.raw_ops, "SaveV2", full)
-    with pytest.raises(tf.errors.ResourceExhaustedError):
+    with pytest.raises(ValueError, match=r"^--output_dir=\S+/out: no space left on the device"):
         huggingface.convert(str(hf_dir), str(tmp_path / "out"))
     assert sorted(os.listdir(tmp_path)) == ["hf"]  # no bert_config.json + vocab.txt alone
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 
 
 def test_atomic_open_leaves_nothing_on_failure(tmp_path):
@@ -166,7 +167,7 @@ def _tool_writes(folder, names, patterns=("model.*", "settings.json", "sub/*")):
             os.makedirs(os.path.dirname(os.path.join(temp, name)), exist_ok=True)
             with open(os.path.join(temp, name), "w") as f:
                 f.write("new " + name)
-    fileutil.write_outputs_aside(str(folder), "tool", patterns, build)
+    output_folder.write_outputs_aside(str(folder), "tool", patterns, build)
 
 
 def test_a_tool_replaces_only_the_files_it_wrote(tmp_path):
@@ -181,18 +182,18 @@ def test_a_tool_replaces_only_the_files_it_wrote(tmp_path):
     (folder / "model.index").unlink()
     inode = os.stat(folder / "notes.txt").st_ino
     _tool_writes(folder, ["model.index", "model.data", "settings.json", "sub/a"])
-    record = json.loads((folder / fileutil.OUTPUTS_RECORD).read_text())
+    record = json.loads((folder / output_folder.OUTPUTS_RECORD).read_text())
     assert record == {"tool": {"files": ["model.data", "model.index", "settings.json",
                                          "sub/a"]}}
     # Again, for a model without settings: none of the earlier files is left; the user's
     # file is carried over as it is (the same file: a hard link).
     _tool_writes(folder, ["model.index"])
-    assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index", "notes.txt"]
+    assert sorted(os.listdir(folder)) == [output_folder.OUTPUTS_RECORD, "model.index", "notes.txt"]
     assert (folder / "model.index").read_text() == "new model.index"
     assert os.stat(folder / "notes.txt").st_ino == inode
     # Another tool's files are not this tool's.
     with pytest.raises(ValueError, match="which other did not write"):
-        fileutil.write_outputs_aside(str(folder), "other", ["model.*"], lambda temp: None)
+        output_folder.write_outputs_aside(str(folder), "other", ["model.*"], lambda temp: None)
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
@@ -205,10 +206,10 @@ def test_a_run_that_fails_half_way_leaves_nothing(tmp_path):
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        fileutil.write_outputs_aside(str(folder), "tool", ["model.*", "settings.json"], half)
+        output_folder.write_outputs_aside(str(folder), "tool", ["model.*", "settings.json"], half)
     assert os.listdir(tmp_path) == []
     _tool_writes(folder, ["model.index"])
-    assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]
+    assert sorted(os.listdir(folder)) == [output_folder.OUTPUTS_RECORD, "model.index"]
 
 
 def test_a_folder_a_training_run_holds_is_not_replaced(tmp_path):
@@ -223,7 +224,7 @@ def test_a_folder_a_training_run_holds_is_not_replaced(tmp_path):
     finally:
         fileutil.release_output_locks(keep=held)
     _tool_writes(folder, ["model.index"])  # a killed run's lock file is nobody's output
-    assert sorted(os.listdir(folder)) == [fileutil.OUTPUTS_RECORD, "model.index"]
+    assert sorted(os.listdir(folder)) == [output_folder.OUTPUTS_RECORD, "model.index"]
 
 
 def test_the_current_folder_is_not_replaced(tmp_path, monkeypatch):

@@ -225,3 +225,34 @@ def test_a_rerun_of_a_finished_keep_best_only_run_trains_nothing_and_serves_best
     record.write_text(record.read_text().replace('"finished"', '"ended"'))
     with pytest.raises(ValueError, match="no checkpoint to restore"):
         runner()
+
+
+def test_a_kill_right_after_best_is_renamed_in_still_finishes_provably(tmp_path, monkeypatch):
+    """Issue 91 item 7: --keep_best_only killed right after the new best/ took its place
+    (before training recorded its files): the rerun ends clean, and the same command a
+    third time trains 0 steps (before the fix: refused, "no checkpoint to restore", as
+    best/'s files were never recorded)."""
+    values = {"learning_rate": 0.01, "train_data": "8 examples, sha256 0123"}
+    folder = tmp_path / "run"
+
+    def runner():
+        return make_runner(tmp_path, "run", num_train_steps=8, keep_best_only=True,
+                           keep_checkpoint_max=0, record=dict(values))
+    real = tf.io.gfile.rename
+
+    def killed_after_best_is_in(source, target, *args, **kwargs):
+        real(source, target, *args, **kwargs)
+        if target.endswith("/best") and fileutil.is_temporary(source):
+            raise KeyboardInterrupt()
+    with monkeypatch.context() as patch:
+        patch.setattr(tf.io.gfile, "rename", killed_after_best_is_in)
+        with pytest.raises(KeyboardInterrupt):
+            _train(runner(), _evaluation({2: 0.5, 4: 0.9}))
+    assert _indexes(folder / "best") == ["model.ckpt-2.index"]
+    _train(runner(), _evaluation({2: 0.5, 4: 0.4, 6: 0.3, 8: 0.2}))
+    assert _indexes(folder) == [] and _indexes(folder / "best") == ["model.ckpt-2.index"]
+    third = runner()
+    assert third.global_step == 2 and third.finished
+    assert third.train(dataset_fn_of(features(8), 4), classifier_loss,
+                       evaluation=_evaluation({})) == {}
+    assert third.steps_trained == 0

@@ -237,7 +237,7 @@ def test_interrupted_re_export_leaves_the_earlier_export_whole(tmp_path, monkeyp
                 patch.setattr(hf_export, name, wrap(getattr(hf_export, name)))
             for name in ("copy", "rename"):
                 patch.setattr(tf.io.gfile, name, wrap(getattr(tf.io.gfile, name)))
-            patch.setattr(fileutil, "record_outputs", wrap(fileutil.record_outputs))
+            patch.setattr(fileutil, "atomic_open", wrap(fileutil.atomic_open))
             try:
                 huggingface.export_to_hf(str(folder), str(out))
             except KeyboardInterrupt:

@@ -4,12 +4,14 @@ One naming rule (`tf1_name`): drop the `:0` suffix and the top-level model's nam
 apply SCOPE_TABLE; a TF2 checkpoint of ours (object-based) keeps every variable's full
 name in its object graph (`tf2_name_table`). trainer/checkpoints.py loads and converts by
 these names; modeling.get_assignment_map_from_checkpoint (a fork's graph on our
-checkpoints) reads `stored_names`. Imports TensorFlow only.
+checkpoints) reads `stored_names`. Imports TensorFlow and fileutil only.
 """
 import collections
 import re
 
 import tensorflow as tf
+
+from bert_tf2 import fileutil
 
 # First path components that TF1 BERT checkpoints use at the top level, and those of
 # the task heads the reference never had (run_ner's tagger, its feature-based
@@ -91,7 +93,7 @@ def stored_names(path):
     """[(TF1 name, the key the checkpoint stores it under)], sorted by name: the name
     itself in a TF1 checkpoint, the object-based key (.../.ATTRIBUTES/VARIABLE_VALUE) in
     one of ours. tf.compat.v1.train.init_from_checkpoint reads the keys."""
-    reader = tf.train.load_checkpoint(path)
+    reader = tf.train.load_checkpoint(fileutil.readable_checkpoint(path))
     if reader.has_tensor(OBJECT_GRAPH_KEY):
         return sorted(tf2_name_table(reader).items())
     return [(name, name) for name in sorted(reader.get_variable_to_shape_map())]

@@ -15,6 +15,8 @@ import os
 
 import tensorflow as tf
 
+from bert_tf2.base import path_match
+
 v1 = tf.compat.v1
 logging = v1.logging  # TF 1.x's hooks logged through tf.logging, as the estimator does
 
@@ -24,7 +26,7 @@ def read_eval_metrics(eval_dir):
     evaluations wrote), by increasing step; {} when there are none."""
     from tensorflow.core.util import event_pb2
     by_step = collections.defaultdict(dict)
-    for path in sorted(v1.gfile.Glob(os.path.join(eval_dir, "events.out.tfevents*"))):
+    for path in sorted(path_match.matching(os.path.join(eval_dir, "events.out.tfevents"), "*")):
         for record in _records(path):
             event = event_pb2.Event.FromString(record)
             if not event.HasField("summary"):

@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 
+from bert_tf2.base import path_match
 from bert_tf2.compat import contrib
 from bert_tf2.compat import early_stopping
 # The early-stopping hooks and the global-step read, re-exported: forks reach them here.
@@ -429,7 +430,7 @@ class Estimator(early_stopping.EstimatorBase):
 
     def latest_checkpoint(self):
         """The prefix of model_dir's latest checkpoint, or None."""
-        return tf.train.latest_checkpoint(self.model_dir)
+        return path_match.latest_checkpoint(self.model_dir)
 
     def eval_dir(self, name=None):
         """The folder an evaluation writes its summaries to."""
@@ -479,7 +480,7 @@ class Estimator(early_stopping.EstimatorBase):
         if checkpoint_path:
             path = os.fspath(checkpoint_path)
             if tf.io.gfile.isdir(path):
-                path = tf.train.latest_checkpoint(path) or path
+                path = path_match.latest_checkpoint(path) or path
             if not tf.io.gfile.exists(path + ".index"):
                 raise ValueError("checkpoint_path=%s: no checkpoint there (no %s.index)"
                                  % (checkpoint_path, path))

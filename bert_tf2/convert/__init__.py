@@ -20,10 +20,10 @@ multi-label's threshold, a --crf tagger (crf_transitions.json beside: learned tr
 Viterbi's with the tag scheme's penalties, start scores). The new folder is written whole
 beside output_dir (fileutil.temp_name; a remote one by way of a local scratch folder) with its
 OUTPUTS_RECORD, then renamed into place by fileutil.replace_folder (recover_folder first undoes
-a killed export); a file of someone else there (fileutil.check_outputs, or any name an export
+a killed export); a file of someone else there (output_folder.check_outputs, or any name an export
 does not write) is refused before anything is written; a symlinked output_dir has its target
 replaced. convert() (the import; also convert_tf1_checkpoint.py and keras_hub.py both ways)
-builds its folder aside the same way through fileutil.write_outputs_aside (the folder's other
+builds its folder aside the same way through output_folder.write_outputs_aside (the folder's other
 files carried in). convert() of a BertForSequenceClassification / BertForTokenClassification folder also
 writes label_list.txt (id2label), classifier_task.json (problem_type) and model_settings.json
 (tokenizer_config.json's casing and model_max_length), so HF -> ours -> HF is the same.

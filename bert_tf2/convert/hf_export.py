@@ -21,6 +21,7 @@ from bert import tokenization
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2 import loaders
+from bert_tf2.base import output_folder
 from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
 from bert_tf2.tasks import ner_data
@@ -248,31 +249,21 @@ def export_to_hf(init_checkpoint, output_dir, model_type=None, labels_file=None,
     it holds); the casing the folder's (`do_lower_case` where it does not say:
     export_casing); everything is resolved and checked before a file is written.
     `output_dir` must be new or a folder this export wrote before (anything else there
-    is refused, nothing changed). The new folder is built whole beside it
-    (OUTPUT_DIR.tmp-XXXXXXXX) and renamed into its place (fileutil.replace_folder): a
-    stop at any moment leaves the earlier export or the new one, never a mix; a kill
-    between the two renames leaves the earlier one as OUTPUT_DIR.old-XXXXXXXX, which the
-    next export puts back first. An `output_dir` that is a symlink has its target
+    is refused, nothing changed). The new folder is built whole and put in its place by
+    output_folder.write_outputs_aside (the converters' one rule: a stop at any moment
+    leaves the earlier export or the new one, never a mix; a mount point filled in place;
+    the folder's permissions kept). An `output_dir` that is a symlink has its target
     replaced, the link kept. Returns {what: path} of the files written.
     """
     export = HfExport(init_checkpoint, model_type, labels_file, do_lower_case)
     target = _export_target(output_dir)
     fileutil.recover_folder(target)
     _refuse_other_files(target, output_dir)
-    fileutil.check_outputs(target, _HF_TOOL, _HF_OUTPUTS)
+    output_folder.check_outputs(target, _HF_TOOL, _HF_OUTPUTS)
     for note in export.notes:
         logging.warning("%s", note)
-    parent = os.path.dirname(target)
-    if parent:
-        tf.io.gfile.makedirs(parent)
-    temp = fileutil.temp_name(target)
-    try:
-        written = _build_hf_folder(export, temp)
-        fileutil.record_outputs(temp, _HF_TOOL, _HF_OUTPUTS)
-    except BaseException:
-        fileutil.remove(temp)
-        raise
-    fileutil.replace_folder(temp, target)
+    written = output_folder.write_outputs_aside(
+        target, _HF_TOOL, _HF_OUTPUTS, lambda temp: _build_hf_folder(export, temp))
     logging.info("Wrote %s (%s) to %s", HF_HEADS[export.head], export.head, output_dir)
     return {what: os.path.join(str(output_dir), name) for what, name in written.items()}
 
@@ -310,7 +301,7 @@ def _refuse_other_files(folder, output_dir):
     refusal)."""
     if not tf.io.gfile.isdir(folder):
         return
-    ours = {pattern.split("/")[0] for pattern in _HF_OUTPUTS} | {fileutil.OUTPUTS_RECORD}
+    ours = {pattern.split("/")[0] for pattern in _HF_OUTPUTS} | {output_folder.OUTPUTS_RECORD}
     other = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(folder)
                    if name.rstrip("/") not in ours)
     if other:

@@ -27,6 +27,7 @@ import tensorflow as tf
 from bert import modeling
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 from bert_tf2.convert import hf_names
 from bert_tf2.convert import torch_pickle
 from bert_tf2.export import head_types
@@ -441,7 +442,7 @@ def convert(hf_dir, output_dir, write_tf2=False):
 
     output_dir: a new folder, or one an earlier conversion wrote (its files are replaced,
     none is left over); a folder holding such files of another origin is refused. The
-    folder is built beside output_dir and renamed into place (fileutil.write_outputs_aside):
+    folder is built beside output_dir and renamed into place (output_folder.write_outputs_aside):
     a stop at any moment leaves the earlier conversion whole.
     """
     if not tf.io.gfile.isdir(hf_dir):
@@ -468,7 +469,7 @@ def convert(hf_dir, output_dir, write_tf2=False):
             _write_task(folder, task)
         return paths
 
-    written = fileutil.write_outputs_aside(output_dir, _TOOL, _OUTPUTS, build)
+    written = output_folder.write_outputs_aside(output_dir, _TOOL, _OUTPUTS, build)
     return dict(written, names=sorted(tensors))
 
 

@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from bert import modeling
 from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2.convert import hf_export
 from bert_tf2.convert import hf_names
@@ -285,7 +286,7 @@ def export_to_keras_hub(init_checkpoint, output_dir, do_lower_case=None):
     The casing is the folder's (`do_lower_case` where it does not say:
     hf_export.export_casing). Everything is resolved and checked first; keras-hub's save_to_preset writes the
     preset into a folder beside `output_dir`, renamed into place once whole
-    (fileutil.write_outputs_aside). `output_dir` must be new or a folder this export
+    (output_folder.write_outputs_aside). `output_dir` must be new or a folder this export
     wrote before. Returns {file name: path} of the files written.
     """
     export = PresetExport(init_checkpoint, do_lower_case)
@@ -302,8 +303,8 @@ def export_to_keras_hub(init_checkpoint, output_dir, do_lower_case=None):
             tf.io.gfile.copy(path, os.path.join(folder, name), overwrite=True)
         return {name: os.path.join(folder, name) for name in _files_of(folder)}
 
-    outputs = fileutil.write_outputs_aside(output_dir, _PRESET_TOOL, _PRESET_OUTPUTS, build)
-    outputs.pop(fileutil.OUTPUTS_RECORD, None)
+    outputs = output_folder.write_outputs_aside(output_dir, _PRESET_TOOL, _PRESET_OUTPUTS, build)
+    outputs.pop(output_folder.OUTPUTS_RECORD, None)
     logging.info("Wrote a keras-hub %s preset (%s) to %s", KERAS_HUB_CLASSES[export.head],
                  export.head, output_dir)
     return outputs
@@ -320,7 +321,7 @@ def _refuse_other_files(output_dir, patterns, what):
     """A ValueError when `output_dir` holds anything the conversion does not write."""
     if not tf.io.gfile.isdir(output_dir):
         return
-    ours = {pattern.split("/")[0] for pattern in patterns} | {fileutil.OUTPUTS_RECORD}
+    ours = {pattern.split("/")[0] for pattern in patterns} | {output_folder.OUTPUTS_RECORD}
     other = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(output_dir)
                    if name.rstrip("/") not in ours and not name.startswith("bert_model.ckpt."))
     if other:
@@ -482,7 +483,7 @@ def import_from_keras_hub(preset_dir, output_dir):
         checkpoints.write_tf1_checkpoint(tensors, os.path.join(folder, "bert_model.ckpt"))
         return {name: os.path.join(folder, name) for name in _files_of(folder)}
 
-    written = fileutil.write_outputs_aside(output_dir, _FOLDER_TOOL, _FOLDER_OUTPUTS, build)
+    written = output_folder.write_outputs_aside(output_dir, _FOLDER_TOOL, _FOLDER_OUTPUTS, build)
     outputs = {"checkpoint": os.path.join(output_dir, "bert_model.ckpt"),
                "config": written["bert_config.json"], "vocab": written["vocab.txt"]}
     for key, name in (("labels", fileutil.LABEL_LIST_FILE), ("task", classifier_tasks.TASK_FILE)):

@@ -10,7 +10,6 @@ into the new one, while files of someone else inside assets/ or variables/ (whic
 export replaces whole) make it refuse, naming them. An --export_dir that is a symlink
 has its target replaced (the link kept), never anything deleted through the link.
 """
-import fnmatch
 import json
 import os
 
@@ -18,6 +17,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.base import path_match
 from bert_tf2 import startup
 from bert_tf2.encoder import attention
 from bert_tf2.export import litert_predictor
@@ -93,7 +93,7 @@ def foreign_files(export_dir):
         for folder, _, files in tf.io.gfile.walk(root):
             relative = os.path.relpath(folder, export_dir)
             for name in sorted(files):
-                if relative != top or not any(fnmatch.fnmatchcase(name, p) for p in ours):
+                if relative != top or not any(path_match.name_matches(name, p) for p in ours):
                     found.append(os.path.join(relative, name))
     return found
 

@@ -17,6 +17,7 @@ from absl import logging
 
 from bert_tf2 import fileutil
 from bert_tf2.base import checkpoint_names
+from bert_tf2.base import path_match
 # The naming rule (bert_tf2/base/checkpoint_names.py), by its names here as before.
 from bert_tf2.base.checkpoint_names import (  # noqa: F401  pylint: disable=unused-import
     TF1_ROOTS, TF1_SLOT_NAMES, tf1_name)
@@ -72,8 +73,8 @@ def step_in_name(prefix):
 def _own_checkpoints(directory):
     """The prefixes of the model.ckpt-N checkpoints in `directory` (an .index present),
     oldest first."""
-    pattern = os.path.join(str(directory), CHECKPOINT_NAME + "-*.index")
-    return sorted((p[:-len(".index")] for p in tf.io.gfile.glob(pattern)), key=_step_order)
+    found = path_match.matching(os.path.join(str(directory), CHECKPOINT_NAME + "-"), "*.index")
+    return sorted((p[:-len(".index")] for p in found), key=_step_order)
 
 
 def _state_checkpoint(directory, flag):
@@ -146,7 +147,7 @@ def best_hint(directory, lead=": "):
     checkpoint is (a run with --keep_best_only leaves only that), "" when it has none."""
     best = os.path.join(str(directory), _BEST_DIR)
     try:
-        prefix = tf.train.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
+        prefix = path_match.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
     except (ValueError, tf.errors.OpError):
         prefix = None
     if not prefix:
@@ -168,7 +169,7 @@ def resolve_checkpoint(path, flag=None):
     if tf.io.gfile.isdir(path):
         latest = _state_checkpoint(path, flag or "checkpoint directory")
         if latest is None:
-            candidates = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
+            candidates = sorted(path_match.matching(path + "/", "*.index"))
             if len(candidates) == 1:
                 latest = candidates[0][:-len(".index")]
         if latest is None:
@@ -196,7 +197,7 @@ def names_checkpoint(path, prefix):
 def open_reader(prefix, advice="use a whole copy"):
     """tf.train.load_checkpoint(prefix); a damaged checkpoint is a one-line ValueError."""
     try:
-        return tf.train.load_checkpoint(prefix)
+        return tf.train.load_checkpoint(fileutil.readable_checkpoint(prefix))
     except READ_ERRORS as e:
         raise unreadable(prefix, e, advice) from None
 
@@ -283,7 +284,7 @@ def settings_file(name, init_checkpoint=None, output_dir=None):
         path = os.path.join(str(output_dir), name)
         if tf.io.gfile.exists(path):
             return path
-        if tf.io.gfile.isdir(output_dir) and tf.train.latest_checkpoint(output_dir):
+        if tf.io.gfile.isdir(output_dir) and path_match.latest_checkpoint(output_dir):
             return None
     return file_beside(init_checkpoint, name)
 
@@ -406,10 +407,10 @@ def write_tf1_checkpoint(tensors, prefix):
         tf.io.gfile.makedirs(parent)
     names = sorted(tensors)
     values = [tf.convert_to_tensor(np.asarray(tensors[n])) for n in names]
-    temp = prefix + ".tmp-write"
+    temp = fileutil.temp_name(prefix)
     tf.raw_ops.SaveV2(prefix=temp, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=values)
-    for data in tf.io.gfile.glob(temp + ".data-*"):
+    for data in path_match.matching(temp, ".data-*"):
         tf.io.gfile.rename(data, prefix + data[len(temp):], overwrite=True)
     tf.io.gfile.rename(temp + ".index", prefix + ".index", overwrite=True)
     write_state_file(prefix)
@@ -434,6 +435,18 @@ def checkpoint_files(prefix):
         return []
     return [os.path.join(directory, name) for name in sorted(tf.io.gfile.listdir(directory))
             if name == basename + ".index" or name.startswith(basename + ".data-")]
+
+
+class Manager(tf.train.CheckpointManager):
+    """tf.train.CheckpointManager whose removal of the checkpoints past max_to_keep lists
+    their folder (checkpoint_files) instead of globbing its path: in a folder named
+    `exp[1]` TensorFlow's removed nothing, in one named `a*b` it removed `axb`'s files."""
+
+    def _sweep(self):
+        while self._max_to_keep and len(self._maybe_delete) > self._max_to_keep:
+            prefix, _ = self._maybe_delete.popitem(last=False)
+            for path in checkpoint_files(prefix):
+                fileutil.remove(path)
 
 
 def remove_checkpoints(directory, prefixes):

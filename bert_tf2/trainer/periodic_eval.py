@@ -52,6 +52,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.base import path_match
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import written_files
 from bert_tf2.trainer import summaries
@@ -138,7 +139,7 @@ def check_settings(evaluation, dev_data="--do_eval"):
 
 def best_checkpoint(output_dir):
     """The checkpoint prefix kept in `output_dir`/best/, or None when there is none."""
-    return tf.train.latest_checkpoint(os.path.join(str(output_dir), BEST_DIR))
+    return path_match.latest_checkpoint(os.path.join(str(output_dir), BEST_DIR))
 
 
 def best_record(output_dir):
@@ -393,7 +394,7 @@ class PeriodicEval:
                 name, value, at = best["metric"], float(best["value"]), int(best["global_step"])
             except (ValueError, KeyError, TypeError):
                 raise ValueError("%s is not a best.json of this program" % path) from None
-        kept = tf.train.latest_checkpoint(self._path(BEST_DIR))
+        kept = path_match.latest_checkpoint(self._path(BEST_DIR))
         kept_step = re.search(r"-(\d+)$", kept) if kept else None
         kept_step = kept_step and int(kept_step.group(1))
         if kept_step != at:
@@ -487,7 +488,7 @@ class PeriodicEval:
         # copy is output_dir/best, the others go to their scratch folders.
         folder = self._best_folder()
         staging = fileutil.temp_name(folder)
-        path = tf.train.CheckpointManager(
+        path = checkpoints.Manager(
             tf.train.Checkpoint(model=runner.model), staging, max_to_keep=1,
             checkpoint_name=checkpoints.CHECKPOINT_NAME).save(checkpoint_number=step)
         best = {"metric": self.metric, "value": value, "global_step": step}
@@ -518,17 +519,12 @@ class PeriodicEval:
     def _recover_best(self):
         """Puts back a best/ a kill left under its temporary name in the middle of a
         swap (_save_best), and removes the unfinished new ones."""
-        folder = self._best_folder()
-        leftovers = sorted(tf.io.gfile.glob(folder + ".*-*"))
-        for path in leftovers:
-            if fileutil.is_temporary(path) != folder:
-                continue
-            if path.startswith(folder + ".old-") and not tf.io.gfile.exists(folder):
-                logging.warning("%s: the best checkpoint a kill left under a temporary "
-                                "name is put back", folder)
-                tf.io.gfile.rename(path, folder)
-            else:
-                fileutil.remove(path)
+        fileutil.recover_folder(self._best_folder())
+        if self._runner.is_chief and tf.io.gfile.isdir(self._best_folder()) and \
+                written_files.settle(self._path(), BEST_DIR + "/*"):
+            # A kill after the new best/ took its place, before its files were recorded:
+            # a best/ in place is whole (renamed in complete), so it is recorded now.
+            written_files.note_folder(self._path(), BEST_DIR)
 
 
 def _numbers(metrics):

@@ -93,6 +93,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf2.base import dropout_masks
+from bert_tf2.base import path_match
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import first_call
 # The strategy and precision of a run (distribution.py), under the names runners call.
@@ -406,7 +407,7 @@ class Runner(prediction.PredictionLoop):
         # chief writes to output_dir, the others to a scratch folder of their own.
         directory = config.output_dir if self.is_chief else os.path.join(
             config.output_dir, ".worker_%d" % strategy.cluster_resolver.task_id)
-        self.manager = tf.train.CheckpointManager(
+        self.manager = checkpoints.Manager(
             self.checkpoint, directory, max_to_keep=config.keep_checkpoint_max or None,
             checkpoint_name=CHECKPOINT_NAME)
         self.saved = []  # the checkpoints this Runner wrote, oldest first
@@ -434,7 +435,7 @@ class Runner(prediction.PredictionLoop):
         elif plan.source == restore_plan.LATEST:
             latest = plan.prefix
             try:
-                status = self.checkpoint.restore(latest)
+                status = self.checkpoint.restore(fileutil.readable_checkpoint(latest))
             except (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
                 raise checkpoints.unreadable(latest, e, plan.advice) from None
             except (ValueError, tf.errors.OpError) as e:
@@ -778,7 +779,7 @@ class Runner(prediction.PredictionLoop):
 
     def _interrupted_text(self):
         """The one line of a Ctrl-C in training: the step, and where a rerun resumes."""
-        latest = tf.train.latest_checkpoint(self.manager.directory)
+        latest = path_match.latest_checkpoint(self.manager.directory)
         if latest:
             return ("interrupted at step %d; rerun the same command to resume from %s"
                     % (self.global_step, latest))

@@ -39,6 +39,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.base import path_match
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import written_files
 
@@ -299,7 +300,7 @@ def finished_best(output_dir, values):
     files = written_files.read(folder)
     best = os.path.join(folder, _BEST_DIR)
     try:
-        prefix = tf.train.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
+        prefix = path_match.latest_checkpoint(best) if tf.io.gfile.isdir(best) else None
         names = [n.rstrip("/") for n in tf.io.gfile.listdir(best)] if prefix else []
         step = int(end["global_step"])
     except (KeyError, TypeError, ValueError, tf.errors.OpError):

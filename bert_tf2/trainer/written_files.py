@@ -20,12 +20,12 @@ recorded, so it is never removed; a folder is removed only when the run made it.
 Contracts with the other modules (bert_tf2/trainer/written_files.py):
 writing(folder, names) (a context: `names`, globs relative to folder, pending during the
 block, recorded after it), note(folder, names), note_folder(folder, name), forget(folder,
-names), proven(folder, name), made(folder, name), ours_events(folder, sub, since) (the
+names), settle(folder, pattern) (a pending write a kill cut, known complete: recorded),
+proven(folder, name), made(folder, name), ours_events(folder, sub, since) (the
 events files this process created in folder/sub since the time `since`); Run(folder)
 (a training run: .saving(name, step), a context around each checkpoint's save).
 """
 import contextlib
-import fnmatch
 import hashlib
 import json
 import os
@@ -35,6 +35,7 @@ import time
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.base import path_match
 
 FILE = "training_files.json"
 # Files up to this size are hashed whole; a larger one by its size, first and last MB.
@@ -51,7 +52,10 @@ def _read(folder):
     if not tf.io.gfile.exists(path):
         return {"files": {}, "folders": [], "pending": []}
     record = fileutil.read_json(path)
-    if not (isinstance(record, dict) and isinstance(record.get("files"), dict)):
+    if not (isinstance(record, dict) and isinstance(record.get("files"), dict) and all(
+            isinstance(record.get(key, []), list) and
+            all(isinstance(name, str) for name in record.get(key, []))
+            for key in ("folders", "pending"))):
         raise ValueError("%s is not a record of this program's training files: remove it "
                          "(a restart then removes nothing it cannot prove it wrote)" % path)
     record.setdefault("folders", [])
@@ -86,7 +90,7 @@ def _names(folder, patterns):
     """The files (relative names, "/"-separated) in `folder` matching `patterns`."""
     found = set()
     for pattern in patterns:
-        for path in tf.io.gfile.glob(os.path.join(str(folder), pattern)):
+        for path in path_match.matching(str(folder) + "/", pattern):
             if not tf.io.gfile.isdir(path) and not fileutil.links_in([path]):
                 found.add(os.path.relpath(path, str(folder)).replace(os.sep, "/"))
     return sorted(found)
@@ -124,6 +128,15 @@ def note(folder, names, grows=(), done=()):
     _write(folder, record)
 
 
+def settle(folder, pattern):
+    """Records the files matching `pattern` (relative to `folder`), a pending write a kill
+    cut once it is known complete; True when `pattern` was pending."""
+    if not tf.io.gfile.exists(_path(folder)) or pattern not in _read(folder)["pending"]:
+        return False
+    note(folder, _names(folder, [pattern]), done=[pattern])
+    return True
+
+
 def note_folder(folder, name):
     """Records that training made the folder `name` (relative to `folder`)."""
     record = _read(folder)
@@ -144,7 +157,7 @@ def forget(folder, names, every_pending=False):
     record["files"] = {n: e for n, e in record["files"].items() if n not in names}
     record["folders"] = [n for n in record["folders"] if n not in names]
     record["pending"] = [] if every_pending else [
-        p for p in record["pending"] if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        p for p in record["pending"] if not any(path_match.name_matches(n, p) for n in names)]
     _write(folder, record)
 
 
@@ -164,7 +177,7 @@ def proven(folder, name, record=None):
             return fingerprint(path) == {"size": entry["size"], "sha256": entry["sha256"]}
         except (KeyError, TypeError, ValueError, tf.errors.OpError):
             return False
-    return any(fnmatch.fnmatchcase(name, p) for p in record["pending"])
+    return any(path_match.name_matches(name, p) for p in record["pending"])
 
 
 def made(folder, name, record=None):
