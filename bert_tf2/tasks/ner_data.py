@@ -55,6 +55,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import label_order
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.text import fast_batch
 
@@ -581,11 +582,11 @@ def hf_task(contents, found, init_checkpoint, labels_file, notes):
     # pylint: disable=import-outside-toplevel
     from bert_tf2 import heads  # the tagger's model (a load of tf_keras: only here)
     from bert_tf2.trainer import checkpoints
-    path = labels_file or checkpoints.file_beside(init_checkpoint, LABELS_FILE_NAME)
-    if not path:
+    labels = label_order.read_labels_file(
+        labels_file, checkpoints.file_beside(init_checkpoint, LABELS_FILE_NAME), read_labels)
+    if labels is None:
         raise ValueError("--init_checkpoint=%s holds a tagger but no %s beside it: pass "
                          "--labels_file" % (init_checkpoint, LABELS_FILE_NAME))
-    labels = read_labels(path)
     if not heads.holds_crf(contents.model_names()):
         return labels, {}, None
     scheme = found.get("crf_tag_scheme") or "none"
