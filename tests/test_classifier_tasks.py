@@ -160,6 +160,25 @@ def test_predict_only_run_takes_the_labels_beside_the_checkpoint(csv_run, tmp_pa
 
 
 @pytest.mark.slow
+def test_an_empty_text_of_a_one_column_test_file_keeps_its_row(csv_run, tmp_path):
+    # 39 lines gave 38 rows before the fix (the blank line skipped, every later row beside
+    # the wrong input): one row per line, in order, the others as without the empty text.
+    texts = ["good battery", "the screen broke", "", "fine i guess", "great"]
+    argv = _common(tmp_path) + ["--task_name=tsv", "--init_checkpoint=%s" % csv_run["out"],
+                                "--do_predict", "--predict_batch_size=2"]
+    rows = {}
+    for name, lines in (("with", texts), ("without", [t for t in texts if t])):
+        write_text(tmp_path / name / "test.tsv", "text\n" + "".join(t + "\n" for t in lines))
+        rc.run(_fv(argv + ["--data_dir=%s" % (tmp_path / name),
+                           "--output_dir=%s" % (tmp_path / (name + "_out"))]))
+        rows[name] = read_tsv_floats(tmp_path / (name + "_out") / "test_results.tsv")
+        check_test_predictions(tmp_path / (name + "_out"),
+                               ["test-%d" % i for i in range(len(lines))], _ORDER)
+    kept = [i for i, text in enumerate(texts) if text]
+    np.testing.assert_allclose(np.asarray(rows["with"])[kept], rows["without"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
 def test_training_on_from_a_folder_keeps_its_label_order(csv_run, tmp_path):
     # Labels not in sorted order (csv_run's --labels_file): a run training on from its
     # folder without --labels_file must keep them (the output layer's order), not re-sort
