@@ -172,3 +172,32 @@ def test_the_one_check_names_both_lists_and_the_first_difference(tmp_path):
                                          r"model's outputs in order; --task_name=sst-2 has 0, "
                                          r"1 \(output 0: 'neg' there, '0' here\)$"):
         label_order.check(["0", "1"], "--task_name=sst-2", folder_list, read)
+
+
+def test_a_bom_is_no_part_of_the_first_label(tmp_path):
+    # Notepad's UTF-8 BOM stayed in the first label ("\ufeffneg"): a --labels_file saved so
+    # was then "another order" than the folder's, and a label_list.txt so named a label
+    # no data file holds.
+    from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
+    given = tmp_path / "given.txt"
+    given.write_bytes(b"\xef\xbb\xbfneg\r\npos\r\n")
+    assert fileutil.read_label_list(str(given)) == ["neg", "pos"]
+    folder_list = write_text(tmp_path / "label_list.txt", "neg\npos\n")
+    assert label_order.read_labels_file(str(given), folder_list,
+                                        fileutil.read_label_list) == ["neg", "pos"]
+
+
+@pytest.mark.parametrize("line", ["B-PER\tI-PER", "B-PER I-PER"])
+def test_a_tag_line_holding_a_blank_is_refused_naming_file_and_line(tmp_path, line):
+    # One line "B-PER<tab>I-PER" was one tag holding a tab: no CoNLL word can carry it (its
+    # columns end at blanks) and the predictions file read it back as two tags.
+    from bert_tf2.tasks import ner_data  # pylint: disable=import-outside-toplevel
+    path = write_text(tmp_path / "tags.txt", "O\n%s\nB-LOC\n" % line)
+    with pytest.raises(ValueError, match=r"^%s, line 2: label %s contains %s, which a label "
+                                         r"may not hold \(a CoNLL tag holds no blank: one tag "
+                                         r"per line\)$" % (re.escape(path), re.escape(repr(line)),
+                                                          re.escape(repr(line[5])))):
+        ner_data.read_labels(path)
+    # A classifier's label may hold a space (it is no CoNLL tag).
+    from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
+    assert fileutil.read_label_list(path)[1] == line

@@ -347,7 +347,15 @@ def auto_tag_scheme(conll_file, labels):
 
 # The label list file: one per line, distinct (a user's --labels_file too).
 write_labels = fileutil.write_label_list
-read_labels = fileutil.read_label_list
+
+
+def read_labels(path):
+    """A tag list (label_list.txt, a --labels_file): fileutil.read_label_list's, no tag
+    holding an ASCII blank. A CoNLL file's columns end at _BLANKS, so no word of one can
+    carry such a tag, and the files we write (conlleval's layout) would read it as two:
+    "B-PER<tab>I-PER" on one line is refused, naming file and line, not taken as one tag."""
+    return fileutil.read_label_list(path, forbidden=_BLANKS, why=(
+        " (a CoNLL tag holds no blank: one tag per line)"))
 
 
 def check_tags(conll_file, labels):
