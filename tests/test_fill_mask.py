@@ -114,10 +114,33 @@ def test_stated_behaviour_several_masks_long_texts_and_errors(tiny, tmp_path):
     encoder = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
                if n.startswith("bert/") and "adam" not in n}
     prefix = checkpoints.write_tf1_checkpoint(encoder, str(tmp_path / "enc" / "bert_model.ckpt"))
-    with pytest.raises(ValueError, match=r"has no masked-LM head .* fill-mask needs a pretraining "
-                                         r"checkpoint"):
+    with pytest.raises(ValueError, match=r"^checkpoint .*enc/bert_model.ckpt holds an encoder "
+                                         r"alone \(no task head\), not a masked_lm model \(it "
+                                         r"lacks cls/predictions/.*\): a masked_lm model is made "
+                                         r"by run_pretraining; this one exports as "
+                                         r"--model_type=encoder$"):
         masked_lm.Predictor(prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
                             bert_config_file=str(tiny["folder"] / "bert_config.json"))
+    # A classifier's folder: named as what it is (before: "has no masked-LM head", and the
+    # export asked "is it a checkpoint of a fine-tuned masked_lm model?").
+    classifier = dict(encoder, output_weights=np.zeros([2, 32], np.float32),
+                      output_bias=np.zeros([2], np.float32))
+    prefix = checkpoints.write_tf1_checkpoint(classifier, str(tmp_path / "cls" / "model.ckpt"))
+    for make in (lambda: masked_lm.Predictor(prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
+                                             bert_config_file=str(tiny["folder"] /
+                                                                  "bert_config.json")),
+                 lambda: export_saved_model.run(export_saved_model.Settings(
+                     model_type="masked_lm", init_checkpoint=prefix,
+                     vocab_file=str(tiny["folder"] / "vocab.txt"),
+                     bert_config_file=str(tiny["folder"] / "bert_config.json"),
+                     export_dir=str(tmp_path / "export")))):
+        with pytest.raises(ValueError, match=r"^checkpoint .*cls/model.ckpt holds a classifier "
+                                             r"model \(run_classifier's head\), not a masked_lm "
+                                             r"model \(it lacks cls/predictions/.*\): a masked_lm "
+                                             r"model is made by run_pretraining; this one exports "
+                                             r"as (--)?model_type=classifier$"):
+            make()
+    assert not (tmp_path / "export").exists()
     with pytest.raises(ValueError, match=r"^top_k=0: expected an integer >= 1$"):
         masked_lm.Predictor(tiny["prefix"], top_k=0)
 
@@ -270,7 +293,8 @@ def test_export_refusals_in_one_line_before_any_work(tiny, tmp_path):
     encoder = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
                if n.startswith("bert/")}
     prefix = checkpoints.write_tf1_checkpoint(encoder, str(tmp_path / "enc" / "bert_model.ckpt"))
-    with pytest.raises(ValueError, match=r"lacks 5 variable\(s\) of the masked_lm model"):
+    with pytest.raises(ValueError, match=r"holds an encoder alone \(no task head\), not a "
+                                         r"masked_lm model \(it lacks cls/predictions/"):
         export(init_checkpoint=prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
                bert_config_file=str(tiny["folder"] / "bert_config.json"))
     assert not (tmp_path / "model").exists()

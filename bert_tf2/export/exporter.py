@@ -33,11 +33,9 @@ def load_weights(model, init_checkpoint, model_type):
     """
     result = checkpoints.load_checkpoint(model, init_checkpoint)
     if result.not_in_checkpoint:
-        raise ValueError(
-            "checkpoint %s lacks %d variable(s) of the %s model, e.g. %s (is it a "
-            "checkpoint of a fine-tuned %s model?)"
-            % (init_checkpoint, len(result.not_in_checkpoint), model_type,
-               ", ".join(result.not_in_checkpoint[:3]), model_type))
+        raise head_types.lacking_head(
+            model_type, result.loaded + result.unused, result.not_in_checkpoint,
+            init_checkpoint)
     entry = head_types.find(model_type)
     if entry is None:
         checkpoints.check_serves(model, init_checkpoint)  # another head's variables
