@@ -5,7 +5,7 @@ another order renamed the outputs at the export and the conversion (before the f
 folder's Predictor said `neg`, the export served `pos` for the same text; HuggingFace's
 id2label swapped). Every root face whose Settings has a labels_file is found here (not
 listed by hand), and each refuses such a file for each head it reads labels of, and takes
-the same order.
+the same order (a runner's Predictor too).
 """
 import ast
 import dataclasses
@@ -144,9 +144,17 @@ def test_a_labels_file_in_another_order_is_refused_the_same_order_taken(tmp_path
         sorted(p.name for p in out.iterdir()))
     same = write_text(tmp_path / "same.txt", "\n".join(labels) + "\n")
     face.run(face.Settings(labels_file=same, **settings))
+    if hasattr(face, "Predictor"):  # a runner's Python door reads the setting the same way
+        with pytest.raises(ValueError, match=r"--labels_file=%s has .*\(output 0: "
+                                             % re.escape(str(swapped))):
+            face.Predictor(str(folder), labels_file=swapped)
+        face.Predictor(str(folder), labels_file=same).close()
     if face_name == "convert_hf_checkpoint":
         config = json.loads((out / "config.json").read_text())
         assert config["id2label"] == {str(i): label for i, label in enumerate(labels)}
+    if face_name == "export_saved_model":
+        info = json.loads((out / "assets.extra" / "export_info.json").read_text())
+        assert info["labels"] == labels
 
 
 def test_the_one_check_names_both_lists_and_the_first_difference(tmp_path):
