@@ -268,32 +268,3 @@ def test_an_hf_export_of_a_type_it_does_not_know_is_one_line(tmp_path):
                                          r"classifier, tagger, squad, multiple_choice, encoder, "
                                          r"got 'tagger crf'$"):
         hf_export.HfExport(str(tmp_path / "missing" / "bert_model.ckpt"), "tagger crf")
-
-
-def test_a_checkpoint_without_the_types_head_is_named_as_what_it_holds():
-    # Before: a classifier folder given to fill-mask was "a checkpoint of a fine-tuned
-    # masked_lm model?" at the export; the refusal names what it holds and its export now.
-    encoder = ["bert/embeddings/word_embeddings", "bert/pooler/dense/kernel"]
-    lacking = ["cls/predictions/output_bias", "cls/predictions/transform/dense/kernel"]
-    cases = [
-        (encoder + ["output_weights", "output_bias"], "masked_lm", lacking,
-         "holds a classifier model (run_classifier's head), not a masked_lm model (it lacks "
-         "cls/predictions/output_bias, cls/predictions/transform/dense/kernel): a masked_lm "
-         "model is made by run_pretraining; this one exports as --model_type=classifier"),
-        (encoder + ["cls/predictions/output_bias", "cls/seq_relationship/output_weights"],
-         "classifier", ["output_weights", "output_bias"],
-         "holds a pretraining model (run_pretraining's head), not a classifier model (it lacks "
-         "output_weights, output_bias): a classifier model is made by run_classifier; this one "
-         "exports as --model_type=encoder"),
-        (encoder, "tagger", ["tagger/output_weights"],
-         "holds an encoder alone (no task head), not a tagger model (it lacks "
-         "tagger/output_weights): a tagger model is made by run_ner; this one exports as "
-         "--model_type=encoder"),
-        (encoder, "classifier", ["bert/encoder/layer_3/output/dense/kernel"] * 4,
-         "lacks 4 variable(s) of the classifier model (bert/encoder/layer_3/output/dense/kernel, "
-         "bert/encoder/layer_3/output/dense/kernel, bert/encoder/layer_3/output/dense/kernel, "
-         "...): its encoder is not the one bert_config_file describes (num_hidden_layers, ...)"),
-    ]
-    for names, model_type, missing, message in cases:
-        error = head_types.lacking_head(model_type, names, missing, "ckpt")
-        assert str(error) == "checkpoint ckpt " + message

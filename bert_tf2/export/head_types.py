@@ -1,6 +1,6 @@
 """The head registry's lookups: the doors and converters find a model type's head here
 (find, get, of_runner, folder_runner, of_hf_class, held_by, detect_tf1, feature_based,
-signature_of, lacking_head: the refusal of a checkpoint without a type's head; the door lists SERVED, LITERT, TF1, HF) instead of comparing type names.
+signature_of; the door lists SERVED, LITERT, TF1, HF) instead of comparing type names.
 The heads themselves, one class and one registered instance (ENTRIES) each, are
 bert_tf2/export/head_classes.py: adding a model type is one class and its entry there,
 beside its model and module (docs/developing.md, "Adding a head").
@@ -87,23 +87,3 @@ def detect_tf1(names):
     whose head the TF1 variable `names` hold (the heads' one rule, as held_by)."""
     names = set(names)
     return next(_BY_NAME[name] for name in TF1 if _BY_NAME[name].holds(names))
-
-
-def lacking_head(model_type, names, lacking, where):
-    """The one-line ValueError of checkpoint `where` (its TF1 variable `names`), which lacks
-    the variables `lacking` of a `model_type` model: what the checkpoint holds (held_by),
-    what the type needs and how this one is exported, never a guessed cause. Lacking
-    encoder variables (bert/...): another bert_config than the checkpoint's."""
-    shown = ", ".join(lacking[:3]) + (", ..." if len(lacking) > 3 else "")
-    if any(name.startswith("bert/") for name in lacking):
-        return ValueError("checkpoint %s lacks %d variable(s) of the %s model (%s): its "
-                          "encoder is not the one bert_config_file describes "
-                          "(num_hidden_layers, ...)" % (where, len(lacking), model_type, shown))
-    wanted, held = _BY_NAME[model_type], held_by(names)
-    runner = wanted.runner or next((_BY_NAME[name].runner for name in wanted.part_of), None)
-    holds = ("an encoder alone (no task head)" if not held.held_marks else
-             "a %s model (%s's head)" % (held.name, held.runner))
-    return ValueError("checkpoint %s holds %s, not a %s model (it lacks %s): a %s model is "
-                      "made by %s; this one exports as --model_type=%s"
-                      % (where, holds, model_type, shown, model_type, runner,
-                         held.served_as or held.name))
