@@ -75,7 +75,7 @@ _FLAGS = (
      "encoder writes BertModel, whatever head the checkpoint has).", huggingface.HF_HEADS),
     ("string", "labels_file", None,
      "--direction=to_hf: the label list of a classifier or tagger whose folder has no "
-     "label_list.txt."),
+     "label_list.txt (where it has one, the same labels in its order)."),
     ("bool", "do_lower_case", None,
      "--direction=to_hf: the model's casing, written into tokenizer_config.json (default: "
      "what the folder's model_settings.json says, else True, the reference's default; "

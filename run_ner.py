@@ -73,7 +73,8 @@ def define_flags(fv):
     string("predict_file", None, "File to tag (default: data_dir/test.txt); may be "
                                  "words only.")
     string("labels_file", None, "Tag list, one per line (default: the training file's "
-                                "tags, saved as output_dir/label_list.txt).")
+                                "tags, saved as output_dir/label_list.txt); a model "
+                                "folder's label_list.txt fixes the order.")
     string("output_dir", None, "Where checkpoints, feature files and results are written.")
     flags_common.define_model_flags(fv)
     flags.DEFINE_integer("doc_stride", ner_data.DEFAULT_DOC_STRIDE, "A sentence longer than one sequence "

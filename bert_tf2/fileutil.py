@@ -333,25 +333,23 @@ def write_label_list(path, labels):
         f.write("".join(label + "\n" for label in labels))
 
 
-def read_label_list(path, forbidden=""):
+def read_label_list(path, forbidden="", why=""):
     """The labels of a file, one per line, in file order (blank lines skipped, labels
-    stripped): distinct, at least one, none holding a character of `forbidden` or a line
-    break. Errors name the file and the line."""
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            lines = split_lines(f.read())
-    except tf.errors.NotFoundError:
-        raise ValueError("%s: no such labels file" % path) from None
+    stripped): distinct, at least one, none holding a character of `forbidden` (`why`:
+    the message's reason) or a line break. Errors name the file and the line. A UTF-8
+    BOM (Notepad's) is no part of the first label (read_text)."""
+    if not tf.io.gfile.exists(path):
+        raise ValueError("%s: no such labels file" % path)
     first_line = {}
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(split_lines(read_text(path)), 1):
         label = line.strip()
         if not label:
             continue
         check_label(label, "%s, line %d" % (path, number))
         bad = [c for c in forbidden if c in label]
         if bad:
-            raise ValueError("%s, line %d: label %r contains %r, which a label may not hold"
-                             % (path, number, label, bad[0]))
+            raise ValueError("%s, line %d: label %r contains %r, which a label may not hold%s"
+                             % (path, number, label, bad[0], why))
         if label in first_line:
             raise ValueError("%s, line %d: label %r is listed twice (first on line %d); "
                              "expected distinct labels, one per line"

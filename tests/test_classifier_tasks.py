@@ -150,11 +150,32 @@ def test_predict_only_run_takes_the_labels_beside_the_checkpoint(csv_run, tmp_pa
                                atol=1e-5, rtol=0)
     labels_file = write_text(tmp_path / "other.txt", "neutral\npositive\nnegative\n")
     with pytest.raises(ValueError, match=r"label_list.txt lists the labels positive, negative, "
-                                         r"neutral; --task_name=csv has neutral, positive, "
-                                         r"negative"):
+                                         r"neutral, the model's outputs in order; "
+                                         r"--labels_file=.*other.txt has neutral, positive, "
+                                         r"negative \(output 0: 'positive' there, 'neutral' "
+                                         r"here\): give --labels_file in that order"):
         rc.run(_fv(argv + ["--output_dir=%s" % (tmp_path / "b"), "--labels_file=%s"
                            % labels_file]))
     assert not (tmp_path / "b" / "test_results.tsv").exists()
+
+
+@pytest.mark.slow
+def test_an_empty_text_of_a_one_column_test_file_keeps_its_row(csv_run, tmp_path):
+    # 39 lines gave 38 rows before the fix (the blank line skipped, every later row beside
+    # the wrong input): one row per line, in order, the others as without the empty text.
+    texts = ["good battery", "the screen broke", "", "fine i guess", "great"]
+    argv = _common(tmp_path) + ["--task_name=tsv", "--init_checkpoint=%s" % csv_run["out"],
+                                "--do_predict", "--predict_batch_size=2"]
+    rows = {}
+    for name, lines in (("with", texts), ("without", [t for t in texts if t])):
+        write_text(tmp_path / name / "test.tsv", "text\n" + "".join(t + "\n" for t in lines))
+        rc.run(_fv(argv + ["--data_dir=%s" % (tmp_path / name),
+                           "--output_dir=%s" % (tmp_path / (name + "_out"))]))
+        rows[name] = read_tsv_floats(tmp_path / (name + "_out") / "test_results.tsv")
+        check_test_predictions(tmp_path / (name + "_out"),
+                               ["test-%d" % i for i in range(len(lines))], _ORDER)
+    kept = [i for i, text in enumerate(texts) if text]
+    np.testing.assert_allclose(np.asarray(rows["with"])[kept], rows["without"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow
@@ -179,9 +200,11 @@ def test_training_on_from_a_folder_keeps_its_label_order(csv_run, tmp_path):
     assert after >= 0.9  # chance 0.33; the labels re-sorted: about 0
     # A --labels_file in another order than the head's: one line, before any training.
     sorted_file = write_text(tmp_path / "sorted.txt", "negative\nneutral\npositive\n")
-    with pytest.raises(ValueError, match=r"^%s lists the labels positive, negative, neutral; "
-                                         r"--task_name=csv has negative, neutral, positive: the "
-                                         r"output layer of --init_checkpoint is in that order"
+    with pytest.raises(ValueError, match=r"^%s lists the labels positive, negative, neutral, "
+                                         r"the model's outputs in order; --labels_file=.*sorted"
+                                         r".txt has negative, neutral, positive \(output 0: "
+                                         r"'positive' there, 'negative' here\): the output "
+                                         r"layer of --init_checkpoint is in that order"
                        % re.escape(str(first / "label_list.txt"))):
         rc.run(_fv(common + again + ["--output_dir=%s" % (tmp_path / "third"),
                                      "--labels_file=%s" % sorted_file]))
@@ -453,14 +476,17 @@ def test_predict_only_run_whose_saved_labels_differ(tmp_path):
                                 "--init_checkpoint=%s" % (tmp_path / "ckpt"),
                                 "--output_dir=%s" % (tmp_path / "out")]
     with pytest.raises(ValueError, match=r"ckpt/label_list.txt lists the labels negative, "
-                                         r"positive; --task_name=sst-2 has 0, 1$"):
+                                         r"positive, the model's outputs in order; "
+                                         r"--task_name=sst-2 has 0, 1 \(output 0: 'negative' "
+                                         r"there, '0' here\)$"):
         rc.run(_fv(argv))
     assert os.listdir(str(tmp_path / "out")) == []
     # The export refuses the same mismatch; without --task_name it needs the task file.
     export = _common(tmp_path) + ["--model_type=classifier", "--init_checkpoint=%s" % (
         tmp_path / "ckpt"), "--export_dir=%s" % (tmp_path / "model")]
-    with pytest.raises(ValueError, match=r"label_list.txt beside --init_checkpoint lists the "
-                                         r"labels negative, positive; --task_name=sst-2 has"):
+    with pytest.raises(ValueError, match=r"ckpt/label_list.txt lists the labels negative, "
+                                         r"positive, the model's outputs in order; "
+                                         r"--task_name=sst-2 has 0, 1"):
         esm.run(flags_common.parse_flags(esm.define_flags, export + ["--task_name=sst-2"]))
     with pytest.raises(ValueError, match=r"needs the model's labels, and --init_checkpoint=.* "
                                          r"has no classifier_task.json"):

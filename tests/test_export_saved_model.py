@@ -719,7 +719,8 @@ def test_export_never_replaces_what_it_did_not_write(tmp_path):
      "must be greater than max_query_length \\(13\\) \\+ 3"),
     ({"model_type": "squad", "task_name": None, "max_query_length": "4",
       "init_checkpoint": "encoder"},
-     "lacks 2 variable\\(s\\) of the squad model, e.g. cls/squad"),
+     "has no head of a squad model \\(it lacks cls/squad/output_weights, cls/squad/output_bias"
+     "\\): a squad model is made by run_squad$"),
     ({"vocab_file": "missing.txt"}, "does not exist"),
     # A flag this export would not read is refused, never dropped.
     ({"pooling": "cls"}, "^--pooling=cls has no effect with --model_type=classifier$"),

@@ -49,6 +49,25 @@ def test_id_or_guid_column_is_the_example_id(tmp_path):
         17, "g2", "test-2", "test-3", "é\t\"x"]
 
 
+@pytest.mark.parametrize("file_format", ["tsv", "csv"])
+def test_a_blank_line_of_a_one_column_test_file_is_an_empty_text(tmp_path, caplog, file_format):
+    # A one-column test file (texts alone): an empty text is a blank line. Before the fix it
+    # was skipped: one row fewer, every later prediction beside the wrong input.
+    write_text(tmp_path / ("test." + file_format), "text\nfirst\n\nthird\nfourth\n\n")
+    p = file_data.FileProcessor(file_format, _COLUMNS, labels=["a"])
+    with caplog.at_level(logging.WARNING):
+        examples = p.get_test_examples(str(tmp_path))
+    assert [(e.guid, e.text_a) for e in examples] == [
+        ("test-0", "first"), ("test-1", ""), ("test-2", "third"), ("test-3", "fourth"),
+        ("test-4", "")]
+    assert re.search(r"test.%s: 2 blank lines \(first: line 3\) after the header of this "
+                     r"one-column file, each read as an empty text" % file_format, caplog.text)
+    # With more columns a blank line is no row (its fields could not be told apart).
+    write_text(tmp_path / "test.tsv", "\ntext\tid\nfirst\t1\n\nthird\t3\n")
+    assert [e.text_a for e in file_data.FileProcessor("tsv", _COLUMNS, labels=["a"])
+            .get_test_examples(str(tmp_path))] == ["first", "third"]
+
+
 def test_tsv_takes_quotes_literally_and_reads_pairs(tmp_path):
     write_text(tmp_path / "dev.tsv", 'q\tlabel\tp\n"a" b\t1\tc, d\n')
     p = file_data.FileProcessor("tsv", file_data.Columns("q", "p", "label"), labels=["0", "1"])

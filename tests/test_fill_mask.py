@@ -114,10 +114,32 @@ def test_stated_behaviour_several_masks_long_texts_and_errors(tiny, tmp_path):
     encoder = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
                if n.startswith("bert/") and "adam" not in n}
     prefix = checkpoints.write_tf1_checkpoint(encoder, str(tmp_path / "enc" / "bert_model.ckpt"))
-    with pytest.raises(ValueError, match=r"has no masked-LM head .* fill-mask needs a pretraining "
-                                         r"checkpoint"):
+    with pytest.raises(ValueError, match=r"^checkpoint .*enc/bert_model.ckpt has no head of a "
+                                         r"masked_lm model \(it lacks cls/predictions/.*\): "
+                                         r"fill-mask needs a pretraining checkpoint "
+                                         r"\(run_pretraining's, a Google release\)$"):
         masked_lm.Predictor(prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
                             bert_config_file=str(tiny["folder"] / "bert_config.json"))
+    # A classifier's folder: named as what it is (before: "has no masked-LM head", and the
+    # export asked "is it a checkpoint of a fine-tuned masked_lm model?").
+    classifier = dict(encoder, output_weights=np.zeros([2, 32], np.float32),
+                      output_bias=np.zeros([2], np.float32))
+    prefix = checkpoints.write_tf1_checkpoint(classifier, str(tmp_path / "cls" / "model.ckpt"))
+    write_text(tmp_path / "cls" / "model_settings.json", json.dumps({"runner": "run_classifier"}))
+    for make in (lambda: masked_lm.Predictor(prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
+                                             bert_config_file=str(tiny["folder"] /
+                                                                  "bert_config.json")),
+                 lambda: export_saved_model.run(export_saved_model.Settings(
+                     model_type="masked_lm", init_checkpoint=prefix,
+                     vocab_file=str(tiny["folder"] / "vocab.txt"),
+                     bert_config_file=str(tiny["folder"] / "bert_config.json"),
+                     export_dir=str(tmp_path / "export")))):
+        with pytest.raises(ValueError, match=r"^checkpoint .*cls/model.ckpt is run_classifier's "
+                                             r"model \(its model_settings.json\), not a masked_lm "
+                                             r"model \(it lacks cls/predictions/.*\): .*pretrain"
+                                             r".*; this one exports as (--)?model_type=classifier$"):
+            make()
+    assert not (tmp_path / "export").exists()
     with pytest.raises(ValueError, match=r"^top_k=0: expected an integer >= 1$"):
         masked_lm.Predictor(tiny["prefix"], top_k=0)
 
@@ -270,7 +292,9 @@ def test_export_refusals_in_one_line_before_any_work(tiny, tmp_path):
     encoder = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
                if n.startswith("bert/")}
     prefix = checkpoints.write_tf1_checkpoint(encoder, str(tmp_path / "enc" / "bert_model.ckpt"))
-    with pytest.raises(ValueError, match=r"lacks 5 variable\(s\) of the masked_lm model"):
+    with pytest.raises(ValueError, match=r"has no head of a masked_lm model \(it lacks "
+                                         r"cls/predictions/.*\): a masked_lm model is made by "
+                                         r"run_pretraining$"):
         export(init_checkpoint=prefix, vocab_file=str(tiny["folder"] / "vocab.txt"),
                bert_config_file=str(tiny["folder"] / "bert_config.json"))
     assert not (tmp_path / "model").exists()
@@ -332,3 +356,27 @@ def test_every_door_gives_the_same_top5(tiny, file_door, tmp_path):
               "top-5 tokens =, max |p diff| %.1e" % (len(_TEXTS), sum(map(len, ours)), door,
                                                       worst))
         assert worst <= 1e-5, door
+
+
+def test_a_checkpoint_without_the_head_is_refused_as_what_its_folder_is(tmp_path):
+    # Before: the export of a run_classifier folder as masked_lm asked "is it a checkpoint of
+    # a fine-tuned masked_lm model?"; the refusal now names the folder's runner and export.
+    from bert_tf2.export import head_refusal  # pylint: disable=import-outside-toplevel
+    lacking = ["cls/predictions/output_bias", "cls/predictions/transform/dense/kernel"]
+    write_text(tmp_path / "model_settings.json", json.dumps({"runner": "run_pretraining"}))
+    (tmp_path / "none").mkdir()  # a folder without model_settings.json (a bare checkpoint)
+    for folder, model_type, missing, message in (
+            (tmp_path, "classifier", ["output_weights", "output_bias"],
+             "is run_pretraining's model (its model_settings.json), not a classifier model (it "
+             "lacks output_weights, output_bias): NEEDS; this one exports as "
+             "--model_type=encoder"),
+            (tmp_path / "none", "masked_lm", lacking,
+             "has no head of a masked_lm model (it lacks cls/predictions/output_bias, "
+             "cls/predictions/transform/dense/kernel): NEEDS"),
+            (tmp_path, "classifier", ["bert/encoder/layer_3/output/dense/kernel"] * 4,
+             "lacks 4 variable(s) of the classifier model (bert/encoder/layer_3/output/dense/"
+             "kernel, bert/encoder/layer_3/output/dense/kernel, bert/encoder/layer_3/output/"
+             "dense/kernel, ...): its encoder is not the one bert_config_file describes "
+             "(num_hidden_layers, ...)")):
+        error = head_refusal.error(model_type, str(folder), missing, "NEEDS")
+        assert str(error) == "checkpoint %s %s" % (folder, message)

@@ -121,6 +121,17 @@ def test_the_classifier_reads_frames_series_tuples_and_arrays(classifier):
     (_frame({"text": ["good"], "label": ["pos"]}), None,
      r"^texts is a DataFrame with the columns 'text', 'label'; expected the column 'review' "
      r"\(and 'extra'\), or the column 'text_a' \(and 'text_b'\), or a frame of one column$"),
+    # Before: "texts[0] is a list, not a str" (a frame's .values, a column kept 2-D).
+    (np.array([["good"], ["bad"]]), np.array(["x", "y"]),
+     r"^texts is a numpy array of shape \(2, 1\); expected one text per item, a "
+     r"1-dimensional array \(one column of it: texts\[:, 0\]\)$"),
+    # Before: "texts_b[1] is NaN (a missing value), not a str": the None the user wrote is
+    # NaN in pandas, and texts_b[1] is not row 1 of a Series indexed otherwise.
+    (["good", "bad"], lambda: pd.Series(["x", None], index=[10, 11]),
+     r"^texts_b row 1 \(index 11\) is a missing value \(None, NaN or pandas' NA: pandas "
+     r"keeps a None as NaN\); give every row a value \('' for an empty text\)$"),
+    (_frame({"review": ["good", None], "extra": ["x", "y"]}), None,
+     r"^texts column 'review' row 1 \(index 1\) is a missing value \(None, NaN or "),
 ])
 def test_the_classifier_refuses_other_shapes_in_one_line(classifier, texts, texts_b, message):
     with pytest.raises(ValueError, match=message) as refused:

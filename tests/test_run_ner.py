@@ -277,9 +277,11 @@ def test_training_on_from_a_folder_keeps_its_tag_order(tmp_path):
             ner_data.read_conll(train))
     assert labels() == ["O", "I-PER", "B-PER"]
     other = write(tmp_path / "sorted.txt", "O\nB-PER\nI-PER\n")
-    with pytest.raises(ValueError, match=r"^%s lists the tags O I-PER B-PER in its output "
-                                         r"order; --labels_file=.*sorted.txt has O B-PER I-PER: "
-                                         r"the output layer of --init_checkpoint is in that order"
+    with pytest.raises(ValueError, match=r"^%s lists the labels O, I-PER, B-PER, the model's "
+                                         r"outputs in order; --labels_file=.*sorted.txt has O, "
+                                         r"B-PER, I-PER \(output 1: 'I-PER' there, 'B-PER' "
+                                         r"here\): the output layer of --init_checkpoint is in "
+                                         r"that order"
                        % re.escape(str(folder / "label_list.txt"))):
         labels(labels_file=other)
     # Tags the head does not have: one error naming both lists.

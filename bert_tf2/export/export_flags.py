@@ -24,7 +24,7 @@ EXPORT_FLAGS = (
     ("string", "labels_file", None,
      "--model_type=tagger or classifier: the label list, in output order (default: "
      "label_list.txt beside --init_checkpoint, as run_ner and run_classifier write it in "
-     "their --output_dir)."),
+     "their --output_dir; where that file is, the same labels in its order)."),
 )
 
 # The flags of one --model_type each (a tagger's, a squad model's, the encoder's), and how

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf2.encoder import attention
+from bert_tf2.export import head_refusal
 from bert_tf2.export import head_types
 from bert_tf2.export import saved_model_dir
 from bert_tf2.export import serving
@@ -32,13 +33,13 @@ def load_weights(model, init_checkpoint, model_type):
     random outputs, so missing variables are an error here (unlike in training).
     """
     result = checkpoints.load_checkpoint(model, init_checkpoint)
-    if result.not_in_checkpoint:
-        raise ValueError(
-            "checkpoint %s lacks %d variable(s) of the %s model, e.g. %s (is it a "
-            "checkpoint of a fine-tuned %s model?)"
-            % (init_checkpoint, len(result.not_in_checkpoint), model_type,
-               ", ".join(result.not_in_checkpoint[:3]), model_type))
     entry = head_types.find(model_type)
+    if result.not_in_checkpoint:  # the runner that makes one (the masked LM's: its part_of's)
+        makers = [e.runner for e in [entry] + [head_types.find(n) for n in entry.part_of]
+                  if e.runner] if entry else []
+        raise head_refusal.error(model_type, init_checkpoint, result.not_in_checkpoint,
+                                 "a %s model is made by %s" % (model_type, makers[0]) if makers
+                                 else "use a checkpoint of a %s model" % model_type)
     if entry is None:
         checkpoints.check_serves(model, init_checkpoint)  # another head's variables
     else:  # the head's own check (an encoder is served from any task's checkpoint)

@@ -607,17 +607,18 @@ class Tagger(ModelType):
                 "doc_stride": module.doc_stride}  # its windows, LiteRTPredictor's too
 
     def export_labels(self, settings):
-        """The tag list: --labels_file, else the label_list.txt run_ner left beside
-        --init_checkpoint."""
+        """The tag list: --labels_file (in the order of the folder's: label_order), else the
+        label_list.txt run_ner left beside --init_checkpoint."""
         # pylint: disable=import-outside-toplevel
+        from bert_tf2.tasks import label_order
         from bert_tf2.tasks import ner_data
         from bert_tf2.trainer import checkpoints
-        path = settings.labels_file or checkpoints.settings_file(ner_data.LABELS_FILE_NAME,
-                                                                 settings.init_checkpoint)
-        if not path:
+        labels = label_order.read_labels_file(settings.labels_file, checkpoints.settings_file(
+            ner_data.LABELS_FILE_NAME, settings.init_checkpoint), ner_data.read_labels)
+        if labels is None:
             raise ValueError("--model_type=tagger needs the tag list: pass --labels_file "
                              "(no %s beside --init_checkpoint)" % ner_data.LABELS_FILE_NAME)
-        return ner_data.read_labels(path), False
+        return labels, False
 
     def export_kwargs(self, settings, folder, saved_pooling, bert_config):
         from bert_tf2 import heads  # pylint: disable=import-outside-toplevel

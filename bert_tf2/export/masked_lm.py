@@ -51,6 +51,7 @@ from bert_tf2 import fileutil
 from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2.export import graph_ops
+from bert_tf2.export import head_refusal
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.trainer import checkpoints
 
@@ -228,10 +229,10 @@ class Predictor(object):
         self.model = heads.BertMaskedLM(config)
         self.model(heads.dummy_features(), training=False)
         lacking = [n for n in checkpoints.missing_variables(self.model, prefix, "model")]
-        if lacking:
-            raise ValueError("checkpoint %s has no masked-LM head (it lacks %s): fill-mask needs "
-                             "a pretraining checkpoint (cls/predictions/*)"
-                             % (prefix, ", ".join(lacking[:2])))
+        if lacking:  # what the checkpoint is instead, and how it is exported
+            raise head_refusal.error("masked_lm", prefix, lacking, "fill-mask needs a "
+                                     "pretraining checkpoint (run_pretraining's, a Google "
+                                     "release)")
         checkpoints.load_checkpoint(self.model, prefix, log=False, flag="model")
         # Traced as written (no AutoGraph), as the runners' steps are.
         self._run = tf.function(lambda f: self.model(f, training=False)["probabilities"],

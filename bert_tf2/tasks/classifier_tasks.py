@@ -13,7 +13,7 @@ classifier_task.json ({"task_name", "task_type"}). The label order belongs to th
 every run (one that trains on from a model folder too) takes a file task's labels and
 type from the folder it starts from (the restored --output_dir, else beside
 --init_checkpoint), refuses a --labels_file in another order, and checks a built-in or
-plugged-in processor's labels against them (check_labels);
+plugged-in processor's labels against them (check_labels; both label_order's one check);
 export_saved_model takes the labels and the kind of head from there (export_task), so a
 model exports with --init_checkpoint alone. Output dirs written before these files
 existed still work with a built-in --task_name.
@@ -65,6 +65,7 @@ from bert_tf2 import fileutil
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
+from bert_tf2.tasks import label_order
 from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import user_processor
@@ -94,7 +95,8 @@ def define_flags(fv):
         "labels_file", None,
         "%s: the label list, one per line, in output order (default: every label of "
         "the training file, sorted; without --do_train the label_list.txt of --output_dir "
-        "or beside --init_checkpoint)." % _LABELS_TASKS, flag_values=fv)
+        "or beside --init_checkpoint); a model folder's label_list.txt fixes the order."
+        % _LABELS_TASKS, flag_values=fv)
     file_data.define_flags(fv)
     multilabel_data.define_flags(fv)
     flags.DEFINE_string(
@@ -241,10 +243,10 @@ def _data_file_processor(task, file_format):
     if kind == "regression" and task.labels_file:
         raise ValueError("--labels_file: a --task_type=regression task has no labels")
     if kind != "regression":
-        # The head's list (the folder the run starts from), else --labels_file; a
-        # training run from scratch makes it from train (sorted). check_labels refuses a
-        # --labels_file other than the head's.
-        labels = read_labels(task.labels_file or saved_file(task, LABELS_FILE), kind)
+        # --labels_file in the order of the head's list (the folder the run starts from),
+        # else that list; a training run from scratch makes it from train (sorted).
+        labels = label_order.read_labels_file(task.labels_file, saved_file(task, LABELS_FILE),
+                                              _reader(kind), _new_dir(task))
         if labels is None and not task.do_train:
             raise ValueError(
                 "--task_name=%s without --do_train needs the label list: pass --labels_file, "
@@ -275,13 +277,9 @@ def saved_file(task, name):
     return training_record.head_file(task, name)
 
 
-def read_labels(path, kind):
-    """The label list at `path` (None for None): multi-label names hold no ","."""
-    if not path:
-        return None
-    if kind == "multilabel":
-        return multilabel_data.read_labels(path)
-    return fileutil.read_label_list(path)
+def _reader(kind):
+    """The reader of a label list of a head of --task_type `kind`."""
+    return multilabel_data.read_labels if kind == "multilabel" else fileutil.read_label_list
 
 
 def read_task_file(path):
@@ -323,12 +321,10 @@ def check_labels(task, processor):
     if saved_kind != kind:
         raise ValueError("%s is of a %s model; %s is a %s task%s"
                          % (path, saved_kind, _owner(task), kind, _new_dir(task)))
-    path = saved_file(task, LABELS_FILE)
-    saved = read_labels(path, kind) if names is not None else None
-    if saved is not None and saved != names:
-        raise ValueError("%s lists the labels %s; %s has %s%s"
-                         % (path, ", ".join(saved), _owner(task), ", ".join(names),
-                            _new_dir(task)))
+    if names is not None:
+        label_order.check(names, "--labels_file=%s" % task.labels_file if task.labels_file
+                          else _owner(task), saved_file(task, LABELS_FILE), _reader(kind),
+                          _new_dir(task))
 
 
 def _new_dir(task):
@@ -381,16 +377,11 @@ def export_task(task):
         if task.labels_file:
             raise ValueError("--labels_file: a regression model has no labels")
         return [None], False
-    labels = read_labels(task.labels_file or checkpoints.file_beside(task.init_checkpoint,
-                                                                   LABELS_FILE), kind)
+    beside = checkpoints.file_beside(task.init_checkpoint, LABELS_FILE)
+    labels = label_order.read_labels_file(task.labels_file, beside, _reader(kind))
     if builtin:
-        expected = label_names(builtin)
-        if labels is not None and labels != expected:
-            raise ValueError("%s lists the labels %s; --task_name=%s has %s"
-                             % (task.labels_file or "the %s beside --init_checkpoint"
-                                % LABELS_FILE, ", ".join(labels), task.task_name,
-                                ", ".join(expected)))
-        return expected, False
+        return label_order.check(label_names(builtin), "--task_name=%s" % task.task_name,
+                                 task.labels_file or beside, _reader(kind)), False
     if labels is None or not (kind or task.labels_file):
         raise ValueError(_export_help(task, kind))
     return labels, kind == "multilabel"

@@ -6,6 +6,8 @@
 - tsv: one row per line, cells separated by tabs, quotes taken literally (as the
   GLUE files are read); the first row names the columns;
 - jsonl: one JSON object per line (blank lines skipped).
+In a csv / tsv file of one column (a test file of single texts) a blank line is an empty
+text, a row as any other (one prediction per line, in order; warned).
 Columns are found by name: --text_a_column (default text), --text_b_column (none:
 single texts) and --label_column (default label); a column named "id" (else "guid")
 gives each example its id (test_predictions.jsonl's "id"; default "test-<index>");
@@ -127,11 +129,14 @@ def _delimited_rows(path, wanted, optional, delimiter, quoting):
     """Rows of a CSV/TSV file with a header: each record as wide as the header."""
     text = fileutil.read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
-    rows, columns, width, start = [], None, 0, 1
+    rows, columns, width, start, empty = [], None, 0, 1, []
     with _large_fields():
         try:
             for cells in reader:
                 first, start = start, reader.line_num + 1
+                if not cells and width == 1:  # a one-column file's empty text: a row
+                    cells = [""]
+                    empty.append(first)
                 if not cells:  # a blank line
                     continue
                 if columns is None:
@@ -151,6 +156,10 @@ def _delimited_rows(path, wanted, optional, delimiter, quoting):
     if columns is None:
         raise ValueError("%s: the file is empty (expected a header row naming the columns "
                          "%s)" % (path, ", ".join(wanted)))
+    if empty:
+        logging.warning("%s: %d blank line%s (first: line %d) after the header of this "
+                        "one-column file, each read as an empty text (one row per line)",
+                        path, len(empty), "s"[len(empty) == 1:], empty[0])
     return rows
 
 

@@ -55,6 +55,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
+from bert_tf2.tasks import label_order
 from bert_tf2.tasks import predict_inputs
 from bert_tf2.text import fast_batch
 
@@ -346,7 +347,15 @@ def auto_tag_scheme(conll_file, labels):
 
 # The label list file: one per line, distinct (a user's --labels_file too).
 write_labels = fileutil.write_label_list
-read_labels = fileutil.read_label_list
+
+
+def read_labels(path):
+    """A tag list (label_list.txt, a --labels_file): fileutil.read_label_list's, no tag
+    holding an ASCII blank. A CoNLL file's columns end at _BLANKS, so no word of one can
+    carry such a tag, and the files we write (conlleval's layout) would read it as two:
+    "B-PER<tab>I-PER" on one line is refused, naming file and line, not taken as one tag."""
+    return fileutil.read_label_list(path, forbidden=_BLANKS, why=(
+        " (a CoNLL tag holds no blank: one tag per line)"))
 
 
 def check_tags(conll_file, labels):
@@ -581,11 +590,11 @@ def hf_task(contents, found, init_checkpoint, labels_file, notes):
     # pylint: disable=import-outside-toplevel
     from bert_tf2 import heads  # the tagger's model (a load of tf_keras: only here)
     from bert_tf2.trainer import checkpoints
-    path = labels_file or checkpoints.file_beside(init_checkpoint, LABELS_FILE_NAME)
-    if not path:
+    labels = label_order.read_labels_file(
+        labels_file, checkpoints.file_beside(init_checkpoint, LABELS_FILE_NAME), read_labels)
+    if labels is None:
         raise ValueError("--init_checkpoint=%s holds a tagger but no %s beside it: pass "
                          "--labels_file" % (init_checkpoint, LABELS_FILE_NAME))
-    labels = read_labels(path)
     if not heads.holds_crf(contents.model_names()):
         return labels, {}, None
     scheme = found.get("crf_tag_scheme") or "none"

@@ -19,6 +19,7 @@ from bert_tf2 import heads
 from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import data_tables
+from bert_tf2.tasks import label_order
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_metrics
 from bert_tf2.trainer import checkpoints
@@ -246,16 +247,13 @@ def labels_of(settings, train):
     rest sorted). A --labels_file other than the head's list, or training tags it lacks:
     ValueError naming both."""
     path = training_record.head_file(settings, ner_data.LABELS_FILE_NAME)
-    saved = ner_data.read_labels(path) if path else None
     if settings.labels_file:
-        labels = ner_data.read_labels(settings.labels_file)
-        if saved is not None and saved != labels:
-            raise ValueError("%s lists the tags %s in its output order; --labels_file=%s has %s%s"
-                             % (path, " ".join(saved), settings.labels_file, " ".join(labels),
-                                training_record.way_out(settings, path)))
+        labels = label_order.read_labels_file(settings.labels_file, path, ner_data.read_labels,
+                                              training_record.way_out(settings, path))
         if train is not None:
             ner_data.check_tags(train, labels)
         return labels
+    saved = ner_data.read_labels(path) if path else None
     if saved is not None:
         wanted = ner_data.labels_from(train) if train is not None else []
         if not set(wanted) <= set(saved):

@@ -6,7 +6,9 @@ plain list of the items:
 
 - a list, tuple or generator (listed once): its items, in order;
 - a pandas Series or a numpy array: its values (an array's rows), as Python values (a
-  numpy str or number as its str / int / float, an array cell or row as a list);
+  numpy str or number as its str / int / float, an array cell or row as a list); a
+  missing cell of a Series or a frame's column (None, NaN, pandas' NA) is one ValueError
+  naming its row and index label; an array of texts has one dimension (not a (n, 1));
 - a pandas DataFrame: read by its columns, never by iterating it (which yields the
   column names): the runner names the columns it reads (frame_columns), or takes its
   rows as dicts (frame_records).
@@ -19,6 +21,8 @@ by their type's module.
 """
 import collections.abc
 import math
+
+from bert_tf2.tasks import data_tables
 
 # What every argument of items() may be, for the messages.
 SHAPES = "a list (or tuple) of %s, a pandas Series or DataFrame, or a numpy array of %s"
@@ -98,10 +102,14 @@ def items(value, argument, what="str"):
                          "Series (one column of a frame) or a numpy array of %s"
                          % (argument, what, what))
     if kind == "Series":
-        return [plain(v) for v in value.tolist()]
+        return _present_cells(value, argument)
     if type(value).__module__ == "numpy" and hasattr(value, "ndim"):
         if value.ndim == 0:  # a rank-2 array: a list of rows (a sentence's words)
             raise refuse(value, argument, what)
+        if value.ndim > 1 and what == "str":  # a frame's .values, a column kept 2-D
+            raise ValueError("%s is a numpy array of shape %s; expected one text per item, a "
+                             "1-dimensional array (one column of it: %s[:, 0])"
+                             % (argument, tuple(value.shape), argument))
         return [plain(v) for v in value]
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
@@ -127,10 +135,11 @@ def frame_columns(frame, argument, choices):
     width = max(len(names) for names in choices)
     for names in choices:
         if names and names[0] in columns:
-            found = [_cells(frame, name) if name in columns else None for name in names]
+            found = [_cells(frame, name, argument) if name in columns else None
+                     for name in names]
             return tuple(found + [None] * (width - len(found)))
     if len(columns) == 1:
-        return tuple([_cells(frame, frame.columns[0])] + [None] * (width - 1))
+        return tuple([_cells(frame, frame.columns[0], argument)] + [None] * (width - 1))
     wanted = ["the column %r%s" % (names[0], "".join(" (and %r)" % n for n in names[1:] if n))
               for names in choices if names]
     raise ValueError("%s is a DataFrame with the columns %s; expected %s, or a frame of one "
@@ -138,9 +147,24 @@ def frame_columns(frame, argument, choices):
                                  ", or ".join(wanted)))
 
 
-def _cells(frame, name):
-    """The cells of column `name` of `frame`, as plain Python values."""
-    return [plain(v) for v in frame[name].tolist()]
+def _cells(frame, name, argument):
+    """The cells of column `name` of `frame` (the DataFrame `argument`), as plain Python
+    values (_present_cells)."""
+    return _present_cells(frame[name], "%s column %r" % (argument, str(name)))
+
+
+def _present_cells(series, where):
+    """The cells of the pandas Series `series` as plain values; a missing one (None, NaN,
+    pandas' NA: pandas may keep a None as NaN) is one ValueError naming `where`, its row
+    (0-based position) and its index label, which can differ."""
+    cells = [plain(v) for v in series.tolist()]
+    for position, cell in enumerate(cells):
+        if data_tables.is_missing(cell):
+            raise ValueError("%s row %d (index %r) is a missing value (None, NaN or pandas' "
+                             "NA: pandas keeps a None as NaN); give every row a value ('' for "
+                             "an empty text)" % (where, position,
+                                                 plain(series.index[position])))
+    return cells
 
 
 def frame_records(frame, argument):
