@@ -80,6 +80,29 @@ def test_every_door_class_is_found_and_shares_the_one_lifecycle():
     assert not outside, "doors not built on bert_tf2.base.doors.Door: %s" % outside
 
 
+# A door's public methods that make no call of its model (the others start with
+# check_usable, or model_folder.predict_call, which calls it).
+_NOT_CALLS = {"close", "describe_door", "once", "open_door", "ready_tokenizer", "check_usable"}
+
+
+def test_every_public_call_of_a_door_is_refused_after_close_or_fork():
+    """A door's predict (batch, answers, ...) starts with check_usable: a new method that
+    skips it, or a door that does, fails here."""
+    unchecked = []
+    for module, name in sorted(_door_sources()):
+        path = REPO_ROOT / (module.replace(".", "/") + ".py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        door = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        for method in door.body:
+            if not isinstance(method, ast.FunctionDef) or method.name.startswith("_") or \
+                    method.name in _NOT_CALLS:
+                continue
+            decorated = any("predict_call" in ast.unparse(d) for d in method.decorator_list)
+            if not decorated and "check_usable" not in ast.unparse(method):
+                unchecked.append("%s.%s.%s" % (module, name, method.name))
+    assert not unchecked, unchecked
+
+
 # ---------------------------------------------------------------------------
 # Fork: one RuntimeError naming the fix, never a hang
 # ---------------------------------------------------------------------------
@@ -355,3 +378,36 @@ def test_a_runners_door_used_in_a_forked_child_is_refused_not_hung(classifier):
     assert code == 0
     _assert_fork_refusals(report, 1)
     assert report[0].startswith("RuntimeError: run_classifier.Predictor: ")
+
+
+# ---------------------------------------------------------------------------
+# LiteRTPredictor (test_litert's tiny classifier export)
+# ---------------------------------------------------------------------------
+
+from test_litert import sst_export, tiny  # noqa: E402,F401  pylint: disable=wrong-import-position
+
+
+@pytest.mark.slow
+def test_the_litert_door_is_built_ready_serves_threads_and_refuses_a_fork(sst_export,
+                                                                          monkeypatch):
+    """Issue 91 items 3 and 10 for LiteRTPredictor: the first long texts from 8 threads at
+    once build nothing and get serial calls' answers; no signal handler is installed; in
+    a forked child its calls are one RuntimeError."""
+    pytest.importorskip("ai_edge_litert")
+    from bert_tf2.export.litert_predictor import LiteRTPredictor  # pylint: disable=import-outside-toplevel
+    before = _handlers()
+    predictor = LiteRTPredictor(str(sst_export[0]), variant="fp32")
+
+    def refused(full_tokenizer):
+        raise AssertionError("the batch path built on a call, not when the door was made")
+
+    monkeypatch.setattr(fast_batch, "build", refused)
+    texts = ["%s %d" % (_LONG, i) for i in range(8)]
+    turns = lambda i: predictor.predict(texts[i:] + texts[:i])
+    results = _at_once(turns, 8)
+    assert [results[i] for i in range(8)] == [turns(i) for i in range(8)]
+    assert _handlers() == before
+    report, code = in_forked_child([lambda: predictor.predict(["a good film"])])
+    assert code == 0
+    _assert_fork_refusals(report, 1)
+    assert report[0].startswith("RuntimeError: LiteRTPredictor: ")
