@@ -7,7 +7,6 @@ one caller, and installs no signal handler."""
 import ast
 import importlib
 import os
-import pathlib
 import select
 import signal
 import threading
@@ -20,6 +19,8 @@ from bert_tf2.base import doors
 from bert_tf2.export import masked_lm
 from bert_tf2.text import fast_batch
 from conftest import HANG_GUARD_SECONDS, REPO_ROOT, write_text
+# test_litert's tiny export, for LiteRTPredictor's test
+from test_litert import sst_export, tiny  # noqa: F401  pylint: disable=unused-import
 
 # The doors there are today: the scan must find at least these (a scan that finds nothing
 # would check nothing).
@@ -383,9 +384,6 @@ def test_a_runners_door_used_in_a_forked_child_is_refused_not_hung(classifier):
 # ---------------------------------------------------------------------------
 # LiteRTPredictor (test_litert's tiny classifier export)
 # ---------------------------------------------------------------------------
-
-from test_litert import sst_export, tiny  # noqa: E402,F401  pylint: disable=wrong-import-position
-
 
 @pytest.mark.slow
 def test_the_litert_door_is_built_ready_serves_threads_and_refuses_a_fork(sst_export,
