@@ -331,6 +331,7 @@ class Predictor(model_folder.FolderPredictor):
         labels = processor.get_labels()
         self._placeholder = (() if processor.is_multilabel else
                              "0" if processor.is_regression else labels[0])
+        self.ready_tokenizer(plan.tokenizer)
 
     @model_folder.predict_call
     def predict(self, texts, texts_b=None):

@@ -200,6 +200,7 @@ class Predictor(model_folder.FolderPredictor):
         self.runner = training.make_runner(
             self.settings.part(*training.SETTINGS),
             lambda: multiple_choice_task.choice_model(bert_config, self.settings.use_tpu))
+        self.ready_tokenizer(self.tokenizer)
 
     @model_folder.predict_call
     def predict(self, questions):

@@ -260,6 +260,7 @@ class Predictor(model_folder.FolderPredictor):
         self.settings, self.task = plan.settings, plan.task
         self.runner = training.make_runner(self.settings.part(*training.SETTINGS),
                                            lambda: self.task.model(plan.bert_config))
+        self.ready_tokenizer(self.task.tokenizer)
 
     @model_folder.predict_call
     def predict(self, sentences):

@@ -357,6 +357,7 @@ class Predictor(model_folder.FolderPredictor):
         self.task = squad_task.SquadTask(self.settings, loaders.load_tokenizer(
             self.settings.vocab_file, self.settings.do_lower_case))
         self.runner = _make_runner(self.settings, bert_config)
+        self.ready_tokenizer(self.task.tokenizer)
 
     @model_folder.predict_call
     def predict(self, questions, contexts=None):

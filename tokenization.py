@@ -45,11 +45,15 @@ re-implementation of the reference's steps (tests/test_tokenization.py).
 import collections
 import os
 import re
+import threading
 import unicodedata
 
 from bert_tf2.text import characters
 from bert_tf2.text import exact_shortcuts
 from bert_tf2.text import fast_batch
+
+# Held while a FullTokenizer makes its BatchPath (threads calling at once share one).
+_BATCH_PATH_LOCK = threading.Lock()
 
 # ---------------------------------------------------------------------------
 # Text helpers.
@@ -409,13 +413,25 @@ class FullTokenizer(object):
         """
         return self._batch(texts, chunk_size, as_tokens=False)
 
+    def prepare_batch(self):
+        """Builds the batch path now (its character tables, once per process, and the
+        vocabulary's FastWordpieceTokenizer: about a second), so that no later
+        tokenize_batch call pays for it; the Python Predictors call it when made."""
+        if not self._customized():
+            self._batch_path().fast_tokenizer(self)
+
+    def _batch_path(self):
+        """This tokenizer's fast_batch.BatchPath, made once (threads share it)."""
+        with _BATCH_PATH_LOCK:
+            if not isinstance(getattr(self, "_fast", None), fast_batch.BatchPath):  # first use
+                self._fast = fast_batch.BatchPath()
+            return self._fast
+
     def _batch(self, texts, chunk_size, as_tokens):
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive, got %r" % (chunk_size,))
-        if not isinstance(getattr(self, "_fast", None), fast_batch.BatchPath):  # first use
-            self._fast = fast_batch.BatchPath()
         chunks = fast_batch.unicode_chunks(texts, chunk_size, convert_to_unicode)
-        return self._fast.rows(self, chunks, as_tokens, stock=not self._customized())
+        return self._batch_path().rows(self, chunks, as_tokens, stock=not self._customized())
 
     def _customized(self):
         """True when tokenize() is not this class's stock pipeline on self.vocab."""

@@ -23,6 +23,7 @@ import threading
 import numpy as np
 
 from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
+from bert_tf2.base import doors
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
 from bert_tf2.export import serving_squad
@@ -276,7 +277,7 @@ class ModelRunner(object):
         return {name: np.concatenate([p[name] for p in parts], axis=0) for name in parts[0]}
 
 
-class LiteRTPredictor(object):
+class LiteRTPredictor(doors.Door):
     """A LiteRT model of an export folder, called on raw text, from any number of threads.
 
     Args:
@@ -295,10 +296,13 @@ class LiteRTPredictor(object):
     (one interpreter of 1 or 2 threads), a pool of 2 of 1 thread and one interpreter per
     client thread gave the same throughput within the noise, one thread per interpreter
     spent the least CPU per text, and each interpreter adds its weights' memory: hence
-    the default, as many single-threaded interpreters as CPUs.
+    the default, as many single-threaded interpreters as CPUs. Its lifecycle (built ready:
+    the tokenizer's batch path built when it is made; refused after fork; no signal
+    handler) is doors.Door's.
     """
 
     def __init__(self, export_dir, variant="int8", num_threads=None, interpreters=None):
+        self.open_door("LiteRTPredictor")
         if variant not in VARIANTS:
             raise ValueError("variant must be one of %s, got %r" % (", ".join(VARIANTS),
                                                                    variant))
@@ -328,17 +332,24 @@ class LiteRTPredictor(object):
         _check_vocab(vocab, self.info.get("vocab"), os.path.join(export_dir, INFO_FILE))
         self.tokenizer = asset_tokenizer(vocab, self.info["do_lower_case"])
         self.vocab_file = vocab
+        self.model_path = path
         self.run = ModelRunner(path, num_threads, interpreters)
         if self.run.seq_length > 0 and self.run.seq_length != self.max_seq_length:
             raise ValueError("%s: field 'max_seq_length' is %d but %s takes ids of length %d"
                              % (os.path.join(export_dir, INFO_FILE), self.max_seq_length,
                                 path, self.run.seq_length))
+        self.ready_tokenizer(self.tokenizer)
+
+    def describe_door(self):
+        """The refusals' name: the class and its model file."""
+        return "LiteRTPredictor of %s" % self.model_path
 
     def batch(self, texts, texts_b=None):
         """The litert_data.Batch of what predict() is given: read as the runner's
         Predictor.predict reads it (classifier / encoder: run_classifier's texts, texts_b;
         tagger: run_ner's sentences; squad: run_squad's questions, contexts), with its
         one-line ValueErrors naming those arguments (the head's litert_batch)."""
+        self.check_usable()
         return self.head.litert_batch(self, texts, texts_b)
 
     def predict(self, texts, texts_b=None):
@@ -367,10 +378,12 @@ class LiteRTPredictor(object):
           top-k {"token", "token_id", "probability"} (masked_lm.Predictor's). No texts: no
           results.
         """
+        self.check_usable()
         return self.head.litert_predict(self, texts, texts_b)
 
     def answers(self, questions, contexts):
         """A squad model's answers with their scores: per question run_squad.predict()'s
         {"text", "probability", "nbest"} (squad_results.answer_of), under the export's
         doc_stride, n_best_size, max_answer_length and SQuAD 2.0 rule."""
+        self.check_usable()
         return self.head.litert_answers(self, questions, contexts)

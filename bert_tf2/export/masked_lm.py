@@ -50,6 +50,7 @@ from bert import modeling
 from bert_tf2 import fileutil
 from bert_tf2 import heads
 from bert_tf2 import loaders
+from bert_tf2.base import doors
 from bert_tf2.export import graph_ops
 from bert_tf2.export import head_refusal
 from bert_tf2.tasks import predict_inputs
@@ -142,11 +143,27 @@ class MaskedLM(object):
             per_mask = []
             for slot in range(count):
                 p = probabilities[row, slot]
-                best = np.argsort(-p, kind="stable")[:self.top_k]
+                best = top_ids(p, self.top_k)
                 per_mask.append([{"token": self.token_of(i), "token_id": int(i),
                                   "probability": float(p[i])} for i in best])
             answers.append(per_mask)
         return answers
+
+
+def top_ids(p, k):
+    """The ids of the k highest of `p` (1-D), highest first, a tie in the lower id first:
+    np.argsort(-p, kind="stable")[:k] (and tf.math.top_k's order, the SavedModel's),
+    without sorting the whole vocabulary: the fewer than k values above the k-th highest
+    are sorted, then come the lowest ids of those equal to it (a tie keeps id order)."""
+    if k >= p.size:
+        return np.argsort(-p, kind="stable")[:k]
+    negated = -p
+    kth = np.partition(negated, k - 1)[k - 1]
+    if np.isnan(kth):  # NaNs among the k: the whole sort places them (last)
+        return np.argsort(negated, kind="stable")[:k]
+    above = np.flatnonzero(negated < kth)
+    above = above[np.argsort(negated[above], kind="stable")]
+    return np.concatenate([above, np.flatnonzero(negated == kth)[:k - above.size]])
 
 
 def _model_files(model, vocab_file, bert_config_file, do_lower_case, max_seq_length):
@@ -193,7 +210,12 @@ def default_length(folder_settings, bert_config_file):
         bert_config_file).max_position_embeddings
 
 
-class Predictor(object):
+# The features predict() hands the model: any batch, any length, any number of masks.
+_FEATURE_SPECS = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in (
+    "input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
+
+
+class Predictor(doors.Door):
     """A masked language model loaded once, filling [MASK]s of texts in memory.
 
         predictor = bert_tf2.export.masked_lm.Predictor("uncased_L-12_H-768_A-12/bert_model.ckpt")
@@ -212,12 +234,16 @@ class Predictor(object):
       batch_size: texts per forward pass.
 
     predict(texts) -> one list per text (a str is one text), of one list per [MASK] in
-    text order, of the top_k answers (module docstring: what a text gives).
+    text order, of the top_k answers (module docstring: what a text gives). One predictor
+    serves any number of threads; its lifecycle (built ready: the model's step traced
+    once, for every shape, when it is made; refused after fork; no signal handler) is
+    doors.Door's.
     """
 
     def __init__(self, model, top_k=5, max_seq_length=None, vocab_file=None,
                  bert_config_file=None, do_lower_case=None, batch_size=32):
         check_at_least(batch_size, "batch_size")
+        self.open_door("masked_lm.Predictor")
         prefix, config_file, vocab_file, do_lower_case, max_seq_length = _model_files(
             model, vocab_file, bert_config_file, do_lower_case, max_seq_length)
         config = loaders.load_bert_config(config_file, max_seq_length)
@@ -234,14 +260,23 @@ class Predictor(object):
                                      "pretraining checkpoint (run_pretraining's, a Google "
                                      "release)")
         checkpoints.load_checkpoint(self.model, prefix, log=False, flag="model")
-        # Traced as written (no AutoGraph), as the runners' steps are.
+        # Traced as written (no AutoGraph), as the runners' steps are, once, here, for
+        # every batch, length and number of masks (a first call from several threads at
+        # once traced it per thread, per new length).
         self._run = tf.function(lambda f: self.model(f, training=False)["probabilities"],
-                                reduce_retracing=True, autograph=False)
+                                input_signature=[_FEATURE_SPECS], autograph=False
+                                ).get_concrete_function()
+        # (its tokenizer's batch path is not built: encode() tokenizes text by text)
+
+    def describe_door(self):
+        """The refusals' name: the class and its checkpoint."""
+        return "masked_lm.Predictor of %s" % self.checkpoint
 
     def predict(self, texts):
         """Answers of each text (class docstring); a str is one text, [] gives []; texts
         as every runner's predict() takes them (a list, tuple, generator, pandas Series,
         numpy array, a DataFrame's "text" column or its one column)."""
+        self.check_usable()
         texts = texts_of(texts)
         answers = []
         for first in range(0, len(texts), self.batch_size):

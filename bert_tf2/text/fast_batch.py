@@ -109,6 +109,8 @@ class BatchPath(object):
     def __init__(self):
         self.fast = None  # the FastBatchTokenizer; False once it could not be built
         self.graph_warned = False
+        # Threads whose first batch call comes at once wait for one build (not one each).
+        self._building = threading.Lock()
 
     def rows(self, full_tokenizer, chunks, as_tokens, stock):
         """The tokens (or ids) of every text of `chunks` (an iterable of lists of str)."""
@@ -133,10 +135,13 @@ class BatchPath(object):
                     "cannot be read there.")
             return None
         if self.fast is None:
-            fast, reason = build(full_tokenizer)
-            if reason is not None:
-                _LOG.warning("Batch tokenization falls back to the pure-Python path: %s.", reason)
-            self.fast = fast or False  # False: tried, and take the exact path from now on
+            with self._building:
+                if self.fast is None:
+                    fast, reason = build(full_tokenizer)
+                    if reason is not None:
+                        _LOG.warning("Batch tokenization falls back to the pure-Python path: "
+                                     "%s.", reason)
+                    self.fast = fast or False  # False: tried, the exact path from now on
         return self.fast or None
 
 
@@ -460,11 +465,18 @@ def tokenize_kernel(model):
     return op, buffer
 
 
+# Held while the tables are built: threads asking at once wait for the one build (each
+# building its own cost 16 threads 10 s a call and 1.4 GiB; issue 91).
+_TABLES_LOCK = threading.Lock()
+
+
 def _character_tables():
-    """The _CharacterTables of this process, built on first use (about a second)."""
+    """The _CharacterTables of this process, built once, on first use (about a second)."""
     global _TABLES  # pylint: disable=global-statement
     if _TABLES is None:
-        _TABLES = _CharacterTables(_probe_tf_classes)
+        with _TABLES_LOCK:
+            if _TABLES is None:
+                _TABLES = _CharacterTables(_probe_tf_classes)
     return _TABLES
 
 

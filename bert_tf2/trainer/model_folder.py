@@ -22,11 +22,7 @@ import hashlib
 import json
 import numbers
 import os
-import signal
-import sys
 import tempfile
-import threading
-import weakref
 
 from absl import logging
 import tensorflow as tf
@@ -34,6 +30,7 @@ import tensorflow as tf
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
 from bert_tf2 import startup
+from bert_tf2.base import doors
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import written_files
 
@@ -300,59 +297,6 @@ def _contradicts(key, given, saved):
 # Predictions from Python (the runners' Predictor)
 # ---------------------------------------------------------------------------
 
-# The process in which a Predictor was first made (TensorFlow's runtime started there): a
-# child forked from it after that inherits a runtime whose threads did not survive the
-# fork, and its first TensorFlow call hangs for ever (check_process refuses instead).
-_STARTED_IN = []
-
-
-def check_process(what):
-    """RuntimeError (one line) when this process was forked from one in which a Predictor
-    had been made: TensorFlow cannot run in such a child (it would hang)."""
-    if _STARTED_IN and _STARTED_IN[0] != os.getpid():
-        raise RuntimeError(
-            "%s: this process (pid %d) was forked from pid %d after TensorFlow ran there "
-            "(a Predictor was made); TensorFlow cannot run in a forked child (it would hang): "
-            "start worker processes with multiprocessing's 'spawn' start method "
-            "(multiprocessing.get_context(\"spawn\")) and make each one's Predictor there"
-            % (what, os.getpid(), _STARTED_IN[0]))
-
-
-# The PredictFolders not closed yet: their temporary folders, removed on SIGTERM.
-_OPEN_FOLDERS = weakref.WeakSet()
-
-
-def _stop_on_sigterm(signum, frame):
-    """SIGTERM in a process that left its default (no handler of its own): the open
-    Predictors' temporary folders removed, the standard streams flushed, then the process
-    ends at once with the exit code of a SIGTERM, 143, as the default would end it (no
-    further Python code runs). Not an exception: the handler runs wherever the main thread
-    is, possibly in Python code that C code called (tf.constant asking a sequence for its
-    items), and that C code may swallow a SystemExit (the process went on) or turn it into
-    another error (exit code 1). A second SIGTERM
-    during the clean-up ends the process at once, as the default does."""
-    del frame
-    signal.signal(signum, signal.SIG_DFL)
-    startup.STOP_SIGNALS.append(signum)
-    for folder in list(_OPEN_FOLDERS):
-        folder.close()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, OSError, ValueError):
-            pass  # closed or absent: nothing to flush
-    os._exit(128 + signum)  # pylint: disable=protected-access
-
-
-def honour_sigterm():
-    """Installs _stop_on_sigterm when the process has SIGTERM's default (the kernel's end,
-    which would leave the temporary folders behind) and this is the main thread; a handler
-    of the program's own (a server's, the command line's) is left alone."""
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _stop_on_sigterm)
-
-
 class PredictFolder(object):
     """The settings of predictions from a trained folder, and a private temporary folder
     of their own (0700: tempfile's; a file the runner writes goes there, never into the
@@ -394,19 +338,15 @@ class PredictFolder(object):
         except BaseException:
             self._tmp.cleanup()  # a refused setting leaves no folder behind
             raise
-        _OPEN_FOLDERS.add(self)
-        honour_sigterm()
 
     def close(self):
-        """Removes the temporary folder (the last open one: SIGTERM's default back)."""
-        _OPEN_FOLDERS.discard(self)
+        """Removes the temporary folder (also removed when the predictor is collected or
+        the interpreter ends; a predict() call keeps its records in memory, so the
+        folder stays empty)."""
         self._tmp.cleanup()
-        if not _OPEN_FOLDERS and threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) is _stop_on_sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-class FolderPredictor(object):
+class FolderPredictor(doors.Door):
     """What the faces' Predictor classes share: their PredictFolder (`folder`) and its
     settings (`settings`), close(), predict_call for their predict(), and once() for the
     faces' predict() functions.
@@ -420,35 +360,29 @@ class FolderPredictor(object):
     One predictor may be shared by threads (a web server's): its predict() calls take no
     lock, each keeps its features in memory of its own (input_pipeline.records_in_memory)
     and runs the model's traced step, traced once for all calls; each call gets the answers
-    of its own inputs. A call may be made from inside another's input generator.
+    of its own inputs. A call may be made from inside another's input generator. Its
+    lifecycle (built ready, refused after fork, no signal handler) is doors.Door's; a
+    face's __init__ ends with ready_tokenizer(its tokenizer).
     """
 
     def __init__(self, settings_class, runner, folder, batch_size, values, data=None):
         check_batch_size(batch_size)
-        check_process("%s.Predictor" % runner)
-        self._name = "%s.Predictor" % runner
-        self._closed = False
+        self.open_door("%s.Predictor" % runner)
         startup.initialize_devices()  # as quiet as a run(): no no-GPU cuInit line
         values = dict(values, do_predict=True, predict_batch_size=batch_size,
                       **({data: str(folder)} if data else {}))
         values.setdefault("progress", "none")
         self.folder = PredictFolder(settings_class, runner, folder, values)
         self.settings = self.folder.settings
-        if not _STARTED_IN:
-            _STARTED_IN.append(os.getpid())
+
+    def describe_door(self):
+        """The refusals' name: the face's Predictor and its folder."""
+        return "%s of %s" % (self._door_name, self.settings.init_checkpoint)
 
     def close(self):
         """Removes the temporary folder; a later predict() is refused (RuntimeError)."""
-        self._closed = True
+        super().close()
         self.folder.close()
-
-    def check_usable(self):
-        """RuntimeError (one line) after close(), or in a child forked from the process
-        that made the predictor (check_process)."""
-        if self._closed:
-            raise RuntimeError("%s of %s is closed (close() was called): make a new one"
-                               % (self._name, self.settings.init_checkpoint))
-        check_process(self._name)
 
     @classmethod
     def once(cls, model_folder, batch_size, settings, *inputs):

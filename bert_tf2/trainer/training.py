@@ -83,8 +83,6 @@ padding rows carry is_real_example = 0 via make_dataset(pad_final_batch=True)).
 import contextlib
 import dataclasses
 import os
-import signal
-import threading
 import time
 import weakref
 
@@ -110,6 +108,7 @@ from bert_tf2.trainer import progress
 from bert_tf2.trainer import restore_plan
 from bert_tf2 import logs
 from bert_tf2.trainer import summaries
+from bert_tf2.trainer import termination as termination_watch
 from bert_tf2.trainer import training_record
 from bert_tf2.trainer import written_files
 from bert import modeling
@@ -580,7 +579,10 @@ class Runner(prediction.PredictionLoop):
         return tf.random.experimental.stateless_fold_in(seed, tf.cast(replica, tf.int64))
 
     def _make_train_loop(self, loss_fn):
+        """The training call: num_steps steps (fewer when the variable _loop_stop, the
+        SIGTERM watch's, turns True: it is read after each step) and their mean metrics."""
         strategy = self.strategy
+        stop = getattr(self, "_loop_stop", None)
         n_micro = self.config.num_accumulation_steps
 
         def gradients_fn(features, scale, seed):
@@ -616,11 +618,18 @@ class Runner(prediction.PredictionLoop):
             last_line = tf.timestamp()
             outputs = one_step.get_concrete_function(iterator).structured_outputs
             sums = {k: tf.constant(-0.0, v.dtype) for k, v in outputs.items()}
+            done = tf.constant(0)
             for _ in tf.range(num_steps):
                 values = one_step(iterator)
                 last_line = progress_after(values, last_line)
                 sums = {k: sums[k] + values[k] for k in sums}
-            return {k: v / tf.cast(num_steps, v.dtype) for k, v in sums.items()}
+                done += 1
+                if stop_requested():  # a SIGTERM: the call ends after this step
+                    break
+            return {k: v / tf.cast(done, v.dtype) for k, v in sums.items()}
+
+        def stop_requested():
+            return False if stop is None else stop.read_value()
 
         return run_function(train_loop)
 
@@ -719,7 +728,7 @@ class Runner(prediction.PredictionLoop):
                             self.config.output_dir, self.finished)
             return {}
         start = self.global_step
-        with _TerminationWatch() as termination:
+        with termination_watch.TerminationWatch() as termination:
             self._termination = termination  # read between prediction batches too
             try:
                 if evaluation is not None and evaluation.start(self, self.config.num_train_steps):
@@ -757,6 +766,10 @@ class Runner(prediction.PredictionLoop):
         self._display = progress.Stage("train", cfg.num_train_steps, cfg.progress,
                                        cfg.log_every_seconds, start_step=step,
                                        shown=self.is_chief)
+        # A stop within a step; not on several workers (or a TPU), whose steps are collective:
+        # a worker leaving its loop alone would hang the others (there: after the loop).
+        self._loop_stop = (termination.stop if getattr(self.strategy, "cluster_resolver", None)
+                           is None else None)
         train_loop = self._make_train_loop(loss_fn)
         writer = tf.summary.create_file_writer(os.path.join(cfg.output_dir, "train")) \
             if self.is_chief else tf.summary.create_noop_writer()
@@ -802,6 +815,7 @@ class Runner(prediction.PredictionLoop):
             with first_call.lean_rewrites(first_call.on_cpus(self.strategy)):
                 values = train_loop(iterator, tf.constant(n))
             metrics = {k: float(v) for k, v in values.items()}
+            n = self.global_step - step  # fewer than asked when a SIGTERM ended the call
             if not np.isfinite(metrics["loss"]):
                 raise ValueError("training loss became %s at step %d (learning rate too high, "
                                  "or bad input data?)" % (metrics["loss"], step + n))
@@ -865,32 +879,3 @@ def _log_line_of(runner, names, step, last_line, now, *values):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during Runner.train; its text (one line) says where a rerun resumes."""
-
-
-class _TerminationWatch:
-    """Notes a SIGTERM (preemption) so that the loop can checkpoint and stop.
-
-    The signal is checked between host loops, so the reaction comes within one
-    `iterations_per_loop` call, and between the batches of an evaluation during
-    training (Runner.predict). Outside the main thread nothing is installed.
-    """
-
-    def __init__(self):
-        self.requested = False
-        self._previous = None
-
-    def _handler(self, signum, frame):
-        del signum, frame
-        self.requested = True
-        logging.warning("SIGTERM received: will checkpoint after the current loop "
-                        "(or stop after the current evaluation batch)")
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-        return False
