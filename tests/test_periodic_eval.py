@@ -289,7 +289,7 @@ def test_sigterm_during_an_evaluation_stops_between_its_batches(tmp_path):
                 os.kill(os.getpid(), signal.SIGTERM)
         return {"eval_accuracy": 0.5}
 
-    before = signal.getsignal(signal.SIGTERM)  # SIG_DFL, or an open Predictor's
+    before = signal.getsignal(signal.SIGTERM)  # SIG_DFL: no door installs a handler (test_doors)
     runner = make_runner(tmp_path, "run", num_train_steps=8)
     with pytest.raises(SystemExit) as stop:
         runner.train(dataset_fn_of(features(8), 4), classifier_loss,
