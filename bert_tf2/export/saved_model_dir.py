@@ -8,7 +8,10 @@ that is not one of our exports is never touched; files added to an earlier expor
 Serving's assets.extra/tf_serving_warmup_requests, a user's notes at its top) are carried
 into the new one, while files of someone else inside assets/ or variables/ (which an
 export replaces whole) make it refuse, naming them. An --export_dir that is a symlink
-has its target replaced (the link kept), never anything deleted through the link.
+has its target replaced (the link kept), never anything deleted through the link. The swap
+is the converters' (output_folder.swap_in): an --export_dir that is a mount point is built
+inside and filled in place (pending in output_folder.OUTPUTS_RECORD until all is in,
+export_info.json last), and the folder keeps its permissions and owner.
 """
 import json
 import os
@@ -108,7 +111,10 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
     and checked (see check_export_dir for what may be replaced), and only what an export
     writes: the files added to it are copied into the new one. After any error
     (SIGTERM included: run_cli raises it in the main thread) nothing is left behind and
-    the earlier export is untouched.
+    the earlier export is untouched. An export_dir that is a mount point (it cannot be
+    renamed) is built inside and filled in place (output_folder.swap_in: a kill leaves it
+    pending, never a complete-looking export); the new folder gets the earlier one's
+    permissions and owner.
     INFO_FILE (assets.extra/export_info.json) records how the model was exported.
 
     Args:
