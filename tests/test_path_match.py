@@ -300,8 +300,9 @@ def test_output_files_in_an_odd_folder_touch_no_look_alike(tmp_path):
 
 
 def test_every_folder_swap_goes_through_the_one_rule():
-    """A folder replaced whole (fileutil.replace_folder) by a converter goes through
-    output_folder.write_outputs_aside; each converter face reaches it."""
+    """A folder replaced whole (fileutil.replace_folder) goes through output_folder.swap_in
+    (a mount point filled in place, permissions kept): the converters' write_outputs_aside
+    (each converter face reaches it) and the export's write_saved_model."""
     callers = sorted({where for where, tree in _sources() for node in ast.walk(tree)
                       if isinstance(node, ast.Attribute) and node.attr == "replace_folder"
                       and where != "bert_tf2/fileutil.py"})
@@ -310,6 +311,64 @@ def test_every_folder_swap_goes_through_the_one_rule():
              if isinstance(node, ast.Attribute) and node.attr == "write_outputs_aside"}
     assert users >= {"convert_tf1_checkpoint.py", "bert_tf2/convert/huggingface.py",
                      "bert_tf2/convert/keras_hub.py", "bert_tf2/convert/hf_export.py"}
+    swappers = {where for where, tree in _sources() for node in ast.walk(tree)
+                if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1]
+                == "swap_in"}
+    assert swappers >= {"bert_tf2/base/output_folder.py", "bert_tf2/export/saved_model_dir.py"}
+
+
+# Every function that renames (os.rename / os.replace / tf.io.gfile.rename / shutil.move),
+# each with what it renames: a folder is put in place by fileutil.replace_folder (through
+# output_folder.swap_in) alone; a new writer renaming a folder on its own is not listed.
+_RENAMERS = {
+    ("bert_tf2/fileutil.py", "replace_folder"): "the folder swap",
+    ("bert_tf2/fileutil.py", "recover_folder"): "the folder a killed swap set aside, put back",
+    ("bert_tf2/fileutil.py", "atomic_open"): "a file",
+    ("bert_tf2/base/output_folder.py", "swap_in"): "files moved into a mount point",
+    ("bert_tf2/export/saved_model_dir.py", "_move_beside"): "--litert's files",
+    ("bert_tf2/compat/estimator.py", "write_graph_text"): "a file",
+    ("bert_tf2/compat/move_fork.py", "move_fork"): "files",
+    ("bert_tf2/input_pipeline.py", "__exit__"): "a file",
+    ("bert_tf2/pretraining/pretraining_beam.py", "_finish"): "shard files",
+    ("bert_tf2/trainer/checkpoints.py", "write_tf1_checkpoint"): "checkpoint files",
+    # best/ inside the run's own --output_dir (never a mount point), swapped under the
+    # training record (written_files.writing); its kill tests stop between the renames.
+    ("bert_tf2/trainer/periodic_eval.py", "_save_best"): "the folder best/",
+}
+
+
+def _renaming_functions(tree):
+    """The names of the functions (innermost) of `tree` that call a rename."""
+    found = set()
+
+    def visit(node, function):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                else function
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
+                owner, attr = ast.unparse(child.func.value), child.func.attr
+                if attr in ("rename", "renames") or (attr == "replace" and owner == "os") or (
+                        attr == "move" and owner == "shutil"):
+                    found.add(function)
+            visit(child, inner)
+    visit(tree, "<module>")
+    return found
+
+
+def test_no_writer_renames_a_folder_into_place_on_its_own():
+    renamers = {(where, function) for where, tree in _sources()
+                for function in _renaming_functions(tree)}
+    assert renamers == set(_RENAMERS), (
+        "a rename outside the list: a folder put in place goes through "
+        "output_folder.swap_in (a mount point, permissions); a file's rename is listed "
+        "in tests/test_path_match._RENAMERS: %s" % sorted(renamers ^ set(_RENAMERS)))
+
+
+def test_the_rename_guard_sees_a_folder_renamed_on_its_own():
+    tree = ast.parse("import os\nimport tensorflow as tf\n"
+                     "def publish(temp, folder):\n    tf.io.gfile.rename(temp, folder)\n"
+                     "class W:\n    def put(self, a, b):\n        os.replace(a, b)\n")
+    assert _renaming_functions(tree) == {"publish", "put"}
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""A tool's output folder, built beside it and put in its place whole (the converters).
+"""A tool's output folder, built beside it and put in its place whole (the converters, the export).
 
 `write_outputs_aside` (`check_outputs`, `record_outputs`): it replaces only files the tool
 wrote itself (OUTPUTS_RECORD), carries the folder's other files into the new one, and
@@ -10,10 +10,13 @@ write_outputs_aside(folder, tool, patterns, build) (globs inside the folder: wha
 and the settings files it may write) refuses a matching file the tool did not record writing
 (OUTPUTS_RECORD = bert_tf2_outputs.json, {tool: {"files": [...]}}) before anything is
 written, has build(temp) write the new folder beside it, carries the folder's other files in
-(hard links) and replaces it whole (fileutil.replace_folder): the earlier one survives any
-stop (a mount point: filled in place, its files pending in OUTPUTS_RECORD until all are in;
-the folder's permissions and owner kept). check_outputs(folder, tool, patterns, flag) (the check alone), record_outputs(folder,
-tool, patterns).
+(hard links) and replaces it whole (swap_in): the earlier one survives any stop (a mount
+point: filled in place, its files pending in OUTPUTS_RECORD until all are in; the folder's
+permissions and owner kept). check_outputs(folder, tool, patterns, flag) (the check alone),
+record_outputs(folder, tool, patterns).
+The one folder swap, for a tool with rules of its own on what it replaces (the export):
+build_place(target) -> (temp, in_place), same_access(earlier, new), swap_in(temp, target,
+in_place, tool, patterns, ours, record), pending_in(folder, tool), remove_builds_inside(target).
 """
 import errno
 import json
@@ -113,7 +116,7 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
     `folder` being a file; a folder a training run holds (fileutil.LOCK_FILE), one with a mount
     point inside, the current folder or one above it. A symlink `folder` has its target
     replaced, the link kept. A `folder` that is a mount point (it cannot be renamed) is
-    filled in place (_fill_in_place). The new folder gets the earlier one's permissions
+    filled in place (swap_in). The new folder gets the earlier one's permissions
     and owner; a full disk (or a folder that cannot be replaced) is one ValueError naming
     `flag` and `folder`, never our temporary.
     Returns build's result, its paths inside the temporary folder named inside `folder`.
@@ -124,16 +127,15 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
     if tf.io.gfile.exists(target) and not tf.io.gfile.isdir(target):
         raise ValueError("%s=%s is a file, not a directory" % (flag, named))
     ours = {}
-    in_place = tf.io.gfile.isdir(target) and bool(fileutil.mount_points_in([target]))
+    temp, in_place = build_place(target)
     if tf.io.gfile.isdir(target):
-        _remove_builds_inside(target)
+        remove_builds_inside(target)
         _, _, ours = _claim(target, tool, patterns, flag)
         _refuse_busy_folder(target, flag, named)
-    temp = fileutil.temp_name(os.path.join(target, _BUILD) if in_place else target)
     try:
         try:
             tf.io.gfile.makedirs(temp)
-            _same_access(target, temp)
+            same_access(target, temp)
         except (tf.errors.OpError, OSError) as e:
             raise ValueError("%s=%s is not writable: %s" % (
                 flag, named, fileutil.without_temp_names(_message(e)))) from None
@@ -144,11 +146,7 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
             skip = {os.path.normpath(p) for p in ours.values()}
             _carry_others(target, temp, skip | {os.path.join(target, OUTPUTS_RECORD),
                                                 os.path.join(target, fileutil.LOCK_FILE)})
-        if in_place:
-            _fill_in_place(target, temp, tool, patterns, ours, record)
-        else:
-            _write_record(temp, record)
-            fileutil.replace_folder(temp, target)
+        swap_in(temp, target, in_place, tool, patterns, ours, record)
     except (tf.errors.OpError, OSError) as e:
         fileutil.remove(temp)
         text = fileutil.without_temp_names(_message(e))
@@ -170,6 +168,10 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
 # The folder a tool's outputs are built in inside an --output_dir that is a mount point
 # (a folder that cannot be renamed): <output_dir>/.bert_tf2_build.tmp-<8 hex>.
 _BUILD = ".bert_tf2_build"
+# The files readers open a set of outputs by, moved into a mount point last (swap_in): a TF1
+# checkpoint's `checkpoint`, a HuggingFace / keras-hub config.json, a SavedModel's
+# saved_model.pb and our export_info.json (with every .index file).
+_READ_LAST = ("checkpoint", "config.json", "saved_model.pb", "export_info.json")
 
 
 def _message(error):
@@ -178,7 +180,7 @@ def _message(error):
     return (text.strip().splitlines() or [type(error).__name__])[0]
 
 
-def _same_access(earlier, new):
+def same_access(earlier, new):
     """Gives the folder `new` the permissions (and, where allowed, the owner) of the folder
     `earlier` it replaces: a private 0700 output stays private."""
     if "://" in earlier or not os.path.isdir(earlier) or not os.path.isdir(new):
@@ -191,8 +193,8 @@ def _same_access(earlier, new):
         pass  # not ours to give: the permissions alone
 
 
-def _remove_builds_inside(target):
-    """Removes what a killed in-place fill (_fill_in_place) left inside `target`."""
+def remove_builds_inside(target):
+    """Removes what a killed in-place fill (swap_in) left inside `target`."""
     if "://" in target:
         return
     build = os.path.join(target, _BUILD)
@@ -201,16 +203,40 @@ def _remove_builds_inside(target):
             fileutil.remove(os.path.join(target, name))
 
 
-def _fill_in_place(target, temp, tool, patterns, ours, record):
-    """The outputs built in `temp` (inside `target`, which cannot be renamed: a mount point)
-    moved into `target` file by file. While they move, OUTPUTS_RECORD names `patterns`
-    pending for `tool` (a kill leaves them the tool's to replace, never a set recorded
-    complete); the earlier outputs go first (never a mix of two), the files readers open a
-    set by (.index, `checkpoint`, config.json) last."""
+def build_place(target):
+    """(temp, in_place): the new folder that is to replace the folder `target` (which may
+    not exist yet), and whether it is moved in file by file (swap_in). Beside `target`
+    (fileutil.temp_name), or, when `target` is a mount point (a folder that cannot be
+    renamed: docker -v, a tmpfs), inside it (<target>/.bert_tf2_build.tmp-<8 hex>, the same
+    file system)."""
+    in_place = tf.io.gfile.isdir(target) and bool(fileutil.mount_points_in([target]))
+    return fileutil.temp_name(os.path.join(target, _BUILD) if in_place else target), in_place
+
+
+def swap_in(temp, target, in_place=False, tool=None, patterns=(), ours=None, record=None,
+            last=_READ_LAST):
+    """Puts the complete folder `temp` (build_place's) in the place of the folder `target`:
+    the one folder swap of every tool that replaces a folder whole (the converters'
+    write_outputs_aside, the export's saved_model_dir.write_saved_model).
+
+    Renamed into place (fileutil.replace_folder: the earlier folder survives any stop), with
+    `record` (a dict) written as its OUTPUTS_RECORD first; or, `in_place` (`target` is a mount
+    point), moved in file by file: while they move, OUTPUTS_RECORD names `patterns` pending
+    for `tool` (a kill leaves them the tool's to replace, never a set recorded complete;
+    pending_in tells), the earlier outputs `ours` ({name: path} inside `target`) go first
+    (never a mix of two), the files readers open a set by (.index files, then the basenames
+    `last` in their order) move last, then `record` replaces OUTPUTS_RECORD (None: `tool`'s
+    entry dropped, the file removed when nothing is left in it). Give `temp` the earlier
+    folder's permissions first (same_access)."""
+    if not in_place:
+        if record is not None:
+            _write_record(temp, record)
+        fileutil.replace_folder(temp, target)
+        return
     pending = _read_record(target)
-    pending[tool] = {"files": sorted(ours), "pending": sorted(patterns)}
+    pending[tool] = {"files": sorted(ours or {}), "pending": sorted(patterns)}
     _write_record(target, pending)
-    for path in ours.values():
+    for path in (ours or {}).values():
         fileutil.remove(path)
         parent = os.path.dirname(path)
         while parent != target and os.path.isdir(parent) and not os.listdir(parent):
@@ -218,13 +244,29 @@ def _fill_in_place(target, temp, tool, patterns, ours, record):
             parent = os.path.dirname(parent)
     moved = []
     for root, _, files in os.walk(temp):
+        # Its folders too, empty ones included (a SavedModel's assets/).
+        os.makedirs(os.path.join(target, os.path.relpath(root, temp)), exist_ok=True)
         moved += [os.path.relpath(os.path.join(root, n), temp) for n in files]
-    for name in sorted(moved, key=lambda n: (n.endswith(".index") or os.path.basename(n) in (
-            "checkpoint", "config.json"), n)):
+    order = {name: k for k, name in enumerate(last)}
+    for name in sorted(moved, key=lambda n: (
+            n.endswith(".index") or os.path.basename(n) in order,
+            order.get(os.path.basename(n), -1), n)):
         os.makedirs(os.path.dirname(os.path.join(target, name)), exist_ok=True)
         os.replace(os.path.join(temp, name), os.path.join(target, name))
-    _write_record(target, record)
+    if record is None:
+        record = _read_record(target)
+        record.pop(tool, None)
+    if record:
+        _write_record(target, record)
+    else:
+        fileutil.remove(os.path.join(target, OUTPUTS_RECORD))
     fileutil.remove(temp)
+
+
+def pending_in(folder, tool):
+    """True when a fill in place of `tool`'s outputs (swap_in) into `folder` was stopped
+    before its set was complete (OUTPUTS_RECORD names them pending)."""
+    return bool((_read_record(folder).get(tool) or {}).get("pending"))
 
 
 def _renamed(value, temp, folder):

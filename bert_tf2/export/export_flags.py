@@ -15,7 +15,8 @@ EXPORT_FLAGS = (
      "was after any failure: what the export wrote is replaced, files added to it (such as "
      "TF Serving's assets.extra/tf_serving_warmup_requests) are kept; files of someone else "
      "inside its assets/ or variables/, and any other existing file or folder, are an "
-     "error. A symlink has its target replaced (the link kept)."),
+     "error. A symlink has its target replaced (the link kept); a mount point is filled in "
+     "place; the folder's permissions and owner are kept."),
     ("string", "task_name", None,
      "--model_type=classifier: a built-in run_classifier task, which fixes the labels, or "
      "multilabel (default: the task the training run left in classifier_task.json and "

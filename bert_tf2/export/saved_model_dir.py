@@ -8,7 +8,10 @@ that is not one of our exports is never touched; files added to an earlier expor
 Serving's assets.extra/tf_serving_warmup_requests, a user's notes at its top) are carried
 into the new one, while files of someone else inside assets/ or variables/ (which an
 export replaces whole) make it refuse, naming them. An --export_dir that is a symlink
-has its target replaced (the link kept), never anything deleted through the link.
+has its target replaced (the link kept), never anything deleted through the link. The swap
+is the converters' (output_folder.swap_in): an --export_dir that is a mount point is built
+inside and filled in place (pending in output_folder.OUTPUTS_RECORD until all is in,
+export_info.json last), and the folder keeps its permissions and owner.
 """
 import json
 import os
@@ -17,6 +20,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf2 import fileutil
+from bert_tf2.base import output_folder
 from bert_tf2.base import path_match
 from bert_tf2 import startup
 from bert_tf2.encoder import attention
@@ -69,7 +73,9 @@ def check_export_dir(export_dir):
     marker = os.path.join(export_dir, INFO_FILE)
     # A killed training's lock file (fileutil.LOCK_FILE) is not an output of anyone's.
     entries = [n for n in tf.io.gfile.listdir(export_dir) if n != fileutil.LOCK_FILE]
-    if entries and not tf.io.gfile.exists(marker):
+    # A fill in place a kill stopped (a mount point: output_folder.swap_in) is ours.
+    if entries and not tf.io.gfile.exists(marker) and not output_folder.pending_in(
+            export_dir, _TOOL):
         raise ValueError("--export_dir=%s exists and is not a SavedModel exported by this "
                          "script (no assets.extra/export_info.json): choose another "
                          "directory; nothing there is replaced" % named)
@@ -105,7 +111,10 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
     and checked (see check_export_dir for what may be replaced), and only what an export
     writes: the files added to it are copied into the new one. After any error
     (SIGTERM included: run_cli raises it in the main thread) nothing is left behind and
-    the earlier export is untouched.
+    the earlier export is untouched. An export_dir that is a mount point (it cannot be
+    renamed) is built inside and filled in place (output_folder.swap_in: a kill leaves it
+    pending, never a complete-looking export); the new folder gets the earlier one's
+    permissions and owner.
     INFO_FILE (assets.extra/export_info.json) records how the model was exported.
 
     Args:
@@ -120,25 +129,30 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
       export_dir (a symlink's target is replaced, the link kept).
     """
     named = str(export_dir).rstrip("/")
-    _recover(resolve_export_dir(named))
+    fileutil.recover_folder(resolve_export_dir(named))
     if new_only:
-        _recover(named + LITERT_SUFFIX)  # a killed export's LiteRT folder being written
+        # A killed export's LiteRT folder being written.
+        fileutil.recover_folder(named + LITERT_SUFFIX)
     _refuse_existing(named, new_only)
-    check_export_dir(named)
     export_dir = resolve_export_dir(named)
+    # Names of this export's own, so that nothing already there is ever removed: beside
+    # export_dir, or inside it when it is a mount point (filled in place).
+    temp, in_place = output_folder.build_place(export_dir)
+    if in_place:
+        output_folder.remove_builds_inside(export_dir)
+    check_export_dir(named)
     if export_dir != named:
         logging.info("--export_dir=%s is a symlink: the export replaces its target %s (the "
                      "link is kept)", named, export_dir)
     parent = os.path.dirname(export_dir)
     if parent:
         tf.io.gfile.makedirs(parent)
-    # Names of this export's own, so that nothing already there is ever removed.
-    temp, old = fileutil.temp_name(export_dir), fileutil.temp_name(export_dir, "old")
     side = side_temp = None
     try:
         # Traced here (serving.py): the graph any device runs, not the CPU's forms.
         with attention.portable_graphs():
             tf.saved_model.save(module, temp, signatures=module.signatures())
+        output_folder.same_access(export_dir, temp)
         tf.io.gfile.makedirs(os.path.join(temp, os.path.dirname(INFO_FILE)))
         with tf.io.gfile.GFile(os.path.join(temp, INFO_FILE), "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -151,18 +165,17 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         startup.check_not_stopped()
         if new_only:
             side, side_temp = export_dir + LITERT_SUFFIX, _move_beside(temp, export_dir, extra)
-        if tf.io.gfile.exists(export_dir):
+        if tf.io.gfile.exists(export_dir) and not in_place:
             kept = _carry_over(export_dir, temp)
-            tf.io.gfile.rename(export_dir, old)
             if kept:
                 logging.info("Kept %d file(s) added to the earlier export: %s", len(kept),
                              ", ".join(kept))
         if side_temp:
-            tf.io.gfile.rename(side_temp, side)
-        tf.io.gfile.rename(temp, export_dir)
+            output_folder.swap_in(side_temp, side)  # new: _move_beside refuses an existing one
+        # What an export writes is its own (by name); anything else stays (see _carry_over).
+        output_folder.swap_in(temp, export_dir, in_place, _TOOL, _own_names(),
+                              _earlier_outputs(export_dir) if in_place else {})
     except BaseException:
-        if tf.io.gfile.exists(old) and not tf.io.gfile.exists(export_dir):
-            tf.io.gfile.rename(old, export_dir)
         for path in (side_temp, side if side_temp and not tf.io.gfile.exists(export_dir)
                      else None):
             if path and tf.io.gfile.exists(path):
@@ -170,11 +183,34 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         if tf.io.gfile.exists(temp):
             fileutil.remove(temp)
         raise
-    if tf.io.gfile.exists(old):
-        # A symlink of the user's in the earlier export is carried over as a link and
-        # removed here as one: its target is never touched.
-        fileutil.remove(old)
     return named
+
+
+# The tool an export's fill in place names in OUTPUTS_RECORD while it moves its files into a
+# --export_dir that is a mount point (output_folder.swap_in); removed once all are in.
+_TOOL = "export_saved_model.py"
+
+
+def _own_names():
+    """The names (globs inside an export) of what an export writes."""
+    return sorted(_EXPORT_ENTRIES + (INFO_FILE,) + tuple(
+        "%s/%s" % (top, name) for top, names in _WHOLE_FOLDERS.items() for name in names))
+
+
+def _earlier_outputs(export_dir):
+    """{name: path} of the files of the earlier export in `export_dir` that an export
+    writes (what a fill in place removes first)."""
+    found = {}
+    for top in _EXPORT_ENTRIES + (INFO_FILE,):
+        path = os.path.join(export_dir, top)
+        if os.path.isdir(path) and not os.path.islink(path):
+            for folder, _, files in os.walk(path):
+                for name in files:
+                    found[os.path.relpath(os.path.join(folder, name), export_dir)] = \
+                        os.path.join(folder, name)
+        elif os.path.lexists(path):
+            found[top] = path
+    return found
 
 
 def _move_beside(temp, export_dir, names):
@@ -202,26 +238,6 @@ def _refuse_existing(export_dir, new_only):
     if new_only and (tf.io.gfile.exists(export_dir) or os.path.islink(export_dir)):
         raise ValueError("%s exists: a TF Serving version folder is never replaced (a server "
                          "may be loading it); nothing was written" % export_dir)
-
-
-def _recover(export_dir):
-    """What an export killed at once (SIGKILL, a power cut) left beside export_dir: the
-    earlier export it had moved aside is put back if export_dir is missing, and the
-    temporaries of our names (fileutil.temp_name) are removed."""
-    parent = os.path.dirname(export_dir) or "."
-    if not tf.io.gfile.isdir(parent):
-        return
-    # By listing, not glob: a folder name may hold glob's special characters.
-    leftovers = sorted(os.path.join(parent, n.rstrip("/")) for n in tf.io.gfile.listdir(parent)
-                       if fileutil.is_temporary(os.path.join(parent, n)) == export_dir)
-    for path in leftovers:
-        if ".old-" in path[len(export_dir):] and not tf.io.gfile.exists(export_dir):
-            logging.warning("%s: the earlier export a killed export left under a temporary "
-                            "name is put back", export_dir)
-            tf.io.gfile.rename(path, export_dir)
-        elif tf.io.gfile.isdir(path):
-            logging.info("Removing %s, left by a killed export", path)
-            fileutil.remove(path)
 
 
 def check_complete(folder, extra=()):
