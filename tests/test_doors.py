@@ -341,7 +341,7 @@ def classifier(tmp_path_factory):
     run_classifier.run(_settings(root, {"train": _rows(8, 0)}, out, do_train=True))
     before = _handlers()
     predictor = run_classifier.Predictor(str(out), batch_size=4)
-    yield {"predictor": predictor, "handlers_before": before}
+    yield {"predictor": predictor, "handlers_before": before, "folder": str(out)}
     predictor.close()
 
 
@@ -379,6 +379,61 @@ def test_a_runners_door_used_in_a_forked_child_is_refused_not_hung(classifier):
     assert code == 0
     _assert_fork_refusals(report, 1)
     assert report[0].startswith("RuntimeError: run_classifier.Predictor: ")
+
+
+def _served_docs_files():
+    """docs/serving.md's gunicorn example, as its two files {name: text}: the block's
+    `# gunicorn.conf.py` part and its `# app.py` part."""
+    text = (REPO_ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    (block,) = [b for b in text.split("```python\n")[1:]
+                if b.startswith("# gunicorn.conf.py")]
+    block = block.split("```")[0]
+    conf, app = block.split("# app.py\n")
+    return {"gunicorn_conf.py": conf, "app.py": app}
+
+
+_PREFORK_SERVER = """
+import os, sys
+sys.path[:0] = [%(here)r, %(repo)r]
+import app                   # gunicorn --preload: the master imports the application
+import gunicorn_conf
+answers = []
+for worker in range(2):      # the master forks its workers
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            gunicorn_conf.post_fork(None, None)   # gunicorn calls it in each worker
+            os.write(write_end, repr(app.load().predict(%(texts)r)).encode("utf-8"))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    answers.append((os.waitstatus_to_exitcode(status), os.read(read_end, 1 << 20).decode()))
+print(repr(answers))
+"""
+
+
+@pytest.mark.slow
+def test_the_served_docs_prefork_pattern_answers_in_every_worker(classifier, tmp_path):
+    """docs/serving.md's gunicorn advice, run as gunicorn runs it (no gunicorn here: its
+    master's --preload import, then os.fork per worker and post_fork in each): every
+    worker makes its own Predictor after the fork and answers as the folder's Predictor
+    in this process does, none hangs."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    for name, text in _served_docs_files().items():
+        write_text(tmp_path / name, text.replace('"reviews_out"', repr(classifier["folder"])))
+    texts = ["a good film", _LONG]
+    script = _PREFORK_SERVER % {"here": str(tmp_path), "repo": str(REPO_ROOT), "texts": texts}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=HANG_GUARD_SECONDS, cwd=str(tmp_path), check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    expected = repr(classifier["predictor"].predict(texts))
+    assert answers == [(0, expected), (0, expected)], done.stderr[-3000:]
 
 
 # ---------------------------------------------------------------------------

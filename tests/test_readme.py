@@ -142,6 +142,8 @@ _NOT_RUN_HERE = {
                                              "shared tiny checkpoint in tests/test_fill_mask.py",
     "# fill-mask from the SavedModel": "needs an export of a release; its calls run on the "
                                       "tiny checkpoint's export in tests/test_fill_mask.py",
+    "# gunicorn.conf.py": "run as gunicorn runs it (--preload's import, a fork per worker, "
+                          "post_fork) by tests/test_doors.py",
     "import keras_hub": "needs the [keras-hub] extra and a converted folder: "
                         "tests/test_keras_hub.py loads every preset kind with keras-hub",
 }
