@@ -10,28 +10,32 @@ import sys
 
 import pytest
 
+import registry_lists
 from conftest import REPO_ROOT
 from conftest import HANG_GUARD_SECONDS
 
 REFERENCE = ["modeling", "tokenization", "optimization", "create_pretraining_data",
              "run_pretraining", "run_classifier", "run_squad", "extract_features"]
-RUNNERS = {"create_pretraining_data", "run_pretraining", "run_classifier", "run_squad",
-           "extract_features", "run_ner", "run_multiple_choice", "convert_tf1_checkpoint",
-           "convert_hf_checkpoint", "convert_keras_hub", "export_saved_model", "create_vocab"}
+# The root's runners and command faces, found on disk (define_flags, run and main).
+RUNNERS = set(registry_lists.root_faces())
 
 
-def _setup_modules():
+def _setup_value(name):
     tree = ast.parse((REPO_ROOT / "setup.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and node.targets[0].id == "MODULES":
+        if isinstance(node, ast.Assign) and node.targets[0].id == name:
             return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no MODULES")
+    raise AssertionError("setup.py has no %s" % name)
 
 
 def test_the_root_holds_the_reference_face_and_setup_installs_it():
-    root = {p.stem for p in REPO_ROOT.glob("*.py")} - {"setup"}
-    assert root == set(_setup_modules()) == RUNNERS | {"modeling", "tokenization",
-                                                       "optimization"}
+    # Every root module is a face (flags: define_flags, run, main) or one of the
+    # reference's libraries; the reference's runners are faces; setup.py installs each
+    # module and gives each face its console command.
+    root = set(registry_lists.root_modules())
+    assert root == set(_setup_value("MODULES")) == RUNNERS | set(registry_lists.LIBRARIES)
+    assert set(REFERENCE) - set(registry_lists.LIBRARIES) <= RUNNERS
+    assert sorted(_setup_value("SCRIPTS").values()) == sorted(RUNNERS)
 
 
 @pytest.mark.parametrize("name", REFERENCE)
