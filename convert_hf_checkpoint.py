@@ -30,7 +30,7 @@ transition matrix in crf_transitions.json. The head comes from what the checkpoi
   encoder          BertModel (with the pooler)
 
 The machinery is bert_tf2/convert/huggingface.py (the import; the export in hf_export.py,
-names and transposes in hf_names.py); this face keeps the flags.
+names and transposes in bert_tf2/base/hf_names.py); this face keeps the flags.
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
 

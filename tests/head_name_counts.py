@@ -1,10 +1,13 @@
 """Where the tree still decides by a head's name instead of asking the head (issue 70).
 
 Counted in the source (the root faces and bert_tf2/, not tests or docs), by reading each
-file's syntax tree, outside the head registry and the heads' own modules (HEAD_MODULES):
+file's syntax tree, outside the head registry and the heads' own modules (head_modules):
 
   names: comparisons with a model type, runner or head name (`head == "classifier"`,
-    `x in ("tagger", ...)`, a `for` over such names);
+    `x in ("tagger", ...)`, a `for` over such names), the names read from the registry
+    (type_names: every entry's name, runner and heads), and any string compared with a
+    head's name or runner (`head.name == "ranker"`, `entry.runner != "x"`: _NAME_SIDE),
+    registered or not;
   signatures: comparisons with a serving signature kind (`signature == "words"`);
   sub_kinds: comparisons with a classifier sub-kind ("regression", "multilabel", ...);
   tables: dict literals keyed by those names, and tuples listing two or more of them;
@@ -30,19 +33,25 @@ What stays, and why:
     the registry; test_head_registry checks MODEL_TYPES against head_types.of_runner.
   doc_stride_checks, tagger_windows: the tagger's rule in its own modules (ner_data,
     serving_tagger: the in-graph twin of its windows).
-tasks/file_data.py counts as the classifier's module (HEAD_MODULES): it is run_classifier's
-reader of --task_name=csv / tsv / jsonl, and its --task_type (classification, regression,
-multilabel) is that head's own setting, as multilabel_data.py's files are.
+tasks/file_data.py counts as the classifier's module (_HEAD_PACKAGE_MODULES): it is
+run_classifier's reader of --task_name=csv / tsv / jsonl, and its --task_type (classification,
+regression, multilabel) is that head's own setting, as multilabel_data.py's files are.
 """
 import ast
 import collections
 import pathlib
+import re
 import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path[:1]:  # `python tests/head_name_counts.py`: this tree's registry
+    sys.path.insert(0, str(REPO_ROOT))
 
-# The registry and the modules that belong to one head (its model, task, data, door code).
-HEAD_MODULES = frozenset({
+from bert_tf2.export import head_types  # noqa: E402  pylint: disable=wrong-import-position
+
+# The registry and the package modules that belong to one head (its model, task, data, door
+# code); each registered head's runner is one too (head_modules).
+_HEAD_PACKAGE_MODULES = frozenset({
     "bert_tf2/export/head_types.py", "bert_tf2/export/head_classes.py", "bert_tf2/heads.py",
     "bert_tf2/export/masked_lm.py",
     "bert_tf2/export/serving_tagger.py", "bert_tf2/export/serving_squad.py",
@@ -54,13 +63,7 @@ HEAD_MODULES = frozenset({
     "bert_tf2/tasks/squad_data.py", "bert_tf2/tasks/squad_results.py",
     "bert_tf2/tasks/squad_run.py", "bert_tf2/tasks/squad_task.py",
     "bert_tf2/tasks/multiple_choice_data.py", "bert_tf2/tasks/multiple_choice_task.py",
-    "run_classifier.py", "run_ner.py", "run_squad.py", "run_multiple_choice.py",
-    "run_pretraining.py",
 })
-
-TYPE_NAMES = frozenset({"encoder", "classifier", "squad", "tagger", "multiple_choice",
-                        "pretraining", "masked_lm", "run_classifier", "run_squad", "run_ner",
-                        "run_multiple_choice", "run_pretraining", "feature-based tagger"})
 SIGNATURE_NAMES = frozenset({"pair", "words", "choices"})  # and "squad", by the left side
 SUB_KINDS = frozenset({"regression", "multilabel", "multi-label", "classification",
                        "single_label_classification", "multi_label_classification"})
@@ -74,6 +77,27 @@ _FLAGS = frozenset({"word_tags", "answer_spans", "class_labels", "sentence_embed
                     "long_text", "labels", "checks_head", "full_length_text",
                     "trims_by_default", "litert", "serves", "hf_pooler"})
 _ENTRY_WORDS = ("head", "entry", "kind")
+# The other side of a comparison that is a head's name, whatever string it is compared with.
+# (settings.model_type == "x": test_head_registry's MAX_COMPARISONS counts those.)
+_NAME_SIDE = re.compile(r"((^|[._])(head|entry|type)\w*|head_types\.\w+\(.*\))\.(name|runner)$")
+# A head's name no entry holds: keras_hub's label of a tagger with a BiLSTM.
+_UNREGISTERED_NAMES = frozenset({"feature-based tagger"})
+
+
+def type_names(entries=None):
+    """The head and runner names a decision may compare with: every registry entry's name,
+    runner and heads (head_types.ENTRIES, read when called), less the classifier's
+    sub-kinds (counted as sub_kinds)."""
+    names = set(_UNREGISTERED_NAMES)
+    for entry in head_types.ENTRIES if entries is None else entries:
+        names.update((entry.name,) + entry.heads + ((entry.runner,) if entry.runner else ()))
+    return frozenset(names - SUB_KINDS)
+
+
+def head_modules(entries=None):
+    """The files that belong to one head: _HEAD_PACKAGE_MODULES and each entry's runner."""
+    return _HEAD_PACKAGE_MODULES | {entry.runner + ".py" for entry in (
+        head_types.ENTRIES if entries is None else entries) if entry.runner}
 
 
 def source_files():
@@ -98,8 +122,8 @@ def _left_words(node):
     return ast.unparse(node).lower() if node is not None else ""
 
 
-def _compare_category(node):
-    """The category of a comparison (ast.Compare), or None."""
+def _compare_category(node, names):
+    """The category of a comparison (ast.Compare) of a tree with head names `names`, or None."""
     left = node.left
     for op, right in zip(node.ops, node.comparators):
         if not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
@@ -118,23 +142,23 @@ def _compare_category(node):
         if any(v in SIGNATURE_NAMES for v in values) or (
                 "squad" in values and any(w in words for w in _SIGNATURE_WORDS)):
             return "signatures"
-        if any(v in TYPE_NAMES for v in values):
+        if any(v in names for v in values) or _NAME_SIDE.search(ast.unparse(other)):
             return "names"
         if any(v in SUB_KINDS for v in values) and "mode" not in words:
             return "sub_kinds"
     return None
 
 
-def _table(node):
-    """Whether `node` (a dict or tuple literal) is a table of head / runner names."""
+def _table(node, names):
+    """Whether `node` (a dict or tuple literal) is a table of head / runner `names`."""
     if isinstance(node, ast.Dict):
         keys = [k.value for k in node.keys
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-        return sum(k in TYPE_NAMES for k in keys) >= 1
+        return sum(k in names for k in keys) >= 1
     if isinstance(node, (ast.Tuple, ast.List)):
         values = _strings(node)
         return (len(values) == len(node.elts) and len(values) >= 2
-                and all(v in TYPE_NAMES for v in values))
+                and all(v in names for v in values))
     return False
 
 
@@ -174,9 +198,10 @@ def _tagger_window(node, path):
 def count(files=None):
     """{category: Counter({path: occurrences})} of the tree (or of `files`: (path, text))."""
     found = {category: collections.Counter() for category in CATEGORIES}
+    names, inside_heads = type_names(), head_modules()
     for path, text in files if files is not None else source_files():
         tree = ast.parse(text)
-        inside = path in HEAD_MODULES
+        inside = path in inside_heads
         in_compare = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
@@ -196,15 +221,15 @@ def count(files=None):
             if category:
                 pass
             elif isinstance(node, ast.Compare):
-                category = _compare_category(node)
+                category = _compare_category(node, names)
             elif isinstance(node, (ast.For, ast.comprehension)):
-                if any(v in TYPE_NAMES for v in _strings(node.iter)):
+                if any(v in names for v in _strings(node.iter)):
                     category = "names"
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr == "startswith" and any(
                         v.startswith(_HEAD_VARIABLES) for a in node.args for v in _strings(a)):
                     category = "variable_detection"
-            elif id(node) not in in_compare and _table(node):
+            elif id(node) not in in_compare and _table(node, names):
                 category = "tables"
             if category:
                 found[category][path] += 1

@@ -842,22 +842,27 @@ class FillMask(Head):
         pass
 
 
-HEADS = ("classifier", "multilabel", "regression", "long_windows", "long_head_tail",
-         "tagger", "tagger_crf", "squad_v1", "squad_v2", "multiple_choice", "encoder",
-         "fill_mask")
-_CLASSES = {c.name: c for c in (Classifier, Multilabel, Regression, LongWindows, LongHeadTail,
-                                Tagger, TaggerCrf, Squad, SquadV2, MultipleChoice, FillMask)}
+def head_classes():
+    """{name: Head class} of the matrix's heads, in the order this module defines them (found:
+    each Head subclass here with a name, a new head's too, with no list to extend)."""
+    return {value.name: value for value in list(globals().values())
+            if isinstance(value, type) and issubclass(value, Head) and value.name}
+
+
+HEADS = tuple(head_classes())
 
 
 def make_head_class(name):
     """The Head class called `name` (all but the encoder, which takes a classifier's folder)."""
-    return _CLASSES[name]
+    if name == Encoder.name:
+        raise KeyError(name)
+    return head_classes()[name]
 
 
 def make_head(name, root, files, classifier=None):
     """The Head called `name` (trained: its reference answers in .reference)."""
-    head = (Encoder(root, files, classifier.folder) if name == "encoder"
-            else _CLASSES[name](root, files))
+    head = (Encoder(root, files, classifier.folder) if name == Encoder.name
+            else make_head_class(name)(root, files))
     head.build()
     head.check_not_trivial()
     return head

@@ -12,6 +12,7 @@ import unicodedata
 import pytest
 import yaml
 
+import registry_lists
 from conftest import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
@@ -119,11 +120,23 @@ def test_the_flag_pages_are_the_scripts_flags(shared_dir):
     reference = shared_dir / "reference" / "bert"
     if not reference.is_dir():
         pytest.skip("no reference/bert in %s" % shared_dir)
-    pages = _tool().pages(str(reference))
-    assert len(pages) == 13  # index.md and the 12 scripts
+    tool = _tool()
+    pages = tool.pages(str(reference))
+    # index.md and one page per root face (found on disk: test_every_face_has_a_flag_page).
+    assert sorted(pages) == sorted([os.path.join(tool.FLAGS_DIR, "index.md")] + [
+        os.path.join(tool.FLAGS_DIR, face + ".md") for face in registry_lists.root_faces()])
     stale = [path for path, text in pages.items()
              if not os.path.isfile(path) or open(path, encoding="utf-8").read() != text]
     assert not stale, "out of date (run python docs/tools/flag_pages.py): %s" % stale
+
+
+def test_every_face_has_a_flag_page_and_a_manual_page():
+    # The generator's scripts are the root faces on disk (a new runner without its row in
+    # docs/tools/flag_pages.py's SCRIPTS fails here, ../shared or not); each names a page.
+    scripts = _tool().SCRIPTS
+    assert sorted(scripts) == registry_lists.root_faces()
+    missing = sorted(page for page, _ in scripts.values() if not (DOCS / page).is_file())
+    assert not missing, missing
 
 
 def test_a_flag_page_splits_the_references_flags_from_ours(shared_dir):

@@ -8,6 +8,7 @@ import sys
 import pytest
 from absl import flags
 
+import registry_lists
 from bert_tf2 import flags_common
 from bert_tf2 import cli
 from bert_tf2 import loaders
@@ -79,8 +80,12 @@ _SHARED_FINE_TUNING = ("bert_config_file vocab_file output_dir init_checkpoint d
                        "eval_batch_size predict_batch_size learning_rate num_train_epochs "
                        "warmup_proportion save_checkpoints_steps iterations_per_loop use_tpu")
 _REFERENCE_FLAGS["run_ner"] = _REFERENCE_FLAGS["run_multiple_choice"] = _SHARED_FINE_TUNING
-_SCRIPTS = sorted(set(_REFERENCE_FLAGS) | {"export_saved_model", "convert_tf1_checkpoint",
-                                           "convert_hf_checkpoint", "create_vocab"})
+# Every root face (found on disk: tests/registry_lists.py), the reference's scripts among them.
+_SCRIPTS = registry_lists.root_faces()
+
+
+def test_the_scripts_include_the_references():
+    assert set(_REFERENCE_FLAGS) <= set(_SCRIPTS), sorted(set(_REFERENCE_FLAGS) - set(_SCRIPTS))
 
 
 def _short_help(module_name):

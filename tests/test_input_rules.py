@@ -5,6 +5,7 @@ one ValueError naming the file, line or flag (cli.run_cli prints it as one
 line, exit code 1), and no output is left half-written. Each rule is enforced in one
 place, named in the test's docstring.
 """
+import importlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from absl import flags
 from absl.flags import _helpers as flags_helpers
 import tensorflow as tf
 
+import registry_lists
 import convert_hf_checkpoint
 import convert_tf1_checkpoint
 import create_pretraining_data
@@ -110,9 +112,8 @@ def _run(module, argv):
 # test_pretraining_beam.py for every flag).
 # ---------------------------------------------------------------------------
 
-_SCRIPTS = [convert_hf_checkpoint, convert_tf1_checkpoint, create_pretraining_data,
-            create_vocab, export_saved_model, extract_features, run_classifier,
-            run_multiple_choice, run_ner, run_pretraining, run_squad]
+# Every root face (found on disk: tests/registry_lists.py).
+_SCRIPTS = [importlib.import_module(name) for name in registry_lists.root_faces()]
 
 
 @pytest.mark.parametrize("module", _SCRIPTS, ids=lambda m: m.__name__)

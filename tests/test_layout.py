@@ -10,28 +10,32 @@ import sys
 
 import pytest
 
+import registry_lists
 from conftest import REPO_ROOT
 from conftest import HANG_GUARD_SECONDS
 
 REFERENCE = ["modeling", "tokenization", "optimization", "create_pretraining_data",
              "run_pretraining", "run_classifier", "run_squad", "extract_features"]
-RUNNERS = {"create_pretraining_data", "run_pretraining", "run_classifier", "run_squad",
-           "extract_features", "run_ner", "run_multiple_choice", "convert_tf1_checkpoint",
-           "convert_hf_checkpoint", "convert_keras_hub", "export_saved_model", "create_vocab"}
+# The root's runners and command faces, found on disk (define_flags, run and main).
+RUNNERS = set(registry_lists.root_faces())
 
 
-def _setup_modules():
+def _setup_value(name):
     tree = ast.parse((REPO_ROOT / "setup.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and node.targets[0].id == "MODULES":
+        if isinstance(node, ast.Assign) and node.targets[0].id == name:
             return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no MODULES")
+    raise AssertionError("setup.py has no %s" % name)
 
 
 def test_the_root_holds_the_reference_face_and_setup_installs_it():
-    root = {p.stem for p in REPO_ROOT.glob("*.py")} - {"setup"}
-    assert root == set(_setup_modules()) == RUNNERS | {"modeling", "tokenization",
-                                                       "optimization"}
+    # Every root module is a face (flags: define_flags, run, main) or one of the
+    # reference's libraries; the reference's runners are faces; setup.py installs each
+    # module and gives each face its console command.
+    root = set(registry_lists.root_modules())
+    assert root == set(_setup_value("MODULES")) == RUNNERS | set(registry_lists.LIBRARIES)
+    assert set(REFERENCE) - set(registry_lists.LIBRARIES) <= RUNNERS
+    assert sorted(_setup_value("SCRIPTS").values()) == sorted(RUNNERS)
 
 
 @pytest.mark.parametrize("name", REFERENCE)
@@ -42,14 +46,26 @@ def test_from_bert_import_gives_the_top_level_module(name):
     assert importlib.import_module("bert." + name) is sys.modules[name]
 
 
-def _imports(path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _imports(path, source=None):
+    """Every module `path` (or `source` as if at `path`) imports, wherever the import is (at
+    load time, inside a function or class), by its full name: a relative import resolved
+    from `path`'s package, and importlib.import_module of a constant name too."""
+    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source)
+    package = list(path.relative_to(REPO_ROOT).parent.parts)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            yield node.module
-            yield from ("%s.%s" % (node.module, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            if node.module:
+                yield module
+            yield from ("%s.%s" % (module, alias.name) if module else alias.name
+                        for alias in node.names)
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module")
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            yield node.args[0].value
 
 
 def test_no_module_imports_a_runner_and_no_runner_another():
@@ -231,7 +247,8 @@ FLOORS = (
     ("tf1", "compat/"),
     ("cli",),
     ("flags_common",),
-    ("export/", "convert/"),
+    ("convert/",),
+    ("export/",),
     ("tasks/", "pretraining/"),
     ("loaders",),
     ("trainer/", "input_pipeline"),
@@ -241,7 +258,8 @@ FLOORS = (
 )
 _FLOOR_OF = {name: level for level, names in enumerate(FLOORS) for name in names}
 # The upward imports there are, each with its reason; none may be added without one.
-UPWARD = {}  # (issue 70: modeling.py -> compat/fork_checkpoints.py, now base/checkpoint_names)
+UPWARD = {}  # (issue 70: modeling.py -> compat/fork_checkpoints.py, now base/checkpoint_names;
+# issue 93: export/head_classes.py -> convert/hf_names, now base/hf_names)
 
 
 def _floor_name(module):
@@ -270,6 +288,38 @@ def _package_modules():
 def test_every_package_module_has_a_floor():
     unplaced = sorted({name for name, _ in _package_modules()} - set(_FLOOR_OF))
     assert not unplaced, "not in tests/test_layout.FLOORS (and docs/CONTRACTS.md): %s" % unplaced
+
+
+def test_an_import_anywhere_in_a_module_counts(tmp_path):
+    # Inside a function, relative, or by importlib: each is an import the floors see (issue
+    # 93: the heads' HF names were read by an import inside a method, export/ -> convert/).
+    path = REPO_ROOT / "bert_tf2" / "export" / "made_up.py"
+    source = ("import importlib\n"
+              "def f():\n    from bert_tf2.convert import hf_names\n"
+              "class C:\n    def g(self):\n        from ..convert import keras_hub\n"
+              "        from . import head_types\n"
+              "        return importlib.import_module('bert_tf2.convert.huggingface')\n")
+    found = set(_imports(path, source))
+    assert {"bert_tf2.convert", "bert_tf2.convert.hf_names", "bert_tf2.convert.keras_hub",
+            "bert_tf2.export.head_types", "bert_tf2.convert.huggingface"} <= found, found
+    assert {_floor_name(m) for m in found} - {None} == {"convert/", "export/"}
+    assert _FLOOR_OF["convert/"] < _FLOOR_OF["export/"]
+
+
+def test_the_convert_floor_is_above_the_export_floor():
+    # convert/ reads the head registry (export/head_types); the heads read the HF names from
+    # base/hf_names, below both. Before issue 93, export/head_classes.py imported
+    # bert_tf2.convert.hf_names inside hf_weights, and the two shared a floor.
+    importers = {str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "bert_tf2" / "export")
+                 .rglob("*.py") if any(_floor_name(m) == "convert/" for m in _imports(p))}
+    assert not importers, importers
+    # The old import path gives the same objects (every public name of base/hf_names).
+    old = importlib.import_module("bert_tf2.convert.hf_names")
+    new = importlib.import_module("bert_tf2.base.hf_names")
+    public = [name for name in _defines(REPO_ROOT / "bert_tf2" / "base" / "hf_names.py")
+              if not name.startswith("_")] + ["INT_KEYS", "POOLER_NAMES"]
+    missing = [name for name in public if getattr(old, name, None) is not getattr(new, name)]
+    assert not missing, "bert_tf2.convert.hf_names lacks %s" % missing
 
 
 def test_no_import_runs_up_the_floors():

@@ -8,6 +8,7 @@ import shlex
 
 import pytest
 
+import registry_lists
 from bert_tf2 import flags_common
 from conftest import REPO_ROOT
 
@@ -65,19 +66,18 @@ def _with_placeholders(args):
 
 
 _COMMANDS = list(_commands())
-_ALL_SCRIPTS = {"run_classifier", "run_squad", "run_pretraining", "create_pretraining_data",
-                "extract_features", "run_ner", "run_multiple_choice", "export_saved_model",
-                "convert_tf1_checkpoint", "convert_hf_checkpoint", "create_vocab"}
+# Every root face (found on disk: tests/registry_lists.py).
+_ALL_SCRIPTS = set(registry_lists.root_faces())
 
 
 def test_the_pages_have_commands_of_every_script():
     assert len(_COMMANDS) >= 25
     assert _ALL_SCRIPTS <= {script for _, _, script, _ in _COMMANDS}
-    # The front door: one example per job of the brief (multiple choice and the TF1
-    # converter and create_vocab live on their pages).
+    # The front door: one example per job of the brief (multiple choice, the TF1 and
+    # keras-hub converters and create_vocab live on their pages).
     in_readme = {script for page, _, script, _ in _COMMANDS if page == "README.md"}
-    assert _ALL_SCRIPTS - {"convert_tf1_checkpoint", "create_vocab", "run_multiple_choice"} \
-        <= in_readme
+    assert _ALL_SCRIPTS - {"convert_tf1_checkpoint", "convert_keras_hub", "create_vocab",
+                           "run_multiple_choice"} <= in_readme
 
 
 def test_each_command_is_named_by_its_own_page_line():

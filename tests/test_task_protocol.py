@@ -1,9 +1,11 @@
 """Every runner's task has the one shape of tasks/task.py, and no face defines a task."""
 import ast
+import importlib
 import inspect
 
 import pytest
 
+import registry_lists
 from conftest import REPO_ROOT
 
 import run_classifier
@@ -17,7 +19,8 @@ from bert_tf2.tasks import ner_task
 from bert_tf2.tasks import squad_task
 from bert_tf2.tasks import task as task_lib
 
-FACES = ("run_classifier.py", "run_ner.py", "run_squad.py", "run_multiple_choice.py")
+# The runners of the registry's heads (entry.runner: run_pretraining's folders too).
+FACES = tuple(runner + ".py" for runner in registry_lists.head_runners())
 
 
 def _long_texts():
@@ -45,6 +48,35 @@ def _protocol_methods():
                   if inspect.isfunction(value) and not name.startswith("_"))
 
 
+def task_classes():
+    """{name: class} of every task class in bert_tf2/tasks/ (found: a class defining every
+    protocol method), a new head's task with no edit here."""
+    found = {}
+    for path in sorted((REPO_ROOT / "bert_tf2" / "tasks").glob("*.py")):
+        module = importlib.import_module("bert_tf2.tasks." + path.stem)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__ == module.__name__ and \
+                    value is not task_lib.FineTuningTask and all(
+                    inspect.isfunction(getattr(value, m, None)) for m in _protocol_methods()):
+                found["%s.%s" % (path.stem, name)] = value
+    return found
+
+
+def _protocol_mismatches(kind, owner):
+    """Where `owner` (a task or its class) differs from the protocol's methods: parameters
+    first by name and in order, any more with defaults."""
+    wrong = []
+    for name in _protocol_methods():
+        wanted = list(inspect.signature(getattr(task_lib.FineTuningTask, name)).parameters)[1:]
+        given = list(inspect.signature(getattr(owner, name)).parameters.values())
+        if inspect.isclass(owner) and inspect.isfunction(inspect.getattr_static(owner, name)):
+            given = given[1:]  # self (a staticmethod has none)
+        if [p.name for p in given[:len(wanted)]] != wanted or any(
+                p.default is inspect.Parameter.empty for p in given[len(wanted):]):
+            wrong.append((kind, name))
+    return wrong
+
+
 def test_the_protocol_names_what_the_trainer_and_the_faces_call():
     assert _protocol_methods() == ["loss_fn", "metric_names", "metrics", "model",
                                    "predict_fn", "write_features"]
@@ -55,13 +87,16 @@ def test_each_task_is_a_fine_tuning_task(kind):
     task = TASKS[kind]()
     assert isinstance(task, task_lib.FineTuningTask)
     assert isinstance(task.spec, dict) and "input_ids" in task.spec
-    for name in _protocol_methods():
-        wanted = list(inspect.signature(getattr(task_lib.FineTuningTask, name)).parameters)[1:]
-        given = list(inspect.signature(getattr(task, name)).parameters.values())
-        # The protocol's parameters first, by name and in order; any more have defaults.
-        assert [p.name for p in given[:len(wanted)]] == wanted, (kind, name)
-        assert all(p.default is not inspect.Parameter.empty for p in given[len(wanted):]), (
-            kind, name)
+    # The protocol's parameters first, by name and in order; any more have defaults.
+    assert not _protocol_mismatches(kind, task)
+
+
+def test_every_task_class_keeps_the_protocols_parameters():
+    # Every task class of tasks/ (found), those without a made task in TASKS too.
+    found = task_classes()
+    assert {type(make()) for make in TASKS.values()} <= set(found.values()), sorted(found)
+    wrong = [w for name, cls in found.items() for w in _protocol_mismatches(name, cls)]
+    assert not wrong, wrong
 
 
 def test_a_task_missing_a_method_is_not_one():

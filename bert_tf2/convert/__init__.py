@@ -1,9 +1,9 @@
 """Model formats of other projects, both ways (HuggingFace).
 
-Contracts with the other modules (bert_tf2/convert/huggingface.py, hf_export.py, hf_names.py
-(convert_hf_checkpoint.py, both directions)):
+Contracts with the other modules (bert_tf2/convert/huggingface.py, hf_export.py; the name
+tables in bert_tf2/base/hf_names.py (convert_hf_checkpoint.py, both directions)):
 HuggingFace's format both ways, every public name importable from huggingface (the import
-there, the export in hf_export, the shared name tables in hf_names): config (convert_config: HF
+there, the export in hf_export, the shared name tables in base/hf_names): config (convert_config: HF
 -> bert_config.json; hf_config_of: back, `gelu` <-> `gelu_new`, `gelu_exact` <-> `gelu`), names
 (tf1_name_for / hf_key_for: one table, dense kernels transposed, `output_weights` [units, H] as
 they are). From HF: convert(hf_dir, output_dir, write_tf2) (read_hf_weights, convert_weights).

@@ -6,7 +6,7 @@ output_dir, model_type=None, labels_file=None) -> {what: path}; HfExport resolve
 labels, casing, length and weights before a file is written; head_of names the head a
 checkpoint holds; hf_config_of writes config.json's dict; hf_tensors_of the state dict
 (dense kernels transposed back to PyTorch's [out, in]). The parameter names come from
-hf_names, the head classes and head weights from the head registry (export/head_types.py).
+base/hf_names, the head classes and head weights from the head registry (export/head_types.py).
 """
 import json
 import os
@@ -21,8 +21,8 @@ from bert import tokenization
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2 import loaders
+from bert_tf2.base import hf_names
 from bert_tf2.base import output_folder
-from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
 from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import pooling

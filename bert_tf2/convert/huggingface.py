@@ -11,7 +11,7 @@ the three modules is importable from here:
   training run's output folder or best/, a converted model, a Google TF1 release) becomes a
   folder that transformers' Auto classes load with no code of ours; see that function.
 - The parameter names both ways, the shapes a config implies and a vocab's tokens:
-  bert_tf2/convert/hf_names.py.
+  bert_tf2/base/hf_names.py (the heads read them too; convert/hf_names is its old path).
 
 Activations: HuggingFace's "gelu" is the exact erf GELU ("gelu_exact" in
 bert_config.json); its tanh approximations ("gelu_new", "gelu_pytorch_tanh",
@@ -28,7 +28,7 @@ from bert import modeling
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2 import fileutil
 from bert_tf2.base import output_folder
-from bert_tf2.convert import hf_names
+from bert_tf2.base import hf_names
 from bert_tf2.convert import torch_pickle
 from bert_tf2.export import head_types
 from bert_tf2.tasks import classifier_tasks
@@ -39,7 +39,7 @@ from bert_tf2.trainer import model_folder
 from bert_tf2.convert.hf_export import (  # noqa: F401
     CRF_FILE, HF_HEADS, HfExport, export_to_hf, head_of, hf_config_of, hf_tensors_of,
     read_model_folder)
-from bert_tf2.convert.hf_names import (  # noqa: F401
+from bert_tf2.base.hf_names import (  # noqa: F401
     expected_shapes, hf_key_for, read_vocab_tokens, strip_prefix, tf1_name_for)
 
 # HuggingFace activation name -> the name our modeling.get_activation knows.

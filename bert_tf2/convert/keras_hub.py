@@ -37,10 +37,10 @@ import tensorflow as tf
 
 from bert import modeling
 from bert_tf2 import fileutil
+from bert_tf2.base import hf_names
 from bert_tf2.base import output_folder
 from bert_tf2.base.json_files import read_json_object
 from bert_tf2.convert import hf_export
-from bert_tf2.convert import hf_names
 from bert_tf2.export import head_types
 from bert_tf2.tasks import classifier_tasks
 from bert_tf2.trainer import checkpoints

@@ -152,7 +152,7 @@ class ModelType:
     def hf_weights(self, config):
         """({TF1 name: HF key}, {TF1 name: shape}) of its HF class's weights: the encoder's
         under hf_prefix, the pooler's when the class has one, its head's."""
-        from bert_tf2.convert import hf_names  # pylint: disable=import-outside-toplevel
+        from bert_tf2.base import hf_names  # pylint: disable=import-outside-toplevel
         shapes = dict(hf_names.expected_shapes(config))
         names = list(shapes) + list(hf_names.POOLER_NAMES if self.hf_pooler else ())
         wanted = {name: self.hf_prefix + hf_names.hf_key_for(name) for name in names}
