@@ -34,8 +34,9 @@ atomic_open; shards: pretraining_shards; beam-tmp: pretraining_beam), is_tempora
 the output it stands for or None, without_temp_names(message) (also TF's checkpoint
 PREFIX_temp/part-... names); readable_checkpoint(prefix) (the prefix TensorFlow's
 checkpoint readers find it under: links in a folder of ours when it holds `[`, which they
-glob); save_checkpoint(manager, number) (a failed save leaves
-nothing). remove(path): the one removal of the package (every deleting site calls it): a
+glob); load_saved_model(folder) (tf.saved_model.load, through such a link);
+save_checkpoint(manager, number) (a failed save leaves nothing).
+remove(path): the one removal of the package (every deleting site calls it): a
 file, a link (as a link) or a folder, never anything through a symlink (tf.io.gfile.rmtree
 empties a linked folder's target); replace_folder(temp, target) / recover_folder(target): a
 folder replaced whole by one built beside it, a kill between its two renames undone by the
@@ -714,10 +715,29 @@ def readable_checkpoint(prefix):
     files = path_match.matching(prefix, ".index") + path_match.matching(prefix, ".data-*")
     if not files:
         return prefix
+    folder = _link_folder()
+    for path in files:
+        os.symlink(os.path.abspath(path), os.path.join(folder, "ckpt" + path[len(prefix):]))
+    return os.path.join(folder, "ckpt")
+
+
+def _link_folder():
+    """A new folder of our own for links, removed when the process ends."""
     if not _LINK_FOLDERS:
         atexit.register(_remove_link_folders)
     folder = tempfile.mkdtemp(prefix="bert_tf2_checkpoint_")
     _LINK_FOLDERS.append(folder)
-    for path in files:
-        os.symlink(os.path.abspath(path), os.path.join(folder, "ckpt" + path[len(prefix):]))
-    return os.path.join(folder, "ckpt")
+    return folder
+
+
+def load_saved_model(folder):
+    """tf.saved_model.load(folder), for a local folder holding a character TensorFlow's
+    checkpoint reader globs too (it reads folder/variables/variables as a pattern): through
+    a link to the folder in a folder of our own (kept while the process runs: the loaded
+    model's assets are read through it)."""
+    folder = str(folder)
+    if "://" not in folder and _READERS_GLOB.search(folder):
+        link = os.path.join(_link_folder(), "saved_model")
+        os.symlink(os.path.abspath(folder), link)
+        folder = link
+    return tf.saved_model.load(folder)
