@@ -32,7 +32,8 @@ temporaries skipped). output_files(value, num_shards, flag), check_distinct(outp
 inputs=(), input_flag). Temporaries: temp_name(path, kind) -> PATH.KIND-<8 hex> (kind tmp:
 atomic_open; shards: pretraining_shards; beam-tmp: pretraining_beam), is_temporary(path) ->
 the output it stands for or None, without_temp_names(message) (also TF's checkpoint
-PREFIX_temp/part-... names); readable_checkpoint(prefix) (the prefix TensorFlow's
+PREFIX_temp/part-... names), without_op_names(line) (TF's {{function_node ...}},
+[Op:X]); readable_checkpoint(prefix) (the prefix TensorFlow's
 checkpoint readers find it under: links in a folder of ours when it holds `[`, which they
 glob); load_saved_model(folder) (tf.saved_model.load, through such a link);
 save_checkpoint(manager, number) (a failed save leaves nothing).
@@ -109,6 +110,13 @@ def without_temp_names(text):
     TensorFlow was saving) replaced by their outputs' names."""
     text = re.sub(r"(?<=\S)" + _CHECKPOINT_TEMP, "", text)
     return re.sub(r"(?<=\S)" + _TEMP_PART, "", text)
+
+
+def without_op_names(line):
+    """An eager op's error line without TensorFlow's names of the op: the leading
+    "{{function_node __wrapped__SaveV2_...}} " and the trailing " [Op:SaveV2]"."""
+    line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
+    return re.sub(r"\s*\[Op:[^\]]*\](?: name: \S*)?$", "", line) or line
 
 
 def save_checkpoint(manager, number):

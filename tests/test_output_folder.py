@@ -194,3 +194,26 @@ def test_an_outputs_record_of_another_type_is_one_line_and_kept(tmp_path, value)
         output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
     assert os.listdir(out) == [output_folder.OUTPUTS_RECORD]
     assert json.loads((out / output_folder.OUTPUTS_RECORD).read_text()) == value
+
+
+@pytest.mark.parametrize("mount", [False, True])
+def test_a_full_disk_under_tensorflow_is_one_plain_line(tmp_path, monkeypatch, mount):
+    # TensorFlow's own error line as a converter's save met it on a full tmpfs: the op's
+    # names around it ({{function_node ...}}, [Op:SaveV2]) and, on a mount point, the build
+    # folder inside it (.bert_tf2_build) were in the one line before.
+    out = tmp_path / "out"
+    output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
+    if mount:
+        monkeypatch.setattr(fileutil, "mount_points_in",
+                            lambda folders: [f for f in folders if f == str(out)])
+
+    def full(temp):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "{{function_node __wrapped__SaveV2_dtypes_47_device_/job:localhost/"
+                        "replica:0/task:0/device:CPU:0}} %s/a.txt; No space left on device "
+                        "[Op:SaveV2]" % temp)
+    with pytest.raises(ValueError) as error:
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, full)
+    assert str(error.value) == ("--output_dir=%s: no space left on the device (%s/a.txt; No "
+                                "space left on device); nothing was replaced" % (out, out))
+    assert (out / "a.txt").read_text() == "1"

@@ -151,7 +151,9 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
             fileutil.replace_folder(temp, target)
     except (tf.errors.OpError, OSError) as e:
         fileutil.remove(temp)
-        text = fileutil.without_temp_names(_message(e))
+        # Our build folder (beside the folder, or inside a mount point) named as the folder.
+        text = fileutil.without_temp_names(fileutil.without_op_names(
+            _message(e).replace(temp, target).replace(target, named)))
         if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or isinstance(
                 e, tf.errors.ResourceExhaustedError) or "No space left" in text:
             raise ValueError("%s=%s: no space left on the device (%s); nothing was replaced"
