@@ -10,6 +10,7 @@ hf_names, the head classes and head weights from the head registry (export/head_
 """
 import json
 import os
+import re
 import tempfile
 
 from absl import logging
@@ -114,7 +115,13 @@ def _write_safetensors(tensors, path):
     except ImportError:
         raise ValueError("writing %s needs the safetensors package: pip install "
                          "'bert-tf2[hf]' (or pip install safetensors)" % path) from None
-    save_file(tensors, path, metadata={"format": "pt"})
+    try:
+        save_file(tensors, path, metadata={"format": "pt"})
+    except Exception as e:  # safetensors' SafetensorError: its I/O error as the OSError it is
+        number = re.search(r"\(os error (\d+)\)", str(e))
+        if type(e).__name__ != "SafetensorError" or not number:
+            raise
+        raise OSError(int(number.group(1)), str(e), path) from None
 
 
 def _tokenizer_files(folder, vocab_lines, do_lower_case, max_seq_length, head):
