@@ -204,8 +204,7 @@ def test_a_full_disk_under_tensorflow_is_one_plain_line(tmp_path, monkeypatch, m
     out = tmp_path / "out"
     output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
     if mount:
-        monkeypatch.setattr(fileutil, "mount_points_in",
-                            lambda folders: [f for f in folders if f == str(out)])
+        _mounted(monkeypatch, out)
 
     def full(temp):
         raise tf.errors.ResourceExhaustedError(
@@ -217,3 +216,28 @@ def test_a_full_disk_under_tensorflow_is_one_plain_line(tmp_path, monkeypatch, m
     assert str(error.value) == ("--output_dir=%s: no space left on the device (%s/a.txt; No "
                                 "space left on device); nothing was replaced" % (out, out))
     assert (out / "a.txt").read_text() == "1"
+
+
+def test_a_full_disk_while_a_mount_point_fills_says_what_it_left(tmp_path, monkeypatch):
+    # A mount point is filled in place: once its earlier outputs are gone, a full disk (the
+    # last record write, seen on a 16k tmpfs) leaves the new files pending. The line said
+    # "nothing was replaced" while the earlier outputs were gone.
+    out = tmp_path / "out"
+    output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
+    _mounted(monkeypatch, out)
+    real, records = fileutil.atomic_open, []
+
+    def full_at_the_last_record(path, *args, **kwargs):
+        if os.path.basename(path) == output_folder.OUTPUTS_RECORD:
+            records.append(path)
+            if len(records) == 2:  # the pending record written, the files moved in
+                raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(fileutil, "atomic_open", full_at_the_last_record)
+    with pytest.raises(ValueError) as error:
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "2"}))
+    text = str(error.value)
+    assert "nothing was replaced" not in text and "\n" not in text
+    assert text.startswith("--output_dir=%s: no space left on the device" % out)
+    assert "outputs are incomplete" in text and output_folder.OUTPUTS_RECORD in text
+    assert json.loads((out / output_folder.OUTPUTS_RECORD).read_text())[_TOOL]["pending"]

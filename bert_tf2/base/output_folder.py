@@ -156,8 +156,8 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
             _message(e).replace(temp, target).replace(target, named)))
         if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or isinstance(
                 e, tf.errors.ResourceExhaustedError) or "No space left" in text:
-            raise ValueError("%s=%s: no space left on the device (%s); nothing was replaced"
-                             % (flag, named, text)) from None
+            raise ValueError("%s=%s: no space left on the device (%s); %s" % (
+                flag, named, text, _what_was_left(target, tool, in_place))) from None
         if getattr(e, "errno", None) in (errno.EBUSY, errno.EXDEV) or \
                 "resource busy" in text or "cross-device" in text:
             raise ValueError("%s=%s cannot be replaced (%s): nothing was replaced; write into "
@@ -167,6 +167,15 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
         fileutil.remove(temp)
         raise
     return _renamed(result, temp, named)
+
+
+def _what_was_left(target, tool, in_place):
+    """What a failed write left: nothing replaced, or (a mount point filled in place, its
+    earlier outputs gone) the new outputs pending, for a rerun to replace."""
+    if in_place and "pending" in _read_record(target).get(tool, {}):
+        return ("its outputs are incomplete (%s names them pending): free space and run "
+                "again" % OUTPUTS_RECORD)
+    return "nothing was replaced"
 
 
 # The folder a tool's outputs are built in inside an --output_dir that is a mount point
