@@ -241,3 +241,28 @@ def test_a_full_disk_while_a_mount_point_fills_says_what_it_left(tmp_path, monke
     assert text.startswith("--output_dir=%s: no space left on the device" % out)
     assert "outputs are incomplete" in text and output_folder.OUTPUTS_RECORD in text
     assert json.loads((out / output_folder.OUTPUTS_RECORD).read_text())[_TOOL]["pending"]
+
+
+def test_a_full_disk_a_library_reports_its_own_way_is_the_same_line(tmp_path):
+    # keras-hub's save_to_preset on a full tmpfs: h5py's RuntimeError (errno = 28 in its
+    # text, several lines naming our temporary) ended the export in a raw traceback.
+    out = tmp_path / "out"
+    output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
+
+    def full(temp):
+        raise RuntimeError("Disable slist on flush dest failure failed (file write failed: "
+                           "time = Sat Nov 28 15:56:42 2026\n, filename = '%s/task.weights.h5',"
+                           " file descriptor = 3, errno = 28, error message = 'No space left "
+                           "on device', buf = 0x555fb7215bc8)" % temp)
+    with pytest.raises(ValueError) as error:
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, full)
+    text = str(error.value)
+    assert text.startswith("--output_dir=%s: no space left on the device" % out)
+    assert "\n" not in text and ".tmp-" not in text and text.endswith("nothing was replaced")
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+    def other(temp):
+        raise RuntimeError("a library's own failure in %s" % temp)
+    with pytest.raises(RuntimeError, match="own failure"):
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, other)
+    assert sorted(os.listdir(tmp_path)) == ["out"]

@@ -18,6 +18,7 @@ tool, patterns).
 import errno
 import json
 import os
+import re
 import shutil
 import stat
 
@@ -149,8 +150,13 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
         else:
             _write_record(temp, record)
             fileutil.replace_folder(temp, target)
-    except (tf.errors.OpError, OSError) as e:
+    except Exception as e:  # pylint: disable=broad-except
         fileutil.remove(temp)
+        if not isinstance(e, (tf.errors.OpError, OSError)):
+            if not _NO_SPACE.search(str(e)):
+                raise
+            # A library's own report of a full disk (h5py's RuntimeError, "errno = 28").
+            e = OSError(errno.ENOSPC, "No space left on device")
         # Our build folder (beside the folder, or inside a mount point) named as the folder.
         text = fileutil.without_temp_names(fileutil.without_op_names(
             _message(e).replace(temp, target).replace(target, named)))
@@ -176,6 +182,10 @@ def _what_was_left(target, tool, in_place):
         return ("its outputs are incomplete (%s names them pending): free space and run "
                 "again" % OUTPUTS_RECORD)
     return "nothing was replaced"
+
+
+# A full disk in the text of a library's own error (not an OSError).
+_NO_SPACE = re.compile(r"No space left on device|\berrno = 28\b|\(os error 28\)")
 
 
 # The folder a tool's outputs are built in inside an --output_dir that is a mount point
