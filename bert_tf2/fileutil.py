@@ -614,7 +614,8 @@ def check_distinct(outputs, flag, inputs=(), input_flag="--input_file"):
 
 
 def expand_input_files(patterns):
-    """Comma-separated globs (or a list of them) -> the matching files, each glob sorted."""
+    """Comma-separated globs (or a list of them) -> the matching files, each glob sorted; a
+    glob that names an existing file as it is (`[`, `*`, `?` in its path) is that file."""
     if isinstance(patterns, str):
         patterns = patterns.split(",")
     files = []
@@ -623,6 +624,14 @@ def expand_input_files(patterns):
         if not pattern:
             continue
         matched = path_match.user_pattern(pattern)
+        if _READERS_GLOB.search(pattern) and tf.io.gfile.exists(pattern) and \
+                not tf.io.gfile.isdir(pattern):
+            # A file the text names as it is: that file (glob reads `exp[1]/x` as `exp1/x`).
+            others = sorted(p for p in matched if p != pattern)
+            if others:
+                logging.warning("%s is a file: read as itself, not as the pattern matching %s",
+                                pattern, ", ".join(others))
+            matched = [pattern]
         for path in [p for p in matched if is_temporary(p) is not None and p != pattern]:
             # An interrupted run's half-written output: never an input.
             logging.warning("Skipping %s: a temporary of an unfinished run", path)

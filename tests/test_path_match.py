@@ -382,3 +382,24 @@ def test_every_saved_model_load_goes_through_fileutil():
              and ast.unparse(node.value).endswith("saved_model")
              and where != "bert_tf2/fileutil.py"]
     assert not found, "load a SavedModel with fileutil.load_saved_model, not at %s" % found
+
+
+def test_an_input_pattern_naming_a_file_is_that_file(tmp_path, caplog):
+    """--input_file is the reference's glob; a file literally named by it is read as
+    itself (before: 'matches no file' in an odd folder, or, beside a look-alike, the
+    look-alike read in its place without a word)."""
+    odd, lookalike = _odd_folders(tmp_path)
+    (odd / "in[1].txt").write_text("the user's input")
+    assert fileutil.expand_input_files(str(odd / "in[1].txt")) == [str(odd / "in[1].txt")]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "in1.txt").write_text("a look-alike")
+    assert fileutil.expand_input_files(str(plain / "in[1].txt")) == [str(plain / "in1.txt")]
+    (plain / "in[1].txt").write_text("the user's input")
+    with caplog.at_level("WARNING"):
+        assert fileutil.expand_input_files(str(plain / "in[1].txt")) == [
+            str(plain / "in[1].txt")]
+    assert "in1.txt" in caplog.text
+    assert fileutil.expand_input_files(str(plain / "in*.txt")) == [
+        str(plain / "in1.txt"), str(plain / "in[1].txt")]
+    _user_files_kept(lookalike)
