@@ -592,3 +592,17 @@ def test_a_full_disk_while_writing_the_weights_is_one_line(tmp_path, monkeypatch
         huggingface.export_to_hf(str(folder), str(out))
     assert not out.exists()
     assert not [n for n in os.listdir(tmp_path) if n.startswith("hf")]
+
+
+def test_a_vocabulary_longer_than_the_model_is_refused(tmp_path):
+    # vocab.txt with more entries than bert_config.json's vocab_size: the HuggingFace
+    # tokenizer we wrote gave ids past the embedding table (export_saved_model refuses it).
+    from bert_tf2.convert import huggingface  # pylint: disable=import-outside-toplevel
+    folder = _folder(tmp_path, "classifier", _SMALL_VOCAB)[0]
+    write_text(folder / "vocab.txt", "\n".join(_SMALL_VOCAB + ["extra1", "extra2"]) + "\n")
+    with pytest.raises(ValueError, match=r"^the vocabulary %s has %d entries but the model "
+                                         r"only %d \(vocab_size in bert_config.json\)$" % (
+                                             re.escape(str(folder / "vocab.txt")),
+                                             len(_SMALL_VOCAB) + 2, len(_SMALL_VOCAB))):
+        huggingface.export_to_hf(str(folder), str(tmp_path / "hf"))
+    assert not (tmp_path / "hf").exists()

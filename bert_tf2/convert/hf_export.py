@@ -164,6 +164,17 @@ def read_model_folder(init_checkpoint):
     return contents, found, read_json_object(found["bert_config_file"])
 
 
+def read_vocab(found, config):
+    """The tokens of the model folder's vocab.txt (`found`: read_model_folder's); ValueError
+    when it has more entries than bert_config.json's vocab_size (ids past the embeddings)."""
+    vocab = hf_names.read_vocab_tokens(found["vocab_file"])
+    if len(vocab) > int(config["vocab_size"]):
+        raise ValueError("the vocabulary %s has %d entries but the model only %d (vocab_size "
+                         "in bert_config.json)" % (found["vocab_file"], len(vocab),
+                                                   int(config["vocab_size"])))
+    return vocab
+
+
 def export_casing(init_checkpoint, found, vocab, do_lower_case=None, notes=None):
     """The casing an export writes (HuggingFace's tokenizer_config.json, keras-hub's preset).
 
@@ -235,7 +246,7 @@ class HfExport(object):
                                             len(labels)))
         self.head = head
         self.vocab_file = found["vocab_file"]
-        self.vocab = hf_names.read_vocab_tokens(self.vocab_file)
+        self.vocab = read_vocab(found, config)
         pad = self.vocab.index("[PAD]") if "[PAD]" in self.vocab else 0
         self.config = hf_config_of(config, head, labels, pad_token_id=pad)
         self.config.update(fields)  # the head's own: a classifier's problem_type, ...
