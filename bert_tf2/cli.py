@@ -223,4 +223,5 @@ def _exit_with(error):
     logs.write(sys.stderr, line + "\n")
     if _STOPPED_BY:
         sys.exit(code)
+    fileutil.remove_link_folders()  # the exit's clean-up that os._exit skips
     os._exit(code)

@@ -36,6 +36,7 @@ PREFIX_temp/part-... names), without_op_names(line) (TF's {{function_node ...}},
 [Op:X]); readable_checkpoint(prefix) (the prefix TensorFlow's
 checkpoint readers find it under: links in a folder of ours when it holds `[`, which they
 glob); load_saved_model(folder) (tf.saved_model.load, through such a link);
+remove_link_folders() (theirs, at exit);
 save_checkpoint(manager, number) (a failed save leaves nothing).
 remove(path): the one removal of the package (every deleting site calls it): a
 file, a link (as a link) or a folder, never anything through a symlink (tf.io.gfile.rmtree
@@ -713,10 +714,12 @@ _READERS_GLOB = re.compile(r"[*?\[\\]")
 _LINK_FOLDERS = []
 
 
-def _remove_link_folders():
-    for folder in _LINK_FOLDERS:
+def remove_link_folders():
+    """Removes the folders of links this process made (at its exit; cli's os._exit calls it
+    first, which skips the exit's own clean-up)."""
+    while _LINK_FOLDERS:
         try:
-            remove(folder)  # links removed as links: their targets stay
+            remove(_LINK_FOLDERS.pop())  # links removed as links: their targets stay
         except OSError:
             pass
 
@@ -741,7 +744,7 @@ def readable_checkpoint(prefix):
 def _link_folder():
     """A new folder of our own for links, removed when the process ends."""
     if not _LINK_FOLDERS:
-        atexit.register(_remove_link_folders)
+        atexit.register(remove_link_folders)
     folder = tempfile.mkdtemp(prefix="bert_tf2_checkpoint_")
     _LINK_FOLDERS.append(folder)
     return folder

@@ -403,3 +403,37 @@ def test_an_input_pattern_naming_a_file_is_that_file(tmp_path, caplog):
     assert fileutil.expand_input_files(str(plain / "in*.txt")) == [
         str(plain / "in1.txt"), str(plain / "in[1].txt")]
     _user_files_kept(lookalike)
+
+
+_FAILING_FACE = """
+import sys
+from bert_tf2 import cli, fileutil
+
+def run(flags):
+    print(fileutil.readable_checkpoint(sys.argv[1]), flush=True)
+    raise ValueError("a bad setting found after the checkpoint was read")
+
+cli.run_cli(lambda fv: None, run, argv=sys.argv[:1])
+"""
+
+
+@pytest.mark.slow
+def test_a_face_ending_in_an_error_leaves_no_link_folder(tmp_path):
+    """A face that read a checkpoint in an odd folder (through links in a folder of ours)
+    and then stopped on an error (one line, os._exit) left that folder in the temporary
+    folder, one per run (seen: 35 after a session of tries)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    from conftest import user_environ  # pylint: disable=import-outside-toplevel
+    odd, _ = _odd_folders(tmp_path)
+    checkpoints.write_tf1_checkpoint(
+        {"bert/embeddings/word_embeddings": np.zeros([3, 2], np.float32)}, str(odd / "model.ckpt"))
+    done = subprocess.run([sys.executable, "-c", _FAILING_FACE, str(odd / "model.ckpt")],
+                          capture_output=True, text=True, cwd=str(REPO_ROOT),
+                          env=user_environ(PYTHONPATH=str(REPO_ROOT)), timeout=300,
+                          check=False)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.strip().endswith(
+        "error: a bad setting found after the checkpoint was read")
+    link = done.stdout.strip().splitlines()[-1]
+    assert link != str(odd / "model.ckpt") and not os.path.exists(os.path.dirname(link))
