@@ -96,7 +96,7 @@ def error_line(error):
     text = error.message if isinstance(error, tf.errors.OpError) else str(error)
     lines = text.strip().splitlines() or [type(error).__name__]
     line = _graph_error_line(lines) if isinstance(error, tf.errors.OpError) else lines[0]
-    return "error: %s" % fileutil.without_temp_names(_without_op_names(line)), 1
+    return "error: %s" % fileutil.without_temp_names(fileutil.without_op_names(line)), 1
 
 
 def _graph_error_line(lines):
@@ -121,13 +121,6 @@ def _graph_error_line(lines):
         message = first.group(1) if first else message
     node = re.search(r"\[\[\{\{node ([^}]*)\}\}\]\]", "\n".join(lines))
     return message.strip() + (" (TensorFlow node %s)" % node.group(1) if node else "")
-
-
-def _without_op_names(line):
-    """An eager op's error line without TensorFlow's names of the op: the leading
-    "{{function_node __wrapped__SaveV2_...}} " and the trailing " [Op:SaveV2]"."""
-    line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
-    return re.sub(r"\s*\[Op:[^\]]*\](?: name: \S*)?$", "", line) or line
 
 
 class _HelpExitsZero:
@@ -230,4 +223,5 @@ def _exit_with(error):
     logs.write(sys.stderr, line + "\n")
     if _STOPPED_BY:
         sys.exit(code)
+    fileutil.remove_link_folders()  # the exit's clean-up that os._exit skips
     os._exit(code)

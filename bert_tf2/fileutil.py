@@ -32,10 +32,13 @@ temporaries skipped). output_files(value, num_shards, flag), check_distinct(outp
 inputs=(), input_flag). Temporaries: temp_name(path, kind) -> PATH.KIND-<8 hex> (kind tmp:
 atomic_open; shards: pretraining_shards; beam-tmp: pretraining_beam), is_temporary(path) ->
 the output it stands for or None, without_temp_names(message) (also TF's checkpoint
-PREFIX_temp/part-... names); readable_checkpoint(prefix) (the prefix TensorFlow's
+PREFIX_temp/part-... names), without_op_names(line) (TF's {{function_node ...}},
+[Op:X]); readable_checkpoint(prefix) (the prefix TensorFlow's
 checkpoint readers find it under: links in a folder of ours when it holds `[`, which they
-glob); save_checkpoint(manager, number) (a failed save leaves
-nothing). remove(path): the one removal of the package (every deleting site calls it): a
+glob); load_saved_model(folder) (tf.saved_model.load, through such a link);
+remove_link_folders() (theirs, at exit);
+save_checkpoint(manager, number) (a failed save leaves nothing).
+remove(path): the one removal of the package (every deleting site calls it): a
 file, a link (as a link) or a folder, never anything through a symlink (tf.io.gfile.rmtree
 empties a linked folder's target); replace_folder(temp, target) / recover_folder(target): a
 folder replaced whole by one built beside it, a kill between its two renames undone by the
@@ -108,6 +111,13 @@ def without_temp_names(text):
     TensorFlow was saving) replaced by their outputs' names."""
     text = re.sub(r"(?<=\S)" + _CHECKPOINT_TEMP, "", text)
     return re.sub(r"(?<=\S)" + _TEMP_PART, "", text)
+
+
+def without_op_names(line):
+    """An eager op's error line without TensorFlow's names of the op: the leading
+    "{{function_node __wrapped__SaveV2_...}} " and the trailing " [Op:SaveV2]"."""
+    line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
+    return re.sub(r"\s*\[Op:[^\]]*\](?: name: \S*)?$", "", line) or line
 
 
 def save_checkpoint(manager, number):
@@ -605,7 +615,8 @@ def check_distinct(outputs, flag, inputs=(), input_flag="--input_file"):
 
 
 def expand_input_files(patterns):
-    """Comma-separated globs (or a list of them) -> the matching files, each glob sorted."""
+    """Comma-separated globs (or a list of them) -> the matching files, each glob sorted; a
+    glob that names an existing file as it is (`[`, `*`, `?` in its path) is that file."""
     if isinstance(patterns, str):
         patterns = patterns.split(",")
     files = []
@@ -614,6 +625,14 @@ def expand_input_files(patterns):
         if not pattern:
             continue
         matched = path_match.user_pattern(pattern)
+        if _READERS_GLOB.search(pattern) and tf.io.gfile.exists(pattern) and \
+                not tf.io.gfile.isdir(pattern):
+            # A file the text names as it is: that file (glob reads `exp[1]/x` as `exp1/x`).
+            others = sorted(p for p in matched if p != pattern)
+            if others:
+                logging.warning("%s is a file: read as itself, not as the pattern matching %s",
+                                pattern, ", ".join(others))
+            matched = [pattern]
         for path in [p for p in matched if is_temporary(p) is not None and p != pattern]:
             # An interrupted run's half-written output: never an input.
             logging.warning("Skipping %s: a temporary of an unfinished run", path)
@@ -695,10 +714,12 @@ _READERS_GLOB = re.compile(r"[*?\[\\]")
 _LINK_FOLDERS = []
 
 
-def _remove_link_folders():
-    for folder in _LINK_FOLDERS:
+def remove_link_folders():
+    """Removes the folders of links this process made (at its exit; cli's os._exit calls it
+    first, which skips the exit's own clean-up)."""
+    while _LINK_FOLDERS:
         try:
-            remove(folder)  # links removed as links: their targets stay
+            remove(_LINK_FOLDERS.pop())  # links removed as links: their targets stay
         except OSError:
             pass
 
@@ -714,10 +735,29 @@ def readable_checkpoint(prefix):
     files = path_match.matching(prefix, ".index") + path_match.matching(prefix, ".data-*")
     if not files:
         return prefix
-    if not _LINK_FOLDERS:
-        atexit.register(_remove_link_folders)
-    folder = tempfile.mkdtemp(prefix="bert_tf2_checkpoint_")
-    _LINK_FOLDERS.append(folder)
+    folder = _link_folder()
     for path in files:
         os.symlink(os.path.abspath(path), os.path.join(folder, "ckpt" + path[len(prefix):]))
     return os.path.join(folder, "ckpt")
+
+
+def _link_folder():
+    """A new folder of our own for links, removed when the process ends."""
+    if not _LINK_FOLDERS:
+        atexit.register(remove_link_folders)
+    folder = tempfile.mkdtemp(prefix="bert_tf2_checkpoint_")
+    _LINK_FOLDERS.append(folder)
+    return folder
+
+
+def load_saved_model(folder):
+    """tf.saved_model.load(folder), for a local folder holding a character TensorFlow's
+    checkpoint reader globs too (it reads folder/variables/variables as a pattern): through
+    a link to the folder in a folder of our own (kept while the process runs: the loaded
+    model's assets are read through it)."""
+    folder = str(folder)
+    if "://" not in folder and _READERS_GLOB.search(folder):
+        link = os.path.join(_link_folder(), "saved_model")
+        os.symlink(os.path.abspath(folder), link)
+        folder = link
+    return tf.saved_model.load(folder)

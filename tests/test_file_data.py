@@ -64,8 +64,14 @@ def test_a_blank_line_of_a_one_column_test_file_is_an_empty_text(tmp_path, caplo
                      r"one-column file, each read as an empty text" % file_format, caplog.text)
     # With more columns a blank line is no row (its fields could not be told apart).
     write_text(tmp_path / "test.tsv", "\ntext\tid\nfirst\t1\n\nthird\t3\n")
-    assert [e.text_a for e in file_data.FileProcessor("tsv", _COLUMNS, labels=["a"])
-            .get_test_examples(str(tmp_path))] == ["first", "third"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert [e.text_a for e in file_data.FileProcessor("tsv", _COLUMNS, labels=["a"])
+                .get_test_examples(str(tmp_path))] == ["first", "third"]
+    # ... said in one line (before: dropped without a word; test_results.tsv then had fewer
+    # rows than the file lines).
+    assert re.search(r"test.tsv: 1 blank line \(first: line 4\) skipped, no rows of this "
+                     r"2-column file", caplog.text)
 
 
 def test_tsv_takes_quotes_literally_and_reads_pairs(tmp_path):

@@ -8,6 +8,7 @@ transformers' Auto classes load each folder and compute our numbers on real text
 """
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -567,3 +568,41 @@ def test_real_minilm_goes_back_bit_for_bit(tmp_path):
         assert ours == theirs, name
     tokenizer = json.loads(open(outputs["tokenizer_config"]).read())
     assert tokenizer["do_lower_case"] is True and tokenizer["model_max_length"] == 256
+
+
+def test_a_full_disk_while_writing_the_weights_is_one_line(tmp_path, monkeypatch):
+    # safetensors reports a failed write as its own SafetensorError ("... (os error 28)"),
+    # no OSError: on a full tmpfs the export ended in that raw traceback.
+    safetensors = pytest.importorskip("safetensors", reason="the [hf] extra is missing")
+    import safetensors.numpy  # pylint: disable=import-outside-toplevel,redefined-outer-name
+    from bert_tf2.convert import huggingface  # pylint: disable=import-outside-toplevel
+    folder = _folder(tmp_path, "classifier", _SMALL_VOCAB)[0]
+
+    def full(tensors, path, metadata=None):
+        del tensors, metadata
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        raise safetensors.SafetensorError("Error while serializing: I/O error: No space left "
+                                          "on device (os error 28)")
+    monkeypatch.setattr(safetensors.numpy, "save_file", full)
+    out = tmp_path / "hf"
+    with pytest.raises(ValueError, match=r"^%s: no space left on the device \(.*No space "
+                                         r"left on device.*\); nothing was replaced$"
+                                         % re.escape("--output_dir=%s" % out)):
+        huggingface.export_to_hf(str(folder), str(out))
+    assert not out.exists()
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("hf")]
+
+
+def test_a_vocabulary_longer_than_the_model_is_refused(tmp_path):
+    # vocab.txt with more entries than bert_config.json's vocab_size: the HuggingFace
+    # tokenizer we wrote gave ids past the embedding table (export_saved_model refuses it).
+    from bert_tf2.convert import huggingface  # pylint: disable=import-outside-toplevel
+    folder = _folder(tmp_path, "classifier", _SMALL_VOCAB)[0]
+    write_text(folder / "vocab.txt", "\n".join(_SMALL_VOCAB + ["extra1", "extra2"]) + "\n")
+    with pytest.raises(ValueError, match=r"^the vocabulary %s has %d entries but the model "
+                                         r"only %d \(vocab_size in bert_config.json\)$" % (
+                                             re.escape(str(folder / "vocab.txt")),
+                                             len(_SMALL_VOCAB) + 2, len(_SMALL_VOCAB))):
+        huggingface.export_to_hf(str(folder), str(tmp_path / "hf"))
+    assert not (tmp_path / "hf").exists()

@@ -528,3 +528,13 @@ def test_keras_hub_and_our_models_leave_each_other_alone(tmp_path):
     # The same shapes through the same kernels in each run: equal, not merely close.
     assert before == after
     assert before == hub_first
+
+
+def test_a_vocabulary_longer_than_the_model_is_refused(tmp_path):
+    # as the HuggingFace export: keras-hub's tokenizer would give ids past the embeddings.
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film", "bad"]
+    folder, _ = _folder(tmp_path, "classifier", vocab, layers=1)
+    (folder / "vocab.txt").write_text("\n".join(vocab + ["extra"]) + "\n")
+    with pytest.raises(ValueError, match=r"has 10 entries but the model only 9"):
+        conv.run(conv.Settings(init_checkpoint=str(folder), output_dir=str(tmp_path / "preset")))
+    assert not (tmp_path / "preset").exists()

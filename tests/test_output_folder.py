@@ -194,3 +194,75 @@ def test_an_outputs_record_of_another_type_is_one_line_and_kept(tmp_path, value)
         output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
     assert os.listdir(out) == [output_folder.OUTPUTS_RECORD]
     assert json.loads((out / output_folder.OUTPUTS_RECORD).read_text()) == value
+
+
+@pytest.mark.parametrize("mount", [False, True])
+def test_a_full_disk_under_tensorflow_is_one_plain_line(tmp_path, monkeypatch, mount):
+    # TensorFlow's own error line as a converter's save met it on a full tmpfs: the op's
+    # names around it ({{function_node ...}}, [Op:SaveV2]) and, on a mount point, the build
+    # folder inside it (.bert_tf2_build) were in the one line before.
+    out = tmp_path / "out"
+    output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
+    if mount:
+        _mounted(monkeypatch, out)
+
+    def full(temp):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "{{function_node __wrapped__SaveV2_dtypes_47_device_/job:localhost/"
+                        "replica:0/task:0/device:CPU:0}} %s/a.txt; No space left on device "
+                        "[Op:SaveV2]" % temp)
+    with pytest.raises(ValueError) as error:
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, full)
+    assert str(error.value) == ("--output_dir=%s: no space left on the device (%s/a.txt; No "
+                                "space left on device); nothing was replaced" % (out, out))
+    assert (out / "a.txt").read_text() == "1"
+
+
+def test_a_full_disk_while_a_mount_point_fills_says_what_it_left(tmp_path, monkeypatch):
+    # A mount point is filled in place: once its earlier outputs are gone, a full disk (the
+    # last record write, seen on a 16k tmpfs) leaves the new files pending. The line said
+    # "nothing was replaced" while the earlier outputs were gone.
+    out = tmp_path / "out"
+    output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
+    _mounted(monkeypatch, out)
+    real, records = fileutil.atomic_open, []
+
+    def full_at_the_last_record(path, *args, **kwargs):
+        if os.path.basename(path) == output_folder.OUTPUTS_RECORD:
+            records.append(path)
+            if len(records) == 2:  # the pending record written, the files moved in
+                raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(fileutil, "atomic_open", full_at_the_last_record)
+    with pytest.raises(ValueError) as error:
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "2"}))
+    text = str(error.value)
+    assert "nothing was replaced" not in text and "\n" not in text
+    assert text.startswith("--output_dir=%s: no space left on the device" % out)
+    assert "outputs are incomplete" in text and output_folder.OUTPUTS_RECORD in text
+    assert json.loads((out / output_folder.OUTPUTS_RECORD).read_text())[_TOOL]["pending"]
+
+
+def test_a_full_disk_a_library_reports_its_own_way_is_the_same_line(tmp_path):
+    # keras-hub's save_to_preset on a full tmpfs: h5py's RuntimeError (errno = 28 in its
+    # text, several lines naming our temporary) ended the export in a raw traceback.
+    out = tmp_path / "out"
+    output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, _build({"a.txt": "1"}))
+
+    def full(temp):
+        raise RuntimeError("Disable slist on flush dest failure failed (file write failed: "
+                           "time = Sat Nov 28 15:56:42 2026\n, filename = '%s/task.weights.h5',"
+                           " file descriptor = 3, errno = 28, error message = 'No space left "
+                           "on device', buf = 0x555fb7215bc8)" % temp)
+    with pytest.raises(ValueError) as error:
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, full)
+    text = str(error.value)
+    assert text.startswith("--output_dir=%s: no space left on the device" % out)
+    assert "\n" not in text and ".tmp-" not in text and text.endswith("nothing was replaced")
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+    def other(temp):
+        raise RuntimeError("a library's own failure in %s" % temp)
+    with pytest.raises(RuntimeError, match="own failure"):
+        output_folder.write_outputs_aside(str(out), _TOOL, _PATTERNS, other)
+    assert sorted(os.listdir(tmp_path)) == ["out"]

@@ -21,6 +21,7 @@ in_place, tool, patterns, ours, record), pending_in(folder, tool), remove_builds
 import errno
 import json
 import os
+import re
 import shutil
 import stat
 
@@ -147,13 +148,20 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
             _carry_others(target, temp, skip | {os.path.join(target, OUTPUTS_RECORD),
                                                 os.path.join(target, fileutil.LOCK_FILE)})
         swap_in(temp, target, in_place, tool, patterns, ours, record)
-    except (tf.errors.OpError, OSError) as e:
+    except Exception as e:  # pylint: disable=broad-except
         fileutil.remove(temp)
-        text = fileutil.without_temp_names(_message(e))
+        if not isinstance(e, (tf.errors.OpError, OSError)):
+            if not _NO_SPACE.search(str(e)):
+                raise
+            # A library's own report of a full disk (h5py's RuntimeError, "errno = 28").
+            e = OSError(errno.ENOSPC, "No space left on device")
+        # Our build folder (beside the folder, or inside a mount point) named as the folder.
+        text = fileutil.without_temp_names(fileutil.without_op_names(
+            _message(e).replace(temp, target).replace(target, named)))
         if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or isinstance(
                 e, tf.errors.ResourceExhaustedError) or "No space left" in text:
-            raise ValueError("%s=%s: no space left on the device (%s); nothing was replaced"
-                             % (flag, named, text)) from None
+            raise ValueError("%s=%s: no space left on the device (%s); %s" % (
+                flag, named, text, _what_was_left(target, tool, in_place))) from None
         if getattr(e, "errno", None) in (errno.EBUSY, errno.EXDEV) or \
                 "resource busy" in text or "cross-device" in text:
             raise ValueError("%s=%s cannot be replaced (%s): nothing was replaced; write into "
@@ -163,6 +171,19 @@ def write_outputs_aside(folder, tool, patterns, build, flag="--output_dir"):
         fileutil.remove(temp)
         raise
     return _renamed(result, temp, named)
+
+
+def _what_was_left(target, tool, in_place):
+    """What a failed write left: nothing replaced, or (a mount point filled in place, its
+    earlier outputs gone) the new outputs pending, for a rerun to replace."""
+    if in_place and "pending" in _read_record(target).get(tool, {}):
+        return ("its outputs are incomplete (%s names them pending): free space and run "
+                "again" % OUTPUTS_RECORD)
+    return "nothing was replaced"
+
+
+# A full disk in the text of a library's own error (not an OSError).
+_NO_SPACE = re.compile(r"No space left on device|\berrno = 28\b|\(os error 28\)")
 
 
 # The folder a tool's outputs are built in inside an --output_dir that is a mount point

@@ -10,6 +10,7 @@ base/hf_names, the head classes and head weights from the head registry (export/
 """
 import json
 import os
+import re
 import tempfile
 
 from absl import logging
@@ -114,7 +115,13 @@ def _write_safetensors(tensors, path):
     except ImportError:
         raise ValueError("writing %s needs the safetensors package: pip install "
                          "'bert-tf2[hf]' (or pip install safetensors)" % path) from None
-    save_file(tensors, path, metadata={"format": "pt"})
+    try:
+        save_file(tensors, path, metadata={"format": "pt"})
+    except Exception as e:  # safetensors' SafetensorError: its I/O error as the OSError it is
+        number = re.search(r"\(os error (\d+)\)", str(e))
+        if type(e).__name__ != "SafetensorError" or not number:
+            raise
+        raise OSError(int(number.group(1)), str(e), path) from None
 
 
 def _tokenizer_files(folder, vocab_lines, do_lower_case, max_seq_length, head):
@@ -155,6 +162,17 @@ def read_model_folder(init_checkpoint):
             raise ValueError("--init_checkpoint=%s has no %s beside it (a model folder "
                              "holds bert_config.json and vocab.txt)" % (init_checkpoint, name))
     return contents, found, read_json_object(found["bert_config_file"])
+
+
+def read_vocab(found, config):
+    """The tokens of the model folder's vocab.txt (`found`: read_model_folder's); ValueError
+    when it has more entries than bert_config.json's vocab_size (ids past the embeddings)."""
+    vocab = hf_names.read_vocab_tokens(found["vocab_file"])
+    if len(vocab) > int(config["vocab_size"]):
+        raise ValueError("the vocabulary %s has %d entries but the model only %d (vocab_size "
+                         "in bert_config.json)" % (found["vocab_file"], len(vocab),
+                                                   int(config["vocab_size"])))
+    return vocab
 
 
 def export_casing(init_checkpoint, found, vocab, do_lower_case=None, notes=None):
@@ -228,7 +246,7 @@ class HfExport(object):
                                             len(labels)))
         self.head = head
         self.vocab_file = found["vocab_file"]
-        self.vocab = hf_names.read_vocab_tokens(self.vocab_file)
+        self.vocab = read_vocab(found, config)
         pad = self.vocab.index("[PAD]") if "[PAD]" in self.vocab else 0
         self.config = hf_config_of(config, head, labels, pad_token_id=pad)
         self.config.update(fields)  # the head's own: a classifier's problem_type, ...

@@ -205,7 +205,7 @@ class PresetExport(object):
             contents, found, init_checkpoint, self.notes)
         if entry.keras_hub_note:
             self.notes.append(entry.keras_hub_note)
-        self.vocab = hf_names.read_vocab_tokens(found["vocab_file"])
+        self.vocab = hf_export.read_vocab(found, self.config)
         self.do_lower_case = hf_export.export_casing(init_checkpoint, found, self.vocab,
                                                      do_lower_case, self.notes)
         self.max_seq_length = int(found.get("max_seq_length")

@@ -327,7 +327,7 @@ def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_
     `ids_dir` (_convert_isolated): the converter given it loaded converts the same graph,
     the same bytes, as it did given the function and its variables in the exporting process
     (it saves those in its own temporary SavedModel and converts from that)."""
-    loaded = tf.saved_model.load(ids_dir)
+    loaded = fileutil.load_saved_model(ids_dir)
     function = loaded.signatures["serving_default"]
     converted = []
     for variant in variants:

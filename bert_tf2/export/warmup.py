@@ -213,7 +213,7 @@ def replay(folder, found):
     does when it loads the version (the SavedModel loaded here, each request on its own):
     a request it fails would keep the version from loading. ValueError naming the file, the
     line (or example) and the signature, with the export's own error line."""
-    loaded = tf.saved_model.load(folder)
+    loaded = fileutil.load_saved_model(folder)
     for request in found:
         name, inputs = request
         try:

@@ -129,7 +129,7 @@ def _delimited_rows(path, wanted, optional, delimiter, quoting):
     """Rows of a CSV/TSV file with a header: each record as wide as the header."""
     text = fileutil.read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
-    rows, columns, width, start, empty = [], None, 0, 1, []
+    rows, columns, width, start, empty, blank = [], None, 0, 1, [], []
     with _large_fields():
         try:
             for cells in reader:
@@ -137,7 +137,9 @@ def _delimited_rows(path, wanted, optional, delimiter, quoting):
                 if not cells and width == 1:  # a one-column file's empty text: a row
                     cells = [""]
                     empty.append(first)
-                if not cells:  # a blank line
+                if not cells:  # a blank line: no row of a file of several columns
+                    if columns is not None:
+                        blank.append(first)
                     continue
                 if columns is None:
                     columns = _header(path, first, cells, wanted, optional)
@@ -160,6 +162,10 @@ def _delimited_rows(path, wanted, optional, delimiter, quoting):
         logging.warning("%s: %d blank line%s (first: line %d) after the header of this "
                         "one-column file, each read as an empty text (one row per line)",
                         path, len(empty), "s"[len(empty) == 1:], empty[0])
+    if blank:
+        logging.warning("%s: %d blank line%s (first: line %d) skipped, no rows of this "
+                        "%d-column file (a row of empty fields keeps its separators)",
+                        path, len(blank), "s"[len(blank) == 1:], blank[0], width)
     return rows
 
 
