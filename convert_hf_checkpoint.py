@@ -80,7 +80,7 @@ _FLAGS = (
      "--direction=to_hf: the model's casing, written into tokenizer_config.json (default: "
      "what the folder's model_settings.json says, else True, the reference's default; "
      "False for a cased model, e.g. a run_pretraining folder of one). A value that "
-     "contradicts the folder's own record is refused."),
+     "contradicts the folder's own record is used, with a warning line."),
 )
 
 

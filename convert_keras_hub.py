@@ -56,7 +56,7 @@ _FLAGS = (
      "--direction=to_keras_hub: the model's casing, the preset tokenizer's lowercase and "
      "strip_accents (default: what the folder's model_settings.json says, else True, the "
      "reference's default; False for a cased model, e.g. a run_pretraining folder of one). "
-     "A value that contradicts the folder's own record is refused."),
+     "A value that contradicts the folder's own record is used, with a warning line."),
 )
 
 

@@ -3,7 +3,7 @@
 convert_hf_checkpoint.py --direction=to_hf and convert_keras_hub.py write the model folder's
 casing (model_settings.json), else their --do_lower_case, else the reference's default True
 with a warning when the vocabulary is visibly cased; a --do_lower_case that contradicts the
-folder is refused. HuggingFace's tokenizer reads a [CLS] / [SEP] / [MASK] typed in a text as
+folder is used with the runners' one warning line (a setting given wins). HuggingFace's tokenizer reads a [CLS] / [SEP] / [MASK] typed in a text as
 text, as ours does (split_special_tokens), but for a masked-LM head, whose fill-mask pipeline
 needs its [MASK]s. A run that lower-cases a visibly cased vocabulary says so in one line.
 """
@@ -97,14 +97,17 @@ def test_a_cased_folder_reaches_hf_cased_and_reads_special_names_as_text(tmp_pat
     _to_hf(folder, tmp_path / "hf_again", do_lower_case=False)  # the same as the folder's
 
 
-def test_a_flag_that_contradicts_the_folder_is_refused_before_writing(tmp_path):
+def test_a_flag_that_contradicts_the_folder_wins_with_the_runners_warning(tmp_path, caplog):
+    """A flag given wins over the folder's record, in one warning line: the rule of every
+    face that fills its settings from a model folder (model_folder.warn_given_wins)."""
     folder = _folder(tmp_path, "classifier", _CASED_CLASSIFIER)
-    # (Settings made in Python name the field as given: do_lower_case=True, not the flag.)
-    with pytest.raises(ValueError, match=r"^do_lower_case=True contradicts \S*model_settings"
-                                         r"\.json, which says the model was trained with "
-                                         r"do_lower_case=false: leave do_lower_case=True out"):
+    with caplog.at_level(logging.WARNING, logger="absl"):
         _to_hf(folder, tmp_path / "hf", do_lower_case=True)
-    assert not (tmp_path / "hf").exists()
+    assert _tokenizer_config(tmp_path / "hf")["do_lower_case"] is True
+    warned = [r.getMessage() for r in caplog.records if "a setting given wins" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("--do_lower_case=True is used, not the false of ")
+    assert "model_settings.json" in warned[0] and "\n" not in warned[0]
 
 
 def test_the_default_on_a_cased_vocabulary_is_warned(tmp_path, caplog):
@@ -172,10 +175,11 @@ def test_a_pretraining_folder_reaches_keras_hub_cased_with_the_flag(tmp_path):
     import keras_hub  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
     folder = _folder(tmp_path, "encoder", _PRETRAINING)
-    with pytest.raises(ValueError, match="contradicts"):
-        hub_conv.run(hub_conv.Settings(init_checkpoint=str(_folder(
-            tmp_path, "encoder", _CASED_CLASSIFIER, name="cased")),
-            output_dir=str(tmp_path / "refused"), do_lower_case=True))
+    hub_conv.run(hub_conv.Settings(init_checkpoint=str(_folder(
+        tmp_path, "encoder", _CASED_CLASSIFIER, name="cased")),
+        output_dir=str(tmp_path / "given"), do_lower_case=True))  # a setting given wins
+    given = json.loads((tmp_path / "given" / "tokenizer.json").read_text(encoding="utf-8"))
+    assert given["config"]["lowercase"] is True
     preset = tmp_path / "preset"
     hub_conv.run(hub_conv.Settings(init_checkpoint=str(folder), output_dir=str(preset),
                                    do_lower_case=False))

@@ -14,7 +14,7 @@ pretraining, else encoder; a --model_type that contradicts it is refused, `encod
 works), labels and kind from the
 folder's files (classifier_tasks.export_task, ner_data.read_labels; rows of the head checked
 against the label count), casing and length from model_folder.read (hf_export.export_casing: the folder's record, else
---do_lower_case, else True warned on a cased vocab; a contradicting flag refused; keras_hub too); refused: a BiLSTM
+--do_lower_case, else True warned on a cased vocab; a contradicting flag used, warned; keras_hub too); refused: a BiLSTM
 (feature-based) tagger, --long_text=windows; explained in one warning line: head_tail,
 multi-label's threshold, a --crf tagger (crf_transitions.json beside: learned transitions,
 Viterbi's with the tag scheme's penalties, start scores). The new folder is written whole

@@ -182,18 +182,17 @@ def export_casing(init_checkpoint, found, vocab, do_lower_case=None, notes=None)
     sentence_embedding.json) first; else `do_lower_case` (the converter's --do_lower_case);
     else the reference's default True, with a line in `notes` (longer when the vocabulary
     `vocab` looks cased: loaders.looks_cased). A `do_lower_case` that contradicts the
-    record, or a value that contradicts a Google release's folder name
-    (tokenization.validate_case_matches_checkpoint), is a one-line ValueError.
+    record is used, with the runners' and the export's one warning line (a setting given
+    wins: model_folder.warn_given_wins); a value that contradicts a Google release's
+    folder name (tokenization.validate_case_matches_checkpoint) is a one-line ValueError.
     """
     recorded = found.get("do_lower_case")
     if recorded is not None:
         if do_lower_case is not None and bool(do_lower_case) != recorded:
             _, sources = model_folder.read(init_checkpoint)
-            raise ValueError(
-                "--do_lower_case=%s contradicts %s, which says the model was trained with "
-                "do_lower_case=%s: leave --do_lower_case out (the folder's casing is written)"
-                % (bool(do_lower_case), sources.get("do_lower_case", init_checkpoint),
-                   json.dumps(recorded)))
+            model_folder.warn_given_wins("--do_lower_case=%s" % bool(do_lower_case), recorded,
+                                         sources.get("do_lower_case", init_checkpoint))
+            return bool(do_lower_case)
         return recorded
     value = True if do_lower_case is None else bool(do_lower_case)
     tokenization.validate_case_matches_checkpoint(value, init_checkpoint)

@@ -275,12 +275,20 @@ def defaults(part, runner=None):
     found = {key: value for key, value in found.items() if key in keep and key in part}
     for key, value in found.items():
         if part.given(key) and _contradicts(key, getattr(part, key), value):
-            is_file = sources[key] == value  # a file of the folder: another content
-            logging.warning("%s is used, not %s (%sa setting given wins)", part.flag(key),
-                            "the folder's %s" % value if is_file else
-                            "the %s of %s" % (json.dumps(value), sources[key]),
-                            "other content; " if is_file else "")
+            warn_given_wins(part.flag(key), value, sources[key])
     return found
+
+
+def warn_given_wins(flag, value, source):
+    """The one line of a setting given (`flag`: how it reads, `--x=1`) that contradicts the
+    folder's `value`, read from `source` (a file of the folder when `source` is `value`):
+    the given one is used. Every face that fills settings from a model folder (the
+    runners, the export, the converters' casing) says it with this line."""
+    is_file = source == value  # a file of the folder: another content
+    logging.warning("%s is used, not %s (%sa setting given wins)", flag,
+                    "the folder's %s" % value if is_file else
+                    "the %s of %s" % (json.dumps(value), source),
+                    "other content; " if is_file else "")
 
 
 def _contradicts(key, given, saved):
