@@ -423,3 +423,17 @@ def test_a_face_added_at_the_root_is_in_every_runner_list(tmp_path):
     spec.loader.exec_module(smoke)
     assert smoke.top_level(str(tmp_path)) == {"modeling", "run_ranker", "bert", "bert_tf2"}
     assert smoke.TOP_LEVEL == set(registry_lists.root_modules()) | {"bert", "bert_tf2"}
+
+
+def test_a_warmup_files_error_names_the_file_once(tmp_path):
+    """A reader's error that names its file ("PATH, line 2: ...") is not prefixed with the
+    path again ("--warmup_file=PATH: PATH, line 2: ..." before)."""
+    from bert_tf2.export import warmup  # pylint: disable=import-outside-toplevel
+    lines = tmp_path / "fill.txt"
+    lines.write_text("a [MASK] b\nno mask here\n", encoding="utf-8")
+    settings = export_saved_model.Settings(model_type="masked_lm", warmup_file=str(lines))
+    with pytest.raises(ValueError) as raised:
+        warmup.read_rows(settings, None)
+    text = str(raised.value)
+    assert text.startswith("--warmup_file=%s" % lines), text
+    assert text.count(str(lines)) == 1, text

@@ -106,7 +106,9 @@ def read_rows(settings, columns):
                     enumerate(fileutil.split_lines(fileutil.read_text(path)), 1)
                     if line.strip()]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise ValueError("%s=%s: %s" % (flag, path, e)) from None
+        text = str(e)  # a reader's line may name the file itself ("PATH, line 3: ...")
+        raise ValueError("%s=%s" % (flag, text) if text.startswith(str(path)) else
+                         "%s=%s: %s" % (flag, path, text)) from None
     rows = rows[:settings.warmup_examples]
     if not rows:
         raise ValueError("%s=%s: no examples" % (flag, path))
