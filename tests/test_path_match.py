@@ -146,6 +146,29 @@ def test_latest_checkpoint_of_an_odd_folder(tmp_path):
     _user_files_kept(lookalike)
 
 
+def test_the_manager_keeps_what_tensorflows_keeps(tmp_path, monkeypatch):
+    """checkpoints.Manager replaces only how the old checkpoints are found (listed, not
+    globbed): with keep_checkpoint_every_n_hours, the files left are TensorFlow's
+    manager's, save by save (its clock stubbed: saves 0, 0.6, 1.2, ... hours apart)."""
+    import time  # pylint: disable=import-outside-toplevel
+    clock = [1000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    left = {}
+    for kind, make in (("ours", checkpoints.Manager), ("tf", tf.train.CheckpointManager)):
+        folder, clock[0], seen = tmp_path / kind, 1000.0, []
+        manager = make(tf.train.Checkpoint(v=tf.Variable(1.0)), str(folder), max_to_keep=2,
+                       keep_checkpoint_every_n_hours=1)
+        for _ in range(6):
+            manager.save()
+            clock[0] += 0.6 * 3600
+            seen.append(sorted(n for n in os.listdir(folder) if n.endswith(".index")))
+        left[kind] = seen
+    assert left["ours"] == left["tf"]
+    # By hand: ckpt-1 and -2 are under an hour after the start, removed; ckpt-3 (1.2 h) is
+    # kept for good; ckpt-4 (0.6 h after it) removed; -5 and -6 the two newest.
+    assert left["ours"][-1] == ["ckpt-3.index", "ckpt-5.index", "ckpt-6.index"], left["ours"]
+
+
 # ---------------------------------------------------------------------------
 # Every writer and converter into an odd folder
 # ---------------------------------------------------------------------------

@@ -444,7 +444,11 @@ class Manager(tf.train.CheckpointManager):
 
     def _sweep(self):
         while self._max_to_keep and len(self._maybe_delete) > self._max_to_keep:
-            prefix, _ = self._maybe_delete.popitem(last=False)
+            prefix, made_at = self._maybe_delete.popitem(last=False)
+            hours = self._keep_checkpoint_every_n_hours
+            if hours and made_at - hours * 3600.0 >= self._last_preserved_timestamp:
+                self._last_preserved_timestamp = made_at  # kept, as the base class keeps it
+                continue
             for path in checkpoint_files(prefix):
                 fileutil.remove(path)
 
