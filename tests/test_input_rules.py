@@ -16,11 +16,8 @@ from absl.flags import _helpers as flags_helpers
 import tensorflow as tf
 
 import registry_lists
-import convert_hf_checkpoint
-import convert_tf1_checkpoint
 import create_pretraining_data
 import create_vocab
-import export_saved_model
 import extract_features
 import run_classifier
 import run_multiple_choice
