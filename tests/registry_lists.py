@@ -32,6 +32,15 @@ def root_faces(root=REPO_ROOT):
     return faces
 
 
+def parsed_sources(root=REPO_ROOT):
+    """[(path relative to the root, its parsed module)] of every Python file of the root and
+    of bert_tf2/, sorted: what the guards that scan the sources read."""
+    root = pathlib.Path(root)
+    paths = sorted(root.glob("*.py")) + sorted((root / "bert_tf2").rglob("*.py"))
+    return [(str(p.relative_to(root)), ast.parse(p.read_text(encoding="utf-8")))
+            for p in paths]
+
+
 def entries():
     """The registry's entries (head_types.ENTRIES as it is when called)."""
     from bert_tf2.export import head_types  # pylint: disable=import-outside-toplevel

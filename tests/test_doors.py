@@ -19,8 +19,7 @@ from bert_tf2.base import doors
 from bert_tf2.export import masked_lm
 from bert_tf2.text import fast_batch
 from conftest import HANG_GUARD_SECONDS, REPO_ROOT, write_text
-# test_litert's tiny export, for LiteRTPredictor's test
-from test_litert import sst_export, tiny  # noqa: F401  pylint: disable=unused-import
+import registry_lists
 
 # The doors there are today: the scan must find at least these (a scan that finds nothing
 # would check nothing).
@@ -33,11 +32,9 @@ KNOWN_DOORS = {("run_classifier", "Predictor"), ("run_ner", "Predictor"),
 def _door_sources():
     """(module name, class name) of every public class named *Predictor in the root's
     faces and the package."""
-    paths = sorted(REPO_ROOT.glob("*.py")) + sorted((REPO_ROOT / "bert_tf2").rglob("*.py"))
     found = set()
-    for path in paths:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    for where, tree in registry_lists.parsed_sources():
+        module = where[:-len(".py")].replace(os.sep, ".")
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and node.name.endswith("Predictor") and \
                     not node.name.startswith("_"):
@@ -325,7 +322,7 @@ def test_decode_sorts_no_whole_vocabulary_and_answers_as_before(monkeypatch):
 
 
 # ---------------------------------------------------------------------------
-# A runner's door: run_classifier.Predictor (a tiny model trained here)
+# A runner's door: run_classifier.Predictor (the run's shared trained classifier)
 # ---------------------------------------------------------------------------
 
 # A text of a few hundred characters: the batch tokenizer's path (SMALL_BATCH_CHARS).
@@ -333,15 +330,13 @@ _LONG = " ".join("the film was good and %d people liked it" % i for i in range(1
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
+def classifier(trained_classifier):
+    """A Predictor of its own over the run's shared trained classifier (tests/trained.py)."""
     import run_classifier  # pylint: disable=import-outside-toplevel
-    from test_in_memory import _rows, _settings  # pylint: disable=import-outside-toplevel
-    root = tmp_path_factory.mktemp("doors")
-    out = root / "classifier"
-    run_classifier.run(_settings(root, {"train": _rows(8, 0)}, out, do_train=True))
     before = _handlers()
-    predictor = run_classifier.Predictor(str(out), batch_size=4)
-    yield {"predictor": predictor, "handlers_before": before, "folder": str(out)}
+    predictor = run_classifier.Predictor(trained_classifier.folder, batch_size=4)
+    yield {"predictor": predictor, "handlers_before": before,
+           "folder": trained_classifier.folder}
     predictor.close()
 
 
@@ -428,8 +423,11 @@ def test_the_served_docs_prefork_pattern_answers_in_every_worker(classifier, tmp
         write_text(tmp_path / name, text.replace('"reviews_out"', repr(classifier["folder"])))
     texts = ["a good film", _LONG]
     script = _PREFORK_SERVER % {"here": str(tmp_path), "repo": str(REPO_ROOT), "texts": texts}
+    temp = tmp_path / "tmp"  # the workers' Predictors' folders (os._exit leaves them)
+    temp.mkdir()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=HANG_GUARD_SECONDS, cwd=str(tmp_path), check=False)
+                          timeout=HANG_GUARD_SECONDS, cwd=str(tmp_path), check=False,
+                          env=dict(os.environ, TMPDIR=str(temp)))
     assert done.returncode == 0, done.stderr[-3000:]
     answers = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     expected = repr(classifier["predictor"].predict(texts))
@@ -437,11 +435,11 @@ def test_the_served_docs_prefork_pattern_answers_in_every_worker(classifier, tmp
 
 
 # ---------------------------------------------------------------------------
-# LiteRTPredictor (test_litert's tiny classifier export)
+# LiteRTPredictor (the shared classifier's export, LiteRT fp32)
 # ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_the_litert_door_is_built_ready_serves_threads_and_refuses_a_fork(sst_export,
+def test_the_litert_door_is_built_ready_serves_threads_and_refuses_a_fork(trained_heads,
                                                                           monkeypatch):
     """Issue 91 items 3 and 10 for LiteRTPredictor: the first long texts from 8 threads at
     once build nothing and get serial calls' answers; no signal handler is installed; in
@@ -449,7 +447,8 @@ def test_the_litert_door_is_built_ready_serves_threads_and_refuses_a_fork(sst_ex
     pytest.importorskip("ai_edge_litert")
     from bert_tf2.export.litert_predictor import LiteRTPredictor  # pylint: disable=import-outside-toplevel
     before = _handlers()
-    predictor = LiteRTPredictor(str(sst_export[0]), variant="fp32")
+    predictor = LiteRTPredictor(trained_heads.exported("classifier").export_dir,
+                                variant="fp32")
 
     def refused(full_tokenizer):
         raise AssertionError("the batch path built on a call, not when the door was made")

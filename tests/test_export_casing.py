@@ -89,12 +89,15 @@ def test_a_pretraining_folder_reaches_hf_cased_with_the_flag(tmp_path):
     assert written["split_special_tokens"] is False
 
 
-def test_a_cased_folder_reaches_hf_cased_and_reads_special_names_as_text(tmp_path):
+def test_a_cased_folder_reaches_hf_cased_and_reads_special_names_as_text(tmp_path, caplog):
     folder = _folder(tmp_path, "classifier", _CASED_CLASSIFIER)
     _to_hf(folder, tmp_path / "hf")
     written = _tokenizer_config(tmp_path / "hf")
     assert written["do_lower_case"] is False and written["split_special_tokens"] is True
-    _to_hf(folder, tmp_path / "hf_again", do_lower_case=False)  # the same as the folder's
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        _to_hf(folder, tmp_path / "hf_again", do_lower_case=False)  # the same as the folder's
+    assert _tokenizer_config(tmp_path / "hf_again")["do_lower_case"] is False
+    assert not [r for r in caplog.records if "a setting given wins" in r.getMessage()]
 
 
 def test_a_flag_that_contradicts_the_folder_wins_with_the_runners_warning(tmp_path, caplog):

@@ -7,7 +7,6 @@ id2label swapped). Every root face whose Settings has a labels_file is found her
 listed by hand), and each refuses such a file for each head it reads labels of, and takes
 the same order (a runner's Predictor too).
 """
-import ast
 import dataclasses
 import importlib
 import json
@@ -17,7 +16,8 @@ import pytest
 
 from bert_tf2.tasks import label_order
 from bert_tf2.trainer import checkpoints
-from conftest import REPO_ROOT, random_head_model, write_text
+from conftest import random_head_model, write_text
+import registry_lists
 
 _VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "john", "paris"]
 _CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
@@ -28,17 +28,6 @@ _CONFIG = {"vocab_size": len(_VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
 _HEADS = {"classifier": ("classifier", "classification", ["neg", "neutral", "pos"]),
           "multilabel": ("classifier", "multilabel", ["sports", "tech", "arts"]),
           "tagger": ("tagger", None, ["O", "B-PER", "I-PER", "B-LOC"])}
-
-
-def _root_faces():
-    """The root modules with a define_flags function (the faces), by the files' source."""
-    faces = []
-    for path in sorted(REPO_ROOT.glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if any(isinstance(node, ast.FunctionDef) and node.name == "define_flags"
-               for node in tree.body):
-            faces.append(path.stem)
-    return faces
 
 
 def _model_folder(tmp_path, head):
@@ -108,7 +97,7 @@ _FACE_RUNS = {"run_classifier": (_run_classifier, ("classifier", "multilabel")),
 
 
 def test_every_face_reading_labels_file_is_run_here():
-    faces = _root_faces()
+    faces = registry_lists.root_faces()
     assert {"run_classifier", "export_saved_model", "convert_keras_hub"} <= set(faces)
     reading = {name for name in faces if "labels_file" in {
         field.name for field in dataclasses.fields(importlib.import_module(name).Settings)}}

@@ -21,7 +21,8 @@ from bert_tf2 import heads
 from bert_tf2.base import path_match
 from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import written_files
-from conftest import REPO_ROOT
+from conftest import HANG_GUARD_SECONDS, REPO_ROOT
+import registry_lists
 from test_checkpoints import built, tiny_config, write_tf1
 
 # A folder name glob reads as a pattern, and one that pattern matches (never itself).
@@ -49,10 +50,7 @@ _ALLOWED = {
 }
 
 
-def _sources():
-    paths = sorted(REPO_ROOT.glob("*.py")) + sorted((REPO_ROOT / "bert_tf2").rglob("*.py"))
-    return [(str(p.relative_to(REPO_ROOT)), ast.parse(p.read_text(encoding="utf-8")))
-            for p in paths]
+_sources = registry_lists.parsed_sources
 
 
 def _globbing_sites(tree):
@@ -233,6 +231,7 @@ def test_hf_import_into_an_odd_folder(tmp_path):
     _user_files_kept(lookalike)
 
 
+@pytest.mark.slow
 def test_training_records_and_keep_best_only_in_an_odd_folder(tmp_path):
     from test_keep_checkpoints import _evaluation, _train  # pylint: disable=import-outside-toplevel
     from test_training import make_runner  # pylint: disable=import-outside-toplevel
@@ -251,6 +250,7 @@ def test_training_records_and_keep_best_only_in_an_odd_folder(tmp_path):
     _user_files_kept(lookalike)
 
 
+@pytest.mark.slow
 def test_keep_checkpoint_max_in_an_odd_folder(tmp_path):
     from test_keep_checkpoints import _indexes, _train  # pylint: disable=import-outside-toplevel
     from test_training import make_runner  # pylint: disable=import-outside-toplevel
@@ -512,8 +512,9 @@ def test_a_face_ending_in_an_error_leaves_no_link_folder(tmp_path):
         {"bert/embeddings/word_embeddings": np.zeros([3, 2], np.float32)}, str(odd / "model.ckpt"))
     done = subprocess.run([sys.executable, "-c", _FAILING_FACE, str(odd / "model.ckpt")],
                           capture_output=True, text=True, cwd=str(REPO_ROOT),
-                          env=user_environ(PYTHONPATH=str(REPO_ROOT)), timeout=300,
-                          check=False)
+                          env=user_environ(PYTHONPATH=str(REPO_ROOT),
+                                           TMPDIR=str(tmp_path)),
+                          timeout=HANG_GUARD_SECONDS, check=False)
     assert done.returncode == 1, done.stderr[-2000:]
     assert done.stderr.strip().endswith(
         "error: a bad setting found after the checkpoint was read")
