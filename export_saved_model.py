@@ -6,7 +6,9 @@ r"""Exports a BERT checkpoint as a SavedModel that serves raw text.
       --do_lower_case=True --max_seq_length=128 --export_dir=/tmp/mrpc_saved_model
 
 For TF Serving, --export_base=BASE instead of --export_dir writes BASE/<version> (a new
-number, never an existing folder; --litert's models go beside it, in BASE/<version>.litert)
+number, never an existing folder; --litert's models go beside it, in BASE/<version>.litert,
+--openvino's and --onnx's in BASE/<version>.openvino and .onnx, each with a model repository
+OpenVINO Model Server / Triton read: docs/openvino-onnx.md)
 and --warmup_file=FILE its warm-up requests, assets.extra/tf_serving_warmup_requests
 (bert_tf2/export/serving_layout.py, warmup.py; docs/serving.md).
 
@@ -137,7 +139,7 @@ import tensorflow as tf
 from bert import tokenization  # ours, whatever tokenization.py a user's folder holds
 from bert_tf2.export import exporter
 from bert_tf2.export import head_types
-from bert_tf2.export import litert_step
+from bert_tf2.export import ids_step
 from bert_tf2.export import export_flags
 from bert_tf2.export import serving_layout
 from bert_tf2.export import warmup
@@ -187,7 +189,7 @@ def define_flags(fv):
     multilabel_data.define_flags(fv)  # --threshold
     flags_common.define_pooling_flags(fv)
     settings_lib.define_flag_table(fv, export_flags.MODEL_TYPE_FLAGS)
-    litert_step.define_flags(fv)
+    ids_step.define_flags(fv)
 
 
 # One field per flag above: run(Settings(model_type="encoder", ...)) from Python.
@@ -213,9 +215,10 @@ def run(settings):
             head_types.get(settings.model_type).export_defaults(settings, folder))
     saved = pooling.model_folder_settings(settings.init_checkpoint)  # pooling
     bert_config, labels, multilabel, target = _check_settings(settings)
-    litert_examples = litert_step.read_examples(settings, labels)
-    warmup_rows = warmup.read_rows(settings, litert_step.parse_columns(settings))
-    litert_outputs = {}
+    ids_examples = ids_step.read_examples(settings, labels)
+    warmup_rows = warmup.read_rows(settings, ids_step.parse_columns(settings))
+    ids_outputs = {}
+    ids_runtimes = bool(ids_step.given(settings))
 
     def after_save(module, folder):
         # Into the export being written (saved_model_dir.write_saved_model's temporary
@@ -228,9 +231,9 @@ def run(settings):
             written.append(warmup.write(folder, serving_layout.model_name(target, settings),
                                         found))
             print("Warm-up requests (%s): %s" % (warmup.WARMUP_FILE, warmup.describe(found)))
-        if settings.litert:
-            litert_outputs.update(litert_step.export(settings, folder, module, litert_examples))
-            written += list(litert_outputs.values())
+        if ids_runtimes:  # --litert, --openvino, --onnx
+            ids_outputs.update(ids_step.export(settings, folder, module, ids_examples))
+            written += sorted(set(ids_outputs.values()))
         return written
 
     export_dir = export(
@@ -242,14 +245,15 @@ def run(settings):
         threshold=settings.threshold if multilabel else None,
         long_text_settings=_long_text(settings), trim_padding=settings.trim_padding,
         embed_batch_size=settings.embed_batch_size, serving_dtype=settings.serving_dtype,
-        after_save=after_save if settings.litert or warmup_rows else None,
+        after_save=after_save if ids_runtimes or warmup_rows else None,
         new_version=bool(settings.export_base), fill_mask_top_k=settings.fill_mask_top_k,
         **head_types.get(settings.model_type).export_kwargs(settings, folder, saved,
                                                             bert_config))
-    # A TF Serving version's LiteRT files are beside it (saved_model_dir.LITERT_SUFFIX).
-    litert_dir = export_dir + (saved_model_dir.LITERT_SUFFIX if settings.export_base else "")
+    # A TF Serving version's ids-in files are beside it (saved_model_dir.SIDE_SUFFIXES).
     outputs = dict(exporter.output_files(export_dir), **{
-        name: os.path.join(litert_dir, relative) for name, relative in litert_outputs.items()})
+        name: os.path.join(export_dir + (saved_model_dir.SIDE_SUFFIXES[ids_step.runtime_of(
+            name)] if settings.export_base else ""), relative)
+        for name, relative in ids_outputs.items()})
     if warmup_rows:
         outputs["warmup_requests"] = os.path.join(export_dir, warmup.WARMUP_FILE)
     return settings_lib.Result(output_dir=export_dir, outputs=outputs)
@@ -276,16 +280,18 @@ def _check_settings(settings):
     if settings.max_seq_length < 3:
         raise ValueError("--max_seq_length must be at least 3")
     settings.refuse_unused(unused_flags(settings, multilabel))
-    litert_step.check(settings, multilabel, _long_text(settings) is not None)
+    ids_step.check(settings, multilabel, _long_text(settings) is not None)
     head.check_export(settings, multilabel)
     squad_rules = _squad_rules(settings)
     if squad_rules is not None:
         squad_rules.check(settings.max_seq_length)
-        if settings.trim_padding and settings.litert:
+        asked = [module.RUNTIME for _, module, _ in ids_step.given(settings)]
+        if settings.trim_padding and asked:
             raise ValueError(
-                "--trim_padding with --litert: the squad head's LiteRT door ranks every "
+                "--trim_padding with %s: the squad head's %s door ranks every "
                 "position of a window (run_squad without --trim_padding), its answer() would "
-                "rank the real ones only; export one of the two without the other")
+                "rank the real ones only; export one of the two without the other"
+                % (asked[0].flag, asked[0].name))
     if not tf.io.gfile.exists(settings.vocab_file):
         raise ValueError("--vocab_file %s does not exist" % settings.vocab_file)
     if settings.do_lower_case:
@@ -309,8 +315,9 @@ def unused_flags(settings, multilabel=False):
     pairs = [(name, "with --model_type=%s" % model_type)
              for names in _FLAGS_OF_TYPE.values() for name in names if name not in read]
     pairs += head_types.get(model_type).unused_flags(settings, multilabel)  # its own flags
-    if not settings.litert:
-        pairs += [(name, "without --litert") for name in litert_step.FLAGS_OF_LITERT
+    if not ids_step.given(settings):
+        pairs += [(name, "without --litert, --openvino or --onnx")
+                  for name in ids_step.FLAGS_OF_IDS
                   if name != "litert_columns" or not settings.warmup_file]
     return list(dict(pairs).items())
 

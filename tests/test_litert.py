@@ -910,7 +910,7 @@ def test_every_native_call_of_the_litert_export_runs_in_a_named_step(tiny, tmp_p
     outside = [name for name, where in calls if where is None]
     assert not outside, outside
     steps = {where for _, where in calls}
-    assert {name for name, _ in steps} == set(native_steps.STEPS)
+    assert {name for name, _ in steps} == set(native_steps.STEPS_BY_FLAG["--litert"])
     assert {("convert", "fp32"), ("convert", "dynamic_int8"), ("calibrate", "int8"),
             ("sensitivity", "int8")} <= steps
     assert {v for name, v in steps if name == "evaluate"} == set(litert.VARIANTS)

@@ -5,9 +5,11 @@ decoded into in numpy under the same transitions and tag scheme, litert_predicto
 
 The converted function is the SavedModel's serving_ids signature (input_ids, input_mask,
 segment_ids: int32 [batch, max_seq_length]; the batch axis stays dynamic) reduced to its
-numeric outputs; tokenization stays in Python (litert_predictor.py). Conversion is
-TensorFlow's own tf.lite.TFLiteConverter (no extra package); running the models for the
-report needs ai-edge-litert (the [litert] extra).
+numeric outputs (ids_export.ids_function, the graph --openvino and --onnx convert too);
+tokenization stays in Python (litert_predictor.py). Conversion is TensorFlow's own
+tf.lite.TFLiteConverter (no extra package); running the models for the report needs
+ai-edge-litert (the [litert] extra). What is LiteRT's own is here (RUNTIME); the driver,
+the report and the files are ids_export's.
 
 The conversions, calibration, quantization, the debugger and the report's LiteRT runs are
 C++ code able to end the process: each runs inside native_steps.step, all of them in one
@@ -27,25 +29,26 @@ Variants:
 import contextlib
 import csv
 import io
-import json
-import os
 import warnings
 
 from absl import logging
-import numpy as np
 import tensorflow as tf
 # mlir_quantize: the second step of TFLiteConverter's int8 conversion (Int8Models).
 from tensorflow.lite.python import convert as lite_convert
 
 from bert_tf2 import fileutil
 from bert_tf2 import startup
-from bert_tf2.export import head_types
+from bert_tf2.export import ids_export
 from bert_tf2.export import litert_data
 from bert_tf2.export import litert_predictor
 from bert_tf2.export import native_steps
-from bert_tf2 import heads
 
 VARIANTS = litert_predictor.VARIANTS
+# The pieces every ids-in export shares, by the names they had here (tests, callers).
+ids_function = ids_export.ids_function
+variables_owner = ids_export.variables_owner
+compare = ids_export.compare
+drop = ids_export.drop
 REPORT_FILE = litert_predictor.REPORT_FILE
 # Full int8 tried again with these TFLite ops in float, in order, when it drops too much:
 # softmax and LayerNorm's statistics first, then also the adds and multiplies (the
@@ -63,37 +66,7 @@ FALLBACK_RECIPES = (
 
 def parse_variants(text):
     """"fp32,int8" -> ("fp32", "int8"); ValueError naming --litert for another name."""
-    names = tuple(dict.fromkeys(p.strip() for p in (text or "").split(",") if p.strip()))
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown or not names:
-        raise ValueError("--litert=%s: expected a comma-separated list of %s"
-                         % (text, ", ".join(VARIANTS)))
-    return names
-
-
-def ids_function(module, model_type, max_seq_length):
-    """The concrete function converted: the serving.ServingModule's model on ids
-    [batch, max_seq_length], its numeric outputs only."""
-    specs = [tf.TensorSpec([None, max_seq_length], tf.int32, name=k)
-             for k in litert_data.ID_KEYS]
-
-    def ids(input_ids, input_mask, segment_ids):
-        out = module.run_ids(input_ids, input_mask, segment_ids)
-        return {name: out[name] for name in head_types.find(model_type).litert_outputs
-                if name in out}
-
-    return tf.function(ids, input_signature=specs, autograph=False).get_concrete_function()
-
-
-def variables_owner(function):
-    """The object the converter saves `function` with (into its own temporary SavedModel,
-    read back at once): a bare tf.Module holding the variables the function reads. The
-    serving.ServingModule itself would have its tokenizer and every signature saved and
-    loaded again with it, for nothing (about 2 CPU s of a tiny model's export); the
-    converted model is the same, byte for byte (tests/test_export_fixed_cost.py)."""
-    owner = tf.Module(name="litert_ids")
-    owner.read_variables = list(function.variables)
-    return owner
+    return ids_export.parse_variants(text, "--litert", VARIANTS)
 
 
 def converter_for(function, owner, variant, calibration):
@@ -216,123 +189,33 @@ def _quiet_interpreter():
 
 
 # ---------------------------------------------------------------------------
-# Agreement with the SavedModel
-# ---------------------------------------------------------------------------
-
-def compare(model_type, reference, outputs, batch, labels, do_lower_case, crf=None):
-    """How far `outputs` are from the SavedModel's `reference` outputs on `batch` (a dict).
-
-    crf: a --crf tagger's (transitions, start_penalty): `outputs` are tagged with Viterbi
-    in numpy (as LiteRTPredictor does), the reference holds the SavedModel's own Viterbi
-    tags ("tag_ids", TensorFlow's).
-
-    Keys: agreement (share of examples with the same label / word tag / answer text;
-    encoder: the mean cosine), max_abs_delta / mean_abs_delta (probabilities; tagger:
-    per-position tag probabilities; encoder: vectors; squad: logits), and, when the
-    batch has gold labels, metric (accuracy, word accuracy, SQuAD F1; in %) for both.
-    """
-    head = head_types.find(model_type)
-    names = [n for n in head.litert_compared if n in reference]
-    ref = [head.litert_values(np.asarray(reference[n], np.float64)) for n in names]
-    got = [head.litert_values(np.asarray(outputs[n], np.float64)) for n in names]
-    deltas = np.concatenate([np.abs(a - b).ravel() for a, b in zip(ref, got)])
-    result = {"examples": head.litert_count(batch),
-              "max_abs_delta": float(deltas.max()), "mean_abs_delta": float(deltas.mean())}
-    want = litert_data.decode(model_type, reference, batch, labels, do_lower_case)
-    found = litert_data.decode(model_type, outputs, batch, labels, do_lower_case, crf=crf)
-    result.update(head.litert_agreement(want, found, batch, labels, (ref, got)))
-    return result
-
-
-def drop(result):
-    """Points lost against the SavedModel: the larger of the task metric's loss (when
-    there are labels) and the disagreement (100 x (1 - agreement))."""
-    lost = 100.0 * (1.0 - result["agreement"])
-    if "metric" in result:
-        lost = max(lost, result["metric_fp32"] - result["metric"])
-    return lost
-
-
-# ---------------------------------------------------------------------------
 # The export
 # ---------------------------------------------------------------------------
 
 def export(export_dir, module, variants, calibration=None, agreement=None,
            max_metric_drop=1.0, num_threads=None, keep_over_bound=False):
-    """Writes model_<variant>.tflite of each variant and litert_report.json into export_dir.
-
-    Args:
-      export_dir: a SavedModel folder export_saved_model.py wrote (being written: the
-        temporary folder that then replaces --export_dir).
-      module: the serving.ServingModule saved there (its outputs, a --crf tagger's
-        Viterbi tags included, are the reference every variant is compared with).
-      variants: names from VARIANTS.
-      calibration, agreement: litert_data.Batch of the --calibration_file (needed for
-        int8) and --agreement_file examples, or None.
-      max_metric_drop: points a variant may lose against the SavedModel (on the
-        agreement examples, else the calibration ones) before the report warns (and int8
-        tries FALLBACK_RECIPES).
-
-    Returns:
-      {variant: path} of the models written, "report", and "crf" (a --crf tagger's
-      litert_predictor.CRF_FILE).
-    """
-    litert_predictor.check_available()
-    info = litert_predictor.read_info(export_dir)
-    function = ids_function(module, info["model_type"], info["max_seq_length"])
-    owner = variables_owner(function)
-    crf = module.crf_parameters()  # a --crf tagger's, else None
-    info = dict(info, crf_parameters=crf)
-    sets = {name: batch for name, batch in (("calibration", calibration),
-                                            ("agreement", agreement)) if batch is not None}
-    reference = {name: _saved_model_outputs(function, batch, crf)
-                 for name, batch in sets.items()}
-    converted = _convert_isolated(export_dir, function, owner, (
-        variants, calibration, sets, reference, info, max_metric_drop, num_threads))
-    models, report = {}, {"model_type": info["model_type"], "max_metric_drop": max_metric_drop,
-                          "reference": "the SavedModel (TensorFlow, float32%s)"
-                                       % (", its Viterbi tags" if crf else ""),
-                          "variants": {}, "warnings": []}
-    for variant, (blob, entry) in zip(variants, converted):
-        models[variant] = blob
-        warning = _warning(variant, entry, max_metric_drop)
-        name = model_name(variant, warning is not None, keep_over_bound)
-        report["variants"][variant] = dict(entry, file=name, bytes=len(blob))
-        if warning:
-            if name != litert_predictor.model_file(variant):
-                warning += "; written as %s, not %s (--keep_int8_over_bound: that name)" % (
-                    name, litert_predictor.model_file(variant))
-            report["warnings"].append(warning)
-    return _write(export_dir, models, report, crf)
-
-
-def _convert_isolated(export_dir, function, owner, args):
-    """[(bytes, report entry)] of each variant, made in a child process
-    (native_steps.run_isolated: a crash of TFLite's or LiteRT's C++ code is one line there).
-    The child gets `function` as the converter would save it itself (`owner` under the
-    default signature), in a temporary folder inside the export being written, removed here."""
-    scratch = fileutil.temp_name(os.path.join(export_dir, "litert_ids"))
-    try:
-        tf.saved_model.save(owner, scratch, signatures={"serving_default": function},
-                            options=tf.saved_model.SaveOptions(save_debug_info=True))
-        return native_steps.run_isolated(convert_variants, (scratch,) + args, export_dir,
-                                         "--litert")
-    finally:
-        fileutil.remove(scratch)
+    """Writes model_<variant>.tflite of each variant and litert_report.json into export_dir
+    (ids_export.export with RUNTIME: its arguments and return value); int8 over
+    max_metric_drop tries FALLBACK_RECIPES first."""
+    # convert_variants as this module has it now (the child gets it by its name).
+    runtime = RUNTIME._replace(convert_variants=convert_variants)
+    return ids_export.export(runtime, export_dir, module, variants, calibration, agreement,
+                             max_metric_drop, num_threads, keep_over_bound)
 
 
 def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_metric_drop,
                      num_threads):
-    """[(bytes, report entry)] of each variant (_best_variant) of the function saved in
-    `ids_dir` (_convert_isolated): the converter given it loaded converts the same graph,
+    """[({model file: bytes}, report entry)] of each variant (_best_variant) of the
+    function saved in `ids_dir` (ids_export.convert_isolated): the converter given it loaded converts the same graph,
     the same bytes, as it did given the function and its variables in the exporting process
     (it saves those in its own temporary SavedModel and converts from that)."""
     loaded = fileutil.load_saved_model(ids_dir)
     function = loaded.signatures["serving_default"]
     converted = []
     for variant in variants:
-        converted.append(_best_variant(function, loaded, variant, calibration, sets,
-                                       reference, info, max_metric_drop, num_threads))
+        blob, entry = _best_variant(function, loaded, variant, calibration, sets,
+                                    reference, info, max_metric_drop, num_threads)
+        converted.append(({litert_predictor.model_file(variant): blob}, entry))
         startup.check_not_stopped()  # a stop a conversion's C++ code swallowed
     return converted
 
@@ -346,45 +229,11 @@ def model_name(variant, over_bound, keep_over_bound=False):
     return litert_predictor.model_file(variant)
 
 
-def _saved_model_outputs(function, batch, crf=None):
-    """The SavedModel's outputs on a batch, 32 rows at a time (numpy); a --crf tagger's
-    (crf: its (transitions, start_penalty)) also "tag_ids", decoded by TensorFlow's
-    Viterbi as the SavedModel's serving_default and run_ner --crf do."""
-    parts, size = [], litert_predictor.BATCH_SIZE
-    for start in range(0, len(batch.features["input_ids"]), size):
-        parts.append(function(**{k: tf.constant(batch.features[k][start:start + size])
-                                 for k in litert_data.ID_KEYS}))
-    outputs = {n: np.concatenate([p[n].numpy() for p in parts], axis=0) for n in parts[0]}
-    if crf is not None:
-        features = batch.extra[1]
-        weights = tf.constant([f.label_weights for f in features], tf.float32)
-        starts = tf.constant([f.starts_sentence for f in features], tf.int32)
-        outputs["tag_ids"] = heads.crf_predictions(
-            tf.constant(outputs["logits"]), tf.constant(crf[0]), weights,
-            None if crf[1] is None else tf.constant(crf[1]), starts).numpy()
-    return outputs
-
-
 def _evaluate(variant, blob, sets, reference, info, num_threads):
     """{set name: compare(...)} of a LiteRT model of `variant` on every example set."""
     with native_steps.step("evaluate", variant):
         run = litert_predictor.ModelRunner(blob, num_threads)
-        outputs = {name: run(batch.features) for name, batch in sets.items()}
-    return {name: compare(info["model_type"], reference[name], outputs[name], batch,
-                          info.get("labels"), info["do_lower_case"], info["crf_parameters"])
-            for name, batch in sets.items()}
-
-
-def _judged(results):
-    """{name: result} of the set a variant is judged on: the --agreement_file's when there
-    is one (dev examples, all of them), else the calibration examples'."""
-    name = "agreement" if "agreement" in results else "calibration"
-    return {name: results[name]} if name in results else {}
-
-
-def _worst_drop(results):
-    """The drop of the judged set (0 without examples)."""
-    return max([drop(r) for r in _judged(results).values()] or [0.0])
+        return ids_export.evaluate(run, sets, reference, info)
 
 
 def _best_variant(function, owner, variant, calibration, sets, reference, info,
@@ -399,9 +248,9 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
         blob = convert(function, owner, variant, calibration)
     results = _evaluate(variant, blob, sets, reference, info, num_threads)
     entry = {"recipe": "all int8" if variant == "int8" else variant, "results": results}
-    if variant != "int8" or _worst_drop(results) <= max_metric_drop or not sets:
+    if variant != "int8" or ids_export.worst_drop(results) <= max_metric_drop or not sets:
         return blob, entry
-    tried = [(_worst_drop(results), blob, entry)]
+    tried = [(ids_export.worst_drop(results), blob, entry)]
 
     def attempt(name, float_ops, float_nodes=()):
         logging.info("LiteRT int8 drops %.2f points: trying %s", tried[-1][0], name)
@@ -410,7 +259,7 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
         recipe = {"recipe": name, "float_ops": list(float_ops), "results": other_results}
         if float_nodes:
             recipe["float_nodes"] = list(float_nodes)
-        tried.append((_worst_drop(other_results), other, recipe))
+        tried.append((ids_export.worst_drop(other_results), other, recipe))
         return tried[-1][0] <= max_metric_drop
 
     done = any(attempt(name, float_ops) for name, float_ops in FALLBACK_RECIPES)
@@ -427,63 +276,12 @@ def _best_variant(function, owner, variant, calibration, sets, reference, info,
     return best[1], best[2]
 
 
-def _warning(variant, entry, max_metric_drop):
-    """The WARNING text of a variant (fp32 too) that drops more than max_metric_drop by
-    the metric or by its agreement with the SavedModel (else None)."""
-    bad = {name: r for name, r in _judged(entry["results"]).items()
-           if drop(r) > max_metric_drop}
-    if not bad:
-        return None
-    parts = []
-    for name, r in bad.items():
-        part = "%s: agreement with the SavedModel %.2f%%" % (name, 100 * r["agreement"])
-        if "metric" in r:
-            part += ", %s %.2f -> %.2f" % (r["metric_name"], r["metric_fp32"], r["metric"])
-        parts.append(part)
-    return ("LiteRT %s (%s) loses more than --max_metric_drop=%g points against the "
-            "SavedModel: %s" % (variant, entry["recipe"], max_metric_drop, "; ".join(parts)))
-
-
-def _write(export_dir, models, report, crf=None):
-    """Writes the models, a --crf tagger's CRF_FILE and the report (each whole or absent;
-    none left after an error)."""
-    written = {}
-    try:
-        if crf is not None:
-            path = os.path.join(export_dir, litert_predictor.CRF_FILE)
-            with fileutil.atomic_open(path, "w") as f:
-                # float32 -> float64 -> JSON's shortest repr: read back, the same float32.
-                f.write(json.dumps({"transitions": crf[0].tolist(), "start_penalty": None
-                                    if crf[1] is None else crf[1].tolist()}) + "\n")
-            written["crf"] = path
-        for variant, blob in models.items():
-            path = os.path.join(export_dir, report["variants"][variant]["file"])
-            with fileutil.atomic_open(path, "wb") as f:
-                f.write(blob)
-            written[variant] = path
-        path = os.path.join(export_dir, REPORT_FILE)
-        with fileutil.atomic_open(path, "w") as f:
-            f.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
-        written["report"] = path
-    except BaseException:
-        for path in written.values():
-            fileutil.remove(path)
-        raise
-    return written
-
-
 def summary_lines(report):
-    """The report as lines to print: one per variant and example set, then warnings."""
-    lines = []
-    for variant, entry in report["variants"].items():
-        for name, r in entry["results"].items():
-            metric = (" %s %.2f (SavedModel %.2f)"
-                      % (r["metric_name"], r["metric"], r["metric_fp32"]) if "metric" in r else "")
-            lines.append("LiteRT %-12s %-9s %4d examples: agreement with the SavedModel "
-                         "%.4f, max |delta| %.4g, mean |delta| %.4g%s [%s, %d bytes]"
-                         % (variant, name, r["examples"], r["agreement"], r["max_abs_delta"],
-                            r["mean_abs_delta"], metric, entry["recipe"], entry["bytes"]))
-        if not entry["results"]:
-            lines.append("LiteRT %-12s %d bytes (no examples to compare: --agreement_file)"
-                         % (variant, entry["bytes"]))
-    return lines
+    """The report as lines to print: one per variant and example set."""
+    return ids_export.summary_lines("LiteRT", report)
+
+
+RUNTIME = ids_export.Runtime(
+    name="LiteRT", flag="--litert", variants=VARIANTS, report_file=REPORT_FILE,
+    check_available=litert_predictor.check_available, convert_variants=convert_variants,
+    model_name=model_name, export_files=litert_predictor.export_files)

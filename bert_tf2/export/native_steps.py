@@ -2,7 +2,8 @@
 run in: a crash there becomes one line, and leaves nothing behind.
 
 TFLite's converter, its int8 calibration and quantizer, its quantization debugger and the
-LiteRT interpreter are C++; a fault in them (a segfault, glibc's abort on a corrupted heap:
+LiteRT interpreter (--litert), OpenVINO's conversion, NNCF and OpenVINO's CPU plugin
+(--openvino), tf2onnx, ONNX Runtime and its quantizer (--onnx) are C++; a fault in them (a segfault, glibc's abort on a corrupted heap:
 "corrupted double-linked list", exit 134) ends the process with no Python error, so no
 clean-up runs and the export's temporary folder stays. Each such call runs inside
 step(name, variant), a name of STEPS; the work that holds them goes through run_isolated(),
@@ -26,14 +27,28 @@ import tempfile
 from bert_tf2 import fileutil
 from bert_tf2 import startup
 
-# Every step that calls native code able to end the process: name -> what it runs.
-STEPS = {
-    "convert": "TFLite's converter",
-    "calibrate": "TFLite's int8 calibration (the converter running the float model)",
-    "quantize": "TFLite's int8 quantizer",
-    "sensitivity": "the int8 layers' sensitivity (TFLite's quantization debugger)",
-    "evaluate": "the agreement report (LiteRT's interpreter)",
+# Every step that calls native code able to end the process, by the export flag whose
+# conversion makes it: name -> what it runs (names unique across flags).
+STEPS_BY_FLAG = {
+    "--litert": {
+        "convert": "TFLite's converter",
+        "calibrate": "TFLite's int8 calibration (the converter running the float model)",
+        "quantize": "TFLite's int8 quantizer",
+        "sensitivity": "the int8 layers' sensitivity (TFLite's quantization debugger)",
+        "evaluate": "the agreement report (LiteRT's interpreter)",
+    },
+    "--openvino": {
+        "ov_convert": "OpenVINO's model conversion",
+        "ov_quantize": "NNCF's int8 quantization (OpenVINO running the float model)",
+        "ov_evaluate": "the agreement report (OpenVINO's CPU plugin)",
+    },
+    "--onnx": {
+        "onnx_convert": "tf2onnx's conversion",
+        "onnx_quantize": "ONNX Runtime's int8 quantizer",
+        "onnx_evaluate": "the agreement report (ONNX Runtime)",
+    },
 }
+STEPS = {name: what for table in STEPS_BY_FLAG.values() for name, what in table.items()}
 
 # Tests only: run_isolated runs the work in this process (so that their monkeypatches
 # reach it); the steps are still noted.

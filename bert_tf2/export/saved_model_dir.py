@@ -24,7 +24,10 @@ from bert_tf2.base import output_folder
 from bert_tf2.base import path_match
 from bert_tf2 import startup
 from bert_tf2.encoder import attention
+from bert_tf2.export import ids_predictor
 from bert_tf2.export import litert_predictor
+from bert_tf2.export import onnx_predictor
+from bert_tf2.export import openvino_predictor
 
 
 # What an export writes in --export_dir: these entries at its top, and INFO_FILE.
@@ -32,17 +35,24 @@ from bert_tf2.export import litert_predictor
 # notes of the user's) was added by someone else, and is carried into the new export.
 # The LiteRT models and report of --litert are an export's too: an export without them
 # drops an earlier export's (they would describe another model).
+# So are --openvino's and --onnx's (their folders openvino/ and onnx/, their reports).
+_DOORS = {"litert": litert_predictor, "openvino": openvino_predictor, "onnx": onnx_predictor}
 _EXPORT_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables",
-                   "assets") + litert_predictor.export_files()
-INFO_FILE = litert_predictor.INFO_FILE  # assets.extra/export_info.json
-VOCAB_FILE = litert_predictor.VOCAB_FILE  # assets/vocab.txt: the in-graph tokenizer's asset
+                   "assets") + tuple(dict.fromkeys(
+                       name for door in _DOORS.values() for name in door.export_files()))
+INFO_FILE = ids_predictor.INFO_FILE  # assets.extra/export_info.json
+VOCAB_FILE = ids_predictor.VOCAB_FILE  # assets/vocab.txt: the in-graph tokenizer's asset
 # What an export writes inside the folders it replaces whole (assets/, variables/); any
 # other file there is a user's, which a re-export would lose: refused (check_export_dir).
 # A TF Serving version's LiteRT files (--export_base): in this folder beside the version
 # (<base>/<n>.litert, a name TF Serving skips), with a copy of the vocabulary and
 # export_info.json, so that LiteRTPredictor reads it as an export and a server copies only
-# the SavedModel.
-LITERT_SUFFIX = ".litert"
+# the SavedModel. --openvino's and --onnx's alike, in <base>/<n>.openvino and <n>.onnx
+# (SIDE_SUFFIXES, by the setting that writes them).
+LITERT_SUFFIX = litert_predictor.LiteRTPredictor.side_suffix
+SIDE_SUFFIXES = {"litert": LITERT_SUFFIX,
+                 "openvino": openvino_predictor.OpenVINOPredictor.side_suffix,
+                 "onnx": onnx_predictor.ONNXPredictor.side_suffix}
 _WHOLE_FOLDERS = {"assets": ("vocab.txt",),
                   "variables": ("variables.index", "variables.data-?????-of-?????")}
 
@@ -131,8 +141,8 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
     named = str(export_dir).rstrip("/")
     fileutil.recover_folder(resolve_export_dir(named))
     if new_only:
-        # A killed export's LiteRT folder being written.
-        fileutil.recover_folder(named + LITERT_SUFFIX)
+        for suffix in SIDE_SUFFIXES.values():  # a killed export's side folder being written
+            fileutil.recover_folder(named + suffix)
     _refuse_existing(named, new_only)
     export_dir = resolve_export_dir(named)
     # Names of this export's own, so that nothing already there is ever removed: beside
@@ -147,7 +157,7 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
     parent = os.path.dirname(export_dir)
     if parent:
         tf.io.gfile.makedirs(parent)
-    side = side_temp = None
+    sides = []  # [(side folder, its temporary)] of a TF Serving version's ids-in files
     try:
         # Traced here (serving.py): the graph any device runs, not the CPU's forms.
         with attention.portable_graphs():
@@ -164,22 +174,22 @@ def write_saved_model(module, export_dir, info, before_rename=None, new_only=Fal
         # still stops the export here, before anything looks complete.
         startup.check_not_stopped()
         if new_only:
-            side, side_temp = export_dir + LITERT_SUFFIX, _move_beside(temp, export_dir, extra)
+            sides = _move_beside(temp, export_dir, extra)
         if tf.io.gfile.exists(export_dir) and not in_place:
             kept = _carry_over(export_dir, temp)
             if kept:
                 logging.info("Kept %d file(s) added to the earlier export: %s", len(kept),
                              ", ".join(kept))
-        if side_temp:
-            output_folder.swap_in(side_temp, side)  # new: _move_beside refuses an existing one
+        for side, side_temp in sides:  # new: _move_beside refuses an existing one
+            output_folder.swap_in(side_temp, side)
         # What an export writes is its own (by name); anything else stays (see _carry_over).
         output_folder.swap_in(temp, export_dir, in_place, _TOOL, _own_names(),
                               _earlier_outputs(export_dir) if in_place else {})
     except BaseException:
-        for path in (side_temp, side if side_temp and not tf.io.gfile.exists(export_dir)
-                     else None):
-            if path and tf.io.gfile.exists(path):
-                fileutil.remove(path)
+        for side, side_temp in sides:
+            for path in (side_temp, side if not tf.io.gfile.exists(export_dir) else None):
+                if path and tf.io.gfile.exists(path):
+                    fileutil.remove(path)
         if tf.io.gfile.exists(temp):
             fileutil.remove(temp)
         raise
@@ -214,22 +224,40 @@ def _earlier_outputs(export_dir):
 
 
 def _move_beside(temp, export_dir, names):
-    """Moves the --litert files among `names` out of the export being written (`temp`)
-    into a temporary folder beside export_dir, with copies of VOCAB_FILE and INFO_FILE;
-    returns that folder (None when there are none)."""
-    moved = [n for n in names if n in litert_predictor.export_files()]
-    if not moved:
-        return None
-    if tf.io.gfile.exists(export_dir + LITERT_SUFFIX):
-        raise ValueError("%s exists: a version's LiteRT folder is never replaced; nothing was "
-                         "written" % (export_dir + LITERT_SUFFIX))
-    side = fileutil.temp_name(export_dir + LITERT_SUFFIX)
-    for name in (VOCAB_FILE, INFO_FILE):
-        tf.io.gfile.makedirs(os.path.join(side, os.path.dirname(name)))
-        tf.io.gfile.copy(os.path.join(temp, name), os.path.join(side, name))
-    for name in moved:
-        tf.io.gfile.rename(os.path.join(temp, name), os.path.join(side, name))
-    return side
+    """Moves the ids-in files among `names` out of the export being written (`temp`) into
+    a temporary folder per runtime beside export_dir (export_dir + SIDE_SUFFIXES[...]),
+    each with copies of VOCAB_FILE and INFO_FILE (and of the CRF_FILE two runtimes share);
+    returns [(side folder, its temporary)] (none when there are no such files)."""
+    tops = {name.split("/")[0]: name for name in names}
+    wanted = []
+    for runtime, door in _DOORS.items():
+        own = [t for t in door.export_files() if t in tops and t != ids_predictor.CRF_FILE]
+        if own:
+            wanted.append((export_dir + SIDE_SUFFIXES[runtime], own))
+    for side, _ in wanted:
+        if tf.io.gfile.exists(side):
+            raise ValueError("%s exists: a version's ids-in folder is never replaced; nothing "
+                             "was written" % side)
+    made = []
+    try:
+        for side, own in wanted:
+            side_temp = fileutil.temp_name(side)
+            made.append((side, side_temp))
+            shared = [VOCAB_FILE, INFO_FILE] + (
+                [ids_predictor.CRF_FILE] if ids_predictor.CRF_FILE in tops else [])
+            for name in shared:
+                tf.io.gfile.makedirs(os.path.join(side_temp, os.path.dirname(name)))
+                tf.io.gfile.copy(os.path.join(temp, name), os.path.join(side_temp, name))
+            for top in own:
+                tf.io.gfile.rename(os.path.join(temp, top), os.path.join(side_temp, top))
+    except BaseException:
+        for _, side_temp in made:
+            if tf.io.gfile.exists(side_temp):
+                fileutil.remove(side_temp)
+        raise
+    if ids_predictor.CRF_FILE in tops and made:
+        fileutil.remove(os.path.join(temp, ids_predictor.CRF_FILE))
+    return made
 
 
 def _refuse_existing(export_dir, new_only):

@@ -13,11 +13,12 @@ import re
 
 import tensorflow as tf
 
-# A version folder's name: what TF Serving reads as a version number (and its LiteRT
-# folder beside it, <n>.litert, which counts as taken too). TF Serving reads the number as
-# a 64-bit integer: leading zeros read alike ("007" is version 7), a larger one is no
-# version at all.
-_VERSION_NAME = re.compile(r"^([0-9]+)(\.litert)?$")
+# A version folder's name: what TF Serving reads as a version number (and its ids-in
+# folders beside it, <n>.litert, <n>.openvino, <n>.onnx, which count as taken too). TF
+# Serving reads the number as a 64-bit integer: leading zeros read alike ("007" is version
+# 7), a larger one is no version at all.
+SIDE_ENDINGS = (".litert", ".openvino", ".onnx")  # saved_model_dir.SIDE_SUFFIXES' values
+_VERSION_NAME = re.compile(r"^([0-9]+)(\.litert|\.openvino|\.onnx)?$")
 MAX_VERSION = 2 ** 63 - 1
 
 # (kind, name, default, help), as settings_lib.define_flag_table reads them.
@@ -40,7 +41,7 @@ def versions(base):
 
 
 def _version_folders(base):
-    """{version number: [folder names TF Serving reads as it, and their .litert]} of
+    """{version number: [folder names TF Serving reads as it, and their side folders]} of
     `base` (empty when it is missing)."""
     found = {}
     if not tf.io.gfile.isdir(base):
@@ -89,13 +90,14 @@ def target(settings):
         return os.path.join(base, str(number))
     path = os.path.join(base, str(settings.version))
     others = [n for n in taken.get(settings.version, ())
-              if n not in (str(settings.version), str(settings.version) + ".litert")]
+              if n not in [str(settings.version)] + [str(settings.version) + e
+                                                     for e in SIDE_ENDINGS]]
     if others:  # "007" beside a new "7": two folders TF Serving reads as the same version
         raise ValueError("--version=%d: %s exists, which TF Serving reads as version %d too "
                          "(a server may be loading it; versions are never replaced): leave "
                          "--version out for the next free number"
                          % (settings.version, os.path.join(base, others[0]), settings.version))
-    if tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".litert"):
+    if any(tf.io.gfile.exists(path + e) for e in ("",) + SIDE_ENDINGS):
         raise ValueError("--version=%d: %s exists (a server may be loading it; versions are "
                          "never replaced): leave --version out for the next free number"
                          % (settings.version, path))

@@ -1,0 +1,167 @@
+"""ONNX models of an exported SavedModel (export_saved_model.py --onnx): fp32 and int8 on
+ONNX Runtime, with onnx_report.json, each variant's agreement with the SavedModel.
+
+What is converted is the numeric ids-in graph every ids-in door shares
+(ids_export.ids_function, saved for the converters by ids_export.convert_isolated):
+tf2onnx converts its serving_default signature at OPSET; the model keeps its input names
+(input_ids, input_mask, segment_ids: int32 [batch, S], the batch dynamic) and output names
+(the head's litert_outputs). Everything that calls tf2onnx, ONNX Runtime or its quantizer
+runs in the child of native_steps.run_isolated (convert_variants), each call inside a
+named step.
+
+Variants:
+  fp32  onnx/model_fp32.onnx;
+  int8  onnx/model_int8.onnx, by ONNX Runtime's quantizer (onnxruntime.quantization), its
+        MatMul / Gemm weights int8, each of INT8_RECIPES tried: dynamic (activations
+        quantized per call, no calibration) and static (QDQ, activation ranges calibrated
+        on the --calibration_file examples, weights per channel); the one kept agrees
+        best with the SavedModel, then runs faster (ids_export.choose).
+"""
+import importlib.util
+import os
+import shutil
+import tempfile
+
+from bert_tf2 import startup
+from bert_tf2.export import ids_export
+from bert_tf2.export import litert_data
+from bert_tf2.export import native_steps
+from bert_tf2.export import onnx_predictor
+
+VARIANTS = onnx_predictor.VARIANTS
+# ONNX opset of the conversion: 17 is read by every ONNX Runtime since 1.13 (Triton's
+# onnxruntime backends of 2022 on) and has every op of the graph.
+OPSET = 17
+INT8_RECIPES = ("dynamic int8 (MatMul / Gemm weights)",
+                "static QDQ int8 (MatMul / Gemm, calibrated, weights per channel)")
+_QUANTIZED_OPS = ["MatMul", "Gemm"]
+
+
+def parse_variants(text):
+    """"fp32,int8" -> ("fp32", "int8"); ValueError naming --onnx for another name."""
+    return ids_export.parse_variants(text, "--onnx", VARIANTS)
+
+
+def model_name(variant, over_bound):
+    """A variant's .onnx (relative): onnx_predictor.model_file, OVER_BOUND_FILE for an int8
+    model over its bound."""
+    if variant == "int8" and over_bound:
+        return onnx_predictor.OVER_BOUND_FILE
+    return onnx_predictor.model_file(variant)
+
+
+def _evaluated(variant, blob, sets, reference, info, num_threads, recipe):
+    """(report entry, seconds) of the ONNX model `blob` on ONNX Runtime."""
+    with native_steps.step("onnx_evaluate", variant):
+        run = onnx_predictor.ModelRunner(blob, num_threads)
+        results, seconds = ids_export.timed_evaluate(run, sets, reference, info)
+    return {"recipe": recipe, "results": results, "opset": OPSET}, seconds
+
+
+def _convert(ids_dir):
+    """The ONNX bytes of the serving_default signature saved in ids_dir."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tf2onnx  # pylint: disable=import-outside-toplevel
+    from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
+    loaded = fileutil.load_saved_model(ids_dir)  # held while converting: its variables
+    signature = loaded.signatures["serving_default"]
+    specs = [signature.structured_input_signature[1][k] for k in litert_data.ID_KEYS]
+
+    def ids(input_ids, input_mask, segment_ids):
+        return loaded.signatures["serving_default"](
+            input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
+
+    function = tf.function(ids, input_signature=specs, autograph=False)
+    with native_steps.step("onnx_convert", "fp32"):
+        proto, _ = tf2onnx.convert.from_function(function, input_signature=specs,
+                                                 opset=OPSET)
+    return proto.SerializeToString()
+
+
+class _Calibration(object):
+    """onnxruntime.quantization's CalibrationDataReader of the calibration examples (one
+    example a call, as the converter's int8 calibration reads them)."""
+
+    def __init__(self, features):
+        self._rows = iter([{k: features[k][i:i + 1] for k in litert_data.ID_KEYS}
+                           for i in range(len(features["input_ids"]))])
+
+    def get_next(self):
+        return next(self._rows, None)
+
+
+def _quantized(fp32_path, folder, recipe, calibration):
+    """The bytes of the fp32 model at `fp32_path` quantized by `recipe` (INT8_RECIPES)."""
+    from onnxruntime import quantization  # pylint: disable=import-outside-toplevel
+    out = os.path.join(folder, "model_int8_%d.onnx" % INT8_RECIPES.index(recipe))
+    with native_steps.step("onnx_quantize", "int8"):
+        if recipe == INT8_RECIPES[0]:
+            quantization.quantize_dynamic(fp32_path, out, op_types_to_quantize=_QUANTIZED_OPS,
+                                          weight_type=quantization.QuantType.QInt8)
+        else:
+            quantization.quantize_static(
+                fp32_path, out, _Calibration(calibration.features),
+                quant_format=quantization.QuantFormat.QDQ, op_types_to_quantize=_QUANTIZED_OPS,
+                per_channel=True, activation_type=quantization.QuantType.QUInt8,
+                weight_type=quantization.QuantType.QInt8)
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def export(export_dir, module, variants, calibration=None, agreement=None,
+           max_metric_drop=1.0, num_threads=None, keep_over_bound=False):
+    """Writes the ONNX models of each variant and its report into export_dir
+    (ids_export.export with RUNTIME: its arguments and return value)."""
+    # convert_variants as this module has it now (the child gets it by its name).
+    runtime = RUNTIME._replace(convert_variants=convert_variants)
+    return ids_export.export(runtime, export_dir, module, variants, calibration, agreement,
+                             max_metric_drop, num_threads, keep_over_bound)
+
+
+def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_metric_drop,
+                     num_threads):
+    """[({relative file: bytes}, report entry)] of each variant of the function saved in
+    `ids_dir` (ids_export.convert_isolated), made and evaluated in this (child) process."""
+    del max_metric_drop  # every int8 recipe is evaluated; the export judges the bound
+    scratch = tempfile.mkdtemp(prefix=".onnx-", dir=os.path.dirname(ids_dir))
+    try:
+        fp32 = _convert(ids_dir)
+        startup.check_not_stopped()
+        fp32_path = os.path.join(scratch, "model_fp32.onnx")
+        with open(fp32_path, "wb") as f:
+            f.write(fp32)
+        converted = []
+        for variant in variants:
+            if variant == "fp32":
+                entry, _ = _evaluated("fp32", fp32, sets, reference, info, num_threads,
+                                      "tf2onnx, opset %d" % OPSET)
+                converted.append(({model_name("fp32", False): fp32}, entry))
+                continue
+            tried = []
+            for recipe in INT8_RECIPES:
+                blob = _quantized(fp32_path, scratch, recipe, calibration)
+                startup.check_not_stopped()
+                entry, seconds = _evaluated("int8", blob, sets, reference, info, num_threads,
+                                            recipe)
+                tried.append(({model_name("int8", False): blob}, entry, seconds))
+            converted.append(ids_export.choose(tried))
+        return converted
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_available(flag="--onnx"):
+    """ValueError in one line when a package the export needs (the [onnx] extra:
+    onnxruntime, onnx, tf2onnx) is missing."""
+    missing = [name for name in ("onnxruntime", "onnx", "tf2onnx")
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError("%s needs the %s package%s: pip install 'bert-tf2[onnx]'"
+                         % (flag, ", ".join(missing), "s" if len(missing) > 1 else ""))
+
+
+RUNTIME = ids_export.Runtime(
+    name="ONNX Runtime", flag="--onnx", variants=VARIANTS,
+    report_file=onnx_predictor.REPORT_FILE,
+    check_available=check_available, convert_variants=convert_variants,
+    model_name=model_name, export_files=onnx_predictor.export_files)
