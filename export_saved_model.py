@@ -232,7 +232,9 @@ def run(settings):
                                         found))
             print("Warm-up requests (%s): %s" % (warmup.WARMUP_FILE, warmup.describe(found)))
         if ids_runtimes:  # --litert, --openvino, --onnx
-            ids_outputs.update(ids_step.export(settings, folder, module, ids_examples))
+            ids_outputs.update(ids_step.export(
+                settings, folder, module, ids_examples,
+                version=os.path.basename(target.rstrip("/")) if settings.export_base else None))
             written += sorted(set(ids_outputs.values()))
         return written
 

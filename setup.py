@@ -76,6 +76,12 @@ setup(
         # export_saved_model.py --litert and bert_tf2.export.litert_predictor: LiteRT's
         # interpreter (conversion is TensorFlow's own tf.lite.TFLiteConverter).
         "litert": ["ai-edge-litert>=2.0"],
+        # export_saved_model.py --openvino (conversion, NNCF's int8) and
+        # bert_tf2.export.openvino_predictor; the versions checked with tensorflow 2.20.
+        "openvino": ["openvino>=2026.4.1,<2027", "nncf>=3.4.0,<4"],
+        # export_saved_model.py --onnx (tf2onnx, onnx; ONNX Runtime's quantizer) and
+        # bert_tf2.export.onnx_predictor (onnxruntime); tf2onnx 1.17 converts TF 2.20's graphs.
+        "onnx": ["onnxruntime>=1.32.0,<2", "onnx>=1.23.2,<2", "tf2onnx>=1.17.0,<2"],
         # The documentation site (mkdocs.yml, `make docs`): MkDocs' own theme, and
         # pymdown-extensions for its snippets (the benchmarks page includes
         # benchmarks/README.md instead of a copy).

@@ -26,7 +26,23 @@ from conftest import (FP32_ATOL, HANG_GUARD_SECONDS, REPO_ROOT, SHARED_DIR, peer
 
 KINDS = ("short", "two_windows", "three_windows", "empty", "whitespace", "unicode",
          "mixed", "duplicates")
-DOORS = ("predictor", "saved_model", "litert", "hf")
+DOORS = ("predictor", "saved_model", "litert", "openvino", "onnx", "hf")
+# The ids-in doors beside LiteRT (export_saved_model --openvino / --onnx, fp32): their
+# predictor classes; exported with the heads LiteRT takes, when their extra is installed.
+IDS_DOORS = {"openvino": ("bert_tf2.export.openvino_predictor", "OpenVINOPredictor",
+                          "bert_tf2.export.openvino_export"),
+             "onnx": ("bert_tf2.export.onnx_predictor", "ONNXPredictor",
+                      "bert_tf2.export.onnx_export")}
+
+
+def ids_door_missing(door):
+    """The one line of a missing extra of an ids-in door (its export's check), or None."""
+    import importlib  # pylint: disable=import-outside-toplevel
+    try:
+        importlib.import_module(IDS_DOORS[door][2]).check_available()
+    except ValueError as e:
+        return str(e)
+    return None
 
 # Words that are one WordPiece each in the uncased vocabulary (and in the small one below).
 _WORDS = ("the a man woman went to store and bought milk house city river john mary paris "
@@ -209,6 +225,8 @@ class Head(object):
         self._predictor = None
         self._saved = None
         self._litert = None
+        self._ids = {}  # door -> its predictor (openvino, onnx)
+        self.export_errors = {}  # door -> its export's refusal of a head LiteRT refuses too
         self._combined = None
         self._hf = None
         self.export_error = None
@@ -281,16 +299,23 @@ class Head(object):
         import export_saved_model  # pylint: disable=import-outside-toplevel
         settings = dict(init_checkpoint=self.folder, export_dir=self.export_dir,
                         model_type=self.model_type, **self.export_settings())
+        others = [door for door in IDS_DOORS if ids_door_missing(door) is None]
         if self.litert:
             settings["litert"] = "fp32"
+            settings.update((door, "fp32") for door in others)
         export_saved_model.run(export_saved_model.Settings(**settings))
         if not self.litert:
-            try:
-                export_saved_model.run(export_saved_model.Settings(**dict(
-                    settings, litert="fp32", export_dir=str(self.root / "refused"))))
-                self.export_error = "--litert was not refused"
-            except ValueError as e:
-                self.export_error = str(e)
+            for door in ["litert"] + others:
+                try:
+                    export_saved_model.run(export_saved_model.Settings(**dict(
+                        settings, export_dir=str(self.root / "refused"), **{door: "fp32"})))
+                    error = "--%s was not refused" % door
+                except ValueError as e:
+                    error = str(e)
+                if door == "litert":
+                    self.export_error = error
+                else:
+                    self.export_errors[door] = error
 
     def saved_model(self):
         """The SavedModel of the folder, loaded (exported first: by the exporter when there
@@ -312,6 +337,23 @@ class Head(object):
             from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
             self._litert = litert_predictor.LiteRTPredictor(self.export_dir, "fp32")
         return self._litert
+
+    def ids_predictor(self, door):
+        """The OpenVINO / ONNX Runtime fp32 predictor of the export (Refused when the export
+        refuses the head; skipped, or failed under make test, without the extra)."""
+        from conftest import door_peer_missing  # pylint: disable=import-outside-toplevel
+        missing = ids_door_missing(door)
+        if missing:
+            door_peer_missing(missing)
+        self.saved_model()
+        if not self.litert:
+            raise Refused(self.export_errors.get(door, "no %s export" % door), at_export=True)
+        if door not in self._ids:
+            import importlib  # pylint: disable=import-outside-toplevel
+            module, name, _ = IDS_DOORS[door]
+            self._ids[door] = getattr(importlib.import_module(module), name)(
+                self.export_dir, "fp32")
+        return self._ids[door]
 
     hf_head = None  # the head of parity_peer.py (None: no HuggingFace door)
 
@@ -382,6 +424,8 @@ class Head(object):
             if door == "litert":
                 predictor = self.litert_predictor()  # Refused when the export refuses
                 return self.litert_answers(predictor, items)
+            if door in IDS_DOORS:  # the same predictor contract as LiteRT's
+                return self.litert_answers(self.ids_predictor(door), items)
         except ValueError as e:
             raise Refused(str(e)) from None
         raise KeyError(door)
@@ -990,7 +1034,7 @@ def cell_params(heads):
     """pytest params (head, door, kind) of the cells of `heads` (names), each head's doors
     together (the HuggingFace ones last: one peer process answers them all)."""
     params = []
-    for door_group in (("predictor", "saved_model", "litert"), ("hf",)):
+    for door_group in (("predictor", "saved_model", "litert") + tuple(IDS_DOORS), ("hf",)):
         for head in heads:
             for door in door_group:
                 for kind in KINDS:

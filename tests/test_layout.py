@@ -100,7 +100,9 @@ def test_package_modules_take_the_reference_modules_from_bert():
 # their extra's entry imports them (lazily: create_pretraining_data --runner). No other
 # module imports an extra when loaded (test_an_extra_is_loaded_only_by_its_own_modules).
 EXTRA_IMPORTS = {"apache_beam": "beam", "keras_hub": "keras-hub", "safetensors": "hf",
-                 "jieba": "chinese", "ai_edge_litert": "litert", "tokenizers": "bench"}
+                 "jieba": "chinese", "ai_edge_litert": "litert", "tokenizers": "bench",
+                 "openvino": "openvino", "nncf": "openvino", "onnxruntime": "onnx",
+                 "onnx": "onnx", "tf2onnx": "onnx"}
 EXTRA_MODULES = {"bert_tf2.pretraining.pretraining_beam": "apache_beam"}
 
 

@@ -3,7 +3,8 @@
 A trained folder leaves through several doors: its runner's do_predict files, the Python
 Predictor (run_classifier / run_ner / run_squad / run_multiple_choice .Predictor,
 extract_features.SentenceEncoder), the SavedModel of export_saved_model.py loaded with
-tf.saved_model.load (as TF Serving would), LiteRT fp32 (LiteRTPredictor) and the
+tf.saved_model.load (as TF Serving would), LiteRT fp32 (LiteRTPredictor), OpenVINO fp32
+(OpenVINOPredictor), ONNX Runtime fp32 (ONNXPredictor) and the
 HuggingFace folder of convert_hf_checkpoint.py --direction=to_hf in transformers (the
 torch peer venv of tests/hf_peer_check.py; skipped without it). Each door re-implements
 the head's windows, decoding and labels; each cell here compares one door with do_predict

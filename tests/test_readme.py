@@ -134,6 +134,9 @@ _NOT_RUN_HERE = {
                            "tests/test_predict_surface.py",
     "from bert_tf2.export.litert_predictor import LiteRTPredictor":
         "run by tests/test_litert.py on its tiny export",
+    "from bert_tf2.export.openvino_predictor import OpenVINOPredictor":
+        "run by tests/test_openvino_onnx.py on the shared classifier's export",
+    "# a Triton / OpenVINO Model Server client": "needs a running Triton and tritonclient",
     "from transformers import pipeline": "needs torch + transformers (the peer venv): "
                                          "tests/test_hf_export.py loads every head there",
     "import http.server": "serves for ever (docs/python.md's server): a Predictor called from "

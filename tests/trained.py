@@ -4,7 +4,8 @@ The heads are tests/parity_helpers.py's (classifier single label / multi-label /
 long text by windows and by head + tail, tagger softmax / CRF, SQuAD v1.1 / v2.0, multiple
 choice, and the encoder of the classifier's folder): each trained by its runner's
 run(Settings) with do_predict on the parity matrix's inputs; exported by export_saved_model
-(with --litert=fp32 where its head_types entry carries LiteRT) when first asked for.
+(with --litert=fp32, and --openvino=fp32 / --onnx=fp32 when their extras are installed,
+where its head_types entry carries LiteRT) when first asked for.
 
 Where: a folder under the run's temporary root, `tmp_path_factory.getbasetemp().parent`
 under pytest-xdist (the workers of one run share it), the session's own basetemp without
@@ -166,10 +167,11 @@ def _export_once(head):
     def build(folder):
         assert str(folder) == head.export_dir, (folder, head.export_dir)
         head.export()
-        return {"export_error": head.export_error}
+        return {"export_error": head.export_error, "export_errors": head.export_errors}
 
     _, made = built_once(head.root, "export", build)
     head.export_error = made["export_error"]
+    head.export_errors = made.get("export_errors", {})
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ and an int8 model over the bound is not written under its usual name unless
 import collections
 import json
 import os
+import shutil
 import time
 
 import numpy as np
@@ -40,10 +41,18 @@ from bert_tf2.export import native_steps
 #   convert_variants(ids_dir, variants, calibration, sets, reference, info,
 #   max_metric_drop, num_threads) -> [({relative file: bytes}, report entry)], the files
 #   under their usual names (model_name); model_name(variant, over_bound): a variant's
-#   main file (relative); export_files(): every name the export may write (top entries).
+#   main file (relative); export_files(): every name the export may write (top entries);
+#   triton: the line of a Triton config.pbtxt naming its backend (None: no model
+#   repository, LiteRT); repository: the top entry the repository is written in.
 Runtime = collections.namedtuple(
     "Runtime", "name flag variants report_file check_available convert_variants "
-               "model_name export_files")
+               "model_name export_files triton repository")
+Runtime.__new__.__defaults__ = (None, None)
+# Triton's data types of the graph's outputs and inputs.
+_TRITON_TYPES = {"float32": "TYPE_FP32", "int32": "TYPE_INT32", "int64": "TYPE_INT64",
+                 "bool": "TYPE_BOOL"}
+# The most rows a Triton model of the repository batches (its max_batch_size).
+TRITON_MAX_BATCH = 64
 
 
 def parse_variants(text, flag, variants):
@@ -186,7 +195,7 @@ def saved_model_outputs(function, batch, crf=None):
 # ---------------------------------------------------------------------------
 
 def export(runtime, export_dir, module, variants, calibration=None, agreement=None,
-           max_metric_drop=1.0, num_threads=None, keep_over_bound=False):
+           max_metric_drop=1.0, num_threads=None, keep_over_bound=False, repository=None):
     """Writes each variant's model files and the runtime's report into export_dir.
 
     Args:
@@ -200,6 +209,9 @@ def export(runtime, export_dir, module, variants, calibration=None, agreement=No
         int8) and --agreement_file examples, or None.
       max_metric_drop: points a variant may lose against the SavedModel (on the
         agreement examples, else the calibration ones) before the report warns.
+      repository: (model name, version) of a TF Serving version (--export_base): also a
+        model repository OpenVINO Model Server and Triton read (model_repository), for a
+        runtime that has one.
 
     Returns:
       {variant: path of its main file} of the models written, "report", and "crf" (a
@@ -237,7 +249,48 @@ def export(runtime, export_dir, module, variants, calibration=None, agreement=No
                 warning += "; written as %s, not %s (--keep_int8_over_bound: that name)" % (
                     name, usual)
             report["warnings"].append(warning)
-    return write(export_dir, files, main, runtime.report_file, report, crf)
+    links = {}
+    if repository and runtime.repository:
+        links = model_repository(runtime, function, main, files, *repository)
+    return write(export_dir, files, main, runtime.report_file, report, crf, links)
+
+
+def model_repository(runtime, function, main, files, name, version):
+    """{repository file: the model file it is a link of} of every variant with files of its
+    own under their usual name (OpenVINO's bf16 is the fp32 IR compiled otherwise; an
+    over-bound int8 is not served): <runtime.repository>/<name>-<variant>/<version>/model.*
+    and its config.pbtxt (written into `files`), the layout OpenVINO Model Server (a
+    model's base path: <name>-<variant>) and Triton (the repository) read."""
+    links, seen = {}, set()
+    for variant, relative in main.items():
+        if relative != runtime.model_name(variant, False) or relative in seen:
+            continue
+        seen.add(relative)
+        model = "%s-%s" % (name, variant)
+        stem = os.path.splitext(relative)[0]
+        for path in sorted(files):
+            if path.startswith(stem + "."):
+                links["%s/%s/%s/model%s" % (runtime.repository, model, version,
+                                            path[len(stem):])] = path
+        files["%s/%s/config.pbtxt" % (runtime.repository, model)] = triton_config(
+            runtime, function, model).encode("utf-8")
+    return links
+
+
+def triton_config(runtime, function, model):
+    """The config.pbtxt of a Triton model of the ids-in graph `function`: its backend, the
+    three int32 [batch, S] inputs, the head's outputs, TRITON_MAX_BATCH rows at most."""
+    def tensor(spec_name, spec):
+        dims = ", ".join(str(-1 if d is None else d) for d in spec.shape.as_list()[1:])
+        return "  { name: \"%s\" data_type: %s dims: [ %s ] }" % (
+            spec_name, _TRITON_TYPES[spec.dtype.name], dims)
+
+    inputs = [tensor(s.name, s) for s in function.structured_input_signature[0]]
+    outputs = [tensor(n, s) for n, s in sorted(function.structured_outputs.items())]
+    return "\n".join(['name: "%s"' % model, runtime.triton,
+                      "max_batch_size: %d" % TRITON_MAX_BATCH,
+                      "input [\n%s\n]" % ",\n".join(inputs),
+                      "output [\n%s\n]" % ",\n".join(outputs), ""])
 
 
 def _renamed(path, usual, name):
@@ -279,10 +332,11 @@ def warning_text(runtime_name, variant, entry, max_metric_drop):
                                 "; ".join(parts)))
 
 
-def write(export_dir, files, main, report_file, report, crf=None):
+def write(export_dir, files, main, report_file, report, crf=None, links=None):
     """Writes the model files ({relative path: bytes}), a --crf tagger's CRF_FILE and the
     report (each whole or absent; none left after an error). `main`: {variant: its main
-    file}. Returns {variant: path, "report": path, "crf": path}."""
+    file}; `links`: {relative path: the written file it is a hard link of (a copy where
+    the file system has none)}. Returns {variant: path, "report": path, "crf": path}."""
     written, made = {}, []
     try:
         if crf is not None:
@@ -299,6 +353,14 @@ def write(export_dir, files, main, report_file, report, crf=None):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             with fileutil.atomic_open(path, "wb") as f:
                 f.write(blob)
+            made.append(path)
+        for relative, source in (links or {}).items():
+            path = os.path.join(export_dir, relative)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                os.link(os.path.join(export_dir, source), path)
+            except OSError:  # no hard links here: a copy
+                shutil.copyfile(os.path.join(export_dir, source), path)
             made.append(path)
         for variant, relative in main.items():
             written[variant] = os.path.join(export_dir, relative)

@@ -245,7 +245,7 @@ class RunnerPool(object):
 class IdsPredictor(doors.Door):
     """An ids-in model of an export folder, called on raw text, from any number of threads:
     the door LiteRTPredictor, OpenVINOPredictor and ONNXPredictor share (each says its
-    runtime in the class attributes below and makes its runner in make_runner).
+    runtime in the class attributes below and makes its runner in _make_runner).
 
     Args of every subclass: export_dir (the folder export_saved_model.py wrote: the model
     files, assets/vocab.txt, assets.extra/export_info.json; or a TF Serving version whose
@@ -264,14 +264,11 @@ class IdsPredictor(doors.Door):
     side_suffix = None   # a TF Serving version's folder of these files: <version> + this
     report_file = None   # the export's agreement report
 
-    @staticmethod
-    def model_file(variant):
-        """The model file of `variant`, relative to the export folder."""
-        raise NotImplementedError
-
+    # staticmethod(variant -> its model file, relative to the export folder)
+    model_file = None
     over_bound_file = None  # the int8 model over its --max_metric_drop bound (relative)
 
-    def make_runner(self, path, **options):
+    def _make_runner(self, path, **options):
         """The runner of the model file `path` (a RunnerPool or a callable alike)."""
         raise NotImplementedError
 
@@ -311,7 +308,7 @@ class IdsPredictor(doors.Door):
         self.tokenizer = asset_tokenizer(vocab, self.info["do_lower_case"])
         self.vocab_file = vocab
         self.model_path = path
-        self.run = self.make_runner(path, **options)
+        self.run = self._make_runner(path, **options)
         seq_length = getattr(self.run, "seq_length", -1)
         if seq_length > 0 and seq_length != self.max_seq_length:
             raise ValueError("%s: field 'max_seq_length' is %d but %s takes ids of length %d"

@@ -15,6 +15,7 @@ from bert_tf2.export import litert
 from bert_tf2.export import litert_data
 from bert_tf2.export import onnx_export
 from bert_tf2.export import openvino_export
+from bert_tf2.export import serving_layout
 
 # The ids-in runtimes' export modules (each: RUNTIME, an ids_export.Runtime, and export(),
 # ids_export.export with it) by the setting that asks for them, in the order they are written.
@@ -168,18 +169,22 @@ def read_examples(settings, labels):
             examples("agreement_file", None))
 
 
-def export(settings, folder, module, examples):
+def export(settings, folder, module, examples, version=None):
     """Each ids-in runtime asked for: its models and report in `folder` (the export being
-    written); {output name ("<runtime>_<variant>", "<runtime>_report", ...): path
-    relative to folder}."""
+    written; `version`: a TF Serving version's number under --export_base, its model
+    repositories written too); {output name ("<runtime>_<variant>", "<runtime>_report",
+    ...): path relative to folder}."""
     calibration, agreement = examples
     outputs = {}
     for name, runtime_module, variants in given(settings):
         runtime = runtime_module.RUNTIME
+        kwargs = {}
+        if version is not None and runtime.repository:
+            kwargs["repository"] = (serving_layout.model_name(folder, settings), version)
         written = runtime_module.export(
             folder, module, variants, calibration=calibration, agreement=agreement,
             max_metric_drop=settings.max_metric_drop,
-            keep_over_bound=settings.keep_int8_over_bound)
+            keep_over_bound=settings.keep_int8_over_bound, **kwargs)
         with open(written["report"], encoding="utf-8") as f:
             report = json.load(f)
         for line in ids_export.summary_lines(runtime.name, report):

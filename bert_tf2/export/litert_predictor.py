@@ -130,6 +130,6 @@ class LiteRTPredictor(ids_predictor.IdsPredictor):
         super().__init__(export_dir, variant, num_threads=num_threads,
                          interpreters=interpreters)
 
-    def make_runner(self, path, num_threads=None, interpreters=None):
+    def _make_runner(self, path, num_threads=None, interpreters=None):
         """A ModelRunner of the .tflite file."""
         return ModelRunner(path, num_threads, interpreters)

@@ -18,6 +18,9 @@ from bert_tf2.export import ids_predictor
 VARIANTS = ("fp32", "int8")
 REPORT_FILE = "onnx_report.json"
 FOLDER = "onnx"
+# A TF Serving version's model repository (--export_base; ids_export.model_repository):
+# <name>-<variant>/config.pbtxt and <name>-<variant>/<version>/model.* (links of the models).
+REPOSITORY = FOLDER + "_repository"
 # The int8 model beyond its --max_metric_drop bound: written under this name, not
 # model_int8.onnx, unless --keep_int8_over_bound.
 OVER_BOUND_FILE = FOLDER + "/model_int8_over_bound.onnx"
@@ -30,7 +33,7 @@ def model_file(variant):
 
 def export_files():
     """Every top entry export_saved_model.py --onnx may write in an export folder."""
-    return (FOLDER, REPORT_FILE, ids_predictor.CRF_FILE)
+    return (FOLDER, REPOSITORY, REPORT_FILE, ids_predictor.CRF_FILE)
 
 
 def check_available(flag="--onnx"):
@@ -103,6 +106,6 @@ class ONNXPredictor(ids_predictor.IdsPredictor):
     def __init__(self, export_dir, variant="fp32", num_threads=None):
         super().__init__(export_dir, variant, num_threads=num_threads)
 
-    def make_runner(self, path, num_threads=None):
+    def _make_runner(self, path, num_threads=None):
         """A ModelRunner (one ONNX Runtime session) of the model."""
         return ModelRunner(path, num_threads)

@@ -26,6 +26,9 @@ from bert_tf2.export import ids_predictor
 VARIANTS = ("fp32", "bf16", "int8")
 REPORT_FILE = "openvino_report.json"
 FOLDER = "openvino"
+# A TF Serving version's model repository (--export_base; ids_export.model_repository):
+# <name>-<variant>/config.pbtxt and <name>-<variant>/<version>/model.* (links of the models).
+REPOSITORY = FOLDER + "_repository"
 # The CPU plugin's INFERENCE_PRECISION_HINT each variant is compiled with.
 PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 # NNCF's int8 IR beyond its --max_metric_drop bound: written under this name, not
@@ -41,7 +44,7 @@ def model_file(variant):
 
 def export_files():
     """Every top entry export_saved_model.py --openvino may write in an export folder."""
-    return (FOLDER, REPORT_FILE, ids_predictor.CRF_FILE)
+    return (FOLDER, REPOSITORY, REPORT_FILE, ids_predictor.CRF_FILE)
 
 
 def check_available(flag="--openvino"):
@@ -121,6 +124,6 @@ class OpenVINOPredictor(ids_predictor.IdsPredictor):
     def __init__(self, export_dir, variant="fp32", num_threads=None, requests=None):
         super().__init__(export_dir, variant, num_threads=num_threads, requests=requests)
 
-    def make_runner(self, path, num_threads=None, requests=None):
+    def _make_runner(self, path, num_threads=None, requests=None):
         """A ModelRunner of the IR at the variant's precision."""
         return ModelRunner(path, PRECISION[self.variant], num_threads, requests)

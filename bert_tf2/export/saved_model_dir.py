@@ -224,15 +224,16 @@ def _earlier_outputs(export_dir):
 
 
 def _move_beside(temp, export_dir, names):
-    """Moves the ids-in files among `names` out of the export being written (`temp`) into
-    a temporary folder per runtime beside export_dir (export_dir + SIDE_SUFFIXES[...]),
+    """Moves the ids-in files among `names` (and a runtime's model repository) out of the
+    export being written (`temp`) into a temporary folder per runtime beside export_dir (export_dir + SIDE_SUFFIXES[...]),
     each with copies of VOCAB_FILE and INFO_FILE (and of the CRF_FILE two runtimes share);
     returns [(side folder, its temporary)] (none when there are no such files)."""
-    tops = {name.split("/")[0]: name for name in names}
+    tops = {name.split("/")[0] for name in names}
     wanted = []
     for runtime, door in _DOORS.items():
-        own = [t for t in door.export_files() if t in tops and t != ids_predictor.CRF_FILE]
-        if own:
+        own = [t for t in door.export_files() if t != ids_predictor.CRF_FILE and (
+            t in tops or tf.io.gfile.exists(os.path.join(temp, t)))]  # and its repository
+        if any(t in tops for t in own):
             wanted.append((export_dir + SIDE_SUFFIXES[runtime], own))
     for side, _ in wanted:
         if tf.io.gfile.exists(side):

@@ -40,7 +40,7 @@ _MAP_KEY, _MAP_VALUE = 1, 2  # a map entry's key and value
 _LENGTH_DELIMITED, _VARINT = 2, 0  # wire types
 
 # The data formats a warm-up file may have besides plain lines, by the head's signature
-# kind: the formats --calibration_file / --agreement_file take (litert_step).
+# kind: the formats --calibration_file / --agreement_file take (ids_step).
 _TEXT_TABLES = {".tsv": file_data.read_tsv, ".csv": file_data.read_csv,
                 ".jsonl": file_data.read_jsonl}
 
