@@ -700,3 +700,39 @@ def test_a_group_left_out_of_the_run_asked_by_only_is_an_error(capsys, main_of_r
         main_of_run_all(["--full", "--only", "nonsense"])
     assert "--only nonsense: not in the full run's plan (the groups: pretraining," in (
         capsys.readouterr().err)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grouped", [False, True])
+def test_finetuning_bench_peer_trains_on_our_very_batches(tmp_path, grouped):
+    """The torch peer's training jobs hold the examples of the batches our pipeline gave
+    our timed steps, batch for batch (a window's grouped batches differ several times in
+    cost: a different sample of them made the grouped ratio swing)."""
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
+    import tokenization  # pylint: disable=import-outside-toplevel
+    vocab = tmp_path / "vocab.txt"
+    words = ["w%d" % i for i in range(30)]
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+    tokenizer = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
+    rng = np.random.RandomState(3)
+    examples = [glue_data.InputExample("train-%d" % i, " ".join(
+        rng.choice(words, size=rng.randint(1, 40))), None, str(i % 2)) for i in range(320)]
+    path = str(tmp_path / "train.tf_record")
+    glue_data.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, path)
+    features = glue_data.convert_examples_to_features(examples, ["0", "1"], 128, tokenizer)
+    peer = [bench_finetuning._peer_example(f.input_ids, f.input_mask, f.segment_ids,  # pylint: disable=protected-access
+                                           f.label_id) for f in features]
+    config = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=32)
+    seen = []
+    ours = bench_finetuning.Ours(config, None, str(tmp_path))
+    ours.train(path, 2, 3, True, grouped=grouped, seen=seen)
+    assert len(seen) == bench_finetuning.WARMUP_STEPS + 3
+    batches = bench_finetuning.same_batches(seen, peer)
+    assert [[tuple(peer[i]["input_ids"]) for i in b] for b in batches] == seen
+    assert all(len(b) == bench_finetuning.BATCH_SIZE for b in batches)
+    lengths = [[len(row) for row in batch] for batch in seen]
+    if grouped:  # a window's batches: each batch's rows of close lengths
+        assert max(max(b) - min(b) for b in lengths) < 30
