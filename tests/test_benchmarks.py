@@ -825,6 +825,10 @@ def test_readme_block_imported_back_gives_the_rows_render_wrote(tmp_path):
     got = write_readme.import_block(readme.read_text(encoding="utf-8"), "AMD AVX2")
     assert write_readme.render(got) == tables
     assert got["machine"] == machine
+    for absent in ("bf16", "gemm", "isa", "group_seconds"):  # each header part is optional
+        header = dict(machine, **{absent: None})
+        block = write_readme.render({"machine": header, "rows": rows})
+        assert write_readme.parse_block(block, "AMD AVX2")["machine"] == header
     fields = ("measure", "config", "ours", "peer", "unit", "ratio", "note", "against")
     shown = [{k: write_readme._fmt(r.get(k)) if k in ("ours", "peer", "ratio") else r.get(k)
               for k in fields} for r in rows]
