@@ -11,10 +11,6 @@ import pathlib
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The reference's libraries at the root (no flags): its other five files are runners.
 LIBRARIES = ("modeling", "tokenization", "optimization")
-# What a root face defines at its top level (bert_tf2/cli.py runs the three).
-FACE_FUNCTIONS = ("define_flags", "run", "main")
-
-
 def root_modules(root=REPO_ROOT):
     """The names of the root's modules (its *.py less setup.py), sorted."""
     return sorted(p.stem for p in pathlib.Path(root).glob("*.py") if p.name != "setup.py")
@@ -22,14 +18,10 @@ def root_modules(root=REPO_ROOT):
 
 def root_faces(root=REPO_ROOT):
     """The root's runners and command faces (their modules' names, sorted): the root modules
-    whose top level defines every FACE_FUNCTIONS."""
-    faces = []
-    for name in root_modules(root):
-        tree = ast.parse((pathlib.Path(root) / (name + ".py")).read_text(encoding="utf-8"))
-        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-        if set(FACE_FUNCTIONS) <= defined:
-            faces.append(name)
-    return faces
+    whose top level defines every FACE_FUNCTIONS (bert_tf2.root_modules.faces, the rule the
+    docs' flag pages read too)."""
+    from bert_tf2 import root_modules as modules  # pylint: disable=import-outside-toplevel
+    return modules.faces(str(root))
 
 
 def parsed_sources(root=REPO_ROOT):
