@@ -204,7 +204,8 @@ def run(settings):
     # The model folder of --init_checkpoint (a training run's output_dir or best/, a
     # converted model) fills what the user left out: config, vocab, length, case, the
     # model type and the task's settings.
-    folder = model_folder.defaults(settings.part(*model_folder.SETTINGS))
+    folder = model_folder.defaults(settings.part(*model_folder.SETTINGS),
+                                   type_of_runner=head_types.type_of_runner)
     settings = settings.with_defaults(folder)
     settings.require(*_REQUIRED_FLAGS)
     if settings.model_type in MODEL_TYPES:  # the head's own defaults (fill-mask: a length)

@@ -159,6 +159,13 @@ def of_runner(runner):
     return _BY_NAME[entry.served_as] if entry and entry.served_as else entry
 
 
+def type_of_runner(runner):
+    """The --model_type name a model folder its `runner` wrote exports as, or None
+    (model_folder.defaults reads it: that floor cannot import the registry)."""
+    entry = of_runner(runner)
+    return entry.name if entry else None
+
+
 def folder_runner(entry):
     """The runner a model folder of `entry`'s type is recorded as (model_settings.json): its
     own, else that of the type served as it (the encoder: run_pretraining's); or None."""

@@ -41,8 +41,15 @@ class MaskedLM(base.ModelType):
 
     def litert_examples(self, path, tokenizer, max_seq_length, limit, labels, columns,
                         doc_stride, squad_rules):
-        from bert_tf2.export import litert_batches  # pylint: disable=import-outside-toplevel
-        return litert_batches.masked_file_batch(path, tokenizer, max_seq_length, limit)
+        # The first `limit` texts with [MASK]s of the file (masked_lm.read_texts).
+        # pylint: disable=import-outside-toplevel
+        from bert_tf2.export import litert_batches
+        from bert_tf2.export import masked_lm
+        texts = masked_lm.read_texts(path)[:limit]
+        if not texts:
+            raise ValueError("%s: no texts" % path)
+        features, counts = masked_lm.litert_batch(texts, tokenizer, max_seq_length)
+        return litert_batches.Batch(features, None, counts)
 
     def litert_decode(self, outputs, batch, labels, do_lower_case, crf):
         from bert_tf2.export import masked_lm  # pylint: disable=import-outside-toplevel
