@@ -45,7 +45,7 @@ def define_flags(fv):
                       "auto: the other format than the input's.", flag_values=fv)
     flags.DEFINE_enum("model_type", "auto", list(MODEL_TYPES),
                       "TF1 -> TF2: which model to build; auto picks the heads the checkpoint "
-                      "has (pretraining > classifier > squad > encoder).", flag_values=fv)
+                      "has (%s)." % " > ".join(head_types.TF1), flag_values=fv)
     flags.DEFINE_bool("include_optimizer", False,
                       "Also convert the Adam slots (adam_m, adam_v) and global_step.",
                       flag_values=fv)
