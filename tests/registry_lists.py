@@ -1,8 +1,8 @@
 """The heads and runners the tests go through, found instead of listed (issue 93).
 
 A test that names every head or every runner reads them here: the heads from the registry
-(bert_tf2/export/head_types.ENTRIES, read when called, so a head added there, or patched
-in by a test, is in every list), the runners from the root faces on disk (a script with
+(bert_tf2/export/head_types.ENTRIES, read when called, so a head's room added to
+bert_tf2/export/model_types/, or by a test, is in every list), the runners from the root faces on disk (a script with
 flags: define_flags, run and main at its top level). Plain Python: no TensorFlow.
 """
 import ast

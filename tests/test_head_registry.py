@@ -464,6 +464,8 @@ def test_a_head_added_to_the_registry_is_in_every_derived_list(ranker_room, monk
     assert head_types.detect_tf1({"ranker/output_weights", "ranker/output_bias"}) is \
         ranker_room
     assert head_classes.Ranker is type(ranker_room) and ranker_room in head_classes.ENTRIES
+    # The type its runner's folders export as (model_folder.defaults reads it from here).
+    assert head_types.type_of_runner("run_ranker") == "ranker"
     # The rules instead of pinned tuples hold with it; the checks that read the lists pass.
     assert not door_list_problems(head_types.ENTRIES)
     test_the_rules_give_the_orders_the_ranks_gave()
