@@ -11,6 +11,9 @@ bert_tf2 package (the repository root, or site-packages):
   modules it imports in turn (run_classifier's `import modeling`), and every
   top-level name is then left as it was: a user's own `import tokenization`
   still gives their file, before and after.
+
+faces() names the root's command faces (the scripts with flags), found on disk by what they
+define: the flag pages and the tests list the scripts from there.
 """
 import ast
 import contextlib
