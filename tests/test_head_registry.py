@@ -161,6 +161,12 @@ def test_a_room_statement_that_names_nothing_is_refused():
     with pytest.raises(ValueError, match=r"^model type squad is listed after 'clasifier', "
                                          r"which is not registered$"):
         head_types.listing_order(_changed("squad", listed_after="clasifier"))
+    circle = _changed("classifier", listed_after="squad")  # squad is listed after it
+    with pytest.raises(ValueError, match=r"^model type classifier, masked_lm, multiple_choice, "
+                                         r"pretraining, squad, tagger is not reached from the "
+                                         r"first of the list: listed_after goes round in a "
+                                         r"circle$"):
+        head_types.listing_order([e for e in circle if e.name in RANKED_ORDERS["listed"]])
     with pytest.raises(ValueError, match=r"^model type classifier is registered twice$"):
         head_types.listing_order(list(head_types.ENTRIES) + [head_types.find("classifier")])
     with pytest.raises(ValueError, match=r"^before=: no door helt \(the doors: held, hf, "

@@ -1,6 +1,7 @@
 """The head registry: it finds the heads and the doors look them up here (find, get,
-of_runner, folder_runner, of_hf_class, held_by, detect_tf1, feature_based, signature_of;
-the door lists SERVED, LITERT, TF1, HF) instead of comparing type names.
+of_runner, type_of_runner, folder_runner, of_hf_class, held_by, detect_tf1, feature_based,
+signature_of, described; the door lists SERVED, LITERT, TF1, HF, HELD) instead of comparing
+type names.
 
 The heads are the rooms of bert_tf2/export/model_types/, one module per head holding its
 class and its ENTRY; rooms() finds them by scanning that package, so adding a model type is
@@ -52,6 +53,10 @@ def listing_order(entries):
             ordered.append(entry)
             follow(entry.name)
     follow(None)
+    unreached = sorted(e.name for e in entries if e not in ordered)
+    if unreached:  # listed after one another in a circle: none is reached from the first
+        raise ValueError("model type %s is not reached from the first of the list: "
+                         "listed_after goes round in a circle" % ", ".join(unreached))
     return tuple(ordered)
 
 
