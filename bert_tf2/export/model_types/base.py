@@ -48,7 +48,7 @@ class ModelType(serving_door.ServingQuestions, litert_door.LiteRTQuestions,
       litert: LiteRT carries it (--litert, LiteRTPredictor).
       before: {door: types} it comes before in that door's order although the rules put it
         after (a door of DOORS; head_types.door_orders: the rules, then these).
-      litert_refused: its heads LiteRT refuses all the same (litert_step.check says so).
+      litert_refused: its heads LiteRT refuses all the same (ids_step.check says so).
       signature: which inputs serving_default takes: "pair" (text_a, text_b; also
         serving_text_a), "words" (text: serving_tagger's words and windows), "choices"
         (context, endings), "squad" (question, context; also answer), "fill_mask" (text

@@ -1,9 +1,10 @@
-"""What the runtimes without our in-graph tokenizer ask a head (LiteRT today: --litert's
-calibration, decoding and agreement report, and LiteRTPredictor's answers). ModelType
-(base.py) takes these methods from LiteRTQuestions; a head's room overrides the ones its
-head answers differently.
+"""What the runtimes without our in-graph tokenizer ask a head (LiteRT, OpenVINO, ONNX
+Runtime: --litert's / --openvino's / --onnx's calibration, decoding and agreement report,
+and the answers of LiteRTPredictor, OpenVINOPredictor and ONNXPredictor, which share
+ids_predictor.IdsPredictor). ModelType (base.py) takes these methods from
+LiteRTQuestions; a head's room overrides the ones its head answers differently.
 
-Contract with export/litert_step.py, litert_batches.py and litert_predictor.py:
+Contract with export/ids_step.py, ids_export.py, litert_batches.py and ids_predictor.py:
 litert_info_fields lists the export_info.json fields LiteRTPredictor checks, (field, kind
 of value); litert_examples / litert_file_settings read a calibration or agreement file
 into a litert_data.Batch; litert_decode turns the numeric graph's outputs into per-example
