@@ -24,7 +24,6 @@ RUNTIME_FLAGS = tuple(name for name, _ in RUNTIMES)
 # The flags only the ids-in runtime exports read (refused without one of them).
 FLAGS_OF_IDS = ("calibration_file", "calibration_examples", "agreement_file",
                 "max_metric_drop", "litert_columns", "keep_int8_over_bound")
-FLAGS_OF_LITERT = FLAGS_OF_IDS  # its name when --litert was the only one
 _ANY = "--litert / --openvino / --onnx"
 
 
