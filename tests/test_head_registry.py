@@ -36,7 +36,8 @@ def test_the_doors_look_the_type_up_instead_of_comparing_names():
 
 
 def test_every_type_a_model_folder_holds_has_an_entry():
-    # A head's runner keeps its folder's settings (model_folder.TASK_SETTINGS) and its folders
+    # A head's runner keeps its folder's settings (model_folder.task_settings: its row, or
+    # its face's FOLDER_SETTINGS) and its folders
     # export as a served type (run_pretraining's: the encoder); model_folder keeps no copy of
     # the runner -> type table (issue 93: head_types.type_of_runner).
     assert not hasattr(model_folder, "MODEL_TYPES")
@@ -44,7 +45,7 @@ def test_every_type_a_model_folder_holds_has_an_entry():
         entry = head_types.of_runner(runner)
         assert entry is not None and head_types.type_of_runner(runner) == entry.name, runner
         assert entry.serves and entry.build is not None
-        assert runner in model_folder.TASK_SETTINGS, runner
+        assert model_folder.task_settings(runner) is not None, runner
     assert head_types.of_runner("create_vocab") is None
     assert head_types.type_of_runner("create_vocab") is None
     assert head_types.type_of_runner("run_pretraining") == "encoder"
