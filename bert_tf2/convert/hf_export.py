@@ -153,8 +153,9 @@ def _write_json(path, value):
 
 def _folder_head(runner, held):
     """The head a model folder of `runner` (its model_settings.json) is, when that is not the
-    one its variables tell (`held`) but a head they hold too (a ranker's one-logit classifier
-    layout: part_of the classifier's): the folder's own type, its HF class; else None."""
+    one its variables tell (`held`) but a head written from them too (written_from: a head
+    sharing another's variables, as a one-label classifier's layout): the folder's own type,
+    its HF class; else None."""
     if not runner or held.runner == runner:
         return None
     return next((e for e in head_types.ENTRIES if e.runner == runner and e.hf_class
