@@ -133,3 +133,34 @@ def test_a_converted_models_sentence_embedding_json_reads_with_its_own_keys(tmp_
         {"pooling": "mean", "layers": [-1], "normalize": True, "max_seq_length": 128,
          "do_lower_case": True}))
     assert _read(tmp_path) == {"max_seq_length": 128, "do_lower_case": True}
+
+
+def test_a_runner_without_a_row_keeps_the_settings_its_face_declares(tmp_path, monkeypatch):
+    # A new runner adds no row to TASK_SETTINGS: its face declares FOLDER_SETTINGS, read from
+    # its file (not imported); a file that is no face, or a name that is no module, is unknown.
+    from bert_tf2 import root_modules  # pylint: disable=import-outside-toplevel
+    face = "def define_flags(fv):\n  pass\n\ndef run(s):\n  pass\n\ndef main():\n  pass\n"
+    write_text(tmp_path / "run_newhead.py", 'FOLDER_SETTINGS = ("task_name",)\n' + face)
+    write_text(tmp_path / "run_plain.py", 'FOLDER_SETTINGS = ("task_name",)\n')
+    write_text(tmp_path / "run_odd.py", "FOLDER_SETTINGS = ('a', 1)\n" + face)
+    monkeypatch.setattr(root_modules, "ROOT", str(tmp_path))
+    assert model_folder.task_settings("run_newhead") == ("task_name",)
+    assert model_folder.task_settings("run_classifier") == model_folder.TASK_SETTINGS[
+        "run_classifier"]
+    for name in ("run_plain", "run_missing", "../run_newhead", None):
+        assert model_folder.task_settings(name) is None, name
+    with pytest.raises(ValueError, match=r"^run_odd\.py: FOLDER_SETTINGS must be a tuple"):
+        model_folder.task_settings("run_odd")
+    out = tmp_path / "out"
+    out.mkdir()
+    write_text(out / "model_settings.json", json.dumps(
+        {"runner": "run_newhead", "task_name": "x", "max_seq_length": 16}))
+    assert _read(out)["task_name"] == "x"
+    write_text(out / "model_settings.json", json.dumps({"runner": "run_newhead", "crf": True}))
+    with pytest.raises(ValueError, match=r"crf is a setting of another runner than its "
+                                         r"\"runner\" run_newhead"):
+        _read(out)
+    write_text(out / "model_settings.json", json.dumps({"runner": "run_plain"}))
+    with pytest.raises(ValueError, match=r"\"runner\" is \"run_plain\", expected one of .* or "
+                                         r"a root face declaring FOLDER_SETTINGS"):
+        _read(out)
