@@ -66,6 +66,9 @@ def define_flags(fv):
 # One field per flag above: run(Settings(task_name="swag", ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
 Settings.PYTHON_VALUES = {"data_dir": data_tables.PYTHON_VALUE + ", rows as jsonl lines"}
+# The task settings this runner's model folders keep beside do_lower_case and
+# max_seq_length (model_folder.task_settings reads them from this file).
+FOLDER_SETTINGS = ("task_name",)
 
 
 @startup.keeps_process_settings

@@ -128,6 +128,10 @@ def define_flags(fv):
 Settings = settings_lib.settings_class(define_flags, __name__)
 Settings.PYTHON_VALUES = {"data_dir": "a dict of splits {'train', 'dev', 'test'} of sentences, "
                                       "each a list of (word, tag) pairs"}
+# The task settings this runner's model folders keep beside do_lower_case and
+# max_seq_length (model_folder.task_settings reads them from this file).
+FOLDER_SETTINGS = ("doc_stride", "document_context", "feature_based", "layers", "lstm_units",
+                   "crf", "crf_tag_scheme")
 
 
 # ---------------------------------------------------------------------------

@@ -5,8 +5,7 @@ Every training run writes into its --output_dir (write):
 - bert_config.json: a copy of --bert_config_file;
 - vocab.txt: a copy of --vocab_file (runs that have one);
 - model_settings.json: {"runner": ..., "do_lower_case", "max_seq_length", and the
-  runner's task settings (task_settings: TASK_SETTINGS' row, or the face's own
-  FOLDER_SETTINGS)}.
+  runner's task settings (task_settings: the FOLDER_SETTINGS its face declares)}.
 periodic_eval copies them into best/ with the other settings files
 (fileutil.SETTINGS_FILES), so best/ is a whole model folder too.
 
@@ -42,21 +41,10 @@ SETTINGS_FILE = fileutil.MODEL_SETTINGS_FILE
 # A converted model's settings (pooling.SETTINGS_FILE): its length and casing.
 _EMBEDDING_FILE = "sentence_embedding.json"
 
-# The task settings each runner saves (beside do_lower_case and max_seq_length). A runner
-# not here declares its own at its face's top level, FOLDER_SETTINGS = (...) (task_settings
-# reads it from the face's file: this floor is below the faces), so a new runner adds no row.
-TASK_SETTINGS = {
-    "run_classifier": ("task_name", "processor", "task_type", "text_a_column",
-                       "text_b_column", "label_column", "threshold", "xnli_language"),
-    "run_ner": ("doc_stride", "document_context", "feature_based", "layers", "lstm_units",
-                "crf", "crf_tag_scheme"),
-    "run_multiple_choice": ("task_name",),
-    "run_squad": ("doc_stride", "max_query_length", "version_2_with_negative"),
-    "run_pretraining": ("max_predictions_per_seq",),
-}
-
 # The type of every value model_settings.json / sentence_embedding.json may hold (None:
-# the setting was not given); read() refuses another type, naming the file.
+# the setting was not given); read() refuses another type, naming the file. Keyed by
+# setting, not by runner (doc_stride is run_ner's and run_squad's): which runner keeps
+# which is its face's FOLDER_SETTINGS. A setting a folder keeps has its type here.
 _BOOL, _INT, _NUMBER, _TEXT = (bool,), (int,), (int, float), (str,)
 VALUE_TYPES = {
     "runner": _TEXT, "do_lower_case": _BOOL, "max_seq_length": _INT,
@@ -73,22 +61,22 @@ VALUE_TYPES = {
 CHECKSUMS_KEY = "files"
 CHECKED_FILES = (VOCAB_FILE, fileutil.LABEL_LIST_FILE)
 
-# The settings defaults() reads (a part of a face's settings: the fields it has).
+# The settings defaults() reads (a part of a face's settings: the fields it has): where
+# the weights come from, and every setting a folder may keep (VALUE_TYPES but "runner").
 SETTINGS = tuple(sorted({"init_checkpoint", "output_dir", "do_train", "model_type",
-                         "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length"}
-                        | {name for names in TASK_SETTINGS.values() for name in names}))
+                         "bert_config_file", "vocab_file"} | (set(VALUE_TYPES) - {"runner"})))
 
 
-# The constant a root face declares its folder's task settings in (a tuple of setting names).
+# The constant a root face declares its folder's task settings in (a tuple of setting names):
+# every runner's, at its face's top level, so that this floor, below the faces, keeps no
+# table of runners and a new runner adds no row here.
 FOLDER_SETTINGS = "FOLDER_SETTINGS"
 
 
 def task_settings(runner):
-    """The task settings `runner`'s model folders keep: its TASK_SETTINGS row, else the
-    FOLDER_SETTINGS its root face declares (read from the file beside bert_tf2, in the
-    repository or installed; not imported); None for a runner that is neither."""
-    if runner in TASK_SETTINGS:
-        return TASK_SETTINGS[runner]
+    """The task settings `runner`'s model folders keep: the FOLDER_SETTINGS its root face
+    declares (read from the file beside bert_tf2, in the repository or installed; not
+    imported); None for a name that is no face declaring them."""
     declared = root_modules.face_constant(runner, FOLDER_SETTINGS)
     if declared is None:
         return None
@@ -96,6 +84,13 @@ def task_settings(runner):
         raise ValueError("%s.py: %s must be a tuple of setting names, not %r"
                          % (runner, FOLDER_SETTINGS, declared))
     return declared
+
+
+def runners():
+    """The names of the root faces declaring FOLDER_SETTINGS (sorted): the runners whose
+    model folders there can be."""
+    return [name for name in root_modules.faces(root_modules.ROOT)
+            if root_modules.face_constant(name, FOLDER_SETTINGS) is not None]
 
 
 # ---------------------------------------------------------------------------
@@ -135,8 +130,7 @@ def _known(runner):
     """task_settings(runner); ValueError naming it for a runner with none (a face's typo)."""
     own = task_settings(runner)
     if own is None:
-        raise ValueError("runner %r: not in model_folder.TASK_SETTINGS and no root face "
-                         "declaring %s" % (runner, FOLDER_SETTINGS))
+        raise ValueError("runner %r: no root face declaring %s" % (runner, FOLDER_SETTINGS))
     return own
 
 
@@ -196,7 +190,7 @@ def check_values(path, saved):
     if own is None:
         raise ValueError("%s: \"runner\" is %s, expected one of %s or a root face "
                          "declaring %s" % (path, json.dumps(runner),
-                                           ", ".join(sorted(TASK_SETTINGS)), FOLDER_SETTINGS))
+                                           ", ".join(runners()), FOLDER_SETTINGS))
     theirs = sorted(key for key in saved if key in VALUE_TYPES and key not in (
         ("runner", "do_lower_case", "max_seq_length") + own))
     if theirs:
