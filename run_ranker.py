@@ -22,13 +22,10 @@ From Python: Predictor(model_folder).predict(queries, passages) scores pairs and
     --train_batch_size=16 --learning_rate=2e-5 --num_train_epochs=1 --output_dir=/tmp/ranker
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
-import os
 
 from absl import flags
-from absl import logging
 
 from bert_tf2 import cli
-from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import loaders
 from bert_tf2 import settings as settings_lib
@@ -36,6 +33,7 @@ from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import ranker_task
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
+from bert_tf2.trainer import runner_body
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record
 
@@ -101,12 +99,15 @@ def run(settings):
                            task.loss_fn, ["Num %s = %d (--loss=%s)" % (
                                "triples" if settings.loss == "pairwise" else "rows",
                                len(splits["train"]), settings.loss)],
-                           len(splits["train"]), *_dev_evaluation(settings, task,
-                                                                  splits.get("dev")))
-    if settings.do_eval:
-        result.metrics = _evaluate(settings, runner, task, splits["dev"], result.outputs)
-    if settings.do_predict:
-        _predict(settings, runner, task, splits["test"], result.outputs)
+                           len(splits["train"]), *runner_body.dev_evaluation(
+                               task, splits.get("dev"), settings.eval_batch_size,
+                               settings.eval_every_n_steps))
+    if settings.do_eval:  # eval_results.txt
+        result.metrics = runner_body.evaluate(task, runner, splits["dev"], settings.output_dir,
+                                              settings.eval_batch_size, result.outputs)
+    if settings.do_predict:  # test_results.tsv: one score a test row
+        runner_body.predict(task, runner, splits["test"], settings.output_dir,
+                            settings.predict_batch_size, result.outputs)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
@@ -118,37 +119,6 @@ def _check_settings(settings):
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS),
                               ranker_task.metric_names(settings.loss))
     return bert_config
-
-
-def _evaluate(settings, runner, task, rows, outputs):
-    """Scores the dev rows; writes eval_results.txt (its path and eval.tf_record's added to
-    `outputs`); returns eval_results.txt's values."""
-    result = task.metrics(rows, task.predictions(runner, rows, "eval",
-                                                 settings.eval_batch_size))
-    result["global_step"] = runner.global_step
-    outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
-    outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
-    fileutil.write_eval_results(outputs["eval_results"], result)
-    return result
-
-
-def _dev_evaluation(settings, task, rows):
-    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it."""
-    if settings.eval_every_n_steps is None:
-        return None, None
-    path = task.write(rows, "eval")
-    return (lambda runner: task.metrics(rows, task.predictions(
-        runner, rows, "eval", settings.eval_batch_size, path)), task.metric_names())
-
-
-def _predict(settings, runner, task, rows, outputs):
-    """Writes test_results.tsv (one score a test row); its path and predict.tf_record's go
-    into `outputs`."""
-    scores = task.predictions(runner, rows, "predict", settings.predict_batch_size)["scores"]
-    outputs["test_results"] = os.path.join(settings.output_dir, "test_results.tsv")
-    ranker_task.write_scores(outputs["test_results"], scores)
-    logging.info("Wrote %d scores to %s", len(rows), outputs["test_results"])
-    outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
 
 
 # ---------------------------------------------------------------------------

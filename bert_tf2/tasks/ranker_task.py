@@ -32,6 +32,7 @@ import dataclasses
 import math
 import os
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -351,6 +352,15 @@ class RankerTask(object):
         """The names metrics() reports (module metric_names)."""
         del examples
         return metric_names(self.loss)
+
+    @staticmethod
+    def write_result_files(output_dir, rows, predictions):
+        """test_results.tsv of the test `rows`' predictions() (one score a line);
+        {"test_results": its path}."""
+        path = os.path.join(output_dir, "test_results.tsv")
+        write_scores(path, predictions["scores"])
+        logging.info("Wrote %d scores to %s", len(rows), path)
+        return {"test_results": path}
 
 
 def _cross_entropy(labels, scores):
