@@ -279,6 +279,33 @@ def test_rank_is_the_same_at_predict_the_predictor_the_saved_model_and_litert(po
     assert info["model_type"] == "ranker" and "rank" in info["signatures"]
 
 
+@pytest.mark.slow
+def test_a_warmup_file_replays_the_rank_signature(pointwise, tmp_path):
+    """export_saved_model --warmup_file of a ranker: each line's requests of serving_default,
+    serving_text_a and the room's own `rank` (the query with its passage as the one
+    candidate) in assets.extra/tf_serving_warmup_requests, each scoring as run_ranker."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import export_saved_model  # pylint: disable=import-outside-toplevel
+    import run_ranker  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import warmup  # pylint: disable=import-outside-toplevel
+    lines = write_text(tmp_path / "warmup.txt", "%s\t%s\n%s\t%s\n" % (
+        _QUERY, _CANDIDATES[1], _QUERY, _CANDIDATES[0]))
+    export_dir = str(tmp_path / "export")
+    export_saved_model.run(export_saved_model.Settings(
+        init_checkpoint=pointwise["folder"], export_dir=export_dir, warmup_file=lines))
+    requests = warmup.read_requests(os.path.join(export_dir, warmup.WARMUP_FILE))
+    assert [r[1] for r in requests] == ["serving_default", "serving_text_a", "rank"] * 2
+    ranked = [inputs for _, name, inputs in requests if name == "rank"]
+    assert [r["query"].tolist() for r in ranked] == [[_QUERY.encode("utf-8")]] * 2
+    assert [r["passages"].tolist() for r in ranked] == [[[_CANDIDATES[1].encode("utf-8")]],
+                                                        [[_CANDIDATES[0].encode("utf-8")]]]
+    saved = tf.saved_model.load(export_dir)
+    found = [float(saved.signatures["rank"](**{k: tf.constant(v) for k, v in r.items()})[
+        "logits"].numpy()[0, 0]) for r in ranked]
+    np.testing.assert_allclose(found, run_ranker.predict(pointwise["folder"], _QUERY,
+                                                         _CANDIDATES[1::-1]), atol=FP32_ATOL)
+
+
 _PEER = r"""
 import json, sys, torch, transformers
 from sentence_transformers import CrossEncoder

@@ -35,6 +35,10 @@ class Ranker(base.ModelType):
     serving_functions = base.ModelType.serving_functions + (
         ("rank", "choose", (("query", 1), ("passages", 2)), None),)
 
+    def warmup_inputs(self, fields):
+        # rank: a warm-up line's query with its passage as the one candidate.
+        return {"query": fields[:1], "passages": [(fields[1:] or [b""])[:1]]}
+
     def written_from(self, held):
         # Its own checkpoint, or one whose head has its very variables (a one-label
         # classifier's: its shapes are checked when the weights are read).
