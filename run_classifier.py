@@ -95,6 +95,10 @@ def define_flags(fv):
 # One field per flag above: run(Settings(task_name="mrpc", ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
 Settings.PYTHON_VALUES = {"data_dir": data_tables.PYTHON_VALUE}
+# The task settings this runner's model folders keep beside do_lower_case and
+# max_seq_length (model_folder.task_settings reads them from this file).
+FOLDER_SETTINGS = ("task_name", "processor", "task_type", "text_a_column", "text_b_column",
+                   "label_column", "threshold", "xnli_language")
 
 
 # ---------------------------------------------------------------------------

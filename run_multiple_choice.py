@@ -23,14 +23,11 @@ predict(model_folder, questions) / Predictor(model_folder) choosing endings in m
     --train_batch_size=16 --learning_rate=2e-5 --num_train_epochs=3 --output_dir=/tmp/swag
 """
 from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (startup.py)
-import os
 
 from absl import flags
-from absl import logging
 import numpy as np
 
 import modeling
-from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
 from bert_tf2 import loaders
@@ -42,6 +39,7 @@ from bert_tf2.tasks import predict_inputs
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
+from bert_tf2.trainer import runner_body
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record
 
@@ -66,6 +64,9 @@ def define_flags(fv):
 # One field per flag above: run(Settings(task_name="swag", ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
 Settings.PYTHON_VALUES = {"data_dir": data_tables.PYTHON_VALUE + ", rows as jsonl lines"}
+# The task settings this runner's model folders keep beside do_lower_case and
+# max_seq_length (model_folder.task_settings reads them from this file).
+FOLDER_SETTINGS = ("task_name",)
 
 
 @startup.keeps_process_settings
@@ -103,12 +104,15 @@ def run(settings):
         training.fine_tune(trainer, runner, result.outputs["train_records"], task.spec,
                            task.loss_fn, ["Num questions = %d (%d choices)"
                                           % (len(splits["train"]), task.num_choices)],
-                           len(splits["train"]),
-                           *_dev_evaluation(settings, task, splits.get("dev")))
-    if settings.do_eval:
-        result.metrics = _evaluate(settings, runner, task, splits["dev"], result.outputs)
-    if settings.do_predict:
-        _predict(settings, runner, task, splits["test"], result.outputs)
+                           len(splits["train"]), *runner_body.dev_evaluation(
+                               task, splits.get("dev"), settings.eval_batch_size,
+                               settings.eval_every_n_steps))
+    if settings.do_eval:  # eval_results.txt
+        result.metrics = runner_body.evaluate(task, runner, splits["dev"], settings.output_dir,
+                                              settings.eval_batch_size, result.outputs)
+    if settings.do_predict:  # test_results.tsv and test_predictions.jsonl
+        runner_body.predict(task, runner, splits["test"], settings.output_dir,
+                            settings.predict_batch_size, result.outputs)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
@@ -127,41 +131,6 @@ def _check_settings(settings):
     periodic_eval.check_names(settings.part(*periodic_eval.SETTINGS),
                               multiple_choice_task.metric_names())
     return bert_config
-
-
-def _evaluate(settings, runner, task, examples, outputs):
-    """Scores the dev split; writes eval_results.txt (its path and eval.tf_record's added
-    to `outputs`); returns eval_results.txt's values."""
-    result = task.metrics(examples, task.predictions(runner, examples, "eval",
-                                                     settings.eval_batch_size))
-    result["global_step"] = runner.global_step
-    outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
-    outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
-    fileutil.write_eval_results(outputs["eval_results"], result)
-    return result
-
-
-def _dev_evaluation(settings, task, examples):
-    """(evaluate, metric names) for --eval_every_n_steps, or (None, None) without it;
-    evaluate(runner) scores the dev split (eval.tf_record written once, here)."""
-    if settings.eval_every_n_steps is None:
-        return None, None
-    path = task.write(examples, "eval")
-    return (lambda runner: task.metrics(examples, task.predictions(
-        runner, examples, "eval", settings.eval_batch_size, path)), task.metric_names())
-
-
-def _predict(settings, runner, task, examples, outputs):
-    """Writes test_results.tsv (the choice probabilities of each test question) and
-    test_predictions.jsonl (prediction_files); their paths and predict.tf_record's go
-    into `outputs`."""
-    out = task.predictions(runner, examples, "predict", settings.predict_batch_size)
-    outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
-        settings.output_dir, examples, np.asarray(out["probabilities"], np.float32),
-        prediction_files.choice_record, "questions")
-    logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],
-                 outputs["test_predictions"])
-    outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
 
 
 # ---------------------------------------------------------------------------

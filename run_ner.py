@@ -35,10 +35,8 @@ from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (
 import os
 
 from absl import flags
-from absl import logging
 
 import modeling
-from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
 from bert_tf2 import heads
@@ -47,6 +45,7 @@ from bert_tf2.tasks import ner_data
 from bert_tf2.tasks import ner_task
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import model_folder
+from bert_tf2.trainer import runner_body
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record
 
@@ -128,6 +127,10 @@ def define_flags(fv):
 Settings = settings_lib.settings_class(define_flags, __name__)
 Settings.PYTHON_VALUES = {"data_dir": "a dict of splits {'train', 'dev', 'test'} of sentences, "
                                       "each a list of (word, tag) pairs"}
+# The task settings this runner's model folders keep beside do_lower_case and
+# max_seq_length (model_folder.task_settings reads them from this file).
+FOLDER_SETTINGS = ("doc_stride", "document_context", "feature_based", "layers", "lstm_units",
+                   "crf", "crf_tag_scheme")
 
 
 # ---------------------------------------------------------------------------
@@ -174,59 +177,19 @@ def run(settings):
         task.write_features(train, train_file, train_features)
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num windows = %d" % len(train_features)], len(train_features),
-                           *_dev_evaluation(settings, task, plan.evaluation,
-                                            plan.eval_metric_names))
+                           *runner_body.dev_evaluation(
+                               task, plan.evaluation, settings.eval_batch_size,
+                               settings.eval_every_n_steps, plan.eval_metric_names))
         result.outputs["train_records"] = train_file
-    if settings.do_eval:
-        result.metrics = _evaluate(settings, runner, task, plan.evaluation, result.outputs)
-    if settings.do_predict:
-        _predict(settings, runner, task, plan.prediction, result.outputs)
+    if settings.do_eval:  # eval_results.txt and eval_predictions.txt
+        result.metrics = runner_body.evaluate(task, runner, plan.evaluation,
+                                              settings.output_dir, settings.eval_batch_size,
+                                              result.outputs)
+    if settings.do_predict:  # test_predictions.txt
+        runner_body.predict(task, runner, plan.prediction, settings.output_dir,
+                            settings.predict_batch_size, result.outputs)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
-
-
-def _evaluate(settings, runner, task, conll_file, outputs):
-    """Tags the evaluation file; writes eval_results.txt and eval_predictions.txt (their
-    paths and eval.tf_record's added to `outputs`); returns eval_results.txt's values."""
-    tags, result = _scores(settings, runner, task, conll_file)
-    outputs["eval_records"] = os.path.join(settings.output_dir, "eval.tf_record")
-    outputs["eval_predictions"] = os.path.join(settings.output_dir, "eval_predictions.txt")
-    ner_data.write_predictions(outputs["eval_predictions"], conll_file, tags)
-    result["global_step"] = runner.global_step
-    outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
-    fileutil.write_eval_results(outputs["eval_results"], result)
-    return result
-
-
-def _scores(settings, runner, task, conll_file, written=None):
-    """(predicted tags, eval_results.txt's metrics but global_step) of the evaluation file."""
-    predictions = task.predictions(runner, conll_file, "eval", settings.eval_batch_size,
-                                   written)
-    return predictions[0], task.metrics(conll_file, predictions)
-
-
-def _dev_evaluation(settings, task, conll_file, metric_names):
-    """(evaluate, metric_names) for --eval_every_n_steps, or (None, None) without it.
-
-    evaluate(runner) scores the evaluation file (windowed once, here) as _evaluate
-    does, writing nothing.
-    """
-    if settings.eval_every_n_steps is None:
-        return None, None
-    written = task.write(conll_file, "eval")
-    return (lambda runner: _scores(settings, runner, task, conll_file, written)[1],
-            metric_names)
-
-
-def _predict(settings, runner, task, conll_file, outputs):
-    """Tags the prediction file into test_predictions.txt (its path and
-    predict.tf_record's added to `outputs`)."""
-    tags, _, _ = task.predictions(runner, conll_file, "predict", settings.predict_batch_size)
-    path = os.path.join(settings.output_dir, "test_predictions.txt")
-    ner_data.write_predictions(path, conll_file, tags)
-    logging.info("Wrote the tags of %d sentences to %s", len(tags), path)
-    outputs["predict_records"] = os.path.join(settings.output_dir, "predict.tf_record")
-    outputs["test_predictions"] = path
 
 
 # ---------------------------------------------------------------------------

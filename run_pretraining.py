@@ -71,6 +71,9 @@ def define_flags(fv):
 
 # One field per flag above: run(Settings(input_file=..., do_eval=True, ...)) from Python.
 Settings = settings_lib.settings_class(define_flags, __name__)
+# The task settings this runner's model folders keep beside do_lower_case and
+# max_seq_length (model_folder.task_settings reads them from this file).
+FOLDER_SETTINGS = ("max_predictions_per_seq",)
 
 
 # ---------------------------------------------------------------------------

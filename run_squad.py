@@ -143,6 +143,9 @@ def define_flags(fv):
 Settings = settings_lib.settings_class(define_flags, __name__)
 Settings.PYTHON_VALUES = {name: "a SQuAD json's parsed object {'data': [articles]}"
                           for name in ("train_file", "predict_file")}
+# The task settings this runner's model folders keep beside do_lower_case and
+# max_seq_length (model_folder.task_settings reads them from this file).
+FOLDER_SETTINGS = ("doc_stride", "max_query_length", "version_2_with_negative")
 
 
 def validate_flags_or_throw(settings, bert_config):

@@ -8,7 +8,7 @@ MODULES = [
     "modeling", "tokenization", "optimization", "create_pretraining_data", "run_pretraining",
     "run_classifier", "run_squad", "extract_features", "run_ner", "run_multiple_choice",
     "convert_tf1_checkpoint", "convert_hf_checkpoint", "convert_keras_hub", "export_saved_model",
-    "create_vocab",
+    "create_vocab", "run_ranker",
 ]
 
 SCRIPTS = {
@@ -24,6 +24,7 @@ SCRIPTS = {
     "bert-convert-keras-hub": "convert_keras_hub",
     "bert-export-saved-model": "export_saved_model",
     "bert-create-vocab": "create_vocab",
+    "bert-run-ranker": "run_ranker",
 }
 
 setup(

@@ -3,7 +3,7 @@
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
       [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
-              finetuning,packing,embeddings,long_text,int8,repeated_runs,predictor]
+              finetuning,packing,embeddings,ranker,long_text,int8,repeated_runs,predictor]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -30,6 +30,12 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
   embeddings               benchmarks/bench_embeddings.py: all-MiniLM-L6-v2 sentence
                            vectors of STS-B dev, extract_features' path and the SavedModel
                            vs sentence-transformers encode (the peer venv), sentences/s;
+  ranker                   benchmarks/bench_ranker.py: run_ranker's cross-encoder
+                           (all-MiniLM-L6-v2's encoder, a seeded one-logit head) scoring
+                           1,000 SQuAD dev (query, passage) pairs, run_ranker.Predictor and
+                           the SavedModel's rank signature vs sentence-transformers'
+                           CrossEncoder.predict on its HF export (the peer venv), pairs/s,
+                           the scores' largest difference in each row's note;
   long_text                benchmarks/bench_long_text.py: run_classifier --long_text
                            truncate / head_tail / windows on SQuAD-dev documents whose
                            label is in their last paragraph: accuracy, documents/s (no peer;
@@ -50,7 +56,7 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
   predictor                benchmarks/bench_predictor.py: run_classifier.Predictor vs the
                            exported SavedModel's serving_text_a in the same process, tiny
                            and mini, latency at 1 and 16 texts, throughput from 8 threads.
-Seven before it read ../shared/data and are skipped with a note when it (or their script)
+Eight before it read ../shared/data and are skipped with a note when it (or their script)
 is absent. Rows whose "ours" is the matmuls alone give the best ratio any implementation
 on the same matmul kernels could reach; the matmul peak rows (peer null) are the machine's.
 
@@ -276,6 +282,8 @@ def plan(mode, steps, repeats, flags=None):
         ("packing", dict()),
         # Rounds of about 10 s a side (3000 sentences): the median of three (--full: five).
         ("embeddings", dict(repeats=repeats if full else 3)),
+        # 1,000 pairs a pass, a few seconds a side: the median of three (--full: five).
+        ("ranker", dict(repeats=repeats if full else 3)),
         # About 13 minutes on a loaded 2-core machine (three MiniLM fine-tuning runs).
         ("long_text", dict()) if full else None,
         # Per size an export with LiteRT conversions (BERT-Base: a few minutes), a bf16
@@ -322,7 +330,8 @@ def main(argv=None):
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
                              "memory, tokenization, create_pretraining_data, finetuning, "
-                             "packing, embeddings, long_text, int8, repeated_runs, predictor")
+                             "packing, embeddings, ranker, long_text, int8, repeated_runs, "
+                             "predictor")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel

@@ -13,10 +13,13 @@ bert_tf2 package (the repository root, or site-packages):
   still gives their file, before and after.
 
 faces() names the root's command faces (the scripts with flags), found on disk by what they
-define: the flag pages and the tests list the scripts from there.
+define: the flag pages and the tests list the scripts from there. face_constant() reads a
+face's declaration (a literal at its top level) from its file, for the floors below the
+faces (model_folder: the task settings a runner's folders keep).
 """
 import ast
 import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -48,6 +51,39 @@ def faces(root=ROOT):
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         if set(FACE_FUNCTIONS) <= defined:
             found.append(name[:-len(".py")])
+    return found
+
+
+def face_constant(name, constant, root=None):
+    """The value of `constant` (a literal assigned at the top level) in root face `name`'s
+    file, read without importing it (the floors below the faces read their declarations
+    here); None when `name` is no root face (not a plain module name, no such file, not
+    a face) or the face does not declare it."""
+    if not (isinstance(name, str) and name.isidentifier() and name != "setup"):
+        return None
+    path = os.path.join(ROOT if root is None else root, name + ".py")
+    if not os.path.isfile(path):
+        return None
+    return _face_constants(path, os.path.getmtime(path)).get(constant)
+
+
+@functools.lru_cache(maxsize=None)
+def _face_constants(path, mtime):
+    """{name: literal value} of the top-level assignments of a face's file ({}: no face)."""
+    del mtime  # in the key: an edited file is read again
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    if not set(FACE_FUNCTIONS) <= defined:
+        return {}
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                continue  # not a literal: not a declaration
     return found
 
 

@@ -93,13 +93,15 @@ def peer_python():
 
 
 def random_head_model(head, config, num_labels=None, crf=False, seed=7):
-    """Our Keras model of `head` (pretraining, classifier, tagger, squad, multiple_choice,
-    else the encoder) for the bert_config dict `config`, random weights under `seed`, its
-    variables built; a --crf tagger's transitions random too (so they matter)."""
+    """Our Keras model of `head` (pretraining, classifier, tagger, squad, multiple_choice, a
+    head added since by its room's builder, else the encoder) for the bert_config dict
+    `config`, random weights under `seed`, its variables built; a --crf tagger's transitions
+    random too (so they matter)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import modeling  # pylint: disable=import-outside-toplevel
     from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import head_types  # pylint: disable=import-outside-toplevel
     bert_config = modeling.BertConfig.from_dict(config)
     tf.random.set_seed(seed)
     builders = {"pretraining": lambda: heads.BertPretrainer(bert_config),
@@ -107,6 +109,10 @@ def random_head_model(head, config, num_labels=None, crf=False, seed=7):
                 "tagger": lambda: heads.BertTagger(bert_config, num_labels, crf=crf),
                 "squad": lambda: heads.BertSquad(bert_config),
                 "multiple_choice": lambda: heads.BertMultipleChoice(bert_config)}
+    entry = head_types.find(head)
+    if head not in builders and entry is not None and entry.build is not None and \
+            entry.runner and not entry.served_as:  # a head added since: its room's builder
+        return entry.build(bert_config, num_labels=num_labels)
     if head not in builders:
         model = modeling.BertModel(bert_config)
         ids = np.zeros([1, 2], np.int32)

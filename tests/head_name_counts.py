@@ -27,11 +27,6 @@ the tree, or of a git revision: `main` for a before / after);
 tests/test_head_registry.py pins them so that none grows.
 
 What stays, and why:
-  tables (1, bert_tf2/trainer/model_folder.py): TASK_SETTINGS (the settings each runner's
-    model_settings.json keeps, and the check that a file holds only its runner's).
-    model_folder sits on the trainer/ floor, below export/ (tests/test_layout.py FLOORS),
-    so it cannot read the registry; its MODEL_TYPES (runner -> model type) went in issue 93
-    (the export hands it head_types.type_of_runner).
   doc_stride_checks, tagger_windows: the tagger's rule in its own modules (ner_data,
     serving_tagger: the in-graph twin of its windows).
 The heads' modules are found (head_modules: the registry's, the rooms', the runners' and

@@ -732,6 +732,57 @@ class MultipleChoice(Head):
                                                    out["probabilities"].numpy())]
 
 
+# -- run_ranker: a cross-encoder's score per (query, passage) ---------------------------
+
+_RANK_QUERY = "where did john go ?"
+
+
+class Ranker(Head):
+    """run_ranker's folder (--loss=pointwise); each kind's texts are the passages of one query
+    (a tab in a text is a blank: test.tsv's fields cannot hold one). Its SavedModel door is
+    the `rank` signature (the query and all its candidates), its HF door transformers'
+    BertForSequenceClassification with one label (peer head "regression": the raw logit)."""
+    name, runner, model_type, registry_head = "ranker", "run_ranker", "ranker", "ranker"
+    hf_head = "regression"
+
+    def make_kinds(self):
+        return {kind: [[_RANK_QUERY, t.replace("\t", " ")] for t in texts]
+                for kind, texts in texts_by_kind().items()}
+
+    def train(self):
+        import run_ranker  # pylint: disable=import-outside-toplevel
+        data = self.root / "data"
+        rows = ["%s\t%s\t%d\n" % (_RANK_QUERY, t, "good" in t.split())
+                for t in train_texts(96, 3)]
+        write_text(data / "train.tsv", "".join(rows))
+        write_text(data / "test.tsv", "".join("%s\t%s\n" % tuple(item)
+                                              for _, item in self.reference_items()))
+        run_ranker.run(run_ranker.Settings(
+            data_dir=str(data), output_dir=self.folder, max_seq_length=SEQ, do_train=True,
+            do_predict=True, num_train_epochs=2.0, **dict(_COMMON, **self.files)))
+        with open(os.path.join(self.folder, "test_results.tsv"), encoding="utf-8") as f:
+            return [{"label": None, "scores": [float(line)]} for line in f]
+
+    def decisions(self, answer):
+        return ["%.2f" % answer["scores"][0]]
+
+    def predictor_answers(self, items):
+        return [{"label": None, "scores": [s]} for s in self.predictor().predict(
+            [q for q, _ in items], [p for _, p in items])]
+
+    def saved_model_answers(self, saved, items):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        queries = {q for q, _ in items}
+        assert len(queries) == 1, queries  # one query, its candidates: a `rank` request
+        out = saved.signatures["rank"](query=tf.constant(sorted(queries)),
+                                       passages=tf.constant([[p for _, p in items]]))
+        return [{"label": None, "scores": [float(x)]} for x in out["logits"].numpy()[0]]
+
+    def litert_answers(self, predictor, items):
+        return [{"label": None, "scores": [s]}
+                for s in predictor.predict([q for q, _ in items], [p for _, p in items])]
+
+
 # -- the encoder: extract_features of the classifier's folder ----------------------------
 
 class Encoder(Head):
@@ -1011,7 +1062,15 @@ _HF_CRF = _HF_TAGGER + "; and it decodes by argmax, not Viterbi (convert_hf_chec
 _HF_HEAD_TAIL = ("--long_text=head_tail: transformers' tokenizer truncates (head only), "
                  "convert_hf_checkpoint notes it")
 
+# The ranker's empty / blank passage: ours packs [CLS] query [SEP] (the reference's `if
+# tokens_b`), transformers' tokenizer [CLS] query [SEP] [SEP] (docs/ranker.md; the HF export
+# notes it).
+_HF_EMPTY_B = ("an empty or blank second text: ours [CLS] A [SEP], transformers' tokenizer "
+               "[CLS] A [SEP] [SEP]")
+
 KNOWN_DIFFERENT = {
+    ("ranker", "hf", "empty"): _HF_EMPTY_B,
+    ("ranker", "hf", "whitespace"): _HF_EMPTY_B,
     ("long_head_tail", "hf", "two_windows"): _HF_HEAD_TAIL,
     ("long_head_tail", "hf", "three_windows"): _HF_HEAD_TAIL,
     ("long_head_tail", "hf", "mixed"): _HF_HEAD_TAIL,

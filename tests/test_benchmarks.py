@@ -844,3 +844,55 @@ def test_readme_block_imported_back_gives_the_rows_render_wrote(tmp_path):
     readme.write_text(text.replace("| 75.7 | 62.8 |", "| 75.7 | 62.8 | x |"), encoding="utf-8")
     with pytest.raises(SystemExit, match="--import-block AMD AVX2: line .* 8 cells|render"):
         write_readme.main(["--import-block", "AMD AVX2", "--readme", str(readme)])
+
+
+def test_ranker_rows_say_whether_the_scores_agree():
+    """bench_ranker's rows from made-up timings: pairs/s of each side's median against the
+    peer's, the score agreement (AGREEMENT) in the note, the largest difference in
+    max_abs_diff; without a peer, not compared."""
+    import bench_ranker  # pylint: disable=import-outside-toplevel
+    rows = bench_ranker.ranker_rows(
+        {"Predictor": [2.0, 1.0, 4.0], "SavedModel rank": [1.0, 0.5, 1.0]}, [2.0, 2.5, 3.0],
+        1000, {"Predictor": 3e-7, "SavedModel rank": 2e-3}, 3)
+    assert all(SCHEMA <= set(r) for r in rows)
+    assert [(r["ours"], r["peer"], r["ratio"], r["unit"]) for r in rows] == [
+        (500.0, 400.0, 1.25, "pairs/s"), (1000.0, 400.0, 2.5, "pairs/s")]
+    assert [r["max_abs_diff"] for r in rows] == [3e-7, 2e-3]
+    assert rows[0]["note"] == "scores agree (max |ours - CrossEncoder| 3e-07 <= 0.0001)"
+    assert rows[1]["note"] == "SCORES DIFFER (max |ours - CrossEncoder| 0.002 > 0.0001)"
+    assert "ours SavedModel rank vs CrossEncoder.predict, median of 3" in rows[1]["config"]
+    assert write_readme.goal_line(rows) is None
+    kept = run_all._schema_rows(rows)  # pylint: disable=protected-access
+    assert [r["note"] for r in kept] == [r["note"] for r in rows]  # the table shows it
+    alone = bench_ranker.ranker_rows({"Predictor": [1.0]}, [], 1000, {"Predictor": None}, 1)
+    assert (alone[0]["peer"], alone[0]["ratio"]) == (None, None)
+    assert alone[0]["note"] == "scores not compared, no peer"
+    # In `make bench` (and --full), as the embeddings group is.
+    for mode in ("default", "full"):
+        assert "ranker" in [item[0] for item in run_all.plan(mode, 3, 5) if item]
+
+
+@pytest.mark.slow
+def test_ranker_bench_quick_on_a_tiny_model(shared_dir, monkeypatch):
+    """bench_ranker --quick end to end on the golden tiny model (its encoder under the
+    seeded one-logit head): our Predictor and SavedModel `rank` and CrossEncoder.predict
+    (the peer venv) score the same 128 pairs, within AGREEMENT of each other."""
+    import bench_ranker  # pylint: disable=import-outside-toplevel
+    from conftest import peer_python  # pylint: disable=import-outside-toplevel
+    monkeypatch.setenv("BERT_TF2_PEER_PYTHON", peer_python())
+    monkeypatch.delenv("BERT_TF2_PEERS", raising=False)
+    lines = []
+    rows = bench_ranker.run(quick=True, log=lines.append, max_seq_length=128,
+                            model_dir=str(shared_dir / "golden" / "tf1_tiny"))
+    assert [r["config"].split(" ours ")[1].split(" vs ")[0] for r in rows] == [
+        "Predictor", "SavedModel rank"]
+    for r in rows:
+        assert r["config"].startswith("tf1_tiny + one-logit head, 128 SQuAD dev")
+        assert r["ours"] > 0 and r["peer"] > 0 and r["max_abs_diff"] is not None
+        assert r["max_abs_diff"] <= bench_ranker.AGREEMENT, r
+        assert ", scores agree (max |ours - CrossEncoder| " in r["note"]
+    assert any(line.startswith("peer: sentence-transformers ") for line in lines)
+    # scores that tell the pairs apart: agreeing on them is not agreeing on a constant
+    spreads = [float(line.rsplit(" ", 1)[1].rstrip(")")) for line in lines
+               if "standard deviation" in line]
+    assert len(spreads) == 2 and min(spreads) > 100 * bench_ranker.AGREEMENT, lines

@@ -133,3 +133,78 @@ def test_a_converted_models_sentence_embedding_json_reads_with_its_own_keys(tmp_
         {"pooling": "mean", "layers": [-1], "normalize": True, "max_seq_length": 128,
          "do_lower_case": True}))
     assert _read(tmp_path) == {"max_seq_length": 128, "do_lower_case": True}
+
+
+# What earlier versions wrote into model_settings.json beside runner, do_lower_case and
+# max_seq_length (model_folder.TASK_SETTINGS until issue 93 moved each row to its face's
+# FOLDER_SETTINGS): a folder of theirs reads the same (a format, kept; not a list of runners).
+_WRITTEN_BEFORE = {
+    "run_classifier": {"task_name": "csv", "processor": None, "task_type": "multilabel",
+                       "text_a_column": "text", "text_b_column": None, "label_column": "y",
+                       "threshold": 0.5, "xnli_language": "zh"},
+    "run_ner": {"doc_stride": 64, "document_context": True, "feature_based": False,
+                "layers": "-1,-2,-3,-4", "lstm_units": 768, "crf": True,
+                "crf_tag_scheme": "iob2"},
+    "run_multiple_choice": {"task_name": "swag"},
+    "run_squad": {"doc_stride": 128, "max_query_length": 64, "version_2_with_negative": True},
+    "run_pretraining": {"max_predictions_per_seq": 20},
+}
+
+
+@pytest.mark.parametrize("runner", sorted(_WRITTEN_BEFORE))
+def test_folders_written_before_the_faces_declared_their_settings_read_the_same(
+        tmp_path, runner):
+    saved = dict(_WRITTEN_BEFORE[runner], runner=runner, do_lower_case=True,
+                 max_seq_length=64)
+    write_text(tmp_path / "model_settings.json", json.dumps(saved))
+    assert _read(tmp_path) == saved
+    assert set(model_folder.task_settings(runner)) == set(_WRITTEN_BEFORE[runner])
+    assert set(model_folder.task_settings(runner)) <= set(model_folder.SETTINGS)
+    # Given back to a later run of that runner (not training): every one of them.
+    module = __import__(runner)
+    part = module.Settings(init_checkpoint=str(tmp_path)).part(*model_folder.SETTINGS)
+    assert set(model_folder.defaults(part, runner)) == {
+        key for key in saved if key != "runner" and key in part}
+    assert all(key in part for key in _WRITTEN_BEFORE[runner])
+
+
+def test_every_runner_face_declares_its_folder_settings_with_their_types():
+    # The runners are the faces declaring FOLDER_SETTINGS; each setting has its VALUE_TYPES
+    # row (read() checks it) and is in SETTINGS (defaults() reads it).
+    runners = model_folder.runners()
+    assert set(_WRITTEN_BEFORE) | {"run_ranker"} <= set(runners)
+    for runner in runners:
+        for name in model_folder.task_settings(runner):
+            assert name in model_folder.VALUE_TYPES and name in model_folder.SETTINGS, (
+                runner, name)
+
+
+def test_a_runner_keeps_the_settings_its_face_declares(tmp_path, monkeypatch):
+    # A runner's face declares FOLDER_SETTINGS, read from its file (not imported); a file
+    # that is no face, or a name that is no module, is unknown.
+    from bert_tf2 import root_modules  # pylint: disable=import-outside-toplevel
+    assert model_folder.task_settings("run_classifier") == rc.FOLDER_SETTINGS
+    face = "def define_flags(fv):\n  pass\n\ndef run(s):\n  pass\n\ndef main():\n  pass\n"
+    write_text(tmp_path / "run_newhead.py", 'FOLDER_SETTINGS = ("task_name",)\n' + face)
+    write_text(tmp_path / "run_plain.py", 'FOLDER_SETTINGS = ("task_name",)\n')
+    write_text(tmp_path / "run_odd.py", "FOLDER_SETTINGS = ('a', 1)\n" + face)
+    monkeypatch.setattr(root_modules, "ROOT", str(tmp_path))
+    assert model_folder.task_settings("run_newhead") == ("task_name",)
+    for name in ("run_plain", "run_missing", "../run_newhead", None, "run_classifier"):
+        assert model_folder.task_settings(name) is None, name
+    with pytest.raises(ValueError, match=r"^run_odd\.py: FOLDER_SETTINGS must be a tuple"):
+        model_folder.task_settings("run_odd")
+    out = tmp_path / "out"
+    out.mkdir()
+    write_text(out / "model_settings.json", json.dumps(
+        {"runner": "run_newhead", "task_name": "x", "max_seq_length": 16}))
+    assert _read(out)["task_name"] == "x"
+    write_text(out / "model_settings.json", json.dumps({"runner": "run_newhead", "crf": True}))
+    with pytest.raises(ValueError, match=r"crf is a setting of another runner than its "
+                                         r"\"runner\" run_newhead"):
+        _read(out)
+    write_text(out / "model_settings.json", json.dumps({"runner": "run_plain"}))
+    with pytest.raises(ValueError, match=r"\"runner\" is \"run_plain\", expected one of "
+                                         r"run_newhead, run_odd or "
+                                         r"a root face declaring FOLDER_SETTINGS"):
+        _read(out)

@@ -1,7 +1,8 @@
 """README.md and every docs/ page: each command line of a root script parses with that
 script's flags, the fork tool's lines run on a tiny fork, and each Python block is run (here
-or by the test named beside it) or listed with the reason it is not (a renamed or removed flag
-on any page fails here)."""
+or by the test named beside it, in _NOT_RUN_HERE or in a `<!-- run by tests/x.py -->` line
+before the block) or listed with the reason it is not (a renamed or removed flag on any page
+fails here)."""
 import importlib
 import re
 import shlex
@@ -156,14 +157,37 @@ _NOT_RUN_HERE = {
 _SKETCHES = {"docs/CONTRACTS.md"}
 
 
+# A block the test that runs it claims on the page itself: this comment on the line before
+# its fence, naming a tests/ file that reads the page (a new page's blocks need no entry above).
+_CLAIM = re.compile(r"^<!-- run by (tests/[\w/]+\.py) -->$")
+
+
+def claimed_by(page, line_number):
+    """The tests/ file the comment before the block at `line_number` of `page` names, or None."""
+    lines = _TEXT[page].splitlines()
+    match = _CLAIM.match(lines[line_number - 2]) if line_number >= 2 else None
+    return match.group(1) if match else None
+
+
 def test_every_python_block_is_run_or_listed():
     pages = [page for page in _PAGES if page not in _SKETCHES]
     for page, line_number, block in _blocks("python", pages):
         first = block.lstrip().splitlines()[0]
         if first.startswith('"""my_tasks.py'):
             continue
+        claim = claimed_by(page, line_number)
+        if claim is not None:  # its test exists and reads this page
+            path = REPO_ROOT / claim
+            assert path.is_file() and page in path.read_text(encoding="utf-8"), \
+                "%s:%d: claimed by %s, which does not read %s" % (page, line_number, claim, page)
+            continue
         assert any(first.startswith(key) for key in _NOT_RUN_HERE), \
             "%s:%d: a Python block neither run nor listed: %s" % (page, line_number, first)
+
+
+def test_a_claimed_block_names_its_test():
+    assert _CLAIM.match("<!-- run by tests/test_ranker.py -->").group(1) == "tests/test_ranker.py"
+    assert not _CLAIM.match("<!-- run by ../x.py -->")
 
 
 def test_the_blocks_other_tests_run_are_in_the_readme():

@@ -5,6 +5,9 @@ process (no SavedModel written): every signature once packed to max_seq_length
 (trim_padding=False, the exports before trimming) and once packed to the request's
 longest row, on rows of very different lengths and on a batch of one.
 """
+import dataclasses
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -266,7 +269,7 @@ def test_warmup_requests_of_every_head_replay_as_the_batched_call(golden, tmp_pa
         warmup.write(str(tmp_path / kind), "m", found)
         requests = warmup.read_requests(str(written))
         # every signature docs/serving.md shows for the head (the encoder's single texts
-        # and embed too: issue 91)
+        # and embed too: issue 91; the ranker's rank: tests/test_ranker.py)
         signatures = {"squad": ["answer", "serving_default"],
                       "encoder": ["serving_default", "serving_text_a", "embed"]}.get(
                           kind, ["serving_default"])
@@ -292,3 +295,62 @@ def test_warmup_requests_of_every_head_replay_as_the_batched_call(golden, tmp_pa
                                                err_msg="%s %s" % (kind, key))
                 else:
                     assert np.array_equal(value, other), (kind, key, value, other)
+
+
+def test_warmup_requests_cover_every_signature_a_room_declares(monkeypatch):
+    """The signatures a warm-up example calls come from the registry: its kind's requests,
+    then each other signature its room's serving_functions declare that the export has,
+    with the inputs the room's warmup_inputs makes (no list in warmup.py). Checked on
+    every served head with stand-in signatures (no model), and on a head added here."""
+    from bert_tf2.export import head_types
+    from bert_tf2.export import warmup
+
+    def stand_ins(entry):
+        # what warmup.input_names reads of a signature: its named input specs
+        return {name: types.SimpleNamespace(input_signature=[
+            tf.TensorSpec([None] * rank, tf.string, name=n) for n, rank in inputs])
+                for name, _, inputs, _ in entry.serving_functions}
+
+    def row_of(entry):
+        least, most, _ = head_types.signature_of(entry.name).fields
+        return ("[MASK] one",) + ("two", "three")[:min(max(least, 2), most) - 1]
+
+    seen = {}
+    for name in head_types.SERVED:
+        entry = head_types.find(name)
+        signatures = stand_ins(entry)
+        found = warmup.requests(name, [row_of(entry)], signatures)
+        kind = head_types.signature_of(name)
+        declared = {f[0]: f[2] for f in entry.serving_functions}
+        assert [r[0] for r in found] == list(kind.requests) + [
+            n for n in declared if n not in kind.requests], name
+        for signature, inputs in found:
+            assert set(inputs) == warmup.input_names(signatures[signature]), (name, signature)
+            for input_name, rank in declared[signature]:
+                assert inputs[input_name].ndim == rank, (name, signature, input_name)
+        seen[name] = [r[0] for r in found]
+    assert seen["ranker"] == ["serving_default", "serving_text_a", "rank"]
+    assert seen["encoder"] == ["serving_default", "serving_text_a", "embed"]
+    # A signature the export does not have (the encoder's embed without --pooling): left out.
+    encoder = stand_ins(head_types.find("encoder"))
+    del encoder["embed"]
+    assert warmup.signature_names("encoder", encoder) == ["serving_default", "serving_text_a"]
+    # A head added later: its own signature called with its room's inputs, warmup.py as is.
+    ranker = head_types.find("ranker")
+    fields = {f.name: getattr(ranker, f.name) for f in dataclasses.fields(ranker)}
+    scorer_class = type("Scorer", (type(ranker),), {
+        "serving_functions": ranker.serving_functions + (
+            ("score_one", "serve_single", (("query", 1),), None),)})
+    added = scorer_class(**dict(fields, name="scorer"))
+    monkeypatch.setattr(head_types, "find", lambda n: added if n == "scorer" else None)
+    monkeypatch.setattr(head_types, "signature_of",
+                        lambda n: head_types.SIGNATURES[added.signature])
+    found = warmup.requests("scorer", [("a query", "a passage")], stand_ins(added))
+    assert [r[0] for r in found] == ["serving_default", "serving_text_a", "rank", "score_one"]
+    assert found[-1][1]["query"].tolist() == [b"a query"]
+    # A room that declares a signature but not the inputs of its requests: refused, named.
+    silent = type("Silent", (scorer_class,), {"warmup_inputs": lambda self, fields: {}})
+    added = silent(**dict(fields, name="scorer"))
+    with pytest.raises(ValueError, match=r"^--warmup_file: the rank signature takes passages, "
+                                         r"query, a row gave text_a, text_b$"):
+        warmup.requests("scorer", [("a query", "a passage")], stand_ins(added))

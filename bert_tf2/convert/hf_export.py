@@ -151,6 +151,17 @@ def _write_json(path, value):
         f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
+def _folder_head(runner, held):
+    """The head a model folder of `runner` (its model_settings.json) is, when that is not the
+    one its variables tell (`held`) but a head written from them too (written_from: a head
+    sharing another's variables, as a one-label classifier's layout): the folder's own type,
+    its HF class; else None."""
+    if not runner or held.runner == runner:
+        return None
+    return next((e for e in head_types.ENTRIES if e.runner == runner and e.hf_class
+                 and e.written_from(held)), None)
+
+
 def read_model_folder(init_checkpoint):
     """(CheckpointContents, the folder's files {setting: path}, bert_config.json's dict) of
     a model folder an export reads; ValueError naming --init_checkpoint when the folder lacks
@@ -227,7 +238,7 @@ class HfExport(object):
             raise ValueError("--init_checkpoint=%s is a feature-based tagger (a BiLSTM over "
                              "concatenated layers), which no HuggingFace class holds: serve it "
                              "with export_saved_model.py" % init_checkpoint)
-        entry = asked or held
+        entry = asked or _folder_head(found.get("runner"), held) or held
         head = entry.name
         # An encoder is written from any checkpoint; a head from its own (or one holding it).
         if not entry.written_from(held):

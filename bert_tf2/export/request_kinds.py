@@ -12,10 +12,9 @@ class Signature:
     Fields:
       name: the ModelType.signature value.
       fields: a warm-up example's tab-separated fields: (least, most, in words).
-      requests: the signatures one warm-up example calls, in order: every signature
-        docs/serving.md shows a request of for the head.
-      also: signatures it calls after those when the export has them (the encoder's
-        embed).
+      requests: the signatures one warm-up example calls first, in order: those every
+        head of the kind serves (a head's own signatures beyond them, its room's
+        serving_functions, follow them when the export has them: warmup.signature_names).
       data_format: the data format its warm-up rows may come in besides plain lines:
         "table" (.tsv / .csv / .jsonl texts), "conll", "squad_json"; None: lines only.
       data_endings: the file endings read in that format.
@@ -23,12 +22,12 @@ class Signature:
         from it) is read in that format whatever its ending.
       any_ending: every file is read in that format, whatever its ending.
       inputs: a warm-up example's fields (bytes) -> {input name: list}: every input one
-        of its signatures takes (each request takes those its signature names).
+        of its signatures takes (each request takes those its signature names; a head's
+        own signatures' inputs: its room's warmup_inputs).
     """
     name: str
     fields: Tuple[int, int, str]
     requests: Tuple[str, ...] = ("serving_default",)
-    also: Tuple[str, ...] = ()
     data_format: Optional[str] = None
     data_endings: Tuple[str, ...] = ()
     always_data: bool = False
@@ -38,9 +37,8 @@ class Signature:
 
 SIGNATURES = {signature.name: signature for signature in (
     Signature("pair", (1, 2, "text_a[<TAB>text_b]"), ("serving_default", "serving_text_a"),
-              ("embed",), data_format="table", data_endings=(".tsv", ".csv", ".jsonl"),
-              inputs=lambda f: {"text_a": f[:1], "text_b": (f[1:] or [b""])[:1],
-                                "text": f[:1]}),
+              data_format="table", data_endings=(".tsv", ".csv", ".jsonl"),
+              inputs=lambda f: {"text_a": f[:1], "text_b": (f[1:] or [b""])[:1]}),
     Signature("words", (1, 10 ** 9, "a sentence"), data_format="conll",
               data_endings=(".conll", ".iob"), always_data=True,
               inputs=lambda f: {"text": [b"\t".join(f)]}),

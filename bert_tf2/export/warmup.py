@@ -180,17 +180,31 @@ _ROW_READERS = {"table": _table_rows, "conll": _conll_rows, "squad_json": _squad
                     for number, text in masked_lm.read_texts(path, line_numbers=True)]}
 
 
+def signature_names(model_type, signatures):
+    """The signatures a warm-up example of `model_type` calls, in order: its signature
+    kind's requests, then every other signature its room declares (serving_functions: the
+    encoder's embed, the ranker's rank) that the export has (`signatures`: the module's
+    {name: function}). Read from the registry: a head's new signature needs no edit here."""
+    kind = head_types.signature_of(model_type)
+    own = [function[0] for function in head_types.find(model_type).serving_functions]
+    return list(kind.requests) + [name for name in own
+                                  if name not in kind.requests and name in signatures]
+
+
 def requests(model_type, rows, signatures):
     """[(signature name, {input: numpy array of bytes})] of the warm-up rows: per row one
-    request (batch 1) per signature of the head's kind (its `also` ones the module has).
-    `signatures`: the module's {name: concrete function}, whose inputs each request gives.
-    Each request has .row, the row it is made of (read_rows' rows have .where, .source)."""
+    request (batch 1) per signature of signature_names. `signatures`: the module's
+    {name: concrete function}, whose inputs each request gives (the kind's inputs, and
+    those the room's warmup_inputs makes for its own signatures). Each request has .row,
+    the row it is made of (read_rows' rows have .where, .source)."""
     kind = head_types.signature_of(model_type)
-    names = list(kind.requests) + [n for n in kind.also if n in signatures]
+    entry = head_types.find(model_type)
+    names = signature_names(model_type, signatures)
     _check_count(rows, len(names))
     found = []
     for row in rows:
-        inputs = kind.inputs([t.encode("utf-8") for t in row])
+        fields = [t.encode("utf-8") for t in row]
+        inputs = dict(kind.inputs(fields), **entry.warmup_inputs(fields))
         for name in names:
             wanted = input_names(signatures[name])
             if not wanted <= set(inputs):

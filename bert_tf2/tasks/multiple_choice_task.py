@@ -9,6 +9,7 @@ the softmax over the choices; the metrics eval_accuracy and eval_loss.
 import dataclasses
 import os
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -18,6 +19,7 @@ from bert_tf2 import input_pipeline
 from bert_tf2 import loaders
 from bert_tf2.tasks import data_tables
 from bert_tf2.tasks import multiple_choice_data
+from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import training
 
 
@@ -119,6 +121,17 @@ class MultipleChoiceTask(object):
         """The names metrics() reports (module metric_names)."""
         del examples
         return metric_names()
+
+    @staticmethod
+    def write_result_files(output_dir, examples, predictions):
+        """test_results.tsv (the choice probabilities of each test question) and
+        test_predictions.jsonl (prediction_files) of predictions(); {"test_results",
+        "test_predictions": their paths}."""
+        results, jsonl = prediction_files.write(
+            output_dir, examples, np.asarray(predictions["probabilities"], np.float32),
+            prediction_files.choice_record, "questions")
+        logging.info("Wrote %d predictions to %s and %s", len(examples), results, jsonl)
+        return {"test_results": results, "test_predictions": jsonl}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -399,6 +399,24 @@ class NerTask(object):
         [] without one)."""
         return metric_names(examples) if examples is not None else []
 
+    @staticmethod
+    def write_eval_files(output_dir, conll_file, predictions):
+        """eval_predictions.txt: the evaluation file with predictions()' tags as its last
+        column; {"eval_predictions": its path}."""
+        path = os.path.join(output_dir, "eval_predictions.txt")
+        ner_data.write_predictions(path, conll_file, predictions[0])
+        return {"eval_predictions": path}
+
+    @staticmethod
+    def write_result_files(output_dir, conll_file, predictions):
+        """test_predictions.txt: the file to tag with predictions()' tags as its last
+        column; {"test_predictions": its path}."""
+        tags = predictions[0]
+        path = os.path.join(output_dir, "test_predictions.txt")
+        ner_data.write_predictions(path, conll_file, tags)
+        logging.info("Wrote the tags of %d sentences to %s", len(tags), path)
+        return {"test_predictions": path}
+
 
 def metrics(gold, tags, loss, weight):
     """conlleval's entity scores, token accuracy and the mean loss, as numpy float32."""

@@ -24,7 +24,15 @@ Optional hooks, kept by the tasks that need them (not every task has them):
 - run_classifier's `evaluated_columns` / `output_rows` / `prediction_record` (the rows
   of test_results.tsv and test_predictions.jsonl) and `ordered_dataset`;
 - `features(examples)` (NER): the windows made before they are written, so that the
-  training steps are counted first.
+  training steps are counted first;
+- the prediction-pass hooks trainer/runner_body.py's evaluate / dev_evaluation / predict
+  call (run_ner, run_multiple_choice, run_ranker; run_classifier and run_squad keep their
+  own passes): `predictions(runner, examples, stage, batch_size, written=None)` above,
+  `write(examples, stage)` -> the `written` handle of output_dir/stage.tf_record,
+  `write_result_files(output_dir, examples, predictions)` -> {Result.outputs name: path}
+  of the files --do_predict writes (test_results.tsv, test_predictions.*), and, when the
+  evaluation writes more than eval_results.txt, `write_eval_files` of the same form (NER:
+  eval_predictions.txt).
 """
 import typing
 

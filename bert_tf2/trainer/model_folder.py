@@ -5,7 +5,7 @@ Every training run writes into its --output_dir (write):
 - bert_config.json: a copy of --bert_config_file;
 - vocab.txt: a copy of --vocab_file (runs that have one);
 - model_settings.json: {"runner": ..., "do_lower_case", "max_seq_length", and the
-  runner's task settings (TASK_SETTINGS)}.
+  runner's task settings (task_settings: the FOLDER_SETTINGS its face declares)}.
 periodic_eval copies them into best/ with the other settings files
 (fileutil.SETTINGS_FILES), so best/ is a whole model folder too.
 
@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from bert_tf2 import fileutil
 from bert_tf2 import input_pipeline
+from bert_tf2 import root_modules
 from bert_tf2 import startup
 from bert_tf2.base import doors
 from bert_tf2.trainer import checkpoints
@@ -40,19 +41,10 @@ SETTINGS_FILE = fileutil.MODEL_SETTINGS_FILE
 # A converted model's settings (pooling.SETTINGS_FILE): its length and casing.
 _EMBEDDING_FILE = "sentence_embedding.json"
 
-# The task settings each runner saves (beside do_lower_case and max_seq_length).
-TASK_SETTINGS = {
-    "run_classifier": ("task_name", "processor", "task_type", "text_a_column",
-                       "text_b_column", "label_column", "threshold", "xnli_language"),
-    "run_ner": ("doc_stride", "document_context", "feature_based", "layers", "lstm_units",
-                "crf", "crf_tag_scheme"),
-    "run_multiple_choice": ("task_name",),
-    "run_squad": ("doc_stride", "max_query_length", "version_2_with_negative"),
-    "run_pretraining": ("max_predictions_per_seq",),
-}
-
 # The type of every value model_settings.json / sentence_embedding.json may hold (None:
-# the setting was not given); read() refuses another type, naming the file.
+# the setting was not given); read() refuses another type, naming the file. Keyed by
+# setting, not by runner (doc_stride is run_ner's and run_squad's): which runner keeps
+# which is its face's FOLDER_SETTINGS. A setting a folder keeps has its type here.
 _BOOL, _INT, _NUMBER, _TEXT = (bool,), (int,), (int, float), (str,)
 VALUE_TYPES = {
     "runner": _TEXT, "do_lower_case": _BOOL, "max_seq_length": _INT,
@@ -69,10 +61,36 @@ VALUE_TYPES = {
 CHECKSUMS_KEY = "files"
 CHECKED_FILES = (VOCAB_FILE, fileutil.LABEL_LIST_FILE)
 
-# The settings defaults() reads (a part of a face's settings: the fields it has).
+# The settings defaults() reads (a part of a face's settings: the fields it has): where
+# the weights come from, and every setting a folder may keep (VALUE_TYPES but "runner").
 SETTINGS = tuple(sorted({"init_checkpoint", "output_dir", "do_train", "model_type",
-                         "bert_config_file", "vocab_file", "do_lower_case", "max_seq_length"}
-                        | {name for names in TASK_SETTINGS.values() for name in names}))
+                         "bert_config_file", "vocab_file"} | (set(VALUE_TYPES) - {"runner"})))
+
+
+# The constant a root face declares its folder's task settings in (a tuple of setting names):
+# every runner's, at its face's top level, so that this floor, below the faces, keeps no
+# table of runners and a new runner adds no row here.
+FOLDER_SETTINGS = "FOLDER_SETTINGS"
+
+
+def task_settings(runner):
+    """The task settings `runner`'s model folders keep: the FOLDER_SETTINGS its root face
+    declares (read from the file beside bert_tf2, in the repository or installed; not
+    imported); None for a name that is no face declaring them."""
+    declared = root_modules.face_constant(runner, FOLDER_SETTINGS)
+    if declared is None:
+        return None
+    if not (isinstance(declared, tuple) and all(isinstance(x, str) for x in declared)):
+        raise ValueError("%s.py: %s must be a tuple of setting names, not %r"
+                         % (runner, FOLDER_SETTINGS, declared))
+    return declared
+
+
+def runners():
+    """The names of the root faces declaring FOLDER_SETTINGS (sorted): the runners whose
+    model folders there can be."""
+    return [name for name in root_modules.faces(root_modules.ROOT)
+            if root_modules.face_constant(name, FOLDER_SETTINGS) is not None]
 
 
 # ---------------------------------------------------------------------------
@@ -84,7 +102,7 @@ def write(output_dir, runner, bert_config_file, vocab_file, values):
 
     Args:
       output_dir: the run's --output_dir (made already).
-      runner: the runner's name, a key of TASK_SETTINGS.
+      runner: the runner's name (its task settings: task_settings).
       bert_config_file, vocab_file: the files the run uses (vocab_file None: none).
       values: {setting: value}: do_lower_case, max_seq_length and the task settings.
 
@@ -100,12 +118,20 @@ def write(output_dir, runner, bert_config_file, vocab_file, values):
             _copy_once(source, os.path.join(folder, name), flag)
     saved = {"runner": runner}
     saved.update({name: value for name, value in values.items()
-                  if name in ("do_lower_case", "max_seq_length") + TASK_SETTINGS[runner]})
+                  if name in ("do_lower_case", "max_seq_length") + _known(runner)})
     saved[CHECKSUMS_KEY] = {name: file_checksum(os.path.join(folder, name))
                             for name in CHECKED_FILES
                             if tf.io.gfile.exists(os.path.join(folder, name))}
     with fileutil.atomic_open(os.path.join(folder, SETTINGS_FILE), "w") as f:
         f.write(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+
+
+def _known(runner):
+    """task_settings(runner); ValueError naming it for a runner with none (a face's typo)."""
+    own = task_settings(runner)
+    if own is None:
+        raise ValueError("runner %r: no root face declaring %s" % (runner, FOLDER_SETTINGS))
+    return own
 
 
 def file_checksum(path):
@@ -160,11 +186,13 @@ def check_values(path, saved):
     runner = saved.get("runner")
     if runner is None:
         return
-    if runner not in TASK_SETTINGS:
-        raise ValueError("%s: \"runner\" is %s, expected one of %s"
-                         % (path, json.dumps(runner), ", ".join(sorted(TASK_SETTINGS))))
+    own = task_settings(runner) if isinstance(runner, str) else None
+    if own is None:
+        raise ValueError("%s: \"runner\" is %s, expected one of %s or a root face "
+                         "declaring %s" % (path, json.dumps(runner),
+                                           ", ".join(runners()), FOLDER_SETTINGS))
     theirs = sorted(key for key in saved if key in VALUE_TYPES and key not in (
-        ("runner", "do_lower_case", "max_seq_length") + TASK_SETTINGS[runner]))
+        ("runner", "do_lower_case", "max_seq_length") + own))
     if theirs:
         raise ValueError("%s: %s %s of another runner than its \"runner\" %s: the file "
                          "contradicts itself" % (path, ", ".join(theirs),
@@ -272,7 +300,7 @@ def defaults(part, runner=None, type_of_runner=None):
     if not getattr(part, "do_train", False):
         keep.add("max_seq_length")
         if saved_runner and saved_runner == runner:
-            keep.update(TASK_SETTINGS[runner])
+            keep.update(_known(runner))
     found = {key: value for key, value in found.items() if key in keep and key in part}
     for key, value in found.items():
         if part.given(key) and _contradicts(key, getattr(part, key), value):
@@ -313,7 +341,7 @@ class PredictFolder(object):
 
     Args:
       settings_class: the face's Settings.
-      runner: the face's runner name (a key of TASK_SETTINGS).
+      runner: the face's runner name (its task settings: task_settings).
       folder: a training run's output folder (or its best/).
       values: other settings fields (do_predict, the batch size, ...); output_dir and
         init_checkpoint are the predictor's own (ValueError when given).

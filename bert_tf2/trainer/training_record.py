@@ -64,7 +64,7 @@ SETTINGS = (
     # the task
     "task_name", "processor", "task_type", "labels_file", "text_a_column", "text_b_column",
     "label_column", "xnli_language", "crf", "crf_tag_scheme", "lstm_units", "layers",
-    "feature_based", "document_context", "input_file", "train_file", "data_dir")
+    "feature_based", "document_context", "input_file", "train_file", "data_dir", "loss")
 # Every other flag of a training runner, with why it does not define the trained model:
 # a new flag goes in SETTINGS or here (tests/test_setting_lists.py holds both to the
 # runners' flags).

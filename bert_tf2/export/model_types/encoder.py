@@ -13,6 +13,9 @@ class Encoder(base.ModelType):
     serving_functions = base.ModelType.serving_functions + (
         ("embed", "embed", (("text", 1),), "pooling_spec"),)
 
+    def warmup_inputs(self, fields):
+        return {"text": fields[:1]}  # embed: a line's first text
+
     def serving_outputs(self, module, model, features):
         return module.encoder_outputs(model, features)
 

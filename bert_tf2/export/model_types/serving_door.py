@@ -5,10 +5,13 @@ ServingQuestions; a head's room overrides the ones its head answers differently.
 
 Contract with the export (export_saved_model.py, export/exporter.py, export/serving.py):
 serving_functions lists the signatures, (name, the module's method `_<method>`, inputs as
-(name, rank), the module attribute that must be set for it or None); serving_outputs builds
-the outputs in the module's graph; serving_state / export_info the module's extra state and
-export_info.json's extra fields; export_labels / export_defaults / export_kwargs /
-long_text_of / answer_rules / check_export / unused_flags read the export's Settings.
+(name, rank), the module attribute that must be set for it or None): TF Serving's warm-up
+requests (export/warmup.py) call each one the export has, a head's own ones (beyond its
+signature kind's requests) with the inputs its warmup_inputs makes of an example;
+serving_outputs builds the outputs in the module's graph; serving_state / export_info
+the module's extra state and export_info.json's extra fields; export_labels /
+export_defaults / export_kwargs / long_text_of / answer_rules / check_export /
+unused_flags read the export's Settings.
 Nothing is imported at load time (the registry loads without TensorFlow).
 """
 
@@ -22,6 +25,15 @@ class ServingQuestions:
     serving_functions = (
         ("serving_default", "serve_pair", (("text_a", 1), ("text_b", 1)), None),
         ("serving_text_a", "serve_single", (("text_a", 1),), None))
+
+    def warmup_inputs(self, fields):
+        """{input name: list} of a warm-up example's `fields` (bytes, tab-separated in the
+        file) for this head's own signatures, those of serving_functions beyond its
+        signature kind's requests (whose inputs request_kinds.Signature.inputs makes): a
+        request of each (batch 1) is written and replayed (export/warmup.py)."""
+        del fields
+        return {}
+
     def serving_outputs(self, module, model, features):
         """Its model's outputs on packed `features` in a serving.ServingModule's graph."""
         raise NotImplementedError("%s is not served" % self.name)
