@@ -24,15 +24,16 @@ if not REQUIRE_DOORS:  # make test installs [openvino] and [onnx]: there they mu
         for _name in _names:
             pytest.importorskip(_name, reason="the [openvino] / [onnx] extras are missing")
 
+from bert_tf2.export import head_types  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf2.export import native_steps  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf2.export import onnx_predictor  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf2.export import openvino_predictor  # noqa: E402  pylint: disable=wrong-import-position
 
 DOORS = {"openvino": openvino_predictor.OpenVINOPredictor,
          "onnx": onnx_predictor.ONNXPredictor}
-# The parity matrix's heads LiteRT (hence every ids-in door) takes.
-SERVED = ("classifier", "regression", "tagger", "tagger_crf", "squad_v1", "squad_v2",
-          "encoder", "fill_mask")
+# The parity matrix's heads LiteRT (hence every ids-in door) takes, from the registry.
+SERVED = tuple(name for name, head in ph.head_classes().items()
+               if head_types.find(head.model_type).carries_litert(head.registry_head))
 
 
 def _ids_batch(head, predictor):
@@ -48,8 +49,10 @@ def _ids_batch(head, predictor):
 
 
 def _call_batch(predictor, items):
-    if predictor.model_type == "squad":
-        return predictor.batch([q for q, _ in items], [c for _, c in items])
+    """batch() of the items as the head's predict() takes them: pairs (squad's question and
+    context, the ranker's query and passage) as two lists."""
+    if items and isinstance(items[0], (tuple, list)):
+        return predictor.batch([a for a, _ in items], [b for _, b in items])
     return predictor.batch(list(items))
 
 
