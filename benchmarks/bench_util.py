@@ -436,12 +436,13 @@ def bf16_rounds(rounds, flags=None):
     return rounds if bf16_measurable(flags) else min(rounds, UNJUDGED_BF16_ROUNDS)
 
 
-def goal_note(ratio, goal, measurable):
+def goal_note(ratio, goal, measurable, missing="no avx512_bf16 or AMX"):
     """The note of a row with a speed goal: "goal >= 1.6x: met" / "missed" / "not
-    measurable on this CPU (...)" / "peer not run"."""
+    measurable on this CPU (<missing>)" / "peer not run"; missing: what this CPU lacks
+    where the goal is not measurable (the bf16 goals': bf16 units)."""
     what = "%s >= %.1fx" % (GOAL_NOTE, goal)
     if not measurable:
-        return "%s: %s (no avx512_bf16 or AMX)" % (what, NOT_MEASURABLE_NOTE)
+        return "%s: %s (%s)" % (what, NOT_MEASURABLE_NOTE, missing)
     if ratio is None:
         return "%s: not judged, a side did not run" % what
     return "%s: %s" % (what, "met" if ratio >= goal else "missed")
