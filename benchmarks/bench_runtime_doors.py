@@ -282,7 +282,10 @@ def _cosine_floor(reference, vectors):
 
 def _measure(size, texts, doors, servers, peer, repeats, batches, log, notes):
     """Rows of one size: medians of interleaved rounds per batch (module docstring)."""
-    peer_sides = [p for p in PEER_SIDE if peer and PEER_SIDE[p] in peer.ask(op="info")["sides"]]
+    info = peer.ask(op="info") if peer else {}
+    peer_sides = [p for p in PEER_SIDE if PEER_SIDE[p] in info.get("sides", ())]
+    notes = dict(notes, **{p: "not run: %s" % info["failed"][PEER_SIDE[p]] for p in PEER_SIDE
+                           if PEER_SIDE[p] in info.get("failed", {})})
 
     def once(name, batch):
         if name in doors:

@@ -26,7 +26,8 @@ sentence-transformers does for all-MiniLM-L6-v2): the sentence vectors our encod
 returns. Threads pinned as the other sides: OpenVINO INFERENCE_NUM_THREADS, ONNX Runtime
 intra-op THREADS (inter-op 1, idle threads not spinning, as peer_serving.py's).
 
-Commands (peer_protocol): {"op": "info"} -> versions, threads, the sides;
+A side that fails to build is left out, its error in "info" ("failed"), the others served.
+Commands (peer_protocol): {"op": "info"} -> versions, threads, the sides, the failed ones;
 {"op": "run", "side": NAME, "batch": B} -> {"seconds": tokenize + model + pooling of B
 texts}; {"op": "vectors", "side": NAME, "count": N} -> {"vectors": [[...]]} of the first N
 texts; {"op": "quit"}.
@@ -67,21 +68,35 @@ def sentence_vectors(hidden, mask):
     return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
 
 
+def build_side(models, failed, side, build):
+    """models[side] = build(), or failed[side] = the one-line error when it raises (the
+    other sides still run; the bench's rows for this one then say a side did not run)."""
+    try:
+        models[side] = build()
+    except Exception as e:  # pylint: disable=broad-except
+        failed[side] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+
+
 def _openvino_models(hf_dir, workdir, variants, threads, calibration, tokenizer, length):
-    """{variant: OVModelForFeatureExtraction} of the openvino sides asked for."""
+    """({"openvino:<variant>": OVModelForFeatureExtraction}, {side: error}) of the openvino
+    sides asked for."""
     from optimum.intel import OVModelForFeatureExtraction  # pylint: disable=import-outside-toplevel
     exported = os.path.join(workdir, "optimum_openvino")
-    model = OVModelForFeatureExtraction.from_pretrained(hf_dir, export=True, compile=False)
-    model.save_pretrained(exported)
-    models = {}
+    models, failed = {}, {}
+    try:
+        OVModelForFeatureExtraction.from_pretrained(hf_dir, export=True,
+                                                    compile=False).save_pretrained(exported)
+    except Exception as e:  # pylint: disable=broad-except
+        return {}, {"openvino:" + v: "export: %s: %s" % (type(e).__name__, e) for v in variants}
     for variant in variants:
         if variant == "int8":
-            models[variant] = _openvino_int8(exported, workdir, threads, calibration,
-                                             tokenizer, length)
+            build = lambda: _openvino_int8(exported, workdir, threads, calibration,  # noqa: E731
+                                           tokenizer, length)
         else:
-            models[variant] = OVModelForFeatureExtraction.from_pretrained(
-                exported, ov_config=ov_config(PRECISION[variant], threads))
-    return models
+            build = lambda v=variant: OVModelForFeatureExtraction.from_pretrained(  # noqa: E731
+                exported, ov_config=ov_config(PRECISION[v], threads))
+        build_side(models, failed, "openvino:" + variant, build)
+    return models, failed
 
 
 def _openvino_int8(exported, workdir, threads, calibration, tokenizer, length):
@@ -103,20 +118,25 @@ def _openvino_int8(exported, workdir, threads, calibration, tokenizer, length):
 
 
 def _onnx_models(hf_dir, workdir, variants, threads, flags):
-    """{variant: ORTModelForFeatureExtraction} of the onnx sides asked for."""
+    """({"onnx:<variant>": ORTModelForFeatureExtraction}, {side: error}) of the onnx sides
+    asked for."""
     import onnxruntime  # pylint: disable=import-outside-toplevel
     # pylint: disable-next=import-outside-toplevel
     from optimum.onnxruntime import ORTModelForFeatureExtraction, ORTQuantizer
     # pylint: disable-next=import-outside-toplevel
     from optimum.onnxruntime.configuration import AutoQuantizationConfig
     exported = os.path.join(workdir, "optimum_onnx")
-    ORTModelForFeatureExtraction.from_pretrained(hf_dir, export=True).save_pretrained(exported)
+    try:
+        ORTModelForFeatureExtraction.from_pretrained(hf_dir, export=True).save_pretrained(
+            exported)
+    except Exception as e:  # pylint: disable=broad-except
+        return {}, {"onnx:" + v: "export: %s: %s" % (type(e).__name__, e) for v in variants}
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    models = {}
-    for variant in variants:
+
+    def build(variant):
         folder, file_name = exported, "model.onnx"
         if variant == "int8":
             vnni = bool({"avx512_vnni", "avx_vnni"} & flags)
@@ -126,9 +146,12 @@ def _onnx_models(hf_dir, workdir, variants, threads, flags):
             ORTQuantizer.from_pretrained(exported).quantize(save_dir=folder,
                                                             quantization_config=config)
             file_name = "model_quantized.onnx"
-        models[variant] = ORTModelForFeatureExtraction.from_pretrained(
+        return ORTModelForFeatureExtraction.from_pretrained(
             folder, file_name=file_name, session_options=options)
-    return models
+    models, failed = {}, {}
+    for variant in variants:
+        build_side(models, failed, "onnx:" + variant, lambda v=variant: build(v))
+    return models, failed
 
 
 def _cpu_flags():
@@ -156,18 +179,16 @@ def main(argv):
         length = min(int(data.get("max_seq_length", 128)),
                      json.load(f).get("max_position_embeddings", 512))
     tokenizer = AutoTokenizer.from_pretrained(hf_dir)
-    models = {}
+    models, failed = {}, {}
     ov = [s.split(":")[1] for s in sides if s.startswith("openvino:")]
-    if ov:
-        for variant, model in _openvino_models(hf_dir, workdir, ov, threads,
-                                               data.get("calibration") or texts[:32],
-                                               tokenizer, length).items():
-            models["openvino:" + variant] = model
     onnx = [s.split(":")[1] for s in sides if s.startswith("onnx:")]
-    if onnx:
-        for variant, model in _onnx_models(hf_dir, workdir, onnx, threads,
-                                           _cpu_flags()).items():
-            models["onnx:" + variant] = model
+    for made in ((_openvino_models(hf_dir, workdir, ov, threads,
+                                   data.get("calibration") or texts[:32], tokenizer, length)
+                  if ov else ({}, {})),
+                 _onnx_models(hf_dir, workdir, onnx, threads, _cpu_flags()) if onnx
+                 else ({}, {})):
+        models.update(made[0])
+        failed.update(made[1])
 
     def encode(side, count):
         batch = tokenizer(texts[:count], padding=True, truncation=True, max_length=length,
@@ -194,7 +215,7 @@ def main(argv):
             except metadata.PackageNotFoundError:
                 pass
         return {"versions": versions, "threads": threads, "sides": sorted(models),
-                "max_seq_length": length}
+                "failed": failed, "max_seq_length": length}
     peer_protocol.serve(info, handle)
 
 
