@@ -45,7 +45,7 @@ def define_flags(fv):
                       "auto: the other format than the input's.", flag_values=fv)
     flags.DEFINE_enum("model_type", "auto", list(MODEL_TYPES),
                       "TF1 -> TF2: which model to build; auto picks the heads the checkpoint "
-                      "has (pretraining > classifier > squad > encoder).", flag_values=fv)
+                      "has (%s)." % " > ".join(head_types.TF1), flag_values=fv)
     flags.DEFINE_bool("include_optimizer", False,
                       "Also convert the Adam slots (adam_m, adam_v) and global_step.",
                       flag_values=fv)
@@ -62,10 +62,10 @@ def detect_model_type(contents):
 def build_model(model_type, bert_config, contents):
     """A built model of `model_type` whose heads fit the checkpoint's shapes."""
     head = head_types.find(model_type)
-    if head is None or head.tf1_rank is None:
+    if head is None or not head.tf1:
         raise ValueError("unknown --model_type=%s" % model_type)
     missing = [mark for mark in head.held_marks if mark not in contents.shapes]
-    if missing:  # the variables that show a checkpoint holds the head (head_classes.holds)
+    if missing:  # the variables that show a checkpoint holds the head (ModelType.holds)
         raise ValueError("--model_type=%s but the checkpoint has no %s"
                          % (model_type, missing[0]))
     # A head with label rows (the classifier's output_weights): as many labels as rows.

@@ -169,10 +169,9 @@ _REQUIRED_FLAGS = ("model_type", "bert_config_file", "init_checkpoint", "vocab_f
 def define_flags(fv):
     """Registers the exporter's flags on the FlagValues `fv`."""
     flags.DEFINE_enum("model_type", None, list(MODEL_TYPES),
-                      "What to export: the bare encoder, or a run_classifier, run_squad, "
-                      "run_ner (tagger) or run_multiple_choice model, or masked_lm (fill-mask: "
-                      "a pretraining checkpoint's masked-LM head) (default: the runner "
-                      "in --init_checkpoint's model_settings.json).", flag_values=fv)
+                      "What to export: %s (default: the type of the runner in "
+                      "--init_checkpoint's model_settings.json)."
+                      % head_types.described(head_types.SERVED), flag_values=fv)
     flags_common.define_model_flags(fv, help_overrides={
         "init_checkpoint": "Checkpoint to export (TF1 or TF2; a file prefix or a directory "
                            "such as a run_classifier --output_dir, whose latest checkpoint "
@@ -207,7 +206,8 @@ def run(settings):
     # The model folder of --init_checkpoint (a training run's output_dir or best/, a
     # converted model) fills what the user left out: config, vocab, length, case, the
     # model type and the task's settings.
-    folder = model_folder.defaults(settings.part(*model_folder.SETTINGS))
+    folder = model_folder.defaults(settings.part(*model_folder.SETTINGS),
+                                   type_of_runner=head_types.type_of_runner)
     settings = settings.with_defaults(folder)
     settings.require(*_REQUIRED_FLAGS)
     if settings.model_type in MODEL_TYPES:  # the head's own defaults (fill-mask: a length)

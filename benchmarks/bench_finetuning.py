@@ -18,11 +18,14 @@ Rows (examples/s; ratio = ours / peer, or ours / our full-padding path):
                        (input_pipeline.dataset_fn_for: shuffled, each batch trimmed to a
                        multiple of 8),
                        dropout on, batch 32, max_seq_length 128; the first steps untimed;
+                       the peer trains on the same batches (same_batches);
   fine-tuning train --group_by_length
                        the same with input_pipeline's length-grouped batches, against
-                       torch's usual random batches, against torch with batches grouped
-                       the same way (grouped_batches) and against ours ungrouped; the
-                       timed batches are a random sample of one window's;
+                       torch's usual random batches (our random ones), against torch on
+                       our length-grouped batches themselves and against ours ungrouped;
+                       the timed batches are the pipeline's first after the untimed ones,
+                       the same on both sides (a window's batches differ several times in
+                       cost, so different samples of them made the ratio swing);
   fine-tuning train --dtype=bf16
                        SST-2 only: the same steps with the model built under Keras'
                        mixed_bfloat16 policy (run_classifier --dtype=bf16), against torch
@@ -210,14 +213,16 @@ class Ours:
                 raise ValueError("%s holds no encoder weights of this model" % self.checkpoint)
         return runner
 
-    def train(self, path, num_labels, steps, trim, grouped=False, dtype="fp32"):
+    def train(self, path, num_labels, steps, trim, grouped=False, dtype="fp32", seen=None):
         """Examples/s of `steps` timed training steps (after WARMUP_STEPS untimed ones);
         grouped: the --group_by_length batches; dtype "bf16": the model built under the
-        mixed_bfloat16 policy, as run_classifier --dtype=bf16 builds it."""
+        mixed_bfloat16 policy, as run_classifier --dtype=bf16 builds it; seen: a list
+        given the token ids of every batch trained on, untimed and timed (see
+        same_batches), after the timing."""
         with bench_util.policy(dtype):
-            return self._train(path, num_labels, steps, trim, grouped)
+            return self._train(path, num_labels, steps, trim, grouped, seen)
 
-    def _train(self, path, num_labels, steps, trim, grouped):
+    def _train(self, path, num_labels, steps, trim, grouped, seen=None):
         """train() under the global policy set."""
         from bert_tf2.base import dropout_masks  # pylint: disable=import-outside-toplevel
         from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
@@ -242,13 +247,18 @@ class Ours:
             is_training=True, seed=1, trim_padding=trim, group_by_length=grouped)()
         step = train_step(model, optimizer, dataset.element_spec)
         batches = iter(dataset)
+        trained = []  # the batches' tensors, read after the timing
         for _ in range(WARMUP_STEPS):
-            step(next(batches))
+            trained.append(next(batches))
+            step(trained[-1])
         start = time.perf_counter()
         for _ in range(steps):
-            loss = step(next(batches))
+            trained.append(next(batches))
+            loss = step(trained[-1])
         float(loss)
         seconds = time.perf_counter() - start
+        if seen is not None:
+            seen.extend(batch_rows(batch) for batch in trained)
         bench_util.release_models()
         return steps * BATCH_SIZE / seconds
 
@@ -290,6 +300,24 @@ class Ours:
         seconds, rows = _median_pass(lambda: one_pass(features))
         bench_util.release_models()
         return len(features) / seconds, rows
+
+
+def batch_rows(batch):
+    """The real token ids of each row of a batch of run_classifier's features."""
+    ids, mask = batch["input_ids"].numpy(), batch["input_mask"].numpy()
+    return [tuple(int(x) for x in row[:int(m.sum())]) for row, m in zip(ids, mask)]
+
+
+def same_batches(seen, examples):
+    """The peer's batches ([[example index, ...], ...]) holding the examples of the batches
+    we trained on (`seen`: train()'s token ids of each), in the same order: both sides
+    time the same rows in the same batches, whose cost differs by several times between
+    a window's short and long batches. A row is found by its token ids (identical
+    sentences are interchangeable)."""
+    where = {}
+    for index, example in enumerate(examples):
+        where.setdefault(tuple(example["input_ids"]), index)
+    return [[where[row] for row in batch] for batch in seen]
 
 
 def _median_pass(one_pass, repeats=3):
@@ -392,22 +420,21 @@ def measure_model(name, workdir, quick, log):
     for task in ("sst-2", "mrpc"):
         path, examples, num_labels = glue_data_files(workdir, task, "train", train_count,
                                                      tokenizer)
-        speed = {trim: ours.train(path, num_labels, steps, trim)
-                 for trim, steps in ((True, size["train_steps"]), (False, full["train_steps"]))}
+        # The peer trains on the very batches we trained on (same_batches), random or
+        # length-grouped, one step each, the same first WARMUP_STEPS untimed.
+        seen = {False: [], True: []}
+        speed = {True: ours.train(path, num_labels, size["train_steps"], True,
+                                  seen=seen[False]),
+                 False: ours.train(path, num_labels, full["train_steps"], False)}
         rows.append(_row("fine-tuning train", "%s, %s, batch 32, seq 128" % (task, name),
                          speed, "examples/s"))
         log(rows[-1])
-        rng = np.random.RandomState(1)
-        order = rng.permutation(len(examples))
-        batches = [order[i * BATCH_SIZE:(i + 1) * BATCH_SIZE].tolist()
-                   for i in range(size["train_steps"] + WARMUP_STEPS)]
         jobs.append({"kind": "train", "num_labels": num_labels, "examples": examples,
-                     "batches": batches, "warmup": WARMUP_STEPS})
+                     "batches": same_batches(seen[False], examples), "warmup": WARMUP_STEPS})
         rows += _grouped_rows(ours, path, num_labels, size["train_steps"], speed[True],
-                              "%s, %s, batch 32, seq 128" % (task, name), log)
+                              "%s, %s, batch 32, seq 128" % (task, name), log, seen[True])
         jobs.append(jobs[-1])
-        jobs.append(dict(jobs[-1], batches=grouped_batches(
-            [len(e["input_ids"]) for e in examples], size["train_steps"] + WARMUP_STEPS)))
+        jobs.append(dict(jobs[-1], batches=same_batches(seen[True], examples)))
         if task == "sst-2":
             rows.append(bf16_train_row(ours.train(path, num_labels, size["train_steps"], True,
                                                   dtype="bf16"), speed[True],
@@ -489,10 +516,11 @@ def grouped_batches(lengths, count, seed=1, group=50):
     return [batches[i] for i in rng.permutation(len(batches))[:count]]
 
 
-def _grouped_rows(ours, path, num_labels, steps, ungrouped, config, log):
+def _grouped_rows(ours, path, num_labels, steps, ungrouped, config, log, seen):
     """Our --group_by_length training speed, two peer rows to come (torch with its usual
-    random batches, torch with the same length grouping) and ours ungrouped."""
-    speed = ours.train(path, num_labels, steps, True, grouped=True)
+    random batches, torch on our length-grouped batches themselves) and ours ungrouped;
+    `seen` is given the grouped batches' token ids (Ours.train)."""
+    speed = ours.train(path, num_labels, steps, True, grouped=True, seen=seen)
     measure = "fine-tuning train --group_by_length"
     rows = [dict(_row(measure, config, {False: speed}, "examples/s"),
                  peer_label="torch peer (DataCollatorWithPadding, random batches)",

@@ -134,8 +134,8 @@ def door_rows(size, batch, speed, flags=None, agreed=None, notes=None):
     rows = []
 
     def add(measure, variant, ours, peer, goal=None, measurable=True, against="peer",
-            missing="no avx512_bf16 or AMX"):
-        words = [bench_util.goal_note(_ratio(speed, ours, peer), goal, measurable, missing)
+            why_not="no avx512_bf16 or AMX"):
+        words = [bench_util.goal_note(_ratio(speed, ours, peer), goal, measurable, why_not)
                  ] if goal else []
         words += ["%s: %s" % (side, notes[side]) for side in (ours, peer) if side in notes]
         words += ["answers: %s" % ", ".join(
@@ -157,7 +157,7 @@ def door_rows(size, batch, speed, flags=None, agreed=None, notes=None):
             ours, saved, 1.5 if variant == "bf16" else None, bf16, against="ours")
     add("our OpenVINO int8 door vs our LiteRT int8 door", "int8 vs LiteRT " + LITERT,
         "OpenVINO int8", "LiteRT " + LITERT, 1.0, int8_measurable(flags), against="ours",
-        missing="no AMX or VNNI")
+        why_not="no AMX or VNNI")
     for variant in ONNX:
         ours = "ONNX Runtime " + variant
         add("our ONNX Runtime door vs " + OPTIMUM_ONNX, variant, ours, PEER_OF[ours], 1.0)

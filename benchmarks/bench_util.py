@@ -41,6 +41,7 @@ for _path in (BENCH_DIR, REPO_ROOT):
 # alike, and the device listing without the no-GPU cuInit line.
 from bert_tf2 import startup  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf2 import machine  # noqa: E402  pylint: disable=wrong-import-position
+import bench_format  # noqa: E402  pylint: disable=wrong-import-position
 from bench_format import format_number  # noqa: E402  pylint: disable=wrong-import-position
 
 import numpy as np  # pylint: disable=wrong-import-position
@@ -411,8 +412,9 @@ BF16_NOT_JUDGED_NOTE = "bf16 not judged on this CPU"
 # fine-tuning >= 1.4x) are judged wherever the CPU has bf16 instructions at all (the
 # dot-product ones, avx512_bf16, or AMX); elsewhere their rows say NOT_MEASURABLE_NOTE.
 BF16_GOAL_FLAGS = ("avx512_bf16", "amx_bf16")
-NOT_MEASURABLE_NOTE = "not measurable on this CPU"
-GOAL_NOTE = "goal"
+NOT_MEASURABLE_NOTE = bench_format.NOT_MEASURABLE_NOTE
+GOAL_NOTE = bench_format.GOAL_NOTE
+goal_note = bench_format.goal_note
 
 
 def bf16_measurable(flags=None):
@@ -434,18 +436,6 @@ def bf16_rounds(rounds, flags=None):
     """Timed rounds (or steps) of a bf16 side: `rounds` where bf16_measurable(flags), else
     UNJUDGED_BF16_ROUNDS."""
     return rounds if bf16_measurable(flags) else min(rounds, UNJUDGED_BF16_ROUNDS)
-
-
-def goal_note(ratio, goal, measurable, missing="no avx512_bf16 or AMX"):
-    """The note of a row with a speed goal: "goal >= 1.6x: met" / "missed" / "not
-    measurable on this CPU (<missing>)" / "peer not run"; missing: what this CPU lacks
-    where the goal is not measurable (the bf16 goals': bf16 units)."""
-    what = "%s >= %.1fx" % (GOAL_NOTE, goal)
-    if not measurable:
-        return "%s: %s (%s)" % (what, NOT_MEASURABLE_NOTE, missing)
-    if ratio is None:
-        return "%s: not judged, a side did not run" % what
-    return "%s: %s" % (what, "met" if ratio >= goal else "missed")
 
 
 def mark_unjudged_bf16(rows, peaks, flags=None):

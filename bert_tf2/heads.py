@@ -268,6 +268,8 @@ def _packed_pooled_output(bert, sequence_output, positions):
 
 class BertPretrainer(tf_keras.Model):
     """BERT with the masked-LM and next-sentence heads (run_pretraining's model)."""
+    # reads_padding: its masked-LM positions may point anywhere.
+    READS_PADDING = True
 
     def __init__(self, config, use_one_hot_embeddings=False, name="bert_pretrainer", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -313,6 +315,8 @@ class _MaskedLMScope(tf_keras.layers.Layer):
 class BertMaskedLM(tf_keras.Model):
     """BERT with the masked-LM head only: features (input_ids, input_mask, segment_ids,
     masked_lm_positions [B, P]) -> {"logits", "probabilities"} [B, P, V], float32."""
+    # reads_padding: its [MASK] positions may point anywhere.
+    READS_PADDING = True
 
     def __init__(self, config, name="bert_masked_lm", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -335,6 +339,8 @@ class BertClassifier(tf_keras.Model):
     carry the reference's names. With num_labels == 1 the single logit is a
     regression output.
     """
+    # reads_padding: the pooled [CLS] only.
+    READS_PADDING = False
 
     def __init__(self, config, num_labels, use_one_hot_embeddings=False,
                  name="bert_classifier", **kwargs):
@@ -359,6 +365,8 @@ class BertSquad(tf_keras.Model):
     so it skips the padding only when a caller asks: call(..., skip_padding=True) for
     predictions that rank real positions only (run_squad --trim_padding).
     """
+    # reads_padding: its n-best ranks every position's logits.
+    READS_PADDING = True
 
     def __init__(self, config, use_one_hot_embeddings=False, name="bert_squad", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -397,6 +405,8 @@ class BertTagger(tf_keras.Model):
     transitions) and, with penalties, "start_penalty" [num_labels].
     crf_penalties: crf_constraints(labels, scheme) (None: no constraints).
     """
+    # reads_padding: its loss and tags skip padding positions.
+    READS_PADDING = False
 
     # Variables a run that does not train may take at their initial value when the
     # checkpoint lacks them (checkpoints.check_serves): the CRF's transitions start at
@@ -618,6 +628,8 @@ class BertMultipleChoice(tf_keras.Model):
     0.1 on the pooled output, then `multiple_choice/output_weights` [1, H] and
     `multiple_choice/output_bias` [1] give a logit per choice: logits [B, C].
     """
+    # reads_padding: the pooled [CLS] only.
+    READS_PADDING = False
 
     def __init__(self, config, use_one_hot_embeddings=False, name="bert_multiple_choice",
                  **kwargs):
@@ -640,8 +652,10 @@ class BertMultipleChoice(tf_keras.Model):
 
 def reads_padding(model):
     """False for the task models that never read an output at a padding position
-    (input_mask 0): their encoder may skip those positions (modeling.set_skip_padding)."""
-    return not isinstance(model, (BertClassifier, BertTagger, BertMultipleChoice))
+    (input_mask 0): their encoder may skip those positions (modeling.set_skip_padding).
+    Each task model says so (its READS_PADDING, tests/test_modeling.py checks every one
+    does); a model that does not (the bare encoder) reads them."""
+    return getattr(model, "READS_PADDING", True)
 
 
 def dummy_features(batch_size=1, seq_length=2, max_predictions_per_seq=1):

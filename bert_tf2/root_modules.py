@@ -11,7 +11,11 @@ bert_tf2 package (the repository root, or site-packages):
   modules it imports in turn (run_classifier's `import modeling`), and every
   top-level name is then left as it was: a user's own `import tokenization`
   still gives their file, before and after.
+
+faces() names the root's command faces (the scripts with flags), found on disk by what they
+define: the flag pages and the tests list the scripts from there.
 """
+import ast
 import contextlib
 import importlib
 import importlib.abc
@@ -25,6 +29,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The root modules `bert.` offers (bert-tensorflow's names); the others import only these.
 NAMES = ("modeling", "tokenization", "optimization", "create_pretraining_data",
          "run_pretraining", "run_classifier", "run_squad", "extract_features")
+
+
+# What a root command face defines at its top level (bert_tf2/cli.py runs the three).
+FACE_FUNCTIONS = ("define_flags", "run", "main")
+
+
+def faces(root=ROOT):
+    """The root's runners and command faces, found on disk: the names (sorted) of the root's
+    modules (its *.py less setup.py) whose top level defines every FACE_FUNCTIONS. What
+    lists the scripts (the flag pages, the tests) reads them here, never a hand list."""
+    found = []
+    for name in sorted(os.listdir(root)):
+        if not name.endswith(".py") or name == "setup.py":
+            continue
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        if set(FACE_FUNCTIONS) <= defined:
+            found.append(name[:-len(".py")])
+    return found
 
 
 def path_of(name):

@@ -27,13 +27,16 @@ the tree, or of a git revision: `main` for a before / after);
 tests/test_head_registry.py pins them so that none grows.
 
 What stays, and why:
-  tables (2, bert_tf2/trainer/model_folder.py): TASK_SETTINGS (the settings each runner's
-    model_settings.json keeps) and MODEL_TYPES (runner -> model type). model_folder sits
-    on the trainer/ floor, below export/ (tests/test_layout.py FLOORS), so it cannot read
-    the registry; test_head_registry checks MODEL_TYPES against head_types.of_runner.
+  tables (1, bert_tf2/trainer/model_folder.py): TASK_SETTINGS (the settings each runner's
+    model_settings.json keeps, and the check that a file holds only its runner's).
+    model_folder sits on the trainer/ floor, below export/ (tests/test_layout.py FLOORS),
+    so it cannot read the registry; its MODEL_TYPES (runner -> model type) went in issue 93
+    (the export hands it head_types.type_of_runner).
   doc_stride_checks, tagger_windows: the tagger's rule in its own modules (ner_data,
     serving_tagger: the in-graph twin of its windows).
-tasks/file_data.py counts as the classifier's module (_HEAD_PACKAGE_MODULES): it is
+The heads' modules are found (head_modules: the registry's, the rooms', the runners' and
+those named after a registered head), so a new head's modules are in with no edit here.
+tasks/file_data.py is the one whose name tells no head (_UNNAMED_HEAD_MODULES): it is
 run_classifier's reader of --task_name=csv / tsv / jsonl, and its --task_type (classification,
 regression, multilabel) is that head's own setting, as multilabel_data.py's files are.
 """
@@ -49,21 +52,14 @@ if str(REPO_ROOT) not in sys.path[:1]:  # `python tests/head_name_counts.py`: th
 
 from bert_tf2.export import head_types  # noqa: E402  pylint: disable=wrong-import-position
 
-# The registry and the package modules that belong to one head (its model, task, data, door
-# code); each registered head's runner is one too (head_modules).
-_HEAD_PACKAGE_MODULES = frozenset({
-    "bert_tf2/export/head_types.py", "bert_tf2/export/head_classes.py", "bert_tf2/heads.py",
-    "bert_tf2/export/masked_lm.py",
-    "bert_tf2/export/serving_tagger.py", "bert_tf2/export/serving_squad.py",
-    "bert_tf2/tasks/classifier_task.py", "bert_tf2/tasks/classifier_tasks.py",
-    "bert_tf2/tasks/file_data.py",
-    "bert_tf2/tasks/classifier_run.py", "bert_tf2/tasks/long_text.py",
-    "bert_tf2/tasks/multilabel_data.py", "bert_tf2/tasks/ner_data.py",
-    "bert_tf2/tasks/ner_task.py", "bert_tf2/tasks/ner_metrics.py",
-    "bert_tf2/tasks/squad_data.py", "bert_tf2/tasks/squad_results.py",
-    "bert_tf2/tasks/squad_run.py", "bert_tf2/tasks/squad_task.py",
-    "bert_tf2/tasks/multiple_choice_data.py", "bert_tf2/tasks/multiple_choice_task.py",
-})
+# The registry: its lookups, its old home, the heads' Keras models and the rooms' package
+# (bert_tf2/export/model_types/: every head's room and the base they share). None names a head.
+_REGISTRY_MODULES = frozenset({"bert_tf2/export/head_types.py",
+                               "bert_tf2/export/head_classes.py", "bert_tf2/heads.py"})
+_ROOMS_PACKAGE = "bert_tf2/export/model_types/"
+# A head's own module whose name does not tell its head (head_words): run_classifier's
+# reader of --task_name=csv / tsv / jsonl, whose --task_type is that head's own setting.
+_UNNAMED_HEAD_MODULES = frozenset({"bert_tf2/tasks/file_data.py"})
 SIGNATURE_NAMES = frozenset({"pair", "words", "choices"})  # and "squad", by the left side
 SUB_KINDS = frozenset({"regression", "multilabel", "multi-label", "classification",
                        "single_label_classification", "multi_label_classification"})
@@ -72,7 +68,7 @@ _HEAD_VARIABLES = ("output_weights", "output_bias", "cls/", "tagger/", "crf/", "
                    "multiple_choice/")
 CATEGORIES = ("names", "signatures", "sub_kinds", "tables", "variable_detection",
               "flag_branches", "doc_stride_checks", "tagger_windows")
-# The registry's booleans (export/head_classes.ModelType) a door may branch on.
+# The registry's booleans (export/model_types/base.ModelType) a door may branch on.
 _FLAGS = frozenset({"word_tags", "answer_spans", "class_labels", "sentence_embedding",
                     "long_text", "labels", "checks_head", "full_length_text",
                     "trims_by_default", "litert", "serves", "hf_pooler"})
@@ -94,10 +90,35 @@ def type_names(entries=None):
     return frozenset(names - SUB_KINDS)
 
 
-def head_modules(entries=None):
-    """The files that belong to one head: _HEAD_PACKAGE_MODULES and each entry's runner."""
-    return _HEAD_PACKAGE_MODULES | {entry.runner + ".py" for entry in (
-        head_types.ENTRIES if entries is None else entries) if entry.runner}
+def head_words(entries=None):
+    """The words that name a head's modules: each entry's name, its runner's task (run_ner:
+    ner) and its heads and their words, `-` dropped or made `_` (long-text classifier:
+    long_text, multi-label: multilabel)."""
+    words = set()
+    for entry in head_types.ENTRIES if entries is None else entries:
+        runner = (entry.runner or "")
+        texts = (entry.name,) + entry.heads + (
+            (runner[len("run_"):],) if runner.startswith("run_") else ())
+        for text in texts:
+            for part in [text] + text.split():
+                words.update(part.replace("-", sep).replace(" ", "_") for sep in ("", "_"))
+    return frozenset(words)
+
+
+def head_modules(entries=None, paths=None):
+    """The files that belong to one head, found: the registry's (the rooms' package too),
+    each entry's runner, and each package module whose name begins or ends with one of
+    head_words (serving_tagger, classifier_tasks, ner_data, masked_lm, ...), of `paths`
+    (the source files' relative paths; default: the tree's)."""
+    entries = head_types.ENTRIES if entries is None else entries
+    words = head_words(entries)
+    paths = [path for path, _ in source_files()] if paths is None else paths
+    named = {path for path in paths if path.startswith("bert_tf2/") and any(
+        stem == word or stem.startswith(word + "_") or stem.endswith("_" + word)
+        for stem in [pathlib.PurePosixPath(path).stem] for word in words)}
+    rooms = {path for path in paths if path.startswith(_ROOMS_PACKAGE)}
+    return (_REGISTRY_MODULES | _UNNAMED_HEAD_MODULES | named | rooms
+            | {entry.runner + ".py" for entry in entries if entry.runner})
 
 
 def source_files():
@@ -198,8 +219,11 @@ def _tagger_window(node, path):
 def count(files=None):
     """{category: Counter({path: occurrences})} of the tree (or of `files`: (path, text))."""
     found = {category: collections.Counter() for category in CATEGORIES}
-    names, inside_heads = type_names(), head_modules()
-    for path, text in files if files is not None else source_files():
+    files = list(source_files()) if files is None else list(files)
+    names = type_names()
+    inside_heads = head_modules(paths=[path for path, _ in source_files()] +
+                                [path for path, _ in files])
+    for path, text in files:
         tree = ast.parse(text)
         inside = path in inside_heads
         in_compare = set()

@@ -425,7 +425,8 @@ class Head(object):
                 predictor = self.litert_predictor()  # Refused when the export refuses
                 return self.litert_answers(predictor, items)
             if door in IDS_DOORS:  # the same predictor contract as LiteRT's
-                return self.litert_answers(self.ids_predictor(door), items)
+                predictor = self.ids_predictor(door)  # Refused when the export refuses
+                return self.litert_answers(predictor, items)
         except ValueError as e:
             raise Refused(str(e)) from None
         raise KeyError(door)

@@ -205,3 +205,14 @@ def test_a_peer_side_that_fails_to_build_is_left_out_saying_why():
                             lambda: (_ for _ in ()).throw(RuntimeError("no calibration\nmore")))
     assert models == {"onnx:fp32": "a model"}
     assert failed == {"openvino:int8": "RuntimeError: no calibration"}
+
+
+def test_the_readme_summary_reads_the_rows_goal_and_matches_them_across_cpu_kinds():
+    import write_readme  # pylint: disable=import-outside-toplevel
+    amx = doors_bench.door_rows("minilm", 32, _speed(), flags=AMX,
+                                agreed={"OpenVINO fp32": 0.99999})
+    avx2 = doors_bench.door_rows("minilm", 32, _speed(), flags=AVX2)
+    assert [write_readme.row_key(r) for r in amx] == [write_readme.row_key(r) for r in avx2]
+    assert "ISA" not in write_readme.row_key(amx[0])[1]
+    assert write_readme.goal_line(amx) == "Speed goals: 7 met."
+    assert write_readme.row_goal(_row(amx, "OpenVINO door vs our SavedModel", "bf16")) == 1.5

@@ -700,3 +700,147 @@ def test_a_group_left_out_of_the_run_asked_by_only_is_an_error(capsys, main_of_r
         main_of_run_all(["--full", "--only", "nonsense"])
     assert "--only nonsense: not in the full run's plan (the groups: pretraining," in (
         capsys.readouterr().err)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grouped", [False, True])
+def test_finetuning_bench_peer_trains_on_our_very_batches(tmp_path, grouped):
+    """The torch peer's training jobs hold the examples of the batches our pipeline gave
+    our timed steps, batch for batch (a window's grouped batches differ several times in
+    cost: a different sample of them made the grouped ratio swing)."""
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    import modeling  # pylint: disable=import-outside-toplevel
+    from bert_tf2.tasks import glue_data  # pylint: disable=import-outside-toplevel
+    import tokenization  # pylint: disable=import-outside-toplevel
+    vocab = tmp_path / "vocab.txt"
+    words = ["w%d" % i for i in range(30)]
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+    tokenizer = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
+    rng = np.random.RandomState(3)
+    examples = [glue_data.InputExample("train-%d" % i, " ".join(
+        rng.choice(words, size=rng.randint(1, 40))), None, str(i % 2)) for i in range(320)]
+    path = str(tmp_path / "train.tf_record")
+    glue_data.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, path)
+    features = glue_data.convert_examples_to_features(examples, ["0", "1"], 128, tokenizer)
+    peer = [bench_finetuning._peer_example(f.input_ids, f.input_mask, f.segment_ids,  # pylint: disable=protected-access
+                                           f.label_id) for f in features]
+    config = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=32)
+    seen = []
+    ours = bench_finetuning.Ours(config, None, str(tmp_path))
+    ours.train(path, 2, 3, True, grouped=grouped, seen=seen)
+    assert len(seen) == bench_finetuning.WARMUP_STEPS + 3
+    batches = bench_finetuning.same_batches(seen, peer)
+    assert [[tuple(peer[i]["input_ids"]) for i in b] for b in batches] == seen
+    assert all(len(b) == bench_finetuning.BATCH_SIZE for b in batches)
+    lengths = [[len(row) for row in batch] for batch in seen]
+    if grouped:  # a window's batches: each batch's rows of close lengths
+        assert max(max(b) - min(b) for b in lengths) < 30
+
+
+def _summary_run(vendor, ratios, isa="AVX2 yes, AVX-512 yes"):
+    """A fake bench_results.json of a `vendor` CPU: one row per (config, ours / peer, note)."""
+    rows = [dict(bench_util.row("fine-tuning train", config, ratio * 10.0, 10.0,
+                                "examples/s"), note=note) for config, ratio, note in ratios]
+    rows.append(bench_util.row("fine-tuning train", "sst-2, vs ours --notrim_padding", 5.0,
+                               1.0, "examples/s", against="ours"))
+    rows.append(bench_util.row(  # measured numbers in a config do not split the row
+        "serving fp32: SavedModel vs OpenVINO", "minilm, batch 1 (batch-1 latency %s ms vs "
+        "9.0 ms)" % vendor, 9.0, 10.0, "examples/s"))
+    return {"machine": {"date": "2026-11-28 10:00 UTC", "cpu": vendor + " Test CPU",
+                        "cpu_vendor": vendor, "cores": 2, "isa": isa}, "rows": rows}
+
+
+def test_vendor_summary_says_on_which_kind_each_row_holds(tmp_path):
+    goal = "goal >= 1.6x: "
+    amd = _summary_run("AMD", [("both", 1.5, None), ("amd", 1.2, None), ("intel", 0.8, None),
+                               ("neither", 0.9, None), ("amd alone", 1.1, None),
+                               ("goal", 1.3, goal + "missed")])
+    intel = _summary_run("Intel", [("both", 1.0, None), ("amd", 0.95, None),
+                                   ("intel", 1.3, None), ("neither", 0.5, None),
+                                   ("goal", 1.7, goal + "met")])
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n", encoding="utf-8")
+    for name, run in (("amd", amd), ("intel", intel)):
+        (tmp_path / (name + ".json")).write_text(json.dumps(run), encoding="utf-8")
+        write_readme.main([str(tmp_path / (name + ".json")), "--readme", str(readme)])
+    for name, run in (("amd", amd), ("intel", intel)):  # each kind's run kept as data
+        kept = json.loads((tmp_path / "results" / (name + ".json")).read_text("utf-8"))
+        assert kept["rows"] == run["rows"] and kept["machine"] == run["machine"]
+    text = readme.read_text(encoding="utf-8")
+    begin, end = write_readme.markers(write_readme.SUMMARY_KIND)
+    summary = text.split(begin)[1].split(end)[0]
+    assert text.index(begin) < text.index(write_readme.markers("AMD")[0])  # it heads them
+    assert "- **AMD**: AMD Test CPU, 2 cores, `CPU ISA: AVX2 yes, AVX-512 yes`; run of " \
+        "2026-11-28 10:00 UTC" in summary and "- **Intel**: Intel Test CPU" in summary
+    cells = {line.split(" | ")[1]: line.strip("| ").split(" | ")[2:]
+             for line in summary.splitlines() if line.startswith("| fine-tuning")}
+    assert cells == {"both": ["", "1.500", "1.000", "all"],
+                     "amd": ["", "1.200", "0.950", "AMD only"],
+                     "intel": ["", "0.800", "1.300", "Intel only"],
+                     "neither": ["", "0.900", "0.500", "none"],
+                     "amd alone": ["", "1.100", "—", "AMD only (not judged on Intel)"],
+                     "goal": [">= 1.6x", "1.300", "1.700", "Intel only"]}
+    serving = [line for line in summary.splitlines() if line.startswith("| serving")]
+    assert serving == ["| serving fp32: SavedModel vs OpenVINO | minilm, batch 1 |  | 0.900 | "
+                       "0.900 | none |"]
+    # A new run of one kind replaces its data and its column; the other kind's stays.
+    amd["rows"][0]["ratio"] = 0.5
+    (tmp_path / "amd.json").write_text(json.dumps(amd), encoding="utf-8")
+    write_readme.main([str(tmp_path / "amd.json"), "--readme", str(readme)])
+    again = readme.read_text(encoding="utf-8")
+    assert "| both |  | 0.500 | 1.000 | Intel only |" in again and again.count(begin) == 1
+
+
+def test_readme_block_imported_back_gives_the_rows_render_wrote(tmp_path):
+    machine = {"date": "2026-11-27 08:55 UTC", "mode": "default", "seconds": 1487.0,
+               "cpu": "Intel(R) Xeon(R) Processor, test", "cpu_vendor": "Intel", "cores": 2,
+               "isa": "AVX2 yes, AVX-512 no, VNNI no, AMX no, bf16 no",
+               "fp32_peak_gflops": 252.0, "bf16_peak_gflops": 642.2, "load": [1.62, 1.7, 2.0],
+               "bf16": "bf16 rows not measurable on this CPU: no avx512_bf16 or AMX (bf16 "
+                       "matmul peak 0.78x the fp32 peak); they are judged where either is "
+                       "present",
+               "notes": ["CPU: Intel(R) Xeon(R) Processor, test (Intel), 2 cores; flags: x",
+                         "GEMM library: ours oneDNN; torch MKL"],
+               "gemm": {"ours": "oneDNN v3.7.3 (ISA: AVX2; fp32 matmul kernel gemm_api)",
+                        "peer": "MKL 2024.2, CPU capability AVX2"},
+               "group_seconds": [["pretraining", 48.0], ["int8", 306.0]]}
+    rows = [bench_util.row("matmul peak, 2048^3 tf.matmul (best of 5)", "fp32", 252.0, None,
+                           "GFLOP/s"),
+            bench_util.row("pretraining step", "mini b16 fp32", 75.7, 62.8, "sequences/s"),
+            bench_util.row("pretraining FLOP/s / fp32 matmul peak", "mini", 0.601, 0.498,
+                           "fraction"),
+            dict(bench_util.row("create_pretraining_data instances/s", "baseline", 13662,
+                                7992, "instances/s"), note="records identical: 7992"),
+            dict(bench_util.row("fine-tuning train", "sst-2, vs torch peer", 201.4, None,
+                                "examples/s"), note="peer not run: skipped on purpose"),
+            bench_util.row("fine-tuning train", "sst-2, vs ours --notrim_padding", 201.4,
+                           33.6, "examples/s", against="ours"),
+            dict(bench_util.row("serving bf16: SavedModel bf16 vs torch bf16 autocast",
+                                "minilm, batch 1, bf16 (batch-1 latency 10.7 ms vs 36.1 ms)",
+                                0.00123, 2.5e5, "examples/s"), note="goal >= 1.0x: missed")]
+    tables = write_readme.render({"machine": machine, "rows": rows})
+    readme = tmp_path / "README.md"
+    readme.write_text(write_readme.update("intro\n", tables, "AMD AVX2"), encoding="utf-8")
+    got = write_readme.import_block(readme.read_text(encoding="utf-8"), "AMD AVX2")
+    assert write_readme.render(got) == tables
+    assert got["machine"] == machine
+    for absent in ("bf16", "gemm", "isa", "group_seconds"):  # each header part is optional
+        header = dict(machine, **{absent: None})
+        block = write_readme.render({"machine": header, "rows": rows})
+        assert write_readme.parse_block(block, "AMD AVX2")["machine"] == header
+    fields = ("measure", "config", "ours", "peer", "unit", "ratio", "note", "against")
+    shown = [{k: write_readme._fmt(r.get(k)) if k in ("ours", "peer", "ratio") else r.get(k)
+              for k in fields} for r in rows]
+    assert [{k: write_readme._fmt(r[k]) if k in ("ours", "peer", "ratio") else r[k]
+             for k in fields} for r in got["rows"]] == shown
+    assert got["rows"][3]["ours"] == 13662 and isinstance(got["rows"][3]["ours"], int)
+    write_readme.main(["--import-block", "AMD AVX2", "--readme", str(readme)])
+    kept = json.loads((tmp_path / "results" / "amd-avx2.json").read_text(encoding="utf-8"))
+    assert kept["kind"] == "AMD AVX2" and kept["recovered_from"]["block"] == "AMD AVX2"
+    text = readme.read_text(encoding="utf-8")
+    assert tables in text and "by `--import-block`" in text
+    # A block whose rows do not render it back is refused, naming the line.
+    readme.write_text(text.replace("| 75.7 | 62.8 |", "| 75.7 | 62.8 | x |"), encoding="utf-8")
+    with pytest.raises(SystemExit, match="--import-block AMD AVX2: line .* 8 cells|render"):
+        write_readme.main(["--import-block", "AMD AVX2", "--readme", str(readme)])

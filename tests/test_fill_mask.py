@@ -5,6 +5,7 @@ pipeline("fill-mask")), the reference's get_masked_lm_output math, the stated be
 for several [MASK]s, pieces and long texts, and the one-line refusals."""
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -380,3 +381,24 @@ def test_a_checkpoint_without_the_head_is_refused_as_what_its_folder_is(tmp_path
              "(num_hidden_layers, ...)")):
         error = head_refusal.error(model_type, str(folder), missing, "NEEDS")
         assert str(error) == "checkpoint %s %s" % (folder, message)
+
+
+def test_the_litert_example_file_of_the_masked_lm_room(tiny, tmp_path):
+    # --calibration_file / --agreement_file of --model_type=masked_lm: the room's reader
+    # (issue 93: moved from litert_batches, which imported this head's module).
+    from bert_tf2.export import head_types  # pylint: disable=import-outside-toplevel
+    room = head_types.find("masked_lm")
+    tokenizer = tiny["predictor"].head.tokenizer
+    path = tmp_path / "fill.txt"
+    path.write_text("the [MASK] sat .\n\n[MASK] and [MASK] .\nthird [MASK]\n", encoding="utf-8")
+    batch = room.litert_examples(str(path), tokenizer, 16, 2, None, None, None, None)
+    assert batch.gold is None and batch.extra == [1, 2]  # the first 2 texts, their [MASK]s
+    assert batch.features["input_ids"].shape == (2, 16)
+    want, counts = masked_lm.litert_batch(["the [MASK] sat .", "[MASK] and [MASK] ."],
+                                          tokenizer, 16)
+    assert counts == [1, 2]
+    np.testing.assert_array_equal(batch.features["input_ids"], want["input_ids"])
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^%s: no texts$" % re.escape(str(empty))):
+        room.litert_examples(str(empty), tokenizer, 16, 2, None, None, None, None)

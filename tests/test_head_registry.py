@@ -1,5 +1,6 @@
 """The head registry (bert_tf2/export/head_types.py): one entry per model type, read by the
 doors instead of comparisons of type names."""
+import importlib
 import re
 
 import pytest
@@ -11,6 +12,7 @@ import registry_lists
 from bert_tf2 import heads
 from bert_tf2.export import head_types
 from bert_tf2.export import litert_data
+from bert_tf2.export.model_types import base
 from bert_tf2.trainer import model_folder
 from conftest import REPO_ROOT
 
@@ -34,24 +36,29 @@ def test_the_doors_look_the_type_up_instead_of_comparing_names():
 
 
 def test_every_type_a_model_folder_holds_has_an_entry():
-    for runner, model_type in model_folder.MODEL_TYPES.items():
+    # A head's runner keeps its folder's settings (model_folder.TASK_SETTINGS) and its folders
+    # export as a served type (run_pretraining's: the encoder); model_folder keeps no copy of
+    # the runner -> type table (issue 93: head_types.type_of_runner).
+    assert not hasattr(model_folder, "MODEL_TYPES")
+    for runner in registry_lists.head_runners():
         entry = head_types.of_runner(runner)
-        assert entry is not None and entry.name == model_type, runner
+        assert entry is not None and head_types.type_of_runner(runner) == entry.name, runner
         assert entry.serves and entry.build is not None
+        assert runner in model_folder.TASK_SETTINGS, runner
     assert head_types.of_runner("create_vocab") is None
+    assert head_types.type_of_runner("create_vocab") is None
+    assert head_types.type_of_runner("run_pretraining") == "encoder"
 
 
-def _ranked(field, registered):
-    return tuple(e.name for e in sorted((e for e in registered if getattr(e, field) is not None),
-                                        key=lambda e: getattr(e, field)))
+def _names(entries):
+    return tuple(e.name for e in entries)
 
 
 def door_list_problems(registered):
     """What breaks the rules of the door lists of registry entries `registered` (read, not
     pinned: a head added to the registry is in them with no edit here)."""
-    problems = [p for field in registry_lists.DETECTION_RANKS + ("litert_rank",)
-                for p in registry_lists.rank_problems(registered, field)]
-    served = tuple(e.name for e in registered if e.serves)
+    problems = registry_lists.order_problems(head_types.door_orders(registered))
+    served = _names(head_types.door_orders(registered)["served"])
     # The export's types in the registry's order, the encoder (its default) first; a type
     # served as another (run_pretraining's folders: the encoder) is not one itself.
     if not served or not registry_lists.matches_every_checkpoint(
@@ -65,12 +72,12 @@ def door_list_problems(registered):
 
 
 def test_each_door_lists_the_registry_types():
-    assert export_saved_model.MODEL_TYPES == head_types.SERVED == tuple(
-        e.name for e in head_types.ENTRIES if e.serves)
-    assert litert_data.MODEL_TYPES == head_types.LITERT == _ranked("litert_rank",
-                                                                    head_types.ENTRIES)
+    orders = head_types.door_orders(head_types.ENTRIES)
+    assert export_saved_model.MODEL_TYPES == head_types.SERVED == _names(orders["served"])
+    assert litert_data.MODEL_TYPES == head_types.LITERT == _names(orders["litert"])
     assert convert_tf1_checkpoint.MODEL_TYPES == ("auto",) + head_types.TF1
-    assert head_types.TF1 == _ranked("tf1_rank", head_types.ENTRIES)
+    assert head_types.TF1 == _names(orders["tf1"])
+    assert head_types.HELD == _names(orders["held"])
     assert set(export_saved_model._FLAGS_OF_TYPE) == set(head_types.SERVED)
     assert not door_list_problems(head_types.ENTRIES)
     # What each door carries of today's heads (a new head changes none of these).
@@ -81,29 +88,90 @@ def test_each_door_lists_the_registry_types():
     assert head_types.LITERT[0] == "classifier"  # LiteRT's flags and messages name it first
 
 
-def _changed(name, **changes):
-    """The registry's entries with entry `name`'s fields changed (in its place)."""
+# The orders the hand-numbered ranks (tf1_rank, litert_rank, hf_rank, held_rank) and
+# ENTRIES' hand-kept order gave before issue 93, captured from head_types then. The rules
+# (head_types.door_orders) and the rooms' statements (listed_after, before) give them again:
+# today's heads in today's order, a head added later placed among them.
+RANKED_ORDERS = {
+    "listed": ("encoder", "classifier", "squad", "tagger", "multiple_choice", "pretraining",
+               "masked_lm"),
+    "served": ("encoder", "classifier", "squad", "tagger", "multiple_choice", "masked_lm"),
+    "litert": ("classifier", "encoder", "tagger", "squad", "masked_lm"),
+    "tf1": ("pretraining", "classifier", "squad", "encoder"),
+    "hf": ("pretraining", "masked_lm", "classifier", "tagger", "squad", "multiple_choice",
+           "encoder"),
+    "held": ("tagger", "classifier", "squad", "multiple_choice", "pretraining", "encoder"),
+}
+
+
+def test_the_rules_give_the_orders_the_ranks_gave():
+    orders = dict(head_types.door_orders(head_types.ENTRIES), listed=head_types.ENTRIES)
+    for door, ranked in RANKED_ORDERS.items():
+        names = _names(orders[door])
+        assert set(ranked) <= set(names), door
+        assert tuple(name for name in names if name in ranked) == ranked, door
+    # The rooms' statements are needed where no rule gives today's order (the rules alone
+    # put the classifier after the encoder in LiteRT's list, SQuAD before the tagger in
+    # HF's and LiteRT's, the classifier before the tagger at the export doors).
+    bare = head_types.door_orders([_replaced(e, before=base.doors())
+                                   for e in head_types.ENTRIES])
+    assert _names(bare["litert"])[:2] == ("encoder", "classifier")
+    assert _names(bare["held"])[:2] == ("classifier", "squad")
+    assert not door_list_problems([_replaced(e, before=base.doors())
+                                   for e in head_types.ENTRIES])
+
+
+def _replaced(entry, **changes):
     import dataclasses  # pylint: disable=import-outside-toplevel
-    return [dataclasses.replace(e, **changes) if e.name == name else e
-            for e in head_types.ENTRIES]
+    return dataclasses.replace(entry, **changes)
 
 
-def test_the_door_list_rules_catch_a_misplaced_rank():
-    assert door_list_problems(_changed("encoder", tf1_rank=-1, held_rank=-1, hf_rank=-1)) == [
-        "%s: encoder matches every checkpoint but is not last" % field
-        for field in ("tf1_rank", "held_rank", "hf_rank")]
-    assert door_list_problems(_changed("masked_lm", hf_rank=-1)) == [
-        "hf_rank: masked_lm before pretraining, which it is part of"]
-    assert door_list_problems(_changed("tagger", held_rank=1.5, held_marks=(
-        "output_weights", "output_bias", "x"))) == [
-        "%s: classifier before tagger, whose marks hold all of its" % field
-        for field in ("held_rank", "hf_rank")]
-    assert door_list_problems(_changed("tagger", litert_rank=head_types.find(
-        "classifier").litert_rank))[0].startswith("litert_rank: equal ranks")
+def _changed(name, entries=None, **changes):
+    """The registry's entries (or `entries`) with entry `name`'s fields changed."""
+    return [_replaced(e, **changes) if e.name == name else e
+            for e in (head_types.ENTRIES if entries is None else entries)]
+
+
+def test_the_door_list_rules_catch_a_misplaced_statement():
+    assert door_list_problems(_changed("encoder", before=base.doors(
+        held=("tagger",), hf=("pretraining",)))) == [
+        "%s: encoder matches every checkpoint but is not last" % door for door in ("hf", "held")]
+    assert door_list_problems(_changed("masked_lm", before=base.doors(hf=("pretraining",)))) \
+        == ["hf: masked_lm before pretraining, which it is part of"]
+    # A head whose marks hold all of another's is tried before it by the rule; a statement
+    # putting the other first is caught.
+    wider = _changed("squad", held_marks=("output_weights", "output_bias",
+                                          "cls/squad/output_weights"))
+    orders = {door: [n for n in _names(ranked) if n in RANKED_ORDERS["listed"]]
+              for door, ranked in head_types.door_orders(wider).items()}  # today's heads
+    assert orders["tf1"] == ["pretraining", "squad", "classifier", "encoder"]
+    assert orders["held"][:3] == ["squad", "tagger", "classifier"]
+    assert not door_list_problems(wider)
+    assert door_list_problems(_changed("classifier", wider, before=base.doors(
+        held=("squad",)))) == ["held: classifier before squad, whose marks hold all of its"]
+    # The encoder listed after another: the export's default is not first.
+    moved = _changed("classifier", _changed("encoder", listed_after="masked_lm"),
+                     listed_after=None)
+    assert door_list_problems(moved)[-1].endswith(": the encoder is not first")
     assert door_list_problems(_changed("pretraining", serves=True)) == [
         "pretraining is served as encoder and served too"]
-    assert door_list_problems(list(head_types.ENTRIES[1:]) + [head_types.ENTRIES[0]])[0] == (
-        "SERVED %s: the encoder is not first" % (head_types.SERVED[1:] + ("encoder",),))
+
+
+def test_a_room_statement_that_names_nothing_is_refused():
+    with pytest.raises(ValueError, match=r"^model type squad is listed after 'clasifier', "
+                                         r"which is not registered$"):
+        head_types.listing_order(_changed("squad", listed_after="clasifier"))
+    circle = _changed("classifier", listed_after="squad")  # squad is listed after it
+    with pytest.raises(ValueError, match=r"^model type classifier, masked_lm, multiple_choice, "
+                                         r"pretraining, squad, tagger is not reached from the "
+                                         r"first of the list: listed_after goes round in a "
+                                         r"circle$"):
+        head_types.listing_order([e for e in circle if e.name in RANKED_ORDERS["listed"]])
+    with pytest.raises(ValueError, match=r"^model type classifier is registered twice$"):
+        head_types.listing_order(list(head_types.ENTRIES) + [head_types.find("classifier")])
+    with pytest.raises(ValueError, match=r"^before=: no door helt \(the doors: held, hf, "
+                                         r"litert\)$"):
+        base.doors(helt=("classifier",))
 
 
 @pytest.mark.parametrize("name", parity_helpers.HEADS)
@@ -158,8 +226,8 @@ def test_the_export_doors_tell_the_head_in_their_order():
 
 def test_the_hf_export_lists_and_finds_its_classes_in_the_registry():
     # Every type, the encoder last (it matches every checkpoint), the masked LM after the
-    # pretraining head it is part of (registry_lists.rank_problems' rules).
-    assert head_types.HF == _ranked("hf_rank", head_types.ENTRIES)
+    # pretraining head it is part of (registry_lists.order_problems' rules).
+    assert head_types.HF == _names(head_types.door_orders(head_types.ENTRIES)["hf"])
     assert set(head_types.HF) == {e.name for e in head_types.ENTRIES}
     assert head_types.HF[-1] == "encoder"
     assert head_types.HF.index("pretraining") < head_types.HF.index("masked_lm")
@@ -182,7 +250,7 @@ def test_tf1_detection_in_the_converters_order():
     assert detect(*classifier + squad) == "classifier"
     assert detect(*squad + ("bert/pooler/dense/kernel",)) == "squad"
     assert detect("bert/pooler/dense/kernel") == "encoder"
-    # The one rule (head_classes.ModelType.holds): every mark of a head, as held_by reads
+    # The one rule (ModelType.holds): every mark of a head, as held_by reads
     # them. Before, TF1's own markers took a masked-LM head alone for run_pretraining's and
     # output_weights alone for a classifier.
     assert detect("cls/predictions/output_bias", "cls/predictions/transform/dense/kernel") == \
@@ -219,7 +287,7 @@ def test_every_type_names_its_hf_class_and_head_weights():
 # Issue 70: where the tree still decides by a head's name instead of asking the head
 # (tests/head_name_counts.py; `python tests/head_name_counts.py` lists them by file). The
 # counts may only fall: lower a number here when a change removes some.
-NAME_COUNTS = {"names": 0, "signatures": 0, "sub_kinds": 0, "tables": 2,
+NAME_COUNTS = {"names": 0, "signatures": 0, "sub_kinds": 0, "tables": 1,
                "variable_detection": 0, "flag_branches": 0, "doc_stride_checks": 1,
                "tagger_windows": 2}
 
@@ -344,66 +412,102 @@ def test_an_hf_export_of_a_type_it_does_not_know_is_one_line(tmp_path):
 
 
 # Issue 93: the lists the tests go through are read from the registry and from the root on
-# disk. A head added as a new head is (an entry in head_classes.ENTRIES, head_types read
-# anew as at a process's start) is in each of them, with no test list edited.
+# disk. A head added as a new head is (a room module in bert_tf2/export/model_types/, found
+# by head_types as at a process's start) is in each of them, with no test list edited.
 
-def _dummy_head():
-    """A ranker: a pair head beside the classifier, tried just before the encoder."""
-    import dataclasses  # pylint: disable=import-outside-toplevel
-    encoder = head_types.find("encoder")
-    top_litert = max(e.litert_rank for e in head_types.ENTRIES if e.litert)
-    return dataclasses.replace(
-        head_types.find("classifier"), name="ranker", runner="run_ranker", heads=("ranker",),
-        tf1_rank=encoder.tf1_rank - 0.5, litert_rank=top_litert + 1, litert_refused=(),
-        hf_rank=encoder.hf_rank - 0.5, held_rank=encoder.held_rank - 0.5,
-        held_marks=("ranker/output_weights", "ranker/output_bias"), hf_class="BertForRanking",
-        hf_head_keys=(("ranker/output_weights", "classifier.weight"),
-                      ("ranker/output_bias", "classifier.bias")),
-        label_variable=None, keras_hub_class=None, keras_hub_weights=())
+# A ranker's room: a pair head beside the classifier, written as a new head's module is.
+_RANKER_ROOM = '''"""A cross-encoder ranker's room (a test's)."""
+from bert_tf2.export.model_types import base
 
 
-def test_a_head_added_to_the_registry_is_in_every_derived_list(monkeypatch):
+class Ranker(base.ModelType):
+    """A (query, passage) pair, a score."""
+
+
+ENTRY = Ranker(
+    "ranker", "run_ranker", ("ranker",), build=base.head_builder("BertClassifier", "num_labels"),
+    listed_after="multiple_choice", tf1=True, litert=True,
+    held_marks=("ranker/output_weights", "ranker/output_bias"), hf_class="BertForRanking",
+    hf_head_keys=(("ranker/output_weights", "classifier.weight"),
+                  ("ranker/output_bias", "classifier.bias")))
+'''
+
+
+@pytest.fixture
+def ranker_room(tmp_path, monkeypatch):
+    """The registry with the ranker's room added (its module in a folder of the rooms'
+    package path), and without it again after the test."""
     import importlib  # pylint: disable=import-outside-toplevel
-    import head_name_counts  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
     from bert_tf2.export import head_classes  # pylint: disable=import-outside-toplevel
-    before = {name: len(getattr(head_types, name)) for name in ("SERVED", "LITERT", "TF1", "HF")}
-    original = head_classes.ENTRIES
-    head_classes.ENTRIES = original + (_dummy_head(),)
+    from bert_tf2.export import model_types  # pylint: disable=import-outside-toplevel
+    (tmp_path / "ranker.py").write_text(_RANKER_ROOM, encoding="utf-8")
+    names = set(vars(head_classes))
+    monkeypatch.setattr(model_types, "__path__", list(model_types.__path__) + [str(tmp_path)])
     try:
         importlib.reload(head_types)
-        # The registry's door lists, and its lookups.
-        for name, size in before.items():
-            assert "ranker" in getattr(head_types, name) and \
-                len(getattr(head_types, name)) == size + 1, name
-        assert head_types.held_by({"ranker/output_weights", "ranker/output_bias"}).name == \
-            "ranker"
-        assert head_types.detect_tf1({"ranker/output_weights", "ranker/output_bias"}).name == \
-            "ranker"
-        # The rules instead of pinned tuples hold with it; the checks that read the lists pass.
-        assert not door_list_problems(head_types.ENTRIES)
-        test_get_names_the_flag_and_the_choices()
-        test_the_door_list_rules_catch_a_misplaced_rank()
-        # The runners of the registry's heads (tests/test_task_protocol.FACES).
-        assert "run_ranker" in registry_lists.head_runners()
-        # The name-count guard: its names, its head modules.
-        assert {"ranker", "run_ranker"} <= head_name_counts.type_names()
-        assert "run_ranker.py" in head_name_counts.head_modules()
-        text = 'if name == "ranker": pass\nTABLE = {"ranker": 1}\n'
-        found = head_name_counts.totals(head_name_counts.count([("x.py", text)]))
-        assert (found["names"], found["tables"]) == (1, 1)
-        inside = head_name_counts.totals(head_name_counts.count([("run_ranker.py", text)]))
-        assert (inside["names"], inside["tables"]) == (0, 0)
-        # The parity matrix: a Head class added to parity_helpers is one of its heads.
-        ranker = type("Ranker", (parity_helpers.Head,), {
-            "name": "ranker", "runner": "run_ranker", "model_type": "ranker",
-            "registry_head": "ranker"})
-        monkeypatch.setattr(parity_helpers, "Ranker", ranker, raising=False)
-        assert parity_helpers.head_classes()["ranker"] is ranker
-        test_the_parity_heads_are_registry_heads("ranker")
+        importlib.reload(head_classes)
+        yield head_types.find("ranker")
     finally:
-        head_classes.ENTRIES = original
+        monkeypatch.undo()
+        sys.modules.pop("bert_tf2.export.model_types.ranker", None)
         importlib.reload(head_types)
+        importlib.reload(head_classes)
+        for name in set(vars(head_classes)) - names:  # a reload keeps what it does not set
+            delattr(head_classes, name)
+
+
+def test_a_head_added_to_the_registry_is_in_every_derived_list(ranker_room, monkeypatch):
+    import head_name_counts  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import head_classes  # pylint: disable=import-outside-toplevel
+    assert ranker_room is not None and ranker_room.name == "ranker"
+    # The registry's door lists, in the places the rules give; its lookups; the old home.
+    assert head_types.SERVED == RANKED_ORDERS["served"] + ("ranker",)
+    assert head_types.TF1 == ("pretraining", "classifier", "squad", "ranker", "encoder")
+    assert head_types.HF[-2:] == head_types.HELD[-2:] == ("ranker", "encoder")
+    assert head_types.LITERT[-1] == "ranker"
+    assert head_types.held_by({"ranker/output_weights", "ranker/output_bias"}) is ranker_room
+    assert head_types.detect_tf1({"ranker/output_weights", "ranker/output_bias"}) is \
+        ranker_room
+    assert head_classes.Ranker is type(ranker_room) and ranker_room in head_classes.ENTRIES
+    # The type its runner's folders export as (model_folder.defaults reads it from here).
+    assert head_types.type_of_runner("run_ranker") == "ranker"
+    # The rules instead of pinned tuples hold with it; the checks that read the lists pass.
+    assert not door_list_problems(head_types.ENTRIES)
+    test_the_rules_give_the_orders_the_ranks_gave()
+    test_get_names_the_flag_and_the_choices()
+    test_the_door_list_rules_catch_a_misplaced_statement()
+    # export_saved_model --model_type's help names it (the flags defined anew).
+    from absl import flags  # pylint: disable=import-outside-toplevel
+    fv = flags.FlagValues()
+    export_saved_model.define_flags(fv)
+    assert "ranker (a run_ranker model)" in fv["model_type"].help
+    # The runners of the registry's heads (tests/test_task_protocol.FACES).
+    assert "run_ranker" in registry_lists.head_runners()
+    # The name-count guard: its names, its head modules (its runner, a module named after it).
+    assert {"ranker", "run_ranker"} <= head_name_counts.type_names()
+    modules = head_name_counts.head_modules(paths=["bert_tf2/tasks/ranker_task.py"])
+    assert {"run_ranker.py", "bert_tf2/tasks/ranker_task.py"} <= modules
+    text = 'if name == "ranker": pass\nTABLE = {"ranker": 1}\nif head.name == "ranker": pass\n'
+    found = head_name_counts.totals(head_name_counts.count([("x.py", text)]))
+    assert (found["names"], found["tables"]) == (2, 1)
+    inside = head_name_counts.totals(head_name_counts.count([("run_ranker.py", text)]))
+    assert (inside["names"], inside["tables"]) == (0, 0)
+    # The parity matrix: a Head class added to parity_helpers is one of its heads.
+    ranker = type("Ranker", (parity_helpers.Head,), {
+        "name": "ranker", "runner": "run_ranker", "model_type": "ranker",
+        "registry_head": "ranker"})
+    monkeypatch.setattr(parity_helpers, "Ranker", ranker, raising=False)
+    assert parity_helpers.head_classes()["ranker"] is ranker
+    test_the_parity_heads_are_registry_heads("ranker")
+
+
+def test_the_registry_is_today_s_after_a_room_was_added():
+    import head_name_counts  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import head_classes  # pylint: disable=import-outside-toplevel
     assert "ranker" not in head_types.SERVED and "ranker" not in head_name_counts.type_names()
+    assert not hasattr(head_classes, "Ranker")
+    assert _names(head_types.ENTRIES) == RANKED_ORDERS["listed"]
 
 
 def test_a_face_added_at_the_root_is_in_every_runner_list(tmp_path):
@@ -437,3 +541,21 @@ def test_a_warmup_files_error_names_the_file_once(tmp_path):
     text = str(raised.value)
     assert text.startswith("--warmup_file=%s" % lines), text
     assert text.count(str(lines)) == 1, text
+
+
+def test_each_room_holds_one_head_and_the_rooms_hold_them_all():
+    """No module holds more than one head's class (issue 93: head_classes.py held them
+    all); each registered head's class and entry live in one room of model_types/."""
+    from bert_tf2.export.model_types import base  # pylint: disable=import-outside-toplevel
+
+    def subclasses(cls):
+        return [c for sub in cls.__subclasses__() for c in [sub] + subclasses(sub)]
+    by_module = {}
+    for cls in subclasses(base.ModelType):
+        by_module.setdefault(cls.__module__, []).append(cls.__name__)
+    crowded = {module: names for module, names in by_module.items() if len(names) > 1}
+    assert not crowded, crowded
+    for entry in head_types.ENTRIES:
+        module = importlib.import_module(type(entry).__module__)
+        assert module.__name__.startswith("bert_tf2.export.model_types."), entry.name
+        assert module.ENTRY is entry, entry.name

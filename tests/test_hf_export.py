@@ -19,6 +19,7 @@ import convert_hf_checkpoint as conv
 import tokenization
 from bert_tf2 import flags_common
 from bert_tf2 import heads
+from bert_tf2.export import head_types
 from bert_tf2.trainer import checkpoints
 from conftest import REPO_ROOT, peer_python, write_text
 from conftest import features_of_rows, pack_as_reference, random_head_model
@@ -28,6 +29,9 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 _SMALL_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
                 "john", "lives", "in", "paris", ".", ",", "a", "dog", "ran", "##s", "who", "?"]
+# The heads whose folders the peer loads: the HF export's, less a part of another's
+# checkpoint (the masked LM: the pretraining folder's), in its order.
+_PEER_HEADS = tuple(name for name in head_types.HF if not head_types.find(name).part_of)
 _LABELS = {"classifier": ["neg", "neutral", "pos"], "tagger": ["B-PER", "I-PER", "O", "B-LOC"]}
 
 
@@ -58,11 +62,9 @@ def _folder(tmp_path, head, vocab, name=None, kind="classification", crf=False, 
     checkpoints.write_tf1_checkpoint(tensors, str(folder / "model.ckpt-3"))
     write_text(folder / "bert_config.json", json.dumps(config))
     write_text(folder / "vocab.txt", "\n".join(vocab) + "\n")
-    runner = {"pretraining": "run_pretraining", "classifier": "run_classifier",
-              "tagger": "run_ner", "squad": "run_squad", "multiple_choice": "run_multiple_choice"}
     settings = {"do_lower_case": True, "max_seq_length": 24}
-    if head in runner:
-        settings["runner"] = runner[head]
+    if head_types.find(head).runner:  # the runner whose folders hold it (the encoder: none)
+        settings["runner"] = head_types.find(head).runner
     if head == "classifier":
         settings.update(task_name="csv", threshold=0.4)
         write_text(folder / "classifier_task.json",
@@ -360,7 +362,7 @@ def _every_head_request(tmp_path, shared_dir):
     choices = [["A man is sitting on a roof.", ["He starts pulling up roofing.",
                                                 "He is ignoring the roof."]]]
     request, ours = [], {}
-    for head in ("pretraining", "classifier", "tagger", "squad", "multiple_choice", "encoder"):
+    for head in _PEER_HEADS:
         folder, model = _folder(tmp_path, head, vocab, extra={"max_seq_length": _LENGTH})
         if head == "encoder":
             write_text(folder / "sentence_embedding.json", json.dumps(

@@ -20,6 +20,7 @@ import tensorflow as tf
 import convert_keras_hub as conv
 import modeling
 import tokenization
+from bert_tf2.export import head_types
 from bert_tf2.trainer import checkpoints
 from conftest import FP32_ATOL, REPO_ROOT, REQUIRE_DOORS, door_peer_missing, write_text
 from conftest import features_of_rows, pack_as_reference, random_head_model
@@ -105,7 +106,8 @@ def exported(tmp_path_factory, real_vocab):
         door_peer_missing("keras-hub is not installed (the [keras-hub] extra)")
     root = tmp_path_factory.mktemp("keras_hub")
     out = {}
-    for head in ("encoder", "classifier", "pretraining"):
+    # The heads keras-hub has a class for (the registry's keras_hub_class), in its order.
+    for head in (e.name for e in head_types.ENTRIES if e.keras_hub_class):
         folder, model = _folder(root, head, real_vocab[1])
         preset = root / ("preset_" + head)
         outputs = conv.run(conv.Settings(init_checkpoint=str(folder),

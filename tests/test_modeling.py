@@ -451,3 +451,19 @@ def test_golden_tf1_tiny_outputs(shared_dir):
     np.testing.assert_allclose(mlm_per, exp["masked_lm_example_loss"], atol=1e-4)
     np.testing.assert_allclose(nsp, exp["next_sentence_loss"], atol=1e-5)
     np.testing.assert_allclose(nsp_per, exp["next_sentence_example_loss"], atol=1e-5)
+
+
+def test_every_task_model_says_whether_it_reads_padding():
+    # Each tf_keras.Model of bert_tf2/heads.py states READS_PADDING in its own body, so a
+    # new one is never silently left off (before: a hand-kept list of classes).
+    import inspect  # pylint: disable=import-outside-toplevel
+    models = [cls for _, cls in inspect.getmembers(heads, inspect.isclass)
+              if issubclass(cls, tf_keras.Model) and cls.__module__ == heads.__name__]
+    assert models
+    silent = [cls.__name__ for cls in models if "READS_PADDING" not in vars(cls)]
+    assert not silent, silent
+    skipping = {cls.__name__ for cls in models if not cls.READS_PADDING}
+    # Today's models as before (a new one says its own).
+    assert {"BertClassifier", "BertTagger", "BertMultipleChoice"} <= skipping
+    assert not {"BertSquad", "BertPretrainer", "BertMaskedLM"} & skipping
+    assert heads.reads_padding(modeling.BertModel(tiny_config()))  # the bare encoder

@@ -31,7 +31,7 @@ from bert_tf2.trainer import checkpoints
 from bert_tf2.trainer import model_folder
 
 # The heads an export writes (convert_hf_checkpoint --model_type's order, the registry's
-# hf_rank) and the transformers class of each (the registry's hf_class).
+# order, head_types.HF) and the transformers class of each (the registry's hf_class).
 HF_HEADS = {name: head_types.find(name).hf_class for name in head_types.HF}
 
 # Our hidden_act -> HuggingFace's name of the same function.

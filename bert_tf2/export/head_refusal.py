@@ -5,8 +5,8 @@ guessed cause. Lacking encoder variables (bert/...) mean another bert_config.
 
 Contracts with the other modules (bert_tf2/export/head_refusal.py): `error(model_type,
 checkpoint, lacking, needs)` -> the ValueError to raise; `needs` ends the message with what
-the type needs ("a masked_lm model is made by run_pretraining"). It imports only trainer/
-(masked_lm, which head_classes imports, may call it without an import circle).
+the type needs ("a masked_lm model is made by run_pretraining"). It imports trainer/ and,
+when called, the registry (head_types.type_of_runner: the type a runner's folder exports as).
 """
 from bert_tf2.trainer import model_folder
 
@@ -20,11 +20,13 @@ def error(model_type, checkpoint, lacking, needs):
                           "encoder is not the one bert_config_file describes "
                           "(num_hidden_layers, ...)" % (checkpoint, len(lacking), model_type,
                                                         shown))
+    from bert_tf2.export import head_types  # pylint: disable=import-outside-toplevel
     runner = model_folder.read(checkpoint)[0].get("runner")
-    if runner in model_folder.MODEL_TYPES:
+    exported_as = head_types.type_of_runner(runner) if runner else None
+    if exported_as:
         return ValueError("checkpoint %s is %s's model (its %s), not a %s model (it lacks %s): "
                           "%s; this one exports as --model_type=%s"
                           % (checkpoint, runner, model_folder.SETTINGS_FILE, model_type, shown,
-                             needs, model_folder.MODEL_TYPES[runner]))
+                             needs, exported_as))
     return ValueError("checkpoint %s has no head of a %s model (it lacks %s): %s"
                       % (checkpoint, model_type, shown, needs))

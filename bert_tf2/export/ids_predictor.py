@@ -188,11 +188,12 @@ class RunnerPool(object):
 
     seq_length = -1
     output_sizes = None
+    pool_argument = "interpreters"  # what the door's argument bounding the pool is called
 
     def __init__(self, runners):
         if not _is_int(runners, 1):
-            raise ValueError("interpreters must be an integer >= 1 (or None), got %r"
-                             % (runners,))
+            raise ValueError("%s must be an integer >= 1 (or None), got %r"
+                             % (self.pool_argument, runners))
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(runners)
         self.made = 0  # runners made so far (at most `runners`)

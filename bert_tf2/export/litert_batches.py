@@ -13,7 +13,6 @@ import os
 import numpy as np
 
 from bert_tf2.base import crf as crf_lib
-from bert_tf2.export import masked_lm
 from bert_tf2.tasks import file_data
 from bert_tf2.tasks import glue_data
 from bert_tf2.tasks import ner_data
@@ -183,15 +182,6 @@ def conll_file_batch(path, tokenizer, max_seq_length, limit, labels, doc_stride)
     if conll.has_tags:
         ner_data.check_tags(conll, labels)
     return _tagger_batch(conll, tokenizer, max_seq_length, labels, doc_stride)
-
-
-def masked_file_batch(path, tokenizer, max_seq_length, limit):
-    """The first `limit` texts with [MASK]s of a file (masked_lm.read_texts) as a Batch."""
-    texts = masked_lm.read_texts(path)[:limit]
-    if not texts:
-        raise ValueError("%s: no texts" % path)
-    features, counts = masked_lm.litert_batch(texts, tokenizer, max_seq_length)
-    return Batch(features, None, counts)
 
 
 def squad_file_batch(path, tokenizer, max_seq_length, limit, rules):

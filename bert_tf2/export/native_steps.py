@@ -45,7 +45,7 @@ STEPS_BY_FLAG = {
     "--onnx": {
         "onnx_convert": "tf2onnx's conversion",
         "onnx_quantize": "ONNX Runtime's int8 quantizer",
-        "onnx_evaluate": "the agreement report (ONNX Runtime)",
+        "onnx_evaluate": "ONNX Runtime running the model (the conversion's check, the report)",
     },
 }
 STEPS = {name: what for table in STEPS_BY_FLAG.values() for name, what in table.items()}

@@ -59,23 +59,56 @@ def _evaluated(variant, blob, sets, reference, info, num_threads, recipe):
 
 
 def _convert(ids_dir):
-    """The ONNX bytes of the serving_default signature saved in ids_dir."""
+    """The ONNX bytes of the serving_default signature saved in ids_dir.
+
+    tf2onnx is given the signature's graph with its variables frozen into constants here
+    (convert_variables_to_constants_v2): given the function itself, it left a --crf
+    tagger's captured tensor as a fourth graph input ONNX Runtime then asked for. The
+    frozen graph's tensor names ("input_ids:0", "Identity_1:0") are renamed to the
+    signature's (input_ids, ..., the head's output names), checked on one row."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tf2onnx  # pylint: disable=import-outside-toplevel
+    from tensorflow.python.framework import convert_to_constants  # pylint: disable=import-outside-toplevel
     from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
-    loaded = fileutil.load_saved_model(ids_dir)  # held while converting: its variables
+    loaded = fileutil.load_saved_model(ids_dir)
     signature = loaded.signatures["serving_default"]
-    specs = [signature.structured_input_signature[1][k] for k in litert_data.ID_KEYS]
-
-    def ids(input_ids, input_mask, segment_ids):
-        return loaded.signatures["serving_default"](
-            input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
-
-    function = tf.function(ids, input_signature=specs, autograph=False)
+    frozen = convert_to_constants.convert_variables_to_constants_v2(signature)
+    specs = signature.structured_input_signature[1]
+    names = {t.name: t.name.split(":")[0] for t in frozen.inputs}
+    if sorted(names.values()) != sorted(litert_data.ID_KEYS):
+        raise ValueError("--onnx: the ids graph's inputs are %s, not %s"
+                         % (sorted(names.values()), ", ".join(litert_data.ID_KEYS)))
+    # A dict's outputs are flattened in the order of its sorted keys.
+    outputs = sorted(signature.structured_outputs)
+    names.update(zip([t.name for t in frozen.outputs], outputs))
     with native_steps.step("onnx_convert", "fp32"):
-        proto, _ = tf2onnx.convert.from_function(function, input_signature=specs,
-                                                 opset=OPSET)
-    return proto.SerializeToString()
+        proto, _ = tf2onnx.convert.from_graph_def(
+            frozen.graph.as_graph_def(), input_names=[t.name for t in frozen.inputs],
+            output_names=[t.name for t in frozen.outputs], opset=OPSET)
+    _rename(proto.graph, names)
+    blob = proto.SerializeToString()
+    row = {k: np.ones([1, specs[k].shape[-1]], np.int32) for k in litert_data.ID_KEYS}
+    want = signature(**{k: tf.constant(v) for k, v in row.items()})
+    with native_steps.step("onnx_evaluate", "fp32"):
+        got = onnx_predictor.ModelRunner(blob)(row)
+    for name in outputs:
+        if not np.allclose(got[name], want[name].numpy(), atol=1e-4):
+            raise ValueError("--onnx: the converted model's %r is not the SavedModel's "
+                             "(tf2onnx)" % name)
+    return blob
+
+
+def _rename(graph, names):
+    """Renames the tensors of an ONNX graph ({old: new}): its inputs, outputs and every
+    node's."""
+    for value in list(graph.input) + list(graph.output):
+        value.name = names.get(value.name, value.name)
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            node.input[i] = names.get(name, name)
+        for i, name in enumerate(node.output):
+            node.output[i] = names.get(name, name)
 
 
 class _Calibration(object):

@@ -67,6 +67,8 @@ class ModelRunner(ids_predictor.RunnerPool):
         model's OPTIMAL_NUMBER_OF_INFER_REQUESTS, one under its default latency hint).
     """
 
+    pool_argument = "requests"
+
     def __init__(self, path, precision="f32", num_threads=None, requests=None):
         check_available("OpenVINO")
         import openvino  # pylint: disable=import-outside-toplevel

@@ -50,10 +50,6 @@ TASK_SETTINGS = {
     "run_squad": ("doc_stride", "max_query_length", "version_2_with_negative"),
     "run_pretraining": ("max_predictions_per_seq",),
 }
-# export_saved_model's --model_type of each runner's model.
-MODEL_TYPES = {"run_classifier": "classifier", "run_ner": "tagger",
-               "run_multiple_choice": "multiple_choice", "run_squad": "squad",
-               "run_pretraining": "encoder"}
 
 # The type of every value model_settings.json / sentence_embedding.json may hold (None:
 # the setting was not given); read() refuses another type, naming the file.
@@ -242,7 +238,7 @@ def read(init_checkpoint, output_dir=None):
     return found, sources
 
 
-def defaults(part, runner=None):
+def defaults(part, runner=None, type_of_runner=None):
     """{setting: value} the face's settings take where the user gave none
     (`settings.with_defaults(defaults(settings.part(*SETTINGS), runner))`).
 
@@ -251,6 +247,9 @@ def defaults(part, runner=None):
         the folder may fill.
       runner: the face's runner name; None for the export, whose --model_type picks it
         (and is the folder's when not given).
+      type_of_runner: the export's: runner -> the --model_type its folders export as, or
+        None (the head registry's, export/head_types.type_of_runner: this floor is below
+        it and keeps no copy).
 
     A training run takes only the model's own settings (config, vocab, casing); the
     task's settings and max_seq_length come from a folder the same runner wrote. A
@@ -263,10 +262,12 @@ def defaults(part, runner=None):
     found, sources = read(init_checkpoint, output_dir)
     saved_runner = found.pop("runner", None)
     if runner is None and "model_type" in part:  # the export: --model_type, else the folder's
-        if not part.model_type and saved_runner in MODEL_TYPES:
-            found["model_type"] = MODEL_TYPES[saved_runner]
+        saved_type = (type_of_runner(saved_runner)
+                      if saved_runner and type_of_runner else None)
+        if not part.model_type and saved_type:
+            found["model_type"] = saved_type
         model_type = part.model_type or found.get("model_type")
-        runner = saved_runner if MODEL_TYPES.get(saved_runner) == model_type else None
+        runner = saved_runner if saved_type and saved_type == model_type else None
     keep = {"bert_config_file", "vocab_file", "do_lower_case", "model_type"}
     if not getattr(part, "do_train", False):
         keep.add("max_seq_length")

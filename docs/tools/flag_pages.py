@@ -20,21 +20,57 @@ DOCS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_ROOT = os.path.dirname(DOCS_DIR)
 FLAGS_DIR = os.path.join(DOCS_DIR, "flags")
 
-# script -> (its page of the manual, its title there)
-SCRIPTS = {
-    "create_pretraining_data": ("pretraining.md", "Pretraining"),
-    "run_pretraining": ("pretraining.md", "Pretraining"),
-    "run_classifier": ("glue.md", "GLUE: run_classifier.py"),
-    "run_squad": ("squad.md", "SQuAD: run_squad.py"),
-    "run_ner": ("ner.md", "NER: run_ner.py"),
-    "run_multiple_choice": ("multiple-choice.md", "Multiple choice: run_multiple_choice.py"),
-    "extract_features": ("embeddings.md", "Sentence embeddings: extract_features.py"),
-    "export_saved_model": ("serving.md", "Serve it"),
-    "convert_tf1_checkpoint": ("checkpoints.md", "Checkpoints"),
-    "convert_hf_checkpoint": ("huggingface.md", "HuggingFace and vocabularies"),
-    "convert_keras_hub": ("keras-hub.md", "keras-hub presets"),
-    "create_vocab": ("huggingface.md", "HuggingFace and vocabularies"),
-}
+MKDOCS = os.path.join(REPO_ROOT, "mkdocs.yml")
+
+
+def _nav_pages(nav):
+    """[(title, page)] of a mkdocs nav, in its order (sections walked into)."""
+    for item in nav:
+        entries = item.items() if isinstance(item, dict) else [(None, item)]
+        for title, value in entries:
+            if isinstance(value, list):
+                yield from _nav_pages(value)
+            else:
+                yield title, value
+
+
+def manual_page(script, nav):
+    """(page, title) of a script's page of the manual, from the site's nav `nav` ([(title,
+    page)]): the page whose title names SCRIPT.py, else the one whose text runs it (`python
+    SCRIPT.py`) most, the first in the nav on a tie; ValueError when no page runs it."""
+    manual = [(title, page) for title, page in nav if title and not page.startswith("flags/")]
+    named = [(page, title) for title, page in manual if script + ".py" in title]
+    if named:
+        return named[0]
+    runs = re.compile(r"python %s\.py\b" % re.escape(script))
+    counts = []
+    for title, page in manual:
+        with open(os.path.join(DOCS_DIR, page), encoding="utf-8") as f:
+            counts.append(len(runs.findall(f.read())))
+    if not any(counts):
+        raise ValueError("%s.py: no page of %s's nav runs it (`python %s.py`) or names it in "
+                         "its title" % (script, MKDOCS, script))
+    title, page = manual[counts.index(max(counts))]
+    return page, title
+
+
+def scripts():
+    """{script: (its page of the manual, its title there)} of every root face
+    (bert_tf2.root_modules.faces: no list here), in the order of their flag pages in the
+    nav (a face not there yet after them, by name)."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, REPO_ROOT)
+    from bert_tf2 import root_modules  # pylint: disable=import-outside-toplevel
+    with open(MKDOCS, encoding="utf-8") as f:
+        nav = list(_nav_pages(yaml.safe_load(f)["nav"]))
+    listed = [page[len("flags/"):-len(".md")] for _, page in nav if page.startswith("flags/")]
+    faces = root_modules.faces(REPO_ROOT)
+    ordered = [f for f in listed if f in faces] + [f for f in faces if f not in listed]
+    return {script: manual_page(script, nav) for script in ordered}
+
+
+# script -> (its page of the manual, its title there), found (scripts()).
+SCRIPTS = scripts()
 _DEFINE = re.compile(r"flags\.DEFINE_\w+\(\s*[\"'](\w+)[\"']")
 
 
