@@ -297,7 +297,7 @@ def plan(mode, steps, repeats, flags=None):
         ("int8", dict(repeats=repeats) if full else dict(repeats=repeats,
                                                          dynamic_only=("minilm", "base"))),
         # Per size an export with the OpenVINO, ONNX and LiteRT doors and a bf16 export
-        # while the optimum peer exports and quantizes its own, then eleven sides a round.
+        # while the optimum peer exports and quantizes its own, then thirteen sides a round.
         ("runtime_doors", dict(repeats=repeats)),
         # Ten runs of each model in one process: two and a half minutes (--full).
         ("repeated_runs", dict(runs=10)),
