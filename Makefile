@@ -12,9 +12,15 @@ PEERS ?= 1
 PEER_VENV ?= .venv-reproduce
 PEER_STAMP := $(PEER_VENV)/.installed-stamp
 PEER_REQUIREMENTS := benchmarks/requirements-peer.txt
+# optimum-intel / optimum-onnx (bench_runtime_doors.py's peers) need transformers < 4.58, so
+# they get a pinned venv of their own, made by `make bench` too (PEERS=0 skips it);
+# BERT_TF2_OPTIMUM_PYTHON=/path/to/python uses another one.
+OPTIMUM_VENV ?= .venv-optimum
+OPTIMUM_STAMP := $(OPTIMUM_VENV)/.installed-stamp
+OPTIMUM_REQUIREMENTS := benchmarks/requirements-optimum.txt
 BENCH_ARGS ?=
 
-.PHONY: test test-quick file-seconds docs demo bench peer-venv venv clean
+.PHONY: test test-quick file-seconds docs demo bench peer-venv optimum-venv venv clean
 
 venv: $(STAMP)
 
@@ -44,6 +50,15 @@ else
 BENCH_PEERS := $(PEER_STAMP)
 BENCH_ENV := BERT_TF2_PEER_PYTHON=$(abspath $(PEER_VENV))/bin/python
 TEST_ENV := $(BENCH_ENV) BERT_TF2_REQUIRE_DOORS=1
+endif
+# The optimum peers of `make bench` (bench_runtime_doors.py), not needed by `make test`.
+ifeq ($(PEERS),0)
+OPTIMUM_PEERS :=
+else ifneq ($(BERT_TF2_OPTIMUM_PYTHON),)
+OPTIMUM_PEERS :=
+else
+OPTIMUM_PEERS := $(OPTIMUM_STAMP)
+BENCH_ENV += BERT_TF2_OPTIMUM_PYTHON=$(abspath $(OPTIMUM_VENV))/bin/python
 endif
 
 # The whole suite on the venv's Python and, beside it, a smoke run of a non-editable install
@@ -94,7 +109,15 @@ $(PEER_STAMP): $(PEER_REQUIREMENTS)
 
 peer-venv: $(PEER_STAMP)
 
-bench: $(STAMP) $(BENCH_PEERS)
+$(OPTIMUM_STAMP): $(OPTIMUM_REQUIREMENTS)
+	test -x $(OPTIMUM_VENV)/bin/python || $(PYTHON) -m venv $(OPTIMUM_VENV)
+	$(OPTIMUM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OPTIMUM_VENV)/bin/python -m pip install -q -r $(OPTIMUM_REQUIREMENTS)
+	touch $(OPTIMUM_STAMP)
+
+optimum-venv: $(OPTIMUM_STAMP)
+
+bench: $(STAMP) $(BENCH_PEERS) $(OPTIMUM_PEERS)
 	$(BENCH_ENV) $(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:

@@ -80,11 +80,19 @@ def _model_dir(size, workdir):
         convert_hf_checkpoint.convert(minilm_dir(), minilm)
     if SHAPES[size] is None:
         return minilm, minilm_dir()
+    shape = SHAPES[size]
+    out = random_model_dir(dict(bench_util.model_config("base"), vocab_size=30522, **shape),
+                           os.path.join(minilm, "vocab.txt"), os.path.join(workdir, size))
+    peer = "random:%d,%d,%d,%d" % (shape["hidden_size"], shape["num_hidden_layers"],
+                                   shape["num_attention_heads"], shape["intermediate_size"])
+    return out, peer
+
+
+def random_model_dir(config, vocab_file, out):
+    """A model folder of ours at `out` (bert_config.json of `config`, a TF1 checkpoint of
+    random weights, a copy of `vocab_file`): a shape timed for speed only. Returns out."""
     import modeling  # pylint: disable=import-outside-toplevel
     from bert_tf2.trainer import checkpoints  # pylint: disable=import-outside-toplevel
-    shape = SHAPES[size]
-    config = dict(bench_util.model_config("base"), vocab_size=30522, **shape)
-    out = os.path.join(workdir, size)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "bert_config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f)
@@ -94,13 +102,11 @@ def _model_dir(size, workdir):
     checkpoints.write_tf1_checkpoint(
         {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()},
         os.path.join(out, "bert_model.ckpt"))
-    with open(os.path.join(minilm, "vocab.txt"), encoding="utf-8") as f:
+    with open(vocab_file, encoding="utf-8") as f:
         vocab = f.read()
     with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write(vocab)
-    peer = "random:%d,%d,%d,%d" % (shape["hidden_size"], shape["num_hidden_layers"],
-                                   shape["num_attention_heads"], shape["intermediate_size"])
-    return out, peer
+    return out
 
 
 def _export(model_dir, workdir, name, serving_dtype="fp32", variants=VARIANTS):

@@ -3,7 +3,8 @@
 Usage:
   python benchmarks/run_all.py [--quick | --full] [--steps N] [--repeats R]
       [--only pretraining,inference,optimizer,memory,tokenization,create_pretraining_data,
-              finetuning,packing,embeddings,ranker,long_text,int8,repeated_runs,predictor]
+              finetuning,packing,embeddings,ranker,long_text,int8,runtime_doors,
+              repeated_runs,predictor]
       [--output PATH]
 
 Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio = ours/peer
@@ -50,6 +51,14 @@ Every row is {"measure", "config", "ours", "peer", "unit", "ratio"} with ratio =
                            bf16 autocast and OpenVINO bf16, the bf16 goals judged only where
                            the CPU has avx512_bf16 or AMX (the peers in the peer venv; needs
                            the [litert] extra);
+  runtime_doors            benchmarks/bench_runtime_doors.py: text in, sentence vectors out,
+                           all-MiniLM-L6-v2 and a random BERT-Base, batch 1 and 32: our
+                           OpenVINO door (fp32 / bf16 / int8, export_saved_model.py
+                           --openvino) vs optimum-intel's OVModelForFeatureExtraction with the
+                           HF tokenizer on our transformers export, our ONNX Runtime door
+                           (fp32 / int8) vs optimum's ORTModelForFeatureExtraction, each vs
+                           our SavedModel, OpenVINO int8 vs our LiteRT int8, issue 92's goals
+                           as notes (the peers in .venv-optimum, $BERT_TF2_OPTIMUM_PYTHON);
   repeated_runs            benchmarks/bench_memory.py: the process's RSS over ten
                            run_classifier.run() calls in one process (tiny model and
                            all-MiniLM-L6-v2; no peer, no ../shared; --full only);
@@ -295,6 +304,9 @@ def plan(mode, steps, repeats, flags=None):
         # in every run on Intel and AMD, so never our best int8).
         ("int8", dict(repeats=repeats) if full else dict(repeats=repeats,
                                                          dynamic_only=("minilm", "base"))),
+        # Per size an export with the OpenVINO, ONNX and LiteRT doors and a bf16 export
+        # while the optimum peer exports and quantizes its own, then thirteen sides a round.
+        ("runtime_doors", dict(repeats=repeats)),
         # Ten runs of each model in one process: two and a half minutes (--full).
         ("repeated_runs", dict(runs=10)),
         # The Python Predictor against the SavedModel's signature (two small trainings).
@@ -330,8 +342,8 @@ def main(argv=None):
     parser.add_argument("--only", default="",
                         help="comma-separated subset of: pretraining, inference, optimizer, "
                              "memory, tokenization, create_pretraining_data, finetuning, "
-                             "packing, embeddings, ranker, long_text, int8, repeated_runs, "
-                             "predictor")
+                             "packing, embeddings, ranker, long_text, int8, runtime_doors, "
+                             "repeated_runs, predictor")
     parser.add_argument("--output", default="bench_results.json")
     args = parser.parse_args(argv)
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel

@@ -164,7 +164,7 @@ def goal_line(rows):
     for r in rows:
         note = str(r.get("note") or "")
         if note.startswith(GOAL_NOTE):
-            verdict = note.split(": ", 1)[1].split(" (")[0].split(",")[0]
+            verdict = note.split(": ", 1)[1].split(" (")[0].split(",")[0].split(";")[0]
             verdicts[verdict] = verdicts.get(verdict, 0) + 1
     if not verdicts:
         return None
@@ -203,8 +203,10 @@ def update(readme_text, tables, kind=None):
 # ---------------------------------------------------------------------------
 
 SUMMARY_KIND = "by vendor"  # its markers: markers(SUMMARY_KIND); no CPU vendor is named so
-# Printed in a serving row's config at batch 1: measured, so it differs between runs.
-_MEASURED_IN_CONFIG = re.compile(r" \(batch-1 latency [^)]*\)")
+# Printed in a serving row's config at batch 1: measured, so it differs between runs; and
+# the CPU's instruction sets some rows end their config with ("; ISA: ...",
+# bench_runtime_doors.py), which differ between machine kinds by design.
+_MEASURED_IN_CONFIG = re.compile(r" \(batch-1 latency [^)]*\)|; ISA: .*$")
 
 
 def results_path(results_dir, kind):
