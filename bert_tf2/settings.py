@@ -74,7 +74,7 @@ TRAINING_ONLY = ("group_by_length", "num_accumulation_steps", "gradient_checkpoi
 # for one from Python is joined with commas (tests/test_settings_types.py keeps this set
 # equal to the string flags whose help text says "comma").
 COMMA_FIELDS = frozenset({"input_file", "output_file", "word_boundary_file", "layers",
-                          "litert", "litert_columns", "class_weights"})
+                          "litert", "openvino", "onnx", "litert_columns", "class_weights"})
 
 # Path fields (every *_file, *_dir, *_checkpoint and export_base: files and folders read
 # or written). From Python a leading "~" of theirs is the user's home (os.path.expanduser,

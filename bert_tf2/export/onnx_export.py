@@ -19,9 +19,9 @@ Variants:
 """
 import importlib.util
 import os
-import shutil
 import tempfile
 
+from bert_tf2 import fileutil
 from bert_tf2 import startup
 from bert_tf2.export import ids_export
 from bert_tf2.export import litert_data
@@ -181,7 +181,7 @@ def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_
             converted.append(ids_export.choose(tried))
         return converted
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        fileutil.remove(scratch)  # the child's own temporary folder
 
 
 def check_available(flag="--onnx"):

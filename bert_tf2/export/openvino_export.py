@@ -23,9 +23,9 @@ Variants (openvino_predictor.PRECISION: the CPU plugin's INFERENCE_PRECISION_HIN
 """
 import importlib.util
 import os
-import shutil
 import tempfile
 
+from bert_tf2 import fileutil
 from bert_tf2 import startup
 from bert_tf2.export import ids_export
 from bert_tf2.export import litert_data
@@ -111,7 +111,7 @@ def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_
             startup.check_not_stopped()
         return converted
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        fileutil.remove(scratch)  # the child's own temporary folder
 
 
 def _int8(model, scratch, calibration, sets, reference, info, num_threads):
