@@ -152,15 +152,29 @@ def _weights_as_inputs(graph_def):
 
 def _inputs_as_initializers(graph, weights):
     """Makes the inputs of an ONNX graph named in weights ({name: array}) its initializers
-    of those values (weights is emptied: each array is freed once copied)."""
+    of those values, those no node reads dropped (as tf2onnx drops an unused constant;
+    ONNX Runtime warns of each at every load); weights is emptied, each array freed once
+    copied."""
     from onnx import numpy_helper  # pylint: disable=import-outside-toplevel
-    made = [value.name for value in graph.input if value.name in weights]
+    read = _read_names(graph)
+    made = [value.name for value in graph.input if value.name in weights and value.name in read]
     kept = [value for value in graph.input if value.name not in weights]
     del graph.input[:]
     graph.input.extend(kept)
     for name in made:
         graph.initializer.append(numpy_helper.from_array(weights.pop(name), name))
     weights.clear()
+
+
+def _read_names(graph):
+    """The tensor names the nodes of an ONNX graph read, its subgraphs' (If, Loop) too."""
+    read = set()
+    for node in graph.node:
+        read.update(node.input)
+        for attribute in node.attribute:
+            for sub in list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else []):
+                read |= _read_names(sub)
+    return read
 
 
 def _rename(graph, names):
