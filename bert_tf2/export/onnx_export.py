@@ -70,8 +70,8 @@ def _convert(ids_dir):
     tensor as a fourth graph input ONNX Runtime then asked for. Its large weights are then
     made graph inputs (_weights_as_inputs) for tf2onnx, and the ONNX graph's initializers
     after it: tf2onnx's grappler passes and graph copies held a BERT-Base's 435 MB of
-    constants many times over (the child's RSS past 20 GB, killed by the OOM killer); so
-    its peak is about 3 GB. The frozen graph's tensor names ("input_ids:0",
+    constants many times over (the child's RSS past 20 GB, killed by the OOM killer); a
+    BERT-Base export's peak is now 3.8 GB. The frozen graph's tensor names ("input_ids:0",
     "Identity_1:0") are renamed to the signature's (input_ids, ..., the head's output
     names), checked on one row."""
     import numpy as np  # pylint: disable=import-outside-toplevel
