@@ -336,3 +336,65 @@ def test_the_docs_python_example_runs(all_variants, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and lines[0].startswith("OpenVINOPredictor a gripping , funny film -> ")
     assert lines[2].startswith("ONNXPredictor ")
+
+
+@pytest.mark.slow
+def test_onnx_conversion_gives_tf2onnx_the_weights_as_inputs(tmp_path, monkeypatch):
+    """--onnx of BERT-Base was killed by the OOM killer (issue 92: the conversion child
+    past 20 GB, tf2onnx's passes copying its frozen 435 MB of constants many times): the
+    GraphDef tf2onnx gets holds no floating-point constant of WEIGHT_MIN_SIZE values or
+    more, those weights come back as the ONNX model's initializers (the ids its only
+    inputs: a captured tensor, as a --crf tagger's, included), and its outputs are the
+    SavedModel's. On a small graph: a variable embedding table and kernel, a small bias, a
+    large and a small captured tensor."""
+    import onnx  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tf2onnx  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import ids_export  # pylint: disable=import-outside-toplevel
+    from bert_tf2.export import onnx_export  # pylint: disable=import-outside-toplevel
+    rng = np.random.RandomState(0)
+    table = tf.Variable(0.1 * rng.randn(1000, 16).astype(np.float32))
+    kernel = tf.Variable(0.1 * rng.randn(16, 512).astype(np.float32))
+    bias = tf.Variable(0.1 * rng.randn(512).astype(np.float32))
+    captured = tf.constant(0.1 * rng.randn(512, 16).astype(np.float32))
+    small = tf.constant(0.1 * rng.randn(16).astype(np.float32))
+    specs = [tf.TensorSpec([None, 8], tf.int32, name=k) for k in ("input_ids", "input_mask",
+                                                                 "segment_ids")]
+
+    def ids(input_ids, input_mask, segment_ids):
+        hidden = tf.gather(table, input_ids + segment_ids)
+        hidden *= tf.cast(input_mask, tf.float32)[:, :, None]
+        wide = tf.nn.relu(tf.matmul(hidden, kernel) + bias)
+        return {"scores": tf.matmul(wide, captured) + small, "wide": wide}
+
+    function = tf.function(ids, input_signature=specs, autograph=False).get_concrete_function()
+    ids_dir = str(tmp_path / "ids")
+    tf.saved_model.save(ids_export.variables_owner(function), ids_dir,
+                        signatures={"serving_default": function})
+    given = []
+    convert = tf2onnx.convert.from_graph_def
+
+    def spy(graph_def, **kwargs):
+        given.append([(n.name, n.attr["value"].tensor) for n in graph_def.node
+                      if n.op == "Const"])
+        return convert(graph_def, **kwargs)
+
+    monkeypatch.setattr(tf2onnx.convert, "from_graph_def", spy)
+    model = onnx.load_from_string(onnx_export._convert(ids_dir))  # pylint: disable=protected-access
+    large = [name for name, tensor in given[0]
+             if tf.dtypes.as_dtype(tensor.dtype).is_floating
+             and np.prod([d.size for d in tensor.tensor_shape.dim]) >= onnx_export.WEIGHT_MIN_SIZE]
+    assert not large
+    assert sorted(v.name for v in model.graph.input) == ["input_ids", "input_mask",
+                                                         "segment_ids"]
+    sizes = sorted(int(np.prod(t.dims)) for t in model.graph.initializer)
+    assert [s for s in sizes if s >= onnx_export.WEIGHT_MIN_SIZE] == [8192, 8192, 16000]
+    row = {"input_ids": rng.randint(0, 500, [3, 8]).astype(np.int32),
+           "input_mask": (rng.rand(3, 8) > 0.3).astype(np.int32),
+           "segment_ids": rng.randint(0, 2, [3, 8]).astype(np.int32)}
+    got = onnx_predictor.ModelRunner(model.SerializeToString())(row)
+    want = function(**{k: tf.constant(v) for k, v in row.items()})
+    for name in ("scores", "wide"):
+        delta = np.abs(got[name] - want[name].numpy()).max()
+        print("%s: max |delta| %.3g" % (name, delta))
+        assert delta <= FP32_ATOL

@@ -35,6 +35,10 @@ OPSET = 17
 INT8_RECIPES = ("dynamic int8 (MatMul / Gemm weights)",
                 "static QDQ int8 (MatMul / Gemm, calibrated, weights per channel)")
 _QUANTIZED_OPS = ["MatMul", "Gemm"]
+# The floating-point constants of at least this many values are given to tf2onnx as graph
+# inputs and put back as initializers (_weights_as_inputs): BERT's kernels and embedding
+# tables, not the scalars and small vectors its rewriters may need as constants.
+WEIGHT_MIN_SIZE = 4096
 
 
 def parse_variants(text):
@@ -62,30 +66,38 @@ def _convert(ids_dir):
     """The ONNX bytes of the serving_default signature saved in ids_dir.
 
     tf2onnx is given the signature's graph with its variables frozen into constants here
-    (convert_variables_to_constants_v2): given the function itself, it left a --crf
-    tagger's captured tensor as a fourth graph input ONNX Runtime then asked for. The
-    frozen graph's tensor names ("input_ids:0", "Identity_1:0") are renamed to the
-    signature's (input_ids, ..., the head's output names), checked on one row."""
+    (_frozen_graph_def): given the function itself, it left a --crf tagger's captured
+    tensor as a fourth graph input ONNX Runtime then asked for. Its large weights are then
+    made graph inputs (_weights_as_inputs) for tf2onnx, and the ONNX graph's initializers
+    after it: tf2onnx's grappler passes and graph copies held a BERT-Base's 435 MB of
+    constants many times over (the child's RSS past 20 GB, killed by the OOM killer); a
+    BERT-Base export's peak is now 3.8 GB. The frozen graph's tensor names ("input_ids:0",
+    "Identity_1:0") are renamed to the signature's (input_ids, ..., the head's output
+    names), checked on one row."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tf2onnx  # pylint: disable=import-outside-toplevel
-    from tensorflow.python.framework import convert_to_constants  # pylint: disable=import-outside-toplevel
     from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
     loaded = fileutil.load_saved_model(ids_dir)
     signature = loaded.signatures["serving_default"]
-    frozen = convert_to_constants.convert_variables_to_constants_v2(signature)
+    graph_def = _frozen_graph_def(signature)
     specs = signature.structured_input_signature[1]
-    names = {t.name: t.name.split(":")[0] for t in frozen.inputs}
+    inputs = [n.name + ":0" for n in graph_def.node if n.op == "Placeholder"]
+    names = {name: name.split(":")[0] for name in inputs}
     if sorted(names.values()) != sorted(litert_data.ID_KEYS):
         raise ValueError("--onnx: the ids graph's inputs are %s, not %s"
                          % (sorted(names.values()), ", ".join(litert_data.ID_KEYS)))
     # A dict's outputs are flattened in the order of its sorted keys.
     outputs = sorted(signature.structured_outputs)
-    names.update(zip([t.name for t in frozen.outputs], outputs))
+    output_names = [t.name for t in signature.outputs]
+    names.update(zip(output_names, outputs))
+    weights = _weights_as_inputs(graph_def)
     with native_steps.step("onnx_convert", "fp32"):
         proto, _ = tf2onnx.convert.from_graph_def(
-            frozen.graph.as_graph_def(), input_names=[t.name for t in frozen.inputs],
-            output_names=[t.name for t in frozen.outputs], opset=OPSET)
+            graph_def, input_names=inputs + sorted(weights), output_names=output_names,
+            opset=OPSET)
+    del graph_def
+    _inputs_as_initializers(proto.graph, weights)
     _rename(proto.graph, names)
     blob = proto.SerializeToString()
     row = {k: np.ones([1, specs[k].shape[-1]], np.int32) for k in litert_data.ID_KEYS}
@@ -97,6 +109,72 @@ def _convert(ids_dir):
             raise ValueError("--onnx: the converted model's %r is not the SavedModel's "
                              "(tf2onnx)" % name)
     return blob
+
+
+def _frozen_graph_def(function):
+    """The GraphDef of `function` (a ConcreteFunction) with its functions inlined and its
+    captured variables and tensors made constants.
+
+    convert_variables_to_constants_v2 makes the same graph then a ConcreteFunction of it,
+    whose import held the weights some five times more (BERT-Base: a peak of 5.2 GB
+    against 2.0 GB here); its two steps before that are called here, the public function
+    kept for a TensorFlow without them."""
+    from tensorflow.python.framework import convert_to_constants  # pylint: disable=import-outside-toplevel
+    data_class = getattr(convert_to_constants, "_FunctionConverterDataInEager", None)
+    replace = getattr(convert_to_constants, "_replace_variables_by_constants", None)
+    if data_class is None or replace is None:
+        return convert_to_constants.convert_variables_to_constants_v2(
+            function).graph.as_graph_def()
+    data = data_class(func=function, lower_control_flow=True, aggressive_inlining=False)
+    return replace(converter_data=data)[0]
+
+
+def _weights_as_inputs(graph_def):
+    """{tensor name: array} of the large floating-point constants of graph_def, each turned
+    into a placeholder of its dtype and shape here (graph_def is changed in place)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    weights = {}
+    for node in graph_def.node:
+        if node.op != "Const":
+            continue
+        tensor = node.attr["value"].tensor
+        dtype = tf.dtypes.as_dtype(tensor.dtype)
+        size = int(np.prod([d.size for d in tensor.tensor_shape.dim]))
+        if not dtype.is_floating or size < WEIGHT_MIN_SIZE:
+            continue
+        weights[node.name + ":0"] = tf.make_ndarray(tensor)
+        node.op = "Placeholder"
+        node.attr["shape"].shape.CopyFrom(tensor.tensor_shape)
+        del node.attr["value"]
+    return weights
+
+
+def _inputs_as_initializers(graph, weights):
+    """Makes the inputs of an ONNX graph named in weights ({name: array}) its initializers
+    of those values, those no node reads dropped (as tf2onnx drops an unused constant;
+    ONNX Runtime warns of each at every load); weights is emptied, each array freed once
+    copied."""
+    from onnx import numpy_helper  # pylint: disable=import-outside-toplevel
+    read = _read_names(graph)
+    made = [value.name for value in graph.input if value.name in weights and value.name in read]
+    kept = [value for value in graph.input if value.name not in weights]
+    del graph.input[:]
+    graph.input.extend(kept)
+    for name in made:
+        graph.initializer.append(numpy_helper.from_array(weights.pop(name), name))
+    weights.clear()
+
+
+def _read_names(graph):
+    """The tensor names the nodes of an ONNX graph read, its subgraphs' (If, Loop) too."""
+    read = set()
+    for node in graph.node:
+        read.update(node.input)
+        for attribute in node.attribute:
+            for sub in list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else []):
+                read |= _read_names(sub)
+    return read
 
 
 def _rename(graph, names):
