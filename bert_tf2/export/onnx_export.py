@@ -77,7 +77,6 @@ def _convert(ids_dir):
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tf2onnx  # pylint: disable=import-outside-toplevel
-    from bert_tf2 import fileutil  # pylint: disable=import-outside-toplevel
     loaded = fileutil.load_saved_model(ids_dir)
     signature = loaded.signatures["serving_default"]
     graph_def = _frozen_graph_def(signature)
