@@ -1,5 +1,6 @@
 """export_saved_model --litert: LiteRT fp32 / dynamic int8 / int8 models of tiny random
 models, their report, LiteRTPredictor, and the one-line errors."""
+import importlib.util
 import json
 import os
 import random
@@ -308,8 +309,8 @@ def test_unsupported_model_type_variants_and_missing_extra(tiny, tmp_path, monke
     with pytest.raises(ValueError, match="--calibration_file.*without --litert"):
         _export(_argv(tiny, "classifier", tmp_path / "o", [
             "--task_name=SST-2", "--calibration_file=%s" % tiny["tsv"]]))
-    real = litert_predictor.importlib.util.find_spec
-    monkeypatch.setattr(litert_predictor.importlib.util, "find_spec",
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name: None if name == "ai_edge_litert" else real(name))
     with pytest.raises(ValueError, match=r"needs the ai-edge-litert package: pip install"):
         _export(_argv(tiny, "classifier", tmp_path / "o", ["--task_name=SST-2",

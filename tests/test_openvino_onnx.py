@@ -200,8 +200,8 @@ def test_a_missing_extra_is_one_line_before_any_work(trained_classifier, tmp_pat
     with pytest.raises(ValueError) as e:
         _command_line(init_checkpoint=trained_classifier.folder, model_type="classifier",
                       export_dir=str(tmp_path / "export"), **{flag: "fp32"})
-    assert str(e.value) == ("--%s needs the %s package: pip install 'bert-tf2[%s]'"
-                            % (flag, package, extra))
+    assert str(e.value) == ("--%s needs the %s package: pip install 'bert-tf2[%s]' (or pip "
+                            "install %s)" % (flag, package, extra, package))
     assert not os.path.exists(str(tmp_path / "export"))
     # The predictor's own check: the runtime package alone.
     runner = {"openvino": openvino_predictor.ModelRunner,
@@ -398,3 +398,16 @@ def test_onnx_conversion_gives_tf2onnx_the_weights_as_inputs(tmp_path, monkeypat
         delta = np.abs(got[name] - want[name].numpy()).max()
         print("%s: max |delta| %.3g" % (name, delta))
         assert delta <= FP32_ATOL
+
+
+def test_missing_packages_are_named_in_one_line_with_their_extra(monkeypatch):
+    """ids_predictor.check_packages, every runtime door's and export's rule: nothing when all
+    are there; else one line naming each missing package (pip's spelling) and the extra."""
+    from bert_tf2.export import ids_predictor  # pylint: disable=import-outside-toplevel
+    ids_predictor.check_packages("--x", "x", ("json", "os"))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("ai_edge_litert", "nncf") else object())
+    with pytest.raises(ValueError) as e:
+        ids_predictor.check_packages("--litert", "litert", ("json", "ai_edge_litert", "nncf"))
+    assert str(e.value) == ("--litert needs the ai-edge-litert, nncf packages: pip install "
+                            "'bert-tf2[litert]' (or pip install ai-edge-litert nncf)")

@@ -15,6 +15,7 @@ and which flag. Nothing here imports a runtime.
 import collections
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import threading
@@ -36,6 +37,17 @@ BATCH_SIZE = 32
 # "start_penalty": [N] or null}. Written by every ids-in export (--litert, --openvino,
 # --onnx), under the name LiteRT's export gave it first.
 CRF_FILE = "litert_crf.json"
+
+
+def check_packages(flag, extra, packages):
+    """ValueError in one line when a package of `packages` (the [extra] extra a door or its
+    export needs) is missing, naming them and the pip command; the runtimes' one rule."""
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError("%s needs the %s package%s: pip install 'bert-tf2[%s]' (or pip install "
+                         "%s)" % (flag, ", ".join(n.replace("_", "-") for n in missing),
+                                  "s" if len(missing) > 1 else "", extra,
+                                  " ".join(n.replace("_", "-") for n in missing)))
 
 
 def _bad_field(path, field, what, value):

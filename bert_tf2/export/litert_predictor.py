@@ -12,7 +12,6 @@ imported only when a predictor or runner is made.
     predictor.predict(["a great film", "dull"])
     # -> [{"label": "1", "probabilities": {"0": 0.03, "1": 0.97}}, ...]
 """
-import importlib.util
 
 from bert_tf2.export import ids_predictor
 
@@ -46,9 +45,7 @@ def export_files():
 def check_available(flag="--litert"):
     """ValueError in one line when the ai-edge-litert package (the [litert] extra) is
     missing."""
-    if importlib.util.find_spec("ai_edge_litert") is None:
-        raise ValueError("%s needs the ai-edge-litert package: pip install "
-                         "'bert-tf2[litert]' (or pip install ai-edge-litert)" % flag)
+    ids_predictor.check_packages(flag, "litert", ("ai_edge_litert",))
 
 
 class ModelRunner(ids_predictor.RunnerPool):

@@ -17,13 +17,13 @@ Variants:
         on the --calibration_file examples, weights per channel); the one kept agrees
         best with the SavedModel, then runs faster (ids_export.choose).
 """
-import importlib.util
 import os
 import tempfile
 
 from bert_tf2 import fileutil
 from bert_tf2 import startup
 from bert_tf2.export import ids_export
+from bert_tf2.export import ids_predictor
 from bert_tf2.export import litert_data
 from bert_tf2.export import native_steps
 from bert_tf2.export import onnx_predictor
@@ -264,11 +264,7 @@ def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_
 def check_available(flag="--onnx"):
     """ValueError in one line when a package the export needs (the [onnx] extra:
     onnxruntime, onnx, tf2onnx) is missing."""
-    missing = [name for name in ("onnxruntime", "onnx", "tf2onnx")
-               if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ValueError("%s needs the %s package%s: pip install 'bert-tf2[onnx]'"
-                         % (flag, ", ".join(missing), "s" if len(missing) > 1 else ""))
+    ids_predictor.check_packages(flag, "onnx", ("onnxruntime", "onnx", "tf2onnx"))
 
 
 RUNTIME = ids_export.Runtime(

@@ -11,7 +11,6 @@ do_predict does (ids_predictor.IdsPredictor, the door LiteRTPredictor shares). N
     predictor.predict(["a great film", "dull"])
 """
 import contextlib
-import importlib.util
 
 from bert_tf2.export import ids_predictor
 
@@ -38,9 +37,7 @@ def export_files():
 
 def check_available(flag="--onnx"):
     """ValueError in one line when the onnxruntime package (the [onnx] extra) is missing."""
-    if importlib.util.find_spec("onnxruntime") is None:
-        raise ValueError("%s needs the onnxruntime package: pip install 'bert-tf2[onnx]' "
-                         "(or pip install onnxruntime)" % flag)
+    ids_predictor.check_packages(flag, "onnx", ("onnxruntime",))
 
 
 class ModelRunner(ids_predictor.RunnerPool):

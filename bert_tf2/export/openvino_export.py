@@ -21,13 +21,13 @@ Variants (openvino_predictor.PRECISION: the CPU plugin's INFERENCE_PRECISION_HIN
         the faster kernels), the one kept that agrees best with the SavedModel, then the
         faster (ids_export.choose).
 """
-import importlib.util
 import os
 import tempfile
 
 from bert_tf2 import fileutil
 from bert_tf2 import startup
 from bert_tf2.export import ids_export
+from bert_tf2.export import ids_predictor
 from bert_tf2.export import litert_data
 from bert_tf2.export import native_steps
 from bert_tf2.export import openvino_predictor
@@ -138,10 +138,7 @@ def _int8(model, scratch, calibration, sets, reference, info, num_threads):
 def check_available(flag="--openvino"):
     """ValueError in one line when a package the export needs (the [openvino] extra:
     openvino, nncf) is missing."""
-    missing = [name for name in ("openvino", "nncf") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ValueError("%s needs the %s package%s: pip install 'bert-tf2[openvino]'"
-                         % (flag, ", ".join(missing), "s" if len(missing) > 1 else ""))
+    ids_predictor.check_packages(flag, "openvino", ("openvino", "nncf"))
 
 
 RUNTIME = ids_export.Runtime(

@@ -17,7 +17,6 @@ the ops it left in float.
     predictor = OpenVINOPredictor("/tmp/sst2_export", variant="fp32")
     predictor.predict(["a great film", "dull"])
 """
-import importlib.util
 
 import numpy as np
 
@@ -49,9 +48,7 @@ def export_files():
 
 def check_available(flag="--openvino"):
     """ValueError in one line when the openvino package (the [openvino] extra) is missing."""
-    if importlib.util.find_spec("openvino") is None:
-        raise ValueError("%s needs the openvino package: pip install 'bert-tf2[openvino]' "
-                         "(or pip install openvino)" % flag)
+    ids_predictor.check_packages(flag, "openvino", ("openvino",))
 
 
 class ModelRunner(ids_predictor.RunnerPool):
