@@ -135,14 +135,14 @@ def run(repeats=5, quick=False, log=print):
                 peer.close()
 
 
-def _measure(sides, peer, sentences, repeats, workdir, log):
-    """Interleaved passes of every side ({name: texts -> vectors}, and the peer) after a
-    warm-up on the first WARMUP_SENTENCES; rows of the medians. The vectors compared are
-    those of each side's last pass."""
-    for encode in sides.values():
-        encode(sentences[:WARMUP_SENTENCES])
+def interleaved_rounds(sides, peer, peer_call, repeats, peer_output, log):
+    """`repeats` rounds, each running every side ({name: () -> outputs}) and the peer once in
+    bench_util.round_order; the peer (a sentence-transformers child, `peer_call(peer,
+    output=path or None) -> seconds`, its outputs saved to `peer_output` on the last round)
+    says its versions first. Returns ({name: [seconds]}, {name: last outputs, "peer": the
+    peer's}, [peer seconds]). Used by the embeddings' and the re-ranker's benchmarks."""
     times = {name: [] for name in sides}
-    vectors, peer_times = {}, []
+    outputs, peer_times = {}, []
     if peer is None:
         log("peer: no peer venv (.venv-reproduce or $BERT_TF2_PEER_PYTHON): peer rows skipped")
     else:
@@ -150,21 +150,34 @@ def _measure(sides, peer, sentences, repeats, workdir, log):
         log("peer: sentence-transformers %s, torch %s, transformers %s, %d threads"
             % (info["sentence_transformers"], info["torch"], info["transformers"],
                info["threads"]))
-        peer.encode(count=WARMUP_SENTENCES)
     names = list(sides) + (["peer"] if peer is not None else [])
-    peer_vectors = os.path.join(workdir, "peer.npy")
     for r in range(repeats):
         last = r == repeats - 1
         for name in bench_util.round_order(names, r):
             if name == "peer":
-                peer_times.append(peer.encode(output=peer_vectors if last else None))
+                peer_times.append(peer_call(peer, output=peer_output if last else None))
             else:
-                seconds, vectors[name] = _timed(lambda n=name: sides[n](sentences))
+                seconds, outputs[name] = _timed(sides[name])
                 times[name].append(seconds)
         log("round %d: %s" % (r + 1, ", ".join(
             "%s %.2f s" % (n, (peer_times if n == "peer" else times[n])[-1]) for n in names)))
     if peer is not None:
-        vectors["peer"] = np.load(peer_vectors)
+        outputs["peer"] = np.load(peer_output)
+    return times, outputs, peer_times
+
+
+def _measure(sides, peer, sentences, repeats, workdir, log):
+    """Interleaved passes of every side ({name: texts -> vectors}, and the peer) after a
+    warm-up on the first WARMUP_SENTENCES; rows of the medians. The vectors compared are
+    those of each side's last pass."""
+    for encode in sides.values():
+        encode(sentences[:WARMUP_SENTENCES])
+    if peer is not None:
+        peer.encode(count=WARMUP_SENTENCES)
+    times, vectors, peer_times = interleaved_rounds(
+        {name: (lambda e=encode: e(sentences)) for name, encode in sides.items()}, peer,
+        lambda child, output: child.encode(output=output), repeats,
+        os.path.join(workdir, "peer.npy"), log)
     peer_speed = len(sentences) / bench_util.median(peer_times) if peer_times else None
     rows = []
     for name in sides:

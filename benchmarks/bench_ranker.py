@@ -33,12 +33,11 @@ import os
 import re
 import sys
 import tempfile
-import time
 
 import bench_util
 from bench_util import np, tf
 # The same data, peer venv and model lookups as the sentence-embedding benchmark.
-from bench_embeddings import convert_minilm, minilm_dir, peer_python
+from bench_embeddings import convert_minilm, interleaved_rounds, minilm_dir, peer_python
 from bench_embeddings import shared_dir
 
 BATCH_SIZE = 32
@@ -193,31 +192,12 @@ def _measure(sides, peer, pairs, repeats, workdir, log, model):
     queries, passages = pairs
     for score in sides.values():
         score(queries[:WARMUP_PAIRS], passages[:WARMUP_PAIRS])
-    times = {name: [] for name in sides}
-    scores, peer_times = {}, []
-    if peer is None:
-        log("peer: no peer venv (.venv-reproduce or $BERT_TF2_PEER_PYTHON): peer rows skipped")
-    else:
-        info = peer.ask(op="info")
-        log("peer: sentence-transformers %s, torch %s, transformers %s, %d threads"
-            % (info["sentence_transformers"], info["torch"], info["transformers"],
-               info["threads"]))
-        peer.score(count=WARMUP_PAIRS)
-    names = list(sides) + (["peer"] if peer is not None else [])
-    peer_scores = os.path.join(workdir, "peer_scores.npy")
-    for r in range(repeats):
-        last = r == repeats - 1
-        for name in bench_util.round_order(names, r):
-            if name == "peer":
-                peer_times.append(peer.score(output=peer_scores if last else None))
-            else:
-                start = time.perf_counter()
-                scores[name] = sides[name](queries, passages)
-                times[name].append(time.perf_counter() - start)
-        log("round %d: %s" % (r + 1, ", ".join(
-            "%s %.2f s" % (n, (peer_times if n == "peer" else times[n])[-1]) for n in names)))
     if peer is not None:
-        scores["peer"] = np.load(peer_scores)
+        peer.score(count=WARMUP_PAIRS)
+    times, scores, peer_times = interleaved_rounds(
+        {name: (lambda f=score: f(queries, passages)) for name, score in sides.items()}, peer,
+        lambda child, output: child.score(output=output), repeats,
+        os.path.join(workdir, "peer_scores.npy"), log)
     diffs = {name: (float(np.max(np.abs(np.asarray(scores[name], np.float64)
                                         - scores["peer"]))) if "peer" in scores else None)
              for name in sides}
