@@ -437,49 +437,20 @@ def test_the_served_docs_prefork_pattern_answers_in_every_worker(classifier, tmp
 
 
 # ---------------------------------------------------------------------------
-# LiteRTPredictor (the shared classifier's export, LiteRT fp32)
-# ---------------------------------------------------------------------------
-
-@pytest.mark.slow
-def test_the_litert_door_is_built_ready_serves_threads_and_refuses_a_fork(trained_heads,
-                                                                          monkeypatch):
-    """Issue 91 items 3 and 10 for LiteRTPredictor: the first long texts from 8 threads at
-    once build nothing and get serial calls' answers; no signal handler is installed; in
-    a forked child its calls are one RuntimeError."""
-    pytest.importorskip("ai_edge_litert")
-    from bert_tf2.export.litert_predictor import LiteRTPredictor  # pylint: disable=import-outside-toplevel
-    before = _handlers()
-    predictor = LiteRTPredictor(trained_heads.exported("classifier").export_dir,
-                                variant="fp32")
-
-    def refused(full_tokenizer):
-        raise AssertionError("the batch path built on a call, not when the door was made")
-
-    monkeypatch.setattr(fast_batch, "build", refused)
-    texts = ["%s %d" % (_LONG, i) for i in range(8)]
-    turns = lambda i: predictor.predict(texts[i:] + texts[:i])
-    results = _at_once(turns, 8)
-    assert [results[i] for i in range(8)] == [turns(i) for i in range(8)]
-    assert _handlers() == before
-    report, code = in_forked_child([lambda: predictor.predict(["a good film"])])
-    assert code == 0
-    _assert_fork_refusals(report, 1)
-    assert report[0].startswith("RuntimeError: LiteRTPredictor: ")
-
-
-# ---------------------------------------------------------------------------
-# OpenVINOPredictor, ONNXPredictor (the shared classifier's export, fp32)
+# LiteRTPredictor, OpenVINOPredictor, ONNXPredictor (the shared classifier's export, fp32)
 # ---------------------------------------------------------------------------
 
 @pytest.mark.slow
 @pytest.mark.parametrize("module, name, extra", [
+    ("bert_tf2.export.litert_predictor", "LiteRTPredictor", "ai_edge_litert"),
     ("bert_tf2.export.openvino_predictor", "OpenVINOPredictor", "openvino"),
     ("bert_tf2.export.onnx_predictor", "ONNXPredictor", "onnxruntime")])
-def test_the_openvino_and_onnx_doors_are_built_ready_serve_threads_and_refuse_a_fork(
+def test_the_runtime_doors_are_built_ready_serve_threads_and_refuse_a_fork(
         trained_heads, monkeypatch, module, name, extra):
-    """Issue 92: the OpenVINO and ONNX Runtime doors share LiteRTPredictor's lifecycle (one
-    base, ids_predictor.IdsPredictor): 8 threads' first long texts build nothing and get
-    serial calls' answers, no signal handler, refused after close and in a forked child."""
+    """Issues 91 (items 3, 10) and 92: the LiteRT, OpenVINO and ONNX Runtime doors (one base,
+    ids_predictor.IdsPredictor): 8 threads' first long texts at once build nothing and get
+    serial calls' answers, no signal handler is installed, a forked child's calls are one
+    RuntimeError each."""
     pytest.importorskip(extra)
     door = getattr(importlib.import_module(module), name)
     before = _handlers()
