@@ -15,6 +15,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import export_saved_model as esm
 import tokenization
 from bert_tf2.export import graph_ops
+from bert_tf2.export import ids_export
 from bert_tf2.export import litert
 from bert_tf2.export import litert_predictor
 from bert_tf2.export import tokenization_graph
@@ -71,18 +72,18 @@ def test_litert_converts_the_same_model_without_the_serving_module(
     if not REQUIRE_DOORS:
         pytest.importorskip("ai_edge_litert", reason="the [litert] extra is missing")
     seen = {}
-    real_export = litert.export
+    real_export = ids_export.export_runtimes
 
-    def export_also_with_the_module(export_dir, module, *args, **kwargs):
-        written = real_export(export_dir, module, *args, **kwargs)
+    def export_also_with_the_module(asked, export_dir, module, *args, **kwargs):
+        written = real_export(asked, export_dir, module, *args, **kwargs)
         info = litert_predictor.read_info(export_dir)
         function = litert.ids_function(module, info["model_type"], info["max_seq_length"])
         seen["with the module"] = litert.convert(function, module, "fp32")
-        with open(written["fp32"], "rb") as f:
+        with open(written[0]["fp32"], "rb") as f:
             seen["written"] = f.read()
         return written
 
-    monkeypatch.setattr(litert, "export", export_also_with_the_module)
+    monkeypatch.setattr(ids_export, "export_runtimes", export_also_with_the_module)
     esm.run(esm.Settings(init_checkpoint=trained_classifier.folder, model_type="classifier",
                          export_dir=str(tmp_path / "export"), litert="fp32"))
     assert len(seen["written"]) > 100000

@@ -898,7 +898,7 @@ def test_every_native_call_of_the_litert_export_runs_in_a_named_step(tiny, tmp_p
     real_run = native_steps.run_isolated
 
     def run_isolated(work, args, scratch_parent, flag):
-        isolated.append((work.__name__, args[1], flag))
+        isolated.append((work.__name__, [(w.__name__, v) for w, v in args[1]], flag))
         return real_run(work, args, scratch_parent, flag)
 
     monkeypatch.setattr(native_steps, "run_isolated", run_isolated)
@@ -907,7 +907,8 @@ def test_every_native_call_of_the_litert_export_runs_in_a_named_step(tiny, tmp_p
         "--task_name=SST-2", "--litert=fp32,dynamic_int8,int8",
         "--calibration_file=%s" % tiny["tsv"], "--calibration_examples=4",
         "--max_metric_drop=-1"]))
-    assert isolated == [("convert_variants", ("fp32", "dynamic_int8", "int8"), "--litert")]
+    assert isolated == [("convert_each", [("convert_variants", ("fp32", "dynamic_int8", "int8"))],
+                         "--litert")]
     outside = [name for name, where in calls if where is None]
     assert not outside, outside
     steps = {where for _, where in calls}
@@ -934,10 +935,12 @@ def test_a_crash_in_a_native_step_is_one_line_and_leaves_nothing(tiny, tmp_path,
     monkeypatch.setattr(litert, "convert_variants", native_crash.convert_variants_debugger_crashes)
     base = tmp_path / "out"
     base.mkdir()
+    # With --onnx too, one child converts for both: the line names the crashing step's flag.
+    onnx = ["--onnx=fp32"] if REQUIRE_DOORS or importlib.util.find_spec("tf2onnx") else []
     with pytest.raises(native_steps.NativeStepCrash) as raised:
         _export(_argv(tiny, "classifier", base / "export", [
             "--task_name=SST-2", "--litert=fp32,int8", "--calibration_file=%s" % tiny["tsv"],
-            "--calibration_examples=3", "--max_metric_drop=-1"]))
+            "--calibration_examples=3", "--max_metric_drop=-1"] + onnx))
     assert str(raised.value) == (
         "--litert: the conversion process was killed by SIGSEGV in the int8 layers' "
         "sensitivity (TFLite's quantization debugger) of the int8 model, a crash inside the "

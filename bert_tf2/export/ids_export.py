@@ -217,7 +217,20 @@ def export(runtime, export_dir, module, variants, calibration=None, agreement=No
       {variant: path of its main file} of the models written, "report", and "crf" (a
       --crf tagger's ids_predictor.CRF_FILE).
     """
-    runtime.check_available(runtime.flag)
+    return export_runtimes([(runtime, variants)], export_dir, module, calibration, agreement,
+                           max_metric_drop, num_threads, keep_over_bound, repository)[0]
+
+
+def export_runtimes(asked, export_dir, module, calibration=None, agreement=None,
+                    max_metric_drop=1.0, num_threads=None, keep_over_bound=False,
+                    repository=None):
+    """export() of several runtimes at once, asked = [(Runtime, variants)] in the order
+    they are written: the ids-in function saved once, the SavedModel's reference outputs
+    computed once, and every runtime's conversions in one child process (its start, the
+    import of TensorFlow and the load of the function, paid once: about 6 s of a tiny
+    model's 3-runtime export). Returns export()'s dict of each runtime, in order."""
+    for runtime, _ in asked:
+        runtime.check_available(runtime.flag)
     info = ids_predictor.read_info(export_dir)
     function = ids_function(module, info["model_type"], info["max_seq_length"])
     owner = variables_owner(function)
@@ -227,12 +240,29 @@ def export(runtime, export_dir, module, variants, calibration=None, agreement=No
                                             ("agreement", agreement)) if batch is not None}
     reference = {name: saved_model_outputs(function, batch, crf)
                  for name, batch in sets.items()}
-    converted = convert_isolated(export_dir, function, owner, runtime.convert_variants, (
-        variants, calibration, sets, reference, info, max_metric_drop, num_threads),
-        runtime.flag)
+    converted = convert_isolated(
+        export_dir, function, owner, convert_each,
+        ([(runtime.convert_variants, variants) for runtime, variants in asked], calibration,
+         sets, reference, info, max_metric_drop, num_threads),
+        " / ".join(runtime.flag for runtime, _ in asked))
+    return [_write_runtime(runtime, variants, results, export_dir, function, info,
+                           max_metric_drop, keep_over_bound, repository)
+            for (runtime, variants), results in zip(asked, converted)]
+
+
+def convert_each(ids_dir, works, *args):
+    """In the child: [convert_variants(ids_dir, variants, *args) for each (convert_variants,
+    variants) of `works`], one runtime after the other."""
+    return [work(ids_dir, variants, *args) for work, variants in works]
+
+
+def _write_runtime(runtime, variants, converted, export_dir, function, info, max_metric_drop,
+                   keep_over_bound, repository):
+    """One runtime's files, repository links and report written (write), from what its
+    convert_variants gave in the child."""
     files, report = {}, {"model_type": info["model_type"], "max_metric_drop": max_metric_drop,
                          "reference": "the SavedModel (TensorFlow, float32%s)"
-                                      % (", its Viterbi tags" if crf else ""),
+                                      % (", its Viterbi tags" if info["crf_parameters"] else ""),
                          "variants": {}, "warnings": []}
     main = {}
     for variant, (blobs, entry) in zip(variants, converted):
@@ -252,7 +282,8 @@ def export(runtime, export_dir, module, variants, calibration=None, agreement=No
     links = {}
     if repository and runtime.repository:
         links = model_repository(runtime, function, main, files, *repository)
-    return write(export_dir, files, main, runtime.report_file, report, crf, links)
+    return write(export_dir, files, main, runtime.report_file, report,
+                 info["crf_parameters"], links)
 
 
 def model_repository(runtime, function, main, files, name, version):

@@ -172,18 +172,22 @@ def export(settings, folder, module, examples, version=None):
     """Each ids-in runtime asked for: its models and report in `folder` (the export being
     written; `version`: a TF Serving version's number under --export_base, its model
     repositories written too); {output name ("<runtime>_<variant>", "<runtime>_report",
-    ...): path relative to folder}."""
+    ...): path relative to folder}. Every runtime converts in one child process
+    (ids_export.export_runtimes)."""
     calibration, agreement = examples
+    asked = given(settings)
+    # Each module's convert_variants as it has it now (the child gets it by its name).
+    runtimes = [runtime_module.RUNTIME._replace(
+        convert_variants=runtime_module.convert_variants) for _, runtime_module, _ in asked]
+    repository = None
+    if version is not None and any(runtime.repository for runtime in runtimes):
+        repository = (serving_layout.model_name(folder, settings), version)
+    written_all = ids_export.export_runtimes(
+        [(runtime, variants) for runtime, (_, _, variants) in zip(runtimes, asked)], folder,
+        module, calibration, agreement, settings.max_metric_drop,
+        keep_over_bound=settings.keep_int8_over_bound, repository=repository)
     outputs = {}
-    for name, runtime_module, variants in given(settings):
-        runtime = runtime_module.RUNTIME
-        kwargs = {}
-        if version is not None and runtime.repository:
-            kwargs["repository"] = (serving_layout.model_name(folder, settings), version)
-        written = runtime_module.export(
-            folder, module, variants, calibration=calibration, agreement=agreement,
-            max_metric_drop=settings.max_metric_drop,
-            keep_over_bound=settings.keep_int8_over_bound, **kwargs)
+    for (name, _, _), runtime, written in zip(asked, runtimes, written_all):
         with open(written["report"], encoding="utf-8") as f:
             report = json.load(f)
         for line in ids_export.summary_lines(runtime.name, report):

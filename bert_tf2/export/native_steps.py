@@ -96,7 +96,7 @@ def run_isolated(work, args, scratch_parent, flag):
     `work` must be a module-level function (pickled by name), `args` picklable;
     `scratch_parent`: a folder the exchange files go into (a temporary folder of ours
     there, removed before this returns); `flag`: the option named in a crash's message
-    (e.g. "--litert").
+    when the step under way does not name its own (e.g. "--litert", "--litert / --onnx").
     """
     if IN_PROCESS:
         return work(*args)
@@ -133,6 +133,8 @@ def _crash_line(flag, exitcode, progress_path):
             where, name, variant = f.read().rstrip("\n").split("\t")
         where = "%s %s of the %s model" % (where, STEPS[name], variant)
         advice = "export without %s" % variant
+        # One child converts for every runtime asked for: the line names the step's own.
+        flag = next(f for f, steps in STEPS_BY_FLAG.items() if name in steps)
     except (OSError, ValueError, KeyError):
         where, advice = "before its first native step", "see the lines above"
     if exitcode is not None and exitcode < 0:
