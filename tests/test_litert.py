@@ -39,6 +39,18 @@ _TEXTS = ["the cat sat on the mat .", "a dog ran fast", "good film", "bad films"
 _SEQ = 24
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _conversions_in_process():
+    """This file's exports convert in the test's process (native_steps.IN_PROCESS): they test
+    what is converted; the child process itself is tested where it is the point (the crash
+    test below turns it back on, the main-guard test runs a script; test_openvino_onnx.py's
+    variants convert in a child). Saves each export the child's start (TensorFlow's import)."""
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    before, native_steps.IN_PROCESS = native_steps.IN_PROCESS, True
+    yield
+    native_steps.IN_PROCESS = before
+
+
 def _checkpoint(root, name, model):
     model(heads.dummy_features(), training=False)
     tensors = {n: v.numpy() for n, v in checkpoints.tf1_variable_map(model).items()}
@@ -933,14 +945,13 @@ def test_a_crash_in_a_native_step_is_one_line_and_leaves_nothing(tiny, tmp_path,
     from bert_tf2.export import litert  # pylint: disable=import-outside-toplevel
     from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(litert, "convert_variants", native_crash.convert_variants_debugger_crashes)
+    monkeypatch.setattr(native_steps, "IN_PROCESS", False)  # the real child: it crashes
     base = tmp_path / "out"
     base.mkdir()
-    # With --onnx too, one child converts for both: the line names the crashing step's flag.
-    onnx = ["--onnx=fp32"] if REQUIRE_DOORS or importlib.util.find_spec("tf2onnx") else []
     with pytest.raises(native_steps.NativeStepCrash) as raised:
         _export(_argv(tiny, "classifier", base / "export", [
             "--task_name=SST-2", "--litert=fp32,int8", "--calibration_file=%s" % tiny["tsv"],
-            "--calibration_examples=3", "--max_metric_drop=-1"] + onnx))
+            "--calibration_examples=3", "--max_metric_drop=-1"]))
     assert str(raised.value) == (
         "--litert: the conversion process was killed by SIGSEGV in the int8 layers' "
         "sensitivity (TFLite's quantization debugger) of the int8 model, a crash inside the "
@@ -950,6 +961,20 @@ def test_a_crash_in_a_native_step_is_one_line_and_leaves_nothing(tiny, tmp_path,
         native_steps.run_isolated(native_crash.raises_value_error, ("a bad line",),
                                   str(base), "--litert")
     assert os.listdir(str(base)) == []
+
+
+def test_the_crash_line_names_the_flag_of_the_step_under_way(tmp_path):
+    """One child converts for every runtime an export asks for: a crash's line names the flag
+    whose step was under way, not the list the child was started for."""
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    progress = write_text(tmp_path / "progress", "in\tonnx_quantize\tint8\n")
+    assert native_steps.crash_line("--litert / --openvino / --onnx", -6, progress) == (
+        "--onnx: the conversion process was killed by SIGABRT in ONNX Runtime's int8 "
+        "quantizer of the int8 model, a crash inside the library; nothing was written: "
+        "export without int8")
+    assert native_steps.crash_line("--litert / --onnx", 1, str(tmp_path / "none")) == (
+        "--litert / --onnx: the conversion process exited with code 1 before its first "
+        "native step, no result; nothing was written: see the lines above")
 
 
 def test_a_script_without_a_main_guard_exports_litert(tiny, tmp_path):

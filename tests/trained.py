@@ -161,12 +161,27 @@ class TrainedHeads(object):
             head.close()
 
 
+@contextlib.contextmanager
+def _conversions_in_process():
+    """The shared heads' exports convert in this process (native_steps.IN_PROCESS): they test
+    the models, not the child process (tests/test_litert.py's crash and main-guard tests and
+    test_openvino_onnx.py's variants export through a real child); each child's start,
+    TensorFlow's import and the load of the function (about 6 s), is saved per head."""
+    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
+    before, native_steps.IN_PROCESS = native_steps.IN_PROCESS, True
+    try:
+        yield
+    finally:
+        native_steps.IN_PROCESS = before
+
+
 def _export_once(head):
     """The head's SavedModel (+ LiteRT fp32) made once per run (tests/trained.py's lock);
     sets head.export_error (the --litert refusal of a head without LiteRT)."""
     def build(folder):
         assert str(folder) == head.export_dir, (folder, head.export_dir)
-        head.export()
+        with _conversions_in_process():
+            head.export()
         return {"export_error": head.export_error, "export_errors": head.export_errors}
 
     _, made = built_once(head.root, "export", build)

@@ -109,7 +109,7 @@ def run_isolated(work, args, scratch_parent, flag):
             process.start()
         process.join()
         if not os.path.exists(result_path):
-            raise NativeStepCrash(_crash_line(flag, process.exitcode, progress_path))
+            raise NativeStepCrash(crash_line(flag, process.exitcode, progress_path))
         with open(result_path, "rb") as f:
             try:
                 ok, value = pickle.load(f)
@@ -126,8 +126,9 @@ def run_isolated(work, args, scratch_parent, flag):
     return value
 
 
-def _crash_line(flag, exitcode, progress_path):
-    """The one line of a child that ended without a result."""
+def crash_line(flag, exitcode, progress_path):
+    """The one line of a child that ended without a result (exitcode: the process's;
+    progress_path: the file its steps were noted in)."""
     try:
         with open(progress_path, encoding="utf-8") as f:
             where, name, variant = f.read().rstrip("\n").split("\t")
