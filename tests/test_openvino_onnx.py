@@ -114,21 +114,49 @@ def _classifier_file(head, path):
 def all_variants(trained_classifier, tmp_path_factory):
     """The trained classifier exported with every OpenVINO and ONNX variant, its int8 over
     an impossible bound (--max_metric_drop=-1: each variant warns, int8 is written under
-    its over-bound name)."""
+    its over-bound name); (export folder, result, calls). Converted in this process
+    (native_steps.IN_PROCESS) with every call into the runtimes' C++ code noted in `calls`
+    as (name, the native step under way): test_every_native_call_runs_in_a_named_step's.
+    The child process itself carries OpenVINO's and ONNX's models in
+    test_a_tf_serving_versions_files_go_beside_it_with_a_model_repository."""
+    import nncf  # pylint: disable=import-outside-toplevel
+    import openvino  # pylint: disable=import-outside-toplevel
+    import tf2onnx  # pylint: disable=import-outside-toplevel
+    from onnxruntime import quantization  # pylint: disable=import-outside-toplevel
     import export_saved_model  # pylint: disable=import-outside-toplevel
     root = tmp_path_factory.mktemp("ov_onnx")
     data = _classifier_file(trained_classifier, root / "dev.tsv")
-    result = export_saved_model.run(export_saved_model.Settings(
-        init_checkpoint=trained_classifier.folder, model_type="classifier",
-        export_dir=str(root / "export"), openvino="fp32,bf16,int8", onnx="fp32,int8",
-        calibration_file=data, agreement_file=data, calibration_examples=16,
-        max_metric_drop=-1.0))
-    return root / "export", result
+    calls = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(native_steps, "IN_PROCESS", True)
+        for owner, name in ((openvino, "convert_model"), (openvino, "save_model"),
+                            (nncf, "quantize"), (tf2onnx.convert, "from_graph_def"),
+                            (quantization, "quantize_dynamic"),
+                            (quantization, "quantize_static"),
+                            (openvino_predictor.ModelRunner, "__init__"),
+                            (openvino_predictor.ModelRunner, "__call__"),
+                            (onnx_predictor.ModelRunner, "__init__"),
+                            (onnx_predictor.ModelRunner, "__call__")):
+            patch.setattr(owner, name, _noted(calls, name, getattr(owner, name)))
+        result = export_saved_model.run(export_saved_model.Settings(
+            init_checkpoint=trained_classifier.folder, model_type="classifier",
+            export_dir=str(root / "export"), openvino="fp32,bf16,int8", onnx="fp32,int8",
+            calibration_file=data, agreement_file=data, calibration_examples=16,
+            max_metric_drop=-1.0))
+    return root / "export", result, calls
+
+
+def _noted(calls, name, real):
+    """`real`, noting (name, native_steps.current()) in `calls` at each call."""
+    def call(*args, **kwargs):
+        calls.append((name, native_steps.current()))
+        return real(*args, **kwargs)
+    return call
 
 
 @pytest.mark.slow
 def test_bf16_and_int8_variants_report_their_agreement(all_variants):
-    export_dir, result = all_variants
+    export_dir, result, _ = all_variants
     for door, variants, over in (("openvino", ("fp32", "bf16", "int8"),
                                   openvino_predictor.OVER_BOUND_FILE),
                                  ("onnx", ("fp32", "int8"), onnx_predictor.OVER_BOUND_FILE)):
@@ -278,39 +306,11 @@ def test_a_tf_serving_versions_files_go_beside_it_with_a_model_repository(
 
 
 @pytest.mark.slow
-def test_every_native_call_runs_in_a_named_step(trained_classifier, tmp_path, monkeypatch):
+def test_every_native_call_runs_in_a_named_step(all_variants):
     """Every call into OpenVINO's, NNCF's, tf2onnx's and ONNX Runtime's C++ code is made
-    inside a native_steps.step of its flag (the work runs in the spawned child; here in
-    this process, to see the calls)."""
-    import nncf  # pylint: disable=import-outside-toplevel
-    import openvino  # pylint: disable=import-outside-toplevel
-    import tf2onnx  # pylint: disable=import-outside-toplevel
-    from onnxruntime import quantization  # pylint: disable=import-outside-toplevel
-    import export_saved_model  # pylint: disable=import-outside-toplevel
-    monkeypatch.setattr(native_steps, "IN_PROCESS", True)
-    calls = []
-
-    def noted(owner, name):
-        real = getattr(owner, name)
-
-        def call(*args, **kwargs):
-            calls.append((name, native_steps.current()))
-            return real(*args, **kwargs)
-        monkeypatch.setattr(owner, name, call)
-
-    for owner, name in ((openvino, "convert_model"), (openvino, "save_model"),
-                        (nncf, "quantize"), (tf2onnx.convert, "from_graph_def"),
-                        (quantization, "quantize_dynamic"), (quantization, "quantize_static"),
-                        (openvino_predictor.ModelRunner, "__init__"),
-                        (openvino_predictor.ModelRunner, "__call__"),
-                        (onnx_predictor.ModelRunner, "__init__"),
-                        (onnx_predictor.ModelRunner, "__call__")):
-        noted(owner, name)
-    data = _classifier_file(trained_classifier, tmp_path / "dev.tsv")
-    export_saved_model.run(export_saved_model.Settings(
-        init_checkpoint=trained_classifier.folder, model_type="classifier",
-        export_dir=str(tmp_path / "export"), openvino="fp32,bf16,int8", onnx="fp32,int8",
-        calibration_file=data, calibration_examples=4))
+    inside a native_steps.step of its flag (the work runs in the spawned child; all_variants
+    ran it in this process, to see the calls)."""
+    export_dir, _, calls = all_variants
     outside = [name for name, where in calls if where is None]
     assert not outside, outside
     steps = {where for _, where in calls}
@@ -318,7 +318,9 @@ def test_every_native_call_runs_in_a_named_step(trained_classifier, tmp_path, mo
         assert set(native_steps.STEPS_BY_FLAG[flag]) <= {name for name, _ in steps}, flag
     assert {v for name, v in steps if name == "ov_evaluate"} == {"fp32", "bf16", "int8"}
     assert {v for name, v in steps if name == "onnx_evaluate"} == {"fp32", "int8"}
-    assert not [n for n in os.listdir(str(tmp_path / "export"))
+    assert {name for name, _ in calls} >= {"convert_model", "quantize", "from_graph_def",
+                                           "__call__"}
+    assert not [n for n in os.listdir(str(export_dir))
                 if "litert_ids" in n or n.startswith(".")]
 
 
