@@ -24,10 +24,8 @@ from bert_tf2 import startup  # first, before tensorflow: a quiet C++ start-up (
 import os
 
 from absl import flags
-from absl import logging
 import numpy as np
 
-from bert_tf2 import fileutil
 from bert_tf2 import flags_common
 from bert_tf2 import cli
 from bert_tf2 import settings as settings_lib
@@ -54,6 +52,7 @@ from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
+from bert_tf2.trainer import runner_body
 from bert_tf2.trainer import training
 from bert_tf2.trainer import training_record
 
@@ -226,14 +225,18 @@ def run(settings):
         training.fine_tune(trainer, runner, train_file, task.spec, task.loss_fn,
                            ["Num examples = %d" % len(train_examples)] + (
                                ["Num windows = %d" % num_train] if long_texts.windows else []),
-                           num_train,
-                           *_dev_evaluation(settings, task, plan.eval_examples, metric_names))
+                           num_train, *runner_body.dev_evaluation(
+                               task, plan.eval_examples, settings.eval_batch_size,
+                               settings.eval_every_n_steps, metric_names))
         result.outputs["train_records"] = train_file
-    if settings.do_eval:
-        result.metrics = _evaluate(settings, runner, task, plan.eval_examples)
-        result.outputs["eval_results"] = os.path.join(settings.output_dir, "eval_results.txt")
-    if settings.do_predict:
-        _predict(settings, runner, task, plan.predict_examples, result.outputs)
+    # The passes of trainer/runner_body; this runner's Result never named its records.
+    if settings.do_eval:  # eval.tf_record, eval_results.txt
+        result.metrics = runner_body.evaluate(task, runner, plan.eval_examples,
+                                              settings.output_dir, settings.eval_batch_size,
+                                              result.outputs, name_records=False)
+    if settings.do_predict:  # predict.tf_record, test_results.tsv, test_predictions.jsonl
+        runner_body.predict(task, runner, plan.predict_examples, settings.output_dir,
+                            settings.predict_batch_size, result.outputs, name_records=False)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
@@ -241,58 +244,8 @@ def run(settings):
 def _make_task(settings, plan):
     """The task of run and Predictor (classifier_task.task_of); `plan`: the run's
     classifier_run.ClassifierRun."""
-    return classifier_task.task_of(plan, settings.max_seq_length, settings.use_tpu)
-
-
-def _evaluate(settings, runner, task, examples):
-    """Writes eval.tf_record, runs the model over it and writes eval_results.txt."""
-    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
-    task.write_features(examples, eval_file)
-    training.log_stage("eval", ["Num examples = %d" % len(examples),
-                                "Batch size = %d" % settings.eval_batch_size])
-    result = _eval_metrics(settings, runner, task, eval_file, examples)
-    result["global_step"] = runner.global_step
-    fileutil.write_eval_results(os.path.join(settings.output_dir, "eval_results.txt"), result)
-    return result
-
-
-def _eval_metrics(settings, runner, task, eval_file, examples):
-    """The eval_results.txt metrics (but global_step) of the model on `eval_file`."""
-    return task.metrics(examples, task.evaluated_columns(runner, eval_file, len(examples),
-                                                         settings.eval_batch_size))
-
-
-def _dev_evaluation(settings, task, examples, metric_names):
-    """(evaluate, metric_names) for --eval_every_n_steps, or (None, None) without it.
-
-    evaluate(runner) computes eval_results.txt's metrics on eval.tf_record, written
-    here once.
-    """
-    if settings.eval_every_n_steps is None:
-        return None, None
-    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
-    task.write_features(examples, eval_file)
-    return (lambda runner: _eval_metrics(settings, runner, task, eval_file, examples),
-            metric_names)
-
-
-def _predict(settings, runner, task, examples, outputs):
-    """Writes predict.tf_record, test_results.tsv (one line per test example) and
-    test_predictions.jsonl (prediction_files); their paths go into `outputs`."""
-    training.log_stage("predict", ["Num examples = %d" % len(examples),
-                                   "Batch size = %d" % settings.predict_batch_size])
-    outputs["test_results"], outputs["test_predictions"] = prediction_files.write(
-        settings.output_dir, examples, _output_rows(settings, runner, task, examples),
-        task.prediction_record)
-    logging.info("Wrote %d predictions to %s and %s", len(examples), outputs["test_results"],
-                 outputs["test_predictions"])
-
-
-def _output_rows(settings, runner, task, examples):
-    """The model's output rows of `examples` (through output_dir/predict.tf_record)."""
-    predict_file = os.path.join(settings.output_dir, "predict.tf_record")
-    task.write_features(examples, predict_file)
-    return task.predicted_rows(runner, predict_file, len(examples), settings.predict_batch_size)
+    return classifier_task.task_of(plan, settings.max_seq_length, settings.use_tpu,
+                                   settings.output_dir)
 
 
 # ---------------------------------------------------------------------------
@@ -354,9 +307,10 @@ class Predictor(model_folder.FolderPredictor):
             return []
         examples = [InputExample("predict-%d" % i, a, (texts_b[i] if texts_b else None) or None,
                                  self._placeholder) for i, a in enumerate(texts)]
-        rows = list(_output_rows(self.settings, self.runner, self.task, examples))
-        if len(rows) != len(examples):
-            raise RuntimeError("predicted %d texts, expected %d" % (len(rows), len(examples)))
+        # The records written here: predictions() logs no banner (a call never did).
+        rows = self.task.output_rows(self.task.predictions(
+            self.runner, examples, "predict", self.settings.predict_batch_size,
+            self.task.write(examples, "predict")))
         return [prediction_files.result(self.task.prediction_record(e.guid, row))
                 for e, row in zip(examples, rows)]
 

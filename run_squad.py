@@ -39,6 +39,7 @@ from bert_tf2.tasks import squad_run
 from bert_tf2.tasks import squad_task
 from bert_tf2.trainer import model_folder
 from bert_tf2.trainer import periodic_eval
+from bert_tf2.trainer import runner_body
 # The task data and post-processing live in squad_data / squad_results; every name
 # the reference's run_squad.py has stays importable from here.
 from bert_tf2.input_pipeline import (  # noqa: F401  pylint: disable=unused-import
@@ -299,8 +300,7 @@ def run(settings):
     runner = None
     if settings.do_train:
         # Checks --best_metric against the metric names before any file is written.
-        dev = squad_run.dev_evaluation(settings, plan.task, plan.eval_examples,
-                                       plan.eval_articles)
+        dev = squad_run.dev_evaluation(settings, plan.task, plan.evaluation)
         model_folder.write(settings.output_dir, "run_squad", settings.bert_config_file,
                            settings.vocab_file, settings.part(*model_folder.SETTINGS).values())
         runner = _train(settings, plan.bert_config, plan.task, plan.train_examples, dev)
@@ -309,8 +309,11 @@ def run(settings):
     if settings.do_predict:
         if runner is None:
             runner = _make_runner(settings, plan.bert_config)
-        squad_run.predict_and_score(settings, runner, plan.eval_articles,
-                                    plan.eval_examples, plan.task, result)
+        # trainer/runner_body's pass: --predict_file is the dev data (eval.tf_record);
+        # predictions.json, nbest_predictions.json, null_odds.json, then EM/F1.
+        answers = runner_body.predict(plan.task, runner, plan.evaluation, settings.output_dir,
+                                      settings.predict_batch_size, result.outputs, "eval")
+        squad_run.score(settings, plan.task, plan.evaluation, answers, result)
     result.update(training.outcome(runner))  # global step, steps trained, history, best
     return result
 
@@ -374,11 +377,8 @@ class Predictor(model_folder.FolderPredictor):
         examples = examples_from_articles(articles, is_training=False,
                                           version_2_with_negative=settings.version_2_with_negative,
                                           source="questions")
-        summaries, results = self.task.predictions(self.runner, examples)
-        found = compute_predictions(examples, summaries, results, settings.n_best_size,
-                                    settings.max_answer_length, settings.do_lower_case,
-                                    settings.version_2_with_negative,
-                                    settings.null_score_diff_threshold, settings.verbose_logging)
+        found = self.task.predictions(self.runner, squad_task.SquadQuestions(examples, articles),
+                                      "eval", settings.predict_batch_size)
         return [squad_results.answer_of(found, e.qas_id) for e in examples]
 
 

@@ -1,12 +1,18 @@
 """trainer/runner_body.py: the evaluation and prediction passes the faces share, on a toy
 task (no model): what each pass asks of the task, the files it writes, the outputs named."""
 import inspect
+import json
 
+import numpy as np
 import pytest
 
+import run_squad
+from bert_tf2.tasks import classifier_task
 from bert_tf2.tasks import multiple_choice_task
 from bert_tf2.tasks import ner_task
 from bert_tf2.tasks import ranker_task
+from bert_tf2.tasks import squad_results
+from bert_tf2.tasks import squad_task
 from bert_tf2.trainer import runner_body
 
 
@@ -88,8 +94,26 @@ def test_predict_writes_the_tasks_result_files(tmp_path):
                        "predict_records": str(tmp_path / "predict.tf_record")}
 
 
+def test_predict_of_another_stage_returns_the_predictions(tmp_path):
+    # run_squad's: --predict_file is the dev data (eval records), its answers scored after.
+    task, outputs = _Task(), {}
+    assert runner_body.predict(task, _Runner(), [1, 5], tmp_path, 2, outputs, "eval") == [2, 10]
+    assert task.calls == [("predictions", "eval", 2, None)]
+    assert outputs == {"test_results": str(tmp_path / "test_results.tsv"),
+                       "eval_records": str(tmp_path / "eval.tf_record")}
+
+
+def test_the_records_may_go_unnamed(tmp_path):
+    # run_classifier's Result never named its records.
+    outputs = {}
+    runner_body.evaluate(_Task(), _Runner(), [1], tmp_path, 4, outputs, name_records=False)
+    runner_body.predict(_Task(), _Runner(), [1], tmp_path, 4, outputs, name_records=False)
+    assert sorted(outputs) == ["eval_results", "test_results"]
+
+
 @pytest.mark.parametrize("cls", [ranker_task.RankerTask, multiple_choice_task.MultipleChoiceTask,
-                                 ner_task.NerTask])
+                                 ner_task.NerTask, classifier_task.ClassifierTask,
+                                 classifier_task.MultiLabelTask, squad_task.SquadTask])
 def test_the_tasks_of_the_shared_body_have_its_hooks(cls):
     for name in ("predictions", "write", "metrics", "metric_names", "write_result_files"):
         assert callable(getattr(cls, name, None)), (cls, name)
@@ -105,3 +129,24 @@ def test_ranker_result_file_is_one_score_a_line(tmp_path):
         str(tmp_path), ["a", "b"], {"scores": [0.5, -1.25]})
     assert outputs == {"test_results": str(tmp_path / "test_results.tsv")}
     assert (tmp_path / "test_results.tsv").read_text() == "0.5\n-1.25\n"
+
+
+def test_classifier_output_rows_are_the_real_examples_in_float32():
+    rows = classifier_task.ClassifierTask.output_rows(
+        {"is_real_example": np.array([1, 0, 1]),
+         "outputs": np.array([[0.25, 0.75], [9.0, 9.0], [0.5, 0.5]], np.float64)})
+    assert rows.dtype == np.float32 and rows.tolist() == [[0.25, 0.75], [0.5, 0.5]]
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_squad_result_files_are_the_answer_files(tmp_path, version_2):
+    task = squad_task.SquadTask(run_squad.Settings(version_2_with_negative=version_2), None)
+    found = squad_results.SquadPredictions({"q1": "Ann"}, {"q1": [{"text": "Ann"}]},
+                                           {"q1": -1.5}, {"q1": "Ann"})
+    outputs = task.write_result_files(str(tmp_path), None, found)
+    names = sorted(["nbest_predictions", "predictions"] + (["null_odds"] if version_2 else []))
+    assert sorted(outputs) == names
+    assert sorted(p.name for p in tmp_path.iterdir()) == [n + ".json" for n in names]
+    assert json.loads((tmp_path / "predictions.json").read_text()) == {"q1": "Ann"}
+    if version_2:
+        assert json.loads((tmp_path / "null_odds.json").read_text()) == {"q1": -1.5}

@@ -7,14 +7,15 @@ picks one for a resolved run (classifier_run.ClassifierRun).
 
 The model is heads.BertClassifier; the loss the reference's softmax cross-entropy
 (compute_loss; regression: the squared error of the single output), weighed by
---class_weights when given. An evaluation pass (evaluated_columns) gives the columns
-metrics() reads: per_example_loss, outputs (probabilities, the regression score, or
-the per-label probabilities), label_ids, is_real_example and batch_ids, one real row
-per example (--long_text=windows: the windows pooled back into their example); a
-prediction pass (predicted_rows) gives each example's output row, in order.
+--class_weights when given. Its passes are trainer/runner_body.py's (evaluate,
+dev_evaluation, predict) through the hooks of task.py: predictions() writes
+output_dir/<stage>.tf_record and gives the columns metrics() reads (evaluated_columns):
+per_example_loss, outputs (probabilities, the regression score, or the per-label
+probabilities), label_ids, is_real_example and batch_ids, one real row per example
+(--long_text=windows: the windows pooled back into their example); write_result_files
+writes each example's output row (output_rows) to test_results.tsv and
+test_predictions.jsonl.
 """
-import collections
-
 import numpy as np
 import tensorflow as tf
 
@@ -25,6 +26,7 @@ from bert_tf2.tasks import long_text
 from bert_tf2.tasks import multilabel_data
 from bert_tf2.tasks import prediction_files
 from bert_tf2.trainer import class_weights
+from bert_tf2.trainer import runner_body
 from bert_tf2.trainer import training
 
 
@@ -52,14 +54,17 @@ def classifier_model(bert_config, num_labels, use_one_hot_embeddings=False):
                                 use_one_hot_embeddings=use_one_hot_embeddings)
 
 
-def task_of(plan, max_seq_length, use_one_hot_embeddings=False):
+def task_of(plan, max_seq_length, use_one_hot_embeddings=False, output_dir=None):
     """The task of a resolved run (classifier_run.ClassifierRun `plan`): a MultiLabelTask
-    for a multi-label processor, else a ClassifierTask."""
+    for a multi-label processor, else a ClassifierTask; `output_dir`: where its passes
+    write their records."""
     if plan.processor.is_multilabel:
         return MultiLabelTask(plan.processor, plan.tokenizer, max_seq_length, plan.long_texts,
-                              use_one_hot_embeddings=use_one_hot_embeddings)
+                              use_one_hot_embeddings=use_one_hot_embeddings,
+                              output_dir=output_dir)
     return ClassifierTask(plan.processor, plan.tokenizer, max_seq_length, plan.long_texts,
-                          plan.class_weights, plan.positive, use_one_hot_embeddings)
+                          plan.class_weights, plan.positive, use_one_hot_embeddings,
+                          output_dir)
 
 
 class ClassifierTask(object):
@@ -67,7 +72,7 @@ class ClassifierTask(object):
     the loss (a FineTuningTask)."""
 
     def __init__(self, processor, tokenizer, max_seq_length, long_texts, weights=None,
-                 positive=1, use_one_hot_embeddings=False):
+                 positive=1, use_one_hot_embeddings=False, output_dir=None):
         self.processor = processor
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
@@ -79,6 +84,7 @@ class ClassifierTask(object):
         self.class_weights = weights  # --class_weights (None: the reference's loss)
         self.positive = positive  # --positive_label's index (tasks of 2 labels)
         self.use_one_hot_embeddings = use_one_hot_embeddings  # --use_tpu
+        self.output_dir = output_dir  # where write() puts the records of a pass
 
     def model(self, bert_config):
         """A BertClassifier of this task's labels (one output for regression)."""
@@ -123,19 +129,12 @@ class ClassifierTask(object):
                                                len(self.label_list), self.regression)
         return dict(pooled, per_example_loss=per_example.numpy(), outputs=outputs.numpy())
 
-    def output_rows(self, batches):
-        """The outputs of the real examples of Runner.predict's batches, in order."""
-        if self.long_text.windows:
-            columns = collections.defaultdict(list)
-            for out in batches:
-                for key, value in out.items():
-                    columns[key].append(np.asarray(value))
-            if not columns:
-                return
-            yield from self.pooled_columns(
-                {key: np.concatenate(parts) for key, parts in columns.items()})["outputs"]
-            return
-        yield from training.real_rows(batches)
+    @staticmethod
+    def output_rows(predictions):
+        """The outputs (float32) of the real examples of predictions()' columns, in order:
+        one row per example (--long_text=windows: pooled)."""
+        real = np.asarray(predictions["is_real_example"]) > 0
+        return np.asarray(predictions["outputs"], np.float32)[real]
 
     def prediction_record(self, guid, row):
         """The test_predictions.jsonl object of one example's output row."""
@@ -182,20 +181,45 @@ class ClassifierTask(object):
         --long_text=windows: an example makes one record per window)."""
         return None if self.long_text.windows else -(-num_examples // batch_size)
 
+    def write(self, examples, stage):
+        """Writes output_dir/`stage`.tf_record of `examples`; returns its path."""
+        path = runner_body.records_path(self.output_dir, stage)
+        self.write_features(examples, path)
+        return path
+
+    def predictions(self, runner, examples, stage, batch_size, written=None):
+        """evaluated_columns of `examples` through output_dir/`stage`.tf_record, written
+        now under the stage's banner (or `written`: its path, written before: no banner,
+        as dev_evaluation's passes and Predictor calls)."""
+        path = written
+        if path is None:
+            path = self.write(examples, stage)
+            training.log_stage(stage, ["Num examples = %d" % len(examples),
+                                       "Batch size = %d" % batch_size])
+        return self.evaluated_columns(runner, path, len(examples), batch_size, stage)
+
+    def write_result_files(self, output_dir, examples, predictions):
+        """test_results.tsv and test_predictions.jsonl of predictions()' output rows
+        (prediction_files.result_files: {Result.outputs name: path})."""
+        return prediction_files.result_files(output_dir, examples,
+                                             self.output_rows(predictions),
+                                             self.prediction_record)
+
     def _pass(self, runner, path, num_examples, batch_size, stage):
         """Runner.predict's batches of predict_fn over the records of `path`, in order."""
         return runner.predict(self.ordered_dataset(path, batch_size, runner.trim_padding),
                               self.predict_fn, stage=stage,
                               total_steps=self.batches(num_examples, batch_size))
 
-    def evaluated_columns(self, runner, path, num_examples, batch_size):
+    def evaluated_columns(self, runner, path, num_examples, batch_size, stage="eval"):
         """The columns metrics() reads of the model run over the `num_examples` examples
-        whose records `path` holds: one real row per example, with its batch's index."""
+        whose records `path` holds (`stage`: Runner.predict's, for its progress): one real
+        row per example, with its batch's index."""
         keys = ("per_example_loss", "outputs", "label_ids", "is_real_example") + (
             ("logits", long_text.DOCUMENT_INDEX) if self.long_text.windows else ())
         columns = {key: [] for key in keys + ("batch_ids",)}
         for batch_index, out in enumerate(self._pass(runner, path, num_examples, batch_size,
-                                                     "eval")):
+                                                     stage)):
             for key in keys:
                 columns[key].append(np.asarray(out[key]))
             columns["batch_ids"].append(np.full(len(out["is_real_example"]), batch_index))
@@ -206,10 +230,6 @@ class ClassifierTask(object):
             raise RuntimeError("evaluated %d examples, expected %d" % (num_real, num_examples))
         return merged
 
-    def predicted_rows(self, runner, path, num_examples, batch_size):
-        """The output rows (output_rows) of the `num_examples` examples of `path`."""
-        return self.output_rows(self._pass(runner, path, num_examples, batch_size, "predict"))
-
 
 class MultiLabelTask(ClassifierTask):
     """ClassifierTask for --task_name=multilabel (and --task_type=multilabel): a yes / no
@@ -218,9 +238,9 @@ class MultiLabelTask(ClassifierTask):
     regression = False
 
     def __init__(self, processor, tokenizer, max_seq_length, long_texts,
-                 use_one_hot_embeddings=False):
+                 use_one_hot_embeddings=False, output_dir=None):
         super().__init__(processor, tokenizer, max_seq_length, long_texts,
-                         use_one_hot_embeddings=use_one_hot_embeddings)
+                         use_one_hot_embeddings=use_one_hot_embeddings, output_dir=output_dir)
         self.spec = multilabel_data.record_spec(max_seq_length, len(self.label_list))
 
     def write_features(self, examples, path):

@@ -9,7 +9,6 @@ the softmax over the choices; the metrics eval_accuracy and eval_loss.
 import dataclasses
 import os
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -127,11 +126,9 @@ class MultipleChoiceTask(object):
         """test_results.tsv (the choice probabilities of each test question) and
         test_predictions.jsonl (prediction_files) of predictions(); {"test_results",
         "test_predictions": their paths}."""
-        results, jsonl = prediction_files.write(
+        return prediction_files.result_files(
             output_dir, examples, np.asarray(predictions["probabilities"], np.float32),
             prediction_files.choice_record, "questions")
-        logging.info("Wrote %d predictions to %s and %s", len(examples), results, jsonl)
-        return {"test_results": results, "test_predictions": jsonl}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,15 +35,20 @@ M").
   csv/tsv/jsonl file's id/guid column, a multiple-choice file's id (SWAG's first column, a
   JSON line's "id"). An id or label that is not a string or a number (a --processor's own
   guid) is written as str(); JSON object keys are strings.
-- run_classifier: the task object's `output_rows(batches)` (one row per example, --long_text
-  windows pooled) and `prediction_record(guid, row)`; the Result's outputs["test_results"]
-  and outputs["test_predictions"]. run_multiple_choice: the same two outputs. run_ner writes
-  its own readable test_predictions.txt (ner_data.write_predictions), no jsonl.
+`result_files(output_dir, examples, rows, record, what="examples")` -> {"test_results",
+"test_predictions": their paths}: write() and its "Wrote N predictions" log line, what the
+tasks' write_result_files (trainer/runner_body.py's predict) return.
+- run_classifier: the task object's `output_rows(predictions)` (one row per example,
+  --long_text windows pooled) and `prediction_record(guid, row)`; the Result's
+  outputs["test_results"] and outputs["test_predictions"]. run_multiple_choice: the same two
+  outputs. run_ner writes its own readable test_predictions.txt (ner_data.write_predictions),
+  no jsonl.
 """
 import json
 import math
 import os
 
+from absl import logging
 import numpy as np
 
 from bert_tf2 import fileutil
@@ -164,3 +169,11 @@ def write(output_dir, examples, rows, record, what="examples"):
         if count != len(examples):
             raise RuntimeError("predicted %d %s, expected %d" % (count, what, len(examples)))
     return results_path, predictions_path
+
+
+def result_files(output_dir, examples, rows, record, what="examples"):
+    """write() (the same arguments), logged; returns {"test_results", "test_predictions":
+    their paths}: the Result.outputs of a task's write_result_files."""
+    results, predictions = write(output_dir, examples, rows, record, what)
+    logging.info("Wrote %d predictions to %s and %s", len(examples), results, predictions)
+    return {"test_results": results, "test_predictions": predictions}

@@ -378,16 +378,23 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
     Returns:
       SquadPredictions.
     """
-    logging.info("Writing predictions to: %s", output_prediction_file)
-    logging.info("Writing nbest to: %s", output_nbest_file)
     result = compute_predictions(
         all_examples, all_features, all_results, n_best_size, max_answer_length,
         do_lower_case, version_2_with_negative, null_score_diff_threshold, verbose_logging)
-    write_json(result.predictions, output_prediction_file)
-    write_json(result.nbest, output_nbest_file)
-    if version_2_with_negative:
-        write_json(result.null_odds, output_null_log_odds_file)
+    write_answer_files(result, output_prediction_file, output_nbest_file,
+                       output_null_log_odds_file if version_2_with_negative else None)
     return result
+
+
+def write_answer_files(squad_predictions, prediction_file, nbest_file, null_odds_file=None):
+    """Writes the SquadPredictions' predictions.json and nbest_predictions.json (and
+    null_odds.json when `null_odds_file`: SQuAD 2.0), each complete or absent."""
+    logging.info("Writing predictions to: %s", prediction_file)
+    logging.info("Writing nbest to: %s", nbest_file)
+    write_json(squad_predictions.predictions, prediction_file)
+    write_json(squad_predictions.nbest, nbest_file)
+    if null_odds_file is not None:
+        write_json(squad_predictions.null_odds, null_odds_file)
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,12 @@ squad_loss (the mean of the start and end cross-entropies), the features, the
 predictions and the official EM/F1. write_features / write_eval write the feature
 files; predict runs a model over eval.tf_record into CompactResults (full logits, or
 --trim_padding's n-best real positions: top_positions_fn).
+
+The task's passes are trainer/runner_body.py's (task.py's hooks) over SquadQuestions (the
+SquadExamples of --predict_file and its articles, whose gold answers the official EM/F1
+reads): predictions() gives the SquadPredictions of the n-best (compute_predictions),
+write_result_files writes predictions.json, nbest_predictions.json and (SQuAD 2.0)
+null_odds.json, metrics() scores them.
 """
 import dataclasses
 import os
@@ -23,9 +29,17 @@ from bert_tf2 import loaders
 from bert_tf2 import input_pipeline
 from bert_tf2.tasks import squad_data
 from bert_tf2.tasks import squad_results
+from bert_tf2.trainer import runner_body
 
 # Seconds between two progress lines while predicting.
 PROGRESS_EVERY_S = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadQuestions:
+    """The questions a pass answers: what SquadTask's passes read as their `examples`."""
+    examples: list  # SquadExamples (examples_from_articles, is_training=False)
+    articles: list  # the articles they come from (the gold answers EM/F1 reads)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +48,7 @@ class SquadRun:
     bert_config: object
     tokenizer: object
     train_examples: object = None  # SquadExamples of --train_file (None without do_train)
-    eval_examples: object = None  # of --predict_file (None without do_predict)
-    eval_articles: object = None  # --predict_file's articles (gold answers for EM/F1)
+    evaluation: SquadQuestions = None  # --predict_file's (None without do_predict)
     task: object = None  # the SquadTask of the run's settings and tokenizer
 
 
@@ -44,20 +57,20 @@ def resolve(settings, bert_config):
     runs, so bad input fails early), then makes the output folder (bad data leaves no
     empty folder). Returns a SquadRun."""
     tokenizer = loaders.load_tokenizer(settings.vocab_file, settings.do_lower_case)
-    train_examples = eval_examples = eval_articles = None
+    train_examples = evaluation = None
     if settings.do_train:
         train_examples = squad_data.examples_from_articles(
             squad_data.load_squad(settings.train_file, "train_file"), is_training=True,
             version_2_with_negative=settings.version_2_with_negative,
             source=squad_data.source_name(settings.train_file, "train_file"))
     if settings.do_predict:
-        eval_articles = squad_data.load_squad(settings.predict_file, "predict_file")
-        eval_examples = squad_data.examples_from_articles(
-            eval_articles, is_training=False,
+        articles = squad_data.load_squad(settings.predict_file, "predict_file")
+        evaluation = SquadQuestions(squad_data.examples_from_articles(
+            articles, is_training=False,
             version_2_with_negative=settings.version_2_with_negative,
-            source=predict_source(settings))
+            source=predict_source(settings)), articles)
     fileutil.prepare_output_dir(settings.output_dir, lock=settings.do_train)
-    return SquadRun(bert_config, tokenizer, train_examples, eval_examples, eval_articles,
+    return SquadRun(bert_config, tokenizer, train_examples, evaluation,
                     SquadTask(settings, tokenizer))
 
 
@@ -113,21 +126,47 @@ class SquadTask(object):
         """The start and end logits of a batch's windows (module predict_fn)."""
         return predict_fn(model, features)
 
-    def predictions(self, runner, examples, written=None):
-        """(window summaries, CompactResults) of `examples` through eval.tf_record
-        (module predict; `written`: write_eval's result)."""
-        return predict(self.settings, runner, examples, self.tokenizer, written)
+    def write(self, examples, stage):
+        """Writes output_dir/`stage`.tf_record, the windows of the SquadQuestions
+        `examples` (write_eval); returns the `written` handle predictions() takes."""
+        return write_eval(self.settings, examples.examples, self.tokenizer,
+                          self.settings.predict_batch_size, stage)
+
+    def predictions(self, runner, examples, stage, batch_size, written=None):
+        """The SquadPredictions (squad_results.compute_predictions: answers, n-best, null
+        odds) of the SquadQuestions `examples`, through output_dir/`stage`.tf_record
+        (module predict; `written`: write()'s result)."""
+        settings = self.settings
+        summaries, results = predict(settings, runner, examples.examples, self.tokenizer,
+                                     batch_size, stage, written)
+        return squad_results.compute_predictions(
+            examples.examples, summaries, results, settings.n_best_size,
+            settings.max_answer_length, settings.do_lower_case,
+            settings.version_2_with_negative, settings.null_score_diff_threshold,
+            settings.verbose_logging)
+
+    def write_result_files(self, output_dir, examples, predictions):
+        """predictions.json, nbest_predictions.json and (SQuAD 2.0) null_odds.json of the
+        SquadPredictions `predictions`; {Result.outputs name: path}."""
+        del examples  # the predictions are by question id
+        names = ("predictions", "nbest_predictions") + (
+            ("null_odds",) if self.settings.version_2_with_negative else ())
+        files = {name: os.path.join(output_dir, name + ".json") for name in names}
+        squad_results.write_answer_files(predictions, files["predictions"],
+                                         files["nbest_predictions"], files.get("null_odds"))
+        return files
 
     def metrics(self, examples, predictions):
         """The official EM / F1 (squad_results.evaluate_predictions) of the
-        SquadPredictions `predictions` against the gold answers of `examples`: the
-        articles of --predict_file."""
-        return squad_results.evaluate_predictions(examples, predictions,
+        SquadPredictions `predictions` against the gold answers of the SquadQuestions
+        `examples` (their articles)."""
+        return squad_results.evaluate_predictions(examples.articles, predictions,
                                                   self.settings.version_2_with_negative)
 
     def metric_names(self, examples=None):
-        """The names metrics() reports for the articles `examples`."""
-        return squad_results.metric_names(examples, self.settings.version_2_with_negative)
+        """The names metrics() reports for the SquadQuestions `examples`."""
+        return squad_results.metric_names(examples.articles,
+                                          self.settings.version_2_with_negative)
 
 
 def predict_source(settings):
@@ -150,9 +189,10 @@ def write_features(path, examples, tokenizer, settings, is_training, keep=None):
     return writer.num_features
 
 
-def write_eval(settings, eval_examples, tokenizer):
-    """Writes eval.tf_record; returns (feature summaries, number of features)."""
-    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
+def write_eval(settings, eval_examples, tokenizer, batch_size, stage="eval"):
+    """Writes output_dir/`stage`.tf_record (SQuAD's: eval); returns (feature summaries,
+    number of features)."""
+    eval_file = runner_body.records_path(settings.output_dir, stage)
     summaries = []
     num_features = write_features(eval_file, eval_examples, tokenizer, settings,
                                    is_training=False, keep=summaries)
@@ -160,22 +200,25 @@ def write_eval(settings, eval_examples, tokenizer):
     logging.info("***** Running predictions *****")
     logging.info("  Num orig examples = %d", len(eval_examples))
     logging.info("  Num split examples = %d", num_features)
-    logging.info("  Batch size = %d", settings.predict_batch_size)
+    logging.info("  Batch size = %d", batch_size)
     return summaries, num_features
 
 
-def predict(settings, runner, eval_examples, tokenizer, written=None):
-    """Runs the model over the eval features (written now, or `written`: write_eval's
-    result); returns (summaries, compact results)."""
-    summaries, num_features = written or write_eval(settings, eval_examples, tokenizer)
-    eval_file = os.path.join(settings.output_dir, "eval.tf_record")
+def predict(settings, runner, eval_examples, tokenizer, batch_size, stage="eval",
+            written=None):
+    """Runs the model over the features of output_dir/`stage`.tf_record (written now, or
+    `written`: write_eval's result) in batches of `batch_size`; returns (summaries,
+    compact results)."""
+    summaries, num_features = written or write_eval(settings, eval_examples, tokenizer,
+                                                    batch_size, stage)
+    eval_file = runner_body.records_path(settings.output_dir, stage)
     trimmed = runner.trim_padding
     if trimmed:
         logging.info("  Trimmed batches (--trim_padding): n-best among real positions")
     spec = input_pipeline.squad_features(settings.max_seq_length, is_training=False)
 
     dataset_fn = input_pipeline.dataset_fn_for(
-        [eval_file], spec, settings.predict_batch_size, is_training=False,
+        [eval_file], spec, batch_size, is_training=False,
         trim_padding=trimmed,
         bucket_width=None if settings.enable_xla else input_pipeline.SQUAD_PREDICT_BUCKET_WIDTH)
     batch_fn = (top_positions_fn(settings.n_best_size, skip_padding=not settings.enable_xla)

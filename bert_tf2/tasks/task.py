@@ -17,22 +17,24 @@ Where each task lives:
 tests/test_task_protocol.py checks that each of them is a FineTuningTask.
 
 Optional hooks, kept by the tasks that need them (not every task has them):
-- `predictions(runner, examples, ...)`: the model run over the examples' records, in
-  the task's own form, the `predictions` metrics() reads (NER: tags per sentence, loss
-  and weight; multiple choice: probability columns; SQuAD: the window summaries and
-  results the n-best reads);
+- `predictions(runner, examples, stage, batch_size, written=None)`: the model run over
+  the examples' records (output_dir/stage.tf_record), in the task's own form, the
+  `predictions` metrics() reads (classifier: the evaluated columns, one real row per
+  example; NER: tags per sentence, loss and weight; multiple choice: probability columns;
+  SQuAD: the SquadPredictions of the n-best);
 - run_classifier's `evaluated_columns` / `output_rows` / `prediction_record` (the rows
   of test_results.tsv and test_predictions.jsonl) and `ordered_dataset`;
 - `features(examples)` (NER): the windows made before they are written, so that the
   training steps are counted first;
 - the prediction-pass hooks trainer/runner_body.py's evaluate / dev_evaluation / predict
-  call (run_ner, run_multiple_choice, run_ranker; run_classifier and run_squad keep their
-  own passes): `predictions(runner, examples, stage, batch_size, written=None)` above,
-  `write(examples, stage)` -> the `written` handle of output_dir/stage.tf_record,
-  `write_result_files(output_dir, examples, predictions)` -> {Result.outputs name: path}
-  of the files --do_predict writes (test_results.tsv, test_predictions.*), and, when the
-  evaluation writes more than eval_results.txt, `write_eval_files` of the same form (NER:
-  eval_predictions.txt).
+  call (every fine-tuning runner: run_classifier, run_ner, run_squad, run_multiple_choice,
+  run_ranker): `predictions` above, `write(examples, stage)` -> the `written` handle of
+  output_dir/stage.tf_record, `write_result_files(output_dir, examples, predictions)` ->
+  {Result.outputs name: path} of the files --do_predict writes (test_results.tsv,
+  test_predictions.*; SQuAD: predictions.json, nbest_predictions.json, null_odds.json),
+  and, when the evaluation writes more than eval_results.txt, `write_eval_files` of the
+  same form (NER: eval_predictions.txt). SQuAD's `examples` are squad_task.SquadQuestions
+  (the SquadExamples and the articles of their gold answers).
 """
 import typing
 

@@ -11,11 +11,14 @@ tasks/task.py (`predictions`, `metrics`, `write`, `write_result_files`):
 - dev_evaluation(): the same metrics during training (--eval_every_n_steps), the dev
   records written once;
 - predict(): the test split through the model ("predict" records) and the task's result
-  files (`write_result_files`: test_results.tsv, test_predictions.jsonl / .txt).
+  files (`write_result_files`: test_results.tsv, test_predictions.jsonl / .txt; run_squad's
+  predictions.json, nbest_predictions.json, null_odds.json); it returns the predictions,
+  which run_squad also scores (its --predict_file is its dev data: "eval" records).
 
 Every path written goes into the run's Result.outputs under the names the faces have
-always used (eval_records, eval_results, predict_records and the task's). Plain values
-only: the faces hand over their settings' output_dir and batch sizes (flags end there).
+always used (eval_records, eval_results, predict_records and the task's; run_classifier's
+Result never named its records: name_records=False). Plain values only: the faces hand
+over their settings' output_dir and batch sizes (flags end there).
 """
 import os
 
@@ -29,13 +32,14 @@ def records_path(output_dir, stage):
     return os.path.join(output_dir, stage + ".tf_record")
 
 
-def evaluate(task, runner, examples, output_dir, batch_size, outputs):
+def evaluate(task, runner, examples, output_dir, batch_size, outputs, name_records=True):
     """Runs `task`'s dev `examples` through `runner`'s model; writes eval_results.txt (the
-    metrics and global_step) and the task's evaluation files; their paths and the eval
-    records' go into `outputs`. Returns eval_results.txt's values."""
+    metrics and global_step) and the task's evaluation files; their paths and (with
+    name_records) the eval records' go into `outputs`. Returns eval_results.txt's values."""
     predictions = task.predictions(runner, examples, "eval", batch_size)
     result = task.metrics(examples, predictions)
-    outputs["eval_records"] = records_path(output_dir, "eval")
+    if name_records:
+        outputs["eval_records"] = records_path(output_dir, "eval")
     write_eval_files = getattr(task, "write_eval_files", None)
     if write_eval_files is not None:
         outputs.update(write_eval_files(output_dir, examples, predictions))
@@ -58,9 +62,14 @@ def dev_evaluation(task, examples, batch_size, every_n_steps, metric_names=None)
             task.metric_names() if metric_names is None else metric_names)
 
 
-def predict(task, runner, examples, output_dir, batch_size, outputs):
-    """Runs `task`'s test `examples` through `runner`'s model and writes the task's result
-    files (write_result_files); their paths and the predict records' go into `outputs`."""
-    predictions = task.predictions(runner, examples, "predict", batch_size)
+def predict(task, runner, examples, output_dir, batch_size, outputs, stage="predict",
+            name_records=True):
+    """Runs `task`'s test `examples` through `runner`'s model (the records of `stage`:
+    output_dir/predict.tf_record, run_squad's eval.tf_record) and writes the task's result
+    files (write_result_files); their paths and (with name_records) the records' ("<stage>_
+    records") go into `outputs`. Returns the predictions (run_squad scores them)."""
+    predictions = task.predictions(runner, examples, stage, batch_size)
     outputs.update(task.write_result_files(output_dir, examples, predictions))
-    outputs["predict_records"] = records_path(output_dir, "predict")
+    if name_records:
+        outputs[stage + "_records"] = records_path(output_dir, stage)
+    return predictions

@@ -303,15 +303,6 @@ def log_stage(stage, lines):
         logging.info("  %s", line)
 
 
-def real_rows(batches, key="outputs"):
-    """The `key` rows (float32) of the real examples of Runner.predict's batches, in order."""
-    for out in batches:
-        values = np.asarray(out[key], np.float32)
-        for row, real in zip(values, np.asarray(out["is_real_example"])):
-            if real:
-                yield row
-
-
 def fine_tune(trainer, runner, path, spec, loss_fn, counts, num_records, evaluate=None,
               metric_names=None):
     """Trains `runner` on the `num_records` records of `path` (the fine-tuning runners'
