@@ -41,6 +41,9 @@ _REQUIRED_FLAGS = ("data_dir", "vocab_file", "bert_config_file", "output_dir")
 # The task settings this runner's model folders keep (model_folder.task_settings reads it
 # from this file): none beyond do_lower_case and max_seq_length (a score is one logit).
 FOLDER_SETTINGS = ()
+# This runner's own flags that define the trained model (its training record compares them
+# with training_record.SETTINGS when a run resumes the folder).
+RECORDED_SETTINGS = ("loss",)
 
 
 def define_flags(fv):
@@ -88,7 +91,8 @@ def run(settings):
     # Restores the latest checkpoint of output_dir, else loads init_checkpoint.
     runner = training.make_runner(
         trainer, lambda: task.model(bert_config), num_train_steps, num_warmup_steps,
-        record=training_record.of(settings.part(*training_record.SETTINGS), splits["train"])
+        record=training_record.of(settings.part(*training_record.SETTINGS + RECORDED_SETTINGS),
+                                  splits["train"])
         if settings.do_train else None)
     result = settings_lib.Result(output_dir=settings.output_dir)
     if settings.do_train:

@@ -194,17 +194,20 @@ def saved_model_outputs(function, batch, crf=None):
 # The export
 # ---------------------------------------------------------------------------
 
-def export(runtime, export_dir, module, variants, calibration=None, agreement=None,
-           max_metric_drop=1.0, num_threads=None, keep_over_bound=False, repository=None):
-    """Writes each variant's model files and the runtime's report into export_dir.
+def export_runtimes(asked, export_dir, module, calibration=None, agreement=None,
+                    max_metric_drop=1.0, num_threads=None, keep_over_bound=False,
+                    repository=None):
+    """Writes each runtime's variants' model files and its report into export_dir: the
+    ids-in function saved once, the SavedModel's reference outputs computed once, and every
+    runtime's conversions in one child process (its start, the import of TensorFlow and the
+    load of the function, paid once: about 6 s of a tiny model's 3-runtime export).
 
     Args:
-      runtime: a Runtime.
+      asked: [(Runtime, variants: names from its variants)], in the order written.
       export_dir: a SavedModel folder export_saved_model.py wrote (being written: the
         temporary folder that then replaces --export_dir).
       module: the serving.ServingModule saved there (its outputs, a --crf tagger's
         Viterbi tags included, are the reference every variant is compared with).
-      variants: names from runtime.variants.
       calibration, agreement: litert_data.Batch of the --calibration_file (needed for
         int8) and --agreement_file examples, or None.
       max_metric_drop: points a variant may lose against the SavedModel (on the
@@ -214,21 +217,9 @@ def export(runtime, export_dir, module, variants, calibration=None, agreement=No
         runtime that has one.
 
     Returns:
-      {variant: path of its main file} of the models written, "report", and "crf" (a
-      --crf tagger's ids_predictor.CRF_FILE).
+      per runtime, in order: {variant: path of its main file} of the models written,
+      "report", and "crf" (a --crf tagger's ids_predictor.CRF_FILE).
     """
-    return export_runtimes([(runtime, variants)], export_dir, module, calibration, agreement,
-                           max_metric_drop, num_threads, keep_over_bound, repository)[0]
-
-
-def export_runtimes(asked, export_dir, module, calibration=None, agreement=None,
-                    max_metric_drop=1.0, num_threads=None, keep_over_bound=False,
-                    repository=None):
-    """export() of several runtimes at once, asked = [(Runtime, variants)] in the order
-    they are written: the ids-in function saved once, the SavedModel's reference outputs
-    computed once, and every runtime's conversions in one child process (its start, the
-    import of TensorFlow and the load of the function, paid once: about 6 s of a tiny
-    model's 3-runtime export). Returns export()'s dict of each runtime, in order."""
     for runtime, _ in asked:
         runtime.check_available(runtime.flag)
     info = ids_predictor.read_info(export_dir)

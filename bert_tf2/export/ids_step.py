@@ -1,7 +1,7 @@
 """export_saved_model --litert, --openvino and --onnx (the ids-in runtime exports): their
 flags, the checks made before any work, the calibration and agreement examples they share,
-and the step that writes each runtime's models into the export (ids_export.export with the
-runtime's ids_export.Runtime)."""
+and the step that writes each runtime's models into the export (ids_export.export_runtimes:
+every runtime's ids_export.Runtime converted in one child process)."""
 import json
 import os
 
@@ -17,8 +17,8 @@ from bert_tf2.export import onnx_export
 from bert_tf2.export import openvino_export
 from bert_tf2.export import serving_layout
 
-# The ids-in runtimes' export modules (each: RUNTIME, an ids_export.Runtime, and export(),
-# ids_export.export with it) by the setting that asks for them, in the order they are written.
+# The ids-in runtimes' export modules (each: RUNTIME, an ids_export.Runtime, and its
+# convert_variants) by the setting that asks for them, in the order they are written.
 RUNTIMES = (("litert", litert), ("openvino", openvino_export), ("onnx", onnx_export))
 RUNTIME_FLAGS = tuple(name for name, _ in RUNTIMES)
 # The flags only the ids-in runtime exports read (refused without one of them).

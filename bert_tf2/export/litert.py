@@ -192,17 +192,6 @@ def _quiet_interpreter():
 # The export
 # ---------------------------------------------------------------------------
 
-def export(export_dir, module, variants, calibration=None, agreement=None,
-           max_metric_drop=1.0, num_threads=None, keep_over_bound=False):
-    """Writes model_<variant>.tflite of each variant and litert_report.json into export_dir
-    (ids_export.export with RUNTIME: its arguments and return value); int8 over
-    max_metric_drop tries FALLBACK_RECIPES first."""
-    # convert_variants as this module has it now (the child gets it by its name).
-    runtime = RUNTIME._replace(convert_variants=convert_variants)
-    return ids_export.export(runtime, export_dir, module, variants, calibration, agreement,
-                             max_metric_drop, num_threads, keep_over_bound)
-
-
 def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_metric_drop,
                      num_threads):
     """[({model file: bytes}, report entry)] of each variant (_best_variant) of the

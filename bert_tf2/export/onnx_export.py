@@ -218,17 +218,6 @@ def _quantized(fp32_path, folder, recipe, calibration):
         return f.read()
 
 
-def export(export_dir, module, variants, calibration=None, agreement=None,
-           max_metric_drop=1.0, num_threads=None, keep_over_bound=False, repository=None):
-    """Writes the ONNX models of each variant and its report into export_dir
-    (ids_export.export with RUNTIME: its arguments and return value; `repository`: a TF
-    Serving version's (model name, version), its model repository written too)."""
-    # convert_variants as this module has it now (the child gets it by its name).
-    runtime = RUNTIME._replace(convert_variants=convert_variants)
-    return ids_export.export(runtime, export_dir, module, variants, calibration, agreement,
-                             max_metric_drop, num_threads, keep_over_bound, repository)
-
-
 def convert_variants(ids_dir, variants, calibration, sets, reference, info, max_metric_drop,
                      num_threads):
     """[({relative file: bytes}, report entry)] of each variant of the function saved in

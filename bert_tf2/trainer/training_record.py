@@ -64,10 +64,13 @@ SETTINGS = (
     # the task
     "task_name", "processor", "task_type", "labels_file", "text_a_column", "text_b_column",
     "label_column", "xnli_language", "crf", "crf_tag_scheme", "lstm_units", "layers",
-    "feature_based", "document_context", "input_file", "train_file", "data_dir", "loss")
+    "feature_based", "document_context", "input_file", "train_file", "data_dir")
+# A face's own flags that define its model (run_ranker's --loss) are its RECORDED_SETTINGS,
+# declared beside them: it records settings.part(*SETTINGS + RECORDED_SETTINGS) (of() records
+# every field of the part it is given), so a new head lists nothing here.
 # Every other flag of a training runner, with why it does not define the trained model:
-# a new flag goes in SETTINGS or here (tests/test_setting_lists.py holds both to the
-# runners' flags).
+# a new shared flag goes in SETTINGS or here, a face's own in its RECORDED_SETTINGS or here
+# (tests/test_setting_lists.py holds them to the runners' flags).
 _OUTPUT = "output location"
 _RUN = "run control: what this run does, not what a step trains"
 _COMPUTE = "how the same steps are computed (device, precision, kernels, memory)"
@@ -175,14 +178,12 @@ def way_out(settings, path):
 # ---------------------------------------------------------------------------
 
 def of(part, examples=None, files=None):
-    """{setting: value} a training run records: `part`'s fields (settings.part(*SETTINGS)),
-    files by their content, and "train_data", the fingerprint of `examples` (the
-    training examples the run read) or else of the `files` it reads."""
+    """{setting: value} a training run records: `part`'s fields (settings.part(*SETTINGS),
+    plus the face's RECORDED_SETTINGS), files by their content, and "train_data", the
+    fingerprint of `examples` (the training examples the run read) or else of the `files`
+    it reads."""
     values = {}
-    for name in SETTINGS:
-        if name not in part:
-            continue
-        value = getattr(part, name)
+    for name, value in part.values().items():
         if name in _FILE_SETTINGS and value:
             value = file_fingerprint([os.fspath(value)])
         elif name in _DATA_SETTINGS:
