@@ -26,6 +26,7 @@ from bert_tf2.export import ids_export
 from bert_tf2.export import ids_predictor
 from bert_tf2.export import litert_data
 from bert_tf2.export import native_steps
+from bert_tf2.export import onnx_graph
 from bert_tf2.export import onnx_predictor
 
 VARIANTS = onnx_predictor.VARIANTS
@@ -73,7 +74,8 @@ def _convert(ids_dir):
     constants many times over (the child's RSS past 20 GB, killed by the OOM killer); a
     BERT-Base export's peak is now 3.8 GB. The frozen graph's tensor names ("input_ids:0",
     "Identity_1:0") are renamed to the signature's (input_ids, ..., the head's output
-    names), checked on one row."""
+    names), its LayerNorms made LayerNormalization nodes (onnx_graph), checked on one
+    row."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tf2onnx  # pylint: disable=import-outside-toplevel
@@ -98,6 +100,7 @@ def _convert(ids_dir):
     del graph_def
     _inputs_as_initializers(proto.graph, weights)
     _rename(proto.graph, names)
+    onnx_graph.fuse_layer_norms(proto.graph)  # ONNX Runtime's own LayerNorm kernel
     blob = proto.SerializeToString()
     row = {k: np.ones([1, specs[k].shape[-1]], np.int32) for k in litert_data.ID_KEYS}
     want = signature(**{k: tf.constant(v) for k, v in row.items()})
@@ -155,7 +158,7 @@ def _inputs_as_initializers(graph, weights):
     ONNX Runtime warns of each at every load); weights is emptied, each array freed once
     copied."""
     from onnx import numpy_helper  # pylint: disable=import-outside-toplevel
-    read = _read_names(graph)
+    read = onnx_graph.read_names(graph)
     made = [value.name for value in graph.input if value.name in weights and value.name in read]
     kept = [value for value in graph.input if value.name not in weights]
     del graph.input[:]
@@ -163,17 +166,6 @@ def _inputs_as_initializers(graph, weights):
     for name in made:
         graph.initializer.append(numpy_helper.from_array(weights.pop(name), name))
     weights.clear()
-
-
-def _read_names(graph):
-    """The tensor names the nodes of an ONNX graph read, its subgraphs' (If, Loop) too."""
-    read = set()
-    for node in graph.node:
-        read.update(node.input)
-        for attribute in node.attribute:
-            for sub in list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else []):
-                read |= _read_names(sub)
-    return read
 
 
 def _rename(graph, names):
