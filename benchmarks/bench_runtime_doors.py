@@ -193,16 +193,17 @@ def bench_texts(vocab_file, count, seed=0, tokens=TEXT_TOKENS):
 
 
 def model_dir(size, workdir):
-    """Our model folder of `size` (SHAPES) in workdir."""
+    """Our model folder of `size` (SHAPES) in workdir: MiniLM converted, or a shape of
+    random weights over MiniLM's vocabulary (its transformers folder's vocab.txt)."""
+    if SHAPES[size] is not None:
+        config = dict(bench_util.model_config("base"), vocab_size=30522, **SHAPES[size])
+        return bench_int8.random_model_dir(config, os.path.join(minilm_dir(), "vocab.txt"),
+                                           os.path.join(workdir, size))
     import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
     minilm = os.path.join(workdir, "minilm")
     if not os.path.isdir(minilm):
         convert_hf_checkpoint.convert(minilm_dir(), minilm)
-    if SHAPES[size] is None:
-        return minilm
-    config = dict(bench_util.model_config("base"), vocab_size=30522, **SHAPES[size])
-    return bench_int8.random_model_dir(config, os.path.join(minilm, "vocab.txt"),
-                                       os.path.join(workdir, size))
+    return minilm
 
 
 def hf_folder(folder, out):
