@@ -41,14 +41,11 @@ _SEQ = 24
 
 @pytest.fixture(scope="module", autouse=True)
 def _conversions_in_process():
-    """This file's exports convert in the test's process (native_steps.IN_PROCESS): they test
-    what is converted; the child process itself is tested where it is the point (the crash
-    test below turns it back on, the main-guard test runs a script; test_openvino_onnx.py's
-    variants convert in a child). Saves each export the child's start (TensorFlow's import)."""
-    from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
-    before, native_steps.IN_PROCESS = native_steps.IN_PROCESS, True
-    yield
-    native_steps.IN_PROCESS = before
+    """This file's exports convert in the test's process (trained.conversions_in_process);
+    the crash test below turns the child back on, the main-guard test runs a script."""
+    from trained import conversions_in_process  # pylint: disable=import-outside-toplevel
+    with conversions_in_process():
+        yield
 
 
 def _checkpoint(root, name, model):

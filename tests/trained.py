@@ -162,11 +162,12 @@ class TrainedHeads(object):
 
 
 @contextlib.contextmanager
-def _conversions_in_process():
-    """The shared heads' exports convert in this process (native_steps.IN_PROCESS): they test
-    the models, not the child process (tests/test_litert.py's crash and main-guard tests and
-    test_openvino_onnx.py's variants export through a real child); each child's start,
-    TensorFlow's import and the load of the function (about 6 s), is saved per head."""
+def conversions_in_process():
+    """Exports within convert in this process (native_steps.IN_PROCESS): the shared heads'
+    and test_litert.py's, which test the models, not the child process (test_litert.py's
+    crash and main-guard tests and test_openvino_onnx.py's --export_base test export through
+    a real child); each child's start, TensorFlow's import and the load of the function
+    (about 6 s), is saved per export."""
     from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
     before, native_steps.IN_PROCESS = native_steps.IN_PROCESS, True
     try:
@@ -180,7 +181,7 @@ def _export_once(head):
     sets head.export_error (the --litert refusal of a head without LiteRT)."""
     def build(folder):
         assert str(folder) == head.export_dir, (folder, head.export_dir)
-        with _conversions_in_process():
+        with conversions_in_process():
             head.export()
         return {"export_error": head.export_error, "export_errors": head.export_errors}
 
