@@ -101,19 +101,21 @@ docs: $(STAMP)
 demo: $(STAMP)
 	PY=$(PY) bash demo/run_demo.sh
 
+# A benchmark peers' venv: $(1) made from the pinned requirements file $(2), then stamped.
+define pinned_venv
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip
+	$(1)/bin/python -m pip install -q -r $(2)
+	touch $(1)/.installed-stamp
+endef
+
 $(PEER_STAMP): $(PEER_REQUIREMENTS)
-	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
-	$(PEER_VENV)/bin/python -m pip install -q --upgrade pip
-	$(PEER_VENV)/bin/python -m pip install -q -r $(PEER_REQUIREMENTS)
-	touch $(PEER_STAMP)
+	$(call pinned_venv,$(PEER_VENV),$(PEER_REQUIREMENTS))
 
 peer-venv: $(PEER_STAMP)
 
 $(OPTIMUM_STAMP): $(OPTIMUM_REQUIREMENTS)
-	test -x $(OPTIMUM_VENV)/bin/python || $(PYTHON) -m venv $(OPTIMUM_VENV)
-	$(OPTIMUM_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OPTIMUM_VENV)/bin/python -m pip install -q -r $(OPTIMUM_REQUIREMENTS)
-	touch $(OPTIMUM_STAMP)
+	$(call pinned_venv,$(OPTIMUM_VENV),$(OPTIMUM_REQUIREMENTS))
 
 optimum-venv: $(OPTIMUM_STAMP)
 

@@ -24,7 +24,6 @@ def _layer_norm_graph(centred=("x", "mean"), mean_op="ReduceMean"):
     """x [rows, 8] -> y: the eleven nodes tf2onnx writes for a LayerNorm (x * s + (beta -
     mean * s), s = gamma / sqrt(var + 1e-12)), then a Relu reading y; `centred`: the Sub's
     inputs (the real pattern's x - mean, or another)."""
-    import onnx  # pylint: disable=import-outside-toplevel
     from onnx import helper, numpy_helper, TensorProto  # pylint: disable=import-outside-toplevel
     rng = np.random.RandomState(0)
     reduce = dict(axes=[1], keepdims=1) if mean_op == "ReduceMean" else {}
