@@ -48,7 +48,9 @@ Contracts with the other modules (modeling.py):
   1e-5 (values and gradients), every output but the embeddings is zero at padding positions.
   At inference (training False) a batch whose real tokens fill at least
   modeling.DENSE_REAL_FRACTION (7/8) of its positions runs every position instead (tf.cond
-  per batch): its padding positions carry the padded computation's values. Data-dependent
+  per batch): its padding positions carry the padded computation's values; below it the
+  attention runs in length groups of rows, each over its rows' own tokens
+  (attention.row_groups, attention.set_row_groups; not with instance_ids). Data-dependent
   shapes: not under XLA or on TPUs. Off by default; heads.reads_padding(model) says which
   task models may use it (not BertSquad's logits, not BertPretrainer).
 - GELU and LayerNorm of training steps (bert_tf2/base/fused_elementwise.py): the reference's
@@ -414,7 +416,8 @@ class BertModel(tf_keras.layers.Layer):
                                                position_ids=position_ids)
         attention_mask = create_attention_mask(input_mask, instance_ids=instance_ids)
         all_layers = self._encode(embedding_output, attention_mask, input_mask, training,
-                                  self.skip_padding if skip_padding is None else skip_padding)
+                                  self.skip_padding if skip_padding is None else skip_padding,
+                                  group_rows=instance_ids is None)
         sequence_output = all_layers[-1]
         return {
             "pooled_output": self.pooler(sequence_output[:, 0, :]),
@@ -423,7 +426,8 @@ class BertModel(tf_keras.layers.Layer):
             "embedding_output": embedding_output,
         }
 
-    def _encode(self, embedding_output, attention_mask, input_mask, training, skip_padding):
+    def _encode(self, embedding_output, attention_mask, input_mask, training, skip_padding,
+                group_rows=False):
         """The encoder's layers, on the real tokens only where that saves work.
 
         With skip_padding, training runs on the real tokens; at inference a batch
@@ -438,7 +442,7 @@ class BertModel(tf_keras.layers.Layer):
 
         def skipping():
             return self.encoder(embedding_output, attention_mask, training=training,
-                                tokens=tokens)
+                                tokens=tokens, group_rows=group_rows)
         # Both branches call the encoder: its variables must exist before a cond.
         if tf.is_tensor(training) or training or not self.encoder.built:
             return skipping()

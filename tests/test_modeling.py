@@ -313,6 +313,53 @@ def test_skip_padding_on_packed_rows():
     assert heads.reads_padding(heads.BertSquad(tiny_config()))  # its logits rank padding
 
 
+@pytest.mark.parametrize("batch, seq", [(7, 12), (3, 9), (1, 5)], ids=["b7", "b3", "b1"])
+@pytest.mark.parametrize("count", [0, 1, 2, 4], ids=lambda c: "groups%d" % c)
+def test_inference_on_real_tokens_in_length_groups_keeps_every_real_token(batch, seq, count):
+    """attention.row_groups: each group of rows (sorted by length) attends over its rows'
+    own tokens; the real tokens' values are the full computation's, whatever the rows'
+    order, a mask with a hole, a row without any real token, or fewer rows than groups."""
+    from bert_tf2.encoder import attention
+    model = modeling.BertModel(tiny_config(hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0))
+    rng = np.random.RandomState(batch * 10 + seq)
+    ids = rng.randint(1, 50, size=[batch, seq]).astype(np.int32)
+    lengths = rng.randint(1, seq // 2 + 1, size=batch)  # under 7/8 real: the skipping path
+    mask = (np.arange(seq)[np.newaxis, :] < lengths[:, np.newaxis]).astype(np.int32)
+    if batch > 2:
+        mask[1, :] = 0                  # a row without real tokens
+        mask[2, :4] = [1, 0, 1, 1]      # a hole: the keys are the real tokens, in order
+    types = np.zeros_like(ids)
+    full = model(ids, mask, types, skip_padding=False)["all_encoder_layers"]
+    was = attention.set_row_groups(count)
+    try:
+        assert attention.row_groups_enabled() == count
+        got = tf.function(model.__call__)(ids, mask, types, training=False, skip_padding=True)
+    finally:
+        attention.set_row_groups(was)
+    real = mask.astype(bool)
+    for a, b in zip(full, got["all_encoder_layers"]):
+        np.testing.assert_allclose(b.numpy()[real], a.numpy()[real], atol=1e-5)
+        assert not np.any(b.numpy()[~real])
+
+
+def test_length_groups_place_each_token_and_mask_past_each_rows_length():
+    from bert_tf2.encoder import attention
+    # Rows of 3, 0, 5 and 1 real tokens in a batch of 4 x 6: sorted 0, 1, 3, 5.
+    lengths = [3, 0, 5, 1]
+    tokens = [r * 6 + j for r, n in enumerate(lengths) for j in range(n)]
+    groups = attention.row_groups(tf.constant(tokens, tf.int64), 4, 6, 2)
+    gathers = [g.numpy().tolist() for g in groups.gathers]
+    # Group 1: rows 1 (none; its first token would be index 3, the next row's) and 3
+    # (token 8) at length 1; group 2: rows 0 (tokens 0-2) and 2 (tokens 3-7) at length 5.
+    assert gathers == [[[3], [8]], [[0, 1, 2, 0, 0], [3, 4, 5, 6, 7]]]
+    masks = [m.numpy()[:, 0, 0, :].tolist() for m in groups.masks]
+    assert masks == [[[-10000.0], [0.0]], [[0.0, 0.0, 0.0, -10000.0, -10000.0], [0.0] * 5]]
+    assert all(m.dtype == tf.float32 for m in groups.masks)
+    # Contexts are concatenated group after group: [2 x 1] then [2 x 5] rows.
+    assert groups.places.numpy().tolist() == [2, 3, 4, 7, 8, 9, 10, 11, 1]
+
+
 def test_one_hot_embeddings_equal_gather():
     cfg = tiny_config()
     a = modeling.BertModel(cfg)

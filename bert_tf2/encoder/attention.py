@@ -152,7 +152,82 @@ def inference_attend(q, k, v, attention_mask):
                    lambda: attend(q, k, v, attention_mask))
 
 
-def _known_false(training):
+# Inference on the real tokens only (Encoder's `tokens`) cuts a batch's rows, sorted by
+# length, into this many groups, each attending over its own longest row: the attention
+# then does about the work of length-sorted batches whatever order the rows came in.
+# 0: the attention over the whole batch, the padding scattered back in (set_row_groups).
+_ROW_GROUPS = {"count": 2}
+
+
+def set_row_groups(count):
+    """How many length groups inference's attention on real tokens uses (0: none, the
+    whole batch at its longest row) for graphs traced after; returns the previous."""
+    was = _ROW_GROUPS["count"]
+    _ROW_GROUPS["count"] = int(count)
+    return was
+
+
+def row_groups_enabled():
+    """The number of length groups graphs traced now use (0: none)."""
+    return _ROW_GROUPS["count"]
+
+
+class RowGroups(object):
+    """How the attention of one batch's real tokens runs in length groups (row_groups).
+
+    gathers: per group, [rows, L] indexes into the T real tokens' rows (a position past
+    its row's length repeats the row's first token: a masked key, whose values never
+    count, and the row's own, so that not even a NaN crosses rows); masks: per group,
+    the additive float32 [rows, 1, 1, L] key mask (-10000 past each row's length, as
+    create_attention_mask); places: [T], where each token's context row lands in the
+    groups' contexts, concatenated.
+    """
+
+    def __init__(self, gathers, masks, places):
+        self.gathers, self.masks, self.places = gathers, masks, places
+
+
+def row_groups(tokens, batch_size, seq_length, num_groups):
+    """The RowGroups of a batch whose real tokens are `tokens` ([T] int indexes into the
+    B * S positions, in increasing order: each row's real tokens, row after row).
+
+    A row's keys are its real tokens in their order; every other key of the full
+    computation is masked there (-10000 before the softmax: a weight of exactly 0 in
+    float32), so attending over the row's own tokens gives each real token the same
+    context up to summation order. Rows are sorted by length (stable) and split into
+    `num_groups` groups of B / num_groups rows (some empty when B is smaller).
+    """
+    with tf.name_scope("row_groups"):
+        tokens = tf.cast(tokens, tf.int32)
+        total = tf.size(tokens)
+        row = tokens // seq_length
+        lengths = tf.math.unsorted_segment_sum(tf.ones_like(row), row, batch_size)
+        starts = tf.cumsum(lengths, exclusive=True)
+        rank = tf.range(total) - tf.gather(starts, row)
+        order = tf.argsort(lengths, stable=True)
+        sorted_lengths = tf.gather(lengths, order)
+        gathers, masks, bases = [], [], []
+        offset = tf.constant(0)
+        for g in range(num_groups):
+            low = (g * batch_size) // num_groups
+            high = ((g + 1) * batch_size) // num_groups
+            members = order[low:high]
+            longest = tf.maximum(tf.reduce_max(sorted_lengths[low:high]), 0)
+            positions = tf.range(longest)[tf.newaxis, :]
+            member_lengths = tf.gather(lengths, members)[:, tf.newaxis]
+            valid = positions < member_lengths
+            first = tf.gather(starts, members)[:, tf.newaxis]
+            gathers.append(tf.where(valid, first + positions, tf.minimum(first, total - 1)))
+            masks.append(((1.0 - tf.cast(valid, tf.float32)) * -10000.0)[:, tf.newaxis,
+                                                                       tf.newaxis, :])
+            bases.append(offset + tf.range(high - low) * longest)
+            offset += (high - low) * longest
+        # bases: per sorted row, where its context rows start; back to input row order.
+        row_base = tf.gather(tf.concat(bases, 0), tf.math.invert_permutation(order))
+        return RowGroups(gathers, masks, tf.gather(row_base, row) + rank)
+
+
+def known_false(training):
     """True when `training` (a bool, None or a tensor) is false at trace time."""
     if isinstance(training, (tf.Tensor, tf.Variable)):
         training = tf.get_static_value(training)
@@ -206,31 +281,50 @@ class SelfAttention(tf_keras.layers.Layer):
             for value, part in zip(self._side_by_side(self.compute_dtype), ("kernel", "bias")))
 
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None,
-             tokens=None):
+             tokens=None, groups=None):
         """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
         additive -> context [B * S, H].
 
         tokens: None, or [T, 1] indexes into the B * S positions (see transformer.Encoder); x and
         the context are then [T, H], the rows of those positions only, and the
         attention itself runs on [B, S] with zeros at the other positions.
+        groups: None, or (outside training, with tokens) the batch's RowGroups: the
+        attention then runs group by group over each row's own tokens, and
+        attention_mask is not read.
         """
         if self.joint_projection is not None and self.joint_projection[0].dtype == x.dtype:
             kernel, bias = self.joint_projection
         else:
             kernel, bias = self._side_by_side(x.dtype)
         qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        if groups is not None:
+            return self._grouped(qkv, groups)
         if tokens is not None:
             qkv = tf.scatter_nd(tokens, qkv, [batch_size * seq_length, 3 * self.num_heads
                                               * self.head_size])
         qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
-        if _known_false(training):
+        if known_false(training):
             context = inference_attend(q, k, v, attention_mask)
         else:
             context = attend(q, k, v, attention_mask,
                              lambda probs: self.dropout(probs, training=training, seed=seed))
         context = tf.reshape(context, [-1, self.num_heads * self.head_size])
         return context if tokens is None else tf.gather_nd(context, tokens)
+
+
+    def _grouped(self, qkv, groups):
+        """The context [T, H] of the real tokens' qkv [T, 3H], group by group (RowGroups)."""
+        width = self.num_heads * self.head_size
+        contexts = []
+        for gather, mask in zip(groups.gathers, groups.masks):
+            part = tf.gather(qkv, gather)  # [rows, L, 3H]
+            shape = tf.shape(gather)
+            part = tf.reshape(part, [shape[0], shape[1], 3, self.num_heads, self.head_size])
+            q, k, v = tf.unstack(tf.transpose(part, [2, 0, 3, 1, 4]))
+            contexts.append(tf.reshape(inference_attend(q, k, v, mask), [-1, width]))
+        with tf.name_scope("row_groups"):
+            return tf.gather(tf.concat(contexts, 0), groups.places)
 
 
 class Attention(tf_keras.layers.Layer):
@@ -242,11 +336,11 @@ class Attention(tf_keras.layers.Layer):
         self.output_block = layers.DenseResidualNorm(config)
 
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
-             tokens=None):
+             tokens=None, groups=None):
         """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output;
-        tokens: as SelfAttention's."""
+        tokens, groups: as SelfAttention's."""
         context = self.self_attention(x, attention_mask, batch_size, seq_length,
                                       training=training, seed=layers.dropout_seed(seeds, 0),
-                                      tokens=tokens)
+                                      tokens=tokens, groups=groups)
         return self.output_block(context, x, training=training, seed=layers.dropout_seed(seeds, 1))
 

@@ -24,13 +24,14 @@ class TransformerLayer(tf_keras.layers.Layer):
         self.output_block = layers.DenseResidualNorm(config)
 
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
-             tokens=None):
+             tokens=None, groups=None):
         """x [B * S, H] -> [B * S, H]. seeds: None (keras dropout) or [3, 2] int32 (the
         seeds of the layer's three dropouts, see `layers.Dropout`). tokens: None, or [T, 1]
-        indexes of the positions x holds ([T, H]; see Encoder)."""
+        indexes of the positions x holds ([T, H]; see Encoder); groups: None or their
+        attention.RowGroups (inference)."""
         attention_output = self.attention(
             x, attention_mask, batch_size, seq_length, training=training,
-            seeds=None if seeds is None else seeds[:2], tokens=tokens)
+            seeds=None if seeds is None else seeds[:2], tokens=tokens, groups=groups)
         hidden = self.intermediate(attention_output, training=training)
         return self.output_block(hidden, attention_output, training=training,
                                  seed=layers.dropout_seed(seeds, 2))
@@ -60,9 +61,17 @@ class Encoder(tf_keras.layers.Layer):
                                    for i in range(config.num_hidden_layers)]
         self.gradient_checkpointing = False
 
-    def call(self, x, attention_mask, training=False, tokens=None):
-        """x [B, S, H] -> list of [B, S, H], one per layer; tokens: None or [T] int64."""
+    def call(self, x, attention_mask, training=False, tokens=None, group_rows=False):
+        """x [B, S, H] -> list of [B, S, H], one per layer; tokens: None or [T] int64.
+
+        group_rows (with tokens, outside training, attention_mask the keys' mask of
+        input_mask, [B, 1, 1, S]): the attention runs in groups of rows of like length,
+        each over its rows' own tokens (attention.row_groups)."""
         batch_size, seq_length, width = layers.get_shape_list(x)
+        groups = None
+        count = attention.row_groups_enabled()
+        if group_rows and count and tokens is not None and attention.known_false(training):
+            groups = attention.row_groups(tokens, batch_size, seq_length, count)
         # The layers work on [B * S, H]: every dense layer is then a plain 2-D
         # matmul that TensorFlow fuses with its bias add.
         hidden = tf.reshape(x, [-1, width])
@@ -82,7 +91,7 @@ class Encoder(tf_keras.layers.Layer):
                                      seeds[i], tokens)
             else:
                 hidden = layer(hidden, attention_mask, batch_size, seq_length,
-                               training=training, tokens=tokens)
+                               training=training, tokens=tokens, groups=groups)
             full = hidden if tokens is None else tf.scatter_nd(
                 tokens, hidden, [batch_size * seq_length, width])
             outputs.append(tf.reshape(full, [batch_size, seq_length, width]))
