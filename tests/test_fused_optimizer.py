@@ -255,6 +255,21 @@ def test_batched_update_is_one_program_per_kind_of_layer_with_the_same_values():
         np.testing.assert_array_equal(a, b)
 
 
+def test_moments_returned_or_written_in_place_are_the_same_bits(monkeypatch):
+    # CPU's fused computation returns the moments for the caller to assign (XLA's CPU
+    # loops that write over their input run unvectorised); GPU / TPU write them in
+    # place. Either way every parameter and slot gets the same bits.
+    cpu = fused_update.FusedOptimizer.slots_in_place
+    assert not cpu(None, "/job:localhost/replica:0/task:0/device:CPU:0") and not cpu(None, "")
+    assert cpu(None, "/device:GPU:0") and cpu(None, "/device:TPU:1")
+    returned, _ = _bert_update(1, "batched")
+    monkeypatch.setattr(fused_update.FusedOptimizer, "slots_in_place", lambda self, d: True)
+    in_place, _ = _bert_update(1, "batched")
+    assert len(returned) == len(in_place)
+    for a, b in zip(returned, in_place):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_settings_are_checked_and_serialized():
     with pytest.raises(ValueError, match="fused_grouping"):
         optimization.create_optimizer(1e-3, 10, 1, fused_grouping="layer")

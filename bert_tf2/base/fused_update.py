@@ -49,7 +49,7 @@ def _clip_scale(norm, clip_norm):
 
 
 def fused_step_body(rule, coef, flags, factors, shapes, clip_norm, scale, grads, params,
-                    firsts, seconds):
+                    firsts, seconds, slots_in_place=True):
     """Updates the moment slots of one group in place; returns the new params.
 
     ``rule`` is the per-variable update (``_adam_update`` or ``_lamb_update``),
@@ -64,14 +64,17 @@ def fused_step_body(rule, coef, flags, factors, shapes, clip_norm, scale, grads,
     compiled cluster); otherwise a ``scale`` computed outside (or None)
     multiplies the gradients.
 
-    The slots are assigned inside the computation, so XLA writes their new
-    values over the old ones (on a 2-core CPU, one moment pass over BERT-Mini's
-    word embeddings: 3.1 ms in place, 5.5 ms into a fresh buffer that the
-    cache must first fetch); the parameters come back as fresh tensors,
-    assigned by the caller: their kernel divides and takes square roots, and
-    XLA's CPU code ran that pass in place 3x slower (not vectorised) than
-    into a buffer of its own.  Values are bit for bit those of returning all
-    three.
+    With ``slots_in_place`` (GPU, TPU) the slots are assigned inside the
+    computation, so XLA writes their new values over the old ones and the
+    parameters come back as fresh tensors, assigned by the caller; without it
+    (CPU) each variable's (param, first, second) come back, all three assigned
+    by the caller.  On CPU a loop that writes over its own input runs
+    unvectorised (the vector loop is guarded by a runtime check that the output
+    and input buffers do not overlap, which fails when they are the same): the
+    parameter pass, which divides and takes square roots, 10.4 against 6.2 ms
+    into a buffer of its own on 7.8M elements, and the whole update of
+    BERT-Base 267 against 221 ms (benchmarks/README.md, issue 94).  Values are
+    bit for bit the same either way.
     """
     if clip_norm is not None:
         scale = _clip_scale(tf.linalg.global_norm(grads), clip_norm)
@@ -85,9 +88,12 @@ def fused_step_body(rule, coef, flags, factors, shapes, clip_norm, scale, grads,
             grad, param, tf.raw_ops.ReadVariableOp(resource=first, dtype=dtype),
             tf.raw_ops.ReadVariableOp(resource=second, dtype=dtype),
             scaled_rate(coef, factor), flag)
-        tf.raw_ops.AssignVariableOp(resource=first, value=new_first)
-        tf.raw_ops.AssignVariableOp(resource=second, value=new_second)
-        new_params.append(new_param)
+        if slots_in_place:
+            tf.raw_ops.AssignVariableOp(resource=first, value=new_first)
+            tf.raw_ops.AssignVariableOp(resource=second, value=new_second)
+            new_params.append(new_param)
+        else:
+            new_params.append((new_param, new_first, new_second))
     return new_params
 
 
@@ -192,9 +198,10 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
     -- and which every encoder layer shares, so that a run traces and keeps a
     program per kind of layer, not one per stretch of the model (see
     ``_batches``); ``"auto"`` (default) is "batched" on CPU devices and
-    "device" elsewhere.  The computation writes the moment slots in place and
-    gives back the new parameters, which are then assigned to the variables,
-    so what is saved is exactly what the per-variable path saves.
+    "device" elsewhere.  The computation gives back the new parameters (and on
+    CPU the new moments too; on GPU / TPU it writes the moment slots in place,
+    see ``slots_in_place``), which are then assigned to the variables, so what
+    is saved is exactly what the per-variable path saves.
     Elsewhere (TPUStrategy, whose step is one XLA program anyway; parameter
     servers; XLA-compiled replica functions without merge call) the update runs
     per variable, with the same formula.
@@ -257,6 +264,13 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         # No merge call (XLA-compiled replica function on GPUs): the update
         # runs per replica inside that XLA program, per variable.
         return not tf.__internal__.distribute.strategy_supports_no_merge_call()
+
+    def slots_in_place(self, device):
+        """Whether the fused computation on ``device`` writes the moment slots over their
+        old values (GPU, TPU: no second copy of the optimizer state) or returns them, to
+        be assigned as the parameters are (CPU: XLA's CPU loops that write over their
+        input run unvectorised; see fused_step_body). The same values either way."""
+        return tf.DeviceSpec.from_string(device or "").device_type not in (None, "CPU")
 
     def _grouping_for(self, device):
         """"device", "batched" or "variable" for the variables on ``device``."""
@@ -338,6 +352,7 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
     def _fused_group(self, members, dtype, grouping, scale, clip_inside):
         """Fused update of the members living on one device, with one dtype."""
         coef = self._fused_coefficients(dtype)
+        slots_in_place = self.slots_in_place(members[0][1][0].device)
         updates = []
         for batch in _batches(members, grouping):
             variables = [parts for _, parts, _ in batch]
@@ -347,10 +362,12 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
                 _shapes(variables), self.clip_norm if clip_inside else None, scale,
                 [_dense_gradient(grad, parts[0]) for grad, parts, _ in batch],
                 [tf.convert_to_tensor(parts[0]) for parts in variables],
-                *[[parts[k].handle for parts in variables] for k in (1, 2)])
-            updates.extend(parts[0].assign(value, use_locking=self._use_locking,
-                                           read_value=False)
-                           for parts, value in zip(variables, new_params))
+                *[[parts[k].handle for parts in variables] for k in (1, 2)], slots_in_place)
+            for parts, values in zip(variables, new_params):
+                for target, value in zip(parts, values if isinstance(values, (tuple, list))
+                                         else [values]):
+                    updates.append(target.assign(value, use_locking=self._use_locking,
+                                                 read_value=False))
         return updates
 
     # ---- per-variable path (fused=False, TPU, other strategies) --------------
@@ -401,7 +418,8 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
                 tuple(k for _, _, (_, k) in batch),
                 _shapes([parts for _, parts, _ in batch]), clip_inside, scale,
                 [g for g, _, _ in batch], [parts[0].value() for _, parts, _ in batch],
-                *[[parts[k].handle for _, parts, _ in batch] for k in (1, 2)])(stage=stage))
+                *[[parts[k].handle for _, parts, _ in batch] for k in (1, 2)],
+                self.slots_in_place(batch[0][1][0].device))(stage=stage))
         return texts
 
     def _fused_config(self):
