@@ -174,12 +174,13 @@ def _function_nodes(export_dir):
 def test_the_classifier_export_holds_small_graphs(trained_heads):
     """The tiny classifier's SavedModel: one copy of the tokenizer and of the model, the row
     bookkeeping in graph_ops' small graphs. Before graph_ops its functions held 2,793
-    nodes (the tokenizer 1,051, serve_pair 661); now about 2,080: each node costs at
-    every export's trace and save, every tf.saved_model.load and each signature's first
-    call."""
+    nodes (the tokenizer 1,051, serve_pair 661); then about 2,080, and 2,317 once the
+    attention of trimmed requests ran in length groups (attention.row_groups): each node
+    costs at every export's trace and save, every tf.saved_model.load and each
+    signature's first call."""
     head = trained_heads.exported("classifier")
     nodes = _function_nodes(head.export_dir)
-    assert sum(nodes.values()) <= 2300, sum(nodes.values())
+    assert sum(nodes.values()) <= 2400, sum(nodes.values())
     by_prefix = collections.Counter()
     for name in nodes:
         by_prefix[name.rsplit("_", 1)[0]] += 1
