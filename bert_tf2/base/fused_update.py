@@ -50,7 +50,8 @@ def _clip_scale(norm, clip_norm):
 
 def fused_step_body(rule, coef, flags, factors, shapes, clip_norm, scale, grads, params,
                     firsts, seconds, slots_in_place=True):
-    """Updates the moment slots of one group in place; returns the new params.
+    """One group's update: the new params (with ``slots_in_place``, the moment slots
+    written in place), or each variable's (param, first, second) without it.
 
     ``rule`` is the per-variable update (``_adam_update`` or ``_lamb_update``),
     ``flags`` its static per-variable choices, ``factors`` each variable's
