@@ -333,7 +333,7 @@ def test_inference_on_real_tokens_in_length_groups_keeps_every_real_token(batch,
     full = model(ids, mask, types, skip_padding=False)["all_encoder_layers"]
     was = attention.set_row_groups(count)
     try:
-        assert attention.row_groups_enabled() == count
+        assert attention.row_group_count() == count
         got = tf.function(model.__call__)(ids, mask, types, training=False, skip_padding=True)
     finally:
         attention.set_row_groups(was)

@@ -50,8 +50,8 @@ def _clip_scale(norm, clip_norm):
 
 def fused_step_body(rule, coef, flags, factors, shapes, clip_norm, scale, grads, params,
                     firsts, seconds, slots_in_place=True):
-    """One group's update: the new params (with ``slots_in_place``, the moment slots
-    written in place), or each variable's (param, first, second) without it.
+    """One group's update: per variable, (new param,) with ``slots_in_place`` (the
+    moment slots written in place), (new param, new first, new second) without it.
 
     ``rule`` is the per-variable update (``_adam_update`` or ``_lamb_update``),
     ``flags`` its static per-variable choices, ``factors`` each variable's
@@ -92,7 +92,7 @@ def fused_step_body(rule, coef, flags, factors, shapes, clip_norm, scale, grads,
         if slots_in_place:
             tf.raw_ops.AssignVariableOp(resource=first, value=new_first)
             tf.raw_ops.AssignVariableOp(resource=second, value=new_second)
-            new_params.append(new_param)
+            new_params.append((new_param,))
         else:
             new_params.append((new_param, new_first, new_second))
     return new_params
@@ -130,6 +130,12 @@ fused_step = tf.function(fused_step_body, jit_compile=True, reduce_retracing=Tru
 # On CPU ("auto"), variables are updated in batches of at least this many
 # elements: one XLA call per large variable, the small ones together.
 _CPU_BATCH_ELEMENTS = 1 << 20
+
+
+def _on_cpu(device):
+    """Whether variables on ``device`` (a device string; "" or None: the default) live on a
+    CPU."""
+    return tf.DeviceSpec.from_string(device or "").device_type in (None, "CPU")
 
 
 def _owner(variable):
@@ -271,14 +277,13 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
         old values (GPU, TPU: no second copy of the optimizer state) or returns them, to
         be assigned as the parameters are (CPU: XLA's CPU loops that write over their
         input run unvectorised; see fused_step_body). The same values either way."""
-        return tf.DeviceSpec.from_string(device or "").device_type not in (None, "CPU")
+        return not _on_cpu(device)
 
     def _grouping_for(self, device):
         """"device", "batched" or "variable" for the variables on ``device``."""
         if self.fused_grouping != "auto":
             return self.fused_grouping
-        device_type = tf.DeviceSpec.from_string(device or "").device_type
-        return "batched" if device_type in (None, "CPU") else "device"
+        return "batched" if _on_cpu(device) else "device"
 
     # ---- clipping (replica context, after aggregation) -----------------------
     def _transform_gradients(self, grads_and_vars):
@@ -364,11 +369,10 @@ class FusedOptimizer(tf_keras.optimizers.legacy.Optimizer):
                 [_dense_gradient(grad, parts[0]) for grad, parts, _ in batch],
                 [tf.convert_to_tensor(parts[0]) for parts in variables],
                 *[[parts[k].handle for parts in variables] for k in (1, 2)], slots_in_place)
-            for parts, values in zip(variables, new_params):
-                for target, value in zip(parts, values if isinstance(values, (tuple, list))
-                                         else [values]):
-                    updates.append(target.assign(value, use_locking=self._use_locking,
-                                                 read_value=False))
+            # (var, first, second) against (param,) or (param, first, second): what came back.
+            updates.extend(target.assign(value, use_locking=self._use_locking, read_value=False)
+                           for parts, values in zip(variables, new_params)
+                           for target, value in zip(parts, values))
         return updates
 
     # ---- per-variable path (fused=False, TPU, other strategies) --------------

@@ -167,7 +167,7 @@ def set_row_groups(count):
     return was
 
 
-def row_groups_enabled():
+def row_group_count():
     """The number of length groups graphs traced now use (0: none)."""
     return _ROW_GROUPS["count"]
 

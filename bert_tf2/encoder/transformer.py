@@ -69,7 +69,7 @@ class Encoder(tf_keras.layers.Layer):
         each over its rows' own tokens (attention.row_groups)."""
         batch_size, seq_length, width = layers.get_shape_list(x)
         groups = None
-        count = attention.row_groups_enabled()
+        count = attention.row_group_count()
         if group_rows and count and tokens is not None and attention.known_false(training):
             groups = attention.row_groups(tokens, batch_size, seq_length, count)
         # The layers work on [B * S, H]: every dense layer is then a plain 2-D
