@@ -58,13 +58,20 @@ _UNICODE_TEXTS = ["caf\u00e9 na\u00efve r\u00e9sum\u00e9 was good",
                   "Stra\u00dfe in K\u00f8benhavn , mary !"]
 
 
+def _shared_vocab():
+    """../shared's uncased vocabulary file, or None (no ../shared, or PARITY_SMALL_VOCAB)."""
+    if SHARED_DIR is None or os.environ.get("PARITY_SMALL_VOCAB"):
+        return None
+    path = SHARED_DIR / "data" / "vocab" / "uncased_vocab.txt"
+    return path if path.is_file() else None
+
+
 def vocab_lines():
     """The uncased vocabulary of ../shared when there is one, else a small one of _WORDS,
     punctuation, the unicode inputs' characters and their accent-stripped forms."""
-    if SHARED_DIR is not None and not os.environ.get("PARITY_SMALL_VOCAB"):
-        path = SHARED_DIR / "data" / "vocab" / "uncased_vocab.txt"
-        if path.is_file():
-            return path.read_text(encoding="utf-8").splitlines()
+    path = _shared_vocab()
+    if path is not None:
+        return path.read_text(encoding="utf-8").splitlines()
     extra = sorted(set("".join(_UNICODE_TEXTS).lower()) - set(" \u200b\u200d"))
     return _SPECIALS + list(_WORDS) + [".", ",", "!", "?", "cafe", "naive", "resume", "zero",
                                        "width", "strasse", "kobenhavn"] + extra
@@ -447,8 +454,10 @@ class Classifier(Head):
     task_type = "classification"
     extra = {}
     # 96 texts seen 4 times (48 steps, about a second): a model that tells the three labels
-    # apart on the matrix's inputs (24 texts seen once answered "pos" to all of them).
-    train_count, epochs = 96, 4.0
+    # apart on the matrix's inputs (24 texts seen once answered "pos" to all of them). With
+    # the small vocabulary (no ../shared) 4 epochs answered "neutral" to all: 8 there.
+    train_count = 96
+    epochs = 4.0 if _shared_vocab() is not None else 8.0
 
     def label_of(self, text, index):
         words = text.split()
@@ -1089,6 +1098,12 @@ KNOWN_DIFFERENT = {
     ("tagger_crf", "hf", "duplicates"): _HF_CRF,
 }
 
+# Cells that agree or not by the trained weights alone, with the small vocabulary (no
+# ../shared): the HuggingFace door decodes a CRF tagger by argmax, and on the short inputs
+# argmax gives Viterbi's tags with the model of ../shared's vocabulary (strict: equal) but not
+# with the small one's (one sentence of three). Not strict there: pass or fail, no verdict.
+MAY_DIFFER = {} if _shared_vocab() is not None else {("tagger_crf", "hf", "short"): _HF_CRF}
+
 
 def cell_params(heads):
     """pytest params (head, door, kind) of the cells of `heads` (names), each head's doors
@@ -1100,6 +1115,9 @@ def cell_params(heads):
                 for kind in KINDS:
                     reason = KNOWN_DIFFERENT.get((head, door, kind))
                     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                    if (head, door, kind) in MAY_DIFFER:
+                        marks = [pytest.mark.xfail(strict=False,
+                                                   reason=MAY_DIFFER[(head, door, kind)])]
                     params.append(pytest.param(head, door, kind, marks=marks,
                                                id="%s-%s-%s" % (head, door, kind)))
     return params
