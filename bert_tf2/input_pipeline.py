@@ -333,7 +333,15 @@ def check_record_lengths(path, spec, flag_of=None):
 
 def decode_record(record, spec):
     """Parses one serialized Example; int64 becomes int32 (what TPUs take)."""
-    example = tf.io.parse_single_example(record, spec)
+    return _int64_as_int32(tf.io.parse_single_example(record, spec))
+
+
+def decode_records(records, spec):
+    """decode_record over a [N] string tensor of serialized Examples at once: [N, ...]."""
+    return _int64_as_int32(tf.io.parse_example(records, spec))
+
+
+def _int64_as_int32(example):
     return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
             for name, t in example.items()}
 

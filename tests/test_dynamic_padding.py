@@ -538,3 +538,62 @@ def test_no_trimming_on_tpus(tmp_path):
     assert runner.trim_padding
     runner.strategy = object.__new__(tf.distribute.TPUStrategy)
     assert not runner.trim_padding
+
+
+# ---------------------------------------------------------------------------
+# Prediction from small record files: numpy batches, the pipeline's answers
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("count", [23, 2], ids=["batches", "fewer_than_a_batch"])
+@pytest.mark.parametrize("trim", [True, False], ids=["trimmed", "padded"])
+def test_small_files_predict_from_memory_to_the_pipelines_bits(tmp_path, padded_predictions,
+                                                               monkeypatch, trim, count):
+    """A record file of dataset_fn_for (run_classifier's, run_squad's eval / predict file)
+    small enough is read whole and batched in numpy (memory_batches.file_columns): no
+    tf.data pipeline, the same batches, sizes and outputs to the bit as the pipeline's,
+    a last partial batch padded to the batch size as the pipeline pads it."""
+    from bert_tf2.trainer import memory_batches  # pylint: disable=import-outside-toplevel
+    _, padded_runner, _, _ = padded_predictions
+    path = write_classifier_records(tmp_path / "c.tf_record",
+                                    lengths_of(count, seed=5, full_every=7))
+    runner = runner_for(tmp_path, "run", classifier_fn, init_from=padded_runner,
+                        trim_padding=trim)
+
+    def predicted():
+        return list(runner.predict(input_pipeline.dataset_fn_for(
+            [path], CLASSIFIER_SPEC, 4, is_training=False, trim_padding=trim,
+            bucket_width=WIDTH), classifier_predict))
+    built = []
+    real_make_dataset = input_pipeline.make_dataset
+    monkeypatch.setattr(input_pipeline, "make_dataset",
+                        lambda *a, **k: built.append(1) or real_make_dataset(*a, **k))
+    from_memory = predicted()
+    assert not built
+    monkeypatch.setattr(memory_batches, "SMALL_FILES_BYTES", 0)
+    from_pipeline = predicted()
+    assert built
+    assert [len(b["is_real_example"]) for b in from_memory] == [4] * (-(-count // 4))
+    assert len(from_memory) == len(from_pipeline)
+    for a, b in zip(from_memory, from_pipeline):
+        assert sorted(a) == sorted(b)
+        for name in a:
+            assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_file_columns_leave_what_they_cannot_read_to_the_pipeline(tmp_path):
+    from bert_tf2.trainer import memory_batches  # pylint: disable=import-outside-toplevel
+    path = write_classifier_records(tmp_path / "c.tf_record", lengths_of(5, seed=1))
+    found = memory_batches.file_columns([path, path], CLASSIFIER_SPEC)
+    want = batches_of(tf.data.TFRecordDataset([path, path]).map(
+        lambda r: input_pipeline.decode_record(r, CLASSIFIER_SPEC)).batch(10))[0]
+    assert sorted(found) == sorted(want)
+    for name, value in want.items():
+        assert found[name].dtype == value.dtype and value.dtype != np.int64
+        np.testing.assert_array_equal(found[name], value)
+    assert memory_batches.file_columns([path], CLASSIFIER_SPEC, max_bytes=10) is None
+    assert memory_batches.file_columns([str(tmp_path / "absent")], CLASSIFIER_SPEC) is None
+    ragged = dict(CLASSIFIER_SPEC, input_ids=tf.io.VarLenFeature(tf.int64))
+    assert memory_batches.file_columns([path], ragged) is None
+    empty = write_classifier_records(tmp_path / "empty.tf_record", [])
+    assert memory_batches.file_columns([empty], CLASSIFIER_SPEC) is None

@@ -434,8 +434,8 @@ def test_a_call_builds_no_input_pipeline_and_cuts_the_batch_to_the_data(classifi
     shapes = []
     made = memory_batches.batches
 
-    def counted(found, source):
-        for batch in made(found, source):
+    def counted(found, source, **kwargs):
+        for batch in made(found, source, **kwargs):
             shapes.append(batch["input_ids"].shape[0])
             yield batch
 

@@ -13,6 +13,12 @@ texts with a batch size of 2**20 are 2 rows, not 2**20). Padding rows carry no e
 and their outputs are never read. The step's signature is the dataset's (a static batch
 size, the trimmed axis None): at or over the batch size, the answers are do_predict's
 to the bit; a smaller batch's shape may move them in the last float32 bits.
+
+Small record files on disk (file_columns: SMALL_FILES_BYTES in all, every feature of
+fixed length) are read whole the same way: the evaluation and prediction files of
+run_classifier, run_squad, run_ner, ... Their batches keep make_dataset's batch size
+(whole_batches) even for fewer examples, so their answers are the tf.data pipeline's to
+the bit, without its set-up (a SQuAD file of 96 features: about 0.19 s of its 1.3 s pass).
 """
 import numpy as np
 import tensorflow as tf
@@ -39,6 +45,33 @@ def columns(records, spec):
     return found
 
 
+# Record files up to this many bytes in all are predicted from memory (file_columns):
+# parsed at about 100 MB/s here, their int32 columns up to four times their size.
+SMALL_FILES_BYTES = 32 << 20
+
+
+def file_columns(files, spec, max_bytes=None):
+    """{name: [N, ...] array} of the records of the TFRecord `files` as make_dataset decodes
+    them (input_pipeline.decode_records), or None when they hold more than `max_bytes`
+    (default SMALL_FILES_BYTES) in all, one cannot be read, or `spec` has a feature that
+    is not a FixedLenFeature (those stay with the tf.data pipeline, which reads them as it
+    always did)."""
+    max_bytes = SMALL_FILES_BYTES if max_bytes is None else max_bytes
+    if not files or not all(isinstance(f, tf.io.FixedLenFeature) for f in spec.values()):
+        return None
+    try:
+        size = sum(tf.io.gfile.stat(path).length for path in files)
+    except tf.errors.OpError:  # the pipeline says what is wrong with the file
+        return None
+    if size > max_bytes:
+        return None
+    serialized = list(tf.data.TFRecordDataset(files).batch(1 << 30))
+    if not serialized:  # no record: no batch, as the pipeline gives none
+        return None
+    decoded = input_pipeline.decode_records(tf.concat(serialized, axis=0), spec)
+    return {name: value.numpy() for name, value in decoded.items()}
+
+
 def _value(record, name, feature, index, kind, dtype, shape):
     """One record's feature `name` as an array (the spec's default when it has none)."""
     if name in record:
@@ -63,12 +96,13 @@ def _per_example_max(array):
     return array if array.ndim == 1 else array.reshape(len(array), -1).max(axis=1, initial=0)
 
 
-def batches(found, source):
+def batches(found, source, whole_batches=False):
     """The batches (dicts of numpy arrays) make_dataset(pad_final_batch=True, trim=
     source.trim, buckets=source.trim) makes of the columns `found` (module docstring:
-    the batch size cut to the number of examples). One replica, one input pipeline."""
+    the batch size cut to the number of examples unless `whole_batches`). One replica,
+    one input pipeline."""
     count = len(next(iter(found.values())))
-    size = batch_size(source, count)
+    size = batch_size(source, count, whole_batches)
     found = dict(found)
     if source.trim:  # buckets: numbered, then sorted by length within each window
         found[input_pipeline.EXAMPLE_INDEX] = np.arange(count, dtype=np.int32)
@@ -92,12 +126,13 @@ def batches(found, source):
         yield batch
 
 
-def batch_size(source, count):
+def batch_size(source, count, whole_batches=False):
     """The rows of each batch of `count` examples: the batch size, or for fewer examples
-    the power of two at or above their count (padding rows to it): a few shapes in all, not
-    one per count (one traced step for all of them where the prediction loop leaves the
-    batch axis open: one replica, no XLA; under XLA a program per shape)."""
-    if count >= source.batch_size:
+    (unless `whole_batches`) the power of two at or above their count (padding rows to it):
+    a few shapes in all, not one per count (one traced step for all of them where the
+    prediction loop leaves the batch axis open: one replica, no XLA; under XLA a program
+    per shape)."""
+    if count >= source.batch_size or whole_batches:
         return source.batch_size
     return min(source.batch_size, 1 << max(0, count - 1).bit_length())
 
@@ -111,15 +146,16 @@ def _padded(name, rows, size):
     return np.concatenate([rows, pad])
 
 
-def element_spec(found, source):
-    """The step's input signature for batches() of `found`: any batch size, and (trimmed)
-    any length on the per-token features' last axis."""
-    key = (id(source.spec), source.trim, batch_size(source, len(next(iter(found.values())))),
+def element_spec(found, source, whole_batches=False):
+    """The step's input signature for batches(found, source, whole_batches): any batch
+    size, and (trimmed) any length on the per-token features' last axis."""
+    size = batch_size(source, len(next(iter(found.values()))), whole_batches)
+    key = (id(source.spec), source.trim, size,
            tuple((n, v.dtype.str) for n, v in found.items()))
     cached = _SPECS.get(key)
     if cached is not None and cached[0] is source.spec:
         return cached[1]
-    spec = _element_spec(found, source)
+    spec = _element_spec(found, source, size)
     if len(_SPECS) > 64:
         _SPECS.clear()
     _SPECS[key] = (source.spec, spec)
@@ -131,8 +167,7 @@ def element_spec(found, source):
 _SPECS = {}
 
 
-def _element_spec(found, source):
-    size = batch_size(source, len(next(iter(found.values()))))
+def _element_spec(found, source, size):
     names = input_pipeline.sequence_feature_names(source.spec) if source.trim else ()
     spec = {}
     for name, value in found.items():

@@ -107,10 +107,10 @@ class PredictionLoop:
         source = getattr(dataset_fn, "source", None)
         records = (input_pipeline.memory_records(source.files) if source is not None
                    else None)
-        if records is not None and self.predicts_in_memory:
-            found = memory_batches.columns(records, source.spec)
-            spec = memory_batches.element_spec(found, source)
-            dataset = memory_batches.batches(found, source)
+        found, on_disk = self._in_memory(source, records)
+        if found is not None:
+            spec = memory_batches.element_spec(found, source, whole_batches=on_disk)
+            dataset = memory_batches.batches(found, source, whole_batches=on_disk)
             step = self._predict_step(predict_fn, spec, numpy_batches=True)
         else:
             if records is not None:  # several replicas: tf.distribute's input, from a file
@@ -129,6 +129,17 @@ class PredictionLoop:
             batches = predict_outputs.in_input_order(batches)
         # islice stops before running the batch after the last one asked for.
         yield from self._shown(itertools.islice(batches, max_steps), stage, total_steps)
+
+    def _in_memory(self, source, records):
+        """(the columns predict() runs as numpy batches, whether they were read from disk),
+        or (None, False) for the tf.data pipeline: records kept in memory, or small files
+        (memory_batches.file_columns), where predicts_in_memory."""
+        if source is None or not self.predicts_in_memory:
+            return None, False
+        if records is not None:
+            return memory_batches.columns(records, source.spec), False
+        found = memory_batches.file_columns(source.files, source.spec)
+        return found, found is not None
 
     @property
     def predicts_in_memory(self):
