@@ -6,8 +6,9 @@ Usage:
 Same data, token ids, batch size and max_seq_length on both sides; the peer is
 transformers + torch on CPU with its usual recipe (DataCollatorWithPadding: each batch
 padded to its longest example), run by benchmarks/peer_finetuning.py in the peer venv
-($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python, made by `make bench`); without
-it (or with BERT_TF2_PEERS=0) every peer row says "peer not run" and why. Models:
+($BERT_TF2_PEER_PYTHON, default .venv-reproduce/bin/python, made by `make bench`), kept
+running beside ours: each row's peer side is timed right after ours (Peer); without it
+(or with BERT_TF2_PEERS=0) every peer row says "peer not run" and why. Models:
 all-MiniLM-L6-v2 (converted once with
 convert_hf_checkpoint.py; both sides load the same weights) and a BERT-Base-shaped model
 with random weights. Data from ../shared (SST-2, MRPC, SQuAD dev; the uncased vocabulary).
@@ -55,7 +56,6 @@ printed.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -403,19 +403,34 @@ def model_setup(name, workdir):
 
 
 def measure_model(name, workdir, quick, log):
-    """Our rows of one model (peer values filled in later) and the peer's jobs."""
+    """(our rows of one model, the peer's result of each row, in order (None where it did
+    not run), its info, why it did not run). Each row's peer job runs right after our side
+    of the row (Peer)."""
+    config, checkpoint, peer_spec = model_setup(name, workdir)
+    peer = Peer(peer_spec, os.path.join(workdir, "peer_%s.json" % name), log)
+    try:
+        rows, results = _measure_model(name, workdir, quick, log, config, checkpoint, peer)
+    finally:
+        peer.close()
+    return rows, results, peer.info, peer.why
+
+
+def _measure_model(name, workdir, quick, log, config, checkpoint, peer):
+    """measure_model's rows and peer results, the peer started."""
     from bert_tf2 import input_pipeline  # pylint: disable=import-outside-toplevel
     from bert_tf2 import heads  # pylint: disable=import-outside-toplevel
-    import modeling  # pylint: disable=import-outside-toplevel
     import tokenization  # pylint: disable=import-outside-toplevel
     pick = 1 if quick else 0
     size = {k: v[pick] for k, v in SIZES[name].items()}
-    config, checkpoint, peer = model_setup(name, workdir)
     tokenizer = tokenization.FullTokenizer(
         os.path.join(shared_dir(), "data", "vocab", "uncased_vocab.txt"), do_lower_case=True)
     ours = Ours(config, checkpoint, workdir)
     full = {k: v[pick] for k, v in FULL_PADDING.items()}
-    rows, jobs = [], []
+    rows, jobs, peer_results = [], [], []
+
+    def peer_job(job):  # the peer's side of the row just measured
+        jobs.append(job)
+        peer_results.append(peer.run(job))
     train_count = (size["train_steps"] + WARMUP_STEPS) * BATCH_SIZE * 4
     for task in ("sst-2", "mrpc"):
         path, examples, num_labels = glue_data_files(workdir, task, "train", train_count,
@@ -423,24 +438,24 @@ def measure_model(name, workdir, quick, log):
         # The peer trains on the very batches we trained on (same_batches), random or
         # length-grouped, one step each, the same first WARMUP_STEPS untimed.
         seen = {False: [], True: []}
-        speed = {True: ours.train(path, num_labels, size["train_steps"], True,
-                                  seen=seen[False]),
-                 False: ours.train(path, num_labels, full["train_steps"], False)}
+        trimmed = ours.train(path, num_labels, size["train_steps"], True, seen=seen[False])
+        random_job = {"kind": "train", "num_labels": num_labels, "examples": examples,
+                      "batches": same_batches(seen[False], examples), "warmup": WARMUP_STEPS}
+        peer_job(random_job)
+        speed = {True: trimmed, False: ours.train(path, num_labels, full["train_steps"], False)}
         rows.append(_row("fine-tuning train", "%s, %s, batch 32, seq 128" % (task, name),
                          speed, "examples/s"))
         log(rows[-1])
-        jobs.append({"kind": "train", "num_labels": num_labels, "examples": examples,
-                     "batches": same_batches(seen[False], examples), "warmup": WARMUP_STEPS})
         rows += _grouped_rows(ours, path, num_labels, size["train_steps"], speed[True],
                               "%s, %s, batch 32, seq 128" % (task, name), log, seen[True])
-        jobs.append(jobs[-1])
-        jobs.append(dict(jobs[-1], batches=same_batches(seen[True], examples)))
+        peer_job(random_job)  # torch's usual random batches: the first row's peer
+        peer_job(dict(random_job, batches=same_batches(seen[True], examples)))
         if task == "sst-2":
             rows.append(bf16_train_row(ours.train(path, num_labels, size["train_steps"], True,
                                                   dtype="bf16"), speed[True],
                                        "%s, %s, batch 32, seq 128, bf16" % (task, name)))
             log(rows[-1])
-            jobs.append(bf16_peer_job(jobs[-3]))
+            peer_job(bf16_peer_job(jobs[-3]))
             if len(jobs[-1]["batches"]) < len(jobs[-3]["batches"]):
                 rows[-1]["peer_note"] = "peer timed on %d step(s) after %d untimed" % (
                     len(jobs[-1]["batches"]) - jobs[-1]["warmup"], jobs[-1]["warmup"])
@@ -460,8 +475,8 @@ def measure_model(name, workdir, quick, log):
                          {k: v[0] for k, v in results.items()}, "examples/s",
                          _max_diff(results[False][1], results[True][1])))
         log(rows[-1])
-        jobs.append({"kind": "eval", "num_labels": num_labels, "examples": examples,
-                     "batch_size": BATCH_SIZE, "warmup_batches": WARMUP_BATCHES})
+        peer_job({"kind": "eval", "num_labels": num_labels, "examples": examples,
+                  "batch_size": BATCH_SIZE, "warmup_batches": WARMUP_BATCHES})
 
     features, examples = extract_inputs(size["extract"], tokenizer)
     results = {True: ours.extract(features, True),
@@ -472,8 +487,8 @@ def measure_model(name, workdir, quick, log):
                      % (len(features), name), {k: v[0] for k, v in results.items()},
                      "sentences/s", diff))
     log(rows[-1])
-    jobs.append({"kind": "extract", "examples": examples, "batch_size": BATCH_SIZE,
-                 "layers": list(LAYERS), "warmup_batches": WARMUP_BATCHES})
+    peer_job({"kind": "extract", "examples": examples, "batch_size": BATCH_SIZE,
+              "layers": list(LAYERS), "warmup_batches": WARMUP_BATCHES})
 
     path, examples = squad_data_files(workdir, size["squad"], tokenizer)
     speed, _ = ours.predict("%s_squad" % name, lambda: heads.BertSquad(config), path,
@@ -484,8 +499,8 @@ def measure_model(name, workdir, quick, log):
     rows.append(_row("run_squad predict", "SQuAD dev, %d features, %s, batch 8, seq 384 "
                      "(both full length; peer padded to 384 as HF run_qa by default)"
                      % (len(examples), name), {False: speed}, "features/s"))
-    jobs.append({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
-                 "max_length": SQUAD_SEQ_LENGTH, "warmup_batches": WARMUP_BATCHES})
+    peer_job({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
+              "max_length": SQUAD_SEQ_LENGTH, "warmup_batches": WARMUP_BATCHES})
     log(rows[-1])
     # run_squad --trim_padding: length buckets cut to their longest window (rounded up to
     # a multiple of 4, as run_squad does), the n-best ranked among real positions in the
@@ -498,10 +513,10 @@ def measure_model(name, workdir, quick, log):
     rows.append(_row("run_squad predict --trim_padding", "SQuAD dev, %d features, %s, batch 8, "
                      "seq 384 (ours trimmed; peer dynamic padding)" % (len(examples), name),
                      {False: speed}, "features/s"))
-    jobs.append({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
-                 "max_length": None, "warmup_batches": WARMUP_BATCHES})
     log(rows[-1])
-    return rows, dict(peer, jobs=jobs)
+    peer_job({"kind": "squad", "examples": examples, "batch_size": SQUAD_BATCH_SIZE,
+              "max_length": None, "warmup_batches": WARMUP_BATCHES})
+    return rows, peer_results
 
 
 def grouped_batches(lengths, count, seed=1, group=50):
@@ -567,32 +582,53 @@ def _row(measure, config, speed, unit, max_diff=None):
             "peer": None, "unit": unit, "max_abs_diff": max_diff}
 
 
-def run_peer(spec, workdir, log):
-    """(the peer's results of spec's jobs, None) or (None, why it did not run)."""
-    python, why = bench_util.peer_python()
-    if python is None:
-        log("peer not run: %s" % why)
-        return None, why
-    jobs_path = os.path.join(workdir, "peer_jobs.json")
-    results_path = os.path.join(workdir, "peer_results.json")
-    # A job asked twice (the first train job is also the --group_by_length row's "random
-    # batches" peer) runs once; its result serves both rows.
-    keys = [json.dumps(job, sort_keys=True) for job in spec["jobs"]]
-    unique = list(dict.fromkeys(keys))
-    with open(jobs_path, "w", encoding="utf-8") as f:
-        json.dump(dict(spec, jobs=[json.loads(k) for k in unique]), f)
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_finetuning.py")
-    proc = subprocess.run([python, script, jobs_path, results_path], check=False,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        log("peer failed:\n" + proc.stdout[-3000:])
-        lines = proc.stdout.strip().splitlines()
-        return None, "the peer failed (%s)" % (lines[-1][:120] if lines else
-                                               "exit %d" % proc.returncode)
-    with open(results_path, encoding="utf-8") as f:
-        peer = json.load(f)
-    results = dict(zip(unique, peer["results"]))
-    return dict(peer, results=[results[k] for k in keys]), None
+class Peer:
+    """The torch peer (peer_finetuning.py, kept running in the peer venv through
+    bench_util.PeerProcess): `run(job)` times one job when our side of its row has just
+    been timed, so that the two sides of a row are minutes closer than when the peer
+    ran all its jobs after all of ours. A job asked again (the first train job is also
+    the --group_by_length row's "random batches" peer) is answered from the first time.
+    Without the peer venv, or once the peer failed, every result is None and `why` says
+    why."""
+
+    def __init__(self, spec, spec_path, log):
+        self.info, self.why, self._process, self._results, self._log = None, None, None, {}, log
+        python, why = bench_util.peer_python()
+        if python is None:
+            self.why = why
+            log("peer not run: %s" % why)
+            return
+        with open(spec_path, "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        self._process = bench_util.PeerProcess(python, "peer_finetuning.py", [spec_path])
+        self._ask(op="info")
+
+    def _ask(self, **command):
+        try:
+            answer = self._process.ask(**command)
+        except RuntimeError as error:  # the peer ended: its own output says why
+            self.why = "the peer failed (%s)" % error
+            self._log(self.why)
+            self.close()
+            return None
+        if command["op"] == "info":
+            self.info = answer
+            self._log("peer: torch %s, transformers %s, %d threads" % (
+                answer["torch"], answer["transformers"], answer["threads"]))
+        return answer
+
+    def run(self, job):
+        """The peer's {"seconds", "count"} of `job`, None when it did not run."""
+        key = json.dumps(job, sort_keys=True)
+        if key not in self._results:
+            self._results[key] = self._ask(op="job", job=job) if self._process else None
+        return self._results[key]
+
+    def close(self):
+        """Ends the peer process (once)."""
+        if self._process is not None:
+            process, self._process = self._process, None
+            process.close()
 
 
 def finish_rows(rows, peer, why_not=None):
@@ -634,15 +670,12 @@ def run(models=("minilm", "base"), quick=False, log=print):
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         for name in models:
-            ours, spec = measure_model(name, workdir, quick, log=lambda r: log(
-                "ours %s %s: %.1f %s (full padding %s)" % (
-                    r["measure"], r["config"], r["ours"], r["unit"],
-                    "%.1f" % r["ours_full_padding"] if r["ours_full_padding"] else "-")))
-            peer, why_not = run_peer(spec, workdir, log)
-            if peer is not None:
-                log("peer: torch %s, transformers %s, %d threads" % (
-                    peer["torch"], peer["transformers"], peer["threads"]))
-            new = finish_rows(ours, peer, why_not)
+            ours, results, info, why_not = measure_model(
+                name, workdir, quick, log=lambda r: log(
+                    r if isinstance(r, str) else "ours %s %s: %.1f %s (full padding %s)" % (
+                        r["measure"], r["config"], r["ours"], r["unit"],
+                        "%.1f" % r["ours_full_padding"] if r["ours_full_padding"] else "-")))
+            new = finish_rows(ours, dict(info or {}, results=results), why_not)
             rows.extend(new)
             log(bench_util.format_table(new))
     return rows

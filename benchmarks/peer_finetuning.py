@@ -1,12 +1,19 @@
 """The HF transformers + torch side of bench_finetuning.py (run in the peer venv).
 
-Usage (bench_finetuning.py writes the job file and runs this):
-  .venv-reproduce/bin/python benchmarks/peer_finetuning.py JOBS.json RESULTS.json
+Usage (bench_finetuning.py starts it through bench_util.PeerProcess):
+  .venv-reproduce/bin/python benchmarks/peer_finetuning.py SPEC.json
 
-JOBS.json: {"model_dir": HF directory or null (then "config": a BertConfig dict, random
-weights), "tokenizer_dir": an HF directory with vocab.txt (for the collator's padding),
-"jobs": [...]}; every job gives the token ids our side made (real tokens only,
-no padding), so both sides run the same inputs:
+SPEC.json: {"model_dir": HF directory or null (then "config": a BertConfig dict, random
+weights), "tokenizer_dir": an HF directory with vocab.txt (for the collator's padding)}.
+The peer stays up and answers one JSON command per stdin line with one stdout line
+prefixed "@@ " (peer_protocol.py), so that bench_finetuning times each row's peer job
+right after its own side of the row (this host's speed drifts by up to 30% from minute to
+minute: the two sides of a row timed minutes apart made its ratio swing):
+  {"op": "info"}              -> torch / transformers versions, threads, device
+  {"op": "job", "job": JOB}   -> {"seconds": timed seconds, "count": examples timed}
+  {"op": "quit"}
+Every job gives the token ids our side made (real tokens only, no padding), so both
+sides run the same inputs:
   {"kind": "train", "num_labels": 2, "examples": [{"input_ids", "token_type_ids",
    "labels"}...], "batches": [[index, ...], ...], "warmup": W}
       BertForSequenceClassification in train mode (dropout on), torch AdamW, clip to
@@ -30,6 +37,8 @@ import time
 
 import torch
 import transformers
+
+import peer_protocol
 
 
 # The GPU when torch sees one (a GPU user's comparison), else the CPU.
@@ -169,21 +178,19 @@ def run_forward(spec, job, collate):
 
 
 def main(argv):
-    """Runs the jobs of the spec file argv[1]; writes their timings as JSON to argv[2]."""
+    """Serves the commands of the module docstring for the spec file argv[1]."""
     with open(argv[1], encoding="utf-8") as f:
         spec = json.load(f)
     torch.manual_seed(0)
-    results = []
-    for job in spec["jobs"]:
+
+    def run_job(command):
+        job = command["job"]
         run = run_train if job["kind"] == "train" else run_forward
-        results.append(run(spec, job, _collator(spec["tokenizer_dir"],
-                                                job.get("max_length"))))
-        print("peer %s: %.1f examples/s" % (job["kind"], results[-1]["count"]
-                                            / results[-1]["seconds"]), flush=True)
-    with open(argv[2], "w", encoding="utf-8") as f:
-        json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
-                   "threads": torch.get_num_threads(), "device": DEVICE,
-                   "results": results}, f)
+        return run(spec, job, _collator(spec["tokenizer_dir"], job.get("max_length")))
+    peer_protocol.serve(lambda: {"torch": torch.__version__,
+                                 "transformers": transformers.__version__,
+                                 "threads": torch.get_num_threads(), "device": DEVICE},
+                        run_job)
 
 
 if __name__ == "__main__":

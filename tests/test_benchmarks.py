@@ -702,6 +702,53 @@ def test_a_group_left_out_of_the_run_asked_by_only_is_an_error(capsys, main_of_r
         capsys.readouterr().err)
 
 
+def test_finetuning_peer_times_each_job_when_asked_once_and_says_why_it_stopped(
+        monkeypatch, tmp_path):
+    """bench_finetuning's torch peer stays up and times each row's job when asked (right
+    after our side of the row), a job asked again answered from the first time; once
+    the peer process ended, every later row says why instead of a number."""
+    import bench_finetuning  # pylint: disable=import-outside-toplevel
+    asked = []
+
+    class FakePeer:
+        def __init__(self, python, script, args):
+            with open(args[0], encoding="utf-8") as f:
+                asked.append(("start", python, script, json.load(f)))
+
+        def ask(self, **command):
+            asked.append(command["op"])
+            if command["op"] == "info":
+                return {"torch": "2.x", "transformers": "5.x", "threads": 2}
+            if command["job"]["kind"] == "crash":
+                raise RuntimeError("the peer (peer_finetuning.py) ended without answering")
+            return {"seconds": 2.0, "count": len(command["job"]["examples"])}
+
+        def close(self):
+            asked.append("close")
+    monkeypatch.setattr(bench_util, "peer_python", lambda: ("peer-python", None))
+    monkeypatch.setattr(bench_util, "PeerProcess", FakePeer)
+    logged = []
+    peer = bench_finetuning.Peer({"model_dir": "m"}, str(tmp_path / "spec.json"),
+                                 logged.append)
+    assert asked == [("start", "peer-python", "peer_finetuning.py", {"model_dir": "m"}),
+                     "info"]
+    job = {"kind": "train", "examples": [1, 2, 3], "batches": [[0, 1, 2]]}
+    assert peer.run(job) == {"seconds": 2.0, "count": 3}
+    assert peer.run(json.loads(json.dumps(job))) == {"seconds": 2.0, "count": 3}
+    assert asked.count("job") == 1 and peer.why is None
+    assert peer.run({"kind": "crash", "examples": []}) is None
+    assert peer.why == ("the peer failed (the peer (peer_finetuning.py) ended without "
+                        "answering)")
+    assert peer.run({"kind": "eval", "examples": [1]}) is None
+    peer.close()
+    assert asked.count("job") == 2 and asked.count("close") == 1
+    assert logged == ["peer: torch 2.x, transformers 5.x, 2 threads", peer.why]
+    rows = bench_finetuning.finish_rows(
+        [bench_finetuning._row("eval/predict", "sst-2", {False: 10.0}, "examples/s")],  # pylint: disable=protected-access
+        {"results": [None]}, peer.why)
+    assert rows[0]["note"] == "peer not run: " + peer.why
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("grouped", [False, True])
 def test_finetuning_bench_peer_trains_on_our_very_batches(tmp_path, grouped):
