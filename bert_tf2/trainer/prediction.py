@@ -93,6 +93,11 @@ class PredictionLoop:
         outputs: row i of each output computed from example i alone. Outputs wait
         only until their batch is complete (at most about one window of them).
 
+        A dataset_fn of input_pipeline.dataset_fn_for whose records are kept in memory
+        (the Predictors') or whose files are small (memory_batches.file_columns) runs
+        as numpy batches of the same examples, rows and sizes, without building its
+        tf.data pipeline (predicts_in_memory: one replica, no TPU).
+
         Args:
           dataset_fn: input_context -> finite tf.data.Dataset of per-replica
             batches (use make_dataset(pad_final_batch=True) to keep every example).
