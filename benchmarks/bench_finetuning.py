@@ -625,10 +625,13 @@ class Peer:
         return self._results[key]
 
     def close(self):
-        """Ends the peer process (once)."""
+        """Ends the peer process (once; a peer that ended on its own is left as it is)."""
         if self._process is not None:
             process, self._process = self._process, None
-            process.close()
+            try:
+                process.close()
+            except OSError:  # its stdin closed under us: it was ending already
+                pass
 
 
 def finish_rows(rows, peer, why_not=None):
