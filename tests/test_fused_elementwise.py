@@ -4,6 +4,7 @@ the values and gradients of the ops they replace."""
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 import modeling
 from bert_tf2.base import fused_elementwise
@@ -89,12 +90,7 @@ def test_exact_gelu_trains_with_the_same_values_and_the_analytic_gradient(shape,
                                   np.asarray(tf.cast(plain[0], tf.float32)))
     dense, activation = modeling.dense_and_activation(8, modeling.BertConfig(10), "d",
                                                       modeling.gelu_exact)
-    assert activation is modeling.gelu_exact and dense.activation is tf_keras_linear()
-
-
-def tf_keras_linear():
-    import tf_keras  # pylint: disable=import-outside-toplevel
-    return tf_keras.activations.linear
+    assert activation is modeling.gelu_exact and dense.activation is tf_keras.activations.linear
 
 
 def test_gelu_in_bfloat16_is_computed_in_float32_and_rounded_once():
