@@ -256,7 +256,9 @@ class FeatureExtractor(object):
     [batch, dim] sentence vectors of pooling.pool over pooling.layers.
     With `skip_padding` the encoder runs on the real tokens only
     (modeling.set_skip_padding): the same values at every real token, zeros at the
-    padding positions, which neither the JSON lines nor the pooling read.
+    padding positions, which neither the JSON lines nor the pooling read. Without it,
+    its attention stops at each batch's last real key (modeling.set_key_trimming: the
+    same values at every position; it runs on this process's CPU or GPU, never XLA).
     """
 
     def __init__(self, bert_config, init_checkpoint, layer_indexes, seq_length,
@@ -274,6 +276,7 @@ class FeatureExtractor(object):
                                  unused_too=False, may_lack=_POOLER_VARIABLES)
         checkpoints.load_checkpoint(self.model, init_checkpoint)
         modeling.set_skip_padding(self.model, skip_padding)
+        modeling.set_key_trimming(self.model)
         self.seq_length = seq_length
         # Any length up to seq_length: trimmed batches share one graph.
         spec = tf.TensorSpec([None, None], tf.int32)

@@ -53,6 +53,15 @@ Contracts with the other modules (modeling.py):
   (attention.row_groups, attention.set_row_groups; not with instance_ids). Data-dependent
   shapes: not under XLA or on TPUs. Off by default; heads.reads_padding(model) says which
   task models may use it (not BertSquad's logits, not BertPretrainer).
+- set_key_trimming(model, enabled=True) -> number of BertModels (the attribute
+  `trim_keys`): at inference on every position (training false at trace time, no
+  skip_padding tokens, no instance_ids, not while portable_graphs traces an export), each
+  layer's attention runs over the keys up to the batch's last real one
+  (attention.key_span; every key when a row has none), which gives every position, padding
+  included, the values of attending over all of them within 1e-6 (a masked key's weight is
+  exp(-10000) = 0 in float32). Data-dependent shapes: not under XLA or on TPUs; off by
+  default, training.Runner turns it on for its models elsewhere and extract_features for
+  its extractor.
 - GELU and LayerNorm of training steps (bert_tf2/base/fused_elementwise.py): the reference's
   "gelu" (modeling.gelu, tanh form) is applied by DenseBlock / heads.Transform through
   modeling.dense_and_activation + apply_activation (the Dense layer itself has no
@@ -253,6 +262,25 @@ def set_skip_padding(model, enabled=True):
     return len(models)
 
 
+def set_key_trimming(model, enabled=True):
+    """Lets every BERT encoder of `model` attend, at inference on every position, over the
+    keys up to its batch's last real one only (or not); returns how many BertModels it
+    found.
+
+    The keys after that one are masked in every row, so each position, padding
+    included, gets the values of attending over all of them, up to the order of the
+    sums (attention.key_span says when a row keeps no key). A batch of short rows at
+    max_seq_length (run_squad's and run_classifier's default full length) then does
+    the attention work of its longest row. Data-dependent shapes: not under XLA or on
+    TPUs. Off by default; graphs traced for an export (attention.portable_graphs)
+    attend over every key either way.
+    """
+    models = transformer.layers_of(model, BertModel)
+    for bert in models:
+        bert.trim_keys = bool(enabled)
+    return len(models)
+
+
 def _assert_at_most(values, limit, scope, message):
     """An assert_less_equal(values, limit) op in its own name scope.
 
@@ -327,6 +355,7 @@ class BertModel(tf_keras.layers.Layer):
         self.encoder = Encoder(config)
         self.pooler = DenseBlock(config.hidden_size, config, "pooler", activation=tf.tanh)
         self.skip_padding = False  # see set_skip_padding
+        self.trim_keys = False  # see set_key_trimming
         self._reference_outputs = None
         if input_ids is not None:
             get_shape_list(input_ids, expected_rank=2)
@@ -440,7 +469,8 @@ class BertModel(tf_keras.layers.Layer):
         positions get the reference's values rather than zeros.
         """
         if not skip_padding:
-            return self.encoder(embedding_output, attention_mask, training=training)
+            return self.encoder(embedding_output, attention_mask, training=training,
+                                trim_keys=self.trim_keys)
         tokens = tf.where(tf.not_equal(tf.reshape(input_mask, [-1]), 0))[:, 0]
 
         def skipping():
@@ -451,7 +481,8 @@ class BertModel(tf_keras.layers.Layer):
             return skipping()
         dense = (tf.cast(tf.size(tokens), tf.float32)
                  >= DENSE_REAL_FRACTION * tf.cast(tf.size(input_mask), tf.float32))
-        return tf.cond(dense, lambda: self.encoder(embedding_output, attention_mask),
+        return tf.cond(dense, lambda: self.encoder(embedding_output, attention_mask,
+                                                   trim_keys=self.trim_keys),
                        skipping)
 
 

@@ -540,6 +540,35 @@ def test_no_trimming_on_tpus(tmp_path):
     assert not runner.trim_padding
 
 
+def test_padded_predictions_attend_up_to_each_batchs_last_real_key(tmp_path):
+    """Runner.trims_keys (modeling.set_key_trimming): a padded batch's attention stops at
+    its last real key; every position's output, padding included (BertSquad's logits
+    rank padding positions), stays the model's over every key. Not under XLA or on
+    TPUs (a data-dependent shape)."""
+    def squad_fn():
+        return heads.BertSquad(tiny_config())
+
+    def logits(model, features):
+        return {"start_logits": model(features, training=False)["start_logits"],
+                "is_real_example": features["is_real_example"]}
+    lengths = [5, 9, 3, 12, 4, 7, 6, 3]  # batches of 4: spans 12 and 7 of MAX_LEN
+    path = write_classifier_records(tmp_path / "c.tf_record", lengths, seed=4)
+    runner = runner_for(tmp_path, "run", squad_fn)
+    bert = runner.model.bert
+    assert runner.trims_keys and bert.trim_keys
+    predicted = list(runner.predict(bucket_dataset_fn(path, CLASSIFIER_SPEC, 4, False, 1),
+                                    logits))
+    modeling.set_key_trimming(runner.model, False)
+    expected = [logits(runner.model, batch)["start_logits"].numpy()
+                for batch in bucket_dataset_fn(path, CLASSIFIER_SPEC, 4, False, 1)()]
+    assert [b["start_logits"].shape for b in predicted] == [(4, MAX_LEN)] * 2
+    for got, want in zip(predicted, expected):
+        np.testing.assert_allclose(got["start_logits"], want, atol=1e-6)
+    assert not runner_for(tmp_path, "xla", squad_fn, enable_xla=True).trims_keys
+    runner.strategy = object.__new__(tf.distribute.TPUStrategy)
+    assert not runner.trims_keys
+
+
 # ---------------------------------------------------------------------------
 # Prediction from small record files: numpy batches, the pipeline's answers
 # ---------------------------------------------------------------------------

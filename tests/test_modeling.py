@@ -389,6 +389,75 @@ def test_length_groups_place_each_token_and_mask_past_each_rows_length():
     assert groups.places.numpy().tolist() == [2, 3, 4, 7, 8, 9, 10, 11, 1]
 
 
+def test_key_span_ends_at_the_batchs_last_real_key():
+    from bert_tf2.encoder import attention
+
+    def span(mask, seq=None):
+        additive = attention.create_attention_mask(tf.constant(mask, tf.int32))
+        return int(attention.key_span(additive, seq or len(mask[0])))
+    assert span([[1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0]]) == 3
+    assert span([[1, 0, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0]]) == 5   # a hole: up to the last
+    assert span([[1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0]]) == 6
+    # A row that keeps no key spreads its softmax over all of them: every key stays.
+    assert span([[1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]) == 6
+    assert span([[1, 0, 0, 0, 0, 0]]) == 1
+    assert span(np.zeros([0, 6], np.int32), 6) in range(1, 7)  # an empty batch
+    # Only -10000 counts as masked: a mask value of 2 (+10000) is a key that weighs.
+    assert span([[1, 0, 2, 0, 0, 0]]) == 3
+
+
+@pytest.mark.parametrize("in_graph", [False, True], ids=["eager", "tf_function"])
+def test_key_trimming_gives_every_position_the_full_attentions_values(in_graph):
+    """set_key_trimming: at inference the attention stops at the batch's last real key;
+    every position, padding included, keeps the values of attending over every key."""
+    from bert_tf2.encoder import attention
+    model = modeling.BertModel(tiny_config(hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0))
+    ids, _, types = random_inputs(4, 16, seed=7)
+    cases = {"short": [5, 3, 7, 1], "hole": [5, 3, 7, 1], "no_key": [5, 0, 7, 2],
+             "full": [16, 3, 7, 1]}
+    full = {}
+    for name, lengths in cases.items():
+        mask = (np.arange(16)[np.newaxis, :] < np.array(lengths)[:, np.newaxis]).astype(np.int32)
+        if name == "hole":
+            mask[2, 1:3] = 0
+        full[name] = (mask, model(ids, mask, types)["all_encoder_layers"])
+    assert modeling.set_key_trimming(model) == 1 and model.trim_keys
+    call = tf.function(model.__call__) if in_graph else model
+    try:
+        for name, (mask, expected) in full.items():
+            got = call(ids, mask, types, training=False)["all_encoder_layers"]
+            for a, b in zip(expected, got):
+                np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6, err_msg=name)
+    finally:
+        modeling.set_key_trimming(model, False)
+    assert not model.trim_keys
+
+
+def _traced_op_names(model, training, **kwargs):
+    ids, mask, types = random_inputs(2, 8)
+    spec = tf.TensorSpec([None, None], tf.int32)
+    fn = tf.function(lambda i, m, t: model(i, m, t, training=training, **kwargs),
+                     input_signature=[spec] * 3)
+    return [op.name for op in fn.get_concrete_function().graph.get_operations()]
+
+
+def test_key_trimming_only_at_inference_and_never_in_portable_graphs():
+    from bert_tf2.encoder import attention
+    model = modeling.BertModel(tiny_config())
+    model(*random_inputs())
+    modeling.set_key_trimming(model)
+
+    def trims(names):
+        return any("key_span" in name for name in names)
+    assert trims(_traced_op_names(model, False))
+    assert not trims(_traced_op_names(model, True))
+    with attention.portable_graphs():
+        assert not trims(_traced_op_names(model, False))
+    modeling.set_key_trimming(model, False)
+    assert not trims(_traced_op_names(model, False))
+
+
 def test_one_hot_embeddings_equal_gather():
     cfg = tiny_config()
     a = modeling.BertModel(cfg)

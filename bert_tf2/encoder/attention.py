@@ -234,6 +234,26 @@ def known_false(training):
     return training is not None and not bool(training)
 
 
+def key_span(attention_mask, seq_length):
+    """How many leading key positions inference's attention needs for this batch
+    (set_key_trimming): one past the last key that some row's additive mask
+    ([B, 1, 1, S]) leaves other than -10000, or seq_length when a row masks every key
+    (its softmax then spreads over all of them, as the reference's does). A scalar
+    int32 tensor in [1, seq_length].
+
+    The keys after it are masked in every row, and each row has a key that is not:
+    a masked key's weight, exp(score - 10000 - max), is 0 in float32 (unless its score
+    tops the row's best unmasked one by more than about 9,900), so attending over the
+    keys before it gives every query, padding positions' included, the values of
+    attending over all of them, up to the order of the sums."""
+    with tf.name_scope("key_span"):
+        kept = tf.not_equal(attention_mask[:, 0, 0, :], -10000.0)  # [B, S]
+        ends = tf.reduce_max(tf.where(kept, tf.range(1, seq_length + 1)[tf.newaxis], 0),
+                             axis=1)  # [B]: 0 for a row that keeps no key
+        span = tf.where(tf.reduce_min(ends) > 0, tf.reduce_max(ends), seq_length)
+        return tf.clip_by_value(span, 1, seq_length)  # an empty batch: any span will do
+
+
 def spread_tokens(values, tokens, positions):
     """tf.scatter_nd(tokens, values, [positions, W]): the rows `values` [T, W] of the
     real tokens put at their positions `tokens` [T, 1] (distinct indexes) of [positions,
@@ -305,7 +325,7 @@ class SelfAttention(tf_keras.layers.Layer):
             for value, part in zip(self._side_by_side(self.compute_dtype), ("kernel", "bias")))
 
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seed=None,
-             tokens=None, groups=None):
+             tokens=None, groups=None, keys=None):
         """x [B * S, H], attention_mask [B, 1, 1, S] (or [B, 1, S, S] for packed rows)
         additive -> context [B * S, H].
 
@@ -315,6 +335,8 @@ class SelfAttention(tf_keras.layers.Layer):
         groups: None, or (outside training, with tokens) the batch's RowGroups: the
         attention then runs group by group over each row's own tokens, and
         attention_mask is not read.
+        keys: None, or (outside training, without tokens) the batch's key_span: every
+        position attends over the keys before it only.
         """
         if self.joint_projection is not None and self.joint_projection[0].dtype == x.dtype:
             kernel, bias = self.joint_projection
@@ -327,6 +349,8 @@ class SelfAttention(tf_keras.layers.Layer):
             qkv = spread_tokens(qkv, tokens, batch_size * seq_length)
         qkv = tf.reshape(qkv, [batch_size, seq_length, 3, self.num_heads, self.head_size])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # each [B, N, S, H/N]
+        if keys is not None:
+            k, v, attention_mask = k[:, :, :keys], v[:, :, :keys], attention_mask[..., :keys]
         if known_false(training):
             context = inference_attend(q, k, v, attention_mask)
         else:
@@ -359,11 +383,11 @@ class Attention(tf_keras.layers.Layer):
         self.output_block = layers.DenseResidualNorm(config)
 
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
-             tokens=None, groups=None):
+             tokens=None, groups=None, keys=None):
         """seeds: None, or [2, 2] int32, the dropout seeds of the probabilities and output;
-        tokens, groups: as SelfAttention's."""
+        tokens, groups, keys: as SelfAttention's."""
         context = self.self_attention(x, attention_mask, batch_size, seq_length,
                                       training=training, seed=layers.dropout_seed(seeds, 0),
-                                      tokens=tokens, groups=groups)
+                                      tokens=tokens, groups=groups, keys=keys)
         return self.output_block(context, x, training=training, seed=layers.dropout_seed(seeds, 1))
 

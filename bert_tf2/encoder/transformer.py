@@ -24,14 +24,16 @@ class TransformerLayer(tf_keras.layers.Layer):
         self.output_block = layers.DenseResidualNorm(config)
 
     def call(self, x, attention_mask, batch_size, seq_length, training=False, seeds=None,
-             tokens=None, groups=None):
+             tokens=None, groups=None, keys=None):
         """x [B * S, H] -> [B * S, H]. seeds: None (keras dropout) or [3, 2] int32 (the
         seeds of the layer's three dropouts, see `layers.Dropout`). tokens: None, or [T, 1]
         indexes of the positions x holds ([T, H]; see Encoder); groups: None or their
-        attention.RowGroups (inference)."""
+        attention.RowGroups (inference); keys: None or the batch's attention.key_span
+        (inference on every position)."""
         attention_output = self.attention(
             x, attention_mask, batch_size, seq_length, training=training,
-            seeds=None if seeds is None else seeds[:2], tokens=tokens, groups=groups)
+            seeds=None if seeds is None else seeds[:2], tokens=tokens, groups=groups,
+            keys=keys)
         hidden = self.intermediate(attention_output, training=training)
         return self.output_block(hidden, attention_output, training=training,
                                  seed=layers.dropout_seed(seeds, 2))
@@ -61,17 +63,28 @@ class Encoder(tf_keras.layers.Layer):
                                    for i in range(config.num_hidden_layers)]
         self.gradient_checkpointing = False
 
-    def call(self, x, attention_mask, training=False, tokens=None, group_rows=False):
+    def call(self, x, attention_mask, training=False, tokens=None, group_rows=False,
+             trim_keys=False):
         """x [B, S, H] -> list of [B, S, H], one per layer; tokens: None or [T] int64.
 
         group_rows (with tokens, outside training, attention_mask the keys' mask of
         input_mask, [B, 1, 1, S]): the attention runs in groups of rows of like length,
-        each over its rows' own tokens (attention.row_groups)."""
+        each over its rows' own tokens (attention.row_groups).
+        trim_keys (without tokens, outside training, attention_mask [B, 1, 1, S], not
+        while a portable graph is traced): every position attends over the keys up to
+        the batch's last unmasked one only (attention.key_span; a data-dependent shape:
+        not under XLA or on TPUs), which gives every position the values of attending
+        over all of them, up to the order of the sums."""
         batch_size, seq_length, width = layers.get_shape_list(x)
-        groups = None
+        groups = keys = None
         count = attention.row_group_count()
         if group_rows and count and tokens is not None and attention.known_false(training):
             groups = attention.row_groups(tokens, batch_size, seq_length, count)
+        if (trim_keys and tokens is None and attention.known_false(training)
+                and not attention.tracing_portable_graphs()
+                and attention_mask is not None and attention_mask.shape.rank == 4
+                and attention_mask.shape[2] == 1):
+            keys = attention.key_span(attention_mask, seq_length)
         # The layers work on [B * S, H]: every dense layer is then a plain 2-D
         # matmul that TensorFlow fuses with its bias add.
         hidden = tf.reshape(x, [-1, width])
@@ -91,7 +104,7 @@ class Encoder(tf_keras.layers.Layer):
                                      seeds[i], tokens)
             else:
                 hidden = layer(hidden, attention_mask, batch_size, seq_length,
-                               training=training, tokens=tokens, groups=groups)
+                               training=training, tokens=tokens, groups=groups, keys=keys)
             full = hidden if tokens is None else attention.spread_tokens(
                 hidden, tokens, batch_size * seq_length)
             outputs.append(tf.reshape(full, [batch_size, seq_length, width]))

@@ -81,6 +81,14 @@ class PredictionLoop:
         return (self.trim_padding and not self.config.enable_xla
                 and not heads.reads_padding(self.model))
 
+    @property
+    def trims_keys(self):
+        """Whether the encoder's attention at inference stops at each batch's last real
+        key (modeling.set_key_trimming): without XLA and off TPUs (a data-dependent
+        shape). Every position's outputs stay those of attending over every key."""
+        tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
+        return not self.config.enable_xla and not isinstance(self.strategy, tpu)
+
     def predict(self, dataset_fn, predict_fn, max_steps=None, sequence_outputs=None,
                 stage="predict", total_steps=None):
         """Yields dicts of numpy arrays, one per global batch, in input order.

@@ -56,6 +56,8 @@ runner.trim_padding                               # --trim_padding, False under 
 runner.skip_padding                               # trim_padding, no XLA, and a model that reads no padding
                                                   # output (heads.reads_padding false): its encoder runs on
                                                   # the real tokens only (modeling.set_skip_padding)
+runner.trims_keys                                 # no XLA, no TPU: at inference the attention stops at each
+                                                  # batch's last real key (modeling.set_key_trimming)
 runner.global_step                                # int: optimizer steps, or the restored checkpoint's step
 step = training.run_function(fn, **tf_function_options)  # tf.function of a function each run makes anew
                                                   # (its traces counted for this object alone: no
@@ -372,6 +374,7 @@ class Runner(prediction.PredictionLoop):
                     raise ValueError("--gradient_checkpointing: the model has no BERT encoder")
             if self.skip_padding:
                 modeling.set_skip_padding(self.model)
+            modeling.set_key_trimming(self.model, self.trims_keys)
             self.optimizer = None
             self.steps_trained = 0  # by the last train() call
             if for_training:
