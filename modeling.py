@@ -270,8 +270,8 @@ def set_key_trimming(model, enabled=True):
     The keys after that one are masked in every row, so each position, padding
     included, gets the values of attending over all of them, up to the order of the
     sums (attention.key_span says when a row keeps no key). A batch of short rows at
-    max_seq_length (run_squad's and run_classifier's default full length) then does
-    the attention work of its longest row. Data-dependent shapes: not under XLA or on
+    max_seq_length (run_squad's default full length, any runner's --notrim_padding)
+    then does the attention work of its longest row. Data-dependent shapes: not under XLA or on
     TPUs. Off by default; graphs traced for an export (attention.portable_graphs)
     attend over every key either way.
     """
