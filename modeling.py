@@ -256,10 +256,7 @@ def set_skip_padding(model, enabled=True):
     DENSE_REAL_FRACTION real tokens run every position instead). Shapes are then data-dependent:
     not for XLA or TPUs. Off by default (the reference's outputs everywhere).
     """
-    models = transformer.layers_of(model, BertModel)
-    for bert in models:
-        bert.skip_padding = bool(enabled)
-    return len(models)
+    return _set_on_encoders(model, "skip_padding", enabled)
 
 
 def set_key_trimming(model, enabled=True):
@@ -271,13 +268,18 @@ def set_key_trimming(model, enabled=True):
     included, gets the values of attending over all of them, up to the order of the
     sums (attention.key_span says when a row keeps no key). A batch of short rows at
     max_seq_length (run_squad's default full length, any runner's --notrim_padding)
-    then does the attention work of its longest row. Data-dependent shapes: not under XLA or on
-    TPUs. Off by default; graphs traced for an export (attention.portable_graphs)
-    attend over every key either way.
+    then does the attention work of its longest row. Data-dependent shapes: not under
+    XLA or on TPUs. Off by default; graphs traced for an export
+    (attention.portable_graphs) attend over every key either way.
     """
+    return _set_on_encoders(model, "trim_keys", enabled)
+
+
+def _set_on_encoders(model, attribute, enabled):
+    """Sets `attribute` of every BertModel within `model` to bool(enabled); their count."""
     models = transformer.layers_of(model, BertModel)
     for bert in models:
-        bert.trim_keys = bool(enabled)
+        setattr(bert, attribute, bool(enabled))
     return len(models)
 
 
