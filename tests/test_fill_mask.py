@@ -22,6 +22,7 @@ from bert_tf2.export import masked_lm
 from bert_tf2.export import warmup
 from bert_tf2.trainer import checkpoints
 from conftest import HANG_GUARD_SECONDS, REPO_ROOT, peer_python, write_text
+from trained import conversions_in_process
 
 _TEXTS = ["all work and [MASK] play makes jack a [MASK] boy",
           "[MASK] work",
@@ -195,9 +196,11 @@ def exported(tiny, tmp_path_factory):
     refused it)."""
     root = tmp_path_factory.mktemp("fill_mask_export")
     texts = write_text(root / "texts.txt", "\n".join(_TEXTS) + "\n")
-    export_saved_model.run(export_saved_model.Settings(
-        model_type="masked_lm", init_checkpoint=tiny["prefix"], export_dir=str(root / "export"),
-        litert="fp32", agreement_file=texts, warmup_file=texts))
+    with conversions_in_process():  # the model is tested here, not the converting child
+        export_saved_model.run(export_saved_model.Settings(
+            model_type="masked_lm", init_checkpoint=tiny["prefix"],
+            export_dir=str(root / "export"), litert="fp32", agreement_file=texts,
+            warmup_file=texts))
     return root / "export"
 
 

@@ -16,6 +16,7 @@ from bert_tf2.export import litert_predictor
 from bert_tf2.export import masked_lm
 from bert_tf2.trainer import checkpoints
 from conftest import REQUIRE_DOORS, write_text
+from trained import conversions_in_process
 
 # ids: [PAD] 0 ... [MASK] 4; "a" on lines 5 and 7 (id 7: the last line wins), "b" 6,
 # "c d" 8 (a token no word can give: a placeholder in an export's vocabulary asset).
@@ -74,9 +75,10 @@ def test_a_vocab_size_past_the_vocabulary_is_served_with_unnamed_answers(tmp_pat
         if REQUIRE_DOORS:
             raise
         litert = None  # the [litert] extra is missing: the SavedModel door alone
-    export_saved_model.run(export_saved_model.Settings(
-        init_checkpoint=prefix, export_dir=export_dir, model_type="masked_lm",
-        max_seq_length=8, fill_mask_top_k=4, litert=litert))
+    with conversions_in_process():  # the model is tested here, not the converting child
+        export_saved_model.run(export_saved_model.Settings(
+            init_checkpoint=prefix, export_dir=export_dir, model_type="masked_lm",
+            max_seq_length=8, fill_mask_top_k=4, litert=litert))
     if litert:
         got = litert_predictor.LiteRTPredictor(export_dir, "fp32").predict(["b [MASK] a"])
         assert [(a["token"], a["token_id"]) for a in got[0][0]] == [

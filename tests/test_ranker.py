@@ -225,9 +225,11 @@ _CANDIDATES = [_passage("paris", 0), _passage("london", 1), _passage("river", 2)
 @pytest.fixture(scope="module")
 def exported(pointwise):
     import export_saved_model  # pylint: disable=import-outside-toplevel
+    from trained import conversions_in_process  # pylint: disable=import-outside-toplevel
     export_dir = str(pointwise["root"] / "export")
-    export_saved_model.run(export_saved_model.Settings(
-        init_checkpoint=pointwise["folder"], export_dir=export_dir, litert="fp32"))
+    with conversions_in_process():  # the model is tested here, not the converting child
+        export_saved_model.run(export_saved_model.Settings(
+            init_checkpoint=pointwise["folder"], export_dir=export_dir, litert="fp32"))
     return export_dir
 
 
