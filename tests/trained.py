@@ -165,10 +165,10 @@ class TrainedHeads(object):
 def conversions_in_process():
     """Exports within convert in this process (native_steps.IN_PROCESS): the shared heads',
     test_litert.py's, test_ranker.py's and the fill-mask files', which test the models, not
-    the child process (test_litert.py's
-    crash and main-guard tests and test_openvino_onnx.py's --export_base test export through
-    a real child); each child's start, TensorFlow's import and the load of the function
-    (about 6 s), is saved per export."""
+    the child process (test_litert.py's crash and main-guard tests, test_openvino_onnx.py's
+    --export_base test and test_export_fixed_cost.py export through a real child); each
+    child's start, TensorFlow's import and the load of the function (about 6 s), is saved
+    per export."""
     from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
     before, native_steps.IN_PROCESS = native_steps.IN_PROCESS, True
     try:
