@@ -163,12 +163,11 @@ class TrainedHeads(object):
 
 @contextlib.contextmanager
 def conversions_in_process():
-    """Exports within convert in this process (native_steps.IN_PROCESS): the shared heads',
-    test_litert.py's, test_ranker.py's and the fill-mask files', which test the models, not
-    the child process (test_litert.py's crash and main-guard tests, test_openvino_onnx.py's
-    --export_base test, test_export_fixed_cost.py and test_path_match.py's odd-folder export
-    go through a real child); each child's start, TensorFlow's import and the load of the
-    function (about 6 s), is saved per export."""
+    """Exports within convert in this process (native_steps.IN_PROCESS), for the exports
+    whose tests check the models, not the child process; the tests of the child itself (a
+    crash in a native step, a script without a main guard, --export_base, the fixed cost,
+    an odd export folder) keep the real child. Each child's start, TensorFlow's import and
+    the load of the function (about 6 s) is saved per export."""
     from bert_tf2.export import native_steps  # pylint: disable=import-outside-toplevel
     before, native_steps.IN_PROCESS = native_steps.IN_PROCESS, True
     try:
