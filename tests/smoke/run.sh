@@ -62,16 +62,24 @@ for i in "${!versions[@]}"; do
     # scripts name its python by path).
     rm -rf "$cache"/py"$version"-*
     "$python" -m venv "$venv"
+    # --no-compile: pip would byte-compile every module of every package (TensorFlow's
+    # thousands: about 55 s of CPU per Python); the check below compiles only what it
+    # imports, once, into the venv's own .pycache.
     if ! { "$venv/bin/python" -m pip install -q --upgrade pip &&
-           "$venv/bin/python" -m pip install -q .; } >"$log" 2>&1; then
+           "$venv/bin/python" -m pip install -q --no-compile .; } >"$log" 2>&1; then
       echo "smoke $version: FAILED to install (pip's output: $log)"; status=1; continue
     fi
     touch "$venv/.complete"
-  elif ! "$venv/bin/python" -m pip install -q --no-deps --force-reinstall . >"$log" 2>&1; then
+  elif ! "$venv/bin/python" -m pip install -q --no-deps --force-reinstall --no-compile . \
+         >"$log" 2>&1; then
     echo "smoke $version: FAILED to install (pip's output: $log)"; status=1; continue
   fi
   rm -rf build ./*.egg-info
-  if TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::FutureWarning \
+  # Bytecode of what the check imports is written under the venv (PYTHONPYCACHEPREFIX),
+  # never beside a source: the next run of this venv, and the check's own child process,
+  # read it instead of compiling TensorFlow again (even where PYTHONDONTWRITEBYTECODE is set).
+  if env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$venv/.pycache" TF_CPP_MIN_LOG_LEVEL=2 \
+       PYTHONWARNINGS=ignore::FutureWarning \
        "$venv/bin/python" tests/smoke/check.py "$shared" $how $fork >"$cache/check-$version.log" 2>&1
   then
     echo "smoke $version${how:+ ($how)}: passed in $(( $(date +%s) - start )) s ($(grep -o \
