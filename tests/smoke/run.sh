@@ -2,7 +2,8 @@
 # Smoke run of a non-editable install on every Python from 3.10 to 3.13 found on this machine
 # but the one that runs the full suite ($1, e.g. 3.11): a venv per version (kept under
 # $BERT_TF2_SMOKE_CACHE, default ~/.cache/bert-tf2-smoke, and made anew when setup.py changes),
-# the project installed into it as a user would (`pip install .`), then tests/smoke/check.py.
+# the project installed into it as a user would (`pip install .`; with --no-compile, the
+# check byte-compiling only what it imports), then tests/smoke/check.py.
 # A version that is not on the machine is skipped with a line saying so.
 #
 # What each Python checks, and why. pytest has already run every test on this code (on the
