@@ -386,4 +386,5 @@ if __name__ == "conftest":
     from trained import (  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
         trained_heads, trained_classifier, trained_multilabel, trained_regression, trained_tagger,
         trained_tagger_crf, trained_squad_v1, trained_squad_v2, trained_multiple_choice,
-        trained_encoder, parity_session, trained_classifier_with_best, trained_ner_crf)
+        trained_encoder, trained_ranker, parity_session, trained_classifier_with_best,
+        trained_ner_crf)

@@ -3,9 +3,12 @@ metrics, and rank(query, passages) at every door: run_ranker.predict() / Predict
 SavedModel's `rank` and serving_default signatures, LiteRT fp32, and the HuggingFace export
 in transformers and in sentence-transformers' CrossEncoder (the peer venv).
 
-One tiny model per loss is trained once per run (module fixtures) on synthetic files: a query
-"where is <place>" and passages that name that place and say "very good" (relevant) or
+The training tests train one tiny model per loss (module fixtures) on synthetic files: a
+query "where is <place>" and passages that name that place and say "very good" (relevant) or
 another place and "not bad" (not): a signal a two-layer model learns in a few dozen steps.
+The door tests read the run's shared pointwise ranker (tests/trained.py's, which the parity
+matrix trains and exports once for every file; it learnt that a passage saying "good" is
+relevant, so it tells these passages apart too).
 """
 import json
 import os
@@ -223,27 +226,28 @@ _CANDIDATES = [_passage("paris", 0), _passage("london", 1), _passage("river", 2)
 
 
 @pytest.fixture(scope="module")
-def exported(pointwise):
-    import export_saved_model  # pylint: disable=import-outside-toplevel
-    from trained import conversions_in_process  # pylint: disable=import-outside-toplevel
-    export_dir = str(pointwise["root"] / "export")
-    with conversions_in_process():  # the model is tested here, not the converting child
-        export_saved_model.run(export_saved_model.Settings(
-            init_checkpoint=pointwise["folder"], export_dir=export_dir, litert="fp32"))
-    return export_dir
+def ranker(trained_ranker):
+    """The run's shared pointwise ranker folder (tests/trained.py: the parity matrix's, trained
+    once for every file): its doors are tested here, its training above on models of its own."""
+    return trained_ranker.folder
+
+
+@pytest.fixture(scope="module")
+def exported(trained_heads):
+    """The shared ranker's export (SavedModel + LiteRT fp32; made once per run)."""
+    return trained_heads.exported("ranker").export_dir
 
 
 @pytest.mark.slow
-def test_rank_is_the_same_at_predict_the_predictor_the_saved_model_and_litert(pointwise,
-                                                                               exported):
+def test_rank_is_the_same_at_predict_the_predictor_the_saved_model_and_litert(ranker, exported):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import run_ranker  # pylint: disable=import-outside-toplevel
     from bert_tf2.export import litert_predictor  # pylint: disable=import-outside-toplevel
-    want = run_ranker.rank(pointwise["folder"], _QUERY, _CANDIDATES)
+    want = run_ranker.rank(ranker, _QUERY, _CANDIDATES)
     scores = [r["score"] for r in sorted(want, key=lambda r: r["index"])]
     assert [r["index"] for r in want] == list(np.argsort(-np.asarray(scores), kind="stable"))
     assert len(set(np.round(scores, 3))) > 1  # a model that tells the candidates apart
-    predictor = run_ranker.Predictor(pointwise["folder"])
+    predictor = run_ranker.Predictor(ranker)
     try:
         again = predictor.rank(_QUERY, _CANDIDATES)
         assert [(a["index"], a["passage"]) for a in again] == \
@@ -282,7 +286,7 @@ def test_rank_is_the_same_at_predict_the_predictor_the_saved_model_and_litert(po
 
 
 @pytest.mark.slow
-def test_a_warmup_file_replays_the_rank_signature(pointwise, tmp_path):
+def test_a_warmup_file_replays_the_rank_signature(ranker, tmp_path):
     """export_saved_model --warmup_file of a ranker: each line's requests of serving_default,
     serving_text_a and the room's own `rank` (the query with its passage as the one
     candidate) in assets.extra/tf_serving_warmup_requests, each scoring as run_ranker."""
@@ -294,7 +298,7 @@ def test_a_warmup_file_replays_the_rank_signature(pointwise, tmp_path):
         _QUERY, _CANDIDATES[1], _QUERY, _CANDIDATES[0]))
     export_dir = str(tmp_path / "export")
     export_saved_model.run(export_saved_model.Settings(
-        init_checkpoint=pointwise["folder"], export_dir=export_dir, warmup_file=lines))
+        init_checkpoint=ranker, export_dir=export_dir, warmup_file=lines))
     requests = warmup.read_requests(os.path.join(export_dir, warmup.WARMUP_FILE))
     assert [r[1] for r in requests] == ["serving_default", "serving_text_a", "rank"] * 2
     ranked = [inputs for _, name, inputs in requests if name == "rank"]
@@ -304,8 +308,8 @@ def test_a_warmup_file_replays_the_rank_signature(pointwise, tmp_path):
     saved = tf.saved_model.load(export_dir)
     found = [float(saved.signatures["rank"](**{k: tf.constant(v) for k, v in r.items()})[
         "logits"].numpy()[0, 0]) for r in ranked]
-    np.testing.assert_allclose(found, run_ranker.predict(pointwise["folder"], _QUERY,
-                                                         _CANDIDATES[1::-1]), atol=FP32_ATOL)
+    np.testing.assert_allclose(found, run_ranker.predict(ranker, _QUERY, _CANDIDATES[1::-1]),
+                               atol=FP32_ATOL)
 
 
 _PEER = r"""
@@ -331,13 +335,13 @@ json.dump({"class": model.config.architectures[0], "num_labels": model.config.nu
 
 
 @pytest.fixture(scope="module")
-def hf_folder(pointwise):
-    """convert_hf_checkpoint --direction=to_hf of the pointwise folder, without --model_type:
+def hf_folder(ranker, tmp_path_factory):
+    """convert_hf_checkpoint --direction=to_hf of the shared ranker folder, without --model_type:
     the folder's own type (run_ranker's), not the classifier its variables look like."""
     import convert_hf_checkpoint  # pylint: disable=import-outside-toplevel
-    out = str(pointwise["root"] / "hf")
+    out = str(tmp_path_factory.mktemp("ranker_hf") / "hf")
     convert_hf_checkpoint.run(convert_hf_checkpoint.Settings(
-        direction="to_hf", init_checkpoint=pointwise["folder"], output_dir=out))
+        direction="to_hf", init_checkpoint=ranker, output_dir=out))
     return out
 
 
@@ -354,14 +358,14 @@ def _peer(script, request, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_hf_export_scores_as_ours_in_transformers_and_cross_encoder(pointwise, hf_folder,
+def test_the_hf_export_scores_as_ours_in_transformers_and_cross_encoder(ranker, hf_folder,
                                                                         tmp_path):
     import run_ranker  # pylint: disable=import-outside-toplevel
     out = hf_folder
     with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
     assert config["architectures"] == ["BertForSequenceClassification"]
-    scores = run_ranker.predict(pointwise["folder"], _QUERY, _CANDIDATES)
+    scores = run_ranker.predict(ranker, _QUERY, _CANDIDATES)
     found = _peer(_PEER, {"dir": out, "max_length": ph.SEQ,
                           "pairs": [[_QUERY, p] for p in _CANDIDATES]}, tmp_path)
     assert (found["class"], found["num_labels"]) == ("BertForSequenceClassification", 1)
@@ -370,7 +374,7 @@ def test_the_hf_export_scores_as_ours_in_transformers_and_cross_encoder(pointwis
     # CrossEncoder's default for one label: the sigmoid of the score.
     np.testing.assert_allclose(found["default"], 1 / (1 + np.exp(-np.asarray(scores))),
                                atol=1e-4)
-    want = run_ranker.rank(pointwise["folder"], _QUERY, _CANDIDATES)
+    want = run_ranker.rank(ranker, _QUERY, _CANDIDATES)
     assert [i for i, _ in found["rank"]] == [r["index"] for r in want]
 
 
@@ -385,24 +389,24 @@ def _docs_blocks():
                       flags=re.M | re.S)
 
 
-def _with_paths(block, pointwise, exported, hf):
+def _with_paths(block, folder, exported, hf):
     for placeholder, path in (("/tmp/ranker_export", exported), ("/tmp/ranker_hf", hf),
-                              ("/tmp/ranker", pointwise["folder"])):
+                              ("/tmp/ranker", folder)):
         block = block.replace('"%s"' % placeholder, json.dumps(path))
     return block
 
 
 @pytest.mark.slow
-def test_the_docs_python_blocks_run_and_agree(pointwise, exported, hf_folder, tmp_path):
+def test_the_docs_python_blocks_run_and_agree(ranker, exported, hf_folder, tmp_path):
     import run_ranker  # pylint: disable=import-outside-toplevel
     blocks = _docs_blocks()
     assert len(blocks) == 4
     passages = ["a puppet on television", "a language model"]
-    want = run_ranker.predict(pointwise["folder"], "what is bert", passages)
+    want = run_ranker.predict(ranker, "what is bert", passages)
     order = [i for i in np.argsort(-np.asarray(want), kind="stable")]
     found = {}
     for block in blocks:
-        code = _with_paths(block, pointwise, exported, hf_folder)
+        code = _with_paths(block, ranker, exported, hf_folder)
         if "sentence_transformers" in code:
             script = (code + "\nimport json, sys\njson.dump({'logits': [float(x) for x in "
                       "logits], 'hits': [int(h['corpus_id']) for h in hits]}, "
@@ -413,7 +417,7 @@ def test_the_docs_python_blocks_run_and_agree(pointwise, exported, hf_folder, tm
         exec(compile(code, "docs/ranker.md", "exec"), namespace)  # pylint: disable=exec-used
         found.update({key: namespace[key] for key in ("scores", "out", "hits")
                       if key in namespace})
-    np.testing.assert_allclose(run_ranker.predict(pointwise["folder"], "what is bert",
+    np.testing.assert_allclose(run_ranker.predict(ranker, "what is bert",
                                                   ["a language model",
                                                    "a puppet on television"]),
                                found["scores"], atol=FP32_ATOL)

@@ -24,7 +24,7 @@ Fixtures (registered in tests/conftest.py), all session-scoped:
   trained_heads: a TrainedHeads; .head(name) is the trained parity_helpers.Head of that
     name (parity_helpers.HEADS), .exported(name) the same with its export made.
   trained_<name> for classifier, multilabel, regression, tagger, tagger_crf, squad_v1,
-    squad_v2, multiple_choice, encoder: trained_heads.head(name). A Head gives
+    squad_v2, multiple_choice, encoder, ranker: trained_heads.head(name). A Head gives
     .folder (the run's output folder: checkpoint, model_settings.json, label list,
     do_predict's files), .files (vocab_file, bert_config_file settings), .kinds /
     .reference (its inputs and do_predict's answers), .export_dir and .saved_model()
@@ -217,6 +217,7 @@ trained_squad_v1 = _head_fixture("squad_v1")
 trained_squad_v2 = _head_fixture("squad_v2")
 trained_multiple_choice = _head_fixture("multiple_choice")
 trained_encoder = _head_fixture("encoder")
+trained_ranker = _head_fixture("ranker")
 
 
 @pytest.fixture(scope="session")
