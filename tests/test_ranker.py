@@ -417,9 +417,7 @@ def test_the_docs_python_blocks_run_and_agree(ranker, exported, hf_folder, tmp_p
         exec(compile(code, "docs/ranker.md", "exec"), namespace)  # pylint: disable=exec-used
         found.update({key: namespace[key] for key in ("scores", "out", "hits")
                       if key in namespace})
-    np.testing.assert_allclose(run_ranker.predict(ranker, "what is bert",
-                                                  ["a language model",
-                                                   "a puppet on television"]),
+    np.testing.assert_allclose(run_ranker.predict(ranker, "what is bert", passages[::-1]),
                                found["scores"], atol=FP32_ATOL)
     np.testing.assert_allclose(found["out"]["logits"].numpy()[0], want, atol=FP32_ATOL)
     assert [h["index"] for h in found["hits"]] == order
